@@ -1,0 +1,96 @@
+// Package inference schedules generation requests onto one model (batch 1, one
+// resident KV cache) and turns its logits into text: the bounded queue and its
+// worker, the prefix cache, sampling, stop handling and streaming events.
+package inference
+
+import (
+	"context"
+	"math"
+)
+
+// ModelInfo describes a loaded model to the engine.
+type ModelInfo struct {
+	Name          string  // model name from the bundle
+	VocabSize     int     // rows of the lm-head output (128,256 for Llama-3.2)
+	ContextLen    int     // KV cache rows (512 on the seed bundle)
+	PrefillWindow int     // tokens per prefill graph call (128 on the seed bundle)
+	BOS           int32   // begin-of-text id
+	EOS           []int32 // ids that end a turn (eot, eom, end_of_text)
+}
+
+// Model is what the engine needs from a model runner. hexagon implements it on
+// QNN graphs; tests use fakes. Calls are never concurrent.
+type Model interface {
+	Info() ModelInfo
+	// Eval makes the KV cache hold seq and returns the logits after its last
+	// token. Rows [0, valid) already hold seq[:valid] from earlier calls; the
+	// model evaluates the rest, or recomputes from an earlier row when its cost
+	// model says that is cheaper. It returns how many rows it reused. The
+	// returned Logits alias the model's output buffer and are valid until the
+	// next call. ctx is checked between graph calls.
+	Eval(ctx context.Context, seq []int32, valid int) (logits Logits, reused int, err error)
+	Close() error
+}
+
+// DType is the element type of a Logits buffer.
+type DType uint8
+
+// The logit element types the lm-head graph may produce.
+const (
+	F32 DType = iota // float32
+	F16              // IEEE 754 half precision, raw bits
+	U16              // unsigned 16-bit fixed point: real = (q + Offset) * Scale
+)
+
+// Logits is one position's lm-head output in the graph's native type, so the
+// sampler can read it without a conversion pass. Exactly one of F32 and Raw16
+// is set, per Type.
+type Logits struct {
+	Type   DType
+	F32    []float32
+	Raw16  []uint16
+	Scale  float32 // U16 only
+	Offset int32   // U16 only
+}
+
+// Len is the number of logits (the vocabulary size).
+func (l Logits) Len() int {
+	if l.Type == F32 {
+		return len(l.F32)
+	}
+	return len(l.Raw16)
+}
+
+// At returns logit i as float32.
+func (l Logits) At(i int) float32 {
+	switch l.Type {
+	case F32:
+		return l.F32[i]
+	case F16:
+		return HalfToFloat(l.Raw16[i])
+	default:
+		return (float32(l.Raw16[i]) + float32(l.Offset)) * l.Scale
+	}
+}
+
+// HalfToFloat converts IEEE 754 half-precision bits to float32.
+func HalfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		e := uint32(127 - 15 + 1)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		mant &= 0x3ff
+		return math.Float32frombits(sign | e<<23 | mant<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
