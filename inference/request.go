@@ -1,0 +1,122 @@
+package inference
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Request is one generation job: a tokenized prompt and how to continue it.
+type Request struct {
+	Prompt      []int32 // token ids, BOS included when wanted
+	MaxTokens   int     // 0: until the context ends; larger than the room left: clamped
+	N           int     // choices, generated one after another from the same prompt rows (0 means 1)
+	Sampling    Sampling
+	Stop        []string      // up to MaxStops strings; the emitted text never contains one
+	Logprobs    bool          // report the chosen token's logprob
+	TopLogprobs int           // and up to MaxTopLogprobs alternatives
+	Timeout     time.Duration // generation time limit; 0: the engine's default
+	// IgnoreEOS keeps generating past end-of-turn tokens (benchmarks).
+	IgnoreEOS bool
+}
+
+// Sampling holds the per-request sampling parameters. The zero value is greedy.
+type Sampling struct {
+	Temperature       float32 // 0: greedy
+	TopK              int     // 0: off
+	TopP              float32 // 0 or 1: off
+	MinP              float32 // 0: off
+	PresencePenalty   float32 // OpenAI semantics
+	FrequencyPenalty  float32 // OpenAI semantics
+	RepetitionPenalty float32 // llama.cpp semantics; 0 or 1: off
+	LogitBias         map[int32]float32
+	Seed              *int64 // nil: random
+}
+
+// Limits on a request's options.
+const (
+	MaxStops       = 16
+	MaxTopLogprobs = 20
+)
+
+// FinishReason says why a choice ended.
+type FinishReason string
+
+// Finish reasons. The API layer maps a parsed tool call to its own reason.
+const (
+	FinishStop      FinishReason = "stop"      // end-of-turn token or stop string
+	FinishLength    FinishReason = "length"    // max_tokens or the end of the context
+	FinishCancelled FinishReason = "cancelled" // the client went away
+	FinishTimeout   FinishReason = "timeout"   // the generation time limit
+	FinishError     FinishReason = "error"     // the model failed; Event.Err says why
+)
+
+// TokenLogprob is the log-probability of one token (log-softmax of the raw logits).
+type TokenLogprob struct {
+	ID      int32
+	Bytes   []byte // the token's decoded bytes
+	Logprob float32
+}
+
+// Logprob describes one generated token: the chosen token and the top alternatives.
+type Logprob struct {
+	TokenLogprob
+	Top []TokenLogprob
+}
+
+// Usage counts tokens of a finished request.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens whose KV rows were reused
+	CompletionTokens int // over all choices
+}
+
+// Timings reports where a request's time went (llama.cpp's `timings`).
+type Timings struct {
+	QueueWait  time.Duration
+	PromptEval time.Duration
+	Generation time.Duration
+	PromptN    int // tokens actually evaluated for the prompt
+	PredictedN int
+}
+
+// Event is one step of a request's stream. Deltas carry text and tokens; the
+// last event of each choice has Finish set; the final event of the request
+// has Done set with Usage and Timings (and Err when it failed).
+type Event struct {
+	Choice   int
+	Text     string    // new text, UTF-8 complete, stop strings withheld
+	Tokens   []int32   // ids generated since the previous event of this choice
+	Logprobs []Logprob // one per token in Tokens, when requested
+	Finish   FinishReason
+	Done     bool
+	Usage    Usage
+	Timings  Timings
+	Err      error
+}
+
+// Errors the engine reports at submission; the server maps them to statuses.
+var (
+	ErrBusy    = errors.New("inference: queue full")
+	ErrClosed  = errors.New("inference: engine closed")
+	ErrNoModel = errors.New("inference: no model loaded")
+)
+
+// ContextLengthError reports a prompt that does not fit the context.
+type ContextLengthError struct {
+	PromptTokens int
+	MaxTokens    int // requested completion tokens (0 if none)
+	ContextLen   int
+}
+
+func (e *ContextLengthError) Error() string {
+	return fmt.Sprintf("this model's maximum context length is %d tokens, but the prompt has %d tokens", e.ContextLen, e.PromptTokens)
+}
+
+// InvalidRequestError reports a request the engine cannot run (e.g. a token id out of range).
+type InvalidRequestError struct {
+	Param   string
+	Message string
+}
+
+func (e *InvalidRequestError) Error() string { return e.Message }
