@@ -1,0 +1,63 @@
+# hexserve — build, run and test. `make` builds everything, `make run` serves the
+# generated tiny model through hostsim, `make test` runs the whole suite.
+
+GO      ?= go
+GOARCH  := $(shell $(GO) env GOARCH)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN     := bin/hexserve
+TINY    := build/models/tiny
+FUZZTIME ?= 5s
+
+# Test steps that need optional tools run when the tools are there (.ci/run installs them).
+HAVE_QEMU := $(shell command -v qemu-aarch64 >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && echo yes)
+HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && echo yes)
+
+.PHONY: all build run test vet gotest fuzz test-arm64 test-node bench-smoke android clean models
+
+all: build hostsim
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/server
+
+-include hexagon/hostsim/hostsim.mk
+
+# The default tiny bundle (random weights: its output is gibberish by construction).
+$(TINY)/v79/manifest.json: | build
+	$(BIN) mkmodel --preset tiny --out $(TINY)
+
+models: all $(TINY)/v79/manifest.json
+
+run: models
+	$(BIN) serve --config configs/dev.yaml
+
+test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) bench-smoke
+	@echo "make test: all steps passed"
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+gotest:
+	HEXSERVE_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+
+# Each fuzz target runs for a short bounded time; crashers land in testdata/fuzz as regression cases.
+fuzz:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+test-arm64: hostsim-arm64
+	./scripts/test-arm64.sh
+
+test-node: build models
+	./scripts/test-node.sh
+
+bench-smoke: build models
+	./scripts/bench-smoke.sh
+
+android:
+	@test -n "$(ANDROID_NDK_HOME)" || { echo "set ANDROID_NDK_HOME to an Android NDK"; exit 2; }
+	CGO_ENABLED=1 GOOS=android GOARCH=arm64 \
+	CC=$$(ls -d $(ANDROID_NDK_HOME)/toolchains/llvm/prebuilt/*/bin | head -n1)/aarch64-linux-android31-clang \
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/hexserve-android-arm64 ./cmd/server
+
+clean:
+	rm -rf bin build

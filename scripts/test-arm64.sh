@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the NPU-path tests for linux/arm64 and runs them under qemu-aarch64 against
+# the arm64 hostsim build (make hostsim-arm64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export HEXSERVE_HOSTSIM_DIR="$root/build/hostsim/arm64"
+export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
+for pkg in ./hexagon/qnn ./hexagon; do
+  name=$(echo "$pkg" | tr '/.' '__')
+  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$out/$name.test" "$pkg"
+  echo "arm64: $pkg"
+  (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short)
+done
+echo "arm64 tests passed"
