@@ -1,0 +1,291 @@
+package tinyllama
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Tensor is one weight tensor's Hugging Face name and shape.
+type Tensor struct {
+	Name  string
+	Shape []int
+}
+
+// Len is the number of elements.
+func (t Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Tensors lists every weight tensor in Hugging Face order (embedding, then
+// per layer input norm, q, k, v, o, post-attention norm, gate, up, down, then
+// the final norm, then lm_head.weight when embeddings are not tied).
+func Tensors(c Config) []Tensor {
+	h, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	ts := []Tensor{{"model.embed_tokens.weight", []int{c.VocabSize, h}}}
+	for i := range c.NumHiddenLayers {
+		p := "model.layers." + strconv.Itoa(i) + "."
+		ts = append(ts,
+			Tensor{p + "input_layernorm.weight", []int{h}},
+			Tensor{p + "self_attn.q_proj.weight", []int{q, h}},
+			Tensor{p + "self_attn.k_proj.weight", []int{kv, h}},
+			Tensor{p + "self_attn.v_proj.weight", []int{kv, h}},
+			Tensor{p + "self_attn.o_proj.weight", []int{h, q}},
+			Tensor{p + "post_attention_layernorm.weight", []int{h}},
+			Tensor{p + "mlp.gate_proj.weight", []int{f, h}},
+			Tensor{p + "mlp.up_proj.weight", []int{f, h}},
+			Tensor{p + "mlp.down_proj.weight", []int{h, f}},
+		)
+	}
+	ts = append(ts, Tensor{"model.norm.weight", []int{h}})
+	if !c.TieWordEmbeddings {
+		ts = append(ts, Tensor{"lm_head.weight", []int{c.VocabSize, h}})
+	}
+	return ts
+}
+
+// TensorNames lists the tensor names of Tensors.
+func TensorNames(c Config) []string {
+	ts := Tensors(c)
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// Lookup returns the named tensor of c.
+func Lookup(c Config, name string) (Tensor, error) {
+	for _, t := range Tensors(c) {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return Tensor{}, fmt.Errorf("tinyllama: no tensor %q in this config", name)
+}
+
+// kind is how a tensor maps a draw m in [-1024, 1023] to its value.
+type kind int
+
+const (
+	kindEmbed kind = iota
+	kindProj
+	kindNorm
+	kindFinalNorm
+)
+
+func classify(t Tensor) (kind, int) {
+	switch {
+	case t.Name == "model.embed_tokens.weight":
+		return kindEmbed, 0
+	case t.Name == "model.norm.weight":
+		return kindFinalNorm, 0
+	case strings.HasSuffix(t.Name, "layernorm.weight"):
+		return kindNorm, 0
+	}
+	// Projections (and an untied lm_head): m × 2^-(9+s), 4^s ≥ in_features.
+	in := t.Shape[len(t.Shape)-1]
+	s := 0
+	for p := 1; p < in; p *= 4 {
+		s++
+	}
+	return kindProj, 9 + s
+}
+
+// value is the SPEC's element value for draw m.
+func value(k kind, shift int, m int) float64 {
+	switch k {
+	case kindEmbed:
+		return math.Ldexp(float64(m), -14)
+	case kindProj:
+		return math.Ldexp(float64(m), -shift)
+	case kindNorm:
+		return 1 + math.Ldexp(float64(floorDiv4(m)), -10)
+	default:
+		return 16 * (1 + math.Ldexp(float64(floorDiv4(m)), -10))
+	}
+}
+
+func floorDiv4(m int) int { return m >> 2 } // arithmetic shift floors negatives
+
+const (
+	fnvOffset = 0xcbf29ce484222325
+	fnvPrime  = 0x100000001b3
+	gamma     = 0x9E3779B97F4A7C15
+)
+
+func fnv1a64(s string) uint64 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func mix(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// Draws is the SPEC's SplitMix64 token stream started at state = seed:
+// it returns n tokens, each draw mod 128000.
+func Draws(seed uint64, n int) []int {
+	out := make([]int, n)
+	s := seed
+	for i := range out {
+		s += gamma
+		out[i] = int(mix(s) % 128000)
+	}
+	return out
+}
+
+// fill writes elements [start, start+len(dst)) of tensor t through put.
+// SplitMix64's state after i draws is seed + i·golden, so any range can be
+// generated without walking the stream from the beginning.
+func fill(c Config, t Tensor, start int, n int, put func(i int, v float64)) error {
+	if start < 0 || start+n > t.Len() {
+		return fmt.Errorf("tinyllama: range [%d, %d) outside %s (%d elements)", start, start+n, t.Name, t.Len())
+	}
+	k, shift := classify(t)
+	state := (c.InitSeed ^ fnv1a64(t.Name)) + uint64(start)*gamma
+	for i := range n {
+		state += gamma
+		m := int(mix(state)>>53) - 1024
+		put(i, value(k, shift, m))
+	}
+	return nil
+}
+
+// Fill writes elements [start, start+len(dst)) (row-major) of the named
+// tensor as float16 bits. Use it to stream large tensors in pieces.
+func Fill(c Config, name string, start int, dst []uint16) error {
+	t, err := Lookup(c, name)
+	if err != nil {
+		return err
+	}
+	return fill(c, t, start, len(dst), func(i int, v float64) { dst[i] = Float16(float32(v)) })
+}
+
+// FillFloat32 is Fill with float32 values (identical numbers: every value is
+// exact in float16 and float32).
+func FillFloat32(c Config, name string, start int, dst []float32) error {
+	t, err := Lookup(c, name)
+	if err != nil {
+		return err
+	}
+	return fill(c, t, start, len(dst), func(i int, v float64) { dst[i] = float32(v) })
+}
+
+// Generate returns the whole named tensor as float16 bits. Do not use it for
+// the 1B model's embedding (262M values); use Fill.
+func Generate(c Config, name string) ([]uint16, error) {
+	t, err := Lookup(c, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint16, t.Len())
+	return out, Fill(c, name, 0, out)
+}
+
+// Float16 converts f to IEEE binary16 bits, rounding to nearest even.
+func Float16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	switch {
+	case exp == 0xff: // Inf or NaN
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp == 0 && mant == 0:
+		return sign
+	}
+	e := exp - 127 + 15
+	if exp == 0 { // float32 subnormals are far below float16's range
+		return sign
+	}
+	m := mant | 0x800000 // 24-bit significand
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	var shift uint
+	if e <= 0 { // float16 subnormal
+		shift = uint(14 - e)
+		if shift > 24 {
+			return sign
+		}
+		e = 0
+	} else {
+		shift = 13
+	}
+	h := m >> shift
+	rem := m & (1<<shift - 1)
+	half := uint32(1) << (shift - 1)
+	if rem > half || (rem == half && h&1 == 1) {
+		h++
+	}
+	if e == 0 {
+		return sign | uint16(h) // a carry into bit 10 lands on the smallest normal
+	}
+	out := uint32(e)<<10 + (h - 0x400) // h in [0x400, 0x800]; a carry bumps the exponent
+	if out >= 0x7c00 {
+		return sign | 0x7c00
+	}
+	return sign | uint16(out)
+}
+
+// Float32 converts IEEE binary16 bits to float32 (exactly).
+func Float32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := int(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch exp {
+	case 0:
+		v := math.Ldexp(float64(mant), -24)
+		if sign != 0 {
+			v = -v
+		}
+		return float32(v)
+	case 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
+}
+
+// InvFreq returns the head_dim/2 RoPE inverse frequencies, with Llama-3
+// scaling when c.RopeScaling has rope_type "llama3".
+func InvFreq(c Config) []float64 {
+	d := c.HeadDim
+	out := make([]float64, d/2)
+	for i := range out {
+		out[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(d))
+	}
+	rs := c.RopeScaling
+	if rs == nil || rs.RopeType != "llama3" {
+		return out
+	}
+	orig := float64(rs.OriginalMaxPositionEmbeddings)
+	lowWave := orig / rs.LowFreqFactor
+	highWave := orig / rs.HighFreqFactor
+	for i, f := range out {
+		wave := 2 * math.Pi / f
+		switch {
+		case wave < highWave:
+		case wave > lowWave:
+			out[i] = f / rs.Factor
+		default:
+			smooth := (orig/wave - rs.LowFreqFactor) / (rs.HighFreqFactor - rs.LowFreqFactor)
+			out[i] = (1-smooth)*f/rs.Factor + smooth*f
+		}
+	}
+	return out
+}
