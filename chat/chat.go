@@ -1,0 +1,287 @@
+// Package chat renders Llama-3.2 instruct conversations into prompt text and
+// parses the model's tool calls back out of generated text.
+//
+// The renderer is native Go, not a Jinja engine running the chat_template
+// from tokenizer_config.json: no maintained Go Jinja engine is guaranteed to
+// be byte-exact with transformers' globals (tojson, trim, raise_exception),
+// and native code is fast and easy to fuzz. It reproduces every branch of the
+// official Llama-3.2 template (tools_in_user_message=true, no custom_tools)
+// byte for byte, checked against goldens rendered by @huggingface/jinja and
+// cross-checked with Python Jinja2 as transformers sets it up:
+//
+//   - BOS, then a system block that is always present: "Environment: ipython\n"
+//     when tools are given, "Cutting Knowledge Date: December 2023\n",
+//     "Today Date: <date>\n\n", then the first message's content if its role
+//     is system.
+//   - With tools, the first remaining message (whatever its role) becomes the
+//     user turn that lists the tools, each as tojson(indent=4); no such
+//     message is an error, as in the template.
+//   - Content is trimmed like Python's str.strip (Unicode whitespace including
+//     U+001C..U+001F and U+0085, but not U+FEFF or U+200B).
+//   - An assistant tool call renders as {"name": "<name>", "parameters":
+//     <tojson(arguments)>}; only one call per message is allowed.
+//   - tool and ipython messages render under an "ipython" header with their
+//     (string) content JSON-quoted, untrimmed.
+//
+// tojson follows transformers: json.dumps(x, ensure_ascii=False,
+// indent=...). Key order is kept as given, only '"', '\\' and control
+// characters are escaped, and numbers are printed as a Python server would
+// after json.loads: integers keep their digits, numbers with a fraction or
+// exponent are Python floats printed with repr ("1.50" → "1.5", "1E2" →
+// "100.0", "1e16" → "1e+16"). A JavaScript engine would print floats
+// differently (1.0 → 1); the two agree on integers.
+//
+// Deliberate deviations, all for input the template would render badly:
+// roles other than system, user, assistant, tool and ipython are rejected
+// (the template would paste any string into a header); tool calls are only
+// accepted on assistant messages; an empty message list is an error; an
+// empty Options.Tools means "no tools" (Python would treat [] as present).
+// Content is a Go string, so JSON null content renders as "" (Jinja prints
+// "None"), and tool results are always strings and therefore always quoted.
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Message is one conversation turn. Name and ToolCallID are accepted for
+// API completeness; the Llama-3.2 template does not render them.
+type Message struct {
+	Role       string
+	Content    string
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+}
+
+// ToolCall is a function call made by the assistant. Arguments holds a JSON
+// value, normally an object; empty means {}.
+type ToolCall struct {
+	ID, Name  string
+	Arguments json.RawMessage
+}
+
+// Tool is one OpenAI tool definition object, e.g.
+// {"type":"function","function":{...}}, rendered with its key order kept.
+type Tool = json.RawMessage
+
+// Options control rendering.
+type Options struct {
+	// Tools are tool definitions; each must be valid JSON. Empty means none.
+	Tools []json.RawMessage
+	// AddGenerationPrompt appends the assistant header for the reply.
+	AddGenerationPrompt bool
+	// DateString is the "Today Date" text; "" gives the template default
+	// "26 Jul 2024". Use FormatDate(time.Now()) for today's date, as
+	// transformers does through strftime_now.
+	DateString string
+}
+
+// DefaultDate is the template's date when none is supplied.
+const DefaultDate = "26 Jul 2024"
+
+// StopTokens end a Llama-3.2 generation.
+var StopTokens = []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
+
+// Special token texts emitted by the template.
+const (
+	BeginOfText = "<|begin_of_text|>"
+	StartHeader = "<|start_header_id|>"
+	EndHeader   = "<|end_header_id|>"
+	EndOfTurn   = "<|eot_id|>"
+	PythonTag   = "<|python_tag|>"
+)
+
+// Error reports a request the template cannot render. Param names the
+// offending field the way an OpenAI error does, e.g. "messages[3].role".
+type Error struct {
+	Param   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Param == "" {
+		return "chat: " + e.Message
+	}
+	return "chat: " + e.Param + ": " + e.Message
+}
+
+func errorf(param, format string, args ...any) *Error {
+	return &Error{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Segment is a piece of rendered text. Special segments are exactly one
+// special token emitted by the template; everything else, template text and
+// user- or tool-supplied content alike, is in non-special segments, so
+// special-token strings inside content are encoded as plain text.
+type Segment struct {
+	Text    string
+	Special bool
+}
+
+// FormatDate formats t like strftime("%d %b %Y"), e.g. "29 Nov 2026".
+func FormatDate(t time.Time) string { return t.Format("02 Jan 2006") }
+
+// Render renders msgs into the Llama-3.2 prompt text.
+func Render(msgs []Message, opt Options) (string, error) {
+	segs, err := RenderSegments(msgs, opt)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, s := range segs {
+		b.WriteString(s.Text)
+	}
+	return b.String(), nil
+}
+
+// RenderSegments renders like Render but returns the text split into special
+// tokens (Special=true) and the plain text between them. Adjacent plain text
+// is merged and no segment is empty, so each non-special segment is a full
+// run between two special tokens and can be encoded on its own.
+func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
+	if err := validate(msgs); err != nil {
+		return nil, err
+	}
+	tools := make([]jsonValue, len(opt.Tools))
+	for i, raw := range opt.Tools {
+		v, err := parseJSON(string(raw))
+		if err != nil {
+			return nil, errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
+		}
+		tools[i] = v
+	}
+	date := opt.DateString
+	if date == "" {
+		date = DefaultDate
+	}
+
+	var r renderer
+	r.special(BeginOfText)
+
+	// The system message, if first, goes into the system block.
+	system, first := "", 0
+	if msgs[0].Role == "system" {
+		system, first = pyStrip(msgs[0].Content), 1
+	}
+	r.header("system")
+	if len(tools) > 0 {
+		r.text("Environment: ipython\n")
+	}
+	r.text("Cutting Knowledge Date: December 2023\n")
+	r.text("Today Date: " + date + "\n\n")
+	r.text(system)
+	r.special(EndOfTurn)
+
+	// Tools go into the first remaining message, rendered as a user turn.
+	if len(tools) > 0 {
+		if first == len(msgs) {
+			return nil, errorf("messages", "Cannot put tools in the first user message when there's no first user message!")
+		}
+		r.header("user")
+		r.text("Given the following functions, please respond with a JSON for a function call " +
+			"with its proper arguments that best answers the given prompt.\n\n" +
+			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
+			"Do not use variables.\n\n")
+		for _, t := range tools {
+			var b strings.Builder
+			writePyJSON(&b, t, 4, 0)
+			b.WriteString("\n\n")
+			r.text(b.String())
+		}
+		r.text(pyStrip(msgs[first].Content))
+		r.special(EndOfTurn)
+		first++
+	}
+
+	for i := first; i < len(msgs); i++ {
+		m := msgs[i]
+		switch {
+		case len(m.ToolCalls) > 0:
+			if len(m.ToolCalls) != 1 {
+				return nil, errorf(fmt.Sprintf("messages[%d].tool_calls", i), "This model only supports single tool-calls at once!")
+			}
+			tc := m.ToolCalls[0]
+			args := jsonValue{kind: jsonObject}
+			if len(strings.TrimSpace(string(tc.Arguments))) > 0 {
+				v, err := parseJSON(string(tc.Arguments))
+				if err != nil {
+					return nil, errorf(fmt.Sprintf("messages[%d].tool_calls[0].function.arguments", i), "%v", err)
+				}
+				args = v
+			}
+			var b strings.Builder
+			b.WriteString(`{"name": "` + tc.Name + `", "parameters": `)
+			writePyJSON(&b, args, -1, 0)
+			b.WriteByte('}')
+			r.header("assistant")
+			r.text(b.String())
+		case m.Role == "tool" || m.Role == "ipython":
+			var b strings.Builder
+			writePyString(&b, m.Content)
+			r.header("ipython")
+			r.text(b.String())
+		default:
+			r.header(m.Role)
+			r.text(pyStrip(m.Content))
+		}
+		r.special(EndOfTurn)
+	}
+	if opt.AddGenerationPrompt {
+		r.header("assistant")
+	}
+	return r.segs, nil
+}
+
+var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "ipython": true}
+
+func validate(msgs []Message) error {
+	if len(msgs) == 0 {
+		return errorf("messages", "at least one message is required")
+	}
+	for i, m := range msgs {
+		if !validRoles[m.Role] {
+			return errorf(fmt.Sprintf("messages[%d].role", i),
+				"invalid role %q (want system, user, assistant, tool or ipython)", m.Role)
+		}
+		if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+			return errorf(fmt.Sprintf("messages[%d].tool_calls", i), "only assistant messages may have tool calls, not %q", m.Role)
+		}
+	}
+	return nil
+}
+
+type renderer struct{ segs []Segment }
+
+func (r *renderer) special(tok string) {
+	r.segs = append(r.segs, Segment{Text: tok, Special: true})
+}
+
+func (r *renderer) text(s string) {
+	if s == "" {
+		return
+	}
+	if n := len(r.segs); n > 0 && !r.segs[n-1].Special {
+		r.segs[n-1].Text += s
+		return
+	}
+	r.segs = append(r.segs, Segment{Text: s})
+}
+
+func (r *renderer) header(role string) {
+	r.special(StartHeader)
+	r.text(role)
+	r.special(EndHeader)
+	r.text("\n\n")
+}
+
+// isPySpace reports whether Python's str.isspace is true for c: Go's
+// unicode.IsSpace plus the information separators U+001C..U+001F.
+func isPySpace(c rune) bool { return unicode.IsSpace(c) || (c >= 0x1c && c <= 0x1f) }
+
+// pyStrip is Python's str.strip() with no arguments (Jinja's trim filter).
+func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
