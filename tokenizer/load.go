@@ -1,0 +1,500 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+)
+
+type fileJSON struct {
+	Truncation    json.RawMessage `json:"truncation"`
+	Padding       json.RawMessage `json:"padding"`
+	AddedTokens   []addedJSON     `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         json.RawMessage `json:"model"`
+}
+
+type addedJSON struct {
+	ID         int32  `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+type modelJSON struct {
+	Type                    string           `json:"type"`
+	Dropout                 *float64         `json:"dropout"`
+	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
+	ByteFallback            bool             `json:"byte_fallback"`
+	IgnoreMerges            bool             `json:"ignore_merges"`
+	Vocab                   map[string]int32 `json:"vocab"`
+	Merges                  json.RawMessage  `json:"merges"`
+}
+
+type componentJSON struct {
+	Type string `json:"type"`
+	// Sequence
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Processors    []json.RawMessage `json:"processors"`
+	// Split
+	Pattern  map[string]string `json:"pattern"`
+	Behavior string            `json:"behavior"`
+	Invert   bool              `json:"invert"`
+	// ByteLevel
+	AddPrefixSpace bool `json:"add_prefix_space"`
+	UseRegex       bool `json:"use_regex"`
+	// TemplateProcessing
+	Single        []map[string]templateItem `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []int32 `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+type templateItem struct {
+	ID string `json:"id"`
+}
+
+// Load reads a Hugging Face tokenizer.json file; see Parse.
+func Load(path string) (*Tokenizer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return t, nil
+}
+
+// Parse builds a Tokenizer from the contents of a Hugging Face
+// tokenizer.json. It accepts the Llama-3 layout: a byte-level BPE model, no
+// normalizer, the Split(Llama-3 regex) + ByteLevel pre-tokenizer, a ByteLevel
+// decoder and an optional TemplateProcessing post-processor. Any other
+// component or option is an error naming it.
+func Parse(data []byte) (*Tokenizer, error) {
+	t, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func parse(data []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("decoding tokenizer.json: %w", err)
+	}
+	if !isNull(f.Truncation) {
+		return nil, fmt.Errorf("unsupported truncation setting (must be null)")
+	}
+	if !isNull(f.Padding) {
+		return nil, fmt.Errorf("unsupported padding setting (must be null)")
+	}
+	if !isNull(f.Normalizer) {
+		var c componentJSON
+		_ = json.Unmarshal(f.Normalizer, &c)
+		return nil, fmt.Errorf("unsupported normalizer %q (only null is supported)", c.Type)
+	}
+	if err := checkPreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := checkDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
+	if isNull(f.Model) {
+		return nil, fmt.Errorf("missing model")
+	}
+	var m modelJSON
+	if err := json.Unmarshal(f.Model, &m); err != nil {
+		return nil, fmt.Errorf("decoding model: %w", err)
+	}
+	t, err := buildModel(&m)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.addTokens(f.AddedTokens); err != nil {
+		return nil, err
+	}
+	if err := t.setPostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	t.specials = Specials{
+		BOS:       t.idOr("<|begin_of_text|>"),
+		EOT:       t.idOr("<|eot_id|>"),
+		EOM:       t.idOr("<|eom_id|>"),
+		PythonTag: t.idOr("<|python_tag|>"),
+		EndOfText: t.idOr("<|end_of_text|>"),
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) idOr(s string) int32 {
+	if id, ok := t.TokenID(s); ok {
+		return id
+	}
+	return -1
+}
+
+func checkPreTokenizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return fmt.Errorf("unsupported pre_tokenizer null (need Split with the Llama-3 regex then ByteLevel)")
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+	}
+	steps := []json.RawMessage{raw}
+	if c.Type == "Sequence" {
+		steps = c.Pretokenizers
+	}
+	if len(steps) != 2 {
+		return fmt.Errorf("unsupported pre_tokenizer %q with %d steps (need Split with the Llama-3 regex then ByteLevel)", c.Type, len(steps))
+	}
+	var split, bl componentJSON
+	if err := json.Unmarshal(steps[0], &split); err != nil {
+		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+	}
+	if err := json.Unmarshal(steps[1], &bl); err != nil {
+		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+	}
+	switch {
+	case split.Type != "Split":
+		return fmt.Errorf("unsupported pre_tokenizer %q (need Split with the Llama-3 regex)", split.Type)
+	case len(split.Pattern) != 1 || split.Pattern["Regex"] != Llama3Pattern:
+		return fmt.Errorf("unsupported Split pattern %v (only the Llama-3 regex is supported)", split.Pattern)
+	case split.Behavior != "Isolated" || split.Invert:
+		return fmt.Errorf("unsupported Split behavior %q invert=%v (need Isolated, invert=false)", split.Behavior, split.Invert)
+	case bl.Type != "ByteLevel":
+		return fmt.Errorf("unsupported pre_tokenizer %q after Split (need ByteLevel)", bl.Type)
+	case bl.AddPrefixSpace:
+		return fmt.Errorf("unsupported ByteLevel pre_tokenizer option add_prefix_space=true")
+	case bl.UseRegex:
+		return fmt.Errorf("unsupported ByteLevel pre_tokenizer option use_regex=true")
+	}
+	return nil
+}
+
+func checkDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return fmt.Errorf("unsupported decoder null (need ByteLevel)")
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("decoding decoder: %w", err)
+	}
+	if c.Type != "ByteLevel" {
+		return fmt.Errorf("unsupported decoder %q (need ByteLevel)", c.Type)
+	}
+	return nil
+}
+
+func buildModel(m *modelJSON) (*Tokenizer, error) {
+	switch {
+	case m.Type != "BPE" && m.Type != "":
+		return nil, fmt.Errorf("unsupported model %q (need BPE)", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return nil, fmt.Errorf("unsupported BPE option dropout=%v", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return nil, fmt.Errorf("unsupported BPE option continuing_subword_prefix=%q", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return nil, fmt.Errorf("unsupported BPE option end_of_word_suffix=%q", *m.EndOfWordSuffix)
+	case m.ByteFallback:
+		return nil, fmt.Errorf("unsupported BPE option byte_fallback=true")
+	case len(m.Vocab) == 0:
+		return nil, fmt.Errorf("BPE model has an empty vocab")
+	}
+	t := &Tokenizer{
+		vocab:        make(map[string]int32, len(m.Vocab)),
+		ignoreMerges: m.IgnoreMerges,
+		added:        make(map[string]int32),
+	}
+	maxID := int32(-1)
+	for tok, id := range m.Vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("BPE vocab token %q has negative id %d", tok, id)
+		}
+		maxID = max(maxID, id)
+	}
+	t.tokens = make([]string, maxID+1)
+	t.pieces = make([]string, maxID+1)
+	t.present = make([]bool, maxID+1)
+	t.special = make([]bool, maxID+1)
+	for tok, id := range m.Vocab {
+		if t.present[id] {
+			return nil, fmt.Errorf("BPE vocab id %d is used twice", id)
+		}
+		t.present[id] = true
+		t.tokens[id] = tok
+		b, ok := appendByteLevelDecoded(nil, tok)
+		t.pieces[id] = string(b)
+		if ok {
+			t.vocab[string(b)] = id
+		} else {
+			// Unreachable by encoding (BPE only builds byte-level strings),
+			// but TokenID must still find it.
+			if t.other == nil {
+				t.other = make(map[string]int32)
+			}
+			t.other[tok] = id
+		}
+	}
+	for b := range 256 {
+		id, ok := t.vocab[string([]byte{byte(b)})]
+		if !ok {
+			return nil, fmt.Errorf("BPE vocab lacks the byte-level symbol for byte 0x%02x", b)
+		}
+		t.byteID[b] = id
+	}
+	if err := t.buildMerges(m.Merges); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) buildMerges(raw json.RawMessage) error {
+	var pairs [][2]string
+	var asStrings []string
+	if err := json.Unmarshal(raw, &asStrings); err == nil {
+		pairs = make([][2]string, len(asStrings))
+		for i, s := range asStrings {
+			a, b, ok := cutSpace(s)
+			if !ok {
+				return fmt.Errorf("BPE merge %d %q is not two tokens separated by a space", i, s)
+			}
+			pairs[i] = [2]string{a, b}
+		}
+	} else if err := json.Unmarshal(raw, &pairs); err != nil {
+		return fmt.Errorf("decoding BPE merges (need [\"a b\", ...] or [[\"a\",\"b\"], ...]): %w", err)
+	}
+	t.merges = make(map[uint64]uint64, len(pairs))
+	var buf []byte
+	for rank, p := range pairs {
+		var a, b, c int32
+		var okA, okB, okC bool
+		a, okA, buf = t.modelID(p[0], buf)
+		b, okB, buf = t.modelID(p[1], buf)
+		c, okC, buf = t.modelID(p[0]+p[1], buf)
+		if !okA || !okB || !okC {
+			return fmt.Errorf("BPE merge %d (%q %q) uses a token missing from the vocab", rank, p[0], p[1])
+		}
+		t.merges[pairKey(a, b)] = uint64(rank)<<32 | uint64(uint32(c))
+	}
+	return nil
+}
+
+// cutSpace splits a merge string at its single separating space. (Byte-level
+// tokens never contain a literal space, so the first space is the separator.)
+func cutSpace(s string) (a, b string, ok bool) {
+	i := bytes.IndexByte([]byte(s), ' ')
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// modelID looks up a byte-level token string in the BPE vocab, using buf as
+// scratch space.
+func (t *Tokenizer) modelID(tok string, buf []byte) (int32, bool, []byte) {
+	buf, ok := appendByteLevelDecoded(buf[:0], tok)
+	if !ok {
+		id, ok := t.other[tok]
+		return id, ok, buf
+	}
+	id, ok := t.vocab[string(buf)]
+	return id, ok, buf
+}
+
+func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+func (t *Tokenizer) addTokens(list []addedJSON) error {
+	var plain, norm matchSet // non-normalized, normalized
+	var plainSp, normSp matchSet
+	for _, a := range list {
+		switch {
+		case a.Content == "":
+			return fmt.Errorf("added token %d has empty content", a.ID)
+		case a.ID < 0:
+			return fmt.Errorf("added token %q has negative id %d", a.Content, a.ID)
+		case a.SingleWord || a.LStrip || a.RStrip:
+			return fmt.Errorf("unsupported added token option on %q (single_word/lstrip/rstrip must be false)", a.Content)
+		}
+		if int(a.ID) >= len(t.tokens) {
+			n := int(a.ID) + 1
+			t.tokens = append(t.tokens, make([]string, n-len(t.tokens))...)
+			t.pieces = append(t.pieces, make([]string, n-len(t.pieces))...)
+			t.present = append(t.present, make([]bool, n-len(t.present))...)
+			t.special = append(t.special, make([]bool, n-len(t.special))...)
+		}
+		t.present[a.ID] = true
+		t.tokens[a.ID] = a.Content
+		b, _ := appendByteLevelDecoded(nil, a.Content)
+		t.pieces[a.ID] = string(b)
+		t.special[a.ID] = a.Special
+		t.added[a.Content] = a.ID
+		if t.addedIDs == nil {
+			t.addedIDs = make(map[int32]bool)
+		}
+		t.addedIDs[a.ID] = true
+		// HF matches non-normalized tokens first, then normalized ones in the
+		// remaining text; with no normalizer the flag only sets that order.
+		set, setSp := &plain, &plainSp
+		if a.Normalized {
+			set, setSp = &norm, &normSp
+		}
+		setSp.add(a.Content, a.ID)
+		if !a.Special {
+			set.add(a.Content, a.ID)
+		}
+	}
+	for _, s := range []*matchSet{&plainSp, &normSp} {
+		if len(s.ids) > 0 {
+			t.passSpecial = append(t.passSpecial, s.finish())
+		}
+	}
+	for _, s := range []*matchSet{&plain, &norm} {
+		if len(s.ids) > 0 {
+			t.passPlain = append(t.passPlain, s.finish())
+		}
+	}
+	return nil
+}
+
+func (t *Tokenizer) isAdded(id int32) bool { return t.addedIDs[id] }
+
+func (t *Tokenizer) setPostProcessor(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("decoding post_processor: %w", err)
+	}
+	steps := []componentJSON{c}
+	if c.Type == "Sequence" {
+		steps = steps[:0]
+		for _, r := range c.Processors {
+			var s componentJSON
+			if err := json.Unmarshal(r, &s); err != nil {
+				return fmt.Errorf("decoding post_processor: %w", err)
+			}
+			steps = append(steps, s)
+		}
+	}
+	seenTemplate := false
+	for _, s := range steps {
+		switch s.Type {
+		case "ByteLevel": // only adjusts offsets
+		case "TemplateProcessing":
+			if seenTemplate {
+				return fmt.Errorf("unsupported post_processor: two TemplateProcessing steps")
+			}
+			seenTemplate = true
+			if err := t.setTemplate(&s); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unsupported post_processor %q (need TemplateProcessing and/or ByteLevel)", s.Type)
+		}
+	}
+	return nil
+}
+
+func (t *Tokenizer) setTemplate(c *componentJSON) error {
+	seq := false
+	for _, item := range c.Single {
+		if it, ok := item["Sequence"]; ok {
+			if it.ID != "A" || seq {
+				return fmt.Errorf("unsupported TemplateProcessing single template (sequence %q)", it.ID)
+			}
+			seq = true
+			continue
+		}
+		it, ok := item["SpecialToken"]
+		if !ok {
+			return fmt.Errorf("unsupported TemplateProcessing single template item %v", item)
+		}
+		st, ok := c.SpecialTokens[it.ID]
+		if !ok {
+			return fmt.Errorf("TemplateProcessing special token %q is not defined in special_tokens", it.ID)
+		}
+		for _, id := range st.IDs {
+			if _, ok := t.TokenString(id); !ok {
+				return fmt.Errorf("TemplateProcessing special token %q has unknown id %d", it.ID, id)
+			}
+		}
+		if seq {
+			t.suffix = append(t.suffix, st.IDs...)
+		} else {
+			t.prefix = append(t.prefix, st.IDs...)
+		}
+	}
+	if !seq {
+		return fmt.Errorf("unsupported TemplateProcessing single template without $A")
+	}
+	return nil
+}
+
+// matchSet collects added-token strings for leftmost-longest matching.
+type matchSet struct {
+	ids map[string]int32
+}
+
+func (s *matchSet) add(content string, id int32) {
+	if s.ids == nil {
+		s.ids = make(map[string]int32)
+	}
+	s.ids[content] = id
+}
+
+func (s *matchSet) finish() *matcher {
+	m := &matcher{ids: s.ids}
+	for k := range s.ids {
+		m.first[k[0]] = true
+		if !slices.Contains(m.lens, len(k)) {
+			m.lens = append(m.lens, len(k))
+		}
+	}
+	slices.Sort(m.lens)
+	slices.Reverse(m.lens)
+	return m
+}
+
+// matcher finds added tokens in text, leftmost-longest like HF's
+// Aho-Corasick matcher.
+type matcher struct {
+	ids   map[string]int32
+	first [256]bool
+	lens  []int // descending
+}
+
+// find returns the leftmost-longest match in s at or after from.
+func (m *matcher) find(s string, from int) (start, end int, id int32, ok bool) {
+	for i := from; i < len(s); i++ {
+		if !m.first[s[i]] {
+			continue
+		}
+		for _, n := range m.lens {
+			if i+n <= len(s) {
+				if id, ok := m.ids[s[i:i+n]]; ok {
+					return i, i + n, id, true
+				}
+			}
+		}
+	}
+	return 0, 0, 0, false
+}
