@@ -1,0 +1,343 @@
+// Package config is hexserve's configuration: the typed mirror of
+// config.example.yaml, its defaults, strict YAML loading (unknown keys are
+// errors) and validation with errors that name the offending key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration, parsed once by cmd/server and passed down.
+type Config struct {
+	Server   Server   `yaml:"server"`
+	Model    Model    `yaml:"model"`
+	Engine   Engine   `yaml:"engine"`
+	Sampling Sampling `yaml:"sampling"`
+	Chat     Chat     `yaml:"chat"`
+	Log      Log      `yaml:"log"`
+}
+
+// Server configures the HTTP listener and its middleware.
+type Server struct {
+	Listen            string        `yaml:"listen"`              // host:port
+	APIKeys           []string      `yaml:"api_keys"`            // merged with $HEXSERVE_API_KEYS
+	CORSOrigins       []string      `yaml:"cors_origins"`        // exact origins, or "*"
+	BodyLimit         ByteSize      `yaml:"body_limit"`          // request body limit
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // http.Server.ReadHeaderTimeout
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // grace period for in-flight requests
+}
+
+// Model says which bundle to load and how to run it.
+type Model struct {
+	Bundle    string     `yaml:"bundle"`    // bundle dir, arch folder or manifest file
+	ID        string     `yaml:"id"`        // served model id; "" derives it from the manifest name
+	Aliases   []string   `yaml:"aliases"`   // other ids accepted in requests
+	Libraries Libraries  `yaml:"libraries"` // QNN shared libraries
+	PerfMode  string     `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
+	Overrides *Overrides `yaml:"overrides"` // the manifest's `hexserve` object, for manifests that lack it
+}
+
+// Libraries are the QNN shared libraries. Bare names are resolved by the
+// dynamic loader (LD_LIBRARY_PATH, the vendor paths on a phone).
+type Libraries struct {
+	Backend string `yaml:"backend"` // libQnnHtp.so
+	System  string `yaml:"system"`  // libQnnSystem.so
+	RPCMem  string `yaml:"rpcmem"`  // libcdsprpc.so
+}
+
+// Overrides mirrors the manifest's `hexserve` object (see the bundle manifest
+// docs). Zero fields are unset: the manifest's value, else the default, applies.
+type Overrides struct {
+	Contract      string            `yaml:"contract"` // qhexrt or chunked
+	NHeads        int               `yaml:"n_heads"`
+	NKVHeads      int               `yaml:"n_kv_heads"`
+	PrefillWindow int               `yaml:"prefill_window"`
+	RMSEps        float64           `yaml:"rms_eps"`
+	RopeScaling   *RopeScaling      `yaml:"rope_scaling"`
+	EOSTokenIDs   []int32           `yaml:"eos_token_ids"`
+	Mask          string            `yaml:"mask"`    // additive or u16
+	Tensors       map[string]string `yaml:"tensors"` // tensor name bindings; {i} = layer index
+}
+
+// RopeScaling is the Llama-3 `rope_scaling` object.
+type RopeScaling struct {
+	RopeType                      string  `yaml:"rope_type"`
+	Factor                        float64 `yaml:"factor"`
+	LowFreqFactor                 float64 `yaml:"low_freq_factor"`
+	HighFreqFactor                float64 `yaml:"high_freq_factor"`
+	OriginalMaxPositionEmbeddings int     `yaml:"original_max_position_embeddings"`
+}
+
+// Engine configures request admission and generation limits.
+type Engine struct {
+	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
+	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
+}
+
+// Sampling holds the defaults for parameters a request leaves out.
+type Sampling struct {
+	Temperature       float32 `yaml:"temperature"`
+	TopP              float32 `yaml:"top_p"`
+	TopK              int     `yaml:"top_k"`
+	MinP              float32 `yaml:"min_p"`
+	RepetitionPenalty float32 `yaml:"repetition_penalty"`
+	MaxTokens         int     `yaml:"max_tokens"` // 0: until the context is full
+}
+
+// Chat configures prompt rendering.
+type Chat struct {
+	// Date is the template's "Today Date": "today" (the server's local date)
+	// or a fixed date like "26 Jul 2024".
+	Date string `yaml:"date"`
+}
+
+// Log configures the logger.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // json or console
+}
+
+// Default returns the configuration used when a key is absent.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Listen:            "127.0.0.1:8080",
+			BodyLimit:         1 << 20,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ShutdownTimeout:   30 * time.Second,
+		},
+		Model: Model{
+			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
+			PerfMode:  "burst",
+		},
+		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute},
+		// Llama-3.2-Instruct's generation_config.json.
+		Sampling: Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+		Chat:     Chat{Date: "today"},
+		Log:      Log{Level: "info", Format: "json"},
+	}
+}
+
+// Load reads and validates the YAML file at path over the defaults.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return cfg, nil
+}
+
+// Parse decodes YAML over the defaults and validates the result. Unknown keys
+// are errors.
+func Parse(data []byte) (Config, error) {
+	cfg := Default()
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := checkKeys(&root, &cfg); err != nil {
+		return Config{}, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	for _, list := range []*[]string{&cfg.Server.APIKeys, &cfg.Server.CORSOrigins, &cfg.Model.Aliases} {
+		if len(*list) == 0 {
+			*list = nil // `key: []` and an absent key mean the same
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// MergeAPIKeys adds the comma-separated keys of env (the value of
+// $HEXSERVE_API_KEYS) to the configured ones, skipping blanks and duplicates.
+func (c *Config) MergeAPIKeys(env string) {
+	seen := make(map[string]bool)
+	var keys []string
+	for _, k := range append(c.Server.APIKeys, strings.Split(env, ",")...) {
+		k = strings.TrimSpace(k)
+		if k != "" && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	c.Server.APIKeys = keys
+}
+
+// Validate checks every value; the error names the first bad key.
+func (c *Config) Validate() error {
+	s, m, e, p := &c.Server, &c.Model, &c.Engine, &c.Sampling
+	checks := []struct {
+		bad  bool
+		key  string
+		what string
+	}{
+		{!validAddr(s.Listen), "server.listen", "must be host:port"},
+		{hasEmpty(s.APIKeys), "server.api_keys", "must not contain empty keys"},
+		{!validOrigins(s.CORSOrigins), "server.cors_origins", `must be "*" or origins like "https://example.com"`},
+		{s.BodyLimit <= 0, "server.body_limit", "must be > 0"},
+		{s.ReadHeaderTimeout <= 0, "server.read_header_timeout", "must be > 0"},
+		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},
+		{s.ShutdownTimeout < 0, "server.shutdown_timeout", "must be >= 0"},
+		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},
+		{hasEmpty(m.Aliases), "model.aliases", "must not contain empty ids"},
+		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
+		{m.Libraries.System == "", "model.libraries.system", "must be set"},
+		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
+		{e.QueueLength < 0, "engine.queue_length", "must be >= 0"},
+		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
+		{p.Temperature < 0 || p.Temperature > 2, "sampling.temperature", "must be in [0, 2]"},
+		{p.TopP < 0 || p.TopP > 1, "sampling.top_p", "must be in [0, 1]"},
+		{p.TopK < 0, "sampling.top_k", "must be >= 0"},
+		{p.MinP < 0 || p.MinP > 1, "sampling.min_p", "must be in [0, 1]"},
+		{p.RepetitionPenalty < 0, "sampling.repetition_penalty", "must be >= 0"},
+		{p.MaxTokens < 0, "sampling.max_tokens", "must be >= 0"},
+		{!validDate(c.Chat.Date), "chat.date", `must be "today" or a date like "26 Jul 2024"`},
+		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "must be debug, info, warn or error"},
+		{!oneOf(c.Log.Format, "json", "console"), "log.format", "must be json or console"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
+		}
+	}
+	if o := m.Overrides; o != nil {
+		return o.validate("model.overrides")
+	}
+	return nil
+}
+
+func (o *Overrides) validate(prefix string) error {
+	checks := []struct {
+		bad       bool
+		key, what string
+	}{
+		{!oneOf(o.Contract, "", "qhexrt", "chunked"), "contract", "must be qhexrt or chunked"},
+		{o.NHeads < 0, "n_heads", "must be > 0"},
+		{o.NKVHeads < 0, "n_kv_heads", "must be > 0"},
+		{o.PrefillWindow < 0, "prefill_window", "must be > 0"},
+		{o.RMSEps < 0, "rms_eps", "must be > 0"},
+		{!oneOf(o.Mask, "", "additive", "u16"), "mask", "must be additive or u16"},
+		{o.RopeScaling != nil && o.RopeScaling.Factor <= 0, "rope_scaling.factor", "must be > 0"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("config: %s.%s: %s", prefix, ch.key, ch.what)
+		}
+	}
+	for _, id := range o.EOSTokenIDs {
+		if id < 0 {
+			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
+		}
+	}
+	for k, v := range o.Tensors {
+		if v == "" {
+			return fmt.Errorf("config: %s.tensors.%s: must not be empty", prefix, k)
+		}
+	}
+	return nil
+}
+
+// DateString is the chat template's date for the configured Date at time now.
+func (c Chat) DateString(now time.Time) string {
+	if c.Date == "today" || c.Date == "" {
+		return now.Format("02 Jan 2006")
+	}
+	return c.Date
+}
+
+// IsLoopback reports whether listen binds only loopback addresses.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ModelID derives a served model id from a manifest model name: lower case,
+// runs of other characters than [a-z0-9._-] become one '-'.
+func ModelID(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(strings.TrimSpace(name)) {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		switch {
+		case ok:
+			b.WriteRune(r)
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+func validAddr(a string) bool {
+	_, port, err := net.SplitHostPort(a)
+	return err == nil && port != ""
+}
+
+func validOrigins(origins []string) bool {
+	for _, o := range origins {
+		if o == "*" {
+			continue
+		}
+		scheme, host, ok := strings.Cut(o, "://")
+		if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/ ") {
+			return false
+		}
+	}
+	return true
+}
+
+func validDate(d string) bool {
+	if d == "today" {
+		return true
+	}
+	_, err := time.Parse("2 Jan 2006", d)
+	return err == nil
+}
+
+func hasEmpty(list []string) bool {
+	for _, s := range list {
+		if strings.TrimSpace(s) == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func oneOf(s string, allowed ...string) bool {
+	for _, a := range allowed {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}

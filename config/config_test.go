@@ -1,0 +1,170 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseGood(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want func(*Config)
+	}{
+		{"empty", "", func(*Config) {}},
+		{"listen and keys", "server:\n  listen: 0.0.0.0:9000\n  api_keys: [a, b]\n", func(c *Config) {
+			c.Server.Listen = "0.0.0.0:9000"
+			c.Server.APIKeys = []string{"a", "b"}
+		}},
+		{"body limit units", "server:\n  body_limit: 2MiB\n", func(c *Config) { c.Server.BodyLimit = 2 << 20 }},
+		{"body limit int", "server:\n  body_limit: 4096\n", func(c *Config) { c.Server.BodyLimit = 4096 }},
+		{"durations", "server:\n  idle_timeout: 90s\nengine:\n  timeout: 1m30s\n  queue_length: 0\n", func(c *Config) {
+			c.Server.IdleTimeout = 90 * time.Second
+			c.Engine.Timeout = 90 * time.Second
+			c.Engine.QueueLength = 0
+		}},
+		{"cors", "server:\n  cors_origins: ['*', 'http://localhost:3000']\n", func(c *Config) {
+			c.Server.CORSOrigins = []string{"*", "http://localhost:3000"}
+		}},
+		{"model", "model:\n  bundle: build/models/tiny\n  id: tiny\n  aliases: [gpt-4o]\n  perf_mode: sustained\n  libraries:\n    backend: /x/libQnnHtp.so\n", func(c *Config) {
+			c.Model.Bundle = "build/models/tiny"
+			c.Model.ID = "tiny"
+			c.Model.Aliases = []string{"gpt-4o"}
+			c.Model.PerfMode = "sustained"
+			c.Model.Libraries.Backend = "/x/libQnnHtp.so"
+		}},
+		{"overrides", "model:\n  overrides:\n    contract: chunked\n    mask: u16\n    eos_token_ids: [1, 2]\n    tensors: {x: input}\n    rope_scaling: {rope_type: llama3, factor: 32}\n", func(c *Config) {
+			c.Model.Overrides = &Overrides{Contract: "chunked", Mask: "u16", EOSTokenIDs: []int32{1, 2},
+				Tensors: map[string]string{"x": "input"}, RopeScaling: &RopeScaling{RopeType: "llama3", Factor: 32}}
+		}},
+		{"sampling", "sampling:\n  temperature: 0\n  top_k: 40\n  max_tokens: 256\n", func(c *Config) {
+			c.Sampling.Temperature = 0
+			c.Sampling.TopK = 40
+			c.Sampling.MaxTokens = 256
+		}},
+		{"fixed date", "chat:\n  date: 26 Jul 2024\n", func(c *Config) { c.Chat.Date = "26 Jul 2024" }},
+		{"log", "log:\n  level: debug\n  format: console\n", func(c *Config) { c.Log = Log{Level: "debug", Format: "console"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			want := Default()
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseBad(t *testing.T) {
+	tests := []struct{ yaml, wantErr string }{
+		{"bogus: 1\n", "config: bogus: unknown key (line 1)"},
+		{"server:\n  listen: x\n  bodylimit: 3\n", "config: server.bodylimit: unknown key (line 3)"},
+		{"model:\n  overrides:\n    contrat: x\n", "config: model.overrides.contrat: unknown key"},
+		{"server:\n  body_limit: 0\n", "config: server.body_limit: must be > 0"},
+		{"server:\n  body_limit: lots\n", "config: server.body_limit:"},
+		{"server:\n  listen: nonsense\n", "config: server.listen: must be host:port"},
+		{"server:\n  idle_timeout: 5\n", "config: server.idle_timeout:"},
+		{"server:\n  api_keys: ['']\n", "config: server.api_keys: must not contain empty keys"},
+		{"server:\n  cors_origins: [example.com]\n", "config: server.cors_origins:"},
+		{"engine:\n  queue_length: -1\n", "config: engine.queue_length: must be >= 0"},
+		{"engine:\n  queue_length: many\n", "config: engine.queue_length:"},
+		{"engine:\n  timeout: 0s\n", "config: engine.timeout: must be > 0"},
+		{"model:\n  perf_mode: turbo\n", "config: model.perf_mode: must be burst, sustained or balanced"},
+		{"model:\n  overrides:\n    mask: bits\n", "config: model.overrides.mask: must be additive or u16"},
+		{"model:\n  overrides:\n    contract: eager\n", "config: model.overrides.contract:"},
+		{"sampling:\n  temperature: 3\n", "config: sampling.temperature: must be in [0, 2]"},
+		{"sampling:\n  top_p: 1.5\n", "config: sampling.top_p:"},
+		{"chat:\n  date: tomorrow\n", "config: chat.date:"},
+		{"log:\n  level: loud\n", "config: log.level:"},
+		{"log:\n  format: xml\n", "config: log.format:"},
+		{"server: [1, 2]\n", "config: server:"},
+		{"server:\n  listen: [\n", "config: yaml:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.wantErr, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Fatalf("Parse(%q) error = %v, want prefix %q", tt.yaml, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The shipped example must parse and equal the defaults: it documents them.
+func TestExampleIsDefault(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Default(); !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config.example.yaml differs from Default():\n got  %+v\n want %+v", cfg, want)
+	}
+}
+
+func TestDevConfig(t *testing.T) {
+	if _, err := Load(filepath.Join("..", "configs", "dev.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !os.IsNotExist(errUnwrapAll(err)) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func errUnwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestMergeAPIKeys(t *testing.T) {
+	c := Default()
+	c.Server.APIKeys = []string{"a"}
+	c.MergeAPIKeys(" b, ,a,c ")
+	if want := []string{"a", "b", "c"}; !reflect.DeepEqual(c.Server.APIKeys, want) {
+		t.Errorf("keys = %q, want %q", c.Server.APIKeys, want)
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	for in, want := range map[string]string{
+		"Llama-3.2-1B-Instruct": "llama-3.2-1b-instruct",
+		"llama 3.2 1B (w8a16)":  "llama-3.2-1b-w8a16",
+		"tinyllama-public":      "tinyllama-public",
+	} {
+		if got := ModelID(in); got != want {
+			t.Errorf("ModelID(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:1": true, "[::1]:80": true,
+		"0.0.0.0:8080": false, ":8080": false, "192.168.1.2:80": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v", addr, got)
+		}
+	}
+	now := time.Date(2026, 11, 5, 12, 0, 0, 0, time.Local)
+	if got := (Chat{Date: "today"}).DateString(now); got != "05 Nov 2026" {
+		t.Errorf("today = %q", got)
+	}
+	if got := (Chat{Date: "26 Jul 2024"}).DateString(now); got != "26 Jul 2024" {
+		t.Errorf("fixed = %q", got)
+	}
+}
