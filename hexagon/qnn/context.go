@@ -1,0 +1,244 @@
+package qnn
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// BinaryInfo reads the graphs and their I/O tensors out of a context binary
+// held in buf, through QnnSystem. The result is a deep copy.
+func (r *Runtime) BinaryInfo(buf []byte) ([]GraphInfo, error) {
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("qnn: empty context binary")
+	}
+	m, err := r.binaryInfo(unsafe.Pointer(&buf[0]), uint64(len(buf)))
+	if err != nil {
+		return nil, err
+	}
+	return m.graphs, nil
+}
+
+func (r *Runtime) binaryInfo(buf unsafe.Pointer, size uint64) (binaryMeta, error) {
+	if r.system.contextCreate == nil {
+		return binaryMeta{}, ErrClosed
+	}
+	var h systemHandle
+	if err := r.status("systemContextCreate", r.system.contextCreate(&h)); err != nil {
+		return binaryMeta{}, err
+	}
+	defer r.system.contextFree(h)
+	var info unsafe.Pointer
+	var err error = &Error{Code: CodeNotSupported}
+	// getMetaData takes a const buffer (the file is mapped read-only); the
+	// older getBinaryInfo is the fallback.
+	if r.system.getMetaData != nil {
+		err = r.status("systemContextGetMetaData", r.system.getMetaData(h, buf, size, &info))
+	}
+	if CodeOf(err) == CodeNotSupported && r.system.getBinaryInfo != nil {
+		var infoSize uint64
+		err = r.status("systemContextGetBinaryInfo", r.system.getBinaryInfo(h, buf, size, &info, &infoSize))
+	}
+	if err != nil {
+		return binaryMeta{}, err
+	}
+	return parseBinaryInfo(info)
+}
+
+// Arch returns the DSP architecture reported by deviceGetPlatformInfo, such
+// as "v79". The platform-info layout is the public QnnDevice.h /
+// QnnHtpDevice.h one (OnChipDeviceInfoExtension: vtcmSize size_t first,
+// arch at byte 24 of the extension); it is not measured against a header
+// build nor checked on a device (UNCONFIRMED).
+func (r *Runtime) Arch() (string, error) {
+	if r.core.deviceGetPlatformInfo == nil {
+		return "", fmt.Errorf("qnn: backend has no deviceGetPlatformInfo: %w", &Error{Code: CodeNotSupported, Op: "deviceGetPlatformInfo"})
+	}
+	var p unsafe.Pointer
+	if err := r.status("deviceGetPlatformInfo", r.core.deviceGetPlatformInfo(r.logH, &p)); err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", fmt.Errorf("qnn: deviceGetPlatformInfo returned NULL")
+	}
+	defer r.core.deviceFreePlatformInfo(r.logH, p)
+	pi := (*cPlatformInfo)(p)
+	if pi.version != 1 {
+		return "", fmt.Errorf("qnn: unsupported platform info version %d", pi.version)
+	}
+	if pi.numHwDevices == 0 || pi.hwDevices == nil {
+		return "", fmt.Errorf("qnn: platform info lists no hardware device")
+	}
+	for _, d := range unsafe.Slice((*cHwDeviceInfo)(pi.hwDevices), pi.numHwDevices) {
+		if d.version != 1 || d.extension == nil {
+			continue
+		}
+		ext := (*cHtpDeviceInfoExt)(d.extension)
+		if ext.devType == 0 && ext.arch != 0 {
+			return fmt.Sprintf("v%d", ext.arch), nil
+		}
+	}
+	return "", fmt.Errorf("qnn: platform info has no on-chip HTP device with an arch")
+}
+
+// Context is a QNN context created from a context binary file.
+type Context struct {
+	rt   *Runtime
+	path string
+	h    contextHandle
+	data []byte // the read-only file mapping
+	meta binaryMeta
+
+	mu     sync.Mutex
+	closed bool
+	graphs map[string]*Graph
+	regs   map[regKey]*registration
+	calls  map[*Call]struct{}
+}
+
+// LoadContext maps the context binary at path read-only (the bytes never
+// enter the Go heap), reads its graph metadata and creates the context.
+// The mapping stays until Close.
+func (r *Runtime) LoadContext(path string) (*Context, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed || r.backend == 0 {
+		return nil, ErrClosed
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("qnn: load context: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("qnn: load context: %w", err)
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("qnn: load context %s: empty file", path)
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("qnn: mmap %s: %w", path, err)
+	}
+	c := &Context{rt: r, path: path, data: data, graphs: map[string]*Graph{}, regs: map[regKey]*registration{}, calls: map[*Call]struct{}{}}
+	buf, size := unsafe.Pointer(&data[0]), uint64(len(data))
+	if c.meta, err = r.binaryInfo(buf, size); err != nil {
+		syscall.Munmap(data)
+		return nil, fmt.Errorf("qnn: context binary %s: %w", path, err)
+	}
+	if err := r.status("contextCreateFromBinary", r.core.contextCreateFromBinary(r.backend, r.device, nil, buf, size, &c.h, 0)); err != nil {
+		syscall.Munmap(data)
+		return nil, fmt.Errorf("qnn: context binary %s: %w", path, err)
+	}
+	r.mu.Lock()
+	r.contexts[c] = struct{}{}
+	r.mu.Unlock()
+	return c, nil
+}
+
+// Path is the file the context was loaded from.
+func (c *Context) Path() string { return c.path }
+
+// Graphs describes the context's graphs (copied from binary info).
+func (c *Context) Graphs() []GraphInfo { return c.meta.graphs }
+
+// SocModel is the SoC model recorded in the binary (69 = SM8750), or 0 when
+// the binary info is older than version 3.
+func (c *Context) SocModel() uint32 { return c.meta.socModel }
+
+// SocVersion is the binary info's socVersion string.
+func (c *Context) SocVersion() string { return c.meta.socVersion }
+
+// Graph is a graph retrieved from a context.
+type Graph struct {
+	ctx  *Context
+	h    graphHandle
+	info GraphInfo
+}
+
+// Info describes the graph's inputs and outputs.
+func (g *Graph) Info() GraphInfo { return g.info }
+
+// Graph retrieves the graph called name (once; later calls return the same
+// *Graph).
+func (c *Context) Graph(name string) (*Graph, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if g, ok := c.graphs[name]; ok {
+		return g, nil
+	}
+	var info *GraphInfo
+	for i := range c.meta.graphs {
+		if c.meta.graphs[i].Name == name {
+			info = &c.meta.graphs[i]
+		}
+	}
+	if info == nil {
+		names := make([]string, len(c.meta.graphs))
+		for i, g := range c.meta.graphs {
+			names[i] = g.Name
+		}
+		return nil, fmt.Errorf("qnn: %s has no graph %q (graphs: %q)", c.path, name, names)
+	}
+	cname := append([]byte(name), 0)
+	g := &Graph{ctx: c, info: *info}
+	if err := c.rt.status("graphRetrieve", c.rt.core.graphRetrieve(c.h, &cname[0], &g.h)); err != nil {
+		return nil, fmt.Errorf("qnn: graph %q of %s: %w", name, c.path, err)
+	}
+	c.graphs[name] = g
+	return g, nil
+}
+
+// Close closes the context's Calls, deregisters its memory, frees the
+// context and unmaps the file. It is idempotent.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	calls := make([]*Call, 0, len(c.calls))
+	for k := range c.calls {
+		calls = append(calls, k)
+	}
+	c.mu.Unlock()
+
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for _, k := range calls {
+		keep(k.Close())
+	}
+	c.mu.Lock()
+	for _, reg := range c.regs {
+		keep(c.deregister(reg))
+	}
+	c.regs = nil
+	c.mu.Unlock()
+	r := c.rt
+	if c.h != 0 && r.core.contextFree != nil {
+		keep(r.status("contextFree", r.core.contextFree(c.h, 0)))
+		c.h = 0
+	}
+	if c.data != nil {
+		if err := syscall.Munmap(c.data); err != nil {
+			keep(fmt.Errorf("qnn: munmap %s: %w", c.path, err))
+		}
+		c.data = nil
+	}
+	r.mu.Lock()
+	delete(r.contexts, c)
+	r.mu.Unlock()
+	return first
+}
