@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+)
+
+// runInspect implements `hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] PATH`:
+// it prints every graph of a bundle's (or one file's) context binaries with
+// its inputs and outputs, as the QNN system library reports them.
+func runInspect(args []string) int {
+	return inspect(args, os.Stdout, os.Stderr)
+}
+
+func inspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	backend := fs.String("backend", "", "path of libQnnHtp.so (default: hostsim's under build/hostsim/<goarch>/ when built, else libQnnHtp.so)")
+	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
+	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	files, err := inspectFiles(fs.Arg(0), *arch)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve inspect:", err)
+		return 1
+	}
+	be, sys := defaultQNNLibs(*backend, *system)
+	rt, err := qnn.Open(qnn.Config{Backend: be, System: sys})
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve inspect:", err)
+		return 1
+	}
+	defer rt.Close()
+
+	var out []inspectedFile
+	status := 0
+	for _, f := range files {
+		buf, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "hexserve inspect:", err)
+			status = 1
+			continue
+		}
+		graphs, err := rt.BinaryInfo(buf)
+		if err != nil {
+			fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)
+			status = 1
+			continue
+		}
+		out = append(out, newInspectedFile(f, graphs))
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return 1
+		}
+		return status
+	}
+	for _, f := range out {
+		printInspected(stdout, f)
+	}
+	return status
+}
+
+// inspectFiles resolves PATH to the context binaries to inspect.
+func inspectFiles(path, arch string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() && !strings.EqualFold(filepath.Ext(path), ".json") {
+		return []string{path}, nil
+	}
+	b, err := bundle.Read(path, arch)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var files []string
+	keys := make([]string, 0, len(b.Manifest.Artifacts.Contexts))
+	for k := range b.Manifest.Artifacts.Contexts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := b.Manifest.Artifacts.Contexts[k].Bin
+		if f == "" {
+			continue
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(b.Dir, f)
+		}
+		if !seen[f] {
+			seen[f] = true
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: the manifest names no context binaries", path)
+	}
+	return files, nil
+}
+
+// defaultQNNLibs fills in hostsim's libraries when they are built, else the
+// loader-path names of Qualcomm's.
+func defaultQNNLibs(backend, system string) (string, string) {
+	dir := filepath.Join("build", "hostsim", runtime.GOARCH)
+	if exe, err := os.Executable(); err == nil {
+		// bin/hexserve next to build/: prefer the checkout's hostsim.
+		if alt := filepath.Join(filepath.Dir(filepath.Dir(exe)), dir); fileExists(filepath.Join(alt, "libQnnHtp.so")) && !fileExists(filepath.Join(dir, "libQnnHtp.so")) {
+			dir = alt
+		}
+	}
+	pick := func(given, name string) string {
+		if given != "" {
+			return given
+		}
+		if p := filepath.Join(dir, name); fileExists(p) {
+			abs, err := filepath.Abs(p)
+			if err == nil {
+				return abs
+			}
+			return p
+		}
+		return name
+	}
+	return pick(backend, "libQnnHtp.so"), pick(system, "libQnnSystem.so")
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+type inspectedFile struct {
+	File   string           `json:"file"`
+	Graphs []inspectedGraph `json:"graphs"`
+}
+
+type inspectedGraph struct {
+	Name    string            `json:"name"`
+	Inputs  []inspectedTensor `json:"inputs"`
+	Outputs []inspectedTensor `json:"outputs"`
+}
+
+type inspectedTensor struct {
+	Name     string          `json:"name"`
+	ID       uint32          `json:"id"`
+	Type     string          `json:"tensor_type"`
+	DataType string          `json:"data_type"`
+	Dims     []uint32        `json:"dims"`
+	Quant    *inspectedQuant `json:"quant,omitempty"`
+}
+
+type inspectedQuant struct {
+	Encoding string    `json:"encoding"`
+	Scale    float32   `json:"scale,omitempty"`
+	Offset   int32     `json:"offset,omitempty"`
+	Axis     *int32    `json:"axis,omitempty"`
+	Scales   []float32 `json:"scales,omitempty"`
+	Offsets  []int32   `json:"offsets,omitempty"`
+}
+
+func newInspectedFile(path string, graphs []qnn.GraphInfo) inspectedFile {
+	f := inspectedFile{File: path, Graphs: []inspectedGraph{}}
+	conv := func(ts []qnn.TensorInfo) []inspectedTensor {
+		out := make([]inspectedTensor, 0, len(ts))
+		for _, t := range ts {
+			it := inspectedTensor{Name: t.Name, ID: t.ID, Type: t.Type.String(), DataType: t.DataType.String(), Dims: t.Dims}
+			if it.Dims == nil {
+				it.Dims = []uint32{}
+			}
+			switch t.Quant.Encoding {
+			case qnn.QuantUndefined:
+			case qnn.QuantScaleOffset, qnn.QuantBwScaleOffset:
+				it.Quant = &inspectedQuant{Encoding: quantName(t.Quant.Encoding), Scale: t.Quant.Scale, Offset: t.Quant.Offset}
+			default:
+				axis := t.Quant.Axis
+				it.Quant = &inspectedQuant{Encoding: quantName(t.Quant.Encoding), Axis: &axis, Scales: t.Quant.Scales, Offsets: t.Quant.Offsets}
+			}
+			out = append(out, it)
+		}
+		return out
+	}
+	for _, g := range graphs {
+		f.Graphs = append(f.Graphs, inspectedGraph{Name: g.Name, Inputs: conv(g.Inputs), Outputs: conv(g.Outputs)})
+	}
+	return f
+}
+
+func quantName(e qnn.QuantEncoding) string {
+	switch e {
+	case qnn.QuantScaleOffset:
+		return "scale_offset"
+	case qnn.QuantAxisScaleOffset:
+		return "axis_scale_offset"
+	case qnn.QuantBwScaleOffset:
+		return "bw_scale_offset"
+	case qnn.QuantBwAxisScaleOffset:
+		return "bw_axis_scale_offset"
+	}
+	return fmt.Sprintf("encoding(%d)", uint32(e))
+}
+
+func printInspected(w io.Writer, f inspectedFile) {
+	fmt.Fprintf(w, "%s: %d graph(s)\n", f.File, len(f.Graphs))
+	for _, g := range f.Graphs {
+		fmt.Fprintf(w, "  graph %q\n", g.Name)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, part := range []struct {
+			label string
+			ts    []inspectedTensor
+		}{{"in", g.Inputs}, {"out", g.Outputs}} {
+			for _, t := range part.ts {
+				q := ""
+				if t.Quant != nil {
+					if t.Quant.Axis != nil {
+						q = fmt.Sprintf("%s axis=%d (%d scales)", t.Quant.Encoding, *t.Quant.Axis, len(t.Quant.Scales))
+					} else {
+						q = fmt.Sprintf("%s scale=%g offset=%d", t.Quant.Encoding, t.Quant.Scale, t.Quant.Offset)
+					}
+				}
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%v\t%s\n", part.label, t.Name, t.Type, t.DataType, t.Dims, q)
+			}
+		}
+		tw.Flush()
+	}
+}
