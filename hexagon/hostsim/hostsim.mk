@@ -1,0 +1,39 @@
+# hostsim.mk - build the hostsim stand-ins for libQnnHtp.so, libQnnSystem.so and libcdsprpc.so.
+# Included from the top-level Makefile. Outputs: build/hostsim/<goarch>/lib{QnnHtp,QnnSystem,cdsprpc}.so
+HOSTSIM_DIR    := hexagon/hostsim
+HOSTSIM_CC     ?= gcc
+HOSTSIM_CC_ARM64 ?= aarch64-linux-gnu-gcc
+HOSTSIM_GOARCH ?= $(shell go env GOARCH 2>/dev/null || echo amd64)
+HOSTSIM_CFLAGS := -O2 -fPIC -shared -Wall -Wextra -Werror -pthread -fvisibility=hidden -std=gnu11
+HOSTSIM_HDRS   := $(wildcard $(HOSTSIM_DIR)/*.h)
+HOSTSIM_HTP_SRC := $(HOSTSIM_DIR)/hs_htp.c $(HOSTSIM_DIR)/hs_model.c $(HOSTSIM_DIR)/hs_io.c $(HOSTSIM_DIR)/hs_format.c
+HOSTSIM_SYS_SRC := $(HOSTSIM_DIR)/hs_system.c $(HOSTSIM_DIR)/hs_format.c
+HOSTSIM_RPC_SRC := $(HOSTSIM_DIR)/hs_cdsprpc.c
+HOSTSIM_LIBS    = $(1)/libQnnHtp.so $(1)/libQnnSystem.so $(1)/libcdsprpc.so
+
+.PHONY: hostsim hostsim-arm64 test-hostsim
+
+hostsim: $(call HOSTSIM_LIBS,build/hostsim/$(HOSTSIM_GOARCH))
+
+hostsim-arm64:
+	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) hostsim HOSTSIM_GOARCH=arm64 HOSTSIM_CC=$(HOSTSIM_CC_ARM64)
+
+build/hostsim/%/libQnnHtp.so: $(HOSTSIM_HTP_SRC) $(HOSTSIM_HDRS)
+	@mkdir -p $(dir $@)
+	$(HOSTSIM_CC) $(HOSTSIM_CFLAGS) -o $@ $(HOSTSIM_HTP_SRC) -lm
+
+build/hostsim/%/libQnnSystem.so: $(HOSTSIM_SYS_SRC) $(HOSTSIM_HDRS)
+	@mkdir -p $(dir $@)
+	$(HOSTSIM_CC) $(HOSTSIM_CFLAGS) -o $@ $(HOSTSIM_SYS_SRC)
+
+build/hostsim/%/libcdsprpc.so: $(HOSTSIM_RPC_SRC)
+	@mkdir -p $(dir $@)
+	$(HOSTSIM_CC) $(HOSTSIM_CFLAGS) -o $@ $(HOSTSIM_RPC_SRC)
+
+# test-hostsim: generate the tiny models with the Go writer, then run the C client harness.
+HOSTSIM_TEST_DIR := build/hostsim/test
+test-hostsim: hostsim
+	@mkdir -p $(HOSTSIM_TEST_DIR)
+	$(HOSTSIM_CC) -O2 -Wall -Wextra -Werror -std=gnu11 -o $(HOSTSIM_TEST_DIR)/harness $(HOSTSIM_DIR)/test/harness.c -ldl -lm
+	go run ./hexagon/hostsim/simfile/internal/gentiny -golden testdata/tinyllama/golden_tiny_public.json -out $(HOSTSIM_TEST_DIR)
+	$(HOSTSIM_TEST_DIR)/harness build/hostsim/$(HOSTSIM_GOARCH) $(HOSTSIM_TEST_DIR)

@@ -1,0 +1,60 @@
+/* hs_format.h - parser for hostsim's context-binary format (FORMAT.md), shared by
+ * libQnnHtp.so and libQnnSystem.so. */
+#ifndef HOSTSIM_FORMAT_H
+#define HOSTSIM_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HS_MAX_RANK 8
+
+enum { HS_KIND_PREFILL = 0, HS_KIND_DECODE = 1, HS_KIND_LMHEAD = 2 };
+enum { HS_CONTRACT_QHEXRT = 0, HS_CONTRACT_CHUNKED = 1 };
+enum { HS_MASK_ADDITIVE = 0, HS_MASK_U16 = 1 };
+enum { HS_W_F16 = 1, HS_W_INT8 = 2, HS_W_F32 = 3 };
+
+typedef struct {
+  char *name;
+  uint32_t id;
+  uint32_t dtype;
+  float scale;
+  int32_t offset;
+  uint32_t rank;
+  uint32_t dims[HS_MAX_RANK];
+  uint64_t nelem;
+  uint64_t nbytes;
+} hs_tensor;
+
+typedef struct {
+  char *name;
+  uint32_t kind, contract, window, mask, kvtype;
+  uint32_t nin, nout;
+  hs_tensor *in, *out;
+} hs_graph;
+
+typedef struct {
+  char *name;
+  uint32_t storage, rows, cols;
+  uint64_t off, size, soff;
+} hs_weight_ref;
+
+typedef struct {
+  uint32_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
+  float eps;
+  uint32_t flags;
+  uint32_t ngraphs, nweights;
+  hs_graph *graphs;
+  hs_weight_ref *weights;
+  uint64_t data_off, file_size;
+} hs_desc;
+
+/* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */
+int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *out, char *err, size_t errlen);
+void hs_desc_free(hs_desc *d);
+
+/* hs_dtype_bytes returns the element size of a supported I/O data type, or 0. */
+uint32_t hs_dtype_bytes(uint32_t dtype);
+int hs_find_tensor(const hs_tensor *ts, uint32_t n, const char *name);
+const hs_weight_ref *hs_find_weight(const hs_desc *d, const char *name);
+
+#endif
