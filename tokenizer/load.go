@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 )
 
 type fileJSON struct {
@@ -16,7 +17,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Decoder       json.RawMessage `json:"decoder"`
-	Model         json.RawMessage `json:"model"`
+	Model         *modelJSON      `json:"model"`
 }
 
 type addedJSON struct {
@@ -30,14 +31,14 @@ type addedJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string           `json:"type"`
-	Dropout                 *float64         `json:"dropout"`
-	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
-	ByteFallback            bool             `json:"byte_fallback"`
-	IgnoreMerges            bool             `json:"ignore_merges"`
-	Vocab                   map[string]int32 `json:"vocab"`
-	Merges                  json.RawMessage  `json:"merges"`
+	Type                    string     `json:"type"`
+	Dropout                 *float64   `json:"dropout"`
+	ContinuingSubwordPrefix *string    `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string    `json:"end_of_word_suffix"`
+	ByteFallback            bool       `json:"byte_fallback"`
+	IgnoreMerges            bool       `json:"ignore_merges"`
+	Vocab                   vocabJSON  `json:"vocab"`
+	Merges                  mergesJSON `json:"merges"`
 }
 
 type componentJSON struct {
@@ -116,14 +117,10 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := checkDecoder(f.Decoder); err != nil {
 		return nil, err
 	}
-	if isNull(f.Model) {
+	if f.Model == nil {
 		return nil, fmt.Errorf("missing model")
 	}
-	var m modelJSON
-	if err := json.Unmarshal(f.Model, &m); err != nil {
-		return nil, fmt.Errorf("decoding model: %w", err)
-	}
-	t, err := buildModel(&m)
+	t, err := buildModel(f.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -215,16 +212,17 @@ func buildModel(m *modelJSON) (*Tokenizer, error) {
 		return nil, fmt.Errorf("unsupported BPE option end_of_word_suffix=%q", *m.EndOfWordSuffix)
 	case m.ByteFallback:
 		return nil, fmt.Errorf("unsupported BPE option byte_fallback=true")
-	case len(m.Vocab) == 0:
+	case len(m.Vocab.ids) == 0:
 		return nil, fmt.Errorf("BPE model has an empty vocab")
 	}
 	t := &Tokenizer{
-		vocab:        make(map[string]int32, len(m.Vocab)),
+		vocab:        make(map[string]int32, len(m.Vocab.ids)),
 		ignoreMerges: m.IgnoreMerges,
 		added:        make(map[string]int32),
 	}
 	maxID := int32(-1)
-	for tok, id := range m.Vocab {
+	for i, id := range m.Vocab.ids {
+		tok := m.Vocab.tokens[i]
 		if id < 0 {
 			return nil, fmt.Errorf("BPE vocab token %q has negative id %d", tok, id)
 		}
@@ -234,7 +232,10 @@ func buildModel(m *modelJSON) (*Tokenizer, error) {
 	t.pieces = make([]string, maxID+1)
 	t.present = make([]bool, maxID+1)
 	t.special = make([]bool, maxID+1)
-	for tok, id := range m.Vocab {
+	byString := make(map[string]int32, len(m.Vocab.ids))
+	for i, id := range m.Vocab.ids {
+		tok := m.Vocab.tokens[i]
+		byString[tok] = id
 		if t.present[id] {
 			return nil, fmt.Errorf("BPE vocab id %d is used twice", id)
 		}
@@ -260,35 +261,20 @@ func buildModel(m *modelJSON) (*Tokenizer, error) {
 		}
 		t.byteID[b] = id
 	}
-	if err := t.buildMerges(m.Merges); err != nil {
+	if err := t.buildMerges(m.Merges, byString); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *Tokenizer) buildMerges(raw json.RawMessage) error {
-	var pairs [][2]string
-	var asStrings []string
-	if err := json.Unmarshal(raw, &asStrings); err == nil {
-		pairs = make([][2]string, len(asStrings))
-		for i, s := range asStrings {
-			a, b, ok := cutSpace(s)
-			if !ok {
-				return fmt.Errorf("BPE merge %d %q is not two tokens separated by a space", i, s)
-			}
-			pairs[i] = [2]string{a, b}
-		}
-	} else if err := json.Unmarshal(raw, &pairs); err != nil {
-		return fmt.Errorf("decoding BPE merges (need [\"a b\", ...] or [[\"a\",\"b\"], ...]): %w", err)
-	}
+func (t *Tokenizer) buildMerges(pairs [][2]string, byString map[string]int32) error {
 	t.merges = make(map[uint64]uint64, len(pairs))
 	var buf []byte
 	for rank, p := range pairs {
-		var a, b, c int32
-		var okA, okB, okC bool
-		a, okA, buf = t.modelID(p[0], buf)
-		b, okB, buf = t.modelID(p[1], buf)
-		c, okC, buf = t.modelID(p[0]+p[1], buf)
+		a, okA := byString[p[0]]
+		b, okB := byString[p[1]]
+		buf = append(append(buf[:0], p[0]...), p[1]...)
+		c, okC := byString[string(buf)]
 		if !okA || !okB || !okC {
 			return fmt.Errorf("BPE merge %d (%q %q) uses a token missing from the vocab", rank, p[0], p[1])
 		}
@@ -300,7 +286,7 @@ func (t *Tokenizer) buildMerges(raw json.RawMessage) error {
 // cutSpace splits a merge string at its single separating space. (Byte-level
 // tokens never contain a literal space, so the first space is the separator.)
 func cutSpace(s string) (a, b string, ok bool) {
-	i := bytes.IndexByte([]byte(s), ' ')
+	i := strings.IndexByte(s, ' ')
 	if i < 0 {
 		return "", "", false
 	}

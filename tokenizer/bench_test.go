@@ -1,0 +1,71 @@
+package tokenizer
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// BenchmarkEncode encodes the 20,495-byte golden paragraph repeated 256
+// times in 20 KB chunks, like the reference measurement in
+// testdata/tokenizer/SOURCE.md (HF Rust ≈ 2.6 MB/s on one core).
+func BenchmarkEncode(b *testing.B) {
+	tok := llama3(b)
+	var para string
+	for _, g := range goldens(b) {
+		if g.Category == "paragraph_20k" {
+			para = g.Text
+		}
+	}
+	if len(para) != 20495 {
+		b.Fatalf("paragraph is %d bytes, want 20495", len(para))
+	}
+	text := strings.Repeat(para, 256)
+	const chunk = 20 << 10
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	ntok := 0
+	for b.Loop() {
+		ntok = 0
+		for i := 0; i < len(text); i += chunk {
+			ntok += len(tok.Encode(text[i:min(i+chunk, len(text))], false, false))
+		}
+	}
+	b.ReportMetric(float64(ntok)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkEncodeParagraph encodes the single golden paragraph in one call.
+func BenchmarkEncodeParagraph(b *testing.B) {
+	tok := llama3(b)
+	var para string
+	for _, g := range goldens(b) {
+		if g.Category == "paragraph_20k" {
+			para = g.Text
+		}
+	}
+	b.SetBytes(int64(len(para)))
+	for b.Loop() {
+		tok.Encode(para, false, false)
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	tok := llama3(b)
+	ids := tok.Encode(goldens(b)[3].Text, false, false)
+	for b.Loop() {
+		tok.Decode(ids, false)
+	}
+}
+
+func BenchmarkLoad(b *testing.B) {
+	data, err := os.ReadFile(tokenizerPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
