@@ -54,15 +54,14 @@ func (t DataType) String() string {
 
 // Bits is the element width in bits (0 for UNDEFINED or an unknown type).
 func (t DataType) Bits() int {
-	if t == Undefined {
+	if _, known := dataTypeNames[t]; !known || t == Undefined {
 		return 0
+	}
+	if t == BFloat16 { // 0x0226: the low byte is not the width here
+		return 16
 	}
 	lo := uint32(t) & 0xFF
-	hi, d := lo>>4, lo&0xF
-	if d > 9 || hi > 9 {
-		return 0
-	}
-	return int(hi*10 + d)
+	return int(lo>>4*10 + lo&0xF)
 }
 
 // Size is the element size in bytes; 0 for sub-byte and undefined types.
