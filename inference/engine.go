@@ -1,0 +1,476 @@
+package inference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Config configures an Engine.
+type Config struct {
+	QueueLen   int                   // requests waiting behind the running one; 0 means 8
+	Timeout    time.Duration         // default generation time limit; 0: none
+	Registerer prometheus.Registerer // nil: no metrics
+	Logger     zerolog.Logger
+	Now        func() time.Time // clock for timings; nil: time.Now
+}
+
+// MaxChoices limits Request.N.
+const MaxChoices = 16
+
+// unhealthyAfter consecutive failed model calls make Healthy report an error.
+const unhealthyAfter = 3
+
+var errTimeout = errors.New("inference: generation timed out")
+
+// Engine runs requests on one model, one at a time, in arrival order.
+type Engine struct {
+	model Model
+	info  ModelInfo
+	vocab Vocab
+	cfg   Config
+	now   func() time.Time
+	log   zerolog.Logger
+	met   *metrics
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: the queue has work
+	exited chan struct{} // closed when the worker returns
+
+	mu       sync.Mutex
+	queue    []*job
+	closed   bool
+	failures int   // consecutive failed Evals
+	lastErr  error // the latest of them
+
+	// Worker-owned state.
+	cached []int32 // tokens whose KV rows the model holds
+	smp    *sampler
+	det    detok
+	seq    []int32
+}
+
+type jobState uint8
+
+const (
+	queued jobState = iota
+	running
+	finished
+)
+
+type job struct {
+	ctx      context.Context
+	req      Request
+	s        *Stream
+	enqueued time.Time
+	state    jobState // guarded by Engine.mu
+	stop     func() bool
+}
+
+// New starts an engine on m. The caller keeps ownership of m: Close stops
+// the engine but does not close the model.
+func New(m Model, v Vocab, cfg Config) *Engine {
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = 8
+	}
+	e := &Engine{
+		model:  m,
+		info:   m.Info(),
+		vocab:  v,
+		cfg:    cfg,
+		now:    cfg.Now,
+		log:    cfg.Logger,
+		wake:   make(chan struct{}, 1),
+		exited: make(chan struct{}),
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	e.met = newMetrics(cfg.Registerer)
+	e.smp = newSampler(e.info.VocabSize)
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	go e.worker()
+	return e
+}
+
+// Info describes the model.
+func (e *Engine) Info() ModelInfo { return e.info }
+
+// QueueDepth is the number of requests waiting (the running one excluded).
+func (e *Engine) QueueDepth() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.queue)
+}
+
+// Healthy returns nil, or why the engine cannot serve: it is closed, or the
+// last unhealthyAfter (3) model calls failed. The next successful model call
+// (the next request's) makes it healthy again.
+func (e *Engine) Healthy() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return ErrClosed
+	case e.failures >= unhealthyAfter:
+		return fmt.Errorf("inference: %d consecutive model failures, last: %w", e.failures, e.lastErr)
+	}
+	return nil
+}
+
+// Close stops the worker: queued requests end with ErrClosed, the running
+// one is cancelled (its Done event carries ErrClosed). It waits for the
+// worker to return. It does not close the model.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.exited
+		return nil
+	}
+	e.closed = true
+	q := e.queue
+	e.queue = nil
+	for _, j := range q {
+		j.state = finished
+	}
+	e.mu.Unlock()
+	e.met.queueDepth.Set(0)
+	for _, j := range q {
+		j.stop()
+		e.finishEarly(j, FinishCancelled, ErrClosed)
+	}
+	e.cancel()
+	<-e.exited
+	return nil
+}
+
+// Submit validates req and queues it. It fails with *InvalidRequestError,
+// *ContextLengthError, ErrBusy (the queue is full), ErrClosed, or ctx's
+// error. Ending ctx cancels the request, queued or running.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if err := e.validate(&req); err != nil {
+		e.met.requests.WithLabelValues("invalid").Inc()
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j := &job{ctx: ctx, req: req, enqueued: e.now()}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if len(e.queue) >= e.cfg.QueueLen {
+		e.mu.Unlock()
+		e.met.requests.WithLabelValues("busy").Inc()
+		return nil, ErrBusy
+	}
+	j.s = newStream(ctx)
+	e.queue = append(e.queue, j)
+	j.stop = context.AfterFunc(ctx, func() { e.dequeue(j) })
+	e.met.queueDepth.Set(float64(len(e.queue)))
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	return j.s, nil
+}
+
+// dequeue removes a cancelled request that is still waiting.
+func (e *Engine) dequeue(j *job) {
+	e.mu.Lock()
+	if j.state != queued {
+		e.mu.Unlock()
+		return
+	}
+	j.state = finished
+	if i := slices.Index(e.queue, j); i >= 0 {
+		e.queue = slices.Delete(e.queue, i, i+1)
+	}
+	e.met.queueDepth.Set(float64(len(e.queue)))
+	e.mu.Unlock()
+	e.finishEarly(j, FinishCancelled, context.Cause(j.ctx))
+}
+
+// finishEarly ends a request that never ran.
+func (e *Engine) finishEarly(j *job, f FinishReason, err error) {
+	e.met.requests.WithLabelValues(string(f)).Inc()
+	j.s.push(Event{Done: true, Finish: f, Err: err,
+		Usage:   Usage{PromptTokens: len(j.req.Prompt)},
+		Timings: Timings{QueueWait: e.now().Sub(j.enqueued)}})
+}
+
+func (e *Engine) validate(r *Request) error {
+	bad := func(param, format string, a ...any) error {
+		return &InvalidRequestError{Param: param, Message: fmt.Sprintf(format, a...)}
+	}
+	v := e.info.VocabSize
+	if len(r.Prompt) == 0 {
+		return bad("prompt", "the prompt is empty")
+	}
+	for i, id := range r.Prompt {
+		if id < 0 || int(id) >= v {
+			return bad("prompt", "token %d at position %d is outside the vocabulary [0, %d)", id, i, v)
+		}
+	}
+	if len(r.Prompt)+1 > e.info.ContextLen {
+		return &ContextLengthError{PromptTokens: len(r.Prompt), MaxTokens: r.MaxTokens, ContextLen: e.info.ContextLen}
+	}
+	p := r.Sampling
+	switch {
+	case r.MaxTokens < 0:
+		return bad("max_tokens", "max_tokens must not be negative")
+	case r.N < 0 || r.N > MaxChoices:
+		return bad("n", "n must be between 1 and %d", MaxChoices)
+	case len(r.Stop) > MaxStops:
+		return bad("stop", "at most %d stop strings", MaxStops)
+	case slices.Contains(r.Stop, ""):
+		return bad("stop", "stop strings must not be empty")
+	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
+		return bad("top_logprobs", "top_logprobs must be between 0 and %d", MaxTopLogprobs)
+	case r.Timeout < 0:
+		return bad("timeout", "the timeout must not be negative")
+	case !(p.Temperature >= 0 && p.Temperature <= 2):
+		return bad("temperature", "temperature must be between 0 and 2")
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return bad("top_p", "top_p must be between 0 and 1")
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return bad("min_p", "min_p must be between 0 and 1")
+	case p.TopK < 0:
+		return bad("top_k", "top_k must not be negative")
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return bad("presence_penalty", "presence_penalty must be between -2 and 2")
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return bad("frequency_penalty", "frequency_penalty must be between -2 and 2")
+	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
+		return bad("repetition_penalty", "repetition_penalty must be between 0 and 10")
+	}
+	for id, b := range p.LogitBias {
+		if id < 0 || int(id) >= v {
+			return bad("logit_bias", "token %d is outside the vocabulary [0, %d)", id, v)
+		}
+		if !(b >= -100 && b <= 100) {
+			return bad("logit_bias", "bias %v for token %d is outside [-100, 100]", b, id)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) worker() {
+	defer close(e.exited)
+	for {
+		e.mu.Lock()
+		var j *job
+		if len(e.queue) > 0 {
+			j = e.queue[0]
+			e.queue = slices.Delete(e.queue, 0, 1)
+			j.state = running
+			e.met.queueDepth.Set(float64(len(e.queue)))
+		}
+		closed := e.closed
+		e.mu.Unlock()
+		if j != nil {
+			j.stop()
+			e.run(j)
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-e.wake:
+		case <-e.ctx.Done():
+		}
+	}
+}
+
+// modelResult records a model call's outcome for Healthy.
+func (e *Engine) modelResult(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		e.failures, e.lastErr = 0, nil
+		return
+	}
+	e.failures++
+	e.lastErr = err
+}
+
+// run executes one request on the worker.
+func (e *Engine) run(j *job) {
+	req := j.req
+	start := e.now()
+	tm := Timings{QueueWait: start.Sub(j.enqueued)}
+	usage := Usage{PromptTokens: len(req.Prompt)}
+	e.met.running.Inc()
+	defer e.met.running.Dec()
+
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })()
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = e.cfg.Timeout
+	}
+	if timeout > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeoutCause(ctx, timeout, errTimeout)
+		defer c()
+	}
+
+	n := max(req.N, 1)
+	room := e.info.ContextLen - len(req.Prompt)
+	maxNew := req.MaxTokens
+	if maxNew == 0 || maxNew > room {
+		maxNew = room
+	}
+	var seed uint64
+	if req.Sampling.Seed != nil {
+		seed = uint64(*req.Sampling.Seed)
+	} else {
+		seed = rand.Uint64()
+	}
+	smp := e.smp
+	smp.reset(req.Sampling, req.Prompt, seed)
+	defer smp.clear()
+	wantLP := req.Logprobs
+	top := 0
+	if wantLP {
+		top = req.TopLogprobs
+	}
+
+	var finish FinishReason
+	var runErr error
+	var genTime time.Duration
+	first := true
+	seq := append(e.seq[:0], req.Prompt...)
+	for c := 0; c < n && (c == 0 || finish == FinishStop || finish == FinishLength); c++ {
+		seq = seq[:len(req.Prompt)]
+		smp.startChoice()
+		e.det.reset(e.vocab, req.Stop)
+		finish = ""
+		for gen := 0; finish == ""; {
+			if ctx.Err() != nil {
+				finish, runErr = e.stopReason(ctx, j)
+				e.emit(j, c, e.det.flush(), finish)
+				break
+			}
+			stepStart := e.now()
+			valid := commonPrefix(e.cached, seq)
+			if valid >= len(seq) {
+				valid = len(seq) - 1
+			}
+			logits, reused, err := e.model.Eval(ctx, seq, valid)
+			evalDone := e.now()
+			if err != nil {
+				e.cached = e.cached[:0]
+				if ctx.Err() != nil {
+					finish, runErr = e.stopReason(ctx, j)
+				} else {
+					e.modelResult(err)
+					finish, runErr = FinishError, fmt.Errorf("inference: model: %w", err)
+					e.log.Error().Err(err).Msg("model eval failed")
+				}
+				e.emit(j, c, e.det.flush(), finish)
+				break
+			}
+			e.modelResult(nil)
+			e.cached = append(e.cached[:0], seq...)
+			e.met.observeGraphs(e.model)
+			if first {
+				usage.CachedTokens = min(reused, len(req.Prompt))
+				tm.PromptEval = evalDone.Sub(stepStart)
+				tm.PromptN = len(req.Prompt) - usage.CachedTokens
+			}
+			tok, lp := smp.sample(logits, wantLP, top)
+			smp.accept(tok)
+			gen++
+			usage.CompletionTokens++
+			if lp != nil {
+				lp.Bytes = e.vocab.Piece(tok)
+				for i := range lp.Top {
+					lp.Top[i].Bytes = e.vocab.Piece(lp.Top[i].ID)
+				}
+			}
+			var out textOut
+			switch {
+			case !req.IgnoreEOS && slices.Contains(e.info.EOS, tok):
+				out, finish = e.det.flush(), FinishStop
+			default:
+				var stopped bool
+				out, stopped = e.det.add(tok, lp)
+				if stopped {
+					finish = FinishStop
+				} else if gen >= maxNew {
+					out2 := e.det.flush()
+					out.text += out2.text
+					out.ids = append(out.ids, out2.ids...)
+					out.lps = append(out.lps, out2.lps...)
+					finish = FinishLength
+				}
+			}
+			e.emit(j, c, out, finish)
+			seq = append(seq, tok)
+			end := e.now()
+			if first {
+				e.met.ttft.Observe(end.Sub(start).Seconds())
+				first = false
+			} else {
+				genTime += end.Sub(stepStart)
+				e.met.tpot.Observe(end.Sub(stepStart).Seconds())
+			}
+			e.met.hostTime.Observe(end.Sub(evalDone).Seconds())
+		}
+	}
+	e.seq = seq[:0]
+	tm.Generation = genTime
+	tm.PredictedN = usage.CompletionTokens
+	e.met.requests.WithLabelValues(string(finish)).Inc()
+	e.met.promptTokens.Add(float64(usage.PromptTokens))
+	e.met.cachedTokens.Add(float64(usage.CachedTokens))
+	e.met.generatedTokens.Add(float64(usage.CompletionTokens))
+	j.s.push(Event{Done: true, Finish: finish, Err: runErr, Usage: usage, Timings: tm})
+}
+
+// stopReason classifies a cancelled run.
+func (e *Engine) stopReason(ctx context.Context, j *job) (FinishReason, error) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errTimeout):
+		return FinishTimeout, nil
+	case errors.Is(cause, ErrClosed):
+		return FinishCancelled, ErrClosed
+	case j.ctx.Err() != nil:
+		return FinishCancelled, j.ctx.Err()
+	default:
+		return FinishCancelled, cause
+	}
+}
+
+// emit sends a delta (and the choice's finish) when there is anything to say.
+func (e *Engine) emit(j *job, choice int, out textOut, f FinishReason) {
+	if out.empty() && f == "" {
+		return
+	}
+	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f})
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

@@ -1,0 +1,78 @@
+package inference
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StatsModel is optionally implemented by a Model that times its graph
+// calls. Stats returns the calls made since the previous Stats call; the
+// engine exports them as hexserve_graph_seconds{graph}.
+type StatsModel interface {
+	Stats() []GraphCall
+}
+
+// GraphCall is one timed graph execution.
+type GraphCall struct {
+	Graph    string // e.g. "prefill", "decode", "lmhead"
+	Duration time.Duration
+}
+
+type metrics struct {
+	queueDepth      prometheus.Gauge
+	running         prometheus.Gauge
+	requests        *prometheus.CounterVec
+	promptTokens    prometheus.Counter
+	cachedTokens    prometheus.Counter
+	generatedTokens prometheus.Counter
+	ttft            prometheus.Histogram
+	tpot            prometheus.Histogram
+	hostTime        prometheus.Histogram
+	graph           *prometheus.HistogramVec
+}
+
+// newMetrics creates the engine's collectors and registers them on r
+// (unless r is nil, when they are kept but never exported).
+func newMetrics(r prometheus.Registerer) *metrics {
+	lat := prometheus.ExponentialBuckets(0.001, 2, 16) // 1 ms … 33 s
+	m := &metrics{
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hexserve_queue_depth", Help: "Requests waiting for the model (the running one excluded)."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hexserve_running_requests", Help: "Requests being generated (0 or 1)."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hexserve_requests_total", Help: "Finished or refused requests by outcome (finish reason, busy, invalid)."},
+			[]string{"outcome"}),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_prompt_tokens_total", Help: "Prompt tokens of requests that ran."}),
+		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_cached_prompt_tokens_total", Help: "Prompt tokens whose KV rows were reused."}),
+		generatedTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_generated_tokens_total", Help: "Sampled tokens."}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_time_to_first_token_seconds", Help: "From the start of a run to its first token.", Buckets: lat}),
+		tpot: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_time_per_output_token_seconds", Help: "Decode step time, model and host.", Buckets: lat}),
+		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
+		graph: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hexserve_graph_seconds", Help: "Graph execution time by graph.", Buckets: lat}, []string{"graph"}),
+	}
+	if r != nil {
+		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.graph)
+	}
+	return m
+}
+
+func (m *metrics) observeGraphs(model Model) {
+	sm, ok := model.(StatsModel)
+	if !ok {
+		return
+	}
+	for _, c := range sm.Stats() {
+		m.graph.WithLabelValues(c.Graph).Observe(c.Duration.Seconds())
+	}
+}
