@@ -1,0 +1,429 @@
+package qnn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// These tests run the real purego path against hostsim's stand-in
+// libraries (built by `make hostsim`).
+
+func putF32(b []byte, xs []float32) {
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+}
+
+func getF32(b []byte, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// checkNoLeaks asserts that hostsim holds no live object.
+func checkNoLeaks(t *testing.T, h *hostsimLib) {
+	t.Helper()
+	s := h.Stats(t)
+	if s.LiveBackends != 0 || s.LiveDevices != 0 || s.LiveContexts != 0 || s.LiveMems != 0 || s.LiveLogs != 0 || s.LivePowerIDs != 0 {
+		t.Errorf("hostsim live objects after Close: %+v", s)
+	}
+	if n := h.sysLive(); n != 0 {
+		t.Errorf("%d live system contexts after Close", n)
+	}
+	if n := h.rpcLive(); n != 0 {
+		t.Errorf("%d live rpcmem allocations after Close", n)
+	}
+}
+
+func TestHostsimOpenClose(t *testing.T) {
+	dir := hostsimDir(t)
+	h := openHostsimLib(t, dir)
+	var logs bytes.Buffer
+	lg := zerolog.New(&logs)
+	cfg := hostsimConfig(dir)
+	cfg.Logger, cfg.LogLevel, cfg.PerfMode = &lg, LogVerbose, PerfBurst
+	r, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Provider()
+	if p.Name != "HTP_QTI_AISW" || p.BackendID != 6 || p.Core != (Version{2, 32, 0}) || p.Backend != (Version{5, 43, 0}) || p.System != (Version{1, 7, 0}) {
+		t.Errorf("provider %+v", p)
+	}
+	if !r.SharedMemory() {
+		t.Error("rpcmem not loaded")
+	}
+	s := h.Stats(t)
+	if s.LiveBackends != 1 || s.LiveDevices != 1 || s.LiveLogs != 1 || s.LivePowerIDs != 1 {
+		t.Errorf("live after Open: %+v", s)
+	}
+	// The log callback formats hostsim's printf-style message with vsnprintf.
+	if !strings.Contains(logs.String(), "hostsim: log created (level 4)") {
+		t.Errorf("log callback output %q lacks hostsim's formatted message", logs.String())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	checkNoLeaks(t, h)
+	if _, err := r.LoadContext("x"); !errors.Is(err, ErrClosed) {
+		t.Errorf("LoadContext after Close: %v", err)
+	}
+}
+
+func TestHostsimPerfMode(t *testing.T) {
+	dir := hostsimDir(t)
+	h := openHostsimLib(t, dir)
+	for _, tc := range []struct {
+		mode                 PerfMode
+		corner, sleep, dcvs  uint32
+		latency, pollingTime uint32
+	}{
+		{PerfBurst, 0xA0, 40, 0, 100, 9999},
+		{PerfSustained, 0x80, 100, 0, 100, 9999},
+		{PerfBalanced, 0x70, 1000, 1, 100, 0},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			cfg := hostsimConfig(dir)
+			cfg.PerfMode = tc.mode
+			r, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := h.lastPower()
+			var p hostsimPower
+			if rc := h.power(id, &p); rc != 0 {
+				t.Fatalf("hostsim_power_config(%d) = %d", id, rc)
+			}
+			want := hostsimPower{Live: 1, SetCalls: 2, DcvsSet: 1, DcvsEnable: tc.dcvs, PowerMode: 0x10, SleepLatency: tc.sleep,
+				BusMin: tc.corner, BusTarget: tc.corner, BusMax: tc.corner, CoreMin: tc.corner, CoreTarget: tc.corner, CoreMax: tc.corner,
+				RPCControlLatency: tc.latency, RPCPollingTime: tc.pollingTime}
+			if p != want {
+				t.Errorf("hostsim recorded %+v\nwant %+v", p, want)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if rc := h.power(id, &p); rc != 0 || p.Live != 0 {
+				t.Errorf("power config %d still live after Close (rc %d, %+v)", id, rc, p)
+			}
+			checkNoLeaks(t, h)
+		})
+	}
+	// No vote: no power config id.
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := h.Stats(t); s.LivePowerIDs != 0 {
+		t.Errorf("PerfNone created %d power ids", s.LivePowerIDs)
+	}
+	r.Close()
+}
+
+func TestHostsimPartialOpen(t *testing.T) {
+	dir := hostsimDir(t)
+	h := openHostsimLib(t, dir)
+	cfg := hostsimConfig(dir)
+	cfg.System = "libm.so.6"
+	_, err := Open(cfg)
+	if err == nil || !strings.Contains(err.Error(), "QnnSystemInterface_getProviders") || !strings.Contains(err.Error(), "libm.so.6") {
+		t.Fatalf("err = %v", err)
+	}
+	cfg = hostsimConfig(dir)
+	cfg.System = filepath.Join(dir, "nonexistent.so")
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "nonexistent.so") {
+		t.Fatalf("err = %v", err)
+	}
+	// A missing rpcmem library falls back to client buffers.
+	cfg = hostsimConfig(dir)
+	cfg.RPCMem = filepath.Join(dir, "nonexistent.so")
+	r, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SharedMemory() {
+		t.Error("SharedMemory with a missing libcdsprpc.so")
+	}
+	r.Close()
+	checkNoLeaks(t, h)
+}
+
+func TestHostsimBinaryInfo(t *testing.T) {
+	dir := hostsimDir(t)
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m := newLMHeadModel(8, 32, 1)
+	m.XType, m.XQuant = UFixed16, [2]float32{0.001, -32768}
+	data, err := os.ReadFile(m.write(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := r.BinaryInfo(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 1 || gs[0].Name != "lmhead" || len(gs[0].Inputs) != 1 || len(gs[0].Outputs) != 1 {
+		t.Fatalf("graphs %+v", gs)
+	}
+	x, y := gs[0].Inputs[0], gs[0].Outputs[0]
+	if x.ID != 1 || x.Name != "x" || x.Type != TensorAppWrite || x.DataType != UFixed16 || len(x.Dims) != 2 || x.Dims[1] != 8 ||
+		x.Quant.Encoding != QuantScaleOffset || x.Quant.Scale != 0.001 || x.Quant.Offset != -32768 || x.Bytes() != 16 {
+		t.Errorf("x = %+v", x)
+	}
+	if y.ID != 2 || y.Name != "logits" || y.Type != TensorAppRead || y.DataType != Float32 || y.Dims[1] != 32 ||
+		y.Quant.Encoding != QuantUndefined || y.Bytes() != 128 {
+		t.Errorf("logits = %+v", y)
+	}
+	_, err = r.BinaryInfo([]byte("definitely not a context binary"))
+	if CodeOf(err) != CodeSystemMalformedBinary {
+		t.Errorf("malformed binary: %v", err)
+	}
+}
+
+func TestHostsimArch(t *testing.T) {
+	dir := hostsimDir(t)
+	probe := probeLayouts(t)
+	for _, l := range htpExtLayouts() {
+		if v, ok := probe[l.name]; ok && v != l.got {
+			t.Skipf("hostsim's %s is %d, the public QnnHtpDevice.h layout used here has %d", l.name, v, l.got)
+		}
+	}
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	arch, err := r.Arch()
+	if err != nil || arch != "v79" {
+		t.Fatalf("Arch() = %q, %v", arch, err)
+	}
+}
+
+// TestHostsimExecute runs the lm-head graph with registered shared memory
+// (one buffer per tensor, and both tensors carved out of one allocation)
+// and with client buffers, and compares with the Go reference.
+func TestHostsimExecute(t *testing.T) {
+	dir := hostsimDir(t)
+	h := openHostsimLib(t, dir)
+	m := newLMHeadModel(16, 64, 2)
+	path := m.write(t, t.TempDir())
+	x := make([]float32, m.H)
+	for i := range x {
+		x[i] = float32(i%5) - 2
+	}
+	want := m.logits(x)
+	for _, tc := range []struct {
+		name   string
+		rpc    bool
+		shared bool
+	}{
+		{"rpcmem per tensor", true, false},
+		{"rpcmem one allocation", true, true},
+		{"client buffers", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := hostsimConfig(dir)
+			if !tc.rpc {
+				cfg.RPCMem = ""
+			}
+			r, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := r.Close(); err != nil {
+					t.Error(err)
+				}
+				checkNoLeaks(t, h)
+			}()
+			ctx, err := r.LoadContext(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gi := ctx.Graphs()[0]
+			g, err := ctx.Graph("lmhead")
+			if err != nil {
+				t.Fatal(err)
+			}
+			xb, yb := gi.Inputs[0].Bytes(), gi.Outputs[0].Bytes()
+			var in, out []Binding
+			var xbuf, ybuf []byte
+			if tc.shared {
+				buf, err := r.Alloc(4096 + yb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = []Binding{{Name: "x", Buffer: buf, Offset: 0}}
+				out = []Binding{{Name: "logits", Buffer: buf, Offset: 4096}}
+				xbuf, ybuf = buf.Bytes()[:xb], buf.Bytes()[4096:]
+			} else {
+				bx, err := r.Alloc(xb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				by, err := r.Alloc(yb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in, out = []Binding{{Name: "x", Buffer: bx}}, []Binding{{Name: "logits", Buffer: by}}
+				xbuf, ybuf = bx.Bytes(), by.Bytes()
+			}
+			call, err := g.Bind(in, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := h.Stats(t); tc.rpc && s.LiveMems != 2 {
+				t.Errorf("%d registered mems, want 2", s.LiveMems)
+			} else if !tc.rpc && s.LiveMems != 0 {
+				t.Errorf("%d registered mems with client buffers", s.LiveMems)
+			}
+			for step := range 3 { // the same Call, new input each time
+				xs := make([]float32, len(x))
+				for i := range xs {
+					xs[i] = x[i] * float32(step+1)
+				}
+				putF32(xbuf, xs)
+				if err := call.Execute(); err != nil {
+					t.Fatal(err)
+				}
+				got := getF32(ybuf, m.V)
+				for i, w := range want {
+					w *= float32(step + 1)
+					if d := math.Abs(float64(got[i] - w)); d > 1e-3*math.Max(1, math.Abs(float64(w))) {
+						t.Fatalf("step %d logits[%d] = %g, want %g", step, i, got[i], w)
+					}
+				}
+			}
+			// Leave the Call and Context open: Runtime.Close must release them.
+		})
+	}
+}
+
+func TestHostsimBindAndExecuteErrors(t *testing.T) {
+	dir := hostsimDir(t)
+	h := openHostsimLib(t, dir)
+	m := newLMHeadModel(8, 16, 3)
+	path := m.write(t, t.TempDir())
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		r.Close()
+		checkNoLeaks(t, h)
+	}()
+	ctx, err := r.LoadContext(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctx.Graph("prefill"); err == nil || !strings.Contains(err.Error(), `"prefill"`) || !strings.Contains(err.Error(), "lmhead") {
+		t.Errorf("unknown graph: %v", err)
+	}
+	g, err := ctx.Graph("lmhead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := r.Alloc(16)
+	bx, _ := r.Alloc(32)
+	by, _ := r.Alloc(64)
+	for _, tc := range []struct {
+		name    string
+		in, out []Binding
+		want    string
+	}{
+		{"missing output", []Binding{{Name: "x", Buffer: bx}}, nil, `"lmhead": output(s) not bound: logits`},
+		{"unknown name", []Binding{{Name: "x", Buffer: bx}, {Name: "z", Buffer: bx}}, []Binding{{Name: "logits", Buffer: by}}, `has no input "z"`},
+		{"twice", []Binding{{Name: "x", Buffer: bx}, {Name: "x", Buffer: bx}}, []Binding{{Name: "logits", Buffer: by}}, `"x" bound twice`},
+		{"too small", []Binding{{Name: "x", Buffer: small}}, []Binding{{Name: "logits", Buffer: by}}, `input "x" (FLOAT_32 [1 8]) needs 32 bytes at offset 0; buffer has 16`},
+		{"offset past end", []Binding{{Name: "x", Buffer: bx}}, []Binding{{Name: "logits", Buffer: by, Offset: 8}}, `output "logits" (FLOAT_32 [1 16]) needs 64 bytes at offset 8; buffer has 64`},
+		{"nil buffer", []Binding{{Name: "x"}}, []Binding{{Name: "logits", Buffer: by}}, "nil buffer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := g.Bind(tc.in, tc.out)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if s := h.Stats(t); s.LiveMems != 0 {
+		t.Errorf("failed Binds left %d registrations", s.LiveMems)
+	}
+
+	call, err := g.Bind([]Binding{{Name: "x", Buffer: bx}}, []Binding{{Name: "logits", Buffer: by}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bx.Free(); err == nil {
+		t.Error("Free of a bound buffer succeeded")
+	}
+	// An injected DSP restart surfaces as a typed error with hostsim's message.
+	h.reset()
+	h.Set(t, "HOSTSIM_FAIL_EXECUTE_AT", "2")
+	if err := call.Execute(); err != nil {
+		t.Fatalf("first execute: %v", err)
+	}
+	err = call.Execute()
+	var qe *Error
+	if !errors.As(err, &qe) || !IsDeviceRestart(err) || qe.Op != "graphExecute(lmhead)" || qe.Message == "" {
+		t.Fatalf("injected failure: %#v", err)
+	}
+	t.Logf("injected: %v", err)
+	if s := h.Stats(t); s.ExecInjected != 1 || s.ExecCalls != 2 {
+		t.Errorf("stats %+v", s)
+	}
+	if err := call.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := call.Execute(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Execute after Close: %v", err)
+	}
+	if err := bx.Free(); err != nil {
+		t.Errorf("Free after Call.Close: %v", err)
+	}
+	if s := h.Stats(t); s.LiveMems != 0 {
+		t.Errorf("%d registrations after Call.Close", s.LiveMems)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.Stats(t); s.LiveContexts != 0 {
+		t.Errorf("%d contexts after Context.Close", s.LiveContexts)
+	}
+	if _, err := ctx.Graph("lmhead"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Graph after Close: %v", err)
+	}
+}
+
+func TestHostsimLoadContextErrors(t *testing.T) {
+	dir := hostsimDir(t)
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	bad := filepath.Join(t.TempDir(), "bad.bin")
+	os.WriteFile(bad, bytes.Repeat([]byte{7}, 256), 0o644)
+	_, err = r.LoadContext(bad)
+	if CodeOf(err) != CodeSystemMalformedBinary || !strings.Contains(err.Error(), "bad.bin") {
+		t.Errorf("malformed: %v", err)
+	}
+	if _, err := r.LoadContext(filepath.Join(t.TempDir(), "missing.bin")); err == nil || !strings.Contains(err.Error(), "missing.bin") {
+		t.Errorf("missing file: %v", err)
+	}
+}
