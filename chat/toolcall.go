@@ -205,15 +205,16 @@ func (d Decision) String() string {
 // that ParseToolCalls accepts is decided MaybeCall (or stays Undecided), so
 // Text can be released immediately. The zero value is ready to use.
 type ToolCallDetector struct {
-	buf strings.Builder
-	d   Decision
+	buf  strings.Builder
+	d    Decision
+	skip int // bytes of leading whitespace already seen
 }
 
 // Feed adds the next piece of output and returns the current decision.
 func (t *ToolCallDetector) Feed(delta string) Decision {
 	t.buf.WriteString(delta)
 	if t.d == Undecided {
-		t.d = decide(t.buf.String())
+		t.d, t.skip = decide(t.buf.String(), t.skip)
 	}
 	return t.d
 }
@@ -224,18 +225,25 @@ func (t *ToolCallDetector) Decision() Decision { return t.d }
 // Buffered returns all output fed so far.
 func (t *ToolCallDetector) Buffered() string { return t.buf.String() }
 
-func decide(s string) Decision {
+// decide decides on the output s, whose first skip bytes are known to be
+// whitespace, and returns the new count of leading whitespace bytes.
+func decide(s string, skip int) (Decision, int) {
 	// Leading whitespace, which may end in an incomplete UTF-8 sequence.
-	for len(s) > 0 {
-		if !utf8.FullRuneInString(s) {
-			return Undecided
+	for skip < len(s) {
+		if !utf8.FullRuneInString(s[skip:]) {
+			return Undecided, skip
 		}
-		r, n := utf8.DecodeRuneInString(s)
+		r, n := utf8.DecodeRuneInString(s[skip:])
 		if !isPySpace(r) || (r == utf8.RuneError && n == 1) {
 			break
 		}
-		s = s[n:]
+		skip += n
 	}
+	return decideTrimmed(s[skip:]), skip
+}
+
+// decideTrimmed decides on output whose leading whitespace is removed.
+func decideTrimmed(s string) Decision {
 	if s == "" {
 		return Undecided
 	}
