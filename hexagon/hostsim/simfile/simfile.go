@@ -1,0 +1,511 @@
+// Package simfile writes and reads hostsim context binaries: the stand-in for
+// HTP context binaries that hostsim's libQnnHtp.so / libQnnSystem.so load
+// (format: hexagon/hostsim/FORMAT.md). Writing streams the weights one tensor
+// at a time, so a 1B-shaped model never needs to be in memory twice.
+package simfile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// DType is a QNN data type code (Qnn_DataType_t).
+type DType uint32
+
+// The data types hostsim accepts for graph I/O.
+const (
+	F32      DType = 0x0232
+	F16      DType = 0x0216
+	UFixed16 DType = 0x0416
+	SFixed16 DType = 0x0316
+	UFixed8  DType = 0x0408
+	UInt16   DType = 0x0116
+)
+
+// Size is the element size in bytes (0 if unsupported).
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16, UFixed16, SFixed16, UInt16:
+		return 2
+	case UFixed8:
+		return 1
+	}
+	return 0
+}
+
+// Fixed reports whether d is a fixed-point type that needs a scale/offset.
+func (d DType) Fixed() bool { return d&0xff00 == 0x0300 || d&0xff00 == 0x0400 }
+
+// Kind is what a graph computes.
+type Kind uint32
+
+// Graph kinds.
+const (
+	Prefill Kind = 0
+	Decode  Kind = 1
+	LMHead  Kind = 2
+)
+
+// Contract is the prefill graph contract (ARCHITECTURE.md).
+type Contract uint32
+
+// Contracts.
+const (
+	QHexRT  Contract = 0
+	Chunked Contract = 1
+)
+
+// MaskKind is the attention mask encoding.
+type MaskKind uint32
+
+// Mask encodings: additive (0 attend, ≤ −1000 blocked) or u16 (65535 attend, 0 blocked).
+const (
+	MaskAdditive MaskKind = 0
+	MaskU16      MaskKind = 1
+)
+
+// WeightFormat is how weights are stored in the file.
+type WeightFormat uint32
+
+// Weight storage formats. With Int8, 2-D tensors are quantised per output row;
+// 1-D tensors stay float16.
+const (
+	WeightF16  WeightFormat = 1
+	WeightInt8 WeightFormat = 2
+	WeightF32  WeightFormat = 3
+)
+
+// Hyper holds the model hyper-parameters.
+type Hyper struct {
+	Hidden, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, Ctx int
+	RMSEps                                                   float32
+	TiedLMHead                                               bool
+}
+
+// KVDim is KVHeads·HeadDim.
+func (h Hyper) KVDim() int { return h.KVHeads * h.HeadDim }
+
+// Tensor is one graph input or output.
+type Tensor struct {
+	Name   string
+	DType  DType
+	Dims   []int
+	Scale  float32 // fixed point only: real = (q + Offset)·Scale
+	Offset int32
+}
+
+// Graph is one graph of the context binary.
+type Graph struct {
+	Name            string
+	Kind            Kind
+	Contract        Contract
+	Window          int // rows per call (AR); 1 for decode and lm-head
+	Mask            MaskKind
+	KV              DType
+	Inputs, Outputs []Tensor
+}
+
+// Weight is one weight tensor: HF name, shape [Rows, Cols] (a 1-D tensor of n
+// values is Rows 1, Cols n) and, optionally, its float16 bits row-major.
+type Weight struct {
+	Name       string
+	Rows, Cols int
+	F16        []uint16
+}
+
+// Options control Write.
+type Options struct {
+	Format WeightFormat
+	// Source supplies weight i's float16 data when Weight.F16 is nil; it is
+	// called once per weight, in order, and the slice is not retained.
+	Source func(i int, w Weight) ([]uint16, error)
+	// Progress, if set, is called after each weight with bytes written so far and the total.
+	Progress func(done, total int64)
+}
+
+const (
+	headerSize = 128
+	align      = 64
+)
+
+var magic = [8]byte{'H', 'S', 'I', 'M', 'C', 'T', 'X', 0}
+
+// Write writes a context binary with weights taken from Weight.F16.
+func Write(w io.Writer, h Hyper, graphs []Graph, weights []Weight, q WeightFormat) error {
+	return WriteWith(w, h, graphs, weights, Options{Format: q})
+}
+
+type entry struct {
+	storage            WeightFormat
+	off, size, scalesO int64
+}
+
+func storageOf(f WeightFormat, w Weight) WeightFormat {
+	if f == WeightInt8 && w.Rows == 1 {
+		return WeightF16
+	}
+	return f
+}
+
+func pad(n int64) int64 { return (n + align - 1) &^ (align - 1) }
+
+func strLen(s string) int64 { return 4 + int64(len(s)+3)&^3 }
+
+// WriteWith writes a context binary, streaming weight data through opt.Source.
+func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Options) error {
+	if opt.Format == 0 {
+		opt.Format = WeightF16
+	}
+	if opt.Format < WeightF16 || opt.Format > WeightF32 {
+		return fmt.Errorf("simfile: unknown weight format %d", opt.Format)
+	}
+	if err := h.validate(); err != nil {
+		return err
+	}
+	if len(graphs) == 0 {
+		return errors.New("simfile: no graphs")
+	}
+	// Layout: header, graphs, index, then data.
+	gsize := int64(0)
+	for _, g := range graphs {
+		gsize += strLen(g.Name) + 7*4
+		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
+			if t.DType.Size() == 0 {
+				return fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
+			}
+			if t.DType.Fixed() && !(t.Scale > 0) {
+				return fmt.Errorf("simfile: graph %s tensor %s: fixed point needs a scale > 0", g.Name, t.Name)
+			}
+			gsize += strLen(t.Name) + 4*4 + 4*int64(len(t.Dims))
+		}
+	}
+	isize := int64(0)
+	for _, wt := range weights {
+		if wt.Rows <= 0 || wt.Cols <= 0 {
+			return fmt.Errorf("simfile: weight %s: bad shape [%d,%d]", wt.Name, wt.Rows, wt.Cols)
+		}
+		isize += strLen(wt.Name) + 3*4 + 3*8
+	}
+	entries := make([]entry, len(weights))
+	off := pad(headerSize + gsize + isize)
+	dataOff := off
+	for i, wt := range weights {
+		st := storageOf(opt.Format, wt)
+		n := int64(wt.Rows) * int64(wt.Cols)
+		e := entry{storage: st, off: off}
+		switch st {
+		case WeightF16:
+			e.size = 2 * n
+		case WeightF32:
+			e.size = 4 * n
+		case WeightInt8:
+			e.size = n
+			e.scalesO = off + pad(n)
+			off = e.scalesO + pad(4*int64(wt.Rows)) - pad(e.size)
+		}
+		off += pad(e.size)
+		entries[i] = e
+	}
+	total := off
+
+	bw := bufio.NewWriterSize(w, 1<<20)
+	wr := &lew{w: bw}
+	wr.bytes(magic[:])
+	wr.u32(1)
+	wr.u32(headerSize)
+	for _, v := range []int{h.Hidden, h.Layers, h.Heads, h.KVHeads, h.HeadDim, h.FFN, h.Vocab, h.Ctx} {
+		wr.u32(uint32(v))
+	}
+	wr.f32(h.RMSEps)
+	flags := uint32(0)
+	if h.TiedLMHead {
+		flags |= 1
+	}
+	wr.u32(flags)
+	wr.u32(uint32(len(graphs)))
+	wr.u32(uint32(len(weights)))
+	wr.u64(headerSize)
+	wr.u64(uint64(headerSize + gsize))
+	wr.u64(uint64(dataOff))
+	wr.u64(uint64(total))
+	wr.zeros(32)
+	for _, g := range graphs {
+		wr.str(g.Name)
+		for _, v := range []uint32{uint32(g.Kind), uint32(g.Contract), uint32(g.Window), uint32(g.Mask), uint32(g.KV),
+			uint32(len(g.Inputs)), uint32(len(g.Outputs))} {
+			wr.u32(v)
+		}
+		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
+			wr.str(t.Name)
+			wr.u32(uint32(t.DType))
+			wr.f32(t.Scale)
+			wr.u32(uint32(t.Offset))
+			wr.u32(uint32(len(t.Dims)))
+			for _, d := range t.Dims {
+				wr.u32(uint32(d))
+			}
+		}
+	}
+	for i, wt := range weights {
+		e := entries[i]
+		wr.str(wt.Name)
+		wr.u32(uint32(e.storage))
+		wr.u32(uint32(wt.Rows))
+		wr.u32(uint32(wt.Cols))
+		wr.u64(uint64(e.off))
+		wr.u64(uint64(e.size))
+		wr.u64(uint64(e.scalesO))
+	}
+	wr.zeros(int(dataOff - wr.n))
+	for i, wt := range weights {
+		if wr.err != nil {
+			return wr.err
+		}
+		data := wt.F16
+		if data == nil {
+			if opt.Source == nil {
+				return fmt.Errorf("simfile: weight %s has no data and no Source", wt.Name)
+			}
+			var err error
+			if data, err = opt.Source(i, wt); err != nil {
+				return fmt.Errorf("simfile: weight %s: %w", wt.Name, err)
+			}
+		}
+		if len(data) != wt.Rows*wt.Cols {
+			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(data), wt.Rows*wt.Cols)
+		}
+		e := entries[i]
+		switch e.storage {
+		case WeightF16:
+			wr.u16s(data)
+		case WeightF32:
+			for _, v := range data {
+				wr.f32(f16ToF32(v))
+			}
+		case WeightInt8:
+			scales := make([]float32, wt.Rows)
+			row := make([]byte, wt.Cols)
+			for r := range wt.Rows {
+				scales[r] = quantRow(data[r*wt.Cols:(r+1)*wt.Cols], row)
+				wr.bytes(row)
+			}
+			wr.zeros(int(e.scalesO - wr.n))
+			for _, s := range scales {
+				wr.f32(s)
+			}
+		}
+		end := e.off + pad(e.size)
+		if e.storage == WeightInt8 {
+			end = e.scalesO + pad(4*int64(wt.Rows))
+		}
+		wr.zeros(int(end - wr.n))
+		if opt.Progress != nil {
+			opt.Progress(wr.n, total)
+		}
+	}
+	if wr.err == nil && wr.n != total {
+		return fmt.Errorf("simfile: internal error: wrote %d bytes, planned %d", wr.n, total)
+	}
+	if wr.err != nil {
+		return wr.err
+	}
+	return bw.Flush()
+}
+
+// quantRow quantises one row to int8 with a symmetric per-row scale.
+func quantRow(src []uint16, dst []byte) float32 {
+	mx := float32(0)
+	for _, v := range src {
+		mx = max(mx, float32(math.Abs(float64(f16ToF32(v)))))
+	}
+	if mx == 0 {
+		clear(dst)
+		return 1
+	}
+	s := mx / 127
+	for i, v := range src {
+		q := math.Round(float64(f16ToF32(v) / s))
+		dst[i] = byte(int8(max(-127, min(127, q))))
+	}
+	return s
+}
+
+func (h Hyper) validate() error {
+	switch {
+	case h.Hidden <= 0 || h.Heads <= 0 || h.KVHeads <= 0 || h.HeadDim <= 0 || h.Vocab <= 0 || h.Ctx <= 0 || h.Layers < 0:
+		return fmt.Errorf("simfile: bad hyper-parameters %+v", h)
+	case h.Heads%h.KVHeads != 0 || h.HeadDim%2 != 0:
+		return fmt.Errorf("simfile: heads %d not a multiple of kv heads %d, or odd head_dim %d", h.Heads, h.KVHeads, h.HeadDim)
+	case h.Layers > 0 && h.FFN <= 0:
+		return fmt.Errorf("simfile: bad ffn %d", h.FFN)
+	case !(h.RMSEps > 0):
+		return fmt.Errorf("simfile: bad rms eps %g", h.RMSEps)
+	}
+	return nil
+}
+
+// WeightSpecs lists the weights (names and shapes, no data) that graphs of the
+// given kinds need: layers (prefill/decode: every layer tensor and the final
+// norm) and/or the lm-head matrix.
+func WeightSpecs(h Hyper, layers, lmhead bool) []Weight {
+	var ws []Weight
+	H, Q, KV := h.Hidden, h.Heads*h.HeadDim, h.KVDim()
+	if layers {
+		for i := range h.Layers {
+			p := "model.layers." + strconv.Itoa(i) + "."
+			ws = append(ws,
+				Weight{Name: p + "input_layernorm.weight", Rows: 1, Cols: H},
+				Weight{Name: p + "self_attn.q_proj.weight", Rows: Q, Cols: H},
+				Weight{Name: p + "self_attn.k_proj.weight", Rows: KV, Cols: H},
+				Weight{Name: p + "self_attn.v_proj.weight", Rows: KV, Cols: H},
+				Weight{Name: p + "self_attn.o_proj.weight", Rows: H, Cols: Q},
+				Weight{Name: p + "post_attention_layernorm.weight", Rows: 1, Cols: H},
+				Weight{Name: p + "mlp.gate_proj.weight", Rows: h.FFN, Cols: H},
+				Weight{Name: p + "mlp.up_proj.weight", Rows: h.FFN, Cols: H},
+				Weight{Name: p + "mlp.down_proj.weight", Rows: H, Cols: h.FFN},
+			)
+		}
+		ws = append(ws, Weight{Name: "model.norm.weight", Rows: 1, Cols: H})
+	}
+	if lmhead {
+		name := "lm_head.weight"
+		if h.TiedLMHead {
+			name = "model.embed_tokens.weight"
+		}
+		ws = append(ws, Weight{Name: name, Rows: h.Vocab, Cols: H})
+	}
+	return ws
+}
+
+// Default symmetric ranges used to pick scale/offset for fixed-point I/O in DefaultGraphs.
+var defaultRange = map[string]float32{"x": 1, "cos": 1, "sin": 1, "y": 64, "kv": 32, "logits": 128}
+
+func ioTensor(name string, dt DType, rangeKey string, dims ...int) Tensor {
+	t := Tensor{Name: name, DType: dt, Dims: dims}
+	if dt.Fixed() {
+		r := defaultRange[rangeKey]
+		switch dt {
+		case UFixed16:
+			t.Scale, t.Offset = 2*r/65535, -32768
+		case SFixed16:
+			t.Scale = r / 32767
+		case UFixed8:
+			t.Scale, t.Offset = 2*r/255, -128
+		}
+	}
+	return t
+}
+
+func maskTensor(mask MaskKind, iot DType, dims ...int) Tensor {
+	switch {
+	case mask == MaskU16:
+		return Tensor{Name: "cmask", DType: UFixed16, Dims: dims, Scale: 1.0 / 65535}
+	case iot == UFixed16:
+		return Tensor{Name: "cmask", DType: UFixed16, Dims: dims, Scale: 1, Offset: -65535} // q 65535 → 0, q 0 → −65535
+	case iot.Fixed():
+		return Tensor{Name: "cmask", DType: F16, Dims: dims}
+	}
+	return Tensor{Name: "cmask", DType: iot, Dims: dims}
+}
+
+// DefaultGraphs returns the three graphs with the default tensor names of
+// FORMAT.md (named "prefill", "decode" and "lmhead"). io is the data type of
+// x, cos, sin, y and logits; kv that of past_*/new_*. Fixed-point types get
+// scale/offset from symmetric default ranges (x, cos, sin ±1, y ±64, KV ±32,
+// logits ±128); callers may edit them.
+func DefaultGraphs(h Hyper, contract Contract, window int, iot, kv DType, mask MaskKind) (prefill, decode, lmhead Graph) {
+	H, D, KV, C := h.Hidden, h.HeadDim, h.KVDim(), h.Ctx
+	mk := func(name string, kind Kind, ar int, past bool, m Tensor) Graph {
+		g := Graph{Name: name, Kind: kind, Window: ar, Mask: mask, KV: kv}
+		if kind == Prefill {
+			g.Contract = contract
+		}
+		g.Inputs = []Tensor{ioTensor("x", iot, "x", ar, H), ioTensor("cos", iot, "cos", ar, D), ioTensor("sin", iot, "sin", ar, D), m}
+		g.Outputs = []Tensor{ioTensor("y", iot, "y", ar, H)}
+		for i := range h.Layers {
+			s := strconv.Itoa(i)
+			if past {
+				g.Inputs = append(g.Inputs, ioTensor("past_k_"+s, kv, "kv", C, KV), ioTensor("past_v_"+s, kv, "kv", C, KV))
+			}
+			g.Outputs = append(g.Outputs, ioTensor("new_k_"+s, kv, "kv", ar, KV), ioTensor("new_v_"+s, kv, "kv", ar, KV))
+		}
+		return g
+	}
+	if contract == Chunked {
+		prefill = mk("prefill", Prefill, window, true, maskTensor(mask, iot, window, C+window))
+	} else {
+		prefill = mk("prefill", Prefill, window, false, maskTensor(mask, iot, window, window))
+	}
+	decode = mk("decode", Decode, 1, true, maskTensor(mask, iot, C))
+	lmhead = Graph{Name: "lmhead", Kind: LMHead, Window: 1, Mask: mask, KV: kv,
+		Inputs: []Tensor{ioTensor("x", iot, "y", 1, H)}, Outputs: []Tensor{ioTensor("logits", iot, "logits", 1, h.Vocab)}}
+	return prefill, decode, lmhead
+}
+
+// lew is a little-endian writer that remembers its first error and offset.
+type lew struct {
+	w   *bufio.Writer
+	n   int64
+	err error
+	b   [8]byte
+}
+
+func (l *lew) bytes(p []byte) {
+	if l.err != nil {
+		return
+	}
+	_, l.err = l.w.Write(p)
+	l.n += int64(len(p))
+}
+func (l *lew) u32(v uint32)  { binary.LittleEndian.PutUint32(l.b[:4], v); l.bytes(l.b[:4]) }
+func (l *lew) u64(v uint64)  { binary.LittleEndian.PutUint64(l.b[:8], v); l.bytes(l.b[:8]) }
+func (l *lew) f32(v float32) { l.u32(math.Float32bits(v)) }
+func (l *lew) str(s string) {
+	l.u32(uint32(len(s)))
+	l.bytes([]byte(s))
+	l.zeros((4 - len(s)%4) % 4)
+}
+func (l *lew) zeros(n int) {
+	var z [64]byte
+	for n > 0 {
+		k := min(n, len(z))
+		l.bytes(z[:k])
+		n -= k
+	}
+}
+func (l *lew) u16s(v []uint16) {
+	buf := make([]byte, 0, 1<<16)
+	for len(v) > 0 {
+		k := min(len(v), 1<<15)
+		buf = buf[:2*k]
+		for i := range k {
+			binary.LittleEndian.PutUint16(buf[2*i:], v[i])
+		}
+		l.bytes(buf)
+		v = v[k:]
+	}
+}
+
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := int(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch exp {
+	case 0:
+		v := float32(math.Ldexp(float64(mant), -24))
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	case 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
+}
