@@ -10,6 +10,15 @@ import (
 // times in 20 KB chunks, like the reference measurement in
 // testdata/tokenizer/SOURCE.md (HF Rust ≈ 2.6 MB/s on one core).
 func BenchmarkEncode(b *testing.B) {
+	b.Run("cache", func(b *testing.B) { benchmarkEncode(b) })
+	b.Run("nocache", func(b *testing.B) {
+		defer func(n int) { maxCacheWords = n }(maxCacheWords)
+		maxCacheWords = 0 // every miss empties the cache first
+		benchmarkEncode(b)
+	})
+}
+
+func benchmarkEncode(b *testing.B) {
 	tok := llama3(b)
 	var para string
 	for _, g := range goldens(b) {

@@ -309,7 +309,6 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 
 func (t *Tokenizer) addTokens(list []addedJSON) error {
 	var plain, norm matchSet // non-normalized, normalized
-	var plainSp, normSp matchSet
 	for _, a := range list {
 		switch {
 		case a.Content == "":
@@ -338,23 +337,15 @@ func (t *Tokenizer) addTokens(list []addedJSON) error {
 		t.addedIDs[a.ID] = true
 		// HF matches non-normalized tokens first, then normalized ones in the
 		// remaining text; with no normalizer the flag only sets that order.
-		set, setSp := &plain, &plainSp
+		set := &plain
 		if a.Normalized {
-			set, setSp = &norm, &normSp
+			set = &norm
 		}
-		setSp.add(a.Content, a.ID)
-		if !a.Special {
-			set.add(a.Content, a.ID)
-		}
-	}
-	for _, s := range []*matchSet{&plainSp, &normSp} {
-		if len(s.ids) > 0 {
-			t.passSpecial = append(t.passSpecial, s.finish())
-		}
+		set.add(a.Content, a.ID)
 	}
 	for _, s := range []*matchSet{&plain, &norm} {
 		if len(s.ids) > 0 {
-			t.passPlain = append(t.passPlain, s.finish())
+			t.passes = append(t.passes, s.finish())
 		}
 	}
 	return nil

@@ -106,6 +106,39 @@ func TestParseMini(t *testing.T) {
 	}
 }
 
+// TestAddedTokenOverlap: as in HF, a special token that is not parsed still
+// hides an overlapping non-special added token.
+func TestAddedTokenOverlap(t *testing.T) {
+	tok, err := parseMini(t, func(c map[string]any) {
+		c["added_tokens"] = append(c["added_tokens"].([]any),
+			map[string]any{"id": 303, "content": "<|eot", "special": false, "normalized": false})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		text string
+		spec bool
+		want int32 // added id expected in the output, or -1 for none
+	}{
+		{"x<|eot_id|>", true, 300},
+		{"x<|eot_id|>", false, -1},
+		{"x<|eot", false, 303},
+		{"x<|eot", true, 303},
+	} {
+		ids := tok.Encode(tc.text, false, tc.spec)
+		var got int32 = -1
+		for _, id := range ids {
+			if id >= 300 {
+				got = id
+			}
+		}
+		if got != tc.want || tok.Decode(ids, false) != tc.text {
+			t.Errorf("Encode(%q, parseSpecial=%v) = %v", tc.text, tc.spec, ids)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	pre := func(c map[string]any, i int) map[string]any {
 		return c["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[i].(map[string]any)

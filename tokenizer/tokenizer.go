@@ -18,7 +18,7 @@
 // and BPE merges never cross pre-token boundaries, so the result equals the
 // whole-string Encode(rendered, addBOS, true) exactly when every segment
 // boundary is also a boundary of the whole-string split, and plain segments
-// contain no special-token strings. A boundary is guaranteed to be one when
+// contain no special-token strings (nor does one straddle a boundary). A boundary is guaranteed to be one when
 // either side of it is a special token, or when the text before it ends with
 // '\r' or '\n' and the text after it starts with a non-whitespace rune. The
 // Llama-3.x template puts trimmed content between "<|end_header_id|>\n\n" and
@@ -73,8 +73,7 @@ type Tokenizer struct {
 	added    map[string]int32
 	addedIDs map[int32]bool
 
-	passSpecial []*matcher // added tokens matched with parseSpecial
-	passPlain   []*matcher // added tokens matched without (non-special only)
+	passes []*matcher // added-token matchers: non-normalized, then normalized
 
 	prefix, suffix []int32 // TemplateProcessing around $A
 	specials       Specials
@@ -103,11 +102,7 @@ func (t *Tokenizer) EncodeSegments(segs []Segment, addBOS bool) []int32 {
 	}
 	e := t.encoder()
 	for _, s := range segs {
-		passes := t.passPlain
-		if s.Special {
-			passes = t.passSpecial
-		}
-		out = e.encodeText(s.Text, passes, out)
+		out = e.encodeText(s.Text, t.passes, s.Special, out)
 	}
 	t.encoders.Put(e)
 	if addBOS {
@@ -177,11 +172,13 @@ type encoder struct {
 	heap  []uint64
 }
 
-const (
+// Word cache bounds; the cache is simply emptied when it is full.
+var (
 	maxCacheWords = 1 << 16
 	maxArena      = 1 << 20
-	noMerge       = ^uint64(0)
 )
+
+const noMerge = ^uint64(0)
 
 func (t *Tokenizer) encoder() *encoder {
 	if e, ok := t.encoders.Get().(*encoder); ok {
@@ -191,8 +188,10 @@ func (t *Tokenizer) encoder() *encoder {
 }
 
 // encodeText splits text at added tokens of the first pass and encodes the
-// rest with the remaining passes, then the pre-tokenizer and BPE.
-func (e *encoder) encodeText(s string, passes []*matcher, out []int32) []int32 {
+// rest with the remaining passes, then the pre-tokenizer and BPE. As in HF,
+// a special token found while parseSpecial is off stays ordinary text, and
+// the search resumes after it (so it also hides overlapping added tokens).
+func (e *encoder) encodeText(s string, passes []*matcher, parseSpecial bool, out []int32) []int32 {
 	if len(passes) == 0 {
 		for i := 0; i < len(s); {
 			j := splitNext(s, i)
@@ -202,14 +201,19 @@ func (e *encoder) encodeText(s string, passes []*matcher, out []int32) []int32 {
 		return out
 	}
 	m, rest := passes[0], passes[1:]
+	text := 0 // start of the text not yet encoded
 	for from := 0; ; {
 		start, end, id, ok := m.find(s, from)
 		if !ok {
-			return e.encodeText(s[from:], rest, out)
+			return e.encodeText(s[text:], rest, parseSpecial, out)
 		}
-		out = e.encodeText(s[from:start], rest, out)
-		out = append(out, id)
 		from = end
+		if !parseSpecial && e.t.special[id] {
+			continue
+		}
+		out = e.encodeText(s[text:start], rest, parseSpecial, out)
+		out = append(out, id)
+		text = end
 	}
 }
 
