@@ -1,0 +1,31 @@
+package server
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the HTTP-level series; the engine registers its own on the
+// same registry.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hexserve_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hexserve_http_request_duration_seconds",
+			Help:    "HTTP request latency (streamed responses: until the stream ends) by route pattern and method.",
+			Buckets: []float64{.001, .005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"route", "method"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hexserve_http_requests_in_flight",
+			Help: "HTTP requests being served.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.inFlight)
+	return m
+}

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+)
+
+type requestIDKey struct{}
+
+// RequestID returns the id of the request carrying ctx ("" outside one).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// requestID takes a sane incoming X-Request-Id or makes a UUID, echoes it,
+// and puts it and a logger tagged with it into the request context.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !saneRequestID(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set("X-Request-Id", id)
+		log := s.log.With().Str("request_id", id).Logger()
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		next.ServeHTTP(w, r.WithContext(log.WithContext(ctx)))
+	})
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// accessLog logs one line per request and records the HTTP metrics. It logs
+// no headers and no bodies: never an API key or prompt text.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		s.metrics.inFlight.Inc()
+		defer func() {
+			s.metrics.inFlight.Dec()
+			d := time.Since(start)
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK // nothing written
+			}
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+			s.metrics.duration.WithLabelValues(route, r.Method).Observe(d.Seconds())
+			ev := zerolog.Ctx(r.Context()).Info()
+			if route == "/health" || route == "/metrics" {
+				ev = zerolog.Ctx(r.Context()).Debug() // probes would drown the log
+			}
+			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", status).
+				Int("bytes", ww.BytesWritten()).Dur("duration", d).Msg("request")
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// recoverer turns a handler panic into a 500 OpenAI error and logs the stack.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			rec := recover()
+			if rec == nil {
+				return
+			}
+			if rec == http.ErrAbortHandler {
+				panic(rec) // the server's own "abort the response" signal
+			}
+			zerolog.Ctx(r.Context()).Error().Interface("panic", rec).Bytes("stack", debug.Stack()).Msg("handler panic")
+			if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
+				return // the response has started; the client sees it cut short
+			}
+			writeAPIError(w, &APIError{Status: http.StatusInternalServerError, Type: TypeServer,
+				Message: "The server had an error while processing your request."})
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cors implements the allow-list: allowed origins are echoed (or "*" when
+// configured), preflight requests are answered here with 204.
+func (s *Server) cors(next http.Handler) http.Handler {
+	anyOrigin := false
+	allowed := make(map[string]bool)
+	for _, o := range s.opts.CORSOrigins {
+		if o == "*" {
+			anyOrigin = true
+		}
+		allowed[o] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		preflight := r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != ""
+		if origin != "" && len(allowed) > 0 {
+			h := w.Header()
+			h.Add("Vary", "Origin")
+			if anyOrigin || allowed[origin] {
+				if anyOrigin {
+					h.Set("Access-Control-Allow-Origin", "*")
+				} else {
+					h.Set("Access-Control-Allow-Origin", origin)
+				}
+				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+				if preflight {
+					h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+					h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, X-Request-Id, OpenAI-Organization, OpenAI-Project")
+					if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+						h.Set("Access-Control-Allow-Headers", req) // what browser SDKs send varies (x-stainless-*)
+					}
+					h.Set("Access-Control-Max-Age", "600")
+				}
+			}
+		}
+		if preflight {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// auth requires one of the API keys, as `Authorization: Bearer KEY` or
+// `x-api-key: KEY`, on every route except /health. No keys: no check.
+func (s *Server) auth(next http.Handler) http.Handler {
+	keys := make([][]byte, 0, len(s.opts.APIKeys))
+	for _, k := range s.opts.APIKeys {
+		keys = append(keys, []byte(k))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(keys) == 0 || r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		given := r.Header.Get("x-api-key")
+		if a := r.Header.Get("Authorization"); a != "" {
+			if scheme, tok, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+				given = strings.TrimSpace(tok)
+			}
+		}
+		if given == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
+				Message: "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY) or in an x-api-key header."})
+			return
+		}
+		match := 0
+		for _, k := range keys { // no early exit: the time does not depend on which key matched
+			match |= subtle.ConstantTimeCompare([]byte(given), k)
+		}
+		if match != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
+				Message: "Incorrect API key provided."})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody refuses bodies larger than the limit: at once when
+// Content-Length says so, else when reading crosses it (decodeJSON → 413).
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	limit := s.opts.BodyLimit
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			writeError(w, r, &http.MaxBytesError{Limit: limit})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,164 @@
+// Package server is hexserve's HTTP layer: the chi router, its middleware
+// (request id, access log, metrics, panic recovery, CORS, API keys, body
+// limit), the handlers, and the one mapping from errors to OpenAI error
+// responses.
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// Options configure a Server.
+type Options struct {
+	Logger zerolog.Logger
+	// Registry receives the HTTP metrics and is served on /metrics; pass the
+	// same registry to the engine. nil: a new registry.
+	Registry *prometheus.Registry
+	// APIKeys, when not empty, are required on every route except /health.
+	APIKeys []string
+	// CORSOrigins are the allowed browser origins; "*" allows any.
+	CORSOrigins []string
+	// BodyLimit caps request bodies in bytes; <= 0 means 1 MiB.
+	BodyLimit int64
+	// DateString gives the chat template's date when a request has none.
+	// nil: today's local date.
+	DateString func() string
+}
+
+// Model is what the server needs from the loaded model. It is set once
+// loading finishes (SetModel); until then model routes answer 503.
+type Model struct {
+	ID         string   // served model id
+	Aliases    []string // other ids that resolve to ID
+	Created    time.Time
+	ContextLen int // tokens the KV cache holds (max_model_len)
+	Tokenizer  *tokenizer.Tokenizer
+	// Health reports a failed engine; nil means always healthy.
+	Health func() error
+}
+
+// Server routes HTTP requests. It is an http.Handler.
+type Server struct {
+	opts    Options
+	log     zerolog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	router  *chi.Mux
+	model   atomic.Pointer[Model]
+}
+
+// New builds the router and its middleware.
+func New(opts Options) *Server {
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = 1 << 20
+	}
+	if opts.DateString == nil {
+		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
+	}
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry)}
+	s.routes()
+	return s
+}
+
+// SetModel makes the loaded model available; /health turns 200.
+func (s *Server) SetModel(m *Model) { s.model.Store(m) }
+
+// Registry is the Prometheus registry served on /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.accessLog, s.recoverer, s.cors, s.auth, s.limitBody)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	r.Get("/health", s.health)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	r.Get("/v1/models", s.handle(s.listModels))
+	r.Get("/v1/models/{id}", s.handle(s.getModel))
+	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
+	r.Post("/v1/completions", s.handle(s.completions))
+	r.Post("/tokenize", s.handle(s.tokenize))
+	r.Post("/detokenize", s.handle(s.detokenize))
+	r.Post("/apply-template", s.handle(s.applyTemplate))
+	s.router = r
+}
+
+// handle adapts a handler that returns an error; errors go through writeError.
+func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, err)
+		}
+	}
+}
+
+// loaded returns the model, or errLoading while it loads.
+func (s *Server) loaded() (*Model, error) {
+	if m := s.model.Load(); m != nil {
+		return m, nil
+	}
+	return nil, errLoading
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeAPIError(w, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
+		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allow = append(allow, m)
+		}
+	}
+	for _, m := range allow {
+		w.Header().Add("Allow", m)
+	}
+	writeAPIError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
+		Message: fmt.Sprintf("Method %s is not allowed for %s; allowed: %v", r.Method, r.URL.Path, allow)})
+}
+
+// decodeJSON reads the request body into v. Malformed JSON, a wrong field
+// type and an oversized body become the matching OpenAI errors.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("unexpected data after the JSON value")
+	}
+	if err == nil {
+		_, err = io.Copy(io.Discard, r.Body) // trailing whitespace; also trips the body limit
+	}
+	var typeErr *json.UnmarshalTypeError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		return err
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return invalid(typeErr.Field, "Invalid type for '%s': expected %s, got %s.", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return invalid("", "The request body is empty; expected a JSON object.")
+	}
+	return invalid("", "We could not parse the JSON body of your request (%v).", err)
+}

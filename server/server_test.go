@@ -1,0 +1,330 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/rs/zerolog"
+)
+
+var (
+	tokOnce sync.Once
+	tok     *tokenizer.Tokenizer
+	tokErr  error
+)
+
+func testTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
+	if tokErr != nil {
+		t.Fatalf("load tokenizer: %v", tokErr)
+	}
+	return tok
+}
+
+func testModel(t *testing.T) *Model {
+	return &Model{ID: "llama-3.2-1b-instruct", Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
+		ContextLen: 512, Tokenizer: testTokenizer(t)}
+}
+
+// newTest returns a server with the model loaded and a buffer holding its log.
+func newTest(t *testing.T, opts Options) (*Server, *bytes.Buffer) {
+	t.Helper()
+	var logBuf bytes.Buffer
+	opts.Logger = zerolog.New(&syncWriter{w: &logBuf}).Level(zerolog.DebugLevel)
+	s := New(opts)
+	s.SetModel(testModel(t))
+	return s, &logBuf
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func do(h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// apiErr decodes an OpenAI error body, failing the test if it is not one.
+func apiErr(t *testing.T, rec *httptest.ResponseRecorder) errorFields {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q, body %s", ct, rec.Body)
+	}
+	var raw map[string]map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatalf("body %q: %v", rec.Body, err)
+	}
+	e, ok := raw["error"]
+	if !ok {
+		t.Fatalf("no error object in %s", rec.Body)
+	}
+	for _, k := range []string{"message", "type", "param", "code"} {
+		if _, ok := e[k]; !ok {
+			t.Fatalf("error object lacks %q: %s", k, rec.Body)
+		}
+	}
+	var body errorBody
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	return body.Error
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<null>"
+	}
+	return *p
+}
+
+func TestHealth(t *testing.T) {
+	s := New(Options{Logger: zerolog.Nop()})
+	rec := do(s, "GET", "/health", "")
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"status":"loading"`) {
+		t.Fatalf("loading: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(s, "GET", "/v1/models", ""); rec.Code != 503 || apiErr(t, rec).Type != TypeServer || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("models while loading: %d %s", rec.Code, rec.Body)
+	}
+	m := testModel(t)
+	var fail error
+	m.Health = func() error { return fail }
+	s.SetModel(m)
+	if rec := do(s, "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
+		t.Fatalf("ok: %d %s", rec.Code, rec.Body)
+	}
+	fail = errors.New("graph execute failed")
+	rec = do(s, "GET", "/health", "")
+	if rec.Code != 503 || strings.TrimSpace(rec.Body.String()) != `{"error":"graph execute failed","status":"unhealthy"}` {
+		t.Fatalf("unhealthy: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestModels(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	rec := do(s, "GET", "/v1/models", "")
+	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve"}]}`
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("list: %d %s", rec.Code, rec.Body)
+	}
+	for _, id := range []string{"llama-3.2-1b-instruct", "gpt-4o-mini"} {
+		rec := do(s, "GET", "/v1/models/"+id, "")
+		var obj modelObject
+		if err := json.Unmarshal(rec.Body.Bytes(), &obj); rec.Code != 200 || err != nil || obj.ID != id || obj.Object != "model" {
+			t.Errorf("get %s: %d %s", id, rec.Code, rec.Body)
+		}
+	}
+	rec = do(s, "GET", "/v1/models/gpt-5", "")
+	e := apiErr(t, rec)
+	if rec.Code != 404 || str(e.Code) != "model_not_found" || e.Message != "The model `gpt-5` does not exist or you do not have access to it." {
+		t.Fatalf("unknown: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	s, logs := newTest(t, Options{APIKeys: []string{"sk-one", "sk-two"}})
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		hdr    []string
+		status int
+	}{
+		{"missing", "GET", "/v1/models", nil, 401},
+		{"wrong bearer", "GET", "/v1/models", []string{"Authorization", "Bearer sk-nope"}, 401},
+		{"bearer", "GET", "/v1/models", []string{"Authorization", "Bearer sk-two"}, 200},
+		{"bearer lower case scheme", "GET", "/v1/models", []string{"Authorization", "bearer sk-one"}, 200},
+		{"x-api-key", "GET", "/v1/models", []string{"x-api-key", "sk-one"}, 200},
+		{"wrong x-api-key", "GET", "/v1/models", []string{"x-api-key", "sk-one "}, 401},
+		{"prefix of a key", "GET", "/v1/models", []string{"Authorization", "Bearer sk-"}, 401},
+		{"health is public", "GET", "/health", nil, 200},
+		{"metrics needs a key", "GET", "/metrics", nil, 401},
+		{"metrics with key", "GET", "/metrics", []string{"Authorization", "Bearer sk-one"}, 200},
+		{"unknown route without key", "GET", "/nope", nil, 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := do(s, tt.method, tt.path, "", tt.hdr...)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if tt.status == 401 {
+				if e := apiErr(t, rec); str(e.Code) != "invalid_api_key" || e.Type != TypeInvalidRequest {
+					t.Fatalf("body %s", rec.Body)
+				}
+			}
+		})
+	}
+	if strings.Contains(logs.String(), "sk-one") || strings.Contains(logs.String(), "sk-two") {
+		t.Error("an API key reached the log")
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	s, _ := newTest(t, Options{BodyLimit: 64})
+	big := `{"content":"` + strings.Repeat("a", 100) + `"}`
+	// Content-Length known up front.
+	rec := do(s, "POST", "/tokenize", big)
+	if e := apiErr(t, rec); rec.Code != 413 || str(e.Code) != "request_too_large" || e.Type != TypeInvalidRequest {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	// Chunked body: the limit trips while decoding.
+	req := httptest.NewRequest("POST", "/tokenize", io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != 413 {
+		t.Fatalf("chunked: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(s, "POST", "/tokenize", `{"content":"hi"}`); rec.Code != 200 {
+		t.Fatalf("small: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	rec := do(s, "GET", "/v2/engines", "")
+	if e := apiErr(t, rec); rec.Code != 404 || e.Type != TypeInvalidRequest || !strings.Contains(e.Message, "/v2/engines") {
+		t.Fatalf("404: %d %s", rec.Code, rec.Body)
+	}
+	rec = do(s, "DELETE", "/v1/models", "")
+	if e := apiErr(t, rec); rec.Code != 405 || str(e.Code) != "method_not_allowed" || rec.Header().Get("Allow") != "GET" {
+		t.Fatalf("405: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	rec = do(s, "GET", "/tokenize", "")
+	if rec.Code != 405 || rec.Header().Get("Allow") != "POST" {
+		t.Fatalf("405 tokenize: %d %v", rec.Code, rec.Header())
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		if rec := do(s, "POST", path, "{}"); rec.Code == 404 || rec.Code == 405 {
+			t.Errorf("%s not routed: %d", path, rec.Code)
+		}
+	}
+}
+
+func TestPanicAndUnexpectedError(t *testing.T) {
+	s, logs := newTest(t, Options{})
+	s.router.Get("/test/panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
+	s.router.Get("/test/err", s.handle(func(http.ResponseWriter, *http.Request) error {
+		return errors.New("secret detail")
+	}))
+	rec := do(s, "GET", "/test/panic", "")
+	if e := apiErr(t, rec); rec.Code != 500 || e.Type != TypeServer {
+		t.Fatalf("panic: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(logs.String(), "handler panic") || !strings.Contains(logs.String(), "stack") {
+		t.Errorf("panic not logged with its stack: %s", logs)
+	}
+	rec = do(s, "GET", "/test/err", "")
+	if e := apiErr(t, rec); rec.Code != 500 || strings.Contains(e.Message, "secret") {
+		t.Fatalf("error: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(logs.String(), "secret detail") {
+		t.Error("unexpected error details not logged")
+	}
+}
+
+func TestCORS(t *testing.T) {
+	tests := []struct {
+		name      string
+		origins   []string
+		method    string
+		hdr       []string
+		status    int
+		wantAllow string
+	}{
+		{"allowed", []string{"http://app.test"}, "GET", []string{"Origin", "http://app.test"}, 200, "http://app.test"},
+		{"denied", []string{"http://app.test"}, "GET", []string{"Origin", "http://evil.test"}, 200, ""},
+		{"not configured", nil, "GET", []string{"Origin", "http://app.test"}, 200, ""},
+		{"wildcard", []string{"*"}, "GET", []string{"Origin", "http://any.test"}, 200, "*"},
+		{"preflight allowed", []string{"http://app.test"}, "OPTIONS",
+			[]string{"Origin", "http://app.test", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type"},
+			204, "http://app.test"},
+		{"preflight denied", []string{"http://app.test"}, "OPTIONS",
+			[]string{"Origin", "http://evil.test", "Access-Control-Request-Method", "POST"}, 204, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Keys are set: a preflight carries none and must still pass.
+			s, _ := newTest(t, Options{CORSOrigins: tt.origins, APIKeys: []string{"k"}})
+			rec := do(s, tt.method, "/v1/models", "", append(tt.hdr, "Authorization", "Bearer k")...)
+			if tt.method == "OPTIONS" {
+				rec = do(s, tt.method, "/v1/models", "", tt.hdr...)
+			}
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d", rec.Code, tt.status)
+			}
+			if got := rec.Header().Get("Access-Control-Allow-Origin"); got != tt.wantAllow {
+				t.Fatalf("Allow-Origin %q, want %q", got, tt.wantAllow)
+			}
+			if tt.status == 204 && tt.wantAllow != "" {
+				if rec.Header().Get("Access-Control-Allow-Methods") == "" ||
+					rec.Header().Get("Access-Control-Allow-Headers") != "authorization,content-type" {
+					t.Fatalf("preflight headers: %v", rec.Header())
+				}
+			}
+		})
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	s, logs := newTest(t, Options{})
+	rec := do(s, "GET", "/v1/models", "", "X-Request-Id", "abc-123")
+	if got := rec.Header().Get("X-Request-Id"); got != "abc-123" {
+		t.Fatalf("echo: %q", got)
+	}
+	if !strings.Contains(logs.String(), `"request_id":"abc-123"`) {
+		t.Errorf("access log lacks the id: %s", logs)
+	}
+	for _, bad := range []string{"", "has space", strings.Repeat("x", 200), "<script>"} {
+		rec := do(s, "GET", "/v1/models", "", "X-Request-Id", bad)
+		if got := rec.Header().Get("X-Request-Id"); got == bad || len(got) != 36 {
+			t.Errorf("incoming %q: got %q, want a fresh UUID", bad, got)
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	do(s, "GET", "/v1/models", "")
+	do(s, "GET", "/v1/models/x", "")
+	do(s, "GET", "/nope", "")
+	rec := do(s, "GET", "/metrics", "")
+	body := rec.Body.String()
+	for _, want := range []string{
+		`hexserve_http_requests_total{method="GET",route="/v1/models",status="200"} 1`,
+		`hexserve_http_requests_total{method="GET",route="/v1/models/{id}",status="404"} 1`,
+		`hexserve_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`hexserve_http_request_duration_seconds_count{method="GET",route="/v1/models"} 1`,
+		`hexserve_http_requests_in_flight 1`, // the /metrics request itself
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}

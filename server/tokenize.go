@@ -1,0 +1,135 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/openai"
+)
+
+type tokenizeRequest struct {
+	Content          *string `json:"content"`
+	Prompt           *string `json:"prompt"` // alias of content
+	AddSpecialTokens bool    `json:"add_special_tokens"`
+	ParseSpecial     *bool   `json:"parse_special"` // default true
+	WithPieces       bool    `json:"with_pieces"`
+}
+
+type tokenizeResponse struct {
+	Tokens      []int32  `json:"tokens"`
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Pieces      []string `json:"pieces,omitempty"`
+}
+
+// tokenize is POST /tokenize: text → token ids (llama.cpp/vLLM shape).
+// add_special_tokens adds BOS; parse_special (default true) turns
+// special-token text such as "<|eot_id|>" into its id. with_pieces adds each
+// token's decoded text (invalid UTF-8 bytes become U+FFFD).
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	var req tokenizeRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	text := req.Content
+	if text == nil {
+		text = req.Prompt
+	}
+	if text == nil {
+		return invalid("content", "'content' (or 'prompt') is required and must be a string.")
+	}
+	parseSpecial := req.ParseSpecial == nil || *req.ParseSpecial
+	ids := m.Tokenizer.Encode(*text, req.AddSpecialTokens, parseSpecial)
+	if ids == nil {
+		ids = []int32{}
+	}
+	resp := tokenizeResponse{Tokens: ids, Count: len(ids), MaxModelLen: m.ContextLen}
+	if req.WithPieces {
+		resp.Pieces = make([]string, len(ids))
+		for i, id := range ids {
+			resp.Pieces[i] = string(m.Tokenizer.Piece(id))
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// detokenize is POST /detokenize: token ids → text, special tokens included.
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Tokens *[]int64 `json:"tokens"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Tokens == nil {
+		return invalid("tokens", "'tokens' is required and must be an array of token ids.")
+	}
+	ids := make([]int32, len(*req.Tokens))
+	for i, id := range *req.Tokens {
+		if id < 0 || id > math.MaxInt32 {
+			return badToken(i, id, m)
+		}
+		if _, ok := m.Tokenizer.TokenString(int32(id)); !ok {
+			return badToken(i, id, m)
+		}
+		ids[i] = int32(id)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": m.Tokenizer.Decode(ids, false)})
+	return nil
+}
+
+func badToken(i int, id int64, m *Model) error {
+	return invalid(fmt.Sprintf("tokens[%d]", i), "Token id %d at tokens[%d] is not in the vocabulary (size %d).",
+		id, i, m.Tokenizer.VocabSize())
+}
+
+type applyTemplateRequest struct {
+	Messages            []openai.Message  `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	AddGenerationPrompt *bool             `json:"add_generation_prompt"` // default true
+	ChatTemplateKwargs  struct {
+		DateString *string `json:"date_string"`
+	} `json:"chat_template_kwargs"`
+}
+
+// applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
+// rendered prompt text. The date is chat_template_kwargs.date_string, else
+// the configured one. Other template kwargs are ignored.
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.loaded(); err != nil {
+		return err
+	}
+	var req applyTemplateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	msgs, err := openai.ToChatMessages(req.Messages)
+	if err != nil {
+		return err
+	}
+	opt := chat.Options{Tools: req.Tools, AddGenerationPrompt: true, DateString: s.opts.DateString()}
+	if req.AddGenerationPrompt != nil {
+		opt.AddGenerationPrompt = *req.AddGenerationPrompt
+	}
+	if d := req.ChatTemplateKwargs.DateString; d != nil {
+		opt.DateString = *d
+	}
+	prompt, err := chat.Render(msgs, opt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
+	return nil
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestTokenize(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	tests := []struct {
+		name, body string
+		want       string
+	}{
+		{"content", `{"content":"Hello world"}`, `{"tokens":[9906,1917],"count":2,"max_model_len":512}`},
+		{"prompt alias", `{"prompt":"Hello world"}`, `{"tokens":[9906,1917],"count":2,"max_model_len":512}`},
+		{"bos", `{"content":"Hello world","add_special_tokens":true}`, `{"tokens":[128000,9906,1917],"count":3,"max_model_len":512}`},
+		{"special parsed by default", `{"content":"<|eot_id|>"}`, `{"tokens":[128009],"count":1,"max_model_len":512}`},
+		{"empty", `{"content":""}`, `{"tokens":[],"count":0,"max_model_len":512}`},
+		{"pieces", `{"content":"Hello world","with_pieces":true}`, `{"tokens":[9906,1917],"count":2,"max_model_len":512,"pieces":["Hello"," world"]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := do(s, "POST", "/tokenize", tt.body)
+			if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != tt.want {
+				t.Fatalf("%d %s, want %s", rec.Code, rec.Body, tt.want)
+			}
+		})
+	}
+	// parse_special false: the special-token text is plain text.
+	rec := do(s, "POST", "/tokenize", `{"content":"<|eot_id|>","parse_special":false}`)
+	var resp tokenizeResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != 200 || resp.Count < 2 {
+		t.Fatalf("parse_special=false: %d %s", rec.Code, rec.Body)
+	}
+	for _, id := range resp.Tokens {
+		if id == 128009 {
+			t.Fatalf("special id with parse_special=false: %v", resp.Tokens)
+		}
+	}
+}
+
+func TestTokenizeErrors(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	tests := []struct {
+		path, body string
+		param      string
+	}{
+		{"/tokenize", `{}`, "content"},
+		{"/tokenize", `{"content":42}`, "content"},
+		{"/tokenize", `{"content":`, "<null>"},
+		{"/tokenize", ``, "<null>"},
+		{"/tokenize", `{"content":"a"} {}`, "<null>"},
+		{"/detokenize", `{}`, "tokens"},
+		{"/detokenize", `{"tokens":[9906,-1]}`, "tokens[1]"},
+		{"/detokenize", `{"tokens":[9906,1917,128256]}`, "tokens[2]"},
+		{"/detokenize", `{"tokens":[99999999999]}`, "tokens[0]"},
+		{"/detokenize", `{"tokens":"abc"}`, "tokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+tt.body, func(t *testing.T) {
+			rec := do(s, "POST", tt.path, tt.body)
+			e := apiErr(t, rec)
+			if rec.Code != 400 || e.Type != TypeInvalidRequest || str(e.Param) != tt.param {
+				t.Fatalf("%d %s, want param %s", rec.Code, rec.Body, tt.param)
+			}
+		})
+	}
+	rec := do(s, "POST", "/detokenize", `{"tokens":[128256]}`)
+	if msg := apiErr(t, rec).Message; !strings.Contains(msg, "128256") {
+		t.Errorf("message does not name the id: %q", msg)
+	}
+}
+
+func TestDetokenize(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	rec := do(s, "POST", "/detokenize", `{"tokens":[128000,9906,11,1917,0]}`)
+	if want := `{"content":"<|begin_of_text|>Hello, world!"}`; rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+// The chat goldens go through /apply-template byte for byte.
+func TestApplyTemplateGoldens(t *testing.T) {
+	s, _ := newTest(t, Options{DateString: func() string { return "26 Jul 2024" }})
+	f, err := os.Open("../testdata/chat/golden_public.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for sc.Scan() {
+		var g struct {
+			Name                string            `json:"name"`
+			Messages            json.RawMessage   `json:"messages"`
+			Tools               []json.RawMessage `json:"tools"`
+			AddGenerationPrompt bool              `json:"add_generation_prompt"`
+			DateString          *string           `json:"date_string"`
+			Rendered            string            `json:"rendered"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
+			t.Fatal(err)
+		}
+		req := map[string]any{"messages": g.Messages, "tools": g.Tools, "add_generation_prompt": g.AddGenerationPrompt}
+		if g.DateString != nil {
+			req["chat_template_kwargs"] = map[string]any{"date_string": *g.DateString}
+		}
+		body, _ := json.Marshal(req)
+		rec := do(s, "POST", "/apply-template", string(body))
+		var resp struct{ Prompt string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != 200 {
+			t.Errorf("%s: %d %s", g.Name, rec.Code, rec.Body)
+			continue
+		}
+		if resp.Prompt != g.Rendered {
+			t.Errorf("%s:\n got  %q\n want %q", g.Name, resp.Prompt, g.Rendered)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no goldens")
+	}
+}
+
+func TestApplyTemplate(t *testing.T) {
+	s, _ := newTest(t, Options{DateString: func() string { return "01 Feb 2027" }})
+	rec := do(s, "POST", "/apply-template", `{"messages":[{"role":"user","content":"Hi"}]}`)
+	var resp struct{ Prompt string }
+	_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+	if rec.Code != 200 || !strings.Contains(resp.Prompt, "Today Date: 01 Feb 2027") ||
+		!strings.HasSuffix(resp.Prompt, "<|start_header_id|>assistant<|end_header_id|>\n\n") {
+		t.Fatalf("configured date / generation prompt: %d %q", rec.Code, resp.Prompt)
+	}
+	tests := []struct{ body, param string }{
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type"},
+		{`{"messages":[]}`, "messages"},
+		{`{"messages":[{"role":"wizard","content":"x"}]}`, "messages[0].role"},
+	}
+	for _, tt := range tests {
+		rec := do(s, "POST", "/apply-template", tt.body)
+		if e := apiErr(t, rec); rec.Code != 400 || str(e.Param) != tt.param {
+			t.Errorf("%s: %d %s, want param %s", tt.body, rec.Code, rec.Body, tt.param)
+		}
+	}
+}
