@@ -10,7 +10,9 @@ var errNotImplemented = &APIError{Status: http.StatusNotImplemented, Type: TypeS
 	Message: "This endpoint is not implemented yet."}
 
 // chatCompletions is POST /v1/chat/completions (placeholder).
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error { return errNotImplemented }
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	return errNotImplemented
+}
 
 // completions is POST /v1/completions (placeholder).
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) error { return errNotImplemented }
