@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hexserve/hexserve/hexagon/bundle"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -44,7 +45,9 @@ type Model struct {
 	Aliases   []string   `yaml:"aliases"`   // other ids accepted in requests
 	Libraries Libraries  `yaml:"libraries"` // QNN shared libraries
 	PerfMode  string     `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
-	Overrides *Overrides `yaml:"overrides"` // the manifest's `hexserve` object, for manifests that lack it
+	// Overrides are the manifest's `hexserve` object for bundles that lack
+	// it; set keys win over the manifest's.
+	Overrides *bundle.Hexserve `yaml:"overrides"`
 }
 
 // Libraries are the QNN shared libraries. Bare names are resolved by the
@@ -53,29 +56,6 @@ type Libraries struct {
 	Backend string `yaml:"backend"` // libQnnHtp.so
 	System  string `yaml:"system"`  // libQnnSystem.so
 	RPCMem  string `yaml:"rpcmem"`  // libcdsprpc.so
-}
-
-// Overrides mirrors the manifest's `hexserve` object (see the bundle manifest
-// docs). Zero fields are unset: the manifest's value, else the default, applies.
-type Overrides struct {
-	Contract      string            `yaml:"contract"` // qhexrt or chunked
-	NHeads        int               `yaml:"n_heads"`
-	NKVHeads      int               `yaml:"n_kv_heads"`
-	PrefillWindow int               `yaml:"prefill_window"`
-	RMSEps        float64           `yaml:"rms_eps"`
-	RopeScaling   *RopeScaling      `yaml:"rope_scaling"`
-	EOSTokenIDs   []int32           `yaml:"eos_token_ids"`
-	Mask          string            `yaml:"mask"`    // additive or u16
-	Tensors       map[string]string `yaml:"tensors"` // tensor name bindings; {i} = layer index
-}
-
-// RopeScaling is the Llama-3 `rope_scaling` object.
-type RopeScaling struct {
-	RopeType                      string  `yaml:"rope_type"`
-	Factor                        float64 `yaml:"factor"`
-	LowFreqFactor                 float64 `yaml:"low_freq_factor"`
-	HighFreqFactor                float64 `yaml:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings int     `yaml:"original_max_position_embeddings"`
 }
 
 // Engine configures request admission and generation limits.
@@ -221,23 +201,31 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
 		}
 	}
-	if o := m.Overrides; o != nil {
-		return o.validate("model.overrides")
+	if m.Overrides != nil {
+		return validateOverrides(m.Overrides)
 	}
 	return nil
 }
 
-func (o *Overrides) validate(prefix string) error {
+func validateOverrides(o *bundle.Hexserve) error {
+	const prefix = "model.overrides"
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	nonPositive := func(p *int) bool { return p != nil && *p <= 0 }
 	checks := []struct {
 		bad       bool
 		key, what string
 	}{
-		{!oneOf(o.Contract, "", "qhexrt", "chunked"), "contract", "must be qhexrt or chunked"},
-		{o.NHeads < 0, "n_heads", "must be > 0"},
-		{o.NKVHeads < 0, "n_kv_heads", "must be > 0"},
-		{o.PrefillWindow < 0, "prefill_window", "must be > 0"},
-		{o.RMSEps < 0, "rms_eps", "must be > 0"},
-		{!oneOf(o.Mask, "", "additive", "u16"), "mask", "must be additive or u16"},
+		{!oneOf(str(o.Contract), "", bundle.ContractQHexRT, bundle.ContractChunked), "contract", "must be qhexrt or chunked"},
+		{!oneOf(str(o.Mask), "", bundle.MaskAdditive, bundle.MaskU16), "mask", "must be additive or u16"},
+		{nonPositive(o.NHeads), "n_heads", "must be > 0"},
+		{nonPositive(o.NKVHeads), "n_kv_heads", "must be > 0"},
+		{nonPositive(o.PrefillWindow), "prefill_window", "must be > 0"},
+		{o.RMSEps != nil && *o.RMSEps <= 0, "rms_eps", "must be > 0"},
 		{o.RopeScaling != nil && o.RopeScaling.Factor <= 0, "rope_scaling.factor", "must be > 0"},
 	}
 	for _, ch := range checks {
@@ -248,11 +236,6 @@ func (o *Overrides) validate(prefix string) error {
 	for _, id := range o.EOSTokenIDs {
 		if id < 0 {
 			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
-		}
-	}
-	for k, v := range o.Tensors {
-		if v == "" {
-			return fmt.Errorf("config: %s.tensors.%s: must not be empty", prefix, k)
 		}
 	}
 	return nil

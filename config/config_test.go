@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/hexagon/bundle"
 )
 
 func TestParseGood(t *testing.T) {
@@ -38,8 +40,9 @@ func TestParseGood(t *testing.T) {
 			c.Model.Libraries.Backend = "/x/libQnnHtp.so"
 		}},
 		{"overrides", "model:\n  overrides:\n    contract: chunked\n    mask: u16\n    eos_token_ids: [1, 2]\n    tensors: {x: input}\n    rope_scaling: {rope_type: llama3, factor: 32}\n", func(c *Config) {
-			c.Model.Overrides = &Overrides{Contract: "chunked", Mask: "u16", EOSTokenIDs: []int32{1, 2},
-				Tensors: map[string]string{"x": "input"}, RopeScaling: &RopeScaling{RopeType: "llama3", Factor: 32}}
+			contract, mask := "chunked", "u16"
+			c.Model.Overrides = &bundle.Hexserve{Contract: &contract, Mask: &mask, EOSTokenIDs: []int{1, 2},
+				Tensors: &bundle.Tensors{X: "input"}, RopeScaling: &bundle.RopeScaling{RopeType: "llama3", Factor: 32}}
 		}},
 		{"sampling", "sampling:\n  temperature: 0\n  top_k: 40\n  max_tokens: 256\n", func(c *Config) {
 			c.Sampling.Temperature = 0
@@ -81,6 +84,8 @@ func TestParseBad(t *testing.T) {
 		{"model:\n  perf_mode: turbo\n", "config: model.perf_mode: must be burst, sustained or balanced"},
 		{"model:\n  overrides:\n    mask: bits\n", "config: model.overrides.mask: must be additive or u16"},
 		{"model:\n  overrides:\n    contract: eager\n", "config: model.overrides.contract:"},
+		{"model:\n  overrides:\n    n_heads: 0\n", "config: model.overrides.n_heads: must be > 0"},
+		{"model:\n  overrides:\n    tensors: {q: x}\n", "config: model.overrides.tensors.q: unknown key"},
 		{"sampling:\n  temperature: 3\n", "config: sampling.temperature: must be in [0, 2]"},
 		{"sampling:\n  top_p: 1.5\n", "config: sampling.top_p:"},
 		{"chat:\n  date: tomorrow\n", "config: chat.date:"},
