@@ -40,11 +40,11 @@ type Server struct {
 
 // Model says which bundle to load and how to run it.
 type Model struct {
-	Bundle    string     `yaml:"bundle"`    // bundle dir, arch folder or manifest file
-	ID        string     `yaml:"id"`        // served model id; "" derives it from the manifest name
-	Aliases   []string   `yaml:"aliases"`   // other ids accepted in requests
-	Libraries Libraries  `yaml:"libraries"` // QNN shared libraries
-	PerfMode  string     `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
+	Bundle    string    `yaml:"bundle"`    // bundle dir, arch folder or manifest file
+	ID        string    `yaml:"id"`        // served model id; "" derives it from the manifest name
+	Aliases   []string  `yaml:"aliases"`   // other ids accepted in requests
+	Libraries Libraries `yaml:"libraries"` // QNN shared libraries
+	PerfMode  string    `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
