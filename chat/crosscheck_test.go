@@ -60,11 +60,10 @@ func TestJinja2Random(t *testing.T) {
 		got, err := Render(msgs, opt)
 		if c.Error != nil {
 			errs++
-			var ce *Error
 			if err == nil {
 				t.Errorf("line %d: Jinja2 raised %q, Render succeeded", line, *c.Error)
 			} else if e, ok := err.(*Error); !ok || e.Message != *c.Error {
-				t.Errorf("line %d: error %v (%T), want message %q", line, err, ce, *c.Error)
+				t.Errorf("line %d: error %v (%T), want message %q", line, err, err, *c.Error)
 			}
 			continue
 		}
