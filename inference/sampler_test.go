@@ -1,0 +1,360 @@
+package inference
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func randLogits(r *rand.Rand, n int, sigma float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * sigma)
+	}
+	return x
+}
+
+func f32(x []float32) Logits { return Logits{Type: F32, F32: x} }
+
+// floatToHalf rounds to nearest (ties to even), for finite normal-range values.
+func floatToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int((b>>23)&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case exp >= 31:
+		return sign | 0x7c00
+	case exp <= 0:
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		h := uint16(mant >> shift)
+		if rem := mant & (1<<shift - 1); rem > 1<<(shift-1) || rem == 1<<(shift-1) && h&1 == 1 {
+			h++
+		}
+		return sign | h
+	}
+	h := uint16(exp)<<10 | uint16(mant>>13)
+	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+		h++
+	}
+	return sign | h
+}
+
+func TestHalfRoundTrip(t *testing.T) {
+	for h := range 1 << 16 {
+		u := uint16(h)
+		if u&0x7c00 == 0x7c00 { // inf/NaN
+			continue
+		}
+		if got := floatToHalf(HalfToFloat(u)); got != u && !(u == 0x8000 && got == 0x8000) {
+			t.Fatalf("%#04x → %v → %#04x", u, HalfToFloat(u), got)
+		}
+	}
+	// halfKey orders like the values.
+	prev := float32(math.Inf(-1))
+	for k := keyNegInf; k <= keyPosInf; k++ {
+		v := HalfToFloat(keyHalf(k))
+		if v < prev {
+			t.Fatalf("key %#x: %v < %v", k, v, prev)
+		}
+		if halfKey(keyHalf(k)) != k {
+			t.Fatalf("key %#x does not round-trip", k)
+		}
+		prev = v
+	}
+}
+
+// reference computes the kept set by brute force: adjusted logits of the
+// whole vocabulary, a full sort, then top_k, softmax(T), top_p, min_p. Like
+// the sampler, it ignores tokens more than sampleCutoff·T below the best.
+func reference(adj []float32, p Sampling) []int32 {
+	c := make([]cand, len(adj))
+	for i, v := range adj {
+		c[i] = cand{int32(i), v}
+	}
+	slices.SortFunc(c, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+	t := float64(p.Temperature)
+	m := float64(c[0].v)
+	n := 0
+	for n < len(c) && (float64(c[n].v)-m)/t >= -sampleCutoff {
+		n++
+	}
+	c = c[:n]
+	if p.TopK > 0 && p.TopK < len(c) {
+		c = c[:p.TopK]
+	}
+	w := make([]float64, len(c))
+	var z float64
+	for i, x := range c {
+		w[i] = math.Exp((float64(x.v) - m) / t)
+		z += w[i]
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		cum := 0.0
+		for i := range c {
+			cum += w[i] / z
+			if cum >= float64(p.TopP) {
+				c, w = c[:i+1], w[:i+1]
+				break
+			}
+		}
+	}
+	var ids []int32
+	for i, x := range c {
+		if p.MinP == 0 || w[i] >= float64(p.MinP)*w[0] {
+			ids = append(ids, x.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestFilterMatchesReference(t *testing.T) {
+	const V = 4000
+	cases := []struct {
+		name string
+		p    Sampling
+	}{
+		{"temperature", Sampling{Temperature: 1}},
+		{"top_k", Sampling{Temperature: 0.8, TopK: 40}},
+		{"top_k=1", Sampling{Temperature: 0.8, TopK: 1}},
+		{"top_p", Sampling{Temperature: 0.7, TopP: 0.9}},
+		{"top_p small", Sampling{Temperature: 1.3, TopP: 0.1}},
+		{"min_p", Sampling{Temperature: 1, MinP: 0.05}},
+		{"all", Sampling{Temperature: 0.9, TopK: 200, TopP: 0.8, MinP: 0.02}},
+		{"top_k+min_p", Sampling{Temperature: 0.5, TopK: 1000, MinP: 0.3}},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for trial := range 20 {
+				x := randLogits(r, V, 1+float64(trial%4))
+				s := newSampler(V)
+				s.reset(tc.p, nil, 1)
+				s.startChoice()
+				s.prepare(f32(x), false)
+				kept, _ := s.filter()
+				var got []int32
+				for _, c := range kept {
+					got = append(got, c.id)
+				}
+				slices.Sort(got)
+				want := reference(x, tc.p)
+				if !slices.Equal(got, want) {
+					t.Fatalf("trial %d: kept %d tokens, reference %d", trial, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+func TestGreedyArgmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	s := newSampler(1000)
+	s.reset(Sampling{}, nil, 0)
+	s.startChoice()
+	for range 50 {
+		x := randLogits(r, 1000, 3)
+		want := 0
+		for i, v := range x {
+			if v > x[want] {
+				want = i
+			}
+		}
+		if got, _ := s.sample(f32(x), false, 0); int(got) != want {
+			t.Fatalf("greedy = %d, argmax %d", got, want)
+		}
+	}
+	x := make([]float32, 1000)
+	x[7], x[3], x[900] = 5, 5, 5
+	if got, _ := s.sample(f32(x), false, 0); got != 3 {
+		t.Fatalf("tie: got %d, want the lowest id 3", got)
+	}
+}
+
+func TestSeededReproducible(t *testing.T) {
+	const V = 3000
+	r := rand.New(rand.NewPCG(5, 6))
+	steps := make([][]float32, 40)
+	for i := range steps {
+		steps[i] = randLogits(r, V, 2)
+	}
+	p := Sampling{Temperature: 1, TopP: 0.95, PresencePenalty: 0.5}
+	run := func(seed uint64) []int32 {
+		s := newSampler(V)
+		s.reset(p, []int32{1, 2, 3}, seed)
+		s.startChoice()
+		var out []int32
+		for _, x := range steps {
+			id, _ := s.sample(f32(x), false, 0)
+			s.accept(id)
+			out = append(out, id)
+		}
+		return out
+	}
+	a, b, c := run(42), run(42), run(43)
+	if !slices.Equal(a, b) {
+		t.Fatal("same seed, different tokens")
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("different seeds, same 40 tokens")
+	}
+}
+
+func TestPenaltiesAndBias(t *testing.T) {
+	x := make([]float32, 100)
+	x[1], x[2], x[3], x[4], x[5] = 2, -2, 4, 1, 3
+	p := Sampling{Temperature: 1, PresencePenalty: 0.5, FrequencyPenalty: 0.25, RepetitionPenalty: 2,
+		LogitBias: map[int32]float32{5: -100, 6: 10}}
+	s := newSampler(100)
+	s.reset(p, []int32{1, 2}, 0) // prompt: repetition penalty only
+	s.startChoice()
+	s.accept(3)
+	s.accept(3)
+	s.accept(4)
+	s.prepare(f32(x), false)
+	got := map[int32]float32{}
+	for _, c := range s.tv {
+		got[c.id] = c.v
+	}
+	want := map[int32]float32{
+		1: 2.0 / 2,              // positive: divided
+		2: -2 * 2,               // negative: multiplied
+		3: 4.0/2 - 2*0.25 - 0.5, // repetition, then 2·frequency + presence
+		4: 1.0/2 - 0.25 - 0.5,
+		5: 3 - 100,
+		6: 0 + 10,
+	}
+	for id, w := range want {
+		if math.Abs(float64(got[id]-w)) > 1e-6 {
+			t.Errorf("token %d: %v, want %v", id, got[id], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("touched %v", got)
+	}
+	// Greedy sees the overrides: the bias makes 6 the best.
+	s.p.Temperature = 0
+	if id, _ := s.sample(f32(x), false, 0); id != 6 {
+		t.Errorf("greedy with bias = %d, want 6", id)
+	}
+	// A banned best token: the next untouched one wins even far below.
+	y := make([]float32, 100)
+	for i := range y {
+		y[i] = -50
+	}
+	y[10], y[11] = 40, -45
+	s.reset(Sampling{LogitBias: map[int32]float32{10: -100}}, nil, 0)
+	s.startChoice()
+	if id, _ := s.sample(f32(y), false, 0); id != 11 {
+		t.Errorf("banned best: got %d, want 11", id)
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	const V = 2000
+	r := rand.New(rand.NewPCG(7, 8))
+	x := randLogits(r, V, 3)
+	s := newSampler(V)
+	// Penalties must not change the raw log-probabilities.
+	s.reset(Sampling{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
+	s.startChoice()
+	s.accept(9)
+	var sum float64
+	for id := range int32(V) {
+		s.prepare(f32(x), true)
+		sum += math.Exp(float64(s.logprobs(f32(x), id, 0).Logprob))
+	}
+	if math.Abs(sum-1) > 1e-4 {
+		t.Fatalf("probabilities sum to %v", sum)
+	}
+	s.prepare(f32(x), true)
+	lp := s.logprobs(f32(x), 0, MaxTopLogprobs)
+	var z float64
+	for _, v := range x {
+		z += math.Exp(float64(v))
+	}
+	order := make([]int32, V)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if x[a] != x[b] {
+			if x[a] > x[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	if len(lp.Top) != MaxTopLogprobs {
+		t.Fatalf("%d alternatives", len(lp.Top))
+	}
+	for i, a := range lp.Top {
+		want := float64(x[order[i]]) - math.Log(z)
+		if a.ID != order[i] || math.Abs(float64(a.Logprob)-want) > 1e-4 {
+			t.Fatalf("top %d: %d %v, want %d %v", i, a.ID, a.Logprob, order[i], want)
+		}
+	}
+	if want := float64(x[0]) - math.Log(z); math.Abs(float64(lp.Logprob)-want) > 1e-4 {
+		t.Fatalf("chosen logprob %v, want %v", lp.Logprob, want)
+	}
+}
+
+// F16 and U16 logits give the same choices as their F32 conversion.
+func TestNativeTypes(t *testing.T) {
+	const V = 5000
+	r := rand.New(rand.NewPCG(9, 10))
+	params := []Sampling{{}, {Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.3, RepetitionPenalty: 1.1}, {Temperature: 1, TopK: 20}}
+	for _, p := range params {
+		for trial := range 10 {
+			x := randLogits(r, V, 2)
+			h := make([]uint16, V)
+			q := make([]uint16, V)
+			xh := make([]float32, V)
+			xq := make([]float32, V)
+			u16 := Logits{Type: U16, Raw16: q, Scale: 0.001, Offset: -30000}
+			for i, v := range x {
+				h[i] = floatToHalf(v)
+				xh[i] = HalfToFloat(h[i])
+				q[i] = uint16(min(max(math.Round(float64(v)/0.001+30000), 0), 65535))
+				xq[i] = u16.At(i)
+			}
+			pairs := []struct {
+				name   string
+				native Logits
+				ref    []float32
+			}{{"F16", Logits{Type: F16, Raw16: h}, xh}, {"U16", u16, xq}}
+			for _, pr := range pairs {
+				a, b := newSampler(V), newSampler(V)
+				prompt := []int32{1, 2, 3, 100}
+				a.reset(p, prompt, uint64(trial))
+				b.reset(p, prompt, uint64(trial))
+				a.startChoice()
+				b.startChoice()
+				for step := range 5 {
+					ia, la := a.sample(pr.native, true, 5)
+					ib, lb := b.sample(f32(pr.ref), true, 5)
+					if ia != ib || la.Logprob != lb.Logprob || len(la.Top) != len(lb.Top) {
+						t.Fatalf("%s %+v trial %d step %d: %d %v vs F32 %d %v", pr.name, p, trial, step, ia, la.Logprob, ib, lb.Logprob)
+					}
+					a.accept(ia)
+					b.accept(ib)
+				}
+			}
+		}
+	}
+}
