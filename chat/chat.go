@@ -29,7 +29,8 @@
 // after json.loads: integers keep their digits, numbers with a fraction or
 // exponent are Python floats printed with repr ("1.50" → "1.5", "1E2" →
 // "100.0", "1e16" → "1e+16"). A JavaScript engine would print floats
-// differently (1.0 → 1); the two agree on integers.
+// differently (1.0 → 1); the two agree on integers. Unpaired surrogate
+// escapes (\ud800) become U+FFFD, as in encoding/json (Python keeps them).
 //
 // Deliberate deviations, all for input the template would render badly:
 // roles other than system, user, assistant, tool and ipython are rejected
