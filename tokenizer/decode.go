@@ -101,7 +101,7 @@ func (d *StreamDecoder) Add(id int32) string {
 	if !t.valid(id) || (d.skipSpecial && t.special[id]) {
 		return ""
 	}
-	d.pending = append(d.pending, t.pieces[id]...)
+	d.pending = append(d.pending, t.piece(id)...)
 	n := len(d.pending) - incompleteTail(d.pending)
 	if n == 0 {
 		return ""

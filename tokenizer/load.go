@@ -130,6 +130,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := t.setPostProcessor(f.PostProcessor); err != nil {
 		return nil, err
 	}
+	t.packPieces()
 	t.specials = Specials{
 		BOS:       t.idOr("<|begin_of_text|>"),
 		EOT:       t.idOr("<|eot_id|>"),
@@ -138,6 +139,22 @@ func parse(data []byte) (*Tokenizer, error) {
 		EndOfText: t.idOr("<|end_of_text|>"),
 	}
 	return t, nil
+}
+
+// packPieces moves the decoded token bytes into one blob.
+func (t *Tokenizer) packPieces() {
+	n := 0
+	for _, p := range t.pieces {
+		n += len(p)
+	}
+	t.blob = make([]byte, 0, n)
+	t.off = make([]uint32, 0, len(t.pieces)+1)
+	for _, p := range t.pieces {
+		t.off = append(t.off, uint32(len(t.blob)))
+		t.blob = append(t.blob, p...)
+	}
+	t.off = append(t.off, uint32(len(t.blob)))
+	t.pieces = nil
 }
 
 func (t *Tokenizer) idOr(s string) int32 {

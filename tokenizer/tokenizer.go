@@ -67,7 +67,9 @@ type Tokenizer struct {
 	ignoreMerges bool
 
 	tokens   []string // id -> token string ("" when absent)
-	pieces   []string // id -> decoded bytes
+	pieces   []string // id -> decoded bytes, while loading
+	blob     []byte   // all decoded bytes; id's are blob[off[id]:off[id+1]]
+	off      []uint32
 	present  []bool
 	special  []bool
 	added    map[string]int32
@@ -133,12 +135,18 @@ func (t *Tokenizer) TokenString(id int32) (string, bool) {
 	return t.tokens[id], true
 }
 
-// Piece returns the bytes Decode emits for id, or nil for an unknown id.
+// Piece returns the bytes Decode emits for id, or nil for an unknown id. The
+// slice is shared and must not be modified (appending to it is safe).
 func (t *Tokenizer) Piece(id int32) []byte {
 	if !t.valid(id) {
 		return nil
 	}
-	return []byte(t.pieces[id])
+	return t.piece(id)
+}
+
+func (t *Tokenizer) piece(id int32) []byte {
+	a, b := t.off[id], t.off[id+1]
+	return t.blob[a:b:b]
 }
 
 // IsSpecial reports whether id is a special added token.
@@ -155,7 +163,7 @@ func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) string {
 	var b []byte
 	for _, id := range ids {
 		if t.valid(id) && !(skipSpecial && t.special[id]) {
-			b = append(b, t.pieces[id]...)
+			b = append(b, t.piece(id)...)
 		}
 	}
 	return lossyString(b)

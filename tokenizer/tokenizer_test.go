@@ -133,6 +133,11 @@ func TestBasics(t *testing.T) {
 	if got := string(tok.Piece(198)); got != "\n" {
 		t.Errorf("Piece(198) = %q", got)
 	}
+	next := string(tok.Piece(1918))
+	_ = append(tok.Piece(1917), 'x', 'y', 'z')
+	if string(tok.Piece(1918)) != next || string(tok.Piece(1917)) != " world" {
+		t.Error("appending to a Piece changed another token")
+	}
 	if tok.Piece(-1) != nil || tok.Piece(1<<30) != nil {
 		t.Error("Piece of an unknown id is not nil")
 	}
