@@ -1,7 +1,5 @@
 package tokenizer
 
-import "unicode/utf8"
-
 // byteToRune is GPT-2's bytes_to_unicode table used by the ByteLevel
 // pre-tokenizer and decoder: printable bytes map to themselves, the others to
 // U+0100 and up, in byte order.
@@ -47,13 +45,4 @@ func appendByteLevelDecoded(dst []byte, s string) (out []byte, ok bool) {
 		dst = append(dst, c)
 	}
 	return dst, true
-}
-
-// byteLevelEncode maps raw bytes to their byte-level token string.
-func byteLevelEncode(b []byte) string {
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = utf8.AppendRune(out, byteToRune[c])
-	}
-	return string(out)
 }

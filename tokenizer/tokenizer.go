@@ -16,15 +16,15 @@
 // should use EncodeSegments: template structure goes in Special segments,
 // message content in plain ones. Each segment is pre-tokenized on its own,
 // and BPE merges never cross pre-token boundaries, so the result equals the
-// whole-string Encode(rendered, addBOS, true) exactly when every segment
-// boundary is also a boundary of the whole-string split, and plain segments
-// contain no special-token strings (nor does one straddle a boundary). A boundary is guaranteed to be one when
-// either side of it is a special token, or when the text before it ends with
-// '\r' or '\n' and the text after it starts with a non-whitespace rune. The
-// Llama-3.x template puts trimmed content between "<|end_header_id|>\n\n" and
-// "<|eot_id|>", which satisfies this rule, so segment-wise encoding of its
-// prompts matches HF (tested against testdata/chat goldens). Other places
-// (for example content followed directly by plain text) may differ.
+// whole-string Encode(rendered, addBOS, true) exactly when (1) every segment
+// boundary is also a pre-token boundary of the whole string and (2) no
+// special-token string lies inside or across plain segments. A boundary
+// satisfies (1) when a special token is on either side of it, or when the
+// text before it ends with '\r' or '\n' and the text after it starts with a
+// non-whitespace rune. The Llama-3.x template puts trimmed content between
+// "<|end_header_id|>\n\n" (or the tool list's "\n\n") and "<|eot_id|>", so
+// its prompts encode the same both ways (tested on testdata/chat goldens).
+// Elsewhere, e.g. a boundary between two letters, the results can differ.
 //
 // # Decoding
 //

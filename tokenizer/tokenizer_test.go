@@ -3,11 +3,14 @@ package tokenizer
 import (
 	"bufio"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 const tokenizerPath = "../testdata/tokenizer/llama3.2/tokenizer.json"
@@ -176,6 +179,58 @@ func TestSpecialParsing(t *testing.T) {
 	// Unknown ids are dropped by Decode, as HF does.
 	if got := tok.Decode([]int32{9906, -1, 999999, 1917}, false); got != "Hello world" {
 		t.Errorf("Decode with unknown ids = %q", got)
+	}
+}
+
+// TestPiecesMatchTokenStrings checks every BPE token's decoded bytes map back
+// to its byte-level string.
+func TestPiecesMatchTokenStrings(t *testing.T) {
+	tok := llama3(t)
+	for id := int32(0); id < 128000; id++ {
+		s, ok := tok.TokenString(id)
+		if !ok {
+			t.Fatalf("id %d missing", id)
+		}
+		var enc []byte
+		for _, c := range tok.Piece(id) {
+			enc = utf8.AppendRune(enc, byteToRune[c])
+		}
+		if string(enc) != s {
+			t.Fatalf("id %d: piece %q encodes to %q, token is %q", id, tok.Piece(id), enc, s)
+		}
+		if got, ok := tok.TokenID(s); !ok || got != id {
+			t.Fatalf("TokenID(%q) = %d, %v; want %d", s, got, ok, id)
+		}
+	}
+}
+
+// TestSegmentBoundaryRule checks the package doc's rule: a boundary after
+// '\r' or '\n' followed by a non-space, or next to a special token, gives the
+// same ids as encoding the joined text.
+func TestSegmentBoundaryRule(t *testing.T) {
+	tok := llama3(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	checked := 0
+	for range 20000 {
+		a, b := randomText(r, 8), randomText(r, 8)
+		c, _ := utf8.DecodeRuneInString(b)
+		nl := strings.HasSuffix(a, "\n") || strings.HasSuffix(a, "\r")
+		if !(nl && !unicode.Is(unicode.White_Space, c)) && !strings.HasPrefix(b, "<|eot_id|>") && !strings.HasSuffix(a, "<|eot_id|>") {
+			continue
+		}
+		checked++
+		whole := tok.Encode(a+b, false, true)
+		segs := tok.EncodeSegments([]Segment{{Text: a, Special: true}, {Text: b, Special: true}}, false)
+		if !slices.Equal(whole, segs) {
+			t.Fatalf("%q + %q: segments %v, whole %v", a, b, segs, whole)
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d cases checked", checked)
+	}
+	// A boundary inside a word is not a pre-token boundary.
+	if slices.Equal(tok.EncodeSegments([]Segment{{Text: "hel"}, {Text: "lo"}}, false), tok.Encode("hello", false, false)) {
+		t.Error("splitting inside a word unexpectedly gave the same ids")
 	}
 }
 
