@@ -184,7 +184,7 @@ func (c *Config) Validate() error {
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
-		{e.QueueLength < 0, "engine.queue_length", "must be >= 0"},
+		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{p.Temperature < 0 || p.Temperature > 2, "sampling.temperature", "must be in [0, 2]"},
 		{p.TopP < 0 || p.TopP > 1, "sampling.top_p", "must be in [0, 1]"},

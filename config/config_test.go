@@ -24,10 +24,10 @@ func TestParseGood(t *testing.T) {
 		}},
 		{"body limit units", "server:\n  body_limit: 2MiB\n", func(c *Config) { c.Server.BodyLimit = 2 << 20 }},
 		{"body limit int", "server:\n  body_limit: 4096\n", func(c *Config) { c.Server.BodyLimit = 4096 }},
-		{"durations", "server:\n  idle_timeout: 90s\nengine:\n  timeout: 1m30s\n  queue_length: 0\n", func(c *Config) {
+		{"durations", "server:\n  idle_timeout: 90s\nengine:\n  timeout: 1m30s\n  queue_length: 1\n", func(c *Config) {
 			c.Server.IdleTimeout = 90 * time.Second
 			c.Engine.Timeout = 90 * time.Second
-			c.Engine.QueueLength = 0
+			c.Engine.QueueLength = 1
 		}},
 		{"cors", "server:\n  cors_origins: ['*', 'http://localhost:3000']\n", func(c *Config) {
 			c.Server.CORSOrigins = []string{"*", "http://localhost:3000"}
@@ -78,7 +78,7 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  idle_timeout: 5\n", "config: server.idle_timeout:"},
 		{"server:\n  api_keys: ['']\n", "config: server.api_keys: must not contain empty keys"},
 		{"server:\n  cors_origins: [example.com]\n", "config: server.cors_origins:"},
-		{"engine:\n  queue_length: -1\n", "config: engine.queue_length: must be >= 0"},
+		{"engine:\n  queue_length: 0\n", "config: engine.queue_length: must be >= 1"},
 		{"engine:\n  queue_length: many\n", "config: engine.queue_length:"},
 		{"engine:\n  timeout: 0s\n", "config: engine.timeout: must be > 0"},
 		{"model:\n  perf_mode: turbo\n", "config: model.perf_mode: must be burst, sustained or balanced"},

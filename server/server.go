@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,6 +36,10 @@ type Options struct {
 	// DateString gives the chat template's date when a request has none.
 	// nil: today's local date.
 	DateString func() string
+	// Sampling and MaxTokens are the defaults for parameters a completion
+	// request leaves out (config `sampling`).
+	Sampling  inference.Sampling
+	MaxTokens int
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -45,6 +50,8 @@ type Model struct {
 	Created    time.Time
 	ContextLen int // tokens the KV cache holds (max_model_len)
 	Tokenizer  *tokenizer.Tokenizer
+	// Engine runs generation requests (the completion endpoints).
+	Engine *inference.Engine
 	// Health reports a failed engine; nil means always healthy.
 	Health func() error
 }

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/server"
+	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+)
+
+// runServe implements `hexserve serve`.
+func runServe(args []string) int {
+	cfg, code := serveConfig(args, os.Stderr, os.Getenv)
+	if cfg == nil {
+		return code
+	}
+	log := newLogger(cfg.Log, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, *cfg, log, nil, nil); err != nil {
+		log.Error().Err(err).Msg("hexserve stopped")
+		return 1
+	}
+	return 0
+}
+
+// serveConfig parses the flags and the config file, applies the flag and
+// environment overrides and validates. nil means exit with the code.
+func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*config.Config, int) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "YAML config `file` (see config.example.yaml); absent keys take their defaults")
+	addr := fs.String("addr", "", "listen `address` host:port (overrides server.listen)")
+	bundlePath := fs.String("bundle", "", "model bundle `path`: bundle dir, arch folder or manifest (overrides model.bundle)")
+	queue := fs.Int("queue", 0, "requests that may wait behind the running one (overrides engine.queue_length)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, exitCode(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", fs.Arg(0))
+		return nil, 2
+	}
+	cfg := config.Default()
+	if *path != "" {
+		var err error
+		if cfg, err = config.Load(*path); err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, 2
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "addr":
+			cfg.Server.Listen = *addr
+		case "bundle":
+			cfg.Model.Bundle = *bundlePath
+		case "queue":
+			cfg.Engine.QueueLength = *queue
+		}
+	})
+	cfg.MergeAPIKeys(getenv("HEXSERVE_API_KEYS"))
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, 2
+	}
+	if cfg.Model.Bundle == "" {
+		fmt.Fprintln(stderr, "config: model.bundle: must be set (or pass --bundle)")
+		return nil, 2
+	}
+	return &cfg, 0
+}
+
+func newLogger(c config.Log, w io.Writer) zerolog.Logger {
+	if c.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// modelLoader loads the model; tests substitute a fake.
+type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error)
+
+// serve runs the HTTP server until ctx ends, then shuts down gracefully. The
+// model loads in the background while /health answers 503 "loading"; a model
+// that fails to load stops the server with that error. load nil means
+// loadModel. onListen, when not nil, is called with the listening address.
+func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load modelLoader, onListen func(addr string)) error {
+	if load == nil {
+		load = loadModel
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := server.New(server.Options{
+		Logger:      log,
+		Registry:    reg,
+		APIKeys:     cfg.Server.APIKeys,
+		CORSOrigins: cfg.Server.CORSOrigins,
+		BodyLimit:   int64(cfg.Server.BodyLimit),
+		DateString:  func() string { return cfg.Chat.DateString(time.Now()) },
+		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
+			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
+		MaxTokens: cfg.Sampling.MaxTokens,
+	})
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("version", version).Msg("listening")
+	if !config.IsLoopback(cfg.Server.Listen) && len(cfg.Server.APIKeys) == 0 {
+		log.Warn().Str("addr", cfg.Server.Listen).
+			Msg("LISTENING BEYOND LOOPBACK WITHOUT API KEYS: anyone who can reach this address can use the model; set server.api_keys or HEXSERVE_API_KEYS")
+	}
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	type loadResult struct {
+		model  inference.Model
+		engine *inference.Engine
+		err    error
+	}
+	loaded := make(chan loadResult, 1)
+	go func() {
+		start := time.Now()
+		model, tok, err := load(cfg, log)
+		if err != nil {
+			loaded <- loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Bundle, err)}
+			return
+		}
+		info := model.Info()
+		engine := inference.New(model, tok, inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
+			Registerer: reg, Logger: log.With().Str("component", "engine").Logger()})
+		id := cfg.Model.ID
+		if id == "" {
+			id = config.ModelID(info.Name)
+		}
+		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
+			Tokenizer: tok, Engine: engine, Health: engine.Healthy})
+		log.Info().Str("model", id).Dur("load_time", time.Since(start)).Msg("ready")
+		loaded <- loadResult{model: model, engine: engine}
+	}()
+
+	var res loadResult
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	case res = <-loaded:
+		if res.err != nil {
+			runErr = res.err
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case runErr = <-serveErr:
+		}
+	}
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Dur("timeout", cfg.Server.ShutdownTimeout).Msg("in-flight requests did not finish in time; closing")
+		hs.Close()
+	}
+	if res.engine == nil && res.err == nil {
+		// Still loading (or finished just now): wait for it, to close what it opened.
+		res = <-loaded
+	}
+	if res.engine != nil {
+		res.engine.Close()
+		if err := res.model.Close(); err != nil {
+			log.Warn().Err(err).Msg("closing the model")
+		}
+	}
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	return runErr
+}
