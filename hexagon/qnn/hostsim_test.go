@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/rs/zerolog"
 )
 
@@ -168,8 +169,8 @@ func TestHostsimBinaryInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	m := newLMHeadModel(8, 32, 1)
-	m.XType, m.XQuant = UFixed16, [2]float32{0.001, -32768}
+	m := newLMHeadModel(8, 32)
+	m.XType, m.Scale, m.Off = simfile.UFixed16, 0.001, -32768
 	data, err := os.ReadFile(m.write(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func TestHostsimArch(t *testing.T) {
 func TestHostsimExecute(t *testing.T) {
 	dir := hostsimDir(t)
 	h := openHostsimLib(t, dir)
-	m := newLMHeadModel(16, 64, 2)
+	m := newLMHeadModel(16, 64)
 	path := m.write(t, t.TempDir())
 	x := make([]float32, m.H)
 	for i := range x {
@@ -318,7 +319,7 @@ func TestHostsimExecute(t *testing.T) {
 func TestHostsimBindAndExecuteErrors(t *testing.T) {
 	dir := hostsimDir(t)
 	h := openHostsimLib(t, dir)
-	m := newLMHeadModel(8, 16, 3)
+	m := newLMHeadModel(8, 16)
 	path := m.write(t, t.TempDir())
 	r, err := Open(hostsimConfig(dir))
 	if err != nil {
@@ -425,5 +426,138 @@ func TestHostsimLoadContextErrors(t *testing.T) {
 	}
 	if _, err := r.LoadContext(filepath.Join(t.TempDir(), "missing.bin")); err == nil || !strings.Contains(err.Error(), "missing.bin") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestHostsimTinyLlama loads a random two-layer model written by simfile,
+// checks the three graphs' metadata, and runs decode and prefill with every
+// tensor carved out of one rpcmem allocation (the runner's KV layout: one
+// SHARED_BUFFER registration per tensor region).
+func TestHostsimTinyLlama(t *testing.T) {
+	dir := hostsimDir(t)
+	hs := openHostsimLib(t, dir)
+	hs.reset()
+	path, h := tinyLlama(t, t.TempDir())
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+		checkNoLeaks(t, hs)
+	}()
+	ctx, err := r.LoadContext(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := ctx.Graphs()
+	if len(gs) != 3 || gs[0].Name != "prefill" || gs[1].Name != "decode" || gs[2].Name != "lmhead" {
+		t.Fatalf("graphs: %v", gs)
+	}
+	ids := map[uint32]string{}
+	for _, g := range gs {
+		for _, ti := range append(append([]TensorInfo(nil), g.Inputs...), g.Outputs...) {
+			if prev, dup := ids[ti.ID]; dup || ti.ID == 0 {
+				t.Errorf("tensor %s/%s id %d (also %s)", g.Name, ti.Name, ti.ID, prev)
+			}
+			ids[ti.ID] = g.Name + "/" + ti.Name
+		}
+	}
+	dec := gs[1]
+	if len(dec.Inputs) != 4+2*h.Layers || len(dec.Outputs) != 1+2*h.Layers {
+		t.Fatalf("decode I/O: %v", dec)
+	}
+	if pk, ok := dec.Input("past_k_1"); !ok || pk.DataType != Float16 || pk.Dims[0] != uint32(h.Ctx) || pk.Dims[1] != uint32(h.KVDim()) {
+		t.Errorf("past_k_1 = %v", pk)
+	}
+	if socm := ctx.SocModel(); socm != 69 {
+		t.Errorf("SocModel = %d, want 69", socm)
+	}
+
+	// One allocation, every tensor at a 64-byte-aligned offset.
+	run := func(name string, fill func(ti TensorInfo, b []byte)) map[string][]byte {
+		t.Helper()
+		g, err := ctx.Graph(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gi := g.Info()
+		total := 0
+		for _, ti := range append(append([]TensorInfo(nil), gi.Inputs...), gi.Outputs...) {
+			total += (ti.Bytes() + 63) &^ 63
+		}
+		buf, err := r.Alloc(total)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := 0
+		bind := func(ts []TensorInfo) []Binding {
+			var bs []Binding
+			for _, ti := range ts {
+				bs = append(bs, Binding{Name: ti.Name, Buffer: buf, Offset: off})
+				fill(ti, buf.Bytes()[off:off+ti.Bytes()])
+				off += (ti.Bytes() + 63) &^ 63
+			}
+			return bs
+		}
+		in := bind(gi.Inputs)
+		outOff := off
+		out := bind(gi.Outputs)
+		call, err := g.Bind(in, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := call.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		first := append([]byte(nil), buf.Bytes()[outOff:]...)
+		if err := call.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if string(first) != string(buf.Bytes()[outOff:]) {
+			t.Errorf("%s: two executes of the same inputs differ", name)
+		}
+		res := map[string][]byte{}
+		o := outOff
+		for _, ti := range gi.Outputs {
+			res[ti.Name] = append([]byte(nil), buf.Bytes()[o:o+ti.Bytes()]...)
+			o += (ti.Bytes() + 63) &^ 63
+		}
+		return res
+	}
+	one := f16(1)
+	fill := func(ti TensorInfo, b []byte) {
+		switch ti.Name {
+		case "x":
+			for i := 0; i+1 < len(b); i += 2 {
+				v := f16(float32(i%7-3) / 4)
+				b[i], b[i+1] = byte(v), byte(v>>8)
+			}
+		case "cos":
+			for i := 0; i+1 < len(b); i += 2 {
+				b[i], b[i+1] = byte(one), byte(one>>8)
+			}
+		}
+		// sin 0, cmask 0 (attend), past K/V 0.
+	}
+	for _, name := range []string{"decode", "prefill"} {
+		outs := run(name, fill)
+		y := outs["y"]
+		nonzero := false
+		for i := 0; i+1 < len(y); i += 2 {
+			v := uint16(y[i]) | uint16(y[i+1])<<8
+			if v&0x7C00 == 0x7C00 {
+				t.Fatalf("%s: y[%d] is inf/NaN (%#04x)", name, i/2, v)
+			}
+			nonzero = nonzero || v&0x7FFF != 0
+		}
+		if !nonzero {
+			t.Errorf("%s: y is all zero", name)
+		}
+	}
+	if s := hs.Stats(t); s.ExecDecode != 2 || s.ExecPrefill != 2 || s.LiveMems != int64(4+2*h.Layers+1+2*h.Layers+4+1+2*h.Layers) {
+		t.Errorf("stats %+v", s)
 	}
 }
