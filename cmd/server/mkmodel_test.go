@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/tinyllama"
+)
+
+const testTokenizer = "../../testdata/tokenizer/llama3.2/tokenizer.json"
+
+func runMk(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := mkmodel(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func readSim(t *testing.T, path string) *simfile.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sf, err := simfile.Read(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	st, _ := f.Stat()
+	if st.Size() != sf.Size {
+		t.Errorf("%s: %d bytes, header says %d", path, st.Size(), sf.Size)
+	}
+	return sf
+}
+
+func findTensor(g simfile.Graph, name string) (simfile.Tensor, bool) {
+	for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
+		for _, t := range ts {
+			if t.Name == name {
+				return t, true
+			}
+		}
+	}
+	return simfile.Tensor{}, false
+}
+
+func TestMkmodelTinyDefaults(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runMk(t, "--preset", "tiny", "--out", out, "--tokenizer", testTokenizer)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "wrote ") {
+		t.Errorf("stdout %q", stdout)
+	}
+	b, err := bundle.Read(out, "v79")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyllama.Tiny()
+	m := b.Manifest
+	if m.Model.Name != "tinyllama-public" || m.Params.Hidden != 64 || m.Params.Vocab != 128256 || m.Params.NLayers != 2 ||
+		m.Params.MaxCtx != 512 || m.Params.KVDim != 32 || m.Params.HeadDim != 16 || m.Params.RopeTheta != 500000 ||
+		!reflect.DeepEqual(m.Params.EOSTokenID, bundle.IDs{128009}) || *m.Chat.BOS != 128000 {
+		t.Errorf("manifest: %+v", m)
+	}
+	s := b.Settings
+	if s.Contract != "qhexrt" || s.Mask != "additive" || s.NHeads != 4 || s.NKVHeads != 2 || s.PrefillWindow != 128 ||
+		s.RMSEps != 1e-5 || s.RopeScaling != bundle.DefaultRopeScaling() || !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009}) {
+		t.Errorf("settings: %+v", s)
+	}
+	for _, f := range []string{"LICENSE", "NOTICE", "tokenizer.json"} {
+		want, _ := os.ReadFile(filepath.Join(filepath.Dir(testTokenizer), f))
+		got, err := os.ReadFile(filepath.Join(b.Dir, f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s not copied (%v)", f, err)
+		}
+	}
+
+	// Context binaries: one graph each, shapes per FORMAT.md, int8 weights.
+	h := simfile.Hyper{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 256, Vocab: 128256, Ctx: 512, RMSEps: 1e-5, TiedLMHead: true}
+	for _, c := range []struct {
+		path, graph string
+		kind        simfile.Kind
+		weights     int
+	}{{b.PrefillBin, "prefill", simfile.Prefill, 19}, {b.DecodeBin, "decode", simfile.Decode, 19}, {b.LMHeadBin, "lmhead", simfile.LMHead, 1}} {
+		sf := readSim(t, c.path)
+		if sf.Hyper != h {
+			t.Errorf("%s: hyper %+v, want %+v", c.path, sf.Hyper, h)
+		}
+		if len(sf.Graphs) != 1 || sf.Graphs[0].Name != c.graph || sf.Graphs[0].Kind != c.kind {
+			t.Fatalf("%s: graphs %+v", c.path, sf.Graphs)
+		}
+		if len(sf.Weights) != c.weights {
+			t.Errorf("%s: %d weights, want %d", c.path, len(sf.Weights), c.weights)
+		}
+		for _, w := range sf.Weights {
+			want := simfile.WeightInt8
+			if w.Rows == 1 {
+				want = simfile.WeightF16
+			}
+			if w.Format != want {
+				t.Errorf("%s: %s stored as %d, want %d", c.path, w.Name, w.Format, want)
+			}
+		}
+	}
+	pre := readSim(t, b.PrefillBin).Graphs[0]
+	for name, dims := range map[string][]int{"x": {128, 64}, "cos": {128, 16}, "cmask": {128, 128}, "y": {128, 64}, "new_k_1": {128, 32}} {
+		tt, ok := findTensor(pre, name)
+		if !ok || !reflect.DeepEqual(tt.Dims, dims) || (name != "new_k_1" && tt.DType != simfile.F16) {
+			t.Errorf("prefill %s: %+v (found %v), want dims %v", name, tt, ok, dims)
+		}
+	}
+	if _, ok := findTensor(pre, "past_k_0"); ok {
+		t.Error("qhexrt prefill has past_k_0")
+	}
+	dec := readSim(t, b.DecodeBin).Graphs[0]
+	if tt, _ := findTensor(dec, "past_v_1"); !reflect.DeepEqual(tt.Dims, []int{512, 32}) || tt.DType != simfile.F16 {
+		t.Errorf("decode past_v_1: %+v", tt)
+	}
+
+	// The lm-head's int8 rows dequantise to the generated embedding within half a step.
+	lm := readSim(t, b.LMHeadBin)
+	checkInt8Rows(t, b.LMHeadBin, lm.Weights[0], cfg, []int{0, 1, 128000, 128255})
+
+	// Embedding table: size and rows.
+	checkEmbed(t, b.Embed, cfg)
+}
+
+func checkEmbed(t *testing.T, path string, cfg tinyllama.Config) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if want := int64(cfg.VocabSize * cfg.HiddenSize * 2); st.Size() != want {
+		t.Fatalf("embed: %d bytes, want %d", st.Size(), want)
+	}
+	H := cfg.HiddenSize
+	for _, row := range []int{0, 1, 4097, cfg.VocabSize - 1} {
+		buf := make([]byte, 2*H)
+		if _, err := f.ReadAt(buf, int64(row*H*2)); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]uint16, H)
+		if err := tinyllama.Fill(cfg, "model.embed_tokens.weight", row*H, want); err != nil {
+			t.Fatal(err)
+		}
+		for i := range H {
+			if got := binary.LittleEndian.Uint16(buf[2*i:]); got != want[i] {
+				t.Fatalf("embed row %d col %d: %#04x, want %#04x", row, i, got, want[i])
+			}
+		}
+	}
+}
+
+func checkInt8Rows(t *testing.T, path string, w simfile.WeightInfo, cfg tinyllama.Config, rows []int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if w.Format != simfile.WeightInt8 || w.Name != "model.embed_tokens.weight" {
+		t.Fatalf("weight %+v", w)
+	}
+	for _, r := range rows {
+		q := make([]byte, w.Cols)
+		sb := make([]byte, 4)
+		f.ReadAt(q, w.Offset+int64(r*w.Cols))
+		f.ReadAt(sb, w.ScalesOffset+int64(4*r))
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(sb))
+		want := make([]float32, w.Cols)
+		if err := tinyllama.FillFloat32(cfg, w.Name, r*w.Cols, want); err != nil {
+			t.Fatal(err)
+		}
+		for c := range w.Cols {
+			got := float32(int8(q[c])) * scale
+			if d := math.Abs(float64(got - want[c])); d > float64(scale)/2*1.0001 {
+				t.Fatalf("row %d col %d: %v, want %v (scale %v)", r, c, got, want[c], scale)
+			}
+		}
+	}
+}
+
+func TestMkmodelVariants(t *testing.T) {
+	out := t.TempDir()
+	code, _, stderr := runMk(t, "--config", "../../testdata/tinyllama/golden_tiny_public.json", "--out", out,
+		"--tokenizer", testTokenizer, "--weights", "f16", "--io", "u16", "--kv", "f32", "--mask", "u16",
+		"--contract", "chunked", "--layout", "shared", "--prefill-chunk", "32", "--ctx", "256", "--name", "t2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := bundle.Read(filepath.Join(out, "v79"), "v79")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Settings.Contract != "chunked" || b.Settings.Mask != "u16" || b.Settings.PrefillWindow != 32 || b.Manifest.Model.Name != "t2" {
+		t.Errorf("settings %+v", b.Settings)
+	}
+	if b.PrefillBin != b.DecodeBin || filepath.Base(b.PrefillBin) != "model.bin" || filepath.Base(b.LMHeadBin) != "lmhead.bin" {
+		t.Errorf("shared layout: %s %s %s", b.PrefillBin, b.DecodeBin, b.LMHeadBin)
+	}
+	var info map[string]any
+	json.Unmarshal(b.Manifest.Extra["mkmodel"], &info)
+	if info["weights"] != "f16" || info["io"] != "u16" || info["kv"] != "f32" || info["layout"] != "shared" {
+		t.Errorf("mkmodel info %v", info)
+	}
+
+	sf := readSim(t, b.PrefillBin)
+	if len(sf.Graphs) != 2 || sf.Hyper.Ctx != 256 {
+		t.Fatalf("model.bin: %+v", sf)
+	}
+	for _, w := range sf.Weights {
+		if w.Format != simfile.WeightF16 {
+			t.Errorf("%s stored as %d", w.Name, w.Format)
+		}
+	}
+	pre, dec := sf.Graphs[0], sf.Graphs[1]
+	if pre.Contract != simfile.Chunked || pre.Window != 32 || dec.Kind != simfile.Decode {
+		t.Errorf("graphs %+v %+v", pre, dec)
+	}
+	tests := []struct {
+		g      simfile.Graph
+		name   string
+		dt     simfile.DType
+		dims   []int
+		scale  float32
+		offset int32
+	}{
+		{pre, "x", simfile.UFixed16, []int{32, 64}, 2.0 / 65535, -32768},
+		{pre, "cos", simfile.UFixed16, []int{32, 16}, 2.0 / 65535, -32768},
+		{pre, "cmask", simfile.UFixed16, []int{32, 288}, 1.0 / 65535, 0},
+		{pre, "past_k_0", simfile.F32, []int{256, 32}, 0, 0},
+		{pre, "y", simfile.UFixed16, []int{32, 64}, 256.0 / 65535, -32768},
+		{pre, "new_v_1", simfile.F32, []int{32, 32}, 0, 0},
+		{dec, "cmask", simfile.UFixed16, []int{256}, 1.0 / 65535, 0},
+	}
+	for _, c := range tests {
+		tt, ok := findTensor(c.g, c.name)
+		if !ok || tt.DType != c.dt || !reflect.DeepEqual(tt.Dims, c.dims) || tt.Scale != c.scale || tt.Offset != c.offset {
+			t.Errorf("%s %s: %+v, want %v %v %v/%v", c.g.Name, c.name, tt, c.dt, c.dims, c.scale, c.offset)
+		}
+	}
+	lm := readSim(t, b.LMHeadBin).Graphs[0]
+	if x, y := lm.Inputs[0], lm.Outputs[0]; x.Scale != 256.0/65535 || y.Scale != 256.0/65535 || !reflect.DeepEqual(y.Dims, []int{1, 128256}) {
+		t.Errorf("lm-head io %+v %+v", x, y)
+	}
+	// f16 weights are the generated bits exactly.
+	f, _ := os.Open(b.PrefillBin)
+	defer f.Close()
+	for _, w := range sf.Weights[:3] {
+		want, _ := tinyllama.Generate(tinyllama.Tiny(), w.Name)
+		buf := make([]byte, w.Size)
+		f.ReadAt(buf, w.Offset)
+		for i := range want {
+			if binary.LittleEndian.Uint16(buf[2*i:]) != want[i] {
+				t.Fatalf("%s[%d] differs", w.Name, i)
+			}
+		}
+	}
+
+	// Rewriting the same directory works and replaces the manifest.
+	if code, _, stderr := runMk(t, "--preset", "tiny", "--out", out, "--tokenizer", testTokenizer, "--mask", "additive", "--layout", "shared"); code != 0 {
+		t.Fatalf("rewrite: %s", stderr)
+	}
+	if b, err := bundle.Read(out, "v79"); err != nil || b.Settings.Mask != "additive" {
+		t.Errorf("after rewrite: %v", err)
+	}
+}
+
+func TestMkmodelErrors(t *testing.T) {
+	out := t.TempDir()
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--help"}, 0, "usage: hexserve mkmodel"},
+		{[]string{"--out", out}, 1, "--preset or --config"},
+		{[]string{"--preset", "tiny"}, 1, "--out is required"},
+		{[]string{"--preset", "tiny", "--config", "x.json", "--out", out}, 1, "not both"},
+		{[]string{"--preset", "huge", "--out", out}, 1, "unknown preset"},
+		{[]string{"--preset", "tiny", "--out", out, "--weights", "int4"}, 1, "--weights"},
+		{[]string{"--preset", "tiny", "--out", out, "--io", "bf16"}, 1, "--io"},
+		{[]string{"--preset", "tiny", "--out", out, "--kv", "u16"}, 1, "--kv"},
+		{[]string{"--preset", "tiny", "--out", out, "--mask", "bool"}, 1, "--mask"},
+		{[]string{"--preset", "tiny", "--out", out, "--contract", "x"}, 1, "--contract"},
+		{[]string{"--preset", "tiny", "--out", out, "--layout", "x"}, 1, "--layout"},
+		{[]string{"--preset", "tiny", "--out", out, "--prefill-chunk", "600"}, 1, "--prefill-chunk"},
+		{[]string{"--preset", "tiny", "--out", out, "--tokenizer", filepath.Join(out, "none.json")}, 1, "none.json"},
+		{[]string{"--config", filepath.Join(out, "missing.json"), "--out", out}, 1, "missing.json"},
+		{[]string{"--preset", "tiny", "--out", out, "extra"}, 2, "unexpected argument"},
+		{[]string{"--bogus"}, 2, "flag provided but not defined"},
+	}
+	for _, c := range tests {
+		code, stdout, stderr := runMk(t, c.args...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.msg) {
+			t.Errorf("%v: exit %d, output %q; want %d and %q", c.args, code, stdout+stderr, c.code, c.msg)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("failed runs wrote %d entries", len(entries))
+	}
+}
