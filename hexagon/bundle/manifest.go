@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -306,22 +307,36 @@ func decodeKeep(b []byte, v any, extra *map[string]json.RawMessage) error {
 	return nil
 }
 
-// encodeKeep encodes v and adds the extra keys it does not already have.
+// encodeKeep encodes v (fields in declaration order) followed by the extra
+// keys it does not already have, sorted.
 func encodeKeep(v any, extra map[string]json.RawMessage) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil || len(extra) == 0 {
 		return b, err
 	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(b, &all); err != nil {
+	var have map[string]json.RawMessage
+	if err := json.Unmarshal(b, &have); err != nil {
 		return nil, err
 	}
-	for k, raw := range extra {
-		if _, known := all[k]; !known {
-			all[k] = raw
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		if _, known := have[k]; !known {
+			keys = append(keys, k)
 		}
 	}
-	return json.Marshal(all)
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(b[:len(b)-1]) // drop the closing brace
+	for _, k := range keys {
+		if buf.Len() > 1 {
+			buf.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(extra[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // jsonKeys lists the JSON names of t's exported fields.
