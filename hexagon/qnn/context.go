@@ -76,12 +76,23 @@ func (r *Runtime) Arch() (string, error) {
 			continue
 		}
 		ext := (*cHtpDeviceInfoExt)(d.extension)
-		if ext.devType == 0 && ext.arch != 0 {
-			return fmt.Sprintf("v%d", ext.arch), nil
+		if ext.devType != 0 {
+			continue
 		}
+		if !knownArch[ext.arch] {
+			return "", fmt.Errorf("qnn: platform info reports unknown HTP arch %d (SoC model %d): layout mismatch or new device", ext.arch, ext.socModel)
+		}
+		return fmt.Sprintf("v%d", ext.arch), nil
 	}
 	return "", fmt.Errorf("qnn: platform info has no on-chip HTP device with an arch")
 }
+
+// knownArch are the QnnHtpDevice_Arch_t values of released HTP generations.
+var knownArch = map[uint32]bool{68: true, 69: true, 73: true, 75: true, 79: true, 81: true, 85: true}
+
+// socArch maps QNN SoC model numbers (binary info socModel) to the HTP arch
+// (qnn-abi.md section 5).
+var socArch = map[uint32]string{43: "v73", 57: "v75", 69: "v79", 87: "v81"}
 
 // Context is a QNN context created from a context binary file.
 type Context struct {
@@ -149,6 +160,11 @@ func (c *Context) Graphs() []GraphInfo { return c.meta.graphs }
 // SocModel is the SoC model recorded in the binary (69 = SM8750), or 0 when
 // the binary info is older than version 3.
 func (c *Context) SocModel() uint32 { return c.meta.socModel }
+
+// Arch is the DSP architecture the binary was prepared for ("v79"), derived
+// from SocModel; "" when the binary info has no SoC model or it is not one
+// of SM8550 (v73), SM8650 (v75), SM8750 (v79), SM8850 (v81).
+func (c *Context) Arch() string { return socArch[c.meta.socModel] }
 
 // SocVersion is the binary info's socVersion string.
 func (c *Context) SocVersion() string { return c.meta.socVersion }

@@ -472,8 +472,8 @@ func TestHostsimTinyLlama(t *testing.T) {
 	if pk, ok := dec.Input("past_k_1"); !ok || pk.DataType != Float16 || pk.Dims[0] != uint32(h.Ctx) || pk.Dims[1] != uint32(h.KVDim()) {
 		t.Errorf("past_k_1 = %v", pk)
 	}
-	if socm := ctx.SocModel(); socm != 69 {
-		t.Errorf("SocModel = %d, want 69", socm)
+	if socm, arch := ctx.SocModel(), ctx.Arch(); socm != 69 || arch != "v79" {
+		t.Errorf("SocModel = %d, Arch = %q; want 69, v79", socm, arch)
 	}
 
 	// One allocation, every tensor at a 64-byte-aligned offset.

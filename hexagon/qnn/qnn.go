@@ -157,6 +157,9 @@ func Open(cfg Config) (_ *Runtime, err error) {
 	if cfg.LogLevel == 0 {
 		cfg.LogLevel = LogWarn
 	}
+	if cfg.LogLevel > LogDebug {
+		return nil, fmt.Errorf("qnn: log level %d out of range 1-5", cfg.LogLevel)
+	}
 	r := &Runtime{
 		cfg:      cfg,
 		log:      zerolog.Nop(),
@@ -331,7 +334,9 @@ func (r *Runtime) SharedMemory() bool { return r.rpc != nil }
 // Close releases everything in reverse order: contexts (deregistering
 // their memory), buffers, the power config id, the device, the backend,
 // the log handle, then the libraries. It is safe after a failed Open and
-// when called twice; it returns the errors met, joined.
+// when called twice; it returns the errors met, joined. It must not run
+// concurrently with other methods of the Runtime or of its Contexts, Calls
+// and Buffers.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	if r.closed {
