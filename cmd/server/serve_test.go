@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/rs/zerolog"
+)
+
+func TestServeConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("server:\n  listen: 127.0.0.1:9999\n  api_keys: [filekey]\nmodel:\n  bundle: /b\nengine:\n  queue_length: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server:\n  body_limit: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     string
+		code    int
+		check   func(*config.Config) bool
+		wantErr string
+	}{
+		{"file", []string{"--config", file}, "", 0, func(c *config.Config) bool {
+			return c.Server.Listen == "127.0.0.1:9999" && c.Model.Bundle == "/b" && c.Engine.QueueLength == 3
+		}, ""},
+		{"flags override the file", []string{"--config", file, "--addr", "0.0.0.0:1", "--bundle", "/other", "--queue", "5"}, "", 0,
+			func(c *config.Config) bool {
+				return c.Server.Listen == "0.0.0.0:1" && c.Model.Bundle == "/other" && c.Engine.QueueLength == 5
+			}, ""},
+		{"env keys merge", []string{"--config", file}, "envkey, filekey", 0, func(c *config.Config) bool {
+			return strings.Join(c.Server.APIKeys, ",") == "filekey,envkey"
+		}, ""},
+		{"no config file, flags only", []string{"--bundle", "/b"}, "", 0, func(c *config.Config) bool {
+			return c.Server.Listen == "127.0.0.1:8080" && c.Model.Bundle == "/b"
+		}, ""},
+		{"no bundle", nil, "", 2, nil, "model.bundle: must be set"},
+		{"bad file", []string{"--config", bad}, "", 2, nil, "config: server.body_limit: must be > 0"},
+		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, "", 2, nil, "no such file"},
+		{"bad flag value", []string{"--bundle", "/b", "--queue", "0"}, "", 2, nil, "engine.queue_length"},
+		{"bad addr", []string{"--bundle", "/b", "--addr", "nope"}, "", 2, nil, "server.listen"},
+		{"unknown flag", []string{"--nope"}, "", 2, nil, "flag provided but not defined"},
+		{"extra argument", []string{"--bundle", "/b", "x"}, "", 2, nil, "unexpected argument"},
+		{"help", []string{"--help"}, "", 0, nil, "Usage: hexserve serve"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cfg, code := serveConfig(tt.args, &stderr, func(k string) string {
+				if k == "HEXSERVE_API_KEYS" {
+					return tt.env
+				}
+				return ""
+			})
+			if code != tt.code || (cfg == nil) != (tt.check == nil) {
+				t.Fatalf("code %d cfg %v, want %d; stderr %s", code, cfg, tt.code, &stderr)
+			}
+			if tt.check != nil && !tt.check(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Fatalf("stderr %q lacks %q", &stderr, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunDispatch(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "hexserve version") {
+		t.Fatalf("help: %d %q", code, &out)
+	}
+	if code := run([]string{"frobnicate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "frobnicate"`) {
+		t.Fatalf("unknown: %d %q", code, &errb)
+	}
+	out.Reset()
+	if code := runVersion(nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "hexserve dev (go1.") {
+		t.Fatalf("version: %d %q", code, &out)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	tok, err := tokenizer.Load("../../testdata/tokenizer/llama3.2/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// serve with a fake model: 503 loading while the loader blocks, then ready
+// with the derived id, a clean shutdown that closes the model, and a loud
+// warning for a non-loopback listener without keys.
+func TestServeLifecycle(t *testing.T) {
+	tok := loadTokenizer(t)
+	model := inferencetest.NewScripted(inference.ModelInfo{Name: "Tiny Llama (test)", BOS: 128000}, []int32{9906})
+	release := make(chan struct{})
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+		<-release
+		return model, tok, nil
+	}
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Model.Bundle = "fake"
+	var logs syncBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, zerolog.New(&logs), load, func(a string) { addrc <- a })
+	}()
+	base := "http://" + <-addrc
+	if code, body := get(t, base+"/health"); code != 503 || body != `{"status":"loading"}` {
+		t.Fatalf("health while loading: %d %s", code, body)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := get(t, base+"/health")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never became healthy")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := get(t, base+"/v1/models"); code != 200 || !strings.Contains(body, `"id":"tiny-llama-test"`) {
+		t.Fatalf("models: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "hexserve_http_requests_total") {
+		t.Fatalf("metrics: %d", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return after cancel")
+	}
+	if !model.Closed() {
+		t.Error("model not closed at shutdown")
+	}
+	if strings.Contains(logs.String(), "BEYOND LOOPBACK") {
+		t.Error("loopback listener warned")
+	}
+}
+
+func TestServeLoadFailure(t *testing.T) {
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+		return nil, nil, errors.New("qnn: libQnnHtp.so: cannot open shared object file")
+	}
+	cfg := config.Default()
+	cfg.Server.Listen = "0.0.0.0:0"
+	cfg.Model.Bundle = "/nowhere"
+	var logs syncBuf
+	err := serve(context.Background(), cfg, zerolog.New(&logs), load, nil)
+	if err == nil || !strings.Contains(err.Error(), "model /nowhere failed to load: qnn: libQnnHtp.so") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(logs.String(), "BEYOND LOOPBACK WITHOUT API KEYS") {
+		t.Errorf("no warning for 0.0.0.0 without keys: %s", logs.String())
+	}
+}
+
+func TestServeListenError(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := config.Default()
+	cfg.Server.Listen = taken.Addr().String()
+	cfg.Model.Bundle = "x"
+	if err := serve(context.Background(), cfg, zerolog.Nop(), nil, nil); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("err = %v, want address already in use", err)
+	}
+}
