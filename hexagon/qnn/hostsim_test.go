@@ -561,3 +561,35 @@ func TestHostsimTinyLlama(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestHostsimSetenvReachesC checks that os.Setenv is visible to C getenv
+// (hostsim reads HOSTSIM_FAIL_EXECUTE_AT at every execute), which is what
+// Config.ADSPLibraryPath relies on, with and without cgo.
+func TestHostsimSetenvReachesC(t *testing.T) {
+	dir := hostsimDir(t)
+	hs := openHostsimLib(t, dir)
+	m := newLMHeadModel(8, 16)
+	path := m.write(t, t.TempDir())
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, err := r.LoadContext(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ctx.Graph("lmhead")
+	x, _ := r.Alloc(32)
+	y, _ := r.Alloc(64)
+	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.reset()
+	t.Setenv("HOSTSIM_FAIL_CODE", "1011")
+	t.Setenv("HOSTSIM_FAIL_EXECUTE_AT", "1")
+	if err := call.Execute(); CodeOf(err) != CodeSystemCommunicationFatal {
+		t.Fatalf("execute with HOSTSIM_FAIL_EXECUTE_AT=1 set by os.Setenv: %v", err)
+	}
+}

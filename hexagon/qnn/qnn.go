@@ -113,6 +113,8 @@ const (
 	// append. Where between 2.7 and 2.20 the layout settled is
 	// UNCONFIRMED, so those are refused rather than guessed.
 	minCoreMajor, minCoreMinor = 2, 20
+	// Newest core minor whose table layout was seen (QAIRT 2.49).
+	maxTestedCoreMinor = 38
 	// System API 1.x: slots 0-3 exist since 1.1 and the table is append-only.
 	minSystemMajor = 1
 )
@@ -248,6 +250,9 @@ func (r *Runtime) loadBackend() error {
 		return err
 	}
 	p := ifaces[i]
+	if p.coreAPI.Minor > maxTestedCoreMinor {
+		r.log.Info().Str("core_api", Version(p.coreAPI).String()).Msg("qnn: core API newer than any checked layout; later SDKs are expected to append slots only")
+	}
 	r.provider.Name = goString(p.providerName)
 	r.provider.BackendID = p.backendID
 	r.provider.Core = Version(p.coreAPI)
