@@ -22,6 +22,11 @@
 //
 // Errors: a failed QNN call is an *Error with the QNN code and the backend's
 // message; IsDeviceRestart tells the caller to recreate its contexts.
+// Binding mistakes (missing tensor, buffer too small) are plain errors that
+// name the graph and the tensor, caught before QNN is called.
+//
+// Architecture: Context.Arch derives the binary's DSP arch from its SoC
+// model (binary info v3); Runtime.Arch asks the device (deviceGetPlatformInfo).
 //
 // Lifetimes: Runtime.Close closes every Context (and its Calls) and frees
 // every Buffer the Runtime allocated, in reverse order of creation; all Close
