@@ -1,0 +1,218 @@
+package simfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var small = Hyper{Hidden: 8, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 4, FFN: 12, Vocab: 40, Ctx: 16, RMSEps: 1e-5, TiedLMHead: true}
+
+// f16 converts small exactly-representable test values to float16 bits.
+func f16(v float32) uint16 {
+	b := math.Float32bits(v)
+	sign := uint16(b>>16) & 0x8000
+	if b&0x7fffffff == 0 {
+		return sign
+	}
+	exp := int(b>>23&0xff) - 127 + 15
+	return sign | uint16(exp)<<10 | uint16(b>>13&0x3ff)
+}
+
+func testData(w Weight, i int) []uint16 {
+	out := make([]uint16, w.Rows*w.Cols)
+	for k := range out {
+		out[k] = f16(float32((k*7+i*3)%19-9) / 16)
+	}
+	return out
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		format   WeightFormat
+		contract Contract
+		io, kv   DType
+		mask     MaskKind
+	}{
+		{"f16/qhexrt/f32", WeightF16, QHexRT, F32, F32, MaskAdditive},
+		{"int8/chunked/f16", WeightInt8, Chunked, F16, F16, MaskU16},
+		{"f32/chunked/ufixed16", WeightF32, Chunked, UFixed16, F16, MaskAdditive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pre, dec, lm := DefaultGraphs(small, tc.contract, 4, tc.io, tc.kv, tc.mask)
+			graphs := []Graph{pre, dec, lm}
+			ws := WeightSpecs(small, true, true)
+			for i := range ws {
+				ws[i].F16 = testData(ws[i], i)
+			}
+			var buf bytes.Buffer
+			if err := Write(&buf, small, graphs, ws, tc.format); err != nil {
+				t.Fatal(err)
+			}
+			f, err := Read(bytes.NewReader(buf.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Hyper != small {
+				t.Errorf("hyper = %+v, want %+v", f.Hyper, small)
+			}
+			if f.Size != int64(buf.Len()) {
+				t.Errorf("size %d, file %d", f.Size, buf.Len())
+			}
+			if !reflect.DeepEqual(f.Graphs, graphs) {
+				t.Errorf("graphs differ:\n got %+v\nwant %+v", f.Graphs, graphs)
+			}
+			if len(f.Weights) != len(ws) {
+				t.Fatalf("%d weights, want %d", len(f.Weights), len(ws))
+			}
+			data := buf.Bytes()
+			for i, wi := range f.Weights {
+				w := ws[i]
+				if wi.Name != w.Name || wi.Rows != w.Rows || wi.Cols != w.Cols || wi.Offset%64 != 0 {
+					t.Fatalf("weight %d = %+v, want %s [%d,%d] 64-aligned", i, wi, w.Name, w.Rows, w.Cols)
+				}
+				for k, want := range w.F16 {
+					got := decodeWeight(t, data, wi, k)
+					tol := float32(0)
+					if wi.Format == WeightInt8 {
+						tol = float32(math.Float32frombits(binary.LittleEndian.Uint32(data[wi.ScalesOffset+int64(4*(k/w.Cols)):])))/2 + 1e-7
+					}
+					if d := got - f16ToF32(want); d > tol || d < -tol {
+						t.Fatalf("%s[%d] = %g, want %g (±%g)", w.Name, k, got, f16ToF32(want), tol)
+					}
+				}
+				if wantFmt := storageOf(tc.format, w); wi.Format != wantFmt {
+					t.Errorf("%s stored as %d, want %d", w.Name, wi.Format, wantFmt)
+				}
+			}
+		})
+	}
+}
+
+func decodeWeight(t *testing.T, data []byte, wi WeightInfo, k int) float32 {
+	t.Helper()
+	switch wi.Format {
+	case WeightF16:
+		return f16ToF32(binary.LittleEndian.Uint16(data[wi.Offset+int64(2*k):]))
+	case WeightF32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(data[wi.Offset+int64(4*k):]))
+	case WeightInt8:
+		s := math.Float32frombits(binary.LittleEndian.Uint32(data[wi.ScalesOffset+int64(4*(k/wi.Cols)):]))
+		return float32(int8(data[wi.Offset+int64(k)])) * s
+	}
+	t.Fatalf("format %d", wi.Format)
+	return 0
+}
+
+func TestStreamingSourceAndProgress(t *testing.T) {
+	ws := WeightSpecs(small, true, false)
+	next := 0
+	var last, total int64
+	src := func(i int, w Weight) ([]uint16, error) {
+		if i != next || w.Name != ws[i].Name {
+			t.Fatalf("Source(%d, %s), want %d in order", i, w.Name, next)
+		}
+		next++
+		return testData(w, i), nil
+	}
+	_, dec, _ := DefaultGraphs(small, QHexRT, 1, F32, F32, MaskAdditive)
+	var buf bytes.Buffer
+	err := WriteWith(&buf, small, []Graph{dec}, ws, Options{Format: WeightInt8, Source: src, Progress: func(done, tot int64) {
+		if done < last {
+			t.Errorf("progress went back: %d after %d", done, last)
+		}
+		last, total = done, tot
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != len(ws) || last != total || total != int64(buf.Len()) {
+		t.Errorf("source calls %d/%d, progress %d/%d, file %d", next, len(ws), last, total, buf.Len())
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	pre, _, _ := DefaultGraphs(small, QHexRT, 4, F32, F32, MaskAdditive)
+	good := WeightSpecs(small, true, false)
+	for i := range good {
+		good[i].F16 = testData(good[i], i)
+	}
+	badFixed := pre
+	badFixed.Inputs = append([]Tensor{{Name: "x", DType: UFixed16, Dims: []int{4, 8}}}, pre.Inputs[1:]...)
+	badType := pre
+	badType.Outputs = append([]Tensor{{Name: "y", DType: 0x0032, Dims: []int{4, 8}}}, pre.Outputs[1:]...)
+	short := append([]Weight{}, good...)
+	short[1].F16 = short[1].F16[:3]
+	noData := append([]Weight{}, good...)
+	noData[0].F16 = nil
+	badHyper := small
+	badHyper.KVHeads = 3
+	for _, tc := range []struct {
+		name   string
+		h      Hyper
+		graphs []Graph
+		ws     []Weight
+		want   string
+	}{
+		{"no graphs", small, nil, good, "no graphs"},
+		{"fixed without scale", small, []Graph{badFixed}, good, "scale"},
+		{"unsupported type", small, []Graph{badType}, good, "unsupported data type"},
+		{"short data", small, []Graph{pre}, short, "values"},
+		{"no data", small, []Graph{pre}, noData, "no data"},
+		{"bad hyper", badHyper, []Graph{pre}, good, "kv heads"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Write(&bytes.Buffer{}, tc.h, tc.graphs, tc.ws, WeightF16)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaultGraphsShapes(t *testing.T) {
+	kv := small.KVDim()
+	for _, tc := range []struct {
+		contract  Contract
+		window    int
+		maskDims  []int
+		preInputs int
+	}{
+		{QHexRT, 4, []int{4, 4}, 4},
+		{Chunked, 4, []int{4, small.Ctx + 4}, 4 + 2*small.Layers},
+	} {
+		pre, dec, lm := DefaultGraphs(small, tc.contract, tc.window, F32, F16, MaskAdditive)
+		if len(pre.Inputs) != tc.preInputs || !reflect.DeepEqual(pre.Inputs[3].Dims, tc.maskDims) || pre.Inputs[3].Name != "cmask" {
+			t.Errorf("contract %d: prefill inputs %+v", tc.contract, pre.Inputs)
+		}
+		if len(pre.Outputs) != 1+2*small.Layers || !reflect.DeepEqual(pre.Outputs[1].Dims, []int{tc.window, kv}) || pre.Outputs[1].DType != F16 {
+			t.Errorf("contract %d: prefill outputs %+v", tc.contract, pre.Outputs)
+		}
+		if !reflect.DeepEqual(dec.Inputs[3].Dims, []int{small.Ctx}) || dec.Inputs[4].Name != "past_k_0" ||
+			!reflect.DeepEqual(dec.Inputs[4].Dims, []int{small.Ctx, kv}) {
+			t.Errorf("decode inputs %+v", dec.Inputs)
+		}
+		if len(lm.Inputs) != 1 || len(lm.Outputs) != 1 || lm.Outputs[0].Dims[1] != small.Vocab || lm.Kind != LMHead {
+			t.Errorf("lmhead %+v", lm)
+		}
+	}
+	_, dec, _ := DefaultGraphs(small, QHexRT, 4, UFixed16, F16, MaskU16)
+	if m := dec.Inputs[3]; m.DType != UFixed16 || m.Offset != 0 || m.Scale != 1.0/65535 {
+		t.Errorf("u16 mask tensor %+v", m)
+	}
+	if x := dec.Inputs[0]; x.Scale <= 0 || x.Offset != -32768 {
+		t.Errorf("ufixed16 x tensor %+v", x)
+	}
+}
+
+func TestReadRejectsGarbage(t *testing.T) {
+	for _, b := range [][]byte{[]byte("short"), bytes.Repeat([]byte{0}, 200), append([]byte("HSIMCTX\x00\x07\x00\x00\x00"), make([]byte, 120)...)} {
+		if _, err := Read(bytes.NewReader(b)); err == nil {
+			t.Errorf("Read(%q...) succeeded", b[:min(len(b), 12)])
+		}
+	}
+}
