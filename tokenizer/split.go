@@ -40,7 +40,8 @@ var asciiClass = func() (t [128]class) {
 // classAt returns the class and byte width of the rune at s[i]. Oniguruma's
 // Unicode \s is the White_Space property (it includes U+0085 and excludes
 // U+FEFF), which is exactly unicode.White_Space. An invalid UTF-8 byte is
-// one rune of class clOther.
+// one rune of class clOther. Letters and numbers newer than Go's Unicode
+// tables come from lettersSince15 and numbersSince15.
 func classAt(s string, i int) (class, int) {
 	c := s[i]
 	if c < utf8.RuneSelf {
@@ -54,9 +55,62 @@ func classAt(s string, i int) (class, int) {
 		return clNumber, w
 	case unicode.Is(unicode.White_Space, r):
 		return clSpace, w
+	case r < 0x1C89: // below the first rune of the tables below
+	case unicode.Is(lettersSince15, r):
+		return clLetter, w
+	case unicode.Is(numbersSince15, r):
+		return clNumber, w
 	}
 	return clOther, w
 }
+
+// Go's unicode package implements Unicode 15.0.0, while HF tokenizers
+// (Oniguruma 6.9.10) uses Unicode 16.0.0. These tables add the letters and
+// numbers assigned in Unicode 15.1 and 16.0 (for example CJK Extension I,
+// Garay, Kirat Rai, Egyptian Hieroglyphs Extended-A); no whitespace changed
+// and no character left \p{L} or \p{N}. The list was checked code point by
+// code point against tokenizers@0.23.2.
+var (
+	lettersSince15 = &unicode.RangeTable{
+		R16: []unicode.Range16{
+			{0x1C89, 0x1C8A, 1},
+			{0xA7CB, 0xA7CD, 1},
+			{0xA7DA, 0xA7DC, 1},
+		},
+		R32: []unicode.Range32{
+			{0x105C0, 0x105F3, 1},
+			{0x10D4A, 0x10D65, 1},
+			{0x10D6F, 0x10D85, 1},
+			{0x10EC2, 0x10EC4, 1},
+			{0x11380, 0x11389, 1},
+			{0x1138B, 0x1138B, 1},
+			{0x1138E, 0x1138E, 1},
+			{0x11390, 0x113B5, 1},
+			{0x113B7, 0x113B7, 1},
+			{0x113D1, 0x113D1, 1},
+			{0x113D3, 0x113D3, 1},
+			{0x11BC0, 0x11BE0, 1},
+			{0x13460, 0x143FA, 1},
+			{0x16100, 0x1611D, 1},
+			{0x16D40, 0x16D6C, 1},
+			{0x18CFF, 0x18CFF, 1},
+			{0x1E5D0, 0x1E5ED, 1},
+			{0x1E5F0, 0x1E5F0, 1},
+			{0x2EBF0, 0x2EE5D, 1},
+		},
+	}
+	numbersSince15 = &unicode.RangeTable{
+		R32: []unicode.Range32{
+			{0x10D40, 0x10D49, 1},
+			{0x116D0, 0x116E3, 1},
+			{0x11BF0, 0x11BF9, 1},
+			{0x16130, 0x16139, 1},
+			{0x16D70, 0x16D79, 1},
+			{0x1CCF0, 0x1CCF9, 1},
+			{0x1E5F1, 0x1E5FA, 1},
+		},
+	}
+)
 
 // contraction returns the length of a case-insensitive 's 't 're 've 'm 'll
 // or 'd at the start of s (which begins after the ASCII apostrophe), or 0.
