@@ -80,7 +80,7 @@ func TestSplit(t *testing.T) {
 		{"\x1c\x1fx", []string{"\x1c\x1f", "x"}}, // separators are not White_Space
 		{"\x1cx", []string{"\x1cx"}},
 		// letters and digits newer than Go's Unicode 15.0 tables
-		{"x\U0002EBF0\U00016D43", []string{"x\U0002EBF0\U00016D43"}}, // CJK Ext I (15.1), Kirat Rai (16.0)
+		{"x\U0002EBF0\U00016D43", []string{"x\U0002EBF0\U00016D43"}},     // CJK Ext I (15.1), Kirat Rai (16.0)
 		{"x\U00010D40\U00010D41", []string{"x", "\U00010D40\U00010D41"}}, // Garay digits (16.0)
 	} {
 		if got := splitAll(tc.in); !slices.Equal(got, tc.want) {
