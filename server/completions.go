@@ -1,18 +1,129 @@
 package server
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+	"time"
 
-// PLACEHOLDER: the OpenAI completions engineer replaces this file (and adds
-// sse.go) with the real /v1/chat/completions and /v1/completions handlers.
-// Until then both routes answer 501 in the OpenAI error shape.
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/openai"
+	"github.com/rs/zerolog"
+)
 
-var errNotImplemented = &APIError{Status: http.StatusNotImplemented, Type: TypeServer, Code: "not_implemented",
-	Message: "This endpoint is not implemented yet."}
-
-// chatCompletions is POST /v1/chat/completions (placeholder).
+// chatCompletions is POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	return errNotImplemented
+	m, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	var req openai.ChatCompletionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := checkModel(m, req.Model); err != nil {
+		return err
+	}
+	g, err := openai.FromChatCompletionRequest(&req, s.params(m))
+	if err != nil {
+		return err
+	}
+	meta := openai.NewMeta("chatcmpl-", m.ID, time.Now())
+	return s.generate(w, r, m, g, func() *openai.Stream { return openai.NewChatStream(g, meta) },
+		func(res inference.Result) any { return openai.ToChatCompletion(g, meta, res) })
 }
 
-// completions is POST /v1/completions (placeholder).
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) error { return errNotImplemented }
+// completions is POST /v1/completions.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	var req openai.CompletionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := checkModel(m, req.Model); err != nil {
+		return err
+	}
+	g, err := openai.FromCompletionRequest(&req, s.params(m))
+	if err != nil {
+		return err
+	}
+	meta := openai.NewMeta("cmpl-", m.ID, time.Now())
+	return s.generate(w, r, m, g, func() *openai.Stream { return openai.NewCompletionStream(g, meta) },
+		func(res inference.Result) any { return openai.ToCompletion(g, meta, res) })
+}
+
+func checkModel(m *Model, id string) error {
+	if id == "" {
+		return invalid("model", "you must provide a model parameter")
+	}
+	if _, ok := m.Resolve(id); !ok {
+		return ModelNotFound(id, "model")
+	}
+	return nil
+}
+
+func (s *Server) params(m *Model) openai.Params {
+	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
+		Date: s.opts.DateString()}
+}
+
+// generate submits g and writes either the whole response (build) or an SSE
+// stream. Errors before the first byte go back to the handler; after it they
+// are an error frame. The request's context cancels generation when the
+// client goes away.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *openai.Generation,
+	newStream func() *openai.Stream, build func(inference.Result) any) error {
+	if m.Engine == nil {
+		return errLoading
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events, err := m.Engine.Submit(ctx, g.Request)
+	if err != nil {
+		return err
+	}
+	if !g.Stream {
+		res, err := inference.Collect(events)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, build(res))
+		return nil
+	}
+
+	st, sse := newStream(), newSSE(w)
+	var writeErr error
+	send := func(frames []any) {
+		for _, f := range frames {
+			if writeErr == nil {
+				writeErr = sse.Send(f)
+			}
+		}
+		if writeErr != nil {
+			cancel() // the client is gone: stop generating, keep draining
+		}
+	}
+	send(st.Start())
+	for ev := range events.Events() {
+		send(st.Event(ev))
+		if ev.Done && ev.Err != nil && writeErr == nil {
+			api, unexpected := errorFor(ev.Err, promptParam(r))
+			log := zerolog.Ctx(r.Context())
+			if unexpected {
+				log.Error().Err(ev.Err).Str("path", r.URL.Path).Msg("stream failed")
+			} else {
+				log.Debug().Err(ev.Err).Msg("stream ended with an error")
+			}
+			writeErr = sse.Error(api)
+		}
+	}
+	if writeErr == nil {
+		writeErr = sse.Done()
+	}
+	if writeErr != nil {
+		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
+	}
+	return nil
+}

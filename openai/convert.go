@@ -1,0 +1,348 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// Limits of this server that are stricter or looser than OpenAI's.
+const (
+	MaxN           = 8  // choices per request
+	MaxStops       = 16 // stop strings (OpenAI allows 4)
+	MaxTopLogprobs = 20 // chat top_logprobs and completions logprobs (OpenAI: 20 and 5)
+)
+
+// Params is what converting a request needs from the server.
+type Params struct {
+	Tokenizer *tokenizer.Tokenizer
+	// Defaults are the sampling parameters a request leaves out.
+	Defaults inference.Sampling
+	// MaxTokens is the default completion limit; 0: until the context ends.
+	MaxTokens int
+	// Date is the chat template's date when the request gives none; ""
+	// means the template default (chat.DefaultDate).
+	Date string
+}
+
+// Generation is a validated request: the engine request plus what building
+// the response needs.
+type Generation struct {
+	Request        inference.Request
+	Stream         bool
+	IncludeUsage   bool
+	ReturnTokenIDs bool
+	// Tools are the callable function names; nil: the output is never
+	// parsed as tool calls (no tools, or tool_choice "none").
+	Tools []string
+	// Echo is the prompt text prepended to each completion (completions echo).
+	Echo string
+}
+
+// FromChatCompletionRequest validates r and builds the prompt: messages are
+// rendered with chat.RenderSegments and encoded segment by segment, so
+// special-token text inside message content stays plain text.
+func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation, error) {
+	g := &Generation{}
+	if err := rejectUnsupportedChat(r); err != nil {
+		return nil, err
+	}
+	if err := common(&r.CommonParams, p, g); err != nil {
+		return nil, err
+	}
+	maxTokens, param := r.MaxTokens, "max_tokens"
+	if r.MaxCompletionTokens != nil {
+		maxTokens, param = r.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if err := setMaxTokens(g, maxTokens, param, p); err != nil {
+		return nil, err
+	}
+	logprobs := r.Logprobs != nil && *r.Logprobs
+	if r.TopLogprobs != nil {
+		switch {
+		case *r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs:
+			return nil, invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *r.TopLogprobs)
+		case !logprobs:
+			return nil, invalid("top_logprobs", "top_logprobs requires logprobs to be true")
+		}
+		g.Request.TopLogprobs = *r.TopLogprobs
+	}
+	g.Request.Logprobs = logprobs
+
+	toolsOn, err := toolChoice(r.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	names, err := toolNames(r.Tools)
+	if err != nil {
+		return nil, err
+	}
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date}
+	if toolsOn && len(r.Tools) > 0 {
+		opt.Tools = r.Tools
+		g.Tools = names
+	}
+	if k := r.ChatTemplateKwargs; k != nil && k.DateString != nil {
+		opt.DateString = *k.DateString
+	}
+	msgs, err := ToChatMessages(r.Messages)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := chat.RenderSegments(msgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	tsegs := make([]tokenizer.Segment, len(segs))
+	for i, s := range segs {
+		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	g.Request.Prompt = p.Tokenizer.EncodeSegments(tsegs, false) // the template emits BOS
+	return g, nil
+}
+
+// FromCompletionRequest validates r and tokenizes its prompt. A string
+// prompt is encoded with special-token parsing and BOS prepended unless it
+// already starts with one; a token-id prompt is used exactly as given.
+func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) {
+	g := &Generation{}
+	switch {
+	case r.Suffix != nil && *r.Suffix != "":
+		return nil, invalid("suffix", "suffix (fill-in-the-middle) is not supported by this model")
+	case r.BestOf != nil && *r.BestOf != 1:
+		return nil, invalid("best_of", "best_of other than 1 is not supported")
+	}
+	if err := common(&r.CommonParams, p, g); err != nil {
+		return nil, err
+	}
+	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {
+		return nil, err
+	}
+	if r.Logprobs != nil {
+		if *r.Logprobs < 0 || *r.Logprobs > MaxTopLogprobs {
+			return nil, invalid("logprobs", "logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *r.Logprobs)
+		}
+		g.Request.Logprobs, g.Request.TopLogprobs = true, *r.Logprobs
+		if r.Echo {
+			return nil, invalid("echo", "echo together with logprobs is not supported (prompt logprobs are not computed)")
+		}
+	}
+	tok := p.Tokenizer
+	pr := r.Prompt
+	switch {
+	case !pr.Set:
+		return nil, invalid("prompt", "prompt is required")
+	case len(pr.Texts) > 1 || len(pr.Tokens) > 1:
+		return nil, invalid("prompt", "only one prompt per request is supported; send several prompts as separate requests")
+	case len(pr.Texts) == 1:
+		ids := tok.Encode(pr.Texts[0], false, true)
+		if bos := tok.Specials().BOS; bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+			ids = append([]int32{bos}, ids...)
+		}
+		g.Request.Prompt = ids
+		g.Echo = pr.Texts[0]
+	case len(pr.Tokens) == 1:
+		ids := pr.Tokens[0]
+		if len(ids) == 0 {
+			return nil, invalid("prompt", "the prompt has no tokens")
+		}
+		vocab := tok.VocabSize()
+		g.Request.Prompt = make([]int32, len(ids))
+		for i, id := range ids {
+			if id < 0 || id >= int64(vocab) {
+				return nil, invalid("prompt", "token id %d at prompt[%d] is outside the vocabulary [0, %d)", id, i, vocab)
+			}
+			g.Request.Prompt[i] = int32(id)
+		}
+		g.Echo = tok.Decode(g.Request.Prompt, false)
+	default:
+		return nil, invalid("prompt", "prompt must not be an empty array")
+	}
+	if !r.Echo {
+		g.Echo = ""
+	}
+	return g, nil
+}
+
+func setMaxTokens(g *Generation, v *int, param string, p Params) error {
+	g.Request.MaxTokens = p.MaxTokens
+	if v != nil {
+		if *v < 1 {
+			return invalid(param, "%s must be at least 1, got %d", param, *v)
+		}
+		g.Request.MaxTokens = *v
+	}
+	return nil
+}
+
+// common validates the shared parameters into g.
+func common(c *CommonParams, p Params, g *Generation) error {
+	s := p.Defaults
+	if s.LogitBias != nil {
+		s.LogitBias = nil // defaults never carry a bias
+	}
+	f32 := func(v *float64, param string, lo, hi float64, loOpen bool, dst *float32) error {
+		if v == nil {
+			return nil
+		}
+		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
+			open := "["
+			if loOpen {
+				open = "("
+			}
+			return invalid(param, "%s must be in %s%g, %g], got %g", param, open, lo, hi, *v)
+		}
+		*dst = float32(*v)
+		return nil
+	}
+	for _, err := range []error{
+		f32(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
+		f32(c.TopP, "top_p", 0, 1, true, &s.TopP),
+		f32(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
+		f32(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		f32(c.MinP, "min_p", 0, 1, false, &s.MinP),
+		f32(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if c.TopK != nil {
+		switch k := *c.TopK; {
+		case k == -1 || k == 0:
+			s.TopK = 0 // vLLM's and llama.cpp's "off"
+		case k < -1:
+			return invalid("top_k", "top_k must be -1, 0 (off) or positive, got %d", k)
+		default:
+			s.TopK = k
+		}
+	}
+	if c.Seed != nil {
+		seed := *c.Seed
+		s.Seed = &seed
+	}
+	if len(c.LogitBias) > 0 {
+		vocab := p.Tokenizer.VocabSize()
+		s.LogitBias = make(map[int32]float32, len(c.LogitBias))
+		for k, v := range c.LogitBias {
+			id, err := strconv.ParseInt(k, 10, 32)
+			if err != nil || id < 0 || id >= int64(vocab) {
+				return invalid("logit_bias", "logit_bias key %q is not a token id in [0, %d)", k, vocab)
+			}
+			if math.IsNaN(v) || v < -100 || v > 100 {
+				return invalid("logit_bias", "logit_bias value %g for token %s is outside [-100, 100]", v, k)
+			}
+			s.LogitBias[int32(id)] = float32(v)
+		}
+	}
+	g.Request.Sampling = s
+	g.Request.N = 1
+	if c.N != nil {
+		if *c.N < 1 || *c.N > MaxN {
+			return invalid("n", "n must be between 1 and %d, got %d", MaxN, *c.N)
+		}
+		g.Request.N = *c.N
+	}
+	if len(c.Stop) > MaxStops {
+		return invalid("stop", "at most %d stop sequences are allowed, got %d", MaxStops, len(c.Stop))
+	}
+	for i, st := range c.Stop {
+		if st == "" {
+			return invalid("stop", "stop sequence %d is empty", i)
+		}
+	}
+	g.Request.Stop = c.Stop
+	if c.StreamOptions != nil && !c.Stream {
+		return invalid("stream_options", "stream_options is only allowed when stream is true")
+	}
+	g.Stream = c.Stream
+	g.IncludeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
+	g.ReturnTokenIDs = c.ReturnTokenIDs
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// rejectUnsupportedChat refuses the options this server cannot honour.
+func rejectUnsupportedChat(r *ChatCompletionRequest) error {
+	if !isNull(r.ResponseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil {
+			return invalid("response_format", "response_format must be an object with a type")
+		}
+		if rf.Type != "text" {
+			return invalid("response_format.type", "response_format type %q is not supported (no constrained decoding); only \"text\"", rf.Type)
+		}
+	}
+	switch {
+	case !isNull(r.Audio):
+		return invalid("audio", "audio output is not supported by this model")
+	case !isNull(r.Functions):
+		return invalid("functions", "functions is deprecated and not supported; use tools")
+	case !isNull(r.FunctionCall):
+		return invalid("function_call", "function_call is deprecated and not supported; use tool_choice")
+	case !isNull(r.Prediction):
+		return invalid("prediction", "predicted outputs are not supported")
+	}
+	for i, m := range r.Modalities {
+		if m != "text" {
+			return invalid(fmt.Sprintf("modalities[%d]", i), "modality %q is not supported; only \"text\"", m)
+		}
+	}
+	return nil
+}
+
+// toolChoice reports whether tools are offered to the model.
+func toolChoice(raw json.RawMessage) (bool, error) {
+	if isNull(raw) {
+		return true, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return false, invalid("tool_choice", "forcing a named function with tool_choice is not supported (no constrained decoding); use \"auto\" or \"none\"")
+	}
+	switch s {
+	case "auto":
+		return true, nil
+	case "none":
+		return false, nil
+	case "required":
+		return false, invalid("tool_choice", "tool_choice \"required\" is not supported (no constrained decoding); use \"auto\" or \"none\"")
+	}
+	return false, invalid("tool_choice", "tool_choice must be \"auto\", \"none\" or an object, got %q", s)
+}
+
+// toolNames checks the tool definitions and returns their function names.
+func toolNames(tools []json.RawMessage) ([]string, error) {
+	names := make([]string, 0, len(tools))
+	for i, raw := range tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
+		}
+		switch {
+		case t.Type != "function":
+			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", t.Type)
+		case t.Function == nil || t.Function.Name == "":
+			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tool has no function name")
+		}
+		names = append(names, t.Function.Name)
+	}
+	return names, nil
+}

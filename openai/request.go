@@ -1,0 +1,139 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+)
+
+// ChatCompletionRequest is the body of POST /v1/chat/completions. Pointer
+// fields distinguish "left out" (server default) from a given zero.
+type ChatCompletionRequest struct {
+	Model               string            `json:"model"`
+	Messages            []Message         `json:"messages"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Logprobs            *bool             `json:"logprobs"`
+	TopLogprobs         *int              `json:"top_logprobs"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
+	ResponseFormat      json.RawMessage   `json:"response_format"`
+	Audio               json.RawMessage   `json:"audio"`
+	Modalities          []string          `json:"modalities"`
+	Functions           json.RawMessage   `json:"functions"`
+	FunctionCall        json.RawMessage   `json:"function_call"`
+	Prediction          json.RawMessage   `json:"prediction"`
+	ChatTemplateKwargs  *struct {
+		DateString *string `json:"date_string"`
+	} `json:"chat_template_kwargs"`
+	CommonParams
+}
+
+// CompletionRequest is the body of POST /v1/completions.
+type CompletionRequest struct {
+	Model     string  `json:"model"`
+	Prompt    Prompt  `json:"prompt"`
+	MaxTokens *int    `json:"max_tokens"`
+	Logprobs  *int    `json:"logprobs"`
+	Echo      bool    `json:"echo"`
+	Suffix    *string `json:"suffix"`
+	BestOf    *int    `json:"best_of"`
+	CommonParams
+}
+
+// CommonParams are the sampling and streaming parameters both endpoints share.
+type CommonParams struct {
+	Temperature       *float64           `json:"temperature"`
+	TopP              *float64           `json:"top_p"`
+	N                 *int               `json:"n"`
+	Stop              Stop               `json:"stop"`
+	Seed              *int64             `json:"seed"`
+	PresencePenalty   *float64           `json:"presence_penalty"`
+	FrequencyPenalty  *float64           `json:"frequency_penalty"`
+	LogitBias         map[string]float64 `json:"logit_bias"`
+	Stream            bool               `json:"stream"`
+	StreamOptions     *StreamOptions     `json:"stream_options"`
+	User              string             `json:"user"`
+	TopK              *int               `json:"top_k"`
+	MinP              *float64           `json:"min_p"`
+	RepetitionPenalty *float64           `json:"repetition_penalty"`
+	ReturnTokenIDs    bool               `json:"return_token_ids"`
+}
+
+// StreamOptions is the stream_options object.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Stop is the stop parameter: null, a string, or an array of strings.
+type Stop []string
+
+// UnmarshalJSON accepts null, a string or an array of strings.
+func (s *Stop) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*s = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*s = Stop{one}
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var many []string
+		if err := json.Unmarshal(b, &many); err != nil {
+			return &json.UnmarshalTypeError{Value: "array with a non-string element", Type: stopType}
+		}
+		*s = many
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: "a value other than a string or an array of strings", Type: stopType}
+}
+
+var stopType = reflect.TypeFor[Stop]()
+
+// Prompt is the completions prompt: a string, an array of strings, an array
+// of token ids, or an array of token-id arrays. The decoder keeps whichever
+// form was sent; FromCompletionRequest accepts only a single prompt.
+type Prompt struct {
+	Texts  []string  // string form (one element) or array of strings
+	Tokens [][]int64 // array of ids (one element) or array of arrays
+	Set    bool      // the field was present and not null
+}
+
+// UnmarshalJSON accepts the four OpenAI prompt forms.
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*p = Prompt{}
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	p.Set = true
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		p.Texts = []string{s}
+		return nil
+	}
+	var ss []string
+	if json.Unmarshal(b, &ss) == nil {
+		p.Texts = ss
+		return nil
+	}
+	var ids []int64
+	if json.Unmarshal(b, &ids) == nil {
+		p.Tokens = [][]int64{ids}
+		return nil
+	}
+	var idss [][]int64
+	if json.Unmarshal(b, &idss) == nil {
+		p.Tokens = idss
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: "a value other than a string, an array of strings, an array of token ids or an array of token-id arrays", Type: promptType}
+}
+
+var promptType = reflect.TypeFor[Prompt]()

@@ -1,0 +1,351 @@
+package openai
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Meta is fixed for one response or stream.
+type Meta struct {
+	ID          string // "chatcmpl-…" or "cmpl-…"
+	Created     int64  // Unix seconds
+	Model       string
+	Fingerprint string // system_fingerprint
+}
+
+// NewMeta returns a fresh id with prefix ("chatcmpl-" or "cmpl-").
+func NewMeta(prefix, model string, now time.Time) Meta {
+	return Meta{ID: prefix + strings.ReplaceAll(uuid.NewString(), "-", ""), Created: now.Unix(), Model: model, Fingerprint: Fingerprint}
+}
+
+// Fingerprint is the system_fingerprint of every response.
+const Fingerprint = "fp_hexserve"
+
+// Usage is OpenAI's usage object.
+type Usage struct {
+	PromptTokens            int                     `json:"prompt_tokens"`
+	CompletionTokens        int                     `json:"completion_tokens"`
+	TotalTokens             int                     `json:"total_tokens"`
+	PromptTokensDetails     PromptTokensDetails     `json:"prompt_tokens_details"`
+	CompletionTokensDetails CompletionTokensDetails `json:"completion_tokens_details"`
+}
+
+// PromptTokensDetails breaks down the prompt tokens.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+	AudioTokens  int `json:"audio_tokens"`
+}
+
+// CompletionTokensDetails breaks down the completion tokens (all zero here).
+type CompletionTokensDetails struct {
+	ReasoningTokens          int `json:"reasoning_tokens"`
+	AudioTokens              int `json:"audio_tokens"`
+	AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+	RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
+}
+
+// Timings is llama.cpp's timings extension.
+type Timings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// ToUsage converts the engine's counts.
+func ToUsage(u inference.Usage) *Usage {
+	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens:         u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: PromptTokensDetails{CachedTokens: u.CachedTokens}}
+}
+
+// ToTimings converts the engine's timings.
+func ToTimings(u inference.Usage, t inference.Timings) *Timings {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	out := &Timings{CacheN: u.CachedTokens, PromptN: t.PromptN, PromptMS: ms(t.PromptEval),
+		PredictedN: t.PredictedN, PredictedMS: ms(t.Generation)}
+	if out.PromptN > 0 && out.PromptMS > 0 {
+		out.PromptPerTokenMS = out.PromptMS / float64(out.PromptN)
+		out.PromptPerSecond = 1000 * float64(out.PromptN) / out.PromptMS
+	}
+	// The first generated token's time is part of the prompt evaluation.
+	if n := out.PredictedN - 1; n > 0 && out.PredictedMS > 0 {
+		out.PredictedPerTokenMS = out.PredictedMS / float64(n)
+		out.PredictedPerSecond = 1000 * float64(n) / out.PredictedMS
+	}
+	return out
+}
+
+// ChatCompletion is a non-streaming chat response.
+type ChatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"` // "chat.completion"
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []ChatChoice `json:"choices"`
+	Usage             *Usage       `json:"usage"`
+	Timings           *Timings     `json:"timings,omitempty"`
+	PromptTokenIDs    []int32      `json:"prompt_token_ids,omitzero"`
+}
+
+// ChatChoice is one choice of a ChatCompletion.
+type ChatChoice struct {
+	Index        int             `json:"index"`
+	Message      ResponseMessage `json:"message"`
+	Logprobs     *ChatLogprobs   `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+	TokenIDs     []int32         `json:"token_ids,omitzero"`
+}
+
+// ResponseMessage is the assistant's reply; Content is null for tool calls.
+type ResponseMessage struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChatLogprobs is a chat choice's logprobs object.
+type ChatLogprobs struct {
+	Content []TokenLogprob `json:"content"`
+	Refusal *string        `json:"refusal"`
+}
+
+// TokenLogprob is one generated token's entry in ChatLogprobs.
+type TokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float64      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []TopLogprob `json:"top_logprobs"`
+}
+
+// TopLogprob is one alternative in TokenLogprob.TopLogprobs.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// ChatCompletionChunk is one streamed chat frame.
+type ChatCompletionChunk struct {
+	ID                string        `json:"id"`
+	Object            string        `json:"object"` // "chat.completion.chunk"
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	SystemFingerprint string        `json:"system_fingerprint"`
+	Choices           []ChunkChoice `json:"choices"`
+	// Usage is left out (nil interface), JSON null ((*Usage)(nil)), or set.
+	Usage          any      `json:"usage,omitempty"`
+	Timings        *Timings `json:"timings,omitempty"`
+	PromptTokenIDs []int32  `json:"prompt_token_ids,omitzero"`
+}
+
+// ChunkChoice is one choice's part of a chunk.
+type ChunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        Delta         `json:"delta"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+	TokenIDs     []int32       `json:"token_ids,omitzero"`
+}
+
+// Delta is the new part of the message.
+type Delta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// ToolCallDelta is a streamed piece of a tool call: the first carries id,
+// type and name, later ones argument fragments.
+type ToolCallDelta struct {
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function FunctionCallDelta `json:"function"`
+}
+
+// FunctionCallDelta is the function part of a ToolCallDelta.
+type FunctionCallDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// Completion is a /v1/completions response or (Object "text_completion"
+// too, as OpenAI does) one streamed frame of it.
+type Completion struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+	Choices           []CompletionChoice `json:"choices"`
+	Usage             any                `json:"usage,omitempty"` // as ChatCompletionChunk.Usage
+	Timings           *Timings           `json:"timings,omitempty"`
+	PromptTokenIDs    []int32            `json:"prompt_token_ids,omitzero"`
+}
+
+// CompletionChoice is one completion; FinishReason is null in stream frames
+// before the last.
+type CompletionChoice struct {
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	TokenIDs     []int32             `json:"token_ids,omitzero"`
+}
+
+// CompletionLogprobs is the legacy completions logprobs object.
+type CompletionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+func byteInts(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
+}
+
+func chatLogprobs(lps []inference.Logprob) *ChatLogprobs {
+	out := &ChatLogprobs{Content: make([]TokenLogprob, len(lps))}
+	for i, lp := range lps {
+		t := TokenLogprob{Token: string(lp.Bytes), Logprob: float64(lp.Logprob), Bytes: byteInts(lp.Bytes),
+			TopLogprobs: make([]TopLogprob, len(lp.Top))}
+		for j, alt := range lp.Top {
+			t.TopLogprobs[j] = TopLogprob{Token: string(alt.Bytes), Logprob: float64(alt.Logprob), Bytes: byteInts(alt.Bytes)}
+		}
+		out.Content[i] = t
+	}
+	return out
+}
+
+// completionLogprobs converts lps; offset is the text offset of the first token.
+func completionLogprobs(lps []inference.Logprob, offset int) *CompletionLogprobs {
+	out := &CompletionLogprobs{Tokens: make([]string, len(lps)), TokenLogprobs: make([]float64, len(lps)),
+		TopLogprobs: make([]map[string]float64, len(lps)), TextOffset: make([]int, len(lps))}
+	for i, lp := range lps {
+		out.Tokens[i] = string(lp.Bytes)
+		out.TokenLogprobs[i] = float64(lp.Logprob)
+		top := make(map[string]float64, len(lp.Top))
+		for _, alt := range lp.Top {
+			if _, dup := top[string(alt.Bytes)]; !dup {
+				top[string(alt.Bytes)] = float64(alt.Logprob)
+			}
+		}
+		out.TopLogprobs[i] = top
+		out.TextOffset[i] = offset
+		offset += len(lp.Bytes)
+	}
+	return out
+}
+
+// finishReason maps the engine's reason to OpenAI's; a timeout reads as "length".
+func finishReason(f inference.FinishReason) string {
+	switch f {
+	case inference.FinishLength, inference.FinishTimeout:
+		return "length"
+	}
+	return "stop"
+}
+
+// ParseToolCalls parses a choice's whole text as tool calls of the given
+// functions; ok is false when it is ordinary content.
+func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
+	if tools == nil {
+		return nil, false
+	}
+	for _, st := range chat.StopTokens {
+		text = strings.ReplaceAll(text, st, "")
+	}
+	calls, ok := chat.ParseToolCalls(text)
+	if !ok {
+		return nil, false
+	}
+	out := make([]ToolCall, len(calls))
+	for i, c := range calls {
+		known := false
+		for _, n := range tools {
+			known = known || n == c.Name
+		}
+		if !known {
+			return nil, false
+		}
+		args := string(c.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(args)}}
+	}
+	return out, true
+}
+
+// ToChatCompletion builds the non-streaming chat response.
+func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompletion {
+	out := &ChatCompletion{ID: m.ID, Object: "chat.completion", Created: m.Created, Model: m.Model,
+		SystemFingerprint: m.Fingerprint, Choices: make([]ChatChoice, len(res.Choices)),
+		Usage: ToUsage(res.Usage), Timings: ToTimings(res.Usage, res.Timings)}
+	if g.ReturnTokenIDs {
+		out.PromptTokenIDs = nonNil(g.Request.Prompt)
+	}
+	for i, c := range res.Choices {
+		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
+		if calls, ok := ParseToolCalls(c.Text, g.Tools); ok {
+			ch.Message.ToolCalls, ch.FinishReason = calls, "tool_calls"
+		} else {
+			text := c.Text
+			ch.Message.Content = &text
+		}
+		if g.Request.Logprobs {
+			ch.Logprobs = chatLogprobs(c.Logprobs)
+		}
+		if g.ReturnTokenIDs {
+			ch.TokenIDs = nonNil(c.Tokens)
+		}
+		out.Choices[i] = ch
+	}
+	return out
+}
+
+// ToCompletion builds the non-streaming completions response.
+func ToCompletion(g *Generation, m Meta, res inference.Result) *Completion {
+	out := &Completion{ID: m.ID, Object: "text_completion", Created: m.Created, Model: m.Model,
+		SystemFingerprint: m.Fingerprint, Choices: make([]CompletionChoice, len(res.Choices)),
+		Usage: ToUsage(res.Usage), Timings: ToTimings(res.Usage, res.Timings)}
+	if g.ReturnTokenIDs {
+		out.PromptTokenIDs = nonNil(g.Request.Prompt)
+	}
+	for i, c := range res.Choices {
+		f := finishReason(c.Finish)
+		ch := CompletionChoice{Text: g.Echo + c.Text, Index: i, FinishReason: &f}
+		if g.Request.Logprobs {
+			ch.Logprobs = completionLogprobs(c.Logprobs, len(g.Echo))
+		}
+		if g.ReturnTokenIDs {
+			ch.TokenIDs = nonNil(c.Tokens)
+		}
+		out.Choices[i] = ch
+	}
+	return out
+}
+
+func nonNil(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
+}

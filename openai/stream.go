@@ -1,0 +1,234 @@
+package openai
+
+import (
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Stream turns one request's engine events into stream frames
+// (*ChatCompletionChunk or *Completion), in the order OpenAI sends them:
+// Start's frames, content (or tool-call) deltas, one finish frame per
+// choice, and with include_usage a last frame with usage and no choices.
+// The timings extension rides on the last frame. A Stream is not safe for
+// concurrent use.
+type Stream struct {
+	g       *Generation
+	m       Meta
+	chat    bool
+	choices []choiceState
+	pending any // the latest finish frame, held back to carry timings
+	first   bool
+}
+
+type choiceState struct {
+	det    chat.ToolCallDetector
+	detect bool // tools are offered and the output may still be a call
+	ids    []int32
+	lps    []inference.Logprob
+	offset int // completions text_offset of the next token
+}
+
+// NewChatStream streams a chat completion.
+func NewChatStream(g *Generation, m Meta) *Stream { return newStream(g, m, true) }
+
+// NewCompletionStream streams a text completion.
+func NewCompletionStream(g *Generation, m Meta) *Stream { return newStream(g, m, false) }
+
+func newStream(g *Generation, m Meta, isChat bool) *Stream {
+	s := &Stream{g: g, m: m, chat: isChat, choices: make([]choiceState, max(g.Request.N, 1)), first: true}
+	for i := range s.choices {
+		s.choices[i].detect = isChat && g.Tools != nil
+		s.choices[i].offset = len(g.Echo)
+	}
+	return s
+}
+
+// Start returns the frames sent before any output: for chat, each choice's
+// role delta ({"role":"assistant","content":""}); for completions with
+// echo, each choice's prompt text.
+func (s *Stream) Start() []any {
+	var out []any
+	for i := range s.choices {
+		switch {
+		case s.chat:
+			empty := ""
+			out = append(out, s.chatFrame(ChunkChoice{Index: i, Delta: Delta{Role: "assistant", Content: &empty}}))
+		case s.g.Echo != "":
+			out = append(out, s.textFrame(CompletionChoice{Text: s.g.Echo, Index: i}))
+		}
+	}
+	return out
+}
+
+// Event returns the frames ev releases. For a Done event with Err set the
+// caller sends the error after these frames; no usage frame is produced.
+func (s *Stream) Event(ev inference.Event) []any {
+	if ev.Done {
+		return s.done(ev)
+	}
+	if ev.Choice < 0 || ev.Choice >= len(s.choices) {
+		return nil
+	}
+	c := &s.choices[ev.Choice]
+	var out []any
+	if ev.Text != "" || len(ev.Tokens) > 0 {
+		switch {
+		case !s.chat:
+			out = append(out, s.textDelta(ev.Choice, c, ev.Text, ev.Tokens, ev.Logprobs))
+		case c.detect:
+			c.ids = append(c.ids, ev.Tokens...)
+			c.lps = append(c.lps, ev.Logprobs...)
+			if c.det.Feed(ev.Text) == chat.Text {
+				c.detect = false
+				out = append(out, s.contentDelta(ev.Choice, c.det.Buffered(), c.ids, c.lps))
+				c.ids, c.lps = nil, nil
+			}
+		default:
+			out = append(out, s.contentDelta(ev.Choice, ev.Text, ev.Tokens, ev.Logprobs))
+		}
+	}
+	switch ev.Finish {
+	case "", inference.FinishError, inference.FinishCancelled:
+		// Errors are reported by the Done event; no finish frame.
+		return s.release(out, nil)
+	}
+	reason := finishReason(ev.Finish)
+	if c.detect {
+		c.detect = false
+		text := c.det.Buffered()
+		if calls, ok := ParseToolCalls(text, s.g.Tools); ok {
+			out = append(out, s.toolCallDeltas(ev.Choice, calls, c.ids, c.lps)...)
+			reason = "tool_calls"
+		} else if text != "" || len(c.ids) > 0 {
+			out = append(out, s.contentDelta(ev.Choice, text, c.ids, c.lps))
+		}
+		c.ids, c.lps = nil, nil
+	}
+	if s.chat {
+		return s.release(out, s.chatFrame(ChunkChoice{Index: ev.Choice, FinishReason: &reason}))
+	}
+	return s.release(out, s.textFrame(CompletionChoice{Index: ev.Choice, FinishReason: &reason}))
+}
+
+// release returns the held finish frame followed by out, and holds next.
+func (s *Stream) release(out []any, next any) []any {
+	if s.pending != nil {
+		out = append([]any{s.pending}, out...)
+	}
+	s.pending = next
+	return out
+}
+
+func (s *Stream) done(ev inference.Event) []any {
+	var out []any
+	timings := ToTimings(ev.Usage, ev.Timings)
+	usageFrame := s.g.IncludeUsage && ev.Err == nil
+	if s.pending != nil {
+		if !usageFrame {
+			setTimings(s.pending, timings)
+		}
+		out = append(out, s.pending)
+		s.pending = nil
+	}
+	if usageFrame {
+		var f any
+		if s.chat {
+			c := s.chatFrame()
+			c.Usage, c.Timings = ToUsage(ev.Usage), timings
+			f = c
+		} else {
+			c := s.textFrame()
+			c.Usage, c.Timings = ToUsage(ev.Usage), timings
+			f = c
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func setTimings(frame any, t *Timings) {
+	switch f := frame.(type) {
+	case *ChatCompletionChunk:
+		f.Timings = t
+	case *Completion:
+		f.Timings = t
+	}
+}
+
+func (s *Stream) contentDelta(i int, text string, ids []int32, lps []inference.Logprob) any {
+	ch := ChunkChoice{Index: i, Delta: Delta{Content: &text}}
+	s.decorate(&ch.Logprobs, &ch.TokenIDs, ids, lps)
+	return s.chatFrame(ch)
+}
+
+func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []inference.Logprob) []any {
+	var out []any
+	for j, call := range calls {
+		head := ChunkChoice{Index: i, Delta: Delta{ToolCalls: []ToolCallDelta{{Index: j, ID: call.ID, Type: "function",
+			Function: FunctionCallDelta{Name: call.Function.Name}}}}}
+		if j == 0 {
+			s.decorate(&head.Logprobs, &head.TokenIDs, ids, lps)
+		}
+		args := ChunkChoice{Index: i, Delta: Delta{ToolCalls: []ToolCallDelta{{Index: j,
+			Function: FunctionCallDelta{Arguments: string(call.Function.Arguments)}}}}}
+		out = append(out, s.chatFrame(head), s.chatFrame(args))
+	}
+	return out
+}
+
+func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []inference.Logprob) {
+	if s.g.Request.Logprobs {
+		*lp = chatLogprobs(lps)
+	}
+	if s.g.ReturnTokenIDs {
+		*tids = nonNil(ids)
+	}
+}
+
+func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []inference.Logprob) any {
+	ch := CompletionChoice{Text: text, Index: i}
+	if s.g.Request.Logprobs {
+		ch.Logprobs = completionLogprobs(lps, c.offset)
+	}
+	c.offset += len(text)
+	if s.g.ReturnTokenIDs {
+		ch.TokenIDs = nonNil(ids)
+	}
+	return s.textFrame(ch)
+}
+
+// nullUsage makes a frame's usage JSON null (OpenAI's frames before the
+// usage frame when include_usage is set).
+var nullUsage *Usage
+
+func (s *Stream) chatFrame(choices ...ChunkChoice) *ChatCompletionChunk {
+	f := &ChatCompletionChunk{ID: s.m.ID, Object: "chat.completion.chunk", Created: s.m.Created, Model: s.m.Model,
+		SystemFingerprint: s.m.Fingerprint, Choices: choices}
+	if f.Choices == nil {
+		f.Choices = []ChunkChoice{}
+	}
+	if s.g.IncludeUsage {
+		f.Usage = nullUsage
+	}
+	if s.first && s.g.ReturnTokenIDs {
+		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
+	}
+	s.first = false
+	return f
+}
+
+func (s *Stream) textFrame(choices ...CompletionChoice) *Completion {
+	f := &Completion{ID: s.m.ID, Object: "text_completion", Created: s.m.Created, Model: s.m.Model,
+		SystemFingerprint: s.m.Fingerprint, Choices: choices}
+	if f.Choices == nil {
+		f.Choices = []CompletionChoice{}
+	}
+	if s.g.IncludeUsage {
+		f.Usage = nullUsage
+	}
+	if s.first && s.g.ReturnTokenIDs {
+		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
+	}
+	s.first = false
+	return f
+}
