@@ -300,14 +300,11 @@ func (t *Tokenizer) buildMerges(pairs [][2]string, byString map[string]int32) er
 	return nil
 }
 
-// cutSpace splits a merge string at its single separating space. (Byte-level
-// tokens never contain a literal space, so the first space is the separator.)
+// cutSpace splits a merge string "a b" at its one space, as HF does (it
+// rejects strings with any other number of spaces).
 func cutSpace(s string) (a, b string, ok bool) {
-	i := strings.IndexByte(s, ' ')
-	if i < 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
+	a, b, ok = strings.Cut(s, " ")
+	return a, b, ok && !strings.Contains(b, " ")
 }
 
 // modelID looks up a byte-level token string in the BPE vocab, using buf as
@@ -348,10 +345,6 @@ func (t *Tokenizer) addTokens(list []addedJSON) error {
 		t.pieces[a.ID] = string(b)
 		t.special[a.ID] = a.Special
 		t.added[a.Content] = a.ID
-		if t.addedIDs == nil {
-			t.addedIDs = make(map[int32]bool)
-		}
-		t.addedIDs[a.ID] = true
 		// HF matches non-normalized tokens first, then normalized ones in the
 		// remaining text; with no normalizer the flag only sets that order.
 		set := &plain
@@ -367,8 +360,6 @@ func (t *Tokenizer) addTokens(list []addedJSON) error {
 	}
 	return nil
 }
-
-func (t *Tokenizer) isAdded(id int32) bool { return t.addedIDs[id] }
 
 func (t *Tokenizer) setPostProcessor(raw json.RawMessage) error {
 	if isNull(raw) {

@@ -170,6 +170,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing byte", func(c map[string]any) { delete(model(c)["vocab"].(map[string]any), "Ġ") }, "byte 0x20"},
 		{"bad merge", func(c map[string]any) { model(c)["merges"] = []any{"a zz"} }, "merge 0"},
 		{"merge without space", func(c map[string]any) { model(c)["merges"] = []any{"ab"} }, "merge 0"},
+		{"merge with two spaces", func(c map[string]any) { model(c)["merges"] = []any{"a b c"} }, "merge 0"},
 		{"post-processor", func(c map[string]any) { c["post_processor"] = map[string]any{"type": "RobertaProcessing"} }, `post_processor "RobertaProcessing"`},
 		{"lstrip", func(c map[string]any) { c["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true }, "lstrip"},
 		{"not json", func(c map[string]any) { c["model"] = "x" }, "model"},

@@ -66,14 +66,13 @@ type Tokenizer struct {
 	merges       map[uint64]uint64 // pairKey -> rank<<32 | merged id
 	ignoreMerges bool
 
-	tokens   []string // id -> token string ("" when absent)
-	pieces   []string // id -> decoded bytes, while loading
-	blob     []byte   // all decoded bytes; id's are blob[off[id]:off[id+1]]
-	off      []uint32
-	present  []bool
-	special  []bool
-	added    map[string]int32
-	addedIDs map[int32]bool
+	tokens  []string // id -> token string ("" when absent)
+	pieces  []string // id -> decoded bytes, while loading
+	blob    []byte   // all decoded bytes; id's are blob[off[id]:off[id+1]]
+	off     []uint32
+	present []bool
+	special []bool
+	added   map[string]int32
 
 	passes []*matcher // added-token matchers: non-normalized, then normalized
 
