@@ -209,7 +209,10 @@ static void set_rope(const graph *g, int ic, int is, int row, int pos) {
   }
 }
 static void set_x(const graph *g, int ix, int row, int tok) {
-  for (int h = 0; h < M.H; h++) put(&g->in[ix], g->inbuf[ix], (size_t)row * M.H + h, tok < 0 ? 0 : f16f(M.embed[(size_t)tok * M.H + h]));
+  for (int h = 0; h < M.H; h++) {
+    float v = tok < 0 ? 0 : M.embed ? f16f(M.embed[(size_t)tok * M.H + h]) : 0.02f * (float)sin(tok * 0.37 + h * 0.11);
+    put(&g->in[ix], g->inbuf[ix], (size_t)row * M.H + h, v);
+  }
 }
 static void set_mask(const graph *g, int im, size_t i, int open, int additive) {
   if (additive) put(&g->in[im], g->inbuf[im], i, open ? 0.0f : -65504.0f);
@@ -677,8 +680,62 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   close_runner(&r);
 }
 
+/* smoke loads BODY + LMHEAD (any shape), prefills a short prompt and decodes a few tokens, with timings. */
+static int smoke(const char *dir, const char *body, const char *lmfile, void *backend, void *device) {
+  char path[1024];
+  uint64_t sz;
+  graph gs[4];
+  memset(gs, 0, sizeof gs);
+  snprintf(path, sizeof path, "%s/%s", dir, body);
+  void *buf = read_file(path, &sz);
+  load_graphs(buf, sz, gs, 4);
+  free(buf);
+  graph *d = !strcmp(gs[0].name, "decode") ? &gs[0] : &gs[1];
+  M.H = (int)d->in[find(d->in, d->nin, "x")].v2.dimensions[1];
+  M.D = (int)d->in[find(d->in, d->nin, "cos")].v2.dimensions[1];
+  const Qnn_Tensor_t *pk = &d->in[find(d->in, d->nin, "past_k_0")];
+  M.CTX = (int)pk->v2.dimensions[0];
+  M.kvh = (int)pk->v2.dimensions[1] / M.D;
+  M.L = (int)(d->nout - 1) / 2;
+  for (int i = 0; i < M.D / 2; i++) M.inv[i] = pow(500000.0, -2.0 * i / M.D);
+  snprintf(path, sizeof path, "%s/%s", dir, lmfile);
+  buf = read_file(path, &sz);
+  graph lg[2];
+  memset(lg, 0, sizeof lg);
+  load_graphs(buf, sz, lg, 2);
+  free(buf);
+  M.V = (int)lg[0].out[0].v2.dimensions[1];
+  printf("smoke: H %d L %d D %d kv_heads %d CTX %d V %d\n", M.H, M.L, M.D, M.kvh, M.CTX, M.V);
+  runner r;
+  memset(&r, 0, sizeof r);
+  double t0 = now_s();
+  open_runner(&r, dir, body, lmfile, backend, device);
+  printf("smoke: contexts loaded in %.2f s\n", now_s() - t0);
+  int toks[64] = {128000, 9906, 11, 1917, 0, 791, 3938, 374};
+  float **out = calloc(64, sizeof(float *));
+  out[7] = malloc(sizeof(float) * (size_t)M.V);
+  t0 = now_s();
+  eval(&r, toks, 0, 8, out);
+  printf("smoke: prefill (window %d) + lm-head %.2f s\n", r.W, now_s() - t0);
+  int next = argmax(out[7], M.V);
+  printf("smoke: tokens %d", next);
+  t0 = now_s();
+  for (int k = 0; k < 4; k++) {
+    decode_step(&r, next, 8 + k, out[7]);
+    next = argmax(out[7], M.V);
+    printf(" %d", next);
+  }
+  printf("\nsmoke: %.3f s per decode step + lm-head\n", (now_s() - t0) / 4);
+  close_runner(&r);
+  printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) { fprintf(stderr, "usage: harness LIBDIR DATADIR\n"); return 2; }
+  if (argc != 3 && !(argc == 6 && !strcmp(argv[3], "smoke"))) {
+    fprintf(stderr, "usage: harness LIBDIR DATADIR | harness LIBDIR DIR smoke BODY.hsim LMHEAD.hsim\n");
+    return 2;
+  }
   const char *libdir = argv[1], *dir = argv[2];
   char path[1024];
   snprintf(path, sizeof path, "%s/libQnnHtp.so", libdir);
@@ -750,6 +807,7 @@ int main(int argc, char **argv) {
         "recorded power config");
   CHECK(inf->perfInfra.setPowerConfig(pid + 100, pl1) != 0, "unknown power id refused");
 
+  if (argc == 6) return smoke(dir, argv[4], argv[5], backend, device);
   /* malformed binaries */
   uint64_t sz;
   snprintf(path, sizeof path, "%s/f16w_qhexrt_w16.hsim", dir);

@@ -47,7 +47,14 @@ func main() {
 	goldenPath := flag.String("golden", "testdata/tinyllama/golden_tiny_public.json", "golden file")
 	out := flag.String("out", "build/hostsim/test", "output directory")
 	ctx := flag.Int("ctx", 512, "context length (KV slots)")
+	preset := flag.String("preset", "", "instead of the golden variants, write one int8 chunked model of this tinyllama preset (e.g. llama-3.2-1b) as PRESET.hsim + PRESET_lmhead.hsim")
 	flag.Parse()
+	if *preset != "" {
+		if err := runPreset(*preset, *out, *ctx); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := run(*goldenPath, *out, *ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -69,9 +76,7 @@ func run(goldenPath, out string, ctx int) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	h := simfile.Hyper{Hidden: cfg.HiddenSize, Layers: cfg.NumHiddenLayers, Heads: cfg.NumAttentionHeads,
-		KVHeads: cfg.NumKeyValueHeads, HeadDim: cfg.HeadDim, FFN: cfg.IntermediateSize, Vocab: cfg.VocabSize,
-		Ctx: ctx, RMSEps: float32(cfg.RMSNormEps), TiedLMHead: cfg.TieWordEmbeddings}
+	h := hyperOf(cfg, ctx)
 	src := func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(cfg, w.Name) }
 
 	lmheads := []struct {
@@ -157,6 +162,30 @@ func run(goldenPath, out string, ctx int) error {
 		fmt.Fprintln(w)
 	}
 	return w.Flush()
+}
+
+// runPreset writes a large model (int8 weights, f16 I/O and KV, chunked, window 128) for load/speed smoke tests.
+func runPreset(name, out string, ctx int) error {
+	cfg, err := tinyllama.Preset(name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	h := hyperOf(cfg, ctx)
+	src := func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(cfg, w.Name) }
+	pre, dec, lm := simfile.DefaultGraphs(h, simfile.Chunked, 128, simfile.F16, simfile.F16, simfile.MaskAdditive)
+	if err := writeFile(filepath.Join(out, name+".hsim"), h, []simfile.Graph{pre, dec}, simfile.WeightSpecs(h, true, false), simfile.WeightInt8, src); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(out, name+"_lmhead.hsim"), h, []simfile.Graph{lm}, simfile.WeightSpecs(h, false, true), simfile.WeightInt8, src)
+}
+
+func hyperOf(cfg tinyllama.Config, ctx int) simfile.Hyper {
+	return simfile.Hyper{Hidden: cfg.HiddenSize, Layers: cfg.NumHiddenLayers, Heads: cfg.NumAttentionHeads,
+		KVHeads: cfg.NumKeyValueHeads, HeadDim: cfg.HeadDim, FFN: cfg.IntermediateSize, Vocab: cfg.VocabSize,
+		Ctx: ctx, RMSEps: float32(cfg.RMSNormEps), TiedLMHead: cfg.TieWordEmbeddings}
 }
 
 func writeFile(path string, h simfile.Hyper, graphs []simfile.Graph, ws []simfile.Weight, wf simfile.WeightFormat,
