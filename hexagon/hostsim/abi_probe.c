@@ -51,7 +51,7 @@ int main(void) {
   S(QnnDevice_PlatformInfo_t); O(QnnDevice_PlatformInfo_t, v1.hwDevices);
   S(QnnDevice_HardwareDeviceInfo_t); O(QnnDevice_HardwareDeviceInfo_t, v1.cores);
   O(QnnDevice_HardwareDeviceInfo_t, v1.deviceInfoExtension);
-  S(QnnHtpDevice_DeviceInfoExtension_t); O(QnnHtpDevice_DeviceInfoExtension_t, socModel);
-  O(QnnHtpDevice_DeviceInfoExtension_t, arch);
+  S(QnnHtpDevice_DeviceInfoExtension_t); printf("QnnHtpDevice_DeviceInfoExtension_t.socModel %zu\n", offsetof(QnnHtpDevice_DeviceInfoExtension_t, onChipDevice.socModel));
+  printf("QnnHtpDevice_DeviceInfoExtension_t.arch %zu\n", offsetof(QnnHtpDevice_DeviceInfoExtension_t, onChipDevice.arch));
   return 0;
 }

@@ -488,7 +488,7 @@ static Qnn_ErrorHandle_t deviceGetPlatformInfo(void *log, const QnnDevice_Platfo
   if (!out) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceGetPlatformInfo: NULL out");
   platform_block *b = calloc(1, sizeof *b);
   if (!b) return QNN_COMMON_ERROR_MEM_ALLOC;
-  b->ext = (QnnHtpDevice_DeviceInfoExtension_t){0, 69, 1, 1, 79};
+  b->ext = (QnnHtpDevice_DeviceInfoExtension_t){0, {8, 69, 1, 1, 79}};
   b->core.version = 1;
   b->hw.version = 1;
   b->hw.v1.numCores = 1;

@@ -304,11 +304,14 @@ typedef struct { uint32_t option; union { uint64_t value; }; } QnnHtpContext_Cus
 
 /* ---- platform info (hostsim's reconstruction; see FORMAT.md) ---- */
 typedef struct {
-  uint32_t devType;
-  uint32_t socModel;
-  uint8_t signedPdSupport;
-  uint8_t dlbcSupport;
-  uint32_t arch;
+  uint32_t devType; /* 0 = ON_CHIP */
+  struct {
+    size_t vtcmSize; /* MB */
+    uint32_t socModel;
+    uint8_t signedPdSupport;
+    uint8_t dlbcSupport;
+    uint32_t arch;
+  } onChipDevice;
 } QnnHtpDevice_DeviceInfoExtension_t;
 typedef struct { uint32_t version; struct { uint32_t coreId, coreType; void *ext; } v1; } QnnDevice_CoreInfo_t;
 typedef struct {
@@ -414,6 +417,9 @@ HS_ASSERT_SIZE(QnnHtpContext_CustomProperty_t, 16);
 HS_ASSERT_SIZE(QnnDevice_PlatformInfo_t, 24);
 HS_ASSERT_SIZE(QnnDevice_HardwareDeviceInfo_t, 40);
 HS_ASSERT_SIZE(QnnDevice_CoreInfo_t, 24);
-HS_ASSERT_SIZE(QnnHtpDevice_DeviceInfoExtension_t, 16);
+HS_ASSERT_SIZE(QnnHtpDevice_DeviceInfoExtension_t, 32);
+HS_ASSERT_OFF(QnnHtpDevice_DeviceInfoExtension_t, onChipDevice.socModel, 16);
+HS_ASSERT_OFF(QnnHtpDevice_DeviceInfoExtension_t, onChipDevice.signedPdSupport, 20);
+HS_ASSERT_OFF(QnnHtpDevice_DeviceInfoExtension_t, onChipDevice.arch, 24);
 
 #endif

@@ -785,7 +785,7 @@ int main(int argc, char **argv) {
   CHECK(FN(T, SLOT_deviceCreate, devcreate_t)(log, dlist, &device) == 0, "deviceCreate");
   const QnnDevice_PlatformInfo_t *pi = NULL;
   CHECK(FN(T, SLOT_deviceGetPlatformInfo, platinfo_t)(log, &pi) == 0 && pi->v1.numHwDevices == 1 &&
-            pi->v1.hwDevices[0].v1.deviceInfoExtension->arch == 79 && pi->v1.hwDevices[0].v1.deviceInfoExtension->socModel == 69,
+            pi->v1.hwDevices[0].v1.deviceInfoExtension->onChipDevice.arch == 79 && pi->v1.hwDevices[0].v1.deviceInfoExtension->onChipDevice.socModel == 69,
         "platform info");
   CHECK(FN(T, SLOT_deviceFreePlatformInfo, platfree_t)(log, pi) == 0, "free platform info");
   const QnnHtpDevice_Infrastructure_t *inf = NULL;
