@@ -2,63 +2,94 @@ package inference
 
 import "math"
 
-// collect appends to out every id not in skip (a bitset, nil for none) whose
-// logit is at least m-delta, where m is the largest logit among those ids,
-// and returns them (in id order) with m. One pass over the logits in their
-// native type: the threshold follows the running maximum, so for peaked
-// distributions almost nothing but a compare happens per element.
-func collect(l Logits, delta float32, skip []uint64, out []cand) ([]cand, float32) {
-	m := float32(math.Inf(-1))
-	switch {
-	case l.Type == F32:
-		out, m = collectF32(l.F32, delta, skip, out)
-	case l.Type == F16:
-		out, m = collectF16(l.Raw16, delta, skip, out)
-	case l.Type == U16 && l.Scale > 0:
-		out, m = collectU16(l, delta, skip, out)
-	default:
-		thr := m
-		for i := range l.Len() {
-			v := l.At(i)
-			if v >= thr && (skip == nil || !bit(skip, int32(i))) {
-				out = append(out, cand{int32(i), v})
-				if v > m {
-					m, thr = v, v-delta
-				}
-			}
-		}
-	}
-	// Drop what an earlier, lower maximum let in.
-	thr := m - delta
-	n := 0
-	for _, x := range out {
-		if x.v >= thr {
-			out[n] = x
-			n++
-		}
-	}
-	return out[:n], m
+// The scans below read logits in their native type. Each inner loop is a
+// tight compare-and-advance (unrolled by four); only elements that pass it
+// (rare for peaked distributions) pay for a skip-set lookup and an append.
+
+func skipped(skip []uint64, i int) bool {
+	return skip != nil && skip[i>>6]&(1<<(uint(i)&63)) != 0
 }
 
-func collectF32(x []float32, delta float32, skip []uint64, out []cand) ([]cand, float32) {
-	m := float32(math.Inf(-1))
-	thr := m
-	for i, v := range x {
-		if v >= thr {
-			if skip != nil && skip[i>>6]&(1<<(uint(i)&63)) != 0 {
-				continue
-			}
-			out = append(out, cand{int32(i), v})
-			if v > m {
-				m, thr = v, v-delta
-			}
+// argmax returns the first index of the largest logit among the ids not in
+// skip (-1 if there is none: all skipped or NaN) and its value.
+func argmax(l Logits, skip []uint64) (int, float32) {
+	switch {
+	case l.Type == F32:
+		return argmaxF32(l.F32, skip)
+	case l.Type == F16:
+		return argmaxF16(l.Raw16, skip)
+	case l.Type == U16 && l.Scale > 0:
+		return argmaxU16(l, skip)
+	}
+	best, m := -1, float32(math.Inf(-1))
+	for i := range l.Len() {
+		if v := l.At(i); (v > m || best < 0 && v == m) && !skipped(skip, i) {
+			best, m = i, v
 		}
 	}
-	return out, m
+	return best, m
+}
+
+// above appends to out the ids not in skip whose logit is at least thr, in
+// id order.
+func above(l Logits, thr float32, skip []uint64, out []cand) []cand {
+	switch {
+	case l.Type == F32:
+		return aboveF32(l.F32, thr, skip, out)
+	case l.Type == F16:
+		return aboveF16(l.Raw16, thr, skip, out)
+	case l.Type == U16 && l.Scale > 0:
+		return aboveU16(l, thr, skip, out)
+	}
+	for i := range l.Len() {
+		if v := l.At(i); v >= thr && !skipped(skip, i) {
+			out = append(out, cand{int32(i), v})
+		}
+	}
+	return out
+}
+
+func argmaxF32(x []float32, skip []uint64) (int, float32) {
+	best, m := -1, float32(math.Inf(-1))
+	for i := 0; i < len(x); i++ {
+		if best >= 0 {
+			for i+4 <= len(x) && x[i] <= m && x[i+1] <= m && x[i+2] <= m && x[i+3] <= m {
+				i += 4
+			}
+			for i < len(x) && x[i] <= m {
+				i++
+			}
+			if i == len(x) {
+				break
+			}
+		}
+		if v := x[i]; v == v && (v > m || best < 0) && !skipped(skip, i) {
+			best, m = i, v
+		}
+	}
+	return best, m
+}
+
+func aboveF32(x []float32, thr float32, skip []uint64, out []cand) []cand {
+	for i := 0; i < len(x); i++ {
+		for i+4 <= len(x) && x[i] < thr && x[i+1] < thr && x[i+2] < thr && x[i+3] < thr {
+			i += 4
+		}
+		for i < len(x) && x[i] < thr {
+			i++
+		}
+		if i == len(x) {
+			break
+		}
+		if v := x[i]; v == v && !skipped(skip, i) {
+			out = append(out, cand{int32(i), v})
+		}
+	}
+	return out
 }
 
 // halfKey maps half-precision bits to a key with the same order as the
-// values they encode (NaNs aside).
+// values they encode (NaNs aside; -0 sorts just below +0).
 func halfKey(h uint16) int { return int(h ^ (uint16(int16(h)>>15) | 0x8000)) }
 
 func keyHalf(k int) uint16 {
@@ -88,55 +119,126 @@ func halfKeyCeil(x float32) int {
 	return lo
 }
 
-func collectF16(x []uint16, delta float32, skip []uint64, out []cand) ([]cand, float32) {
-	m := float32(math.Inf(-1))
-	km, kthr := -1, keyNegInf
-	for i, h := range x {
-		k := int(h ^ (uint16(int16(h)>>15) | 0x8000))
-		if k >= kthr {
-			if h&0x7fff > 0x7c00 || skip != nil && skip[i>>6]&(1<<(uint(i)&63)) != 0 {
-				continue // NaN or skipped
-			}
-			v := HalfToFloat(h)
-			out = append(out, cand{int32(i), v})
-			if k > km {
-				km, m = k, v
-				kthr = halfKeyCeil(v - delta)
-			}
+func isNaN16(h uint16) bool { return h&0x7fff > 0x7c00 }
+
+// scanF16 advances i past the halves whose key is below kthr.
+func scanF16(x []uint16, i, kthr int) int {
+	if kthr >= 0x8000 {
+		// A threshold ≥ +0: compare the bits as int16, where every
+		// negative half is below any non-negative one.
+		t := int16(kthr - 0x8000)
+		for i+4 <= len(x) && int16(x[i]) < t && int16(x[i+1]) < t && int16(x[i+2]) < t && int16(x[i+3]) < t {
+			i += 4
 		}
+		for i < len(x) && int16(x[i]) < t {
+			i++
+		}
+		return i
 	}
-	return out, m
+	for i < len(x) && halfKey(x[i]) < kthr {
+		i++
+	}
+	return i
 }
 
-// collectU16 handles fixed point with a positive scale, where the value
-// grows with the raw code.
-func collectU16(l Logits, delta float32, skip []uint64, out []cand) ([]cand, float32) {
-	m := float32(math.Inf(-1))
-	qm, qthr := -1, 0
-	val := func(q int) float32 { return (float32(q) + float32(l.Offset)) * l.Scale }
-	for i, q16 := range l.Raw16 {
-		q := int(q16)
-		if q >= qthr {
-			if skip != nil && skip[i>>6]&(1<<(uint(i)&63)) != 0 {
-				continue
+func argmaxF16(x []uint16, skip []uint64) (int, float32) {
+	best, km := -1, -1
+	for i := 0; i < len(x); i++ {
+		if best >= 0 {
+			// strictly greater than km; -0 (0x7fff) equals +0 (0x8000)
+			kthr := km + 1
+			if km == 0x7fff {
+				kthr = 0x8001
 			}
-			v := val(q)
-			out = append(out, cand{int32(i), v})
-			if q > qm {
-				qm, m = q, v
-				// smallest code whose value is at least v-delta
-				lo, hi := 0, q
-				for lo < hi {
-					mid := (lo + hi) / 2
-					if val(mid) >= v-delta {
-						hi = mid
-					} else {
-						lo = mid + 1
-					}
-				}
-				qthr = lo
+			if i = scanF16(x, i, kthr); i == len(x) {
+				break
 			}
 		}
+		h := x[i]
+		if k := halfKey(h); !isNaN16(h) && (k > km || best < 0) && !skipped(skip, i) &&
+			!(best >= 0 && km == 0x7fff && k == 0x8000) {
+			best, km = i, k
+		}
 	}
-	return out, m
+	if best < 0 {
+		return -1, float32(math.Inf(-1))
+	}
+	return best, HalfToFloat(keyHalf(km))
+}
+
+func aboveF16(x []uint16, thr float32, skip []uint64, out []cand) []cand {
+	kthr := halfKeyCeil(thr)
+	for i := 0; i < len(x); i++ {
+		if i = scanF16(x, i, kthr); i == len(x) {
+			break
+		}
+		if h := x[i]; !isNaN16(h) && !skipped(skip, i) {
+			out = append(out, cand{int32(i), HalfToFloat(h)})
+		}
+	}
+	return out
+}
+
+// U16 with a positive scale: the value grows with the code.
+
+func u16Val(l Logits, q int) float32 { return (float32(q) + float32(l.Offset)) * l.Scale }
+
+func argmaxU16(l Logits, skip []uint64) (int, float32) {
+	x := l.Raw16
+	best, qm := -1, -1
+	for i := 0; i < len(x); i++ {
+		if best >= 0 {
+			if qm == 0xffff {
+				break
+			}
+			t := uint16(qm)
+			for i+4 <= len(x) && x[i] <= t && x[i+1] <= t && x[i+2] <= t && x[i+3] <= t {
+				i += 4
+			}
+			for i < len(x) && x[i] <= t {
+				i++
+			}
+			if i == len(x) {
+				break
+			}
+		}
+		if q := int(x[i]); (q > qm || best < 0) && !skipped(skip, i) {
+			best, qm = i, q
+		}
+	}
+	if best < 0 {
+		return -1, float32(math.Inf(-1))
+	}
+	return best, u16Val(l, qm)
+}
+
+func aboveU16(l Logits, thr float32, skip []uint64, out []cand) []cand {
+	lo, hi := 0, 1<<16 // the smallest code whose value is at least thr
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if u16Val(l, mid) >= thr {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo > 0xffff {
+		return out
+	}
+	x, t := l.Raw16, uint16(lo)
+	for i := 0; i < len(x); i++ {
+		for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
+			i += 4
+		}
+		for i < len(x) && x[i] < t {
+			i++
+		}
+		if i == len(x) {
+			break
+		}
+		if !skipped(skip, i) {
+			out = append(out, cand{int32(i), u16Val(l, int(x[i]))})
+		}
+	}
+	return out
 }

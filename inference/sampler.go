@@ -3,6 +3,7 @@ package inference
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // cand is a candidate token and its logit.
@@ -15,12 +16,16 @@ type cand struct {
 func better(a, b cand) bool { return a.v > b.v || a.v == b.v && a.id < b.id }
 
 const (
-	// sampleCutoff: a token more than sampleCutoff·T below the best logit has
-	// weight < e^-26 relative to the best; all of them together (V = 128,256)
-	// weigh < 1e-6 of it, so the sampler ignores them.
-	sampleCutoff = 26
-	// logprobCutoff: the same for the raw log-softmax (total error < 1e-8).
-	logprobCutoff = 30
+	// sampleCutoff: a token more than sampleCutoff·T below the best logit
+	// weighs < e^-20 = 2e-9 of the best, so the sampler ignores it. All such
+	// tokens together (V = 128,256) weigh at most 2.6e-4 of the best token
+	// (in practice far less), which bounds the error this makes in top_p's
+	// mass and in the kept tokens' probabilities. top_k, min_p and greedy
+	// are exact.
+	sampleCutoff = 20
+	// logprobCutoff: the same for the raw log-softmax (logprob error at
+	// most 2.6e-4 nats, in practice far less).
+	logprobCutoff = 20
 )
 
 // sampler turns logits into tokens for one request. The worker owns one and
@@ -40,13 +45,15 @@ type sampler struct {
 	tlist   []int32   // the touched ids, in first-touch order
 	prompt  []int32
 
-	raw   []cand // collected raw logits (untouched ids)
-	tv    []cand // touched ids, adjusted
-	cands []cand // candidates after penalties, within the cutoff
-	kept  []cand
-	ws    []float64
+	raw   []cand    // collected raw logits (untouched ids)
+	tv    []cand    // touched ids, adjusted
+	cands []cand    // candidates after penalties, within the cutoff
+	kept  []cand    // top_k output
+	ws    []float64 // weights of the filter's input
+	pbuf  []cand    // top_p output
+	pw    []float64 // and its weights
+	edge  []int
 	m     float32 // best adjusted logit
-	mu    float32 // best raw logit among untouched ids
 }
 
 func newSampler(vocab int) *sampler {
@@ -60,6 +67,8 @@ func newSampler(vocab int) *sampler {
 		cands:   make([]cand, 0, vocab),
 		kept:    make([]cand, 0, vocab),
 		ws:      make([]float64, 0, vocab),
+		pbuf:    make([]cand, 0, vocab),
+		pw:      make([]float64, 0, vocab),
 	}
 }
 
@@ -142,113 +151,182 @@ func (s *sampler) adjust(v float32, id int32) float32 {
 	return v + s.bias[id]
 }
 
-// prepare collects the candidates of one step: s.cands holds every token
+// prepare collects the candidates of one step into s.cands: every token
 // whose adjusted logit is within delta of the best (s.m), where delta is 0
-// for greedy and T·sampleCutoff otherwise; s.raw holds the untouched ids'
-// raw logits within max(delta, logprobCutoff when wantLP) of theirs.
+// for greedy and T·sampleCutoff otherwise. The touched ids (penalties, bias)
+// are computed first, one by one; the vocabulary scans skip them. With
+// wantLP, s.raw also holds the untouched ids' raw logits within
+// logprobCutoff of the best raw logit.
 func (s *sampler) prepare(l Logits, wantLP bool) {
-	var dS float32
-	if s.p.Temperature > 0 {
-		dS = s.p.Temperature * sampleCutoff
-	}
-	d := dS
-	if wantLP && d < logprobCutoff {
-		d = logprobCutoff
-	}
 	var skip []uint64
 	if len(s.tlist) > 0 {
 		skip = s.touched
 	}
-	s.raw, s.mu = collect(l, d, skip, s.raw[:0])
-	m := s.mu
+	inf := float32(math.Inf(-1))
+	mt, rt := inf, inf // best adjusted and best raw logit of the touched ids
 	s.tv = s.tv[:0]
 	for _, id := range s.tlist {
-		v := s.adjust(l.At(int(id)), id)
+		r := l.At(int(id))
+		v := s.adjust(r, id)
 		s.tv = append(s.tv, cand{id, v})
-		if v > m {
-			m = v
-		}
+		mt, rt = max(mt, v), max(rt, r)
 	}
-	s.m = m
-	thr := m - dS
+	best, mu := argmax(l, skip)
+	m := max(mu, mt)
+	var dS float32
+	if s.p.Temperature > 0 {
+		dS = s.p.Temperature * sampleCutoff
+	}
 	c := s.cands[:0]
-	for _, x := range s.raw {
-		if x.v >= thr {
-			c = append(c, x)
+	s.raw = s.raw[:0]
+	if dS == 0 && !wantLP {
+		if best >= 0 && mu >= m {
+			c = append(c, cand{int32(best), mu})
+		}
+	} else {
+		thr := m - dS
+		if wantLP {
+			thr = min(thr, max(mu, rt)-logprobCutoff)
+		}
+		s.raw = above(l, thr, skip, s.raw)
+		for _, x := range s.raw {
+			if x.v >= m-dS {
+				c = append(c, x)
+			}
 		}
 	}
 	for _, x := range s.tv {
-		if x.v >= thr {
+		if x.v >= m-dS {
 			c = append(c, x)
 		}
 	}
-	s.cands = c
+	s.m, s.cands = m, c
 }
 
 // filter applies top_k, the temperature softmax, top_p and min_p to s.cands
-// and returns the kept tokens with their unnormalised weights.
+// and returns the kept tokens with their unnormalised weights (the best
+// token weighs 1). No step sorts more than the tokens it keeps: top_k is a
+// bounded heap, top_p buckets the weights by binary exponent and sorts only
+// the bucket where the cumulative mass crosses p.
 func (s *sampler) filter() ([]cand, []float64) {
-	t := float64(s.p.Temperature)
-	m := float64(s.m)
 	c := s.cands
-	ws := s.ws[:0]
-	kept := s.kept[:0]
-	topP := float64(s.p.TopP)
-	useP := topP > 0 && topP < 1
 	if k := s.p.TopK; k > 0 && k < len(c) {
-		heapify(c)
-		var z float64
-		for range k {
-			x := pop(&c)
-			w := math.Exp((float64(x.v) - m) / t)
-			kept, ws = append(kept, x), append(ws, w)
-			z += w
-		}
-		if useP {
-			cum := 0.0
-			for i, w := range ws {
-				cum += w
-				if cum >= topP*z {
-					kept, ws = kept[:i+1], ws[:i+1]
-					break
-				}
-			}
-		}
-	} else if useP {
-		var z float64
-		for _, x := range c {
-			z += math.Exp((float64(x.v) - m) / t)
-		}
-		heapify(c)
-		cum := 0.0
-		for len(c) > 0 {
-			x := pop(&c)
-			w := math.Exp((float64(x.v) - m) / t)
-			kept, ws = append(kept, x), append(ws, w)
-			cum += w
-			if cum >= topP*z {
-				break
-			}
-		}
-	} else {
-		kept = append(kept, c...)
-		for _, x := range c {
-			ws = append(ws, math.Exp((float64(x.v)-m)/t))
-		}
+		c = topK(c, k, s.kept[:0])
+	}
+	inv := 1 / s.p.Temperature
+	ws := s.ws[:0]
+	var z float64
+	for _, x := range c {
+		w := float64(expNeg((x.v - s.m) * inv))
+		ws = append(ws, w)
+		z += w
+	}
+	if p := float64(s.p.TopP); p > 0 && p < 1 {
+		c, ws = s.topP(c, ws, p*z)
 	}
 	if mp := float64(s.p.MinP); mp > 0 {
 		// The best token has weight 1, so p ≥ min_p·p_max is w ≥ min_p.
 		n := 0
 		for i, w := range ws {
 			if w >= mp {
-				kept[n], ws[n] = kept[i], w
+				c[n], ws[n] = c[i], w
 				n++
 			}
 		}
-		kept, ws = kept[:n], ws[:n]
+		c, ws = c[:n], ws[:n]
 	}
-	s.kept, s.ws = kept, ws
-	return kept, ws
+	s.ws = ws
+	return c, ws
+}
+
+// topK returns the k best of c (in heap order) in out.
+func topK(c []cand, k int, out []cand) []cand {
+	h := append(out, c[:k]...)
+	// a min-heap on "better": the root is the worst kept candidate
+	worse := func(a, b cand) bool { return better(b, a) }
+	sift := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			b := l
+			if r := l + 1; r < len(h) && worse(h[r], h[l]) {
+				b = r
+			}
+			if !worse(h[b], h[i]) {
+				return
+			}
+			h[i], h[b] = h[b], h[i]
+			i = b
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		sift(i)
+	}
+	for _, x := range c[k:] {
+		if better(x, h[0]) {
+			h[0] = x
+			sift(0)
+		}
+	}
+	return h
+}
+
+// topP keeps the smallest set of best tokens whose weights reach mass.
+// Weights are in (0, 1]; they are bucketed by binary exponent and the top
+// four mantissa bits (bucket 0 holds the heaviest), so one pass over the
+// bucket masses finds the bucket where the cumulative mass crosses, and only
+// that bucket is sorted.
+func (s *sampler) topP(c []cand, ws []float64, mass float64) ([]cand, []float64) {
+	const nb = 64 * 16
+	var bm [nb]float64
+	bucket := func(w float64) int {
+		b := math.Float64bits(w)
+		e := 1023 - int(b>>52&0x7ff) // 0 for w in [1, 2)
+		if e >= 64 {
+			return nb - 1
+		}
+		return e<<4 | int(15-b>>48&15)
+	}
+	for _, w := range ws {
+		bm[bucket(w)] += w
+	}
+	cum, cross := 0.0, nb-1
+	for b, m := range bm {
+		if cum+m >= mass {
+			cross = b
+			break
+		}
+		cum += m
+	}
+	// Keep buckets above the crossing one; sort the crossing bucket.
+	kept, kw, edge := s.pbuf[:0], s.pw[:0], s.edge[:0]
+	for i, w := range ws {
+		switch b := bucket(w); {
+		case b < cross:
+			kept = append(kept, c[i])
+			kw = append(kw, w)
+		case b == cross:
+			edge = append(edge, i)
+		}
+	}
+	slices.SortFunc(edge, func(a, b int) int {
+		if better(c[a], c[b]) {
+			return -1
+		}
+		return 1
+	})
+	for _, i := range edge {
+		if cum >= mass {
+			break
+		}
+		kept = append(kept, c[i])
+		kw = append(kw, ws[i])
+		cum += ws[i]
+	}
+	s.pbuf, s.pw, s.edge = kept, kw, edge
+	return kept, kw
 }
 
 // sample picks the next token from l. With wantLP it also returns the
@@ -298,7 +376,7 @@ func (s *sampler) logprobs(l Logits, id int32, top int) *Logprob {
 		set = append(set, cand{x.id, l.At(int(x.id))})
 	}
 	if len(set) < top && len(set) < l.Len() { // too few within the cutoff: take them all
-		set, _ = collect(l, float32(math.Inf(1)), nil, s.raw[:0])
+		set = above(l, float32(math.Inf(-1)), nil, s.raw[:0])
 	}
 	s.raw = set[:0]
 	mx := float32(math.Inf(-1))
@@ -307,54 +385,43 @@ func (s *sampler) logprobs(l Logits, id int32, top int) *Logprob {
 	}
 	var z float64
 	for _, x := range set {
-		z += math.Exp(float64(x.v - mx))
+		z += float64(expNeg(x.v - mx))
 	}
 	lse := float64(mx) + math.Log(z)
 	lp := &Logprob{TokenLogprob: TokenLogprob{ID: id, Logprob: float32(float64(l.At(int(id))) - lse)}}
 	if top > 0 {
-		heapify(set)
-		for range min(top, len(set)) {
-			x := pop(&set)
+		best := set
+		if top < len(set) {
+			best = topK(set, top, s.kept[:0])
+		}
+		slices.SortFunc(best, func(a, b cand) int {
+			if better(a, b) {
+				return -1
+			}
+			return 1
+		})
+		for _, x := range best {
 			lp.Top = append(lp.Top, TokenLogprob{ID: x.id, Logprob: float32(float64(x.v) - lse)})
 		}
 	}
 	return lp
 }
 
-// heapify orders h as a binary heap with the best candidate at the root.
-func heapify(h []cand) {
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(h, i)
-	}
-}
+const (
+	log2e = 1.44269504088896341
+	ln2hi = 0.693359375
+	ln2lo = -2.12194440e-4
+)
 
-func down(h []cand, i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		b := l
-		if r := l + 1; r < n && better(h[r], h[l]) {
-			b = r
-		}
-		if !better(h[b], h[i]) {
-			return
-		}
-		h[i], h[b] = h[b], h[i]
-		i = b
+// expNeg returns e^x for x ≤ 0 with a relative error below 3e-7 (0 below
+// -87), several times faster than math.Exp.
+func expNeg(x float32) float32 {
+	if x < -87 || x != x {
+		return 0
 	}
-}
-
-// pop removes and returns the best candidate of the heap *h.
-func pop(h *[]cand) cand {
-	a := *h
-	x := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	down(a, 0)
-	*h = a
-	return x
+	k := int32(x*log2e - 0.5) // round(x/ln2) for x ≤ 0
+	fk := float32(k)
+	r := x - fk*ln2hi - fk*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
+	return p * math.Float32frombits(uint32(k+127)<<23)
 }

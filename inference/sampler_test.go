@@ -183,6 +183,22 @@ func TestGreedyArgmax(t *testing.T) {
 	if got, _ := s.sample(f32(x), false, 0); got != 3 {
 		t.Fatalf("tie: got %d, want the lowest id 3", got)
 	}
+	h := make([]uint16, 1000) // +0 and -0 everywhere, 1.5 at 5 and 600
+	for i := range h {
+		h[i] = uint16(i%2) << 15
+	}
+	q := make([]uint16, 1000)
+	for _, l := range []Logits{{Type: F16, Raw16: h}, {Type: U16, Raw16: q, Scale: 0.5, Offset: -3}} {
+		if got, _ := s.sample(l, false, 0); got != 0 {
+			t.Fatalf("%v all equal: got %d, want 0", l.Type, got)
+		}
+	}
+	h[600], h[5], q[600], q[5] = 0x3e00, 0x3e00, 9, 9
+	for _, l := range []Logits{{Type: F16, Raw16: h}, {Type: U16, Raw16: q, Scale: 0.5, Offset: -3}} {
+		if got, _ := s.sample(l, false, 0); got != 5 {
+			t.Fatalf("%v tie: got %d, want 5", l.Type, got)
+		}
+	}
 }
 
 func TestSeededReproducible(t *testing.T) {
@@ -355,6 +371,18 @@ func TestNativeTypes(t *testing.T) {
 					b.accept(ib)
 				}
 			}
+		}
+	}
+}
+
+func TestExpNeg(t *testing.T) {
+	for x := float32(-90); x <= 0; x += 0.0137 {
+		got, want := float64(expNeg(x)), math.Exp(float64(x))
+		if x < -87 {
+			want = 0
+		}
+		if math.Abs(got-want) > 3e-7*want {
+			t.Fatalf("expNeg(%v) = %v, want %v", x, got, want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ type Model struct {
 	gate    chan struct{}
 	fails   []error
 	calls   []Call
+	noCalls bool
 	closed  bool
 }
 
@@ -89,6 +90,14 @@ func (m *Model) Fail(errs ...error) {
 	m.mu.Unlock()
 }
 
+// Record turns the recording of Evals for Calls on (the default) or off
+// (benchmarks: each record copies the sequence).
+func (m *Model) Record(on bool) {
+	m.mu.Lock()
+	m.noCalls = !on
+	m.mu.Unlock()
+}
+
 // Calls returns the Evals made so far.
 func (m *Model) Calls() []Call {
 	m.mu.Lock()
@@ -106,7 +115,9 @@ func (m *Model) Closed() bool {
 // Eval implements inference.Model.
 func (m *Model) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
 	m.mu.Lock()
-	m.calls = append(m.calls, Call{Seq: slices.Clone(seq), Valid: valid})
+	if !m.noCalls {
+		m.calls = append(m.calls, Call{Seq: slices.Clone(seq), Valid: valid})
+	}
 	latency, gate := m.latency, m.gate
 	var fail error
 	if len(m.fails) > 0 {

@@ -1,0 +1,65 @@
+package inference
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+const llamaVocab = 128256
+
+// peakedLogits resembles an LM head's output: a broad bulk (N(0, 2.5)) and a
+// few dozen plausible tokens well above it.
+func peakedLogits(r *rand.Rand) []float32 {
+	x := randLogits(r, llamaVocab, 2.5)
+	for k := range 40 {
+		x[r.IntN(llamaVocab)] = 22 - 0.4*float32(k) + float32(r.NormFloat64())
+	}
+	return x
+}
+
+func toF16(x []float32) Logits {
+	h := make([]uint16, len(x))
+	for i, v := range x {
+		h[i] = floatToHalf(v)
+	}
+	return Logits{Type: F16, Raw16: h}
+}
+
+func benchSample(b *testing.B, l Logits, p Sampling, lp bool) {
+	s := newSampler(llamaVocab)
+	r := rand.New(rand.NewPCG(1, 1))
+	prompt := make([]int32, 200)
+	for i := range prompt {
+		prompt[i] = int32(r.IntN(llamaVocab))
+	}
+	s.reset(p, prompt, 1)
+	s.startChoice()
+	for range 50 {
+		s.accept(int32(r.IntN(llamaVocab)))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		s.sample(l, lp, 5)
+	}
+	b.ReportMetric(float64(len(s.cands)), "candidates")
+}
+
+// BenchmarkSample measures one sampling step over the Llama-3 vocabulary.
+func BenchmarkSample(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	peaked := peakedLogits(r)
+	flat := randLogits(r, llamaVocab, 1)
+	nucleus := Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
+	u16 := Logits{Type: U16, Raw16: make([]uint16, llamaVocab), Scale: 0.001, Offset: -30000}
+	for i, v := range peaked {
+		u16.Raw16[i] = uint16(min(max(float64(v)/0.001+30000, 0), 65535))
+	}
+	b.Run("greedy/F32", func(b *testing.B) { benchSample(b, f32(peaked), Sampling{}, false) })
+	b.Run("greedy/F16", func(b *testing.B) { benchSample(b, toF16(peaked), Sampling{}, false) })
+	b.Run("greedy/U16", func(b *testing.B) { benchSample(b, u16, Sampling{}, false) })
+	b.Run("nucleus+penalties/F32", func(b *testing.B) { benchSample(b, f32(peaked), nucleus, false) })
+	b.Run("nucleus+penalties/F16", func(b *testing.B) { benchSample(b, toF16(peaked), nucleus, false) })
+	b.Run("nucleus+penalties+logprobs/F32", func(b *testing.B) { benchSample(b, f32(peaked), nucleus, true) })
+	// The worst case: nearly flat logits put the whole vocabulary in play.
+	b.Run("nucleus+penalties/F32/flat", func(b *testing.B) { benchSample(b, f32(flat), nucleus, false) })
+}
