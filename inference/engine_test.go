@@ -223,6 +223,10 @@ func TestFIFOAndFullQueue(t *testing.T) {
 		if q := o.res["c"].Timings.QueueWait; q != 60*time.Millisecond {
 			t.Fatalf("c waited %v", q)
 		}
+		want := inference.Timings{PromptEval: 10 * time.Millisecond, Generation: 20 * time.Millisecond, PromptN: 1, PredictedN: 3}
+		if tm := o.res["a"].Timings; tm != want {
+			t.Fatalf("timings %+v, want %+v", tm, want)
+		}
 	})
 }
 

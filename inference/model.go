@@ -1,6 +1,3 @@
-// Package inference schedules generation requests onto one model (batch 1, one
-// resident KV cache) and turns its logits into text: the bounded queue and its
-// worker, the prefix cache, sampling, stop handling and streaming events.
 package inference
 
 import (
