@@ -371,7 +371,7 @@ func (e *Engine) run(j *job) {
 			if valid >= len(seq) {
 				valid = len(seq) - 1
 			}
-			logits, reused, err := e.model.Eval(ctx, seq, valid)
+			logits, reused, err := e.eval(ctx, seq, valid)
 			evalDone := e.now()
 			if err != nil {
 				e.cached = e.cached[:0]
@@ -440,7 +440,25 @@ func (e *Engine) run(j *job) {
 	e.met.promptTokens.Add(float64(usage.PromptTokens))
 	e.met.cachedTokens.Add(float64(usage.CachedTokens))
 	e.met.generatedTokens.Add(float64(usage.CompletionTokens))
+	e.log.Debug().Str("finish", string(finish)).AnErr("err", runErr).
+		Int("prompt_tokens", usage.PromptTokens).Int("cached_tokens", usage.CachedTokens).
+		Int("completion_tokens", usage.CompletionTokens).Dur("queue_wait", tm.QueueWait).
+		Dur("prompt_eval", tm.PromptEval).Dur("generation", tm.Generation).Msg("request done")
 	j.s.push(Event{Done: true, Finish: finish, Err: runErr, Usage: usage, Timings: tm})
+}
+
+// eval calls the model, turning a panic or a malformed result into an error.
+func (e *Engine) eval(ctx context.Context, seq []int32, valid int) (l Logits, reused int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Eval: %v", r)
+		}
+	}()
+	l, reused, err = e.model.Eval(ctx, seq, valid)
+	if err == nil && l.Len() != e.info.VocabSize {
+		err = fmt.Errorf("Eval returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
+	}
+	return l, reused, err
 }
 
 // stopReason classifies a cancelled run.

@@ -445,3 +445,31 @@ func TestMetrics(t *testing.T) {
 		}
 	})
 }
+
+// badModel returns logits of the wrong length, then panics.
+type badModel struct{ calls int }
+
+func (m *badModel) Info() inference.ModelInfo {
+	return inference.ModelInfo{VocabSize: vocab, ContextLen: 64, EOS: []int32{eot}}
+}
+func (m *badModel) Close() error { return nil }
+func (m *badModel) Eval(context.Context, []int32, int) (inference.Logits, int, error) {
+	m.calls++
+	if m.calls == 1 {
+		return inference.Logits{Type: inference.F32, F32: make([]float32, 10)}, 0, nil
+	}
+	panic("kaput")
+}
+
+func TestMalformedModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := inference.New(&badModel{}, inferencetest.NewVocab(words), inference.Config{})
+		defer e.Close()
+		for _, want := range []string{"10 logits", "kaput"} {
+			r, err := run(t, e, inference.Request{Prompt: []int32{1}})
+			if err == nil || !strings.Contains(err.Error(), want) || r.Finish != inference.FinishError {
+				t.Fatalf("%+v %v, want an error about %q", r, err, want)
+			}
+		}
+	})
+}
