@@ -70,22 +70,72 @@ func argmaxF32(x []float32, skip []uint64) (int, float32) {
 	return best, m
 }
 
-func aboveF32(x []float32, thr float32, skip []uint64, out []cand) []cand {
-	for i := 0; i < len(x); i++ {
-		for i+4 <= len(x) && x[i] < thr && x[i+1] < thr && x[i+2] < thr && x[i+3] < thr {
-			i += 4
-		}
-		for i < len(x) && x[i] < thr {
-			i++
-		}
-		if i == len(x) {
-			break
-		}
-		if v := x[i]; v == v && !skipped(skip, i) {
-			out = append(out, cand{int32(i), v})
-		}
+// aboveBlock is the granularity at which the above-threshold collectors
+// choose between a tight scan (few elements pass: branches predict well) and
+// a branch-free loop that writes every element and advances the output by
+// the comparison (many pass: the scan would mispredict).
+const aboveBlock = 4096
+
+// dense reports whether a block let through more than 1/16 of its elements.
+func dense(passed, n int) bool { return passed*16 > n }
+
+// grow makes room for n more candidates after len(out).
+func grow(out []cand, n int) []cand {
+	if cap(out)-len(out) < n {
+		out = append(out[:cap(out)], make([]cand, len(out)+n-cap(out))...)[:len(out)]
 	}
 	return out
+}
+
+// unskip drops the skipped ids from out[from:].
+func unskip(out []cand, from int, skip []uint64) []cand {
+	if skip == nil {
+		return out
+	}
+	n := from
+	for _, c := range out[from:] {
+		if !skipped(skip, int(c.id)) {
+			out[n] = c
+			n++
+		}
+	}
+	return out[:n]
+}
+
+func aboveF32(x []float32, thr float32, skip []uint64, out []cand) []cand {
+	from, isDense := len(out), false
+	for lo := 0; lo < len(x); lo += aboveBlock {
+		b := x[lo:min(lo+aboveBlock, len(x))]
+		before := len(out)
+		if isDense {
+			out = grow(out, len(b))
+			o, n := out[:cap(out)], len(out)
+			for i, v := range b {
+				o[n] = cand{int32(lo + i), v}
+				if v >= thr {
+					n++
+				}
+			}
+			out = out[:n]
+		} else {
+			for i := 0; i < len(b); i++ {
+				for i+4 <= len(b) && b[i] < thr && b[i+1] < thr && b[i+2] < thr && b[i+3] < thr {
+					i += 4
+				}
+				for i < len(b) && b[i] < thr {
+					i++
+				}
+				if i == len(b) {
+					break
+				}
+				if v := b[i]; v == v {
+					out = append(out, cand{int32(lo + i), v})
+				}
+			}
+		}
+		isDense = dense(len(out)-before, len(b))
+	}
+	return unskip(out, from, skip)
 }
 
 // halfKey maps half-precision bits to a key with the same order as the
@@ -168,15 +218,36 @@ func argmaxF16(x []uint16, skip []uint64) (int, float32) {
 
 func aboveF16(x []uint16, thr float32, skip []uint64, out []cand) []cand {
 	kthr := halfKeyCeil(thr)
-	for i := 0; i < len(x); i++ {
-		if i = scanF16(x, i, kthr); i == len(x) {
-			break
+	from, isDense := len(out), false
+	for lo := 0; lo < len(x); lo += aboveBlock {
+		b := x[lo:min(lo+aboveBlock, len(x))]
+		before := len(out)
+		if isDense {
+			out = grow(out, len(b))
+			o, n := out[:cap(out)], len(out)
+			for i, h := range b {
+				o[n].id = int32(lo + i)
+				if halfKey(h) >= kthr && !isNaN16(h) {
+					n++
+				}
+			}
+			for k := before; k < n; k++ {
+				o[k].v = HalfToFloat(b[int(o[k].id)-lo])
+			}
+			out = out[:n]
+		} else {
+			for i := 0; i < len(b); i++ {
+				if i = scanF16(b, i, kthr); i == len(b) {
+					break
+				}
+				if h := b[i]; !isNaN16(h) {
+					out = append(out, cand{int32(lo + i), HalfToFloat(h)})
+				}
+			}
 		}
-		if h := x[i]; !isNaN16(h) && !skipped(skip, i) {
-			out = append(out, cand{int32(i), HalfToFloat(h)})
-		}
+		isDense = dense(len(out)-before, len(b))
 	}
-	return out
+	return unskip(out, from, skip)
 }
 
 // U16 with a positive scale: the value grows with the code.
