@@ -108,10 +108,14 @@ func Open(cfg Config) (_ *Runner, err error) {
 	}
 	r.arch = cfg.Arch
 	if r.arch == "" {
-		if a, err := r.rt.Arch(); err == nil && a != "" {
+		r.arch = "v79"
+		switch a, err := r.rt.Arch(); {
+		case err != nil:
+			r.log.Warn().Err(err).Msg("hexagon: cannot read the DSP architecture, assuming v79")
+		case plausibleArch(a):
 			r.arch = a
-		} else {
-			r.arch = "v79"
+		default:
+			r.log.Warn().Str("reported", a).Msg("hexagon: implausible DSP architecture, assuming v79")
 		}
 	}
 	b, err := bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides)
@@ -724,4 +728,9 @@ func (r *Runner) Close() error {
 	}
 	runtime.KeepAlive(r)
 	return errors.Join(errs...)
+}
+
+// plausibleArch accepts Hexagon architecture names v60 … v99.
+func plausibleArch(a string) bool {
+	return len(a) == 3 && a[0] == 'v' && a[1] >= '6' && a[1] <= '9' && a[2] >= '0' && a[2] <= '9'
 }
