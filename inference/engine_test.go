@@ -224,7 +224,7 @@ func TestFIFOAndFullQueue(t *testing.T) {
 			t.Fatalf("c waited %v", q)
 		}
 		want := inference.Timings{PromptEval: 10 * time.Millisecond, Generation: 20 * time.Millisecond, PromptN: 1, PredictedN: 3}
-		if tm := o.res["a"].Timings; tm != want {
+		if tm := o.res["a"].Timings; tm != want || tm.PredictedPerSecond() != 100 || tm.PromptPerSecond() != 100 {
 			t.Fatalf("timings %+v, want %+v", tm, want)
 		}
 	})
@@ -287,6 +287,13 @@ func TestCancelRunningAndTimeout(t *testing.T) {
 		}
 		if c := r.Choices[0]; c.Text != "!!!!!" || c.Finish != inference.FinishTimeout {
 			t.Fatalf("timeout choice %+v", c)
+		}
+
+		e2, m2 := setup(t, script, inference.Config{Timeout: 25 * time.Millisecond})
+		m2.SetLatency(10 * time.Millisecond)
+		r, err = run(t, e2, inference.Request{Prompt: []int32{1}})
+		if err != nil || r.Finish != inference.FinishTimeout || r.Usage.CompletionTokens != 2 {
+			t.Fatalf("default timeout: %+v %v", r, err)
 		}
 	})
 }

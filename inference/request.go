@@ -80,6 +80,21 @@ type Timings struct {
 	PredictedN int
 }
 
+// PromptPerSecond is the prompt evaluation rate (evaluated prompt tokens per second).
+func (t Timings) PromptPerSecond() float64 { return rate(t.PromptN, t.PromptEval) }
+
+// PredictedPerSecond is the generation rate. Generation excludes the step
+// that evaluated the prompt and sampled the first token, so the rate is over
+// PredictedN-1 tokens.
+func (t Timings) PredictedPerSecond() float64 { return rate(t.PredictedN-1, t.Generation) }
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
 // Event is one step of a request's stream. Deltas carry text and tokens; the
 // last event of each choice has Finish set; the final event of the request
 // has Done set with Usage and Timings (and Err when it failed).
