@@ -373,6 +373,7 @@ func (e *Engine) run(j *job) {
 			}
 			logits, reused, err := e.eval(ctx, seq, valid)
 			evalDone := e.now()
+			e.met.observeGraphs(e.model)
 			if err != nil {
 				e.cached = e.cached[:0]
 				if ctx.Err() != nil {
@@ -387,7 +388,6 @@ func (e *Engine) run(j *job) {
 			}
 			e.modelResult(nil)
 			e.cached = append(e.cached[:0], seq...)
-			e.met.observeGraphs(e.model)
 			if first {
 				usage.CachedTokens = min(reused, len(req.Prompt))
 				tm.PromptEval = evalDone.Sub(stepStart)

@@ -441,6 +441,7 @@ func TestMetrics(t *testing.T) {
 			"hexserve_requests_total/invalid":     1,
 			"hexserve_requests_total/stop":        1,
 			"hexserve_cached_prompt_tokens_total": 0,
+			"hexserve_graph_calls_total/fake":     3,
 		}
 		for k, v := range want {
 			if got[k] != v {

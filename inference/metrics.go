@@ -6,17 +6,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// StatsModel is optionally implemented by a Model that times its graph
-// calls. Stats returns the calls made since the previous Stats call; the
-// engine exports them as hexserve_graph_seconds{graph}.
-type StatsModel interface {
-	Stats() []GraphCall
+// GraphTimer is optionally implemented by a Model that times its graph
+// calls. GraphTotals returns cumulative counts and execution time per graph
+// (e.g. "prefill", "decode", "lmhead"); the engine exports their increase as
+// hexserve_graph_calls_total and hexserve_graph_seconds_total{graph}.
+type GraphTimer interface {
+	GraphTotals() []GraphTotal
 }
 
-// GraphCall is one timed graph execution.
-type GraphCall struct {
-	Graph    string // e.g. "prefill", "decode", "lmhead"
-	Duration time.Duration
+// GraphTotal is one graph's cumulative execution count and time.
+type GraphTotal struct {
+	Graph string
+	Calls int64
+	Time  time.Duration
 }
 
 type metrics struct {
@@ -29,7 +31,9 @@ type metrics struct {
 	ttft            prometheus.Histogram
 	tpot            prometheus.Histogram
 	hostTime        prometheus.Histogram
-	graph           *prometheus.HistogramVec
+	graphCalls      *prometheus.CounterVec
+	graphSeconds    *prometheus.CounterVec
+	lastGraph       map[string]GraphTotal // worker only
 }
 
 // newMetrics creates the engine's collectors and registers them on r
@@ -57,22 +61,31 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
-		graph: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hexserve_graph_seconds", Help: "Graph execution time by graph.", Buckets: lat}, []string{"graph"}),
+		graphCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hexserve_graph_calls_total", Help: "Graph executions by graph."}, []string{"graph"}),
+		graphSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hexserve_graph_seconds_total", Help: "Graph execution time by graph."}, []string{"graph"}),
+		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.graph)
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.graphCalls, m.graphSeconds)
 	}
 	return m
 }
 
+// observeGraphs exports the model's graph timings, if it keeps them.
 func (m *metrics) observeGraphs(model Model) {
-	sm, ok := model.(StatsModel)
+	gt, ok := model.(GraphTimer)
 	if !ok {
 		return
 	}
-	for _, c := range sm.Stats() {
-		m.graph.WithLabelValues(c.Graph).Observe(c.Duration.Seconds())
+	for _, g := range gt.GraphTotals() {
+		last := m.lastGraph[g.Graph]
+		if g.Calls >= last.Calls && g.Time >= last.Time { // else: the model reset its counters
+			m.graphCalls.WithLabelValues(g.Graph).Add(float64(g.Calls - last.Calls))
+			m.graphSeconds.WithLabelValues(g.Graph).Add((g.Time - last.Time).Seconds())
+		}
+		m.lastGraph[g.Graph] = g
 	}
 }
