@@ -17,8 +17,9 @@ type goldenCase struct {
 	Name      string  `json:"name"`
 	PromptIDs []int32 `json:"prompt_ids"`
 	Checks    []struct {
-		Pos int         `json:"pos"`
-		Top [][]float64 `json:"top"` // [id, logit]
+		Pos    int         `json:"pos"`
+		Margin float64     `json:"margin"`
+		Top    [][]float64 `json:"top"` // [id, logit]
 	} `json:"checks"`
 	Greedy        []int32   `json:"greedy"`
 	GreedyMargins []float64 `json:"greedy_margins"`
