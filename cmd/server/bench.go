@@ -1,12 +1,161 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+
+	"github.com/hexserve/hexserve/bench"
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon"
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/rs/zerolog"
 )
 
-// runBench is a placeholder until the bench engineer replaces this file.
-func runBench(args []string) int {
-	fmt.Fprintln(os.Stderr, "hexserve bench: not available yet")
-	return 2
+// runBench implements `hexserve bench`.
+func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) }
+
+func benchMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "YAML config `file` (as for serve: model.bundle, model.libraries, ...)")
+	bundlePath := fs.String("bundle", "", "model bundle `path` (overrides model.bundle)")
+	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
+	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
+	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
+	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
+	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
+	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1)")
+	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	memprofile := fs.String("memprofile", "", "write a heap profile at the end to `file`")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitCode(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := config.Default()
+	if *path != "" {
+		var err error
+		if cfg, err = config.Load(*path); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	}
+	if *bundlePath != "" {
+		cfg.Model.Bundle = *bundlePath
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if cfg.Model.Bundle == "" {
+		fmt.Fprintln(stderr, "hexserve bench: --bundle (or model.bundle in --config) is required")
+		return 2
+	}
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	opt := bench.Options{
+		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, EmulateV79: *emulate,
+		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr,
+		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, opt)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve bench:", err)
+		return 1
+	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = bench.WriteText(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// benchLoad loads the model as serve does and adapts its runner's counters.
+func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
+	m, tok, err := loadModel(cfg, log)
+	if err != nil {
+		return bench.Loaded{}, err
+	}
+	o, ok := m.(*ownedRuntime)
+	if !ok {
+		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
+	}
+	ld := bench.Loaded{Model: runnerCounters{Model: m, stats: o.Stats}, Tokenizer: tok}
+	arch, err := o.rt.Arch()
+	if err != nil || arch == "" {
+		arch = "v79"
+	}
+	if b, err := bundle.ReadWith(cfg.Model.Bundle, arch, cfg.Model.Overrides); err == nil {
+		ld.Dir = b.Dir
+	}
+	return ld, nil
+}
+
+// runnerCounters adapts a hexagon runner's Stats to bench.Counters.
+type runnerCounters struct {
+	inference.Model
+	stats func() hexagon.Stats
+}
+
+func (r runnerCounters) Counters() bench.Counters {
+	s := r.stats()
+	var g bench.Counters
+	for _, gs := range s.Graphs {
+		g.Graph += gs.Time
+	}
+	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy, s.Convert
+	return g
 }

@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+const tokenizerPath = "../testdata/tokenizer/llama3.2/tokenizer.json"
+
+func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	tok, err := tokenizer.Load(tokenizerPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestRunScripted runs the whole quick workload, HTTP included, on a
+// scripted model and checks that every section of the report is filled.
+func TestRunScripted(t *testing.T) {
+	tok := loadTokenizer(t)
+	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), Options{
+		Bundle: "scripted", Quick: true, HTTP: true, EmulateV79: true, Progress: &progress,
+		Load: func() (Loaded, error) {
+			m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
+			m.Record(false)
+			return Loaded{Model: NoCounters(m), Tokenizer: tok, Dir: t.TempDir()}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Model.Vocab != 128256 || rep.Workload.PromptTokens != 128 || rep.Workload.DecodeTokens != 16 {
+		t.Errorf("model %+v, workload %+v", rep.Model, rep.Workload)
+	}
+	if len(rep.Host) != 2 || len(rep.Native) != 2 {
+		t.Fatalf("%d host-time and %d throughput entries, want 2 each", len(rep.Host), len(rep.Native))
+	}
+	for _, h := range rep.Host {
+		// 16 tokens: the first comes from the prompt's call, the last has no next call.
+		if h.TotalUS.N != 14 || h.TotalUS.P50 <= 0 || h.Vocab != 128256 {
+			t.Errorf("%s: host time %+v", h.Sampling, h)
+		}
+	}
+	for _, n := range rep.Native {
+		if n.PrefillTokS.P50 <= 0 || n.DecodeTokS <= 0 || n.TTFTMS.N != 1 {
+			t.Errorf("%s: throughput %+v", n.Sampling, n)
+		}
+	}
+	if len(rep.Streaming) != 2 {
+		t.Fatalf("streaming entries: %+v", rep.Streaming)
+	}
+	for _, s := range rep.Streaming {
+		if s.Error != "" {
+			t.Errorf("%s: %s", s.Transport, s.Error)
+			continue
+		}
+		if s.Requests != 1 || s.Efficiency <= 0 || s.Efficiency > 1 || s.EngineTokS <= 0 {
+			t.Errorf("%s: %+v", s.Transport, s)
+		}
+	}
+	pc := rep.PrefixCache
+	if pc.HistoryTokens < historyTokens || pc.Turn2Tokens <= pc.HistoryTokens || pc.CachedTokens < pc.HistoryTokens-1 || pc.Ratio <= 0 {
+		t.Errorf("prefix cache %+v", pc)
+	}
+	if len(rep.Memory.Snapshots) != 3 {
+		t.Errorf("memory snapshots: %+v", rep.Memory.Snapshots)
+	}
+	if _, err := os.Stat("/proc/self/status"); err == nil && rep.Memory.Snapshots[1].VmRSS == 0 {
+		t.Error("VmRSS not read")
+	}
+	if rep.Tokenizer.Bytes != 32*len(Paragraph) || rep.Tokenizer.Tokens == 0 || rep.Tokenizer.MBps.P50 <= 0 {
+		t.Errorf("tokenizer %+v", rep.Tokenizer)
+	}
+	names := map[string]bool{}
+	for _, g := range rep.Goals {
+		names[g.Name] = true
+	}
+	for _, want := range []string{"host_us_per_decode_token/greedy", "host_us_per_decode_token/t0.7_p0.9_penalties",
+		"streaming_efficiency", "prefix_cache_ttft_ratio", "go_side_rss_mb", "tokenizer_mb_per_s"} {
+		if !names[want] {
+			t.Errorf("goal %s missing from %+v", want, rep.Goals)
+		}
+	}
+	if !strings.Contains(progress.String(), "bench: [5/5] host time") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"host_time", "streaming", "prefix_cache", "memory", "tokenizer", "goals", "throughput_native"} {
+		if back[k] == nil {
+			t.Errorf("JSON has no %q", k)
+		}
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil || !strings.Contains(text.String(), "GOAL") {
+		t.Errorf("WriteText: %v\n%s", err, text.String())
+	}
+}
+
+func TestParagraph(t *testing.T) {
+	f, err := os.ReadFile("../testdata/tokenizer/golden_public.jsonl")
+	if err != nil {
+		t.Skip("no tokenizer goldens:", err)
+	}
+	for _, line := range strings.Split(string(f), "\n") {
+		var g struct{ Category, Text string }
+		if json.Unmarshal([]byte(line), &g) == nil && g.Category == "paragraph_20k" {
+			if g.Text != Paragraph || len(Paragraph) != 20495 {
+				t.Fatalf("embedded paragraph (%d bytes) differs from the golden (%d bytes)", len(Paragraph), len(g.Text))
+			}
+			return
+		}
+	}
+	t.Fatal("no paragraph_20k golden")
+}
+
+func TestDist(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want Dist
+	}{
+		{nil, Dist{}},
+		{[]float64{5}, Dist{N: 1, Mean: 5, P50: 5, P99: 5, Min: 5, Max: 5}},
+		{[]float64{4, 1, 3, 2}, Dist{N: 4, Mean: 2.5, P50: 2, P99: 4, Min: 1, Max: 4}},
+	} {
+		if got := newDist(tc.xs); got != tc.want {
+			t.Errorf("newDist(%v) = %+v, want %+v", tc.xs, got, tc.want)
+		}
+	}
+	xs := make([]float64, 200)
+	for i := range xs {
+		xs[i] = float64(i + 1)
+	}
+	if d := newDist(xs); d.P50 != 100 || d.P99 != 198 {
+		t.Errorf("1..200: p50 %v p99 %v, want 100 and 198", d.P50, d.P99)
+	}
+}
+
+func TestGoal(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		op   string
+		want bool
+	}{{149, "<=", true}, {150, "<=", true}, {151, "<=", false}, {0.99, ">=", true}, {0.98, ">=", false}} {
+		if g := goal("x", tc.v, tc.op, map[string]float64{"<=": 150, ">=": 0.99}[tc.op], "", ""); g.Pass != tc.want {
+			t.Errorf("%v %s: pass %v, want %v", tc.v, tc.op, g.Pass, tc.want)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	var s MemSnapshot
+	parseStatus(strings.NewReader("Name:\thexserve\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nRssAnon:\t   512 kB\nRssFile:\t   500 kB\nRssShmem:\t    12 kB\n"), &s)
+	if s.VmRSS != 1<<20 || s.RssAnon != 512<<10 || s.RssFile != 500<<10 || s.RssShmem != 12<<10 || s.VmHWM != 2<<20 {
+		t.Errorf("%+v", s)
+	}
+}
+
+func TestParseSmaps(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/embed.bin", make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	smaps := strings.Join([]string{
+		"7f0000000000-7f0000002000 r--s 00000000 fd:01 123 " + dir + "/embed.bin",
+		"Size:                  8 kB",
+		"Rss:                   4 kB",
+		"7f0000002000-7f0000003000 rw-p 00000000 00:00 0 ",
+		"Size:                  4 kB",
+		"Rss:                   4 kB",
+		"7f0000003000-7f0000004000 r--s 00002000 fd:01 123 " + dir + "/embed.bin",
+		"Size:                  4 kB",
+		"Rss:                   4 kB",
+		"7f0000004000-7f0000005000 r--p 00000000 fd:01 9 /usr/lib/libc.so",
+		"Rss:                   4 kB",
+	}, "\n")
+	got := parseSmaps(strings.NewReader(smaps), dir)
+	want := []MappedFile{{Path: dir + "/embed.bin", Size: 8192, Map: 12 << 10, RSS: 8 << 10}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestRemap(t *testing.T) {
+	script, ids := remap([]int32{900, 7, 900, 55, 7})
+	if want := []int32{0, 1, 0, 2, 1}; !slicesEqual(script, want) {
+		t.Errorf("script %v, want %v", script, want)
+	}
+	if want := []int32{900, 7, 55}; !slicesEqual(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+}
+
+func slicesEqual(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReadSSE(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		content    bool
+		done       bool
+		err        string
+	}{
+		{"ok", "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", true, true, ""},
+		{"no done", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", true, false, ""},
+		{"error", "data: {\"error\":{\"message\":\"boom\"}}\n\n", false, false, "boom"},
+		{"bad json", "data: {\n\n", false, false, "SSE chunk"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, last, done, err := readSSE(strings.NewReader(tc.body))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || done != tc.done || first.IsZero() == tc.content || last.Before(first) {
+				t.Errorf("first %v last %v done %v err %v", first, last, done, err)
+			}
+		})
+	}
+}
+
+func TestSetLatency(t *testing.T) {
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "7")
+	os.Unsetenv("HOSTSIM_LATENCY_US_DECODE")
+	restore := setLatency(Latency{PrefillUS: 64500, DecodeUS: 55000})
+	if os.Getenv("HOSTSIM_LATENCY_US_PREFILL") != "64500" || os.Getenv("HOSTSIM_LATENCY_US_DECODE") != "55000" {
+		t.Error("latency not set")
+	}
+	if _, ok := os.LookupEnv("HOSTSIM_LATENCY_US_LMHEAD"); ok {
+		t.Error("a zero latency should be unset")
+	}
+	restore()
+	if os.Getenv("HOSTSIM_LATENCY_US_PREFILL") != "7" {
+		t.Error("previous value not restored")
+	}
+	if _, ok := os.LookupEnv("HOSTSIM_LATENCY_US_DECODE"); ok {
+		t.Error("an unset variable should be unset again")
+	}
+}
+
+// TestDecodeSteps checks the step arithmetic on synthetic records.
+func TestDecodeSteps(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+	recs := []evalRec{
+		{start: at(0), end: at(1000), d: Counters{Graph: 900 * time.Microsecond}},
+		{start: at(1100), end: at(1600), d: Counters{Graph: 450 * time.Microsecond, Embed: 10 * time.Microsecond}, vocab: 5 * time.Microsecond},
+		{start: at(1700), end: at(2200), vocab: 8 * time.Microsecond},
+	}
+	s := decodeSteps(recs)
+	if len(s) != 1 {
+		t.Fatalf("%d steps, want 1", len(s))
+	}
+	if s[0].wall != 600*time.Microsecond || s[0].graph != 450*time.Microsecond || s[0].outside != 100*time.Microsecond ||
+		s[0].detok != 3*time.Microsecond || s[0].io.IO() != 10*time.Microsecond {
+		t.Errorf("%+v", s[0])
+	}
+}

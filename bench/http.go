@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/server"
+	"github.com/rs/zerolog"
+)
+
+// sseRequest serves e on a loopback port and streams one chat completion
+// to an SSE client. It returns when the request was sent and the arrival
+// times of the first and last content chunks.
+func (r *runner) sseRequest(ctx context.Context, e *inference.Engine, tokens, run int) (t0, first, last time.Time, err error) {
+	srv := server.New(server.Options{Logger: zerolog.Nop()})
+	srv.SetModel(&server.Model{ID: "bench", Created: time.Now(), ContextLen: r.info.ContextLen, Tokenizer: r.tok, Engine: e})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return t0, first, last, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	body, _ := json.Marshal(map[string]any{
+		"model":          "bench",
+		"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, Paragraph[:800])}},
+		"max_tokens":     tokens,
+		"temperature":    0,
+		"stream":         true,
+		"stream_options": map[string]bool{"include_usage": true},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return t0, first, last, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	t0 = time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return t0, first, last, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return t0, first, last, fmt.Errorf("POST /v1/chat/completions: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return t0, first, last, fmt.Errorf("POST /v1/chat/completions with stream: Content-Type %q, want text/event-stream", ct)
+	}
+	first, last, done, err := readSSE(resp.Body)
+	if err != nil {
+		return t0, first, last, err
+	}
+	if !done {
+		return t0, first, last, errors.New("the SSE stream ended without data: [DONE]")
+	}
+	if first.IsZero() {
+		return t0, first, last, errors.New("the SSE stream carried no content")
+	}
+	return t0, first, last, nil
+}
+
+// readSSE reads a chat completion stream and returns the arrival times of
+// the first chunk with content and of the last chunk with content or a
+// finish reason, and whether [DONE] came.
+func readSSE(rd io.Reader) (first, last time.Time, done bool, err error) {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		now := time.Now()
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			return first, last, true, nil
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			return first, last, false, fmt.Errorf("SSE chunk %.80q: %w", data, err)
+		}
+		if chunk.Error != nil {
+			return first, last, false, fmt.Errorf("SSE error: %s", chunk.Error.Message)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != "" && first.IsZero() {
+				first = now
+			}
+			if c.Delta.Content != "" || c.FinishReason != nil {
+				last = now
+			}
+		}
+	}
+	return first, last, false, sc.Err()
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes the report as human-readable tables.
+func WriteText(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format+"\n", a...) }
+	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+	p("hexserve bench: %s (%s, V = %d, ctx %d, window %d)  quick=%v  %s, %d CPUs, %.1f s",
+		rep.Bundle, rep.Model.Name, rep.Model.Vocab, rep.Model.ContextLen, rep.Model.PrefillWindow, rep.Quick, rep.GoVersion, rep.CPUs, rep.Seconds)
+	p("workload: %d prompt tokens, %d decode tokens, %d runs; emulation prefill/decode/lm-head %d/%d/%d µs",
+		rep.Workload.PromptTokens, rep.Workload.DecodeTokens, rep.Workload.Runs,
+		rep.Workload.Emulation.PrefillUS, rep.Workload.Emulation.DecodeUS, rep.Workload.Emulation.LMHeadUS)
+	p("")
+	p("THROUGHPUT (hostsim speed)\tprefill tok/s p50\tdecode tok/s\tdecode step ms p50/p99\tTTFT ms p50/p99")
+	for _, t := range rep.Native {
+		p("  %s\t%.0f\t%.1f\t%.2f / %.2f\t%.1f / %.1f", t.Sampling, t.PrefillTokS.P50, t.DecodeTokS,
+			t.DecodeStepMS.P50, t.DecodeStepMS.P99, t.TTFTMS.P50, t.TTFTMS.P99)
+	}
+	p("")
+	p("HOST TIME per decode token (µs)\tp50\tp99\tsampling\tmodel I/O\tdetokenise\trest\t(graph ms p50)")
+	for _, h := range rep.Host {
+		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f", h.Sampling, h.TotalUS.P50, h.TotalUS.P99,
+			h.Split.Sampling, h.Split.ModelIO, h.Split.Detokenise, h.Split.Rest, h.GraphMS.P50)
+	}
+	p("")
+	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\trequests")
+	for _, s := range rep.Streaming {
+		if s.Error != "" {
+			p("  %s\terror: %s", s.Transport, s.Error)
+			continue
+		}
+		p("  %s\t%.2f\t%.2f\t%.4f\t%.2f\t%.1f\t%d", s.Transport, s.EngineTokS, s.DeliveredTokS, s.Efficiency, s.DecodeTokS, s.TTFTMS.P50, s.Requests)
+	}
+	p("")
+	pc := rep.PrefixCache
+	p("PREFIX CACHE\thistory %d tokens, turn 2 %d tokens (%d cached): TTFT %.1f ms cached, %.1f ms uncached, ratio %.3f",
+		pc.HistoryTokens, pc.Turn2Tokens, pc.CachedTokens, pc.TTFTCachedMS, pc.TTFTUncachedMS, pc.Ratio)
+	p("")
+	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
+	for _, m := range rep.Memory.Snapshots {
+		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))
+	}
+	p("  model files\t%s", mib(rep.Memory.ModelFiles))
+	for _, f := range rep.Memory.MappedFiles {
+		p("  mapped %s\tsize %s\tmapped %s\tresident %s", f.Path, mib(f.Size), mib(f.Map), mib(f.RSS))
+	}
+	p("")
+	t := rep.Tokenizer
+	p("TOKENIZER\t%.2f MB/s p50 (%d bytes, %d tokens, %.0f tokens/s; HF reference %.1f MB/s)", t.MBps.P50, t.Bytes, t.Tokens, t.TokensPerS, t.Reference)
+	p("")
+	p("GOAL\tmeasured\ttarget\tresult")
+	for _, g := range rep.Goals {
+		res := "PASS"
+		if !g.Pass {
+			res = "FAIL"
+		}
+		p("  %s\t%.3f %s\t%s %g %s\t%s", g.Name, g.Measured, g.Unit, g.Op, g.Target, g.Unit, res)
+	}
+	return tw.Flush()
+}

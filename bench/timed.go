@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Counters are a model's cumulative time counters: time inside graph
+// execution and the host-side work around it (hexagon.Stats).
+type Counters struct {
+	Graph   time.Duration // inside graph execute calls
+	Embed   time.Duration // embedding rows → x
+	Rope    time.Duration // cos/sin rows
+	Mask    time.Duration // mask updates
+	KVCopy  time.Duration // new K/V rows → cache
+	Convert time.Duration // y → lm-head input
+}
+
+// IO is the host-side model I/O time: embedding, RoPE, mask, KV copy and conversion.
+func (c Counters) IO() time.Duration { return c.Embed + c.Rope + c.Mask + c.KVCopy + c.Convert }
+
+func (c Counters) sub(o Counters) Counters {
+	return Counters{c.Graph - o.Graph, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
+}
+
+// Model is what bench measures: an inference.Model that reports its
+// cumulative counters. Calls are never concurrent.
+type Model interface {
+	inference.Model
+	Counters() Counters
+}
+
+// NoCounters adapts a model without counters (its graph time counts as host time).
+func NoCounters(m inference.Model) Model { return noCounters{m} }
+
+type noCounters struct{ inference.Model }
+
+func (noCounters) Counters() Counters { return Counters{} }
+
+// evalRec is one timed Eval.
+type evalRec struct {
+	start, end time.Time
+	seqLen     int
+	reused     int
+	d          Counters      // counter deltas over the call
+	vocab      time.Duration // the vocabulary's cumulative time at start
+}
+
+// recorder wraps a Model and records every Eval.
+type recorder struct {
+	m Model
+	v *timedVocab // may be nil
+
+	mu   sync.Mutex
+	recs []evalRec
+}
+
+func (r *recorder) Info() inference.ModelInfo { return r.m.Info() }
+func (r *recorder) Close() error              { return nil } // the caller closes the model
+
+func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	var vt time.Duration
+	if r.v != nil {
+		vt = r.v.total()
+	}
+	c0 := r.m.Counters()
+	t0 := time.Now()
+	l, reused, err := r.m.Eval(ctx, seq, valid)
+	t1 := time.Now()
+	c1 := r.m.Counters()
+	r.mu.Lock()
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt})
+	r.mu.Unlock()
+	return l, reused, err
+}
+
+// take returns the records so far and starts a new list.
+func (r *recorder) take() []evalRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	recs := r.recs
+	r.recs = nil
+	return recs
+}
+
+// timedVocab times the engine's vocabulary lookups (detokenisation).
+type timedVocab struct {
+	v  inference.Vocab
+	ns atomic.Int64
+}
+
+func (t *timedVocab) Piece(id int32) []byte {
+	t0 := time.Now()
+	p := t.v.Piece(id)
+	t.ns.Add(int64(time.Since(t0)))
+	return p
+}
+
+func (t *timedVocab) IsSpecial(id int32) bool {
+	t0 := time.Now()
+	s := t.v.IsSpecial(id)
+	t.ns.Add(int64(time.Since(t0)))
+	return s
+}
+
+func (t *timedVocab) total() time.Duration { return time.Duration(t.ns.Load()) }
+
+// replay is a near-free model that generates a fixed token script over a
+// small vocabulary (one-hot logits), for the baseline that separates the
+// sampler's cost from the rest of the engine's host work.
+type replay struct {
+	info   inference.ModelInfo
+	script []int32
+	prompt int
+	logits []float32
+	last   int32
+}
+
+func newReplay(script []int32, vocab, ctxLen, prompt int) *replay {
+	r := &replay{info: inference.ModelInfo{Name: "replay", VocabSize: vocab, ContextLen: ctxLen, PrefillWindow: 128},
+		script: script, prompt: prompt, logits: make([]float32, vocab)}
+	for i := range r.logits {
+		r.logits[i] = -1000
+	}
+	return r
+}
+
+func (r *replay) Info() inference.ModelInfo { return r.info }
+func (r *replay) Close() error              { return nil }
+func (r *replay) Counters() Counters        { return Counters{} }
+
+func (r *replay) Eval(_ context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	pos := max(len(seq)-r.prompt, 0)
+	r.logits[r.last] = -1000
+	r.last = r.script[pos%len(r.script)]
+	r.logits[r.last] = 0
+	return inference.Logits{Type: inference.F32, F32: r.logits}, valid, nil
+}
+
+// mappedVocab gives small ids the pieces of real tokens.
+type mappedVocab struct {
+	v   inference.Vocab
+	ids []int32 // small id → real id
+}
+
+func (m mappedVocab) Piece(id int32) []byte   { return m.v.Piece(m.ids[id]) }
+func (m mappedVocab) IsSpecial(id int32) bool { return m.v.IsSpecial(m.ids[id]) }
+
+// remap maps a token sequence onto a dense small vocabulary.
+func remap(tokens []int32) (script, ids []int32) {
+	idx := map[int32]int32{}
+	for _, t := range tokens {
+		s, ok := idx[t]
+		if !ok {
+			s = int32(len(ids))
+			idx[t] = s
+			ids = append(ids, t)
+		}
+		script = append(script, s)
+	}
+	return script, ids
+}
