@@ -30,23 +30,40 @@ func argmax(l Logits, skip []uint64) (int, float32) {
 	return best, m
 }
 
-// above appends to out the ids not in skip whose logit is at least thr, in
-// id order.
-func above(l Logits, thr float32, skip []uint64, out []cand) []cand {
+// collect appends to out, in id order, the ids not in skip whose logit is
+// at least max(floor, m-delta), where m is the largest logit among those ids,
+// and returns them with m. It is one pass: the threshold follows the running
+// maximum. Blocks where many elements pass (typically the first, before a
+// high logit was seen) switch to a branch-free loop that first takes the
+// block's maximum.
+func collect(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+	from := len(out)
+	var m float32
 	switch {
 	case l.Type == F32:
-		return aboveF32(l.F32, thr, skip, out)
+		out, m = collectF32(l.F32, delta, floor, skip, out)
 	case l.Type == F16:
-		return aboveF16(l.Raw16, thr, skip, out)
+		out, m = collectF16(l.Raw16, delta, floor, skip, out)
 	case l.Type == U16 && l.Scale > 0:
-		return aboveU16(l, thr, skip, out)
-	}
-	for i := range l.Len() {
-		if v := l.At(i); v >= thr && !skipped(skip, i) {
-			out = append(out, cand{int32(i), v})
+		out, m = collectU16(l, delta, floor, skip, out)
+	default:
+		m = float32(math.Inf(-1))
+		for i := range l.Len() {
+			if v := l.At(i); v >= max(floor, m-delta) && !skipped(skip, i) {
+				out = append(out, cand{int32(i), v})
+				m = max(m, v)
+			}
 		}
 	}
-	return out
+	thr := max(floor, m-delta)
+	n := from
+	for _, c := range out[from:] {
+		if c.v >= thr && !skipped(skip, int(c.id)) {
+			out[n] = c
+			n++
+		}
+	}
+	return out[:n], m
 }
 
 func argmaxF32(x []float32, skip []uint64) (int, float32) {
@@ -70,11 +87,11 @@ func argmaxF32(x []float32, skip []uint64) (int, float32) {
 	return best, m
 }
 
-// aboveBlock is the granularity at which the above-threshold collectors
+// block is the granularity at which the collectors
 // choose between a tight scan (few elements pass: branches predict well) and
 // a branch-free loop that writes every element and advances the output by
 // the comparison (many pass: the scan would mispredict).
-const aboveBlock = 4096
+const block = 4096
 
 // dense reports whether a block let through more than 1/16 of its elements.
 func dense(passed, n int) bool { return passed*16 > n }
@@ -85,57 +102,6 @@ func grow(out []cand, n int) []cand {
 		out = append(out[:cap(out)], make([]cand, len(out)+n-cap(out))...)[:len(out)]
 	}
 	return out
-}
-
-// unskip drops the skipped ids from out[from:].
-func unskip(out []cand, from int, skip []uint64) []cand {
-	if skip == nil {
-		return out
-	}
-	n := from
-	for _, c := range out[from:] {
-		if !skipped(skip, int(c.id)) {
-			out[n] = c
-			n++
-		}
-	}
-	return out[:n]
-}
-
-func aboveF32(x []float32, thr float32, skip []uint64, out []cand) []cand {
-	from, isDense := len(out), false
-	for lo := 0; lo < len(x); lo += aboveBlock {
-		b := x[lo:min(lo+aboveBlock, len(x))]
-		before := len(out)
-		if isDense {
-			out = grow(out, len(b))
-			o, n := out[:cap(out)], len(out)
-			for i, v := range b {
-				o[n] = cand{int32(lo + i), v}
-				if v >= thr {
-					n++
-				}
-			}
-			out = out[:n]
-		} else {
-			for i := 0; i < len(b); i++ {
-				for i+4 <= len(b) && b[i] < thr && b[i+1] < thr && b[i+2] < thr && b[i+3] < thr {
-					i += 4
-				}
-				for i < len(b) && b[i] < thr {
-					i++
-				}
-				if i == len(b) {
-					break
-				}
-				if v := b[i]; v == v {
-					out = append(out, cand{int32(lo + i), v})
-				}
-			}
-		}
-		isDense = dense(len(out)-before, len(b))
-	}
-	return unskip(out, from, skip)
 }
 
 // halfKey maps half-precision bits to a key with the same order as the
@@ -216,40 +182,6 @@ func argmaxF16(x []uint16, skip []uint64) (int, float32) {
 	return best, HalfToFloat(keyHalf(km))
 }
 
-func aboveF16(x []uint16, thr float32, skip []uint64, out []cand) []cand {
-	kthr := halfKeyCeil(thr)
-	from, isDense := len(out), false
-	for lo := 0; lo < len(x); lo += aboveBlock {
-		b := x[lo:min(lo+aboveBlock, len(x))]
-		before := len(out)
-		if isDense {
-			out = grow(out, len(b))
-			o, n := out[:cap(out)], len(out)
-			for i, h := range b {
-				o[n].id = int32(lo + i)
-				if halfKey(h) >= kthr && !isNaN16(h) {
-					n++
-				}
-			}
-			for k := before; k < n; k++ {
-				o[k].v = HalfToFloat(b[int(o[k].id)-lo])
-			}
-			out = out[:n]
-		} else {
-			for i := 0; i < len(b); i++ {
-				if i = scanF16(b, i, kthr); i == len(b) {
-					break
-				}
-				if h := b[i]; !isNaN16(h) {
-					out = append(out, cand{int32(lo + i), HalfToFloat(h)})
-				}
-			}
-		}
-		isDense = dense(len(out)-before, len(b))
-	}
-	return unskip(out, from, skip)
-}
-
 // U16 with a positive scale: the value grows with the code.
 
 func u16Val(l Logits, q int) float32 { return (float32(q) + float32(l.Offset)) * l.Scale }
@@ -283,33 +215,178 @@ func argmaxU16(l Logits, skip []uint64) (int, float32) {
 	return best, u16Val(l, qm)
 }
 
-func aboveU16(l Logits, thr float32, skip []uint64, out []cand) []cand {
-	lo, hi := 0, 1<<16 // the smallest code whose value is at least thr
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if u16Val(l, mid) >= thr {
-			hi = mid
+// The typed collectors leave skipped ids and ids below the final threshold
+// for collect to drop; they only need to keep every id that passes it and
+// to skip the skipped ids when raising the maximum.
+
+func collectF32(x []float32, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+	m := float32(math.Inf(-1))
+	thr := floor
+	isDense := true // nothing is known yet: take the first block's maximum first
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		before := len(out)
+		if isDense {
+			for i, v := range b {
+				if v > m && !skipped(skip, lo+i) {
+					m = v
+				}
+			}
+			thr = max(floor, m-delta)
+			out = grow(out, len(b))
+			o, n := out[:cap(out)], len(out)
+			for i, v := range b {
+				o[n] = cand{int32(lo + i), v}
+				if v >= thr {
+					n++
+				}
+			}
+			out = out[:n]
 		} else {
-			lo = mid + 1
+			for i := 0; i < len(b); i++ {
+				for i+4 <= len(b) && b[i] < thr && b[i+1] < thr && b[i+2] < thr && b[i+3] < thr {
+					i += 4
+				}
+				for i < len(b) && b[i] < thr {
+					i++
+				}
+				if i == len(b) {
+					break
+				}
+				if v := b[i]; v == v && !skipped(skip, lo+i) {
+					out = append(out, cand{int32(lo + i), v})
+					if v > m {
+						m, thr = v, max(floor, v-delta)
+					}
+				}
+			}
 		}
+		isDense = dense(len(out)-before, len(b))
 	}
-	if lo > 0xffff {
-		return out
+	return out, m
+}
+
+func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+	km := -1 // key of the maximum
+	kthr := halfKeyCeil(floor)
+	raise := func(k int) {
+		km = k
+		kthr = halfKeyCeil(max(floor, HalfToFloat(keyHalf(k))-delta))
 	}
-	x, t := l.Raw16, uint16(lo)
-	for i := 0; i < len(x); i++ {
-		for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
-			i += 4
+	isDense := true
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		before := len(out)
+		if isDense {
+			bk := km
+			for i, h := range b {
+				if k := halfKey(h); k > bk && !isNaN16(h) && !skipped(skip, lo+i) {
+					bk = k
+				}
+			}
+			if bk > km {
+				raise(bk)
+			}
+			out = grow(out, len(b))
+			o, n := out[:cap(out)], len(out)
+			for i, h := range b {
+				o[n].id = int32(lo + i)
+				if halfKey(h) >= kthr && !isNaN16(h) {
+					n++
+				}
+			}
+			for k := before; k < n; k++ {
+				o[k].v = HalfToFloat(b[int(o[k].id)-lo])
+			}
+			out = out[:n]
+		} else {
+			for i := 0; i < len(b); i++ {
+				if i = scanF16(b, i, kthr); i == len(b) {
+					break
+				}
+				if h := b[i]; !isNaN16(h) && !skipped(skip, lo+i) {
+					out = append(out, cand{int32(lo + i), HalfToFloat(h)})
+					if k := halfKey(h); k > km {
+						raise(k)
+					}
+				}
+			}
 		}
-		for i < len(x) && x[i] < t {
-			i++
-		}
-		if i == len(x) {
-			break
-		}
-		if !skipped(skip, i) {
-			out = append(out, cand{int32(i), u16Val(l, int(x[i]))})
-		}
+		isDense = dense(len(out)-before, len(b))
 	}
-	return out
+	if km < 0 {
+		return out, float32(math.Inf(-1))
+	}
+	return out, HalfToFloat(keyHalf(km))
+}
+
+func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+	x := l.Raw16
+	ceil := func(v float32) int { // the smallest code whose value is at least v
+		lo, hi := 0, 1<<16
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if u16Val(l, mid) >= v {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return lo
+	}
+	qm, qthr := -1, ceil(floor)
+	raise := func(q int) { qm, qthr = q, ceil(max(floor, u16Val(l, q)-delta)) }
+	isDense := true
+	for lo := 0; lo < len(x) && qthr <= 0xffff; lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		before := len(out)
+		if isDense {
+			bq := qm
+			for i, q := range b {
+				if int(q) > bq && !skipped(skip, lo+i) {
+					bq = int(q)
+				}
+			}
+			if bq > qm {
+				raise(bq)
+			}
+			if qthr > 0xffff {
+				break
+			}
+			out = grow(out, len(b))
+			o, n, t := out[:cap(out)], len(out), uint16(qthr)
+			for i, q := range b {
+				o[n] = cand{int32(lo + i), u16Val(l, int(q))}
+				if q >= t {
+					n++
+				}
+			}
+			out = out[:n]
+		} else {
+			for i := 0; i < len(b) && qthr <= 0xffff; i++ {
+				t := uint16(qthr)
+				for i+4 <= len(b) && b[i] < t && b[i+1] < t && b[i+2] < t && b[i+3] < t {
+					i += 4
+				}
+				for i < len(b) && b[i] < t {
+					i++
+				}
+				if i == len(b) {
+					break
+				}
+				if !skipped(skip, lo+i) {
+					q := int(b[i])
+					out = append(out, cand{int32(lo + i), u16Val(l, q)})
+					if q > qm {
+						raise(q)
+					}
+				}
+			}
+		}
+		isDense = dense(len(out)-before, len(b))
+	}
+	if qm < 0 {
+		return out, float32(math.Inf(-1))
+	}
+	return out, u16Val(l, qm)
 }

@@ -171,24 +171,41 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 		s.tv = append(s.tv, cand{id, v})
 		mt, rt = max(mt, v), max(rt, r)
 	}
-	best, mu := argmax(l, skip)
-	m := max(mu, mt)
 	var dS float32
 	if s.p.Temperature > 0 {
 		dS = s.p.Temperature * sampleCutoff
 	}
 	c := s.cands[:0]
 	s.raw = s.raw[:0]
+	var m float32
 	if dS == 0 && !wantLP {
+		best, mu := argmax(l, skip)
+		m = max(mu, mt)
 		if best >= 0 && mu >= m {
 			c = append(c, cand{int32(best), mu})
 		}
 	} else {
+		// Keep the untouched ids within d of their best (mu); the floor,
+		// from the touched ids, cuts what they make irrelevant anyway.
+		d, floor := dS, mt-dS
+		if wantLP {
+			d, floor = max(dS, logprobCutoff), min(floor, rt-logprobCutoff)
+		}
+		var mu float32
+		s.raw, mu = collect(l, d, floor, skip, s.raw)
+		m = max(mu, mt)
 		thr := m - dS
 		if wantLP {
 			thr = min(thr, max(mu, rt)-logprobCutoff)
 		}
-		s.raw = above(l, thr, skip, s.raw)
+		n := 0
+		for _, x := range s.raw {
+			if x.v >= thr {
+				s.raw[n] = x
+				n++
+			}
+		}
+		s.raw = s.raw[:n]
 		for _, x := range s.raw {
 			if x.v >= m-dS {
 				c = append(c, x)
@@ -376,7 +393,7 @@ func (s *sampler) logprobs(l Logits, id int32, top int) *Logprob {
 		set = append(set, cand{x.id, l.At(int(x.id))})
 	}
 	if len(set) < top && len(set) < l.Len() { // too few within the cutoff: take them all
-		set = above(l, float32(math.Inf(-1)), nil, s.raw[:0])
+		set, _ = collect(l, float32(math.Inf(1)), float32(math.Inf(-1)), nil, s.raw[:0])
 	}
 	s.raw = set[:0]
 	mx := float32(math.Inf(-1))

@@ -25,7 +25,9 @@ type Model struct {
 	mu      sync.Mutex
 	step    int
 	prev    []int32
-	hot     int32 // the id whose logit is set
+	hot     int32   // the id whose logit is set
+	bg      float32 // its background value
+	peak    float32 // the scripted token's logit
 	latency time.Duration
 	gate    chan struct{}
 	fails   []error
@@ -57,7 +59,18 @@ func NewScripted(info inference.ModelInfo, script []int32) *Model {
 	if len(info.EOS) == 0 {
 		info.EOS = []int32{int32(info.VocabSize - 1)}
 	}
-	return &Model{info: info, script: slices.Clone(script), logits: make([]float32, info.VocabSize)}
+	return &Model{info: info, script: slices.Clone(script), logits: make([]float32, info.VocabSize), peak: 100}
+}
+
+// SetBackground makes the logits bg (vocabulary sized) everywhere but at
+// the scripted token, which gets max(bg)+margin: realistic logits for
+// benchmarks, with a margin large enough that sampling still follows the script.
+func (m *Model) SetBackground(bg []float32, margin float32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	copy(m.logits, bg)
+	m.peak = slices.Max(bg) + margin
+	m.bg = m.logits[m.hot]
 }
 
 // Info implements inference.Model.
@@ -164,9 +177,9 @@ func (m *Model) Eval(ctx context.Context, seq []int32, valid int) (inference.Log
 	if m.step < len(m.script) {
 		next = m.script[m.step]
 	}
-	m.logits[m.hot] = 0
-	m.logits[next] = 100
-	m.hot = next
+	m.logits[m.hot] = m.bg
+	m.hot, m.bg = next, m.logits[next]
+	m.logits[next] = m.peak
 	return inference.Logits{Type: inference.F32, F32: m.logits}, valid, nil
 }
 
