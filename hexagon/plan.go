@@ -27,6 +27,10 @@ type planner struct {
 	window  int  // AR
 	ctxLen  int  // CTX
 	costs   Costs
+	// decodeMeasured is false until the decode graph's cost is measured:
+	// until then a single token goes to decode (as on v79), so that an
+	// estimate scaled from other graphs cannot lock decode out.
+	decodeMeasured bool
 }
 
 // from returns the first position to evaluate for a sequence of n tokens when
@@ -64,6 +68,9 @@ func (p *planner) each(n, start int, f func(step)) {
 	for pos < n {
 		rest := n - pos
 		canPrefill := pos == 0 || p.chunked
+		if rest == 1 && pos > 0 && !p.decodeMeasured {
+			canPrefill = false
+		}
 		if canPrefill && time.Duration(min(rest, p.window))*p.costs.Decode > p.costs.Prefill {
 			k := min(rest, p.window)
 			f(step{prefill: true, start: pos, n: k})

@@ -483,7 +483,9 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 	}
 	valid = min(max(valid, 0), r.valid, len(seq))
 	if !r.fixedCosts {
-		r.plan.costs = r.measuredCosts()
+		var m [nRoles]bool
+		r.plan.costs, m = r.measuredCosts()
+		r.plan.decodeMeasured = m[roleDecode]
 	}
 	from := r.plan.from(len(seq), valid)
 	r.valid = min(r.valid, from)

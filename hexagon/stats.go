@@ -43,25 +43,36 @@ func (s Stats) Host() time.Duration { return s.Embed + s.Rope + s.Mask + s.KVCop
 func (r *Runner) Stats() Stats { return r.stats }
 
 // Costs returns the per-call cost estimates the planner uses now.
-func (r *Runner) Costs() Costs { return r.measuredCosts() }
+func (r *Runner) Costs() Costs { c, _ := r.measuredCosts(); return c }
 
 // measuredCosts replaces the initial estimates with measured means once a
-// graph has run successfully a few times.
-func (r *Runner) measuredCosts() Costs {
-	c := r.plan.costs
-	if r.cfg.Costs != (Costs{}) || c == (Costs{}) {
-		c = r.cfg.Costs
-		if c == (Costs{}) {
-			c = V79Costs
+// graph has run a few times. A graph not measured yet keeps its initial
+// estimate scaled by how far the measured graphs are from theirs, so a host
+// much faster or slower than the v79 figures still compares like with like.
+func (r *Runner) measuredCosts() (Costs, [nRoles]bool) {
+	c := r.cfg.Costs
+	if c == (Costs{}) {
+		c = V79Costs
+	}
+	est := [nRoles]*time.Duration{&c.Prefill, &c.Decode, &c.LMHead}
+	var measured [nRoles]bool
+	var ratio float64
+	n := 0
+	for i, g := range r.stats.Graphs {
+		if ok := g.Calls - g.Failed; ok >= 1 && *est[i] > 0 {
+			mean := time.Duration(int64(g.Time) / g.Calls)
+			ratio += float64(mean) / float64(*est[i])
+			*est[i], measured[i] = mean, true
+			n++
 		}
 	}
-	set := func(dst *time.Duration, g GraphStats) {
-		if ok := g.Calls - g.Failed; ok >= 2 && g.Failed == 0 {
-			*dst = g.Mean()
+	if n > 0 {
+		ratio /= float64(n)
+		for i := range est {
+			if !measured[i] {
+				*est[i] = time.Duration(float64(*est[i]) * ratio)
+			}
 		}
 	}
-	set(&c.Prefill, r.stats.Graphs[rolePrefill])
-	set(&c.Decode, r.stats.Graphs[roleDecode])
-	set(&c.LMHead, r.stats.Graphs[roleLMHead])
-	return c
+	return c, measured
 }
