@@ -238,6 +238,7 @@ func (s *sampler) filter() ([]cand, []float64) {
 		ws = append(ws, w)
 		z += w
 	}
+	s.ws = ws // keep the buffer; topP writes its own (s.pw)
 	if p := float64(s.p.TopP); p > 0 && p < 1 {
 		c, ws = s.topP(c, ws, p*z)
 	}
@@ -252,7 +253,6 @@ func (s *sampler) filter() ([]cand, []float64) {
 		}
 		c, ws = c[:n], ws[:n]
 	}
-	s.ws = ws
 	return c, ws
 }
 

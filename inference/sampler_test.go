@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -140,9 +141,9 @@ func TestFilterMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			s := newSampler(V) // reused: no state may leak between steps
 			for trial := range 20 {
 				x := randLogits(r, V, 1+float64(trial%4))
-				s := newSampler(V)
 				s.reset(tc.p, nil, 1)
 				s.startChoice()
 				s.prepare(f32(x), false)
@@ -383,6 +384,102 @@ func TestExpNeg(t *testing.T) {
 		}
 		if math.Abs(got-want) > 3e-7*want {
 			t.Fatalf("expNeg(%v) = %v, want %v", x, got, want)
+		}
+	}
+}
+
+// adjustAll applies the penalties and bias to every id, the brute-force way.
+func adjustAll(x []float32, p Sampling, prompt, gen []int32) []float32 {
+	prev := map[int32]bool{}
+	count := map[int32]int{}
+	for _, id := range prompt {
+		prev[id] = true
+	}
+	for _, id := range gen {
+		prev[id] = true
+		count[id]++
+	}
+	out := make([]float32, len(x))
+	for i, v := range x {
+		id := int32(i)
+		if r := p.RepetitionPenalty; r > 0 && r != 1 && prev[id] {
+			if v > 0 {
+				v /= r
+			} else {
+				v *= r
+			}
+		}
+		if c := count[id]; c > 0 {
+			v -= float32(c)*p.FrequencyPenalty + p.PresencePenalty
+		}
+		out[i] = v + p.LogitBias[id]
+	}
+	return out
+}
+
+func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
+	const V = 4000
+	r := rand.New(rand.NewPCG(11, 12))
+	cases := []Sampling{
+		{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.3},
+		{Temperature: 1, TopK: 30, RepetitionPenalty: 0.8, LogitBias: map[int32]float32{5: 40, 6: -100}},
+		{Temperature: 0.5, MinP: 0.1, LogitBias: map[int32]float32{7: 100}}, // one token dominates
+		{Temperature: 1.2, TopP: 0.5, FrequencyPenalty: -1},
+	}
+	s := newSampler(V) // reused across cases and steps
+	for ci, p := range cases {
+		for trial := range 10 {
+			x := randLogits(r, V, 1+float64(trial%3))
+			prompt := make([]int32, 50)
+			for i := range prompt {
+				prompt[i] = int32(r.IntN(V))
+			}
+			var gen []int32
+			s.reset(p, prompt, 1)
+			s.startChoice()
+			for range 30 {
+				id := int32(r.IntN(V))
+				if r.IntN(3) == 0 { // repeats
+					id = int32(r.IntN(10))
+				}
+				gen = append(gen, id)
+				s.accept(id)
+			}
+			// the best raw tokens are often penalised: put them in the sequence
+			best, _ := argmax(f32(x), nil)
+			gen = append(gen, int32(best))
+			s.accept(int32(best))
+			for _, l := range []Logits{f32(x), toF16(x)} {
+				ref := x
+				if l.Type == F16 {
+					ref = make([]float32, V)
+					for i := range ref {
+						ref[i] = l.At(i)
+					}
+				}
+				s.prepare(l, false)
+				kept, _ := s.filter()
+				var got []int32
+				for _, c := range kept {
+					got = append(got, c.id)
+				}
+				slices.Sort(got)
+				want := reference(adjustAll(ref, p, prompt, gen), p)
+				if !slices.Equal(got, want) {
+					var diff []string
+					for _, id := range want {
+						if !slices.Contains(got, id) {
+							diff = append(diff, fmt.Sprintf("-%d(%v touched=%v)", id, l.At(int(id)), bit(s.touched, id)))
+						}
+					}
+					for _, id := range got {
+						if !slices.Contains(want, id) {
+							diff = append(diff, fmt.Sprintf("+%d(%v)", id, l.At(int(id))))
+						}
+					}
+					t.Fatalf("case %d trial %d %v: kept %d, reference %d: %v", ci, trial, l.Type, len(got), len(want), diff)
+				}
+			}
 		}
 	}
 }

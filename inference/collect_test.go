@@ -1,0 +1,62 @@
+package inference
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCollect checks the one-pass collectors against a brute-force filter
+// for every logit type, with and without skipped ids and floors.
+func TestCollect(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const V = 20000
+	for trial := range 60 {
+		x := randLogits(r, V, 1+float64(trial%4))
+		if trial%5 == 0 { // a late, high maximum: the first blocks are dense
+			x[V-7] = 30
+		}
+		var skip []uint64
+		if trial%2 == 1 {
+			skip = make([]uint64, (V+63)/64)
+			for range 300 {
+				set(skip, int32(r.IntN(V)))
+			}
+		}
+		delta := []float32{0.5, 5, 14, 40}[trial%4]
+		floor := float32(math.Inf(-1))
+		if trial%3 == 1 {
+			floor = float32(r.NormFloat64())
+		}
+		u16 := Logits{Type: U16, Raw16: make([]uint16, V), Scale: 0.002, Offset: -20000}
+		for i, v := range x {
+			u16.Raw16[i] = uint16(min(max(float64(v)/0.002+20000, 0), 65535))
+		}
+		for _, l := range []Logits{f32(x), toF16(x), u16, {Type: U16, Raw16: u16.Raw16, Scale: -0.002, Offset: -40000}} {
+			got, m := collect(l, delta, floor, skip, nil)
+			wm := float32(math.Inf(-1))
+			for i := range V {
+				if !skipped(skip, i) {
+					wm = max(wm, l.At(i))
+				}
+			}
+			if m != wm {
+				t.Fatalf("trial %d %v: max %v, want %v", trial, l.Type, m, wm)
+			}
+			var want []int32
+			for i := range V {
+				if v := l.At(i); !skipped(skip, i) && v >= max(floor, wm-delta) {
+					want = append(want, int32(i))
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("trial %d %v: %d collected, want %d", trial, l.Type, len(got), len(want))
+			}
+			for i, c := range got {
+				if c.id != want[i] || c.v != l.At(int(c.id)) {
+					t.Fatalf("trial %d %v: #%d = %+v, want id %d", trial, l.Type, i, c, want[i])
+				}
+			}
+		}
+	}
+}
