@@ -483,3 +483,34 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// The sampled frequencies follow the softmax of the kept tokens.
+func TestSampleFrequencies(t *testing.T) {
+	x := []float32{1, 2, 0.5, 3, -1, 2.5, 0, 1.5}
+	for _, p := range []Sampling{{Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 1.5, TopP: 0.8}} {
+		s := newSampler(len(x))
+		s.reset(p, nil, 99)
+		s.startChoice()
+		s.prepare(f32(x), false)
+		kept, ws := s.filter()
+		var z float64
+		for _, w := range ws {
+			z += w
+		}
+		want := map[int32]float64{}
+		for i, c := range kept {
+			want[c.id] = ws[i] / z
+		}
+		const n = 40000
+		got := map[int32]float64{}
+		for range n {
+			id, _ := s.sample(f32(x), false, 0)
+			got[id] += 1.0 / n
+		}
+		for id, f := range got {
+			if math.Abs(f-want[id]) > 0.01 {
+				t.Errorf("%+v: token %d sampled %.3f, want %.3f", p, id, f, want[id])
+			}
+		}
+	}
+}
