@@ -74,8 +74,9 @@ func TestDevice(t *testing.T) {
 
 	ctx := context.Background()
 	n := len(c.PromptIDs)
+	last := func(pos int) bool { return pos == n-1 }
 	viaPrefill := make([]float32, info.VocabSize)
-	if err := r.evalAll(ctx, c.PromptIDs, 0, true, func(pos int, l inference.Logits) {
+	if err := r.evalAll(ctx, c.PromptIDs, 0, true, last, func(pos int, l inference.Logits) {
 		if pos == n-1 {
 			for i := range viaPrefill {
 				viaPrefill[i] = l.At(i)
@@ -86,7 +87,7 @@ func TestDevice(t *testing.T) {
 	}
 	var worst float64
 	var top1 int32
-	if err := r.evalAll(ctx, c.PromptIDs, 0, false, func(pos int, l inference.Logits) {
+	if err := r.evalAll(ctx, c.PromptIDs, 0, false, last, func(pos int, l inference.Logits) {
 		if pos != n-1 {
 			return
 		}

@@ -155,7 +155,9 @@ func withGraphName(t *testing.T, dir, decode string) string {
 	}
 	m := b.Manifest
 	for k, c := range m.Artifacts.Contexts {
-		c.Bin = filepath.Join(dir, c.Bin)
+		if !filepath.IsAbs(c.Bin) {
+			c.Bin = filepath.Join(dir, c.Bin)
+		}
 		m.Artifacts.Contexts[k] = c
 	}
 	m.Plan.Params.Decode = decode

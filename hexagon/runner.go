@@ -497,7 +497,7 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		if err = ctx.Err(); err != nil {
 			return
 		}
-		err = r.run(seq, s, s.start+s.n == len(seq), nil)
+		err = r.run(seq, s, s.start+s.n == len(seq), nil, nil)
 	})
 	if err != nil {
 		return inference.Logits{}, 0, err
@@ -521,8 +521,9 @@ func (r *Runner) check(seq []int32) error {
 
 // evalAll evaluates seq from position from with the given step kind (prefill
 // windows where the contract allows, or decode steps only) and calls f with
-// the logits at every position from..len(seq)-1. It is the golden-test path.
-func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, f func(pos int, l inference.Logits)) error {
+// the logits at every position from..len(seq)-1 that want accepts (nil: all).
+// It is the golden-test path.
+func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, want func(pos int) bool, f func(pos int, l inference.Logits)) error {
 	if err := r.check(seq); err != nil {
 		return err
 	}
@@ -538,7 +539,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 	p.each(len(seq), from, func(s step) {
 		if err == nil {
 			if err = ctx.Err(); err == nil {
-				err = r.run(seq, s, true, f)
+				err = r.run(seq, s, true, want, f)
 			}
 		}
 	})
@@ -546,8 +547,8 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 }
 
 // run executes one plan step. With logits it runs the lm-head on the last
-// row (or, with f, on every row and calls f for each).
-func (r *Runner) run(seq []int32, s step, logits bool, f func(int, inference.Logits)) error {
+// row (or, with f, on every row that want accepts and calls f for each).
+func (r *Runner) run(seq []int32, s step, logits bool, want func(int) bool, f func(int, inference.Logits)) error {
 	role := roleDecode
 	if s.prefill {
 		role = rolePrefill
@@ -598,6 +599,9 @@ func (r *Runner) run(seq []int32, s step, logits bool, f func(int, inference.Log
 		first = 0
 	}
 	for row := first; row < s.n; row++ {
+		if want != nil && !want(s.start+row) {
+			continue
+		}
 		if err := r.lmhead(g, row); err != nil {
 			return err
 		}

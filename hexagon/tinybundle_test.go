@@ -138,11 +138,16 @@ func buildTiny(v variant) (string, error) {
 		if err := write("model.bin", []simfile.Graph{pre, dec}, true, false); err != nil {
 			return "", err
 		}
-		if err := write("lmhead.bin", []simfile.Graph{lm}, false, true); err != nil {
-			return "", err
+		// One lm-head binary per I/O type, shared by the bundles.
+		lmName := fmt.Sprintf("lmhead-%04x.bin", uint32(v.io))
+		lmPath := filepath.Join(tinyWorld.dir, lmName)
+		if _, err := os.Stat(lmPath); err != nil {
+			if err := write(filepath.Join("..", "..", lmName), []simfile.Graph{lm}, false, true); err != nil {
+				return "", err
+			}
 		}
 		contexts["shared"] = bundle.Context{Bin: "model.bin"}
-		contexts["lmhead"] = bundle.Context{Bin: "lmhead.bin"}
+		contexts["lmhead"] = bundle.Context{Bin: lmPath}
 	}
 	tok, err := filepath.Abs(filepath.Join("..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
 	if err != nil {
