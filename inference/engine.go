@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -163,6 +164,13 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	// The worker reads the request later: it must not share the caller's memory.
+	req.Prompt, req.Stop = slices.Clone(req.Prompt), slices.Clone(req.Stop)
+	req.Sampling.LogitBias = maps.Clone(req.Sampling.LogitBias)
+	if req.Sampling.Seed != nil {
+		seed := *req.Sampling.Seed
+		req.Sampling.Seed = &seed
 	}
 	j := &job{ctx: ctx, req: req, enqueued: e.now()}
 	e.mu.Lock()
