@@ -3,6 +3,7 @@ package inference_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -393,18 +394,32 @@ func TestClose(t *testing.T) {
 
 func TestSeededRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, _ := setup(t, []int32{1, 2, 3, 4}, inference.Config{})
-		seed := int64(7)
-		req := inference.Request{Prompt: []int32{1}, Sampling: inference.Sampling{Temperature: 1.5, Seed: &seed}, N: 3}
-		a, err1 := run(t, e, req)
-		b, err2 := run(t, e, req)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
+		e, m := setup(t, slices.Repeat([]int32{5}, 30), inference.Config{})
+		r := rand.New(rand.NewPCG(1, 2))
+		bg := make([]float32, vocab)
+		for i := range bg {
+			bg[i] = float32(r.NormFloat64())
 		}
-		for i := range a.Choices {
-			if a.Choices[i].Text != b.Choices[i].Text || a.Choices[i].Text != "Hello world" {
-				t.Fatalf("choice %d: %q vs %q", i, a.Choices[i].Text, b.Choices[i].Text)
+		m.SetBackground(bg, 0.5) // a flat distribution: the sampler decides
+		tokens := func(seed int64) [][]int32 {
+			req := inference.Request{Prompt: []int32{1}, MaxTokens: 20, N: 2,
+				Sampling: inference.Sampling{Temperature: 1, TopP: 0.95, Seed: &seed}}
+			res, err := run(t, e, req)
+			if err != nil {
+				t.Fatal(err)
 			}
+			var out [][]int32
+			for _, c := range res.Choices {
+				out = append(out, c.Tokens)
+			}
+			return out
+		}
+		a, b, c := tokens(7), tokens(7), tokens(8)
+		if !slices.EqualFunc(a, b, slices.Equal) {
+			t.Fatalf("same seed: %v vs %v", a, b)
+		}
+		if slices.EqualFunc(a, c, slices.Equal) || slices.Equal(a[0], a[1]) {
+			t.Fatalf("seeds 7 and 8 or the two choices agree: %v %v", a, c)
 		}
 	})
 }
