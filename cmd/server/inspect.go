@@ -104,7 +104,18 @@ func inspectFiles(path, arch string) ([]string, error) {
 	for k := range b.Manifest.Artifacts.Contexts {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	rank := map[string]int{"prefill": 0, "decode": 1, "shared": 2, "lmhead": 3}
+	sort.Slice(keys, func(i, j int) bool {
+		ri, iok := rank[keys[i]]
+		rj, jok := rank[keys[j]]
+		if iok != jok {
+			return iok
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		return keys[i] < keys[j]
+	})
 	for _, k := range keys {
 		f := b.Manifest.Artifacts.Contexts[k].Bin
 		if f == "" {
