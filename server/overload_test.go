@@ -220,7 +220,35 @@ func TestOverload(t *testing.T) {
 				counts[o].Add(1)
 			}()
 		}
+		// /health keeps answering 200 during the storm.
+		stopProbe := make(chan struct{})
+		probeErr := make(chan error, 1)
+		go func() {
+			defer close(probeErr)
+			for {
+				select {
+				case <-stopProbe:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				resp, err := client.Get(r.URL + "/health")
+				if err != nil {
+					probeErr <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					probeErr <- fmt.Errorf("/health during the storm: %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
 		wg.Wait()
+		close(stopProbe)
+		if err := <-probeErr; err != nil {
+			t.Error(err)
+		}
 		close(errs)
 		for err := range errs {
 			t.Error(err)
@@ -270,29 +298,47 @@ func TestDisconnectFreesModel(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			disconnectFreesModel(t, r, watch, client, stream, latency)
+		})
+	}
+}
+
+func disconnectFreesModel(t *testing.T, r *rig, watch *cancelWatch, client *http.Client, stream bool, latency time.Duration) {
+	before := len(watch.cancels())
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", r.URL+"/v1/chat/completions",
-		strings.NewReader(chatBody(`"stream":true,"max_tokens":100`)))
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for frames := 0; frames < 3 && sc.Scan(); {
-		if sc.Text() != "" {
-			frames++
+		strings.NewReader(chatBody(fmt.Sprintf(`"stream":%v,"max_tokens":100`, stream))))
+	var closed time.Time
+	if stream {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for frames := 0; frames < 3 && sc.Scan(); {
+			if sc.Text() != "" {
+				frames++
+			}
+		}
+		closed = time.Now()
+		cancel()
+		resp.Body.Close()
+	} else {
+		// A non-streamed request: the client gives up while it generates.
+		time.AfterFunc(3*latency, func() { closed = time.Now(); cancel() })
+		if _, err := client.Do(req); !errors.Is(err, context.Canceled) {
+			t.Fatalf("want the request cancelled, got %v", err)
 		}
 	}
-	closed := time.Now()
-	cancel()
-	resp.Body.Close()
 
 	// The model observes the cancellation within one graph call.
 	end := closed.Add(2 * time.Second)
 	var seen []time.Time
 	for len(seen) == 0 && time.Now().Before(end) {
 		time.Sleep(5 * time.Millisecond)
-		seen = watch.cancels()
+		seen = watch.cancels()[before:]
 	}
 	if len(seen) == 0 {
 		t.Fatalf("the model never saw the disconnect (calls %d)", len(r.Model.Calls()))
