@@ -328,3 +328,17 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Streaming handlers flush through the middleware's response wrapper.
+func TestFlushThroughMiddleware(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	var flushErr error
+	s.router.Get("/test/flush", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("data: x\n\n"))
+		flushErr = http.NewResponseController(w).Flush()
+	})
+	rec := do(s, "GET", "/test/flush", "")
+	if flushErr != nil || !rec.Flushed {
+		t.Fatalf("flush: %v, flushed %v", flushErr, rec.Flushed)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -128,6 +129,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          stdlog.New(log.With().Str("component", "http").Logger(), "", 0),
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
