@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -220,6 +221,35 @@ func TestExecuteFailureRecovery(t *testing.T) {
 	if got := r.Stats().Reloads; got != 2 {
 		t.Errorf("%d reloads, want 2", got)
 	}
+
+	// A restart whose reload fails (the binary is gone): Eval keeps failing
+	// cleanly until the reload works again.
+	bin := filepath.Join(dir, "model.bin")
+	if err := os.Rename(bin, bin+".away"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(bin+".away", bin) })
+	ctl.Set("HOSTSIM_FAIL_CODE", "1007")
+	ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(ctl.Stats().ExecCalls+1, 10))
+	_, _, err = r.Eval(ctx, c.PromptIDs, 0)
+	ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", "")
+	ctl.Set("HOSTSIM_FAIL_CODE", "")
+	if err == nil || !strings.Contains(err.Error(), "reloading after a device restart") {
+		t.Fatalf("failed reload: %v", err)
+	}
+	if _, _, err := r.Eval(ctx, c.PromptIDs, 0); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("Eval while the graphs are unavailable: %v", err)
+	}
+	if err := os.Rename(bin+".away", bin); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := r.Eval(ctx, c.PromptIDs, 0)
+	if err != nil {
+		t.Fatalf("Eval once the binary is back: %v", err)
+	}
+	if e, ok := topError(l, c.Checks[len(c.Checks)-1].Top); e > 1e-4 || !ok {
+		t.Errorf("logits after the late reload off by %.3g", e)
+	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +267,8 @@ func TestExecuteFailureRecovery(t *testing.T) {
 	if n := ctl.sysLive(); n != 0 {
 		t.Errorf("%d system contexts live after Close", n)
 	}
-	if s.ExecInjected-base.ExecInjected != 3 {
-		t.Errorf("%d injected failures, want 3", s.ExecInjected-base.ExecInjected)
+	if s.ExecInjected-base.ExecInjected != 4 {
+		t.Errorf("%d injected failures, want 4", s.ExecInjected-base.ExecInjected)
 	}
 }
 

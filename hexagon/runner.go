@@ -62,6 +62,7 @@ type Runner struct {
 	convScratch []float32
 	stats       Stats
 	closed      bool
+	broken      error // set when a reload after a device restart failed
 }
 
 var _ inference.Model = (*Runner)(nil)
@@ -510,6 +511,14 @@ func (r *Runner) check(seq []int32) error {
 	if r.closed {
 		return ErrClosed
 	}
+	if r.broken != nil {
+		// The last reload failed: try again before giving up.
+		if err := r.reload(); err != nil {
+			return fmt.Errorf("hexagon: the graphs are unavailable since a device restart: %w", err)
+		}
+		r.broken = nil
+		r.stats.Reloads++
+	}
 	if len(seq) == 0 {
 		return errors.New("hexagon: empty sequence")
 	}
@@ -645,6 +654,7 @@ func (r *Runner) execute(g *graphIO) error {
 		r.valid = 0
 		r.log.Warn().Err(err).Msg("hexagon: device restart, reloading the context binaries")
 		if rerr := r.reload(); rerr != nil {
+			r.broken = rerr
 			return errors.Join(err, fmt.Errorf("hexagon: reloading after a device restart: %w", rerr))
 		}
 		r.stats.Reloads++
