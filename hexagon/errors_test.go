@@ -284,3 +284,22 @@ func TestEvalCanceled(t *testing.T) {
 		t.Fatal("513 tokens accepted for a 512-token context")
 	}
 }
+
+// TestArch: with no Arch configured the runner asks the runtime (hostsim
+// reports v79) and falls back to v79 for an implausible answer.
+func TestArch(t *testing.T) {
+	r := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
+	a, err := r.rt.Arch()
+	t.Logf("runtime reports arch %q (err %v)", a, err)
+	if r.arch != "v79" {
+		t.Errorf("arch %q, want v79", r.arch)
+	}
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{{"v79", true}, {"v68", true}, {"v2147483792", false}, {"", false}, {"x79", false}} {
+		if got := plausibleArch(tt.in); got != tt.want {
+			t.Errorf("plausibleArch(%q) = %v", tt.in, got)
+		}
+	}
+}
