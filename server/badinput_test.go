@@ -516,3 +516,26 @@ func TestModelFailureHealth(t *testing.T) {
 	}
 	r.assertHealthy(t)
 }
+
+// TestBodyLimitChunked checks the body limit on a chunked body (no
+// Content-Length): reading past the limit is a 413 too.
+func TestBodyLimitChunked(t *testing.T) {
+	r := newRig(t, rigOptions{opts: server.Options{BodyLimit: 1024}})
+	body := io.MultiReader(strings.NewReader(`{"model":"`+modelID+`","prompt":"`), strings.NewReader(strings.Repeat("a", 4096)+`"}`))
+	req, _ := http.NewRequest("POST", r.URL+"/v1/completions", body)
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	rep := reply{resp.StatusCode, resp.Header, b}
+	if rep.Status != 413 {
+		t.Fatalf("status %d: %s", rep.Status, b)
+	}
+	if e := decodeError(t, rep); orNull(e.Code) != "request_too_large" {
+		t.Fatalf("code %s", orNull(e.Code))
+	}
+	r.assertHealthy(t)
+}
