@@ -540,7 +540,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
 	}
 	r.valid = from
-	p := planner{chunked: r.plan.chunked, window: r.window, ctxLen: r.spec.ctx, costs: Costs{Prefill: 1, Decode: 1 << 40}}
+	p := planner{chunked: r.plan.chunked, window: r.window, ctxLen: r.spec.ctx, costs: Costs{Prefill: 1, Decode: 1 << 40}, decodeMeasured: true}
 	if !prefill {
 		p.costs = Costs{Prefill: 1 << 40, Decode: 1}
 	}
