@@ -34,13 +34,13 @@ build/hostsim/%/libcdsprpc.so: $(HOSTSIM_RPC_SRC)
 HOSTSIM_TEST_DIR := build/hostsim/test
 test-hostsim: hostsim
 	@mkdir -p $(HOSTSIM_TEST_DIR)
-	$(HOSTSIM_CC) -O2 -Wall -Wextra -Werror -Wno-format-truncation -std=gnu11 -o $(HOSTSIM_TEST_DIR)/harness $(HOSTSIM_DIR)/test/harness.c -ldl -lm
+	$(HOSTSIM_CC) -O2 -Wall -Wextra -Werror -Wno-format-truncation -pthread -std=gnu11 -o $(HOSTSIM_TEST_DIR)/harness $(HOSTSIM_DIR)/test/harness.c -ldl -lm
 	go run ./hexagon/hostsim/simfile/internal/gentiny -golden testdata/tinyllama/golden_tiny_public.json -out $(HOSTSIM_TEST_DIR)
 	$(HOSTSIM_TEST_DIR)/harness build/hostsim/$(HOSTSIM_GOARCH) $(HOSTSIM_TEST_DIR)
 
 # test-hostsim-arm64: the same harness against the arm64 build, under qemu-user.
 test-hostsim-arm64: hostsim-arm64
 	@mkdir -p $(HOSTSIM_TEST_DIR)
-	$(HOSTSIM_CC_ARM64) -O2 -Wall -Wextra -Werror -Wno-format-truncation -std=gnu11 -o $(HOSTSIM_TEST_DIR)/harness-arm64 $(HOSTSIM_DIR)/test/harness.c -ldl -lm
+	$(HOSTSIM_CC_ARM64) -O2 -Wall -Wextra -Werror -Wno-format-truncation -pthread -std=gnu11 -o $(HOSTSIM_TEST_DIR)/harness-arm64 $(HOSTSIM_DIR)/test/harness.c -ldl -lm
 	go run ./hexagon/hostsim/simfile/internal/gentiny -golden testdata/tinyllama/golden_tiny_public.json -out $(HOSTSIM_TEST_DIR)
 	qemu-aarch64 -L /usr/aarch64-linux-gnu $(HOSTSIM_TEST_DIR)/harness-arm64 build/hostsim/arm64 $(HOSTSIM_TEST_DIR)

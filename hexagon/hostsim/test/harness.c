@@ -6,6 +6,7 @@
  * Usage: harness LIBDIR DATADIR */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -523,6 +524,58 @@ static void run_variant(const char *dir, const char *name, const char *body, con
   close_runner(&r);
 }
 
+/* ---- concurrency: several threads executing graphs of one context at once ---- */
+typedef struct {
+  runner *r;
+  graph g; /* private copy of the decode graph's tensors with private buffers */
+  float *first;
+  int ok;
+} conc_arg;
+
+static void *conc_thread(void *p) {
+  conc_arg *a = p;
+  a->ok = 1;
+  for (int k = 0; k < 30; k++) {
+    E e = execute(&a->g);
+    int iy = find(a->g.out, a->g.nout, "y");
+    if (e) { a->ok = 0; break; }
+    for (int h = 0; h < M.H; h++)
+      if (get(&a->g.out[iy], a->g.outbuf[iy], (size_t)h) != a->first[h]) a->ok = 0;
+  }
+  return NULL;
+}
+
+static void concurrency(runner *r) {
+  graph *d = &r->dec;
+  decode_step(r, 3, 5, NULL);
+  int iy = find(d->out, d->nout, "y");
+  float *first = malloc(sizeof(float) * (size_t)M.H);
+  for (int h = 0; h < M.H; h++) first[h] = get(&d->out[iy], d->outbuf[iy], (size_t)h);
+  conc_arg args[3];
+  pthread_t th[3];
+  for (int t = 0; t < 3; t++) {
+    args[t].r = r;
+    args[t].first = first;
+    args[t].g = *d;
+    args[t].g.out = malloc(sizeof(Qnn_Tensor_t) * d->nout);
+    args[t].g.outbuf = malloc(sizeof(void *) * d->nout);
+    memcpy(args[t].g.out, d->out, sizeof(Qnn_Tensor_t) * d->nout);
+    for (uint32_t i = 0; i < d->nout; i++) {
+      args[t].g.outbuf[i] = calloc(1, nbytes(&d->out[i]));
+      bind_raw(&args[t].g.out[i], args[t].g.outbuf[i]);
+    }
+    pthread_create(&th[t], NULL, conc_thread, &args[t]);
+  }
+  for (int t = 0; t < 3; t++) {
+    pthread_join(th[t], NULL);
+    CHECK(args[t].ok, "concurrent executes in thread %d gave other results", t);
+    for (uint32_t i = 0; i < d->nout; i++) free(args[t].g.outbuf[i]);
+    free(args[t].g.out);
+    free(args[t].g.outbuf);
+  }
+  free(first);
+}
+
 /* ---- validation and switches ---- */
 typedef struct {
   int64_t live_backends, live_devices, live_contexts, live_mems, live_logs, live_power_ids;
@@ -658,6 +711,7 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   CHECK(dt >= 0.030, "latency %.4f s", dt);
   p_set("HOSTSIM_LATENCY_US_LMHEAD", NULL);
   free(lg);
+  concurrency(&r);
   /* speed: decode steps (no lm-head), lm-head calls, full prefill windows */
   int nb = 200;
   t0 = now_s();
