@@ -54,6 +54,8 @@
 // emitted; other special tokens are never emitted as text. Stop strings
 // (at most MaxStops) match across token boundaries: text that might begin
 // one is held back until decided, and the emitted text never contains it.
+// A choice stops as soon as a token completes a stop string (as OpenAI
+// does); the text is cut at the earliest stop string it then contains.
 // Text is emitted as complete UTF-8; incomplete bytes at the end of a
 // choice become U+FFFD. Token ids and logprobs travel with their text, so a
 // token inside a stop string is not reported. Usage.CompletionTokens counts

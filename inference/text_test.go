@@ -1,8 +1,10 @@
 package inference
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // mapVocab is a fake Vocab: pieces by id, <|…|> pieces are special.
@@ -88,4 +90,78 @@ func TestDetok(t *testing.T) {
 			}
 		})
 	}
+}
+
+// For any split of a text into tokens, the released text is the text up to
+// the first stop string (or all of it), and the tokens released are those
+// that start before that point. A choice stops as soon as a token completes
+// a stop string (as OpenAI does), so with overlapping stop strings the one
+// completed first wins, cut at its earliest occurrence.
+func FuzzDetok(f *testing.F) {
+	f.Add("Hello, wörld€ and more<end> tail", "<end>", "ld€", uint64(1))
+	f.Add("aaaa", "aa", "x", uint64(2))
+	f.Add("日本語のテキスト", "のテ", "", uint64(3))
+	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, seed uint64) {
+		if len(text) > 200 || !utf8.ValidString(text) {
+			return
+		}
+		var stops []string
+		for _, s := range []string{stop1, stop2} {
+			if s != "" {
+				stops = append(stops, s)
+			}
+		}
+		// split at random byte offsets (possibly inside characters)
+		r := rand.New(rand.NewPCG(seed, seed))
+		var parts []string
+		for rest := text; rest != ""; {
+			n := 1 + r.IntN(min(len(rest), 6))
+			parts = append(parts, rest[:n])
+			rest = rest[n:]
+		}
+		v, ids := pieces(parts...)
+		var d detok
+		d.reset(v, stops)
+		var got strings.Builder
+		nids, stopped := 0, false
+		for _, id := range ids {
+			out, st := d.add(id, nil)
+			got.WriteString(out.text)
+			nids += len(out.ids)
+			if st {
+				stopped = true
+				break
+			}
+		}
+		if !stopped {
+			out := d.flush()
+			got.WriteString(out.text)
+			nids += len(out.ids)
+		}
+		// The choice stops after the first token that completes a stop
+		// string, cut at the earliest stop string in the text so far.
+		cut := len(text)
+		for off, i := 0, 0; i < len(parts) && cut == len(text); i++ {
+			off += len(parts[i])
+			for _, s := range stops {
+				if j := strings.Index(text[:off], s); j >= 0 && j < cut {
+					cut = j
+				}
+			}
+		}
+		want := strings.ToValidUTF8(text[:cut], "\uFFFD")
+		if got.String() != want || stopped != (cut < len(text)) {
+			t.Fatalf("parts %q stops %q: got %q (stopped %v), want %q", parts, stops, got.String(), stopped, want)
+		}
+		wantIDs := 0
+		for off, i := 0, 0; i < len(parts); i++ {
+			if off < cut || cut == len(text) {
+				wantIDs++
+			}
+			off += len(parts[i])
+		}
+		if nids != wantIDs {
+			t.Fatalf("parts %q stops %q: %d ids released, want %d", parts, stops, nids, wantIDs)
+		}
+	})
 }
