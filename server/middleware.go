@@ -76,7 +76,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 				ev = zerolog.Ctx(r.Context()).Debug() // probes would drown the log
 			}
 			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", status).
-				Int("bytes", ww.BytesWritten()).Dur("duration", d).Msg("request")
+				Int("bytes", ww.BytesWritten()).Float64("duration_ms", float64(d.Microseconds())/1e3).Msg("request")
 		}()
 		next.ServeHTTP(ww, r)
 	})

@@ -169,7 +169,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		}
 		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
 			Tokenizer: tok, Engine: engine, Health: engine.Healthy})
-		log.Info().Str("model", id).Dur("load_time", time.Since(start)).Msg("ready")
+		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
 		loaded <- loadResult{model: model, engine: engine}
 	}()
 
@@ -207,6 +207,9 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	if errors.Is(runErr, http.ErrServerClosed) {
 		runErr = nil
+	}
+	if runErr == nil {
+		log.Info().Msg("stopped")
 	}
 	return runErr
 }
