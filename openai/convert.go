@@ -53,7 +53,8 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err := rejectUnsupportedChat(r); err != nil {
 		return nil, err
 	}
-	if err := common(&r.CommonParams, p, g); err != nil {
+	c := r.Common()
+	if err := common(&c, p, g); err != nil {
 		return nil, err
 	}
 	maxTokens, param := r.MaxTokens, "max_tokens"
@@ -118,7 +119,8 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	case r.BestOf != nil && *r.BestOf != 1:
 		return nil, invalid("best_of", "best_of other than 1 is not supported")
 	}
-	if err := common(&r.CommonParams, p, g); err != nil {
+	c := r.Common()
+	if err := common(&c, p, g); err != nil {
 		return nil, err
 	}
 	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {

@@ -63,7 +63,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
-	return &json.UnmarshalTypeError{Value: "a value other than a string, an array or null", Type: contentType, Field: "content"}
+	return &json.UnmarshalTypeError{Value: "a value other than a string, an array or null", Type: contentType} // the decoder adds the field path
 }
 
 // MarshalJSON writes the string form, the parts, or null.
