@@ -263,6 +263,17 @@ func (p *relProc) health(t *testing.T) relReply {
 	return relReply{resp.StatusCode, resp.Header, string(b)}
 }
 
+func (p *relProc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // One token prompt, one generated token: exactly two graph executes (the
 // decode graph for the prompt token, then the lm-head) on the tiny bundle.
 const relOneStep = `{"model":"tinyllama-public","prompt":[128000],"temperature":0,"max_tokens":1}`
@@ -349,12 +360,14 @@ func TestExecuteFailures(t *testing.T) {
 }
 
 // TestSlowNPU checks that a slow graph call does not stall the HTTP side:
-// while a request generates under injected latency, /health and /v1/models
-// answer at once and a client that goes away stops generation.
+// while a request generates under injected latency, /health answers at
+// once, with engine.queue_length 1 a second request waits and a third gets
+// 503 + Retry-After, and a client that goes away frees the model for the
+// waiting one.
 func TestSlowNPU(t *testing.T) {
 	libs := relLibs(t)
 	bundle := relBundle(t)
-	cfg := relConfig{Bundle: bundle}.write(t, libs)
+	cfg := relConfig{Bundle: bundle, Extra: "engine:\n  queue_length: 1"}.write(t, libs)
 	p := relStart(t, cfg, true, "HOSTSIM_LATENCY_US_DECODE=50000", "HOSTSIM_LATENCY_US_LMHEAD=50000")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -375,8 +388,41 @@ func TestSlowNPU(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("/health took %v while generating", d)
 	}
+	// With queue_length 1: one request waits, the next is refused at once.
+	queued := make(chan relReply, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", p.URL+"/v1/completions", strings.NewReader(relOneStep))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			queued <- relReply{Body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		queued <- relReply{resp.StatusCode, resp.Header, string(b)}
+	}()
+	end := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.metrics(t), "\nhexserve_queue_depth 1\n") {
+		if time.Now().After(end) {
+			t.Fatalf("the second request never queued")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep := p.post(t, "/v1/completions", relOneStep)
+	if rep.Status != 503 || rep.Header.Get("Retry-After") == "" || !strings.Contains(rep.Body, "server_overloaded") {
+		t.Fatalf("third request with a full queue: %d %v %s", rep.Status, rep.Header, rep.Body)
+	}
+
 	cancel()
 	resp.Body.Close()
+	select {
+	case rep := <-queued:
+		if rep.Status != 200 {
+			t.Fatalf("queued request: %d %s", rep.Status, rep.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the queued request did not run within 5s of the disconnect")
+	}
 	// The abandoned request (≥ 200 × 100 ms left) frees the model: the next
 	// one-token request finishes in a few graph calls.
 	start = time.Now()
