@@ -76,3 +76,17 @@ func TestWriteError(t *testing.T) {
 		t.Fatalf("param should be null: %s", rec.Body)
 	}
 }
+
+func TestJSONParam(t *testing.T) {
+	for in, want := range map[string]string{
+		"temperature":              "temperature",
+		"CommonParams.temperature": "temperature",
+		"messages.content":         "messages.content",
+		"Outer.Inner.stop":         "stop",
+		"":                         "",
+	} {
+		if got := jsonParam(in); got != want {
+			t.Errorf("jsonParam(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -162,10 +163,25 @@ func decodeJSON(r *http.Request, v any) error {
 		return nil
 	case errors.As(err, &tooLarge):
 		return err
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return invalid(typeErr.Field, "Invalid type for '%s': expected %s, got %s.", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &typeErr) && jsonParam(typeErr.Field) != "":
+		p := jsonParam(typeErr.Field)
+		return invalid(p, "Invalid type for '%s': expected %s, got %s.", p, typeErr.Type, typeErr.Value)
 	case errors.Is(err, io.EOF):
 		return invalid("", "The request body is empty; expected a JSON object.")
 	}
 	return invalid("", "We could not parse the JSON body of your request (%v).", err)
+}
+
+// jsonParam turns encoding/json's field path into the request's key path by
+// dropping the Go names of embedded structs ("CommonParams.temperature" →
+// "temperature"); the API's keys are all lower case.
+func jsonParam(field string) string {
+	parts := strings.Split(field, ".")
+	keep := parts[:0]
+	for _, p := range parts {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, ".")
 }
