@@ -2,17 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -314,4 +319,125 @@ func TestMkmodelErrors(t *testing.T) {
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
 		t.Errorf("failed runs wrote %d entries", len(entries))
 	}
+}
+
+// TestMkmodelGoldenThroughHostsim serves mkmodel bundles through the hexagon
+// runner on hostsim and compares with the golden file: the float32 path
+// (f16 weights are exact, f32 I/O and KV) must reproduce every greedy token
+// of the `short` case and its checked logits to 1e-3; the default 16-bit
+// bundle (int8 weights, f16 I/O and KV) is judged by top-1 agreement up to
+// the first greedy step whose golden margin is below its logit error.
+func TestMkmodelGoldenThroughHostsim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds bundles and runs hostsim")
+	}
+	libs, err := filepath.Abs(filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range []string{"libQnnHtp.so", "libQnnSystem.so", "libcdsprpc.so"} {
+		if _, err := os.Stat(filepath.Join(libs, lib)); err != nil {
+			t.Skipf("hostsim libraries not built (%v): run `make hostsim`", err)
+		}
+	}
+	// One runtime for every bundle: the libraries stay loaded (hostsim's
+	// worker threads do not survive an unload and reload of libQnnHtp.so).
+	rt, err := qnn.Open(qnn.Config{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"), RPCMem: filepath.Join(libs, "libcdsprpc.so")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+
+	data, err := os.ReadFile("../../testdata/tinyllama/golden_tiny_public.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []struct {
+			Name      string  `json:"name"`
+			PromptIDs []int32 `json:"prompt_ids"`
+			Checks    []struct {
+				Pos int         `json:"pos"`
+				Top [][]float64 `json:"top"`
+			} `json:"checks"`
+			Greedy        []int32   `json:"greedy"`
+			GreedyMargins []float64 `json:"greedy_margins"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	short := g.Cases[0]
+
+	for _, v := range []struct {
+		name  string
+		args  []string
+		exact bool
+	}{
+		{"exact", []string{"--weights", "f16", "--io", "f32", "--kv", "f32"}, true},
+		{"default", nil, false},
+		{"f16-weights", []string{"--weights", "f16"}, false},
+		{"u16-io", []string{"--weights", "f16", "--io", "u16", "--mask", "u16"}, false},
+		{"chunked-shared", []string{"--weights", "f16", "--io", "f32", "--kv", "f32", "--contract", "chunked", "--layout", "shared", "--prefill-chunk", "2"}, true},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			out := t.TempDir()
+			args := append([]string{"--preset", "tiny", "--out", out, "--tokenizer", testTokenizer}, v.args...)
+			if code, _, stderr := runMk(t, args...); code != 0 {
+				t.Fatalf("mkmodel: %s", stderr)
+			}
+			r, err := hexagon.Open(hexagon.Config{Bundle: out, Arch: "v79", Runtime: rt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx := context.Background()
+
+			// Checked positions: logits of the top-20 golden tokens.
+			maxErr := 0.0
+			for _, c := range short.Checks {
+				l, _, err := r.Eval(ctx, short.PromptIDs[:c.Pos+1], 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tl := range c.Top {
+					maxErr = max(maxErr, math.Abs(float64(l.At(int(tl[0])))-tl[1]))
+				}
+				if v.exact && argmax(l) != int(c.Top[0][0]) {
+					t.Errorf("pos %d: top-1 %d, golden %d", c.Pos, argmax(l), int(c.Top[0][0]))
+				}
+			}
+			t.Logf("%s: max |logit error| over the checked top-20 = %.3g", v.name, maxErr)
+			if v.exact && maxErr > 1e-3 {
+				t.Errorf("logit error %g > 1e-3", maxErr)
+			}
+
+			// Greedy continuation, reusing the KV cache.
+			seq := append([]int32(nil), short.PromptIDs...)
+			for step, want := range short.Greedy {
+				if !v.exact && short.GreedyMargins[step] < 2*maxErr {
+					t.Logf("%s: stopping at greedy step %d: golden margin %.3g below the error bound", v.name, step, short.GreedyMargins[step])
+					break
+				}
+				l, _, err := r.Eval(ctx, seq, len(seq)-1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := argmax(l); got != int(want) {
+					t.Fatalf("greedy step %d: %d, golden %d (margin %.3g)", step, got, want, short.GreedyMargins[step])
+				}
+				seq = append(seq, want)
+			}
+		})
+	}
+}
+
+func argmax(l inference.Logits) int {
+	best := 0
+	for i := 1; i < l.Len(); i++ {
+		if l.At(i) > l.At(best) {
+			best = i
+		}
+	}
+	return best
 }
