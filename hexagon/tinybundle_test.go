@@ -50,9 +50,11 @@ var tinyWorld struct {
 
 // TestMain removes the generated bundles.
 func TestMain(m *testing.M) {
-	// hostsim's matmul thread pool hung once in a decode execute here (all
-	// threads waiting); one thread avoids the pool and is fast enough for
-	// the tiny model. Set before hostsim starts its pool (read once).
+	// hostsim's matmul worker threads outlive a dlclose of libQnnHtp.so;
+	// these tests open and close the runtime many times, and the next load
+	// re-initialises the pool under the old waiters (seen here: a hang in
+	// parallel_for's pthread_cond_broadcast with two workers for
+	// HOSTSIM_THREADS=2). One thread never starts the pool. Read at load.
 	if os.Getenv("HOSTSIM_THREADS") == "" {
 		os.Setenv("HOSTSIM_THREADS", "1")
 	}
