@@ -58,7 +58,6 @@ type Runner struct {
 	plan        planner
 	fixedCosts  bool
 	valid       int // cache rows [0, valid) hold the last evaluated sequence
-	seqScratch  []float32
 	convScratch []float32
 	stats       Stats
 	closed      bool
@@ -143,7 +142,6 @@ func Open(cfg Config) (_ *Runner, err error) {
 		costs = V79Costs
 	}
 	r.plan = planner{chunked: r.spec.contract == ContractChunked, window: r.window, ctxLen: r.spec.ctx, costs: costs}
-	r.seqScratch = make([]float32, r.spec.hidden)
 	r.convScratch = make([]float32, r.spec.hidden)
 	r.log.Info().Str("model", r.spec.name).Str("arch", r.arch).Str("contract", r.spec.contract).
 		Str("mask", string(r.spec.mask)).Int("window", r.window).Int("ctx", r.spec.ctx).
