@@ -286,3 +286,20 @@ func TestDecodeSteps(t *testing.T) {
 		t.Errorf("%+v", s[0])
 	}
 }
+
+func TestRunPhases(t *testing.T) {
+	tok := loadTokenizer(t)
+	rep, err := Run(context.Background(), Options{Quick: true, Phases: []string{"stream"},
+		Load: func() (Loaded, error) {
+			return Loaded{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3})), Tokenizer: tok}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Streaming) != 1 || len(rep.Host) != 0 || rep.Tokenizer.Bytes != 0 || rep.PrefixCache.HistoryTokens != 0 {
+		t.Errorf("only the stream phase should run: %+v", rep)
+	}
+	if len(rep.Goals) != 1 || rep.Goals[0].Name != "go_side_rss_mb" {
+		t.Errorf("goals %+v, want only go_side_rss_mb", rep.Goals)
+	}
+}

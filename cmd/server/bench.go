@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hexserve/hexserve/bench"
@@ -35,6 +37,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
 	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1)")
 	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
+	phases := fs.String("phases", "", "comma-separated `phases` to run: "+strings.Join(bench.PhaseKeys, ",")+" (default all; http needs --http)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	memprofile := fs.String("memprofile", "", "write a heap profile at the end to `file`")
 	fs.Usage = func() {
@@ -68,6 +71,17 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	var phaseList []string
+	if *phases != "" {
+		for _, p := range strings.Split(*phases, ",") {
+			if !slices.Contains(bench.PhaseKeys, p) {
+				fmt.Fprintf(stderr, "hexserve bench: unknown phase %q (have %s)\n", p, strings.Join(bench.PhaseKeys, ", "))
+				return 2
+			}
+			phaseList = append(phaseList, p)
+		}
+	}
+
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -85,7 +99,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	opt := bench.Options{
 		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, EmulateV79: *emulate,
-		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr,
+		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
