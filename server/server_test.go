@@ -22,7 +22,7 @@ var (
 	tokErr  error
 )
 
-func testTokenizer(t *testing.T) *tokenizer.Tokenizer {
+func testTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
 	if tokErr != nil {
@@ -31,7 +31,7 @@ func testTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	return tok
 }
 
-func testModel(t *testing.T) *Model {
+func testModel(t testing.TB) *Model {
 	return &Model{ID: "llama-3.2-1b-instruct", Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
 		ContextLen: 512, Tokenizer: testTokenizer(t)}
 }
