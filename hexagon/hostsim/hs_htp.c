@@ -198,10 +198,16 @@ static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
 
-static const char *sw(const char *name) {
-  for (int i = 0; i < NOVR; i++)
-    if (g_ovr[i].name && !strcmp(g_ovr[i].name, name)) return g_ovr[i].value;
-  return getenv(name);
+/* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
+static const char *sw(const char *name, char *buf, size_t n) {
+  const char *v = NULL;
+  pthread_mutex_lock(&g_mu);
+  for (int i = 0; i < NOVR && !v; i++)
+    if (g_ovr[i].name && !strcmp(g_ovr[i].name, name)) v = g_ovr[i].value;
+  if (!v) v = getenv(name);
+  if (v) snprintf(buf, n, "%s", v);
+  pthread_mutex_unlock(&g_mu);
+  return v ? buf : NULL;
 }
 
 EXPORT int hostsim_set(const char *name, const char *value) {
@@ -263,15 +269,20 @@ EXPORT void hostsim_reset(void) {
 }
 
 EXPORT int hostsim_power_config(uint32_t id, hostsim_power_t *out) {
-  if (!out || id == 0 || id >= g_power_next || id > MAXPOWER) return -1;
   pthread_mutex_lock(&g_mu);
+  if (!out || id == 0 || id >= g_power_next || id > MAXPOWER) { pthread_mutex_unlock(&g_mu); return -1; }
   *out = g_power[id];
   out->mem_grow_size = g_mem_grow;
   out->mem_config_calls = g_mem_calls;
   pthread_mutex_unlock(&g_mu);
   return 0;
 }
-EXPORT uint32_t hostsim_power_last_id(void) { return g_power_last; }
+EXPORT uint32_t hostsim_power_last_id(void) {
+  pthread_mutex_lock(&g_mu);
+  uint32_t id = g_power_last;
+  pthread_mutex_unlock(&g_mu);
+  return id;
+}
 
 /* ---- perf infrastructure ---- */
 static Qnn_ErrorHandle_t perf_create(uint32_t dev, uint32_t core, uint32_t *id) {
@@ -800,7 +811,8 @@ static int64_t now_us(void) {
 }
 
 static int fail_now(int64_t call) {
-  const char *s = sw("HOSTSIM_FAIL_EXECUTE_AT");
+  char buf[1024];
+  const char *s = sw("HOSTSIM_FAIL_EXECUTE_AT", buf, sizeof buf);
   while (s && *s) {
     char *end;
     long long v = strtoll(s, &end, 10);
@@ -812,8 +824,7 @@ static int fail_now(int64_t call) {
 }
 
 /* script_next returns the forced token for this lm-head call, or -1. Caller holds g_mu. */
-static long script_next(void) {
-  const char *path = sw("HOSTSIM_SCRIPT");
+static long script_next(const char *path) {
   if (!path || !*path) return -1;
   if (!g_script_path || strcmp(path, g_script_path)) {
     free(g_script_path);
@@ -848,8 +859,10 @@ static Qnn_ErrorHandle_t run_lmhead(hs_graph_h *gh, void **in, void **out) {
   if (!x || !lg) { free(x); free(lg); return set_err(QNN_COMMON_ERROR_MEM_ALLOC, "lm-head: out of memory"); }
   hs_load(&g->in[0], in[0], 0, m->d.hidden, x);
   hs_lmhead(m, x, lg);
+  char path[1024];
+  const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
   pthread_mutex_lock(&g_mu);
-  long forced = script_next();
+  long forced = script_next(sp);
   pthread_mutex_unlock(&g_mu);
   if (forced >= 0 && forced < (long)m->d.vocab) {
     float mx = lg[0];
@@ -974,6 +987,7 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
   hs_graph_h *gh = graph;
   void **inp = NULL, **outp = NULL;
   const char *lat = NULL;
+  char latbuf[32];
   if (!ok) { e = set_err(QNN_GRAPH_ERROR_INVALID_HANDLE, "graphExecute: invalid graph handle"); goto end; }
   if (signal) { e = set_err(QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphExecute: signals are not supported by hostsim"); goto end; }
   if (nIn == 0 && inputs) { e = set_err(QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphExecute: nIn = 0 with a non-NULL input array"); goto end; }
@@ -982,7 +996,8 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
   if (!inp || !outp) { e = set_err(QNN_COMMON_ERROR_MEM_ALLOC, "graphExecute: out of memory"); goto end; }
   if ((e = bind_tensors(gh, inputs, nIn, 1, inp)) || (e = bind_tensors(gh, outputs, nOut, 0, outp))) goto end;
   if (fail_now(call)) {
-    const char *c = sw("HOSTSIM_FAIL_CODE");
+    char cb[32];
+    const char *c = sw("HOSTSIM_FAIL_CODE", cb, sizeof cb);
     uint32_t code = c && atoi(c) > 0 ? (uint32_t)atoi(c) : QNN_COMMON_ERROR_SYSTEM_COMMUNICATION;
     e = set_err(code, "graphExecute: injected failure at call %lld (HOSTSIM_FAIL_EXECUTE_AT)", (long long)call);
     pthread_mutex_lock(&g_mu);
@@ -996,7 +1011,7 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
     g_exec_kind[gh->g->kind]++;
     pthread_mutex_unlock(&g_mu);
     lat = sw(gh->g->kind == HS_KIND_PREFILL ? "HOSTSIM_LATENCY_US_PREFILL"
-             : gh->g->kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD");
+             : gh->g->kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD", latbuf, sizeof latbuf);
   }
 end:
   if (e) {
