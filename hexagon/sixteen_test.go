@@ -20,6 +20,10 @@ func TestGolden16Bit(t *testing.T) {
 		{variant{contract: simfile.QHexRT, window: 128, io: simfile.F16, kv: simfile.F16}, 0.05},
 		{variant{contract: simfile.Chunked, window: 16, io: simfile.F16, kv: simfile.F16, mask: simfile.MaskU16}, 0.05},
 		{variant{contract: simfile.QHexRT, window: 16, io: simfile.UFixed16, kv: simfile.F16}, 0.05},
+		// y (f16) converted to an f32 lm-head input, f32 logits.
+		{variant{contract: simfile.Chunked, window: 16, io: simfile.F16, kv: simfile.F16, lmIO: simfile.F32}, 0.05},
+		// y (f32, exact KV) converted to a ufixed16 lm-head, ufixed16 logits.
+		{variant{contract: simfile.QHexRT, window: 16, io: simfile.F32, kv: simfile.F32, lmIO: simfile.UFixed16}, 0.05},
 	}
 	for _, tt := range tests {
 		t.Run(tt.v.String(), func(t *testing.T) {

@@ -18,7 +18,8 @@ type variant struct {
 	window   int
 	io, kv   simfile.DType
 	mask     simfile.MaskKind
-	shared   bool // one context binary holding all three graphs
+	shared   bool          // one context binary holding all three graphs
+	lmIO     simfile.DType // lm-head I/O type when it differs from io (0: io)
 }
 
 func (v variant) String() string {
@@ -33,6 +34,9 @@ func (v variant) String() string {
 	s := fmt.Sprintf("%s-ar%d-%s-io%04x-kv%04x", c, v.window, m, uint32(v.io), uint32(v.kv))
 	if v.shared {
 		s += "-shared"
+	}
+	if v.lmIO != 0 {
+		s += fmt.Sprintf("-lm%04x", uint32(v.lmIO))
 	}
 	return s
 }
@@ -116,6 +120,11 @@ func buildTiny(v variant) (string, error) {
 		return "", err
 	}
 	pre, dec, lm := simfile.DefaultGraphs(h, v.contract, v.window, v.io, v.kv, v.mask)
+	lmType := v.io
+	if v.lmIO != 0 {
+		_, _, lm = simfile.DefaultGraphs(h, v.contract, v.window, v.lmIO, v.kv, v.mask)
+		lmType = v.lmIO
+	}
 	weight := func(i int, w simfile.Weight) ([]uint16, error) {
 		if w.Name == "model.embed_tokens.weight" {
 			return tinyWorld.embed, nil
@@ -141,7 +150,7 @@ func buildTiny(v variant) (string, error) {
 			return "", err
 		}
 		// One lm-head binary per I/O type, shared by the bundles.
-		lmName := fmt.Sprintf("lmhead-%04x.bin", uint32(v.io))
+		lmName := fmt.Sprintf("lmhead-%04x.bin", uint32(lmType))
 		lmPath := filepath.Join(tinyWorld.dir, lmName)
 		if _, err := os.Stat(lmPath); err != nil {
 			if err := write(filepath.Join("..", "..", lmName), []simfile.Graph{lm}, false, true); err != nil {
