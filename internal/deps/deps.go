@@ -1,3 +1,4 @@
+// Package main pins modules that the project uses before any package imports them.
 package main
 import (
  _ "github.com/go-chi/chi/v5"
