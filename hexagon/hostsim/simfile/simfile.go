@@ -126,6 +126,10 @@ type Options struct {
 	// Source supplies weight i's float16 data when Weight.F16 is nil; it is
 	// called once per weight, in order, and the slice is not retained.
 	Source func(i int, w Weight) ([]uint16, error)
+	// SourceRows, if set (and Weight.F16 is nil), is preferred to Source: it fills
+	// dst with rows [row0, row0+len(dst)/Cols) of weight i, so a large tensor
+	// (a 1B model's embedding) is written in bounded memory.
+	SourceRows func(i int, w Weight, row0 int, dst []uint16) error
 	// Progress, if set, is called after each weight with bytes written so far and the total.
 	Progress func(done, total int64)
 }
@@ -268,44 +272,9 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		if wr.err != nil {
 			return wr.err
 		}
-		data := wt.F16
-		if data == nil {
-			if opt.Source == nil {
-				return fmt.Errorf("simfile: weight %s has no data and no Source", wt.Name)
-			}
-			var err error
-			if data, err = opt.Source(i, wt); err != nil {
-				return fmt.Errorf("simfile: weight %s: %w", wt.Name, err)
-			}
+		if err := writeWeight(wr, i, wt, entries[i], opt); err != nil {
+			return err
 		}
-		if len(data) != wt.Rows*wt.Cols {
-			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(data), wt.Rows*wt.Cols)
-		}
-		e := entries[i]
-		switch e.storage {
-		case WeightF16:
-			wr.u16s(data)
-		case WeightF32:
-			for _, v := range data {
-				wr.f32(f16ToF32(v))
-			}
-		case WeightInt8:
-			scales := make([]float32, wt.Rows)
-			row := make([]byte, wt.Cols)
-			for r := range wt.Rows {
-				scales[r] = quantRow(data[r*wt.Cols:(r+1)*wt.Cols], row)
-				wr.bytes(row)
-			}
-			wr.zeros(int(e.scalesO - wr.n))
-			for _, s := range scales {
-				wr.f32(s)
-			}
-		}
-		end := e.off + pad(e.size)
-		if e.storage == WeightInt8 {
-			end = e.scalesO + pad(4*int64(wt.Rows))
-		}
-		wr.zeros(int(end - wr.n))
 		if opt.Progress != nil {
 			opt.Progress(wr.n, total)
 		}
@@ -317,6 +286,74 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		return wr.err
 	}
 	return bw.Flush()
+}
+
+// chunkValues bounds how many values writeWeight fetches at a time (at least one row).
+var chunkValues = 1 << 22
+
+// writeWeight writes one weight's data (and int8 scales) plus padding, fetching rows in chunks.
+func writeWeight(wr *lew, i int, wt Weight, e entry, opt Options) error {
+	var fetch func(row0, n int) ([]uint16, error)
+	switch {
+	case wt.F16 != nil:
+		if len(wt.F16) != wt.Rows*wt.Cols {
+			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(wt.F16), wt.Rows*wt.Cols)
+		}
+		fetch = func(row0, n int) ([]uint16, error) { return wt.F16[row0*wt.Cols : (row0+n)*wt.Cols], nil }
+	case opt.SourceRows != nil:
+		buf := make([]uint16, min(wt.Rows, max(1, chunkValues/wt.Cols))*wt.Cols)
+		fetch = func(row0, n int) ([]uint16, error) {
+			b := buf[:n*wt.Cols]
+			return b, opt.SourceRows(i, wt, row0, b)
+		}
+	case opt.Source != nil:
+		data, err := opt.Source(i, wt)
+		if err != nil {
+			return fmt.Errorf("simfile: weight %s: %w", wt.Name, err)
+		}
+		if len(data) != wt.Rows*wt.Cols {
+			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(data), wt.Rows*wt.Cols)
+		}
+		fetch = func(row0, n int) ([]uint16, error) { return data[row0*wt.Cols : (row0+n)*wt.Cols], nil }
+	default:
+		return fmt.Errorf("simfile: weight %s has no data and no Source", wt.Name)
+	}
+	var scales []float32
+	if e.storage == WeightInt8 {
+		scales = make([]float32, 0, wt.Rows)
+	}
+	row := make([]byte, wt.Cols)
+	step := min(wt.Rows, max(1, chunkValues/wt.Cols))
+	for r0 := 0; r0 < wt.Rows; r0 += step {
+		n := min(step, wt.Rows-r0)
+		data, err := fetch(r0, n)
+		if err != nil {
+			return fmt.Errorf("simfile: weight %s: %w", wt.Name, err)
+		}
+		switch e.storage {
+		case WeightF16:
+			wr.u16s(data)
+		case WeightF32:
+			for _, v := range data {
+				wr.f32(f16ToF32(v))
+			}
+		case WeightInt8:
+			for r := range n {
+				scales = append(scales, quantRow(data[r*wt.Cols:(r+1)*wt.Cols], row))
+				wr.bytes(row)
+			}
+		}
+	}
+	end := e.off + pad(e.size)
+	if e.storage == WeightInt8 {
+		wr.zeros(int(e.scalesO - wr.n))
+		for _, s := range scales {
+			wr.f32(s)
+		}
+		end = e.scalesO + pad(4*int64(wt.Rows))
+	}
+	wr.zeros(int(end - wr.n))
+	return wr.err
 }
 
 // quantRow quantises one row to int8 with a symmetric per-row scale.

@@ -216,3 +216,39 @@ func TestReadRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceRowsMatchesInMemory(t *testing.T) {
+	defer func(v int) { chunkValues = v }(chunkValues)
+	chunkValues = 20 // 2 rows of 8 values per fetch, 1 row for wider tensors
+	_, dec, lm := DefaultGraphs(small, QHexRT, 1, F32, F32, MaskAdditive)
+	specs := WeightSpecs(small, true, true)
+	full := make([]Weight, len(specs))
+	for i, w := range specs {
+		full[i] = w
+		full[i].F16 = testData(w, i)
+	}
+	for _, f := range []WeightFormat{WeightF16, WeightInt8, WeightF32} {
+		var a, b bytes.Buffer
+		if err := Write(&a, small, []Graph{dec, lm}, full, f); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		err := WriteWith(&b, small, []Graph{dec, lm}, specs, Options{Format: f, SourceRows: func(i int, w Weight, row0 int, dst []uint16) error {
+			calls++
+			if len(dst)%w.Cols != 0 || row0*w.Cols+len(dst) > len(full[i].F16) {
+				t.Fatalf("SourceRows(%s, %d, %d values)", w.Name, row0, len(dst))
+			}
+			copy(dst, full[i].F16[row0*w.Cols:])
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Errorf("format %d: SourceRows output differs from in-memory output", f)
+		}
+		if calls <= len(specs) {
+			t.Errorf("format %d: %d SourceRows calls for %d weights, want chunking", f, calls, len(specs))
+		}
+	}
+}

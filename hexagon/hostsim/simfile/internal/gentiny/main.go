@@ -174,12 +174,14 @@ func runPreset(name, out string, ctx int) error {
 		return err
 	}
 	h := hyperOf(cfg, ctx)
-	src := func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(cfg, w.Name) }
 	pre, dec, lm := simfile.DefaultGraphs(h, simfile.Chunked, 128, simfile.F16, simfile.F16, simfile.MaskAdditive)
-	if err := writeFile(filepath.Join(out, name+".hsim"), h, []simfile.Graph{pre, dec}, simfile.WeightSpecs(h, true, false), simfile.WeightInt8, src); err != nil {
+	opt := simfile.Options{Format: simfile.WeightInt8, SourceRows: func(_ int, w simfile.Weight, row0 int, dst []uint16) error {
+		return tinyllama.Fill(cfg, w.Name, row0*w.Cols, dst)
+	}}
+	if err := writeOpts(filepath.Join(out, name+".hsim"), h, []simfile.Graph{pre, dec}, simfile.WeightSpecs(h, true, false), opt); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(out, name+"_lmhead.hsim"), h, []simfile.Graph{lm}, simfile.WeightSpecs(h, false, true), simfile.WeightInt8, src)
+	return writeOpts(filepath.Join(out, name+"_lmhead.hsim"), h, []simfile.Graph{lm}, simfile.WeightSpecs(h, false, true), opt)
 }
 
 func hyperOf(cfg tinyllama.Config, ctx int) simfile.Hyper {
@@ -190,11 +192,15 @@ func hyperOf(cfg tinyllama.Config, ctx int) simfile.Hyper {
 
 func writeFile(path string, h simfile.Hyper, graphs []simfile.Graph, ws []simfile.Weight, wf simfile.WeightFormat,
 	src func(int, simfile.Weight) ([]uint16, error)) error {
+	return writeOpts(path, h, graphs, ws, simfile.Options{Format: wf, Source: src})
+}
+
+func writeOpts(path string, h simfile.Hyper, graphs []simfile.Graph, ws []simfile.Weight, opt simfile.Options) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := simfile.WriteWith(f, h, graphs, ws, simfile.Options{Format: wf, Source: src}); err != nil {
+	if err := simfile.WriteWith(f, h, graphs, ws, opt); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: %w", path, err)
 	}
