@@ -240,3 +240,14 @@ func TestDraws(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkFill(b *testing.B) {
+	c := Llama32_1B()
+	dst := make([]uint16, 1<<20)
+	b.SetBytes(2 << 20)
+	for b.Loop() {
+		if err := Fill(c, "model.embed_tokens.weight", 1<<24, dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

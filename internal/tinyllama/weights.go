@@ -146,41 +146,60 @@ func Draws(seed uint64, n int) []int {
 	return out
 }
 
-// fill writes elements [start, start+len(dst)) of tensor t through put.
-// SplitMix64's state after i draws is seed + i·golden, so any range can be
-// generated without walking the stream from the beginning.
-func fill(c Config, t Tensor, start int, n int, put func(i int, v float64)) error {
-	if start < 0 || start+n > t.Len() {
-		return fmt.Errorf("tinyllama: range [%d, %d) outside %s (%d elements)", start, start+n, t.Name, t.Len())
+// stream returns the SplitMix64 state just before element start of t and
+// the table mapping a draw m (index m + 1024) to its value. SplitMix64's
+// state after i draws is seed + i·gamma, so any range can be generated
+// without walking the stream from the beginning.
+func stream(c Config, name string, start, n int) (uint64, *[2048]float64, error) {
+	t, err := Lookup(c, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	if start < 0 || n < 0 || start+n > t.Len() {
+		return 0, nil, fmt.Errorf("tinyllama: range [%d, %d) outside %s (%d elements)", start, start+n, t.Name, t.Len())
 	}
 	k, shift := classify(t)
-	state := (c.InitSeed ^ fnv1a64(t.Name)) + uint64(start)*gamma
-	for i := range n {
-		state += gamma
-		m := int(mix(state)>>53) - 1024
-		put(i, value(k, shift, m))
+	var table [2048]float64
+	for i := range table {
+		table[i] = value(k, shift, i-1024)
 	}
-	return nil
+	return (c.InitSeed ^ fnv1a64(t.Name)) + uint64(start)*gamma, &table, nil
 }
 
 // Fill writes elements [start, start+len(dst)) (row-major) of the named
 // tensor as float16 bits. Use it to stream large tensors in pieces.
 func Fill(c Config, name string, start int, dst []uint16) error {
-	t, err := Lookup(c, name)
+	state, values, err := stream(c, name, start, len(dst))
 	if err != nil {
 		return err
 	}
-	return fill(c, t, start, len(dst), func(i int, v float64) { dst[i] = Float16(float32(v)) })
+	var table [2048]uint16
+	for i, v := range values {
+		table[i] = Float16(float32(v))
+	}
+	for i := range dst {
+		state += gamma
+		dst[i] = table[mix(state)>>53] // the draw's top 11 bits are m + 1024
+	}
+	return nil
 }
 
 // FillFloat32 is Fill with float32 values (identical numbers: every value is
 // exact in float16 and float32).
 func FillFloat32(c Config, name string, start int, dst []float32) error {
-	t, err := Lookup(c, name)
+	state, values, err := stream(c, name, start, len(dst))
 	if err != nil {
 		return err
 	}
-	return fill(c, t, start, len(dst), func(i int, v float64) { dst[i] = float32(v) })
+	var table [2048]float32
+	for i, v := range values {
+		table[i] = float32(v)
+	}
+	for i := range dst {
+		state += gamma
+		dst[i] = table[mix(state)>>53]
+	}
+	return nil
 }
 
 // Generate returns the whole named tensor as float16 bits. Do not use it for
