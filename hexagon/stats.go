@@ -46,9 +46,10 @@ func (r *Runner) Stats() Stats { return r.stats }
 func (r *Runner) Costs() Costs { c, _ := r.measuredCosts(); return c }
 
 // measuredCosts replaces the initial estimates with measured means once a
-// graph has run a few times. A graph not measured yet keeps its initial
-// estimate scaled by how far the measured graphs are from theirs, so a host
-// much faster or slower than the v79 figures still compares like with like.
+// graph has run. A graph not measured yet keeps its initial estimate scaled
+// by how far its closest measured sibling is from its own (prefill and
+// decode stand for each other; the lm-head takes the mean of both), so a
+// host much faster or slower than the v79 figures compares like with like.
 func (r *Runner) measuredCosts() (Costs, [nRoles]bool) {
 	c := r.cfg.Costs
 	if c == (Costs{}) {
@@ -56,23 +57,32 @@ func (r *Runner) measuredCosts() (Costs, [nRoles]bool) {
 	}
 	est := [nRoles]*time.Duration{&c.Prefill, &c.Decode, &c.LMHead}
 	var measured [nRoles]bool
-	var ratio float64
-	n := 0
+	var ratio [nRoles]float64
 	for i, g := range r.stats.Graphs {
 		if ok := g.Calls - g.Failed; ok >= 1 && *est[i] > 0 {
 			mean := time.Duration(int64(g.Time) / g.Calls)
-			ratio += float64(mean) / float64(*est[i])
+			ratio[i] = float64(mean) / float64(*est[i])
 			*est[i], measured[i] = mean, true
-			n++
 		}
 	}
-	if n > 0 {
-		ratio /= float64(n)
-		for i := range est {
-			if !measured[i] {
-				*est[i] = time.Duration(float64(*est[i]) * ratio)
+	scale := func(i int, from ...int) {
+		if measured[i] {
+			return
+		}
+		var sum float64
+		n := 0
+		for _, j := range from {
+			if measured[j] {
+				sum += ratio[j]
+				n++
 			}
 		}
+		if n > 0 {
+			*est[i] = time.Duration(float64(*est[i]) * sum / float64(n))
+		}
 	}
+	scale(rolePrefill, roleDecode)
+	scale(roleDecode, rolePrefill)
+	scale(roleLMHead, rolePrefill, roleDecode)
 	return c, measured
 }

@@ -304,3 +304,27 @@ func equal16(a, b []uint16) bool {
 	}
 	return true
 }
+
+func TestMeasuredCosts(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		stats [3]GraphStats
+		want  Costs
+	}{
+		{"nothing measured", [3]GraphStats{}, V79Costs},
+		// Prefill measured at 1/10 of v79: decode follows it, the lm-head too.
+		{"prefill only", [3]GraphStats{{Calls: 2, Time: 2 * 6450 * time.Microsecond}}, Costs{Prefill: 6450 * time.Microsecond, Decode: 6 * ms, LMHead: 250 * time.Microsecond}},
+		{"all measured", [3]GraphStats{{Calls: 1, Time: 9 * ms}, {Calls: 4, Time: 4 * ms}, {Calls: 5, Time: 10 * ms}}, Costs{Prefill: 9 * ms, Decode: ms, LMHead: 2 * ms}},
+		{"failures only", [3]GraphStats{{Calls: 1, Failed: 1, Time: ms}}, V79Costs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Runner{stats: Stats{Graphs: tt.stats}}
+			got, _ := r.measuredCosts()
+			if got != tt.want {
+				t.Errorf("costs = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
