@@ -91,3 +91,30 @@ func BenchmarkDecodeStep(b *testing.B) {
 	after := r.Stats()
 	b.ReportMetric(float64((after.Host()-before.Host()).Nanoseconds())/float64(b.N), "host-ns/op")
 }
+
+// TestStatsConcurrent: Stats may be read while an Eval runs (-race checks it).
+func TestStatsConcurrent(t *testing.T) {
+	r := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
+	seq := loadGolden(t).get(t, "short").PromptIDs
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 5 {
+			if _, _, err := r.Eval(context.Background(), seq, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	var last Stats
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			last = r.Stats()
+		}
+	}
+	if st := r.Stats(); st.Graphs[LMHeadGraph].Calls != 5 || st.Graphs[LMHeadGraph].Calls < last.Graphs[LMHeadGraph].Calls {
+		t.Errorf("lm-head calls %d (last seen %d), want 5", st.Graphs[LMHeadGraph].Calls, last.Graphs[LMHeadGraph].Calls)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -59,7 +60,9 @@ type Runner struct {
 	fixedCosts  bool
 	valid       int // cache rows [0, valid) hold the last evaluated sequence
 	convScratch []float32
-	stats       Stats
+	stats       Stats      // updated by the worker without locking
+	pub         Stats      // a copy for Stats, published after each Eval
+	pubMu       sync.Mutex // guards pub
 	closed      bool
 	broken      error // set when a reload after a device restart failed
 }
@@ -488,6 +491,7 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 	}
 	from := r.plan.from(len(seq), valid)
 	r.valid = min(r.valid, from)
+	defer r.publish()
 	var err error
 	r.plan.each(len(seq), from, func(s step) {
 		if err != nil {
@@ -538,6 +542,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
 	}
 	r.valid = from
+	defer r.publish()
 	p := planner{chunked: r.plan.chunked, window: r.window, ctxLen: r.spec.ctx, costs: Costs{Prefill: 1, Decode: 1 << 40}, decodeMeasured: true}
 	if !prefill {
 		p.costs = Costs{Prefill: 1 << 40, Decode: 1}

@@ -39,8 +39,20 @@ const (
 // Host is the total host-side time.
 func (s Stats) Host() time.Duration { return s.Embed + s.Rope + s.Mask + s.KVCopy + s.Convert }
 
-// Stats returns the cumulative counters.
-func (r *Runner) Stats() Stats { return r.stats }
+// Stats returns the cumulative counters as of the end of the last Eval. It
+// may be called from any goroutine, also while an Eval runs.
+func (r *Runner) Stats() Stats {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	return r.pub
+}
+
+// publish makes the worker's counters visible to Stats.
+func (r *Runner) publish() {
+	r.pubMu.Lock()
+	r.pub = r.stats
+	r.pubMu.Unlock()
+}
 
 // Costs returns the per-call cost estimates the planner uses now.
 func (r *Runner) Costs() Costs { c, _ := r.measuredCosts(); return c }
