@@ -36,7 +36,7 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	var o mkmodelOptions
 	fs := flag.NewFlagSet("mkmodel", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.config, "config", "", "Hugging Face config.json with init_seed (or a golden file: its `config` key is used)")
+	fs.StringVar(&o.config, "config", "", "Hugging Face config.json with init_seed (or a golden file: its \"config\" key is used)")
 	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model) or llama-3.2-1b (the full 1B shape)")
 	fs.StringVar(&o.out, "out", "", "bundle directory to write (required); files go to OUT/ARCH/")
 	fs.StringVar(&o.name, "name", "", "model.name in the manifest (default from the preset or config)")

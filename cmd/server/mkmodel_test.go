@@ -154,7 +154,7 @@ func checkEmbed(t *testing.T, path string, cfg tinyllama.Config) {
 		t.Fatalf("embed: %d bytes, want %d", st.Size(), want)
 	}
 	H := cfg.HiddenSize
-	for _, row := range []int{0, 1, 4097, cfg.VocabSize - 1} {
+	for _, row := range []int{0, 1, cfg.VocabSize / 3, cfg.VocabSize - 1} {
 		buf := make([]byte, 2*H)
 		if _, err := f.ReadAt(buf, int64(row*H*2)); err != nil {
 			t.Fatal(err)
@@ -440,4 +440,39 @@ func argmax(l inference.Logits) int {
 		}
 	}
 	return best
+}
+
+func TestMkmodelCustomConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.json")
+	os.WriteFile(cfgPath, []byte(`{"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+		"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 1000, "rope_theta": 10000,
+		"tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "init_seed": 7}`), 0o644)
+	out := filepath.Join(dir, "bundle")
+	code, _, stderr := runMk(t, "--config", cfgPath, "--out", out, "--tokenizer", testTokenizer, "--ctx", "64", "--prefill-chunk", "16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "the tokenizer has 128256 tokens but the model's vocab_size is 1000") {
+		t.Errorf("no vocab warning: %q", stderr)
+	}
+	b, err := bundle.Read(out, "v79")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Settings
+	if b.Manifest.Model.Name != "tinyllama-config" || s.NHeads != 2 || s.NKVHeads != 1 || s.BOS != 1 ||
+		!reflect.DeepEqual(s.EOSTokenIDs, []int{2}) || s.RopeScaling.RopeType != "default" || b.Manifest.Params.HeadDim != 16 {
+		t.Errorf("manifest %+v settings %+v", b.Manifest, s)
+	}
+	cfg, err := tinyllama.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEmbed(t, b.Embed, cfg)
+	// Untied: the lm-head file carries lm_head.weight.
+	lm := readSim(t, b.LMHeadBin)
+	if lm.Hyper.TiedLMHead || len(lm.Weights) != 1 || lm.Weights[0].Name != "lm_head.weight" {
+		t.Errorf("lm-head %+v", lm)
+	}
 }
