@@ -221,5 +221,8 @@ func sharedServer(t *testing.T) *hexserve {
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
+	if shared == nil {
+		t.Fatal("the shared server failed to start (see the first test's failure)")
+	}
 	return shared
 }

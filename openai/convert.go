@@ -17,6 +17,9 @@ const (
 	MaxN           = 8  // choices per request
 	MaxStops       = 16 // stop strings (OpenAI allows 4)
 	MaxTopLogprobs = 20 // chat top_logprobs and completions logprobs (OpenAI: 20 and 5)
+	// DefaultCompletionMaxTokens is OpenAI's max_tokens default for
+	// /v1/completions, used when neither the request nor the server sets one.
+	DefaultCompletionMaxTokens = 16
 )
 
 // Params is what converting a request needs from the server.
@@ -122,6 +125,9 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	c := r.Common()
 	if err := common(&c, p, g); err != nil {
 		return nil, err
+	}
+	if p.MaxTokens == 0 {
+		p.MaxTokens = DefaultCompletionMaxTokens
 	}
 	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {
 		return nil, err

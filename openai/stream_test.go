@@ -177,8 +177,11 @@ func TestFromCompletionRequestPrompts(t *testing.T) {
 		return &r
 	}
 	g, err := FromCompletionRequest(dec(`{"prompt":[5,6,7]}`), p)
-	if err != nil || len(g.Request.Prompt) != 3 || g.Request.Prompt[0] != 5 {
+	if err != nil || len(g.Request.Prompt) != 3 || g.Request.Prompt[0] != 5 || g.Request.MaxTokens != DefaultCompletionMaxTokens {
 		t.Fatalf("%v %v", g, err)
+	}
+	if g, _ := FromCompletionRequest(dec(`{"prompt":[5]}`), Params{Tokenizer: p.Tokenizer, MaxTokens: 40}); g.Request.MaxTokens != 40 {
+		t.Fatalf("configured max_tokens: %d", g.Request.MaxTokens)
 	}
 	g, err = FromCompletionRequest(dec(`{"prompt":["<|eot_id|>x"]}`), p)
 	if err != nil || g.Request.Prompt[0] != 128000 || g.Request.Prompt[1] != 128009 {
