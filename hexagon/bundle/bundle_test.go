@@ -275,8 +275,10 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Compare as generic JSON: the unknown keys survive, nothing is added.
-	var a, b any
+	// chat.bos is written in QHexRT's array form.
+	var a, b map[string]any
 	json.Unmarshal([]byte(goodManifest), &a)
+	a["chat"] = map[string]any{"bos": []any{128000.0}}
 	json.Unmarshal(data, &b)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("round trip changed the manifest:\n%s", data)
@@ -303,5 +305,41 @@ func TestMerge(t *testing.T) {
 	var none *Hexserve
 	if m := none.Merge(nil); m == nil || m.Contract != nil {
 		t.Errorf("nil merge: %+v", m)
+	}
+}
+
+func TestChatBOS(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		bos   int // -1: missing
+		extra string
+	}{
+		{`{"bos": 128000}`, 128000, ""},
+		{`{"bos": [128000, 5]}`, 128000, ""},
+		{`{"bos": [], "template": "llama3"}`, -1, "template"},
+		{`{}`, -1, ""},
+	} {
+		var ch Chat
+		if err := json.Unmarshal([]byte(c.in), &ch); err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		got := -1
+		if ch.BOS != nil {
+			got = *ch.BOS
+		}
+		if _, ok := ch.Extra[c.extra]; got != c.bos || (c.extra != "" && !ok) {
+			t.Errorf("%s: bos %d extra %v", c.in, got, ch.Extra)
+		}
+		out, _ := json.Marshal(ch)
+		var back Chat
+		if err := json.Unmarshal(out, &back); err != nil || (back.BOS == nil) != (ch.BOS == nil) {
+			t.Errorf("%s: round trip %s: %v", c.in, out, err)
+		}
+		if ch.BOS != nil && !strings.Contains(string(out), `"bos":[`) {
+			t.Errorf("%s: bos not written as an array: %s", c.in, out)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"bos": "x"}`), new(Chat)); err == nil {
+		t.Error("string bos: no error")
 	}
 }

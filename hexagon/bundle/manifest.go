@@ -90,7 +90,7 @@ type PlanParams struct {
 
 // Chat is the manifest's `chat` object.
 type Chat struct {
-	BOS *int `json:"bos,omitempty"`
+	BOS *int `json:"-"` // `bos`: read from a number or an array, written as [id]
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -263,16 +263,41 @@ func (p PlanParams) MarshalJSON() ([]byte, error) {
 	return encodeKeep(plain(p), p.Extra)
 }
 
-// UnmarshalJSON decodes Chat, keeping unknown keys in Extra.
+// UnmarshalJSON decodes Chat, keeping unknown keys in Extra. `bos` may be a
+// number or an array (QHexRT's parser reads an array and takes its first id).
 func (c *Chat) UnmarshalJSON(b []byte) error {
-	type plain Chat
-	return decodeKeep(b, (*plain)(c), &c.Extra)
+	var raw struct {
+		BOS IDs `json:"bos"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	*c = Chat{}
+	if len(raw.BOS) > 0 {
+		bos := raw.BOS[0]
+		c.BOS = &bos
+	}
+	delete(all, "bos")
+	if len(all) > 0 {
+		c.Extra = all
+	}
+	return nil
 }
 
-// MarshalJSON encodes Chat with its Extra keys.
+// MarshalJSON encodes Chat with `bos` as a one-element array, the form
+// QHexRT's manifest parser requires.
 func (c Chat) MarshalJSON() ([]byte, error) {
-	type plain Chat
-	return encodeKeep(plain(c), c.Extra)
+	var v struct {
+		BOS []int `json:"bos,omitempty"`
+	}
+	if c.BOS != nil {
+		v.BOS = []int{*c.BOS}
+	}
+	return encodeKeep(v, c.Extra)
 }
 
 // UnmarshalJSON decodes Hexserve, keeping unknown keys in Extra.
