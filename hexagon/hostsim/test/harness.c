@@ -470,6 +470,7 @@ static void run_variant(const char *dir, const char *name, const char *body, con
   open_runner(&r, dir, body, lmfile, backend, device);
   double maxerr = 0, t0 = now_s();
   int top1 = 0, ntop = 0, greedy_ok = 0, greedy_n = 0, tokens_run = 0;
+  double diverge_margin = 0; /* largest golden margin at a step where greedy diverged */
   char detail[512] = "";
   for (int c = 0; c < ncases; c++) {
     gcase *g = &cases[c];
@@ -503,6 +504,7 @@ static void run_variant(const char *dir, const char *name, const char *body, con
       tokens_run++;
     }
     tokens_run += g->n;
+    if (first_bad >= 0 && g->margin[first_bad] > diverge_margin) diverge_margin = g->margin[first_bad];
     if (first_bad >= 0)
       snprintf(detail + strlen(detail), sizeof detail - strlen(detail), " [%s: greedy diverges at step %d, golden margin %.4g]",
                g->name, first_bad, g->margin[first_bad]);
@@ -520,6 +522,9 @@ static void run_variant(const char *dir, const char *name, const char *body, con
     CHECK(top1 == ntop, "%s: top1 %d/%d", name, top1, ntop);
   } else {
     CHECK(maxerr < 0.5, "%s: logit error %g unreasonably large", name, maxerr);
+    /* SPEC: a 16-bit/8-bit path may only diverge where the golden top-1 margin is within its error */
+    CHECK(diverge_margin <= 2 * maxerr, "%s: greedy diverged at a golden margin %g above 2x the logit error %g", name,
+          diverge_margin, maxerr);
   }
   close_runner(&r);
 }
