@@ -16,6 +16,8 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/rs/zerolog"
 )
 
 const (
@@ -31,19 +33,22 @@ type genServer struct {
 
 // newGenServer serves the scripted model, which answers every prompt with
 // the tokens of script and then <|eot_id|>.
-func newGenServer(t *testing.T, script string, opts Options, cfg inference.Config) *genServer {
-	t.Helper()
-	tk := testTokenizer(t)
-	fm := inferencetest.NewScripted(inference.ModelInfo{VocabSize: tk.VocabSize(), ContextLen: 512,
-		BOS: 128000, EOS: []int32{eot, 128008, 128001}}, tk.Encode(script, false, false))
-	eng := inference.New(fm, tk, cfg)
-	t.Cleanup(func() { _ = eng.Close() })
-	s, _ := newTest(t, opts)
-	m := testModel(t)
-	m.Engine = eng
-	s.SetModel(m)
+func newGenServer(tb testing.TB, script string, opts Options, cfg inference.Config) *genServer {
+	tb.Helper()
+	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
+	if tokErr != nil {
+		tb.Fatal(tokErr)
+	}
+	fm := inferencetest.NewScripted(inference.ModelInfo{VocabSize: tok.VocabSize(), ContextLen: 512,
+		BOS: 128000, EOS: []int32{eot, 128008, 128001}}, tok.Encode(script, false, false))
+	eng := inference.New(fm, tok, cfg)
+	tb.Cleanup(func() { _ = eng.Close() })
+	opts.Logger = zerolog.Nop()
+	s := New(opts)
+	s.SetModel(&Model{ID: model, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
+		ContextLen: 512, Tokenizer: tok, Engine: eng})
 	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	return &genServer{URL: srv.URL, fm: fm, eng: eng}
 }
 
