@@ -72,15 +72,14 @@ func ToUsage(u inference.Usage) *Usage {
 func ToTimings(u inference.Usage, t inference.Timings) *Timings {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	out := &Timings{CacheN: u.CachedTokens, PromptN: t.PromptN, PromptMS: ms(t.PromptEval),
-		PredictedN: t.PredictedN, PredictedMS: ms(t.Generation)}
-	if out.PromptN > 0 && out.PromptMS > 0 {
+		PredictedN: t.PredictedN, PredictedMS: ms(t.Generation),
+		PromptPerSecond: t.PromptPerSecond(), PredictedPerSecond: t.PredictedPerSecond()}
+	if out.PromptN > 0 {
 		out.PromptPerTokenMS = out.PromptMS / float64(out.PromptN)
-		out.PromptPerSecond = 1000 * float64(out.PromptN) / out.PromptMS
 	}
 	// The first generated token's time is part of the prompt evaluation.
-	if n := out.PredictedN - 1; n > 0 && out.PredictedMS > 0 {
+	if n := out.PredictedN - 1; n > 0 {
 		out.PredictedPerTokenMS = out.PredictedMS / float64(n)
-		out.PredictedPerSecond = 1000 * float64(n) / out.PredictedMS
 	}
 	return out
 }
