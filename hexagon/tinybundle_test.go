@@ -54,14 +54,6 @@ var tinyWorld struct {
 
 // TestMain removes the generated bundles.
 func TestMain(m *testing.M) {
-	// hostsim's matmul worker threads outlive a dlclose of libQnnHtp.so;
-	// these tests open and close the runtime many times, and the next load
-	// re-initialises the pool under the old waiters (seen here: a hang in
-	// parallel_for's pthread_cond_broadcast with two workers for
-	// HOSTSIM_THREADS=2). One thread never starts the pool. Read at load.
-	if os.Getenv("HOSTSIM_THREADS") == "" {
-		os.Setenv("HOSTSIM_THREADS", "1")
-	}
 	code := m.Run()
 	if tinyWorld.dir != "" {
 		os.RemoveAll(tinyWorld.dir)

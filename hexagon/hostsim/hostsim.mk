@@ -1,5 +1,8 @@
 # hostsim.mk - build the hostsim stand-ins for libQnnHtp.so, libQnnSystem.so and libcdsprpc.so.
-# Included from the top-level Makefile. Outputs: build/hostsim/<goarch>/lib{QnnHtp,QnnSystem,cdsprpc}.so
+# Included from the top-level Makefile. libQnnHtp.so is linked -z nodelete: its matmul worker
+# threads live in the library, so dlclose must not unmap it under them (a closed and reopened
+# runtime would otherwise crash or hang).
+# Outputs: build/hostsim/<goarch>/lib{QnnHtp,QnnSystem,cdsprpc}.so
 HOSTSIM_DIR    := hexagon/hostsim
 HOSTSIM_CC     ?= gcc
 HOSTSIM_CC_ARM64 ?= aarch64-linux-gnu-gcc
@@ -18,9 +21,9 @@ hostsim: $(call HOSTSIM_LIBS,build/hostsim/$(HOSTSIM_GOARCH))
 hostsim-arm64:
 	$(MAKE) -f $(firstword $(MAKEFILE_LIST)) hostsim HOSTSIM_GOARCH=arm64 HOSTSIM_CC=$(HOSTSIM_CC_ARM64)
 
-build/hostsim/%/libQnnHtp.so: $(HOSTSIM_HTP_SRC) $(HOSTSIM_HDRS)
+build/hostsim/%/libQnnHtp.so: $(HOSTSIM_HTP_SRC) $(HOSTSIM_HDRS) $(HOSTSIM_DIR)/hostsim.mk
 	@mkdir -p $(dir $@)
-	$(HOSTSIM_CC) $(HOSTSIM_CFLAGS) -o $@ $(HOSTSIM_HTP_SRC) -lm
+	$(HOSTSIM_CC) $(HOSTSIM_CFLAGS) -Wl,-z,nodelete -o $@ $(HOSTSIM_HTP_SRC) -lm
 
 build/hostsim/%/libQnnSystem.so: $(HOSTSIM_SYS_SRC) $(HOSTSIM_HDRS)
 	@mkdir -p $(dir $@)
