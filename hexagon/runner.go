@@ -68,6 +68,7 @@ type Runner struct {
 }
 
 var _ inference.Model = (*Runner)(nil)
+var _ inference.GraphTimer = (*Runner)(nil)
 
 // tensorBuf is a graph tensor bound to a runtime buffer.
 type tensorBuf struct {

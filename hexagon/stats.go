@@ -1,6 +1,10 @@
 package hexagon
 
-import "time"
+import (
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
 
 // GraphStats counts one graph kind's executions.
 type GraphStats struct {
@@ -97,4 +101,16 @@ func (r *Runner) measuredCosts() (Costs, [nRoles]bool) {
 	scale(roleDecode, rolePrefill)
 	scale(roleLMHead, rolePrefill, roleDecode)
 	return c, measured
+}
+
+// GraphTotals implements inference.GraphTimer, so the engine exports the
+// runner's per-graph execution counts and times as metrics.
+func (r *Runner) GraphTotals() []inference.GraphTotal {
+	s := r.Stats()
+	names := [...]string{PrefillGraph: "prefill", DecodeGraph: "decode", LMHeadGraph: "lmhead"}
+	out := make([]inference.GraphTotal, len(names))
+	for i, n := range names {
+		out[i] = inference.GraphTotal{Graph: n, Calls: s.Graphs[i].Calls, Time: s.Graphs[i].Time}
+	}
+	return out
 }
