@@ -5,6 +5,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,28 +149,101 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // decodeJSON reads the request body into v. Malformed JSON, a wrong field
 // type and an oversized body become the matching OpenAI errors.
 func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	err := dec.Decode(v)
+	body, err := io.ReadAll(r.Body) // bounded by the body limit
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON value")
 	}
-	if err == nil {
-		_, err = io.Copy(io.Discard, r.Body) // trailing whitespace; also trips the body limit
-	}
 	var typeErr *json.UnmarshalTypeError
-	var tooLarge *http.MaxBytesError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &tooLarge):
-		return err
 	case errors.As(err, &typeErr) && jsonParam(typeErr.Field) != "":
 		p := jsonParam(typeErr.Field)
+		if full := jsonPathAt(body, typeErr.Offset); strings.HasSuffix(full, "."+lastKey(p)) || full == p {
+			p = full // with array indices, e.g. messages[0].role
+		}
 		return invalid(p, "Invalid type for '%s': expected %s, got %s.", p, typeErr.Type, typeErr.Value)
 	case errors.Is(err, io.EOF):
 		return invalid("", "The request body is empty; expected a JSON object.")
 	}
 	return invalid("", "We could not parse the JSON body of your request (%v).", err)
+}
+
+func lastKey(p string) string { return p[strings.LastIndexByte(p, '.')+1:] }
+
+// jsonPathAt returns the key path, with array indices, of the JSON value that
+// ends at byte offset off of data ("messages[1].content"): encoding/json's
+// type errors name the field without indices. "" when it cannot tell.
+func jsonPathAt(data []byte, off int64) string {
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []frame
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			if f.array {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			} else {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			}
+		}
+		return b.String()
+	}
+	valueDone := func() {
+		if n := len(stack); n > 0 && !stack[n-1].array {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			if !top.array && top.wantKey {
+				top.key, _ = tok.(string)
+				top.wantKey = false
+				continue
+			}
+			if top.array {
+				top.index++
+			}
+		}
+		here := path()
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, frame{array: true, index: -1})
+		default:
+			valueDone()
+		}
+		if dec.InputOffset() >= off {
+			return here
+		}
+	}
 }
 
 // jsonParam turns encoding/json's field path into the request's key path by

@@ -342,3 +342,20 @@ func TestFlushThroughMiddleware(t *testing.T) {
 		t.Fatalf("flush: %v, flushed %v", flushErr, rec.Flushed)
 	}
 }
+
+func TestJSONPathAt(t *testing.T) {
+	tests := []struct {
+		body, field, want string
+	}{
+		{`{"messages":[{"role":7}]}`, "7", "messages[0].role"},
+		{`{"a":{"b":[1,[2,{"c":true}]]}}`, "true", "a.b[1][1].c"},
+		{`{"x":[{"y":1},{"y":{"z":1}}],"t":"s"}`, `"s"`, "t"},
+		{`{"stop":{"k":1}}`, `:{`, "stop"},
+	}
+	for _, tc := range tests {
+		off := int64(strings.Index(tc.body, tc.field) + len(tc.field))
+		if got := jsonPathAt([]byte(tc.body), off); got != tc.want {
+			t.Errorf("jsonPathAt(%s, after %q) = %q, want %q", tc.body, tc.field, got, tc.want)
+		}
+	}
+}
