@@ -236,7 +236,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		}
 	}
 	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
-		CPUs: runtime.NumCPU(), Started: time.Now().UTC()}}
+		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
+		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Goals: []Goal{}}}
 	if opt.EmulateV79 {
 		r.emu = V79
 		if opt.Quick {
@@ -432,6 +433,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		for run := range r.opt.Runs {
 			r.progress("  %s: request %d/%d (%d prompt + %d decode tokens)", set.Name, run+1, r.opt.Runs, len(prompt), r.opt.Tokens)
 			e := inference.New(rec, tv, inference.Config{}) // fresh: no cached rows
+			runtime.GC()                                    // collect the last engine's buffers now, not during the steps
 			seed := int64(run + 1)
 			p := set.P
 			p.Seed = &seed
@@ -504,6 +506,7 @@ func (r *runner) baseline(ctx context.Context, p inference.Sampling, tokens []in
 	var outside []float64
 	for run := range max(r.opt.Runs, 2) {
 		e := inference.New(rec, tv, inference.Config{})
+		runtime.GC()
 		seed := int64(run + 1)
 		p.Seed = &seed
 		_, _, _, err := request(ctx, e, inference.Request{Prompt: make([]int32, promptN), MaxTokens: len(tokens), Sampling: p, IgnoreEOS: true})

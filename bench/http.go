@@ -34,7 +34,7 @@ func (r *runner) sseRequest(ctx context.Context, e *inference.Engine, tokens, ru
 
 	body, _ := json.Marshal(map[string]any{
 		"model":          "bench",
-		"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, Paragraph[:800])}},
+		"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, r.chatText())}},
 		"max_tokens":     tokens,
 		"temperature":    0,
 		"stream":         true,
@@ -115,4 +115,12 @@ func readSSE(rd io.Reader) (first, last time.Time, done bool, err error) {
 		}
 	}
 	return first, last, false, sc.Err()
+}
+
+// chatText is the start of the paragraph, short enough that the rendered
+// chat prompt (about 30 template tokens) fits one prefill window.
+func (r *runner) chatText() string {
+	ids := r.tok.Encode(Paragraph, false, false)
+	n := min(max(r.info.PrefillWindow-40, 8), len(ids))
+	return r.tok.Decode(ids[:n], false)
 }
