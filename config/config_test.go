@@ -115,9 +115,12 @@ func TestExampleIsDefault(t *testing.T) {
 	}
 }
 
-func TestDevConfig(t *testing.T) {
-	if _, err := Load(filepath.Join("..", "configs", "dev.yaml")); err != nil {
-		t.Fatal(err)
+// TestShippedConfigs parses the configs that make run and Dockerfile.hostsim use.
+func TestShippedConfigs(t *testing.T) {
+	for _, name := range []string{"dev.yaml", "docker.yaml"} {
+		if _, err := Load(filepath.Join("..", "configs", name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
