@@ -1,0 +1,272 @@
+package tinyllama
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Model is a config with all its generated weights, for the exact float64
+// reference forward pass. Weights are kept as float32 (every SPEC value is
+// exact in float32); all arithmetic is float64. It is meant for small shapes.
+type Model struct {
+	Config  Config
+	embed   []float32 // [V, H]
+	lmHead  []float32 // [V, H]; the embedding when tied
+	norm    []float32 // [H]
+	layers  []refLayer
+	invFreq []float64
+}
+
+type refLayer struct {
+	inNorm, postNorm          []float32
+	q, k, v, o, gate, up, dwn []float32
+}
+
+// NewModel generates c's weights.
+func NewModel(c Config) (*Model, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	get := func(name string) ([]float32, error) {
+		t, err := Lookup(c, name)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float32, t.Len())
+		return out, FillFloat32(c, name, 0, out)
+	}
+	m := &Model{Config: c, invFreq: InvFreq(c)}
+	var err error
+	if m.embed, err = get("model.embed_tokens.weight"); err != nil {
+		return nil, err
+	}
+	m.lmHead = m.embed
+	if !c.TieWordEmbeddings {
+		if m.lmHead, err = get("lm_head.weight"); err != nil {
+			return nil, err
+		}
+	}
+	if m.norm, err = get("model.norm.weight"); err != nil {
+		return nil, err
+	}
+	for i := range c.NumHiddenLayers {
+		p := "model.layers." + strconv.Itoa(i) + "."
+		var l refLayer
+		for _, w := range []struct {
+			dst  *[]float32
+			name string
+		}{
+			{&l.inNorm, "input_layernorm.weight"}, {&l.postNorm, "post_attention_layernorm.weight"},
+			{&l.q, "self_attn.q_proj.weight"}, {&l.k, "self_attn.k_proj.weight"}, {&l.v, "self_attn.v_proj.weight"},
+			{&l.o, "self_attn.o_proj.weight"}, {&l.gate, "mlp.gate_proj.weight"}, {&l.up, "mlp.up_proj.weight"},
+			{&l.dwn, "mlp.down_proj.weight"},
+		} {
+			if *w.dst, err = get(p + w.name); err != nil {
+				return nil, err
+			}
+		}
+		m.layers = append(m.layers, l)
+	}
+	return m, nil
+}
+
+// Session is one sequence's state: the float64 KV cache of every layer.
+type Session struct {
+	m    *Model
+	k, v [][]float64 // per layer, [pos, kv_dim] appended row by row
+	pos  int
+}
+
+// NewSession starts an empty sequence.
+func (m *Model) NewSession() *Session {
+	n := m.Config.NumHiddenLayers
+	return &Session{m: m, k: make([][]float64, n), v: make([][]float64, n)}
+}
+
+// Len is the number of tokens appended so far.
+func (s *Session) Len() int { return s.pos }
+
+// Append runs token tok at the next position and returns the final normed
+// hidden state (the lm-head input), length hidden_size.
+func (s *Session) Append(tok int) ([]float64, error) {
+	m, c := s.m, s.m.Config
+	if tok < 0 || tok >= c.VocabSize {
+		return nil, fmt.Errorf("tinyllama: token %d outside the vocabulary (%d)", tok, c.VocabSize)
+	}
+	h, hd, nh, nkv := c.HiddenSize, c.HeadDim, c.NumAttentionHeads, c.NumKeyValueHeads
+	kvd, qd, f := c.KVDim(), c.QDim(), c.IntermediateSize
+	eps := c.RMSNormEps
+	x := make([]float64, h)
+	for i := range x {
+		x[i] = float64(m.embed[tok*h+i])
+	}
+	xn := make([]float64, h)
+	q, k, v := make([]float64, qd), make([]float64, kvd), make([]float64, kvd)
+	att := make([]float64, qd)
+	g, u := make([]float64, f), make([]float64, f)
+	tmp := make([]float64, h)
+	scores := make([]float64, s.pos+1)
+	cos, sin := make([]float64, hd/2), make([]float64, hd/2)
+	for i, fr := range m.invFreq {
+		sin[i], cos[i] = math.Sincos(float64(s.pos) * fr)
+	}
+	rope := func(vec []float64) {
+		half := hd / 2
+		for i := range half {
+			a, b := vec[i], vec[i+half]
+			vec[i] = a*cos[i] - b*sin[i]
+			vec[i+half] = b*cos[i] + a*sin[i]
+		}
+	}
+	scale := 1 / math.Sqrt(float64(hd))
+	group := nh / nkv
+	for li := range m.layers {
+		l := &m.layers[li]
+		rmsNorm(xn, x, l.inNorm, eps)
+		matVec(q, l.q, xn)
+		matVec(k, l.k, xn)
+		matVec(v, l.v, xn)
+		for hh := range nh {
+			rope(q[hh*hd : (hh+1)*hd])
+		}
+		for hh := range nkv {
+			rope(k[hh*hd : (hh+1)*hd])
+		}
+		s.k[li] = append(s.k[li], k...)
+		s.v[li] = append(s.v[li], v...)
+		n := s.pos + 1
+		for hh := range nh {
+			kvh := hh / group
+			qh := q[hh*hd : (hh+1)*hd]
+			best := math.Inf(-1)
+			for t := range n {
+				kt := s.k[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+				var d float64
+				for i := range qh {
+					d += qh[i] * kt[i]
+				}
+				scores[t] = d * scale
+				best = max(best, scores[t])
+			}
+			var sum float64
+			for t := range n {
+				scores[t] = math.Exp(scores[t] - best)
+				sum += scores[t]
+			}
+			out := att[hh*hd : (hh+1)*hd]
+			clear(out)
+			for t := range n {
+				w := scores[t] / sum
+				vt := s.v[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+				for i := range out {
+					out[i] += w * vt[i]
+				}
+			}
+		}
+		matVec(tmp, l.o, att)
+		for i := range x {
+			x[i] += tmp[i]
+		}
+		rmsNorm(xn, x, l.postNorm, eps)
+		matVec(g, l.gate, xn)
+		matVec(u, l.up, xn)
+		for i := range g {
+			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		}
+		matVec(tmp, l.dwn, g)
+		for i := range x {
+			x[i] += tmp[i]
+		}
+	}
+	s.pos++
+	out := make([]float64, h)
+	rmsNorm(out, x, m.norm, eps)
+	return out, nil
+}
+
+// Logits applies the lm-head (the embedding when tied) to a final hidden state.
+func (m *Model) Logits(hidden []float64) []float64 {
+	out := make([]float64, m.Config.VocabSize)
+	matVec(out, m.lmHead, hidden)
+	return out
+}
+
+// Forward evaluates tokens from position 0 and returns the logits at every
+// position.
+func (m *Model) Forward(tokens []int) ([][]float64, error) {
+	s := m.NewSession()
+	out := make([][]float64, 0, len(tokens))
+	for _, t := range tokens {
+		h, err := s.Append(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m.Logits(h))
+	}
+	return out, nil
+}
+
+// Greedy evaluates prompt and then appends n argmax tokens, reusing the KV
+// cache; it returns the generated tokens.
+func (m *Model) Greedy(prompt []int, n int) ([]int, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("tinyllama: empty prompt")
+	}
+	s := m.NewSession()
+	var h []float64
+	var err error
+	for _, t := range prompt {
+		if h, err = s.Append(t); err != nil {
+			return nil, err
+		}
+	}
+	var out []int
+	for range n {
+		tok := Argmax(m.Logits(h))
+		out = append(out, tok)
+		if len(out) == n {
+			break
+		}
+		if h, err = s.Append(tok); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Argmax is the index of the largest value (the first on ties).
+func Argmax(v []float64) int {
+	bi := 0
+	for i, x := range v {
+		if x > v[bi] {
+			bi = i
+		}
+	}
+	return bi
+}
+
+// rmsNorm writes x / sqrt(mean(x²) + eps) · w to dst.
+func rmsNorm(dst, x []float64, w []float32, eps float64) {
+	var ss float64
+	for _, v := range x {
+		ss += v * v
+	}
+	r := 1 / math.Sqrt(ss/float64(len(x))+eps)
+	for i, v := range x {
+		dst[i] = v * r * float64(w[i])
+	}
+}
+
+// matVec writes W·x to dst, W row-major [len(dst), len(x)].
+func matVec(dst []float64, w []float32, x []float64) {
+	n := len(x)
+	for r := range dst {
+		row := w[r*n : (r+1)*n]
+		var s float64
+		for i, v := range row {
+			s += float64(v) * x[i]
+		}
+		dst[r] = s
+	}
+}
