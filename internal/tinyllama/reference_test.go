@@ -38,7 +38,7 @@ func TestReferenceMatchesGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range g.Cases {
-		if c.Name == "long" && testing.Short() {
+		if c.Name == "long" && (testing.Short() || raceEnabled) {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {

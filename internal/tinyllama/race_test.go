@@ -1,0 +1,5 @@
+//go:build race
+
+package tinyllama
+
+func init() { raceEnabled = true }
