@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,12 +22,20 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
+// The helpers in this file start the real binary against the hostsim
+// libraries and a tiny bundle for every e2e test. All traffic stays on
+// 127.0.0.1.
+
 // apiKey protects the shared server, so the 401 path is exercised too.
 const apiKey = "sk-e2e-test"
 
 var (
 	root    = func() string { d, _ := filepath.Abs(".."); return d }()
 	tmpRoot string
+
+	binOnce sync.Once
+	binPath string
+	binErr  error
 
 	bundleOnce sync.Once
 	bundlePath string
@@ -43,29 +54,43 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if shared != nil {
-		shared.stop()
+		if err := shared.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	os.RemoveAll(tmpRoot)
 	os.Exit(code)
 }
 
-// binary returns the hexserve binary or skips the test.
-func binary(t *testing.T) string {
+// binary returns $HEXSERVE_BIN (relative paths are from the repository
+// root), or builds ./cmd/server once when it is unset.
+func binary(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv("HEXSERVE_BIN")
-	if bin == "" {
-		t.Skip("HEXSERVE_BIN is not set (make gotest sets it to bin/hexserve)")
+	if bin := os.Getenv("HEXSERVE_BIN"); bin != "" {
+		if !filepath.IsAbs(bin) {
+			bin = filepath.Join(root, bin)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			t.Skipf("HEXSERVE_BIN %s is missing (run make build): %v", bin, err)
+		}
+		return bin
 	}
-	if !filepath.IsAbs(bin) {
-		bin = filepath.Join(root, bin)
+	binOnce.Do(func() {
+		binPath = filepath.Join(tmpRoot, "hexserve")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/server")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("HEXSERVE_BIN %s is missing (run make build): %v", bin, err)
-	}
-	return bin
+	return binPath
 }
 
-func hostsimLibs(t *testing.T) string {
+// hostsimLibs returns the hostsim library directory, skipping without it.
+func hostsimLibs(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(root, "build", "hostsim", runtime.GOARCH)
 	if _, err := os.Stat(filepath.Join(dir, "libQnnHtp.so")); err != nil {
@@ -75,8 +100,9 @@ func hostsimLibs(t *testing.T) string {
 }
 
 // bundle returns build/models/tiny when it exists, else a tiny bundle
-// generated once with `hexserve mkmodel --preset tiny`.
-func bundle(t *testing.T) string {
+// generated once with `hexserve mkmodel --preset tiny`. Tests must not
+// modify it (copyBundle makes a private copy).
+func bundle(t testing.TB) string {
 	t.Helper()
 	bin := binary(t)
 	if _, err := os.Stat(filepath.Join(root, "build", "models", "tiny", "v79", "manifest.json")); err == nil {
@@ -84,7 +110,9 @@ func bundle(t *testing.T) string {
 	}
 	bundleOnce.Do(func() {
 		bundlePath = filepath.Join(tmpRoot, "tiny")
-		cmd := exec.Command(bin, "mkmodel", "--preset", "tiny", "--out", bundlePath)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "mkmodel", "--preset", "tiny", "--out", bundlePath)
 		cmd.Dir = root // the default tokenizer path is relative to the repository
 		if out, err := cmd.CombinedOutput(); err != nil {
 			bundleErr = fmt.Errorf("mkmodel: %v\n%s", err, out)
@@ -96,13 +124,85 @@ func bundle(t *testing.T) string {
 	return bundlePath
 }
 
-// hexserve is a running server process.
+// config is a serve config for bundle through the hostsim libraries,
+// listening on a free port of 127.0.0.1 and logging JSON at info level.
+type config struct {
+	Bundle  string
+	Backend string // "": hostsim's libQnnHtp.so
+	Server  string // extra server: keys, indented by two spaces
+	Model   string // extra model: keys, indented by two spaces
+	Extra   string // extra top-level YAML (engine, sampling)
+}
+
+// write writes the config into the run's temp dir and returns its path.
+func (c config) write(t testing.TB, libs string) string {
+	t.Helper()
+	backend := c.Backend
+	if backend == "" {
+		backend = filepath.Join(libs, "libQnnHtp.so")
+	}
+	y := fmt.Sprintf(`server:
+  listen: 127.0.0.1:0
+%s
+model:
+  bundle: %q
+%s
+  libraries:
+    backend: %q
+    system: %q
+    rpcmem: %q
+chat:
+  date: 26 Jul 2024
+log:
+  level: info
+  format: json
+%s
+`, c.Server, c.Bundle, c.Model, backend, filepath.Join(libs, "libQnnSystem.so"), filepath.Join(libs, "libcdsprpc.so"), c.Extra)
+	f, err := os.CreateTemp(tmpRoot, "config-*.yaml")
+	if err == nil {
+		_, err = f.WriteString(y)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// copyBundle copies a bundle so a test can break its copy.
+func copyBundle(t testing.TB, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "bundle")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// hexserve is a running `hexserve serve`.
 type hexserve struct {
-	URL   string // http://127.0.0.1:PORT
-	Model string // the served model id
-	cmd   *exec.Cmd
-	log   *syncBuffer
-	done  chan struct{}
+	URL    string // http://127.0.0.1:PORT
+	Model  string // the served model id (set by start)
+	cmd    *exec.Cmd
+	log    *syncBuffer // stdout and stderr
+	exited chan struct{}
+	err    error // the exit status, once exited is closed
 }
 
 type syncBuffer struct {
@@ -122,69 +222,134 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// start runs `hexserve serve` with a temp config and waits for /health.
-func start(t *testing.T, name string, env ...string) (*hexserve, error) {
-	bin, libs, bdir := binary(t), hostsimLibs(t), bundle(t)
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cfg := fmt.Sprintf(`server:
-  listen: 127.0.0.1:%d
-  api_keys: [%q]
-model:
-  bundle: %q
-  aliases: [gpt-4o-mini]
-  libraries:
-    backend: %q
-    system: %q
-    rpcmem: %q
-chat:
-  date: 26 Jul 2024
-log:
-  level: info
-`, port, apiKey, bdir, filepath.Join(libs, "libQnnHtp.so"), filepath.Join(libs, "libQnnSystem.so"), filepath.Join(libs, "libcdsprpc.so"))
-	cfgPath := filepath.Join(tmpRoot, name+".yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
-	s := &hexserve{URL: fmt.Sprintf("http://127.0.0.1:%d", port), log: &syncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--config", cfgPath)
+// launch runs `hexserve serve --config cfg` with extra environment and
+// waits until its log says where it listens.
+func launch(bin, cfg string, env ...string) (*hexserve, error) {
+	s := &hexserve{log: &syncBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, "serve", "--config", cfg)
 	s.cmd.Dir = root
 	s.cmd.Env = append(os.Environ(), env...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	pr, pw := io.Pipe()
+	s.cmd.Stdout, s.cmd.Stderr = pw, pw
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("hexserve exited before it was healthy:\n%s", s.log)
-		default:
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			s.log.Write(line)
+			s.log.Write([]byte{'\n'})
+			var l struct{ Message, Addr string }
+			if json.Unmarshal(line, &l) == nil && l.Message == "listening" && l.Addr != "" {
+				select {
+				case addr <- l.Addr:
+				default:
+				}
+			}
 		}
+		io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		s.err = s.cmd.Wait()
+		pw.Close()
+		close(s.exited)
+	}()
+	select {
+	case a := <-addr:
+		s.URL = "http://" + a
+		return s, nil
+	case <-s.exited:
+		return nil, fmt.Errorf("hexserve exited before listening: %v\n%s", s.err, s.log)
+	case <-time.After(20 * time.Second):
+		s.stop()
+		return nil, fmt.Errorf("hexserve did not listen within 20s:\n%s", s.log)
+	}
+}
+
+// waitHealthy polls /health until it answers 200.
+func (s *hexserve) waitHealthy(timeout time.Duration) error {
+	end := time.Now().Add(timeout)
+	for {
 		resp, err := http.Get(s.URL + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("hexserve was not healthy within 90s:\n%s", s.log)
+		select {
+		case <-s.exited:
+			return fmt.Errorf("hexserve exited while loading: %v\n%s", s.err, s.log)
+		default:
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("hexserve was not healthy within %v:\n%s", timeout, s.log)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits; after 20 s it kills the process and
+// reports that it did not stop.
+func (s *hexserve) stop() error {
+	select {
+	case <-s.exited:
+		return nil
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("hexserve did not stop within 20s of SIGTERM:\n%s", s.log)
+	}
+}
+
+// serve starts a server for one test (stopped at its end); with ready it
+// also waits for /health 200.
+func serve(t *testing.T, cfg string, ready bool, env ...string) *hexserve {
+	t.Helper()
+	s, err := launch(binary(t), cfg, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if ready {
+		if err := s.waitHealthy(90 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// start runs a healthy server for the SDK tests: the tiny bundle, apiKey
+// required, gpt-4o-mini as an alias, Model set from /v1/models. The caller
+// stops it.
+func start(t testing.TB, env ...string) (*hexserve, error) {
+	t.Helper()
+	libs := hostsimLibs(t)
+	cfg := config{
+		Bundle: bundle(t),
+		Server: fmt.Sprintf("  api_keys: [%q]", apiKey),
+		Model:  "  aliases: [gpt-4o-mini]",
+	}.write(t, libs)
+	s, err := launch(binary(t), cfg, env...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitHealthy(90 * time.Second); err != nil {
+		s.stop()
+		return nil, err
 	}
 	c := s.client()
 	models, err := c.Models.List(context.Background())
@@ -196,17 +361,6 @@ log:
 	return s, nil
 }
 
-// stop sends SIGTERM and waits (SIGKILL after 20s).
-func (s *hexserve) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
 func (s *hexserve) client(opts ...option.RequestOption) openai.Client {
 	base := []option.RequestOption{option.WithBaseURL(s.URL + "/v1/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0)}
 	return openai.NewClient(append(base, opts...)...)
@@ -215,9 +369,9 @@ func (s *hexserve) client(opts ...option.RequestOption) openai.Client {
 // sharedServer is one server for the tests that need no special environment.
 func sharedServer(t *testing.T) *hexserve {
 	t.Helper()
-	binary(t)
 	hostsimLibs(t)
-	sharedOnce.Do(func() { shared, sharedErr = start(t, "shared") })
+	binary(t)
+	sharedOnce.Do(func() { shared, sharedErr = start(t) })
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
@@ -225,4 +379,47 @@ func sharedServer(t *testing.T) *hexserve {
 		t.Fatal("the shared server failed to start (see the first test's failure)")
 	}
 	return shared
+}
+
+// reply is an HTTP response read in full.
+type reply struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+func (s *hexserve) do(t testing.TB, method, path, body string, header ...string) reply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", method, path, err, s.log)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// post sends a JSON body without a key.
+func (s *hexserve) post(t testing.TB, path, body string) reply {
+	t.Helper()
+	return s.do(t, "POST", path, body, "Content-Type", "application/json")
+}
+
+func (s *hexserve) health(t testing.TB) reply {
+	t.Helper()
+	return s.do(t, "GET", "/health", "")
+}
+
+func (s *hexserve) metrics(t testing.TB) string {
+	t.Helper()
+	return s.do(t, "GET", "/metrics", "").Body
 }

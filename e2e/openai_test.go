@@ -240,7 +240,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := start(t, "tools", "HOSTSIM_SCRIPT="+script)
+	s, err := start(t, "HOSTSIM_SCRIPT="+script)
 	if err != nil {
 		t.Fatal(err)
 	}

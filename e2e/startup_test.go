@@ -16,31 +16,8 @@ import (
 	"time"
 )
 
-// relCopyBundle copies the tiny bundle so a case can break its copy.
-func relCopyBundle(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "bundle")
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-func relEditManifest(t *testing.T, bundle string, edit func(m map[string]any)) {
+// editManifest rewrites a bundle's manifest through edit.
+func editManifest(t *testing.T, bundle string, edit func(m map[string]any)) {
 	t.Helper()
 	p := filepath.Join(bundle, "v79", "manifest.json")
 	b, err := os.ReadFile(p)
@@ -64,8 +41,8 @@ func relEditManifest(t *testing.T, bundle string, edit func(m map[string]any)) {
 // exit non-zero within the timeout with one error line naming the file (and
 // the graph and tensor where there is one).
 func TestStartupFailures(t *testing.T) {
-	libs := relLibs(t)
-	tiny := relBundle(t)
+	libs := hostsimLibs(t)
+	tiny := bundle(t)
 	v79 := func(b, f string) string { return filepath.Join(b, "v79", f) }
 	cases := []struct {
 		name    string
@@ -93,14 +70,14 @@ func TestStartupFailures(t *testing.T) {
 			want: func(b string) []string { return []string{v79(b, "manifest.json"), "not valid JSON"} }},
 		{name: "manifest names a missing graph",
 			breakIt: func(t *testing.T, b string) {
-				relEditManifest(t, b, func(m map[string]any) {
+				editManifest(t, b, func(m map[string]any) {
 					m["plan"].(map[string]any)["params"].(map[string]any)["decode"] = "nosuchgraph"
 				})
 			},
 			want: func(b string) []string { return []string{v79(b, "manifest.json"), "decode.bin", `\"nosuchgraph\"`} }},
 		{name: "manifest names a missing tensor",
 			breakIt: func(t *testing.T, b string) {
-				relEditManifest(t, b, func(m map[string]any) {
+				editManifest(t, b, func(m map[string]any) {
 					hx := m["hexserve"].(map[string]any)
 					tensors, _ := hx["tensors"].(map[string]any)
 					if tensors == nil {
@@ -131,13 +108,13 @@ func TestStartupFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := tiny
 			if c.breakIt != nil {
-				b = relCopyBundle(t, tiny)
+				b = copyBundle(t, tiny)
 				c.breakIt(t, b)
 			}
-			cfg := relConfig{Bundle: b, Backend: c.backend}.write(t, libs)
+			cfg := config{Bundle: b, Backend: c.backend}.write(t, libs)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			out, err := exec.CommandContext(ctx, relBinary(t), "serve", "--config", cfg).CombinedOutput()
+			out, err := exec.CommandContext(ctx, binary(t), "serve", "--config", cfg).CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
 				t.Fatalf("want a non-zero exit, got %v (ctx %v):\n%s", err, ctx.Err(), out)
@@ -166,9 +143,9 @@ func TestStartupFailures(t *testing.T) {
 // slowly is cut off after read_header_timeout, an idle keep-alive
 // connection after idle_timeout.
 func TestServeTimeouts(t *testing.T) {
-	libs := relLibs(t)
-	cfg := relConfig{Bundle: relBundle(t), Server: "  read_header_timeout: 300ms\n  idle_timeout: 500ms"}.write(t, libs)
-	p := relStart(t, cfg, true)
+	libs := hostsimLibs(t)
+	cfg := config{Bundle: bundle(t), Server: "  read_header_timeout: 300ms\n  idle_timeout: 500ms"}.write(t, libs)
+	p := serve(t, cfg, true)
 	addr := strings.TrimPrefix(p.URL, "http://")
 
 	// Slowloris: one header byte every 50 ms, never finishing.
@@ -243,24 +220,15 @@ loop:
 // are required (except on /health), a body over server.body_limit is 413,
 // and no CORS headers are sent by default.
 func TestServeSecurity(t *testing.T) {
-	libs := relLibs(t)
+	libs := hostsimLibs(t)
 	const key = "sk-e2e-secret-9f8e7d"
 	const prompt = "confidential-prompt-walrus"
-	cfg := relConfig{Bundle: relBundle(t), Server: "  body_limit: 4KiB"}.write(t, libs)
-	p := relStart(t, cfg, true, "HEXSERVE_API_KEYS="+key)
+	cfg := config{Bundle: bundle(t), Server: "  body_limit: 4KiB"}.write(t, libs)
+	p := serve(t, cfg, true, "HEXSERVE_API_KEYS="+key)
 
 	do := func(method, path, body string, hdr ...string) (int, http.Header, string) {
-		req, _ := http.NewRequest(method, p.URL+path, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
+		r := p.do(t, method, path, body, hdr...)
+		return r.Status, r.Header, r.Body
 	}
 	if st, _, _ := do("GET", "/health", ""); st != 200 {
 		t.Fatalf("/health without a key: %d", st)
@@ -287,8 +255,10 @@ func TestServeSecurity(t *testing.T) {
 	if st, _, b := do("POST", "/v1/completions", big, auth...); st != 413 || !strings.Contains(b, "request_too_large") {
 		t.Fatalf("body over the limit: %d %s", st, b)
 	}
-	p.stop(t)
-	logs := p.stderr.String()
+	if err := p.stop(); err != nil {
+		t.Error(err)
+	}
+	logs := p.log.String()
 	if !strings.Contains(logs, `"path":"/v1/chat/completions"`) {
 		t.Fatalf("no access log line:\n%s", logs)
 	}
