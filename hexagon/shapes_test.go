@@ -273,3 +273,21 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 	}
 	t.Logf("greedy: %d of %d steps compared, all equal", n, len(ref.greedy))
 }
+
+// TestMkmodelBundle checks a bundle written by `hexserve mkmodel --config
+// FILE --weights f16 --io f32 --kv f32` against the reference for FILE:
+// set HEXSERVE_TEST_BUNDLE to the bundle (or arch folder) and
+// HEXSERVE_TEST_CONFIG to the config.json it was made from.
+func TestMkmodelBundle(t *testing.T) {
+	dir, cfgPath := os.Getenv("HEXSERVE_TEST_BUNDLE"), os.Getenv("HEXSERVE_TEST_CONFIG")
+	if dir == "" || cfgPath == "" {
+		t.Skip("set HEXSERVE_TEST_BUNDLE and HEXSERVE_TEST_CONFIG to check a mkmodel bundle")
+	}
+	qcfg := hostsimConfig(t)
+	c, err := tinyllama.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newShapeRef(t, c, shapeChecked[len(shapeChecked)-1]+1, 20)
+	checkShape(t, qcfg, dir, ref, 20)
+}
