@@ -3,7 +3,8 @@ package hexagon
 import "time"
 
 // Costs are the estimated durations of one call of each graph. The runner
-// starts from the v79 figures and replaces them with measured averages.
+// starts from the v79 figures and replaces them with recent measured
+// averages (GraphStats.Recent).
 type Costs struct {
 	Prefill time.Duration // one prefill window
 	Decode  time.Duration // one decode step, without the lm-head

@@ -645,14 +645,10 @@ func (r *Runner) lmhead(g *graphIO, row int) error {
 func (r *Runner) execute(g *graphIO) error {
 	t0 := time.Now()
 	err := g.call.Execute()
-	d := time.Since(t0)
-	gs := &r.stats.Graphs[g.role]
-	gs.Calls++
-	gs.Time += d
+	r.stats.Graphs[g.role].observe(time.Since(t0), err != nil)
 	if err == nil {
 		return nil
 	}
-	gs.Failed++
 	err = &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
 	if qnn.IsDeviceRestart(err) {
 		r.valid = 0

@@ -11,6 +11,29 @@ type GraphStats struct {
 	Calls  int64         // executes, including failed ones
 	Failed int64         // executes that returned an error
 	Time   time.Duration // wall time inside Execute
+	// Recent is the exponentially weighted moving average (weight
+	// RecentWeight) of the successful executes' times, seeded with the
+	// first one; the planner's cost estimate, so plans follow latency
+	// changes instead of lifetime averages.
+	Recent time.Duration
+}
+
+// RecentWeight is the weight of the newest call in GraphStats.Recent.
+const RecentWeight = 0.2
+
+// observe records one execute of d.
+func (g *GraphStats) observe(d time.Duration, failed bool) {
+	g.Calls++
+	g.Time += d
+	if failed {
+		g.Failed++
+		return
+	}
+	if g.Calls-g.Failed == 1 {
+		g.Recent = d
+		return
+	}
+	g.Recent += time.Duration(RecentWeight * float64(d-g.Recent))
 }
 
 // Mean is the average time per call.
@@ -61,8 +84,8 @@ func (r *Runner) publish() {
 // Costs returns the per-call cost estimates the planner uses now.
 func (r *Runner) Costs() Costs { c, _ := r.measuredCosts(); return c }
 
-// measuredCosts replaces the initial estimates with measured means once a
-// graph has run. A graph not measured yet keeps its initial estimate scaled
+// measuredCosts replaces the initial estimates with the recent averages
+// (GraphStats.Recent) once a graph has run successfully. A graph not measured yet keeps its initial estimate scaled
 // by how far its closest measured sibling is from its own (prefill and
 // decode stand for each other; the lm-head takes the mean of both), so a
 // host much faster or slower than the v79 figures compares like with like.
@@ -76,9 +99,9 @@ func (r *Runner) measuredCosts() (Costs, [nRoles]bool) {
 	var ratio [nRoles]float64
 	for i, g := range r.stats.Graphs {
 		if ok := g.Calls - g.Failed; ok >= 1 && *est[i] > 0 {
-			mean := time.Duration(int64(g.Time) / g.Calls)
-			ratio[i] = float64(mean) / float64(*est[i])
-			*est[i], measured[i] = mean, true
+			recent := max(g.Recent, 1)
+			ratio[i] = float64(recent) / float64(*est[i])
+			*est[i], measured[i] = recent, true
 		}
 	}
 	scale := func(i int, from ...int) {

@@ -1,0 +1,121 @@
+package hexagon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+)
+
+func TestGraphStatsRecent(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		calls []time.Duration // a negative duration is a failed call of that length
+		want  GraphStats
+	}{
+		{"seeded with the first call", []time.Duration{5 * ms}, GraphStats{Calls: 1, Time: 5 * ms, Recent: 5 * ms}},
+		{"weight 0.2", []time.Duration{10 * ms, 20 * ms}, GraphStats{Calls: 2, Time: 30 * ms, Recent: 12 * ms}},
+		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, -50 * ms, 15 * ms}, GraphStats{Calls: 4, Failed: 2, Time: 76 * ms, Recent: 11 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g GraphStats
+			for _, d := range tt.calls {
+				g.observe(max(d, -d), d < 0)
+			}
+			if g != tt.want {
+				t.Errorf("stats = %+v, want %+v", g, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlanFollowsLatency: after many fast decode steps, decode becomes slow
+// (an emulated latency switched on): within a few calls the planner's
+// estimate follows and a prompt goes back to a prefill window, where a
+// lifetime average would still choose decode steps.
+func TestPlanFollowsLatency(t *testing.T) {
+	ms := time.Millisecond
+	r := &Runner{cfg: Config{Costs: V79Costs}}
+	r.plan = planner{chunked: true, window: 16, ctxLen: 512}
+	calls := func(n int) (prefills, decodes int) {
+		var m [nRoles]bool
+		r.plan.costs, m = r.measuredCosts()
+		r.plan.decodeMeasured = m[roleDecode]
+		r.plan.each(n, r.plan.from(n, 0), func(s step) {
+			if s.prefill {
+				prefills++
+			} else {
+				decodes++
+			}
+		})
+		return
+	}
+	g := &r.stats.Graphs
+	g[roleLMHead].observe(ms/10, false)
+	g[rolePrefill].observe(20*ms, false)
+	for range 200 {
+		g[roleDecode].observe(ms/10, false)
+	}
+	if p, d := calls(16); p != 0 || d != 16 {
+		t.Fatalf("fast decode: %d prefill windows and %d decode steps, want 16 decode steps", p, d)
+	}
+	steps := 0
+	for {
+		g[roleDecode].observe(5*ms, false)
+		steps++
+		if p, d := calls(16); p == 1 && d == 0 {
+			break
+		}
+		if steps > 20 {
+			t.Fatalf("after %d slow decode steps the plan still decodes (estimate %v)", steps, r.Costs().Decode)
+		}
+	}
+	t.Logf("plan switched to prefill after %d slow decode steps (recent %v, lifetime mean %v)", steps, g[roleDecode].Recent, g[roleDecode].Mean())
+	if 16*g[roleDecode].Mean() > 20*ms {
+		t.Errorf("the lifetime mean %v would have switched too: the test shows nothing", g[roleDecode].Mean())
+	}
+}
+
+// TestPlanFollowsHostsimLatency is TestPlanFollowsLatency through hostsim's
+// emulated latency switches: the plan for a 16-token prompt (chunked,
+// window 16) moves from decode steps to a prefill window when decode
+// becomes slow.
+func TestPlanFollowsHostsimLatency(t *testing.T) {
+	cfg := hostsimConfig(t)
+	ctl := openHostsimCtl(t, cfg)
+	t.Cleanup(func() {
+		ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
+		ctl.Set("HOSTSIM_LATENCY_US_DECODE", "")
+	})
+	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
+	ctx := context.Background()
+	seq := loadGolden(t).get(t, "cross128").PromptIDs[:48]
+	eval := func(n, valid int) (prefills, decodes int64) {
+		before := r.Stats().Graphs
+		if _, _, err := r.Eval(ctx, seq[:n], valid); err != nil {
+			t.Fatal(err)
+		}
+		after := r.Stats().Graphs
+		return after[PrefillGraph].Calls - before[PrefillGraph].Calls, after[DecodeGraph].Calls - before[DecodeGraph].Calls
+	}
+	// A slow prefill and fast decode steps: 16 tokens go to decode.
+	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "50000")
+	eval(16, 0)
+	for n := 17; n <= 40; n++ {
+		eval(n, n-1)
+	}
+	if p, d := eval(16, 0); p != 0 || d != 16 {
+		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Costs())
+	}
+	// Decode becomes slow (8 ms): the next plan after those 16 slow steps prefills.
+	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
+	ctl.Set("HOSTSIM_LATENCY_US_DECODE", "8000")
+	eval(16, 0)
+	if p, d := eval(16, 0); p != 1 || d != 0 {
+		st := r.Stats().Graphs[DecodeGraph]
+		t.Fatalf("slow decode: %d prefill windows, %d decode steps; want one prefill window (costs %+v, decode recent %v, mean %v)", p, d, r.Costs(), st.Recent, st.Mean())
+	}
+}
