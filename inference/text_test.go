@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -92,18 +91,37 @@ func TestDetok(t *testing.T) {
 	}
 }
 
-// For any split of a text into tokens, the released text is the text up to
-// the first stop string (or all of it), and the tokens released are those
-// that start before that point. A choice stops as soon as a token completes
-// a stop string (as OpenAI does), so with overlapping stop strings the one
-// completed first wins, cut at its earliest occurrence.
+// byteVocab is a Vocab whose ids index a slice of pieces; none is special.
+type byteVocab [][]byte
+
+func (v byteVocab) Piece(id int32) []byte { return v[id] }
+func (v byteVocab) IsSpecial(int32) bool  { return false }
+
+// FuzzDetok splits a valid UTF-8 text into tokens of fuzzer-chosen lengths
+// (1 + cuts[i]%8 bytes, the rest last, so tokens may hold partial
+// characters) and streams them through the detokenizer with up to two stop
+// strings (any bytes). The released text is the text up to the first stop
+// string, or all of it. A choice stops as soon as a token completes a stop
+// string (as OpenAI does), so with overlapping stop strings the one
+// completed first wins, cut at the earliest stop occurrence in the text so
+// far. The ids released are those of the tokens that start before the cut,
+// each once, in order.
 func FuzzDetok(f *testing.F) {
-	f.Add("Hello, wörld€ and more<end> tail", "<end>", "ld€", uint64(1))
-	f.Add("aaaa", "aa", "x", uint64(2))
-	f.Add("日本語のテキスト", "のテ", "", uint64(3))
-	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, seed uint64) {
-		if len(text) > 200 || !utf8.ValidString(text) {
-			return
+	f.Add("Hello, wörld€ and more<end> tail", "<end>", "ld€", []byte{0, 5, 2, 3, 1, 4})
+	f.Add("aaaa", "aa", "x", []byte{1, 0, 1})
+	f.Add("日本語のテキスト", "のテ", "", []byte{2, 2, 2, 2, 2})
+	f.Add("Hello world, stop here please", "stop", "", []byte{3, 1, 4, 1, 5, 9, 2, 6})
+	f.Add("café €uro END done", "€uro", "END", []byte{1, 1, 1, 1, 2, 1, 1, 1})
+	f.Add("aaab", "aab", "", []byte{1, 1, 1, 1})
+	f.Add("<|eot|> tail", "<|eot|>", "|>", []byte{2, 3})
+	f.Add("x\n\nUser:", "\n\nUser:", "\n", []byte{1, 2, 3})
+	f.Add("abcd", "abcd", "bc", []byte{1, 1, 1, 1})
+	f.Add("日本語のテキスト", "の", "", []byte{2, 2, 2, 2, 2})
+	f.Add("no stops in here at all", "", "", []byte{7})
+	f.Add("café", "\xa9", "", []byte{3, 0})
+	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, cuts []byte) {
+		if len(text) > 512 || len(stop1)+len(stop2) > 256 || !utf8.ValidString(text) {
+			t.Skip()
 		}
 		var stops []string
 		for _, s := range []string{stop1, stop2} {
@@ -111,23 +129,24 @@ func FuzzDetok(f *testing.F) {
 				stops = append(stops, s)
 			}
 		}
-		// split at random byte offsets (possibly inside characters)
-		r := rand.New(rand.NewPCG(seed, seed))
-		var parts []string
-		for rest := text; rest != ""; {
-			n := 1 + r.IntN(min(len(rest), 6))
-			parts = append(parts, rest[:n])
+		var vocab byteVocab
+		for rest, i := []byte(text), 0; len(rest) > 0; i++ {
+			n := len(rest)
+			if i < len(cuts) {
+				n = min(n, 1+int(cuts[i]%8))
+			}
+			vocab = append(vocab, rest[:n])
 			rest = rest[n:]
 		}
-		v, ids := pieces(parts...)
 		var d detok
-		d.reset(v, stops)
+		d.reset(vocab, stops)
 		var got strings.Builder
-		nids, stopped := 0, false
-		for _, id := range ids {
-			out, st := d.add(id, nil)
+		var ids []int32
+		stopped := false
+		for id := range vocab {
+			out, st := d.add(int32(id), nil)
 			got.WriteString(out.text)
-			nids += len(out.ids)
+			ids = append(ids, out.ids...)
 			if st {
 				stopped = true
 				break
@@ -136,13 +155,13 @@ func FuzzDetok(f *testing.F) {
 		if !stopped {
 			out := d.flush()
 			got.WriteString(out.text)
-			nids += len(out.ids)
+			ids = append(ids, out.ids...)
 		}
-		// The choice stops after the first token that completes a stop
-		// string, cut at the earliest stop string in the text so far.
+		// Reference: the earliest stop in the text up to the first token
+		// after which any stop occurs.
 		cut := len(text)
-		for off, i := 0, 0; i < len(parts) && cut == len(text); i++ {
-			off += len(parts[i])
+		for off, i := 0, 0; i < len(vocab) && cut == len(text); i++ {
+			off += len(vocab[i])
 			for _, s := range stops {
 				if j := strings.Index(text[:off], s); j >= 0 && j < cut {
 					cut = j
@@ -151,17 +170,22 @@ func FuzzDetok(f *testing.F) {
 		}
 		want := strings.ToValidUTF8(text[:cut], "\uFFFD")
 		if got.String() != want || stopped != (cut < len(text)) {
-			t.Fatalf("parts %q stops %q: got %q (stopped %v), want %q", parts, stops, got.String(), stopped, want)
+			t.Fatalf("pieces %q stops %q: got %q (stopped %v), want %q", vocab, stops, got.String(), stopped, want)
 		}
 		wantIDs := 0
-		for off, i := 0, 0; i < len(parts); i++ {
+		for off, i := 0, 0; i < len(vocab); i++ {
 			if off < cut || cut == len(text) {
 				wantIDs++
 			}
-			off += len(parts[i])
+			off += len(vocab[i])
 		}
-		if nids != wantIDs {
-			t.Fatalf("parts %q stops %q: %d ids released, want %d", parts, stops, nids, wantIDs)
+		if len(ids) != wantIDs {
+			t.Fatalf("pieces %q stops %q: %d ids released, want %d", vocab, stops, len(ids), wantIDs)
+		}
+		for i, id := range ids {
+			if id != int32(i) {
+				t.Fatalf("released ids %v: not each token once in order", ids)
+			}
 		}
 	})
 }
