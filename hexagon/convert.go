@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // QNN data type codes (Qnn_DataType_t); the low byte is the bit width.
@@ -247,64 +249,16 @@ func f32View(b []byte) []float32 {
 }
 
 // halfToFloat converts IEEE 754 half-precision bits to float32.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: mant × 2^-24
-		f := float32(mant) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
+func halfToFloat(h uint16) float32 { return half.ToFloat32(h) }
 
 // floatToHalf converts float32 to half precision, rounding to nearest even
-// and saturating to ±65504 (NaN stays NaN).
+// and saturating to ±65504 (NaN stays NaN): an infinity fed to a graph
+// would turn attention into NaNs.
 func floatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7bff // saturate infinities
+	if f > 65504 {
+		f = 65504
+	} else if f < -65504 {
+		f = -65504
 	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7bff
-	}
-	if e <= 0 {
-		// Subnormal half (or zero): value = m × 2^-24 with m rounded.
-		if e < -10 {
-			return sign
-		}
-		m := mant | 0x800000
-		shift := uint32(14 - e) // 13 + (1 - e)
-		half := uint32(1) << (shift - 1)
-		r := m >> shift
-		rem := m & (1<<shift - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++ // may carry into the exponent, which is the correct rounding
-	}
-	if r >= 0x7c00 {
-		return sign | 0x7bff
-	}
-	return sign | uint16(r)
+	return half.FromFloat32(f)
 }
