@@ -58,7 +58,9 @@ Usage:
   hexserve version           print the version
   hexserve inspect PATH      print the graphs and tensors of a bundle or context binary
   hexserve mkmodel [flags]   write a test bundle for hostsim
-  hexserve bench [flags]     measure prefill and decode speed
+  hexserve bench [flags]     run the performance workload on a bundle: throughput,
+                             host time per token, streaming efficiency, prefix-cache
+                             gain, memory
 
 Run "hexserve <command> --help" for a command's flags.
 `)
