@@ -41,7 +41,7 @@ func benchSample(b *testing.B, l Logits, p Sampling, lp bool) {
 	for b.Loop() {
 		s.sample(l, lp, 5)
 	}
-	b.ReportMetric(float64(len(s.cands)), "candidates")
+	b.ReportMetric(float64(s.inRange), "candidates")
 }
 
 // BenchmarkSample measures one sampling step over the Llama-3 vocabulary.
@@ -62,4 +62,5 @@ func BenchmarkSample(b *testing.B) {
 	b.Run("nucleus+penalties+logprobs/F32", func(b *testing.B) { benchSample(b, f32(peaked), nucleus, true) })
 	// The worst case: nearly flat logits put the whole vocabulary in play.
 	b.Run("nucleus+penalties/F32/flat", func(b *testing.B) { benchSample(b, f32(flat), nucleus, false) })
+	b.Run("nucleus+penalties/F16/flat", func(b *testing.B) { benchSample(b, toF16(flat), nucleus, false) })
 }

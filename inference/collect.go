@@ -37,13 +37,21 @@ func argmax(l Logits, skip []uint64) (int, float32) {
 // high logit was seen) switch to a branch-free loop that first takes the
 // block's maximum.
 func collect(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+	out, m, _ := collectUpTo(l, delta, floor, skip, out, math.MaxInt)
+	return out, m
+}
+
+// collectUpTo is collect that gives up (ok false) as soon as more than limit
+// candidates passed the running threshold by the end of a block (F32 and F16
+// only; other types always finish).
+func collectUpTo(l Logits, delta, floor float32, skip []uint64, out []cand, limit int) (_ []cand, _ float32, ok bool) {
 	from := len(out)
 	var m float32
 	switch {
 	case l.Type == F32:
-		out, m = collectF32(l.F32, delta, floor, skip, out)
+		out, m = collectF32(l.F32, delta, floor, skip, out, limit)
 	case l.Type == F16:
-		out, m = collectF16(l.Raw16, delta, floor, skip, out)
+		out, m = collectF16(l.Raw16, delta, floor, skip, out, limit)
 	case l.Type == U16 && l.Scale > 0:
 		out, m = collectU16(l, delta, floor, skip, out)
 	default:
@@ -55,6 +63,9 @@ func collect(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand,
 			}
 		}
 	}
+	if len(out)-from > limit {
+		return out, m, false
+	}
 	thr := max(floor, m-delta)
 	n := from
 	for _, c := range out[from:] {
@@ -63,7 +74,7 @@ func collect(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand,
 			n++
 		}
 	}
-	return out[:n], m
+	return out[:n], m, true
 }
 
 func argmaxF32(x []float32, skip []uint64) (int, float32) {
@@ -219,7 +230,8 @@ func argmaxU16(l Logits, skip []uint64) (int, float32) {
 // for collect to drop; they only need to keep every id that passes it and
 // to skip the skipped ids when raising the maximum.
 
-func collectF32(x []float32, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+func collectF32(x []float32, delta, floor float32, skip []uint64, out []cand, limit int) ([]cand, float32) {
+	from := len(out)
 	m := float32(math.Inf(-1))
 	thr := floor
 	isDense := true // nothing is known yet: take the first block's maximum first
@@ -262,11 +274,15 @@ func collectF32(x []float32, delta, floor float32, skip []uint64, out []cand) ([
 			}
 		}
 		isDense = dense(len(out)-before, len(b))
+		if len(out)-from > limit {
+			break
+		}
 	}
 	return out, m
 }
 
-func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, limit int) ([]cand, float32) {
+	from := len(out)
 	km := -1 // key of the maximum
 	kthr := halfKeyCeil(floor)
 	raise := func(k int) {
@@ -313,6 +329,9 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand) ([]
 			}
 		}
 		isDense = dense(len(out)-before, len(b))
+		if len(out)-from > limit {
+			break
+		}
 	}
 	if km < 0 {
 		return out, float32(math.Inf(-1))
@@ -389,4 +408,82 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand) ([]ca
 		return out, float32(math.Inf(-1))
 	}
 	return out, u16Val(l, qm)
+}
+
+// half2f maps every half to its float32 value, NaNs to -Inf (so that they
+// fall below any threshold): one load per F16 logit.
+var half2f = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		if isNaN16(uint16(h)) {
+			t[h] = float32(math.Inf(-1))
+		} else {
+			t[h] = HalfToFloat(uint16(h))
+		}
+	}
+	return &t
+}()
+
+// The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
+// b = min(⌊(v−thr)·scale⌋, nbig−1) and adds to acc[b] the second-order
+// expansion of its weight around the bucket's centre, 1 + δ + δ²/2 with
+// δ = (t − b − ½)·dw in units of T. idx[i] records b+1 (0: below thr).
+
+func bucketTerm(t, dw float32) (int, float32) {
+	b := min(int(t), nbig-1)
+	d := (t - float32(b) - 0.5) * dw
+	return b, 1 + d*(1+d*0.5)
+}
+
+func histF32(x []float32, thr, scale, dw float32, acc *[nbig]float64, idx []uint16) int {
+	n := 0
+	idx = idx[:len(x)]
+	for i, v := range x {
+		t := (v - thr) * scale
+		if !(t >= 0) {
+			idx[i] = 0
+			continue
+		}
+		b, w := bucketTerm(t, dw)
+		acc[b] += float64(w)
+		idx[i] = uint16(b + 1)
+		n++
+	}
+	return n
+}
+
+func histF16(x []uint16, thr, scale, dw float32, acc *[nbig]float64, idx []uint16) int {
+	n := 0
+	idx = idx[:len(x)]
+	for i, h := range x {
+		t := (half2f[h] - thr) * scale
+		if !(t >= 0) {
+			idx[i] = 0
+			continue
+		}
+		b, w := bucketTerm(t, dw)
+		acc[b] += float64(w)
+		idx[i] = uint16(b + 1)
+		n++
+	}
+	return n
+}
+
+// gatherBucket appends to out the ids i not in skip with idx[i] == key.
+func gatherBucket(idx []uint16, key uint16, skip []uint64, out []int32) []int32 {
+	for i := 0; i < len(idx); i++ {
+		for i+4 <= len(idx) && idx[i] != key && idx[i+1] != key && idx[i+2] != key && idx[i+3] != key {
+			i += 4
+		}
+		for i < len(idx) && idx[i] != key {
+			i++
+		}
+		if i == len(idx) {
+			break
+		}
+		if !skipped(skip, i) {
+			out = append(out, int32(i))
+		}
+	}
+	return out
 }

@@ -54,6 +54,20 @@ type sampler struct {
 	pw    []float64 // and its weights
 	edge  []int
 	m     float32 // best adjusted logit
+
+	// The histogram path (see hist), for steps where many tokens are in play.
+	bigMin  int  // candidates above which a step switches to it
+	wasBig  bool // the previous step used it: skip the collect attempt
+	big     bool // this step uses it
+	acc     *[nbig]float64
+	idx     []uint16 // per id: bucket+1, 0 if out of range
+	gids    []int32
+	l       Logits
+	thr     float32 // m − T·sampleCutoff
+	scale   float32 // buckets per logit unit
+	bTop    int     // buckets above bTop are kept whole; the kept rest is in pbuf
+	zk      float64 // kept mass
+	inRange int     // candidates of the step (within the cutoff)
 }
 
 func newSampler(vocab int) *sampler {
@@ -69,6 +83,9 @@ func newSampler(vocab int) *sampler {
 		ws:      make([]float64, 0, vocab),
 		pbuf:    make([]cand, 0, vocab),
 		pw:      make([]float64, 0, vocab),
+		bigMin:  bigMin,
+		acc:     new([nbig]float64),
+		idx:     make([]uint16, vocab),
 	}
 }
 
@@ -158,6 +175,7 @@ func (s *sampler) adjust(v float32, id int32) float32 {
 // wantLP, s.raw also holds the untouched ids' raw logits within
 // logprobCutoff of the best raw logit.
 func (s *sampler) prepare(l Logits, wantLP bool) {
+	s.big = false
 	var skip []uint64
 	if len(s.tlist) > 0 {
 		skip = s.touched
@@ -192,7 +210,23 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 			d, floor = max(dS, logprobCutoff), min(floor, rt-logprobCutoff)
 		}
 		var mu float32
-		s.raw, mu = collect(l, d, floor, skip, s.raw)
+		ok := false
+		if s.histOK(l, wantLP) {
+			if !s.wasBig {
+				s.raw, mu, ok = collectUpTo(l, d, floor, skip, s.raw, s.bigMin)
+			}
+			if !ok {
+				if s.hist(l, skip, mt) {
+					s.cands = c
+					return
+				}
+				s.raw = s.raw[:0]
+			}
+		}
+		s.wasBig = false
+		if !ok {
+			s.raw, mu = collect(l, d, floor, skip, s.raw)
+		}
 		m = max(mu, mt)
 		thr := m - dS
 		if wantLP {
@@ -217,7 +251,7 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 			c = append(c, x)
 		}
 	}
-	s.m, s.cands = m, c
+	s.m, s.cands, s.inRange = m, c, len(c)
 }
 
 // filter applies top_k, the temperature softmax, top_p and min_p to s.cands
@@ -226,6 +260,9 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 // bounded heap, top_p buckets the weights by binary exponent and sorts only
 // the bucket where the cumulative mass crosses p.
 func (s *sampler) filter() ([]cand, []float64) {
+	if s.big {
+		return s.keptBig()
+	}
 	c := s.cands
 	if k := s.p.TopK; k > 0 && k < len(c) {
 		c = topK(c, k, s.kept[:0])
@@ -363,6 +400,8 @@ func (s *sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
 		if len(s.cands) == 0 { // all NaN: anything in range
 			id = 0
 		}
+	} else if s.big {
+		id = s.sampleBig()
 	} else {
 		kept, ws := s.filter()
 		var z float64
@@ -441,4 +480,228 @@ func expNeg(x float32) float32 {
 	r := x - fk*ln2hi - fk*ln2lo
 	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
 	return p * math.Float32frombits(uint32(k+127)<<23)
+}
+
+const (
+	// nbig buckets span [m − T·sampleCutoff, m]: δ ≤ 20/nbig/2 = 2.4e-3 in
+	// units of T, so a bucket's second-order sum is within δ³/6 = 2.4e-9
+	// (relative) of its exact weight, far below expNeg's error.
+	nbig = 4096
+	// bigMin is the number of candidates from which a step takes the
+	// histogram path.
+	bigMin = 8192
+)
+
+// bucketE[b] is the weight of bucket b's centre relative to the best token.
+var bucketE = func() *[nbig]float64 {
+	var e [nbig]float64
+	for b := range e {
+		e[b] = math.Exp((float64(b)+0.5)*sampleCutoff/nbig - sampleCutoff)
+	}
+	return &e
+}()
+
+// histOK reports whether the histogram path can serve this step.
+func (s *sampler) histOK(l Logits, wantLP bool) bool {
+	return !wantLP && s.p.Temperature > 0 && s.p.TopK <= 0 && s.p.MinP <= 0 &&
+		(l.Type == F32 || l.Type == F16)
+}
+
+// val returns logit id of l (F32 or F16; NaN as -Inf).
+func val(l Logits, id int32) float32 {
+	if l.Type == F32 {
+		return l.F32[id]
+	}
+	return half2f[l.Raw16[id]]
+}
+
+// hist prepares a step with many candidates (nearly flat logits), where
+// materialising and sorting them would cost milliseconds. One pass finds the
+// best logit m; a second puts every logit within the cutoff into one of nbig
+// equal buckets over [m − T·sampleCutoff, m], summing per bucket the
+// second-order expansion of the weights around the bucket's centre (no exp
+// per token) and recording each id's bucket. The touched ids are then taken
+// out and added back with their adjusted logits and exact weights. top_p
+// walks the bucket masses from the top and resolves only the bucket where
+// the cumulative mass crosses p: its tokens are gathered, weighed exactly and
+// sorted. It reports false (nothing done) if the best logit is not finite.
+func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
+	_, mu := argmax(l, skip)
+	m := max(mu, mt)
+	if math.IsInf(float64(m), 0) || m != m {
+		return false
+	}
+	dS := s.p.Temperature * sampleCutoff
+	thr := m - dS
+	scale := nbig / dS
+	const dw = float32(sampleCutoff) / nbig
+	acc := s.acc
+	clear(acc[:])
+	var n int
+	if l.Type == F32 {
+		n = histF32(l.F32, thr, scale, dw, acc, s.idx)
+	} else {
+		n = histF16(l.Raw16, thr, scale, dw, acc, s.idx)
+	}
+	for _, id := range s.tlist {
+		if t := (l.At(int(id)) - thr) * scale; t >= 0 {
+			b, w := bucketTerm(t, dw)
+			if acc[b] -= float64(w); acc[b] < 0.5 { // each token adds about 1
+				acc[b] = 0
+			}
+			n--
+		}
+		s.idx[id] = 0
+	}
+	for b, a := range acc {
+		acc[b] = a * bucketE[b]
+	}
+	inv := 1 / s.p.Temperature
+	var z float64
+	for _, x := range s.tv {
+		if x.v >= thr {
+			acc[min(int((x.v-thr)*scale), nbig-1)] += float64(expNeg((x.v - m) * inv))
+			n++
+		}
+	}
+	for _, w := range acc {
+		z += w
+	}
+	s.l, s.m, s.thr, s.scale = l, m, thr, scale
+	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
+	s.bTop, s.zk = -1, z
+	kept, kw := s.pbuf[:0], s.pw[:0]
+	if p := float64(s.p.TopP); p > 0 && p < 1 {
+		mass, cum := p*z, 0.0
+		for b := nbig - 1; b >= 0 && cum < mass; b-- {
+			if acc[b] == 0 {
+				continue
+			}
+			if s.bTop < 0 && cum+acc[b] < mass {
+				cum += acc[b]
+				continue
+			}
+			// The crossing bucket (or, if its exact weights fell short of
+			// the estimate, the next ones): keep its best tokens.
+			if s.bTop < 0 {
+				s.bTop = b
+			}
+			c, ws := s.bucket(b)
+			s.sortByBetter(c, ws)
+			for i, x := range c {
+				if cum >= mass {
+					break
+				}
+				kept = append(kept, x)
+				kw = append(kw, ws[i])
+				cum += ws[i]
+			}
+		}
+		if s.bTop < 0 { // rounding: everything is kept
+			s.bTop, s.zk = -1, z
+		} else {
+			s.zk = cum
+		}
+	}
+	s.pbuf, s.pw = kept, kw
+	return true
+}
+
+// bucket returns the candidates of bucket b (untouched in id order, then the
+// touched ones) and their exact weights, in s.kept and s.ws.
+func (s *sampler) bucket(b int) ([]cand, []float64) {
+	s.gids = gatherBucket(s.idx[:s.l.Len()], uint16(b+1), s.touched, s.gids[:0])
+	c, ws := s.kept[:0], s.ws[:0]
+	for _, id := range s.gids {
+		c = append(c, cand{id, val(s.l, id)})
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && min(int((x.v-s.thr)*s.scale), nbig-1) == b {
+			c = append(c, x)
+		}
+	}
+	inv := 1 / s.p.Temperature
+	for _, x := range c {
+		ws = append(ws, float64(expNeg((x.v-s.m)*inv)))
+	}
+	s.kept, s.ws = c, ws
+	return c, ws
+}
+
+// sortByBetter sorts c (best first) and ws with it.
+func (s *sampler) sortByBetter(c []cand, ws []float64) {
+	slices.SortFunc(c, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1
+	})
+	inv := 1 / s.p.Temperature
+	for i, x := range c {
+		ws[i] = float64(expNeg((x.v - s.m) * inv))
+	}
+}
+
+// sampleBig draws a token after hist: it walks the bucket masses to the
+// bucket holding the draw and weighs only that bucket's tokens exactly.
+func (s *sampler) sampleBig() int32 {
+	u := s.rng.Float64() * s.zk
+	last := -1
+	for b := nbig - 1; b > s.bTop; b-- {
+		w := s.acc[b]
+		if w == 0 {
+			continue
+		}
+		if u < w {
+			return s.pick(b, u)
+		}
+		u -= w
+		last = b
+	}
+	for i, w := range s.pw {
+		if u -= w; u < 0 {
+			return s.pbuf[i].id
+		}
+	}
+	if n := len(s.pbuf); n > 0 { // rounding
+		return s.pbuf[n-1].id
+	}
+	if last >= 0 {
+		return s.pick(last, math.Inf(1))
+	}
+	return 0
+}
+
+// pick returns the token of bucket b where the draw u (within the bucket's
+// mass) falls; the last one if the exact weights sum below u.
+func (s *sampler) pick(b int, u float64) int32 {
+	c, ws := s.bucket(b)
+	for i, w := range ws {
+		if u -= w; u < 0 {
+			return c[i].id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// keptBig materialises the kept tokens of a histogram step and their exact
+// weights (for tests; sampleBig never needs them all).
+func (s *sampler) keptBig() ([]cand, []float64) {
+	inv := 1 / s.p.Temperature
+	var c []cand
+	var ws []float64
+	for i := range s.l.Len() {
+		if int(s.idx[i]) > s.bTop+1 && !skipped(s.touched, i) {
+			c = append(c, cand{int32(i), val(s.l, int32(i))})
+		}
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && min(int((x.v-s.thr)*s.scale), nbig-1) > s.bTop {
+			c = append(c, x)
+		}
+	}
+	for _, x := range c {
+		ws = append(ws, float64(expNeg((x.v-s.m)*inv)))
+	}
+	return append(c, s.pbuf...), append(ws, s.pw...)
 }

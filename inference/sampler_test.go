@@ -140,25 +140,33 @@ func TestFilterMatchesReference(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSampler(V) // reused: no state may leak between steps
-			for trial := range 20 {
-				x := randLogits(r, V, 1+float64(trial%4))
-				s.reset(tc.p, nil, 1)
-				s.startChoice()
-				s.prepare(f32(x), false)
-				kept, _ := s.filter()
-				var got []int32
-				for _, c := range kept {
-					got = append(got, c.id)
+		for _, hist := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/hist=%v", tc.name, hist), func(t *testing.T) {
+				s := newSampler(V) // reused: no state may leak between steps
+				if hist {
+					s.bigMin = 0
 				}
-				slices.Sort(got)
-				want := reference(x, tc.p)
-				if !slices.Equal(got, want) {
-					t.Fatalf("trial %d: kept %d tokens, reference %d", trial, len(got), len(want))
+				for trial := range 20 {
+					x := randLogits(r, V, 1+float64(trial%4))
+					s.reset(tc.p, nil, 1)
+					s.startChoice()
+					s.prepare(f32(x), false)
+					if want := hist && s.histOK(f32(x), false); s.big != want {
+						t.Fatalf("histogram path %v, want %v", s.big, want)
+					}
+					kept, _ := s.filter()
+					var got []int32
+					for _, c := range kept {
+						got = append(got, c.id)
+					}
+					slices.Sort(got)
+					want := reference(x, tc.p)
+					if !slices.Equal(got, want) {
+						t.Fatalf("trial %d: kept %d tokens, reference %d", trial, len(got), len(want))
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -427,7 +435,12 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 		{Temperature: 1.2, TopP: 0.5, FrequencyPenalty: -1},
 	}
 	s := newSampler(V) // reused across cases and steps
-	for ci, p := range cases {
+	for ci := range 2 * len(cases) {
+		p := cases[ci%len(cases)]
+		s.bigMin = bigMin
+		if ci >= len(cases) { // the histogram path where it applies
+			s.bigMin = 0
+		}
 		for trial := range 10 {
 			x := randLogits(r, V, 1+float64(trial%3))
 			prompt := make([]int32, 50)
@@ -487,8 +500,11 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 // The sampled frequencies follow the softmax of the kept tokens.
 func TestSampleFrequencies(t *testing.T) {
 	x := []float32{1, 2, 0.5, 3, -1, 2.5, 0, 1.5}
-	for _, p := range []Sampling{{Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 1.5, TopP: 0.8}} {
+	for i, p := range []Sampling{{Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 1.5, TopP: 0.8}, {Temperature: 1}, {Temperature: 1.5, TopP: 0.8}} {
 		s := newSampler(len(x))
+		if i >= 3 { // the histogram path
+			s.bigMin = 0
+		}
 		s.reset(p, nil, 99)
 		s.startChoice()
 		s.prepare(f32(x), false)
@@ -510,6 +526,63 @@ func TestSampleFrequencies(t *testing.T) {
 		for id, f := range got {
 			if math.Abs(f-want[id]) > 0.01 {
 				t.Errorf("%+v: token %d sampled %.3f, want %.3f", p, id, f, want[id])
+			}
+		}
+	}
+}
+
+// TestHistogramPath checks the path for nearly flat logits over the full
+// Llama-3 vocabulary against the brute-force reference, and that it
+// allocates nothing per step.
+func TestHistogramPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	s := newSampler(llamaVocab)
+	for trial, p := range []Sampling{
+		{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1},
+		{Temperature: 1, TopP: 0.3, LogitBias: map[int32]float32{9: 3, 10: -100}},
+		{Temperature: 2, PresencePenalty: 1},
+		{Temperature: 0.3, TopP: 0.99, RepetitionPenalty: 1.3},
+	} {
+		x := randLogits(r, llamaVocab, 1+float64(trial%2))
+		prompt := make([]int32, 200)
+		for i := range prompt {
+			prompt[i] = int32(r.IntN(llamaVocab))
+		}
+		gen := []int32{int32(trial), 5, 5, 9}
+		s.reset(p, prompt, uint64(trial))
+		s.startChoice()
+		for _, id := range gen {
+			s.accept(id)
+		}
+		for _, l := range []Logits{f32(x), toF16(x)} {
+			ref := make([]float32, llamaVocab)
+			for i := range ref {
+				ref[i] = l.At(i)
+			}
+			s.prepare(l, false)
+			if !s.big {
+				t.Fatalf("trial %d %v: %d candidates, histogram path not taken", trial, l.Type, s.inRange)
+			}
+			kept, _ := s.filter()
+			got := make([]int32, 0, len(kept))
+			for _, c := range kept {
+				got = append(got, c.id)
+			}
+			slices.Sort(got)
+			if want := reference(adjustAll(ref, p, prompt, gen), p); !slices.Equal(got, want) {
+				t.Fatalf("trial %d %v: kept %d tokens, reference %d", trial, l.Type, len(got), len(want))
+			}
+			keptSet := map[int32]bool{}
+			for _, id := range got {
+				keptSet[id] = true
+			}
+			for range 20 {
+				if id, _ := s.sample(l, false, 0); !keptSet[id] {
+					t.Fatalf("trial %d %v: sampled %d, not a kept token", trial, l.Type, id)
+				}
+			}
+			if n := testing.AllocsPerRun(5, func() { s.sample(l, false, 0) }); n != 0 {
+				t.Fatalf("trial %d %v: %v allocations per step", trial, l.Type, n)
 			}
 		}
 	}
