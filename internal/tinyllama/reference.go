@@ -3,7 +3,9 @@ package tinyllama
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
 )
 
 // Model is a config with all its generated weights, for the exact float64
@@ -188,7 +190,15 @@ func (s *Session) Append(tok int) ([]float64, error) {
 // Logits applies the lm-head (the embedding when tied) to a final hidden state.
 func (m *Model) Logits(hidden []float64) []float64 {
 	out := make([]float64, m.Config.VocabSize)
-	matVec(out, m.lmHead, hidden)
+	// Rows split over the CPUs: the lm-head is most of the work.
+	n := min(runtime.GOMAXPROCS(0), max(1, len(out)/4096))
+	var wg sync.WaitGroup
+	h := len(hidden)
+	for i := range n {
+		a, b := i*len(out)/n, (i+1)*len(out)/n
+		wg.Go(func() { matVec(out[a:b], m.lmHead[a*h:b*h], hidden) })
+	}
+	wg.Wait()
 	return out
 }
 

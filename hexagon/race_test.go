@@ -1,0 +1,5 @@
+//go:build race
+
+package hexagon
+
+func init() { raceEnabled = true }
