@@ -16,7 +16,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/rs/zerolog"
 )
 
@@ -35,18 +34,16 @@ type genServer struct {
 // the tokens of script and then <|eot_id|>.
 func newGenServer(tb testing.TB, script string, opts Options, cfg inference.Config) *genServer {
 	tb.Helper()
-	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
-	if tokErr != nil {
-		tb.Fatal(tokErr)
-	}
+	tok := testTokenizer(tb)
 	fm := inferencetest.NewScripted(inference.ModelInfo{VocabSize: tok.VocabSize(), ContextLen: 512,
 		BOS: 128000, EOS: []int32{eot, 128008, 128001}}, tok.Encode(script, false, false))
 	eng := inference.New(fm, tok, cfg)
 	tb.Cleanup(func() { _ = eng.Close() })
 	opts.Logger = zerolog.Nop()
 	s := New(opts)
-	s.SetModel(&Model{ID: model, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
-		ContextLen: 512, Tokenizer: tok, Engine: eng})
+	m := testModel(tb)
+	m.Engine = eng
+	s.SetModel(m)
 	srv := httptest.NewServer(s)
 	tb.Cleanup(srv.Close)
 	return &genServer{URL: srv.URL, fm: fm, eng: eng}

@@ -32,7 +32,7 @@ func testTokenizer(t testing.TB) *tokenizer.Tokenizer {
 }
 
 func testModel(t testing.TB) *Model {
-	return &Model{ID: "llama-3.2-1b-instruct", Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
+	return &Model{ID: model, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
 		ContextLen: 512, Tokenizer: testTokenizer(t)}
 }
 
@@ -71,28 +71,35 @@ func do(h http.Handler, method, path, body string, hdr ...string) *httptest.Resp
 	return rec
 }
 
-// apiErr decodes an OpenAI error body, failing the test if it is not one.
+// apiErr decodes an OpenAI error response, failing the test if it is not one.
 func apiErr(t *testing.T, rec *httptest.ResponseRecorder) errorFields {
 	t.Helper()
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, body %s", ct, rec.Body)
 	}
+	return apiErrBody(t, rec.Body.Bytes())
+}
+
+// apiErrBody decodes an OpenAI error body, failing the test if it is not
+// one (an error object with message, type, param and code).
+func apiErrBody(t *testing.T, body []byte) errorFields {
+	t.Helper()
 	var raw map[string]map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
-		t.Fatalf("body %q: %v", rec.Body, err)
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatalf("body %q: %v", body, err)
 	}
 	e, ok := raw["error"]
 	if !ok {
-		t.Fatalf("no error object in %s", rec.Body)
+		t.Fatalf("no error object in %s", body)
 	}
 	for _, k := range []string{"message", "type", "param", "code"} {
 		if _, ok := e[k]; !ok {
-			t.Fatalf("error object lacks %q: %s", k, rec.Body)
+			t.Fatalf("error object lacks %q: %s", k, body)
 		}
 	}
-	var body errorBody
-	_ = json.Unmarshal(rec.Body.Bytes(), &body)
-	return body.Error
+	var eb errorBody
+	_ = json.Unmarshal(body, &eb)
+	return eb.Error
 }
 
 func str(p *string) string {

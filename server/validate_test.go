@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -139,13 +138,4 @@ func TestAcceptedOptions(t *testing.T) {
 			t.Errorf("%s: %d %s", extra, resp.StatusCode, body)
 		}
 	}
-}
-
-func apiErrBody(t *testing.T, body []byte) errorFields {
-	t.Helper()
-	var e errorBody
-	if err := json.Unmarshal(body, &e); err != nil {
-		t.Fatalf("not an error body: %s", body)
-	}
-	return e.Error
 }
