@@ -59,11 +59,14 @@ var raceEnabled bool
 // the 16-row window boundaries, and both sides of the 128-row one.
 var shapeChecked = []int{0, 1, 15, 16, 17, 31, 32, 127, 128, 129, 139}
 
-func newShapeRef(t testing.TB, c tinyllama.Config, promptLen, steps int) *shapeRef {
+func newShapeRef(t testing.TB, c tinyllama.Config, promptLen, steps int, int8 bool) *shapeRef {
 	t.Helper()
 	m, err := tinyllama.NewModel(c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if int8 {
+		m.QuantizeInt8()
 	}
 	ref := &shapeRef{top: map[int][][2]float64{}}
 	ids := tinyllama.Draws(c.InitSeed, promptLen)
@@ -121,13 +124,13 @@ func top20(l []float64) [][2]float64 {
 // (f16 weights, the manifest's hexserve block with head counts, window, eps
 // and RoPE scaling), with prefill and decode in model.bin and the lm-head and
 // embedding shared by every variant of the shape in root.
-func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract simfile.Contract, window int) string {
+func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract simfile.Contract, window int, wf simfile.WeightFormat) string {
 	t.Helper()
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize,
 		Ctx: shapeCtx, RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings}
 	pre, dec, lm := simfile.DefaultGraphs(h, contract, window, simfile.F32, simfile.F32, simfile.MaskAdditive)
-	source := simfile.Options{Format: simfile.WeightF16,
+	source := simfile.Options{Format: wf,
 		Source: func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(c, w.Name) }}
 	write := func(path string, graphs []simfile.Graph, ws []simfile.Weight) {
 		f, err := os.Create(path)
@@ -139,9 +142,11 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 			t.Fatal(err)
 		}
 	}
-	lmPath, embedPath := filepath.Join(root, "lmhead.bin"), filepath.Join(root, "embed_f16.bin")
+	lmPath, embedPath := filepath.Join(root, fmt.Sprintf("lmhead-w%d.bin", wf)), filepath.Join(root, "embed_f16.bin")
 	if _, err := os.Stat(lmPath); err != nil {
 		write(lmPath, []simfile.Graph{lm}, simfile.WeightSpecs(h, false, true))
+	}
+	if _, err := os.Stat(embedPath); err != nil {
 		e, err := tinyllama.Generate(c, "model.embed_tokens.weight")
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +164,7 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 	if contract == simfile.Chunked {
 		cname = ContractChunked
 	}
-	dir := filepath.Join(root, fmt.Sprintf("%s-%d", cname, window), "v79")
+	dir := filepath.Join(root, fmt.Sprintf("%s-%d-w%d", cname, window, wf), "v79")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +210,11 @@ func TestOtherShapes(t *testing.T) {
 	}
 	for _, sc := range otherShapes {
 		t.Run(sc.name, func(t *testing.T) {
-			ref := newShapeRef(t, sc.cfg, shapeChecked[len(shapeChecked)-1]+1, steps)
+			ref := newShapeRef(t, sc.cfg, shapeChecked[len(shapeChecked)-1]+1, steps, false)
 			root := t.TempDir()
 			for _, contract := range []simfile.Contract{simfile.QHexRT, simfile.Chunked} {
 				for _, window := range []int{128, 16} {
-					dir := writeShapeBundle(t, root, sc.cfg, contract, window)
+					dir := writeShapeBundle(t, root, sc.cfg, contract, window, simfile.WeightF16)
 					name := fmt.Sprintf("%s-%d", map[simfile.Contract]string{simfile.QHexRT: "qhexrt", simfile.Chunked: "chunked"}[contract], window)
 					t.Run(name, func(t *testing.T) { checkShape(t, qcfg, dir, ref, steps) })
 				}
@@ -288,7 +293,8 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 // TestMkmodelBundle checks a bundle written by `hexserve mkmodel --config
 // FILE --weights f16 --io f32 --kv f32` against the reference for FILE:
 // set HEXSERVE_TEST_BUNDLE to the bundle (or arch folder) and
-// HEXSERVE_TEST_CONFIG to the config.json it was made from.
+// HEXSERVE_TEST_CONFIG to the config.json it was made from (and
+// HEXSERVE_TEST_INT8=1 for a --weights int8 bundle).
 func TestMkmodelBundle(t *testing.T) {
 	dir, cfgPath := os.Getenv("HEXSERVE_TEST_BUNDLE"), os.Getenv("HEXSERVE_TEST_CONFIG")
 	if dir == "" || cfgPath == "" {
@@ -299,6 +305,24 @@ func TestMkmodelBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newShapeRef(t, c, shapeChecked[len(shapeChecked)-1]+1, 20)
+	ref := newShapeRef(t, c, shapeChecked[len(shapeChecked)-1]+1, 20, os.Getenv("HEXSERVE_TEST_INT8") != "")
 	checkShape(t, qcfg, dir, ref, 20)
+}
+
+// TestOtherShapesInt8 checks int8-weight bundles (per-row scales, as
+// `mkmodel --weights int8` writes) against the reference with the same
+// quantisation applied: the only difference left is float32 arithmetic.
+func TestOtherShapesInt8(t *testing.T) {
+	qcfg := hostsimConfig(t)
+	steps := 20
+	if raceEnabled {
+		steps = 8
+	}
+	for _, sc := range otherShapes {
+		t.Run(sc.name, func(t *testing.T) {
+			ref := newShapeRef(t, sc.cfg, shapeChecked[len(shapeChecked)-1]+1, steps, true)
+			dir := writeShapeBundle(t, t.TempDir(), sc.cfg, simfile.Chunked, 16, simfile.WeightInt8)
+			checkShape(t, qcfg, dir, ref, steps)
+		})
+	}
 }

@@ -280,3 +280,37 @@ func matVec(dst []float64, w []float32, x []float64) {
 		dst[r] = s
 	}
 }
+
+// QuantizeInt8 replaces every matrix the graphs multiply by (projections and
+// the lm-head, not the embedding lookup) with its per-row symmetric int8
+// quantisation, as hostsim's int8 weight storage holds it: scale =
+// max|row|/127 and value = round(w/scale)·scale, in float32. The reference
+// then models an int8-weight bundle exactly (up to float32 arithmetic).
+func (m *Model) QuantizeInt8() {
+	q := func(w []float32, cols int) []float32 {
+		out := make([]float32, len(w))
+		for r := 0; r < len(w); r += cols {
+			row := w[r : r+cols]
+			mx := float32(0)
+			for _, v := range row {
+				mx = max(mx, float32(math.Abs(float64(v))))
+			}
+			if mx == 0 {
+				continue
+			}
+			s := mx / 127
+			for i, v := range row {
+				out[r+i] = float32(max(-127, min(127, math.Round(float64(v/s))))) * s
+			}
+		}
+		return out
+	}
+	c := m.Config
+	h, qd, f := c.HiddenSize, c.QDim(), c.IntermediateSize
+	for i := range m.layers {
+		l := &m.layers[i]
+		l.q, l.k, l.v, l.gate, l.up = q(l.q, h), q(l.k, h), q(l.v, h), q(l.gate, h), q(l.up, h)
+		l.o, l.dwn = q(l.o, qd), q(l.dwn, f)
+	}
+	m.lmHead = q(m.lmHead, h)
+}
