@@ -521,7 +521,8 @@ static void run_variant(const char *dir, const char *name, const char *body, con
     CHECK(maxerr < 2e-4, "%s: logit error %g", name, maxerr);
     CHECK(top1 == ntop, "%s: top1 %d/%d", name, top1, ntop);
   } else {
-    CHECK(maxerr < 0.5, "%s: logit error %g unreasonably large", name, maxerr);
+    /* a sanity bound only (int8 error grows with the shape); the margin check below is the real one */
+    CHECK(maxerr < 1.0, "%s: logit error %g unreasonably large", name, maxerr);
     /* SPEC: a 16-bit/8-bit path may only diverge where the golden top-1 margin is within its error */
     CHECK(diverge_margin <= 2 * maxerr, "%s: greedy diverged at a golden margin %g above 2x the logit error %g", name,
           diverge_margin, maxerr);
@@ -699,11 +700,13 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   char spath[1024];
   snprintf(spath, sizeof spath, "%s/script.txt", dir);
   FILE *sf = fopen(spath, "w");
-  fprintf(sf, "7 128009\n42\n");
+  /* ids valid in any vocabulary (held-out models may have fewer than 128,010 tokens) */
+  int eot = M.V > 128009 ? 128009 : M.V - 1, a = 7 % M.V, b = 42 % M.V;
+  fprintf(sf, "%d %d\n%d\n", a, eot, b);
   fclose(sf);
   p_set("HOSTSIM_SCRIPT", spath);
   float *lg = malloc(sizeof(float) * (size_t)M.V);
-  int want[5] = {7, 128009, 42, 7, 128009};
+  int want[5] = {a, eot, b, a, eot};
   for (int k = 0; k < 5; k++) {
     lm(&r, &r.dec, 0, lg);
     CHECK(argmax(lg, M.V) == want[k], "script call %d: argmax %d want %d", k, argmax(lg, M.V), want[k]);
