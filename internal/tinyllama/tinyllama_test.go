@@ -9,6 +9,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 const goldenPath = "../../testdata/tinyllama/golden_tiny_public.json"
@@ -84,7 +86,7 @@ func TestGenerateMatchesGoldenChecksums(t *testing.T) {
 			t.Errorf("%s: sha256 %s, golden %s", tn.Name, got, want.SHA256)
 		}
 		for i, w := range want.First4 {
-			if got := float64(Float32(bits[i])); got != w {
+			if got := float64(half.ToFloat32(bits[i])); got != w {
 				t.Errorf("%s[%d] = %v, golden %v", tn.Name, i, got, w)
 			}
 		}
@@ -111,7 +113,7 @@ func TestFillRangesMatchWholeTensor(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range f {
-				if Float16(f[i]) != part[i] {
+				if half.FromFloat32(f[i]) != part[i] {
 					t.Fatalf("%s: FillFloat32 and Fill disagree at %d", name, r[0]+i)
 				}
 			}
@@ -147,7 +149,7 @@ func TestLlama32_1BShapes(t *testing.T) {
 		if m := float64(x) * 65536; m != math.Trunc(m) || m < -1024 || m > 1023 {
 			t.Fatalf("down_proj value %v is not m×2^-16", x)
 		}
-		if Float32(Float16(x)) != x {
+		if half.ToFloat32(half.FromFloat32(x)) != x {
 			t.Fatalf("%v not exact in float16", x)
 		}
 	}
@@ -184,12 +186,12 @@ func checkClose(t *testing.T, label string, got, want []float64) {
 
 func TestFloat16RoundTripsEveryValue(t *testing.T) {
 	for h := range 1 << 16 {
-		f := Float32(uint16(h))
+		f := half.ToFloat32(uint16(h))
 		if f != f { // NaN
 			continue
 		}
-		if got := Float16(f); got != uint16(h) {
-			t.Fatalf("Float16(Float32(%#04x)=%v) = %#04x", h, f, got)
+		if got := half.FromFloat32(f); got != uint16(h) {
+			t.Fatalf("FromFloat32(ToFloat32(%#04x)=%v) = %#04x", h, f, got)
 		}
 	}
 	cases := []struct {
@@ -204,8 +206,8 @@ func TestFloat16RoundTripsEveryValue(t *testing.T) {
 		{-2, 0xc000},
 	}
 	for _, c := range cases {
-		if got := Float16(c.in); got != c.want {
-			t.Errorf("Float16(%v) = %#04x, want %#04x", c.in, got, c.want)
+		if got := half.FromFloat32(c.in); got != c.want {
+			t.Errorf("FromFloat32(%v) = %#04x, want %#04x", c.in, got, c.want)
 		}
 	}
 }

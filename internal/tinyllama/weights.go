@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // Tensor is one weight tensor's Hugging Face name and shape.
@@ -175,7 +177,7 @@ func Fill(c Config, name string, start int, dst []uint16) error {
 	}
 	var table [2048]uint16
 	for i, v := range values {
-		table[i] = Float16(float32(v))
+		table[i] = half.FromFloat32(float32(v))
 	}
 	for i := range dst {
 		state += gamma
@@ -211,73 +213,6 @@ func Generate(c Config, name string) ([]uint16, error) {
 	}
 	out := make([]uint16, t.Len())
 	return out, Fill(c, name, 0, out)
-}
-
-// Float16 converts f to IEEE binary16 bits, rounding to nearest even.
-func Float16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	switch {
-	case exp == 0xff: // Inf or NaN
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp == 0 && mant == 0:
-		return sign
-	}
-	e := exp - 127 + 15
-	if exp == 0 { // float32 subnormals are far below float16's range
-		return sign
-	}
-	m := mant | 0x800000 // 24-bit significand
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	var shift uint
-	if e <= 0 { // float16 subnormal
-		shift = uint(14 - e)
-		if shift > 24 {
-			return sign
-		}
-		e = 0
-	} else {
-		shift = 13
-	}
-	h := m >> shift
-	rem := m & (1<<shift - 1)
-	half := uint32(1) << (shift - 1)
-	if rem > half || (rem == half && h&1 == 1) {
-		h++
-	}
-	if e == 0 {
-		return sign | uint16(h) // a carry into bit 10 lands on the smallest normal
-	}
-	out := uint32(e)<<10 + (h - 0x400) // h in [0x400, 0x800]; a carry bumps the exponent
-	if out >= 0x7c00 {
-		return sign | 0x7c00
-	}
-	return sign | uint16(out)
-}
-
-// Float32 converts IEEE binary16 bits to float32 (exactly).
-func Float32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := int(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch exp {
-	case 0:
-		v := math.Ldexp(float64(mant), -24)
-		if sign != 0 {
-			v = -v
-		}
-		return float32(v)
-	case 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
 }
 
 // InvFreq returns the head_dim/2 RoPE inverse frequencies, with Llama-3

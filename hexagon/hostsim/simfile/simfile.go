@@ -12,6 +12,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // DType is a QNN data type code (Qnn_DataType_t).
@@ -335,7 +337,7 @@ func writeWeight(wr *lew, i int, wt Weight, e entry, opt Options) error {
 			wr.u16s(data)
 		case WeightF32:
 			for _, v := range data {
-				wr.f32(f16ToF32(v))
+				wr.f32(half.ToFloat32(v))
 			}
 		case WeightInt8:
 			for r := range n {
@@ -360,7 +362,7 @@ func writeWeight(wr *lew, i int, wt Weight, e entry, opt Options) error {
 func quantRow(src []uint16, dst []byte) float32 {
 	mx := float32(0)
 	for _, v := range src {
-		mx = max(mx, float32(math.Abs(float64(f16ToF32(v)))))
+		mx = max(mx, float32(math.Abs(float64(half.ToFloat32(v)))))
 	}
 	if mx == 0 {
 		clear(dst)
@@ -368,7 +370,7 @@ func quantRow(src []uint16, dst []byte) float32 {
 	}
 	s := mx / 127
 	for i, v := range src {
-		q := math.Round(float64(f16ToF32(v) / s))
+		q := math.Round(float64(half.ToFloat32(v) / s))
 		dst[i] = byte(int8(max(-127, min(127, q))))
 	}
 	return s
@@ -528,21 +530,4 @@ func (l *lew) u16s(v []uint16) {
 		l.bytes(buf)
 		v = v[k:]
 	}
-}
-
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := int(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch exp {
-	case 0:
-		v := float32(math.Ldexp(float64(mant), -24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	case 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 var small = Hyper{Hidden: 8, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 4, FFN: 12, Vocab: 40, Ctx: 16, RMSEps: 1e-5, TiedLMHead: true}
@@ -81,8 +83,8 @@ func TestRoundTrip(t *testing.T) {
 					if wi.Format == WeightInt8 {
 						tol = float32(math.Float32frombits(binary.LittleEndian.Uint32(data[wi.ScalesOffset+int64(4*(k/w.Cols)):])))/2 + 1e-7
 					}
-					if d := got - f16ToF32(want); d > tol || d < -tol {
-						t.Fatalf("%s[%d] = %g, want %g (±%g)", w.Name, k, got, f16ToF32(want), tol)
+					if d := got - half.ToFloat32(want); d > tol || d < -tol {
+						t.Fatalf("%s[%d] = %g, want %g (±%g)", w.Name, k, got, half.ToFloat32(want), tol)
 					}
 				}
 				if wantFmt := storageOf(tc.format, w); wi.Format != wantFmt {
@@ -97,7 +99,7 @@ func decodeWeight(t *testing.T, data []byte, wi WeightInfo, k int) float32 {
 	t.Helper()
 	switch wi.Format {
 	case WeightF16:
-		return f16ToF32(binary.LittleEndian.Uint16(data[wi.Offset+int64(2*k):]))
+		return half.ToFloat32(binary.LittleEndian.Uint16(data[wi.Offset+int64(2*k):]))
 	case WeightF32:
 		return math.Float32frombits(binary.LittleEndian.Uint32(data[wi.Offset+int64(4*k):]))
 	case WeightInt8:
