@@ -22,8 +22,11 @@ build:
 -include hexagon/hostsim/hostsim.mk
 
 # The default tiny bundle (random weights: its output is gibberish by construction).
+# f16 weights with float32 graph I/O and KV: the exact path, whose greedy output is
+# the golden one of testdata/tinyllama (e2e/golden_test.go checks it through the API).
+TINY_FLAGS := --preset tiny --weights f16 --io f32 --kv f32
 $(TINY)/v79/manifest.json: | build
-	$(BIN) mkmodel --preset tiny --out $(TINY)
+	$(BIN) mkmodel $(TINY_FLAGS) --out $(TINY)
 
 models: all $(TINY)/v79/manifest.json
 

@@ -102,6 +102,12 @@ func hostsimLibs(t testing.TB) string {
 // bundle returns build/models/tiny when it exists, else a tiny bundle
 // generated once with `hexserve mkmodel --preset tiny`. Tests must not
 // modify it (copyBundle makes a private copy).
+// tinyFlags are the mkmodel flags of the tiny bundle (the Makefile's TINY_FLAGS):
+// f16 weights with float32 I/O and KV reproduce the golden logits exactly.
+var tinyFlags = []string{"--preset", "tiny", "--weights", "f16", "--io", "f32", "--kv", "f32"}
+
+// bundle returns the tiny bundle: build/models/tiny when make built it, else
+// one generated once for the run.
 func bundle(t testing.TB) string {
 	t.Helper()
 	bin := binary(t)
@@ -112,7 +118,8 @@ func bundle(t testing.TB) string {
 		bundlePath = filepath.Join(tmpRoot, "tiny")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "mkmodel", "--preset", "tiny", "--out", bundlePath)
+		// The same flags as the Makefile's build/models/tiny: the exact float32 path.
+		cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", bundlePath}, tinyFlags...)...)
 		cmd.Dir = root // the default tokenizer path is relative to the repository
 		if out, err := cmd.CombinedOutput(); err != nil {
 			bundleErr = fmt.Errorf("mkmodel: %v\n%s", err, out)
