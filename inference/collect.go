@@ -487,3 +487,74 @@ func gatherBucket(idx []uint16, key uint16, skip []uint64, out []int32) []int32 
 	}
 	return out
 }
+
+// countF16 adds one to cnt[h] for every half h of x.
+func countF16(x []uint16, cnt *[1 << 16]uint32) {
+	for _, h := range x {
+		cnt[h]++
+	}
+}
+
+// nthF16 returns the n-th (from 0) id not in skip whose half is h or h2,
+// or -1.
+func nthF16(x []uint16, h, h2 uint16, skip []uint64, n int) int32 {
+	if h == h2 {
+		for i := 0; i < len(x); i++ {
+			for i+4 <= len(x) && x[i] != h && x[i+1] != h && x[i+2] != h && x[i+3] != h {
+				i += 4
+			}
+			for i < len(x) && x[i] != h {
+				i++
+			}
+			if i == len(x) {
+				break
+			}
+			if !skipped(skip, i) {
+				if n == 0 {
+					return int32(i)
+				}
+				n--
+			}
+		}
+		return -1
+	}
+	for i := 0; i < len(x); i++ {
+		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
+			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {
+			i += 4
+		}
+		for i < len(x) && x[i] != h && x[i] != h2 {
+			i++
+		}
+		if i == len(x) {
+			break
+		}
+		if !skipped(skip, i) {
+			if n == 0 {
+				return int32(i)
+			}
+			n--
+		}
+	}
+	return -1
+}
+
+// gatherF16 appends to out the ids not in skip whose half is h or h2.
+func gatherF16(x []uint16, h, h2 uint16, skip []uint64, out []int32) []int32 {
+	for i := 0; i < len(x); i++ {
+		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
+			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {
+			i += 4
+		}
+		for i < len(x) && x[i] != h && x[i] != h2 {
+			i++
+		}
+		if i == len(x) {
+			break
+		}
+		if !skipped(skip, i) {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}

@@ -68,6 +68,28 @@ type sampler struct {
 	bTop    int     // buckets above bTop are kept whole; the kept rest is in pbuf
 	zk      float64 // kept mass
 	inRange int     // candidates of the step (within the cutoff)
+
+	// The histogram path over F16 codes (see histCodes).
+	code   bool
+	cnt    *[1 << 16]uint32  // per half: untouched ids with that logit
+	wtab   *[1 << 16]float64 // per half h: exp(h/wT)
+	wT     float32
+	tw     *[1 << 16]float64 // per key: the touched ids' weights
+	twKeys []int             // the touched ids' keys
+	twW    []float64         // and weights
+	blk    [1 << 10]float64  // per 64 keys: the mass
+	gbuf   []wcand
+	kTop   int  // key of the best logit
+	kBot   int  // lowest key within the cutoff
+	bKey   int  // top_p's crossing group (-1: none)
+	bKept  int  // its kept ids (the lowest), unless bList
+	bList  bool // its kept tokens are in pbuf
+}
+
+// wcand is a candidate and its weight.
+type wcand struct {
+	cand
+	w float64
 }
 
 func newSampler(vocab int) *sampler {
@@ -86,6 +108,9 @@ func newSampler(vocab int) *sampler {
 		bigMin:  bigMin,
 		acc:     new([nbig]float64),
 		idx:     make([]uint16, vocab),
+		cnt:     new([1 << 16]uint32),
+		wtab:    new([1 << 16]float64),
+		tw:      new([1 << 16]float64),
 	}
 }
 
@@ -260,6 +285,9 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 // bounded heap, top_p buckets the weights by binary exponent and sorts only
 // the bucket where the cumulative mass crosses p.
 func (s *sampler) filter() ([]cand, []float64) {
+	if s.big && s.code {
+		return s.keptCodes()
+	}
 	if s.big {
 		return s.keptBig()
 	}
@@ -400,6 +428,8 @@ func (s *sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
 		if len(s.cands) == 0 { // all NaN: anything in range
 			id = 0
 		}
+	} else if s.big && s.code {
+		id = s.sampleCodes()
 	} else if s.big {
 		id = s.sampleBig()
 	} else {
@@ -526,6 +556,9 @@ func val(l Logits, id int32) float32 {
 // the cumulative mass crosses p: its tokens are gathered, weighed exactly and
 // sorted. It reports false (nothing done) if the best logit is not finite.
 func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
+	if s.code = l.Type == F16 && s.histCodes(l, mt); s.code {
+		return true
+	}
 	_, mu := argmax(l, skip)
 	m := max(mu, mt)
 	if math.IsInf(float64(m), 0) || m != m {
@@ -704,4 +737,326 @@ func (s *sampler) keptBig() ([]cand, []float64) {
 		ws = append(ws, float64(expNeg((x.v-s.m)*inv)))
 	}
 	return append(c, s.pbuf...), append(ws, s.pw...)
+}
+
+// ceilKey returns the key of the smallest half at least v (±0 as +0).
+func ceilKey(v float32) int {
+	if k := halfKeyCeil(v); k != 0x7fff {
+		return k
+	}
+	return 0x8000
+}
+
+// groupHalves returns the halves of the group of key k (+0 and -0 form one
+// group, under key 0x8000; key 0x7fff is never used).
+func groupHalves(k int) (uint16, uint16) {
+	if k == 0x8000 {
+		return 0, 0x8000
+	}
+	h := keyHalf(k)
+	return h, h
+}
+
+func (s *sampler) groupCount(k int) int {
+	h, h2 := groupHalves(k)
+	c := int(s.cnt[h])
+	if h2 != h {
+		c += int(s.cnt[h2])
+	}
+	return c
+}
+
+// groupMass is the weight of group k, in units of exp(logit/T).
+func (s *sampler) groupMass(k int) float64 {
+	return float64(s.groupCount(k))*s.wtab[keyHalf(k)] + s.tw[k]
+}
+
+// histCodes is hist for F16 logits, where every logit is one of 65,536
+// values: one pass counts the ids per half (the touched ids are taken out
+// again), so the weights are exact with one exp per half value, from a
+// table built once per temperature. Groups of equal halves are walked from
+// the best down, by blocks of 64 keys; ties in a group go to the lowest ids,
+// so a group needs its ids only when top_p splits it while holding touched
+// ids, or when the draw lands in it. It reports false when the logits are
+// out of the table's range (|logit|/T near 700) or not finite.
+func (s *sampler) histCodes(l Logits, mt float32) bool {
+	x, cnt := l.Raw16, s.cnt
+	clear(cnt[:])
+	countF16(x, cnt)
+	for _, id := range s.tlist {
+		cnt[x[id]]--
+	}
+	mu, n := float32(math.Inf(-1)), 0
+	for h := 0x7c00; h >= 0; h-- {
+		if cnt[h] != 0 {
+			mu = half2f[h]
+			break
+		}
+	}
+	if mu < 0 {
+		for h := 0x8000; h <= 0xfc00; h++ {
+			if cnt[h] != 0 {
+				mu = half2f[h]
+				break
+			}
+		}
+	}
+	m := max(mu, mt)
+	dS := s.p.Temperature * sampleCutoff
+	thr := m - dS
+	T := float64(s.p.Temperature)
+	if !(float64(m)/T < 700 && float64(thr)/T > -700) || m > 65504 {
+		return false
+	}
+	if s.wT != s.p.Temperature {
+		for h := range s.wtab {
+			// no +Inf: 0·w must stay 0
+			s.wtab[h] = min(math.Exp(float64(half2f[h])/T), math.MaxFloat64)
+		}
+		s.wT = s.p.Temperature
+	}
+	for _, k := range s.twKeys {
+		s.tw[k] = 0
+	}
+	s.twKeys, s.twW = s.twKeys[:0], s.twW[:0]
+	for _, x := range s.tv {
+		if x.v >= thr {
+			k, w := ceilKey(x.v), math.Exp(float64(x.v)/T)
+			s.tw[k] += w
+			s.twKeys = append(s.twKeys, k)
+			s.twW = append(s.twW, w)
+			n++
+		}
+	}
+	kTop, kBot := ceilKey(m), ceilKey(thr)
+	for b := kBot >> 6; b <= kTop>>6; b++ {
+		hi := min(b<<6+63, kTop)
+		if hi == 0x7fff { // -0 goes with +0, in block 0x200
+			hi--
+		}
+		w, c := s.keyMass(max(b<<6, kBot), hi)
+		s.blk[b] = w
+		n += c
+	}
+	if kBot <= 0x8000 && kTop >= 0x8000 {
+		c := s.cnt[0x8000]
+		s.blk[0x200] += float64(c) * s.wtab[0x8000]
+		n += int(c)
+	}
+	for i, k := range s.twKeys {
+		s.blk[k>>6] += s.twW[i]
+	}
+	var z float64
+	for _, w := range s.blk[kBot>>6 : kTop>>6+1] {
+		z += w
+	}
+	s.l, s.m, s.thr, s.kTop, s.kBot = l, m, thr, kTop, kBot
+	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
+	s.bKey, s.bList, s.zk = -1, false, z
+	kept, kw := s.pbuf[:0], s.pw[:0]
+	if p := float64(s.p.TopP); p > 0 && p < 1 {
+		mass, cum := p*z, 0.0
+	blocks:
+		for b := kTop >> 6; b >= kBot>>6; b-- {
+			if cum+s.blk[b] < mass {
+				cum += s.blk[b]
+				continue
+			}
+			for k := min(b<<6+63, kTop); k >= max(b<<6, kBot); k-- {
+				g := 0.0
+				if k != 0x7fff {
+					g = s.groupMass(k)
+				}
+				if g == 0 {
+					continue
+				}
+				if cum+g < mass {
+					cum += g
+					continue
+				}
+				s.bKey = k
+				if s.tw[k] == 0 { // equal weights: keep the lowest ids
+					w, n := s.wtab[keyHalf(k)], s.groupCount(k)
+					need := min(max(int(math.Ceil((mass-cum)/w)), 1), n)
+					for need > 1 && cum+float64(need-1)*w >= mass {
+						need--
+					}
+					for need < n && cum+float64(need)*w < mass {
+						need++
+					}
+					s.bKept, s.zk = need, cum+float64(need)*w
+				} else {
+					for _, c := range s.groupCands(k) {
+						if cum >= mass {
+							break
+						}
+						kept = append(kept, c.cand)
+						kw = append(kw, c.w)
+						cum += c.w
+					}
+					s.bList, s.zk = true, cum
+				}
+				break blocks
+			}
+		}
+	}
+	s.pbuf, s.pw = kept, kw
+	return true
+}
+
+// keyMass returns the mass and number of the untouched ids with keys k0..k1
+// (within one sign of halves).
+func (s *sampler) keyMass(k0, k1 int) (float64, int) {
+	h0, h1 := 0xffff-k1, 0xffff-k0
+	if k0 >= 0x8000 {
+		h0, h1 = k0-0x8000, k1-0x8000
+	}
+	c, w := s.cnt[h0:h1+1], s.wtab[h0:h1+1]
+	w = w[:len(c)]
+	var a0, a1, a2, a3 float64
+	var n0, n1 uint32
+	i := 0
+	for ; i+4 <= len(c); i += 4 {
+		a0 += float64(c[i]) * w[i]
+		a1 += float64(c[i+1]) * w[i+1]
+		a2 += float64(c[i+2]) * w[i+2]
+		a3 += float64(c[i+3]) * w[i+3]
+		n0 += c[i] + c[i+1]
+		n1 += c[i+2] + c[i+3]
+	}
+	for ; i < len(c); i++ {
+		a0 += float64(c[i]) * w[i]
+		n0 += c[i]
+	}
+	return a0 + a1 + a2 + a3, int(n0) + int(n1)
+}
+
+// groupCands returns the tokens of group k, best first, with their weights.
+func (s *sampler) groupCands(k int) []wcand {
+	h, h2 := groupHalves(k)
+	s.gids = gatherF16(s.l.Raw16, h, h2, s.touched, s.gids[:0])
+	g := s.gbuf[:0]
+	for _, id := range s.gids {
+		g = append(g, wcand{cand{id, half2f[h]}, s.wtab[h]})
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && ceilKey(x.v) == k {
+			g = append(g, wcand{x, math.Exp(float64(x.v) / float64(s.p.Temperature))})
+		}
+	}
+	slices.SortFunc(g, func(a, b wcand) int {
+		if better(a.cand, b.cand) {
+			return -1
+		}
+		return 1
+	})
+	s.gbuf = g
+	return g
+}
+
+// pickCode returns the token of group k where the draw u (within the
+// group's mass) falls; at most the n-th (from 1) of equal weights.
+func (s *sampler) pickCode(k int, u float64, n int) int32 {
+	if s.tw[k] == 0 {
+		h, h2 := groupHalves(k)
+		j := min(max(int(u/s.wtab[h]), 0), n-1)
+		return nthF16(s.l.Raw16, h, h2, s.touched, j)
+	}
+	g := s.groupCands(k)
+	for _, c := range g {
+		if u -= c.w; u < 0 {
+			return c.id
+		}
+	}
+	return g[len(g)-1].id
+}
+
+// sampleCodes draws a token after histCodes.
+func (s *sampler) sampleCodes() int32 {
+	u := s.rng.Float64() * s.zk
+	lo := s.kBot // the lowest key kept whole
+	if s.bKey >= 0 {
+		lo = s.bKey + 1
+	}
+	last := -1
+	for b := s.kTop >> 6; b >= lo>>6; b-- {
+		if b<<6 >= lo && u >= s.blk[b] {
+			u -= s.blk[b]
+			continue
+		}
+		for k := min(b<<6+63, s.kTop); k >= max(b<<6, lo); k-- {
+			if k == 0x7fff {
+				continue
+			}
+			g := s.groupMass(k)
+			if g == 0 {
+				continue
+			}
+			if u < g {
+				return s.pickCode(k, u, s.groupCount(k))
+			}
+			u -= g
+			last = k
+		}
+	}
+	switch {
+	case s.bKey >= 0 && s.bList:
+		for i, w := range s.pw {
+			if u -= w; u < 0 {
+				return s.pbuf[i].id
+			}
+		}
+		return s.pbuf[len(s.pbuf)-1].id
+	case s.bKey >= 0:
+		return s.pickCode(s.bKey, u, s.bKept)
+	}
+	// rounding: the lowest kept group
+	for k := lo; k <= s.kTop && last < 0; k++ {
+		if k != 0x7fff && s.groupMass(k) > 0 {
+			last = k
+		}
+	}
+	if last < 0 {
+		return 0
+	}
+	return s.pickCode(last, math.Inf(1), s.groupCount(last))
+}
+
+// keptCodes materialises the kept tokens of a histCodes step (for tests).
+func (s *sampler) keptCodes() ([]cand, []float64) {
+	lo := s.kBot
+	if s.bKey >= 0 {
+		lo = s.bKey + 1
+	}
+	var c []cand
+	nb := 0
+	for i, h := range s.l.Raw16 {
+		if isNaN16(h) || skipped(s.touched, i) {
+			continue
+		}
+		k := halfKey(h)
+		if k == 0x7fff {
+			k = 0x8000
+		}
+		if k >= lo || k == s.bKey && !s.bList && nb < s.bKept {
+			if k == s.bKey {
+				nb++
+			}
+			c = append(c, cand{int32(i), half2f[h]})
+		}
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && ceilKey(x.v) >= lo {
+			c = append(c, x)
+		}
+	}
+	if s.bList {
+		c = append(c, s.pbuf...)
+	}
+	inv := 1 / s.p.Temperature
+	ws := make([]float64, len(c))
+	for i, x := range c {
+		ws[i] = float64(expNeg((x.v - s.m) * inv))
+	}
+	return c, ws
 }

@@ -587,3 +587,64 @@ func TestHistogramPath(t *testing.T) {
 		}
 	}
 }
+
+// TestHistogramTies: F16 logits with few distinct values (+0 and -0
+// among them) and touched ids that tie with untouched ones, so top_p and the
+// draw split groups of equal logits, which go to the lowest ids.
+func TestHistogramTies(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const V = 20000
+	s := newSampler(V)
+	s.bigMin = 0
+	for trial := range 40 {
+		h := make([]uint16, V)
+		for i := range h {
+			v := float32(r.IntN(9)-6) * 0.5 // -3 .. 1
+			h[i] = floatToHalf(v)
+			if v == 0 && r.IntN(2) == 0 {
+				h[i] = 0x8000 // -0
+			}
+		}
+		l := Logits{Type: F16, Raw16: h}
+		p := Sampling{Temperature: 0.3 + 0.1*float32(trial%8), TopP: 0.05 + 0.9*r.Float32(),
+			LogitBias: map[int32]float32{}}
+		for range 30 { // touched ids moved onto other values, or left where they are
+			p.LogitBias[int32(r.IntN(V))] = float32(r.IntN(5)-2) * 0.5
+		}
+		if trial%2 == 1 {
+			p.PresencePenalty = 0.5
+		}
+		gen := []int32{int32(r.IntN(V)), int32(r.IntN(V))}
+		s.reset(p, nil, uint64(trial))
+		s.startChoice()
+		for _, id := range gen {
+			s.accept(id)
+		}
+		ref := make([]float32, V)
+		for i := range ref {
+			ref[i] = l.At(i)
+		}
+		s.prepare(l, false)
+		if !s.big || !s.code {
+			t.Fatalf("trial %d: F16 histogram path not taken", trial)
+		}
+		kept, _ := s.filter()
+		got := make([]int32, 0, len(kept))
+		for _, c := range kept {
+			got = append(got, c.id)
+		}
+		slices.Sort(got)
+		if want := reference(adjustAll(ref, p, nil, gen), p); !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%+v): kept %d tokens, reference %d", trial, p, len(got), len(want))
+		}
+		keptSet := map[int32]bool{}
+		for _, id := range got {
+			keptSet[id] = true
+		}
+		for range 50 {
+			if id, _ := s.sample(l, false, 0); !keptSet[id] {
+				t.Fatalf("trial %d: sampled %d, not a kept token", trial, id)
+			}
+		}
+	}
+}
