@@ -425,18 +425,15 @@ var half2f = func() *[1 << 16]float32 {
 }()
 
 // The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
-// b = min(⌊(v−thr)·scale⌋, nbig−1) and adds to acc[b] the second-order
-// expansion of its weight around the bucket's centre, 1 + δ + δ²/2 with
-// δ = (t − b − ½)·dw in units of T. idx[i] records b+1 (0: below thr).
+// b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
+// bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
+// to acc[b] (the count and the sum of fractions: the first-order expansion
+// of the weights around the bucket's centre) and records b+1 in idx[i] (0:
+// below thr). Integer sums make taking an id out again exact.
 
-func bucketTerm(t, dw float32) (int, float32) {
-	b := min(int(t), nbig-1)
-	d := (t - float32(b) - 0.5) * dw
-	return b, 1 + d*(1+d*0.5)
-}
+const qMax = nbig<<16 - 1
 
-func histF32(x []float32, thr, scale, dw float32, acc *[nbig]float64, idx []uint16) int {
-	n := 0
+func histF32(x []float32, thr, scale float32, acc *[nbig]uint64, idx []uint16) {
 	idx = idx[:len(x)]
 	for i, v := range x {
 		t := (v - thr) * scale
@@ -444,16 +441,13 @@ func histF32(x []float32, thr, scale, dw float32, acc *[nbig]float64, idx []uint
 			idx[i] = 0
 			continue
 		}
-		b, w := bucketTerm(t, dw)
-		acc[b] += float64(w)
-		idx[i] = uint16(b + 1)
-		n++
+		q := min(int64(t), qMax)
+		acc[q>>16] += 1<<40 | uint64(q&0xffff)
+		idx[i] = uint16(q>>16 + 1)
 	}
-	return n
 }
 
-func histF16(x []uint16, thr, scale, dw float32, acc *[nbig]float64, idx []uint16) int {
-	n := 0
+func histF16(x []uint16, thr, scale float32, acc *[nbig]uint64, idx []uint16) {
 	idx = idx[:len(x)]
 	for i, h := range x {
 		t := (half2f[h] - thr) * scale
@@ -461,12 +455,10 @@ func histF16(x []uint16, thr, scale, dw float32, acc *[nbig]float64, idx []uint1
 			idx[i] = 0
 			continue
 		}
-		b, w := bucketTerm(t, dw)
-		acc[b] += float64(w)
-		idx[i] = uint16(b + 1)
-		n++
+		q := min(int64(t), qMax)
+		acc[q>>16] += 1<<40 | uint64(q&0xffff)
+		idx[i] = uint16(q>>16 + 1)
 	}
-	return n
 }
 
 // gatherBucket appends to out the ids i not in skip with idx[i] == key.

@@ -56,10 +56,12 @@ type sampler struct {
 	m     float32 // best adjusted logit
 
 	// The histogram path (see hist), for steps where many tokens are in play.
-	bigMin  int  // candidates above which a step switches to it
-	wasBig  bool // the previous step used it: skip the collect attempt
-	big     bool // this step uses it
-	acc     *[nbig]float64
+	bigMin  int            // candidates above which a step switches to it
+	wasBig  bool           // the previous step used it: skip the collect attempt
+	big     bool           // this step uses it
+	acc     *[nbig]uint64  // per bucket: count<<40 + sum of fractions
+	bw      *[nbig]float64 // per bucket: mass
+	bblk    [nbig / 64]float64
 	idx     []uint16 // per id: bucket+1, 0 if out of range
 	gids    []int32
 	l       Logits
@@ -106,7 +108,8 @@ func newSampler(vocab int) *sampler {
 		pbuf:    make([]cand, 0, vocab),
 		pw:      make([]float64, 0, vocab),
 		bigMin:  bigMin,
-		acc:     new([nbig]float64),
+		acc:     new([nbig]uint64),
+		bw:      new([nbig]float64),
 		idx:     make([]uint16, vocab),
 		cnt:     new([1 << 16]uint32),
 		wtab:    new([1 << 16]float64),
@@ -513,10 +516,11 @@ func expNeg(x float32) float32 {
 }
 
 const (
-	// nbig buckets span [m − T·sampleCutoff, m]: δ ≤ 20/nbig/2 = 2.4e-3 in
-	// units of T, so a bucket's second-order sum is within δ³/6 = 2.4e-9
-	// (relative) of its exact weight, far below expNeg's error.
-	nbig = 4096
+	// nbig buckets span [m − T·sampleCutoff, m]: a token is within
+	// w/2 = 10/nbig = 6.1e-4 (in units of T) of its bucket's centre, so the
+	// first-order expansion of its weight errs by less than w²/8 = 1.9e-7
+	// (relative), below the float32 rounding of (v − m)/T itself.
+	nbig = 16384
 	// bigMin is the number of candidates from which a step takes the
 	// histogram path.
 	bigMin = 8192
@@ -530,6 +534,11 @@ var bucketE = func() *[nbig]float64 {
 	}
 	return &e
 }()
+
+// bucketOf returns the bucket of a logit v ≥ s.thr, as histF32 computes it.
+func (s *sampler) bucketOf(v float32) int {
+	return int(min(int64((v-s.thr)*s.scale), qMax) >> 16)
+}
 
 // histOK reports whether the histogram path can serve this step.
 func (s *sampler) histOK(l Logits, wantLP bool) bool {
@@ -546,15 +555,17 @@ func val(l Logits, id int32) float32 {
 }
 
 // hist prepares a step with many candidates (nearly flat logits), where
-// materialising and sorting them would cost milliseconds. One pass finds the
-// best logit m; a second puts every logit within the cutoff into one of nbig
-// equal buckets over [m − T·sampleCutoff, m], summing per bucket the
-// second-order expansion of the weights around the bucket's centre (no exp
-// per token) and recording each id's bucket. The touched ids are then taken
-// out and added back with their adjusted logits and exact weights. top_p
-// walks the bucket masses from the top and resolves only the bucket where
-// the cumulative mass crosses p: its tokens are gathered, weighed exactly and
-// sorted. It reports false (nothing done) if the best logit is not finite.
+// materialising and sorting them would cost milliseconds. F16 logits go to
+// histCodes. Otherwise one pass finds the best logit m; a second puts every
+// logit within the cutoff into one of nbig equal buckets over
+// [m − T·sampleCutoff, m], summing per bucket (in fixed point) the count and
+// the positions within the bucket, which give the first-order expansion of
+// the weights around its centre (no exp per token), and records each id's
+// bucket. The touched ids are then taken out and added back with their
+// adjusted logits and exact weights. top_p walks the bucket masses from the
+// top (by blocks of 64) and resolves only the bucket where the cumulative
+// mass crosses p: its tokens are gathered, weighed exactly and sorted. It
+// reports false (nothing done) if the best logit is not finite.
 func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	if s.code = l.Type == F16 && s.histCodes(l, mt); s.code {
 		return true
@@ -566,52 +577,61 @@ func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	}
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
-	scale := nbig / dS
-	const dw = float32(sampleCutoff) / nbig
+	s.l, s.m, s.thr, s.scale = l, m, thr, nbig*65536/dS
 	acc := s.acc
 	clear(acc[:])
-	var n int
 	if l.Type == F32 {
-		n = histF32(l.F32, thr, scale, dw, acc, s.idx)
+		histF32(l.F32, thr, s.scale, acc, s.idx)
 	} else {
-		n = histF16(l.Raw16, thr, scale, dw, acc, s.idx)
+		histF16(l.Raw16, thr, s.scale, acc, s.idx)
 	}
 	for _, id := range s.tlist {
-		if t := (l.At(int(id)) - thr) * scale; t >= 0 {
-			b, w := bucketTerm(t, dw)
-			if acc[b] -= float64(w); acc[b] < 0.5 { // each token adds about 1
-				acc[b] = 0
-			}
-			n--
+		if t := (l.At(int(id)) - thr) * s.scale; t >= 0 {
+			q := min(int64(t), qMax)
+			acc[q>>16] -= 1<<40 | uint64(q&0xffff)
 		}
 		s.idx[id] = 0
 	}
+	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
+	n := 0
 	for b, a := range acc {
-		acc[b] = a * bucketE[b]
+		c, f := float64(a>>40), float64(a&(1<<40-1))
+		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
+		s.bw[b] = bucketE[b] * (c*(1+dw*(0.5/65536-0.5)) + dw/65536*f)
+		n += int(a >> 40)
 	}
 	inv := 1 / s.p.Temperature
-	var z float64
 	for _, x := range s.tv {
 		if x.v >= thr {
-			acc[min(int((x.v-thr)*scale), nbig-1)] += float64(expNeg((x.v - m) * inv))
+			s.bw[s.bucketOf(x.v)] += float64(expNeg((x.v - m) * inv))
 			n++
 		}
 	}
-	for _, w := range acc {
-		z += w
+	var z float64
+	for i := range s.bblk {
+		var bz float64
+		for _, w := range s.bw[i*64 : i*64+64] {
+			bz += w
+		}
+		s.bblk[i] = bz
+		z += bz
 	}
-	s.l, s.m, s.thr, s.scale = l, m, thr, scale
 	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
 	s.bTop, s.zk = -1, z
 	kept, kw := s.pbuf[:0], s.pw[:0]
 	if p := float64(s.p.TopP); p > 0 && p < 1 {
 		mass, cum := p*z, 0.0
 		for b := nbig - 1; b >= 0 && cum < mass; b-- {
-			if acc[b] == 0 {
+			if s.bTop < 0 && b&63 == 63 && cum+s.bblk[b>>6] < mass {
+				cum += s.bblk[b>>6]
+				b -= 63
 				continue
 			}
-			if s.bTop < 0 && cum+acc[b] < mass {
-				cum += acc[b]
+			if s.bw[b] == 0 {
+				continue
+			}
+			if s.bTop < 0 && cum+s.bw[b] < mass {
+				cum += s.bw[b]
 				continue
 			}
 			// The crossing bucket (or, if its exact weights fell short of
@@ -649,7 +669,7 @@ func (s *sampler) bucket(b int) ([]cand, []float64) {
 		c = append(c, cand{id, val(s.l, id)})
 	}
 	for _, x := range s.tv {
-		if x.v >= s.thr && min(int((x.v-s.thr)*s.scale), nbig-1) == b {
+		if x.v >= s.thr && s.bucketOf(x.v) == b {
 			c = append(c, x)
 		}
 	}
@@ -679,9 +699,13 @@ func (s *sampler) sortByBetter(c []cand, ws []float64) {
 // bucket holding the draw and weighs only that bucket's tokens exactly.
 func (s *sampler) sampleBig() int32 {
 	u := s.rng.Float64() * s.zk
-	last := -1
 	for b := nbig - 1; b > s.bTop; b-- {
-		w := s.acc[b]
+		if b&63 == 63 && b-63 > s.bTop && u >= s.bblk[b>>6] {
+			u -= s.bblk[b>>6]
+			b -= 63
+			continue
+		}
+		w := s.bw[b]
 		if w == 0 {
 			continue
 		}
@@ -689,7 +713,6 @@ func (s *sampler) sampleBig() int32 {
 			return s.pick(b, u)
 		}
 		u -= w
-		last = b
 	}
 	for i, w := range s.pw {
 		if u -= w; u < 0 {
@@ -699,22 +722,47 @@ func (s *sampler) sampleBig() int32 {
 	if n := len(s.pbuf); n > 0 { // rounding
 		return s.pbuf[n-1].id
 	}
-	if last >= 0 {
-		return s.pick(last, math.Inf(1))
+	for b := s.bTop + 1; b < nbig; b++ {
+		if s.bw[b] > 0 {
+			return s.pick(b, math.Inf(1))
+		}
 	}
 	return 0
 }
 
 // pick returns the token of bucket b where the draw u (within the bucket's
-// mass) falls; the last one if the exact weights sum below u.
+// mass) falls, walking its tokens (untouched in id order, then touched) and
+// weighing each exactly until u is used up; the last one if the exact
+// weights sum below u.
 func (s *sampler) pick(b int, u float64) int32 {
-	c, ws := s.bucket(b)
-	for i, w := range ws {
-		if u -= w; u < 0 {
-			return c[i].id
+	inv := 1 / s.p.Temperature
+	x, key, last := s.idx[:s.l.Len()], uint16(b+1), int32(-1)
+	for i := 0; i < len(x); i++ {
+		for i+4 <= len(x) && x[i] != key && x[i+1] != key && x[i+2] != key && x[i+3] != key {
+			i += 4
+		}
+		for i < len(x) && x[i] != key {
+			i++
+		}
+		if i == len(x) {
+			break
+		}
+		if !skipped(s.touched, i) {
+			last = int32(i)
+			if u -= float64(expNeg((val(s.l, last) - s.m) * inv)); u < 0 {
+				return last
+			}
 		}
 	}
-	return c[len(c)-1].id
+	for _, c := range s.tv {
+		if c.v >= s.thr && s.bucketOf(c.v) == b {
+			last = c.id
+			if u -= float64(expNeg((c.v - s.m) * inv)); u < 0 {
+				return last
+			}
+		}
+	}
+	return max(last, 0)
 }
 
 // keptBig materialises the kept tokens of a histogram step and their exact
@@ -729,7 +777,7 @@ func (s *sampler) keptBig() ([]cand, []float64) {
 		}
 	}
 	for _, x := range s.tv {
-		if x.v >= s.thr && min(int((x.v-s.thr)*s.scale), nbig-1) > s.bTop {
+		if x.v >= s.thr && s.bucketOf(x.v) > s.bTop {
 			c = append(c, x)
 		}
 	}
