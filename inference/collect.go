@@ -427,57 +427,47 @@ var half2f = func() *[1 << 16]float32 {
 // The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
 // b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
 // bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
-// to acc[b] (the count and the sum of fractions: the first-order expansion
-// of the weights around the bucket's centre) and records b+1 in idx[i] (0:
-// below thr). Integer sums make taking an id out again exact.
+// to acc[b].sum (the count and the sum of fractions: the first-order
+// expansion of the weights around the bucket's centre) and links id i into
+// the bucket's list (head and next hold id+1, 0 ends a list). Integer sums
+// make taking an id out again exact.
 
 const qMax = nbig<<16 - 1
 
-func histF32(x []float32, thr, scale float32, acc *[nbig]uint64, idx []uint16) {
-	idx = idx[:len(x)]
+// bucketAcc is a bucket's sums and the head of its list of ids.
+type bucketAcc struct {
+	sum  uint64
+	head int32
+}
+
+func histF32(x []float32, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	next = next[:len(x)]
 	for i, v := range x {
 		t := (v - thr) * scale
 		if !(t >= 0) {
-			idx[i] = 0
 			continue
 		}
 		q := min(int64(t), qMax)
-		acc[q>>16] += 1<<40 | uint64(q&0xffff)
-		idx[i] = uint16(q>>16 + 1)
+		e := &acc[q>>16]
+		e.sum += 1<<40 | uint64(q&0xffff)
+		next[i] = e.head
+		e.head = int32(i + 1)
 	}
 }
 
-func histF16(x []uint16, thr, scale float32, acc *[nbig]uint64, idx []uint16) {
-	idx = idx[:len(x)]
+func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	next = next[:len(x)]
 	for i, h := range x {
 		t := (half2f[h] - thr) * scale
 		if !(t >= 0) {
-			idx[i] = 0
 			continue
 		}
 		q := min(int64(t), qMax)
-		acc[q>>16] += 1<<40 | uint64(q&0xffff)
-		idx[i] = uint16(q>>16 + 1)
+		e := &acc[q>>16]
+		e.sum += 1<<40 | uint64(q&0xffff)
+		next[i] = e.head
+		e.head = int32(i + 1)
 	}
-}
-
-// gatherBucket appends to out the ids i not in skip with idx[i] == key.
-func gatherBucket(idx []uint16, key uint16, skip []uint64, out []int32) []int32 {
-	for i := 0; i < len(idx); i++ {
-		for i+4 <= len(idx) && idx[i] != key && idx[i+1] != key && idx[i+2] != key && idx[i+3] != key {
-			i += 4
-		}
-		for i < len(idx) && idx[i] != key {
-			i++
-		}
-		if i == len(idx) {
-			break
-		}
-		if !skipped(skip, i) {
-			out = append(out, int32(i))
-		}
-	}
-	return out
 }
 
 // countF16 adds one to cnt[h] for every half h of x.

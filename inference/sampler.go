@@ -56,13 +56,13 @@ type sampler struct {
 	m     float32 // best adjusted logit
 
 	// The histogram path (see hist), for steps where many tokens are in play.
-	bigMin  int            // candidates above which a step switches to it
-	wasBig  bool           // the previous step used it: skip the collect attempt
-	big     bool           // this step uses it
-	acc     *[nbig]uint64  // per bucket: count<<40 + sum of fractions
-	bw      *[nbig]float64 // per bucket: mass
+	bigMin  int              // candidates above which a step switches to it
+	wasBig  bool             // the previous step used it: skip the collect attempt
+	big     bool             // this step uses it
+	acc     *[nbig]bucketAcc // per bucket: count<<40 + sum of fractions, list of ids
+	bw      *[nbig]float64   // per bucket: mass
 	bblk    [nbig / 64]float64
-	idx     []uint16 // per id: bucket+1, 0 if out of range
+	next    []int32 // bucket lists: the next id+1 (0: end)
 	gids    []int32
 	l       Logits
 	thr     float32 // m − T·sampleCutoff
@@ -108,9 +108,9 @@ func newSampler(vocab int) *sampler {
 		pbuf:    make([]cand, 0, vocab),
 		pw:      make([]float64, 0, vocab),
 		bigMin:  bigMin,
-		acc:     new([nbig]uint64),
+		acc:     new([nbig]bucketAcc),
 		bw:      new([nbig]float64),
-		idx:     make([]uint16, vocab),
+		next:    make([]int32, vocab),
 		cnt:     new([1 << 16]uint32),
 		wtab:    new([1 << 16]float64),
 		tw:      new([1 << 16]float64),
@@ -560,8 +560,8 @@ func val(l Logits, id int32) float32 {
 // logit within the cutoff into one of nbig equal buckets over
 // [m − T·sampleCutoff, m], summing per bucket (in fixed point) the count and
 // the positions within the bucket, which give the first-order expansion of
-// the weights around its centre (no exp per token), and records each id's
-// bucket. The touched ids are then taken out and added back with their
+// the weights around its centre (no exp per token), and links each id into
+// its bucket's list. The touched ids are then taken out and added back with their
 // adjusted logits and exact weights. top_p walks the bucket masses from the
 // top (by blocks of 64) and resolves only the bucket where the cumulative
 // mass crosses p: its tokens are gathered, weighed exactly and sorted. It
@@ -581,20 +581,20 @@ func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	acc := s.acc
 	clear(acc[:])
 	if l.Type == F32 {
-		histF32(l.F32, thr, s.scale, acc, s.idx)
+		histF32(l.F32, thr, s.scale, acc, s.next)
 	} else {
-		histF16(l.Raw16, thr, s.scale, acc, s.idx)
+		histF16(l.Raw16, thr, s.scale, acc, s.next)
 	}
 	for _, id := range s.tlist {
 		if t := (l.At(int(id)) - thr) * s.scale; t >= 0 {
 			q := min(int64(t), qMax)
-			acc[q>>16] -= 1<<40 | uint64(q&0xffff)
+			acc[q>>16].sum -= 1<<40 | uint64(q&0xffff) // still listed, but skipped
 		}
-		s.idx[id] = 0
 	}
 	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
 	n := 0
-	for b, a := range acc {
+	for b, e := range acc {
+		a := e.sum
 		c, f := float64(a>>40), float64(a&(1<<40-1))
 		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
 		s.bw[b] = bucketE[b] * (c*(1+dw*(0.5/65536-0.5)) + dw/65536*f)
@@ -660,10 +660,15 @@ func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	return true
 }
 
-// bucket returns the candidates of bucket b (untouched in id order, then the
-// touched ones) and their exact weights, in s.kept and s.ws.
+// bucket returns the candidates of bucket b (untouched from its list, then
+// the touched ones) and their exact weights, in s.kept and s.ws.
 func (s *sampler) bucket(b int) ([]cand, []float64) {
-	s.gids = gatherBucket(s.idx[:s.l.Len()], uint16(b+1), s.touched, s.gids[:0])
+	s.gids = s.gids[:0]
+	for j := s.acc[b].head; j != 0; j = s.next[j-1] {
+		if !skipped(s.touched, int(j-1)) {
+			s.gids = append(s.gids, j-1)
+		}
+	}
 	c, ws := s.kept[:0], s.ws[:0]
 	for _, id := range s.gids {
 		c = append(c, cand{id, val(s.l, id)})
@@ -731,26 +736,17 @@ func (s *sampler) sampleBig() int32 {
 }
 
 // pick returns the token of bucket b where the draw u (within the bucket's
-// mass) falls, walking its tokens (untouched in id order, then touched) and
+// mass) falls, walking its tokens (untouched from its list, then touched) and
 // weighing each exactly until u is used up; the last one if the exact
 // weights sum below u.
 func (s *sampler) pick(b int, u float64) int32 {
 	inv := 1 / s.p.Temperature
-	x, key, last := s.idx[:s.l.Len()], uint16(b+1), int32(-1)
-	for i := 0; i < len(x); i++ {
-		for i+4 <= len(x) && x[i] != key && x[i+1] != key && x[i+2] != key && x[i+3] != key {
-			i += 4
-		}
-		for i < len(x) && x[i] != key {
-			i++
-		}
-		if i == len(x) {
-			break
-		}
-		if !skipped(s.touched, i) {
-			last = int32(i)
-			if u -= float64(expNeg((val(s.l, last) - s.m) * inv)); u < 0 {
-				return last
+	last := int32(-1)
+	for j := s.acc[b].head; j != 0; j = s.next[j-1] {
+		if i := j - 1; !skipped(s.touched, int(i)) {
+			last = i
+			if u -= float64(expNeg((val(s.l, i) - s.m) * inv)); u < 0 {
+				return i
 			}
 		}
 	}
@@ -772,7 +768,7 @@ func (s *sampler) keptBig() ([]cand, []float64) {
 	var c []cand
 	var ws []float64
 	for i := range s.l.Len() {
-		if int(s.idx[i]) > s.bTop+1 && !skipped(s.touched, i) {
+		if v := val(s.l, int32(i)); v >= s.thr && s.bucketOf(v) > s.bTop && !skipped(s.touched, i) {
 			c = append(c, cand{int32(i), val(s.l, int32(i))})
 		}
 	}
