@@ -25,8 +25,11 @@ func toF16(x []float32) Logits {
 	return Logits{Type: F16, Raw16: h}
 }
 
-func benchSample(b *testing.B, l Logits, p Sampling, lp bool) {
+func benchSample(b *testing.B, l Logits, p Sampling, lp bool, bigMinOpt ...int) {
 	s := newSampler(llamaVocab)
+	if len(bigMinOpt) > 0 {
+		s.bigMin = bigMinOpt[0]
+	}
 	r := rand.New(rand.NewPCG(1, 1))
 	prompt := make([]int32, 200)
 	for i := range prompt {
@@ -63,4 +66,10 @@ func BenchmarkSample(b *testing.B) {
 	// The worst case: nearly flat logits put the whole vocabulary in play.
 	b.Run("nucleus+penalties/F32/flat", func(b *testing.B) { benchSample(b, f32(flat), nucleus, false) })
 	b.Run("nucleus+penalties/F16/flat", func(b *testing.B) { benchSample(b, toF16(flat), nucleus, false) })
+	// In between (~13,000 candidates, like the tiny bundle's random-weight
+	// logits), with either path.
+	mid := randLogits(r, llamaVocab, 4.5)
+	b.Run("nucleus+penalties/F32/mid", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false) })
+	b.Run("nucleus+penalties/F32/mid/collect", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false, llamaVocab) })
+	b.Run("nucleus+penalties/F32/mid/hist", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false, 0) })
 }
