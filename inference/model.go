@@ -2,7 +2,8 @@ package inference
 
 import (
 	"context"
-	"math"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // ModelInfo describes a loaded model to the engine.
@@ -71,23 +72,4 @@ func (l Logits) At(i int) float32 {
 }
 
 // HalfToFloat converts IEEE 754 half-precision bits to float32.
-func HalfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		e := uint32(127 - 15 + 1)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		mant &= 0x3ff
-		return math.Float32frombits(sign | e<<23 | mant<<13)
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
+func HalfToFloat(h uint16) float32 { return half.ToFloat32(h) }
