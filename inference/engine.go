@@ -363,7 +363,9 @@ func (e *Engine) run(j *job) {
 	var genTime time.Duration
 	first := true
 	seq := append(e.seq[:0], req.Prompt...)
+	started := 0
 	for c := 0; c < n && (c == 0 || finish == FinishStop || finish == FinishLength); c++ {
+		started = c + 1
 		seq = seq[:len(req.Prompt)]
 		smp.startChoice()
 		e.det.reset(e.vocab, req.Stop)
@@ -440,6 +442,11 @@ func (e *Engine) run(j *job) {
 			}
 			e.met.hostTime.Observe(end.Sub(evalDone).Seconds())
 		}
+	}
+	// Choices that never started (a timeout, cancellation or failure ended
+	// the request early) still get their finish, so every choice has one.
+	for c := started; c < n; c++ {
+		e.emit(j, c, textOut{}, finish)
 	}
 	e.seq = seq[:0]
 	tm.Generation = genTime

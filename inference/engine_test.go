@@ -290,6 +290,18 @@ func TestCancelRunningAndTimeout(t *testing.T) {
 			t.Fatalf("timeout choice %+v", c)
 		}
 
+		// With n = 3 the timeout ends the first choice; the two that never
+		// started still finish, so every choice has a finish reason.
+		r, err = run(t, e, inference.Request{Prompt: []int32{1}, N: 3, Timeout: 55 * time.Millisecond})
+		if err != nil || len(r.Choices) != 3 {
+			t.Fatalf("timeout n=3: %d choices, %v", len(r.Choices), err)
+		}
+		for i, c := range r.Choices {
+			if c.Finish != inference.FinishTimeout {
+				t.Errorf("choice %d: finish %q, want timeout", i, c.Finish)
+			}
+		}
+
 		e2, m2 := setup(t, script, inference.Config{Timeout: 25 * time.Millisecond})
 		m2.SetLatency(10 * time.Millisecond)
 		r, err = run(t, e2, inference.Request{Prompt: []int32{1}})
