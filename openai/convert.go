@@ -72,7 +72,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 		switch {
 		case *r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs:
 			return nil, invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *r.TopLogprobs)
-		case !logprobs:
+		case !logprobs && *r.TopLogprobs > 0: // an explicit 0 is the default, and clients send it
 			return nil, invalid("top_logprobs", "top_logprobs requires logprobs to be true")
 		}
 		g.Request.TopLogprobs = *r.TopLogprobs

@@ -291,6 +291,7 @@ func TestBadInput(t *testing.T) {
 		{name: "wrong type role", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":7,"content":"x"}]}`, status: 400, typ: inv, param: "messages[0].role"},
 		{name: "top_logprobs 21", path: chat, body: chatBody(`"logprobs":true,"top_logprobs":21`), status: 400, typ: inv, param: "top_logprobs"},
 		{name: "top_logprobs without logprobs", path: chat, body: chatBody(`"top_logprobs":2`), status: 400, typ: inv, param: "top_logprobs"},
+		{name: "top_logprobs 0 with logprobs false", path: chat, body: chatBody(`"logprobs":false,"top_logprobs":0`), status: 200},
 		{name: "completions logprobs 21", path: compl, body: complBody(`"logprobs":21`), status: 400, typ: inv, param: "logprobs"},
 		{name: "token id out of range", path: compl, body: `{"model":"` + modelID + `","prompt":[128000,999999]}`, status: 400, typ: inv, param: "prompt"},
 		{name: "token id negative", path: compl, body: `{"model":"` + modelID + `","prompt":[-3]}`, status: 400, typ: inv, param: "prompt"},
