@@ -97,6 +97,16 @@ func TestRunDispatch(t *testing.T) {
 	}
 }
 
+// TestSubcommandHelp: every subcommand answers --help with its usage and exit code 0.
+func TestSubcommandHelp(t *testing.T) {
+	for name := range subcommands {
+		var out, errb bytes.Buffer
+		if code := run([]string{name, "--help"}, &out, &errb); code != 0 {
+			t.Errorf("hexserve %s --help: exit %d", name, code)
+		}
+	}
+}
+
 type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer
