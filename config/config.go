@@ -34,6 +34,7 @@ type Server struct {
 	CORSOrigins       []string      `yaml:"cors_origins"`        // exact origins, or "*"
 	BodyLimit         ByteSize      `yaml:"body_limit"`          // request body limit
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // http.Server.ReadHeaderTimeout
+	BodyTimeout       time.Duration `yaml:"body_timeout"`        // time to read a request body
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // grace period for in-flight requests
 }
@@ -94,6 +95,7 @@ func Default() Config {
 			Listen:            "127.0.0.1:8080",
 			BodyLimit:         1 << 20,
 			ReadHeaderTimeout: 10 * time.Second,
+			BodyTimeout:       30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ShutdownTimeout:   30 * time.Second,
 		},
@@ -177,6 +179,7 @@ func (c *Config) Validate() error {
 		{!validOrigins(s.CORSOrigins), "server.cors_origins", `must be "*" or origins like "https://example.com"`},
 		{s.BodyLimit <= 0, "server.body_limit", "must be > 0"},
 		{s.ReadHeaderTimeout <= 0, "server.read_header_timeout", "must be > 0"},
+		{s.BodyTimeout <= 0, "server.body_timeout", "must be > 0"},
 		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},
 		{s.ShutdownTimeout < 0, "server.shutdown_timeout", "must be >= 0"},
 		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},

@@ -17,7 +17,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req openai.ChatCompletionRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if err := checkModel(m, req.Model); err != nil {
@@ -39,7 +39,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req openai.CompletionRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if err := checkModel(m, req.Model); err != nil {

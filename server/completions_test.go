@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -581,4 +583,37 @@ func TestClientDisconnectCancels(t *testing.T) {
 	if n >= 200 {
 		t.Fatalf("generated %d tokens after the client left", n)
 	}
+}
+
+// TestBodyTimeout: a client that trickles its body gets a 408 once the body
+// timeout passes, while a streaming response that lasts longer than the body
+// timeout runs to its end.
+func TestBodyTimeout(t *testing.T) {
+	const timeout = 150 * time.Millisecond
+	g := newGenServer(t, strings.Repeat(" word", 40), Options{BodyTimeout: timeout}, inference.Config{})
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response to a trickled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 10*timeout {
+		t.Fatalf("trickled body: status %d after %v, want 408 after about %v", resp.StatusCode, time.Since(start), timeout)
+	}
+
+	g.fm.SetLatency(20 * time.Millisecond) // 20 tokens ≈ 400 ms, well past the body timeout
+	t0 := time.Now()
+	resp2, body := g.post(t, "/v1/chat/completions", `{"model":"`+model+`","stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp2.StatusCode != 200 || !strings.Contains(string(body), `"finish_reason":"length"`) || !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
+		t.Fatalf("long stream after the body timeout: %d\n%s", resp2.StatusCode, body)
+	}
+	t.Logf("stream took %v", time.Since(t0))
 }

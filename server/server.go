@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -35,6 +36,9 @@ type Options struct {
 	CORSOrigins []string
 	// BodyLimit caps request bodies in bytes; <= 0 means 1 MiB.
 	BodyLimit int64
+	// BodyTimeout bounds the time to read a request body, so a client that
+	// trickles one cannot hold a connection; <= 0 means 30 s.
+	BodyTimeout time.Duration
 	// DateString gives the chat template's date when a request has none.
 	// nil: today's local date.
 	DateString func() string
@@ -148,11 +152,16 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 
 // decodeJSON reads the request body into v. Malformed JSON, a wrong field
 // type and an oversized body become the matching OpenAI errors.
-func decodeJSON(r *http.Request, v any) error {
-	body, err := io.ReadAll(r.Body) // bounded by the body limit
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := s.readBody(w, r)
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
 		return err
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &APIError{Status: http.StatusRequestTimeout, Type: TypeInvalidRequest, Code: "request_timeout",
+			Message: "The request body did not arrive in time; send it faster or raise server.body_timeout."}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err == nil {
@@ -175,6 +184,27 @@ func decodeJSON(r *http.Request, v any) error {
 		return invalid("", "The request body is empty; expected a JSON object.")
 	}
 	return invalid("", "We could not parse the JSON body of your request (%v).", err)
+}
+
+const defaultBodyTimeout = 30 * time.Second
+
+// readBody reads the whole request body (bounded by the body limit) within
+// the body timeout. After a complete read the deadline is cleared: left on
+// the connection it would cancel a streaming response when it passed. After
+// a failed read it stays, so the server does not wait for the rest of the
+// body before answering and closes the connection.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	timeout := s.opts.BodyTimeout
+	if timeout <= 0 {
+		timeout = defaultBodyTimeout
+	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
+	body, err := io.ReadAll(r.Body)
+	if deadline && err == nil {
+		rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
 }
 
 func lastKey(p string) string { return p[strings.LastIndexByte(p, '.')+1:] }

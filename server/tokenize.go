@@ -35,7 +35,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req tokenizeRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	text := req.Content
@@ -70,7 +70,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		Tokens *[]int64 `json:"tokens"`
 	}
-	if err := decodeJSON(r, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.Tokens == nil {
@@ -112,7 +112,7 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req applyTemplateRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	msgs, err := openai.ToChatMessages(req.Messages)

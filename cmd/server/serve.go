@@ -119,6 +119,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		APIKeys:     cfg.Server.APIKeys,
 		CORSOrigins: cfg.Server.CORSOrigins,
 		BodyLimit:   int64(cfg.Server.BodyLimit),
+		BodyTimeout: cfg.Server.BodyTimeout,
 		DateString:  func() string { return cfg.Chat.DateString(time.Now()) },
 		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
