@@ -56,8 +56,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err := rejectUnsupportedChat(r); err != nil {
 		return nil, err
 	}
-	c := r.Common()
-	if err := common(&c, p, g); err != nil {
+	if err := common(&r.CommonParams, p, g); err != nil {
 		return nil, err
 	}
 	maxTokens, param := r.MaxTokens, "max_tokens"
@@ -122,8 +121,7 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	case r.BestOf != nil && *r.BestOf != 1:
 		return nil, invalid("best_of", "best_of other than 1 is not supported")
 	}
-	c := r.Common()
-	if err := common(&c, p, g); err != nil {
+	if err := common(&r.CommonParams, p, g); err != nil {
 		return nil, err
 	}
 	if p.MaxTokens == 0 {

@@ -27,52 +27,23 @@ type ChatCompletionRequest struct {
 	ChatTemplateKwargs  *struct {
 		DateString *string `json:"date_string"`
 	} `json:"chat_template_kwargs"`
-	Temperature       *float64           `json:"temperature"`
-	TopP              *float64           `json:"top_p"`
-	N                 *int               `json:"n"`
-	Stop              Stop               `json:"stop"`
-	Seed              *int64             `json:"seed"`
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
-	Stream            bool               `json:"stream"`
-	StreamOptions     *StreamOptions     `json:"stream_options"`
-	User              string             `json:"user"`
-	TopK              *int               `json:"top_k"`
-	MinP              *float64           `json:"min_p"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	ReturnTokenIDs    bool               `json:"return_token_ids"`
+	CommonParams
 }
 
 // CompletionRequest is the body of POST /v1/completions.
 type CompletionRequest struct {
-	Model             string             `json:"model"`
-	Prompt            Prompt             `json:"prompt"`
-	MaxTokens         *int               `json:"max_tokens"`
-	Logprobs          *int               `json:"logprobs"`
-	Echo              bool               `json:"echo"`
-	Suffix            *string            `json:"suffix"`
-	BestOf            *int               `json:"best_of"`
-	Temperature       *float64           `json:"temperature"`
-	TopP              *float64           `json:"top_p"`
-	N                 *int               `json:"n"`
-	Stop              Stop               `json:"stop"`
-	Seed              *int64             `json:"seed"`
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
-	Stream            bool               `json:"stream"`
-	StreamOptions     *StreamOptions     `json:"stream_options"`
-	User              string             `json:"user"`
-	TopK              *int               `json:"top_k"`
-	MinP              *float64           `json:"min_p"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	ReturnTokenIDs    bool               `json:"return_token_ids"`
+	Model     string  `json:"model"`
+	Prompt    Prompt  `json:"prompt"`
+	MaxTokens *int    `json:"max_tokens"`
+	Logprobs  *int    `json:"logprobs"`
+	Echo      bool    `json:"echo"`
+	Suffix    *string `json:"suffix"`
+	BestOf    *int    `json:"best_of"`
+	CommonParams
 }
 
 // CommonParams are the sampling and streaming parameters both endpoints
-// share. The request types repeat them as their own fields (not embedded) so
-// that decoding errors name the plain JSON path, e.g. "temperature".
+// share; both request types embed them (the wire keys stay top-level).
 type CommonParams struct {
 	Temperature       *float64           `json:"temperature"`
 	TopP              *float64           `json:"top_p"`
@@ -89,16 +60,6 @@ type CommonParams struct {
 	MinP              *float64           `json:"min_p"`
 	RepetitionPenalty *float64           `json:"repetition_penalty"`
 	ReturnTokenIDs    bool               `json:"return_token_ids"`
-}
-
-// Common returns the shared parameters.
-func (r *ChatCompletionRequest) Common() CommonParams {
-	return CommonParams{Temperature: r.Temperature, TopP: r.TopP, N: r.N, Stop: r.Stop, Seed: r.Seed, PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, LogitBias: r.LogitBias, Stream: r.Stream, StreamOptions: r.StreamOptions, User: r.User, TopK: r.TopK, MinP: r.MinP, RepetitionPenalty: r.RepetitionPenalty, ReturnTokenIDs: r.ReturnTokenIDs}
-}
-
-// Common returns the shared parameters.
-func (r *CompletionRequest) Common() CommonParams {
-	return CommonParams{Temperature: r.Temperature, TopP: r.TopP, N: r.N, Stop: r.Stop, Seed: r.Seed, PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, LogitBias: r.LogitBias, Stream: r.Stream, StreamOptions: r.StreamOptions, User: r.User, TopK: r.TopK, MinP: r.MinP, RepetitionPenalty: r.RepetitionPenalty, ReturnTokenIDs: r.ReturnTokenIDs}
 }
 
 // StreamOptions is the stream_options object.
