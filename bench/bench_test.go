@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,24 +203,12 @@ func TestParseSmaps(t *testing.T) {
 
 func TestRemap(t *testing.T) {
 	script, ids := remap([]int32{900, 7, 900, 55, 7})
-	if want := []int32{0, 1, 0, 2, 1}; !slicesEqual(script, want) {
+	if want := []int32{0, 1, 0, 2, 1}; !slices.Equal(script, want) {
 		t.Errorf("script %v, want %v", script, want)
 	}
-	if want := []int32{900, 7, 55}; !slicesEqual(ids, want) {
+	if want := []int32{900, 7, 55}; !slices.Equal(ids, want) {
 		t.Errorf("ids %v, want %v", ids, want)
 	}
-}
-
-func slicesEqual(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestReadSSE(t *testing.T) {

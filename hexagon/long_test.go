@@ -2,6 +2,7 @@ package hexagon
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
@@ -25,7 +26,7 @@ func TestGoldenLong(t *testing.T) {
 			if worst, misses := checkPositions(t, r, c, true); worst > 1e-4 || misses > 0 {
 				t.Errorf("worst top-20 error %.3g, %d top-1 misses", worst, misses)
 			}
-			if got := greedy(t, r, c, len(c.Greedy)); !equalIDs(got, c.Greedy) {
+			if got := greedy(t, r, c, len(c.Greedy)); !slices.Equal(got, c.Greedy) {
 				t.Errorf("greedy = %v\nwant %v", got, c.Greedy)
 			}
 			st := r.Stats()

@@ -1,6 +1,7 @@
 package hexagon
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -57,22 +58,10 @@ func TestGoldenExact(t *testing.T) {
 					}
 				}
 				steps := len(c.Greedy)
-				if got := greedy(t, r, c, steps); !equalIDs(got, c.Greedy[:steps]) {
+				if got := greedy(t, r, c, steps); !slices.Equal(got, c.Greedy[:steps]) {
 					t.Errorf("%s greedy = %v\nwant %v", name, got, c.Greedy[:steps])
 				}
 			}
 		})
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

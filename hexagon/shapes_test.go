@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -284,7 +285,7 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 		valid = len(seq)
 		seq = append(seq, id)
 	}
-	if !equalIDs(got, ref.greedy[:n]) {
+	if !slices.Equal(got, ref.greedy[:n]) {
 		t.Errorf("greedy = %v\nwant %v", got, ref.greedy[:n])
 	}
 	t.Logf("greedy: %d of %d steps compared, all equal", n, len(ref.greedy))

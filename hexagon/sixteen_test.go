@@ -1,6 +1,7 @@
 package hexagon
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
@@ -56,7 +57,7 @@ func TestGolden16Bit(t *testing.T) {
 				}
 				got := greedy(t, r, c, steps)
 				t.Logf("%s: greedy agrees on the %d steps whose golden margin exceeds 2·error (of %d)", name, steps, len(c.Greedy))
-				if !equalIDs(got, c.Greedy[:steps]) {
+				if !slices.Equal(got, c.Greedy[:steps]) {
 					t.Errorf("%s greedy = %v\nwant %v", name, got, c.Greedy[:steps])
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -165,14 +166,14 @@ func TestMasks(t *testing.T) {
 	}
 	row := make([]float32, 5)
 	m.row(f32Bytes(row), 2, 5)
-	if want := []float32{0, 0, maskBlocked, maskBlocked, maskBlocked}; !equalF(row, want) {
+	if want := []float32{0, 0, maskBlocked, maskBlocked, maskBlocked}; !slices.Equal(row, want) {
 		t.Errorf("decode row = %v, want %v", row, want)
 	}
 	// Chunked [2, 3+2]: past 3 slots with 1 open, then the causal window.
 	c := make([]float32, 2*5)
 	m.causal(f32Bytes(c), 2, 3, 1)
 	b := float32(maskBlocked)
-	if want := []float32{0, b, b, 0, b, 0, b, b, 0, 0}; !equalF(c, want) {
+	if want := []float32{0, b, b, 0, b, 0, b, b, 0, 0}; !slices.Equal(c, want) {
 		t.Errorf("chunked mask = %v, want %v", c, want)
 	}
 	u, err := newMaskCodes(MaskU16, elemType{code: dtUFixed16, scale: 1, offset: 0}, 4)
@@ -181,7 +182,7 @@ func TestMasks(t *testing.T) {
 	}
 	raw := make([]byte, 2*3*3)
 	u.causal(raw, 3, 0, 0)
-	if got, want := u16View(raw), []uint16{65535, 0, 0, 65535, 65535, 0, 65535, 65535, 65535}; !equal16(got, want) {
+	if got, want := u16View(raw), []uint16{65535, 0, 0, 65535, 65535, 0, 65535, 65535, 65535}; !slices.Equal(got, want) {
 		t.Errorf("u16 causal = %v, want %v", got, want)
 	}
 	if _, err := newMaskCodes(MaskU16, f32, 4); err == nil {
@@ -257,7 +258,7 @@ func TestEmbedMmap(t *testing.T) {
 	if err := e.put(f32Bytes(got), 2, elemType{code: dtFloat32}, make([]float32, 4)); err != nil {
 		t.Fatal(err)
 	}
-	if want := []float32{2, 2.25, 2.5, 2.75}; !equalF(got, want) {
+	if want := []float32{2, 2.25, 2.5, 2.75}; !slices.Equal(got, want) {
 		t.Errorf("row 2 = %v, want %v", got, want)
 	}
 	if err := e.put(f32Bytes(got), 3, elemType{code: dtFloat32}, make([]float32, 4)); err == nil {
@@ -279,30 +280,6 @@ func readJSON(t testing.TB, name string, v any) {
 func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
-}
-
-func equalF(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equal16(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestMeasuredCosts(t *testing.T) {
