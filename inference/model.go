@@ -2,6 +2,7 @@ package inference
 
 import (
 	"context"
+	"time"
 
 	"github.com/hexserve/hexserve/internal/half"
 )
@@ -73,3 +74,55 @@ func (l Logits) At(i int) float32 {
 
 // HalfToFloat converts IEEE 754 half-precision bits to float32.
 func HalfToFloat(h uint16) float32 { return half.ToFloat32(h) }
+
+// Optional model capabilities. The engine discovers them with a type
+// assertion on its Model; a model without one keeps plain behaviour. They are
+// designed together: speculative decoding (Verifier) writes rows past the
+// accepted tokens that the next call's valid count rolls back, and the KV
+// store (KVSnapshotter) only ever saves committed rows [0, valid).
+
+// Verifier evaluates several tokens in one multi-token graph call over the KV
+// cache, for speculative decoding. Models whose multi-token graph takes past
+// KV (chunked QHexRT bundles, ExecuTorch prefill_forward) implement it.
+type Verifier interface {
+	// MaxVerify is the most tokens one Verify call may evaluate when rows
+	// [0, valid) are committed (0: none fit, decode plainly).
+	MaxVerify(valid int) int
+	// Verify makes rows [valid, len(seq)) hold seq[valid:] in one graph call
+	// (the last accepted token plus the draft) and returns their logits,
+	// produced lazily and in order so a mismatch stops further lm-head work.
+	// Rows the caller does not accept are simply not committed: the next
+	// Eval or Verify passes a smaller valid.
+	Verify(ctx context.Context, seq []int32, valid int) (Rows, error)
+	// Costs are the model's current estimates of one Verify call of k tokens
+	// and of one plain decode step, for deciding the draft length.
+	Costs(k int) (verify, decode time.Duration)
+}
+
+// Rows are the per-token logits of one Verify call.
+type Rows interface {
+	Len() int
+	// Logits returns row i (the logits after seq[valid+i]); rows are asked
+	// for in ascending order. The result is valid until the next call on
+	// Rows or the model.
+	Logits(ctx context.Context, i int) (Logits, error)
+}
+
+// KVSnapshotter copies committed KV rows out of the resident cache and back,
+// for a store of many conversations' prefixes (host memory or disk).
+type KVSnapshotter interface {
+	// KVLayout describes one cache row (all layers, K and V, native dtype).
+	KVLayout() KVLayout
+	// SaveKV copies rows [from, to) into dst, len(dst) = (to-from)*RowBytes.
+	SaveKV(from, to int, dst []byte) error
+	// RestoreKV copies src into rows [from, from+len(src)/RowBytes); the
+	// next Eval may then pass valid up to that row.
+	RestoreKV(from int, src []byte) error
+}
+
+// KVLayout identifies the format of saved rows: a snapshot is restored only
+// into a model whose layout is equal.
+type KVLayout struct {
+	Identity string // model identity: file name, size and a hash of its header, graph shapes, dtypes
+	RowBytes int    // bytes of one row over all layers, K and V
+}

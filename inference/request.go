@@ -18,6 +18,10 @@ type Request struct {
 	Timeout     time.Duration // generation time limit; 0: the engine's default
 	// IgnoreEOS keeps generating past end-of-turn tokens (benchmarks).
 	IgnoreEOS bool
+	// Owner identifies who sent the request (a hash of the API key; empty
+	// without keys). KV rows computed for one owner are never reused for, nor
+	// reported as cached to, another (prefix cache and KV store alike).
+	Owner string
 }
 
 // Sampling holds the per-request sampling parameters. The zero value is greedy.
