@@ -32,9 +32,6 @@ type Latency struct {
 	LMHeadUS  int `json:"lmhead_us"`
 }
 
-// V79 is the seed bundle's measured cost on a Snapdragon 8 Elite: a
-// 128-token prefill call ≈ 64.5 ms, a decode step ≈ 62.5 ms with the lm-head.
-var V79 = Latency{PrefillUS: 64500, DecodeUS: 55000, LMHeadUS: 7500}
 
 // Goals.
 const (
@@ -58,7 +55,9 @@ type Options struct {
 	Bundle       string
 	Quick        bool // fewer tokens and runs, emulation scaled to 1/10
 	HTTP         bool // also stream through the HTTP server to SSE clients
-	EmulateV79   bool // set hostsim's latency floors to V79 for the streaming and prefix phases
+	// Emulation sets hostsim's latency floors for the streaming and prefix
+	// phases (the caller passes the v79 figures, hexagon.V79Costs); zero: none.
+	Emulation Latency
 	Tokens       int  // decode tokens per request; 0: 64 (quick: 16)
 	Runs         int  // requests per measurement; 0: 3 (quick: 1)
 	PromptTokens int  // throughput and streaming prompts; 0: one prefill window
@@ -238,11 +237,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
 		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Goals: []Goal{}}}
-	if opt.EmulateV79 {
-		r.emu = V79
-		if opt.Quick {
-			r.emu = Latency{V79.PrefillUS / 10, V79.DecodeUS / 10, V79.LMHeadUS / 10}
-		}
+	r.emu = opt.Emulation
+	if opt.Quick {
+		r.emu = Latency{r.emu.PrefillUS / 10, r.emu.DecodeUS / 10, r.emu.LMHeadUS / 10}
 	}
 	start := time.Now()
 	debug.FreeOSMemory() // a GC, and idle heap back to the OS

@@ -33,7 +33,7 @@ func TestRunScripted(t *testing.T) {
 	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
 	var progress bytes.Buffer
 	rep, err := Run(context.Background(), Options{
-		Bundle: "scripted", Quick: true, HTTP: true, EmulateV79: true, Progress: &progress,
+		Bundle: "scripted", Quick: true, HTTP: true, Emulation: Latency{PrefillUS: 64500, DecodeUS: 55000, LMHeadUS: 7500}, Progress: &progress,
 		Load: func() (Loaded, error) {
 			m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
 			m.Record(false)
