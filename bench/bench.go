@@ -32,7 +32,6 @@ type Latency struct {
 	LMHeadUS  int `json:"lmhead_us"`
 }
 
-
 // Goals.
 const (
 	GoalHostUS       = 150   // host µs per decode token (median), both sampling settings
@@ -54,15 +53,15 @@ type Options struct {
 	// Load opens the model and its tokenizer; Run closes the model.
 	Load func() (Loaded, error)
 	// Bundle names the bundle in the report.
-	Bundle       string
-	Quick        bool // fewer tokens and runs, emulation scaled to 1/10
-	HTTP         bool // also stream through the HTTP server to SSE clients
+	Bundle string
+	Quick  bool // fewer tokens and runs, emulation scaled to 1/10
+	HTTP   bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
 	// phases (the caller passes the v79 figures, hexagon.V79Costs); zero: none.
-	Emulation Latency
-	Tokens       int  // decode tokens per request; 0: 64 (quick: 16)
-	Runs         int  // requests per measurement; 0: 3 (quick: 1)
-	PromptTokens int  // throughput and streaming prompts; 0: one prefill window
+	Emulation    Latency
+	Tokens       int // decode tokens per request; 0: 64 (quick: 16)
+	Runs         int // requests per measurement; 0: 3 (quick: 1)
+	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, host);
 	// nil: all (http only with HTTP).
@@ -186,8 +185,8 @@ type Streaming struct {
 	// ReleaseDelayMS is each chunk's delay from the end of the model call of
 	// its last token (the one that released it) to its arrival: the server's
 	// and the transport's own share, without what the text forced.
-	ReleaseDelayMS Dist `json:"release_delay_ms"`
-	Error         string  `json:"error,omitempty"`
+	ReleaseDelayMS Dist   `json:"release_delay_ms"`
+	Error          string `json:"error,omitempty"`
 }
 
 // PrefixCache compares turn 2's time to first token with and without the cache.

@@ -34,12 +34,12 @@ func (r *runner) sseRequest(ctx context.Context, e *inference.Engine, tokens, ru
 	defer hs.Close()
 
 	body, _ := json.Marshal(map[string]any{
-		"model":          "bench",
-		"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, r.chatText())}},
-		"max_tokens":     tokens,
-		"temperature":    0,
-		"stream":         true,
-		"stream_options": map[string]bool{"include_usage": true},
+		"model":            "bench",
+		"messages":         []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, r.chatText())}},
+		"max_tokens":       tokens,
+		"temperature":      0,
+		"stream":           true,
+		"stream_options":   map[string]bool{"include_usage": true},
 		"return_token_ids": true, // each chunk names its tokens: per-token arrival times
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", bytes.NewReader(body))
