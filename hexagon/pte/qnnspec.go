@@ -1,5 +1,7 @@
 package pte
 
+import "fmt"
+
 // Chipset is qc_compiler_spec.fbs QcomChipset.
 type Chipset int32
 
@@ -130,4 +132,50 @@ func HTPOptions(soc Chipset, arch HtpArch) QNNOptions {
 	return QNNOptions{SocModel: soc, HtpArch: arch, VTCMMB: 8, Backend: HtpBackend, PerformanceMode: HtpBurst,
 		Precision: HtpQuantized, UseConvHMX: true, UseFoldReLU: true, LogLevel: LogLevelError,
 		SaverOutputDir: "saver_output", UseMHA2SHA: true}
+}
+
+// decodeOptions reads a QnnExecuTorchOptions flatbuffer.
+func decodeOptions(b []byte) (o QNNOptions, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fbError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("corrupt QnnExecuTorchOptions: %s", fe.msg)
+		}
+	}()
+	f := fb{b: b}
+	if len(b) < 8 {
+		return o, fmt.Errorf("%d bytes is too short for a QnnExecuTorchOptions flatbuffer", len(b))
+	}
+	t := f.table(f.deref(0, "QnnExecuTorchOptions"), "QnnExecuTorchOptions")
+	if soc, ok := t.sub(0, "soc_info"); ok {
+		o.SocModel = Chipset(soc.i32(0))
+		if htp, ok := soc.sub(1, "htp_info"); ok {
+			o.HtpArch, o.VTCMMB = HtpArch(htp.i32(0)), htp.u32(1)
+		}
+	}
+	if be, ok := t.sub(1, "backend_options"); ok {
+		o.Backend = BackendType(be.i32(0))
+		if h, ok := be.sub(1, "htp_options"); ok {
+			o.MaxSpillFill = h.i32(0)
+			o.PerformanceMode = HtpPerformanceMode(h.i32(1))
+			o.Precision = HtpPrecision(h.i32(2))
+			o.PdSession = HtpPdSession(h.i32(3))
+			o.UseConvHMX, o.UseDLBC, o.UseFoldReLU = h.boolean(4), h.boolean(5), h.boolean(6)
+			o.UseMultiContexts, o.UseWeightSharing, o.UseSLCAllocator = h.boolean(7), h.boolean(8), h.boolean(9)
+		}
+	}
+	o.LibraryPath = t.str(2, "library_path")
+	o.LogLevel = LogLevel(t.i32(3))
+	o.OnlinePrepare = t.boolean(4)
+	o.DumpIntermediate = t.boolean(5)
+	o.ProfileLevel = ProfileLevel(t.i32(6))
+	o.SharedBuffer = t.boolean(7)
+	o.IsFromContextBinary = t.boolean(8)
+	o.Saver = t.boolean(9)
+	o.SaverOutputDir = t.str(10, "saver_output_dir")
+	o.UseMHA2SHA = t.boolean(12)
+	return o, nil
 }

@@ -1,6 +1,9 @@
 package pte
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Method names of ExecuTorch's static-llama hybrid export (decoder_constants.py).
 const (
@@ -200,4 +203,13 @@ func enumName[K ~int8 | ~uint8 | ~int32](names map[K]string, k K) string {
 		return s
 	}
 	return fmt.Sprintf("%d", k)
+}
+
+// MarshalJSON writes the constant itself (512, true, "torch.uint8", ...),
+// or {"tensor": ...} for a tensor and null for Null and None.
+func (v Value) MarshalJSON() ([]byte, error) {
+	if v.Kind == KindTensor {
+		return json.Marshal(map[string]*Tensor{"tensor": v.Tensor})
+	}
+	return json.Marshal(v.Any())
 }
