@@ -34,6 +34,12 @@ type DataSegment struct {
 	Size   uint64 `json:"size"`
 }
 
+// SubsegmentOffsets are offsets into one segment.
+type SubsegmentOffsets struct {
+	Segment uint32   `json:"segment_index"`
+	Offsets []uint64 `json:"offsets"`
+}
+
 // Method is an execution plan.
 type Method struct {
 	Name   string
@@ -73,6 +79,13 @@ type File struct {
 	Header   Header
 	Version  uint32
 	Segments []DataSegment
+	// ConstantSegment is Program.constant_segment (nil when absent);
+	// ConstantBuffers, MutableSegments and NamedData count the tables a
+	// QNN export leaves empty.
+	ConstantSegment *SubsegmentOffsets
+	ConstantBuffers int
+	MutableSegments int
+	NamedData       int
 	// Methods are all execution plans in file order, metadata methods
 	// included.
 	Methods []*Method
@@ -202,6 +215,15 @@ func Parse(name string, data []byte) (file *File, err error) {
 		}
 		file.Segments = append(file.Segments, seg)
 	}
+	if cs, ok := root.sub(5, "constant_segment"); ok {
+		file.ConstantSegment = &SubsegmentOffsets{Segment: cs.u32(0)}
+		for _, o := range cs.i64s(1, "constant_segment offsets") {
+			file.ConstantSegment.Offsets = append(file.ConstantSegment.Offsets, uint64(o))
+		}
+	}
+	_, file.ConstantBuffers = root.vec(2, 4, "constant_buffer")
+	_, file.MutableSegments = root.vec(6, 4, "mutable_data_segments")
+	_, file.NamedData = root.vec(7, 4, "named_data")
 	inline := root.tables(3, "backend_delegate_data")
 	for _, pt := range root.tables(1, "execution_plan") {
 		m, err := file.plan(pt, data, inline)
