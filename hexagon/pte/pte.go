@@ -225,14 +225,16 @@ func Parse(name string, data []byte) (file *File, err error) {
 	_, file.MutableSegments = root.vec(6, 4, "mutable_data_segments")
 	_, file.NamedData = root.vec(7, 4, "named_data")
 	inline := root.tables(3, "backend_delegate_data")
+	seen := map[string]bool{}
 	for _, pt := range root.tables(1, "execution_plan") {
 		m, err := file.plan(pt, data, inline)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		if file.Method(m.Name) != nil {
+		if seen[m.Name] {
 			return nil, bad("method %q is listed twice", m.Name)
 		}
+		seen[m.Name] = true
 		file.Methods = append(file.Methods, m)
 		if vals, ok := constants(m); ok {
 			file.Metadata[m.Name] = vals
