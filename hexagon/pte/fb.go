@@ -9,7 +9,18 @@ import (
 // fb reads the flatbuffer wire format with every access bounds-checked. A
 // bad offset panics with a fbError, which parse turns into an error; this
 // keeps the schema walk readable.
-type fb struct{ b []byte }
+type fb struct {
+	b []byte
+	// budget bounds the vector elements one parse may decode, so that
+	// vectors pointing at the same data many times cannot make a small file
+	// cost more than a few times its size in work and memory.
+	budget *int
+}
+
+func newFB(b []byte) fb {
+	n := 4*len(b) + 1024
+	return fb{b: b, budget: &n}
+}
 
 type fbError struct{ msg string }
 
@@ -119,6 +130,9 @@ func (t tbl) vec(id, size int, what string) (int, int) {
 	n := int(t.f.u32(v))
 	if n < 0 || int64(n)*int64(size) > int64(len(t.f.b)-v-4) {
 		t.f.fail("%s: %d elements of %d bytes do not fit in the program", what, n, size)
+	}
+	if *t.f.budget -= n; *t.f.budget < 0 {
+		t.f.fail("%s: the program references more data than it holds (shared vectors?)", what)
 	}
 	return v + 4, n
 }
