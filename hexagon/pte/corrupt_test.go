@@ -192,7 +192,18 @@ func TestCorruptFiles(t *testing.T) {
 		{"missing prefill_forward", prog([]byte("prefill_forward"), []byte("prefill_forwarX")), "method prefill_forward is missing"},
 		{"missing kv_forward", prog([]byte("\x00kv_forward"), []byte("\x00kv_forwarX")), "method kv_forward is missing"},
 		{"not a QNN delegate", prog([]byte("QnnBackend"), []byte("XnnBackend")), `calls delegate 0 of backend "XnnBackend", not QnnBackend`},
-		{"compile spec", prog([]byte("saver_output"), []byte("saver_outpu\xff")), ""},
+		{"compile spec root offset", func(t *testing.T) []byte {
+			// The first plan's qnn_compile_spec bytes: point their root
+			// table past their end.
+			spec := open(t, realPTE).Methods[0].Delegates[0].CompileSpecs[0].Value
+			b := bytes.Clone(real)
+			at := bytes.Index(b[:18688], spec)
+			if at < 0 {
+				t.Fatal("compile spec bytes not found")
+			}
+			copy(b[at:], le32(4096))
+			return b
+		}, "delegate 0: qnn_compile_spec: corrupt QnnExecuTorchOptions: QnnExecuTorchOptions offset points past the compile spec"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := t.TempDir() + "/bad.pte"
@@ -200,14 +211,6 @@ func TestCorruptFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			f, err := pte.Open(path)
-			if tc.want == "" {
-				// A change inside a string is not corruption.
-				if err != nil {
-					t.Fatalf("Open: %v", err)
-				}
-				f.Close()
-				return
-			}
 			if err == nil {
 				f.Close()
 				t.Fatalf("Open succeeded, want an error containing %q", tc.want)

@@ -31,7 +31,7 @@ func TestFBBudget(t *testing.T) {
 			t.Fatalf("recovered %v, want the budget error", r)
 		}
 	}()
-	f := newFB(b)
+	f := newFB(b, "program")
 	total := 0
 	for _, tb := range f.table(12, "root").tables(0, "items") {
 		total += len(tb.i32s(0, "ints"))

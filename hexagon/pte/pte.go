@@ -200,7 +200,7 @@ func Parse(name string, data []byte) (file *File, err error) {
 	if uint64(h.RootOffset) < 8 || uint64(h.RootOffset)+4 > uint64(len(program)) {
 		return nil, bad("root table offset %d is outside the %d-byte program", h.RootOffset, len(program))
 	}
-	fbuf := newFB(program)
+	fbuf := newFB(program, "program")
 	root := fbuf.table(int(h.RootOffset), "Program")
 	file.Version = root.u32(0)
 	for _, s := range root.tables(4, "segments") {
