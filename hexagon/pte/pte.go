@@ -190,8 +190,7 @@ func Parse(name string, data []byte) (file *File, err error) {
 			return nil, bad("program_size %d does not fit the %d-byte file (truncated?)", h.ProgramSize, size)
 		case h.SegmentBase < h.ProgramSize || h.SegmentBase > size:
 			return nil, bad("segment_base_offset %d is not between program_size %d and the file size %d (truncated?)", h.SegmentBase, h.ProgramSize, size)
-		case h.SegmentDataSize != 0 && h.SegmentBase+h.SegmentDataSize != size:
-			// SegmentDataSize ≤ size here, so the sum cannot overflow.
+		case h.SegmentDataSize != 0 && h.SegmentDataSize != size-h.SegmentBase: // SegmentBase ≤ size: no overflow
 			return nil, bad("segment_base_offset %d + segment_data_size %d = %d, but the file has %d bytes (truncated or padded)",
 				h.SegmentBase, h.SegmentDataSize, h.SegmentBase+h.SegmentDataSize, size)
 		}
