@@ -174,7 +174,7 @@ async function send(text) {
   const ctrl = new AbortController();
   setRunning(ctrl);
   const start = performance.now();
-  let reply = null, first = null, last = null, out = "", usage = null, finish = null, failure = null;
+  let reply = null, first = null, out = "", usage = null, timings = null, finish = null, failure = null;
   try {
     const res = await fetch("/v1/chat/completions", {
       method: "POST", headers: headers(), body: JSON.stringify(body), signal: ctrl.signal,
@@ -188,13 +188,13 @@ async function send(text) {
       await stream(res, (frame) => {
         if (frame.error) throw new Error(explain(200, frame.error));
         if (frame.usage) usage = frame.usage;
+        if (frame.timings) timings = frame.timings; // llama.cpp's extension, on the last frame
         const c = frame.choices && frame.choices[0];
         if (!c) return;
         if (c.finish_reason) finish = c.finish_reason;
         const d = c.delta && c.delta.content;
         if (d) {
-          last = performance.now();
-          if (first === null) first = last;
+          if (first === null) first = performance.now();
           out += d;
           render(el, out);
           const log = $("log");
@@ -217,9 +217,9 @@ async function send(text) {
   const s = { ttft: first === null ? null : first - start };
   if (usage) {
     s.tokens = usage.completion_tokens;
-    if (usage.completion_tokens > 1 && last > first) s.tps = (usage.completion_tokens - 1) / ((last - first) / 1000);
     s.cached = (usage.prompt_tokens_details && usage.prompt_tokens_details.cached_tokens) || 0;
   }
+  if (timings && timings.predicted_per_second > 0) s.tps = timings.predicted_per_second;
   if (ctrl.signal.aborted) s.note = "stopped";
   else if (finish === "length") s.note = "max tokens reached";
   if (failure) {
