@@ -66,8 +66,10 @@ async function loadModel() {
     return;
   }
   if (!res.ok) {
-    $("model").textContent = "no model";
-    showError(explain(res.status, await apiError(res), res.headers.get("Retry-After")));
+    const retry = res.headers.get("Retry-After");
+    $("model").textContent = res.status === 503 ? "loading…" : "no model";
+    showError(explain(res.status, await apiError(res), retry));
+    if (res.status === 503) setTimeout(loadModel, (Number(retry) || 2) * 1000); // still loading
     return;
   }
   const m = (await res.json()).data[0];
