@@ -89,7 +89,7 @@ async function newPage(srv) {
       console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
   });
   await page.setViewport({ width: 1280, height: 800 });
-  const res = await page.goto(srv.url + "/", { waitUntil: "networkidle0" });
+  const res = await page.goto(srv.url + "/", { waitUntil: "load" });
   assert.equal(res.status(), 200);
   return page;
 }
@@ -158,7 +158,9 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-test("chat: streams, stops, reports a full queue", async () => {
+test("chat: streams, stops, reports a full queue", async (t) => {
+  let t0 = Date.now();
+  const step = (name) => { t.diagnostic(`${name}: ${Date.now() - t0} ms`); t0 = Date.now(); };
   const page = await newPage(open);
   const models = await (await fetch(open.url + "/v1/models")).json();
   const { id, max_model_len } = models.data[0];
@@ -166,6 +168,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   assert.equal(await text(page, "#model"), `${id} · context ${max_model_len} tokens`);
   assert.equal(await visible(page, "#keyrow"), false, "no key field on a server without keys");
 
+  step("load");
   // A short reply streams in several steps and ends with its figures.
   await page.click("#settings summary");
   await page.type("#max_tokens", "24");
@@ -180,6 +183,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   const body = await page.$eval("#log .assistant .body", (el) => el.textContent);
   assert.ok(body.length > 0);
 
+  step("first reply");
   // A second turn carries the conversation.
   seen = watchReply(page, 1);
   await send(page, "And one about the mountains?");
@@ -187,6 +191,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   assert.ok(steps.length > 1, `second reply appeared in ${steps.length} step(s)`);
   assert.equal(await page.$$eval("#log .user", (els) => els.length), 2);
 
+  step("second reply");
   if (process.env.HEXSERVE_SCREENSHOTS) {
     const dir = process.env.HEXSERVE_SCREENSHOTS;
     await page.screenshot({ path: join(dir, "chat-page.png") });
@@ -195,6 +200,7 @@ test("chat: streams, stops, reports a full queue", async () => {
     await page.setViewport({ width: 1280, height: 800 });
   }
 
+  step("screenshots");
   // Stop: a reply without max_tokens runs to the end of the context
   // (hundreds of 40 ms steps); the stop button aborts the fetch and the
   // server cancels the generation.
@@ -210,6 +216,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   assert.equal(await visible(page, "#send"), true);
   await until("the server to log the cancellation", () => /"finish":"cancelled"/.test(open.log));
 
+  step("stop");
   // A full queue: one request runs, one waits (queue_length 1), the page's is refused.
   const ctrl = new AbortController();
   const long = { model: id, messages: [{ role: "user", content: "hi" }], stream: true };
@@ -229,6 +236,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   assert.equal(await replies(page), 3, "no reply bubble for a refused request");
   ctrl.abort();
 
+  step("503");
   // Context too long: the message alone exceeds the context (once the
   // cancelled requests have left the queue).
   const one = JSON.stringify({ model: id, messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
@@ -238,6 +246,7 @@ test("chat: streams, stops, reports a full queue", async () => {
   await until("the context error", async () => /too long/.test(await text(page, "#error")), 15000);
   assert.match(await text(page, "#error"), new RegExp(`^The conversation is too long for the model's context \\(${max_model_len} tokens\\)`));
 
+  step("context too long");
   assert.deepEqual(unexpected(page, 503, 400), [], "console errors");
   for (const r of page.requests) {
     const u = new URL(r.url);
