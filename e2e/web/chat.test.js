@@ -33,7 +33,8 @@ function freePort() {
 }
 
 // startServer runs hexserve with a one-request queue and slow decode steps
-// (40 ms a token, so a reply streams in many steps and can be stopped).
+// (every decode execute lasts at least 40 ms, so a reply streams in many steps
+// and can be stopped).
 async function startServer(name, extra = "") {
   const port = await freePort();
   const libs = env("HOSTSIM_LIBS");
@@ -202,7 +203,7 @@ test("chat: streams, stops, reports a full queue", async (t) => {
 
   step("screenshots");
   // Stop: a reply without max_tokens runs to the end of the context
-  // (hundreds of 40 ms steps); the stop button aborts the fetch and the
+  // (hundreds of slowed decode steps); the stop button aborts the fetch and the
   // server cancels the generation.
   await page.$eval("#max_tokens", (el) => { el.value = ""; });
   seen = watchReply(page, 2);
