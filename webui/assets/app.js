@@ -67,7 +67,7 @@ async function loadModel() {
   }
   if (!res.ok) {
     const retry = res.headers.get("Retry-After");
-    $("model").textContent = res.status === 503 ? "loading…" : "no model";
+    $("model").textContent = res.status === 503 ? "loading…" : res.status === 401 ? "API key needed" : "no model";
     showError(explain(res.status, await apiError(res), retry));
     if (res.status === 503) setTimeout(loadModel, (Number(retry) || 2) * 1000); // still loading
     return;
