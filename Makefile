@@ -13,8 +13,9 @@ HAVE_QEMU := $(shell command -v qemu-aarch64 >/dev/null 2>&1 && command -v aarch
 HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && echo yes)
 # The reference tokenizer for the tokenizer's HF cross-check (.ci/run installs it).
 HF_TOKENIZERS := $(wildcard $(CURDIR)/tokenizer/testdata/hf/node_modules)
+HAVE_CHROMIUM := $(shell command -v node >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && echo yes)
 
-.PHONY: all build run test vet gotest fuzz test-arm64 test-node bench-smoke android clean models
+.PHONY: all build run test vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models
 
 all: build hostsim
 
@@ -39,7 +40,7 @@ models: all $(TINY)/v79/manifest.json
 run: models
 	$(BIN) serve --config configs/dev.yaml
 
-test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) bench-smoke
+test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) $(if $(HAVE_CHROMIUM),test-web) bench-smoke
 	@echo "make test: all steps passed"
 
 vet:
@@ -58,6 +59,11 @@ test-arm64: hostsim-arm64
 
 test-node: build models
 	./scripts/test-node.sh
+
+# The chat page in headless Chromium (e2e/web); HEXSERVE_SCREENSHOTS=docs also
+# regenerates docs/chat-page.png and docs/chat-page-phone.png.
+test-web: build models
+	./scripts/test-web.sh
 
 bench-smoke: build models
 	./scripts/bench-smoke.sh
