@@ -379,3 +379,23 @@ func TestResponsesTruncation(t *testing.T) {
 		t.Fatalf("auto: %+v", resp.Usage)
 	}
 }
+
+// TestResponsesStreamFailure checks a model failure after the stream began:
+// an error event (no internal details) and response.failed, and nothing stored.
+func TestResponsesStreamFailure(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.Model.Fail(nil, fmt.Errorf("qnn: graphExecute: error 1011"))
+	evs := readEvents(t, r.URL, respBody(`"stream":true`))
+	n := len(evs)
+	if n < 3 || evs[n-2].Name != "error" || evs[n-1].Name != "response.failed" || strings.Contains(evs[n-2].Raw, "1011") {
+		t.Fatalf("events %+v", evs)
+	}
+	failed := evs[n-1].Data["response"].(map[string]any)
+	if failed["status"] != "failed" || failed["error"].(map[string]any)["code"] != "server_error" {
+		t.Fatalf("response.failed %s", evs[n-1].Raw)
+	}
+	if rep := r.do(t, "GET", "/v1/responses/"+failed["id"].(string), ""); rep.Status != 404 {
+		t.Fatalf("a failed response was stored: %d", rep.Status)
+	}
+	r.assertHealthy(t)
+}
