@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/hexserve/hexserve/chat"
@@ -260,6 +261,9 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	if truncation != "auto" && truncation != "disabled" {
 		return nil, invalid("truncation", "truncation must be \"auto\" or \"disabled\", got %q", truncation)
 	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return nil, err
+	}
 	if !r.Input.Set && prev == nil {
 		return nil, invalid("input", "input is required")
 	}
@@ -363,6 +367,23 @@ func constrainFormat(t *TextConfig, _ *inference.Request) error {
 		return invalid("text.format.type", "text.format type %q is not supported yet (no constrained decoding); only \"text\"", f.Type)
 	}
 	return invalid("text.format.type", "text.format type must be \"text\", \"json_object\" or \"json_schema\", got %q", f.Type)
+}
+
+// checkMetadata applies OpenAI's metadata limits: at most 16 pairs, keys up
+// to 64 characters, values up to 512.
+func checkMetadata(m map[string]string) error {
+	if len(m) > 16 {
+		return invalid("metadata", "Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got %d instead.", len(m))
+	}
+	for k, v := range m {
+		switch {
+		case utf8.RuneCountInString(k) > 64:
+			return invalid("metadata", "Invalid 'metadata': key %q is longer than 64 characters.", k)
+		case utf8.RuneCountInString(v) > 512:
+			return invalid("metadata."+k, "Invalid 'metadata.%s': string too long. Expected a string with maximum length 512.", k)
+		}
+	}
+	return nil
 }
 
 // rejectUnsupportedResponse refuses the options this server cannot honour.

@@ -26,6 +26,11 @@ func TestResponsesBadInput(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	rAuth := newRig(t, rigOptions{opts: server.Options{APIKeys: []string{apiKey}}})
 	long := strings.Repeat("hello ", 600) // > 512 tokens of context
+	pairs := make([]string, 17)
+	for i := range pairs {
+		pairs[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	meta17 := "{" + strings.Join(pairs, ",") + "}" // OpenAI allows 16
 	const path = "/v1/responses"
 	inv := server.TypeInvalidRequest
 	for _, c := range []struct {
@@ -60,6 +65,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "json_schema format", body: respBody(`"text":{"format":{"type":"json_schema","name":"x","schema":{}}}`), status: 400, param: "text.format.type", contains: "json_schema"},
 		{name: "json_object format", body: respBody(`"text":{"format":{"type":"json_object"}}`), status: 400, param: "text.format.type"},
 		{name: "bad truncation", body: respBody(`"truncation":"middle"`), status: 400, param: "truncation"},
+		{name: "too much metadata", body: respBody(`"metadata":` + meta17), status: 400, param: "metadata"},
 		{name: "background", body: respBody(`"background":true`), status: 400, param: "background"},
 		{name: "conversation", body: respBody(`"conversation":"conv_1"`), status: 400, param: "conversation"},
 		{name: "include logprobs", body: respBody(`"include":["message.output_text.logprobs"]`), status: 400, param: "include[0]"},

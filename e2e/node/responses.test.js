@@ -21,7 +21,11 @@ before(async () => {
   model = (await client.models.list()).data[0].id;
 });
 
-const params = (input) => ({ model, instructions: 'Be brief.', input, temperature: 0, max_output_tokens: 16 });
+// Long enough to pass the tiny bundle's 128-token prefill window: recomputing
+// the conversation then costs more than reusing it, so the engine's planner
+// always reuses the cached prefix (see e2e/responses_test.go).
+const instructions = 'Be brief.' + ' You are a helpful assistant.'.repeat(24);
+const params = (input) => ({ model, instructions, input, temperature: 0, max_output_tokens: 16 });
 
 test('responses.create: plain text and previous_response_id continuation', async () => {
   const resp = await client.responses.create(params('Say hello.'));
