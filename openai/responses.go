@@ -631,7 +631,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	if len(res.Choices) > 0 {
 		text = res.Choices[0].Text
 	}
-	if calls, ok := ParseToolCalls(text, g.Tools); ok {
+	if calls, ok := g.parseCalls(text); ok {
 		for _, c := range calls {
 			resp.Output = append(resp.Output, functionCallItem(c))
 		}
@@ -644,6 +644,17 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	}
 	setStatus(resp, finish, res.Usage)
 	return resp
+}
+
+// parseCalls parses text as calls of the offered tools; with
+// parallel_tool_calls false only the first call is kept, as OpenAI
+// guarantees at most one.
+func (g *ResponseGeneration) parseCalls(text string) ([]ToolCall, bool) {
+	calls, ok := ParseToolCalls(text, g.Tools)
+	if ok && !g.Response.ParallelToolCalls {
+		calls = calls[:1]
+	}
+	return calls, ok
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {

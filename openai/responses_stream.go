@@ -102,7 +102,7 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 	if s.detect {
 		s.detect = false
 		text := s.det.Buffered()
-		if calls, ok := ParseToolCalls(text, s.g.Tools); ok {
+		if calls, ok := s.g.parseCalls(text); ok {
 			for _, c := range calls {
 				out = s.functionCall(out, functionCallItem(c))
 			}

@@ -405,3 +405,31 @@ func TestResponsesStreamFailure(t *testing.T) {
 	}
 	r.assertHealthy(t)
 }
+
+func TestResponsesParallelToolCalls(t *testing.T) {
+	tok := loadTok(t)
+	two := `[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_weather", "parameters": {"city": "Rome"}}]`
+	r := newRig(t, rigOptions{script: tok.Encode(two, false, false)})
+	for _, tc := range []struct {
+		extra string
+		calls int
+	}{{"", 2}, {`,"parallel_tool_calls":false`, 1}} {
+		resp := decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(weatherResponseTool+tc.extra)))
+		if len(resp.Output) != tc.calls || resp.Output[0].Type != "function_call" || resp.Output[0].CallID == resp.Output[len(resp.Output)-1].CallID && tc.calls > 1 {
+			t.Errorf("%q: output %+v", tc.extra, resp.Output)
+		}
+		evs := readEvents(t, r.URL, respBody(weatherResponseTool+tc.extra+`,"stream":true`))
+		added := 0
+		for _, e := range evs {
+			if e.Name == "response.output_item.added" {
+				if e.Data["output_index"] != float64(added) {
+					t.Errorf("output_index %v for item %d", e.Data["output_index"], added)
+				}
+				added++
+			}
+		}
+		if added != tc.calls {
+			t.Errorf("%q: %d streamed items", tc.extra, added)
+		}
+	}
+}
