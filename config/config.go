@@ -19,12 +19,13 @@ import (
 
 // Config is the whole configuration, parsed once by cmd/server and passed down.
 type Config struct {
-	Server   Server   `yaml:"server"`
-	Model    Model    `yaml:"model"`
-	Engine   Engine   `yaml:"engine"`
-	Sampling Sampling `yaml:"sampling"`
-	Chat     Chat     `yaml:"chat"`
-	Log      Log      `yaml:"log"`
+	Server    Server    `yaml:"server"`
+	Model     Model     `yaml:"model"`
+	Engine    Engine    `yaml:"engine"`
+	Sampling  Sampling  `yaml:"sampling"`
+	Chat      Chat      `yaml:"chat"`
+	Responses Responses `yaml:"responses"`
+	Log       Log       `yaml:"log"`
 }
 
 // Server configures the HTTP listener and its middleware.
@@ -95,6 +96,14 @@ type Chat struct {
 	Date string `yaml:"date"`
 }
 
+// Responses configures the store of /v1/responses responses (store: true)
+// kept for previous_response_id, retrieval and deletion.
+type Responses struct {
+	MaxCount int      `yaml:"max_count"` // responses kept; the least recently used go first
+	MaxBytes ByteSize `yaml:"max_bytes"` // total size of the kept responses
+	Dir      string   `yaml:"dir"`       // "": memory only; else one file per response, kept across restarts
+}
+
 // Log configures the logger.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
@@ -118,9 +127,10 @@ func Default() Config {
 		},
 		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute},
 		// Llama-3.2-Instruct's generation_config.json.
-		Sampling: Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
-		Chat:     Chat{Date: "today"},
-		Log:      Log{Level: "info", Format: "json"},
+		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+		Chat:      Chat{Date: "today"},
+		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
+		Log:       Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -209,6 +219,8 @@ func (c *Config) Validate() error {
 		{p.RepetitionPenalty < 0, "sampling.repetition_penalty", "must be >= 0"},
 		{p.MaxTokens < 0, "sampling.max_tokens", "must be >= 0"},
 		{!validDate(c.Chat.Date), "chat.date", `must be "today" or a date like "26 Jul 2024"`},
+		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
+		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
 		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "must be debug, info, warn or error"},
 		{!oneOf(c.Log.Format, "json", "console"), "log.format", "must be json or console"},
 	}

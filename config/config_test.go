@@ -51,6 +51,9 @@ func TestParseGood(t *testing.T) {
 		}},
 		{"fixed date", "chat:\n  date: 26 Jul 2024\n", func(c *Config) { c.Chat.Date = "26 Jul 2024" }},
 		{"log", "log:\n  level: debug\n  format: console\n", func(c *Config) { c.Log = Log{Level: "debug", Format: "console"} }},
+		{"responses", "responses:\n  max_count: 10\n  max_bytes: 1MiB\n  dir: /var/lib/hexserve/responses\n", func(c *Config) {
+			c.Responses = Responses{MaxCount: 10, MaxBytes: 1 << 20, Dir: "/var/lib/hexserve/responses"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +93,9 @@ func TestParseBad(t *testing.T) {
 		{"sampling:\n  top_p: 1.5\n", "config: sampling.top_p:"},
 		{"chat:\n  date: tomorrow\n", "config: chat.date:"},
 		{"log:\n  level: loud\n", "config: log.level:"},
+		{"responses:\n  max_count: 0\n", "config: responses.max_count: must be >= 1"},
+		{"responses:\n  max_bytes: 0\n", "config: responses.max_bytes: must be > 0"},
+		{"responses:\n  maxcount: 3\n", "config: responses.maxcount: unknown key"},
 		{"log:\n  format: xml\n", "config: log.format:"},
 		{"server: [1, 2]\n", "config: server:"},
 		{"server:\n  listen: [\n", "config: yaml:"},

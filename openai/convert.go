@@ -98,15 +98,9 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
+	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, opt); err != nil {
 		return nil, err
 	}
-	tsegs := make([]tokenizer.Segment, len(segs))
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	g.Request.Prompt = p.Tokenizer.EncodeSegments(tsegs, false) // the template emits BOS
 	return g, nil
 }
 

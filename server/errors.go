@@ -140,8 +140,11 @@ func writeAPIError(w http.ResponseWriter, api *APIError) {
 
 // promptParam names the field holding the prompt of r's endpoint.
 func promptParam(r *http.Request) string {
-	if r.URL.Path == "/v1/completions" {
+	switch r.URL.Path {
+	case "/v1/completions":
 		return "prompt"
+	case "/v1/responses":
+		return "input"
 	}
 	return "messages"
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -129,7 +131,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				}
 				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 				if preflight {
-					h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+					h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 					h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, X-Request-Id, OpenAI-Organization, OpenAI-Project")
 					if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
 						h.Set("Access-Control-Allow-Headers", req) // what browser SDKs send varies (x-stainless-*)
@@ -159,12 +161,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		given := r.Header.Get("x-api-key")
-		if a := r.Header.Get("Authorization"); a != "" {
-			if scheme, tok, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
-				given = strings.TrimSpace(tok)
-			}
-		}
+		given := apiKey(r)
 		if given == "" {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
@@ -183,6 +180,29 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// apiKey is the key a request presents, as `Authorization: Bearer KEY` or
+// `x-api-key: KEY`; "" when it has none.
+func apiKey(r *http.Request) string {
+	given := r.Header.Get("x-api-key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		if scheme, tok, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			given = strings.TrimSpace(tok)
+		}
+	}
+	return given
+}
+
+// owner identifies who sent r for per-key state (inference.Request.Owner,
+// stored responses): a SHA-256 of the API key, never the key itself; ""
+// when the server has no keys.
+func (s *Server) owner(r *http.Request) string {
+	if len(s.opts.APIKeys) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(apiKey(r)))
+	return hex.EncodeToString(sum[:])
 }
 
 // limitBody refuses bodies larger than the limit: at once when

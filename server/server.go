@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,6 +49,9 @@ type Options struct {
 	MaxTokens int
 	// WebUI serves the chat page at / (config server.web_ui).
 	WebUI bool
+	// Responses keeps stored /v1/responses responses; nil: an in-memory
+	// store with the default limits.
+	Responses *responses.Store
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -72,6 +76,8 @@ type Server struct {
 	metrics *metrics
 	router  *chi.Mux
 	model   atomic.Pointer[Model]
+	// responses keeps stored /v1/responses responses.
+	responses *responses.Store
 }
 
 // New builds the router and its middleware.
@@ -85,7 +91,10 @@ func New(opts Options) *Server {
 	if opts.DateString == nil {
 		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry)}
+	if opts.Responses == nil {
+		opts.Responses = defaultResponseStore()
+	}
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry), responses: opts.Responses}
 	s.routes()
 	return s
 }
@@ -110,6 +119,10 @@ func (s *Server) routes() {
 	r.Get("/v1/models/{id}", s.handle(s.getModel))
 	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
 	r.Post("/v1/completions", s.handle(s.completions))
+	r.Post("/v1/responses", s.handle(s.createResponse))
+	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
+	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
+	r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
 	r.Post("/tokenize", s.handle(s.tokenize))
 	r.Post("/detokenize", s.handle(s.detokenize))
 	r.Post("/apply-template", s.handle(s.applyTemplate))
@@ -141,7 +154,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allow = append(allow, m)
 		}

@@ -22,8 +22,14 @@ func newSSE(w http.ResponseWriter) *sseWriter {
 }
 
 // Send writes v as one data frame; the first call sends the headers.
-func (s *sseWriter) Send(v any) error {
+func (s *sseWriter) Send(v any) error { return s.SendEvent("", v) }
+
+// SendEvent writes v as one data frame named event (no event line when "").
+func (s *sseWriter) SendEvent(event string, v any) error {
 	s.buf.Reset()
+	if event != "" {
+		s.buf.WriteString("event: " + event + "\n")
+	}
 	s.buf.WriteString("data: ")
 	enc := json.NewEncoder(&s.buf)
 	enc.SetEscapeHTML(false)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +114,11 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
+		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir})
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{
 		Logger:      log,
 		Registry:    reg,
@@ -125,6 +131,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
 		MaxTokens: cfg.Sampling.MaxTokens,
 		WebUI:     cfg.Server.WebUIOn(),
+		Responses: store,
 	})
 	hs := &http.Server{
 		Handler:           srv,

@@ -76,7 +76,7 @@ func TestForbiddenDeps(t *testing.T) {
 // binding: they stay testable anywhere and portable to other backends.
 // Test imports count too.
 func TestLayering(t *testing.T) {
-	pure := []string{"./openai/...", "./chat/...", "./tokenizer/...", "./inference/..."}
+	pure := []string{"./openai/...", "./chat/...", "./tokenizer/...", "./inference/...", "./responses/..."}
 	pkgs := goList(t, append([]string{"-deps=false", "-test"}, pure...)...)
 	if len(pkgs) == 0 {
 		t.Fatal("go list found no packages")
