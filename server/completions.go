@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"time"
 
@@ -80,6 +82,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	g.Request.Owner = requestOwner(r.Context())
 	events, err := m.Engine.Submit(ctx, g.Request)
 	if err != nil {
 		return err
@@ -93,7 +96,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 		return nil
 	}
 
-	st, sse := newStream(), newSSE(w)
+	st, sse := newStream(), newSSE(w, s.opts.StreamWriteTimeout)
 	var writeErr error
 	send := func(frames []any) {
 		for _, f := range frames {
@@ -122,7 +125,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	if writeErr == nil {
 		writeErr = sse.Done()
 	}
-	if writeErr != nil {
+	var netErr net.Error
+	switch {
+	case writeErr == nil:
+		sse.end()
+	case errors.As(writeErr, &netErr) && netErr.Timeout():
+		s.metrics.streamTimeouts.Inc()
+		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
+	default:
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
 	return nil

@@ -4,21 +4,30 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"time"
 )
 
 // sseWriter writes a Server-Sent Events stream of OpenAI frames: each
 // `data: {json}\n\n` frame is flushed at once, a failure after the stream
 // started is a `data: {"error": …}` frame, and the stream ends with
-// `data: [DONE]`.
+// `data: [DONE]`. Each frame must reach the connection within timeout, so a
+// client that stops reading cannot hold its request (and the model) forever.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
 }
 
-func newSSE(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+// defaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
+const defaultStreamWriteTimeout = 30 * time.Second
+
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	if timeout <= 0 {
+		timeout = defaultStreamWriteTimeout
+	}
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
 // Send writes v as one data frame; the first call sends the headers.
@@ -50,8 +59,14 @@ func (s *sseWriter) write(b []byte) error {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
+	// Without support (a test recorder) frames are written without a deadline.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.rc.Flush()
 }
+
+// end clears the write deadline after a complete stream, so it does not
+// cut a later response on the same keep-alive connection.
+func (s *sseWriter) end() { _ = s.rc.SetWriteDeadline(time.Time{}) }
