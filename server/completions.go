@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
@@ -125,11 +124,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	if writeErr == nil {
 		writeErr = sse.Done()
 	}
-	var netErr net.Error
 	switch {
 	case writeErr == nil:
 		sse.end()
-	case errors.As(writeErr, &netErr) && netErr.Timeout():
+	case errors.Is(writeErr, errStalled):
 		s.metrics.streamTimeouts.Inc()
 		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
 	default:

@@ -3,7 +3,10 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -60,12 +63,22 @@ func (s *sseWriter) write(b []byte) error {
 		s.started = true
 	}
 	// Without support (a test recorder) frames are written without a deadline.
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-	if _, err := s.w.Write(b); err != nil {
-		return err
+	start := time.Now()
+	_ = s.rc.SetWriteDeadline(start.Add(s.timeout))
+	_, err := s.w.Write(b)
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	return s.rc.Flush()
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.timeout) {
+		// HTTP/1 reports the deadline; HTTP/2 resets the stream instead.
+		return fmt.Errorf("%w: %w", errStalled, err)
+	}
+	return err
 }
+
+// errStalled is a frame that could not be written within the stream write
+// timeout: the client stopped reading.
+var errStalled = errors.New("the client stopped reading")
 
 // end clears the write deadline after a complete stream, so it does not
 // cut a later response on the same keep-alive connection.
