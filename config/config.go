@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -38,6 +40,10 @@ type Server struct {
 	BodyTimeout       time.Duration `yaml:"body_timeout"`        // time to read a request body
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // grace period for in-flight requests
+	// StreamWriteTimeout drops a stream whose client stops reading.
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
+	TLSCertFile        string        `yaml:"tls_cert_file"` // PEM certificate chain; with tls_key_file: HTTPS
+	TLSKeyFile         string        `yaml:"tls_key_file"`  // PEM private key
 	// WebUI serves the chat page at /; unset: on when listen is loopback or
 	// API keys are set (see WebUIOn).
 	WebUI *bool `yaml:"web_ui"`
@@ -114,12 +120,13 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Server: Server{
-			Listen:            "127.0.0.1:8080",
-			BodyLimit:         1 << 20,
-			ReadHeaderTimeout: 10 * time.Second,
-			BodyTimeout:       30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ShutdownTimeout:   30 * time.Second,
+			Listen:             "127.0.0.1:8080",
+			BodyLimit:          1 << 20,
+			ReadHeaderTimeout:  10 * time.Second,
+			BodyTimeout:        30 * time.Second,
+			IdleTimeout:        2 * time.Minute,
+			ShutdownTimeout:    30 * time.Second,
+			StreamWriteTimeout: 30 * time.Second,
 		},
 		Model: Model{
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
@@ -191,6 +198,9 @@ func (c *Config) MergeAPIKeys(env string) {
 
 // Validate checks every value; the error names the first bad key.
 func (c *Config) Validate() error {
+	if err := checkFinite(reflect.ValueOf(c).Elem(), ""); err != nil {
+		return err
+	}
 	s, m, e, p := &c.Server, &c.Model, &c.Engine, &c.Sampling
 	checks := []struct {
 		bad  bool
@@ -205,6 +215,9 @@ func (c *Config) Validate() error {
 		{s.BodyTimeout <= 0, "server.body_timeout", "must be > 0"},
 		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},
 		{s.ShutdownTimeout < 0, "server.shutdown_timeout", "must be >= 0"},
+		{s.StreamWriteTimeout <= 0, "server.stream_write_timeout", "must be > 0"},
+		{s.TLSCertFile != "" && s.TLSKeyFile == "", "server.tls_key_file", "must be set with server.tls_cert_file"},
+		{s.TLSKeyFile != "" && s.TLSCertFile == "", "server.tls_cert_file", "must be set with server.tls_key_file"},
 		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},
 		{hasEmpty(m.Aliases), "model.aliases", "must not contain empty ids"},
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
@@ -264,6 +277,44 @@ func validateOverrides(o *bundle.Hexserve) error {
 	for _, id := range o.EOSTokenIDs {
 		if id < 0 {
 			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
+		}
+	}
+	return nil
+}
+
+// checkFinite refuses NaN and ±Inf in any float of v (YAML spells them
+// .nan and .inf): every range check passes NaN, and a bad default would
+// then refuse every request as if the client had sent it. The error names
+// the key by its YAML path.
+func checkFinite(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("config: %s: must be a finite number, not %v", path, f)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return checkFinite(v.Elem(), path)
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			if err := checkFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			if path != "" {
+				name = path + "." + name
+			}
+			if err := checkFinite(v.Field(i), name); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

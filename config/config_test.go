@@ -49,6 +49,10 @@ func TestParseGood(t *testing.T) {
 			c.Sampling.TopK = 40
 			c.Sampling.MaxTokens = 256
 		}},
+		{"stream and tls", "server:\n  stream_write_timeout: 5s\n  tls_cert_file: c.pem\n  tls_key_file: k.pem\n", func(c *Config) {
+			c.Server.StreamWriteTimeout = 5 * time.Second
+			c.Server.TLSCertFile, c.Server.TLSKeyFile = "c.pem", "k.pem"
+		}},
 		{"fixed date", "chat:\n  date: 26 Jul 2024\n", func(c *Config) { c.Chat.Date = "26 Jul 2024" }},
 		{"log", "log:\n  level: debug\n  format: console\n", func(c *Config) { c.Log = Log{Level: "debug", Format: "console"} }},
 		{"responses", "responses:\n  max_count: 10\n  max_bytes: 1MiB\n  dir: /var/lib/hexserve/responses\n", func(c *Config) {
@@ -98,6 +102,15 @@ func TestParseBad(t *testing.T) {
 		{"responses:\n  maxcount: 3\n", "config: responses.maxcount: unknown key"},
 		{"log:\n  format: xml\n", "config: log.format:"},
 		{"server: [1, 2]\n", "config: server:"},
+		{"sampling:\n  temperature: .nan\n", "config: sampling.temperature: must be a finite number"},
+		{"sampling:\n  top_p: .NaN\n", "config: sampling.top_p: must be a finite number"},
+		{"sampling:\n  min_p: -.inf\n", "config: sampling.min_p: must be a finite number"},
+		{"sampling:\n  repetition_penalty: .inf\n", "config: sampling.repetition_penalty: must be a finite number"},
+		{"model:\n  overrides:\n    rms_eps: .nan\n", "config: model.overrides.rms_eps: must be a finite number"},
+		{"model:\n  overrides:\n    rope_scaling: {factor: .inf}\n", "config: model.overrides.rope_scaling.factor: must be a finite number"},
+		{"server:\n  stream_write_timeout: 0s\n", "config: server.stream_write_timeout: must be > 0"},
+		{"server:\n  tls_cert_file: c.pem\n", "config: server.tls_key_file: must be set with server.tls_cert_file"},
+		{"server:\n  tls_key_file: k.pem\n", "config: server.tls_cert_file: must be set with server.tls_key_file"},
 		{"server:\n  listen: [\n", "config: yaml:"},
 	}
 	for _, tt := range tests {

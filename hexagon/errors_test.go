@@ -155,14 +155,23 @@ func withGraphName(t *testing.T, dir, decode string) string {
 		t.Fatal(err)
 	}
 	m := b.Manifest
-	for k, c := range m.Artifacts.Contexts {
-		if !filepath.IsAbs(c.Bin) {
-			c.Bin = filepath.Join(dir, c.Bin)
+	out := filepath.Join(t.TempDir(), "v79")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(rel string) string {
+		name, err := linkInto(out, filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return name
+	}
+	for k, c := range m.Artifacts.Contexts {
+		c.Bin = link(c.Bin)
 		m.Artifacts.Contexts[k] = c
 	}
+	m.Artifacts.Embed, m.Artifacts.Tokenizer = link(m.Artifacts.Embed), link(m.Artifacts.Tokenizer)
 	m.Plan.Params.Decode = decode
-	out := filepath.Join(t.TempDir(), "v79")
 	if err := bundle.Write(out, m); err != nil {
 		t.Fatal(err)
 	}

@@ -305,6 +305,8 @@ func TestBadInput(t *testing.T) {
 		{name: "wrong API key x-api-key", rig: rAuth, method: "GET", path: "/v1/models", hdr: []string{"x-api-key", apiKey + "x"}, status: 401, typ: inv, code: "invalid_api_key"},
 		{name: "wrong method", method: "GET", path: chat, status: 405, typ: inv, code: "method_not_allowed"},
 		{name: "wrong method models", method: "DELETE", path: "/v1/models", status: 405, typ: inv, code: "method_not_allowed"},
+		{name: "huge method name", method: strings.Repeat("X", 30<<10), path: "/v1/models", status: 405, typ: inv, code: "method_not_allowed"},
+		{name: "huge method name without a key", rig: rAuth, method: strings.Repeat("Y", 30<<10), path: chat, status: 401, typ: inv, code: "invalid_api_key"},
 		{name: "unknown path", method: "GET", path: "/v1/embeddings", status: 404, typ: inv, code: "not_found"},
 		{name: "unknown path POST", path: "/v2/chat/completions", body: chatBody(""), status: 404, typ: inv, code: "not_found"},
 		{name: "unsupported response_format", path: chat, body: chatBody(`"response_format":{"type":"json_schema"}`), status: 400, typ: inv, param: "response_format.type", contains: []string{"not supported"}},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -80,6 +81,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	g.Request.Owner = requestOwner(r.Context())
 	events, err := m.Engine.Submit(ctx, g.Request)
 	if err != nil {
 		return err
@@ -93,7 +95,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 		return nil
 	}
 
-	st, sse := newStream(), newSSE(w)
+	st, sse := newStream(), newSSE(w, s.opts.StreamWriteTimeout)
 	var writeErr error
 	send := func(frames []any) {
 		for _, f := range frames {
@@ -122,8 +124,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	if writeErr == nil {
 		writeErr = sse.Done()
 	}
-	if writeErr != nil {
+	s.endStream(r, sse, writeErr)
+	return nil
+}
+
+// endStream finishes a stream after its last frame: it clears the write
+// deadline, or logs (and counts) why writing failed.
+func (s *Server) endStream(r *http.Request, sse *sseWriter, writeErr error) {
+	switch {
+	case writeErr == nil:
+		sse.end()
+	case errors.Is(writeErr, errStalled):
+		s.metrics.streamTimeouts.Inc()
+		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
+	default:
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
-	return nil
 }

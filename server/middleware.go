@@ -71,13 +71,14 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			if route == "" {
 				route = "unmatched"
 			}
-			s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-			s.metrics.duration.WithLabelValues(route, r.Method).Observe(d.Seconds())
+			method := metricMethod(r.Method)
+			s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+			s.metrics.duration.WithLabelValues(route, method).Observe(d.Seconds())
 			ev := zerolog.Ctx(r.Context()).Info()
 			if route == "/health" || route == "/metrics" {
 				ev = zerolog.Ctx(r.Context()).Debug() // probes would drown the log
 			}
-			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", status).
+			ev.Str("method", method).Str("path", r.URL.Path).Int("status", status).
 				Int("bytes", ww.BytesWritten()).Float64("duration_ms", float64(d.Microseconds())/1e3).Msg("request")
 		}()
 		next.ServeHTTP(ww, r)
@@ -106,8 +107,18 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// corsHeaders are the request headers a preflight allows: what the
+// official OpenAI SDKs send from a browser, never whatever the preflight
+// asks for (a cookie, "*").
+const corsHeaders = "Accept, Authorization, Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
+	"X-Api-Key, X-Request-Id, X-Stainless-Arch, X-Stainless-Async, X-Stainless-Custom-Poll-Interval, X-Stainless-Helper, " +
+	"X-Stainless-Helper-Method, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, X-Stainless-Poll-Helper, " +
+	"X-Stainless-Retry-Count, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Timeout"
+
 // cors implements the allow-list: allowed origins are echoed (or "*" when
-// configured), preflight requests are answered here with 204.
+// configured), preflight requests are answered here with 204. When CORS is
+// configured every response varies by Origin, so a cache never hands one
+// origin's answer to another.
 func (s *Server) cors(next http.Handler) http.Handler {
 	anyOrigin := false
 	allowed := make(map[string]bool)
@@ -120,10 +131,10 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		preflight := r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != ""
-		if origin != "" && len(allowed) > 0 {
+		if len(allowed) > 0 {
 			h := w.Header()
 			h.Add("Vary", "Origin")
-			if anyOrigin || allowed[origin] {
+			if origin != "" && (anyOrigin || allowed[origin]) {
 				if anyOrigin {
 					h.Set("Access-Control-Allow-Origin", "*")
 				} else {
@@ -131,11 +142,8 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				}
 				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 				if preflight {
-					h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-					h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, X-Request-Id, OpenAI-Organization, OpenAI-Project")
-					if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-						h.Set("Access-Control-Allow-Headers", req) // what browser SDKs send varies (x-stainless-*)
-					}
+					h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS")
+					h.Set("Access-Control-Allow-Headers", corsHeaders)
 					h.Set("Access-Control-Max-Age", "600")
 				}
 			}
@@ -178,7 +186,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				Message: "Incorrect API key provided."})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, keyOwner(given))))
 	})
 }
 
@@ -194,15 +202,32 @@ func apiKey(r *http.Request) string {
 	return given
 }
 
-// owner identifies who sent r for per-key state (inference.Request.Owner,
-// stored responses): a SHA-256 of the API key, never the key itself; ""
-// when the server has no keys.
-func (s *Server) owner(r *http.Request) string {
-	if len(s.opts.APIKeys) == 0 {
-		return ""
+type ownerKey struct{}
+
+// keyOwner is the inference.Request.Owner of an API key: a hash, so the key
+// itself never travels further than auth.
+func keyOwner(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
+}
+
+// requestOwner is the Owner of the request carrying ctx: the hash of its
+// API key, "" when no keys are configured.
+func requestOwner(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
+}
+
+// metricMethod maps a request method to a fixed set of label values: the
+// method is client-controlled, and each new label value is a new series
+// kept for the life of the process.
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
 	}
-	sum := sha256.Sum256([]byte(apiKey(r)))
-	return hex.EncodeToString(sum[:])
+	return "other"
 }
 
 // limitBody refuses bodies larger than the limit: at once when

@@ -29,7 +29,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err := checkModel(m, req.Model); err != nil {
 		return err
 	}
-	owner := s.owner(r)
+	owner := requestOwner(r.Context())
 	var prev *openai.StoredResponse
 	if id := req.PreviousResponseID; id != nil && *id != "" {
 		if prev, err = s.storedResponse(*id, owner); err != nil {
@@ -64,7 +64,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
-	st, sse := openai.NewResponseStream(g), newSSE(w)
+	st, sse := openai.NewResponseStream(g), newSSE(w, s.opts.StreamWriteTimeout)
 	var writeErr error
 	send := func(evs []*openai.ResponseEvent) {
 		for _, e := range evs {
@@ -95,9 +95,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if !failed && writeErr == nil {
 		s.storeResponse(r, g, owner)
 	}
-	if writeErr != nil {
-		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
-	}
+	s.endStream(r, sse, writeErr)
 	return nil
 }
 
@@ -138,7 +136,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("stream"); v == "true" {
 		return invalid("stream", "streaming a stored response is not supported")
 	}
-	sr, err := s.storedResponse(chi.URLParam(r, "id"), s.owner(r))
+	sr, err := s.storedResponse(chi.URLParam(r, "id"), requestOwner(r.Context()))
 	if err != nil {
 		return err
 	}
@@ -149,7 +147,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 // deleteResponse is DELETE /v1/responses/{id}.
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "id")
-	if !s.responses.Delete(id, s.owner(r)) {
+	if !s.responses.Delete(id, requestOwner(r.Context())) {
 		return errResponseNotFound(id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
@@ -185,7 +183,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 	if order != "asc" && order != "desc" {
 		return invalid("order", "order must be \"asc\" or \"desc\", got %q", order)
 	}
-	sr, err := s.storedResponse(chi.URLParam(r, "id"), s.owner(r))
+	sr, err := s.storedResponse(chi.URLParam(r, "id"), requestOwner(r.Context()))
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,10 @@ type Options struct {
 	// BodyTimeout bounds the time to read a request body, so a client that
 	// trickles one cannot hold a connection; <= 0 means 30 s.
 	BodyTimeout time.Duration
+	// StreamWriteTimeout drops a stream whose next frame cannot be written
+	// for this long (the client stopped reading) and cancels its
+	// generation; <= 0 means 30 s.
+	StreamWriteTimeout time.Duration
 	// DateString gives the chat template's date when a request has none.
 	// nil: today's local date.
 	DateString func() string
@@ -114,6 +118,7 @@ func (s *Server) routes() {
 	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/health", s.health)
+	r.Head("/health", s.health) // health checkers probe with HEAD; net/http drops the body
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	r.Get("/v1/models", s.handle(s.listModels))
 	r.Get("/v1/models/{id}", s.handle(s.getModel))
@@ -154,7 +159,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
 		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allow = append(allow, m)
 		}
