@@ -135,6 +135,13 @@ func TestApplyTemplate(t *testing.T) {
 		!strings.HasSuffix(resp.Prompt, "<|start_header_id|>assistant<|end_header_id|>\n\n") {
 		t.Fatalf("configured date / generation prompt: %d %q", rec.Code, resp.Prompt)
 	}
+	// "developer" renders exactly as "system".
+	var dev, sys struct{ Prompt string }
+	_ = json.Unmarshal(do(s, "POST", "/apply-template", `{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}`).Body.Bytes(), &dev)
+	_ = json.Unmarshal(do(s, "POST", "/apply-template", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`).Body.Bytes(), &sys)
+	if dev.Prompt == "" || dev.Prompt != sys.Prompt || !strings.Contains(dev.Prompt, "2027\n\nBe brief.<|eot_id|>") {
+		t.Fatalf("developer role: %q, system: %q", dev.Prompt, sys.Prompt)
+	}
 	tests := []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type"},
 		{`{"messages":[]}`, "messages"},
