@@ -42,6 +42,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -80,6 +81,23 @@ type Options struct {
 	// "26 Jul 2024". Use FormatDate(time.Now()) for today's date, as
 	// transformers does through strftime_now.
 	DateString string
+	// MaxBytes, when > 0, stops rendering with a *LengthError as soon as the
+	// text passes this many bytes (a prompt that cannot fit the context).
+	MaxBytes int
+	// Context, when set, stops rendering with its error once it is done (a
+	// client that went away).
+	Context context.Context
+}
+
+// MaxToolDepth bounds the nesting of a tool definition: deeper schemas are
+// refused (Python would render them, 4 more spaces of indent per level).
+const MaxToolDepth = 64
+
+// LengthError reports a rendering stopped at Options.MaxBytes.
+type LengthError struct{ MaxBytes int }
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("chat: the rendered prompt is longer than %d bytes", e.MaxBytes)
 }
 
 // DefaultDate is the template's date when none is supplied.
@@ -148,9 +166,12 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}
+	if opt.Context != nil && opt.Context.Err() != nil {
+		return nil, opt.Context.Err()
+	}
 	tools := make([]jsonValue, len(opt.Tools))
 	for i, raw := range opt.Tools {
-		v, err := parseJSON(string(raw))
+		v, err := parseJSONDepth(string(raw), MaxToolDepth)
 		if err != nil {
 			return nil, errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
 		}
@@ -161,7 +182,7 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 		date = DefaultDate
 	}
 
-	var r renderer
+	r := renderer{max: opt.MaxBytes, ctx: opt.Context}
 	r.special(BeginOfText)
 
 	// The system message, if first, goes into the system block.
@@ -189,10 +210,11 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
 			"Do not use variables.\n\n")
 		for _, t := range tools {
-			var b strings.Builder
-			writePyJSON(&b, t, 4, 0)
-			b.WriteString("\n\n")
-			r.text(b.String())
+			writePyJSON(&r, t, 4, 0)
+			r.text("\n\n")
+			if r.err != nil {
+				return nil, r.err
+			}
 		}
 		r.text(pyStrip(msgs[first].Content))
 		r.special(EndOfTurn)
@@ -235,6 +257,10 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	if opt.AddGenerationPrompt {
 		r.header("assistant")
 	}
+	r.flush()
+	if r.err != nil {
+		return nil, r.err
+	}
 	return r.segs, nil
 }
 
@@ -256,22 +282,64 @@ func validate(msgs []Message) error {
 	return nil
 }
 
-type renderer struct{ segs []Segment }
+// renderer collects segments: plain text goes into one buffer until the next
+// special token. Once it has failed (too long, cancelled) it ignores writes.
+type renderer struct {
+	segs  []Segment
+	buf   strings.Builder // plain text since the last special token
+	n     int             // bytes written
+	max   int             // Options.MaxBytes
+	ctx   context.Context // Options.Context
+	err   error
+	polls int
+}
 
 func (r *renderer) special(tok string) {
+	r.flush()
 	r.segs = append(r.segs, Segment{Text: tok, Special: true})
+	r.grow(len(tok))
+}
+
+func (r *renderer) flush() {
+	if r.buf.Len() > 0 {
+		r.segs = append(r.segs, Segment{Text: r.buf.String()})
+		r.buf.Reset()
+	}
 }
 
 func (r *renderer) text(s string) {
-	if s == "" {
-		return
+	if r.err == nil {
+		r.buf.WriteString(s)
+		r.grow(len(s))
 	}
-	if n := len(r.segs); n > 0 && !r.segs[n-1].Special {
-		r.segs[n-1].Text += s
-		return
-	}
-	r.segs = append(r.segs, Segment{Text: s})
 }
+
+// grow counts n more bytes and checks the limit and, now and then, the context.
+func (r *renderer) grow(n int) {
+	r.n += n
+	switch {
+	case r.err != nil:
+	case r.max > 0 && r.n > r.max:
+		r.err = &LengthError{MaxBytes: r.max}
+	case r.ctx != nil:
+		if r.polls++; r.polls%1024 == 0 {
+			r.err = r.ctx.Err()
+		}
+	}
+}
+
+// WriteString and WriteByte make the renderer a pyWriter.
+func (r *renderer) WriteString(s string) (int, error) { r.text(s); return len(s), nil }
+
+func (r *renderer) WriteByte(c byte) error {
+	if r.err == nil {
+		r.buf.WriteByte(c)
+		r.grow(1)
+	}
+	return nil
+}
+
+func (r *renderer) failed() bool { return r.err != nil }
 
 func (r *renderer) header(role string) {
 	r.special(StartHeader)

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -32,7 +33,16 @@ type Params struct {
 	// Date is the chat template's date when the request gives none; ""
 	// means the template default (chat.DefaultDate).
 	Date string
+	// MaxPromptBytes, when > 0, stops rendering a chat prompt longer than
+	// this (see PromptByteLimit).
+	MaxPromptBytes int
+	// Context, when set, stops rendering a chat prompt once it is done.
+	Context context.Context
 }
+
+// PromptByteLimit is the rendered length past which a prompt cannot fit a
+// context of ctxLen tokens, since no token is longer than maxPieceBytes.
+func PromptByteLimit(ctxLen, maxPieceBytes int) int { return ctxLen * maxPieceBytes }
 
 // Generation is a validated request: the engine request plus what building
 // the response needs.
@@ -86,7 +96,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date}
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 	if toolsOn && len(r.Tools) > 0 {
 		opt.Tools = r.Tools
 		g.Tools = names

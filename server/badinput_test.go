@@ -219,6 +219,13 @@ func TestBadInput(t *testing.T) {
 	rAuth := newRig(t, rigOptions{opts: server.Options{APIKeys: []string{apiKey}}})
 	longPrompt := strings.Repeat("hello ", 600)                        // ~600 tokens > 512 context
 	longPromptTokens := len(loadTok(t).Encode(longPrompt, true, true)) // with BOS
+	nested := func(n, depth int) string { // n tools whose parameters nest depth arrays
+		tools := make([]string, n)
+		for i := range tools {
+			tools[i] = fmt.Sprintf(`{"type":"function","function":{"name":"f%d","parameters":%s%s}}`, i, strings.Repeat("[", depth), strings.Repeat("]", depth))
+		}
+		return `"tools":[` + strings.Join(tools, ",") + `]`
+	}
 	stops17 := `"stop":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 17), ",") + `]`
 
 	type tc struct {
@@ -303,6 +310,11 @@ func TestBadInput(t *testing.T) {
 		{name: "invalid UTF-8 in stop array", path: compl, body: complBody("\"stop\":[\"a\",\"\xff\"]"), status: 400, typ: inv, param: "stop[1]"},
 		{name: "invalid UTF-8 in tokenize", path: "/tokenize", body: "{\"content\":\"\x80\"}", status: 400, typ: inv, param: "content"},
 		{name: "invalid UTF-8 in apply-template", path: "/apply-template", body: "{\"messages\":[{\"role\":\"user\",\"content\":\"\xc0\xaf\"}]}", status: 400, typ: inv, param: "messages[0].content"},
+		{name: "tool schema nested too deep", path: chat, body: chatBody(nested(2, 997)), status: 400, typ: inv, param: "tools[0]", contains: []string{"deeper than 64"}},
+		{name: "tools render past the context", path: chat, body: chatBody(nested(100, 60)), status: 400, typ: inv, code: "context_length_exceeded", param: "messages"},
+		{name: "apply-template tools nested too deep", path: "/apply-template", body: `{"messages":[{"role":"user","content":"Hi"}],` + nested(1, 65) + `}`, status: 400, typ: inv, param: "tools[0]"},
+		{name: "apply-template tools past the context", path: "/apply-template", body: `{"messages":[{"role":"user","content":"Hi"}],` + nested(100, 60) + `}`,
+			status: 400, typ: inv, code: "context_length_exceeded", param: "messages"},
 		{name: "null token detokenize", path: "/detokenize", body: `{"tokens":[1,null]}`, status: 400, typ: inv, param: "tokens[1]", contains: []string{"null"}},
 		{name: "null prompt element", path: compl, body: `{"model":"` + modelID + `","prompt":[null]}`, status: 400, typ: inv, param: "prompt[0]"},
 		{name: "null token in prompt", path: compl, body: `{"model":"` + modelID + `","prompt":[128000,null]}`, status: 400, typ: inv, param: "prompt[1]"},

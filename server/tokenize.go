@@ -108,7 +108,8 @@ type applyTemplateRequest struct {
 // rendered prompt text. The date is chat_template_kwargs.date_string, else
 // the configured one. Other template kwargs are ignored.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.loaded(); err != nil {
+	m, err := s.loaded()
+	if err != nil {
 		return err
 	}
 	var req applyTemplateRequest
@@ -119,7 +120,9 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opt := chat.Options{Tools: req.Tools, AddGenerationPrompt: true, DateString: s.opts.DateString()}
+	p := s.params(r, m)
+	opt := chat.Options{Tools: req.Tools, AddGenerationPrompt: true, DateString: p.Date,
+		MaxBytes: p.MaxPromptBytes, Context: p.Context}
 	if req.AddGenerationPrompt != nil {
 		opt.AddGenerationPrompt = *req.AddGenerationPrompt
 	}
