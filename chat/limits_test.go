@@ -31,7 +31,10 @@ func TestRenderLimits(t *testing.T) {
 		param string
 	}{
 		{"schema deeper than the bound", Options{Tools: []json.RawMessage{many[0], nestedTool("deep", 997)}},
-			func(err error) bool { var e *Error; return errors.As(err, &e) && strings.Contains(e.Message, "deeper than 64") }, "tools[1]"},
+			func(err error) bool {
+				var e *Error
+				return errors.As(err, &e) && strings.Contains(e.Message, "deeper than 64")
+			}, "tools[1]"},
 		{"byte limit", Options{Tools: many, MaxBytes: 64 << 10},
 			func(err error) bool { var e *LengthError; return errors.As(err, &e) && e.MaxBytes == 64<<10 }, ""},
 		{"cancelled while rendering a tool", Options{Tools: []json.RawMessage{wide}, Context: cancelled},

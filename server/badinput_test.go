@@ -219,7 +219,7 @@ func TestBadInput(t *testing.T) {
 	rAuth := newRig(t, rigOptions{opts: server.Options{APIKeys: []string{apiKey}}})
 	longPrompt := strings.Repeat("hello ", 600)                        // ~600 tokens > 512 context
 	longPromptTokens := len(loadTok(t).Encode(longPrompt, true, true)) // with BOS
-	nested := func(n, depth int) string { // n tools whose parameters nest depth arrays
+	nested := func(n, depth int) string {                              // n tools whose parameters nest depth arrays
 		tools := make([]string, n)
 		for i := range tools {
 			tools[i] = fmt.Sprintf(`{"type":"function","function":{"name":"f%d","parameters":%s%s}}`, i, strings.Repeat("[", depth), strings.Repeat("]", depth))
