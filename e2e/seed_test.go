@@ -76,4 +76,3 @@ func seeded(t *testing.T, s *hexserve, prompt string) string {
 	}
 	return r.Choices[0].Message.Content
 }
-
