@@ -5,9 +5,10 @@
 // from tokenizer_config.json: no maintained Go Jinja engine is guaranteed to
 // be byte-exact with transformers' globals (tojson, trim, raise_exception),
 // and native code is fast and easy to fuzz. It reproduces every branch of the
-// official Llama-3.2 template (tools_in_user_message=true, no custom_tools)
-// byte for byte, checked against goldens rendered by @huggingface/jinja and
-// cross-checked with Python Jinja2 as transformers sets it up:
+// official Llama-3.2 template byte for byte, checked against goldens rendered by @huggingface/jinja and
+// cross-checked with Python Jinja2 as transformers sets it up, including
+// tools_in_user_message=false (Options.ToolsInSystem; custom_tools is the
+// caller's choice of Options.Tools):
 //
 //   - BOS, then a system block that is always present: "Environment: ipython\n"
 //     when tools are given, "Cutting Knowledge Date: December 2023\n",
@@ -15,7 +16,8 @@
 //     is system.
 //   - With tools, the first remaining message (whatever its role) becomes the
 //     user turn that lists the tools, each as tojson(indent=4); no such
-//     message is an error, as in the template.
+//     message is an error, as in the template. With ToolsInSystem the tools
+//     are listed in the system block instead, before the system message.
 //   - Content is trimmed like Python's str.strip (Unicode whitespace including
 //     U+001C..U+001F and U+0085, but not U+FEFF or U+200B).
 //   - An assistant tool call renders as {"name": "<name>", "parameters":
@@ -81,6 +83,9 @@ type Options struct {
 	// "26 Jul 2024". Use FormatDate(time.Now()) for today's date, as
 	// transformers does through strftime_now.
 	DateString string
+	// ToolsInSystem renders the tools in the system block instead of the
+	// first user turn (the template's tools_in_user_message=false).
+	ToolsInSystem bool
 	// MaxBytes, when > 0, stops rendering with a *LengthError as soon as the
 	// text passes this many bytes (a prompt that cannot fit the context).
 	MaxBytes int
@@ -196,11 +201,19 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	}
 	r.text("Cutting Knowledge Date: December 2023\n")
 	r.text("Today Date: " + date + "\n\n")
+	if len(tools) > 0 && opt.ToolsInSystem {
+		r.text("You have access to the following functions. To call a function, please respond with JSON for a function call." +
+			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
+			"Do not use variables.\n\n")
+		if err := r.tools(tools); err != nil {
+			return nil, err
+		}
+	}
 	r.text(system)
 	r.special(EndOfTurn)
 
 	// Tools go into the first remaining message, rendered as a user turn.
-	if len(tools) > 0 {
+	if len(tools) > 0 && !opt.ToolsInSystem {
 		if first == len(msgs) {
 			return nil, errorf("messages", "Cannot put tools in the first user message when there's no first user message!")
 		}
@@ -209,12 +222,8 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 			"with its proper arguments that best answers the given prompt.\n\n" +
 			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
 			"Do not use variables.\n\n")
-		for _, t := range tools {
-			writePyJSON(&r, t, 4, 0)
-			r.text("\n\n")
-			if r.err != nil {
-				return nil, r.err
-			}
+		if err := r.tools(tools); err != nil {
+			return nil, err
 		}
 		r.text(pyStrip(msgs[first].Content))
 		r.special(EndOfTurn)
@@ -340,6 +349,18 @@ func (r *renderer) WriteByte(c byte) error {
 }
 
 func (r *renderer) failed() bool { return r.err != nil }
+
+// tools writes each tool as tojson(indent=4) followed by a blank line.
+func (r *renderer) tools(tools []jsonValue) error {
+	for _, t := range tools {
+		writePyJSON(r, t, 4, 0)
+		r.text("\n\n")
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return nil
+}
 
 func (r *renderer) header(role string) {
 	r.special(StartHeader)

@@ -154,3 +154,53 @@ func TestApplyTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTemplateKwargs: chat_template_kwargs custom_tools (replacing
+// tools; null: none) and tools_in_user_message reach the template.
+func TestApplyTemplateKwargs(t *testing.T) {
+	s, _ := newTest(t, Options{DateString: func() string { return "26 Jul 2024" }})
+	const msgs = `"messages":[{"role":"system","content":"S"},{"role":"user","content":"U"}]`
+	const tools = `"tools":[{"type":"function","function":{"name":"req_tool"}}]`
+	tests := []struct {
+		name, body  string
+		has, hasNot []string
+		status      int
+		param       string
+	}{
+		{"custom tools replace tools", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"custom_tools":[{"name":"custom_tool"}]}}`,
+			[]string{"custom_tool", "Environment: ipython", "Given the following functions"}, []string{"req_tool"}, 200, ""},
+		{"custom tools null: none", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"custom_tools":null}}`,
+			nil, []string{"req_tool", "Environment: ipython"}, 200, ""},
+		{"tools in the system block", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"tools_in_user_message":false}}`,
+			[]string{"Today Date: 26 Jul 2024\n\nYou have access to the following functions.", "\"req_tool\"\n    }\n}\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"},
+			[]string{"Given the following functions"}, 200, ""},
+		{"custom tools not an array", `{` + msgs + `,"chat_template_kwargs":{"custom_tools":{"name":"x"}}}`, nil, nil, 400, "chat_template_kwargs.custom_tools"},
+		{"custom tool not an object", `{` + msgs + `,"chat_template_kwargs":{"custom_tools":[{"name":"x"},"f"]}}`, nil, nil, 400, "chat_template_kwargs.custom_tools[1]"},
+		{"tools_in_user_message not a bool", `{` + msgs + `,"chat_template_kwargs":{"tools_in_user_message":"no"}}`, nil, nil, 400, "chat_template_kwargs.tools_in_user_message"},
+	}
+	for _, tt := range tests {
+		rec := do(s, "POST", "/apply-template", tt.body)
+		if rec.Code != tt.status {
+			t.Errorf("%s: %d %s", tt.name, rec.Code, rec.Body)
+			continue
+		}
+		if tt.status != 200 {
+			if e := apiErr(t, rec); str(e.Param) != tt.param {
+				t.Errorf("%s: param %s, want %s", tt.name, str(e.Param), tt.param)
+			}
+			continue
+		}
+		var resp struct{ Prompt string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+		for _, h := range tt.has {
+			if !strings.Contains(resp.Prompt, h) {
+				t.Errorf("%s: prompt lacks %q:\n%s", tt.name, h, resp.Prompt)
+			}
+		}
+		for _, h := range tt.hasNot {
+			if strings.Contains(resp.Prompt, h) {
+				t.Errorf("%s: prompt has %q:\n%s", tt.name, h, resp.Prompt)
+			}
+		}
+	}
+}
