@@ -265,6 +265,7 @@ func TestBadInput(t *testing.T) {
 		{name: "missing prompt", path: compl, body: `{"model":"` + modelID + `"}`, status: 400, typ: inv, param: "prompt"},
 		{name: "empty prompt array", path: compl, body: `{"model":"` + modelID + `","prompt":[]}`, status: 400, typ: inv, param: "prompt"},
 		{name: "missing model", path: chat, body: `{"messages":[{"role":"user","content":"Hi"}]}`, status: 400, typ: inv, param: "model"},
+		{name: "developer role is system", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":2}`, status: 200},
 		{name: "unknown role", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"wizard","content":"Hi"}]}`, status: 400, typ: inv, param: "messages[0].role"},
 		{name: "image content part", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}`,
 			status: 400, typ: inv, param: "messages[0].content[0].type", contains: []string{"not supported"}},
