@@ -19,7 +19,6 @@ func TestSeedColdWarm(t *testing.T) {
 	libs := hostsimLibs(t)
 	prompts := []string{
 		"Tell me a story about a lighthouse keeper.",
-		"Name three colours.",
 		"What is the capital of France? Answer in one word, then explain.",
 		"Tell me a story about a lighthouse.", // shares a prefix with the first
 	}
