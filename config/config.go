@@ -37,6 +37,19 @@ type Server struct {
 	BodyTimeout       time.Duration `yaml:"body_timeout"`        // time to read a request body
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // grace period for in-flight requests
+	// WebUI serves the chat page at /; unset: on when listen is loopback or
+	// API keys are set (see WebUIOn).
+	WebUI *bool `yaml:"web_ui"`
+}
+
+// WebUIOn reports whether the chat page is served: server.web_ui when set,
+// else on for a loopback listener or when API keys are set, off for a
+// listener beyond loopback without keys.
+func (s Server) WebUIOn() bool {
+	if s.WebUI != nil {
+		return *s.WebUI
+	}
+	return IsLoopback(s.Listen) || len(s.APIKeys) > 0
 }
 
 // Model says which bundle to load and how to run it.

@@ -150,6 +150,36 @@ func TestMergeAPIKeys(t *testing.T) {
 	}
 }
 
+func TestWebUIOn(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name   string
+		listen string
+		keys   []string
+		set    *bool
+		want   bool
+	}{
+		{"loopback", "127.0.0.1:8080", nil, nil, true},
+		{"beyond loopback without keys", "0.0.0.0:8080", nil, nil, false},
+		{"beyond loopback with keys", "0.0.0.0:8080", []string{"k"}, nil, true},
+		{"loopback, set off", "127.0.0.1:8080", nil, &off, false},
+		{"beyond loopback without keys, set on", ":8080", nil, &on, true},
+	}
+	for _, tt := range tests {
+		s := Server{Listen: tt.listen, APIKeys: tt.keys, WebUI: tt.set}
+		if got := s.WebUIOn(); got != tt.want {
+			t.Errorf("%s: WebUIOn() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	cfg, err := Parse([]byte("server:\n  web_ui: false\n"))
+	if err != nil || cfg.Server.WebUI == nil || *cfg.Server.WebUI {
+		t.Errorf("web_ui: false parsed as %v, %v", cfg.Server.WebUI, err)
+	}
+	if _, err := Parse([]byte("server:\n  web_ui: maybe\n")); err == nil || !strings.Contains(err.Error(), "server.web_ui") {
+		t.Errorf("web_ui: maybe: err = %v", err)
+	}
+}
+
 func TestHelpers(t *testing.T) {
 	for in, want := range map[string]string{
 		"Llama-3.2-1B-Instruct": "llama-3.2-1b-instruct",

@@ -147,14 +147,15 @@ func (s *Server) cors(next http.Handler) http.Handler {
 }
 
 // auth requires one of the API keys, as `Authorization: Bearer KEY` or
-// `x-api-key: KEY`, on every route except /health. No keys: no check.
+// `x-api-key: KEY`, on every route except /health and the chat page. No
+// keys: no check.
 func (s *Server) auth(next http.Handler) http.Handler {
 	keys := make([][]byte, 0, len(s.opts.APIKeys))
 	for _, k := range s.opts.APIKeys {
 		keys = append(keys, []byte(k))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) == 0 || r.URL.Path == "/health" {
+		if len(keys) == 0 || r.URL.Path == "/health" || s.isWebUIPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

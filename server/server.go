@@ -46,6 +46,8 @@ type Options struct {
 	// request leaves out (config `sampling`).
 	Sampling  inference.Sampling
 	MaxTokens int
+	// WebUI serves the chat page at / (config server.web_ui).
+	WebUI bool
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -111,6 +113,7 @@ func (s *Server) routes() {
 	r.Post("/tokenize", s.handle(s.tokenize))
 	r.Post("/detokenize", s.handle(s.detokenize))
 	r.Post("/apply-template", s.handle(s.applyTemplate))
+	s.webUIRoutes(r)
 	s.router = r
 }
 

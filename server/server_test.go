@@ -135,14 +135,14 @@ func TestHealth(t *testing.T) {
 func TestModels(t *testing.T) {
 	s, _ := newTest(t, Options{})
 	rec := do(s, "GET", "/v1/models", "")
-	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve"}]}`
+	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve","max_model_len":512}]}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("list: %d %s", rec.Code, rec.Body)
 	}
 	for _, id := range []string{"llama-3.2-1b-instruct", "gpt-4o-mini"} {
 		rec := do(s, "GET", "/v1/models/"+id, "")
 		var obj modelObject
-		if err := json.Unmarshal(rec.Body.Bytes(), &obj); rec.Code != 200 || err != nil || obj.ID != id || obj.Object != "model" {
+		if err := json.Unmarshal(rec.Body.Bytes(), &obj); rec.Code != 200 || err != nil || obj.ID != id || obj.Object != "model" || obj.MaxModelLen != 512 {
 			t.Errorf("get %s: %d %s", id, rec.Code, rec.Body)
 		}
 	}

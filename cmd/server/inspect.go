@@ -18,7 +18,8 @@ import (
 
 // runInspect implements `hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] PATH`:
 // it prints every graph of a bundle's (or one file's) context binaries with
-// its inputs and outputs, as the QNN system library reports them.
+// its inputs and outputs, as the QNN system library reports them; for an
+// ExecuTorch .pte it prints the container too (inspect_pte.go).
 func runInspect(args []string) int {
 	return inspect(args, os.Stdout, os.Stderr)
 }
@@ -31,7 +32,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
 	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN")
+		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -46,6 +47,9 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	case len(rest) > 1:
 		fmt.Fprintf(stderr, "hexserve inspect: unexpected argument %q (one PATH only)\n", rest[1])
 		return 2
+	}
+	if isPTE(rest[0]) {
+		return inspectPTE(rest[0], *asJSON, *backend, *system, stdout, stderr)
 	}
 	files, err := inspectFiles(rest[0], *arch)
 	if err != nil {

@@ -125,6 +125,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
 		MaxTokens: cfg.Sampling.MaxTokens,
+		WebUI:     cfg.Server.WebUIOn(),
 	})
 	hs := &http.Server{
 		Handler:           srv,

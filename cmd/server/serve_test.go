@@ -183,6 +183,9 @@ func TestServeLifecycle(t *testing.T) {
 	if code, body := get(t, base+"/v1/models"); code != 200 || !strings.Contains(body, `"id":"tiny-llama-test"`) {
 		t.Fatalf("models: %d %s", code, body)
 	}
+	if code, body := get(t, base+"/"); code != 200 || !strings.HasPrefix(body, "<!doctype html>") {
+		t.Fatalf("chat page on loopback (server.web_ui unset): %d %.80s", code, body)
+	}
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "hexserve_http_requests_total") {
 		t.Fatalf("metrics: %d", code)
 	}
