@@ -77,7 +77,8 @@ func TestPrefixReuse(t *testing.T) {
 }
 
 // TestPlannerUsesReuse: with decode cheaper than prefill per token (a costly
-// prefill), a reused prefix continues with decode steps.
+// prefill), a reused prefix of a prompt longer than the window continues
+// with decode steps.
 func TestPlannerUsesReuse(t *testing.T) {
 	cfg := hostsimConfig(t)
 	dir := tinyBundle(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
@@ -87,13 +88,13 @@ func TestPlannerUsesReuse(t *testing.T) {
 	}
 	defer r.Close()
 	r.fixedCosts = true
-	seq := loadGolden(t).get(t, "short").PromptIDs
+	seq := loadGolden(t).get(t, "cross128").PromptIDs[:20] // longer than the window
 	ctx := context.Background()
-	if _, _, err := r.Eval(ctx, seq[:3], 0); err != nil {
+	if _, _, err := r.Eval(ctx, seq[:18], 0); err != nil {
 		t.Fatal(err)
 	}
 	before := r.Stats()
-	if _, reused, err := r.Eval(ctx, seq, 3); err != nil || reused != 3 {
+	if _, reused, err := r.Eval(ctx, seq, 18); err != nil || reused != 18 {
 		t.Fatalf("reused %d, err %v", reused, err)
 	}
 	after := r.Stats()

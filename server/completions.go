@@ -24,7 +24,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err := checkModel(m, req.Model); err != nil {
 		return err
 	}
-	g, err := openai.FromChatCompletionRequest(&req, s.params(m))
+	g, err := openai.FromChatCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err := checkModel(m, req.Model); err != nil {
 		return err
 	}
-	g, err := openai.FromCompletionRequest(&req, s.params(m))
+	g, err := openai.FromCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
 	}
@@ -65,9 +65,12 @@ func checkModel(m *Model, id string) error {
 	return nil
 }
 
-func (s *Server) params(m *Model) openai.Params {
+// params are the conversion parameters for request r on model m; rendering
+// stops when r's client goes away or the prompt cannot fit m's context.
+func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString()}
+		Date: s.opts.DateString(), Context: r.Context(),
+		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
 // generate submits g and writes either the whole response (build) or an SSE

@@ -172,7 +172,8 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeJSON reads the request body into v. Malformed JSON, a wrong field
-// type and an oversized body become the matching OpenAI errors.
+// type, invalid UTF-8, a null where a value is required and an oversized body
+// become the matching OpenAI errors.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := s.readBody(w, r)
 	var tooLarge *http.MaxBytesError
@@ -190,6 +191,9 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	}
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON value")
+	}
+	if err == nil {
+		return checkDecoded(body, v)
 	}
 	var typeErr *json.UnmarshalTypeError
 	switch {

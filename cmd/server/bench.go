@@ -44,11 +44,12 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return exitCode(err)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	cfg := config.Default()

@@ -54,11 +54,12 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		fmt.Fprint(stderr, "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return nil, exitCode(err)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", rest[0])
 		return nil, 2
 	}
 	cfg := config.Default()
