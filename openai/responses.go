@@ -277,7 +277,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 		g.History = prev.Conversation()
 	}
 
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date}
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 	if toolsOn && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools = make([]string, len(tools))
@@ -559,10 +559,7 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 	for _, it := range items {
 		switch it.Type {
 		case "message":
-			role := it.Role
-			if role == "developer" {
-				role = "system"
-			}
+			role := ChatRole(it.Role)
 			texts := make([]string, 0, len(it.Content))
 			for _, p := range it.Content {
 				texts = append(texts, p.Text)

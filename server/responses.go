@@ -37,7 +37,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 				Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", *id)}
 		}
 	}
-	g, err := openai.FromResponseRequest(&req, prev, openai.ResponseParams{Params: s.params(m), ContextLen: m.ContextLen},
+	g, err := openai.FromResponseRequest(&req, prev, openai.ResponseParams{Params: s.params(r, m), ContextLen: m.ContextLen},
 		openai.NewResponseID("resp_"), time.Now().Unix())
 	if err != nil {
 		return err
