@@ -1,0 +1,125 @@
+package grammar
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+var (
+	llamaOnce  sync.Once
+	llamaTok   *tokenizer.Tokenizer
+	llamaVocab *Vocab
+	llamaErr   error
+)
+
+// llama returns the Llama-3.2 tokenizer and its grammar vocabulary.
+func llama(t testing.TB) (*tokenizer.Tokenizer, *Vocab) {
+	t.Helper()
+	llamaOnce.Do(func() {
+		llamaTok, llamaErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
+		if llamaErr != nil {
+			return
+		}
+		llamaVocab = VocabOf(llamaTok, llamaEOS(llamaTok))
+	})
+	if llamaErr != nil {
+		t.Fatal(llamaErr)
+	}
+	return llamaTok, llamaVocab
+}
+
+func llamaEOS(tok *tokenizer.Tokenizer) []int32 {
+	var eos []int32
+	for _, s := range []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"} {
+		if id, ok := tok.TokenID(s); ok {
+			eos = append(eos, id)
+		}
+	}
+	return eos
+}
+
+func mustCompile(t testing.TB, schema string, strict bool) *Grammar {
+	t.Helper()
+	g, err := Compile([]byte(schema), Options{Strict: strict})
+	if err != nil {
+		t.Fatalf("Compile(%s): %v", schema, err)
+	}
+	return g
+}
+
+func TestMatchString(t *testing.T) {
+	tests := []struct {
+		schema string
+		strict bool
+		ok     []string
+		bad    []string
+	}{
+		{`{"type":"integer","minimum":-5,"maximum":120}`, false,
+			[]string{"0", "-5", "120", "7", " 12 ", "-0"},
+			[]string{"121", "-6", "1.5", "1e2", "01", "", "-", "1200"}},
+		{`{"type":"number","exclusiveMinimum":0,"maximum":1.5}`, false,
+			[]string{"0.000001", "1.5", "1.499999", "0.5"},
+			[]string{"0", "0.0000001", "1.500001", "2", "-0.1", "1."}},
+		{`{"type":"string","minLength":2,"maxLength":3}`, false,
+			[]string{`"ab"`, `"abc"`, `"é€"`, `"\n\u00e9x"`, `"𝄞a"`},
+			[]string{`"a"`, `"abcd"`, `"\ud800x"`, "\"a\x01\"", `"ab`, `"\x"`}},
+		{`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false}`, false,
+			[]string{`{"b":"x"}`, `{"a":1,"b":""}`, `{"b":"x","a":2}`, `{ "b" : "x" }`},
+			[]string{`{}`, `{"a":1}`, `{"b":"x","c":1}`, `{"b":"x","b":"y"}`, `{"b":1}`}},
+		{`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false}`, true,
+			[]string{`{"b":"x"}`, `{"a":1,"b":""}`},
+			[]string{`{"b":"x","a":2}`}},
+		{`{"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2}`, false,
+			[]string{`[true]`, `[true,false]`, `[ false , true ]`},
+			[]string{`[]`, `[true,true,true]`, `[1]`, `[true,]`}},
+		{`{"enum":["red","green",1,null,{"a":[1]}]}`, false,
+			[]string{`"red"`, `"green"`, `1`, `null`, `{"a":[1]}`},
+			[]string{`"blue"`, `2`, `"re"`, `10`}},
+		{`{"$defs":{"node":{"type":"object","properties":{"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"required":["next"],"additionalProperties":false}},"$ref":"#/$defs/node"}`, false,
+			[]string{`{"next":null}`, `{"next":{"next":{"next":null}}}`},
+			[]string{`{}`, `{"next":{}}`}},
+		{`{"oneOf":[{"type":"string"},{"type":"integer"}]}`, false,
+			[]string{`"x"`, `3`}, []string{`true`}},
+		{`{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`, false,
+			[]string{`{"a":1}`, `{"a":1,"z":[]}`}, []string{`{}`, `{"a":"x"}`}},
+		{`true`, false, []string{`{"x":[1,"a",null,true,{}]}`, `-0.5`}, []string{`{`, `tru`, `[1,]`}},
+		{`{"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false}`, false,
+			[]string{`[]`, `[1]`, `[1,"a"]`, `"any"`}, []string{`[1,"a",2]`, `["a"]`}},
+	}
+	for _, tc := range tests {
+		g := mustCompile(t, tc.schema, tc.strict)
+		for _, s := range tc.ok {
+			if !g.MatchString(s) {
+				t.Errorf("%s (strict %v): %q rejected", tc.schema, tc.strict, s)
+			}
+		}
+		for _, s := range tc.bad {
+			if g.MatchString(s) {
+				t.Errorf("%s (strict %v): %q accepted", tc.schema, tc.strict, s)
+			}
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct{ schema, path string }{
+		{`{"properties":{"x":{"not":{}}}}`, "properties.x.not"},
+		{`{"$ref":"https://example.com/s.json"}`, "$ref"},
+		{`{"items":{"$ref":"other.json#/a"}}`, "items.$ref"},
+		{`{"type":"object","patternProperties":{"a":{}}}`, "patternProperties"},
+		{`{"oneOf":[{"type":"integer"},{"type":"number"}]}`, "oneOf"},
+		{`{"uniqueItems":true}`, "uniqueItems"},
+		{`{"$ref":"#/$defs/missing"}`, "$ref"},
+		{`{"type":"wat"}`, "type"},
+		{`{"anyOf":[{"type":"string","format":"regex"}]}`, "anyOf.0.format"},
+	}
+	for _, tc := range tests {
+		_, err := Compile([]byte(tc.schema), Options{})
+		e, ok := err.(*Error)
+		if !ok || e.Path != tc.path {
+			t.Errorf("Compile(%s) = %v, want an error at %q", tc.schema, err, tc.path)
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"unicode/utf8"
+)
+
+// Vocab indexes a tokenizer's vocabulary for matching: a byte trie of the
+// tokens, and for the inside of a string the tokens that are plain text
+// (no '"', '\\', control byte or partial UTF-8), bucketed by length in code
+// points, so that mask is a precomputed bitset. Build one per model; it is
+// immutable and safe to share.
+type Vocab struct {
+	size  int
+	eos   []int32
+	toks  [][]byte // nil: never allowed (control tokens, empty pieces)
+	trie  []tnode
+	edges []tedge
+
+	plainUpTo [][]uint64 // [c]: plain tokens of at most c code points
+	special   []int32    // tokens with a byte that is not plain string text
+	spOff     []int32    // per special token: offset of its first such byte
+	spCps     []int32    // and code points before it
+}
+
+type tnode struct {
+	first, n int32 // edges[first:first+n], sorted by byte
+	ids      []int32
+}
+
+type tedge struct {
+	b     byte
+	child int32
+}
+
+// NewVocab indexes pieces (the bytes of each token id; nil for control
+// tokens, which are never allowed) with the ids that end a turn, which are
+// allowed only where the value is complete.
+func NewVocab(pieces [][]byte, eos []int32) *Vocab {
+	v := &Vocab{size: len(pieces), eos: slices.Clone(eos), toks: pieces}
+	v.buildTrie()
+	w := (len(pieces) + 63) / 64
+	var cps []int32
+	maxC := 0
+	for id, p := range pieces {
+		if len(p) == 0 || slices.Contains(eos, int32(id)) {
+			continue
+		}
+		off, c := plainPrefix(p)
+		if off < len(p) {
+			v.special = append(v.special, int32(id))
+			v.spOff = append(v.spOff, int32(off))
+			v.spCps = append(v.spCps, int32(c))
+			continue
+		}
+		for len(cps) <= c {
+			cps = append(cps, 0)
+		}
+		maxC = max(maxC, c)
+	}
+	v.plainUpTo = make([][]uint64, maxC+1)
+	for c := range v.plainUpTo {
+		v.plainUpTo[c] = make([]uint64, w)
+	}
+	for id, p := range pieces {
+		if len(p) == 0 || slices.Contains(eos, int32(id)) {
+			continue
+		}
+		if off, c := plainPrefix(p); off == len(p) {
+			for cc := c; cc <= maxC; cc++ {
+				v.plainUpTo[cc][id>>6] |= 1 << (id & 63)
+			}
+		}
+	}
+	return v
+}
+
+// plainPrefix returns the length of p's longest prefix of whole plain
+// string characters and their number.
+func plainPrefix(p []byte) (int, int) {
+	i, c := 0, 0
+	for i < len(p) {
+		b := p[i]
+		if b == '"' || b == '\\' || b < 0x20 {
+			break
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+		c++
+	}
+	return i, c
+}
+
+func (v *Vocab) buildTrie() {
+	type tmp struct {
+		kids map[byte]int32
+		ids  []int32
+	}
+	nodes := []tmp{{kids: map[byte]int32{}}}
+	for id, p := range v.toks {
+		if len(p) == 0 || slices.Contains(v.eos, int32(id)) {
+			continue
+		}
+		cur := int32(0)
+		for _, b := range p {
+			nx, ok := nodes[cur].kids[b]
+			if !ok {
+				nx = int32(len(nodes))
+				nodes = append(nodes, tmp{kids: map[byte]int32{}})
+				nodes[cur].kids[b] = nx
+			}
+			cur = nx
+		}
+		nodes[cur].ids = append(nodes[cur].ids, int32(id))
+	}
+	v.trie = make([]tnode, len(nodes))
+	for i, n := range nodes {
+		keys := make([]byte, 0, len(n.kids))
+		for b := range n.kids {
+			keys = append(keys, b)
+		}
+		slices.Sort(keys)
+		v.trie[i] = tnode{first: int32(len(v.edges)), n: int32(len(keys)), ids: n.ids}
+		for _, b := range keys {
+			v.edges = append(v.edges, tedge{b, n.kids[b]})
+		}
+	}
+}
+
+// Size is the number of token ids.
+func (v *Vocab) Size() int { return v.size }
+
+// Matcher follows one generation: which tokens may come next, and the
+// state after each accepted token. It is not safe for concurrent use.
+type Matcher struct {
+	v   *Vocab
+	ts  []*stk
+	buf [][]*stk // per trie depth, reused by Mask
+}
+
+// NewMatcher starts matching g against v's tokens.
+func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
+	return &Matcher{v: v, ts: g.newThreads()}
+}
+
+// ErrRejected is returned by Accept for a token the grammar does not allow.
+var ErrRejected = errors.New("grammar: token not allowed here")
+
+func (m *Matcher) isEOS(id int32) bool { return slices.Contains(m.v.eos, id) }
+
+// Complete reports whether the output so far is a complete value (EOS may
+// come).
+func (m *Matcher) Complete() bool {
+	for _, t := range m.ts {
+		if complete(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Matcher) run(ts []*stk, p []byte) []*stk {
+	for _, b := range p {
+		if len(ts) == 0 {
+			return nil
+		}
+		ts = step(ts, b, nil)
+	}
+	return ts
+}
+
+// Allowed reports whether token id may come next.
+func (m *Matcher) Allowed(id int32) bool {
+	if id < 0 || int(id) >= m.v.size {
+		return false
+	}
+	if m.isEOS(id) {
+		return m.Complete()
+	}
+	p := m.v.toks[id]
+	return len(p) > 0 && len(m.run(m.ts, p)) > 0
+}
+
+// Accept advances the state by token id.
+func (m *Matcher) Accept(id int32) error {
+	if id < 0 || int(id) >= m.v.size {
+		return fmt.Errorf("grammar: token %d is outside the vocabulary", id)
+	}
+	if m.isEOS(id) {
+		if !m.Complete() {
+			return ErrRejected
+		}
+		m.ts = nil // nothing may follow
+		return nil
+	}
+	p := m.v.toks[id]
+	ts := m.run(m.ts, p)
+	if len(p) == 0 || len(ts) == 0 {
+		return ErrRejected
+	}
+	m.ts = ts
+	return nil
+}
+
+// Mask sets in allowed (a bitset over the vocabulary, len ≥ (Size+63)/64)
+// exactly the tokens that may come next.
+func (m *Matcher) Mask(allowed []uint64) {
+	clear(allowed)
+	if len(m.ts) == 0 {
+		return
+	}
+	if !m.plainString(allowed) {
+		if len(m.buf) == 0 {
+			m.buf = make([][]*stk, 1)
+		}
+		m.walk(0, m.ts, 0, allowed)
+	}
+	if m.Complete() {
+		for _, id := range m.v.eos {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+}
+
+// walk sets the tokens under trie node ni, reached with threads ts.
+func (m *Matcher) walk(ni int32, ts []*stk, depth int, allowed []uint64) {
+	n := &m.v.trie[ni]
+	for len(m.buf) <= depth+1 {
+		m.buf = append(m.buf, nil)
+	}
+	for _, e := range m.v.edges[n.first : n.first+n.n] {
+		next := step(ts, e.b, m.buf[depth+1][:0])
+		m.buf[depth+1] = next
+		if len(next) == 0 {
+			continue
+		}
+		c := &m.v.trie[e.child]
+		for _, id := range c.ids {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+		if c.n > 0 {
+			m.walk(e.child, next, depth+1, allowed)
+		}
+	}
+}
+
+// plainString fills the mask from the precomputed bitsets when the only
+// thread is inside a string between characters, running the grammar only
+// for the special tokens. It reports false when it does not apply.
+func (m *Matcher) plainString(allowed []uint64) bool {
+	if len(m.ts) != 1 {
+		return false
+	}
+	t := m.ts[0]
+	f := t.f
+	if f.k != fStr || f.st != sChars || f.need != 0 {
+		return false
+	}
+	room := len(m.v.plainUpTo) - 1
+	if f.n.maxLen >= 0 {
+		room = min(room, f.n.maxLen-int(f.cnt))
+	}
+	if room >= 0 {
+		copy(allowed, m.v.plainUpTo[room])
+	}
+	var one [1]*stk
+	for i, id := range m.v.special {
+		c := m.v.spCps[i]
+		if f.n.maxLen >= 0 && int(f.cnt)+int(c) > f.n.maxLen {
+			continue
+		}
+		g := f
+		g.cnt += c
+		one[0] = &stk{f: g, up: t.up}
+		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return true
+}
+
+// popcount returns the number of set bits (for tests and benchmarks).
+func popcount(s []uint64) int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Pieces is what VocabOf needs from a tokenizer.
+type Pieces interface {
+	VocabSize() int
+	Piece(id int32) []byte
+	IsSpecial(id int32) bool
+}
+
+// VocabOf indexes a tokenizer's vocabulary: control tokens are never
+// allowed, the eos ids only where the value is complete.
+func VocabOf(tok Pieces, eos []int32) *Vocab {
+	pieces := make([][]byte, tok.VocabSize())
+	for id := range pieces {
+		if !tok.IsSpecial(int32(id)) {
+			pieces[id] = tok.Piece(int32(id))
+		}
+	}
+	return NewVocab(pieces, eos)
+}
