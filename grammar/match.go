@@ -36,11 +36,11 @@ const (
 
 // Number sub-states.
 const (
-	nSign  uint8 = iota // after '-'
-	nInt                // integer digits
-	nZero               // a leading 0
-	nDot                // after '.'
-	nFrac               // fraction digits
+	nSign uint8 = iota // after '-'
+	nInt               // integer digits
+	nZero              // a leading 0
+	nDot               // after '.'
+	nFrac              // fraction digits
 )
 
 type frame struct {

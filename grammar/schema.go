@@ -348,6 +348,10 @@ func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string
 		return nil, &Error{Path: path, Message: "allOf must be a non-empty array"}
 	}
 	out := without(s, "allOf")
+	src := map[string][]int{} // keyword: the parts (-1: s itself) that set it
+	for k := range out {
+		src[k] = []int{-1}
+	}
 	for i, part := range list {
 		p := join(path, strconv.Itoa(i))
 		for depth := 0; ; depth++ {
@@ -376,6 +380,7 @@ func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string
 				if annotations[k] {
 					continue
 				}
+				src[k] = append(src[k], i)
 				old, ok := out[k]
 				if !ok {
 					out[k] = v
@@ -389,6 +394,14 @@ func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string
 			}
 		default:
 			return nil, &Error{Path: p, Message: "a schema must be an object or a boolean"}
+		}
+	}
+	// items and additionalProperties see only their own part's prefixItems
+	// and properties, so those must come from the same single part.
+	for _, kk := range [][2]string{{"items", "prefixItems"}, {"additionalProperties", "properties"}} {
+		a, b := src[kk[0]], src[kk[1]]
+		if len(a) > 0 && (len(a) > 1 || len(b) > 1 || len(b) == 1 && b[0] != a[0]) {
+			return nil, &Error{Path: path, Message: fmt.Sprintf("allOf parts that combine %s with another part's %s are not supported", kk[0], kk[1])}
 		}
 	}
 	return out, nil
@@ -687,7 +700,7 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 		var b bytes.Buffer
 		e := json.NewEncoder(&b)
 		e.SetEscapeHTML(false)
-		if err := e.Encode(v); err != nil {
+		if err := e.Encode(canonical(v)); err != nil {
 			return &Error{Path: join(path, key), Message: err.Error()}
 		}
 		lit := string(bytes.TrimSpace(b.Bytes()))
@@ -699,6 +712,37 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 		n.alts = []*node{} // nothing is valid
 	}
 	return nil
+}
+
+// canonical rewrites the numbers in v in their shortest plain decimal form
+// (1.0 as 1, 1e2 as 100), the form the grammar matches enum values in.
+func canonical(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		r, ok := new(big.Rat).SetString(string(v))
+		if !ok {
+			return v
+		}
+		if r.IsInt() {
+			return json.Number(r.Num().String())
+		}
+		s := r.FloatString(FracDigits + 1)
+		s = strings.TrimRight(s, "0")
+		return json.Number(s)
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = canonical(x)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = canonical(x)
+		}
+		return out
+	}
+	return v
 }
 
 // order returns the keys of m in document order (sorted for objects that

@@ -43,39 +43,61 @@ func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 	v := &Vocab{size: len(pieces), eos: slices.Clone(eos), toks: pieces}
 	v.buildTrie()
 	w := (len(pieces) + 63) / 64
-	var cps []int32
+	// Inside a string between characters, a token is decided by its
+	// prefix of whole plain characters (off bytes, c code points) and what
+	// follows: nothing or a valid partial character (allowed iff the code
+	// points fit), a control byte or invalid UTF-8 (never allowed), or '"'
+	// or '\' (the grammar decides).
+	level := make([]int, len(pieces)) // code points needed; -1: not plain
 	maxC := 0
 	for id, p := range pieces {
+		level[id] = -1
 		if len(p) == 0 || slices.Contains(eos, int32(id)) {
 			continue
 		}
 		off, c := plainPrefix(p)
-		if off < len(p) {
+		switch rest := p[off:]; {
+		case len(rest) == 0:
+		case partialRune(rest):
+			c++
+		case rest[0] == '"' || rest[0] == '\\':
 			v.special = append(v.special, int32(id))
 			v.spOff = append(v.spOff, int32(off))
 			v.spCps = append(v.spCps, int32(c))
 			continue
+		default:
+			continue
 		}
-		for len(cps) <= c {
-			cps = append(cps, 0)
-		}
+		level[id] = c
 		maxC = max(maxC, c)
 	}
 	v.plainUpTo = make([][]uint64, maxC+1)
 	for c := range v.plainUpTo {
 		v.plainUpTo[c] = make([]uint64, w)
 	}
-	for id, p := range pieces {
-		if len(p) == 0 || slices.Contains(eos, int32(id)) {
-			continue
-		}
-		if off, c := plainPrefix(p); off == len(p) {
-			for cc := c; cc <= maxC; cc++ {
-				v.plainUpTo[cc][id>>6] |= 1 << (id & 63)
-			}
+	for id, c := range level {
+		for ; c >= 0 && c <= maxC; c++ {
+			v.plainUpTo[c][id>>6] |= 1 << (id & 63)
 		}
 	}
 	return v
+}
+
+// partialRune reports whether p is the start of a valid UTF-8 character
+// (lead byte and fewer continuation bytes than it needs).
+func partialRune(p []byte) bool {
+	if utf8.FullRune(p) {
+		return false
+	}
+	var t stk
+	t.f = frame{k: fStr, n: anyNode}
+	ts := []*stk{{f: t.f, up: &stk{f: frame{k: fDoc, st: sIn}}}}
+	for _, b := range p {
+		if ts = step(ts, b, nil); len(ts) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // plainPrefix returns the length of p's longest prefix of whole plain
@@ -152,7 +174,9 @@ func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
 // ErrRejected is returned by Accept for a token the grammar does not allow.
 var ErrRejected = errors.New("grammar: token not allowed here")
 
-func (m *Matcher) isEOS(id int32) bool { return slices.Contains(m.v.eos, id) }
+func (v *Vocab) isEOS(id int32) bool { return slices.Contains(v.eos, id) }
+
+func (m *Matcher) isEOS(id int32) bool { return m.v.isEOS(id) }
 
 // Complete reports whether the output so far is a complete value (EOS may
 // come).
@@ -312,3 +336,5 @@ func VocabOf(tok Pieces, eos []int32) *Vocab {
 	}
 	return NewVocab(pieces, eos)
 }
+
+func trailing(w uint64) int { return bits.TrailingZeros64(w) }
