@@ -128,7 +128,7 @@ func TestSuite(t *testing.T) {
 
 // walkSchemas are the property test's schemas (also the benchmark's).
 var walkSchemas = map[string]string{
-	"person": `{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":20},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":3}},"required":["name","age"],"additionalProperties":false}`,
+	"person":  `{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":20},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":3}},"required":["name","age"],"additionalProperties":false}`,
 	"numbers": `{"type":"array","minItems":1,"maxItems":4,"items":{"type":"number","minimum":-2.5,"exclusiveMaximum":1000}}`,
 	"enum":    `{"type":"object","properties":{"color":{"enum":["red","green","blue"]},"ok":{"type":"boolean"},"n":{"type":["integer","null"],"minimum":10,"maximum":99}},"required":["color","ok","n"],"additionalProperties":false}`,
 	"tree":    `{"$defs":{"t":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"kids":{"type":"array","maxItems":2,"items":{"$ref":"#/$defs/t"}}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/t"}`,

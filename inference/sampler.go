@@ -66,12 +66,11 @@ type sampler struct {
 	next    []int32 // bucket lists: the next id+1 (0: end)
 	gids    []int32
 	l       Logits
-	mask    []uint64 // a Constraint's allowed tokens
-	thr     float32  // m − T·sampleCutoff
-	scale   float32  // buckets per logit unit
-	bTop    int      // buckets above bTop are kept whole; the kept rest is in pbuf
-	zk      float64  // kept mass
-	inRange int      // candidates of the step (within the cutoff)
+	thr     float32 // m − T·sampleCutoff
+	scale   float32 // buckets per logit unit
+	bTop    int     // buckets above bTop are kept whole; the kept rest is in pbuf
+	zk      float64 // kept mass
+	inRange int     // candidates of the step (within the cutoff)
 
 	// The histogram path over F16 codes (see histCodes).
 	code   bool
@@ -88,6 +87,8 @@ type sampler struct {
 	bKey   int  // top_p's crossing group (-1: none)
 	bKept  int  // its kept ids (the lowest), unless bList
 	bList  bool // its kept tokens are in pbuf
+
+	mask []uint64 // a Constraint's allowed tokens
 }
 
 // wcand is a candidate and its weight.
