@@ -123,3 +123,41 @@ func TestCompileErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestTools(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city"],"additionalProperties":false}`), Strict: true},
+		{Name: "now"},
+	}
+	tests := []struct {
+		parallel bool
+		ok, bad  []string
+	}{
+		{false,
+			[]string{`{"name":"get_weather","parameters":{"city":"Paris"}}`, `{"name": "now", "parameters": {}}`, `{"name":"get_weather","parameters":{"city":"x","days":7}}`},
+			[]string{`{"parameters":{},"name":"now"}`, `{"name":"now","parameters":{"a":1}}`, `{"name":"get_weather","parameters":{}}`, `{"name":"other","parameters":{}}`, `[{"name":"now","parameters":{}}]`, `{"name":"get_weather","parameters":{"days":1,"city":"x"}}`}},
+		{true,
+			[]string{`{"name":"now","parameters":{}}`, `[{"name":"now","parameters":{}},{"name":"get_weather","parameters":{"city":""}}]`},
+			[]string{`[]`}},
+	}
+	for _, tc := range tests {
+		g, err := Tools(tools, tc.parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tc.ok {
+			if !g.MatchString(s) {
+				t.Errorf("parallel %v: %s rejected", tc.parallel, s)
+			}
+		}
+		for _, s := range tc.bad {
+			if g.MatchString(s) {
+				t.Errorf("parallel %v: %s accepted", tc.parallel, s)
+			}
+		}
+	}
+	_, err := Tools([]Tool{tools[1], {Name: "bad", Parameters: []byte(`{"properties":{"x":{"not":{}}}}`)}}, false)
+	if e, ok := err.(*ToolError); !ok || e.Index != 1 || e.Err.Path != "properties.x.not" {
+		t.Errorf("got %v, want tool 1 at properties.x.not", err)
+	}
+}
