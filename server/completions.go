@@ -66,7 +66,7 @@ func checkModel(m *Model, id string) error {
 
 func (s *Server) params(m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString()}
+		Date: s.opts.DateString(), Constrainer: openai.NewConstrainer(m.grammar)}
 }
 
 // generate submits g and writes either the whole response (build) or an SSE
