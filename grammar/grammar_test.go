@@ -114,6 +114,8 @@ func TestCompileErrors(t *testing.T) {
 		{`{"$ref":"#/$defs/missing"}`, "$ref"},
 		{`{"type":"wat"}`, "type"},
 		{`{"anyOf":[{"type":"string","format":"regex"}]}`, "anyOf.0.format"},
+		{`{"anyOf":[{"$ref":"#"},{"type":"string"}]}`, "$ref"},
+		{`{"$ref":"#"}`, "$ref"},
 	}
 	for _, tc := range tests {
 		_, err := Compile([]byte(tc.schema), Options{})

@@ -100,6 +100,11 @@ func Compile(schema []byte, o Options) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
+	for ref, r := range c.refs {
+		if leftRecursive(r.ref, r, 0) {
+			return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
+		}
+	}
 	return &Grammar{root: n}, nil
 }
 
@@ -814,6 +819,26 @@ func decode(data []byte) (any, map[uintptr][]string, error) {
 		return nil, nil, fmt.Errorf("trailing data after the schema")
 	}
 	return v, orders, nil
+}
+
+// leftRecursive reports whether target is reachable from n through $ref
+// and anyOf alone (a value that would begin with itself).
+func leftRecursive(n, target *node, depth int) bool {
+	if n == target {
+		return true
+	}
+	if n == nil || depth > 64 {
+		return depth > 64
+	}
+	if n.ref != nil {
+		return leftRecursive(n.ref, target, depth+1)
+	}
+	for _, a := range n.alts {
+		if leftRecursive(a, target, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // firstBytes returns a bitmask of the kinds of first byte a value of n can
