@@ -1,6 +1,9 @@
 package grammar
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Tool is a function the model may call.
 type Tool struct {
@@ -22,6 +25,7 @@ func (e *ToolError) Error() string { return e.Err.Error() }
 // parallel also a non-empty JSON array of calls (which chat.ParseToolCalls
 // reads as several).
 func Tools(tools []Tool, parallel bool) (*Grammar, error) {
+	t0 := time.Now()
 	call := &node{}
 	for i, t := range tools {
 		p := t.Parameters
@@ -40,8 +44,8 @@ func Tools(tools []Tool, parallel bool) (*Grammar, error) {
 		}})
 	}
 	if !parallel {
-		return &Grammar{root: call}, nil
+		return &Grammar{root: call, took: time.Since(t0)}, nil
 	}
 	list := &node{types: tArr, items: call, minItems: 1, maxItems: -1}
-	return &Grammar{root: &node{alts: []*node{call, list}}}, nil
+	return &Grammar{root: &node{alts: []*node{call, list}}, took: time.Since(t0)}, nil
 }

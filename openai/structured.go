@@ -16,10 +16,12 @@ import (
 type Constrainer func(*grammar.Grammar) func() inference.Constraint
 
 // NewConstrainer matches grammars against the tokens of the vocabulary
-// vocab returns (called when a choice starts, so it may build it lazily).
+// vocab returns (called for each structured request, before it is queued,
+// so it may build the index lazily).
 func NewConstrainer(vocab func() *grammar.Vocab) Constrainer {
 	return func(g *grammar.Grammar) func() inference.Constraint {
-		return func() inference.Constraint { return g.NewMatcher(vocab()) }
+		v := vocab()
+		return func() inference.Constraint { return g.NewMatcher(v) }
 	}
 }
 

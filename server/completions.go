@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/rs/zerolog"
@@ -66,7 +67,17 @@ func checkModel(m *Model, id string) error {
 
 func (s *Server) params(m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString(), Constrainer: openai.NewConstrainer(m.grammar)}
+		Date: s.opts.DateString(), Constrainer: s.constrainer(m)}
+}
+
+// constrainer enforces structured outputs with m's vocabulary and records
+// the compile time.
+func (s *Server) constrainer(m *Model) openai.Constrainer {
+	c := openai.NewConstrainer(m.grammar)
+	return func(g *grammar.Grammar) func() inference.Constraint {
+		s.metrics.compile.Observe(g.CompileTime().Seconds())
+		return c(g)
+	}
 }
 
 // generate submits g and writes either the whole response (build) or an SSE

@@ -8,6 +8,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	compile  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,7 +26,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hexserve_http_requests_in_flight",
 			Help: "HTTP requests being served.",
 		}),
+		compile: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hexserve_schema_compile_seconds",
+			Help:    "Structured outputs: compiling a response_format schema or forced tool set to a grammar.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 2, 16), // 10 µs … 0.3 s
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.inFlight)
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.compile)
 	return m
 }
