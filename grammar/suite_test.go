@@ -167,7 +167,7 @@ func TestRandomWalks(t *testing.T) {
 						ids = append(ids, int32(id))
 					}
 				}
-				if walk == 0 && step < 40 { // the mask is exactly Allowed
+				if walk == 0 && step%8 == 0 && step < 40 { // the mask is exactly Allowed
 					for id := range int32(v.Size()) {
 						if got := m.Allowed(id); got != (mask[id>>6]&(1<<(id&63)) != 0) {
 							t.Fatalf("%s step %d: Allowed(%d %q) = %v, mask says otherwise", name, step, id, tok.Piece(id), got)

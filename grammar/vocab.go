@@ -21,9 +21,18 @@ type Vocab struct {
 	edges []tedge
 
 	plainUpTo [][]uint64 // [c]: plain tokens of at most c code points
-	special   []int32    // tokens with a byte that is not plain string text
-	spOff     []int32    // per special token: offset of its first such byte
+	special   []int32    // tokens with a '\\' after plain string text
+	spOff     []int32    // per special token: offset of the '\\'
 	spCps     []int32    // and code points before it
+
+	// Tokens with a '"' after plain string text: closing a string, the
+	// rest of the token (the suffix) goes to the enclosing value; the
+	// suffixes form their own trie, walked once per mask.
+	quote    []int32 // token ids
+	quoteCps []int32 // code points before the '"'
+	quoteEnd []int32 // the suffix's node in qtrie
+	qtrie    []tnode
+	qedges   []tedge
 }
 
 type tnode struct {
@@ -41,7 +50,15 @@ type tedge struct {
 // allowed only where the value is complete.
 func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 	v := &Vocab{size: len(pieces), eos: slices.Clone(eos), toks: pieces}
-	v.buildTrie()
+	var toks [][]byte
+	var ids []int32
+	for id, p := range pieces {
+		if len(p) > 0 && !slices.Contains(eos, int32(id)) {
+			toks, ids = append(toks, p), append(ids, int32(id))
+		}
+	}
+	v.trie, v.edges, _ = newTrie(toks, ids)
+	var suffixes [][]byte
 	w := (len(pieces) + 63) / 64
 	// Inside a string between characters, a token is decided by its
 	// prefix of whole plain characters (off bytes, c code points) and what
@@ -60,7 +77,12 @@ func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 		case len(rest) == 0:
 		case partialRune(rest):
 			c++
-		case rest[0] == '"' || rest[0] == '\\':
+		case rest[0] == '"':
+			v.quote = append(v.quote, int32(id))
+			v.quoteCps = append(v.quoteCps, int32(c))
+			suffixes = append(suffixes, rest[1:])
+			continue
+		case rest[0] == '\\':
 			v.special = append(v.special, int32(id))
 			v.spOff = append(v.spOff, int32(off))
 			v.spCps = append(v.spCps, int32(c))
@@ -71,6 +93,7 @@ func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 		level[id] = c
 		maxC = max(maxC, c)
 	}
+	v.qtrie, v.qedges, v.quoteEnd = newTrie(suffixes, nil)
 	v.plainUpTo = make([][]uint64, maxC+1)
 	for c := range v.plainUpTo {
 		v.plainUpTo[c] = make([]uint64, w)
@@ -119,16 +142,16 @@ func plainPrefix(p []byte) (int, int) {
 	return i, c
 }
 
-func (v *Vocab) buildTrie() {
+// newTrie builds a byte trie of strs; a node lists ids[i] (i when ids is
+// nil) for each string i ending there. ends[i] is string i's node.
+func newTrie(strs [][]byte, ids []int32) ([]tnode, []tedge, []int32) {
 	type tmp struct {
 		kids map[byte]int32
 		ids  []int32
 	}
 	nodes := []tmp{{kids: map[byte]int32{}}}
-	for id, p := range v.toks {
-		if len(p) == 0 || slices.Contains(v.eos, int32(id)) {
-			continue
-		}
+	ends := make([]int32, len(strs))
+	for i, p := range strs {
 		cur := int32(0)
 		for _, b := range p {
 			nx, ok := nodes[cur].kids[b]
@@ -139,20 +162,27 @@ func (v *Vocab) buildTrie() {
 			}
 			cur = nx
 		}
-		nodes[cur].ids = append(nodes[cur].ids, int32(id))
+		id := int32(i)
+		if ids != nil {
+			id = ids[i]
+		}
+		nodes[cur].ids = append(nodes[cur].ids, id)
+		ends[i] = cur
 	}
-	v.trie = make([]tnode, len(nodes))
+	trie := make([]tnode, len(nodes))
+	var edges []tedge
 	for i, n := range nodes {
 		keys := make([]byte, 0, len(n.kids))
 		for b := range n.kids {
 			keys = append(keys, b)
 		}
 		slices.Sort(keys)
-		v.trie[i] = tnode{first: int32(len(v.edges)), n: int32(len(keys)), ids: n.ids}
+		trie[i] = tnode{first: int32(len(edges)), n: int32(len(keys)), ids: n.ids}
 		for _, b := range keys {
-			v.edges = append(v.edges, tedge{b, n.kids[b]})
+			edges = append(edges, tedge{b, n.kids[b]})
 		}
 	}
+	return trie, edges, ends
 }
 
 // Size is the number of token ids.
@@ -164,6 +194,7 @@ type Matcher struct {
 	v   *Vocab
 	ts  []*stk
 	buf [][]*stk // per trie depth, reused by Mask
+	qok []bool   // per suffix-trie node: the suffix is allowed
 }
 
 // NewMatcher starts matching g against v's tokens.
@@ -240,10 +271,11 @@ func (m *Matcher) Mask(allowed []uint64) {
 		return
 	}
 	if !m.plainString(allowed) {
-		if len(m.buf) == 0 {
-			m.buf = make([][]*stk, 1)
-		}
-		m.walk(0, m.ts, 0, allowed)
+		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
+			for _, id := range m.v.trie[ni].ids {
+				allowed[id>>6] |= 1 << (id & 63)
+			}
+		})
 	}
 	if m.Complete() {
 		for _, id := range m.v.eos {
@@ -252,24 +284,22 @@ func (m *Matcher) Mask(allowed []uint64) {
 	}
 }
 
-// walk sets the tokens under trie node ni, reached with threads ts.
-func (m *Matcher) walk(ni int32, ts []*stk, depth int, allowed []uint64) {
-	n := &m.v.trie[ni]
+// walk calls reached(node) for each node of trie under node ni that the
+// threads ts (at ni) can reach.
+func (m *Matcher) walk(trie []tnode, edges []tedge, ni int32, ts []*stk, depth int, reached func(int32)) {
+	n := &trie[ni]
 	for len(m.buf) <= depth+1 {
 		m.buf = append(m.buf, nil)
 	}
-	for _, e := range m.v.edges[n.first : n.first+n.n] {
+	for _, e := range edges[n.first : n.first+n.n] {
 		next := step(ts, e.b, m.buf[depth+1][:0])
 		m.buf[depth+1] = next
 		if len(next) == 0 {
 			continue
 		}
-		c := &m.v.trie[e.child]
-		for _, id := range c.ids {
-			allowed[id>>6] |= 1 << (id & 63)
-		}
-		if c.n > 0 {
-			m.walk(e.child, next, depth+1, allowed)
+		reached(e.child)
+		if trie[e.child].n > 0 {
+			m.walk(trie, edges, e.child, next, depth+1, reached)
 		}
 	}
 }
@@ -292,6 +322,22 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	if room >= 0 {
 		copy(allowed, m.v.plainUpTo[room])
+	}
+	// Closing quotes: which suffixes the enclosing value takes.
+	if m.qok == nil {
+		m.qok = make([]bool, len(m.v.qtrie))
+	} else {
+		clear(m.qok)
+	}
+	if after := pop(t.up, &f, nil); len(after) > 0 {
+		m.qok[0] = true
+		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
+	}
+	for i, id := range m.v.quote {
+		c := int(f.cnt) + int(m.v.quoteCps[i])
+		if m.qok[m.v.quoteEnd[i]] && c >= f.n.minLen && (f.n.maxLen < 0 || c <= f.n.maxLen) {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
 	}
 	var one [1]*stk
 	for i, id := range m.v.special {
