@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/hexserve/hexserve/grammar"
@@ -31,10 +32,11 @@ var BenchSchemas = []struct{ Name, Schema string }{
 // Structured reports the structured-output phase.
 type Structured struct {
 	Vocab      int                `json:"vocab"`
-	IndexMS    float64            `json:"index_ms"`   // building the vocabulary index (once per model)
-	CompileMS  Dist               `json:"compile_ms"` // per schema
-	MaskUS     Dist               `json:"mask_us"`    // per token, all schemas
-	FullMasks  float64            `json:"full_masks"` // share of tokens that needed the full mask
+	IndexMS    float64            `json:"index_ms"`    // building the vocabulary index (once per model)
+	CompileMS  Dist               `json:"compile_ms"`  // per schema
+	MaskUS     Dist               `json:"mask_us"`     // per token, all schemas (wall clock)
+	MaskCPUUS  Dist               `json:"mask_cpu_us"` // the same in the thread's CPU time (descheduling excluded; Linux)
+	FullMasks  float64            `json:"full_masks"`  // share of tokens that needed the full mask
 	Tokens     int                `json:"tokens"`
 	MaskP50Per map[string]float64 `json:"mask_us_p50_by_schema"`
 }
@@ -53,7 +55,9 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 		n /= 5
 	}
 	mask := make([]uint64, (v.Size()+63)/64)
-	var all, compile []float64
+	runtime.LockOSThread() // for the thread CPU clock
+	defer runtime.UnlockOSThread()
+	var all, allCPU, compile []float64
 	full := 0
 	for i, s := range BenchSchemas {
 		t0 := time.Now()
@@ -72,6 +76,7 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 			if m == nil || k%restartAfter == 0 {
 				m = g.NewMatcher(v)
 			}
+			c0, cpuOK := threadCPU()
 			t0 := time.Now()
 			id := int32(rng.IntN(v.Size()))
 			if !m.Allowed(id) {
@@ -83,6 +88,9 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 				return fmt.Errorf("bench schema %s: Accept(%d) refused an allowed token", s.Name, id)
 			}
 			costs = append(costs, float64(time.Since(t0).Nanoseconds())/1e3)
+			if c1, ok := threadCPU(); ok && cpuOK {
+				allCPU = append(allCPU, float64(c1-c0)/1e3)
+			}
 			if id < 0 || m.Complete() && rng.IntN(4) == 0 {
 				m = nil // a finished value: start the next
 			}
@@ -90,7 +98,7 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 		st.MaskP50Per[s.Name] = newDist(costs).P50
 		all = append(all, costs...)
 	}
-	st.CompileMS, st.MaskUS, st.Tokens = newDist(compile), newDist(all), len(all)
+	st.CompileMS, st.MaskUS, st.MaskCPUUS, st.Tokens = newDist(compile), newDist(all), newDist(allCPU), len(all)
 	st.FullMasks = float64(full) / float64(len(all))
 	r.rep.Structured = st
 	return nil
