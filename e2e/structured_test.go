@@ -185,3 +185,36 @@ func TestForcedToolCalls(t *testing.T) {
 		t.Error("no call finished")
 	}
 }
+
+// TestStructuredCompletions: response_format on /v1/completions (an
+// extension) and json_object on chat give JSON objects.
+func TestStructuredCompletions(t *testing.T) {
+	s := sharedServer(t)
+	for seed := range 5 {
+		for _, req := range []struct{ path, body string }{
+			{"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"JSON:","temperature":1,"seed":%d,"max_tokens":60,"response_format":{"type":"json_object"}}`, s.Model, seed)},
+			{"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"JSON"}],"temperature":1,"seed":%d,"max_tokens":60,"response_format":{"type":"json_object"}}`, s.Model, seed)},
+		} {
+			r := s.do(t, "POST", req.path, req.body, "Content-Type", "application/json", "Authorization", "Bearer "+apiKey)
+			if r.Status != 200 {
+				t.Fatalf("%s: status %d: %s", req.path, r.Status, r.Body)
+			}
+			var resp struct {
+				Choices []struct {
+					Text         string                   `json:"text"`
+					Message      struct{ Content string } `json:"message"`
+					FinishReason string                   `json:"finish_reason"`
+				}
+			}
+			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			out := c.Text + c.Message.Content
+			var obj map[string]any
+			if c.FinishReason == "stop" && json.Unmarshal([]byte(out), &obj) != nil {
+				t.Errorf("%s seed %d: %q is not a JSON object", req.path, seed, out)
+			}
+		}
+	}
+}
