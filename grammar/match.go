@@ -338,6 +338,9 @@ func str(t *stk, b byte, out []*stk) []*stk {
 	} else {
 		switch f.st {
 		case sChars:
+			if !key && f.n.format != "" {
+				return formatByte(t, f, b, out)
+			}
 			switch {
 			case b == '"':
 				if key || int(f.cnt) >= f.n.minLen {
@@ -410,6 +413,27 @@ func str(t *stk, b byte, out []*stk) []*stk {
 		if !keyViable(&t.up.f, f.lit) {
 			return out
 		}
+	}
+	return push(f, t.up, out)
+}
+
+// formatByte steps a string with a format: ASCII content, checked as a
+// prefix of the format after each byte.
+func formatByte(t *stk, f frame, b byte, out []*stk) []*stk {
+	check := formats[f.n.format]
+	if b == '"' {
+		if _, done := check(f.lit); done && int(f.cnt) >= f.n.minLen {
+			return pop(t.up, &f, out)
+		}
+		return out
+	}
+	if b < 0x20 || b >= 0x7f || b == '\\' || f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {
+		return out
+	}
+	f.lit += string(b)
+	f.cnt++
+	if ok, _ := check(f.lit); !ok {
+		return out
 	}
 	return push(f, t.up, out)
 }

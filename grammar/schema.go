@@ -47,7 +47,8 @@ type node struct {
 
 	lo, hi int64 // number bounds, scaled by 10^frac (frac: 0 when only integers)
 
-	minLen, maxLen int // string, in code points
+	minLen, maxLen int    // string, in code points
+	format         string // string: a key of formats ("": none)
 
 	prefix             []*node
 	items              *node // nil: no items beyond prefix
@@ -244,7 +245,7 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 var supported = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "prefixItems": true, "minItems": true, "maxItems": true, "enum": true, "const": true,
 	"anyOf": true, "oneOf": true, "allOf": true, "uniqueItems": true, "minLength": true, "maxLength": true,
-	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true}
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true}
 
 func sortedKeys(m map[string]any) []string {
 	ks := make([]string, 0, len(m))
@@ -564,6 +565,13 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 }
 
 func (c *compiler) strings(n *node, s map[string]any, path string) error {
+	if f, ok := s["format"]; ok {
+		name, _ := f.(string)
+		if formats[name] == nil {
+			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
+		}
+		n.format = name
+	}
 	var err error
 	if n.minLen, _, err = count(s, "minLength", path); err != nil {
 		return err

@@ -134,6 +134,7 @@ var walkSchemas = map[string]string{
 	"tree":    `{"$defs":{"t":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"kids":{"type":"array","maxItems":2,"items":{"$ref":"#/$defs/t"}}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/t"}`,
 	"anyof":   `{"anyOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind","x"],"additionalProperties":false},{"type":"object","properties":{"kind":{"const":"b"},"y":{"type":"string","maxLength":5}},"required":["kind","y"],"additionalProperties":false}]}`,
 	"strings": `{"type":"object","properties":{"s":{"type":"string","maxLength":12},"t":{"type":"string"}},"required":["s","t"],"additionalProperties":false}`,
+	"formats": `{"type":"object","properties":{"d":{"type":"string","format":"date"},"dt":{"type":"string","format":"date-time"},"t":{"type":"string","format":"time"},"u":{"type":"string","format":"uuid"},"ip":{"type":"string","format":"ipv4"}},"required":["d","dt","t","u","ip"],"additionalProperties":false}`,
 }
 
 // TestRandomWalks picks uniformly among the allowed tokens (EOS included
@@ -145,6 +146,7 @@ func TestRandomWalks(t *testing.T) {
 	for name, schema := range walkSchemas {
 		g := mustCompile(t, schema, true)
 		c := jsonschema.NewCompiler()
+		c.AssertFormat()
 		doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(schema))
 		if err := c.AddResource("s.json", doc); err != nil {
 			t.Fatal(err)

@@ -313,7 +313,7 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	t := m.ts[0]
 	f := t.f
-	if f.k != fStr || f.st != sChars || f.need != 0 {
+	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" {
 		return false
 	}
 	room := len(m.v.plainUpTo) - 1
