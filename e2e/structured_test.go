@@ -187,7 +187,8 @@ func TestForcedToolCalls(t *testing.T) {
 }
 
 // TestStructuredCompletions: response_format on /v1/completions (an
-// extension) and json_object on chat give JSON objects.
+// extension) and json_object on chat give JSON objects, and the metrics
+// count the constraint's steps and the compiles.
 func TestStructuredCompletions(t *testing.T) {
 	s := sharedServer(t)
 	for seed := range 5 {
@@ -215,6 +216,12 @@ func TestStructuredCompletions(t *testing.T) {
 			if c.FinishReason == "stop" && json.Unmarshal([]byte(out), &obj) != nil {
 				t.Errorf("%s seed %d: %q is not a JSON object", req.path, seed, out)
 			}
+		}
+	}
+	m := s.do(t, "GET", "/metrics", "", "Authorization", "Bearer "+apiKey).Body
+	for _, name := range []string{"hexserve_constraint_seconds_per_token_count", "hexserve_schema_compile_seconds_count"} {
+		if !strings.Contains(m, name+" ") || strings.Contains(m, name+" 0\n") {
+			t.Errorf("metric %s missing or zero", name)
 		}
 	}
 }

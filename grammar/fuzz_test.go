@@ -18,6 +18,7 @@ func FuzzCompile(f *testing.F) {
 	f.Add(`{"anyOf":[{"$ref":"#"},{"type":"string"}]}`, `"x"`)
 	f.Add(`{"allOf":[{"minimum":1},{"maximum":3}],"type":"integer"}`, `2`)
 	f.Add(`{"enum":[1.0,"a",[1]]}`, `1`)
+	f.Add(`{"type":"string","format":"date-time"}`, `"2024-02-29T12:00:00Z"`)
 	f.Fuzz(func(t *testing.T, schema, inst string) {
 		g, err := Compile([]byte(schema), Options{})
 		if err != nil {
