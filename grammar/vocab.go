@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -143,44 +144,44 @@ func plainPrefix(p []byte) (int, int) {
 }
 
 // newTrie builds a byte trie of strs; a node lists ids[i] (i when ids is
-// nil) for each string i ending there. ends[i] is string i's node.
+// nil) for each string i ending there. ends[i] is string i's node. The
+// strings are inserted in sorted order, so a node's newest child is the
+// only one a later string can share.
 func newTrie(strs [][]byte, ids []int32) ([]tnode, []tedge, []int32) {
-	type tmp struct {
-		kids map[byte]int32
-		ids  []int32
+	order := make([]int, len(strs))
+	for i := range order {
+		order[i] = i
 	}
-	nodes := []tmp{{kids: map[byte]int32{}}}
+	slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(strs[a], strs[b]) })
+	kids := [][]tedge{nil}
+	nodeIDs := [][]int32{nil}
 	ends := make([]int32, len(strs))
-	for i, p := range strs {
+	for _, i := range order {
 		cur := int32(0)
-		for _, b := range p {
-			nx, ok := nodes[cur].kids[b]
-			if !ok {
-				nx = int32(len(nodes))
-				nodes = append(nodes, tmp{kids: map[byte]int32{}})
-				nodes[cur].kids[b] = nx
+		for _, b := range strs[i] {
+			k := kids[cur]
+			if len(k) > 0 && k[len(k)-1].b == b {
+				cur = k[len(k)-1].child
+				continue
 			}
+			nx := int32(len(kids))
+			kids = append(kids, nil)
+			nodeIDs = append(nodeIDs, nil)
+			kids[cur] = append(kids[cur], tedge{b, nx})
 			cur = nx
 		}
 		id := int32(i)
 		if ids != nil {
 			id = ids[i]
 		}
-		nodes[cur].ids = append(nodes[cur].ids, id)
+		nodeIDs[cur] = append(nodeIDs[cur], id)
 		ends[i] = cur
 	}
-	trie := make([]tnode, len(nodes))
-	var edges []tedge
-	for i, n := range nodes {
-		keys := make([]byte, 0, len(n.kids))
-		for b := range n.kids {
-			keys = append(keys, b)
-		}
-		slices.Sort(keys)
-		trie[i] = tnode{first: int32(len(edges)), n: int32(len(keys)), ids: n.ids}
-		for _, b := range keys {
-			edges = append(edges, tedge{b, n.kids[b]})
-		}
+	trie := make([]tnode, len(kids))
+	edges := make([]tedge, 0, len(kids))
+	for i, k := range kids {
+		trie[i] = tnode{first: int32(len(edges)), n: int32(len(k)), ids: nodeIDs[i]}
+		edges = append(edges, k...)
 	}
 	return trie, edges, ends
 }
