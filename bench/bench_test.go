@@ -91,12 +91,16 @@ func TestRunScripted(t *testing.T) {
 		names[g.Name] = true
 	}
 	for _, want := range []string{"host_us_per_decode_token/greedy", "host_us_per_decode_token/t0.7_p0.9_penalties",
-		"streaming_efficiency", "prefix_cache_ttft_ratio", "go_side_rss_mb", "tokenizer_mb_per_s"} {
+		"streaming_efficiency", "prefix_cache_ttft_ratio", "go_side_rss_mb", "tokenizer_mb_per_s",
+		"constraint_us_per_token_p50", "constraint_us_per_token_p99", "schema_compile_ms"} {
 		if !names[want] {
 			t.Errorf("goal %s missing from %+v", want, rep.Goals)
 		}
 	}
-	if !strings.Contains(progress.String(), "bench: [5/5] host time") {
+	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
+		t.Errorf("structured %+v", st)
+	}
+	if !strings.Contains(progress.String(), "bench: [6/6] structured outputs") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)

@@ -57,6 +57,11 @@ func WriteText(w io.Writer, rep *Report) error {
 	t := rep.Tokenizer
 	p("TOKENIZER\t%.2f MB/s p50 (%d bytes, %d tokens, %.0f tokens/s; HF reference %.1f MB/s)", t.MBps.P50, t.Bytes, t.Tokens, t.TokensPerS, t.Reference)
 	p("")
+	if st := rep.Structured; st != nil {
+		p("STRUCTURED\tV = %d: constraint %.1f µs/token p50, %.1f p99 wall (thread CPU %.1f p50, %.1f p99); %d tokens, %.0f%% needed the full mask; compile %.3f ms max; index %.0f ms once",
+			st.Vocab, st.MaskUS.P50, st.MaskUS.P99, st.MaskCPUUS.P50, st.MaskCPUUS.P99, st.Tokens, 100*st.FullMasks, st.CompileMS.Max, st.IndexMS)
+		p("")
+	}
 	p("GOAL\tmeasured\ttarget\tresult")
 	for _, g := range rep.Goals {
 		res := "PASS"

@@ -248,6 +248,8 @@ func (e *Engine) validate(r *Request) error {
 		return bad("stop", "stop strings must not be empty")
 	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
 		return bad("top_logprobs", "top_logprobs must be between 0 and %d", MaxTopLogprobs)
+	case r.Constrain != nil && r.IgnoreEOS:
+		return bad("ignore_eos", "ignore_eos cannot be combined with structured outputs")
 	case r.Timeout < 0:
 		return bad("timeout", "the timeout must not be negative")
 	case !(p.Temperature >= 0 && p.Temperature <= 2):
@@ -375,7 +377,12 @@ func (e *Engine) run(j *job) {
 		started = c + 1
 		seq = seq[:len(req.Prompt)]
 		smp.startChoice()
-		e.det.reset(e.vocab, req.Stop)
+		var con Constraint
+		stops := req.Stop
+		if req.Constrain != nil {
+			con, stops = req.Constrain(), nil
+		}
+		e.det.reset(e.vocab, stops)
 		finish = ""
 		for gen := 0; finish == ""; {
 			if ctx.Err() != nil {
@@ -410,7 +417,20 @@ func (e *Engine) run(j *job) {
 				tm.PromptEval = evalDone.Sub(stepStart)
 				tm.PromptN = len(req.Prompt) - usage.CachedTokens
 			}
-			tok, lp := smp.sample(logits, wantLP, top)
+			var tok int32
+			var lp *Logprob
+			if con != nil {
+				t0 := e.now()
+				tok, lp = smp.sampleConstrained(logits, wantLP, top, con)
+				if tok < 0 || con.Accept(tok) != nil {
+					finish, runErr = FinishError, errors.New("inference: the constraint allows no token")
+					e.emit(j, c, e.det.flush(), finish)
+					break
+				}
+				e.met.maskTime.Observe(e.now().Sub(t0).Seconds())
+			} else {
+				tok, lp = smp.sample(logits, wantLP, top)
+			}
 			smp.accept(tok)
 			gen++
 			usage.CompletionTokens++

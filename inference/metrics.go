@@ -31,6 +31,7 @@ type metrics struct {
 	ttft            prometheus.Histogram
 	tpot            prometheus.Histogram
 	hostTime        prometheus.Histogram
+	maskTime        prometheus.Histogram
 	graphCalls      *prometheus.CounterVec
 	graphSeconds    *prometheus.CounterVec
 	lastGraph       map[string]GraphTotal // worker only
@@ -61,6 +62,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
+		maskTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_constraint_seconds_per_token", Help: "Structured outputs: time to sample a token the constraint allows and advance it (check, mask when rejected).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
 		graphCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_graph_calls_total", Help: "Graph executions by graph."}, []string{"graph"}),
 		graphSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,7 +73,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.graphCalls, m.graphSeconds)
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds)
 	}
 	return m
 }

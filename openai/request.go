@@ -46,6 +46,8 @@ type CompletionRequest struct {
 	Echo      bool    `json:"echo"`
 	Suffix    *string `json:"suffix"`
 	BestOf    *int    `json:"best_of"`
+	// ResponseFormat is chat completions' response_format (an extension).
+	ResponseFormat json.RawMessage `json:"response_format"`
 	CommonParams
 }
 
