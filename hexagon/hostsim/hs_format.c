@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_pte.h"
 #include "qnn_abi.h"
 
 typedef struct {
@@ -45,7 +46,8 @@ static char *rd_str(rd *r) {
 
 uint32_t hs_dtype_bytes(uint32_t dt) {
   switch (dt) {
-  case QNN_DATATYPE_FLOAT_32: return 4;
+  case QNN_DATATYPE_FLOAT_32:
+  case QNN_DATATYPE_INT_32: return 4;
   case QNN_DATATYPE_FLOAT_16:
   case QNN_DATATYPE_UFIXED_POINT_16:
   case QNN_DATATYPE_SFIXED_POINT_16:
@@ -129,6 +131,8 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
     const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
     if (hs_dtype_bytes(t->dtype) == 0)
       return fail(err, n, "graph %s: tensor %s: unsupported data type 0x%04x", g->name, t->name, t->dtype);
+    if (t->dtype == QNN_DATATYPE_INT_32 && !hs_is_et(g->kind))
+      return fail(err, n, "graph %s: tensor %s: INT_32 is only for ExecuTorch graphs", g->name, t->name);
     if ((t->dtype & 0xff00) == 0x0300 || (t->dtype & 0xff00) == 0x0400) {
       if (!(t->scale > 0)) return fail(err, n, "graph %s: tensor %s: fixed point needs scale > 0", g->name, t->name);
     }
@@ -143,6 +147,7 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
       return fail(err, n, "graph %s: lm-head weight missing", g->name);
     return 0;
   }
+  if (hs_is_et(g->kind)) return hs_et_check(d, g, err, n);
   if (g->kind != HS_KIND_PREFILL && g->kind != HS_KIND_DECODE) return fail(err, n, "graph %s: bad kind %u", g->name, g->kind);
   if (g->mask > HS_MASK_U16) return fail(err, n, "graph %s: bad mask encoding %u", g->name, g->mask);
   uint64_t AR = g->kind == HS_KIND_DECODE ? 1 : g->window;
@@ -217,6 +222,8 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   uint64_t goff = rd_u64(&r), woff = rd_u64(&r);
   d->data_off = rd_u64(&r);
   d->file_size = rd_u64(&r);
+  d->layer0 = rd_u32(&r); d->shards = rd_u32(&r); d->rope_theta = rd_f32(&r); d->rope_factor = rd_f32(&r);
+  d->rope_lo = rd_f32(&r); d->rope_hi = rd_f32(&r); d->rope_orig = rd_u32(&r);
   if (d->file_size > size) return fail(err, errlen, "binary truncated: %llu bytes, header says %llu",
                                        (unsigned long long)size, (unsigned long long)d->file_size);
   if (!d->hidden || !d->heads || !d->kv_heads || !d->head_dim || !d->vocab || !d->ctx || d->heads % d->kv_heads ||

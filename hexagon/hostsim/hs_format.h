@@ -8,7 +8,7 @@
 
 #define HS_MAX_RANK 8
 
-enum { HS_KIND_PREFILL = 0, HS_KIND_DECODE = 1, HS_KIND_LMHEAD = 2 };
+enum { HS_KIND_PREFILL = 0, HS_KIND_DECODE = 1, HS_KIND_LMHEAD = 2, HS_KIND_ET_PREFILL = 3, HS_KIND_ET_DECODE = 4 };
 enum { HS_CONTRACT_QHEXRT = 0, HS_CONTRACT_CHUNKED = 1 };
 enum { HS_MASK_ADDITIVE = 0, HS_MASK_U16 = 1 };
 enum { HS_W_F16 = 1, HS_W_INT8 = 2, HS_W_F32 = 3 };
@@ -46,6 +46,9 @@ typedef struct {
   hs_graph *graphs;
   hs_weight_ref *weights;
   uint64_t data_off, file_size;
+  /* ExecuTorch graphs (header bytes 96..123): shard layout and RoPE */
+  uint32_t layer0, shards, rope_orig;
+  float rope_theta, rope_factor, rope_lo, rope_hi;
 } hs_desc;
 
 /* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */

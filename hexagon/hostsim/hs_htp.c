@@ -16,6 +16,7 @@
 #include "hs_format.h"
 #include "hs_io.h"
 #include "hs_model.h"
+#include "hs_pte.h"
 #include "qnn_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -197,6 +198,7 @@ static int64_t g_exec_calls, g_exec_kind[3], g_exec_failed, g_exec_injected;
 static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
+static int g_et_pending; /* an ExecuTorch prefill peeked the next script token */
 
 /* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
 static const char *sw(const char *name, char *buf, size_t n) {
@@ -263,6 +265,7 @@ EXPORT void hostsim_reset(void) {
   g_exec_calls = g_exec_failed = g_exec_injected = 0;
   memset(g_exec_kind, 0, sizeof g_exec_kind);
   g_script_pos = 0;
+  g_et_pending = 0;
   free(g_script_path);
   g_script_path = NULL;
   pthread_mutex_unlock(&g_mu);
@@ -974,6 +977,37 @@ done:
 #undef OUT
 }
 
+/* et_script_next returns the HOSTSIM_SCRIPT token for an ExecuTorch call: a prefill_forward peeks the
+ * next token (its chunk may not be the last), the following kv_forward consumes it and then the next. */
+static long et_script_next(const hs_graph *g) {
+  char path[1024];
+  const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
+  pthread_mutex_lock(&g_mu);
+  long t = -1;
+  if (g->kind == HS_KIND_ET_PREFILL) {
+    t = script_next(sp);
+    if (t >= 0) g_script_pos--;
+    g_et_pending = t >= 0;
+  } else {
+    if (g_et_pending) script_next(sp);
+    g_et_pending = 0;
+    t = script_next(sp);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return t;
+}
+
+static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
+  const hs_model *m = &gh->ctx->model;
+  hs_et_io io;
+  char err[512];
+  if (hs_et_bind(&m->d, gh->g, &io, err, sizeof err)) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "%s", err);
+  int last = io.last;
+  hs_et_io_free(&io);
+  uint32_t code = hs_et_run(m, gh->g, in, out, last ? et_script_next(gh->g) : -1, err, sizeof err);
+  return code ? set_err(code, "%s", err) : QNN_SUCCESS;
+}
+
 static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, uint32_t nIn, Qnn_Tensor_t *outputs,
                                       uint32_t nOut, void *profile, void *signal) {
   (void)profile;
@@ -1005,13 +1039,18 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
     pthread_mutex_unlock(&g_mu);
     goto end;
   }
-  e = gh->g->kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
+  uint32_t kind = gh->g->kind, shards = 1;
+  if (hs_is_et(kind)) {
+    e = run_et(gh, inp, outp);
+    kind = kind == HS_KIND_ET_PREFILL ? HS_KIND_PREFILL : HS_KIND_DECODE;
+    shards = gh->ctx->model.d.shards;
+  } else e = kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
   if (!e) {
     pthread_mutex_lock(&g_mu);
-    g_exec_kind[gh->g->kind]++;
+    g_exec_kind[kind]++;
     pthread_mutex_unlock(&g_mu);
-    lat = sw(gh->g->kind == HS_KIND_PREFILL ? "HOSTSIM_LATENCY_US_PREFILL"
-             : gh->g->kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD", latbuf, sizeof latbuf);
+    lat = sw(kind == HS_KIND_PREFILL ? "HOSTSIM_LATENCY_US_PREFILL"
+             : kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD", latbuf, sizeof latbuf);
   }
 end:
   if (e) {
@@ -1024,7 +1063,7 @@ end:
   free(outp);
   pthread_mutex_unlock(&g_exec);
   if (lat) {
-    int64_t want = atoll(lat), left = want - (now_us() - t0);
+    int64_t want = atoll(lat) / (shards ? shards : 1), left = want - (now_us() - t0); /* a shard gets 1/N */
     if (left > 0) {
       struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
       while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}

@@ -27,12 +27,13 @@ const (
 	SFixed16 DType = 0x0316
 	UFixed8  DType = 0x0408
 	UInt16   DType = 0x0116
+	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos only
 )
 
 // Size is the element size in bytes (0 if unsupported).
 func (d DType) Size() int {
 	switch d {
-	case F32:
+	case F32, Int32:
 		return 4
 	case F16, UFixed16, SFixed16, UInt16:
 		return 2
@@ -53,6 +54,9 @@ const (
 	Prefill Kind = 0
 	Decode  Kind = 1
 	LMHead  Kind = 2
+	// ETPrefill and ETDecode are ExecuTorch static-llama graphs (prefill_forward, kv_forward); see ETGraphs.
+	ETPrefill Kind = 3
+	ETDecode  Kind = 4
 )
 
 // Contract is the prefill graph contract (ARCHITECTURE.md).
@@ -89,6 +93,17 @@ type Hyper struct {
 	Hidden, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, Ctx int
 	RMSEps                                                   float32
 	TiedLMHead                                               bool
+	// ExecuTorch graphs only (header bytes 96..123): Layers is then this shard's layer count,
+	// FirstLayer the model layer it starts at, Shards the number of shards, and Rope the RoPE the
+	// graphs compute themselves.
+	FirstLayer, Shards int
+	Rope               Rope
+}
+
+// Rope is Llama-3-scaled RoPE (Factor 1 is plain RoPE with Theta).
+type Rope struct {
+	Theta, Factor, LowFreqFactor, HighFreqFactor float32
+	OriginalMaxPositions                         int
 }
 
 // KVDim is KVHeads·HeadDim.
@@ -183,7 +198,7 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	for _, g := range graphs {
 		gsize += strLen(g.Name) + 7*4
 		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			if t.DType.Size() == 0 {
+			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
 				return fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
 			}
 			if t.DType.Fixed() && !(t.Scale > 0) {
@@ -241,7 +256,13 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	wr.u64(uint64(headerSize + gsize))
 	wr.u64(uint64(dataOff))
 	wr.u64(uint64(total))
-	wr.zeros(32)
+	wr.u32(uint32(h.FirstLayer))
+	wr.u32(uint32(h.Shards))
+	for _, v := range []float32{h.Rope.Theta, h.Rope.Factor, h.Rope.LowFreqFactor, h.Rope.HighFreqFactor} {
+		wr.f32(v)
+	}
+	wr.u32(uint32(h.Rope.OriginalMaxPositions))
+	wr.zeros(4)
 	for _, g := range graphs {
 		wr.str(g.Name)
 		for _, v := range []uint32{uint32(g.Kind), uint32(g.Contract), uint32(g.Window), uint32(g.Mask), uint32(g.KV),
