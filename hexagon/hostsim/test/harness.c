@@ -98,7 +98,9 @@ static uint16_t ff16(float f) {
   if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
   return (uint16_t)(sign | h);
 }
-static uint32_t dt_bytes(uint32_t dt) { return dt == QNN_DATATYPE_FLOAT_32 ? 4 : 2; }
+static uint32_t dt_bytes(uint32_t dt) {
+  return dt == QNN_DATATYPE_FLOAT_32 || dt == QNN_DATATYPE_INT_32 ? 4 : dt == QNN_DATATYPE_UFIXED_POINT_8 ? 1 : 2;
+}
 static void put(const Qnn_Tensor_t *t, void *buf, size_t i, float v) {
   const Qnn_TensorV2_t *x = &t->v2;
   if (x->dataType == QNN_DATATYPE_FLOAT_32) ((float *)buf)[i] = v;
@@ -793,6 +795,116 @@ static int smoke(const char *dir, const char *body, const char *lmfile, void *ba
   return failures ? 1 : 0;
 }
 
+/* ---- ExecuTorch static-llama graphs (FORMAT.md "ExecuTorch graphs") ---- */
+/* et_node returns the <node> of input_<k>_<node>@0 (static buffer). */
+static const char *et_node(const char *name) {
+  static char buf[64];
+  const char *p = strchr(name + 6, '_');
+  snprintf(buf, sizeof buf, "%s", p ? p + 1 : "");
+  char *at = strchr(buf, '@');
+  if (at) *at = 0;
+  return buf;
+}
+
+/* et_call runs graph g (float32 KV, logits and mask) for n real tokens at positions npast..,
+ * with caches kc/vc [L][n_kv·hd·CL] indexed by absolute slot; returns the logits of row n-1. */
+static E et_call(graph *g, const int *tok, int n, int npast, float **kc, float **vc, float *logits) {
+  int im = -1;
+  for (uint32_t i = 0; i < g->nin; i++)
+    if (!strcmp(et_node(g->in[i].v2.name), "atten_mask")) im = (int)i;
+  int AR = (int)g->in[im].v2.dimensions[2], CL = (int)g->in[im].v2.dimensions[3], S = CL - AR;
+  int L = (int)(g->nout - 1) / 2, nkv = M.kvh, hd = M.D;
+  for (uint32_t i = 0; i < g->nin; i++) {
+    const char *nd = et_node(g->in[i].v2.name);
+    void *b = g->inbuf[i];
+    if (!strcmp(nd, "tokens") || !strcmp(nd, "input_pos"))
+      for (int r = 0; r < AR; r++) ((int32_t *)b)[r] = !strcmp(nd, "input_pos") ? npast + r : r < n ? tok[r] : 0;
+    else if (i == (uint32_t)im)
+      for (int r = 0; r < AR; r++)
+        for (int j = 0; j < CL; j++) ((float *)b)[r * CL + j] = (j < npast || (j >= S && j - S <= r)) ? 0.0f : -65535.0f;
+    else {
+      int j = atoi(nd + 5);
+      float *dst = b;
+      if (j < L)
+        for (int r = 0; r < nkv * hd; r++) memcpy(dst + (size_t)r * S, kc[j] + (size_t)r * CL, sizeof(float) * (size_t)S);
+      else
+        for (int h = 0; h < nkv; h++) memcpy(dst + (size_t)h * S * hd, vc[j - L] + (size_t)h * CL * hd, sizeof(float) * (size_t)S * hd);
+    }
+  }
+  E e = FN(T, SLOT_graphExecute, exec_t)(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  if (e) return e;
+  for (int l = 0; l < L; l++) {
+    const float *vo = g->outbuf[2 * l], *ko = g->outbuf[2 * l + 1];
+    for (int r = 0; r < nkv * hd; r++) memcpy(kc[l] + (size_t)r * CL + npast, ko + (size_t)r * AR, sizeof(float) * (size_t)n);
+    for (int h = 0; h < nkv; h++)
+      memcpy(vc[l] + ((size_t)h * CL + npast) * hd, vo + (size_t)h * AR * hd, sizeof(float) * (size_t)n * hd);
+  }
+  memcpy(logits, (const float *)g->outbuf[2 * L] + (size_t)(n - 1) * M.V, sizeof(float) * (size_t)M.V);
+  return 0;
+}
+
+/* et_smoke runs the short golden case through et_f32.hsim: a two-chunk prefill (AR 4, the
+ * second chunk padded), then kv_forward greedy steps that must equal the golden tokens; plus
+ * the strict checks on a short buffer and an out-of-range position. */
+static void et_smoke(const char *dir, void *backend, void *device) {
+  char path[1024];
+  uint64_t sz;
+  snprintf(path, sizeof path, "%s/et_f32.hsim", dir);
+  void *bin = read_file(path, &sz);
+  graph gs[2];
+  memset(gs, 0, sizeof gs);
+  CHECK(load_graphs(bin, sz, gs, 2) == 2 && !strcmp(gs[0].name, "kv_forward") && !strcmp(gs[1].name, "prefill_forward"),
+        "ExecuTorch graphs: %s, %s", gs[0].name, gs[1].name);
+  CHECK(!strcmp(gs[1].in[0].v2.name, "input_2_args_0@0") && gs[1].in[0].v2.rank == 4 && gs[1].in[0].v2.dimensions[3] == 60,
+        "stored order starts with K0 [1,n_kv,hd,60]: %s", gs[1].in[0].v2.name);
+  void *ctx = NULL;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, NULL, bin, sz, &ctx, NULL) == 0, "ExecuTorch context");
+  free(bin);
+  for (int i = 0; i < 2; i++) {
+    CHECK(FN(T, SLOT_graphRetrieve, retrieve_t)(ctx, gs[i].name, &gs[i].handle) == 0, "retrieve %s", gs[i].name);
+    alloc_io(&gs[i]);
+  }
+  int L = M.L, CL = 64;
+  float *kc[64], *vc[64], *logits = malloc(sizeof(float) * (size_t)M.V);
+  for (int l = 0; l < L; l++) {
+    kc[l] = calloc((size_t)M.kvh * M.D * CL, sizeof(float));
+    vc[l] = calloc((size_t)M.kvh * M.D * CL, sizeof(float));
+  }
+  stats_t s0, s1;
+  p_stats(&s0);
+  gcase *c = &cases[0];
+  int pos = 0;
+  E e = 0;
+  for (; pos < c->n && !e; pos += 4) e = et_call(&gs[1], c->prompt + pos, c->n - pos < 4 ? c->n - pos : 4, pos, kc, vc, logits);
+  CHECK(e == 0, "prefill_forward: %s", errtext(e));
+  pos = c->n;
+  int steps = 8, ok = 0;
+  for (int k = 0; k < steps && !e; k++) {
+    int tok = argmax(logits, M.V);
+    ok += tok == c->greedy[k];
+    CHECK(tok == c->greedy[k], "ExecuTorch greedy step %d: %d, golden %d", k, tok, c->greedy[k]);
+    e = et_call(&gs[0], &tok, 1, pos++, kc, vc, logits);
+  }
+  CHECK(e == 0 && ok == steps, "kv_forward: %s, %d/%d greedy tokens", errtext(e), ok, steps);
+  p_stats(&s1);
+  CHECK(s1.exec_prefill - s0.exec_prefill == 2 && s1.exec_decode - s0.exec_decode == steps, "ExecuTorch executes counted as prefill %lld decode %lld",
+        (long long)(s1.exec_prefill - s0.exec_prefill), (long long)(s1.exec_decode - s0.exec_decode));
+  /* strictness: a buffer one element short, a position outside the context */
+  graph *g = &gs[0];
+  g->in[0].v2.clientBuf.dataSize -= 4;
+  e = FN(T, SLOT_graphExecute, exec_t)(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_TENSOR, "short ExecuTorch buffer: %llu", (unsigned long long)e);
+  g->in[0].v2.clientBuf.dataSize += 4;
+  int tok = 1;
+  e = et_call(g, &tok, 1, CL, kc, vc, logits);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_TENSOR && strstr(errtext(e), "input_pos"), "input_pos = CL: %llu %s", (unsigned long long)e, errtext(e));
+  printf("executorch: %d/%d greedy tokens of case %s\n", ok, steps, c->name);
+  for (int l = 0; l < L; l++) { free(kc[l]); free(vc[l]); }
+  free(logits);
+  for (int i = 0; i < 2; i++) free_graph(&gs[i]);
+  CHECK(FN(T, SLOT_contextFree, ctxfree_t)(ctx, NULL) == 0, "ExecuTorch contextFree");
+}
+
 int main(int argc, char **argv) {
   if (argc != 3 && !(argc == 6 && !strcmp(argv[3], "smoke"))) {
     fprintf(stderr, "usage: harness LIBDIR DATADIR | harness LIBDIR DIR smoke BODY.hsim LMHEAD.hsim\n");
@@ -903,6 +1015,7 @@ int main(int argc, char **argv) {
     run_variant(dir, name, body, lmf, exact, backend, device);
   }
   fclose(vf);
+  et_smoke(dir, backend, device);
 
   stats_t st;
   p_stats(&st);
