@@ -538,7 +538,6 @@ static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_Platf
 /* ---- context ---- */
 static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, const QnnContext_Config_t **cfg,
                                                  const void *buf, uint64_t size, void **out, void *profile) {
-  (void)cfg;
   (void)profile;
   pthread_mutex_lock(&g_mu);
   int okb = reg_has(backend, T_BACKEND), okd = !device || reg_has(device, T_DEVICE);
@@ -546,6 +545,15 @@ static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, co
   if (!okb) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid backend handle");
   if (!okd) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid device handle");
   if (!out || !buf || !size) return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: NULL buffer, size 0 or NULL out");
+  void *group = NULL;
+  uint64_t spill_fill = 0;
+  if (hs_group_config((const void *const *)cfg, &group, &spill_fill)) { /* a multi-context group: its first context must live */
+    pthread_mutex_lock(&g_mu);
+    int okg = !group || reg_has(group, T_CONTEXT);
+    pthread_mutex_unlock(&g_mu);
+    if (!okg)
+      return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: REGISTER_MULTI_CONTEXTS firstGroupHandle %p is not a live context", group);
+  }
   hs_context *c = calloc(1, sizeof *c);
   if (!c) return QNN_COMMON_ERROR_MEM_ALLOC;
   char err[512];

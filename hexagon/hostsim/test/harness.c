@@ -859,6 +859,18 @@ static void et_smoke(const char *dir, void *backend, void *device) {
         "stored order starts with K0 [1,n_kv,hd,60]: %s", gs[1].in[0].v2.name);
   void *ctx = NULL;
   CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, NULL, bin, sz, &ctx, NULL) == 0, "ExecuTorch context");
+  /* the spill-fill group of sharded exports: REGISTER_MULTI_CONTEXTS {firstGroupHandle, maxSpillFillBuffer} */
+  struct { uint32_t option, pad; void *first; uint64_t spill_fill; } grp = {2, 0, NULL, 1 << 20};
+  QnnContext_Config_t gcfg = {.option = 0, .customConfig = &grp};
+  const QnnContext_Config_t *glist[] = {&gcfg, NULL};
+  void *g1 = NULL, *g2 = NULL, *g3 = NULL;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g1, NULL) == 0, "group: first context");
+  grp.first = g1;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g2, NULL) == 0, "group: second context");
+  grp.first = &grp;
+  E ge = FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g3, NULL);
+  CHECK(ge == QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "group with a bogus first handle: %llu", (unsigned long long)ge);
+  CHECK(FN(T, SLOT_contextFree, ctxfree_t)(g2, NULL) == 0 && FN(T, SLOT_contextFree, ctxfree_t)(g1, NULL) == 0, "group contexts freed");
   free(bin);
   for (int i = 0; i < 2; i++) {
     CHECK(FN(T, SLOT_graphRetrieve, retrieve_t)(ctx, gs[i].name, &gs[i].handle) == 0, "retrieve %s", gs[i].name);
