@@ -328,7 +328,8 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
     matmul(&L->down, g, AR, F, o, H);
     for (size_t i = 0; i < (size_t)AR * H; i++) x[i] += o[i];
   }
-  for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
+  if (m->norm.cols) /* absent in an ExecuTorch shard that is not the last */
+    for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
   free(h); free(q); free(att); free(o); free(g); free(u);
 }
 
