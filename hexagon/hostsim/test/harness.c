@@ -901,6 +901,14 @@ static void et_smoke(const char *dir, void *backend, void *device) {
   p_stats(&s1);
   CHECK(s1.exec_prefill - s0.exec_prefill == 2 && s1.exec_decode - s0.exec_decode == steps, "ExecuTorch executes counted as prefill %lld decode %lld",
         (long long)(s1.exec_prefill - s0.exec_prefill), (long long)(s1.exec_decode - s0.exec_decode));
+  /* the decode latency floor applies to kv_forward (one shard: the whole floor) */
+  p_set("HOSTSIM_LATENCY_US_DECODE", "30000");
+  double t0 = now_s();
+  int t1 = 1;
+  e = et_call(&gs[0], &t1, 1, pos, kc, vc, logits);
+  double dt = now_s() - t0;
+  CHECK(e == 0 && dt >= 0.030, "kv_forward latency floor: %.4f s", dt);
+  p_set("HOSTSIM_LATENCY_US_DECODE", NULL);
   /* strictness: a buffer one element short, a position outside the context */
   graph *g = &gs[0];
   g->in[0].v2.clientBuf.dataSize -= 4;
