@@ -30,13 +30,13 @@ func runMkmodel(args []string) int {
 type mkmodelOptions struct {
 	config, preset, out, name, tokenizer, arch string
 	weights, contract, io, kv, mask, layout    string
-	format, logits                             string
+	format, logits, tensors                    string
 	prefillChunk, ctx, shards                  int
 }
 
 // Flags that only one --format takes.
 var (
-	bundleOnly = []string{"contract", "io", "mask", "layout", "arch"}
+	bundleOnly = []string{"contract", "io", "mask", "tensors", "layout", "arch"}
 	pteOnly    = []string{"logits", "shards"}
 )
 
@@ -58,6 +58,7 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.logits, "logits", "u16", "pte only: logits data type, u16 (16-bit fixed point) or f32")
 	fs.IntVar(&o.shards, "shards", 1, "pte only: contexts the layers are split over (as evenly as possible, earlier shards take the remainder)")
 	fs.StringVar(&o.mask, "mask", "additive", "bundle only: attention mask encoding, additive or u16")
+	fs.StringVar(&o.tensors, "tensors", "", "bundle only: graph tensor names, as KEY=NAME,... with the manifest's hexserve.tensors keys (x, cos, sin, cmask, y, past_k, past_v, new_k, new_v; {i} = layer); unset keys keep the defaults")
 	fs.StringVar(&o.layout, "layout", "split", "bundle only: context binaries, split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
 	fs.StringVar(&o.tokenizer, "tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json", "tokenizer.json to copy (LICENSE and NOTICE are copied from its folder)")
 	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
@@ -144,6 +145,7 @@ type bundlePlan struct {
 	hyper                   simfile.Hyper
 	prefill, decode, lmhead simfile.Graph
 	weights                 simfile.WeightFormat
+	tensors                 bundle.Tensors
 	tokDir                  string
 	manifest                *bundle.Manifest
 }
@@ -254,6 +256,9 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 	if o.layout != "split" && o.layout != "shared" {
 		return nil, fmt.Errorf("--layout %q: want split or shared", o.layout)
 	}
+	if p.tensors, err = parseTensorNames(o.tensors); err != nil {
+		return nil, err
+	}
 	if o.ctx <= 0 || o.prefillChunk <= 0 || o.prefillChunk > o.ctx {
 		return nil, fmt.Errorf("need 0 < --prefill-chunk (%d) <= --ctx (%d)", o.prefillChunk, o.ctx)
 	}
@@ -271,11 +276,11 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 		KVHeads: cfg.NumKeyValueHeads, HeadDim: cfg.HeadDim, FFN: cfg.IntermediateSize, Vocab: cfg.VocabSize,
 		Ctx: o.ctx, RMSEps: float32(cfg.RMSNormEps), TiedLMHead: cfg.TieWordEmbeddings}
 	p.prefill, p.decode, p.lmhead = simfile.DefaultGraphs(p.hyper, contract, o.prefillChunk, iot, kvt, mask)
-	ranges := map[string]float32{"x": rangeX, "cos": 1, "sin": 1, "y": rangeY}
+	ranges := map[simfile.Role]float32{simfile.RoleX: rangeX, simfile.RoleCos: 1, simfile.RoleSin: 1, simfile.RoleY: rangeY}
 	for _, g := range []*simfile.Graph{&p.prefill, &p.decode} {
 		for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
 			for i := range ts {
-				if r, ok := ranges[ts[i].Name]; ok {
+				if r, ok := ranges[ts[i].Role]; ok {
 					fixed16(&ts[i], r)
 				}
 			}
@@ -283,13 +288,51 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 	}
 	fixed16(&p.lmhead.Inputs[0], rangeY) // the lm-head reads y
 	fixed16(&p.lmhead.Outputs[0], rangeLogits)
+	nameTensors(&p.prefill, p.tensors)
+	nameTensors(&p.decode, p.tensors)
 
-	p.manifest = manifestFor(o, cfg, source)
+	p.manifest = manifestFor(o, cfg, source, p.tensors)
 	return &p, nil
 }
 
+// parseTensorNames reads --tensors (KEY=NAME,...) over bundle.DefaultTensors.
+func parseTensorNames(s string) (bundle.Tensors, error) {
+	t := bundle.DefaultTensors()
+	fields := map[string]*string{"x": &t.X, "cos": &t.Cos, "sin": &t.Sin, "cmask": &t.CMask, "y": &t.Y,
+		"past_k": &t.PastK, "past_v": &t.PastV, "new_k": &t.NewK, "new_v": &t.NewV}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		dst := fields[k]
+		if !ok || dst == nil || v == "" {
+			return t, fmt.Errorf("--tensors %q: want KEY=NAME,... with keys x, cos, sin, cmask, y, past_k, past_v, new_k, new_v", kv)
+		}
+		*dst = v
+	}
+	for _, per := range []string{t.PastK, t.PastV, t.NewK, t.NewV} {
+		if !strings.Contains(per, "{i}") {
+			return t, fmt.Errorf("--tensors: per-layer name %q needs {i} (the layer index)", per)
+		}
+	}
+	return t, nil
+}
+
+// nameTensors names g's tensors by role from t.
+func nameTensors(g *simfile.Graph, t bundle.Tensors) {
+	names := map[simfile.Role]string{simfile.RoleX: t.X, simfile.RoleCos: t.Cos, simfile.RoleSin: t.Sin,
+		simfile.RoleCMask: t.CMask, simfile.RoleY: t.Y, simfile.RolePastK: t.PastK, simfile.RolePastV: t.PastV,
+		simfile.RoleNewK: t.NewK, simfile.RoleNewV: t.NewV}
+	for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
+		for i := range ts {
+			ts[i].Name = bundle.Layer(names[ts[i].Role], ts[i].Layer)
+		}
+	}
+}
+
 // manifestFor builds the manifest mkmodel writes.
-func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string) *bundle.Manifest {
+func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string, tensors bundle.Tensors) *bundle.Manifest {
 	contexts := map[string]bundle.Context{"prefill": {Bin: "prefill.bin"}, "decode": {Bin: "decode.bin"}, "lmhead": {Bin: "lmhead.bin"}}
 	if o.layout == "shared" {
 		contexts = map[string]bundle.Context{"shared": {Bin: "model.bin"}, "lmhead": {Bin: "lmhead.bin"}}
@@ -304,7 +347,6 @@ func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string) *bundle.
 		rs = bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
 			HighFreqFactor: s.HighFreqFactor, OriginalMaxPositionEmbeddings: s.OriginalMaxPositionEmbeddings}
 	}
-	tensors := bundle.DefaultTensors()
 	nh, nkv, window, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, o.prefillChunk, cfg.RMSNormEps
 	info, _ := json.Marshal(map[string]any{
 		"generator": "hexserve mkmodel", "source": source, "init_seed": cfg.InitSeed, "intermediate_size": cfg.IntermediateSize,

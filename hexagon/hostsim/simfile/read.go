@@ -34,7 +34,7 @@ func Read(r io.ReaderAt) (*File, error) {
 		return nil, errors.New("simfile: not a hostsim context binary")
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(hdr[8:]); v != 1 {
+	if v := le.Uint32(hdr[8:]); v != version {
 		return nil, fmt.Errorf("simfile: unsupported version %d", v)
 	}
 	u := func(off int) int { return int(le.Uint32(hdr[off:])) }
@@ -63,7 +63,8 @@ func Read(r io.ReaderAt) (*File, error) {
 			return nil, errors.New("simfile: corrupt graph table")
 		}
 		for i := range nin + nout {
-			t := Tensor{Name: rd.str(), DType: DType(rd.u32()), Scale: math.Float32frombits(rd.u32()), Offset: int32(rd.u32())}
+			t := Tensor{Name: rd.str(), Role: Role(rd.u32()), Layer: int(rd.u32())}
+			t.DType, t.Scale, t.Offset = DType(rd.u32()), math.Float32frombits(rd.u32()), int32(rd.u32())
 			rank := int(rd.u32())
 			if rd.err != nil || rank > 8 {
 				return nil, errors.New("simfile: corrupt tensor table")
