@@ -19,7 +19,8 @@ import (
 
 // runInspect implements `hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] PATH`:
 // it prints every graph of a bundle's (or one file's) context binaries with
-// its inputs and outputs, as the QNN system library reports them.
+// its inputs and outputs, as the QNN system library reports them; for an
+// ExecuTorch .pte it prints the container too (inspect_pte.go).
 func runInspect(args []string) int {
 	return inspect(args, os.Stdout, os.Stderr)
 }
@@ -32,7 +33,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
 	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN")
+		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +45,9 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return 2
+	}
+	if isPTE(fs.Arg(0)) {
+		return inspectPTE(fs.Arg(0), *asJSON, *backend, *system, stdout, stderr)
 	}
 	files, err := inspectFiles(fs.Arg(0), *arch)
 	if err != nil {

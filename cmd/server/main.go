@@ -56,7 +56,7 @@ func usage(w io.Writer) {
 Usage:
   hexserve [serve] [flags]   serve the API (the default command)
   hexserve version           print the version
-  hexserve inspect PATH      print the graphs and tensors of a bundle or context binary
+  hexserve inspect PATH      print the graphs and tensors of a bundle, context binary or .pte
   hexserve mkmodel [flags]   write a test bundle for hostsim
   hexserve bench [flags]     run the performance workload on a bundle: throughput,
                              host time per token, streaming efficiency, prefix-cache

@@ -9,7 +9,19 @@ import (
 // fb reads the flatbuffer wire format with every access bounds-checked. A
 // bad offset panics with a fbError, which parse turns into an error; this
 // keeps the schema walk readable.
-type fb struct{ b []byte }
+type fb struct {
+	b    []byte
+	name string // "program" or "compile spec", for errors
+	// budget bounds the vector elements one parse may decode, so that
+	// vectors pointing at the same data many times cannot make a small file
+	// cost more than a few times its size in work and memory.
+	budget *int
+}
+
+func newFB(b []byte, name string) fb {
+	n := 4*len(b) + 1024
+	return fb{b: b, name: name, budget: &n}
+}
 
 type fbError struct{ msg string }
 
@@ -17,7 +29,7 @@ func (f fb) fail(format string, a ...any) { panic(fbError{fmt.Sprintf(format, a.
 
 func (f fb) need(at, n int, what string) {
 	if at < 0 || n < 0 || at > len(f.b) || n > len(f.b)-at {
-		f.fail("%s at offset %d (+%d bytes) is outside the %d-byte program", what, at, n, len(f.b))
+		f.fail("%s at offset %d (+%d bytes) is outside the %d-byte %s", what, at, n, len(f.b), f.name)
 	}
 }
 
@@ -30,7 +42,7 @@ func (f fb) u64(at int) uint64 { f.need(at, 8, "u64"); return binary.LittleEndia
 func (f fb) deref(at int, what string) int {
 	p := int64(at) + int64(f.u32(at))
 	if p >= int64(len(f.b)) {
-		f.fail("%s offset points past the program (%d ≥ %d)", what, p, len(f.b))
+		f.fail("%s offset points past the %s (%d ≥ %d)", what, f.name, p, len(f.b))
 	}
 	return int(p)
 }
@@ -47,7 +59,7 @@ type tbl struct {
 func (f fb) table(pos int, what string) tbl {
 	vt := int64(pos) - int64(int32(f.u32(pos)))
 	if vt < 0 || vt > int64(len(f.b))-4 {
-		f.fail("%s: vtable offset %d is outside the program", what, vt)
+		f.fail("%s: vtable offset %d is outside the %s", what, vt, f.name)
 	}
 	n := int(f.u16(int(vt)))
 	if n < 4 || n%2 != 0 {
@@ -118,7 +130,10 @@ func (t tbl) vec(id, size int, what string) (int, int) {
 	v := t.f.deref(p, what)
 	n := int(t.f.u32(v))
 	if n < 0 || int64(n)*int64(size) > int64(len(t.f.b)-v-4) {
-		t.f.fail("%s: %d elements of %d bytes do not fit in the program", what, n, size)
+		t.f.fail("%s: %d elements of %d bytes do not fit in the %s", what, n, size, t.f.name)
+	}
+	if *t.f.budget -= n; *t.f.budget < 0 {
+		t.f.fail("%s: the %s references more data than it holds (shared vectors?)", what, t.f.name)
 	}
 	return v + 4, n
 }

@@ -190,8 +190,7 @@ func Parse(name string, data []byte) (file *File, err error) {
 			return nil, bad("program_size %d does not fit the %d-byte file (truncated?)", h.ProgramSize, size)
 		case h.SegmentBase < h.ProgramSize || h.SegmentBase > size:
 			return nil, bad("segment_base_offset %d is not between program_size %d and the file size %d (truncated?)", h.SegmentBase, h.ProgramSize, size)
-		case h.SegmentDataSize != 0 && h.SegmentBase+h.SegmentDataSize != size:
-			// SegmentDataSize ≤ size here, so the sum cannot overflow.
+		case h.SegmentDataSize != 0 && h.SegmentDataSize != size-h.SegmentBase: // SegmentBase ≤ size: no overflow
 			return nil, bad("segment_base_offset %d + segment_data_size %d = %d, but the file has %d bytes (truncated or padded)",
 				h.SegmentBase, h.SegmentDataSize, h.SegmentBase+h.SegmentDataSize, size)
 		}
@@ -200,7 +199,7 @@ func Parse(name string, data []byte) (file *File, err error) {
 	if uint64(h.RootOffset) < 8 || uint64(h.RootOffset)+4 > uint64(len(program)) {
 		return nil, bad("root table offset %d is outside the %d-byte program", h.RootOffset, len(program))
 	}
-	fbuf := fb{b: program}
+	fbuf := newFB(program, "program")
 	root := fbuf.table(int(h.RootOffset), "Program")
 	file.Version = root.u32(0)
 	for _, s := range root.tables(4, "segments") {
@@ -225,14 +224,16 @@ func Parse(name string, data []byte) (file *File, err error) {
 	_, file.MutableSegments = root.vec(6, 4, "mutable_data_segments")
 	_, file.NamedData = root.vec(7, 4, "named_data")
 	inline := root.tables(3, "backend_delegate_data")
+	seen := map[string]bool{}
 	for _, pt := range root.tables(1, "execution_plan") {
 		m, err := file.plan(pt, data, inline)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		if file.Method(m.Name) != nil {
+		if seen[m.Name] {
 			return nil, bad("method %q is listed twice", m.Name)
 		}
+		seen[m.Name] = true
 		file.Methods = append(file.Methods, m)
 		if vals, ok := constants(m); ok {
 			file.Metadata[m.Name] = vals

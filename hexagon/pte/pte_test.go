@@ -176,7 +176,7 @@ func TestRealFile(t *testing.T) {
 
 // program turns a parsed file back into a writer Program: the same
 // methods, metadata and context binaries (with their signatures).
-func program(t *testing.T, f *pte.File) ptewrite.Program {
+func program(t testing.TB, f *pte.File) ptewrite.Program {
 	t.Helper()
 	var p ptewrite.Program
 	ctx := map[*byte]int{}

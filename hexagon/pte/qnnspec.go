@@ -145,7 +145,7 @@ func decodeOptions(b []byte) (o QNNOptions, err error) {
 			err = fmt.Errorf("corrupt QnnExecuTorchOptions: %s", fe.msg)
 		}
 	}()
-	f := fb{b: b}
+	f := newFB(b, "compile spec")
 	if len(b) < 8 {
 		return o, fmt.Errorf("%d bytes is too short for a QnnExecuTorchOptions flatbuffer", len(b))
 	}

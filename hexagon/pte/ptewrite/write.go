@@ -105,6 +105,8 @@ func Write(w io.Writer, p Program) error {
 	}
 	root := new(table).
 		ref(1, tables(plans)).
+		ref(2, tables(nil)).
+		ref(3, tables(nil)).
 		ref(4, tables(segs)).
 		ref(5, new(table).ref(1, i64Vec([]int64{0})).object())
 
@@ -263,7 +265,17 @@ func plan(m Method) *table {
 			ref(1, new(table).u8(0, uint8(pte.Segment)).u32(1, uint32(d.Context+1)).object()).
 			ref(2, tables([]*table{spec}))
 	}
-	chain := new(table).ref(0, i32Vec(m.Inputs)).ref(1, i32Vec(m.Outputs)).ref(2, tables(instrs))
+	// Buffer 0 is reserved; plans with tensors get one more (empty: every
+	// I/O tensor is supplied by the caller), as in ExecuTorch's exports.
+	bufferSizes := []int64{0}
+	for _, v := range m.Values {
+		if v.Kind == pte.KindTensor {
+			bufferSizes = []int64{0, 0}
+			break
+		}
+	}
+	// ExecuTorch leaves the chain's inputs and outputs empty.
+	chain := new(table).ref(0, i32Vec(nil)).ref(1, i32Vec(nil)).ref(2, tables(instrs))
 	return new(table).
 		ref(0, str(m.Name)).
 		ref(1, new(table).ref(0, str("")).ref(1, str("")).object()).
@@ -273,7 +285,7 @@ func plan(m Method) *table {
 		ref(5, tables([]*table{chain})).
 		ref(6, tables(ops)).
 		ref(7, tables(dels)).
-		ref(8, i64Vec([]int64{0}))
+		ref(8, i64Vec(bufferSizes))
 }
 
 func evalue(v pte.Value) *table {
@@ -326,6 +338,7 @@ func encodeOptions(o pte.QNNOptions) []byte {
 		boolean(8, o.IsFromContextBinary).
 		boolean(9, o.Saver).
 		ref(10, str(o.SaverOutputDir)).
+		ref(11, new(table).ref(0, tables(nil)).object()).
 		boolean(12, o.UseMHA2SHA)
 	b := &builder{buf: make([]byte, 4)}
 	binary.LittleEndian.PutUint32(b.buf, uint32(b.table(opts)))
