@@ -144,14 +144,13 @@ func (h *etHost) step(graph string, tokens []int, npast int) [][]float32 {
 			t.Fatal(err)
 		}
 		info := g.Info()
-		ar := int(info.Inputs[0].Dims[0])
 		var maskT TensorInfo
 		for _, ti := range info.Inputs {
 			if node(ti.Name) == "atten_mask" {
 				maskT = ti
 			}
 		}
-		ar = int(maskT.Dims[len(maskT.Dims)-2])
+		ar := int(maskT.Dims[len(maskT.Dims)-2])
 		S := etCL - ar
 		bufs := map[string]*Buffer{}
 		buf := func(ti TensorInfo) []byte {
@@ -163,14 +162,10 @@ func (h *etHost) step(graph string, tokens []int, npast int) [][]float32 {
 			bufs[ti.Name] = b
 			return b.Bytes()
 		}
-		L := len(info.Outputs) - 1
-		if carry != nil || si < len(h.ctxs)-1 {
-			L = len(info.Outputs) - 3
-			if si == len(h.ctxs)-1 {
-				L = len(info.Outputs) - 1
-			}
+		L := (len(info.Outputs) - 1) / 2 // V,K per layer + logits
+		if si < len(h.ctxs)-1 {
+			L = (len(info.Outputs) - 3) / 2 // V,K per layer + hidden_state, cos, sin
 		}
-		L /= 2
 		for _, ti := range info.Inputs {
 			b := buf(ti)
 			switch n := node(ti.Name); {
