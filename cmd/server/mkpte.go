@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
-	"github.com/hexserve/hexserve/hexagon/hostsim/simpte"
+	"github.com/hexserve/hexserve/hexagon/pte/ptesim"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -122,7 +122,7 @@ func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = simpte.Write(f, pteHyper(cfg, o.ctx), s, wf, func(name string, start int, dst []uint16) error {
+	err = ptesim.Write(f, pteHyper(cfg, o.ctx), s, wf, func(name string, start int, dst []uint16) error {
 		return tinyllama.Fill(cfg, name, start, dst)
 	}, func(i, size int) {
 		if s.Shards > 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // mkmodel --format pte writes a .pte that hexagon/pte reads, whose delegates are hostsim
@@ -54,6 +55,39 @@ func TestMkmodelPTE(t *testing.T) {
 			}
 			if mask := pre.Values[pre.Inputs[1]].Tensor; mask.Sizes[2] != 16 || mask.Sizes[3] != 64 {
 				t.Errorf("prefill mask %v, want [1,1,16,64]", mask.Sizes)
+			}
+			// The delegates are exactly the shard contexts hexagon/qnn's ExecuTorch tests run
+			// against the float64 reference (same writer, same spec).
+			o := mkmodelOptions{preset: "tiny", out: out, kv: "u8", logits: "u16", shards: tc.shards, prefillChunk: 16, ctx: 64, weights: "int8"}
+			for k := 0; k+1 < len(tc.args); k += 2 {
+				switch tc.args[k] {
+				case "--kv":
+					o.kv = tc.args[k+1]
+				case "--logits":
+					o.logits = tc.args[k+1]
+				case "--weights":
+					o.weights = tc.args[k+1]
+				}
+			}
+			cfg, _, err := modelConfig(&o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := pteSpec(o, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wf, _ := weightFormat(o.weights)
+			for i, d := range pre.Delegates {
+				var want bytes.Buffer
+				if err := simfile.WriteETShard(&want, pteHyper(cfg, 64), spec, i, wf, func(name string, start int, dst []uint16) error {
+					return tinyllama.Fill(cfg, name, start, dst)
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(d.Binary, want.Bytes()) {
+					t.Errorf("delegate %d is not the shard context simfile.WriteETShard writes", i)
+				}
 			}
 			for i, d := range pre.Delegates {
 				sf, err := simfile.Read(bytes.NewReader(d.Binary))

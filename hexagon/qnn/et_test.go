@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
-	"github.com/hexserve/hexserve/hexagon/hostsim/simpte"
-	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -45,40 +43,27 @@ func etSpec(t testing.TB, r tinyllama.Ranges, kv, logits, mask simfile.DType, sh
 	return s
 }
 
-// writeET writes the model as a .pte (hexagon/hostsim/simpte, as mkmodel --format pte does),
-// reads it back with hexagon/pte, and returns its delegates' context binaries as files, in
-// delegate order.
+// writeET writes every shard's context binary (what mkmodel --format pte puts in the .pte's
+// delegates; cmd/server checks they are the same bytes) and returns their paths.
 func writeET(t testing.TB, dir string, c tinyllama.Config, s simfile.ETSpec) []string {
 	t.Helper()
-	p := filepath.Join(dir, "model.pte")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = simpte.Write(f, etHyper(c), s, simfile.WeightF16, func(name string, start int, dst []uint16) error {
-		return tinyllama.Fill(c, name, start, dst)
-	}, nil)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := pte.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
 	var paths []string
-	for i, d := range pf.Method(pte.MethodDecode).Delegates {
-		bp := filepath.Join(dir, fmt.Sprintf("shard%d.bin", i))
-		if err := os.WriteFile(bp, d.Binary, 0o644); err != nil {
+	for i := range s.Shards {
+		p := filepath.Join(dir, fmt.Sprintf("shard%d.bin", i))
+		f, err := os.Create(p)
+		if err != nil {
 			t.Fatal(err)
 		}
-		paths = append(paths, bp)
-	}
-	if len(paths) != s.Shards {
-		t.Fatalf("%d delegates, want %d shards", len(paths), s.Shards)
+		err = simfile.WriteETShard(f, etHyper(c), s, i, simfile.WeightF16, func(name string, start int, dst []uint16) error {
+			return tinyllama.Fill(c, name, start, dst)
+		})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatalf("shard %d: %v", i, err)
+		}
+		paths = append(paths, p)
 	}
 	return paths
 }

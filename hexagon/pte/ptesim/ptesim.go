@@ -1,8 +1,8 @@
-// Package simpte writes ExecuTorch static-llama .pte files (EXECUTORCH.md) whose QNN context
+// Package ptesim writes ExecuTorch static-llama .pte files (EXECUTORCH.md) whose QNN context
 // binaries are hostsim's ExecuTorch graphs (simfile.ETShard): the plans, delegates, fallback copies
 // between shards and metadata methods of ExecuTorch's hybrid export, so that hexagon/pte reads them
 // like a real export and hostsim runs them. hexserve mkmodel --format pte uses it.
-package simpte
+package ptesim
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func Write(w io.Writer, h simfile.Hyper, s simfile.ETSpec, f simfile.WeightForma
 	for i := range s.Shards {
 		var b bytes.Buffer
 		if err := simfile.WriteETShard(&b, h, s, i, f, fill); err != nil {
-			return fmt.Errorf("simpte: shard %d: %w", i, err)
+			return fmt.Errorf("ptesim: shard %d: %w", i, err)
 		}
 		bins = append(bins, b.Bytes())
 		if progress != nil {

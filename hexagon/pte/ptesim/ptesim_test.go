@@ -1,4 +1,4 @@
-package simpte
+package ptesim
 
 import (
 	"os"
