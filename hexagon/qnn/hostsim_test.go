@@ -202,7 +202,7 @@ func TestHostsimArch(t *testing.T) {
 	probe := probeLayouts(t)
 	for _, l := range htpExtLayouts() {
 		if v, ok := probe[l.name]; ok && v != l.got {
-			t.Skipf("hostsim's %s is %d, the public QnnHtpDevice.h layout used here has %d", l.name, v, l.got)
+			t.Fatalf("hostsim's %s is %d, the public QnnHtpDevice.h layout used here has %d", l.name, v, l.got)
 		}
 	}
 	r, err := Open(hostsimConfig(dir))
