@@ -78,7 +78,9 @@ func restore(t *testing.T, s *Store, owner string, seq []int32, from int) int {
 	return n
 }
 
-func seqOf(prefix []int32, rest ...int32) []int32 { return append(append([]int32(nil), prefix...), rest...) }
+func seqOf(prefix []int32, rest ...int32) []int32 {
+	return append(append([]int32(nil), prefix...), rest...)
+}
 
 func count(n int, base int32) []int32 {
 	s := make([]int32, n)
