@@ -63,13 +63,13 @@ type Options struct {
 	Runs         int // requests per measurement; 0: 3 (quick: 1)
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
-	// Phases selects phases by key (tokenizer, stream, http, prefix, host);
+	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore, host);
 	// nil: all (http only with HTTP).
 	Phases []string
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "host"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "host"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -95,6 +95,7 @@ type Report struct {
 	Host        []HostTime     `json:"host_time"`
 	Streaming   []Streaming    `json:"streaming"`
 	PrefixCache PrefixCache    `json:"prefix_cache"`
+	KVStore     KVStoreBench   `json:"kv_store"`
 	Memory      Memory         `json:"memory"`
 	Goals       []Goal         `json:"goals"`
 }
@@ -287,6 +288,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"stream", "streaming (in-process)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, false) }},
 		{"http", "streaming (HTTP, SSE)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, true) }},
 		{"prefix", "prefix cache", r.prefixPhase},
+		{"kvstore", "KV store (conversations taking turns)", r.kvStorePhase},
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
 	} {
 		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
@@ -337,6 +339,7 @@ func goals(rep *Report) []Goal {
 		g = append(g, goal("prefix_cache_ttft_ratio", rep.PrefixCache.Ratio, "<=", GoalPrefixRatio, "",
 			fmt.Sprintf("turn 2 after %d history tokens", rep.PrefixCache.HistoryTokens)))
 	}
+	g = append(g, kvTurnGoals(rep.KVStore)...)
 	g = append(g, goal("go_side_rss_mb", float64(rep.Memory.GoSide)/(1<<20), "<=", GoalGoSideMB, "MiB",
 		"Go runtime memory (Sys − HeapReleased) after generation"))
 	if rep.Tokenizer.Bytes > 0 {
