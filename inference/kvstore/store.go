@@ -91,12 +91,19 @@ func Open(cfg Config) (*Store, error) {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.disk == nil {
+		s.roots, s.entries, s.bytes = map[string]*node{}, 0, 0
+		return nil
+	}
 	var errs []error
+	ev := s.evictions
 	for s.entries > 0 {
-		if err := s.evictOldest(); err != nil { // a parent left as a leaf is on disk already: not written twice
+		// A parent left behind as a leaf is a prefix of a written file: not written again.
+		if err := s.evictOldest(); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	s.evictions = ev // shutting down is not an eviction
 	return errors.Join(errs...)
 }
 
