@@ -3,12 +3,15 @@ package hexagon
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
 // TestKVSnapshotRestore: rows saved from one runner and restored into
@@ -125,4 +128,66 @@ func lastLogits(t *testing.T, r *Runner, seq []int32) []float32 {
 		t.Fatalf("fresh evaluation: %v", err)
 	}
 	return out
+}
+
+// TestKVStoreThroughEngine: on the real runner, a turn whose history the
+// engine restored from the KV store (another prompt ran in between) gets
+// the log-probabilities of a fresh engine on a fresh runner.
+func TestKVStoreThroughEngine(t *testing.T) {
+	v := f32(simfile.QHexRT, 16, simfile.MaskAdditive)
+	hist := loadGolden(t).get(t, "cross128").PromptIDs[:90]
+	other := make([]int32, 70)
+	for i := range other {
+		other[i] = int32(2000 + 3*i)
+	}
+	vocab := inferencetest.NewVocab(nil)
+	r := openFixed(t, v)
+	st, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inference.New(r, vocab, inference.Config{KVStore: st})
+	defer e.Close()
+	collect := func(e *inference.Engine, p []int32) inference.Result {
+		t.Helper()
+		s, err := e.Submit(context.Background(), inference.Request{Prompt: p, MaxTokens: 3, Logprobs: true, TopLogprobs: 5, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := inference.Collect(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := collect(e, hist)
+	collect(e, other)
+	turn2 := append(append(append([]int32(nil), hist...), first.Choices[0].Tokens...), 9906, 11, 1268)
+	got := collect(e, turn2)
+	if c := got.Usage.CachedTokens; c != len(hist)+2 {
+		t.Fatalf("turn 2 cached_tokens %d, want %d (the history and the reply's committed rows)", c, len(hist)+2)
+	}
+
+	fr := openFixed(t, v)
+	fe := inference.New(fr, vocab, inference.Config{})
+	defer fe.Close()
+	want := collect(fe, turn2)
+	if want.Usage.CachedTokens != 0 {
+		t.Fatalf("the fresh engine reused %d rows", want.Usage.CachedTokens)
+	}
+	g, w := got.Choices[0], want.Choices[0]
+	if !slices.Equal(g.Tokens, w.Tokens) {
+		t.Fatalf("tokens %v after a restore, %v fresh", g.Tokens, w.Tokens)
+	}
+	if len(g.Logprobs) != 3 || len(w.Logprobs) != 3 || len(g.Logprobs[0].Top) != 5 {
+		t.Fatalf("logprobs %d and %d, want 3 with 5 alternatives each", len(g.Logprobs), len(w.Logprobs))
+	}
+	for i := range g.Logprobs {
+		for j := range g.Logprobs[i].Top {
+			a, b := g.Logprobs[i].Top[j], w.Logprobs[i].Top[j]
+			if a.ID != b.ID || math.Abs(float64(a.Logprob-b.Logprob)) > 1e-5 {
+				t.Fatalf("token %d, top %d: %d %.7f after a restore, %d %.7f fresh", i, j, a.ID, a.Logprob, b.ID, b.Logprob)
+			}
+		}
+	}
 }
