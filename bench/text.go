@@ -45,6 +45,17 @@ func WriteText(w io.Writer, rep *Report) error {
 	p("PREFIX CACHE\thistory %d tokens, turn 2 %d tokens (%d cached): TTFT %.1f ms cached, %.1f ms uncached, ratio %.3f",
 		pc.HistoryTokens, pc.Turn2Tokens, pc.CachedTokens, pc.TTFTCachedMS, pc.TTFTUncachedMS, pc.Ratio)
 	p("")
+	if k := rep.KVStore; k.Skipped != "" {
+		p("KV STORE\tskipped: %s", k.Skipped)
+	} else if k.Ratio > 0 {
+		p("KV STORE\t%d conversations × %d turns, %d-token replies: turns 2… TTFT %.1f ms with the store, %.1f ms without, ratio %.3f; %d turns short of their history; store %d entries, %s",
+			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
+		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
+		for _, d := range k.Detail {
+			p("  %d/%d\t%d\t%d\t%d / %d\t%.1f / %.1f", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, d.TTFTWithMS, d.TTFTWithoutMS)
+		}
+	}
+	p("")
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
 	for _, m := range rep.Memory.Snapshots {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))

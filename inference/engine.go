@@ -21,6 +21,9 @@ type Config struct {
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     zerolog.Logger
 	Now        func() time.Time // clock for timings; nil: time.Now
+	// KVStore, when set and the model is a KVSnapshotter, keeps the rows of
+	// finished requests for later ones (see KVStore).
+	KVStore KVStore
 }
 
 // MaxChoices limits Request.N.
@@ -40,6 +43,7 @@ type Engine struct {
 	now   func() time.Time
 	log   zerolog.Logger
 	met   *metrics
+	kv    *kvStore // nil: no store
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -97,6 +101,9 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		e.now = time.Now
 	}
 	e.met = newMetrics(cfg.Registerer)
+	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
+		e.met.registerKV(cfg.Registerer, e.kv.store)
+	}
 	e.smp = newSampler(e.info.VocabSize)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()
@@ -392,6 +399,9 @@ func (e *Engine) run(j *job) {
 			}
 			stepStart := e.now()
 			valid := commonPrefix(e.cached, seq)
+			if first {
+				valid = e.kv.restore(e, req.Owner, seq, valid)
+			}
 			if valid >= len(seq) {
 				valid = len(seq) - 1
 			}
@@ -486,6 +496,7 @@ func (e *Engine) run(j *job) {
 		Int("prompt_tokens", usage.PromptTokens).Int("cached_tokens", usage.CachedTokens).
 		Int("completion_tokens", usage.CompletionTokens).Dur("queue_wait", tm.QueueWait).
 		Dur("prompt_eval", tm.PromptEval).Dur("generation", tm.Generation).Msg("request done")
+	e.kv.save(e, &req)
 	j.s.push(Event{Done: true, Finish: finish, Err: runErr, Usage: usage, Timings: tm})
 }
 

@@ -26,6 +26,11 @@ type Request struct {
 	// without keys). KV rows computed for one owner are never reused for, nor
 	// reported as cached to, another (prefix cache and KV store alike).
 	Owner string
+	// CacheKey is the client's hint for the KV store (prompt_cache_key, else
+	// user): the owner's entry saved under the same key is replaced by this
+	// request's, so a conversation keeps one branch. It never widens what a
+	// request may reuse.
+	CacheKey string
 }
 
 // Constraint restricts the tokens of one choice (structured outputs). The

@@ -3,6 +3,8 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -223,6 +225,20 @@ func setMaxTokens(g *Generation, v *int, param string, p Params) error {
 	return nil
 }
 
+// cacheKey is the KV store's hint: prompt_cache_key, else user (which
+// OpenAI's prompt_cache_key replaces); a long one is kept as its hash.
+func cacheKey(c *CommonParams) string {
+	k := c.PromptCacheKey
+	if k == "" {
+		k = c.User
+	}
+	if len(k) > 64 {
+		sum := sha256.Sum256([]byte(k))
+		k = "sha256:" + hex.EncodeToString(sum[:16])
+	}
+	return k
+}
+
 // common validates the shared parameters into g.
 func common(c *CommonParams, p Params, g *Generation) error {
 	s := p.Defaults
@@ -284,6 +300,7 @@ func common(c *CommonParams, p Params, g *Generation) error {
 		}
 	}
 	g.Request.Sampling = s
+	g.Request.CacheKey = cacheKey(c)
 	g.Request.N = 1
 	if c.N != nil {
 		if *c.N < 1 || *c.N > MaxN {

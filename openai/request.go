@@ -65,6 +65,7 @@ type CommonParams struct {
 	Stream            bool               `json:"stream"`
 	StreamOptions     *StreamOptions     `json:"stream_options"`
 	User              string             `json:"user"`
+	PromptCacheKey    string             `json:"prompt_cache_key"`
 	TopK              *int               `json:"top_k"`
 	MinP              *float64           `json:"min_p"`
 	RepetitionPenalty *float64           `json:"repetition_penalty"`

@@ -234,6 +234,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	}
 	g := &ResponseGeneration{Store: r.Store == nil || *r.Store}
 	c := CommonParams{Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User}
+	c.PromptCacheKey = r.PromptCacheKey // the KV store's hint, as on chat completions
 	if err := common(&c, p.Params, &g.Generation); err != nil {
 		return nil, err
 	}
