@@ -12,6 +12,7 @@ import (
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/threadcpu"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -53,6 +54,9 @@ func TestRunScripted(t *testing.T) {
 		// 16 tokens: the first comes from the prompt's call, the last has no next call.
 		if h.TotalUS.N != 14 || h.TotalUS.P50 <= 0 || h.Vocab != 128256 {
 			t.Errorf("%s: host time %+v", h.Sampling, h)
+		}
+		if _, ok := threadcpu.Time(); ok && (h.CPUUS.N != 14 || h.CPUUS.P50 <= 0) {
+			t.Errorf("%s: thread CPU time %+v, want 14 tokens (no graph time to subtract)", h.Sampling, h.CPUUS)
 		}
 	}
 	for _, n := range rep.Native {
@@ -281,6 +285,67 @@ func TestDecodeSteps(t *testing.T) {
 	if s[0].wall != 600*time.Microsecond || s[0].graph != 450*time.Microsecond || s[0].outside != 100*time.Microsecond ||
 		s[0].detok != 3*time.Microsecond || s[0].io.IO() != 10*time.Microsecond {
 		t.Errorf("%+v", s[0])
+	}
+}
+
+// TestDecodeStepsThread checks the thread CPU arithmetic: from the end of
+// one Eval's reading to the start of the next one's, minus the graph calls'
+// CPU time; no figure without both readings or with graphs of unknown CPU time.
+func TestDecodeStepsThread(t *testing.T) {
+	const us = time.Microsecond
+	use := func(cpu time.Duration, faults int64) threadcpu.Usage {
+		return threadcpu.Usage{CPU: cpu, MinorFaults: faults, InvolSwitches: 1, RunDelay: 7 * us}
+	}
+	for _, tc := range []struct {
+		name   string
+		a, b   evalRec
+		ok     bool
+		cpu    time.Duration
+		faults int64
+	}{
+		{"graph CPU subtracted",
+			evalRec{use: use(1000*us, 3), cpu: 1002 * us, endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
+			evalRec{use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 98 * us, 2},
+		{"no graphs", evalRec{use: use(0, 0), cpu: 1 * us, endCPU: 11 * us, useOK: true}, evalRec{use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
+		{"graph CPU unknown", evalRec{useOK: true, d: Counters{Graph: us}}, evalRec{useOK: true}, false, 0, 0},
+		{"no reading", evalRec{useOK: true}, evalRec{}, false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := decodeSteps([]evalRec{{}, tc.a, tc.b})
+			if len(s) != 1 {
+				t.Fatalf("%d steps", len(s))
+			}
+			if s[0].cpuOK != tc.ok || s[0].cpu != tc.cpu || s[0].use.MinorFaults != tc.faults {
+				t.Errorf("cpu %v ok %v faults %d, want %v %v %d", s[0].cpu, s[0].cpuOK, s[0].use.MinorFaults, tc.cpu, tc.ok, tc.faults)
+			}
+			if tc.ok && s[0].ioCPU+s[0].outsideCPU != s[0].cpu {
+				t.Errorf("parts %v + %v do not add up to %v", s[0].ioCPU, s[0].outsideCPU, s[0].cpu)
+			}
+			if tc.ok && (s[0].use.InvolSwitches != 0 || s[0].use.RunDelay != 0) {
+				t.Errorf("usage deltas %+v, want zero switches and run delay", s[0].use)
+			}
+		})
+	}
+}
+
+// TestHostGoalUsesThreadCPU checks that the host goal judges the thread CPU
+// time when it was measured and the wall time otherwise.
+func TestHostGoalUsesThreadCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    HostTime
+		want float64
+		pass bool
+	}{
+		{"thread CPU", HostTime{Sampling: "greedy", TotalUS: Dist{N: 3, P50: 400}, CPUUS: Dist{N: 3, P50: 90}}, 90, true},
+		{"wall only", HostTime{Sampling: "greedy", TotalUS: Dist{N: 3, P50: 400}}, 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := goals(&Report{Host: []HostTime{tc.h}})
+			if g[0].Name != "host_us_per_decode_token/greedy" || g[0].Measured != tc.want || g[0].Pass != tc.pass {
+				t.Errorf("goal %+v, want measured %v pass %v", g[0], tc.want, tc.pass)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/grammar"
+	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 // Structured-output goals.
@@ -76,7 +77,7 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 			if m == nil || k%restartAfter == 0 {
 				m = g.NewMatcher(v)
 			}
-			c0, cpuOK := threadCPU()
+			c0, cpuOK := threadcpu.Time()
 			t0 := time.Now()
 			id := int32(rng.IntN(v.Size()))
 			if !m.Allowed(id) {
@@ -88,7 +89,7 @@ func (r *runner) structuredPhase(ctx context.Context) error {
 				return fmt.Errorf("bench schema %s: Accept(%d) refused an allowed token", s.Name, id)
 			}
 			costs = append(costs, float64(time.Since(t0).Nanoseconds())/1e3)
-			if c1, ok := threadCPU(); ok && cpuOK {
+			if c1, ok := threadcpu.Time(); ok && cpuOK {
 				allCPU = append(allCPU, float64(c1-c0)/1e3)
 			}
 			if id < 0 || m.Complete() && rng.IntN(4) == 0 {

@@ -2,29 +2,32 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 // Counters are a model's cumulative time counters: time inside graph
 // execution and the host-side work around it (hexagon.Stats).
 type Counters struct {
-	Graph   time.Duration // inside graph execute calls
-	Embed   time.Duration // embedding rows → x
-	Rope    time.Duration // cos/sin rows
-	Mask    time.Duration // mask updates
-	KVCopy  time.Duration // new K/V rows → cache
-	Convert time.Duration // y → lm-head input
+	Graph    time.Duration // inside graph execute calls
+	GraphCPU time.Duration // the calling thread's CPU time inside them (zero: unknown)
+	Embed    time.Duration // embedding rows → x
+	Rope     time.Duration // cos/sin rows
+	Mask     time.Duration // mask updates
+	KVCopy   time.Duration // new K/V rows → cache
+	Convert  time.Duration // y → lm-head input
 }
 
 // IO is the host-side model I/O time: embedding, RoPE, mask, KV copy and conversion.
 func (c Counters) IO() time.Duration { return c.Embed + c.Rope + c.Mask + c.KVCopy + c.Convert }
 
 func (c Counters) sub(o Counters) Counters {
-	return Counters{c.Graph - o.Graph, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
+	return Counters{c.Graph - o.Graph, c.GraphCPU - o.GraphCPU, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
 }
 
 // Model is what bench measures: an inference.Model that reports its
@@ -48,15 +51,30 @@ type evalRec struct {
 	reused     int
 	d          Counters      // counter deltas over the call
 	vocab      time.Duration // the vocabulary's cumulative time at start
+	// use is the calling thread's accounting at start, when the recorder
+	// locks it (useOK); cpu is its CPU time after reading it, so that the
+	// CPU time from one Eval's cpu to the next one's use.CPU leaves the
+	// recorder's own reading out.
+	use    threadcpu.Usage
+	cpu    time.Duration
+	endCPU time.Duration // its CPU time at end
+	useOK  bool
 }
 
 // recorder wraps a Model and records every Eval.
 type recorder struct {
 	m Model
 	v *timedVocab // may be nil
+	// thread locks the calling goroutine (the engine's worker) to its OS
+	// thread at its first Eval, for good (the worker ends with its engine;
+	// its thread then ends too), and reads the thread's accounting at each
+	// Eval's start: between two starts that thread does all of the engine's
+	// work for a token.
+	thread bool
 
-	mu   sync.Mutex
-	recs []evalRec
+	mu     sync.Mutex
+	recs   []evalRec
+	locked bool // the current engine's worker is locked; take resets it
 }
 
 func (r *recorder) Info() inference.ModelInfo { return r.m.Info() }
@@ -67,23 +85,41 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 	if r.v != nil {
 		vt = r.v.total()
 	}
+	var u threadcpu.Usage
+	var cpu time.Duration
+	var uOK bool
+	if r.thread {
+		r.mu.Lock()
+		if !r.locked {
+			runtime.LockOSThread()
+			r.locked = true
+		}
+		r.mu.Unlock()
+		u, uOK = threadcpu.Read()
+		cpu, _ = threadcpu.Time()
+	}
 	c0 := r.m.Counters()
 	t0 := time.Now()
 	l, reused, err := r.m.Eval(ctx, seq, valid)
 	t1 := time.Now()
+	var endCPU time.Duration
+	if uOK {
+		endCPU, _ = threadcpu.Time()
+	}
 	c1 := r.m.Counters()
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt})
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt, use: u, cpu: cpu, endCPU: endCPU, useOK: uOK})
 	r.mu.Unlock()
 	return l, reused, err
 }
 
-// take returns the records so far and starts a new list.
+// take returns the records so far and starts a new list. With thread, the
+// caller has closed the engine whose worker made them.
 func (r *recorder) take() []evalRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	recs := r.recs
-	r.recs = nil
+	r.recs, r.locked = nil, false
 	return recs
 }
 

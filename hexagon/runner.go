@@ -15,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 // Config configures Open.
@@ -668,9 +669,14 @@ func (r *Runner) lmhead(g *graphIO, row int) error {
 
 // execute runs one graph call, timing it; a device restart reloads the graphs.
 func (r *Runner) execute(g *graphIO) error {
+	c0, _ := threadcpu.Time()
 	t0 := time.Now()
 	err := g.call.Execute()
-	r.stats.Graphs[g.role].observe(time.Since(t0), err != nil)
+	d := time.Since(t0)
+	c1, _ := threadcpu.Time()
+	gs := &r.stats.Graphs[g.role]
+	gs.observe(d, err != nil)
+	gs.CPU += c1 - c0
 	if err == nil {
 		return nil
 	}

@@ -11,6 +11,10 @@ type GraphStats struct {
 	Calls  int64         // executes, including failed ones
 	Failed int64         // executes that returned an error
 	Time   time.Duration // wall time inside Execute
+	// CPU is the calling thread's CPU time inside Execute (Linux; zero
+	// elsewhere): on a phone the FastRPC call's host share; under hostsim
+	// also the graph work the calling thread computes itself.
+	CPU time.Duration
 	// Recent is the exponentially weighted moving average (weight
 	// RecentWeight) of the successful executes' times, seeded with the
 	// first one; the planner's cost estimate, so plans follow latency

@@ -172,6 +172,7 @@ func (r runnerCounters) Counters() bench.Counters {
 	var g bench.Counters
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time
+		g.GraphCPU += gs.CPU
 	}
 	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy, s.Convert
 	return g
