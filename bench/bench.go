@@ -161,6 +161,11 @@ type HostCPU struct {
 	ModelIO  float64 `json:"model_io"` // inside Eval outside graph calls: the runner's I/O and the calls' own overhead
 	Engine   float64 `json:"engine"`   // between Evals: sampling, detokenising, text, events
 	Sampling float64 `json:"sampling"` // Engine minus the small-vocabulary baseline's
+	// EngineWarm is Engine on a replay of the first request's logits with
+	// no graph call between the steps: what the engine costs when the
+	// graph computation has not just filled the caches and TLB with
+	// weights (hostsim on the host's cores; on a phone the NPU does not).
+	EngineWarm float64 `json:"engine_warm"`
 }
 
 // ThreadUse is the engine worker thread's accounting per decode token
@@ -495,10 +500,11 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 	prompt := r.benchPrompt(promptN)
 	for _, set := range Settings {
 		tv := &timedVocab{v: r.tok}
-		rec := &recorder{m: r.model, v: tv, thread: true}
+		rec := &recorder{m: r.model, v: tv, thread: true, keep: true}
 		var steps []stepSample
 		var prefill, ttft []float64
 		var first []int32
+		var firstRecs []evalRec
 		for run := range r.opt.Runs {
 			r.progress("  %s: request %d/%d (%d prompt + %d decode tokens)", set.Name, run+1, r.opt.Runs, len(prompt), r.opt.Tokens)
 			e := inference.New(rec, tv, inference.Config{}) // fresh: no cached rows
@@ -522,10 +528,15 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			prefill = append(prefill, float64(n)/recs[0].end.Sub(recs[0].start).Seconds())
 			steps = append(steps, decodeSteps(recs)...)
 			if first == nil && len(res.Choices) > 0 {
-				first = res.Choices[0].Tokens
+				first, firstRecs = res.Choices[0].Tokens, recs
 			}
+			rec.keep = false
 		}
 		base, err := r.baseline(ctx, set.P, first, len(prompt))
+		if err != nil {
+			return err
+		}
+		warm, err := r.warmReplay(ctx, set.P, firstRecs, prompt, first)
 		if err != nil {
 			return err
 		}
@@ -560,7 +571,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean}
 		}
 		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), Thread: th,
-			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU)}, GraphMS: newDist(graph),
+			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm}, GraphMS: newDist(graph),
 			Split: HostUS{Sampling: median(smp), ModelIO: median(io), Detokenise: median(detok), Rest: median(rest)},
 			IO:    IOSplit{Embed: median(emb), Rope: median(rope), Mask: median(mask), KVCopy: median(kv), Convert: median(conv)}}
 		r.rep.Host = append(r.rep.Host, h)
@@ -572,6 +583,37 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		r.rep.Native = append(r.rep.Native, tp)
 	}
 	return nil
+}
+
+// warmReplay runs the engine again on the recorded logits of recs (same
+// prompt and sampling, seed 1, as the first request) and returns its
+// median thread CPU time per decode token between Evals, µs. It fails if
+// the replay does not reproduce the recorded tokens.
+func (r *runner) warmReplay(ctx context.Context, p inference.Sampling, recs []evalRec, prompt, tokens []int32) (float64, error) {
+	if len(recs) < 3 {
+		return 0, nil
+	}
+	tv := &timedVocab{v: r.tok}
+	rec := &recorder{m: newRecorded(r.info, recs), v: tv, thread: true}
+	e := inference.New(rec, tv, inference.Config{})
+	runtime.GC()
+	seed := int64(1)
+	p.Seed = &seed
+	res, _, _, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: len(tokens), Sampling: p, IgnoreEOS: true})
+	e.Close()
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Choices) == 0 || !slices.Equal(res.Choices[0].Tokens, tokens) {
+		return 0, errors.New("replaying the recorded logits gave other tokens")
+	}
+	var out []float64
+	for _, s := range decodeSteps(rec.take()) {
+		if s.cpuOK {
+			out = append(out, us(s.outsideCPU))
+		}
+	}
+	return median(out), nil
 }
 
 // engineUS is the engine's median time per decode token outside Eval, µs.

@@ -58,6 +58,9 @@ func TestRunScripted(t *testing.T) {
 		if _, ok := threadcpu.Time(); ok && (h.CPUUS.N != 14 || h.CPUUS.P50 <= 0) {
 			t.Errorf("%s: thread CPU time %+v, want 14 tokens (no graph time to subtract)", h.Sampling, h.CPUUS)
 		}
+		if _, ok := threadcpu.Time(); ok && (h.CPUSplit.Engine <= 0 || h.CPUSplit.EngineWarm <= 0) {
+			t.Errorf("%s: CPU split %+v, want the engine's time live and replayed", h.Sampling, h.CPUSplit)
+		}
 	}
 	for _, n := range rep.Native {
 		if n.PrefillTokS.P50 <= 0 || n.DecodeTokS <= 0 || n.TTFTMS.N != 1 {
@@ -346,6 +349,31 @@ func TestHostGoalUsesThreadCPU(t *testing.T) {
 				t.Errorf("goal %+v, want measured %v pass %v", g[0], tc.want, tc.pass)
 			}
 		})
+	}
+}
+
+// TestRecorded checks that the replay model returns the recorded logits in
+// order and refuses an Eval beyond them.
+func TestRecorded(t *testing.T) {
+	recs := []evalRec{{logits: inference.Logits{Type: inference.F32, F32: []float32{1, 0}}},
+		{logits: inference.Logits{Type: inference.F16, Raw16: []uint16{7}}}}
+	m := newRecorded(inference.ModelInfo{VocabSize: 2}, recs)
+	for i, want := range []float32{1, 7} {
+		l, reused, err := m.Eval(context.Background(), make([]int32, 3), 2)
+		if err != nil || reused != 2 {
+			t.Fatalf("Eval %d: reused %d, %v", i, reused, err)
+		}
+		if got := l.At(0); l.Type == inference.F16 {
+			got = float32(l.Raw16[0])
+			if got != want {
+				t.Errorf("Eval %d: logits %+v", i, l)
+			}
+		} else if got != want {
+			t.Errorf("Eval %d: logits %+v", i, l)
+		}
+	}
+	if _, _, err := m.Eval(context.Background(), nil, 0); err == nil {
+		t.Error("an Eval beyond the recording should fail")
 	}
 }
 

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +61,7 @@ type evalRec struct {
 	cpu    time.Duration
 	endCPU time.Duration // its CPU time at end
 	useOK  bool
+	logits inference.Logits // a copy, with recorder.keep
 }
 
 // recorder wraps a Model and records every Eval.
@@ -71,6 +74,8 @@ type recorder struct {
 	// Eval's start: between two starts that thread does all of the engine's
 	// work for a token.
 	thread bool
+	// keep copies every Eval's logits into its record (evalRec.logits).
+	keep bool
 
 	mu     sync.Mutex
 	recs   []evalRec
@@ -107,8 +112,14 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 		endCPU, _ = threadcpu.Time()
 	}
 	c1 := r.m.Counters()
+	var kept inference.Logits
+	if r.keep && err == nil {
+		kept = l
+		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
+	}
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt, use: u, cpu: cpu, endCPU: endCPU, useOK: uOK})
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt,
+		use: u, cpu: cpu, endCPU: endCPU, useOK: uOK, logits: kept})
 	r.mu.Unlock()
 	return l, reused, err
 }
@@ -175,6 +186,35 @@ func (r *replay) Eval(_ context.Context, seq []int32, valid int) (inference.Logi
 	r.last = r.script[pos%len(r.script)]
 	r.logits[r.last] = 0
 	return inference.Logits{Type: inference.F32, F32: r.logits}, valid, nil
+}
+
+// recorded is a model that returns recorded logits, one per Eval in
+// order, with no work of its own: the engine runs on the same logits as
+// the recorded run, with nothing between its steps.
+type recorded struct {
+	info   inference.ModelInfo
+	logits []inference.Logits
+	n      int
+}
+
+func newRecorded(info inference.ModelInfo, recs []evalRec) *recorded {
+	m := &recorded{info: info}
+	for _, r := range recs {
+		m.logits = append(m.logits, r.logits)
+	}
+	return m
+}
+
+func (m *recorded) Info() inference.ModelInfo { return m.info }
+func (m *recorded) Close() error              { return nil }
+func (m *recorded) Counters() Counters        { return Counters{} }
+
+func (m *recorded) Eval(_ context.Context, _ []int32, valid int) (inference.Logits, int, error) {
+	if m.n >= len(m.logits) {
+		return inference.Logits{}, 0, errors.New("bench: more Evals than recorded")
+	}
+	m.n++
+	return m.logits[m.n-1], valid, nil
 }
 
 // mappedVocab gives small ids the pieces of real tokens.
