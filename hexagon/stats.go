@@ -13,7 +13,9 @@ type GraphStats struct {
 	Time   time.Duration // wall time inside Execute
 	// CPU is the calling thread's CPU time inside Execute (Linux; zero
 	// elsewhere): on a phone the FastRPC call's host share; under hostsim
-	// also the graph work the calling thread computes itself.
+	// also the graph work the calling thread computes itself. Exact when
+	// the caller's goroutine is locked to its OS thread (bench locks it);
+	// otherwise the two readings may come from different threads.
 	CPU time.Duration
 	// Recent is the exponentially weighted moving average (weight
 	// RecentWeight) of the successful executes' times, seeded with the
