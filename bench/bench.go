@@ -166,6 +166,11 @@ type HostCPU struct {
 	// graph computation has not just filled the caches and TLB with
 	// weights (hostsim on the host's cores; on a phone the NPU does not).
 	EngineWarm float64 `json:"engine_warm"`
+	// EngineCold is the same replay with a 64 MiB buffer written before
+	// every step (caches emptied, as on a phone whose NPU computed the
+	// step): the engine's own cost with cold caches and no other core's
+	// dirty lines to fetch.
+	EngineCold float64 `json:"engine_cold"`
 }
 
 // ThreadUse is the engine worker thread's accounting per decode token
@@ -536,7 +541,11 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		if err != nil {
 			return err
 		}
-		warm, err := r.warmReplay(ctx, set.P, firstRecs, prompt, first)
+		warm, err := r.replayEngine(ctx, set.P, firstRecs, prompt, first, false)
+		if err != nil {
+			return err
+		}
+		cold, err := r.replayEngine(ctx, set.P, firstRecs, prompt, first, true)
 		if err != nil {
 			return err
 		}
@@ -571,7 +580,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean}
 		}
 		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), Thread: th,
-			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm}, GraphMS: newDist(graph),
+			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm, EngineCold: cold}, GraphMS: newDist(graph),
 			Split: HostUS{Sampling: median(smp), ModelIO: median(io), Detokenise: median(detok), Rest: median(rest)},
 			IO:    IOSplit{Embed: median(emb), Rope: median(rope), Mask: median(mask), KVCopy: median(kv), Convert: median(conv)}}
 		r.rep.Host = append(r.rep.Host, h)
@@ -585,16 +594,24 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 	return nil
 }
 
-// warmReplay runs the engine again on the recorded logits of recs (same
-// prompt and sampling, seed 1, as the first request) and returns its
-// median thread CPU time per decode token between Evals, µs. It fails if
-// the replay does not reproduce the recorded tokens.
-func (r *runner) warmReplay(ctx context.Context, p inference.Sampling, recs []evalRec, prompt, tokens []int32) (float64, error) {
+// evictBytes is the replay's cache-emptying buffer: twice this machine's L3.
+const evictBytes = 64 << 20
+
+// replayEngine runs the engine again on the recorded logits of recs (same
+// prompt and sampling, seed 1, as the first request), with the caches
+// emptied before each step if cold, and returns its median thread CPU time
+// per decode token between Evals, µs. It fails if the replay does not
+// reproduce the recorded tokens.
+func (r *runner) replayEngine(ctx context.Context, p inference.Sampling, recs []evalRec, prompt, tokens []int32, cold bool) (float64, error) {
 	if len(recs) < 3 {
 		return 0, nil
 	}
 	tv := &timedVocab{v: r.tok}
-	rec := &recorder{m: newRecorded(r.info, recs), v: tv, thread: true}
+	m := newRecorded(r.info, recs)
+	if cold {
+		m.evict = make([]byte, evictBytes)
+	}
+	rec := &recorder{m: m, v: tv, thread: true}
 	e := inference.New(rec, tv, inference.Config{})
 	runtime.GC()
 	seed := int64(1)

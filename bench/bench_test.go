@@ -58,7 +58,7 @@ func TestRunScripted(t *testing.T) {
 		if _, ok := threadcpu.Time(); ok && (h.CPUUS.N != 14 || h.CPUUS.P50 <= 0) {
 			t.Errorf("%s: thread CPU time %+v, want 14 tokens (no graph time to subtract)", h.Sampling, h.CPUUS)
 		}
-		if _, ok := threadcpu.Time(); ok && (h.CPUSplit.Engine <= 0 || h.CPUSplit.EngineWarm <= 0) {
+		if _, ok := threadcpu.Time(); ok && (h.CPUSplit.Engine <= 0 || h.CPUSplit.EngineWarm <= 0 || h.CPUSplit.EngineCold <= 0) {
 			t.Errorf("%s: CPU split %+v, want the engine's time live and replayed", h.Sampling, h.CPUSplit)
 		}
 	}
@@ -374,6 +374,12 @@ func TestRecorded(t *testing.T) {
 	}
 	if _, _, err := m.Eval(context.Background(), nil, 0); err == nil {
 		t.Error("an Eval beyond the recording should fail")
+	}
+	m = newRecorded(inference.ModelInfo{VocabSize: 2}, recs)
+	m.evict = make([]byte, 130)
+	m.Eval(context.Background(), nil, 0)
+	if m.evict[0] != 1 || m.evict[64] != 1 || m.evict[128] != 1 || m.evict[1] != 0 {
+		t.Errorf("evict buffer %v: want one write per 64-byte line", m.evict)
 	}
 }
 

@@ -189,12 +189,15 @@ func (r *replay) Eval(_ context.Context, seq []int32, valid int) (inference.Logi
 }
 
 // recorded is a model that returns recorded logits, one per Eval in
-// order, with no work of its own: the engine runs on the same logits as
-// the recorded run, with nothing between its steps.
+// order: the engine runs on the same logits as the recorded run. With
+// evict, each Eval first writes a line in every 64 bytes of it (larger
+// than the caches), as a phone's NPU leaves the CPU caches with nothing of
+// the host's; without, nothing runs between the engine's steps.
 type recorded struct {
 	info   inference.ModelInfo
 	logits []inference.Logits
 	n      int
+	evict  []byte
 }
 
 func newRecorded(info inference.ModelInfo, recs []evalRec) *recorded {
@@ -214,6 +217,9 @@ func (m *recorded) Eval(_ context.Context, _ []int32, valid int) (inference.Logi
 		return inference.Logits{}, 0, errors.New("bench: more Evals than recorded")
 	}
 	m.n++
+	for i := 0; i < len(m.evict); i += 64 { // the logits too: they come from memory, as the NPU's output does
+		m.evict[i]++
+	}
 	return m.logits[m.n-1], valid, nil
 }
 
