@@ -490,11 +490,11 @@ func decodeSteps(recs []evalRec) []stepSample {
 	var out []stepSample
 	for i := 1; i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
-		s := stepSample{wall: b.start.Sub(a.start), graph: a.d.Graph, outside: b.start.Sub(a.end),
+		s := stepSample{wall: b.start.Sub(a.start) - b.skip, graph: a.d.Graph, outside: b.start.Sub(a.end) - b.skip,
 			detok: b.vocab - a.vocab, io: a.d}
 		if a.useOK && b.useOK && (a.d.Graph == 0 || a.d.GraphCPU > 0) {
-			s.cpu, s.use, s.cpuOK = b.use.CPU-a.cpu-a.d.GraphCPU, b.use.Sub(a.use), true
-			s.ioCPU, s.outsideCPU = a.endCPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU
+			s.cpu, s.use, s.cpuOK = b.use.CPU-a.cpu-a.d.GraphCPU-b.skipCPU, b.use.Sub(a.use), true
+			s.ioCPU, s.outsideCPU = a.endCPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU-b.skipCPU
 		}
 		out = append(out, s)
 	}
