@@ -161,7 +161,8 @@ type HostCPU struct {
 	ModelIO  float64 `json:"model_io"` // inside Eval outside graph calls: the runner's I/O and the calls' own overhead
 	Engine   float64 `json:"engine"`   // between Evals: sampling, detokenising, text, events
 	Sampling float64 `json:"sampling"` // Engine minus the small-vocabulary baseline's
-	// EngineWarm is Engine on a replay of the first request's logits with
+	// EngineWarm is Engine on a replay of the first request's logits
+	// (recorded by an unmeasured run of it) with
 	// no graph call between the steps: what the engine costs when the
 	// graph computation has not just filled the caches and TLB with
 	// weights (hostsim on the host's cores; on a phone the NPU does not).
@@ -180,6 +181,8 @@ type ThreadUse struct {
 	VolSwitches   float64 `json:"voluntary_switches"`   // blocking: hostsim's caller waiting for its pool
 	MinorFaults   float64 `json:"minor_faults"`
 	RunDelayUS    float64 `json:"run_delay_us"` // runnable, waiting for a core
+	// EngineMinorFaults counts only the faults between Evals (the engine's own work).
+	EngineMinorFaults float64 `json:"engine_minor_faults"`
 }
 
 // HostUS splits the host time per decode token: the median of each part
@@ -479,6 +482,7 @@ type stepSample struct {
 	cpu                         time.Duration   // thread CPU time outside graph calls
 	ioCPU, outsideCPU           time.Duration   // its parts inside Eval and after it
 	use                         threadcpu.Usage // thread accounting over the step
+	engineUse                   threadcpu.Usage // and between the Evals
 	cpuOK                       bool
 }
 
@@ -490,11 +494,14 @@ func decodeSteps(recs []evalRec) []stepSample {
 	var out []stepSample
 	for i := 1; i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
-		s := stepSample{wall: b.start.Sub(a.start) - b.skip, graph: a.d.Graph, outside: b.start.Sub(a.end) - b.skip,
+		s := stepSample{wall: b.start.Sub(a.start), graph: a.d.Graph, outside: b.start.Sub(a.end),
 			detok: b.vocab - a.vocab, io: a.d}
 		if a.useOK && b.useOK && (a.d.Graph == 0 || a.d.GraphCPU > 0) {
-			s.cpu, s.use, s.cpuOK = b.use.CPU-a.cpu-a.d.GraphCPU-b.skipCPU, b.use.Sub(a.use), true
-			s.ioCPU, s.outsideCPU = a.endCPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU-b.skipCPU
+			// Readings at Eval's end are left out: Eval runs to endUse.CPU, the engine from endCPU.
+			read := a.endCPU - a.endUse.CPU
+			s.cpu, s.use, s.cpuOK = b.use.CPU-a.cpu-a.d.GraphCPU-read, b.use.Sub(a.use), true
+			s.ioCPU, s.outsideCPU = a.endUse.CPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU
+			s.engineUse = b.use.Sub(a.endUse)
 		}
 		out = append(out, s)
 	}
@@ -505,11 +512,10 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 	prompt := r.benchPrompt(promptN)
 	for _, set := range Settings {
 		tv := &timedVocab{v: r.tok}
-		rec := &recorder{m: r.model, v: tv, thread: true, keep: true}
+		rec := &recorder{m: r.model, v: tv, thread: true}
 		var steps []stepSample
 		var prefill, ttft []float64
 		var first []int32
-		var firstRecs []evalRec
 		for run := range r.opt.Runs {
 			r.progress("  %s: request %d/%d (%d prompt + %d decode tokens)", set.Name, run+1, r.opt.Runs, len(prompt), r.opt.Tokens)
 			e := inference.New(rec, tv, inference.Config{}) // fresh: no cached rows
@@ -533,19 +539,22 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			prefill = append(prefill, float64(n)/recs[0].end.Sub(recs[0].start).Seconds())
 			steps = append(steps, decodeSteps(recs)...)
 			if first == nil && len(res.Choices) > 0 {
-				first, firstRecs = res.Choices[0].Tokens, recs
+				first = res.Choices[0].Tokens
 			}
-			rec.keep = false
 		}
 		base, err := r.baseline(ctx, set.P, first, len(prompt))
 		if err != nil {
 			return err
 		}
-		warm, err := r.replayEngine(ctx, set.P, firstRecs, prompt, first, false)
+		kept, err := r.record(ctx, set.P, prompt, first)
 		if err != nil {
 			return err
 		}
-		cold, err := r.replayEngine(ctx, set.P, firstRecs, prompt, first, true)
+		warm, err := r.replayEngine(ctx, set.P, kept, prompt, first, false)
+		if err != nil {
+			return err
+		}
+		cold, err := r.replayEngine(ctx, set.P, kept, prompt, first, true)
 		if err != nil {
 			return err
 		}
@@ -562,6 +571,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 				th.InvolSwitches += float64(s.use.InvolSwitches)
 				th.VolSwitches += float64(s.use.VolSwitches)
 				th.MinorFaults += float64(s.use.MinorFaults)
+				th.EngineMinorFaults += float64(s.engineUse.MinorFaults)
 			}
 			h := s.wall - s.graph
 			host = append(host, us(h))
@@ -577,7 +587,8 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			kv, conv = append(kv, us(s.io.KVCopy)), append(conv, us(s.io.Convert))
 		}
 		if n := float64(len(cpu)); n > 0 {
-			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean}
+			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean,
+				round3(th.EngineMinorFaults / n)}
 		}
 		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), Thread: th,
 			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm, EngineCold: cold}, GraphMS: newDist(graph),
@@ -592,6 +603,29 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		r.rep.Native = append(r.rep.Native, tp)
 	}
 	return nil
+}
+
+// record runs the first request again (seed 1), unmeasured, keeping every
+// Eval's logits for the replays; it fails if the tokens differ from the
+// measured run's.
+func (r *runner) record(ctx context.Context, p inference.Sampling, prompt, tokens []int32) ([]evalRec, error) {
+	if len(tokens) < 3 {
+		return nil, nil
+	}
+	r.progress("  recording the logits for the replays")
+	rec := &recorder{m: r.model, keep: true}
+	e := inference.New(rec, r.tok, inference.Config{})
+	seed := int64(1)
+	p.Seed = &seed
+	res, _, _, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: len(tokens), Sampling: p, IgnoreEOS: true})
+	e.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Choices) == 0 || !slices.Equal(res.Choices[0].Tokens, tokens) {
+		return nil, errors.New("the recording run gave other tokens than the measured one")
+	}
+	return rec.take(), nil
 }
 
 // evictBytes is the replay's cache-emptying buffer: twice this machine's L3.

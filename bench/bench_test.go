@@ -307,11 +307,11 @@ func TestDecodeStepsThread(t *testing.T) {
 		faults int64
 	}{
 		{"graph CPU subtracted",
-			evalRec{use: use(1000*us, 3), cpu: 1002 * us, endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
+			evalRec{use: use(1000*us, 3), cpu: 1002 * us, endUse: use(1832*us, 3), endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
 			evalRec{use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 98 * us, 2},
-		{"no graphs", evalRec{use: use(0, 0), cpu: 1 * us, endCPU: 11 * us, useOK: true}, evalRec{use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
-		{"logits copy left out", evalRec{use: use(0, 0), cpu: 1 * us, endCPU: 11 * us, useOK: true},
-			evalRec{use: use(71*us, 0), useOK: true, skipCPU: 20 * us}, true, 50 * us, 0},
+		{"no graphs", evalRec{use: use(0, 0), cpu: 1 * us, endUse: use(11*us, 0), endCPU: 11 * us, useOK: true}, evalRec{use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
+		{"readings at Eval's end left out", evalRec{use: use(0, 0), cpu: 1 * us, endUse: use(9*us, 0), endCPU: 11 * us, useOK: true},
+			evalRec{use: use(53*us, 0), useOK: true}, true, 50 * us, 0},
 		{"graph CPU unknown", evalRec{useOK: true, d: Counters{Graph: us}}, evalRec{useOK: true}, false, 0, 0},
 		{"no reading", evalRec{useOK: true}, evalRec{}, false, 0, 0},
 	} {

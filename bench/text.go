@@ -29,11 +29,11 @@ func WriteText(w io.Writer, rep *Report) error {
 		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f", h.Sampling, h.TotalUS.P50, h.TotalUS.P99,
 			h.Split.Sampling, h.Split.ModelIO, h.Split.Detokenise, h.Split.Rest, h.GraphMS.P50)
 	}
-	p("HOST THREAD CPU per decode token (µs)\tp50\tp99\tsampling\tmodel I/O\tengine (replay warm / cold)\tper token: preempted / blocked / minor faults / run-queue µs")
+	p("HOST THREAD CPU per decode token (µs)\tp50\tp99\tsampling\tmodel I/O\tengine (replay warm / cold)\tper token: preempted / blocked / minor faults (engine's) / run-queue µs")
 	for _, h := range rep.Host {
-		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f (%.1f / %.1f)\t%.2f / %.2f / %.2f / %.1f", h.Sampling, h.CPUUS.P50, h.CPUUS.P99,
+		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f (%.1f / %.1f)\t%.2f / %.2f / %.2f (%.2f) / %.1f", h.Sampling, h.CPUUS.P50, h.CPUUS.P99,
 			h.CPUSplit.Sampling, h.CPUSplit.ModelIO, h.CPUSplit.Engine, h.CPUSplit.EngineWarm, h.CPUSplit.EngineCold,
-			h.Thread.InvolSwitches, h.Thread.VolSwitches, h.Thread.MinorFaults, h.Thread.RunDelayUS)
+			h.Thread.InvolSwitches, h.Thread.VolSwitches, h.Thread.MinorFaults, h.Thread.EngineMinorFaults, h.Thread.RunDelayUS)
 	}
 	p("")
 	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\ttoken delay ms p50/p99 (held)\trelease delay ms p50/p99\trequests")

@@ -59,12 +59,10 @@ type evalRec struct {
 	// recorder's own reading out.
 	use    threadcpu.Usage
 	cpu    time.Duration
-	endCPU time.Duration // its CPU time at end
+	endUse threadcpu.Usage // its accounting at end
+	endCPU time.Duration   // and its CPU time after reading that (the next interval's start)
 	useOK  bool
 	logits inference.Logits // a copy, with recorder.keep
-	// skip and skipCPU are the wall and CPU time this Eval's start spent
-	// copying the previous Eval's logits (keep): not the engine's.
-	skip, skipCPU time.Duration
 }
 
 // recorder wraps a Model and records every Eval.
@@ -77,25 +75,13 @@ type recorder struct {
 	// Eval's start: between two starts that thread does all of the engine's
 	// work for a token.
 	thread bool
-	// keep copies every Eval's logits into its record (evalRec.logits): at
-	// the next Eval's start (or in take), once the engine has used them,
-	// and timed so that the steps leave the copy out (evalRec.skip).
+	// keep copies every Eval's logits into its record (evalRec.logits);
+	// the copies cost time and memory, so runs that are measured do not keep.
 	keep bool
 
 	mu     sync.Mutex
 	recs   []evalRec
-	locked bool             // the current engine's worker is locked; take resets it
-	last   inference.Logits // the last Eval's, not copied yet (keep)
-}
-
-// keepLast copies the last Eval's logits into its record.
-func (r *recorder) keepLast() {
-	if r.last.Type != 0 || r.last.F32 != nil || r.last.Raw16 != nil {
-		l := r.last
-		l.F32, l.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
-		r.recs[len(r.recs)-1].logits = l
-		r.last = inference.Logits{}
-	}
+	locked bool // the current engine's worker is locked; take resets it
 }
 
 func (r *recorder) Info() inference.ModelInfo { return r.m.Info() }
@@ -105,16 +91,6 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 	var vt time.Duration
 	if r.v != nil {
 		vt = r.v.total()
-	}
-	var skip, skipCPU time.Duration
-	if r.keep {
-		w0 := time.Now()
-		k0, _ := threadcpu.Time()
-		r.mu.Lock()
-		r.keepLast()
-		r.mu.Unlock()
-		k1, _ := threadcpu.Time()
-		skip, skipCPU = time.Since(w0), k1-k0
 	}
 	var u threadcpu.Usage
 	var cpu time.Duration
@@ -134,16 +110,20 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 	l, reused, err := r.m.Eval(ctx, seq, valid)
 	t1 := time.Now()
 	var endCPU time.Duration
+	var endUse threadcpu.Usage
 	if uOK {
+		endUse, _ = threadcpu.Read()
 		endCPU, _ = threadcpu.Time()
 	}
 	c1 := r.m.Counters()
-	r.mu.Lock()
+	var kept inference.Logits
 	if r.keep && err == nil {
-		r.last = l
+		kept = l
+		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
 	}
+	r.mu.Lock()
 	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt,
-		use: u, cpu: cpu, endCPU: endCPU, useOK: uOK, skip: skip, skipCPU: skipCPU})
+		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK, logits: kept})
 	r.mu.Unlock()
 	return l, reused, err
 }
@@ -153,11 +133,8 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 func (r *recorder) take() []evalRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.keep && len(r.recs) > 0 {
-		r.keepLast()
-	}
 	recs := r.recs
-	r.recs, r.locked, r.last = nil, false, inference.Logits{}
+	r.recs, r.locked = nil, false
 	return recs
 }
 
