@@ -11,8 +11,11 @@ FUZZTIME ?= 5s
 # Test steps that need optional tools run when the tools are there (.ci/run installs them).
 HAVE_QEMU := $(shell command -v qemu-aarch64 >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && echo yes)
 HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && echo yes)
+# The reference tokenizer for the tokenizer's HF cross-check (.ci/run installs it).
+HF_TOKENIZERS := $(wildcard $(CURDIR)/tokenizer/testdata/hf/node_modules)
+HAVE_CHROMIUM := $(shell command -v node >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && echo yes)
 
-.PHONY: all build run test vet gotest fuzz test-arm64 test-node bench-smoke android clean models
+.PHONY: all build run test vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models
 
 all: build hostsim
 
@@ -24,8 +27,12 @@ build:
 # The default tiny bundle (random weights: its output is gibberish by construction).
 # f16 weights with float32 graph I/O and KV: the exact path, whose greedy output is
 # the golden one of testdata/tinyllama (e2e/golden_test.go checks it through the API).
+# It is rewritten whenever any Go source changes (mkmodel takes about a second), so
+# tests never run against a model written by an older writer.
 TINY_FLAGS := --preset tiny --weights f16 --io f32 --kv f32
-$(TINY)/v79/manifest.json: | build
+GO_SOURCES := $(shell git ls-files '*.go' ':!:*_test.go' 2>/dev/null) go.mod
+$(TINY)/v79/manifest.json: $(GO_SOURCES) Makefile | build
+	rm -rf $(TINY)
 	$(BIN) mkmodel $(TINY_FLAGS) --out $(TINY)
 
 models: all $(TINY)/v79/manifest.json
@@ -33,7 +40,7 @@ models: all $(TINY)/v79/manifest.json
 run: models
 	$(BIN) serve --config configs/dev.yaml
 
-test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) bench-smoke
+test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) $(if $(HAVE_CHROMIUM),test-web) bench-smoke
 	@echo "make test: all steps passed"
 
 vet:
@@ -41,7 +48,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
 gotest:
-	HEXSERVE_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+	HEXSERVE_BIN=$(CURDIR)/$(BIN) $(if $(HF_TOKENIZERS),HEXSERVE_HF_TOKENIZERS=$(HF_TOKENIZERS)) $(GO) test -race -count=1 ./...
 
 # Each fuzz target runs for a short bounded time; crashers land in testdata/fuzz as regression cases.
 fuzz:
@@ -52,6 +59,11 @@ test-arm64: hostsim-arm64
 
 test-node: build models
 	./scripts/test-node.sh
+
+# The chat page in headless Chromium (e2e/web); HEXSERVE_SCREENSHOTS=docs also
+# regenerates docs/chat-page.png and docs/chat-page-phone.png.
+test-web: build models
+	./scripts/test-web.sh
 
 bench-smoke: build models
 	./scripts/bench-smoke.sh

@@ -32,15 +32,13 @@ type Latency struct {
 	LMHeadUS  int `json:"lmhead_us"`
 }
 
-// V79 is the seed bundle's measured cost on a Snapdragon 8 Elite: a
-// 128-token prefill call ≈ 64.5 ms, a decode step ≈ 62.5 ms with the lm-head.
-var V79 = Latency{PrefillUS: 64500, DecodeUS: 55000, LMHeadUS: 7500}
-
 // Goals.
 const (
 	GoalHostUS       = 150   // host µs per decode token (median), both sampling settings
 	GoalStreaming    = 0.99  // SSE-delivered tok/s ÷ engine tok/s
 	GoalPrefixRatio  = 0.3   // turn-2 TTFT with the prefix cache ÷ without
+	GoalDelayP50MS   = 1     // a token's delay from its model call to the SSE client, median
+	GoalDelayP99MS   = 5     // and p99
 	GoalGoSideMB     = 60    // Go runtime memory beyond the mapped model files
 	ReferenceMBps    = 2.6   // HF tokenizers (Rust), testdata/tokenizer/SOURCE.md
 	GoalTokenizerX   = 2     // × the reference
@@ -55,13 +53,15 @@ type Options struct {
 	// Load opens the model and its tokenizer; Run closes the model.
 	Load func() (Loaded, error)
 	// Bundle names the bundle in the report.
-	Bundle       string
-	Quick        bool // fewer tokens and runs, emulation scaled to 1/10
-	HTTP         bool // also stream through the HTTP server to SSE clients
-	EmulateV79   bool // set hostsim's latency floors to V79 for the streaming and prefix phases
-	Tokens       int  // decode tokens per request; 0: 64 (quick: 16)
-	Runs         int  // requests per measurement; 0: 3 (quick: 1)
-	PromptTokens int  // throughput and streaming prompts; 0: one prefill window
+	Bundle string
+	Quick  bool // fewer tokens and runs, emulation scaled to 1/10
+	HTTP   bool // also stream through the HTTP server to SSE clients
+	// Emulation sets hostsim's latency floors for the streaming and prefix
+	// phases (the caller passes the v79 figures, hexagon.V79Costs); zero: none.
+	Emulation    Latency
+	Tokens       int // decode tokens per request; 0: 64 (quick: 16)
+	Runs         int // requests per measurement; 0: 3 (quick: 1)
+	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, host);
 	// nil: all (http only with HTTP).
@@ -174,7 +174,19 @@ type Streaming struct {
 	Efficiency    float64 `json:"efficiency"`      // delivered ÷ engine, median over requests
 	DecodeTokS    float64 `json:"decode_tok_s"`    // between the first and last token's model calls
 	TTFTMS        Dist    `json:"ttft_ms"`
-	Error         string  `json:"error,omitempty"`
+	// TokenDelayMS is each token's delay from the end of the model call that
+	// produced it to its arrival at the client, over all requests: what a
+	// server that buffered tokens would show even when the last one is on time.
+	// A token whose bytes end inside a UTF-8 character (or could start a stop
+	// string) is held until the next one completes it, a whole decode step.
+	TokenDelayMS Dist `json:"token_delay_ms"`
+	// HeldTokens counts those: tokens that arrived together with a later one.
+	HeldTokens int `json:"held_tokens"`
+	// ReleaseDelayMS is each chunk's delay from the end of the model call of
+	// its last token (the one that released it) to its arrival: the server's
+	// and the transport's own share, without what the text forced.
+	ReleaseDelayMS Dist   `json:"release_delay_ms"`
+	Error          string `json:"error,omitempty"`
 }
 
 // PrefixCache compares turn 2's time to first token with and without the cache.
@@ -238,11 +250,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
 		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Goals: []Goal{}}}
-	if opt.EmulateV79 {
-		r.emu = V79
-		if opt.Quick {
-			r.emu = Latency{V79.PrefillUS / 10, V79.DecodeUS / 10, V79.LMHeadUS / 10}
-		}
+	r.emu = opt.Emulation
+	if opt.Quick {
+		r.emu = Latency{r.emu.PrefillUS / 10, r.emu.DecodeUS / 10, r.emu.LMHeadUS / 10}
 	}
 	start := time.Now()
 	debug.FreeOSMemory() // a GC, and idle heap back to the OS
@@ -316,7 +326,11 @@ func goals(rep *Report) []Goal {
 	}
 	for _, s := range rep.Streaming {
 		if s.Transport == "http-sse" && s.Error == "" {
-			g = append(g, goal("streaming_efficiency", s.Efficiency, ">=", GoalStreaming, "", "SSE-delivered ÷ engine tok/s"))
+			g = append(g, goal("streaming_efficiency", s.Efficiency, ">=", GoalStreaming, "", "SSE-delivered ÷ engine tok/s"),
+				goal("streaming_token_delay_p50_ms", s.TokenDelayMS.P50, "<=", GoalDelayP50MS, "ms", "model call done → token read by the SSE client"),
+				goal("streaming_token_delay_p99_ms", s.TokenDelayMS.P99, "<=", GoalDelayP99MS, "ms",
+					fmt.Sprintf("%d of %d tokens held for the next (UTF-8)", s.HeldTokens, s.TokenDelayMS.N)),
+				goal("streaming_release_delay_p99_ms", s.ReleaseDelayMS.P99, "<=", GoalDelayP99MS, "ms", "releasing model call done → chunk read"))
 		}
 	}
 	if rep.PrefixCache.Ratio > 0 {
@@ -371,8 +385,8 @@ func (r *runner) benchPrompt(n int) []int32 {
 }
 
 // request runs one request to the end on e and returns the result, the
-// time just before Submit and the arrival times of every event with
-// tokens or a finish reason.
+// time just before Submit and the arrival time of every generated token (the
+// time the event carrying it was read).
 func request(ctx context.Context, e *inference.Engine, req inference.Request) (inference.Result, time.Time, []time.Time, error) {
 	t0 := time.Now()
 	s, err := e.Submit(ctx, req)
@@ -390,7 +404,7 @@ func request(ctx context.Context, e *inference.Engine, req inference.Request) (i
 			}
 			continue
 		}
-		if len(ev.Tokens) > 0 || ev.Finish != "" {
+		for range ev.Tokens {
 			arrivals = append(arrivals, now)
 		}
 		for len(res.Choices) <= ev.Choice {
@@ -564,13 +578,14 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 	rec := &recorder{m: r.model}
 	e := inference.New(rec, r.tok, inference.Config{})
 	defer e.Close()
-	var effs, eng, del, dec, ttfts []float64
+	var effs, eng, del, dec, ttfts, delays, releases []float64
 	for run := range r.opt.Runs {
 		r.progress("  %s: request %d/%d (%d tokens)", st.Transport, run+1, r.opt.Runs, tokens)
-		var t0, first, last time.Time
+		var t0 time.Time
+		var arr []time.Time
 		if overHTTP {
 			var err error
-			t0, first, last, err = r.sseRequest(ctx, e, tokens, run)
+			t0, arr, err = r.sseRequest(ctx, e, tokens, run)
 			if err != nil {
 				rec.take()
 				st.Error = err.Error()
@@ -580,31 +595,40 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 		} else {
 			p := r.benchPrompt(promptN)
 			p[len(p)-1] = int32(run + 1000) // a different prompt each run
-			_, start, arr, err := request(ctx, e, inference.Request{Prompt: p, MaxTokens: tokens, IgnoreEOS: true})
+			var err error
+			_, t0, arr, err = request(ctx, e, inference.Request{Prompt: p, MaxTokens: tokens, IgnoreEOS: true})
 			if err != nil {
 				return err
 			}
-			if len(arr) > 0 {
-				t0, first, last = start, arr[0], arr[len(arr)-1]
-			}
 		}
 		recs := rec.take()
-		if len(recs) < 2 || first.IsZero() {
+		if len(recs) < 2 || len(arr) == 0 {
 			continue
 		}
-		n := float64(len(recs))
+		first, last := arr[0], arr[len(arr)-1]
+		n := min(len(arr), len(recs)) // token i comes from model call i
+		for i := range n {
+			delays = append(delays, ms(arr[i].Sub(recs[i].end)))
+			if i+1 < n && arr[i+1].Equal(arr[i]) { // same chunk as the next token
+				st.HeldTokens++
+			} else {
+				releases = append(releases, ms(arr[i].Sub(recs[i].end)))
+			}
+		}
+		nr := float64(len(recs))
 		prod := recs[len(recs)-1].end.Sub(t0).Seconds()
 		got := last.Sub(t0).Seconds()
-		eng = append(eng, n/prod)
-		del = append(del, n/got)
+		eng = append(eng, nr/prod)
+		del = append(del, nr/got)
 		effs = append(effs, prod/got)
-		dec = append(dec, (n-1)/recs[len(recs)-1].end.Sub(recs[0].end).Seconds())
+		dec = append(dec, (nr-1)/recs[len(recs)-1].end.Sub(recs[0].end).Seconds())
 		ttfts = append(ttfts, ms(first.Sub(t0)))
 		st.Requests++
 	}
 	st.EngineTokS, st.DeliveredTokS, st.Efficiency = round3(median(eng)), round3(median(del)), round3(median(effs))
 	st.DecodeTokS = round3(median(dec))
 	st.TTFTMS = newDist(ttfts)
+	st.TokenDelayMS, st.ReleaseDelayMS = newDist(delays), newDist(releases)
 	r.rep.Streaming = append(r.rep.Streaming, st)
 	return nil
 }

@@ -33,7 +33,7 @@ func TestRunScripted(t *testing.T) {
 	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
 	var progress bytes.Buffer
 	rep, err := Run(context.Background(), Options{
-		Bundle: "scripted", Quick: true, HTTP: true, EmulateV79: true, Progress: &progress,
+		Bundle: "scripted", Quick: true, HTTP: true, Emulation: Latency{PrefillUS: 64500, DecodeUS: 55000, LMHeadUS: 7500}, Progress: &progress,
 		Load: func() (Loaded, error) {
 			m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
 			m.Record(false)
@@ -68,7 +68,8 @@ func TestRunScripted(t *testing.T) {
 			t.Errorf("%s: %s", s.Transport, s.Error)
 			continue
 		}
-		if s.Requests != 1 || s.Efficiency <= 0 || s.Efficiency > 1 || s.EngineTokS <= 0 {
+		if s.Requests != 1 || s.Efficiency <= 0 || s.Efficiency > 1 || s.EngineTokS <= 0 ||
+			s.TokenDelayMS.N < 2 || s.TokenDelayMS.Min < 0 || s.TokenDelayMS.P99 < s.TokenDelayMS.P50 {
 			t.Errorf("%s: %+v", s.Transport, s)
 		}
 	}
@@ -214,25 +215,25 @@ func TestRemap(t *testing.T) {
 func TestReadSSE(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
-		content    bool
+		tokens     int
 		done       bool
 		err        string
 	}{
-		{"ok", "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", true, true, ""},
-		{"no done", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", true, false, ""},
-		{"error", "data: {\"error\":{\"message\":\"boom\"}}\n\n", false, false, "boom"},
-		{"bad json", "data: {\n\n", false, false, "SSE chunk"},
+		{"ok", "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"token_ids\":[5,6]}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"!\"},\"token_ids\":[7]}]}\n\ndata: [DONE]\n\n", 3, true, ""},
+		{"no done", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"token_ids\":[5]}]}\n\n", 1, false, ""},
+		{"error", "data: {\"error\":{\"message\":\"boom\"}}\n\n", 0, false, "boom"},
+		{"bad json", "data: {\n\n", 0, false, "SSE chunk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first, last, done, err := readSSE(strings.NewReader(tc.body))
+			arr, done, err := readSSE(strings.NewReader(tc.body))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || done != tc.done || first.IsZero() == tc.content || last.Before(first) {
-				t.Errorf("first %v last %v done %v err %v", first, last, done, err)
+			if err != nil || done != tc.done || len(arr) != tc.tokens || len(arr) > 1 && arr[len(arr)-1].Before(arr[0]) {
+				t.Errorf("arrivals %v done %v err %v", arr, done, err)
 			}
 		})
 	}

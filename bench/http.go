@@ -21,60 +21,62 @@ import (
 // sseRequest serves e on a loopback port and streams one chat completion
 // to an SSE client. It returns when the request was sent and the arrival
 // times of the first and last content chunks.
-func (r *runner) sseRequest(ctx context.Context, e *inference.Engine, tokens, run int) (t0, first, last time.Time, err error) {
+// arrivals holds the client-side arrival time of each generated token, in order.
+func (r *runner) sseRequest(ctx context.Context, e *inference.Engine, tokens, run int) (t0 time.Time, arrivals []time.Time, err error) {
 	srv := server.New(server.Options{Logger: zerolog.Nop()})
 	srv.SetModel(&server.Model{ID: "bench", Created: time.Now(), ContextLen: r.info.ContextLen, Tokenizer: r.tok, Engine: e})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return t0, first, last, err
+		return t0, nil, err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 
 	body, _ := json.Marshal(map[string]any{
-		"model":          "bench",
-		"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, r.chatText())}},
-		"max_tokens":     tokens,
-		"temperature":    0,
-		"stream":         true,
-		"stream_options": map[string]bool{"include_usage": true},
+		"model":            "bench",
+		"messages":         []map[string]string{{"role": "user", "content": fmt.Sprintf("(%d) %s", run, r.chatText())}},
+		"max_tokens":       tokens,
+		"temperature":      0,
+		"stream":           true,
+		"stream_options":   map[string]bool{"include_usage": true},
+		"return_token_ids": true, // each chunk names its tokens: per-token arrival times
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return t0, first, last, err
+		return t0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	t0 = time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return t0, first, last, err
+		return t0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return t0, first, last, fmt.Errorf("POST /v1/chat/completions: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return t0, nil, fmt.Errorf("POST /v1/chat/completions: %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return t0, first, last, fmt.Errorf("POST /v1/chat/completions with stream: Content-Type %q, want text/event-stream", ct)
+		return t0, nil, fmt.Errorf("POST /v1/chat/completions with stream: Content-Type %q, want text/event-stream", ct)
 	}
-	first, last, done, err := readSSE(resp.Body)
+	arrivals, done, err := readSSE(resp.Body)
 	if err != nil {
-		return t0, first, last, err
+		return t0, arrivals, err
 	}
 	if !done {
-		return t0, first, last, errors.New("the SSE stream ended without data: [DONE]")
+		return t0, arrivals, errors.New("the SSE stream ended without data: [DONE]")
 	}
-	if first.IsZero() {
-		return t0, first, last, errors.New("the SSE stream carried no content")
+	if len(arrivals) == 0 {
+		return t0, arrivals, errors.New("the SSE stream carried no tokens")
 	}
-	return t0, first, last, nil
+	return t0, arrivals, nil
 }
 
-// readSSE reads a chat completion stream and returns the arrival times of
-// the first chunk with content and of the last chunk with content or a
-// finish reason, and whether [DONE] came.
-func readSSE(rd io.Reader) (first, last time.Time, done bool, err error) {
+// readSSE reads a chat completion stream requested with return_token_ids and
+// returns the arrival time of each token (the time its chunk was read), and
+// whether [DONE] came.
+func readSSE(rd io.Reader) (arrivals []time.Time, done bool, err error) {
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
@@ -86,35 +88,29 @@ func readSSE(rd io.Reader) (first, last time.Time, done bool, err error) {
 		}
 		data = strings.TrimSpace(data)
 		if data == "[DONE]" {
-			return first, last, true, nil
+			return arrivals, true, nil
 		}
 		var chunk struct {
 			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
+				TokenIDs []int32 `json:"token_ids"`
 			} `json:"choices"`
 			Error *struct {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			return first, last, false, fmt.Errorf("SSE chunk %.80q: %w", data, err)
+			return arrivals, false, fmt.Errorf("SSE chunk %.80q: %w", data, err)
 		}
 		if chunk.Error != nil {
-			return first, last, false, fmt.Errorf("SSE error: %s", chunk.Error.Message)
+			return arrivals, false, fmt.Errorf("SSE error: %s", chunk.Error.Message)
 		}
 		for _, c := range chunk.Choices {
-			if c.Delta.Content != "" && first.IsZero() {
-				first = now
-			}
-			if c.Delta.Content != "" || c.FinishReason != nil {
-				last = now
+			for range c.TokenIDs {
+				arrivals = append(arrivals, now)
 			}
 		}
 	}
-	return first, last, false, sc.Err()
+	return arrivals, false, sc.Err()
 }
 
 // chatText is the start of the paragraph, short enough that the rendered

@@ -30,13 +30,15 @@ func WriteText(w io.Writer, rep *Report) error {
 			h.Split.Sampling, h.Split.ModelIO, h.Split.Detokenise, h.Split.Rest, h.GraphMS.P50)
 	}
 	p("")
-	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\trequests")
+	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\ttoken delay ms p50/p99 (held)\trelease delay ms p50/p99\trequests")
 	for _, s := range rep.Streaming {
 		if s.Error != "" {
 			p("  %s\terror: %s", s.Transport, s.Error)
 			continue
 		}
-		p("  %s\t%.2f\t%.2f\t%.4f\t%.2f\t%.1f\t%d", s.Transport, s.EngineTokS, s.DeliveredTokS, s.Efficiency, s.DecodeTokS, s.TTFTMS.P50, s.Requests)
+		p("  %s\t%.2f\t%.2f\t%.4f\t%.2f\t%.1f\t%.3f/%.3f (%d of %d)\t%.3f/%.3f\t%d", s.Transport, s.EngineTokS, s.DeliveredTokS, s.Efficiency,
+			s.DecodeTokS, s.TTFTMS.P50, s.TokenDelayMS.P50, s.TokenDelayMS.P99, s.HeldTokens, s.TokenDelayMS.N,
+			s.ReleaseDelayMS.P50, s.ReleaseDelayMS.P99, s.Requests)
 	}
 	p("")
 	pc := rep.PrefixCache

@@ -5,9 +5,10 @@
 // from tokenizer_config.json: no maintained Go Jinja engine is guaranteed to
 // be byte-exact with transformers' globals (tojson, trim, raise_exception),
 // and native code is fast and easy to fuzz. It reproduces every branch of the
-// official Llama-3.2 template (tools_in_user_message=true, no custom_tools)
-// byte for byte, checked against goldens rendered by @huggingface/jinja and
-// cross-checked with Python Jinja2 as transformers sets it up:
+// official Llama-3.2 template byte for byte, checked against goldens rendered by @huggingface/jinja and
+// cross-checked with Python Jinja2 as transformers sets it up, including
+// tools_in_user_message=false (Options.ToolsInSystem; custom_tools is the
+// caller's choice of Options.Tools):
 //
 //   - BOS, then a system block that is always present: "Environment: ipython\n"
 //     when tools are given, "Cutting Knowledge Date: December 2023\n",
@@ -15,7 +16,8 @@
 //     is system.
 //   - With tools, the first remaining message (whatever its role) becomes the
 //     user turn that lists the tools, each as tojson(indent=4); no such
-//     message is an error, as in the template.
+//     message is an error, as in the template. With ToolsInSystem the tools
+//     are listed in the system block instead, before the system message.
 //   - Content is trimmed like Python's str.strip (Unicode whitespace including
 //     U+001C..U+001F and U+0085, but not U+FEFF or U+200B).
 //   - An assistant tool call renders as {"name": "<name>", "parameters":
@@ -42,6 +44,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -80,6 +83,26 @@ type Options struct {
 	// "26 Jul 2024". Use FormatDate(time.Now()) for today's date, as
 	// transformers does through strftime_now.
 	DateString string
+	// ToolsInSystem renders the tools in the system block instead of the
+	// first user turn (the template's tools_in_user_message=false).
+	ToolsInSystem bool
+	// MaxBytes, when > 0, stops rendering with a *LengthError as soon as the
+	// text passes this many bytes (a prompt that cannot fit the context).
+	MaxBytes int
+	// Context, when set, stops rendering with its error once it is done (a
+	// client that went away).
+	Context context.Context
+}
+
+// MaxToolDepth bounds the nesting of a tool definition: deeper schemas are
+// refused (Python would render them, 4 more spaces of indent per level).
+const MaxToolDepth = 64
+
+// LengthError reports a rendering stopped at Options.MaxBytes.
+type LengthError struct{ MaxBytes int }
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("chat: the rendered prompt is longer than %d bytes", e.MaxBytes)
 }
 
 // DefaultDate is the template's date when none is supplied.
@@ -148,9 +171,12 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}
+	if opt.Context != nil && opt.Context.Err() != nil {
+		return nil, opt.Context.Err()
+	}
 	tools := make([]jsonValue, len(opt.Tools))
 	for i, raw := range opt.Tools {
-		v, err := parseJSON(string(raw))
+		v, err := parseJSONDepth(string(raw), MaxToolDepth)
 		if err != nil {
 			return nil, errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
 		}
@@ -161,7 +187,7 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 		date = DefaultDate
 	}
 
-	var r renderer
+	r := renderer{max: opt.MaxBytes, ctx: opt.Context}
 	r.special(BeginOfText)
 
 	// The system message, if first, goes into the system block.
@@ -175,11 +201,19 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	}
 	r.text("Cutting Knowledge Date: December 2023\n")
 	r.text("Today Date: " + date + "\n\n")
+	if len(tools) > 0 && opt.ToolsInSystem {
+		r.text("You have access to the following functions. To call a function, please respond with JSON for a function call." +
+			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
+			"Do not use variables.\n\n")
+		if err := r.tools(tools); err != nil {
+			return nil, err
+		}
+	}
 	r.text(system)
 	r.special(EndOfTurn)
 
 	// Tools go into the first remaining message, rendered as a user turn.
-	if len(tools) > 0 {
+	if len(tools) > 0 && !opt.ToolsInSystem {
 		if first == len(msgs) {
 			return nil, errorf("messages", "Cannot put tools in the first user message when there's no first user message!")
 		}
@@ -188,11 +222,8 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 			"with its proper arguments that best answers the given prompt.\n\n" +
 			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
 			"Do not use variables.\n\n")
-		for _, t := range tools {
-			var b strings.Builder
-			writePyJSON(&b, t, 4, 0)
-			b.WriteString("\n\n")
-			r.text(b.String())
+		if err := r.tools(tools); err != nil {
+			return nil, err
 		}
 		r.text(pyStrip(msgs[first].Content))
 		r.special(EndOfTurn)
@@ -235,6 +266,10 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	if opt.AddGenerationPrompt {
 		r.header("assistant")
 	}
+	r.flush()
+	if r.err != nil {
+		return nil, r.err
+	}
 	return r.segs, nil
 }
 
@@ -256,21 +291,75 @@ func validate(msgs []Message) error {
 	return nil
 }
 
-type renderer struct{ segs []Segment }
+// renderer collects segments: plain text goes into one buffer until the next
+// special token. Once it has failed (too long, cancelled) it ignores writes.
+type renderer struct {
+	segs  []Segment
+	buf   strings.Builder // plain text since the last special token
+	n     int             // bytes written
+	max   int             // Options.MaxBytes
+	ctx   context.Context // Options.Context
+	err   error
+	polls int
+}
 
 func (r *renderer) special(tok string) {
+	r.flush()
 	r.segs = append(r.segs, Segment{Text: tok, Special: true})
+	r.grow(len(tok))
+}
+
+func (r *renderer) flush() {
+	if r.buf.Len() > 0 {
+		r.segs = append(r.segs, Segment{Text: r.buf.String()})
+		r.buf.Reset()
+	}
 }
 
 func (r *renderer) text(s string) {
-	if s == "" {
-		return
+	if r.err == nil {
+		r.buf.WriteString(s)
+		r.grow(len(s))
 	}
-	if n := len(r.segs); n > 0 && !r.segs[n-1].Special {
-		r.segs[n-1].Text += s
-		return
+}
+
+// grow counts n more bytes and checks the limit and, now and then, the context.
+func (r *renderer) grow(n int) {
+	r.n += n
+	switch {
+	case r.err != nil:
+	case r.max > 0 && r.n > r.max:
+		r.err = &LengthError{MaxBytes: r.max}
+	case r.ctx != nil:
+		if r.polls++; r.polls%1024 == 0 {
+			r.err = r.ctx.Err()
+		}
 	}
-	r.segs = append(r.segs, Segment{Text: s})
+}
+
+// WriteString and WriteByte make the renderer a pyWriter.
+func (r *renderer) WriteString(s string) (int, error) { r.text(s); return len(s), nil }
+
+func (r *renderer) WriteByte(c byte) error {
+	if r.err == nil {
+		r.buf.WriteByte(c)
+		r.grow(1)
+	}
+	return nil
+}
+
+func (r *renderer) failed() bool { return r.err != nil }
+
+// tools writes each tool as tojson(indent=4) followed by a blank line.
+func (r *renderer) tools(tools []jsonValue) error {
+	for _, t := range tools {
+		writePyJSON(r, t, 4, 0)
+		r.text("\n\n")
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return nil
 }
 
 func (r *renderer) header(role string) {

@@ -10,9 +10,16 @@ import (
 // TestJinja2Random renders random conversations (tricky whitespace, special
 // token strings in content, nested tool JSON with odd number literals,
 // duplicate keys, multiple tool calls) and compares with Python Jinja2 output
-// recorded by testdata/crosscheck.py.
+// recorded by testdata/crosscheck.py; jinja2_kwargs.jsonl adds random
+// custom_tools and tools_in_user_message template kwargs.
 func TestJinja2Random(t *testing.T) {
-	f, err := os.Open("testdata/jinja2_random.jsonl")
+	for _, name := range []string{"jinja2_random.jsonl", "jinja2_kwargs.jsonl"} {
+		t.Run(name, func(t *testing.T) { checkJinja2File(t, "testdata/"+name) })
+	}
+}
+
+func checkJinja2File(t *testing.T, path string) {
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +41,10 @@ func TestJinja2Random(t *testing.T) {
 				} `json:"tool_calls"`
 			}
 			Tools               []string
-			AddGenerationPrompt bool    `json:"add_generation_prompt"`
-			DateString          *string `json:"date_string"`
+			AddGenerationPrompt bool               `json:"add_generation_prompt"`
+			DateString          *string            `json:"date_string"`
+			CustomTools         *[]json.RawMessage `json:"custom_tools"`
+			ToolsInUserMessage  *bool              `json:"tools_in_user_message"`
 			Rendered            *string
 			Error               *string
 		}
@@ -57,6 +66,22 @@ func TestJinja2Random(t *testing.T) {
 		if c.DateString != nil {
 			opt.DateString = *c.DateString
 		}
+		// custom_tools, when given, replaces tools (null: no tools).
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(sc.Bytes(), &keys)
+		if _, ok := keys["custom_tools"]; ok {
+			opt.Tools = nil
+			if c.CustomTools != nil {
+				for _, tool := range *c.CustomTools {
+					var text string // recorded as raw JSON text
+					if err := json.Unmarshal(tool, &text); err != nil {
+						t.Fatalf("line %d: custom tool %s", line, tool)
+					}
+					opt.Tools = append(opt.Tools, json.RawMessage(text))
+				}
+			}
+		}
+		opt.ToolsInSystem = c.ToolsInUserMessage != nil && !*c.ToolsInUserMessage
 		got, err := Render(msgs, opt)
 		if c.Error != nil {
 			errs++
@@ -79,6 +104,6 @@ func TestJinja2Random(t *testing.T) {
 		t.Fatal(err)
 	}
 	if line < 100 || errs == 0 {
-		t.Fatalf("only %d cases (%d errors): regenerate testdata/jinja2_random.jsonl", line, errs)
+		t.Fatalf("only %d cases (%d errors): regenerate %s", line, errs, path)
 	}
 }

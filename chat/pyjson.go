@@ -37,8 +37,11 @@ type jsonValue struct {
 // parseJSON parses one complete JSON text (RFC 8259, surrounding whitespace
 // allowed). Duplicate object keys behave like Python's json.loads: the last
 // value wins but the key keeps its first position.
-func parseJSON(s string) (jsonValue, error) {
-	p := jsonParser{s: s}
+func parseJSON(s string) (jsonValue, error) { return parseJSONDepth(s, maxJSONDepth) }
+
+// parseJSONDepth is parseJSON with containers nested at most maxDepth deep.
+func parseJSONDepth(s string, maxDepth int) (jsonValue, error) {
+	p := jsonParser{s: s, maxDepth: maxDepth}
 	p.skipSpace()
 	v, err := p.value(0)
 	if err != nil {
@@ -52,8 +55,9 @@ func parseJSON(s string) (jsonValue, error) {
 }
 
 type jsonParser struct {
-	s string
-	i int
+	s        string
+	i        int
+	maxDepth int
 }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
@@ -97,8 +101,8 @@ func (p *jsonParser) value(depth int) (jsonValue, error) {
 }
 
 func (p *jsonParser) object(depth int) (jsonValue, error) {
-	if depth > maxJSONDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", maxJSONDepth)
+	if depth > p.maxDepth {
+		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
 	}
 	p.i++ // '{'
 	v := jsonValue{kind: jsonObject}
@@ -172,8 +176,8 @@ func lookupKey(keys []string, index map[string]int, k string) (int, bool) {
 }
 
 func (p *jsonParser) array(depth int) (jsonValue, error) {
-	if depth > maxJSONDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", maxJSONDepth)
+	if depth > p.maxDepth {
+		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
 	}
 	p.i++ // '['
 	v := jsonValue{kind: jsonArray}
@@ -339,11 +343,23 @@ func (p *jsonParser) hex4() (rune, bool) {
 	return rune(n), true
 }
 
+// pyWriter is what the JSON writers write to (a strings.Builder or the
+// renderer). A writer with a failed method that reports true stops them.
+type pyWriter interface {
+	WriteString(string) (int, error)
+	WriteByte(byte) error
+}
+
+func stopped(b pyWriter) bool {
+	f, ok := b.(interface{ failed() bool })
+	return ok && f.failed()
+}
+
 // writePyJSON appends v formatted like Python's
 // json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0 means
 // indent=None), which is what the template's tojson filter produces in
 // transformers.
-func writePyJSON(b *strings.Builder, v jsonValue, indent, level int) {
+func writePyJSON(b pyWriter, v jsonValue, indent, level int) {
 	switch v.kind {
 	case jsonNull:
 		b.WriteString("null")
@@ -364,6 +380,9 @@ func writePyJSON(b *strings.Builder, v jsonValue, indent, level int) {
 			return
 		}
 		for i, e := range v.elem {
+			if stopped(b) {
+				return
+			}
 			if i > 0 {
 				if indent >= 0 {
 					b.WriteByte(',')
@@ -373,7 +392,7 @@ func writePyJSON(b *strings.Builder, v jsonValue, indent, level int) {
 			}
 			if indent >= 0 {
 				b.WriteByte('\n')
-				b.WriteString(strings.Repeat(" ", indent*(level+1)))
+				writeSpaces(b, indent*(level+1))
 			}
 			if v.kind == jsonObject {
 				writePyString(b, v.keys[i])
@@ -383,16 +402,26 @@ func writePyJSON(b *strings.Builder, v jsonValue, indent, level int) {
 		}
 		if indent >= 0 {
 			b.WriteByte('\n')
-			b.WriteString(strings.Repeat(" ", indent*level))
+			writeSpaces(b, indent*level)
 		}
 		b.WriteByte(closing)
 	}
 }
 
+const spaces = "                                                                " // 64
+
+// writeSpaces writes n spaces without allocating.
+func writeSpaces(b pyWriter, n int) {
+	for ; n > len(spaces); n -= len(spaces) {
+		b.WriteString(spaces)
+	}
+	b.WriteString(spaces[:n])
+}
+
 // writePyString writes s as Python's json.dumps(s, ensure_ascii=False):
 // only '"', '\\' and C0 controls are escaped; '<', '>', '&', DEL and
 // non-ASCII are written as they are.
-func writePyString(b *strings.Builder, s string) {
+func writePyString(b pyWriter, s string) {
 	const hex = "0123456789abcdef"
 	b.WriteByte('"')
 	last := 0

@@ -46,7 +46,7 @@ func ParseToolCalls(text string) (calls []ToolCall, ok bool) {
 		}
 		return calls, true
 	}
-	p := jsonParser{s: s}
+	p := jsonParser{s: s, maxDepth: maxJSONDepth}
 	for {
 		p.skipSpace()
 		if p.i >= len(s) || s[p.i] != '{' {

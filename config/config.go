@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -19,12 +21,13 @@ import (
 
 // Config is the whole configuration, parsed once by cmd/server and passed down.
 type Config struct {
-	Server   Server   `yaml:"server"`
-	Model    Model    `yaml:"model"`
-	Engine   Engine   `yaml:"engine"`
-	Sampling Sampling `yaml:"sampling"`
-	Chat     Chat     `yaml:"chat"`
-	Log      Log      `yaml:"log"`
+	Server    Server    `yaml:"server"`
+	Model     Model     `yaml:"model"`
+	Engine    Engine    `yaml:"engine"`
+	Sampling  Sampling  `yaml:"sampling"`
+	Chat      Chat      `yaml:"chat"`
+	Responses Responses `yaml:"responses"`
+	Log       Log       `yaml:"log"`
 }
 
 // Server configures the HTTP listener and its middleware.
@@ -37,6 +40,23 @@ type Server struct {
 	BodyTimeout       time.Duration `yaml:"body_timeout"`        // time to read a request body
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // grace period for in-flight requests
+	// StreamWriteTimeout drops a stream whose client stops reading.
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
+	TLSCertFile        string        `yaml:"tls_cert_file"` // PEM certificate chain; with tls_key_file: HTTPS
+	TLSKeyFile         string        `yaml:"tls_key_file"`  // PEM private key
+	// WebUI serves the chat page at /; unset: on when listen is loopback or
+	// API keys are set (see WebUIOn).
+	WebUI *bool `yaml:"web_ui"`
+}
+
+// WebUIOn reports whether the chat page is served: server.web_ui when set,
+// else on for a loopback listener or when API keys are set, off for a
+// listener beyond loopback without keys.
+func (s Server) WebUIOn() bool {
+	if s.WebUI != nil {
+		return *s.WebUI
+	}
+	return IsLoopback(s.Listen) || len(s.APIKeys) > 0
 }
 
 // Model says which bundle to load and how to run it.
@@ -82,6 +102,14 @@ type Chat struct {
 	Date string `yaml:"date"`
 }
 
+// Responses configures the store of /v1/responses responses (store: true)
+// kept for previous_response_id, retrieval and deletion.
+type Responses struct {
+	MaxCount int      `yaml:"max_count"` // responses kept; the least recently used go first
+	MaxBytes ByteSize `yaml:"max_bytes"` // total size of the kept responses
+	Dir      string   `yaml:"dir"`       // "": memory only; else one file per response, kept across restarts
+}
+
 // Log configures the logger.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
@@ -92,12 +120,13 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Server: Server{
-			Listen:            "127.0.0.1:8080",
-			BodyLimit:         1 << 20,
-			ReadHeaderTimeout: 10 * time.Second,
-			BodyTimeout:       30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ShutdownTimeout:   30 * time.Second,
+			Listen:             "127.0.0.1:8080",
+			BodyLimit:          1 << 20,
+			ReadHeaderTimeout:  10 * time.Second,
+			BodyTimeout:        30 * time.Second,
+			IdleTimeout:        2 * time.Minute,
+			ShutdownTimeout:    30 * time.Second,
+			StreamWriteTimeout: 30 * time.Second,
 		},
 		Model: Model{
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
@@ -105,9 +134,10 @@ func Default() Config {
 		},
 		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute},
 		// Llama-3.2-Instruct's generation_config.json.
-		Sampling: Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
-		Chat:     Chat{Date: "today"},
-		Log:      Log{Level: "info", Format: "json"},
+		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+		Chat:      Chat{Date: "today"},
+		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
+		Log:       Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -168,6 +198,9 @@ func (c *Config) MergeAPIKeys(env string) {
 
 // Validate checks every value; the error names the first bad key.
 func (c *Config) Validate() error {
+	if err := checkFinite(reflect.ValueOf(c).Elem(), ""); err != nil {
+		return err
+	}
 	s, m, e, p := &c.Server, &c.Model, &c.Engine, &c.Sampling
 	checks := []struct {
 		bad  bool
@@ -182,6 +215,9 @@ func (c *Config) Validate() error {
 		{s.BodyTimeout <= 0, "server.body_timeout", "must be > 0"},
 		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},
 		{s.ShutdownTimeout < 0, "server.shutdown_timeout", "must be >= 0"},
+		{s.StreamWriteTimeout <= 0, "server.stream_write_timeout", "must be > 0"},
+		{s.TLSCertFile != "" && s.TLSKeyFile == "", "server.tls_key_file", "must be set with server.tls_cert_file"},
+		{s.TLSKeyFile != "" && s.TLSCertFile == "", "server.tls_cert_file", "must be set with server.tls_key_file"},
 		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},
 		{hasEmpty(m.Aliases), "model.aliases", "must not contain empty ids"},
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
@@ -196,6 +232,8 @@ func (c *Config) Validate() error {
 		{p.RepetitionPenalty < 0, "sampling.repetition_penalty", "must be >= 0"},
 		{p.MaxTokens < 0, "sampling.max_tokens", "must be >= 0"},
 		{!validDate(c.Chat.Date), "chat.date", `must be "today" or a date like "26 Jul 2024"`},
+		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
+		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
 		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "must be debug, info, warn or error"},
 		{!oneOf(c.Log.Format, "json", "console"), "log.format", "must be json or console"},
 	}
@@ -239,6 +277,44 @@ func validateOverrides(o *bundle.Hexserve) error {
 	for _, id := range o.EOSTokenIDs {
 		if id < 0 {
 			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
+		}
+	}
+	return nil
+}
+
+// checkFinite refuses NaN and ±Inf in any float of v (YAML spells them
+// .nan and .inf): every range check passes NaN, and a bad default would
+// then refuse every request as if the client had sent it. The error names
+// the key by its YAML path.
+func checkFinite(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("config: %s: must be a finite number, not %v", path, f)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return checkFinite(v.Elem(), path)
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			if err := checkFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			if path != "" {
+				name = path + "." + name
+			}
+			if err := checkFinite(v.Field(i), name); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -49,8 +49,15 @@ func TestParseGood(t *testing.T) {
 			c.Sampling.TopK = 40
 			c.Sampling.MaxTokens = 256
 		}},
+		{"stream and tls", "server:\n  stream_write_timeout: 5s\n  tls_cert_file: c.pem\n  tls_key_file: k.pem\n", func(c *Config) {
+			c.Server.StreamWriteTimeout = 5 * time.Second
+			c.Server.TLSCertFile, c.Server.TLSKeyFile = "c.pem", "k.pem"
+		}},
 		{"fixed date", "chat:\n  date: 26 Jul 2024\n", func(c *Config) { c.Chat.Date = "26 Jul 2024" }},
 		{"log", "log:\n  level: debug\n  format: console\n", func(c *Config) { c.Log = Log{Level: "debug", Format: "console"} }},
+		{"responses", "responses:\n  max_count: 10\n  max_bytes: 1MiB\n  dir: /var/lib/hexserve/responses\n", func(c *Config) {
+			c.Responses = Responses{MaxCount: 10, MaxBytes: 1 << 20, Dir: "/var/lib/hexserve/responses"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,8 +97,20 @@ func TestParseBad(t *testing.T) {
 		{"sampling:\n  top_p: 1.5\n", "config: sampling.top_p:"},
 		{"chat:\n  date: tomorrow\n", "config: chat.date:"},
 		{"log:\n  level: loud\n", "config: log.level:"},
+		{"responses:\n  max_count: 0\n", "config: responses.max_count: must be >= 1"},
+		{"responses:\n  max_bytes: 0\n", "config: responses.max_bytes: must be > 0"},
+		{"responses:\n  maxcount: 3\n", "config: responses.maxcount: unknown key"},
 		{"log:\n  format: xml\n", "config: log.format:"},
 		{"server: [1, 2]\n", "config: server:"},
+		{"sampling:\n  temperature: .nan\n", "config: sampling.temperature: must be a finite number"},
+		{"sampling:\n  top_p: .NaN\n", "config: sampling.top_p: must be a finite number"},
+		{"sampling:\n  min_p: -.inf\n", "config: sampling.min_p: must be a finite number"},
+		{"sampling:\n  repetition_penalty: .inf\n", "config: sampling.repetition_penalty: must be a finite number"},
+		{"model:\n  overrides:\n    rms_eps: .nan\n", "config: model.overrides.rms_eps: must be a finite number"},
+		{"model:\n  overrides:\n    rope_scaling: {factor: .inf}\n", "config: model.overrides.rope_scaling.factor: must be a finite number"},
+		{"server:\n  stream_write_timeout: 0s\n", "config: server.stream_write_timeout: must be > 0"},
+		{"server:\n  tls_cert_file: c.pem\n", "config: server.tls_key_file: must be set with server.tls_cert_file"},
+		{"server:\n  tls_key_file: k.pem\n", "config: server.tls_cert_file: must be set with server.tls_key_file"},
 		{"server:\n  listen: [\n", "config: yaml:"},
 	}
 	for _, tt := range tests {
@@ -147,6 +166,36 @@ func TestMergeAPIKeys(t *testing.T) {
 	c.MergeAPIKeys(" b, ,a,c ")
 	if want := []string{"a", "b", "c"}; !reflect.DeepEqual(c.Server.APIKeys, want) {
 		t.Errorf("keys = %q, want %q", c.Server.APIKeys, want)
+	}
+}
+
+func TestWebUIOn(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name   string
+		listen string
+		keys   []string
+		set    *bool
+		want   bool
+	}{
+		{"loopback", "127.0.0.1:8080", nil, nil, true},
+		{"beyond loopback without keys", "0.0.0.0:8080", nil, nil, false},
+		{"beyond loopback with keys", "0.0.0.0:8080", []string{"k"}, nil, true},
+		{"loopback, set off", "127.0.0.1:8080", nil, &off, false},
+		{"beyond loopback without keys, set on", ":8080", nil, &on, true},
+	}
+	for _, tt := range tests {
+		s := Server{Listen: tt.listen, APIKeys: tt.keys, WebUI: tt.set}
+		if got := s.WebUIOn(); got != tt.want {
+			t.Errorf("%s: WebUIOn() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	cfg, err := Parse([]byte("server:\n  web_ui: false\n"))
+	if err != nil || cfg.Server.WebUI == nil || *cfg.Server.WebUI {
+		t.Errorf("web_ui: false parsed as %v, %v", cfg.Server.WebUI, err)
+	}
+	if _, err := Parse([]byte("server:\n  web_ui: maybe\n")); err == nil || !strings.Contains(err.Error(), "server.web_ui") {
+		t.Errorf("web_ui: maybe: err = %v", err)
 	}
 }
 

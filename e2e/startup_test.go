@@ -37,6 +37,16 @@ func editManifest(t *testing.T, bundle string, edit func(m map[string]any)) {
 	}
 }
 
+// editParam sets params.key in a bundle's manifest.
+func editParam(t *testing.T, bundle, key string, v any) {
+	editManifest(t, bundle, func(m map[string]any) { m["params"].(map[string]any)[key] = v })
+}
+
+// editArtifact sets artifacts.key in a bundle's manifest.
+func editArtifact(t *testing.T, bundle, key string, v any) {
+	editManifest(t, bundle, func(m map[string]any) { m["artifacts"].(map[string]any)[key] = v })
+}
+
 // TestStartupFailures runs `hexserve serve` on broken set-ups: each must
 // exit non-zero within the timeout with one error line naming the file (and
 // the graph and tensor where there is one).
@@ -48,6 +58,7 @@ func TestStartupFailures(t *testing.T) {
 		name    string
 		backend string                       // "": hostsim's
 		breakIt func(t *testing.T, b string) // breaks the bundle copy b
+		bundle  string                       // "": the tiny bundle (or its broken copy)
 		want    func(b string) []string      // fragments of the error line
 	}{
 		{name: "missing library", backend: "/nonexistent/libQnnHtp.so",
@@ -103,6 +114,38 @@ func TestStartupFailures(t *testing.T) {
 		{name: "short embedding table",
 			breakIt: func(t *testing.T, b string) { os.Truncate(v79(b, "embed_f16.bin"), 100) },
 			want:    func(b string) []string { return []string{v79(b, "embed_f16.bin"), "100 bytes"} }},
+		// Hostile manifests and paths (issue 20): refused before anything is
+		// allocated or read, with one line saying what is wrong.
+		{name: "a billion layers",
+			breakIt: func(t *testing.T, b string) { editParam(t, b, "n_layers", 1e9) },
+			want: func(b string) []string {
+				return []string{v79(b, "manifest.json"), "params.n_layers is 1000000000, more than hexserve supports"}
+			}},
+		{name: "2^31 context",
+			breakIt: func(t *testing.T, b string) { editParam(t, b, "max_ctx", 1<<31) },
+			want:    func(b string) []string { return []string{v79(b, "manifest.json"), "params.max_ctx is 2147483648"} }},
+		{name: "tokenizer outside the bundle",
+			breakIt: func(t *testing.T, b string) { editArtifact(t, b, "tokenizer", "../../../../etc/passwd") },
+			want: func(string) []string {
+				return []string{"artifacts.tokenizer", "../../../../etc/passwd", "not inside the bundle folder"}
+			}},
+		{name: "absolute embedding path",
+			breakIt: func(t *testing.T, b string) { editArtifact(t, b, "embed", "/etc/passwd") },
+			want: func(string) []string {
+				return []string{"artifacts.embed", "/etc/passwd", "not inside the bundle folder"}
+			}},
+		{name: "bundle is /dev/zero", bundle: "/dev/zero",
+			want: func(string) []string {
+				return []string{"/dev/zero is neither a bundle folder nor a manifest file: it is a device"}
+			}},
+		{name: "symlink loop",
+			breakIt: func(t *testing.T, b string) {
+				os.RemoveAll(filepath.Join(b, "v79"))
+				if err := os.Symlink("v79", filepath.Join(b, "v79")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: func(string) []string { return []string{"too many levels of symbolic links"} }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,7 +154,11 @@ func TestStartupFailures(t *testing.T) {
 				b = copyBundle(t, tiny)
 				c.breakIt(t, b)
 			}
+			if c.bundle != "" {
+				b = c.bundle
+			}
 			cfg := config{Bundle: b, Backend: c.backend}.write(t, libs)
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			out, err := exec.CommandContext(ctx, binary(t), "serve", "--config", cfg).CombinedOutput()
@@ -133,7 +180,10 @@ func TestStartupFailures(t *testing.T) {
 					t.Errorf("error line lacks %q:\n%s", w, errLines[0])
 				}
 			}
-			t.Logf("exit %d: %s", exit.ExitCode(), errLines[0])
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("the error took %v", d)
+			}
+			t.Logf("exit %d after %v: %s", exit.ExitCode(), time.Since(start).Round(time.Millisecond), errLines[0])
 		})
 	}
 }

@@ -77,7 +77,8 @@ func TestPrefixReuse(t *testing.T) {
 }
 
 // TestPlannerUsesReuse: with decode cheaper than prefill per token (a costly
-// prefill), a reused prefix continues with decode steps.
+// prefill), a reused prefix of a prompt longer than the window continues
+// with decode steps.
 func TestPlannerUsesReuse(t *testing.T) {
 	cfg := hostsimConfig(t)
 	dir := tinyBundle(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
@@ -87,13 +88,13 @@ func TestPlannerUsesReuse(t *testing.T) {
 	}
 	defer r.Close()
 	r.fixedCosts = true
-	seq := loadGolden(t).get(t, "short").PromptIDs
+	seq := loadGolden(t).get(t, "cross128").PromptIDs[:20] // longer than the window
 	ctx := context.Background()
-	if _, _, err := r.Eval(ctx, seq[:3], 0); err != nil {
+	if _, _, err := r.Eval(ctx, seq[:18], 0); err != nil {
 		t.Fatal(err)
 	}
 	before := r.Stats()
-	if _, reused, err := r.Eval(ctx, seq, 3); err != nil || reused != 3 {
+	if _, reused, err := r.Eval(ctx, seq, 18); err != nil || reused != 18 {
 		t.Fatalf("reused %d, err %v", reused, err)
 	}
 	after := r.Stats()
@@ -155,14 +156,23 @@ func withGraphName(t *testing.T, dir, decode string) string {
 		t.Fatal(err)
 	}
 	m := b.Manifest
-	for k, c := range m.Artifacts.Contexts {
-		if !filepath.IsAbs(c.Bin) {
-			c.Bin = filepath.Join(dir, c.Bin)
+	out := filepath.Join(t.TempDir(), "v79")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(rel string) string {
+		name, err := linkInto(out, filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return name
+	}
+	for k, c := range m.Artifacts.Contexts {
+		c.Bin = link(c.Bin)
 		m.Artifacts.Contexts[k] = c
 	}
+	m.Artifacts.Embed, m.Artifacts.Tokenizer = link(m.Artifacts.Embed), link(m.Artifacts.Tokenizer)
 	m.Plan.Params.Decode = decode
-	out := filepath.Join(t.TempDir(), "v79")
 	if err := bundle.Write(out, m); err != nil {
 		t.Fatal(err)
 	}

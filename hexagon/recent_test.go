@@ -80,9 +80,10 @@ func TestPlanFollowsLatency(t *testing.T) {
 }
 
 // TestPlanFollowsHostsimLatency is TestPlanFollowsLatency through hostsim's
-// emulated latency switches: the plan for a 16-token prompt (chunked,
-// window 16) moves from decode steps to a prefill window when decode
-// becomes slow.
+// emulated latency switches: the plan for 16 more tokens after a cached
+// window (chunked, window 16) moves from decode steps to a prefill window
+// when decode becomes slow. (A prompt within one window is always one
+// prefill call: TestSeedColdWarmRunner.)
 func TestPlanFollowsHostsimLatency(t *testing.T) {
 	cfg := hostsimConfig(t)
 	ctl := openHostsimCtl(t, cfg)
@@ -107,14 +108,14 @@ func TestPlanFollowsHostsimLatency(t *testing.T) {
 	for n := 17; n <= 40; n++ {
 		eval(n, n-1)
 	}
-	if p, d := eval(16, 0); p != 0 || d != 16 {
+	if p, d := eval(32, 16); p != 0 || d != 16 {
 		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Costs())
 	}
 	// Decode becomes slow (8 ms): the next plan after those 16 slow steps prefills.
 	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
 	ctl.Set("HOSTSIM_LATENCY_US_DECODE", "8000")
-	eval(16, 0)
-	if p, d := eval(16, 0); p != 1 || d != 0 {
+	eval(32, 16)
+	if p, d := eval(32, 16); p != 1 || d != 0 {
 		st := r.Stats().Graphs[DecodeGraph]
 		t.Fatalf("slow decode: %d prefill windows, %d decode steps; want one prefill window (costs %+v, decode recent %v, mean %v)", p, d, r.Costs(), st.Recent, st.Mean())
 	}

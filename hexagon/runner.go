@@ -59,6 +59,7 @@ type Runner struct {
 	plan        planner
 	fixedCosts  bool
 	valid       int // cache rows [0, valid) hold the last evaluated sequence
+	next        int // the length of an Eval that continues the last one by one token
 	convScratch []float32
 	stats       Stats      // updated by the worker without locking
 	pub         Stats      // a copy for Stats, published after each Eval
@@ -490,22 +491,46 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		r.plan.costs, m = r.measuredCosts()
 		r.plan.decodeMeasured = m[roleDecode]
 	}
-	from := r.plan.from(len(seq), valid)
+	n := len(seq)
+	cont := n == r.next && valid == n-1
+	r.next = 0
+	var from int
+	var one *step // the whole plan when it is one graph call
+	switch {
+	case n <= r.window && cont:
+		// A decode step, always: the same graph cold or warm.
+		from, one = valid, &step{start: valid, n: 1}
+	case n <= r.window:
+		// A new prompt that fits one prefill window is evaluated the way a
+		// cold cache must (one prefill call from 0, which costs about one
+		// decode step on v79), whatever rows are cached: the logits and the
+		// rows are then a function of the tokens alone, so a seeded request
+		// gives the same text cold or warm. Rows are not reused.
+		from, one = 0, &step{prefill: true, n: n}
+	default:
+		from = r.plan.from(n, valid)
+	}
 	r.valid = min(r.valid, from)
 	defer r.publish()
 	var err error
-	r.plan.each(len(seq), from, func(s step) {
+	do := func(s step) {
 		if err != nil {
 			return
 		}
 		if err = ctx.Err(); err != nil {
 			return
 		}
-		err = r.run(seq, s, s.start+s.n == len(seq), nil, nil)
-	})
+		err = r.run(seq, s, s.start+s.n == n, nil, nil)
+	}
+	if one != nil {
+		do(*one)
+	} else {
+		r.plan.each(n, from, do)
+	}
 	if err != nil {
 		return inference.Logits{}, 0, err
 	}
+	r.next = n + 1
 	return r.graphs[roleLMHead].logits, from, nil
 }
 
@@ -542,7 +567,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 	if from > r.valid {
 		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
 	}
-	r.valid = from
+	r.valid, r.next = from, 0
 	defer r.publish()
 	p := planner{chunked: r.plan.chunked, window: r.window, ctxLen: r.spec.ctx, costs: Costs{Prefill: 1, Decode: 1 << 40}, decodeMeasured: true}
 	if !prefill {

@@ -170,9 +170,12 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 		t.Fatal(err)
 	}
 	write(filepath.Join(dir, "model.bin"), []simfile.Graph{pre, dec}, simfile.WeightSpecs(h, true, false))
-	tok, err := filepath.Abs(filepath.Join("..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
+	var links [3]string
+	for i, target := range []string{lmPath, embedPath, filepath.Join("..", "testdata", "tokenizer", "llama3.2", "tokenizer.json")} {
+		var err error
+		if links[i], err = linkInto(dir, target); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := c.RopeScaling
 	rs := bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
@@ -184,8 +187,8 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 		Model:         bundle.Model{Name: "shape", Family: "llama", DSPArch: "v79"},
 		Params: bundle.Params{Hidden: c.HiddenSize, Vocab: c.VocabSize, NLayers: c.NumHiddenLayers, MaxCtx: shapeCtx,
 			KVDim: c.KVDim(), HeadDim: c.HeadDim, RopeTheta: c.RopeTheta, EOSTokenID: bundle.IDs{128009}},
-		Artifacts: bundle.Artifacts{Contexts: map[string]bundle.Context{"shared": {Bin: "model.bin"}, "lmhead": {Bin: lmPath}},
-			Embed: embedPath, Tokenizer: tok},
+		Artifacts: bundle.Artifacts{Contexts: map[string]bundle.Context{"shared": {Bin: "model.bin"}, "lmhead": {Bin: links[0]}},
+			Embed: links[1], Tokenizer: links[2]},
 		Plan: bundle.Plan{Params: bundle.PlanParams{Prefill: "prefill", Decode: "decode", LMHead: "lmhead"}},
 		Chat: bundle.Chat{BOS: &bos},
 		Hexserve: &bundle.Hexserve{Contract: &cname, NHeads: &nh, NKVHeads: &nkv, PrefillWindow: &window,

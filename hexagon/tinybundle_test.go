@@ -150,9 +150,17 @@ func buildTiny(v variant) (string, error) {
 			}
 		}
 		contexts["shared"] = bundle.Context{Bin: "model.bin"}
-		contexts["lmhead"] = bundle.Context{Bin: lmPath}
+		lm, err := linkInto(dir, lmPath)
+		if err != nil {
+			return "", err
+		}
+		contexts["lmhead"] = bundle.Context{Bin: lm}
 	}
-	tok, err := filepath.Abs(filepath.Join("..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
+	tok, err := linkInto(dir, filepath.Join("..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
+	if err != nil {
+		return "", err
+	}
+	embed, err := linkInto(dir, filepath.Join(tinyWorld.dir, "embed_f16.bin"))
 	if err != nil {
 		return "", err
 	}
@@ -169,7 +177,7 @@ func buildTiny(v variant) (string, error) {
 		Model:         bundle.Model{Name: "tinyllama-public", Family: "llama", DSPArch: "v79"},
 		Params: bundle.Params{Hidden: c.HiddenSize, Vocab: c.VocabSize, NLayers: c.NumHiddenLayers, MaxCtx: h.Ctx,
 			KVDim: c.KVDim(), HeadDim: c.HeadDim, RopeTheta: c.RopeTheta, EOSTokenID: bundle.IDs{128009}},
-		Artifacts: bundle.Artifacts{Contexts: contexts, Embed: filepath.Join(tinyWorld.dir, "embed_f16.bin"), Tokenizer: tok},
+		Artifacts: bundle.Artifacts{Contexts: contexts, Embed: embed, Tokenizer: tok},
 		Plan:      bundle.Plan{Params: bundle.PlanParams{Prefill: "prefill", Decode: "decode", LMHead: "lmhead"}},
 		Chat:      bundle.Chat{BOS: &bos},
 		Hexserve:  &bundle.Hexserve{Contract: &contract, Mask: &mask},
@@ -184,4 +192,19 @@ func writeU16(f *os.File, v []uint16) error {
 	}
 	_, err := f.Write(b)
 	return err
+}
+
+// linkInto makes a symbolic link to target inside dir and returns its name:
+// manifests name files inside their folder only, and the test bundles share
+// the large files they have in common.
+func linkInto(dir, target string) (string, error) {
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	name := filepath.Base(abs)
+	if err := os.Symlink(abs, filepath.Join(dir, name)); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	return name, nil
 }

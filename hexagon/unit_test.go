@@ -291,7 +291,7 @@ func TestMeasuredCosts(t *testing.T) {
 	}{
 		{"nothing measured", [3]GraphStats{}, V79Costs},
 		// Prefill measured at 1/10 of v79: decode follows it, the lm-head too.
-		{"prefill only", [3]GraphStats{{Calls: 2, Time: 2 * 6450 * time.Microsecond, Recent: 6450 * time.Microsecond}}, Costs{Prefill: 6450 * time.Microsecond, Decode: 6 * ms, LMHead: 250 * time.Microsecond}},
+		{"prefill only", [3]GraphStats{{Calls: 2, Time: 2 * 6450 * time.Microsecond, Recent: 6450 * time.Microsecond}}, Costs{Prefill: 6450 * time.Microsecond, Decode: 5500 * time.Microsecond, LMHead: 750 * time.Microsecond}},
 		{"all measured", [3]GraphStats{{Calls: 1, Time: 9 * ms, Recent: 9 * ms}, {Calls: 4, Time: 4 * ms, Recent: ms}, {Calls: 5, Time: 10 * ms, Recent: 2 * ms}}, Costs{Prefill: 9 * ms, Decode: ms, LMHead: 2 * ms}},
 		// The recent average wins over the lifetime mean (100 ms).
 		{"recent, not lifetime", [3]GraphStats{{Calls: 1, Time: 9 * ms, Recent: 9 * ms}, {Calls: 100, Time: 10 * time.Second, Recent: 3 * ms}, {Calls: 1, Time: ms, Recent: ms}}, Costs{Prefill: 9 * ms, Decode: 3 * ms, LMHead: ms}},

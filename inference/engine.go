@@ -53,10 +53,11 @@ type Engine struct {
 	lastErr  error // the latest of them
 
 	// Worker-owned state.
-	cached []int32 // tokens whose KV rows the model holds
-	smp    *sampler
-	det    detok
-	seq    []int32
+	cached      []int32 // tokens whose KV rows the model holds
+	cachedOwner string  // the Request.Owner those rows were computed for
+	smp         *sampler
+	det         detok
+	seq         []int32
 }
 
 type jobState uint8
@@ -337,6 +338,12 @@ func (e *Engine) run(j *job) {
 		defer c()
 	}
 
+	if req.Owner != e.cachedOwner {
+		// Rows computed for another owner are never reused: their reuse
+		// (cached_tokens, or the time saved) would tell this owner how far
+		// its prompt matches the other's.
+		e.cached, e.cachedOwner = e.cached[:0], req.Owner
+	}
 	n := max(req.N, 1)
 	room := e.info.ContextLen - len(req.Prompt)
 	maxNew := req.MaxTokens

@@ -508,3 +508,44 @@ func TestMalformedModel(t *testing.T) {
 		}
 	})
 }
+
+// TestPrefixCacheOwners: rows computed for one owner (API key) are neither
+// reused for nor reported as cached to another, so cached_tokens cannot
+// tell a key how far its guess matches another key's prompt.
+func TestPrefixCacheOwners(t *testing.T) {
+	secret := []int32{10, 11, 12, 13, 14, 15} // "the PIN is 1 3 1 5"
+	tests := []struct {
+		name       string
+		owner      string
+		prompt     []int32
+		wantCached int
+		wantValid  int
+	}{
+		{"same owner, right guess", "alice", []int32{10, 11, 12, 13, 14, 15, 20}, 6, 6},
+		{"same owner, wrong guess", "alice", []int32{10, 11, 12, 13, 99, 15, 20}, 4, 4},
+		{"other owner, right guess", "mallory", []int32{10, 11, 12, 13, 14, 15, 20}, 0, 0},
+		{"other owner, wrong guess", "mallory", []int32{10, 11, 12, 13, 99, 15, 20}, 0, 0},
+		{"no keys, after an owner", "", []int32{10, 11, 12, 13, 14, 15, 20}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, m := setup(t, []int32{1, eot}, inference.Config{})
+				if _, err := run(t, e, inference.Request{Prompt: secret, Owner: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+				n := len(m.Calls())
+				r, err := run(t, e, inference.Request{Prompt: tt.prompt, Owner: tt.owner})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Usage.CachedTokens != tt.wantCached {
+					t.Errorf("cached_tokens = %d, want %d", r.Usage.CachedTokens, tt.wantCached)
+				}
+				if v := m.Calls()[n].Valid; v != tt.wantValid {
+					t.Errorf("first eval reused %d rows, want %d", v, tt.wantValid)
+				}
+			})
+		})
+	}
+}

@@ -2,9 +2,11 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/hexserve/hexserve/chat"
@@ -32,7 +34,16 @@ type Params struct {
 	// Date is the chat template's date when the request gives none; ""
 	// means the template default (chat.DefaultDate).
 	Date string
+	// MaxPromptBytes, when > 0, stops rendering a chat prompt longer than
+	// this (see PromptByteLimit).
+	MaxPromptBytes int
+	// Context, when set, stops rendering a chat prompt once it is done.
+	Context context.Context
 }
+
+// PromptByteLimit is the rendered length past which a prompt cannot fit a
+// context of ctxLen tokens, since no token is longer than maxPieceBytes.
+func PromptByteLimit(ctxLen, maxPieceBytes int) int { return ctxLen * maxPieceBytes }
 
 // Generation is a validated request: the engine request plus what building
 // the response needs.
@@ -86,27 +97,25 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date}
-	if toolsOn && len(r.Tools) > 0 {
-		opt.Tools = r.Tools
-		g.Tools = names
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	tools, err := r.ChatTemplateKwargs.Apply(&opt, r.Tools)
+	if err != nil {
+		return nil, err
 	}
-	if k := r.ChatTemplateKwargs; k != nil && k.DateString != nil {
-		opt.DateString = *k.DateString
+	if k := r.ChatTemplateKwargs; k != nil && len(k.CustomTools) > 0 {
+		names = customToolNames(tools)
+	}
+	if toolsOn && len(tools) > 0 {
+		opt.Tools = tools
+		g.Tools = names
 	}
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
 		return nil, err
 	}
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
+	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, opt); err != nil {
 		return nil, err
 	}
-	tsegs := make([]tokenizer.Segment, len(segs))
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	g.Request.Prompt = p.Tokenizer.EncodeSegments(tsegs, false) // the template emits BOS
 	return g, nil
 }
 
@@ -330,6 +339,49 @@ func toolChoice(raw json.RawMessage) (bool, error) {
 }
 
 // toolNames checks the tool definitions and returns their function names.
+// Apply sets the template options the kwargs give (k may be nil) and returns
+// the tools the template renders: custom_tools when present, else tools.
+func (k *TemplateKwargs) Apply(opt *chat.Options, tools []json.RawMessage) ([]json.RawMessage, error) {
+	if k == nil {
+		return tools, nil
+	}
+	if k.DateString != nil {
+		opt.DateString = *k.DateString
+	}
+	opt.ToolsInSystem = k.ToolsInUserMessage != nil && !*k.ToolsInUserMessage
+	if len(k.CustomTools) == 0 {
+		return tools, nil
+	}
+	var custom []json.RawMessage
+	if err := json.Unmarshal(k.CustomTools, &custom); err != nil {
+		return nil, invalid("chat_template_kwargs.custom_tools", "custom_tools must be an array of tool objects or null")
+	}
+	for i, c := range custom {
+		if c = bytes.TrimSpace(c); len(c) == 0 || c[0] != '{' {
+			return nil, invalid(fmt.Sprintf("chat_template_kwargs.custom_tools[%d]", i), "a custom tool must be an object")
+		}
+	}
+	return custom, nil
+}
+
+// customToolNames are the function names of custom tools, in the OpenAI
+// form ({"function": {"name"}}) or Llama's ({"name"}), for recognising calls.
+func customToolNames(tools []json.RawMessage) []string {
+	var names []string
+	for _, raw := range tools {
+		var t struct {
+			Name     string `json:"name"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) == nil {
+			names = append(names, t.Name, t.Function.Name)
+		}
+	}
+	return slices.DeleteFunc(names, func(s string) bool { return s == "" })
+}
+
 func toolNames(tools []json.RawMessage) ([]string, error) {
 	names := make([]string, 0, len(tools))
 	for i, raw := range tools {

@@ -131,7 +131,7 @@ func ToChatMessages(msgs []Message) ([]chat.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		cm := chat.Message{Role: m.Role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID}
+		cm := chat.Message{Role: ChatRole(m.Role), Content: text, Name: m.Name, ToolCallID: m.ToolCallID}
 		for j, tc := range m.ToolCalls {
 			tp := fmt.Sprintf("%s.tool_calls[%d]", p, j)
 			if tc.Type != "" && tc.Type != "function" {
@@ -152,6 +152,16 @@ func ToChatMessages(msgs []Message) ([]chat.Message, error) {
 		out[i] = cm
 	}
 	return out, nil
+}
+
+// ChatRole maps an API message role to the template's role: "developer"
+// (the newer name OpenAI gives system instructions) is "system"; other roles
+// are unchanged.
+func ChatRole(role string) string {
+	if role == "developer" {
+		return "system"
+	}
+	return role
 }
 
 // text flattens the content: text parts are joined with "\n"; media parts

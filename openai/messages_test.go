@@ -18,6 +18,8 @@ func TestToChatMessages(t *testing.T) {
 	}{
 		{"string content", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]`,
 			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}},
+		{"developer is system", `[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]`,
+			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}},
 		{"text parts joined", `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]`,
 			[]chat.Message{{Role: "user", Content: "a\nb"}}},
 		{"null content with tool call (string arguments)",

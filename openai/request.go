@@ -24,10 +24,17 @@ type ChatCompletionRequest struct {
 	Functions           json.RawMessage   `json:"functions"`
 	FunctionCall        json.RawMessage   `json:"function_call"`
 	Prediction          json.RawMessage   `json:"prediction"`
-	ChatTemplateKwargs  *struct {
-		DateString *string `json:"date_string"`
-	} `json:"chat_template_kwargs"`
+	ChatTemplateKwargs  *TemplateKwargs   `json:"chat_template_kwargs"`
 	CommonParams
+}
+
+// TemplateKwargs are the chat_template_kwargs the Llama-3.2 template reads;
+// others are ignored.
+type TemplateKwargs struct {
+	DateString *string `json:"date_string"`
+	// CustomTools, when present, replaces tools in the prompt (null: none).
+	CustomTools        json.RawMessage `json:"custom_tools"`
+	ToolsInUserMessage *bool           `json:"tools_in_user_message"`
 }
 
 // CompletionRequest is the body of POST /v1/completions.

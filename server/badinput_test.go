@@ -219,6 +219,13 @@ func TestBadInput(t *testing.T) {
 	rAuth := newRig(t, rigOptions{opts: server.Options{APIKeys: []string{apiKey}}})
 	longPrompt := strings.Repeat("hello ", 600)                        // ~600 tokens > 512 context
 	longPromptTokens := len(loadTok(t).Encode(longPrompt, true, true)) // with BOS
+	nested := func(n, depth int) string {                              // n tools whose parameters nest depth arrays
+		tools := make([]string, n)
+		for i := range tools {
+			tools[i] = fmt.Sprintf(`{"type":"function","function":{"name":"f%d","parameters":%s%s}}`, i, strings.Repeat("[", depth), strings.Repeat("]", depth))
+		}
+		return `"tools":[` + strings.Join(tools, ",") + `]`
+	}
 	stops17 := `"stop":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 17), ",") + `]`
 
 	type tc struct {
@@ -258,6 +265,7 @@ func TestBadInput(t *testing.T) {
 		{name: "missing prompt", path: compl, body: `{"model":"` + modelID + `"}`, status: 400, typ: inv, param: "prompt"},
 		{name: "empty prompt array", path: compl, body: `{"model":"` + modelID + `","prompt":[]}`, status: 400, typ: inv, param: "prompt"},
 		{name: "missing model", path: chat, body: `{"messages":[{"role":"user","content":"Hi"}]}`, status: 400, typ: inv, param: "model"},
+		{name: "developer role is system", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":2}`, status: 200},
 		{name: "unknown role", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"wizard","content":"Hi"}]}`, status: 400, typ: inv, param: "messages[0].role"},
 		{name: "image content part", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}`,
 			status: 400, typ: inv, param: "messages[0].content[0].type", contains: []string{"not supported"}},
@@ -296,7 +304,34 @@ func TestBadInput(t *testing.T) {
 		{name: "token id out of range", path: compl, body: `{"model":"` + modelID + `","prompt":[128000,999999]}`, status: 400, typ: inv, param: "prompt"},
 		{name: "token id negative", path: compl, body: `{"model":"` + modelID + `","prompt":[-3]}`, status: 400, typ: inv, param: "prompt"},
 		{name: "invalid UTF-8 in JSON string", path: chat, body: "{\"model\":\"" + modelID + "\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\xfeb\"}],\"max_tokens\":2}",
-			status: 200},
+			status: 400, typ: inv, param: "messages[0].content", contains: []string{"UTF-8"}},
+		{name: "invalid UTF-8 in second message", path: chat, body: "{\"model\":\"" + modelID + "\",\"messages\":[{\"role\":\"system\",\"content\":\"ok\"},{\"role\":\"user\",\"content\":\"caf\xc3\"}]}",
+			status: 400, typ: inv, param: "messages[1].content", contains: []string{"UTF-8"}},
+		{name: "invalid UTF-8 in prompt", path: compl, body: "{\"model\":\"" + modelID + "\",\"prompt\":\"\xed\xa0\x80\"}", status: 400, typ: inv, param: "prompt"},
+		{name: "invalid UTF-8 in stop array", path: compl, body: complBody("\"stop\":[\"a\",\"\xff\"]"), status: 400, typ: inv, param: "stop[1]"},
+		{name: "invalid UTF-8 in tokenize", path: "/tokenize", body: "{\"content\":\"\x80\"}", status: 400, typ: inv, param: "content"},
+		{name: "invalid UTF-8 in apply-template", path: "/apply-template", body: "{\"messages\":[{\"role\":\"user\",\"content\":\"\xc0\xaf\"}]}", status: 400, typ: inv, param: "messages[0].content"},
+		{name: "tool schema nested too deep", path: chat, body: chatBody(nested(2, 997)), status: 400, typ: inv, param: "tools[0]", contains: []string{"deeper than 64"}},
+		{name: "tools render past the context", path: chat, body: chatBody(nested(100, 60)), status: 400, typ: inv, code: "context_length_exceeded", param: "messages"},
+		{name: "apply-template tools nested too deep", path: "/apply-template", body: `{"messages":[{"role":"user","content":"Hi"}],` + nested(1, 65) + `}`, status: 400, typ: inv, param: "tools[0]"},
+		{name: "apply-template tools past the context", path: "/apply-template", body: `{"messages":[{"role":"user","content":"Hi"}],` + nested(100, 60) + `}`,
+			status: 400, typ: inv, code: "context_length_exceeded", param: "messages"},
+		{name: "null token detokenize", path: "/detokenize", body: `{"tokens":[1,null]}`, status: 400, typ: inv, param: "tokens[1]", contains: []string{"null"}},
+		{name: "null prompt element", path: compl, body: `{"model":"` + modelID + `","prompt":[null]}`, status: 400, typ: inv, param: "prompt[0]"},
+		{name: "null token in prompt", path: compl, body: `{"model":"` + modelID + `","prompt":[128000,null]}`, status: 400, typ: inv, param: "prompt[1]"},
+		{name: "null in prompt token arrays", path: compl, body: `{"model":"` + modelID + `","prompt":[[1,2],[null]]}`, status: 400, typ: inv, param: "prompt[1][0]"},
+		{name: "null logit_bias value", path: chat, body: chatBody(`"logit_bias":{"15":null}`), status: 400, typ: inv, param: "logit_bias.15"},
+		{name: "null logit_bias value completions", path: compl, body: complBody(`"logit_bias":{"15":1,"16":null}`), status: 400, typ: inv, param: "logit_bias.16"},
+		{name: "null stop element", path: chat, body: chatBody(`"stop":["x",null]`), status: 400, typ: inv, param: "stop[1]"},
+		{name: "null message", path: chat, body: `{"model":"` + modelID + `","messages":[null]}`, status: 400, typ: inv, param: "messages[0]"},
+		{name: "null content part", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":[{"type":"text","text":"a"},null]}]}`, status: 400, typ: inv, param: "messages[0].content[1]"},
+		{name: "null tool call", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"assistant","tool_calls":[null]}]}`, status: 400, typ: inv, param: "messages[0].tool_calls[0]"},
+		{name: "null tool", path: chat, body: chatBody(`"tools":[null]`), status: 400, typ: inv, param: "tools[0]"},
+		{name: "null modality", path: chat, body: chatBody(`"modalities":[null]`), status: 400, typ: inv, param: "modalities[0]"},
+		{name: "null apply-template message", path: "/apply-template", body: `{"messages":[{"role":"user","content":"a"},null]}`, status: 400, typ: inv, param: "messages[1]"},
+		{name: "null optional params are absent", path: chat, body: chatBody(`"temperature":null,"stop":null,"logit_bias":null,"seed":null,"tools":null`), status: 200},
+		{name: "null inside a tool schema is kept", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[null,"x"],"default":null}}}}}]}`, status: 200},
+		{name: "null inside object arguments is kept", path: "/apply-template", body: `{"messages":[{"role":"user","content":"a"},{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":{"x":[null]}}}]}]}`, status: 200},
 		{name: "invalid UTF-8 outside strings", path: chat, body: "{\"model\":\"" + modelID + "\",\xff}", status: 400, typ: inv},
 		{name: "body over limit", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":"` + strings.Repeat("a", limit) + `"}]}`,
 			status: 413, typ: inv, code: "request_too_large"},
@@ -305,6 +340,8 @@ func TestBadInput(t *testing.T) {
 		{name: "wrong API key x-api-key", rig: rAuth, method: "GET", path: "/v1/models", hdr: []string{"x-api-key", apiKey + "x"}, status: 401, typ: inv, code: "invalid_api_key"},
 		{name: "wrong method", method: "GET", path: chat, status: 405, typ: inv, code: "method_not_allowed"},
 		{name: "wrong method models", method: "DELETE", path: "/v1/models", status: 405, typ: inv, code: "method_not_allowed"},
+		{name: "huge method name", method: strings.Repeat("X", 30<<10), path: "/v1/models", status: 405, typ: inv, code: "method_not_allowed"},
+		{name: "huge method name without a key", rig: rAuth, method: strings.Repeat("Y", 30<<10), path: chat, status: 401, typ: inv, code: "invalid_api_key"},
 		{name: "unknown path", method: "GET", path: "/v1/embeddings", status: 404, typ: inv, code: "not_found"},
 		{name: "unknown path POST", path: "/v2/chat/completions", body: chatBody(""), status: 404, typ: inv, code: "not_found"},
 		{name: "unsupported response_format", path: chat, body: chatBody(`"response_format":{"type":"json_schema"}`), status: 400, typ: inv, param: "response_format.type", contains: []string{"not supported"}},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -23,7 +24,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err := checkModel(m, req.Model); err != nil {
 		return err
 	}
-	g, err := openai.FromChatCompletionRequest(&req, s.params(m))
+	g, err := openai.FromChatCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err := checkModel(m, req.Model); err != nil {
 		return err
 	}
-	g, err := openai.FromCompletionRequest(&req, s.params(m))
+	g, err := openai.FromCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
 	}
@@ -64,9 +65,12 @@ func checkModel(m *Model, id string) error {
 	return nil
 }
 
-func (s *Server) params(m *Model) openai.Params {
+// params are the conversion parameters for request r on model m; rendering
+// stops when r's client goes away or the prompt cannot fit m's context.
+func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString()}
+		Date: s.opts.DateString(), Context: r.Context(),
+		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
 // generate submits g and writes either the whole response (build) or an SSE
@@ -80,6 +84,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	g.Request.Owner = requestOwner(r.Context())
 	events, err := m.Engine.Submit(ctx, g.Request)
 	if err != nil {
 		return err
@@ -93,7 +98,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 		return nil
 	}
 
-	st, sse := newStream(), newSSE(w)
+	st, sse := newStream(), newSSE(w, s.opts.StreamWriteTimeout)
 	var writeErr error
 	send := func(frames []any) {
 		for _, f := range frames {
@@ -122,8 +127,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 	if writeErr == nil {
 		writeErr = sse.Done()
 	}
-	if writeErr != nil {
+	s.endStream(r, sse, writeErr)
+	return nil
+}
+
+// endStream finishes a stream after its last frame: it clears the write
+// deadline, or logs (and counts) why writing failed.
+func (s *Server) endStream(r *http.Request, sse *sseWriter, writeErr error) {
+	switch {
+	case writeErr == nil:
+		sse.end()
+	case errors.Is(writeErr, errStalled):
+		s.metrics.streamTimeouts.Inc()
+		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
+	default:
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
-	return nil
 }

@@ -80,6 +80,7 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 		invReq   *inference.InvalidRequestError
 		chatErr  *chat.Error
 		tooLarge *http.MaxBytesError
+		tooLong  *chat.LengthError
 	)
 	switch {
 	case errors.As(err, &api):
@@ -100,6 +101,10 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 		}
 		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
 			Param: promptParam, Message: msg + ". Please reduce the length of the " + promptParam + "."}, false
+	case errors.As(err, &tooLong):
+		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
+			Param: promptParam, Message: fmt.Sprintf("Your %s render to more than %d bytes of prompt text, more than this "+
+				"model's context can hold. Please reduce the length of the %s or tools.", promptParam, tooLong.MaxBytes, promptParam)}, false
 	case errors.As(err, &invReq):
 		return invalid(invReq.Param, "%s", invReq.Message), false
 	case errors.As(err, &chatErr):
@@ -140,8 +145,11 @@ func writeAPIError(w http.ResponseWriter, api *APIError) {
 
 // promptParam names the field holding the prompt of r's endpoint.
 func promptParam(r *http.Request) string {
-	if r.URL.Path == "/v1/completions" {
+	switch r.URL.Path {
+	case "/v1/completions":
 		return "prompt"
+	case "/v1/responses":
+		return "input"
 	}
 	return "messages"
 }

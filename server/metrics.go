@@ -8,6 +8,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	// streamTimeouts counts streams dropped after Options.StreamWriteTimeout.
+	streamTimeouts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -26,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "HTTP requests being served.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.inFlight)
+	m.streamTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hexserve_http_stream_write_timeouts_total",
+		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
+	})
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts)
 	return m
 }

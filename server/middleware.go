@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -69,13 +71,14 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			if route == "" {
 				route = "unmatched"
 			}
-			s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-			s.metrics.duration.WithLabelValues(route, r.Method).Observe(d.Seconds())
+			method := metricMethod(r.Method)
+			s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+			s.metrics.duration.WithLabelValues(route, method).Observe(d.Seconds())
 			ev := zerolog.Ctx(r.Context()).Info()
 			if route == "/health" || route == "/metrics" {
 				ev = zerolog.Ctx(r.Context()).Debug() // probes would drown the log
 			}
-			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", status).
+			ev.Str("method", method).Str("path", r.URL.Path).Int("status", status).
 				Int("bytes", ww.BytesWritten()).Float64("duration_ms", float64(d.Microseconds())/1e3).Msg("request")
 		}()
 		next.ServeHTTP(ww, r)
@@ -104,8 +107,18 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// corsHeaders are the request headers a preflight allows: what the
+// official OpenAI SDKs send from a browser, never whatever the preflight
+// asks for (a cookie, "*").
+const corsHeaders = "Accept, Authorization, Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
+	"X-Api-Key, X-Request-Id, X-Stainless-Arch, X-Stainless-Async, X-Stainless-Custom-Poll-Interval, X-Stainless-Helper, " +
+	"X-Stainless-Helper-Method, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, X-Stainless-Poll-Helper, " +
+	"X-Stainless-Retry-Count, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Timeout"
+
 // cors implements the allow-list: allowed origins are echoed (or "*" when
-// configured), preflight requests are answered here with 204.
+// configured), preflight requests are answered here with 204. When CORS is
+// configured every response varies by Origin, so a cache never hands one
+// origin's answer to another.
 func (s *Server) cors(next http.Handler) http.Handler {
 	anyOrigin := false
 	allowed := make(map[string]bool)
@@ -118,10 +131,10 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		preflight := r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != ""
-		if origin != "" && len(allowed) > 0 {
+		if len(allowed) > 0 {
 			h := w.Header()
 			h.Add("Vary", "Origin")
-			if anyOrigin || allowed[origin] {
+			if origin != "" && (anyOrigin || allowed[origin]) {
 				if anyOrigin {
 					h.Set("Access-Control-Allow-Origin", "*")
 				} else {
@@ -129,11 +142,8 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				}
 				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 				if preflight {
-					h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-					h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, X-Request-Id, OpenAI-Organization, OpenAI-Project")
-					if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-						h.Set("Access-Control-Allow-Headers", req) // what browser SDKs send varies (x-stainless-*)
-					}
+					h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS")
+					h.Set("Access-Control-Allow-Headers", corsHeaders)
 					h.Set("Access-Control-Max-Age", "600")
 				}
 			}
@@ -147,23 +157,19 @@ func (s *Server) cors(next http.Handler) http.Handler {
 }
 
 // auth requires one of the API keys, as `Authorization: Bearer KEY` or
-// `x-api-key: KEY`, on every route except /health. No keys: no check.
+// `x-api-key: KEY`, on every route except /health and the chat page. No
+// keys: no check.
 func (s *Server) auth(next http.Handler) http.Handler {
 	keys := make([][]byte, 0, len(s.opts.APIKeys))
 	for _, k := range s.opts.APIKeys {
 		keys = append(keys, []byte(k))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) == 0 || r.URL.Path == "/health" {
+		if len(keys) == 0 || r.URL.Path == "/health" || s.isWebUIPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		given := r.Header.Get("x-api-key")
-		if a := r.Header.Get("Authorization"); a != "" {
-			if scheme, tok, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
-				given = strings.TrimSpace(tok)
-			}
-		}
+		given := apiKey(r)
 		if given == "" {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
@@ -180,8 +186,48 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				Message: "Incorrect API key provided."})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, keyOwner(given))))
 	})
+}
+
+// apiKey is the key a request presents, as `Authorization: Bearer KEY` or
+// `x-api-key: KEY`; "" when it has none.
+func apiKey(r *http.Request) string {
+	given := r.Header.Get("x-api-key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		if scheme, tok, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			given = strings.TrimSpace(tok)
+		}
+	}
+	return given
+}
+
+type ownerKey struct{}
+
+// keyOwner is the inference.Request.Owner of an API key: a hash, so the key
+// itself never travels further than auth.
+func keyOwner(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
+}
+
+// requestOwner is the Owner of the request carrying ctx: the hash of its
+// API key, "" when no keys are configured.
+func requestOwner(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
+}
+
+// metricMethod maps a request method to a fixed set of label values: the
+// method is client-controlled, and each new label value is a new series
+// kept for the life of the process.
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // limitBody refuses bodies larger than the limit: at once when

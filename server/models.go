@@ -32,10 +32,12 @@ type modelObject struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is the context length in tokens (vLLM's field).
+	MaxModelLen int `json:"max_model_len"`
 }
 
 func (m *Model) object(id string) modelObject {
-	return modelObject{ID: id, Object: "model", Created: m.Created.Unix(), OwnedBy: "hexserve"}
+	return modelObject{ID: id, Object: "model", Created: m.Created.Unix(), OwnedBy: "hexserve", MaxModelLen: m.ContextLen}
 }
 
 // Resolve maps a requested model id or alias to the served id. ok is false

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +40,10 @@ type Options struct {
 	// BodyTimeout bounds the time to read a request body, so a client that
 	// trickles one cannot hold a connection; <= 0 means 30 s.
 	BodyTimeout time.Duration
+	// StreamWriteTimeout drops a stream whose next frame cannot be written
+	// for this long (the client stopped reading) and cancels its
+	// generation; <= 0 means 30 s.
+	StreamWriteTimeout time.Duration
 	// DateString gives the chat template's date when a request has none.
 	// nil: today's local date.
 	DateString func() string
@@ -46,6 +51,11 @@ type Options struct {
 	// request leaves out (config `sampling`).
 	Sampling  inference.Sampling
 	MaxTokens int
+	// WebUI serves the chat page at / (config server.web_ui).
+	WebUI bool
+	// Responses keeps stored /v1/responses responses; nil: an in-memory
+	// store with the default limits.
+	Responses *responses.Store
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -70,6 +80,8 @@ type Server struct {
 	metrics *metrics
 	router  *chi.Mux
 	model   atomic.Pointer[Model]
+	// responses keeps stored /v1/responses responses.
+	responses *responses.Store
 }
 
 // New builds the router and its middleware.
@@ -83,7 +95,10 @@ func New(opts Options) *Server {
 	if opts.DateString == nil {
 		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry)}
+	if opts.Responses == nil {
+		opts.Responses = defaultResponseStore()
+	}
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry), responses: opts.Responses}
 	s.routes()
 	return s
 }
@@ -103,14 +118,20 @@ func (s *Server) routes() {
 	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/health", s.health)
+	r.Head("/health", s.health) // health checkers probe with HEAD; net/http drops the body
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	r.Get("/v1/models", s.handle(s.listModels))
 	r.Get("/v1/models/{id}", s.handle(s.getModel))
 	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
 	r.Post("/v1/completions", s.handle(s.completions))
+	r.Post("/v1/responses", s.handle(s.createResponse))
+	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
+	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
+	r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
 	r.Post("/tokenize", s.handle(s.tokenize))
 	r.Post("/detokenize", s.handle(s.detokenize))
 	r.Post("/apply-template", s.handle(s.applyTemplate))
+	s.webUIRoutes(r)
 	s.router = r
 }
 
@@ -138,7 +159,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
 		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allow = append(allow, m)
 		}
@@ -151,7 +172,8 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeJSON reads the request body into v. Malformed JSON, a wrong field
-// type and an oversized body become the matching OpenAI errors.
+// type, invalid UTF-8, a null where a value is required and an oversized body
+// become the matching OpenAI errors.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := s.readBody(w, r)
 	var tooLarge *http.MaxBytesError
@@ -169,6 +191,9 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	}
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON value")
+	}
+	if err == nil {
+		return checkDecoded(body, v)
 	}
 	var typeErr *json.UnmarshalTypeError
 	switch {

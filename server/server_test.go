@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,24 +126,30 @@ func TestHealth(t *testing.T) {
 	if rec := do(s, "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
 		t.Fatalf("ok: %d %s", rec.Code, rec.Body)
 	}
+	if rec := do(s, "HEAD", "/health", ""); rec.Code != 200 {
+		t.Fatalf("HEAD ok: %d %s", rec.Code, rec.Body)
+	}
 	fail = errors.New("graph execute failed")
 	rec = do(s, "GET", "/health", "")
 	if rec.Code != 503 || strings.TrimSpace(rec.Body.String()) != `{"error":"graph execute failed","status":"unhealthy"}` {
 		t.Fatalf("unhealthy: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(s, "HEAD", "/health", ""); rec.Code != 503 {
+		t.Fatalf("HEAD unhealthy: %d %s", rec.Code, rec.Body)
 	}
 }
 
 func TestModels(t *testing.T) {
 	s, _ := newTest(t, Options{})
 	rec := do(s, "GET", "/v1/models", "")
-	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve"}]}`
+	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve","max_model_len":512}]}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("list: %d %s", rec.Code, rec.Body)
 	}
 	for _, id := range []string{"llama-3.2-1b-instruct", "gpt-4o-mini"} {
 		rec := do(s, "GET", "/v1/models/"+id, "")
 		var obj modelObject
-		if err := json.Unmarshal(rec.Body.Bytes(), &obj); rec.Code != 200 || err != nil || obj.ID != id || obj.Object != "model" {
+		if err := json.Unmarshal(rec.Body.Bytes(), &obj); rec.Code != 200 || err != nil || obj.ID != id || obj.Object != "model" || obj.MaxModelLen != 512 {
 			t.Errorf("get %s: %d %s", id, rec.Code, rec.Body)
 		}
 	}
@@ -274,6 +281,7 @@ func TestCORS(t *testing.T) {
 			204, "http://app.test"},
 		{"preflight denied", []string{"http://app.test"}, "OPTIONS",
 			[]string{"Origin", "http://evil.test", "Access-Control-Request-Method", "POST"}, 204, ""},
+		{"no origin, configured", []string{"http://app.test"}, "GET", nil, 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,11 +299,45 @@ func TestCORS(t *testing.T) {
 			}
 			if tt.status == 204 && tt.wantAllow != "" {
 				if rec.Header().Get("Access-Control-Allow-Methods") == "" ||
-					rec.Header().Get("Access-Control-Allow-Headers") != "authorization,content-type" {
+					rec.Header().Get("Access-Control-Allow-Headers") != corsHeaders {
 					t.Fatalf("preflight headers: %v", rec.Header())
 				}
 			}
+			if vary := rec.Header().Values("Vary"); (len(tt.origins) > 0) != slices.Contains(vary, "Origin") {
+				t.Fatalf("Vary %q with origins %q", vary, tt.origins)
+			}
 		})
+	}
+}
+
+// TestCORSAllowHeaders: a preflight allows the fixed list of headers the
+// OpenAI SDKs send, whatever it asks for; a browser then refuses a request
+// carrying any other (a cookie, "*"), and each SDK header is in the list.
+func TestCORSAllowHeaders(t *testing.T) {
+	s, _ := newTest(t, Options{CORSOrigins: []string{"http://app.test"}})
+	allowed := make(map[string]bool)
+	for _, h := range strings.Split(corsHeaders, ", ") {
+		allowed[strings.ToLower(h)] = true
+	}
+	for _, asked := range []string{"cookie", "*", "authorization, cookie", "x-evil", "authorization,content-type,x-stainless-os,x-stainless-retry-count"} {
+		rec := do(s, "OPTIONS", "/v1/chat/completions", "", "Origin", "http://app.test",
+			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", asked)
+		if got := rec.Header().Get("Access-Control-Allow-Headers"); got != corsHeaders {
+			t.Errorf("asked %q: allowed %q, want the fixed list", asked, got)
+		}
+	}
+	for _, h := range []string{"cookie", "*", "x-evil"} {
+		if allowed[h] {
+			t.Errorf("%q is allowed", h)
+		}
+	}
+	// Sent by the official JS and Python SDKs.
+	for _, h := range []string{"authorization", "content-type", "accept", "x-api-key", "openai-organization", "openai-project",
+		"x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-arch", "x-stainless-runtime",
+		"x-stainless-runtime-version", "x-stainless-retry-count", "x-stainless-timeout", "x-stainless-helper-method"} {
+		if !allowed[h] {
+			t.Errorf("SDK header %q not allowed", h)
+		}
 	}
 }
 
@@ -321,6 +363,8 @@ func TestMetrics(t *testing.T) {
 	do(s, "GET", "/v1/models", "")
 	do(s, "GET", "/v1/models/x", "")
 	do(s, "GET", "/nope", "")
+	do(s, "BREW", "/nope", "")
+	do(s, "HEAD", "/health", "")
 	rec := do(s, "GET", "/metrics", "")
 	body := rec.Body.String()
 	for _, want := range []string{
@@ -329,6 +373,8 @@ func TestMetrics(t *testing.T) {
 		`hexserve_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
 		`hexserve_http_request_duration_seconds_count{method="GET",route="/v1/models"} 1`,
 		`hexserve_http_requests_in_flight 1`, // the /metrics request itself
+		`hexserve_http_requests_total{method="other",route="unmatched",status="405"} 1`,
+		`hexserve_http_requests_total{method="HEAD",route="/health",status="200"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

@@ -3,27 +3,45 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"time"
 )
 
 // sseWriter writes a Server-Sent Events stream of OpenAI frames: each
 // `data: {json}\n\n` frame is flushed at once, a failure after the stream
 // started is a `data: {"error": …}` frame, and the stream ends with
-// `data: [DONE]`.
+// `data: [DONE]`. Each frame must reach the connection within timeout, so a
+// client that stops reading cannot hold its request (and the model) forever.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
 }
 
-func newSSE(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+// defaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
+const defaultStreamWriteTimeout = 30 * time.Second
+
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	if timeout <= 0 {
+		timeout = defaultStreamWriteTimeout
+	}
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
 // Send writes v as one data frame; the first call sends the headers.
-func (s *sseWriter) Send(v any) error {
+func (s *sseWriter) Send(v any) error { return s.SendEvent("", v) }
+
+// SendEvent writes v as one data frame named event (no event line when "").
+func (s *sseWriter) SendEvent(event string, v any) error {
 	s.buf.Reset()
+	if event != "" {
+		s.buf.WriteString("event: " + event + "\n")
+	}
 	s.buf.WriteString("data: ")
 	enc := json.NewEncoder(&s.buf)
 	enc.SetEscapeHTML(false)
@@ -50,8 +68,24 @@ func (s *sseWriter) write(b []byte) error {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
-	if _, err := s.w.Write(b); err != nil {
-		return err
+	// Without support (a test recorder) frames are written without a deadline.
+	start := time.Now()
+	_ = s.rc.SetWriteDeadline(start.Add(s.timeout))
+	_, err := s.w.Write(b)
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	return s.rc.Flush()
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.timeout) {
+		// HTTP/1 reports the deadline; HTTP/2 resets the stream instead.
+		return fmt.Errorf("%w: %w", errStalled, err)
+	}
+	return err
 }
+
+// errStalled is a frame that could not be written within the stream write
+// timeout: the client stopped reading.
+var errStalled = errors.New("the client stopped reading")
+
+// end clears the write deadline after a complete stream, so it does not
+// cut a later response on the same keep-alive connection.
+func (s *sseWriter) end() { _ = s.rc.SetWriteDeadline(time.Time{}) }

@@ -96,19 +96,19 @@ func badToken(i int, id int64, m *Model) error {
 }
 
 type applyTemplateRequest struct {
-	Messages            []openai.Message  `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	AddGenerationPrompt *bool             `json:"add_generation_prompt"` // default true
-	ChatTemplateKwargs  struct {
-		DateString *string `json:"date_string"`
-	} `json:"chat_template_kwargs"`
+	Messages            []openai.Message       `json:"messages"`
+	Tools               []json.RawMessage      `json:"tools"`
+	AddGenerationPrompt *bool                  `json:"add_generation_prompt"` // default true
+	ChatTemplateKwargs  *openai.TemplateKwargs `json:"chat_template_kwargs"`
 }
 
 // applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
 // rendered prompt text. The date is chat_template_kwargs.date_string, else
-// the configured one. Other template kwargs are ignored.
+// the configured one; custom_tools and tools_in_user_message work as in chat
+// completions. Other template kwargs are ignored.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.loaded(); err != nil {
+	m, err := s.loaded()
+	if err != nil {
 		return err
 	}
 	var req applyTemplateRequest
@@ -119,12 +119,13 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opt := chat.Options{Tools: req.Tools, AddGenerationPrompt: true, DateString: s.opts.DateString()}
+	p := s.params(r, m)
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
+		return err
+	}
 	if req.AddGenerationPrompt != nil {
 		opt.AddGenerationPrompt = *req.AddGenerationPrompt
-	}
-	if d := req.ChatTemplateKwargs.DateString; d != nil {
-		opt.DateString = *d
 	}
 	prompt, err := chat.Render(msgs, opt)
 	if err != nil {

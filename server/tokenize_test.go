@@ -135,6 +135,13 @@ func TestApplyTemplate(t *testing.T) {
 		!strings.HasSuffix(resp.Prompt, "<|start_header_id|>assistant<|end_header_id|>\n\n") {
 		t.Fatalf("configured date / generation prompt: %d %q", rec.Code, resp.Prompt)
 	}
+	// "developer" renders exactly as "system".
+	var dev, sys struct{ Prompt string }
+	_ = json.Unmarshal(do(s, "POST", "/apply-template", `{"messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}`).Body.Bytes(), &dev)
+	_ = json.Unmarshal(do(s, "POST", "/apply-template", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`).Body.Bytes(), &sys)
+	if dev.Prompt == "" || dev.Prompt != sys.Prompt || !strings.Contains(dev.Prompt, "2027\n\nBe brief.<|eot_id|>") {
+		t.Fatalf("developer role: %q, system: %q", dev.Prompt, sys.Prompt)
+	}
 	tests := []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type"},
 		{`{"messages":[]}`, "messages"},
@@ -144,6 +151,56 @@ func TestApplyTemplate(t *testing.T) {
 		rec := do(s, "POST", "/apply-template", tt.body)
 		if e := apiErr(t, rec); rec.Code != 400 || str(e.Param) != tt.param {
 			t.Errorf("%s: %d %s, want param %s", tt.body, rec.Code, rec.Body, tt.param)
+		}
+	}
+}
+
+// TestApplyTemplateKwargs: chat_template_kwargs custom_tools (replacing
+// tools; null: none) and tools_in_user_message reach the template.
+func TestApplyTemplateKwargs(t *testing.T) {
+	s, _ := newTest(t, Options{DateString: func() string { return "26 Jul 2024" }})
+	const msgs = `"messages":[{"role":"system","content":"S"},{"role":"user","content":"U"}]`
+	const tools = `"tools":[{"type":"function","function":{"name":"req_tool"}}]`
+	tests := []struct {
+		name, body  string
+		has, hasNot []string
+		status      int
+		param       string
+	}{
+		{"custom tools replace tools", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"custom_tools":[{"name":"custom_tool"}]}}`,
+			[]string{"custom_tool", "Environment: ipython", "Given the following functions"}, []string{"req_tool"}, 200, ""},
+		{"custom tools null: none", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"custom_tools":null}}`,
+			nil, []string{"req_tool", "Environment: ipython"}, 200, ""},
+		{"tools in the system block", `{` + msgs + `,` + tools + `,"chat_template_kwargs":{"tools_in_user_message":false}}`,
+			[]string{"Today Date: 26 Jul 2024\n\nYou have access to the following functions.", "\"req_tool\"\n    }\n}\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"},
+			[]string{"Given the following functions"}, 200, ""},
+		{"custom tools not an array", `{` + msgs + `,"chat_template_kwargs":{"custom_tools":{"name":"x"}}}`, nil, nil, 400, "chat_template_kwargs.custom_tools"},
+		{"custom tool not an object", `{` + msgs + `,"chat_template_kwargs":{"custom_tools":[{"name":"x"},"f"]}}`, nil, nil, 400, "chat_template_kwargs.custom_tools[1]"},
+		{"tools_in_user_message not a bool", `{` + msgs + `,"chat_template_kwargs":{"tools_in_user_message":"no"}}`, nil, nil, 400, "chat_template_kwargs.tools_in_user_message"},
+	}
+	for _, tt := range tests {
+		rec := do(s, "POST", "/apply-template", tt.body)
+		if rec.Code != tt.status {
+			t.Errorf("%s: %d %s", tt.name, rec.Code, rec.Body)
+			continue
+		}
+		if tt.status != 200 {
+			if e := apiErr(t, rec); str(e.Param) != tt.param {
+				t.Errorf("%s: param %s, want %s", tt.name, str(e.Param), tt.param)
+			}
+			continue
+		}
+		var resp struct{ Prompt string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+		for _, h := range tt.has {
+			if !strings.Contains(resp.Prompt, h) {
+				t.Errorf("%s: prompt lacks %q:\n%s", tt.name, h, resp.Prompt)
+			}
+		}
+		for _, h := range tt.hasNot {
+			if strings.Contains(resp.Prompt, h) {
+				t.Errorf("%s: prompt has %q:\n%s", tt.name, h, resp.Prompt)
+			}
 		}
 	}
 }

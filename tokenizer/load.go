@@ -152,6 +152,7 @@ func (t *Tokenizer) packPieces() {
 	for _, p := range t.pieces {
 		t.off = append(t.off, uint32(len(t.blob)))
 		t.blob = append(t.blob, p...)
+		t.longest = max(t.longest, len(p))
 	}
 	t.off = append(t.off, uint32(len(t.blob)))
 	t.pieces = nil

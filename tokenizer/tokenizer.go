@@ -70,6 +70,7 @@ type Tokenizer struct {
 	pieces  []string // id -> decoded bytes, while loading
 	blob    []byte   // all decoded bytes; id's are blob[off[id]:off[id+1]]
 	off     []uint32
+	longest int // bytes of the longest piece
 	present []bool
 	special []bool
 	added   map[string]int32
@@ -114,6 +115,10 @@ func (t *Tokenizer) EncodeSegments(segs []Segment, addBOS bool) []int32 {
 
 // VocabSize is the number of ids, including added tokens (128256 for Llama 3).
 func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// MaxPieceBytes is the byte length of the longest token: a text of n bytes
+// encodes to at least n/MaxPieceBytes tokens.
+func (t *Tokenizer) MaxPieceBytes() int { return t.longest }
 
 // TokenID returns the id of a token string: an added token's content, or a
 // BPE token in its byte-level form (for example "Ġhello").

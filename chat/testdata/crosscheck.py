@@ -5,7 +5,12 @@ trim_blocks, lstrip_blocks, loopcontrols, tojson = json.dumps(ensure_ascii=False
 indent=...), raise_exception), with the official Llama-3.2 chat_template.
 strftime_now is left undefined, as for the public goldens.
 
-Usage: python3 crosscheck.py TOKENIZER_CONFIG N SEED > jinja2_random.jsonl
+Usage: python3 crosscheck.py TOKENIZER_CONFIG N SEED [--kwargs] > jinja2_random.jsonl
+
+With --kwargs the conversations also get random chat_template_kwargs
+custom_tools (absent, null or a list that replaces tools) and
+tools_in_user_message (absent, true or false), recorded as "custom_tools"
+(raw JSON texts, null, or absent) and "tools_in_user_message".
 
 Each line: {"messages": [...], "tools": [raw JSON text...] | null,
 "add_generation_prompt": bool, "date_string": str | null,
@@ -76,6 +81,7 @@ def rmessage(r):
 
 def main():
     config, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    kwargs = "--kwargs" in sys.argv[4:]
     template = json.load(open(config))["chat_template"]
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
@@ -101,13 +107,30 @@ def main():
                   add_generation_prompt=agp, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
         if date is not None:
             kw["date_string"] = date
+        extra = {}
+        if kwargs:
+            c = r.random()
+            if c < 0.15:
+                extra["custom_tools"] = None
+                kw["custom_tools"] = None
+            elif c < 0.6:
+                custom = [robj(r) for _ in range(r.randint(1, 3))]
+                extra["custom_tools"] = custom
+                kw["custom_tools"] = [json.loads(t) for t in custom]
+            t = r.random()
+            if t < 0.6:
+                extra["tools_in_user_message"] = False
+            elif t < 0.8:
+                extra["tools_in_user_message"] = True
+            if "tools_in_user_message" in extra:
+                kw["tools_in_user_message"] = extra["tools_in_user_message"]
         rendered, err = None, None
         try:
             rendered = tmpl.render(**kw)
         except Exception as e:  # noqa: BLE001 - the template's raise_exception and Jinja errors
             err = str(e)
         print(json.dumps({"messages": msgs, "tools": tools, "add_generation_prompt": agp, "date_string": date,
-                          "rendered": rendered, "error": err}, ensure_ascii=False))
+                          **extra, "rendered": rendered, "error": err}, ensure_ascii=False))
 
 
 if __name__ == "__main__":

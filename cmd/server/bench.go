@@ -33,7 +33,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
-	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
+	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (hexagon.V79Costs: prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
 	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1)")
 	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
@@ -44,11 +44,12 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return exitCode(err)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	cfg := config.Default()
@@ -97,8 +98,13 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	}
 
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	var emu bench.Latency
+	if *emulate {
+		c := hexagon.V79Costs
+		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
+	}
 	opt := bench.Options{
-		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, EmulateV79: *emulate,
+		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, Emulation: emu,
 		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}

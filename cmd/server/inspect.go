@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,20 +35,23 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return exitCode(err)
 	}
-	if fs.NArg() != 1 {
+	switch {
+	case len(rest) == 0:
+		fmt.Fprintln(stderr, "hexserve inspect: a bundle or context binary PATH is required")
 		fs.Usage()
 		return 2
+	case len(rest) > 1:
+		fmt.Fprintf(stderr, "hexserve inspect: unexpected argument %q (one PATH only)\n", rest[1])
+		return 2
 	}
-	if isPTE(fs.Arg(0)) {
-		return inspectPTE(fs.Arg(0), *asJSON, *backend, *system, stdout, stderr)
+	if isPTE(rest[0]) {
+		return inspectPTE(rest[0], *asJSON, *backend, *system, stdout, stderr)
 	}
-	files, err := inspectFiles(fs.Arg(0), *arch)
+	files, err := inspectFiles(rest[0], *arch)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)
 		return 1

@@ -10,7 +10,8 @@
 //	hexserve mkmodel [flags]
 //	hexserve bench [flags]
 //
-// Each subcommand has --help.
+// Each subcommand has --help. Flags may come before or after positional
+// arguments.
 package main
 
 import (

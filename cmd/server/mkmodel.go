@@ -70,15 +70,12 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return exitCode(err)
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "hexserve mkmodel: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
+	if len(rest) != 0 {
+		fmt.Fprintf(stderr, "hexserve mkmodel: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	set := map[string]bool{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,11 +54,12 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		fmt.Fprint(stderr, "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return nil, exitCode(err)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", rest[0])
 		return nil, 2
 	}
 	cfg := config.Default()
@@ -100,6 +103,10 @@ func newLogger(c config.Log, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
+// loadStopGrace is how long a shutdown waits for a model that is still
+// loading.
+const loadStopGrace = 2 * time.Second
+
 // modelLoader loads the model; tests substitute a fake.
 type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error)
 
@@ -113,17 +120,25 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
+		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir})
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{
-		Logger:      log,
-		Registry:    reg,
-		APIKeys:     cfg.Server.APIKeys,
-		CORSOrigins: cfg.Server.CORSOrigins,
-		BodyLimit:   int64(cfg.Server.BodyLimit),
-		BodyTimeout: cfg.Server.BodyTimeout,
-		DateString:  func() string { return cfg.Chat.DateString(time.Now()) },
+		Logger:             log,
+		Registry:           reg,
+		APIKeys:            cfg.Server.APIKeys,
+		CORSOrigins:        cfg.Server.CORSOrigins,
+		BodyLimit:          int64(cfg.Server.BodyLimit),
+		BodyTimeout:        cfg.Server.BodyTimeout,
+		StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
+		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },
 		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
 		MaxTokens: cfg.Sampling.MaxTokens,
+		WebUI:     cfg.Server.WebUIOn(),
+		Responses: store,
 	})
 	hs := &http.Server{
 		Handler:           srv,
@@ -132,21 +147,40 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          stdlog.New(log.With().Str("component", "http").Logger(), "", 0),
 	}
+	tlsOn := cfg.Server.TLSCertFile != ""
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
+		}
+		// ServeTLS adds h2 and http/1.1 to NextProtos: HTTP/2 through ALPN.
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("addr", ln.Addr().String()).Str("version", version).Msg("listening")
+	log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsOn).Str("version", version).Msg("listening")
 	if !config.IsLoopback(cfg.Server.Listen) && len(cfg.Server.APIKeys) == 0 {
 		log.Warn().Str("addr", cfg.Server.Listen).
 			Msg("LISTENING BEYOND LOOPBACK WITHOUT API KEYS: anyone who can reach this address can use the model; set server.api_keys or HEXSERVE_API_KEYS")
+	}
+	if !config.IsLoopback(cfg.Server.Listen) && !tlsOn {
+		log.Warn().Str("addr", cfg.Server.Listen).
+			Msg("LISTENING BEYOND LOOPBACK WITHOUT TLS: API keys and prompts travel unencrypted; set server.tls_cert_file and server.tls_key_file")
 	}
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() {
+		if tlsOn {
+			serveErr <- hs.ServeTLS(ln, "", "")
+		} else {
+			serveErr <- hs.Serve(ln)
+		}
+	}()
 
 	type loadResult struct {
 		model  inference.Model
@@ -197,8 +231,15 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		hs.Close()
 	}
 	if res.engine == nil && res.err == nil {
-		// Still loading (or finished just now): wait for it, to close what it opened.
-		res = <-loaded
+		// Still loading (or finished just now): wait a little for it, to
+		// close what it opened. A load that does not end (a huge or endless
+		// file, a stuck driver) must not hold up a SIGTERM: the process
+		// exits and the kernel reclaims what the loader holds.
+		select {
+		case res = <-loaded:
+		case <-time.After(loadStopGrace):
+			log.Warn().Dur("waited", loadStopGrace).Msg("the model is still loading; exiting without waiting for it")
+		}
 	}
 	if res.engine != nil {
 		res.engine.Close()

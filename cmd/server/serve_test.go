@@ -27,6 +27,10 @@ func TestServeConfig(t *testing.T) {
 	if err := os.WriteFile(file, []byte("server:\n  listen: 127.0.0.1:9999\n  api_keys: [filekey]\nmodel:\n  bundle: /b\nengine:\n  queue_length: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	nan := filepath.Join(dir, "nan.yaml")
+	if err := os.WriteFile(nan, []byte("model:\n  bundle: /b\nsampling:\n  temperature: .nan\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("server:\n  body_limit: 0\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -54,6 +58,7 @@ func TestServeConfig(t *testing.T) {
 		}, ""},
 		{"no bundle", nil, "", 2, nil, "model.bundle: must be set"},
 		{"bad file", []string{"--config", bad}, "", 2, nil, "config: server.body_limit: must be > 0"},
+		{"NaN temperature", []string{"--config", nan}, "", 2, nil, "config: sampling.temperature: must be a finite number"},
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, "", 2, nil, "no such file"},
 		{"bad flag value", []string{"--bundle", "/b", "--queue", "0"}, "", 2, nil, "engine.queue_length"},
 		{"bad addr", []string{"--bundle", "/b", "--addr", "nope"}, "", 2, nil, "server.listen"},
@@ -182,6 +187,9 @@ func TestServeLifecycle(t *testing.T) {
 	}
 	if code, body := get(t, base+"/v1/models"); code != 200 || !strings.Contains(body, `"id":"tiny-llama-test"`) {
 		t.Fatalf("models: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/"); code != 200 || !strings.HasPrefix(body, "<!doctype html>") {
+		t.Fatalf("chat page on loopback (server.web_ui unset): %d %.80s", code, body)
 	}
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "hexserve_http_requests_total") {
 		t.Fatalf("metrics: %d", code)

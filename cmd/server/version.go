@@ -16,15 +16,36 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: hexserve version\n\nPrints the hexserve version, the Go version and the platform.")
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
 		return exitCode(err)
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve version: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	fmt.Fprintf(stdout, "hexserve %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
+}
+
+// parseFlags parses args with fs, flags before and after positional
+// arguments alike ("inspect BUNDLE --json"), and returns the positional
+// arguments in order. Everything after "--" is positional.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
 }
 
 // exitCode is 0 for --help and 2 for other flag errors.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,6 +161,9 @@ func Resolve(path, arch string) (dir, manifestPath string, err error) {
 		return "", "", fmt.Errorf("bundle: %w", err)
 	}
 	if !st.IsDir() {
+		if !st.Mode().IsRegular() {
+			return "", "", fmt.Errorf("bundle: %s is neither a bundle folder nor a manifest file: it is %s", abs, describeMode(st.Mode()))
+		}
 		return filepath.Dir(abs), abs, nil
 	}
 	mp, err := findManifest(abs)
@@ -169,7 +173,10 @@ func Resolve(path, arch string) (dir, manifestPath string, err error) {
 	if mp != "" {
 		return abs, mp, nil
 	}
-	archs := archFolders(abs)
+	archs, err := archFolders(abs)
+	if err != nil {
+		return "", "", err
+	}
 	if arch != "" {
 		if !slices.Contains(archs, arch) {
 			if len(archs) == 0 {
@@ -200,19 +207,21 @@ func Resolve(path, arch string) (dir, manifestPath string, err error) {
 var skipJSON = map[string]bool{"tokenizer.json": true, "tokenizer_config.json": true, "config.json": true}
 
 // findManifest returns the one *.json in dir with a schema_version key, or
-// "" if there is none.
+// "" if there is none. A folder it cannot list (permission denied) or a
+// *.json it cannot read is an error, not "no manifest".
 func findManifest(dir string) (string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("bundle: %w", err)
 	}
 	var found []string
 	var bad error
-	for _, p := range paths {
-		if skipJSON[filepath.Base(p)] {
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || skipJSON[e.Name()] {
 			continue
 		}
-		data, err := os.ReadFile(p)
+		p := filepath.Join(dir, e.Name())
+		data, err := ReadRegular(p, MaxManifestBytes)
 		if err != nil {
 			return "", fmt.Errorf("bundle: %w", err)
 		}
@@ -234,18 +243,34 @@ func findManifest(dir string) (string, error) {
 	return "", fmt.Errorf("bundle: %s holds several manifests (%s): name one", dir, strings.Join(found, ", "))
 }
 
-// archFolders lists dir's subfolders that look like DSP architectures (v75, v79, ...).
-func archFolders(dir string) []string {
-	entries, _ := os.ReadDir(dir)
+// archFolders lists dir's subfolders that look like DSP architectures (v75,
+// v79, ...), symbolic links to folders included. A link that cannot be
+// followed (a loop, permission denied) is an error.
+func archFolders(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() && len(n) > 1 && n[0] == 'v' && strings.Trim(n[1:], "0123456789") == "" {
+		if len(n) < 2 || n[0] != 'v' || strings.Trim(n[1:], "0123456789") != "" {
+			continue
+		}
+		isDir := e.IsDir()
+		if e.Type()&os.ModeSymlink != 0 {
+			st, err := os.Stat(filepath.Join(dir, n))
+			if err != nil {
+				return nil, fmt.Errorf("bundle: %w", err)
+			}
+			isDir = st.IsDir()
+		}
+		if isDir {
 			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // Read resolves path (see Resolve), parses the manifest, refuses a dsp_arch
@@ -262,7 +287,7 @@ func ReadWith(path, arch string, overrides *Hexserve) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(mp)
+	data, err := ReadRegular(mp, MaxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
@@ -289,16 +314,10 @@ func (b *Bundle) check(arch string, overrides *Hexserve) error {
 		return fmt.Errorf("model.dsp_arch is %s but the device is %s: use a bundle built for %s", m.Model.DSPArch, arch, arch)
 	}
 	p := m.Params
-	for _, f := range []struct {
-		key string
-		v   int
-	}{{"params.hidden", p.Hidden}, {"params.vocab", p.Vocab}, {"params.n_layers", p.NLayers},
-		{"params.max_ctx", p.MaxCtx}, {"params.kv_dim", p.KVDim}, {"params.head_dim", p.HeadDim}} {
-		if f.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %d", f.key, f.v)
-		}
+	if err := checkLimits(p); err != nil {
+		return err
 	}
-	if p.RopeTheta <= 0 {
+	if !(p.RopeTheta > 0) || math.IsInf(p.RopeTheta, 0) {
 		return fmt.Errorf("params.rope_theta must be positive, got %g", p.RopeTheta)
 	}
 
@@ -313,7 +332,7 @@ func (b *Bundle) check(arch string, overrides *Hexserve) error {
 		if c.Bin == "" {
 			return fmt.Errorf("missing key %s", key)
 		}
-		path, err := b.file(key, c.Bin)
+		path, _, err := LocalFile(b.Dir, key, c.Bin, 0)
 		if err != nil {
 			return err
 		}
@@ -341,17 +360,18 @@ func (b *Bundle) check(arch string, overrides *Hexserve) error {
 	if m.Artifacts.Embed == "" {
 		return errors.New("missing key artifacts.embed")
 	}
-	if b.Embed, err = b.file("artifacts.embed", m.Artifacts.Embed); err != nil {
+	var size int64
+	if b.Embed, size, err = LocalFile(b.Dir, "artifacts.embed", m.Artifacts.Embed, 0); err != nil {
 		return err
 	}
-	if st, _ := os.Stat(b.Embed); st.Size() != int64(p.Vocab)*int64(p.Hidden)*2 {
+	if want := int64(p.Vocab) * int64(p.Hidden) * 2; size != want {
 		return fmt.Errorf("artifacts.embed: %s has %d bytes, want %d (f16 [params.vocab %d, params.hidden %d])",
-			b.Embed, st.Size(), int64(p.Vocab)*int64(p.Hidden)*2, p.Vocab, p.Hidden)
+			b.Embed, size, want, p.Vocab, p.Hidden)
 	}
 	if m.Artifacts.Tokenizer == "" {
 		return errors.New("missing key artifacts.tokenizer")
 	}
-	if b.Tokenizer, err = b.file("artifacts.tokenizer", m.Artifacts.Tokenizer); err != nil {
+	if b.Tokenizer, _, err = LocalFile(b.Dir, "artifacts.tokenizer", m.Artifacts.Tokenizer, MaxTokenizerBytes); err != nil {
 		return err
 	}
 
@@ -392,22 +412,6 @@ func requireKeys(data []byte) error {
 		}
 	}
 	return nil
-}
-
-// file resolves rel against the arch folder and checks it is a regular file.
-func (b *Bundle) file(key, rel string) (string, error) {
-	p := rel
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(b.Dir, rel)
-	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: %s is not a regular file", key, p)
-	}
-	return p, nil
 }
 
 func settings(m *Manifest, h *Hexserve) (Settings, error) {
@@ -482,9 +486,9 @@ func settings(m *Manifest, h *Hexserve) (Settings, error) {
 		return s, fmt.Errorf("hexserve.n_kv_heads %d × params.head_dim %d != params.kv_dim %d", s.NKVHeads, p.HeadDim, p.KVDim)
 	case s.PrefillWindow < 0 || s.PrefillWindow > p.MaxCtx:
 		return s, fmt.Errorf("hexserve.prefill_window %d outside [1, params.max_ctx %d]", s.PrefillWindow, p.MaxCtx)
-	case s.RMSEps <= 0:
+	case !(s.RMSEps > 0) || math.IsInf(s.RMSEps, 0):
 		return s, fmt.Errorf("hexserve.rms_eps must be positive, got %g", s.RMSEps)
-	case s.RopeScaling.RopeType == "llama3" && (s.RopeScaling.Factor <= 0 || s.RopeScaling.HighFreqFactor <= s.RopeScaling.LowFreqFactor || s.RopeScaling.OriginalMaxPositionEmbeddings <= 0):
+	case s.RopeScaling.RopeType == "llama3" && (!(s.RopeScaling.Factor > 0) || s.RopeScaling.HighFreqFactor <= s.RopeScaling.LowFreqFactor || s.RopeScaling.OriginalMaxPositionEmbeddings <= 0):
 		return s, fmt.Errorf("hexserve.rope_scaling %+v is not a valid llama3 scaling", s.RopeScaling)
 	}
 	for _, t := range []struct{ key, v string }{{"past_k", s.Tensors.PastK}, {"past_v", s.Tensors.PastV}, {"new_k", s.Tensors.NewK}, {"new_v", s.Tensors.NewV}} {

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // goodManifest is the agreed example manifest, scaled down (vocab 16) so the
@@ -204,6 +206,36 @@ func TestReadBad(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "v79", "manifest.json"), []byte(`{"schema_version": 1, "params": [}`), 0o644)
 		}, errs: []string{"manifest.json is not valid JSON"}},
 		{name: "type error", edit: set("big", "params", "hidden"), errs: []string{"manifest", "params.hidden"}},
+		// Sizes are checked against sane limits before anything is allocated.
+		{name: "a billion layers", edit: set(1e9, "params", "n_layers"), errs: []string{"params.n_layers is 1000000000, more than hexserve supports (1024)"}},
+		{name: "2^31 context", edit: set(1<<31, "params", "max_ctx"), errs: []string{"params.max_ctx is 2147483648"}},
+		{name: "huge vocab", edit: set(1<<30, "params", "vocab"), errs: []string{"params.vocab is 1073741824"}},
+		{name: "huge hidden", edit: set(1<<20, "params", "hidden"), errs: []string{"params.hidden is 1048576"}},
+		// Artifact paths stay inside the bundle folder.
+		{name: "absolute embed", edit: set("/etc/passwd", "artifacts", "embed"), errs: []string{"artifacts.embed", `"/etc/passwd" is not inside the bundle folder`}},
+		{name: "dotdot tokenizer", edit: set("../../../etc/passwd", "artifacts", "tokenizer"), errs: []string{"artifacts.tokenizer", "../../../etc/passwd", "not inside"}},
+		{name: "dotdot binary", edit: set(map[string]any{"bin": "sub/../../decode.bin"}, "artifacts", "contexts", "decode"), errs: []string{"artifacts.contexts.decode.bin", "not inside"}},
+		// Only regular files are read: a device never ends.
+		{name: "tokenizer is /dev/zero", after: link("tokenizer.json", "/dev/zero"), errs: []string{"artifacts.tokenizer", "not a regular file (a device)"}},
+		{name: "binary is a folder", after: func(root string) {
+			rm("decode.bin")(root)
+			os.Mkdir(filepath.Join(root, "v79", "decode.bin"), 0o755)
+		}, errs: []string{"artifacts.contexts.decode.bin", "not a regular file (a folder)"}},
+		{name: "manifest is a FIFO", after: func(root string) {
+			rm("manifest.json")(root)
+			if err := syscall.Mkfifo(filepath.Join(root, "v79", "manifest.json"), 0o644); err != nil {
+				panic(err)
+			}
+		}, errs: []string{"manifest.json is not a regular file (a named pipe)"}},
+		{name: "manifest too large", after: func(root string) {
+			os.WriteFile(filepath.Join(root, "v79", "manifest.json"), make([]byte, MaxManifestBytes+1), 0o644)
+		}, errs: []string{"manifest.json has 4194305 bytes, more than the 4194304 allowed"}},
+		// What really happened, not "holds no manifest".
+		{name: "symlink loop arch folder", after: func(root string) {
+			os.RemoveAll(filepath.Join(root, "v79"))
+			os.Symlink("v79", filepath.Join(root, "v79"))
+		}, errs: []string{"too many levels of symbolic links"}},
+		{name: "symlink loop manifest", after: link("manifest.json", "manifest.json"), errs: []string{"too many levels of symbolic links"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +261,54 @@ func TestReadBad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// link replaces the arch folder's name with a symbolic link to target.
+func link(name, target string) func(string) {
+	return func(root string) {
+		p := filepath.Join(root, "v79", name)
+		os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// TestReadUnreadable: a folder or manifest the server may not read is
+// reported as permission denied, not as a bundle without a manifest.
+func TestReadUnreadable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads files whatever their mode")
+	}
+	for _, target := range []string{"", "v79", "v79/manifest.json"} {
+		t.Run("chmod 0 "+target, func(t *testing.T) {
+			root := makeBundle(t, "v79", "manifest.json", nil)
+			p := filepath.Join(root, target)
+			if err := os.Chmod(p, 0); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(p, 0o755) })
+			_, err := Read(root, "v79")
+			if err == nil || !strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "no manifest") {
+				t.Fatalf("err = %v, want permission denied", err)
+			}
+		})
+	}
+}
+
+// TestResolveDevice: --bundle /dev/zero is refused at once instead of being
+// read without end.
+func TestResolveDevice(t *testing.T) {
+	done := make(chan error, 1)
+	go func() { _, err := Read("/dev/zero", "v79"); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "/dev/zero is neither a bundle folder nor a manifest file: it is a device") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read(/dev/zero) did not return")
 	}
 }
 

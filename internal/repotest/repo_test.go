@@ -56,9 +56,9 @@ func goList(t *testing.T, args ...string) []pkg {
 // (hexagon/pte, runner siblings) are covered without editing this table.
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
-	{"openai", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"},
-	{"server", "app"}, {"config", "app"}, {"bench", "app"},
-	{"hexagon/bundle", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
+	{"openai", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"},
+	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
+	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"internal", "support"},
 	{"hexagon", "runner"},
 	{"cmd", "main"}, {"e2e", "main"},
@@ -101,7 +101,7 @@ func layerOf(path string) string {
 func violations(layer string, deps []string) []string {
 	var bad []string
 	for _, d := range deps {
-		dl := layerOf(d)
+		dl := layerOf(basePath(d))
 		for _, f := range forbidden[layer] {
 			rule, prefix, scoped := strings.Cut(f, ":")
 			if dl == rule && (!scoped || d == module+"/"+prefix || strings.HasPrefix(d, module+"/"+prefix+"/")) {
@@ -122,7 +122,7 @@ func basePath(importPath string) string {
 func TestLayerRules(t *testing.T) {
 	for _, c := range []struct{ path, layer string }{
 		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
-		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "runner"},
+		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "support"}, {module + "/hexagon/etrunner", "runner"},
 		{module + "/hexagon/llama", "runner"}, {module + "/hexagon/bundle", "support"},
 		{module + "/hexagon/hostsim/simfile", "support"}, {module + "/hexagonal", ""}, {module + "/newpkg", ""},
 		{module + "/cmd/server", "main"}, {"github.com/ebitengine/purego/internal/fakecgo", "purego"}, {"fmt", "external"},
@@ -137,9 +137,9 @@ func TestLayerRules(t *testing.T) {
 		want  string
 	}{
 		{"pure", []string{"fmt", module + "/hexagon/qnn", module + "/internal/half", "github.com/ebitengine/purego"}, module + "/hexagon/qnn github.com/ebitengine/purego"},
-		{"pure", []string{module + "/hexagon/pte"}, module + "/hexagon/pte"},
+		{"pure", []string{module + "/hexagon/pte"}, module + "/hexagon/pte"}, {"pure", []string{module + "/hexagon/etrunner"}, module + "/hexagon/etrunner"},
 		{"app", []string{module + "/hexagon/bundle", module + "/hexagon"}, module + "/hexagon"},
-		{"app", []string{module + "/hexagon/pte", module + "/hexagon/qnn", module + "/chat"}, module + "/hexagon/pte " + module + "/hexagon/qnn"},
+		{"app", []string{module + "/hexagon/etrunner", module + "/hexagon/qnn", module + "/chat"}, module + "/hexagon/etrunner " + module + "/hexagon/qnn"},
 		{"support", []string{module + "/hexagon/bundle", module + "/server"}, module + "/server"},
 		{"runner", []string{module + "/hexagon/qnn", module + "/config"}, module + "/config"},
 		{"main", []string{module + "/hexagon", module + "/server"}, ""},

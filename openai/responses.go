@@ -1,0 +1,687 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// ResponseRequest is the body of POST /v1/responses. Unknown keys are
+// ignored as for chat completions; options this server cannot honour are
+// refused by FromResponseRequest.
+type ResponseRequest struct {
+	Model              string            `json:"model"`
+	Input              ResponseInput     `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Stream             bool              `json:"stream"`
+	Store              *bool             `json:"store"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Text               *TextConfig       `json:"text"`
+	Metadata           map[string]string `json:"metadata"`
+	User               string            `json:"user"`
+	SafetyIdentifier   string            `json:"safety_identifier"`
+	PromptCacheKey     string            `json:"prompt_cache_key"`
+	Truncation         *string           `json:"truncation"`
+	Reasoning          json.RawMessage   `json:"reasoning"` // accepted and ignored
+	Background         *bool             `json:"background"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	Prompt             json.RawMessage   `json:"prompt"`
+	Include            []string          `json:"include"`
+	TopLogprobs        *int              `json:"top_logprobs"`
+}
+
+// TextConfig is the request's and response's `text` object.
+type TextConfig struct {
+	Format json.RawMessage `json:"format,omitempty"`
+}
+
+// ResponseInput is `input`: a string (one user message) or a list of items.
+type ResponseInput struct {
+	Items []Item
+	Set   bool // present and not null
+}
+
+// UnmarshalJSON accepts a string, an array of items or null.
+func (in *ResponseInput) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*in = ResponseInput{}
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*in = ResponseInput{Set: true, Items: []Item{{Type: "message", Role: "user", Content: ItemContent{{Type: "input_text", Text: s}}}}}
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var items []Item
+		if err := json.Unmarshal(b, &items); err != nil {
+			return err
+		}
+		*in = ResponseInput{Set: true, Items: items}
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: "a value other than a string or an array of items", Type: reflect.TypeFor[ResponseInput]()}
+}
+
+// Item is an input or output item: a message, a function_call or a
+// function_call_output.
+type Item struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   ItemContent     `json:"content,omitzero"`
+	CallID    string          `json:"call_id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments *string         `json:"arguments,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+}
+
+// ItemContent is a message's content; a string decodes as one input_text part.
+type ItemContent []ItemPart
+
+// ItemPart is a content part. Annotations and Logprobs are set (to empty
+// lists) on output_text parts, as OpenAI sends them.
+type ItemPart struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations,omitzero"`
+	Logprobs    []json.RawMessage `json:"logprobs,omitzero"`
+}
+
+// UnmarshalJSON accepts a string or an array of parts.
+func (c *ItemContent) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*c = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*c = ItemContent{{Type: "input_text", Text: s}}
+		return nil
+	}
+	var parts []ItemPart
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return err
+	}
+	*c = parts
+	return nil
+}
+
+// Response is OpenAI's response object.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"` // "response"
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"` // completed, incomplete, failed, in_progress
+	Background         bool               `json:"background"`
+	Error              *ResponseError     `json:"error"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []Item             `json:"output"`
+	OutputText         string             `json:"output_text"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Reasoning          ReasoningConfig    `json:"reasoning"`
+	Store              bool               `json:"store"`
+	Temperature        float64            `json:"temperature"`
+	Text               TextConfig         `json:"text"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
+	TopP               float64            `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *ResponseUsage     `json:"usage"`
+	User               *string            `json:"user"`
+	SafetyIdentifier   *string            `json:"safety_identifier"`
+	PromptCacheKey     *string            `json:"prompt_cache_key"`
+	Metadata           map[string]string  `json:"metadata"`
+}
+
+// ResponseError is a failed response's error.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// IncompleteDetails says why a response is incomplete.
+type IncompleteDetails struct {
+	Reason string `json:"reason"` // "max_output_tokens"
+}
+
+// ReasoningConfig is echoed with nulls: the model does not reason.
+type ReasoningConfig struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// ResponseUsage is the Responses API's usage object.
+type ResponseUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// StoredResponse is what the server keeps for a stored response: the
+// response, this request's input items, and the conversation before them
+// (the previous response's whole conversation), so a continuation renders
+// History + Input + Response.Output + its own input.
+type StoredResponse struct {
+	Response *Response `json:"response"`
+	Input    []Item    `json:"input"`
+	History  []Item    `json:"history,omitempty"`
+}
+
+// Conversation is the stored conversation a continuation extends.
+func (s *StoredResponse) Conversation() []Item {
+	out := make([]Item, 0, len(s.History)+len(s.Input)+len(s.Response.Output))
+	out = append(append(append(out, s.History...), s.Input...), s.Response.Output...)
+	return out
+}
+
+// ResponseParams is what converting a Responses request needs from the server.
+type ResponseParams struct {
+	Params
+	ContextLen int // tokens the context holds
+}
+
+// ResponseGeneration is a validated Responses request.
+type ResponseGeneration struct {
+	Generation
+	Response *Response // the echoed settings; FinishResponse fills in the rest
+	Input    []Item    // this request's input items, with ids
+	History  []Item    // the conversation before Input
+	Store    bool
+}
+
+// MinOutputTokens is OpenAI's lower bound for max_output_tokens.
+const MinOutputTokens = 16
+
+// FromResponseRequest validates r and renders the conversation, prev's
+// (when continuing) followed by r's input, through the chat template.
+func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponseParams, id string, created int64) (*ResponseGeneration, error) {
+	if err := rejectUnsupportedResponse(r); err != nil {
+		return nil, err
+	}
+	g := &ResponseGeneration{Store: r.Store == nil || *r.Store}
+	c := CommonParams{Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User}
+	if err := common(&c, p.Params, &g.Generation); err != nil {
+		return nil, err
+	}
+	if v := r.MaxOutputTokens; v != nil && *v < MinOutputTokens {
+		return nil, invalid("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", MinOutputTokens, *v)
+	}
+	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p.Params); err != nil {
+		return nil, err
+	}
+	if err := constrainFormat(r.Text, &g.Request); err != nil {
+		return nil, err
+	}
+	tools, err := responseTools(r.Tools)
+	if err != nil {
+		return nil, err
+	}
+	toolsOn, err := toolChoice(r.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	truncation := "disabled"
+	if r.Truncation != nil {
+		truncation = *r.Truncation
+	}
+	if truncation != "auto" && truncation != "disabled" {
+		return nil, invalid("truncation", "truncation must be \"auto\" or \"disabled\", got %q", truncation)
+	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return nil, err
+	}
+	if !r.Input.Set && prev == nil {
+		return nil, invalid("input", "input is required")
+	}
+	for i := range r.Input.Items {
+		if err := normalizeItem(&r.Input.Items[i], fmt.Sprintf("input[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	g.Input = r.Input.Items
+	if prev != nil {
+		g.History = prev.Conversation()
+	}
+
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	if toolsOn && len(tools) > 0 {
+		opt.Tools = tools
+		g.Tools = make([]string, len(tools))
+		for i, t := range tools {
+			var f struct{ Function struct{ Name string } }
+			_ = json.Unmarshal(t, &f)
+			g.Tools[i] = f.Function.Name
+		}
+	}
+	var system []chat.Message
+	if r.Instructions != nil && *r.Instructions != "" {
+		system = []chat.Message{{Role: "system", Content: *r.Instructions}}
+	}
+	items := append(append([]Item(nil), g.History...), g.Input...)
+	keep := firstUserEnd(items)
+	for {
+		msgs, err := itemMessages(items)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs)+len(system) == 0 {
+			return nil, invalid("input", "input must contain at least one item")
+		}
+		g.Request.Prompt, err = encode(p.Tokenizer, append(system, msgs...), opt)
+		if err != nil {
+			return nil, err
+		}
+		if len(g.Request.Prompt)+1 <= p.ContextLen || p.ContextLen <= 0 {
+			break
+		}
+		if truncation != "auto" || keep >= len(items) {
+			return nil, &inference.ContextLengthError{PromptTokens: len(g.Request.Prompt), MaxTokens: g.Request.MaxTokens, ContextLen: p.ContextLen}
+		}
+		items = append(items[:keep], items[keep+1:]...) // the oldest after the first user message
+	}
+
+	resp := &Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress",
+		Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Output: []Item{},
+		ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls, PreviousResponseID: r.PreviousResponseID,
+		Store: g.Store, Temperature: shortest(g.Request.Sampling.Temperature), TopP: shortest(g.Request.Sampling.TopP),
+		Text: TextConfig{Format: json.RawMessage(`{"type":"text"}`)}, ToolChoice: json.RawMessage(`"auto"`),
+		Tools: r.Tools, Truncation: truncation, Metadata: r.Metadata,
+		User: optional(r.User), SafetyIdentifier: optional(r.SafetyIdentifier), PromptCacheKey: optional(r.PromptCacheKey)}
+	if !isNull(r.ToolChoice) {
+		resp.ToolChoice = r.ToolChoice
+	}
+	if resp.Tools == nil {
+		resp.Tools = []json.RawMessage{}
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	g.Response = resp
+	return g, nil
+}
+
+// shortest widens v to the float64 with v's shortest decimal form (0.9, not 0.8999999761581421).
+func shortest(v float32) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v), 'g', -1, 32), 64)
+	return f
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// constrainFormat applies text.format to the engine request. It is the one
+// place to wire in constrained decoding: json_object and json_schema are
+// refused until the engine has a constraint to turn them into.
+func constrainFormat(t *TextConfig, _ *inference.Request) error {
+	if t == nil || isNull(t.Format) {
+		return nil
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(t.Format, &f); err != nil {
+		return invalid("text.format", "text.format must be an object with a type")
+	}
+	switch f.Type {
+	case "text":
+		return nil
+	case "json_object", "json_schema":
+		return invalid("text.format.type", "text.format type %q is not supported yet (no constrained decoding); only \"text\"", f.Type)
+	}
+	return invalid("text.format.type", "text.format type must be \"text\", \"json_object\" or \"json_schema\", got %q", f.Type)
+}
+
+// checkMetadata applies OpenAI's metadata limits: at most 16 pairs, keys up
+// to 64 characters, values up to 512.
+func checkMetadata(m map[string]string) error {
+	if len(m) > 16 {
+		return invalid("metadata", "Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got %d instead.", len(m))
+	}
+	for k, v := range m {
+		switch {
+		case utf8.RuneCountInString(k) > 64:
+			return invalid("metadata", "Invalid 'metadata': key %q is longer than 64 characters.", k)
+		case utf8.RuneCountInString(v) > 512:
+			return invalid("metadata."+k, "Invalid 'metadata.%s': string too long. Expected a string with maximum length 512.", k)
+		}
+	}
+	return nil
+}
+
+// rejectUnsupportedResponse refuses the options this server cannot honour.
+func rejectUnsupportedResponse(r *ResponseRequest) error {
+	switch {
+	case r.Background != nil && *r.Background:
+		return invalid("background", "background responses are not supported")
+	case !isNull(r.Conversation):
+		return invalid("conversation", "conversations are not supported; use previous_response_id")
+	case !isNull(r.Prompt):
+		return invalid("prompt", "prompt templates are not supported; send instructions and input")
+	case r.TopLogprobs != nil && *r.TopLogprobs != 0:
+		return invalid("top_logprobs", "top_logprobs is not supported on /v1/responses")
+	}
+	for i, inc := range r.Include {
+		if inc != "reasoning.encrypted_content" { // no reasoning: nothing to include
+			return invalid(fmt.Sprintf("include[%d]", i), "include value %q is not supported", inc)
+		}
+	}
+	return nil
+}
+
+// responseTools converts Responses function tools ({type, name, description,
+// parameters, strict}) to the chat template's tool objects.
+func responseTools(raw []json.RawMessage) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(raw))
+	for i, t := range raw {
+		var f struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description *string         `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		}
+		if err := json.Unmarshal(t, &f); err != nil {
+			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
+		}
+		switch {
+		case f.Type != "function":
+			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", f.Type)
+		case f.Name == "":
+			return nil, invalid(fmt.Sprintf("tools[%d].name", i), "function tool has no name")
+		}
+		name, _ := json.Marshal(f.Name)
+		var b bytes.Buffer
+		b.WriteString(`{"type":"function","function":{"name":`)
+		b.Write(name)
+		if f.Description != nil {
+			d, _ := json.Marshal(*f.Description)
+			b.WriteString(`,"description":`)
+			b.Write(d)
+		}
+		if !isNull(f.Parameters) {
+			b.WriteString(`,"parameters":`)
+			b.Write(bytes.TrimSpace(f.Parameters))
+		}
+		b.WriteString("}}")
+		out = append(out, json.RawMessage(b.Bytes()))
+	}
+	return out, nil
+}
+
+// normalizeItem checks an input item and gives it OpenAI's stored form:
+// a type, an id, and parts instead of a string.
+func normalizeItem(it *Item, param string) error {
+	if it.Type == "" && it.Role != "" {
+		it.Type = "message"
+	}
+	switch it.Type {
+	case "message":
+		switch it.Role {
+		case "user", "system", "developer":
+		case "assistant":
+			for j := range it.Content {
+				if p := &it.Content[j]; p.Type == "input_text" {
+					p.Type = "output_text"
+				}
+			}
+		case "":
+			return invalid(param+".role", "message has no role")
+		default:
+			return invalid(param+".role", "invalid role %q (want user, system, developer or assistant)", it.Role)
+		}
+		for j, part := range it.Content {
+			pp := fmt.Sprintf("%s.content[%d].type", param, j)
+			switch part.Type {
+			case "input_text", "output_text":
+			case "input_image":
+				return invalid(pp, "image input is not supported by this model")
+			case "input_file":
+				return invalid(pp, "file input is not supported by this model")
+			case "input_audio":
+				return invalid(pp, "audio input is not supported by this model")
+			case "refusal":
+			case "":
+				return invalid(pp, "content part has no type")
+			default:
+				return invalid(pp, "unsupported content part type %q", part.Type)
+			}
+			if part.Type == "output_text" && part.Annotations == nil {
+				it.Content[j].Annotations, it.Content[j].Logprobs = []json.RawMessage{}, []json.RawMessage{}
+			}
+		}
+		if it.Status == "" {
+			it.Status = "completed"
+		}
+		it.ID = orNewID(it.ID, "msg_")
+	case "function_call":
+		switch {
+		case it.Name == "":
+			return invalid(param+".name", "function_call has no name")
+		case it.CallID == "":
+			return invalid(param+".call_id", "function_call has no call_id")
+		case it.Arguments == nil:
+			return invalid(param+".arguments", "function_call has no arguments")
+		}
+		if a := strings.TrimSpace(*it.Arguments); a != "" && !json.Valid([]byte(a)) {
+			return invalid(param+".arguments", "function arguments are not valid JSON")
+		}
+		if it.Status == "" {
+			it.Status = "completed"
+		}
+		it.ID = orNewID(it.ID, "fc_")
+	case "function_call_output":
+		if it.CallID == "" {
+			return invalid(param+".call_id", "function_call_output has no call_id")
+		}
+		if _, err := outputText(it.Output, param+".output"); err != nil {
+			return err
+		}
+		if it.Status == "" {
+			it.Status = "completed"
+		}
+		it.ID = orNewID(it.ID, "fco_")
+	case "reasoning":
+		return invalid(param+".type", "reasoning items are not supported by this model")
+	case "item_reference":
+		return invalid(param+".type", "item references are not supported; use previous_response_id")
+	case "":
+		return invalid(param+".type", "input item has no type")
+	default:
+		return invalid(param+".type", "input item type %q is not supported; only message, function_call and function_call_output", it.Type)
+	}
+	return nil
+}
+
+// outputText reads a function_call_output's output: a string or input_text parts.
+func outputText(raw json.RawMessage, param string) (string, error) {
+	var s string
+	if isNull(raw) {
+		return "", invalid(param, "function_call_output has no output")
+	}
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts ItemContent
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", invalid(param, "output must be a string or a list of input_text parts")
+	}
+	texts := make([]string, 0, len(parts))
+	for j, p := range parts {
+		if p.Type != "input_text" {
+			return "", invalid(fmt.Sprintf("%s[%d].type", param, j), "output part type %q is not supported; only input_text", p.Type)
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// itemMessages converts normalized items to chat messages: developer is
+// system, each function_call an assistant tool call, each output a tool message.
+func itemMessages(items []Item) ([]chat.Message, error) {
+	out := make([]chat.Message, 0, len(items))
+	for _, it := range items {
+		switch it.Type {
+		case "message":
+			role := ChatRole(it.Role)
+			texts := make([]string, 0, len(it.Content))
+			for _, p := range it.Content {
+				texts = append(texts, p.Text)
+			}
+			out = append(out, chat.Message{Role: role, Content: strings.Join(texts, "\n")})
+		case "function_call":
+			var args json.RawMessage
+			if a := strings.TrimSpace(*it.Arguments); a != "" {
+				args = json.RawMessage(a)
+			}
+			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: it.Name, Arguments: args}}})
+		case "function_call_output":
+			text, err := outputText(it.Output, "output")
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: it.CallID})
+		}
+	}
+	return out, nil
+}
+
+// firstUserEnd is the index after the first user message: truncation keeps
+// the items up to it.
+func firstUserEnd(items []Item) int {
+	for i, it := range items {
+		if it.Type == "message" && it.Role == "user" {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// encode renders msgs with the chat template and tokenizes them segment by
+// segment, so special-token text inside content stays plain text.
+func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options) ([]int32, error) {
+	segs, err := chat.RenderSegments(msgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	tsegs := make([]tokenizer.Segment, len(segs))
+	for i, s := range segs {
+		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
+}
+
+func orNewID(id, prefix string) string {
+	if id != "" {
+		return id
+	}
+	return NewResponseID(prefix)
+}
+
+// NewResponseID returns prefix followed by 32 hex digits ("resp_…", "msg_…").
+func NewResponseID(prefix string) string {
+	return prefix + strings.ReplaceAll(uuid.NewString(), "-", "")
+}
+
+// FinishResponse fills in g.Response from the engine's result: the output
+// items (a message, or function_call items when the text parses as calls of
+// the offered tools), status, usage and output_text.
+func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
+	resp := g.Response
+	text := ""
+	if len(res.Choices) > 0 {
+		text = res.Choices[0].Text
+	}
+	if calls, ok := g.parseCalls(text); ok {
+		for _, c := range calls {
+			resp.Output = append(resp.Output, functionCallItem(c))
+		}
+	} else {
+		resp.Output = append(resp.Output, messageItem(NewResponseID("msg_"), text, "completed"))
+	}
+	finish := res.Finish
+	if len(res.Choices) > 0 {
+		finish = res.Choices[0].Finish
+	}
+	setStatus(resp, finish, res.Usage)
+	return resp
+}
+
+// parseCalls parses text as calls of the offered tools; with
+// parallel_tool_calls false only the first call is kept, as OpenAI
+// guarantees at most one.
+func (g *ResponseGeneration) parseCalls(text string) ([]ToolCall, bool) {
+	calls, ok := ParseToolCalls(text, g.Tools)
+	if ok && !g.Response.ParallelToolCalls {
+		calls = calls[:1]
+	}
+	return calls, ok
+}
+
+func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
+	resp.Status = "completed"
+	if finishReason(f) == "length" {
+		resp.Status = "incomplete"
+		resp.IncompleteDetails = &IncompleteDetails{Reason: "max_output_tokens"}
+		for i := range resp.Output {
+			resp.Output[i].Status = "incomplete"
+		}
+	}
+	resp.Usage = &ResponseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+		TotalTokens: u.PromptTokens + u.CompletionTokens}
+	resp.Usage.InputTokensDetails.CachedTokens = u.CachedTokens
+	resp.OutputText = ""
+	for _, it := range resp.Output {
+		for _, p := range it.Content {
+			if p.Type == "output_text" {
+				resp.OutputText += p.Text
+			}
+		}
+	}
+}
+
+func messageItem(id, text, status string) Item {
+	return Item{Type: "message", ID: id, Status: status, Role: "assistant",
+		Content: ItemContent{{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}}}
+}
+
+func functionCallItem(c ToolCall) Item {
+	args := string(c.Function.Arguments)
+	return Item{Type: "function_call", ID: NewResponseID("fc_"), Status: "completed", CallID: c.ID, Name: c.Function.Name, Arguments: &args}
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hexserve/hexserve/openai"
+)
+
+// checkDecoded refuses what encoding/json accepts silently in a body that
+// decoded into v: invalid UTF-8 inside a string (it would become U+FFFD, so
+// the user's text would change unseen) and JSON null where a value is
+// required (an array element or a map value, which would become 0 or "").
+func checkDecoded(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		off := firstInvalidUTF8(body)
+		if p := jsonPathAt(body, int64(off)+1); p != "" {
+			return invalid(p, "Invalid value for '%s': the string is not valid UTF-8 (byte offset %d).", p, off)
+		}
+		return invalid("", "The request body is not valid UTF-8 (byte offset %d).", off)
+	}
+	if !bytes.Contains(body, []byte("null")) {
+		return nil // the common case: no walk
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if p, want := findNull(dec, reflect.TypeOf(v), "", false); p != "" {
+		return invalid(p, "Invalid value for '%s': expected %s, got null.", p, want)
+	}
+	return nil
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// rawTypes hold any JSON value, null included; their insides are not checked.
+var rawTypes = map[reflect.Type]bool{
+	reflect.TypeFor[json.RawMessage]():  true,
+	reflect.TypeFor[openai.Arguments](): true,
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// findNull reads one JSON value of Go type t (nil: inside a type with its
+// own decoder, where every array element is required) and returns the path
+// of the first null that stands for a required value (an array element or a
+// map value), with what was expected. A null struct field or top-level value
+// means "absent" and is allowed, as in the OpenAI API.
+func findNull(dec *json.Decoder, t reflect.Type, path string, required bool) (string, string) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", ""
+	}
+	if tok == nil {
+		if required && !nullType(t) {
+			return path, expected(t)
+		}
+		return "", ""
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (rawTypes[t] || t.Kind() == reflect.Interface) {
+		skipRest(dec, tok)
+		return "", ""
+	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshaler) {
+		t = nil
+	}
+	switch tok {
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if p, want := findNull(dec, elem, fmt.Sprintf("%s[%d]", path, i), true); p != "" {
+				return p, want
+			}
+		}
+		dec.Token() // ]
+	case json.Delim('{'):
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", ""
+			}
+			key, _ := kt.(string)
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			var ft reflect.Type
+			isMap := t != nil && t.Kind() == reflect.Map
+			switch {
+			case isMap:
+				ft = t.Elem()
+			case t != nil && t.Kind() == reflect.Struct:
+				f, ok := field(t, key)
+				if !ok {
+					skipValue(dec) // unknown keys are ignored
+					continue
+				}
+				ft = f
+			}
+			if p, want := findNull(dec, ft, p, isMap); p != "" {
+				return p, want
+			}
+		}
+		dec.Token() // }
+	}
+	return "", ""
+}
+
+// nullType reports whether null is a valid element or map value of type t
+// (nil: inside a type with its own decoder). A null raw JSON element is
+// refused too: the request types hold objects there (tools[i]).
+func nullType(t reflect.Type) bool {
+	if t == nil || rawTypes[t] {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		return true
+	}
+	return false
+}
+
+func expected(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Struct:
+		return "an object"
+	}
+	return "a value"
+}
+
+// field finds the struct field encoding/json would fill for key (tag or
+// name, case-insensitively, through embedded structs).
+func field(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if typ, ok := field(ft, key); ok {
+					return typ, true
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if strings.EqualFold(name, key) {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// skipValue consumes one JSON value without recursion.
+func skipValue(dec *json.Decoder) {
+	if tok, err := dec.Token(); err == nil {
+		skipRest(dec, tok)
+	}
+}
+
+// skipRest consumes the rest of the value that began with tok.
+func skipRest(dec *json.Decoder, tok json.Token) {
+	for depth := 0; ; {
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+		if depth == 0 {
+			return
+		}
+		var err error
+		if tok, err = dec.Token(); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/responses"
+	"github.com/rs/zerolog"
+)
+
+// createResponse is POST /v1/responses.
+func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	var req openai.ResponseRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkModel(m, req.Model); err != nil {
+		return err
+	}
+	owner := requestOwner(r.Context())
+	var prev *openai.StoredResponse
+	if id := req.PreviousResponseID; id != nil && *id != "" {
+		if prev, err = s.storedResponse(*id, owner); err != nil {
+			return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Param: "previous_response_id",
+				Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", *id)}
+		}
+	}
+	g, err := openai.FromResponseRequest(&req, prev, openai.ResponseParams{Params: s.params(r, m), ContextLen: m.ContextLen},
+		openai.NewResponseID("resp_"), time.Now().Unix())
+	if err != nil {
+		return err
+	}
+	g.Request.Owner = owner
+	g.Response.Model = m.ID
+	if m.Engine == nil {
+		return errLoading
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events, err := m.Engine.Submit(ctx, g.Request)
+	if err != nil {
+		return err
+	}
+	if !g.Stream {
+		res, err := inference.Collect(events)
+		if err != nil {
+			return err
+		}
+		resp := openai.FinishResponse(g, res)
+		s.storeResponse(r, g, owner)
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+
+	st, sse := openai.NewResponseStream(g), newSSE(w, s.opts.StreamWriteTimeout)
+	var writeErr error
+	send := func(evs []*openai.ResponseEvent) {
+		for _, e := range evs {
+			if writeErr == nil {
+				writeErr = sse.SendEvent(e.Type, e)
+			}
+		}
+		if writeErr != nil {
+			cancel() // the client is gone: stop generating, keep draining
+		}
+	}
+	send(st.Start())
+	failed := false
+	for ev := range events.Events() {
+		send(st.Event(ev))
+		if ev.Done && ev.Err != nil {
+			failed = true
+			api, unexpected := errorFor(ev.Err, promptParam(r))
+			log := zerolog.Ctx(r.Context())
+			if unexpected {
+				log.Error().Err(ev.Err).Str("path", r.URL.Path).Msg("stream failed")
+			} else {
+				log.Debug().Err(ev.Err).Msg("stream ended with an error")
+			}
+			send(st.Fail(api.Code, api.Message, api.Param))
+		}
+	}
+	if !failed && writeErr == nil {
+		s.storeResponse(r, g, owner)
+	}
+	s.endStream(r, sse, writeErr)
+	return nil
+}
+
+// storeResponse keeps a finished response when the request asked for it.
+func (s *Server) storeResponse(r *http.Request, g *openai.ResponseGeneration, owner string) {
+	if !g.Store {
+		return
+	}
+	data, err := json.Marshal(openai.StoredResponse{Response: g.Response, Input: g.Input, History: g.History})
+	if err == nil {
+		err = s.responses.Put(g.Response.ID, owner, data)
+	}
+	if err != nil {
+		zerolog.Ctx(r.Context()).Warn().Err(err).Str("response_id", g.Response.ID).Msg("response not stored")
+	}
+}
+
+// storedResponse loads a stored response of owner.
+func (s *Server) storedResponse(id, owner string) (*openai.StoredResponse, error) {
+	data, ok := s.responses.Get(id, owner)
+	if !ok {
+		return nil, errResponseNotFound(id)
+	}
+	var sr openai.StoredResponse
+	if err := json.Unmarshal(data, &sr); err != nil || sr.Response == nil {
+		return nil, fmt.Errorf("stored response %s is corrupt: %v", id, err)
+	}
+	return &sr, nil
+}
+
+func errResponseNotFound(id string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest,
+		Message: fmt.Sprintf("Response with id '%s' not found.", id)}
+}
+
+// getResponse is GET /v1/responses/{id}.
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
+	if v := r.URL.Query().Get("stream"); v == "true" {
+		return invalid("stream", "streaming a stored response is not supported")
+	}
+	sr, err := s.storedResponse(chi.URLParam(r, "id"), requestOwner(r.Context()))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sr.Response)
+	return nil
+}
+
+// deleteResponse is DELETE /v1/responses/{id}.
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "id")
+	if !s.responses.Delete(id, requestOwner(r.Context())) {
+		return errResponseNotFound(id)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+	return nil
+}
+
+// inputItemList is the body of GET /v1/responses/{id}/input_items.
+type inputItemList struct {
+	Object  string        `json:"object"` // "list"
+	Data    []openai.Item `json:"data"`
+	FirstID *string       `json:"first_id"`
+	LastID  *string       `json:"last_id"`
+	HasMore bool          `json:"has_more"`
+}
+
+// listInputItems is GET /v1/responses/{id}/input_items: the response's input
+// items (without the conversation it continued), newest first unless
+// order=asc, paged by limit (1–100, default 20) and after (an item id).
+func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return invalid("limit", "limit must be an integer between 1 and 100, got %q", v)
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order == "" {
+		order = "desc"
+	}
+	if order != "asc" && order != "desc" {
+		return invalid("order", "order must be \"asc\" or \"desc\", got %q", order)
+	}
+	sr, err := s.storedResponse(chi.URLParam(r, "id"), requestOwner(r.Context()))
+	if err != nil {
+		return err
+	}
+	items := slices.Clone(sr.Input)
+	if order == "desc" {
+		slices.Reverse(items)
+	}
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(items, func(it openai.Item) bool { return it.ID == after })
+		if i < 0 {
+			return invalid("after", "no input item with id %q", after)
+		}
+		items = items[i+1:]
+	}
+	out := inputItemList{Object: "list", Data: items, HasMore: len(items) > limit}
+	if out.HasMore {
+		out.Data = items[:limit]
+	}
+	if n := len(out.Data); n > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+	} else {
+		out.Data = []openai.Item{}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// defaultResponseStore is the store of a server given none.
+func defaultResponseStore() *responses.Store {
+	st, _ := responses.Open(responses.Options{}) // memory only: cannot fail
+	return st
+}

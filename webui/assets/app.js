@@ -1,0 +1,271 @@
+// The chat page: one conversation with the served model through
+// /v1/chat/completions (stream: true). Text is only ever set as textContent,
+// never parsed as HTML.
+import { segments } from "./text.js";
+
+const $ = (id) => document.getElementById(id);
+const KEY = "hexserve.apiKey";
+const params = ["temperature", "top_p", "max_tokens", "seed"];
+const history = []; // {role, content} of the conversation so far
+let model = null; // {id, max_model_len}
+let running = null; // AbortController of the reply being streamed
+
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  const key = localStorage.getItem(KEY);
+  if (key) h.Authorization = "Bearer " + key;
+  return h;
+}
+
+function showError(text) {
+  $("error").textContent = text;
+  $("error").hidden = !text;
+}
+
+// apiError reads an OpenAI error body ({"error": {...}}), whatever arrived.
+async function apiError(res) {
+  try {
+    const body = await res.json();
+    if (body && body.error) return body.error;
+  } catch (_) { /* not JSON */ }
+  return { message: res.statusText || "no details" };
+}
+
+// explain turns a failed request into what to do about it.
+function explain(status, err, retryAfter) {
+  const msg = err.message || "";
+  if (status === 401) {
+    askForKey();
+    return "Authentication failed: " + msg + " Enter this server's API key under Settings.";
+  }
+  if (status === 503 && err.code === "server_overloaded") {
+    return "The server is busy: its queue is full. Try again " +
+      (retryAfter ? "in " + retryAfter + " s." : "in a moment.") + " (" + msg + ")";
+  }
+  if (err.code === "context_length_exceeded") {
+    return "The conversation is too long for the model's context" +
+      (model ? " (" + model.max_model_len + " tokens)" : "") +
+      ": start a new chat, shorten the message or lower Max tokens. (" + msg + ")";
+  }
+  if (status === 503) return "The server is not ready: " + msg;
+  return "Error " + status + ": " + msg;
+}
+
+function askForKey() {
+  $("keyrow").hidden = false;
+  $("settings").open = true;
+}
+
+async function loadModel() {
+  let res;
+  try {
+    res = await fetch("/v1/models", { headers: headers() });
+  } catch (e) {
+    $("model").textContent = "server unreachable";
+    showError("Cannot reach the server: " + e.message);
+    return;
+  }
+  if (!res.ok) {
+    const retry = res.headers.get("Retry-After");
+    $("model").textContent = res.status === 503 ? "loading…" : res.status === 401 ? "API key needed" : "no model";
+    showError(explain(res.status, await apiError(res), retry));
+    if (res.status === 503) setTimeout(loadModel, (Number(retry) || 2) * 1000); // still loading
+    return;
+  }
+  const m = (await res.json()).data[0];
+  model = { id: m.id, max_model_len: m.max_model_len };
+  $("model").textContent = m.id + " · context " + m.max_model_len + " tokens";
+  showError("");
+}
+
+// render replaces el's content with text: paragraphs and <pre> code blocks.
+function render(el, text) {
+  const parts = segments(text).map((s) => {
+    const node = document.createElement(s.kind === "code" ? "pre" : "div");
+    if (s.kind === "code") {
+      const code = document.createElement("code");
+      code.textContent = s.text;
+      if (s.lang) code.dataset.lang = s.lang;
+      node.append(code);
+    } else {
+      node.className = "text";
+      node.textContent = s.text;
+    }
+    return node;
+  });
+  el.replaceChildren(...parts);
+}
+
+function bubble(role, text) {
+  const div = document.createElement("div");
+  div.className = "msg " + role;
+  const body = document.createElement("div");
+  body.className = "body";
+  render(body, text);
+  div.append(body);
+  const log = $("log");
+  const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  log.append(div);
+  if (atBottom) div.scrollIntoView({ block: "end" });
+  return div;
+}
+
+function settings() {
+  const body = {};
+  for (const p of params) {
+    const v = $(p).value.trim();
+    if (v !== "") body[p] = Number(v);
+  }
+  return body;
+}
+
+function setRunning(ctrl) {
+  running = ctrl;
+  $("send").hidden = !!ctrl;
+  $("stop").hidden = !ctrl;
+}
+
+// stream reads the SSE body, calling onData with each parsed frame.
+async function stream(res, onData) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let cut;
+    while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+      const event = buf.slice(0, cut);
+      buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
+      for (const line of event.split(/\r?\n/)) {
+        if (!line.startsWith("data:")) continue;
+        const data = line.slice(5).trim();
+        if (data === "[DONE]") return;
+        onData(JSON.parse(data));
+      }
+    }
+  }
+}
+
+function stats(div, s) {
+  const p = document.createElement("p");
+  p.className = "stats";
+  const parts = [];
+  if (s.tokens != null) parts.push(s.tokens + " tokens");
+  if (s.tps != null) parts.push(s.tps.toFixed(1) + " tok/s");
+  if (s.ttft != null) parts.push("TTFT " + Math.round(s.ttft) + " ms");
+  if (s.cached != null) parts.push(s.cached + " cached");
+  if (s.note) parts.push(s.note);
+  p.textContent = parts.join(" · ");
+  div.append(p);
+}
+
+async function send(text) {
+  showError("");
+  if (!model) await loadModel();
+  if (!model) return false;
+  const user = bubble("user", text);
+  const messages = [];
+  const system = $("system").value.trim();
+  if (system) messages.push({ role: "system", content: system });
+  messages.push(...history, { role: "user", content: text });
+  const body = {
+    model: model.id, messages, stream: true, stream_options: { include_usage: true }, ...settings(),
+  };
+  const ctrl = new AbortController();
+  setRunning(ctrl);
+  const start = performance.now();
+  let reply = null, first = null, out = "", usage = null, timings = null, finish = null, failure = null;
+  try {
+    const res = await fetch("/v1/chat/completions", {
+      method: "POST", headers: headers(), body: JSON.stringify(body), signal: ctrl.signal,
+    });
+    if (!res.ok) {
+      failure = explain(res.status, await apiError(res), res.headers.get("Retry-After"));
+    } else {
+      reply = bubble("assistant", "");
+      reply.classList.add("streaming");
+      const el = reply.querySelector(".body");
+      await stream(res, (frame) => {
+        if (frame.error) throw new Error(explain(200, frame.error));
+        if (frame.usage) usage = frame.usage;
+        if (frame.timings) timings = frame.timings; // llama.cpp's extension, on the last frame
+        const c = frame.choices && frame.choices[0];
+        if (!c) return;
+        if (c.finish_reason) finish = c.finish_reason;
+        const d = c.delta && c.delta.content;
+        if (d) {
+          if (first === null) first = performance.now();
+          out += d;
+          render(el, out);
+          const log = $("log");
+          if (log.scrollHeight - log.scrollTop - log.clientHeight < 120) reply.scrollIntoView({ block: "end" });
+        }
+      });
+    }
+  } catch (e) {
+    if (e.name !== "AbortError") failure = e.message.startsWith("Failed to fetch") ? "Cannot reach the server: " + e.message : e.message;
+  }
+  setRunning(null);
+  if (!reply) {
+    user.remove(); // nothing was said: give the text back to edit and resend
+    showError(failure || "The request was stopped.");
+    return false;
+  }
+  reply.classList.remove("streaming");
+  if (!reply.isConnected) return true; // "New chat" during the reply
+  history.push({ role: "user", content: text }, { role: "assistant", content: out });
+  const s = { ttft: first === null ? null : first - start };
+  if (usage) {
+    s.tokens = usage.completion_tokens;
+    s.cached = (usage.prompt_tokens_details && usage.prompt_tokens_details.cached_tokens) || 0;
+  }
+  if (timings && timings.predicted_per_second > 0) s.tps = timings.predicted_per_second;
+  if (ctrl.signal.aborted) s.note = "stopped";
+  else if (finish === "length") s.note = "max tokens reached";
+  if (failure) {
+    s.note = "failed";
+    showError(failure);
+  }
+  stats(reply, s);
+  return true;
+}
+
+function init() {
+  const stored = localStorage.getItem(KEY);
+  if (stored) {
+    $("key").value = stored;
+    $("keyrow").hidden = false;
+  }
+  $("key").addEventListener("change", () => {
+    const v = $("key").value.trim();
+    if (v) localStorage.setItem(KEY, v);
+    else localStorage.removeItem(KEY);
+    loadModel();
+  });
+  $("form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = $("input").value.trim();
+    if (!text || running) return;
+    $("input").value = "";
+    if (!(await send(text))) $("input").value = text;
+    $("input").focus();
+  });
+  $("input").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      $("form").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", () => running && running.abort());
+  $("new").addEventListener("click", () => {
+    if (running) running.abort();
+    history.length = 0;
+    $("log").replaceChildren();
+    showError("");
+  });
+  loadModel();
+}
+
+init();
