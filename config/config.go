@@ -59,9 +59,16 @@ func (s Server) WebUIOn() bool {
 	return IsLoopback(s.Listen) || len(s.APIKeys) > 0
 }
 
-// Model says which bundle to load and how to run it.
+// Model says which model to load and how to run it.
 type Model struct {
-	Bundle    string    `yaml:"bundle"`    // bundle dir, arch folder or manifest file
+	// Path names the model: a QHexRT bundle folder, an arch folder, a
+	// manifest, an ExecuTorch .pte file or a folder holding one .pte; the
+	// kind is detected from the content. Bundle is its older alias.
+	Path   string `yaml:"path"`
+	Bundle string `yaml:"bundle"`
+	// Tokenizer is the tokenizer.json; "" looks next to the model and in up
+	// to two parent folders (bundles: the manifest's tokenizer first).
+	Tokenizer string    `yaml:"tokenizer"`
 	ID        string    `yaml:"id"`        // served model id; "" derives it from the manifest name
 	Aliases   []string  `yaml:"aliases"`   // other ids accepted in requests
 	Libraries Libraries `yaml:"libraries"` // QNN shared libraries
@@ -70,6 +77,18 @@ type Model struct {
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
 }
+
+// Location is the model path: Path, else its alias Bundle.
+func (m Model) Location() string {
+	if m.Path != "" {
+		return m.Path
+	}
+	return m.Bundle
+}
+
+// SetLocation replaces the configured path and its alias (a command-line
+// --model or --bundle).
+func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
 
 // Libraries are the QNN shared libraries. Bare names are resolved by the
 // dynamic loader (LD_LIBRARY_PATH, the vendor paths on a phone).
@@ -220,6 +239,7 @@ func (c *Config) Validate() error {
 		{s.TLSKeyFile != "" && s.TLSCertFile == "", "server.tls_cert_file", "must be set with server.tls_key_file"},
 		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},
 		{hasEmpty(m.Aliases), "model.aliases", "must not contain empty ids"},
+		{m.Path != "" && m.Bundle != "" && m.Path != m.Bundle, "model.bundle", "is an alias of model.path; set one of them"},
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},

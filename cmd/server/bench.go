@@ -28,8 +28,9 @@ func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) 
 func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML config `file` (as for serve: model.bundle, model.libraries, ...)")
-	bundlePath := fs.String("bundle", "", "model bundle `path` (overrides model.bundle)")
+	path := fs.String("config", "", "YAML config `file` (as for serve: model.path, model.libraries, ...)")
+	modelPath := fs.String("model", "", "model `path` as for serve: bundle, manifest, .pte or a folder holding one (replaces model.path)")
+	fs.StringVar(modelPath, "bundle", "", "alias of --model")
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
@@ -60,15 +61,15 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if *bundlePath != "" {
-		cfg.Model.Bundle = *bundlePath
+	if *modelPath != "" {
+		cfg.Model.SetLocation(*modelPath)
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if cfg.Model.Bundle == "" {
-		fmt.Fprintln(stderr, "hexserve bench: --bundle (or model.bundle in --config) is required")
+	if cfg.Model.Location() == "" {
+		fmt.Fprintln(stderr, "hexserve bench: --model (or model.path in --config) is required")
 		return 2
 	}
 
@@ -104,7 +105,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
 	}
 	opt := bench.Options{
-		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, Emulation: emu,
+		Bundle: cfg.Model.Location(), Quick: *quick, HTTP: *overHTTP, Emulation: emu,
 		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}
@@ -158,7 +159,7 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	if err != nil || arch == "" {
 		arch = "v79"
 	}
-	if b, err := bundle.ReadWith(cfg.Model.Bundle, arch, cfg.Model.Overrides); err == nil {
+	if b, err := bundle.ReadWith(cfg.Model.Location(), arch, cfg.Model.Overrides); err == nil {
 		ld.Dir = b.Dir
 	}
 	return ld, nil

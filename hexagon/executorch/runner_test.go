@@ -173,3 +173,48 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizedTolerance measures |logit − golden| over the golden checks' top-20 logits with
+// uint8 KV and uint16 logits, against the tolerance e2e's TestPTEQuantized documents (1.0).
+func TestQuantizedTolerance(t *testing.T) {
+	rt := openRuntime(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tinyllama", "golden_tiny_public.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []struct {
+			Name      string
+			PromptIDs []int32 `json:"prompt_ids"`
+			Checks    []struct {
+				Pos int
+				Top [][]float64
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	for name, kv := range map[string]simfile.DType{"u8": simfile.UFixed8, "u16": simfile.UFixed16} {
+		r := openRunner(t, rt, writePTE(t, pteOpts{ctx: 512, ar: 32, shards: 1, kv: kv, logits: simfile.UFixed16}))
+		worst := 0.0
+		for _, c := range g.Cases {
+			for _, ch := range c.Checks {
+				l, _, err := r.Eval(context.Background(), c.PromptIDs[:ch.Pos+1], 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.Type != inference.U16 {
+					t.Fatalf("logits type %v, want U16", l.Type)
+				}
+				for _, e := range ch.Top {
+					worst = max(worst, math.Abs(float64(l.At(int(e[0])))-e[1]))
+				}
+			}
+		}
+		t.Logf("KV %s: max |logit − golden| over the checks' top-20 = %.3f", name, worst)
+		if worst > 1.0 {
+			t.Errorf("KV %s: max logit error %.3f > 1.0", name, worst)
+		}
+	}
+}
