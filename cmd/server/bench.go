@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
@@ -18,6 +19,7 @@ import (
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/executorch"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/rs/zerolog"
 )
@@ -150,6 +152,10 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	if err != nil {
 		return bench.Loaded{}, err
 	}
+	if p, ok := m.(*ownedPTE); ok {
+		_, file, _ := locateModel(cfg.Model.Location())
+		return bench.Loaded{Model: pteCounters{Model: m, stats: p.Stats}, Tokenizer: tok, Dir: filepath.Dir(file)}, nil
+	}
 	o, ok := m.(*ownedRuntime)
 	if !ok {
 		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
@@ -178,5 +184,23 @@ func (r runnerCounters) Counters() bench.Counters {
 		g.Graph += gs.Time
 	}
 	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy, s.Convert
+	return g
+}
+
+// pteCounters adapts an ExecuTorch runner's Stats to bench.Counters: its
+// token, position and mask writes count as Mask, its KV copy and
+// re-striding as KVCopy (it has no embedding, RoPE or conversion work).
+type pteCounters struct {
+	inference.Model
+	stats func() executorch.Stats
+}
+
+func (r pteCounters) Counters() bench.Counters {
+	s := r.stats()
+	var g bench.Counters
+	for _, gs := range s.Graphs {
+		g.Graph += gs.Time
+	}
+	g.Mask, g.KVCopy = s.Host, s.KVCopy+s.Restride
 	return g
 }

@@ -94,14 +94,44 @@ func (m *method) writeMask(b []byte, start int) {
 // the caches).
 func (r *Runner) copyKV(m *method, start, n int) {
 	es, S, ar, hd := r.es, r.stride, m.ar, r.hd
+	rows := r.nkv * hd
 	for l := range r.layers {
-		ko, vo := m.vals[m.kNew[l]].Bytes(), m.vals[m.vNew[l]].Bytes()
+		ko, vo := m.kOut[l], m.vOut[l]
 		k, v := r.k[l], r.v[l]
-		for row := range r.nkv * hd {
-			copy(k[(row*S+start)*es:(row*S+start+n)*es], ko[row*ar*es:(row*ar+n)*es])
+		if n == 1 { // a decode step: one element per row, without a copy call each
+			scatter1(k, ko, rows, S, ar, start, es)
+		} else {
+			for row := range rows {
+				copy(k[(row*S+start)*es:(row*S+start+n)*es], ko[row*ar*es:(row*ar+n)*es])
+			}
 		}
 		for h := range r.nkv {
 			copy(v[(h*S+start)*hd*es:(h*S+start+n)*hd*es], vo[h*ar*hd*es:(h*ar+n)*hd*es])
+		}
+	}
+}
+
+// scatter1 copies element row·ar of src to element row·S + start of dst
+// for every row, for elements of es bytes.
+func scatter1(dst, src []byte, rows, S, ar, start, es int) {
+	switch es {
+	case 1:
+		for row := range rows {
+			dst[row*S+start] = src[row*ar]
+		}
+	case 2:
+		d, s := u16View(dst), u16View(src)
+		for row := range rows {
+			d[row*S+start] = s[row*ar]
+		}
+	case 4:
+		d, s := u32View(dst), u32View(src)
+		for row := range rows {
+			d[row*S+start] = s[row*ar]
+		}
+	default:
+		for row := range rows {
+			copy(dst[(row*S+start)*es:(row*S+start+1)*es], src[row*ar*es:(row*ar+1)*es])
 		}
 	}
 }

@@ -79,6 +79,8 @@ type method struct {
 	logits inference.Logits
 	lrow   int // bytes per logits row
 	rows   int // real tokens of the last call
+
+	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
 
 // Open loads a .pte: the container, each distinct context binary once (as
@@ -261,6 +263,10 @@ func (r *Runner) newMethod(l *layout) (*method, error) {
 			return nil, fmt.Errorf("executorch: %s value %d: %w", l.method, v, err)
 		}
 		m.vals[v] = b
+	}
+	for i := range r.layers {
+		m.kOut = append(m.kOut, m.vals[l.kNew[i]].Bytes()[:l.sizes[l.kNew[i]]])
+		m.vOut = append(m.vOut, m.vals[l.vNew[i]].Bytes()[:l.sizes[l.vNew[i]]])
 	}
 	var err error
 	if m.masks, err = newMaskCodes(l.maskT); err != nil {
