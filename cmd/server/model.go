@@ -37,7 +37,9 @@ func locateModel(path string) (modelKind, string, error) {
 		return 0, "", fmt.Errorf("model %s: %w", path, err)
 	}
 	if !st.IsDir() {
-		if isPTE(path) {
+		// Only a regular file is opened here (a FIFO would block); the
+		// bundle reader explains what anything else is.
+		if st.Mode().IsRegular() && isPTE(path) {
 			return kindPTE, path, nil
 		}
 		return kindBundle, path, nil
@@ -52,7 +54,7 @@ func locateModel(path string) (modelKind, string, error) {
 		if name == "manifest.json" || e.IsDir() && plausibleArchDir(name) {
 			return kindBundle, path, nil
 		}
-		if !e.IsDir() && strings.HasSuffix(name, ".pte") && isPTE(filepath.Join(path, name)) {
+		if e.Type().IsRegular() && strings.HasSuffix(name, ".pte") && isPTE(filepath.Join(path, name)) {
 			ptes = append(ptes, name)
 		}
 	}
