@@ -12,6 +12,9 @@ import (
 	"github.com/hexserve/hexserve/config"
 )
 
+// testTokenizer is the repository's Llama-3.2 tokenizer.
+const testTokenizer = "../../testdata/tokenizer/llama3.2/tokenizer.json"
+
 var storiesPTE = filepath.Join("..", "..", "hexagon", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte")
 
 func TestLocateModel(t *testing.T) {
