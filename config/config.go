@@ -275,41 +275,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
 		}
 	}
-	if m.Overrides != nil {
-		return validateOverrides(m.Overrides)
-	}
-	return nil
-}
-
-func validateOverrides(o *bundle.Hexserve) error {
-	const prefix = "model.overrides"
-	str := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	nonPositive := func(p *int) bool { return p != nil && *p <= 0 }
-	checks := []struct {
-		bad       bool
-		key, what string
-	}{
-		{!oneOf(str(o.Contract), "", bundle.ContractQHexRT, bundle.ContractChunked), "contract", "must be qhexrt or chunked"},
-		{!oneOf(str(o.Mask), "", bundle.MaskAdditive, bundle.MaskU16), "mask", "must be additive or u16"},
-		{nonPositive(o.NHeads), "n_heads", "must be > 0"},
-		{nonPositive(o.NKVHeads), "n_kv_heads", "must be > 0"},
-		{nonPositive(o.PrefillWindow), "prefill_window", "must be > 0"},
-		{o.RMSEps != nil && *o.RMSEps <= 0, "rms_eps", "must be > 0"},
-		{o.RopeScaling != nil && o.RopeScaling.Factor <= 0, "rope_scaling.factor", "must be > 0"},
-	}
-	for _, ch := range checks {
-		if ch.bad {
-			return fmt.Errorf("config: %s.%s: %s", prefix, ch.key, ch.what)
-		}
-	}
-	for _, id := range o.EOSTokenIDs {
-		if id < 0 {
-			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
+	if m.Overrides != nil { // the bundle kind validates its own section
+		if err := m.Overrides.Validate(); err != nil {
+			return fmt.Errorf("config: model.overrides.%w", err)
 		}
 	}
 	return nil
