@@ -21,6 +21,9 @@ import (
 type Config struct {
 	// Bundle is a bundle directory, an arch folder or a manifest file.
 	Bundle string
+	// Read, when set, is the bundle already read (by the caller, who chose
+	// the architecture and overrides): Open does not read the manifest again.
+	Read *bundle.Bundle
 	// Arch is the DSP architecture folder to use ("v79"). Empty: ask the
 	// runtime, else v79.
 	Arch string
@@ -123,9 +126,11 @@ func Open(cfg Config) (_ *Runner, err error) {
 			r.log.Warn().Str("reported", a).Msg("hexagon: implausible DSP architecture, assuming v79")
 		}
 	}
-	b, err := bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides)
-	if err != nil {
-		return nil, fmt.Errorf("hexagon: %w", err)
+	b := cfg.Read
+	if b == nil {
+		if b, err = bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides); err != nil {
+			return nil, fmt.Errorf("hexagon: %w", err)
+		}
 	}
 	if r.spec, err = newSpec(b); err != nil {
 		return nil, fmt.Errorf("hexagon: manifest %s: %w", b.ManifestPath, err)

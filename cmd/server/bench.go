@@ -18,9 +18,6 @@ import (
 	"github.com/hexserve/hexserve/bench"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon"
-	"github.com/hexserve/hexserve/hexagon/bundle"
-	"github.com/hexserve/hexserve/hexagon/executorch"
-	"github.com/hexserve/hexserve/inference"
 	"github.com/rs/zerolog"
 )
 
@@ -154,21 +151,14 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	}
 	if p, ok := m.(*ownedPTE); ok {
 		_, file, _ := locateModel(cfg.Model.Location())
-		return bench.Loaded{Model: pteCounters{Model: m, stats: p.Stats}, Tokenizer: tok, Dir: filepath.Dir(file)}, nil
+		return bench.Loaded{Model: pteCounters{p}, Tokenizer: tok, Dir: filepath.Dir(file)}, nil
 	}
 	o, ok := m.(*ownedRuntime)
 	if !ok {
 		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
 	}
-	ld := bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok}
-	arch, err := o.rt.Arch()
-	if err != nil || arch == "" {
-		arch = "v79"
-	}
-	if b, err := bundle.ReadWith(cfg.Model.Location(), arch, cfg.Model.Overrides); err == nil {
-		ld.Dir = b.Dir
-	}
-	return ld, nil
+	return bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok, Dir: o.dir}, nil
+
 }
 
 // runnerCounters adapts a hexagon runner's Stats to bench.Counters; the
@@ -187,14 +177,12 @@ func (r runnerCounters) Counters() bench.Counters {
 
 // pteCounters adapts an ExecuTorch runner's Stats to bench.Counters: its
 // token, position and mask writes count as Mask, its KV copy and
-// re-striding as KVCopy (it has no embedding, RoPE or conversion work).
-type pteCounters struct {
-	inference.Model
-	stats func() executorch.Stats
-}
+// re-striding as KVCopy (it has no embedding, RoPE or conversion work). The
+// runner's other methods (Verify, KV snapshots) stay visible.
+type pteCounters struct{ *ownedPTE }
 
 func (r pteCounters) Counters() bench.Counters {
-	s := r.stats()
+	s := r.Stats()
 	var g bench.Counters
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time

@@ -132,7 +132,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		rt.Close()
 		return nil, nil, err
 	}
-	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
 		Logger: log.With().Str("component", "hexagon").Logger()})
 	if err != nil {
 		rt.Close()
@@ -146,7 +146,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	}
 	log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract()).Str("name", info.Name).
 		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
-	return &ownedRuntime{Runner: runner, rt: rt}, tok, nil
+	return &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}, tok, nil
 }
 
 // loadPTE loads an ExecuTorch .pte: the tokenizer first (the export has
@@ -198,7 +198,8 @@ func loadPTE(cfg config.Config, file string, log zerolog.Logger) (inference.Mode
 // ownedRuntime is a Runner that also owns its QNN runtime.
 type ownedRuntime struct {
 	*hexagon.Runner
-	rt *qnn.Runtime
+	rt  *qnn.Runtime
+	dir string // the bundle's arch folder
 }
 
 func (o *ownedRuntime) Close() error {
