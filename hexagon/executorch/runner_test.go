@@ -160,10 +160,10 @@ func TestGolden(t *testing.T) {
 		{ctx: 512, ar: 32, shards: 2, kv: simfile.F32, logits: simfile.F32},
 	} {
 		t.Run(fmt.Sprintf("ar%d-shards%d", o.ar, o.shards), func(t *testing.T) {
-			r := openRunner(t, rt, writePTE(t, o))
 			if testing.Short() && i > 0 {
 				t.Skip("-short: the default chunk only (arm64 under qemu)")
 			}
+			r := openRunner(t, rt, writePTE(t, o))
 			for _, c := range cases {
 				if (i > 0 || testing.Short()) && c.Name == "long" {
 					continue
