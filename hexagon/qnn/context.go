@@ -167,6 +167,14 @@ func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Cont
 		return nil, fmt.Errorf("qnn: load context %s: empty binary", name)
 	}
 	var cfg unsafe.Pointer
+	if group != nil && group.First != nil {
+		group.First.mu.Lock()
+		closed := group.First.closed
+		group.First.mu.Unlock()
+		if closed {
+			return nil, fmt.Errorf("qnn: load context %s: the first context of its group (%s) is closed", name, group.First.path)
+		}
+	}
 	if group != nil {
 		// QnnContext_Config_t* [2] → {option CUSTOM (0), customConfig} →
 		// QnnHtpContext_CustomConfig_t {option 2, firstGroupHandle @8, maxSpillFillBuffer @16}.
