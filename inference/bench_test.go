@@ -51,9 +51,14 @@ func benchSample(b *testing.B, l Logits, p Sampling, lp bool, bigMinOpt ...int) 
 	for range 50 {
 		s.accept(int32(r.IntN(llamaVocab)))
 	}
-	b.ResetTimer()
+	c0, cpuOK := cpuTime()
+	n := 0
 	for b.Loop() {
 		s.sample(l, lp, 5)
+		n++
+	}
+	if c1, _ := cpuTime(); cpuOK {
+		b.ReportMetric(float64(c1-c0)/float64(n), "cpu-ns/op")
 	}
 	b.ReportMetric(float64(s.inRange), "candidates")
 }

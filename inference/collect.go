@@ -379,10 +379,13 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand, limit
 			out = grow(out, len(b))
 			o, n, t := out[:cap(out)], len(out), uint16(qthr)
 			for i, q := range b {
-				o[n] = cand{int32(lo + i), u16Val(l, int(q))}
+				o[n].id = int32(lo + i)
 				if q >= t {
 					n++
 				}
+			}
+			for k := before; k < n; k++ {
+				o[k].v = u16Val(l, int(b[int(o[k].id)-lo]))
 			}
 			out = out[:n]
 		} else {

@@ -870,17 +870,13 @@ func (s *sampler) groupMass(k int) float64 {
 func (s *sampler) bestCode() float32 {
 	cnt := s.cnt
 	if s.l.Type == U16 {
-		for c := 0xffff; c >= 0; c-- {
-			if cnt[c] != 0 {
-				return u16Val(s.l, c)
-			}
+		if c := topCounted(cnt, 0xffff); c >= 0 {
+			return u16Val(s.l, c)
 		}
 		return float32(math.Inf(-1))
 	}
-	for h := 0x7c00; h >= 0; h-- {
-		if cnt[h] != 0 {
-			return half2f[h]
-		}
+	if h := topCounted(cnt, 0x7c00); h >= 0 {
+		return half2f[h]
 	}
 	for h := 0x8000; h <= 0xfc00; h++ {
 		if cnt[h] != 0 {
@@ -888,6 +884,20 @@ func (s *sampler) bestCode() float32 {
 		}
 	}
 	return float32(math.Inf(-1))
+}
+
+// topCounted returns the largest code c ≤ hi with cnt[c] > 0, or -1.
+func topCounted(cnt *[1 << 16]uint32, hi int) int {
+	c := hi
+	for c >= 3 && cnt[c]|cnt[c-1]|cnt[c-2]|cnt[c-3] == 0 {
+		c -= 4
+	}
+	for ; c >= 0; c-- {
+		if cnt[c] != 0 {
+			return c
+		}
+	}
+	return -1
 }
 
 // histCodes is hist for F16 logits and U16 logits with a positive scale,
@@ -1032,12 +1042,18 @@ func (s *sampler) keyMass(k0, k1 int) (float64, int) {
 	var n0, n1 uint32
 	i := 0
 	for ; i+4 <= len(c); i += 4 {
-		a0 += float64(c[i]) * w[i]
-		a1 += float64(c[i+1]) * w[i+1]
-		a2 += float64(c[i+2]) * w[i+2]
-		a3 += float64(c[i+3]) * w[i+3]
-		n0 += c[i] + c[i+1]
-		n1 += c[i+2] + c[i+3]
+		c4 := c[i : i+4 : i+4]
+		if c4[0]|c4[1]|c4[2]|c4[3] == 0 { // runs of empty codes (U16's fine steps)
+			continue
+		}
+		w4 := w[i : i+4 : i+4]
+		// counts fit in int32, whose conversion is one instruction
+		a0 += float64(int32(c4[0])) * w4[0]
+		a1 += float64(int32(c4[1])) * w4[1]
+		a2 += float64(int32(c4[2])) * w4[2]
+		a3 += float64(int32(c4[3])) * w4[3]
+		n0 += c4[0] + c4[1]
+		n1 += c4[2] + c4[3]
 	}
 	for ; i < len(c); i++ {
 		a0 += float64(c[i]) * w[i]
