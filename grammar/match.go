@@ -57,8 +57,9 @@ type frame struct {
 	cnt  int32 // string: code points; array: items
 	key  int32 // object: the current property (-1: additional)
 	last int32 // object, strict: the last property used
+	rs   int32 // string with a pattern or regex format: the DFA state
 	seen uint64
-	v    int64  // number: the digits so far as an integer; string: high surrogate flag
+	v    int64  // number: the digits so far as an integer; string: high surrogate flag or \u digits
 	lit  string // literal text (fLit) or key bytes (fKey)
 }
 
@@ -145,8 +146,8 @@ func start(n *node, parent *stk, b byte, out []*stk) []*stk {
 	t := n.types
 	switch {
 	case b == '"' && t&tStr != 0:
-		if n.maxLen < 0 || n.minLen <= n.maxLen {
-			out = push(frame{k: fStr, n: n}, parent, out)
+		if (n.maxLen < 0 || n.minLen <= n.maxLen) && (n.re == nil || n.re.viable(1, 0)) {
+			out = push(frame{k: fStr, n: n, rs: 1}, parent, out)
 		}
 	case b == '{' && t&tObj != 0:
 		out = push(frame{k: fObj, n: n, last: -1}, parent, out)
@@ -329,6 +330,9 @@ func isHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' ||
 func str(t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	key := f.k == fKey
+	if !key && f.n.re != nil {
+		return reByte(t, f, b, out)
+	}
 	if f.need > 0 {
 		if b < f.lo || b > f.hi {
 			return out

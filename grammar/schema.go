@@ -49,6 +49,7 @@ type node struct {
 
 	minLen, maxLen int    // string, in code points
 	format         string // string: a key of formats ("": none)
+	re             *strRE // string: a pattern or a regex format (nil: none)
 
 	prefix             []*node
 	items              *node // nil: no items beyond prefix
@@ -89,10 +90,11 @@ type Grammar struct {
 func (g *Grammar) CompileTime() time.Duration { return g.took }
 
 type compiler struct {
-	doc    any
-	strict bool
-	refs   map[string]*node
-	orders map[uintptr][]string
+	doc     any
+	strict  bool
+	refs    map[string]*node
+	orders  map[uintptr][]string
+	regexes map[string]*dfa
 }
 
 // Compile compiles a JSON Schema document.
@@ -102,7 +104,7 @@ func Compile(schema []byte, o Options) (*Grammar, error) {
 	if err != nil {
 		return nil, &Error{Path: "", Message: "schema is not valid JSON: " + err.Error()}
 	}
-	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders}
+	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders, regexes: map[string]*dfa{}}
 	n, err := c.compile(doc, "")
 	if err != nil {
 		return nil, err
@@ -245,7 +247,8 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 var supported = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "prefixItems": true, "minItems": true, "maxItems": true, "enum": true, "const": true,
 	"anyOf": true, "oneOf": true, "allOf": true, "uniqueItems": true, "minLength": true, "maxLength": true,
-	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true}
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true,
+	"pattern": true}
 
 func sortedKeys(m map[string]any) []string {
 	ks := make([]string, 0, len(m))
@@ -565,13 +568,6 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 }
 
 func (c *compiler) strings(n *node, s map[string]any, path string) error {
-	if f, ok := s["format"]; ok {
-		name, _ := f.(string)
-		if formats[name] == nil {
-			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
-		}
-		n.format = name
-	}
 	var err error
 	if n.minLen, _, err = count(s, "minLength", path); err != nil {
 		return err
@@ -583,7 +579,53 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 	if ok {
 		n.maxLen = m
 	}
+	var d *dfa
+	host := false
+	if f, ok := s["format"]; ok {
+		name, _ := f.(string)
+		switch {
+		case formats[name] != nil:
+			n.format = name
+		case reFormats[name] != "":
+			if d, err = formatDFA(name); err != nil {
+				return &Error{Path: join(path, "format"), Message: err.Error()}
+			}
+			host = name == "hostname"
+		default:
+			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
+		}
+	}
+	if p, ok := s["pattern"]; ok {
+		src, isStr := p.(string)
+		switch {
+		case !isStr:
+			return &Error{Path: join(path, "pattern"), Message: "pattern must be a string"}
+		case n.format != "" || d != nil:
+			return &Error{Path: join(path, "pattern"), Message: "pattern together with format is not supported"}
+		}
+		if d, err = c.regex(src); err != nil {
+			return &Error{Path: join(path, "pattern"), Message: fmt.Sprintf("pattern %q: %v", src, err)}
+		}
+	}
+	if d != nil {
+		if n.re, err = newStrRE(d, n.minLen, n.maxLen, host); err != nil {
+			return &Error{Path: join(path, "maxLength"), Message: err.Error()}
+		}
+	}
 	return nil
+}
+
+// regex compiles a pattern once per schema.
+func (c *compiler) regex(src string) (*dfa, error) {
+	if d, ok := c.regexes[src]; ok {
+		return d, nil
+	}
+	d, err := compileRegex(src, false)
+	if err != nil {
+		return nil, err
+	}
+	c.regexes[src] = d
+	return d, nil
 }
 
 func (c *compiler) arrays(n *node, s map[string]any, path string) error {

@@ -314,7 +314,7 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	t := m.ts[0]
 	f := t.f
-	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" {
+	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" || f.n.re != nil {
 		return false
 	}
 	room := len(m.v.plainUpTo) - 1

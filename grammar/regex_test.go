@@ -1,0 +1,81 @@
+package grammar
+
+import (
+	"strings"
+	"testing"
+)
+
+// reMatch runs d over s: complete match of the search semantics.
+func reMatch(d *dfa, s string) bool {
+	st := int32(1)
+	for i := 0; i < len(s) && st != 0; i++ {
+		st = d.step(st, s[i])
+	}
+	return d.accept[st]
+}
+
+func TestRegex(t *testing.T) {
+	for _, c := range []struct {
+		re      string
+		yes, no []string
+	}{
+		{`^a*$`, []string{"", "aaa"}, []string{"b", "ab"}},
+		{`a+`, []string{"a", "xay", "baa"}, []string{"", "b"}},
+		{`^\d{2,3}$`, []string{"12", "123"}, []string{"1", "1234", "1a"}},
+		{`^[^a-c]$`, []string{"d", "é", "😀"}, []string{"a", "b", "", "dd"}},
+		{`^.$`, []string{"x", "é", "😀"}, []string{"\n", "\r", "\u2028", "ab"}},
+		{`^\s\S\w\W\D$`, []string{"\u00a0x_-x", " 1a a"}, []string{"xxxxx"}},
+		{`^(?:ab|cd)+?$|^x$`, []string{"ab", "abcd", "x"}, []string{"", "abc", "xx"}},
+		{`^(?<n>a)b{0}c{1,}$`, []string{"ac", "acc"}, []string{"abc", "a"}},
+		{`^[\d\-.]$`, []string{"-", ".", "5"}, []string{"a"}},
+		{`^a{,2}$`, []string{"a{,2}"}, []string{"aa"}},
+		{`^\u00e9\x41\/$`, []string{"éA/"}, []string{"eA/"}},
+	} {
+		d, err := compileRegex(c.re, false)
+		if err != nil {
+			t.Fatalf("%s: %v", c.re, err)
+		}
+		for _, s := range c.yes {
+			if !reMatch(d, s) {
+				t.Errorf("%s: %q not matched", c.re, s)
+			}
+		}
+		for _, s := range c.no {
+			if reMatch(d, s) {
+				t.Errorf("%s: %q matched", c.re, s)
+			}
+		}
+	}
+}
+
+func TestRegexRefused(t *testing.T) {
+	for _, c := range []struct{ re, msg string }{
+		{`(a)\1`, "backreferences"},
+		{`a(?=b)`, "lookaround"},
+		{`a(?<!b)`, "lookaround"},
+		{`\bword`, "word boundaries"},
+		{`a^b`, "^ and $"},
+		{`(^a)`, "^ and $"},
+		{`\p{L}`, "property"},
+		{`a{2000}`, "above"},
+		{`(`, "missing ')'"},
+		{`[a`, "missing ']'"},
+		{`*a`, "nothing to repeat"},
+		{`\q`, "unknown escape"},
+	} {
+		_, err := compileRegex(c.re, false)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: got %v, want an error about %q", c.re, err, c.msg)
+		}
+	}
+}
+
+func TestFormatDFAs(t *testing.T) {
+	for name := range reFormats {
+		d, err := formatDFA(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: %d states", name, d.states())
+	}
+}
