@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -15,7 +16,19 @@ type strRE struct {
 	dot            []bool // hostname: states entered by '.' (254 code points allowed there)
 	top            int    // counts at or above top behave alike
 	ok             []bool // [state*(top+1)+count]
+	univ           []bool // accepting states every character leads back to
+
+	mu    sync.Mutex
+	masks map[maskKey][]uint64 // plain-text tokens per state and count
 }
+
+type maskKey struct {
+	v    *Vocab
+	s, c int32
+}
+
+// maxMasks bounds the plain-token masks a strRE caches.
+const maxMasks = 128
 
 // hostLimit is the hostname format's bound: 253 code points, not counting
 // a final '.'.
@@ -100,7 +113,130 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 			}
 		}
 	}
+	r.univ = make([]bool, n)
+	for s := 1; s < n && r.dot == nil; s++ {
+		r.univ[s] = d.accept[s] && d.loops(int32(s))
+	}
 	return r, nil
+}
+
+// loops reports whether every character (valid UTF-8 sequence from U+0020
+// up, '"' and '\\' included) leads from s back to s.
+func (d *dfa) loops(s int32) bool {
+	for b := 0x20; b < 0x80; b++ {
+		if d.step(s, byte(b)) != s {
+			return false
+		}
+	}
+	// Multi-byte characters: the states after each prefix, by the number
+	// of continuation bytes still to come.
+	type pend struct {
+		s    int32
+		need int
+		lo   byte // range of the next continuation byte
+		hi   byte
+	}
+	var work []pend
+	for b := 0xc2; b <= 0xf4; b++ {
+		p := pend{s: d.step(s, byte(b)), need: 1, lo: 0x80, hi: 0xbf}
+		switch {
+		case b >= 0xf0:
+			p.need = 3
+		case b >= 0xe0:
+			p.need = 2
+		}
+		switch b {
+		case 0xe0:
+			p.lo = 0xa0
+		case 0xed:
+			p.hi = 0x9f
+		case 0xf0:
+			p.lo = 0x90
+		case 0xf4:
+			p.hi = 0x8f
+		}
+		work = append(work, p)
+	}
+	seen := map[pend]bool{}
+	for len(work) > 0 {
+		p := work[len(work)-1]
+		work = work[:len(work)-1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		for b := int(p.lo); b <= int(p.hi); b++ {
+			t := d.step(p.s, byte(b))
+			if p.need == 1 {
+				if t != s {
+					return false
+				}
+				continue
+			}
+			work = append(work, pend{s: t, need: p.need - 1, lo: 0x80, hi: 0xbf})
+		}
+	}
+	return true
+}
+
+// plain sets in allowed (cleared first) the tokens of plain string text
+// (no '"', '\\' or control character) that may follow in state s after c
+// code points.
+func (r *strRE) plain(v *Vocab, s int32, c int, allowed []uint64) {
+	k := maskKey{v, s, int32(min(c, r.top))}
+	r.mu.Lock()
+	cached := r.masks[k]
+	r.mu.Unlock()
+	if cached != nil {
+		copy(allowed, cached)
+		return
+	}
+	clear(allowed)
+	if r.univ[s] {
+		room := len(v.plainUpTo) - 1
+		if r.maxLen >= 0 {
+			room = min(room, r.maxLen-c)
+		}
+		if room >= 0 {
+			copy(allowed, v.plainUpTo[room])
+		}
+	} else {
+		r.walk(v, 0, s, c, allowed)
+	}
+	r.mu.Lock()
+	if r.masks == nil {
+		r.masks = map[maskKey][]uint64{}
+	}
+	if len(r.masks) < maxMasks {
+		r.masks[k] = slices.Clone(allowed)
+	}
+	r.mu.Unlock()
+}
+
+// walk marks the plain-text tokens under trie node ni, reached in state s
+// after c code points.
+func (r *strRE) walk(v *Vocab, ni int32, s int32, c int, allowed []uint64) {
+	n := &v.trie[ni]
+	for _, e := range v.edges[n.first : n.first+n.n] {
+		b := e.b
+		if b == '"' || b == '\\' || b < 0x20 {
+			continue
+		}
+		t := r.d.step(s, b)
+		cc := c
+		if b < 0x80 || b >= 0xc0 {
+			cc++
+		}
+		if !r.viable(t, cc) {
+			continue
+		}
+		for _, id := range v.trie[e.child].ids {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+		if v.trie[e.child].n > 0 {
+			r.walk(v, e.child, t, cc, allowed)
+		}
+	}
 }
 
 // accepts reports whether a string may end in state s after c code points.

@@ -31,6 +31,7 @@ type Vocab struct {
 	// suffixes form their own trie, walked once per mask.
 	quote    []int32 // token ids
 	quoteCps []int32 // code points before the '"'
+	quoteOff []int32 // bytes before the '"'
 	quoteEnd []int32 // the suffix's node in qtrie
 	qtrie    []tnode
 	qedges   []tedge
@@ -81,6 +82,7 @@ func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 		case rest[0] == '"':
 			v.quote = append(v.quote, int32(id))
 			v.quoteCps = append(v.quoteCps, int32(c))
+			v.quoteOff = append(v.quoteOff, int32(off))
 			suffixes = append(suffixes, rest[1:])
 			continue
 		case rest[0] == '\\':
@@ -271,7 +273,7 @@ func (m *Matcher) Mask(allowed []uint64) {
 	if len(m.ts) == 0 {
 		return
 	}
-	if !m.plainString(allowed) {
+	if !m.plainString(allowed) && !m.reString(allowed) {
 		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
 			for _, id := range m.v.trie[ni].ids {
 				allowed[id>>6] |= 1 << (id & 63)
@@ -324,16 +326,7 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	if room >= 0 {
 		copy(allowed, m.v.plainUpTo[room])
 	}
-	// Closing quotes: which suffixes the enclosing value takes.
-	if m.qok == nil {
-		m.qok = make([]bool, len(m.v.qtrie))
-	} else {
-		clear(m.qok)
-	}
-	if after := pop(t.up, &f, nil); len(after) > 0 {
-		m.qok[0] = true
-		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
-	}
+	m.closers(t)
 	for i, id := range m.v.quote {
 		c := int(f.cnt) + int(m.v.quoteCps[i])
 		if m.qok[m.v.quoteEnd[i]] && c >= f.n.minLen && (f.n.maxLen < 0 || c <= f.n.maxLen) {
@@ -348,6 +341,66 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 		}
 		g := f
 		g.cnt += c
+		one[0] = &stk{f: g, up: t.up}
+		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return true
+}
+
+// closers sets qok: which suffixes after a closing quote the value
+// enclosing string thread t takes.
+func (m *Matcher) closers(t *stk) {
+	if m.qok == nil {
+		m.qok = make([]bool, len(m.v.qtrie))
+	} else {
+		clear(m.qok)
+	}
+	if after := pop(t.up, &t.f, nil); len(after) > 0 {
+		m.qok[0] = true
+		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
+	}
+}
+
+// reString fills the mask when the only thread is inside a string with a
+// pattern or regex format, between characters: the plain-text tokens by a
+// walk of the trie with the DFA alone (cached per DFA state and count), the
+// closing-quote tokens by their text before the quote, and the grammar
+// only for tokens with a backslash. It reports false when it does not
+// apply.
+func (m *Matcher) reString(allowed []uint64) bool {
+	if len(m.ts) != 1 {
+		return false
+	}
+	t := m.ts[0]
+	f := t.f
+	if f.k != fStr || f.n.re == nil || f.st != sChars {
+		return false
+	}
+	r := f.n.re
+	c := int(f.cnt)
+	r.plain(m.v, f.rs, c, allowed)
+	m.closers(t)
+	for i, id := range m.v.quote {
+		s := f.rs
+		for _, b := range m.v.toks[id][:m.v.quoteOff[i]] {
+			s = r.d.step(s, b)
+		}
+		if m.qok[m.v.quoteEnd[i]] && r.accepts(s, c+int(m.v.quoteCps[i])) {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	var one [1]*stk
+	for i, id := range m.v.special {
+		g := f
+		for _, b := range m.v.toks[id][:m.v.spOff[i]] {
+			g.rs = r.d.step(g.rs, b)
+		}
+		g.cnt += m.v.spCps[i]
+		if !r.viable(g.rs, int(g.cnt)) {
+			continue
+		}
 		one[0] = &stk{f: g, up: t.up}
 		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
 			allowed[id>>6] |= 1 << (id & 63)
