@@ -290,7 +290,7 @@ func escaped(b byte) byte {
 // characters; in the JSON text, characters from U+0020 up are written as
 // themselves except '"' and '\', which are escaped, and control characters
 // as \b \f \n \r \t or \u0000–\u001f (also \/ for '/').
-func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
+func reByte(a *arena, t *stk, f frame, b byte, out []*stk) []*stk {
 	r := f.n.re
 	c := int(f.cnt)
 	switch f.st {
@@ -298,7 +298,7 @@ func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
 		switch {
 		case b == '"':
 			if r.accepts(f.rs, c) {
-				return pop(t.up, &f, out)
+				return pop(a, t.up, &f, out)
 			}
 			return out
 		case b < 0x20:
@@ -310,7 +310,7 @@ func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
 				!r.viableRange(f.rs, c+1, '\\', '\\') && !r.viableRange(f.rs, c+1, '/', '/') {
 				return out
 			}
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 		if b < 0x80 || b >= 0xc0 {
 			f.cnt++
@@ -322,7 +322,7 @@ func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
 				return out
 			}
 			f.st, f.v = sHex, 0
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 		ch := escaped(b)
 		if ch == 0 {
@@ -346,7 +346,7 @@ func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
 			if !r.viableRange(f.rs, c, byte(lo), byte(hi)) {
 				return out
 			}
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 		f.st = sChars
 		f.rs = r.d.step(f.rs, byte(f.v))
@@ -354,7 +354,7 @@ func reByte(t *stk, f frame, b byte, out []*stk) []*stk {
 	if !r.viable(f.rs, int(f.cnt)) {
 		return out
 	}
-	return push(f, t.up, out)
+	return push(a, f, t.up, out)
 }
 
 func hexVal(b byte) byte {

@@ -119,7 +119,7 @@ func partialRune(p []byte) bool {
 	t.f = frame{k: fStr, n: anyNode}
 	ts := []*stk{{f: t.f, up: &stk{f: frame{k: fDoc, st: sIn}}}}
 	for _, b := range p {
-		if ts = step(ts, b, nil); len(ts) == 0 {
+		if ts = step(nil, ts, b, nil); len(ts) == 0 {
 			return false
 		}
 	}
@@ -198,6 +198,7 @@ type Matcher struct {
 	ts  []*stk
 	buf [][]*stk // per trie depth, reused by Mask
 	qok []bool   // per suffix-trie node: the suffix is allowed
+	ar  arena    // threads of Mask and Allowed
 }
 
 // NewMatcher starts matching g against v's tokens.
@@ -223,12 +224,13 @@ func (m *Matcher) Complete() bool {
 	return false
 }
 
-func (m *Matcher) run(ts []*stk, p []byte) []*stk {
+// run feeds p to ts; threads come from a (nil: the heap).
+func (m *Matcher) run(a *arena, ts []*stk, p []byte) []*stk {
 	for _, b := range p {
 		if len(ts) == 0 {
 			return nil
 		}
-		ts = step(ts, b, nil)
+		ts = step(a, ts, b, nil)
 	}
 	return ts
 }
@@ -242,7 +244,8 @@ func (m *Matcher) Allowed(id int32) bool {
 		return m.Complete()
 	}
 	p := m.v.toks[id]
-	return len(p) > 0 && len(m.run(m.ts, p)) > 0
+	m.ar.reset()
+	return len(p) > 0 && len(m.run(&m.ar, m.ts, p)) > 0
 }
 
 // Accept advances the state by token id.
@@ -258,7 +261,7 @@ func (m *Matcher) Accept(id int32) error {
 		return nil
 	}
 	p := m.v.toks[id]
-	ts := m.run(m.ts, p)
+	ts := m.run(nil, m.ts, p)
 	if len(p) == 0 || len(ts) == 0 {
 		return ErrRejected
 	}
@@ -273,6 +276,7 @@ func (m *Matcher) Mask(allowed []uint64) {
 	if len(m.ts) == 0 {
 		return
 	}
+	m.ar.reset()
 	if !m.plainString(allowed) && !m.reString(allowed) {
 		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
 			for _, id := range m.v.trie[ni].ids {
@@ -295,7 +299,7 @@ func (m *Matcher) walk(trie []tnode, edges []tedge, ni int32, ts []*stk, depth i
 		m.buf = append(m.buf, nil)
 	}
 	for _, e := range edges[n.first : n.first+n.n] {
-		next := step(ts, e.b, m.buf[depth+1][:0])
+		next := step(&m.ar, ts, e.b, m.buf[depth+1][:0])
 		m.buf[depth+1] = next
 		if len(next) == 0 {
 			continue
@@ -341,8 +345,8 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 		}
 		g := f
 		g.cnt += c
-		one[0] = &stk{f: g, up: t.up}
-		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+		one[0] = m.ar.new(g, t.up)
+		if len(m.run(&m.ar, one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
@@ -357,7 +361,7 @@ func (m *Matcher) closers(t *stk) {
 	} else {
 		clear(m.qok)
 	}
-	if after := pop(t.up, &t.f, nil); len(after) > 0 {
+	if after := pop(&m.ar, t.up, &t.f, nil); len(after) > 0 {
 		m.qok[0] = true
 		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
 	}
@@ -401,8 +405,8 @@ func (m *Matcher) reString(allowed []uint64) bool {
 		if !r.viable(g.rs, int(g.cnt)) {
 			continue
 		}
-		one[0] = &stk{f: g, up: t.up}
-		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+		one[0] = m.ar.new(g, t.up)
+		if len(m.run(&m.ar, one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
