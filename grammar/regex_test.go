@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -77,5 +79,39 @@ func TestFormatDFAs(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		t.Logf("%s: %d states", name, d.states())
+	}
+}
+
+// TestPatternMaskConcurrent: matchers of one grammar share its per-pattern
+// mask cache; masks in parallel agree with Allowed (run with -race).
+func TestPatternMaskConcurrent(t *testing.T) {
+	_, v := llama(t)
+	g := mustCompile(t, `{"type":"object","properties":{"s":{"type":"string","pattern":"^[a-z]{1,6}$"}},"required":["s"]}`, true)
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := g.NewMatcher(v)
+			mask := make([]uint64, (v.Size()+63)/64)
+			for _, tok := range [][]byte{[]byte(`{"s":"`), []byte("ab")} {
+				for _, b := range tok {
+					m.ts = m.run(nil, m.ts, []byte{b})
+				}
+				m.Mask(mask)
+				for id := range int32(v.Size()) {
+					if m.Allowed(id) != (mask[id>>6]&(1<<(id&63)) != 0) {
+						errs <- fmt.Sprintf("token %d: mask and Allowed disagree", id)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
