@@ -28,7 +28,41 @@ type maskKey struct {
 }
 
 // maxMasks bounds the plain-token masks a strRE caches.
-const maxMasks = 128
+const maxMasks = 32
+
+// reKey identifies a compiled strRE: a pattern or a regex format's name,
+// with the length bounds.
+type reKey struct {
+	src      string
+	format   bool
+	min, max int
+}
+
+// reCache keeps compiled strREs (and so their masks) across schemas, up
+// to maxCachedRE of them.
+var reCache struct {
+	sync.Mutex
+	m map[reKey]*strRE
+}
+
+const maxCachedRE = 64
+
+func cachedRE(k reKey) *strRE {
+	reCache.Lock()
+	defer reCache.Unlock()
+	return reCache.m[k]
+}
+
+func cacheRE(k reKey, r *strRE) {
+	reCache.Lock()
+	defer reCache.Unlock()
+	if reCache.m == nil {
+		reCache.m = map[reKey]*strRE{}
+	}
+	if len(reCache.m) < maxCachedRE {
+		reCache.m[k] = r
+	}
+}
 
 // hostLimit is the hostname format's bound: 253 code points, not counting
 // a final '.'.

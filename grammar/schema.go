@@ -90,11 +90,10 @@ type Grammar struct {
 func (g *Grammar) CompileTime() time.Duration { return g.took }
 
 type compiler struct {
-	doc     any
-	strict  bool
-	refs    map[string]*node
-	orders  map[uintptr][]string
-	regexes map[string]*dfa
+	doc    any
+	strict bool
+	refs   map[string]*node
+	orders map[uintptr][]string
 }
 
 // Compile compiles a JSON Schema document.
@@ -104,7 +103,7 @@ func Compile(schema []byte, o Options) (*Grammar, error) {
 	if err != nil {
 		return nil, &Error{Path: "", Message: "schema is not valid JSON: " + err.Error()}
 	}
-	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders, regexes: map[string]*dfa{}}
+	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders}
 	n, err := c.compile(doc, "")
 	if err != nil {
 		return nil, err
@@ -579,18 +578,14 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 	if ok {
 		n.maxLen = m
 	}
-	var d *dfa
-	host := false
+	var k reKey // the string's regex, if any
 	if f, ok := s["format"]; ok {
 		name, _ := f.(string)
 		switch {
 		case formats[name] != nil:
 			n.format = name
 		case reFormats[name] != "":
-			if d, err = formatDFA(name); err != nil {
-				return &Error{Path: join(path, "format"), Message: err.Error()}
-			}
-			host = name == "hostname"
+			k.src, k.format = name, true
 		default:
 			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
 		}
@@ -600,32 +595,32 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 		switch {
 		case !isStr:
 			return &Error{Path: join(path, "pattern"), Message: "pattern must be a string"}
-		case n.format != "" || d != nil:
+		case n.format != "" || k.format:
 			return &Error{Path: join(path, "pattern"), Message: "pattern together with format is not supported"}
 		}
-		if d, err = c.regex(src); err != nil {
-			return &Error{Path: join(path, "pattern"), Message: fmt.Sprintf("pattern %q: %v", src, err)}
-		}
+		k.src = src
 	}
-	if d != nil {
-		if n.re, err = newStrRE(d, n.minLen, n.maxLen, host); err != nil {
-			return &Error{Path: join(path, "maxLength"), Message: err.Error()}
-		}
+	if k.src == "" && !k.format {
+		return nil
 	}
-	return nil
-}
-
-// regex compiles a pattern once per schema.
-func (c *compiler) regex(src string) (*dfa, error) {
-	if d, ok := c.regexes[src]; ok {
-		return d, nil
+	k.min, k.max = n.minLen, n.maxLen
+	if n.re = cachedRE(k); n.re != nil {
+		return nil
 	}
-	d, err := compileRegex(src, false)
+	var d *dfa
+	if k.format {
+		d, err = formatDFA(k.src)
+	} else if d, err = compileRegex(k.src, false); err != nil {
+		return &Error{Path: join(path, "pattern"), Message: fmt.Sprintf("pattern %q: %v", k.src, err)}
+	}
+	if err == nil {
+		n.re, err = newStrRE(d, n.minLen, n.maxLen, k.format && k.src == "hostname")
+	}
 	if err != nil {
-		return nil, err
+		return &Error{Path: join(path, "maxLength"), Message: err.Error()}
 	}
-	c.regexes[src] = d
-	return d, nil
+	cacheRE(k, n.re)
+	return nil
 }
 
 func (c *compiler) arrays(n *node, s map[string]any, path string) error {
