@@ -571,7 +571,9 @@ func num(a *arena, t *stk, b byte, out []*stk) []*stk {
 	if ok && numViable(&f) {
 		out = push(a, f, t.up, out)
 	}
-	if numEnd(&t.f) {
+	// After a number only whitespace or punctuation may follow, never
+	// another number byte.
+	if numEnd(&t.f) && !isNumByte(b) {
 		var ends [4]*stk
 		for _, p := range pop(a, t.up, &t.f, ends[:0]) {
 			out = feed(a, p, b, out)
@@ -579,6 +581,8 @@ func num(a *arena, t *stk, b byte, out []*stk) []*stk {
 	}
 	return out
 }
+
+func isNumByte(b byte) bool { return b >= '0' && b <= '9' || b == '.' || b == '-' }
 
 // complete reports whether thread t can end here.
 func complete(t *stk) bool {
