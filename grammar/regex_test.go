@@ -82,8 +82,8 @@ func TestFormatDFAs(t *testing.T) {
 	}
 }
 
-// TestPatternMaskConcurrent: matchers of one grammar share its per-pattern
-// mask cache; masks in parallel agree with Allowed (run with -race).
+// TestPatternMaskConcurrent: matchers of one grammar share its mask cache
+// and its pattern's; masks in parallel agree with Allowed (run with -race).
 func TestPatternMaskConcurrent(t *testing.T) {
 	_, v := llama(t)
 	g := mustCompile(t, `{"type":"object","properties":{"s":{"type":"string","pattern":"^[a-z]{1,6}$"}},"required":["s"]}`, true)
@@ -95,7 +95,7 @@ func TestPatternMaskConcurrent(t *testing.T) {
 			defer wg.Done()
 			m := g.NewMatcher(v)
 			mask := make([]uint64, (v.Size()+63)/64)
-			for _, tok := range [][]byte{[]byte(`{"s":"`), []byte("ab")} {
+			for _, tok := range [][]byte{nil, []byte(`{"s":"`), []byte("ab")} { // nil: the document start, a cached structural state
 				for _, b := range tok {
 					m.ts = m.run(nil, m.ts, []byte{b})
 				}

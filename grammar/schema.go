@@ -82,8 +82,9 @@ type Options struct {
 
 // Grammar is a compiled schema; it is immutable and safe to share.
 type Grammar struct {
-	root *node
-	took time.Duration
+	root  *node
+	took  time.Duration
+	masks *maskCache
 }
 
 // CompileTime is how long compiling g took.
@@ -113,7 +114,7 @@ func Compile(schema []byte, o Options) (*Grammar, error) {
 			return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
 		}
 	}
-	return &Grammar{root: n, took: time.Since(t0)}, nil
+	return &Grammar{root: n, took: time.Since(t0), masks: &maskCache{}}, nil
 }
 
 func join(path, k string) string {

@@ -2,11 +2,14 @@ package grammar
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Vocab indexes a tokenizer's vocabulary for matching: a byte trie of the
@@ -199,11 +202,13 @@ type Matcher struct {
 	buf [][]*stk // per trie depth, reused by Mask
 	qok []bool   // per suffix-trie node: the suffix is allowed
 	ar  arena    // threads of Mask and Allowed
+	g   *Grammar
+	key []byte // scratch for the mask cache's keys
 }
 
 // NewMatcher starts matching g against v's tokens.
 func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
-	return &Matcher{v: v, ts: g.newThreads()}
+	return &Matcher{v: v, ts: g.newThreads(), g: g}
 }
 
 // ErrRejected is returned by Accept for a token the grammar does not allow.
@@ -277,18 +282,109 @@ func (m *Matcher) Mask(allowed []uint64) {
 		return
 	}
 	m.ar.reset()
-	if !m.plainString(allowed) && !m.reString(allowed) {
-		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
-			for _, id := range m.v.trie[ni].ids {
-				allowed[id>>6] |= 1 << (id & 63)
-			}
-		})
+	if m.plainString(allowed) || m.reString(allowed) {
+		m.eos(allowed)
+		return
 	}
+	c := m.g.masks
+	if c != nil && structural(m.ts) {
+		m.key = stateKey(m.key[:0], m.ts)
+		if c.get(m.v, m.key, allowed) {
+			return
+		}
+	} else {
+		c = nil
+	}
+	m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
+		for _, id := range m.v.trie[ni].ids {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	})
+	m.eos(allowed)
+	if c != nil {
+		c.put(m.v, m.key, allowed)
+	}
+}
+
+// eos allows the end tokens when the value is complete.
+func (m *Matcher) eos(allowed []uint64) {
 	if m.Complete() {
 		for _, id := range m.v.eos {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
+}
+
+// maskCache keeps the masks of structural states (between the values of
+// arrays, objects and the document: the costliest walks), keyed by the
+// threads' whole stacks, so a state met again costs a copy. It is shared
+// by a grammar's matchers.
+type maskCache struct {
+	mu sync.Mutex
+	v  *Vocab
+	m  map[string][]uint64
+}
+
+// maxCachedMasks bounds a grammar's cached masks (16 KB each at V = 128,256).
+const maxCachedMasks = 64
+
+func (c *maskCache) get(v *Vocab, key []byte, allowed []uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mask, ok := c.m[string(key)]
+	if ok && c.v == v {
+		copy(allowed, mask)
+	}
+	return ok && c.v == v
+}
+
+func (c *maskCache) put(v *Vocab, key []byte, allowed []uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.v != v { // masks are per vocabulary: keep the latest one's
+		c.v, c.m = v, map[string][]uint64{}
+	}
+	if len(c.m) < maxCachedMasks {
+		c.m[string(key)] = slices.Clone(allowed)
+	}
+}
+
+// structural reports whether every thread is between values (its top
+// frame a container or the document).
+func structural(ts []*stk) bool {
+	for _, t := range ts {
+		if k := t.f.k; k != fArr && k != fObj && k != fDoc {
+			return false
+		}
+	}
+	return true
+}
+
+// stateKey appends an encoding of every frame of every thread to b: two
+// thread sets with the same key allow the same tokens.
+func stateKey(b []byte, ts []*stk) []byte {
+	for _, t := range ts {
+		for ; t != nil; t = t.up {
+			f := &t.f
+			b = binary.LittleEndian.AppendUint64(b, uint64(uintptr(unsafe.Pointer(f.n))))
+			b = append(b, byte(f.k), f.st, f.ws, f.need, f.lo, f.hi, byte(f.nd), byte(f.fd))
+			if f.neg {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.cnt))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.key))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.last))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.rs))
+			b = binary.LittleEndian.AppendUint64(b, f.seen)
+			b = binary.LittleEndian.AppendUint64(b, uint64(f.v))
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(f.lit)))
+			b = append(b, f.lit...)
+		}
+		b = append(b, 0xff) // end of a thread
+	}
+	return b
 }
 
 // walk calls reached(node) for each node of trie under node ni that the
