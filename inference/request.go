@@ -22,6 +22,10 @@ type Request struct {
 	// without keys). KV rows computed for one owner are never reused for, nor
 	// reported as cached to, another (prefix cache and KV store alike).
 	Owner string
+	// Prediction is the expected output (OpenAI's Predicted Outputs): the
+	// draft for speculative decoding on models that verify drafts. It never
+	// changes the output, only how fast it comes.
+	Prediction string
 }
 
 // Sampling holds the per-request sampling parameters. The zero value is greedy.
@@ -73,6 +77,10 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens whose KV rows were reused
 	CompletionTokens int // over all choices
+	// Prediction tokens the model verified: accepted (they are in the
+	// output) and rejected (evaluated, then discarded).
+	AcceptedPredictionTokens int
+	RejectedPredictionTokens int
 }
 
 // Timings reports where a request's time went (llama.cpp's `timings`).
