@@ -1,0 +1,345 @@
+package inference_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// specVocab has single letters, some two-letter pieces (so one text has
+// several tokenisations), space, newline and an end-of-turn token.
+var specPieces = func() []string {
+	p := []string{}
+	for c := 'a'; c <= 'z'; c++ {
+		p = append(p, string(c))
+	}
+	return append(p, " ", "\n", "th", "he", "in", "er", "an", " t", "<|eot|>")
+}()
+
+var specEOT = int32(len(specPieces) - 1)
+
+type specVocab struct{}
+
+func (specVocab) Piece(id int32) []byte   { return []byte(specPieces[id]) }
+func (specVocab) IsSpecial(id int32) bool { return id == specEOT }
+
+// Encode is greedy longest-match (special tokens are never parsed).
+func (specVocab) Encode(text string, addBOS, parseSpecial bool) []int32 {
+	var ids []int32
+	for len(text) > 0 {
+		best, n := int32(-1), 0
+		for id, p := range specPieces[:specEOT] {
+			if len(p) > n && strings.HasPrefix(text, p) {
+				best, n = int32(id), len(p)
+			}
+		}
+		if best < 0 {
+			text = text[1:]
+			continue
+		}
+		ids = append(ids, best)
+		text = text[n:]
+	}
+	return ids
+}
+
+// specModel's logits are a function of the whole sequence so far: a
+// preferred successor of the last token plus noise hashed from the prefix.
+// It implements inference.Verifier with lazily computed rows.
+type specModel struct {
+	ctxLen   int
+	noVerify bool
+	logits   []float32
+	verifies int // Verify calls
+	rows     int // rows whose logits were asked for
+	evals    int
+}
+
+func (m *specModel) Info() inference.ModelInfo {
+	return inference.ModelInfo{Name: "spec", VocabSize: len(specPieces), ContextLen: m.ctxLen, PrefillWindow: 16, EOS: []int32{specEOT}}
+}
+
+func (m *specModel) fill(prefix []int32) inference.Logits {
+	if m.logits == nil {
+		m.logits = make([]float32, len(specPieces))
+	}
+	h := fnv.New64a()
+	for _, id := range prefix {
+		fmt.Fprint(h, id, ",")
+	}
+	r := rand.New(rand.NewPCG(h.Sum64(), 7))
+	last := prefix[len(prefix)-1]
+	for i := range m.logits {
+		m.logits[i] = float32(r.NormFloat64())
+	}
+	m.logits[(last*7+3)%specEOT] += 3
+	m.logits[specEOT] -= 2
+	return inference.Logits{Type: inference.F32, F32: m.logits}
+}
+
+func (m *specModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	m.evals++
+	return m.fill(seq), valid, nil
+}
+
+func (m *specModel) Close() error { return nil }
+
+func (m *specModel) MaxVerify(valid int) int {
+	if m.noVerify {
+		return 0
+	}
+	return min(8, m.ctxLen-valid)
+}
+
+func (m *specModel) Verify(ctx context.Context, seq []int32, valid int) (inference.Rows, error) {
+	if len(seq)-valid > m.MaxVerify(valid) || len(seq) > m.ctxLen {
+		return nil, fmt.Errorf("verify of %d rows at %d", len(seq)-valid, valid)
+	}
+	m.verifies++
+	return &specRows{m: m, seq: slices.Clone(seq), valid: valid, next: 0}, nil
+}
+
+func (m *specModel) Costs(k int) (verify, decode time.Duration) {
+	return 11*time.Millisecond + time.Duration(k)*time.Millisecond, 10 * time.Millisecond
+}
+
+type specRows struct {
+	m     *specModel
+	seq   []int32
+	valid int
+	next  int
+}
+
+func (r *specRows) Len() int { return len(r.seq) - r.valid }
+
+func (r *specRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+	if i < r.next {
+		return inference.Logits{}, errors.New("rows asked for out of order")
+	}
+	r.next = i + 1
+	r.m.rows++
+	return r.m.fill(r.seq[:r.valid+i+1]), nil
+}
+
+func specEngine(t *testing.T, m *specModel, spec inference.Speculative) *inference.Engine {
+	t.Helper()
+	e := inference.New(m, specVocab{}, inference.Config{Speculative: spec})
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func specPrompt(r *rand.Rand, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(r.IntN(int(specEOT)))
+	}
+	return p
+}
+
+// edit changes a few bytes in the middle of s.
+func edit(r *rand.Rand, s string) string {
+	if len(s) < 4 {
+		return s + "xyz"
+	}
+	i := r.IntN(len(s) - 2)
+	return s[:i] + "qqz" + s[i+2:]
+}
+
+// TestSpeculativeEquivalence: with and without speculation, every request
+// gives the same choices (text, tokens, logprobs, finish), greedy and seeded,
+// whatever the prediction; a prediction equal to the output is accepted.
+func TestSpeculativeEquivalence(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	seed := int64(42)
+	type variant struct {
+		name string
+		pred func(out string) string
+	}
+	preds := []variant{
+		{"right", func(out string) string { return out }},
+		{"partly right", func(out string) string { return edit(r, out) }},
+		{"wrong", func(string) string { return "zzzz qqqq xxxx wwww" }},
+		{"empty", func(string) string { return "" }},
+		{"longer than the context", func(out string) string { return strings.Repeat(out, 20) }},
+	}
+	samplings := []struct {
+		name string
+		req  inference.Request
+	}{
+		{"greedy", inference.Request{MaxTokens: 40}},
+		{"greedy logprobs", inference.Request{MaxTokens: 40, Logprobs: true, TopLogprobs: 3}},
+		{"seeded", inference.Request{MaxTokens: 40, Sampling: inference.Sampling{Temperature: 0.9, TopP: 0.95, Seed: &seed}}},
+		{"penalties and bias", inference.Request{MaxTokens: 40, N: 2, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed,
+			PresencePenalty: 0.5, FrequencyPenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: map[int32]float32{4: 2}}}},
+		{"stop", inference.Request{MaxTokens: 40, Stop: []string{"th"}}},
+		{"to the end of the context", inference.Request{}},
+	}
+	for _, sm := range samplings {
+		for _, pv := range preds {
+			t.Run(sm.name+"/"+pv.name, func(t *testing.T) {
+				off := specEngine(t, &specModel{ctxLen: 96}, inference.Speculative{})
+				on := &specModel{ctxLen: 96}
+				eon := specEngine(t, on, inference.DefaultSpeculative)
+				for trial := range 3 {
+					req := sm.req
+					req.Prompt = specPrompt(r, 8+r.IntN(30))
+					want, err := run(t, off, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Prediction = pv.pred(want.Choices[0].Text)
+					got, err := run(t, eon, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !equalChoices(got.Choices, want.Choices) {
+						t.Fatalf("trial %d: with speculation %+v\nwithout %+v", trial, got.Choices, want.Choices)
+					}
+					if got.Usage.CompletionTokens != want.Usage.CompletionTokens {
+						t.Errorf("completion tokens %d, want %d", got.Usage.CompletionTokens, want.Usage.CompletionTokens)
+					}
+					u := got.Usage
+					if pv.name == "right" && req.N <= 1 && u.AcceptedPredictionTokens < want.Usage.CompletionTokens/2 {
+						t.Errorf("a right prediction: %d of %d tokens accepted (%d rejected)", u.AcceptedPredictionTokens, want.Usage.CompletionTokens, u.RejectedPredictionTokens)
+					}
+					if pv.name == "empty" && u.AcceptedPredictionTokens+u.RejectedPredictionTokens != 0 {
+						t.Errorf("no prediction, but %d accepted and %d rejected", u.AcceptedPredictionTokens, u.RejectedPredictionTokens)
+					}
+				}
+				if pv.name == "right" && on.verifies == 0 {
+					t.Error("a right prediction was never verified")
+				}
+			})
+		}
+	}
+}
+
+func equalChoices(a, b []inference.Choice) bool {
+	return slices.EqualFunc(a, b, func(x, y inference.Choice) bool {
+		return x.Text == y.Text && x.Finish == y.Finish && slices.Equal(x.Tokens, y.Tokens) &&
+			slices.EqualFunc(x.Logprobs, y.Logprobs, func(p, q inference.Logprob) bool {
+				return p.ID == q.ID && p.Logprob == q.Logprob && len(p.Top) == len(q.Top)
+			})
+	})
+}
+
+// TestSpeculativeSavesCalls: a right prediction needs far fewer model calls
+// than tokens, and a model without Verifier (MaxVerify 0) decodes plainly.
+func TestSpeculativeSavesCalls(t *testing.T) {
+	prompt := specPrompt(rand.New(rand.NewPCG(3, 4)), 20)
+	off := specEngine(t, &specModel{ctxLen: 128}, inference.Speculative{})
+	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 60, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		noVerify bool
+	}{{"verifier", false}, {"no verify room", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &specModel{ctxLen: 128, noVerify: tc.noVerify}
+			e := specEngine(t, m, inference.DefaultSpeculative)
+			got, err := run(t, e, inference.Request{Prompt: prompt, MaxTokens: 60, IgnoreEOS: true, Prediction: want.Choices[0].Text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Choices[0].Text != want.Choices[0].Text {
+				t.Fatalf("text %q, want %q", got.Choices[0].Text, want.Choices[0].Text)
+			}
+			calls := m.evals + m.verifies
+			switch {
+			case tc.noVerify && (m.verifies != 0 || calls != 60):
+				t.Errorf("%d evals and %d verifies, want 60 plain evals", m.evals, m.verifies)
+			case !tc.noVerify && calls > 60/4:
+				t.Errorf("%d evals and %d verifies for 60 tokens with a right prediction", m.evals, m.verifies)
+			case !tc.noVerify && got.Usage.AcceptedPredictionTokens < 50:
+				t.Errorf("accepted %d prediction tokens of 60", got.Usage.AcceptedPredictionTokens)
+			}
+		})
+	}
+}
+
+// TestSpeculativeSamplingDistribution: over a fixed set of seeds, the
+// distribution of a short sampled continuation with speculation (prompt
+// lookup and a prediction that is sometimes right) matches plain sampling's
+// by a chi-square test.
+func TestSpeculativeSamplingDistribution(t *testing.T) {
+	prompt := []int32{0, 1, 2, 3, 0, 1, 2, 3, 0, 1}
+	off := specEngine(t, &specModel{ctxLen: 64}, inference.Speculative{})
+	on := &specModel{ctxLen: 64}
+	eon := specEngine(t, on, inference.DefaultSpeculative)
+	const seeds = 400
+	var plain, spec []string
+	for i := range seeds {
+		plainSeed, specSeed := int64(i), int64(seeds+i) // independent samples
+		req := inference.Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true,
+			Sampling: inference.Sampling{Temperature: 1.5, TopK: 4, Seed: &plainSeed}}
+		a, err := run(t, off, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Sampling.Seed = &specSeed
+		req.Prediction = "kbk" // the likeliest continuation: (last·7+3) mod 36 from 1
+		b, err := run(t, eon, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, spec = append(plain, a.Choices[0].Text), append(spec, b.Choices[0].Text)
+	}
+	if on.verifies == 0 {
+		t.Fatal("no verify call: the test does not exercise speculation")
+	}
+	chi2, df := chiSquare(plain, spec)
+	// The 0.999 quantile of chi-square for df degrees of freedom (Wilson–Hilferty).
+	z := 3.09
+	limit := float64(df) * math.Pow(1-2/(9*float64(df))+z*math.Sqrt(2/(9*float64(df))), 3)
+	if df < 1 || chi2 > limit {
+		t.Errorf("chi-square %.1f over %d degrees of freedom (limit %.1f)", chi2, df, limit)
+	}
+}
+
+// chiSquare is the two-sample chi-square statistic over the categories seen
+// at least 5 times in total (the rest pooled).
+func chiSquare(a, b []string) (float64, int) {
+	count := map[string][2]float64{}
+	for _, s := range a {
+		c := count[s]
+		c[0]++
+		count[s] = c
+	}
+	for _, s := range b {
+		c := count[s]
+		c[1]++
+		count[s] = c
+	}
+	var cats [][2]float64
+	var rest [2]float64
+	for _, c := range count {
+		if c[0]+c[1] >= 5 {
+			cats = append(cats, c)
+		} else {
+			rest[0] += c[0]
+			rest[1] += c[1]
+		}
+	}
+	if rest[0]+rest[1] > 0 {
+		cats = append(cats, rest)
+	}
+	na, nb := float64(len(a)), float64(len(b))
+	var chi2 float64
+	for _, c := range cats {
+		tot := c[0] + c[1]
+		ea, eb := tot*na/(na+nb), tot*nb/(na+nb)
+		chi2 += (c[0]-ea)*(c[0]-ea)/ea + (c[1]-eb)*(c[1]-eb)/eb
+	}
+	return chi2, len(cats) - 1
+}
