@@ -83,6 +83,15 @@ type Libraries struct {
 type Engine struct {
 	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
 	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
+	Speculative Speculative   `yaml:"speculative"`
+}
+
+// Speculative configures speculative decoding (models whose multi-token
+// graph takes past KV: chunked bundles and .pte).
+type Speculative struct {
+	Enabled      bool `yaml:"enabled"`       // false: decode plainly, predictions ignored
+	PromptLookup bool `yaml:"prompt_lookup"` // draft from the prompt and the text so far
+	MaxDraft     int  `yaml:"max_draft"`     // draft tokens per verify call; 0: the planner's choice
 }
 
 // Sampling holds the defaults for parameters a request leaves out.
@@ -132,7 +141,8 @@ func Default() Config {
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
 			PerfMode:  "burst",
 		},
-		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute},
+		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute,
+			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		Chat:      Chat{Date: "today"},
@@ -225,6 +235,7 @@ func (c *Config) Validate() error {
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
+		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{p.Temperature < 0 || p.Temperature > 2, "sampling.temperature", "must be in [0, 2]"},
 		{p.TopP < 0 || p.TopP > 1, "sampling.top_p", "must be in [0, 1]"},
 		{p.TopK < 0, "sampling.top_k", "must be >= 0"},

@@ -196,8 +196,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			return
 		}
 		info := model.Info()
+		sp := cfg.Engine.Speculative
 		engine := inference.New(model, tok, inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
-			Registerer: reg, Logger: log.With().Str("component", "engine").Logger()})
+			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
+			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()})
 		id := cfg.Model.ID
 		if id == "" {
 			id = config.ModelID(info.Name)
