@@ -63,13 +63,14 @@ type Options struct {
 	Runs         int // requests per measurement; 0: 3 (quick: 1)
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
-	// Phases selects phases by key (tokenizer, stream, http, prefix, host);
+	// Phases selects phases by key (tokenizer, stream, http, prefix,
+	// speculative, host);
 	// nil: all (http only with HTTP).
 	Phases []string
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "host"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "speculative", "host"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -95,6 +96,7 @@ type Report struct {
 	Host        []HostTime     `json:"host_time"`
 	Streaming   []Streaming    `json:"streaming"`
 	PrefixCache PrefixCache    `json:"prefix_cache"`
+	Speculative []Speculative  `json:"speculative"`
 	Memory      Memory         `json:"memory"`
 	Goals       []Goal         `json:"goals"`
 }
@@ -249,7 +251,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
-		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Goals: []Goal{}}}
+		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Speculative: []Speculative{}, Goals: []Goal{}}}
 	r.emu = opt.Emulation
 	if opt.Quick {
 		r.emu = Latency{r.emu.PrefillUS / 10, r.emu.DecodeUS / 10, r.emu.LMHeadUS / 10}
@@ -287,6 +289,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"stream", "streaming (in-process)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, false) }},
 		{"http", "streaming (HTTP, SSE)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, true) }},
 		{"prefix", "prefix cache", r.prefixPhase},
+		{"speculative", "speculative decoding, off and on", r.speculativePhase},
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
 	} {
 		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
@@ -336,6 +339,12 @@ func goals(rep *Report) []Goal {
 	if rep.PrefixCache.Ratio > 0 {
 		g = append(g, goal("prefix_cache_ttft_ratio", rep.PrefixCache.Ratio, "<=", GoalPrefixRatio, "",
 			fmt.Sprintf("turn 2 after %d history tokens", rep.PrefixCache.HistoryTokens)))
+	}
+	for _, s := range rep.Speculative {
+		if s.Error == "" {
+			g = append(g, goal("speculative_decode_ratio/"+s.Workload, s.Ratio, ">=", s.Goal, "×",
+				fmt.Sprintf("decode tok/s on ÷ off, %d output tokens", s.OutputTokens)))
+		}
 	}
 	g = append(g, goal("go_side_rss_mb", float64(rep.Memory.GoSide)/(1<<20), "<=", GoalGoSideMB, "MiB",
 		"Go runtime memory (Sys − HeapReleased) after generation"))

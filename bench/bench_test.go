@@ -96,7 +96,10 @@ func TestRunScripted(t *testing.T) {
 			t.Errorf("goal %s missing from %+v", want, rep.Goals)
 		}
 	}
-	if !strings.Contains(progress.String(), "bench: [5/5] host time") {
+	if len(rep.Speculative) != 0 || !strings.Contains(progress.String(), "skipped: the model does not verify drafts") {
+		t.Errorf("speculative phase on a model without Verifier: %+v", rep.Speculative)
+	}
+	if !strings.Contains(progress.String(), "bench: [6/6] host time") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)

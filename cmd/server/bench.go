@@ -18,7 +18,6 @@ import (
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
-	"github.com/hexserve/hexserve/inference"
 	"github.com/rs/zerolog"
 )
 
@@ -153,7 +152,7 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	if !ok {
 		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
 	}
-	ld := bench.Loaded{Model: runnerCounters{Model: m, stats: o.Stats}, Tokenizer: tok}
+	ld := bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok}
 	arch, err := o.rt.Arch()
 	if err != nil || arch == "" {
 		arch = "v79"
@@ -164,14 +163,12 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	return ld, nil
 }
 
-// runnerCounters adapts a hexagon runner's Stats to bench.Counters.
-type runnerCounters struct {
-	inference.Model
-	stats func() hexagon.Stats
-}
+// runnerCounters adapts a hexagon runner's Stats to bench.Counters; the
+// runner's optional capabilities (inference.Verifier) stay visible.
+type runnerCounters struct{ *ownedRuntime }
 
 func (r runnerCounters) Counters() bench.Counters {
-	s := r.stats()
+	s := r.Stats()
 	var g bench.Counters
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time
