@@ -63,14 +63,14 @@ type Options struct {
 	Runs         int // requests per measurement; 0: 3 (quick: 1)
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
-	// Phases selects phases by key (tokenizer, stream, http, prefix,
-	// speculative, host);
+	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
+	// speculative, host, structured);
 	// nil: all (http only with HTTP).
 	Phases []string
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "speculative", "host"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -96,8 +96,10 @@ type Report struct {
 	Host        []HostTime     `json:"host_time"`
 	Streaming   []Streaming    `json:"streaming"`
 	PrefixCache PrefixCache    `json:"prefix_cache"`
+	KVStore     KVStoreBench   `json:"kv_store"`
 	Speculative []Speculative  `json:"speculative"`
 	Memory      Memory         `json:"memory"`
+	Structured  *Structured    `json:"structured,omitempty"`
 	Goals       []Goal         `json:"goals"`
 }
 
@@ -289,8 +291,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"stream", "streaming (in-process)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, false) }},
 		{"http", "streaming (HTTP, SSE)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, true) }},
 		{"prefix", "prefix cache", r.prefixPhase},
+		{"kvstore", "KV store (conversations taking turns)", r.kvStorePhase},
 		{"speculative", "speculative decoding, off and on", r.speculativePhase},
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
+		{"structured", "structured outputs (constraint per token, schema compile)", r.structuredPhase},
 	} {
 		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
 			phases = append(phases, p)
@@ -345,6 +349,17 @@ func goals(rep *Report) []Goal {
 			g = append(g, goal("speculative_decode_ratio/"+s.Workload, s.Ratio, ">=", s.Goal, "×",
 				fmt.Sprintf("decode tok/s on ÷ off, %d output tokens", s.OutputTokens)))
 		}
+	}
+	g = append(g, kvTurnGoals(rep.KVStore)...)
+	if st := rep.Structured; st != nil {
+		g = append(g, goal("constraint_us_per_token_p50", st.MaskUS.P50, "<=", GoalMaskMedianUS, "µs",
+			fmt.Sprintf("V = %d, uniformly random proposals", st.Vocab)),
+			goal("constraint_us_per_token_p99", st.MaskUS.P99, "<=", GoalMaskP99US, "µs", "wall clock"))
+		if st.MaskCPUUS.N > 0 {
+			g = append(g, goal("constraint_cpu_us_per_token_p99", st.MaskCPUUS.P99, "<=", GoalMaskP99US, "µs", "thread CPU time: descheduling excluded"))
+		}
+		g = append(g,
+			goal("schema_compile_ms", st.CompileMS.Max, "<=", GoalCompileMS, "ms", "slowest bench schema"))
 	}
 	g = append(g, goal("go_side_rss_mb", float64(rep.Memory.GoSide)/(1<<20), "<=", GoalGoSideMB, "MiB",
 		"Go runtime memory (Sys − HeapReleased) after generation"))

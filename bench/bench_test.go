@@ -37,7 +37,7 @@ func TestRunScripted(t *testing.T) {
 		Load: func() (Loaded, error) {
 			m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
 			m.Record(false)
-			return Loaded{Model: NoCounters(m), Tokenizer: tok, Dir: t.TempDir()}, nil
+			return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok, Dir: t.TempDir()}, nil
 		},
 	})
 	if err != nil {
@@ -91,7 +91,8 @@ func TestRunScripted(t *testing.T) {
 		names[g.Name] = true
 	}
 	for _, want := range []string{"host_us_per_decode_token/greedy", "host_us_per_decode_token/t0.7_p0.9_penalties",
-		"streaming_efficiency", "prefix_cache_ttft_ratio", "go_side_rss_mb", "tokenizer_mb_per_s"} {
+		"streaming_efficiency", "prefix_cache_ttft_ratio", "go_side_rss_mb", "tokenizer_mb_per_s",
+		"constraint_us_per_token_p50", "constraint_us_per_token_p99", "schema_compile_ms"} {
 		if !names[want] {
 			t.Errorf("goal %s missing from %+v", want, rep.Goals)
 		}
@@ -99,7 +100,13 @@ func TestRunScripted(t *testing.T) {
 	if len(rep.Speculative) != 0 || !strings.Contains(progress.String(), "skipped: the model does not verify drafts") {
 		t.Errorf("speculative phase on a model without Verifier: %+v", rep.Speculative)
 	}
-	if !strings.Contains(progress.String(), "bench: [6/6] host time") {
+	if k := rep.KVStore; k.Skipped != "" || len(k.Detail) != 2*3 || k.ShortTurns != 0 || k.Store.Entries != 2 || k.TTFTWithoutMS <= 0 {
+		t.Errorf("kv store %+v", k)
+	}
+	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
+		t.Errorf("structured %+v", st)
+	}
+	if !strings.Contains(progress.String(), "bench: [8/8] structured outputs") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)
@@ -110,7 +117,7 @@ func TestRunScripted(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"host_time", "streaming", "prefix_cache", "memory", "tokenizer", "goals", "throughput_native"} {
+	for _, k := range []string{"host_time", "streaming", "prefix_cache", "kv_store", "memory", "tokenizer", "goals", "throughput_native"} {
 		if back[k] == nil {
 			t.Errorf("JSON has no %q", k)
 		}
@@ -295,4 +302,34 @@ func TestRunPhases(t *testing.T) {
 	if len(rep.Goals) != 1 || rep.Goals[0].Name != "go_side_rss_mb" {
 		t.Errorf("goals %+v, want only go_side_rss_mb", rep.Goals)
 	}
+}
+
+// snapModel gives a model a KV cache of 4-byte rows (their position) that
+// the kvstore phase can save and restore.
+type snapModel struct {
+	Model
+	rows  [512 * 4]byte
+	valid int
+}
+
+func (m *snapModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	valid = min(valid, m.valid)
+	m.valid = len(seq)
+	l, _, err := m.Model.Eval(ctx, seq, valid)
+	return l, valid, err
+}
+
+func (m *snapModel) KVLayout() inference.KVLayout {
+	return inference.KVLayout{Identity: "scripted", RowBytes: 4}
+}
+
+func (m *snapModel) SaveKV(from, to int, dst []byte) error {
+	copy(dst, m.rows[from*4:to*4])
+	return nil
+}
+
+func (m *snapModel) RestoreKV(from int, src []byte) error {
+	copy(m.rows[from*4:], src)
+	m.valid = from + len(src)/4
+	return nil
 }

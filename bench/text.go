@@ -45,6 +45,17 @@ func WriteText(w io.Writer, rep *Report) error {
 	p("PREFIX CACHE\thistory %d tokens, turn 2 %d tokens (%d cached): TTFT %.1f ms cached, %.1f ms uncached, ratio %.3f",
 		pc.HistoryTokens, pc.Turn2Tokens, pc.CachedTokens, pc.TTFTCachedMS, pc.TTFTUncachedMS, pc.Ratio)
 	p("")
+	if k := rep.KVStore; k.Skipped != "" {
+		p("KV STORE\tskipped: %s", k.Skipped)
+	} else if k.Ratio > 0 {
+		p("KV STORE\t%d conversations × %d turns, %d-token replies: turns 2… TTFT %.1f ms with the store, %.1f ms without, ratio %.3f; %d turns short of their history; store %d entries, %s",
+			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
+		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
+		for _, d := range k.Detail {
+			p("  %d/%d\t%d\t%d\t%d / %d\t%.1f / %.1f", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, d.TTFTWithMS, d.TTFTWithoutMS)
+		}
+	}
+	p("")
 	if len(rep.Speculative) > 0 {
 		p("SPECULATIVE (decode tok/s)	prompt	output	off	on	ratio	goal	accepted/rejected")
 		for _, s := range rep.Speculative {
@@ -69,6 +80,11 @@ func WriteText(w io.Writer, rep *Report) error {
 	t := rep.Tokenizer
 	p("TOKENIZER\t%.2f MB/s p50 (%d bytes, %d tokens, %.0f tokens/s; HF reference %.1f MB/s)", t.MBps.P50, t.Bytes, t.Tokens, t.TokensPerS, t.Reference)
 	p("")
+	if st := rep.Structured; st != nil {
+		p("STRUCTURED\tV = %d: constraint %.1f µs/token p50, %.1f p99 wall (thread CPU %.1f p50, %.1f p99); %d tokens, %.0f%% needed the full mask; compile %.3f ms max; index %.0f ms once",
+			st.Vocab, st.MaskUS.P50, st.MaskUS.P99, st.MaskCPUUS.P50, st.MaskCPUUS.P99, st.Tokens, 100*st.FullMasks, st.CompileMS.Max, st.IndexMS)
+		p("")
+	}
 	p("GOAL\tmeasured\ttarget\tresult")
 	for _, g := range rep.Goals {
 		res := "PASS"

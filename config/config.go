@@ -83,6 +83,7 @@ type Libraries struct {
 type Engine struct {
 	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
 	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
+	KVCache     KVCache       `yaml:"kv_cache"`     // the store of many sequences' KV rows
 	Speculative Speculative   `yaml:"speculative"`
 }
 
@@ -92,6 +93,14 @@ type Speculative struct {
 	Enabled      bool `yaml:"enabled"`       // false: decode plainly, predictions ignored
 	PromptLookup bool `yaml:"prompt_lookup"` // draft from the prompt and the text so far
 	MaxDraft     int  `yaml:"max_draft"`     // draft tokens per verify call; 0: the planner's choice
+}
+
+// KVCache configures the KV store: saved KV rows of finished requests,
+// restored when a later prompt starts with them.
+type KVCache struct {
+	Memory ByteSize `yaml:"memory"` // host-memory budget; 0 turns the store off
+	Dir    string   `yaml:"dir"`    // spill directory; "" keeps entries in memory only
+	Disk   ByteSize `yaml:"disk"`   // budget of the files in dir
 }
 
 // Sampling holds the defaults for parameters a request leaves out.
@@ -142,6 +151,7 @@ func Default() Config {
 			PerfMode:  "burst",
 		},
 		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute,
+			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
 			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
@@ -236,6 +246,9 @@ func (c *Config) Validate() error {
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
+		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
+		{e.KVCache.Dir != "" && e.KVCache.Memory == 0, "engine.kv_cache.dir", "needs engine.kv_cache.memory > 0"},
+		{e.KVCache.Disk <= 0, "engine.kv_cache.disk", "must be > 0"},
 		{p.Temperature < 0 || p.Temperature > 2, "sampling.temperature", "must be in [0, 2]"},
 		{p.TopP < 0 || p.TopP > 1, "sampling.top_p", "must be in [0, 1]"},
 		{p.TopK < 0, "sampling.top_k", "must be >= 0"},

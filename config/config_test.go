@@ -29,6 +29,10 @@ func TestParseGood(t *testing.T) {
 			c.Engine.Timeout = 90 * time.Second
 			c.Engine.QueueLength = 1
 		}},
+		{"kv cache", "engine:\n  kv_cache:\n    memory: 64MiB\n    dir: /var/cache/hexserve\n    disk: 1GiB\n", func(c *Config) {
+			c.Engine.KVCache = KVCache{Memory: 64 << 20, Dir: "/var/cache/hexserve", Disk: 1 << 30}
+		}},
+		{"kv cache off", "engine:\n  kv_cache:\n    memory: 0\n", func(c *Config) { c.Engine.KVCache.Memory = 0 }},
 		{"cors", "server:\n  cors_origins: ['*', 'http://localhost:3000']\n", func(c *Config) {
 			c.Server.CORSOrigins = []string{"*", "http://localhost:3000"}
 		}},
@@ -86,6 +90,11 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  api_keys: ['']\n", "config: server.api_keys: must not contain empty keys"},
 		{"server:\n  cors_origins: [example.com]\n", "config: server.cors_origins:"},
 		{"engine:\n  queue_length: 0\n", "config: engine.queue_length: must be >= 1"},
+		{"engine:\n  kv_cache:\n    memory: -1\n", "config: engine.kv_cache.memory: must be >= 0"},
+		{"engine:\n  kv_cache:\n    memory: lots\n", "config: engine.kv_cache.memory:"},
+		{"engine:\n  kv_cache:\n    memory: 0\n    dir: /tmp/kv\n", "config: engine.kv_cache.dir: needs engine.kv_cache.memory > 0"},
+		{"engine:\n  kv_cache:\n    disk: 0\n", "config: engine.kv_cache.disk: must be > 0"},
+		{"engine:\n  kv_cache:\n    size: 1\n", "config: engine.kv_cache.size: unknown key"},
 		{"engine:\n  queue_length: many\n", "config: engine.queue_length:"},
 		{"engine:\n  timeout: 0s\n", "config: engine.timeout: must be > 0"},
 		{"model:\n  perf_mode: turbo\n", "config: model.perf_mode: must be burst, sustained or balanced"},

@@ -191,10 +191,9 @@ func TestErrors(t *testing.T) {
 				Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{128000, 1 << 20}}})
 			return err
 		}, 400, "", "prompt"},
-		{"tool_choice required", func() error {
+		{"tool_choice required without tools", func() error {
 			c := s.client()
 			p := chatParams(s.Model)
-			p.Tools = []openai.ChatCompletionToolUnionParam{weatherTool()}
 			p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
 			_, err := c.Chat.Completions.New(ctx, p)
 			return err

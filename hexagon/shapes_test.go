@@ -227,6 +227,15 @@ func TestOtherShapes(t *testing.T) {
 	}
 }
 
+// minGreedySteps is the fewest greedy steps checkShape must compare (fewer
+// only if it was asked for fewer): a reference whose early margins are within
+// the error bound would otherwise let the greedy check pass by comparing
+// nothing.
+const minGreedySteps = 8
+
+// checkShape compares the bundle in dir with ref: top-20 logits at the
+// checked positions through prefill windows and decode steps, then at least
+// minGreedySteps greedy steps through Eval.
 func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps int) {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	r, err := Open(Config{Bundle: dir, QNN: qcfg, Logger: log})
@@ -274,6 +283,10 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 			t.Logf("greedy compared for %d steps: step %d has margin %.3g", n, i, m)
 			break
 		}
+	}
+	if want := min(minGreedySteps, steps); n < want {
+		t.Errorf("greedy compared for only %d steps (want at least %d): the reference margin at step %d is within 2x the logit error %.3g; choose a prompt or shape with clearer margins",
+			n, want, n, worst)
 	}
 	seq := append([]int32(nil), ref.prompt...)
 	valid := 0

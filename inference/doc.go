@@ -21,6 +21,16 @@
 // reused. A failed Eval forgets the rows. Choices (Request.N) run one after
 // another and reuse the prompt's rows.
 //
+// # KV store
+//
+// With Config.KVStore and a model that is a KVSnapshotter, the worker saves
+// the committed rows of each finished request (only those the store lacks)
+// under Request.Owner and Request.CacheKey, and before a request's first
+// Eval restores owner's longest saved prefix of the prompt when it beats the
+// resident match. Restored rows count as reused in Usage.CachedTokens. Both
+// happen on the worker between model calls, so no request sees a cache that
+// is partly restored.
+//
 // # Context policy
 //
 // A prompt fits when prompt tokens + 1 ≤ ModelInfo.ContextLen; otherwise

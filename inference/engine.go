@@ -21,6 +21,9 @@ type Config struct {
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     zerolog.Logger
 	Now        func() time.Time // clock for timings; nil: time.Now
+	// KVStore, when set and the model is a KVSnapshotter, keeps the rows of
+	// finished requests for later ones (see KVStore).
+	KVStore KVStore
 	// Speculative configures speculative decoding (zero: off).
 	Speculative Speculative
 }
@@ -42,6 +45,7 @@ type Engine struct {
 	now   func() time.Time
 	log   zerolog.Logger
 	met   *metrics
+	kv    *kvStore // nil: no store
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -101,6 +105,9 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		e.now = time.Now
 	}
 	e.met = newMetrics(cfg.Registerer)
+	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
+		e.met.registerKV(cfg.Registerer, e.kv.store)
+	}
 	e.smp = newSampler(e.info.VocabSize)
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -253,6 +260,8 @@ func (e *Engine) validate(r *Request) error {
 		return bad("stop", "stop strings must not be empty")
 	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
 		return bad("top_logprobs", "top_logprobs must be between 0 and %d", MaxTopLogprobs)
+	case r.Constrain != nil && r.IgnoreEOS:
+		return bad("ignore_eos", "ignore_eos cannot be combined with structured outputs")
 	case r.Timeout < 0:
 		return bad("timeout", "the timeout must not be negative")
 	case !(p.Temperature >= 0 && p.Temperature <= 2):
@@ -434,7 +443,12 @@ func (e *Engine) run(j *job) {
 		started = c + 1
 		seq = seq[:len(req.Prompt)]
 		smp.startChoice()
-		e.det.reset(e.vocab, req.Stop)
+		var con Constraint
+		stops := req.Stop
+		if req.Constrain != nil {
+			con, stops = req.Constrain(), nil
+		}
+		e.det.reset(e.vocab, stops)
 		dr.startChoice()
 		finish = ""
 		for gen = 0; finish == ""; {
@@ -445,6 +459,9 @@ func (e *Engine) run(j *job) {
 			}
 			stepStart := e.now()
 			valid := commonPrefix(e.cached, seq)
+			if first {
+				valid = e.kv.restore(e, req.Owner, seq, valid)
+			}
 			if valid >= len(seq) {
 				valid = len(seq) - 1
 			}
@@ -492,7 +509,20 @@ func (e *Engine) run(j *job) {
 						break
 					}
 				}
-				tok, lp := smp.sample(logits, wantLP, top)
+				var tok int32
+				var lp *Logprob
+				if con != nil {
+					t0 := e.now()
+					tok, lp = smp.sampleConstrained(logits, wantLP, top, con)
+					if tok < 0 || con.Accept(tok) != nil {
+						finish, runErr = FinishError, errors.New("inference: the constraint allows no token")
+						e.emit(j, c, e.det.flush(), finish)
+						break
+					}
+					e.met.maskTime.Observe(e.now().Sub(t0).Seconds())
+				} else {
+					tok, lp = smp.sample(logits, wantLP, top)
+				}
 				take(c, tok, lp)
 				produced++
 				switch {
@@ -551,6 +581,7 @@ func (e *Engine) run(j *job) {
 		Int("prompt_tokens", usage.PromptTokens).Int("cached_tokens", usage.CachedTokens).
 		Int("completion_tokens", usage.CompletionTokens).Dur("queue_wait", tm.QueueWait).
 		Dur("prompt_eval", tm.PromptEval).Dur("generation", tm.Generation).Msg("request done")
+	e.kv.save(e, &req)
 	j.s.push(Event{Done: true, Finish: finish, Err: runErr, Usage: usage, Timings: tm})
 }
 

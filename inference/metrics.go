@@ -31,8 +31,12 @@ type metrics struct {
 	ttft            prometheus.Histogram
 	tpot            prometheus.Histogram
 	hostTime        prometheus.Histogram
+	maskTime        prometheus.Histogram
 	graphCalls      *prometheus.CounterVec
 	graphSeconds    *prometheus.CounterVec
+	kvHits          prometheus.Counter
+	kvMisses        prometheus.Counter
+	kvRestored      prometheus.Counter
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -61,17 +65,43 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
+		maskTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_constraint_seconds_per_token", Help: "Structured outputs: time to sample a token the constraint allows and advance it (check, mask when rejected).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
 		graphCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_graph_calls_total", Help: "Graph executions by graph."}, []string{"graph"}),
 		graphSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_graph_seconds_total", Help: "Graph execution time by graph."}, []string{"graph"}),
+		kvHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_kv_store_hits_total", Help: "Requests that restored rows from the KV store."}),
+		kvMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_kv_store_misses_total", Help: "Requests the KV store had nothing longer than the resident cache for."}),
+		kvRestored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_kv_store_restored_tokens_total", Help: "KV rows copied from the store into the model's cache."}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.graphCalls, m.graphSeconds)
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds)
 	}
 	return m
+}
+
+// registerKV exports the KV store's counters and size on r (nil: nothing).
+func (m *metrics) registerKV(r prometheus.Registerer, s KVStore) {
+	if r == nil {
+		return
+	}
+	gauge := func(name, help string, f func(KVStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(s.Stats()) })
+	}
+	r.MustRegister(m.kvHits, m.kvMisses, m.kvRestored,
+		gauge("hexserve_kv_store_entries", "Sequences held by the KV store in memory.", func(st KVStats) float64 { return float64(st.Entries) }),
+		gauge("hexserve_kv_store_bytes", "Bytes of KV rows held by the KV store in memory.", func(st KVStats) float64 { return float64(st.Bytes) }),
+		gauge("hexserve_kv_store_disk_entries", "Sequences saved in the KV store's directory.", func(st KVStats) float64 { return float64(st.DiskEntries) }),
+		gauge("hexserve_kv_store_disk_bytes", "Bytes of the KV store's files.", func(st KVStats) float64 { return float64(st.DiskBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hexserve_kv_store_evictions_total",
+			Help: "Entries evicted from memory (to disk when a directory is set)."}, func() float64 { return float64(s.Stats().Evictions) }))
 }
 
 // observeGraphs exports the model's graph timings, if it keeps them.

@@ -114,6 +114,13 @@ type KVSnapshotter interface {
 	// KVLayout describes one cache row (all layers, K and V, native dtype).
 	KVLayout() KVLayout
 	// SaveKV copies rows [from, to) into dst, len(dst) = (to-from)*RowBytes.
+	// Only committed rows may be saved (to <= the rows valid after the last
+	// Eval; never rows a Verify wrote past the accepted tokens). The row
+	// format is the model's own but must be self-contained per row: a model
+	// whose cache is not row-major (the .pte runner's per-layer K is
+	// transposed, [n_kv, hd, S]) gathers each row's elements on save and
+	// scatters them on restore, so saved rows survive a change of graphs
+	// (re-striding) in between.
 	SaveKV(from, to int, dst []byte) error
 	// RestoreKV copies src into rows [from, from+len(src)/RowBytes); the
 	// next Eval may then pass valid up to that row.

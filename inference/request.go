@@ -18,6 +18,10 @@ type Request struct {
 	Timeout     time.Duration // generation time limit; 0: the engine's default
 	// IgnoreEOS keeps generating past end-of-turn tokens (benchmarks).
 	IgnoreEOS bool
+	// Constrain, when set, makes one Constraint per choice: only tokens it
+	// allows are sampled, so a choice that finishes with FinishStop is a
+	// complete value of its grammar. Stop strings do not apply.
+	Constrain func() Constraint
 	// Owner identifies who sent the request (a hash of the API key; empty
 	// without keys). KV rows computed for one owner are never reused for, nor
 	// reported as cached to, another (prefix cache and KV store alike).
@@ -26,6 +30,24 @@ type Request struct {
 	// draft for speculative decoding on models that verify drafts. It never
 	// changes the output, only how fast it comes.
 	Prediction string
+	// CacheKey is the client's hint for the KV store (prompt_cache_key, else
+	// user): the owner's entry saved under the same key is replaced by this
+	// request's, so a conversation keeps one branch. It never widens what a
+	// request may reuse.
+	CacheKey string
+}
+
+// Constraint restricts the tokens of one choice (structured outputs). The
+// sampler first checks the token it drew with Allowed and builds the full
+// Mask only when that token is rejected; every emitted token goes through
+// Accept. End-of-turn tokens are allowed only when Complete.
+type Constraint interface {
+	Allowed(id int32) bool
+	// Mask sets in allowed (one bit per vocabulary id) exactly the
+	// tokens Allowed accepts.
+	Mask(allowed []uint64)
+	Accept(id int32) error
+	Complete() bool
 }
 
 // Sampling holds the per-request sampling parameters. The zero value is greedy.

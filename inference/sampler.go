@@ -2,6 +2,7 @@ package inference
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -86,6 +87,8 @@ type sampler struct {
 	bKey   int  // top_p's crossing group (-1: none)
 	bKept  int  // its kept ids (the lowest), unless bList
 	bList  bool // its kept tokens are in pbuf
+
+	mask []uint64 // a Constraint's allowed tokens
 }
 
 // wcand is a candidate and its weight.
@@ -454,6 +457,75 @@ func (s *sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
 	if !wantLP {
 		return id, nil
 	}
+	return id, s.logprobs(l, id, top)
+}
+
+// sampleConstrained draws a token that c allows. It samples as usual and
+// keeps the token if c allows it; otherwise it samples again among the
+// allowed tokens only. For temperature sampling without top_k/top_p/min_p
+// this is exactly the masked distribution (rejection sampling); greedy
+// picks the best allowed token. Logprobs are of the raw distribution, as
+// without a constraint. It reports -1 when c allows nothing.
+func (s *sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint) (int32, *Logprob) {
+	id, lp := s.sample(l, wantLP, top)
+	if c.Allowed(id) {
+		return id, lp
+	}
+	if len(s.mask) == 0 {
+		s.mask = make([]uint64, (l.Len()+63)/64)
+	}
+	c.Mask(s.mask)
+	cs := s.cands[:0]
+	m := float32(math.Inf(-1))
+	for w, word := range s.mask {
+		for word != 0 {
+			i := int32(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			r := l.At(int(i))
+			if r != r {
+				continue
+			}
+			v := s.adjust(r, i)
+			cs = append(cs, cand{i, v})
+			m = max(m, v)
+		}
+	}
+	if len(cs) == 0 {
+		for w, word := range s.mask { // only NaN logits: the first allowed
+			if word != 0 {
+				return int32(w*64 + bits.TrailingZeros64(word)), nil
+			}
+		}
+		return -1, nil
+	}
+	s.cands, s.m, s.big = cs, m, false
+	if s.p.Temperature <= 0 {
+		best := cs[0]
+		for _, x := range cs[1:] {
+			if better(x, best) {
+				best = x
+			}
+		}
+		id = best.id
+	} else {
+		kept, ws := s.filter()
+		var z float64
+		for _, w := range ws {
+			z += w
+		}
+		u := s.rng.Float64() * z
+		id = kept[len(kept)-1].id
+		for i, w := range ws {
+			if u -= w; u < 0 {
+				id = kept[i].id
+				break
+			}
+		}
+	}
+	if !wantLP {
+		return id, nil
+	}
+	s.prepare(l, true)
 	return id, s.logprobs(l, id, top)
 }
 

@@ -181,6 +181,9 @@ func TestSpeculativeEquivalence(t *testing.T) {
 		{"penalties and bias", inference.Request{MaxTokens: 40, N: 2, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed,
 			PresencePenalty: 0.5, FrequencyPenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: map[int32]float32{4: 2}}}},
 		{"stop", inference.Request{MaxTokens: 40, Stop: []string{"th"}}},
+		{"constrained", inference.Request{MaxTokens: 40, Constrain: func() inference.Constraint { return &banConstraint{} }}},
+		{"constrained seeded", inference.Request{MaxTokens: 40, Sampling: inference.Sampling{Temperature: 1, Seed: &seed},
+			Constrain: func() inference.Constraint { return &banConstraint{} }}},
 		{"to the end of the context", inference.Request{}},
 	}
 	for _, sm := range samplings {
@@ -222,6 +225,27 @@ func TestSpeculativeEquivalence(t *testing.T) {
 		}
 	}
 }
+
+// banConstraint forbids every third token id (and counts what it accepted).
+type banConstraint struct{ n int }
+
+func (c *banConstraint) Allowed(id int32) bool { return id == specEOT || id%3 != 0 }
+func (c *banConstraint) Mask(allowed []uint64) {
+	clear(allowed)
+	for id := range specEOT + 1 {
+		if c.Allowed(id) {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+}
+func (c *banConstraint) Accept(id int32) error {
+	if !c.Allowed(id) {
+		return errors.New("banned")
+	}
+	c.n++
+	return nil
+}
+func (c *banConstraint) Complete() bool { return true }
 
 func equalChoices(a, b []inference.Choice) bool {
 	return slices.EqualFunc(a, b, func(x, y inference.Choice) bool {

@@ -3,6 +3,8 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -32,6 +34,9 @@ type Params struct {
 	Defaults inference.Sampling
 	// MaxTokens is the default completion limit; 0: until the context ends.
 	MaxTokens int
+	// Constrainer enforces structured outputs (response_format, forced
+	// tool calls); nil: they are refused.
+	Constrainer Constrainer
 	// Date is the chat template's date when the request gives none; ""
 	// means the template default (chat.DefaultDate).
 	Date string
@@ -90,7 +95,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	}
 	g.Request.Logprobs = logprobs
 
-	toolsOn, err := toolChoice(r.ToolChoice)
+	mode, err := toolChoice(r.ToolChoice)
 	if err != nil {
 		return nil, err
 	}
@@ -103,12 +108,29 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
+	apiNames := names // forced calls follow the API's tools, whatever the template shows
 	if k := r.ChatTemplateKwargs; k != nil && len(k.CustomTools) > 0 {
 		names = customToolNames(tools)
 	}
-	if toolsOn && len(tools) > 0 {
+	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools = names
+	}
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false)
+	if err != nil {
+		return nil, err
+	}
+	if mode.required {
+		if gr != nil {
+			return nil, invalid("response_format", "response_format cannot be combined with tool_choice %q", "required")
+		}
+		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
+		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel); err != nil {
+			return nil, err
+		}
+	}
+	if err := constrain(g, gr, p); err != nil {
+		return nil, err
 	}
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
@@ -138,6 +160,13 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 		p.MaxTokens = DefaultCompletionMaxTokens
 	}
 	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {
+		return nil, err
+	}
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false)
+	if err != nil {
+		return nil, err
+	}
+	if err := constrain(g, gr, p); err != nil {
 		return nil, err
 	}
 	if r.Logprobs != nil {
@@ -195,6 +224,20 @@ func setMaxTokens(g *Generation, v *int, param string, p Params) error {
 		g.Request.MaxTokens = *v
 	}
 	return nil
+}
+
+// cacheKey is the KV store's hint: prompt_cache_key, else user (which
+// OpenAI's prompt_cache_key replaces); a long one is kept as its hash.
+func cacheKey(c *CommonParams) string {
+	k := c.PromptCacheKey
+	if k == "" {
+		k = c.User
+	}
+	if len(k) > 64 {
+		sum := sha256.Sum256([]byte(k))
+		k = "sha256:" + hex.EncodeToString(sum[:16])
+	}
+	return k
 }
 
 // common validates the shared parameters into g.
@@ -258,6 +301,7 @@ func common(c *CommonParams, p Params, g *Generation) error {
 		}
 	}
 	g.Request.Sampling = s
+	g.Request.CacheKey = cacheKey(c)
 	g.Request.N = 1
 	if c.N != nil {
 		if *c.N < 1 || *c.N > MaxN {
@@ -335,17 +379,6 @@ func isNull(raw json.RawMessage) bool {
 
 // rejectUnsupportedChat refuses the options this server cannot honour.
 func rejectUnsupportedChat(r *ChatCompletionRequest) error {
-	if !isNull(r.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil {
-			return invalid("response_format", "response_format must be an object with a type")
-		}
-		if rf.Type != "text" {
-			return invalid("response_format.type", "response_format type %q is not supported (no constrained decoding); only \"text\"", rf.Type)
-		}
-	}
 	switch {
 	case !isNull(r.Audio):
 		return invalid("audio", "audio output is not supported by this model")
@@ -360,26 +393,6 @@ func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 		}
 	}
 	return nil
-}
-
-// toolChoice reports whether tools are offered to the model.
-func toolChoice(raw json.RawMessage) (bool, error) {
-	if isNull(raw) {
-		return true, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return false, invalid("tool_choice", "forcing a named function with tool_choice is not supported (no constrained decoding); use \"auto\" or \"none\"")
-	}
-	switch s {
-	case "auto":
-		return true, nil
-	case "none":
-		return false, nil
-	case "required":
-		return false, invalid("tool_choice", "tool_choice \"required\" is not supported (no constrained decoding); use \"auto\" or \"none\"")
-	}
-	return false, invalid("tool_choice", "tool_choice must be \"auto\", \"none\" or an object, got %q", s)
 }
 
 // toolNames checks the tool definitions and returns their function names.

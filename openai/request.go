@@ -45,6 +45,8 @@ type CompletionRequest struct {
 	Echo      bool    `json:"echo"`
 	Suffix    *string `json:"suffix"`
 	BestOf    *int    `json:"best_of"`
+	// ResponseFormat is chat completions' response_format (an extension).
+	ResponseFormat json.RawMessage `json:"response_format"`
 	CommonParams
 }
 
@@ -62,6 +64,7 @@ type CommonParams struct {
 	Stream            bool               `json:"stream"`
 	StreamOptions     *StreamOptions     `json:"stream_options"`
 	User              string             `json:"user"`
+	PromptCacheKey    string             `json:"prompt_cache_key"`
 	TopK              *int               `json:"top_k"`
 	MinP              *float64           `json:"min_p"`
 	RepetitionPenalty *float64           `json:"repetition_penalty"`

@@ -234,6 +234,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	}
 	g := &ResponseGeneration{Store: r.Store == nil || *r.Store}
 	c := CommonParams{Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User}
+	c.PromptCacheKey = r.PromptCacheKey // the KV store's hint, as on chat completions
 	if err := common(&c, p.Params, &g.Generation); err != nil {
 		return nil, err
 	}
@@ -243,15 +244,21 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p.Params); err != nil {
 		return nil, err
 	}
-	if err := constrainFormat(r.Text, &g.Request); err != nil {
-		return nil, err
-	}
 	tools, err := responseTools(r.Tools)
 	if err != nil {
 		return nil, err
 	}
-	toolsOn, err := toolChoice(r.ToolChoice)
+	mode, err := toolChoice(r.ToolChoice)
 	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		var f struct{ Function struct{ Name string } }
+		_ = json.Unmarshal(t, &f)
+		names[i] = f.Function.Name
+	}
+	if err := constrainResponse(&g.Generation, r, tools, names, mode, p.Params); err != nil {
 		return nil, err
 	}
 	truncation := "disabled"
@@ -278,14 +285,9 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	}
 
 	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
-	if toolsOn && len(tools) > 0 {
+	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
-		g.Tools = make([]string, len(tools))
-		for i, t := range tools {
-			var f struct{ Function struct{ Name string } }
-			_ = json.Unmarshal(t, &f)
-			g.Tools[i] = f.Function.Name
-		}
+		g.Tools = names
 	}
 	var system []chat.Message
 	if r.Instructions != nil && *r.Instructions != "" {
@@ -347,26 +349,28 @@ func optional(s string) *string {
 	return &s
 }
 
-// constrainFormat applies text.format to the engine request. It is the one
-// place to wire in constrained decoding: json_object and json_schema are
-// refused until the engine has a constraint to turn them into.
-func constrainFormat(t *TextConfig, _ *inference.Request) error {
-	if t == nil || isNull(t.Format) {
-		return nil
+// constrainResponse applies text.format (json_object, json_schema) or a
+// forced tool call (tool_choice "required" or a named function) through the
+// constrained decoder, as chat completions' response_format and tool_choice.
+func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p Params) error {
+	var format json.RawMessage
+	if r.Text != nil {
+		format = r.Text.Format
 	}
-	var f struct {
-		Type string `json:"type"`
+	gr, err := FormatGrammar(format, "text.format", true)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(t.Format, &f); err != nil {
-		return invalid("text.format", "text.format must be an object with a type")
+	if mode.required {
+		if gr != nil {
+			return invalid("text.format", "text.format cannot be combined with a forced tool_choice")
+		}
+		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
+		if gr, err = toolGrammar(tools, names, mode, parallel); err != nil {
+			return err
+		}
 	}
-	switch f.Type {
-	case "text":
-		return nil
-	case "json_object", "json_schema":
-		return invalid("text.format.type", "text.format type %q is not supported yet (no constrained decoding); only \"text\"", f.Type)
-	}
-	return invalid("text.format.type", "text.format type must be \"text\", \"json_object\" or \"json_schema\", got %q", f.Type)
+	return constrain(g, gr, p)
 }
 
 // checkMetadata applies OpenAI's metadata limits: at most 16 pairs, keys up

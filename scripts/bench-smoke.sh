@@ -39,7 +39,7 @@ check() { # validate JSON and required keys with whatever is installed
 		python3 - "$1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-need = {"bundle", "model", "workload", "tokenizer", "throughput_native", "host_time", "streaming", "prefix_cache", "memory", "goals"}
+need = {"bundle", "model", "workload", "tokenizer", "throughput_native", "host_time", "streaming", "prefix_cache", "kv_store", "memory", "goals"}
 missing = need - r.keys()
 assert not missing, f"missing keys: {sorted(missing)}"
 assert len(r["host_time"]) == 2 and all(h["total_us"]["n"] > 0 for h in r["host_time"]), "host_time"
@@ -47,6 +47,8 @@ assert {s["transport"] for s in r["streaming"]} == {"in-process", "http-sse"}, "
 for s in r["streaming"]:
     assert not s.get("error"), f"{s['transport']}: {s['error']}"
 assert r["prefix_cache"]["history_tokens"] >= 400, "prefix_cache"
+kv = r["kv_store"]
+assert not kv.get("skipped") and len(kv["detail"]) == kv["conversations"] * kv["turns"], "kv_store"
 assert len(r["memory"]["snapshots"]) == 3 and r["memory"]["mapped_files"], "memory"
 assert r["goals"] and all({"name", "measured", "target", "pass"} <= g.keys() for g in r["goals"]), "goals"
 for g in r["goals"]:

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/rs/zerolog"
@@ -69,8 +70,18 @@ func checkModel(m *Model, id string) error {
 // stops when r's client goes away or the prompt cannot fit m's context.
 func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString(), Context: r.Context(),
+		Date: s.opts.DateString(), Context: r.Context(), Constrainer: s.constrainer(m),
 		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
+}
+
+// constrainer enforces structured outputs with m's vocabulary and records
+// the compile time.
+func (s *Server) constrainer(m *Model) openai.Constrainer {
+	c := openai.NewConstrainer(m.grammar)
+	return func(g *grammar.Grammar) func() inference.Constraint {
+		s.metrics.compile.Observe(g.CompileTime().Seconds())
+		return c(g)
+	}
 }
 
 // generate submits g and writes either the whole response (build) or an SSE

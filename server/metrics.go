@@ -10,6 +10,7 @@ type metrics struct {
 	inFlight prometheus.Gauge
 	// streamTimeouts counts streams dropped after Options.StreamWriteTimeout.
 	streamTimeouts prometheus.Counter
+	compile        prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,11 +28,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hexserve_http_requests_in_flight",
 			Help: "HTTP requests being served.",
 		}),
+		compile: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hexserve_schema_compile_seconds",
+			Help:    "Structured outputs: compiling a response_format schema or forced tool set to a grammar.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 2, 16), // 10 µs … 0.3 s
+		}),
 	}
 	m.streamTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hexserve_http_stream_write_timeouts_total",
 		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
 	})
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts)
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile)
 	return m
 }

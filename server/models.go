@@ -22,7 +22,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 		fallthrough
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		body := map[string]any{"status": "ok"}
+		if m.Engine != nil {
+			if st, ok := m.Engine.KVStats(); ok {
+				body["kv_cache"] = st
+			}
+		}
+		writeJSON(w, http.StatusOK, body)
 	}
 }
 

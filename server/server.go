@@ -13,10 +13,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -70,6 +72,21 @@ type Model struct {
 	Engine *inference.Engine
 	// Health reports a failed engine; nil means always healthy.
 	Health func() error
+
+	grammarOnce  sync.Once
+	grammarVocab *grammar.Vocab // built on the first structured output
+}
+
+// grammar returns the vocabulary index for structured outputs.
+func (m *Model) grammar() *grammar.Vocab {
+	m.grammarOnce.Do(func() {
+		var eos []int32
+		if m.Engine != nil {
+			eos = m.Engine.Info().EOS
+		}
+		m.grammarVocab = grammar.VocabOf(m.Tokenizer, eos)
+	})
+	return m.grammarVocab
 }
 
 // Server routes HTTP requests. It is an http.Handler.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -29,31 +30,44 @@ func runMkmodel(args []string) int {
 type mkmodelOptions struct {
 	config, preset, out, name, tokenizer, arch string
 	weights, contract, io, kv, mask, layout    string
-	prefillChunk, ctx                          int
+	format, logits, tensors                    string
+	prefillChunk, ctx, shards                  int
 }
+
+// Flags that only one --format takes.
+var (
+	bundleOnly = []string{"contract", "io", "mask", "tensors", "layout", "arch"}
+	pteOnly    = []string{"logits", "shards"}
+)
 
 func mkmodel(args []string, stdout, stderr io.Writer) int {
 	var o mkmodelOptions
 	fs := flag.NewFlagSet("mkmodel", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "", "Hugging Face config.json with init_seed (or a golden file: its \"config\" key is used)")
-	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model) or llama-3.2-1b (the full 1B shape)")
-	fs.StringVar(&o.out, "out", "", "bundle directory to write (required); files go to OUT/ARCH/")
-	fs.StringVar(&o.name, "name", "", "model.name in the manifest (default from the preset or config)")
+	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/) or pte (ExecuTorch static-llama OUT/NAME.pte)")
+	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model), llama-3.2-1b or llama-3.2-3b (full shapes)")
+	fs.StringVar(&o.out, "out", "", "directory to write (required); a bundle goes to OUT/ARCH/, a .pte to OUT/NAME.pte")
+	fs.StringVar(&o.name, "name", "", "model name: the manifest's model.name, or the .pte file name (default from the preset or config)")
 	fs.StringVar(&o.weights, "weights", "int8", "weight storage: f16 or int8 (per-row, like W8A16 bundles)")
 	fs.IntVar(&o.prefillChunk, "prefill-chunk", 128, "rows per prefill call (AR)")
-	fs.IntVar(&o.ctx, "ctx", 512, "context length (KV slots, max_ctx)")
-	fs.StringVar(&o.contract, "contract", "qhexrt", "graph contract: qhexrt or chunked")
-	fs.StringVar(&o.io, "io", "f16", "graph I/O data type for x, cos, sin, y and logits: f32, f16 or u16 (16-bit fixed point)")
-	fs.StringVar(&o.kv, "kv", "f16", "KV cache data type (past_*/new_*): f32 or f16")
-	fs.StringVar(&o.mask, "mask", "additive", "attention mask encoding: additive or u16")
-	fs.StringVar(&o.layout, "layout", "split", "context binaries: split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
+	fs.IntVar(&o.ctx, "ctx", 0, "context length (KV slots, max_ctx; the .pte mask width) (default 512 for bundle, 2048 for pte)")
+	fs.StringVar(&o.contract, "contract", "qhexrt", "bundle only: graph contract, qhexrt or chunked")
+	fs.StringVar(&o.io, "io", "f16", "bundle only: graph I/O data type for x, cos, sin, y and logits, f32, f16 or u16 (16-bit fixed point)")
+	fs.StringVar(&o.kv, "kv", "", "KV cache data type: bundle f32 or f16 (default f16); pte u8, u16 or f32 (default u8)")
+	fs.StringVar(&o.logits, "logits", "u16", "pte only: logits data type, u16 (16-bit fixed point) or f32")
+	fs.IntVar(&o.shards, "shards", 1, "pte only: contexts the layers are split over (as evenly as possible, earlier shards take the remainder)")
+	fs.StringVar(&o.mask, "mask", "additive", "bundle only: attention mask encoding, additive or u16")
+	fs.StringVar(&o.tensors, "tensors", "", "bundle only: graph tensor names, as KEY=NAME,... with the manifest's hexserve.tensors keys (x, cos, sin, cmask, y, past_k, past_v, new_k, new_v; {i} = layer); unset keys keep the defaults")
+	fs.StringVar(&o.layout, "layout", "split", "bundle only: context binaries, split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
 	fs.StringVar(&o.tokenizer, "tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json", "tokenizer.json to copy (LICENSE and NOTICE are copied from its folder)")
-	fs.StringVar(&o.arch, "arch", "v79", "DSP architecture folder (hostsim emulates v79)")
+	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b | --config FILE) --out DIR [flags]")
-		fmt.Fprintln(stderr, "Writes DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
-		fmt.Fprintln(stderr, "for a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim.")
+		fmt.Fprintln(stderr, "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte] [flags]")
+		fmt.Fprintln(stderr, "Writes a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim:")
+		fmt.Fprintln(stderr, "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
+		fmt.Fprintln(stderr, "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
+		fmt.Fprintln(stderr, "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -64,8 +78,30 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hexserve mkmodel: unexpected argument %q\n", rest[0])
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	wrong := pteOnly
+	switch o.format {
+	case "bundle":
+		o.ctx, o.kv = cmp.Or(o.ctx, 512), cmp.Or(o.kv, "f16")
+	case "pte":
+		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), bundleOnly
+	default:
+		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle or pte\n", o.format)
+		return 2
+	}
+	for _, f := range wrong {
+		if set[f] {
+			fmt.Fprintf(stderr, "hexserve mkmodel: --%s does not apply to --format %s\n", f, o.format)
+			return 2
+		}
+	}
 	start := time.Now()
-	dir, err := writeBundle(o, stderr)
+	write := writeBundle
+	if o.format == "pte" {
+		write = writePTE
+	}
+	dir, err := write(o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
 		return 1
@@ -106,47 +142,87 @@ type bundlePlan struct {
 	hyper                   simfile.Hyper
 	prefill, decode, lmhead simfile.Graph
 	weights                 simfile.WeightFormat
+	tensors                 bundle.Tensors
 	tokDir                  string
 	manifest                *bundle.Manifest
 }
 
-func planBundle(o mkmodelOptions) (*bundlePlan, error) {
-	var p bundlePlan
-	var err error
-	source := ""
+// modelConfig resolves --preset / --config and fills in o.name's default.
+func modelConfig(o *mkmodelOptions) (cfg tinyllama.Config, source string, err error) {
 	switch {
 	case o.config != "" && o.preset != "":
-		return nil, errors.New("give --config or --preset, not both")
+		return cfg, "", errors.New("give --config or --preset, not both")
 	case o.config != "":
-		if p.cfg, err = tinyllama.LoadConfig(o.config); err != nil {
-			return nil, err
+		if cfg, err = tinyllama.LoadConfig(o.config); err != nil {
+			return cfg, "", err
 		}
 		source = "config " + o.config
 		if o.name == "" {
 			o.name = "tinyllama-" + strings.TrimSuffix(filepath.Base(o.config), ".json")
 		}
 	case o.preset != "":
-		if p.cfg, err = tinyllama.Preset(o.preset); err != nil {
-			return nil, err
+		if cfg, err = tinyllama.Preset(o.preset); err != nil {
+			return cfg, "", err
 		}
 		source = "preset " + o.preset
 		if o.name == "" {
-			o.name = map[string]string{"tiny": "tinyllama-public", "llama-3.2-1b": "tinyllama-llama-3.2-1b"}[o.preset]
+			o.name = map[string]string{"tiny": "tinyllama-public", "llama-3.2-1b": "tinyllama-llama-3.2-1b",
+				"llama-3.2-3b": "tinyllama-llama-3.2-3b"}[o.preset]
 		}
 	default:
-		return nil, errors.New("one of --preset or --config is required")
+		return cfg, "", errors.New("one of --preset or --config is required")
 	}
 	if o.out == "" {
-		return nil, errors.New("--out is required")
+		return cfg, "", errors.New("--out is required")
+	}
+	return cfg, source, nil
+}
+
+// weightFormat maps --weights.
+func weightFormat(w string) (simfile.WeightFormat, error) {
+	switch w {
+	case "f16":
+		return simfile.WeightF16, nil
+	case "int8":
+		return simfile.WeightInt8, nil
+	}
+	return 0, fmt.Errorf("--weights %q: want f16 or int8", w)
+}
+
+// tokenizerDir checks that --tokenizer and the LICENSE and NOTICE beside it exist.
+func tokenizerDir(o mkmodelOptions) (string, error) {
+	dir := filepath.Dir(o.tokenizer)
+	for _, f := range []string{o.tokenizer, filepath.Join(dir, "LICENSE"), filepath.Join(dir, "NOTICE")} {
+		if _, err := os.Stat(f); err != nil {
+			return "", fmt.Errorf("tokenizer files: %w (run from the repository root or pass --tokenizer)", err)
+		}
+	}
+	return dir, nil
+}
+
+// copyTokenizer copies tokenizer.json, LICENSE and NOTICE into dir.
+func copyTokenizer(o mkmodelOptions, tokDir, dir string, cfg tinyllama.Config, stderr io.Writer) error {
+	for _, c := range [][2]string{{o.tokenizer, "tokenizer.json"}, {filepath.Join(tokDir, "LICENSE"), "LICENSE"}, {filepath.Join(tokDir, "NOTICE"), "NOTICE"}} {
+		if err := copyFile(c[0], filepath.Join(dir, c[1])); err != nil {
+			return err
+		}
+	}
+	if n, err := tokenizerVocab(o.tokenizer); err == nil && n > cfg.VocabSize {
+		fmt.Fprintf(stderr, "hexserve mkmodel: warning: the tokenizer has %d tokens but the model's vocab_size is %d\n", n, cfg.VocabSize)
+	}
+	return nil
+}
+
+func planBundle(o mkmodelOptions) (*bundlePlan, error) {
+	var p bundlePlan
+	var err error
+	var source string
+	if p.cfg, source, err = modelConfig(&o); err != nil {
+		return nil, err
 	}
 	cfg := p.cfg
-	switch o.weights {
-	case "f16":
-		p.weights = simfile.WeightF16
-	case "int8":
-		p.weights = simfile.WeightInt8
-	default:
-		return nil, fmt.Errorf("--weights %q: want f16 or int8", o.weights)
+	if p.weights, err = weightFormat(o.weights); err != nil {
+		return nil, err
 	}
 	iot, ok := ioTypes[o.io]
 	if !ok {
@@ -177,6 +253,9 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 	if o.layout != "split" && o.layout != "shared" {
 		return nil, fmt.Errorf("--layout %q: want split or shared", o.layout)
 	}
+	if p.tensors, err = parseTensorNames(o.tensors); err != nil {
+		return nil, err
+	}
 	if o.ctx <= 0 || o.prefillChunk <= 0 || o.prefillChunk > o.ctx {
 		return nil, fmt.Errorf("need 0 < --prefill-chunk (%d) <= --ctx (%d)", o.prefillChunk, o.ctx)
 	}
@@ -186,22 +265,19 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 	if o.arch == "" || o.arch[0] != 'v' {
 		return nil, fmt.Errorf("--arch %q: want vNN, e.g. v79", o.arch)
 	}
-	p.tokDir = filepath.Dir(o.tokenizer)
-	for _, f := range []string{o.tokenizer, filepath.Join(p.tokDir, "LICENSE"), filepath.Join(p.tokDir, "NOTICE")} {
-		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("tokenizer files: %w (run from the repository root or pass --tokenizer)", err)
-		}
+	if p.tokDir, err = tokenizerDir(o); err != nil {
+		return nil, err
 	}
 
 	p.hyper = simfile.Hyper{Hidden: cfg.HiddenSize, Layers: cfg.NumHiddenLayers, Heads: cfg.NumAttentionHeads,
 		KVHeads: cfg.NumKeyValueHeads, HeadDim: cfg.HeadDim, FFN: cfg.IntermediateSize, Vocab: cfg.VocabSize,
 		Ctx: o.ctx, RMSEps: float32(cfg.RMSNormEps), TiedLMHead: cfg.TieWordEmbeddings}
 	p.prefill, p.decode, p.lmhead = simfile.DefaultGraphs(p.hyper, contract, o.prefillChunk, iot, kvt, mask)
-	ranges := map[string]float32{"x": rangeX, "cos": 1, "sin": 1, "y": rangeY}
+	ranges := map[simfile.Role]float32{simfile.RoleX: rangeX, simfile.RoleCos: 1, simfile.RoleSin: 1, simfile.RoleY: rangeY}
 	for _, g := range []*simfile.Graph{&p.prefill, &p.decode} {
 		for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
 			for i := range ts {
-				if r, ok := ranges[ts[i].Name]; ok {
+				if r, ok := ranges[ts[i].Role]; ok {
 					fixed16(&ts[i], r)
 				}
 			}
@@ -209,13 +285,51 @@ func planBundle(o mkmodelOptions) (*bundlePlan, error) {
 	}
 	fixed16(&p.lmhead.Inputs[0], rangeY) // the lm-head reads y
 	fixed16(&p.lmhead.Outputs[0], rangeLogits)
+	nameTensors(&p.prefill, p.tensors)
+	nameTensors(&p.decode, p.tensors)
 
-	p.manifest = manifestFor(o, cfg, source)
+	p.manifest = manifestFor(o, cfg, source, p.tensors)
 	return &p, nil
 }
 
+// parseTensorNames reads --tensors (KEY=NAME,...) over bundle.DefaultTensors.
+func parseTensorNames(s string) (bundle.Tensors, error) {
+	t := bundle.DefaultTensors()
+	fields := map[string]*string{"x": &t.X, "cos": &t.Cos, "sin": &t.Sin, "cmask": &t.CMask, "y": &t.Y,
+		"past_k": &t.PastK, "past_v": &t.PastV, "new_k": &t.NewK, "new_v": &t.NewV}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		dst := fields[k]
+		if !ok || dst == nil || v == "" {
+			return t, fmt.Errorf("--tensors %q: want KEY=NAME,... with keys x, cos, sin, cmask, y, past_k, past_v, new_k, new_v", kv)
+		}
+		*dst = v
+	}
+	for _, per := range []string{t.PastK, t.PastV, t.NewK, t.NewV} {
+		if !strings.Contains(per, "{i}") {
+			return t, fmt.Errorf("--tensors: per-layer name %q needs {i} (the layer index)", per)
+		}
+	}
+	return t, nil
+}
+
+// nameTensors names g's tensors by role from t.
+func nameTensors(g *simfile.Graph, t bundle.Tensors) {
+	names := map[simfile.Role]string{simfile.RoleX: t.X, simfile.RoleCos: t.Cos, simfile.RoleSin: t.Sin,
+		simfile.RoleCMask: t.CMask, simfile.RoleY: t.Y, simfile.RolePastK: t.PastK, simfile.RolePastV: t.PastV,
+		simfile.RoleNewK: t.NewK, simfile.RoleNewV: t.NewV}
+	for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
+		for i := range ts {
+			ts[i].Name = bundle.Layer(names[ts[i].Role], ts[i].Layer)
+		}
+	}
+}
+
 // manifestFor builds the manifest mkmodel writes.
-func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string) *bundle.Manifest {
+func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string, tensors bundle.Tensors) *bundle.Manifest {
 	contexts := map[string]bundle.Context{"prefill": {Bin: "prefill.bin"}, "decode": {Bin: "decode.bin"}, "lmhead": {Bin: "lmhead.bin"}}
 	if o.layout == "shared" {
 		contexts = map[string]bundle.Context{"shared": {Bin: "model.bin"}, "lmhead": {Bin: "lmhead.bin"}}
@@ -230,7 +344,6 @@ func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string) *bundle.
 		rs = bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
 			HighFreqFactor: s.HighFreqFactor, OriginalMaxPositionEmbeddings: s.OriginalMaxPositionEmbeddings}
 	}
-	tensors := bundle.DefaultTensors()
 	nh, nkv, window, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, o.prefillChunk, cfg.RMSNormEps
 	info, _ := json.Marshal(map[string]any{
 		"generator": "hexserve mkmodel", "source": source, "init_seed": cfg.InitSeed, "intermediate_size": cfg.IntermediateSize,
@@ -300,13 +413,8 @@ func writeBundle(o mkmodelOptions, stderr io.Writer) (string, error) {
 	if err := writeEmbed(filepath.Join(dir, "embed_f16.bin"), p.cfg, pr); err != nil {
 		return "", err
 	}
-	for _, c := range [][2]string{{o.tokenizer, "tokenizer.json"}, {filepath.Join(p.tokDir, "LICENSE"), "LICENSE"}, {filepath.Join(p.tokDir, "NOTICE"), "NOTICE"}} {
-		if err := copyFile(c[0], filepath.Join(dir, c[1])); err != nil {
-			return "", err
-		}
-	}
-	if n, err := tokenizerVocab(o.tokenizer); err == nil && n > p.cfg.VocabSize {
-		fmt.Fprintf(stderr, "hexserve mkmodel: warning: the tokenizer has %d tokens but the model's vocab_size is %d\n", n, p.cfg.VocabSize)
+	if err := copyTokenizer(o, p.tokDir, dir, p.cfg, stderr); err != nil {
+		return "", err
 	}
 	if err := bundle.Write(dir, p.manifest); err != nil {
 		return "", err

@@ -247,11 +247,11 @@ func TestMkmodelVariants(t *testing.T) {
 	}{
 		{pre, "x", simfile.UFixed16, []int{32, 64}, 2.0 / 65535, -32768},
 		{pre, "cos", simfile.UFixed16, []int{32, 16}, 2.0 / 65535, -32768},
-		{pre, "cmask", simfile.UFixed16, []int{32, 288}, 1.0 / 65535, 0},
+		{pre, "cmask", simfile.UFixed16, []int{32, 288}, 1, -65535}, // code 65535 → 0 (attend), 0 → −65535
 		{pre, "past_k_0", simfile.F32, []int{256, 32}, 0, 0},
 		{pre, "y", simfile.UFixed16, []int{32, 64}, 256.0 / 65535, -32768},
 		{pre, "new_v_1", simfile.F32, []int{32, 32}, 0, 0},
-		{dec, "cmask", simfile.UFixed16, []int{256}, 1.0 / 65535, 0},
+		{dec, "cmask", simfile.UFixed16, []int{256}, 1, -65535},
 	}
 	for _, c := range tests {
 		tt, ok := findTensor(c.g, c.name)
@@ -304,6 +304,9 @@ func TestMkmodelErrors(t *testing.T) {
 		{[]string{"--preset", "tiny", "--out", out, "--mask", "bool"}, 1, "--mask"},
 		{[]string{"--preset", "tiny", "--out", out, "--contract", "x"}, 1, "--contract"},
 		{[]string{"--preset", "tiny", "--out", out, "--layout", "x"}, 1, "--layout"},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "q=query"}, 1, "--tensors \"q=query\""},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "x"}, 1, "--tensors \"x\""},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "past_k=kcache"}, 1, "needs {i}"},
 		{[]string{"--preset", "tiny", "--out", out, "--prefill-chunk", "600"}, 1, "--prefill-chunk"},
 		{[]string{"--preset", "tiny", "--out", out, "--tokenizer", filepath.Join(out, "none.json")}, 1, "none.json"},
 		{[]string{"--config", filepath.Join(out, "missing.json"), "--out", out}, 1, "missing.json"},
@@ -374,6 +377,9 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 		args  []string
 		exact bool
 	}{
+		// every role renamed: hostsim takes the names from the file, the runner from the manifest
+		{"renamed", []string{"--weights", "f16", "--io", "f32", "--kv", "f32", "--contract", "chunked", "--prefill-chunk", "4", "--tensors",
+			"x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out,past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"}, true},
 		{"exact", []string{"--weights", "f16", "--io", "f32", "--kv", "f32"}, true},
 		{"default", nil, false},
 		{"f16-weights", []string{"--weights", "f16"}, false},
@@ -385,6 +391,15 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 			args := append([]string{"--preset", "tiny", "--out", out, "--tokenizer", testTokenizer}, v.args...)
 			if code, _, stderr := runMk(t, args...); code != 0 {
 				t.Fatalf("mkmodel: %s", stderr)
+			}
+			if v.name == "renamed" {
+				dec := readSim(t, filepath.Join(out, "v79", "decode.bin")).Graphs[0]
+				if _, ok := findTensor(dec, "L1.v_cache"); !ok {
+					t.Fatalf("decode graph lacks L1.v_cache: %+v", dec.Inputs)
+				}
+				if _, ok := findTensor(dec, "x"); ok {
+					t.Fatalf("decode graph still has the default name x")
+				}
 			}
 			r, err := hexagon.Open(hexagon.Config{Bundle: out, Arch: "v79", Runtime: rt})
 			if err != nil {

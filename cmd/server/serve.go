@@ -17,6 +17,7 @@ import (
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -185,6 +186,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	type loadResult struct {
 		model  inference.Model
 		engine *inference.Engine
+		store  *kvstore.Store // nil: none
 		err    error
 	}
 	loaded := make(chan loadResult, 1)
@@ -196,10 +198,20 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			return
 		}
 		info := model.Info()
+		store, err := openKVStore(cfg.Engine.KVCache, model, log)
+		if err != nil {
+			model.Close()
+			loaded <- loadResult{err: err}
+			return
+		}
 		sp := cfg.Engine.Speculative
-		engine := inference.New(model, tok, inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
+		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
 			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
-			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()})
+			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
+		if store != nil {
+			ecfg.KVStore = store
+		}
+		engine := inference.New(model, tok, ecfg)
 		id := cfg.Model.ID
 		if id == "" {
 			id = config.ModelID(info.Name)
@@ -207,7 +219,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
 			Tokenizer: tok, Engine: engine, Health: engine.Healthy})
 		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
-		loaded <- loadResult{model: model, engine: engine}
+		loaded <- loadResult{model: model, engine: engine, store: store}
 	}()
 
 	var res loadResult
@@ -245,6 +257,11 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	if res.engine != nil {
 		res.engine.Close()
+		if res.store != nil {
+			if err := res.store.Close(); err != nil {
+				log.Warn().Err(err).Msg("saving the KV store")
+			}
+		}
 		if err := res.model.Close(); err != nil {
 			log.Warn().Err(err).Msg("closing the model")
 		}
@@ -256,4 +273,20 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		log.Info().Msg("stopped")
 	}
 	return runErr
+}
+
+// openKVStore opens the KV store configured by c for model: nil when it is
+// off (engine.kv_cache.memory 0) or the model cannot save its KV rows.
+func openKVStore(c config.KVCache, model inference.Model, log zerolog.Logger) (*kvstore.Store, error) {
+	snap, ok := model.(inference.KVSnapshotter)
+	if c.Memory == 0 || !ok {
+		return nil, nil
+	}
+	st, err := kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: int64(c.Memory), Dir: c.Dir, Disk: int64(c.Disk),
+		Logger: log.With().Str("component", "kvstore").Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("engine.kv_cache: %w", err)
+	}
+	log.Info().Int64("memory", int64(c.Memory)).Str("dir", c.Dir).Int64("disk", int64(c.Disk)).Msg("KV store on")
+	return st, nil
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_pte.h"
 #include "qnn_abi.h"
 
 typedef struct {
@@ -45,7 +46,8 @@ static char *rd_str(rd *r) {
 
 uint32_t hs_dtype_bytes(uint32_t dt) {
   switch (dt) {
-  case QNN_DATATYPE_FLOAT_32: return 4;
+  case QNN_DATATYPE_FLOAT_32:
+  case QNN_DATATYPE_INT_32: return 4;
   case QNN_DATATYPE_FLOAT_16:
   case QNN_DATATYPE_UFIXED_POINT_16:
   case QNN_DATATYPE_SFIXED_POINT_16:
@@ -58,6 +60,12 @@ uint32_t hs_dtype_bytes(uint32_t dt) {
 int hs_find_tensor(const hs_tensor *ts, uint32_t n, const char *name) {
   for (uint32_t i = 0; i < n; i++)
     if (strcmp(ts[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+int hs_find_role(const hs_tensor *ts, uint32_t n, uint32_t role, uint32_t layer) {
+  for (uint32_t i = 0; i < n; i++)
+    if (ts[i].role == role && ts[i].layer == layer) return (int)i;
   return -1;
 }
 
@@ -95,6 +103,8 @@ static int read_tensors(rd *r, hs_tensor *ts, uint32_t n, uint32_t *nextid) {
   for (uint32_t i = 0; i < n; i++) {
     hs_tensor *t = &ts[i];
     t->name = rd_str(r);
+    t->role = rd_u32(r);
+    t->layer = rd_u32(r);
     t->dtype = rd_u32(r);
     t->scale = rd_f32(r);
     t->offset = (int32_t)rd_u32(r);
@@ -112,15 +122,38 @@ static int read_tensors(rd *r, hs_tensor *ts, uint32_t n, uint32_t *nextid) {
   return r->bad ? -1 : 0;
 }
 
-/* check_role verifies that tensor `name` exists with nelem elements. */
-static int check_role(const hs_graph *g, int input, const char *name, uint64_t nelem, char *err, size_t n) {
+static const char *const role_names[HS_NUM_ROLES] = {"x", "cos", "sin", "cmask", "y",
+                                                     "past_k", "past_v", "new_k", "new_v", "logits"};
+
+/* check_role verifies that the tensor with role (and layer) exists with nelem elements. */
+static int check_role(const hs_graph *g, int input, uint32_t role, uint32_t layer, uint64_t nelem, char *err, size_t n) {
   const hs_tensor *ts = input ? g->in : g->out;
   uint32_t cnt = input ? g->nin : g->nout;
-  int i = hs_find_tensor(ts, cnt, name);
-  if (i < 0) return fail(err, n, "graph %s: missing %s tensor %s", g->name, input ? "input" : "output", name);
+  int i = hs_find_role(ts, cnt, role, layer);
+  if (i < 0) return fail(err, n, "graph %s: no %s tensor with role %s (layer %u)", g->name, input ? "input" : "output",
+                         role_names[role], layer);
   if (ts[i].nelem != nelem)
-    return fail(err, n, "graph %s: tensor %s has %llu elements, want %llu", g->name, name,
+    return fail(err, n, "graph %s: tensor %s (role %s) has %llu elements, want %llu", g->name, ts[i].name, role_names[role],
                 (unsigned long long)ts[i].nelem, (unsigned long long)nelem);
+  return 0;
+}
+
+/* check_names refuses unknown or repeated roles and repeated tensor names within a graph. */
+static int check_names(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
+  for (uint32_t i = 0; i < g->nin + g->nout; i++) {
+    const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
+    if (t->role >= HS_NUM_ROLES) return fail(err, n, "graph %s: tensor %s: unknown role %u", g->name, t->name, t->role);
+    int per_layer = t->role == HS_ROLE_PAST_K || t->role == HS_ROLE_PAST_V || t->role == HS_ROLE_NEW_K || t->role == HS_ROLE_NEW_V;
+    if (per_layer ? t->layer >= d->layers : t->layer != 0)
+      return fail(err, n, "graph %s: tensor %s: bad layer %u for role %s", g->name, t->name, t->layer, role_names[t->role]);
+    for (uint32_t k = 0; k < i; k++) {
+      const hs_tensor *o = k < g->nin ? &g->in[k] : &g->out[k - g->nin];
+      if (!strcmp(o->name, t->name)) return fail(err, n, "graph %s: tensor name %s used twice", g->name, t->name);
+      if ((k < g->nin) == (i < g->nin) && o->role == t->role && o->layer == t->layer)
+        return fail(err, n, "graph %s: tensors %s and %s have the same role %s (layer %u)", g->name, o->name, t->name,
+                    role_names[t->role], t->layer);
+    }
+  }
   return 0;
 }
 
@@ -129,16 +162,19 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
     const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
     if (hs_dtype_bytes(t->dtype) == 0)
       return fail(err, n, "graph %s: tensor %s: unsupported data type 0x%04x", g->name, t->name, t->dtype);
+    if (t->dtype == QNN_DATATYPE_INT_32 && !hs_is_et(g->kind))
+      return fail(err, n, "graph %s: tensor %s: INT_32 is only for ExecuTorch graphs", g->name, t->name);
     if ((t->dtype & 0xff00) == 0x0300 || (t->dtype & 0xff00) == 0x0400) {
       if (!(t->scale > 0)) return fail(err, n, "graph %s: tensor %s: fixed point needs scale > 0", g->name, t->name);
     }
   }
+  if (hs_is_et(g->kind)) return hs_et_check(d, g, err, n); /* ExecuTorch graphs: roles by name and position */
+  if (check_names(d, g, err, n)) return -1;
   uint64_t H = d->hidden, D = d->head_dim, CTX = d->ctx, V = d->vocab, KV = (uint64_t)d->kv_heads * d->head_dim;
   char nm[64];
   if (g->kind == HS_KIND_LMHEAD) {
     if (g->nin != 1 || g->nout != 1) return fail(err, n, "graph %s: lmhead needs exactly 1 input and 1 output", g->name);
-    if (g->in[0].nelem != H) return fail(err, n, "graph %s: lmhead input must have %llu elements", g->name, (unsigned long long)H);
-    if (g->out[0].nelem != V) return fail(err, n, "graph %s: lmhead output must have %llu elements", g->name, (unsigned long long)V);
+    if (check_role(g, 1, HS_ROLE_X, 0, H, err, n) || check_role(g, 0, HS_ROLE_LOGITS, 0, V, err, n)) return -1;
     if (!hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight"))
       return fail(err, n, "graph %s: lm-head weight missing", g->name);
     return 0;
@@ -150,28 +186,22 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
   int past = g->kind == HS_KIND_DECODE || g->contract == HS_CONTRACT_CHUNKED;
   if (g->kind == HS_KIND_PREFILL && g->contract > HS_CONTRACT_CHUNKED) return fail(err, n, "graph %s: bad contract", g->name);
   uint64_t maskn = g->kind == HS_KIND_DECODE ? CTX : (past ? AR * (CTX + AR) : AR * AR);
-  if (check_role(g, 1, "x", AR * H, err, n) || check_role(g, 1, "cos", AR * D, err, n) ||
-      check_role(g, 1, "sin", AR * D, err, n) || check_role(g, 1, "cmask", maskn, err, n) ||
-      check_role(g, 0, "y", AR * H, err, n))
+  if (check_role(g, 1, HS_ROLE_X, 0, AR * H, err, n) || check_role(g, 1, HS_ROLE_COS, 0, AR * D, err, n) ||
+      check_role(g, 1, HS_ROLE_SIN, 0, AR * D, err, n) || check_role(g, 1, HS_ROLE_CMASK, 0, maskn, err, n) ||
+      check_role(g, 0, HS_ROLE_Y, 0, AR * H, err, n))
     return -1;
   uint32_t wantin = 4, wantout = 1 + 2 * d->layers;
-  for (uint32_t l = 0; l < d->layers; l++) {
-    const char *kv[2] = {"k", "v"};
-    for (int j = 0; j < 2; j++) {
-      snprintf(nm, sizeof nm, "new_%s_%u", kv[j], l);
-      if (check_role(g, 0, nm, AR * KV, err, n)) return -1;
-      if (past) {
-        snprintf(nm, sizeof nm, "past_%s_%u", kv[j], l);
-        if (check_role(g, 1, nm, CTX * KV, err, n)) return -1;
-      }
+  for (uint32_t l = 0; l < d->layers; l++)
+    for (uint32_t j = 0; j < 2; j++) {
+      if (check_role(g, 0, HS_ROLE_NEW_K + j, l, AR * KV, err, n)) return -1;
+      if (past && check_role(g, 1, HS_ROLE_PAST_K + j, l, CTX * KV, err, n)) return -1;
     }
-  }
   if (past) wantin += 2 * d->layers;
   if (g->nin != wantin || g->nout != wantout)
     return fail(err, n, "graph %s: %u inputs / %u outputs, want %u / %u", g->name, g->nin, g->nout, wantin, wantout);
-  int i = hs_find_tensor(g->in, g->nin, "cmask");
-  if (g->mask == HS_MASK_U16 && g->in[i].dtype != QNN_DATATYPE_UFIXED_POINT_16 && g->in[i].dtype != QNN_DATATYPE_UINT_16)
-    return fail(err, n, "graph %s: u16 mask needs a 16-bit unsigned cmask", g->name);
+  int i = hs_find_role(g->in, g->nin, HS_ROLE_CMASK, 0);
+  if (g->mask == HS_MASK_U16 && g->in[i].dtype != QNN_DATATYPE_UFIXED_POINT_16)
+    return fail(err, n, "graph %s: u16 mask needs a UFIXED_POINT_16 cmask", g->name);
   static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                              "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
                              "mlp.down_proj"};
@@ -209,7 +239,8 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   if (memcmp(buf, "HSIMCTX\0", 8) != 0) return fail(err, errlen, "not a hostsim context binary (bad magic)");
   rd r = {buf, size, 8, 0};
   uint32_t version = rd_u32(&r), hsize = rd_u32(&r);
-  if (version != 1) return fail(err, errlen, "unsupported hostsim format version %u", version);
+  if (version != 2)
+    return fail(err, errlen, "unsupported hostsim format version %u, want 2 (rewrite the file with hexserve mkmodel)", version);
   if (hsize != 128) return fail(err, errlen, "bad header size %u", hsize);
   d->hidden = rd_u32(&r); d->layers = rd_u32(&r); d->heads = rd_u32(&r); d->kv_heads = rd_u32(&r);
   d->head_dim = rd_u32(&r); d->ffn = rd_u32(&r); d->vocab = rd_u32(&r); d->ctx = rd_u32(&r);
@@ -217,6 +248,8 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   uint64_t goff = rd_u64(&r), woff = rd_u64(&r);
   d->data_off = rd_u64(&r);
   d->file_size = rd_u64(&r);
+  d->layer0 = rd_u32(&r); d->shards = rd_u32(&r); d->rope_theta = rd_f32(&r); d->rope_factor = rd_f32(&r);
+  d->rope_lo = rd_f32(&r); d->rope_hi = rd_f32(&r); d->rope_orig = rd_u32(&r);
   if (d->file_size > size) return fail(err, errlen, "binary truncated: %llu bytes, header says %llu",
                                        (unsigned long long)size, (unsigned long long)d->file_size);
   if (!d->hidden || !d->heads || !d->kv_heads || !d->head_dim || !d->vocab || !d->ctx || d->heads % d->kv_heads ||

@@ -8,10 +8,16 @@
 
 #define HS_MAX_RANK 8
 
-enum { HS_KIND_PREFILL = 0, HS_KIND_DECODE = 1, HS_KIND_LMHEAD = 2 };
+enum { HS_KIND_PREFILL = 0, HS_KIND_DECODE = 1, HS_KIND_LMHEAD = 2, HS_KIND_ET_PREFILL = 3, HS_KIND_ET_DECODE = 4 };
 enum { HS_CONTRACT_QHEXRT = 0, HS_CONTRACT_CHUNKED = 1 };
 enum { HS_MASK_ADDITIVE = 0, HS_MASK_U16 = 1 };
 enum { HS_W_F16 = 1, HS_W_INT8 = 2, HS_W_F32 = 3 };
+/* Tensor roles (FORMAT.md): what a graph input or output is, whatever its name. */
+enum {
+  HS_ROLE_X = 0, HS_ROLE_COS = 1, HS_ROLE_SIN = 2, HS_ROLE_CMASK = 3, HS_ROLE_Y = 4,
+  HS_ROLE_PAST_K = 5, HS_ROLE_PAST_V = 6, HS_ROLE_NEW_K = 7, HS_ROLE_NEW_V = 8, HS_ROLE_LOGITS = 9,
+  HS_NUM_ROLES = 10
+};
 
 typedef struct {
   char *name;
@@ -23,6 +29,7 @@ typedef struct {
   uint32_t dims[HS_MAX_RANK];
   uint64_t nelem;
   uint64_t nbytes;
+  uint32_t role, layer; /* HS_ROLE_*; layer index for the per-layer roles, else 0 */
 } hs_tensor;
 
 typedef struct {
@@ -46,6 +53,9 @@ typedef struct {
   hs_graph *graphs;
   hs_weight_ref *weights;
   uint64_t data_off, file_size;
+  /* ExecuTorch graphs (header bytes 96..123): shard layout and RoPE */
+  uint32_t layer0, shards, rope_orig;
+  float rope_theta, rope_factor, rope_lo, rope_hi;
 } hs_desc;
 
 /* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */
@@ -55,6 +65,8 @@ void hs_desc_free(hs_desc *d);
 /* hs_dtype_bytes returns the element size of a supported I/O data type, or 0. */
 uint32_t hs_dtype_bytes(uint32_t dtype);
 int hs_find_tensor(const hs_tensor *ts, uint32_t n, const char *name);
+/* hs_find_role returns the index of the tensor with role (and layer), or -1. */
+int hs_find_role(const hs_tensor *ts, uint32_t n, uint32_t role, uint32_t layer);
 const hs_weight_ref *hs_find_weight(const hs_desc *d, const char *name);
 
 #endif

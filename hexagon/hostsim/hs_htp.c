@@ -16,6 +16,7 @@
 #include "hs_format.h"
 #include "hs_io.h"
 #include "hs_model.h"
+#include "hs_pte.h"
 #include "qnn_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -111,10 +112,13 @@ static const char *code_text(uint32_t c) {
   case 1007: return "system communication error (subsystem restart, recovered)";
   case 1008: return "incompatible binaries";
   case 1011: return "system communication error (fatal)";
-  case 4011: return "invalid backend handle";
+  case 4004: return "backend: invalid argument";
+  case 4011: return "backend: invalid handle";
+  case 4012: return "backend: invalid config";
   case 5000: return "context: invalid argument";
   case 5002: return "context: invalid handle";
   case 5005: return "context: create from binary failed";
+  case 5010: return "context: invalid config";
   case 6000: return "graph: invalid argument";
   case 6001: return "graph: invalid handle";
   case 6002: return "graph: graph does not exist";
@@ -133,6 +137,7 @@ static const char *code_text(uint32_t c) {
   case 13002: return "perf: unsupported config";
   case 14000: return "device: invalid handle";
   case 14001: return "device: invalid config";
+  case 14002: return "device: hardware unavailable";
   case 14003: return "device: still associated to a context";
   default: return NULL;
   }
@@ -197,6 +202,7 @@ static int64_t g_exec_calls, g_exec_kind[3], g_exec_failed, g_exec_injected;
 static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
+static int g_et_pending; /* an ExecuTorch prefill peeked the next script token */
 
 /* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
 static const char *sw(const char *name, char *buf, size_t n) {
@@ -263,6 +269,7 @@ EXPORT void hostsim_reset(void) {
   g_exec_calls = g_exec_failed = g_exec_injected = 0;
   memset(g_exec_kind, 0, sizeof g_exec_kind);
   g_script_pos = 0;
+  g_et_pending = 0;
   free(g_script_path);
   g_script_path = NULL;
   pthread_mutex_unlock(&g_mu);
@@ -270,7 +277,7 @@ EXPORT void hostsim_reset(void) {
 
 EXPORT int hostsim_power_config(uint32_t id, hostsim_power_t *out) {
   pthread_mutex_lock(&g_mu);
-  if (!out || id == 0 || id >= g_power_next || id > MAXPOWER) { pthread_mutex_unlock(&g_mu); return -1; }
+  if (!out || id >= g_power_next || id > MAXPOWER) { pthread_mutex_unlock(&g_mu); return -1; }
   *out = g_power[id];
   out->mem_grow_size = g_mem_grow;
   out->mem_config_calls = g_mem_calls;
@@ -310,8 +317,9 @@ static Qnn_ErrorHandle_t perf_destroy(uint32_t id) {
 }
 static Qnn_ErrorHandle_t perf_set(uint32_t id, const QnnHtpPerfInfrastructure_PowerConfig_t **cfgs) {
   pthread_mutex_lock(&g_mu);
-  if (!power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setPowerConfig: unknown power config id %u", id); }
-  if (!cfgs) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setPowerConfig: NULL config list"); }
+  /* client id 0 is allowed by the header (recorded in slot 0); others must come from createPowerConfigId */
+  if (id != 0 && !power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setPowerConfig: unknown power config id %u", id); }
+  if (!cfgs) { pthread_mutex_unlock(&g_mu); return QNN_SUCCESS; } /* no configs: nothing to change */
   hostsim_power_t p = g_power[id];
   for (int i = 0; cfgs[i]; i++) {
     const QnnHtpPerfInfrastructure_PowerConfig_t *c = cfgs[i];
@@ -354,7 +362,7 @@ static Qnn_ErrorHandle_t perf_set(uint32_t id, const QnnHtpPerfInfrastructure_Po
 static Qnn_ErrorHandle_t perf_mem(uint32_t dev, uint32_t core, const QnnHtpPerfInfrastructure_MemoryConfig_t **cfgs) {
   (void)dev;
   (void)core;
-  if (!cfgs) return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setMemoryConfig: NULL config list");
+  if (!cfgs) return QNN_SUCCESS; /* no configs: nothing to change */
   pthread_mutex_lock(&g_mu);
   for (int i = 0; cfgs[i]; i++)
     if (cfgs[i]->option == 1) g_mem_grow = cfgs[i]->growSizeConfig;
@@ -365,7 +373,7 @@ static Qnn_ErrorHandle_t perf_mem(uint32_t dev, uint32_t core, const QnnHtpPerfI
 static QnnHtpDevice_Infrastructure_t g_infra = {0, {perf_create, perf_destroy, perf_set, perf_mem}};
 
 static Qnn_ErrorHandle_t deviceGetInfrastructure(const void **out) {
-  if (!out) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceGetInfrastructure: NULL out");
+  if (!out) return set_err(QNN_COMMON_ERROR_INVALID_ARGUMENT, "deviceGetInfrastructure: NULL out");
   *out = &g_infra;
   return QNN_SUCCESS;
 }
@@ -415,10 +423,12 @@ static hs_log *live_log(hs_log *lg) {
 static Qnn_ErrorHandle_t propertyHasCapability(uint32_t key) {
   return key == QNN_PROPERTY_GROUP_DEVICE ? QNN_SUCCESS : QNN_COMMON_ERROR_NOT_SUPPORTED;
 }
-static Qnn_ErrorHandle_t backendCreate(void *log, const void **cfg, void **out) {
-  (void)cfg;
+static Qnn_ErrorHandle_t backendCreate(void *log, const QnnBackend_Config_t **cfg, void **out) {
   if (!out) return set_err(QNN_BACKEND_ERROR_INVALID_ARGUMENT, "backendCreate: NULL out");
-  if (log && !live_log(log)) return set_err(QNN_LOG_ERROR_INVALID_HANDLE, "backendCreate: invalid log handle");
+  if (log && !live_log(log)) return set_err(QNN_BACKEND_ERROR_INVALID_HANDLE, "backendCreate: invalid log handle");
+  for (int i = 0; cfg && cfg[i]; i++)
+    if (cfg[i]->option > QNN_BACKEND_CONFIG_OPTION_PLATFORM || (cfg[i]->option == QNN_BACKEND_CONFIG_OPTION_CUSTOM && !cfg[i]->ptr))
+      return set_err(QNN_BACKEND_ERROR_INVALID_CONFIG, "backendCreate: unknown backend config option %u", cfg[i]->option);
   hs_backend *b = calloc(1, sizeof *b);
   if (!b) return QNN_COMMON_ERROR_MEM_ALLOC;
   b->log = log;
@@ -454,17 +464,17 @@ static Qnn_ErrorHandle_t backendGetBuildId(const char **out) {
 
 /* ---- device ---- */
 static Qnn_ErrorHandle_t deviceCreate(void *log, const QnnDevice_Config_t **cfg, void **out) {
-  if (!out) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceCreate: NULL out");
-  if (log && !live_log(log)) return set_err(QNN_LOG_ERROR_INVALID_HANDLE, "deviceCreate: invalid log handle");
+  if (!out) return set_err(QNN_COMMON_ERROR_INVALID_ARGUMENT, "deviceCreate: NULL out");
+  if (log && !live_log(log)) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceCreate: invalid log handle");
   for (int i = 0; cfg && cfg[i]; i++) {
     if (cfg[i]->option == 1) continue; /* PLATFORM_INFO */
     if (cfg[i]->option != 0 || !cfg[i]->customConfig)
       return set_err(QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate: unsupported device config option %u", cfg[i]->option);
     const QnnHtpDevice_CustomConfig_t *c = cfg[i]->customConfig;
     if (c->option == QNN_HTP_DEVICE_CONFIG_OPTION_SOC && c->socModel != 69)
-      return set_err(QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES, "deviceCreate: SoC model %u requested, hostsim emulates 69 (SM8750)", c->socModel);
+      return set_err(QNN_DEVICE_ERROR_HARDWARE_UNAVAILABLE, "deviceCreate: SoC model %u requested, hostsim emulates 69 (SM8750)", c->socModel);
     if (c->option == QNN_HTP_DEVICE_CONFIG_OPTION_ARCH && c->arch.arch != 79)
-      return set_err(QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES, "deviceCreate: DSP arch v%u requested, hostsim emulates v79", c->arch.arch);
+      return set_err(QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate: DSP arch v%u requested, hostsim emulates v79", c->arch.arch);
   }
   hs_device *d = calloc(1, sizeof *d);
   if (!d) return QNN_COMMON_ERROR_MEM_ALLOC;
@@ -496,7 +506,7 @@ typedef struct {
 
 static Qnn_ErrorHandle_t deviceGetPlatformInfo(void *log, const QnnDevice_PlatformInfo_t **out) {
   (void)log;
-  if (!out) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceGetPlatformInfo: NULL out");
+  if (!out) return set_err(QNN_COMMON_ERROR_INVALID_ARGUMENT, "deviceGetPlatformInfo: NULL out");
   platform_block *b = calloc(1, sizeof *b);
   if (!b) return QNN_COMMON_ERROR_MEM_ALLOC;
   b->ext = (QnnHtpDevice_DeviceInfoExtension_t){0, {8, 69, 1, 1, 79}};
@@ -535,14 +545,25 @@ static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_Platf
 /* ---- context ---- */
 static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, const QnnContext_Config_t **cfg,
                                                  const void *buf, uint64_t size, void **out, void *profile) {
-  (void)cfg;
   (void)profile;
+  for (int i = 0; cfg && cfg[i]; i++)
+    if (cfg[i]->option > QNN_CONTEXT_CONFIG_OPTION_LAST || (cfg[i]->option == QNN_CONTEXT_CONFIG_OPTION_CUSTOM && !cfg[i]->customConfig))
+      return set_err(QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreateFromBinary: unknown context config option %u", cfg[i]->option);
   pthread_mutex_lock(&g_mu);
   int okb = reg_has(backend, T_BACKEND), okd = !device || reg_has(device, T_DEVICE);
   pthread_mutex_unlock(&g_mu);
   if (!okb) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid backend handle");
   if (!okd) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid device handle");
   if (!out || !buf || !size) return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: NULL buffer, size 0 or NULL out");
+  void *group = NULL;
+  uint64_t spill_fill = 0;
+  if (hs_group_config((const void *const *)cfg, &group, &spill_fill)) { /* a multi-context group: its first context must live */
+    pthread_mutex_lock(&g_mu);
+    int okg = !group || reg_has(group, T_CONTEXT);
+    pthread_mutex_unlock(&g_mu);
+    if (!okg)
+      return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: REGISTER_MULTI_CONTEXTS firstGroupHandle %p is not a live context", group);
+  }
   hs_context *c = calloc(1, sizeof *c);
   if (!c) return QNN_COMMON_ERROR_MEM_ALLOC;
   char err[512];
@@ -628,9 +649,9 @@ static Qnn_ErrorHandle_t graphRetrieve(void *ctx, const char *name, void **out) 
   pthread_mutex_lock(&g_mu);
   int ok = reg_has(ctx, T_CONTEXT);
   pthread_mutex_unlock(&g_mu);
-  if (!ok) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "graphRetrieve: invalid context handle");
+  if (!ok) return set_err(QNN_GRAPH_ERROR_INVALID_HANDLE, "graphRetrieve: invalid context handle");
   if (!name || !*name) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: empty graph name");
-  if (!out) return set_err(QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphRetrieve: NULL out");
+  if (!out) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: NULL graph handle pointer");
   hs_context *c = ctx;
   for (uint32_t g = 0; g < c->model.d.ngraphs; g++)
     if (!strcmp(c->model.d.graphs[g].name, name)) {
@@ -645,6 +666,8 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
   pthread_mutex_lock(&g_mu);
   int ok = reg_has(ctx, T_CONTEXT);
   pthread_mutex_unlock(&g_mu);
+  if (handles) /* the header: on failure every handle is NULL; on success each is set below */
+    for (uint32_t k = 0; k < n; k++) handles[k] = NULL;
   if (!ok) return set_err(QNN_MEM_ERROR_INVALID_HANDLE, "memRegister: invalid context handle");
   if (!descs || !handles || n == 0) return set_err(QNN_MEM_ERROR_INVALID_ARGUMENT, "memRegister: NULL descriptors/handles or n = 0");
   for (uint32_t i = 0; i < n; i++) {
@@ -698,14 +721,14 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
       else if (!(m = calloc(1, sizeof *m))) { munmap(map, (size_t)st.st_size); e = QNN_COMMON_ERROR_MEM_ALLOC; }
       else *m = (hs_mem){ctx, map, (size_t)st.st_size, (uint8_t *)map + off, (uint64_t)st.st_size - off, fd, off, d->dataType, need};
     }
-    if (e) {
+    if (e) { /* the header: on failure every handle is set to NULL */
       pthread_mutex_lock(&g_mu);
       for (uint32_t k = 0; k < i; k++) {
         reg_del(handles[k], T_MEM);
         mem_release(handles[k]);
-        handles[k] = NULL;
       }
       pthread_mutex_unlock(&g_mu);
+      for (uint32_t k = 0; k < i; k++) handles[k] = NULL;
       return e;
     }
     pthread_mutex_lock(&g_mu);
@@ -740,6 +763,19 @@ static const Qnn_TensorV1_t *tv(const Qnn_Tensor_t *t) { return &t->v1; } /* V1 
 
 static int is_fixed(uint32_t dt) { return (dt & 0xff00) == 0x0300 || (dt & 0xff00) == 0x0400; }
 
+/* type_ok: graphExecute takes APP_* and OPTIONAL_APP_* tensors of the tensor's direction. */
+static int type_ok(uint32_t type, int input) {
+  switch (type) {
+  case QNN_TENSOR_TYPE_APP_READWRITE:
+  case QNN_TENSOR_TYPE_OPTIONAL_APP_READWRITE: return 1;
+  case QNN_TENSOR_TYPE_APP_WRITE:
+  case QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE: return input;
+  case QNN_TENSOR_TYPE_APP_READ:
+  case QNN_TENSOR_TYPE_OPTIONAL_APP_READ: return !input;
+  default: return 0;
+  }
+}
+
 static Qnn_ErrorHandle_t bind_tensors(const hs_graph_h *gh, const Qnn_Tensor_t *ts, uint32_t n, int input, void **ptrs) {
   const hs_graph *g = gh->g;
   const hs_tensor *want = input ? g->in : g->out;
@@ -761,9 +797,9 @@ static Qnn_ErrorHandle_t bind_tensors(const hs_graph_h *gh, const Qnn_Tensor_t *
     if (ptrs[idx]) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: %s %s given twice", g->name, what, w->name);
     if (v->name && strcmp(v->name, w->name))
       return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: %s id %u is named \"%s\", got \"%s\"", g->name, what, v->id, w->name, v->name);
-    uint32_t wt = input ? QNN_TENSOR_TYPE_APP_WRITE : QNN_TENSOR_TYPE_APP_READ;
-    if (v->type != wt)
-      return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: type %u, want %u", g->name, w->name, v->type, wt);
+    if (!type_ok(v->type, input))
+      return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: type %u, want %s", g->name, w->name, v->type,
+                     input ? "APP_WRITE, APP_READWRITE or OPTIONAL_APP_WRITE/READWRITE" : "APP_READ, APP_READWRITE or OPTIONAL_APP_READ/READWRITE");
     if (v->dataFormat != 0)
       return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: data format %u, want 0 (dense)", g->name, w->name, v->dataFormat);
     if (v->dataType != w->dtype)
@@ -775,9 +811,12 @@ static Qnn_ErrorHandle_t bind_tensors(const hs_graph_h *gh, const Qnn_Tensor_t *
         return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: quantization must be SCALE_OFFSET %g/%d", g->name,
                        w->name, (double)w->scale, w->offset);
     }
-    if (v->rank != w->rank || !v->dimensions)
+    if (v->rank != w->rank)
       return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: rank %u, want %u", g->name, w->name, v->rank, w->rank);
-    for (uint32_t d = 0; d < w->rank; d++)
+    /* NULL input dimensions mean the graph's own; outputs need writable dimensions (a backend may write them) */
+    if (!v->dimensions && !input)
+      return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: output %s: NULL dimensions", g->name, w->name);
+    for (uint32_t d = 0; v->dimensions && d < w->rank; d++)
       if (v->dimensions[d] != w->dims[d])
         return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "graph %s: tensor %s: dimension %u is %u, want %u", g->name, w->name, d,
                        v->dimensions[d], w->dims[d]);
@@ -857,7 +896,7 @@ static Qnn_ErrorHandle_t run_lmhead(hs_graph_h *gh, void **in, void **out) {
   const hs_graph *g = gh->g;
   float *x = malloc(sizeof(float) * m->d.hidden), *lg = malloc(sizeof(float) * m->d.vocab);
   if (!x || !lg) { free(x); free(lg); return set_err(QNN_COMMON_ERROR_MEM_ALLOC, "lm-head: out of memory"); }
-  hs_load(&g->in[0], in[0], 0, m->d.hidden, x);
+  hs_load(&g->in[0], in[0], 0, m->d.hidden, x); /* one input (role x), one output (role logits) */
   hs_lmhead(m, x, lg);
   char path[1024];
   const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
@@ -875,12 +914,9 @@ static Qnn_ErrorHandle_t run_lmhead(hs_graph_h *gh, void **in, void **out) {
   return QNN_SUCCESS;
 }
 
-static float mask_value(const hs_graph *g, const hs_tensor *t, const void *p, size_t i) {
-  if (g->mask == HS_MASK_U16) {
-    uint32_t q;
-    hs_load_raw(t, p, i, 1, &q);
-    return q >= 32768 ? 0.0f : -INFINITY;
-  }
+/* mask_value dequantises one mask element like a real graph (any encoding: the value is added to the
+ * score); values <= -1000 block exactly. */
+static float mask_value(const hs_tensor *t, const void *p, size_t i) {
   float v;
   hs_load(t, p, i, 1, &v);
   return v <= -1000.0f || isnan(v) ? -INFINITY : v;
@@ -893,9 +929,9 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   int AR = g->kind == HS_KIND_DECODE ? 1 : (int)g->window;
   int H = (int)d->hidden, D = (int)d->head_dim, KV = (int)(d->kv_heads * d->head_dim), CTX = (int)d->ctx, L = (int)d->layers;
   int past = g->kind == HS_KIND_DECODE || g->contract == HS_CONTRACT_CHUNKED;
-#define IN(name) hs_find_tensor(g->in, g->nin, name)
-#define OUT(name) hs_find_tensor(g->out, g->nout, name)
-  int ix = IN("x"), ic = IN("cos"), is = IN("sin"), im = IN("cmask"), iy = OUT("y");
+#define IN(role, l) hs_find_role(g->in, g->nin, role, l)
+#define OUT(role, l) hs_find_role(g->out, g->nout, role, l)
+  int ix = IN(HS_ROLE_X, 0), ic = IN(HS_ROLE_COS, 0), is = IN(HS_ROLE_SIN, 0), im = IN(HS_ROLE_CMASK, 0), iy = OUT(HS_ROLE_Y, 0);
   float *x = malloc(sizeof(float) * (size_t)AR * H), *cs = malloc(sizeof(float) * (size_t)AR * D);
   float *sn = malloc(sizeof(float) * (size_t)AR * D), *y = malloc(sizeof(float) * (size_t)AR * H);
   float *smask = malloc(sizeof(float) * (size_t)AR * AR);
@@ -913,14 +949,14 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   const hs_tensor *mt = &g->in[im];
   if (g->kind == HS_KIND_DECODE) {
     smask[0] = 0;
-    for (int j = 0; j < CTX; j++) pfull[j] = mask_value(g, mt, in[im], (size_t)j);
+    for (int j = 0; j < CTX; j++) pfull[j] = mask_value(mt, in[im], (size_t)j);
   } else if (past) {
     for (int i = 0; i < AR; i++) {
-      for (int j = 0; j < CTX; j++) pfull[(size_t)i * CTX + j] = mask_value(g, mt, in[im], (size_t)i * (CTX + AR) + j);
-      for (int j = 0; j < AR; j++) smask[(size_t)i * AR + j] = mask_value(g, mt, in[im], (size_t)i * (CTX + AR) + CTX + j);
+      for (int j = 0; j < CTX; j++) pfull[(size_t)i * CTX + j] = mask_value(mt, in[im], (size_t)i * (CTX + AR) + j);
+      for (int j = 0; j < AR; j++) smask[(size_t)i * AR + j] = mask_value(mt, in[im], (size_t)i * (CTX + AR) + CTX + j);
     }
   } else {
-    for (size_t i = 0; i < (size_t)AR * AR; i++) smask[i] = mask_value(g, mt, in[im], i);
+    for (size_t i = 0; i < (size_t)AR * AR; i++) smask[i] = mask_value(mt, in[im], i);
   }
   if (past) {
     for (int j = 0; j < CTX; j++) {
@@ -933,7 +969,6 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
     for (int i = 0; i < AR; i++)
       for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = pfull[(size_t)i * CTX + open[p]];
   }
-  char nm[64];
   for (int l = 0; l < L; l++) {
     nk[l] = malloc(sizeof(float) * (size_t)AR * KV);
     nv[l] = malloc(sizeof(float) * (size_t)AR * KV);
@@ -942,10 +977,7 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
       pk[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
       pv[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
       if (!pk[l] || !pv[l]) goto oom;
-      snprintf(nm, sizeof nm, "past_k_%d", l);
-      int ik = IN(nm);
-      snprintf(nm, sizeof nm, "past_v_%d", l);
-      int iv = IN(nm);
+      int ik = IN(HS_ROLE_PAST_K, (uint32_t)l), iv = IN(HS_ROLE_PAST_V, (uint32_t)l);
       for (int p = 0; p < npast; p++) {
         hs_load(&g->in[ik], in[ik], (size_t)open[p] * KV, (size_t)KV, pk[l] + (size_t)p * KV);
         hs_load(&g->in[iv], in[iv], (size_t)open[p] * KV, (size_t)KV, pv[l] + (size_t)p * KV);
@@ -955,12 +987,9 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   hs_forward(m, AR, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
   hs_store(&g->out[iy], out[iy], 0, (size_t)AR * H, y);
   for (int l = 0; l < L; l++) {
-    snprintf(nm, sizeof nm, "new_k_%d", l);
-    int ok = OUT(nm);
+    int ok = OUT(HS_ROLE_NEW_K, (uint32_t)l), ov = OUT(HS_ROLE_NEW_V, (uint32_t)l);
     hs_store(&g->out[ok], out[ok], 0, (size_t)AR * KV, nk[l]);
-    snprintf(nm, sizeof nm, "new_v_%d", l);
-    ok = OUT(nm);
-    hs_store(&g->out[ok], out[ok], 0, (size_t)AR * KV, nv[l]);
+    hs_store(&g->out[ov], out[ov], 0, (size_t)AR * KV, nv[l]);
   }
   goto done;
 oom:
@@ -972,6 +1001,37 @@ done:
   return e;
 #undef IN
 #undef OUT
+}
+
+/* et_script_next returns the HOSTSIM_SCRIPT token for an ExecuTorch call: a prefill_forward peeks the
+ * next token (its chunk may not be the last), the following kv_forward consumes it and then the next. */
+static long et_script_next(const hs_graph *g) {
+  char path[1024];
+  const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
+  pthread_mutex_lock(&g_mu);
+  long t = -1;
+  if (g->kind == HS_KIND_ET_PREFILL) {
+    t = script_next(sp);
+    if (t >= 0) g_script_pos--;
+    g_et_pending = t >= 0;
+  } else {
+    if (g_et_pending) script_next(sp);
+    g_et_pending = 0;
+    t = script_next(sp);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return t;
+}
+
+static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
+  const hs_model *m = &gh->ctx->model;
+  hs_et_io io;
+  char err[512];
+  if (hs_et_bind(&m->d, gh->g, &io, err, sizeof err)) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "%s", err);
+  int last = io.last;
+  hs_et_io_free(&io);
+  uint32_t code = hs_et_run(m, gh->g, in, out, last ? et_script_next(gh->g) : -1, err, sizeof err);
+  return code ? set_err(code, "%s", err) : QNN_SUCCESS;
 }
 
 static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, uint32_t nIn, Qnn_Tensor_t *outputs,
@@ -989,7 +1049,7 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
   const char *lat = NULL;
   char latbuf[32];
   if (!ok) { e = set_err(QNN_GRAPH_ERROR_INVALID_HANDLE, "graphExecute: invalid graph handle"); goto end; }
-  if (signal) { e = set_err(QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphExecute: signals are not supported by hostsim"); goto end; }
+  if (signal) { e = set_err(QNN_COMMON_ERROR_NOT_SUPPORTED, "graphExecute: signals are not supported by hostsim"); goto end; }
   if (nIn == 0 && inputs) { e = set_err(QNN_GRAPH_ERROR_INVALID_ARGUMENT, "graphExecute: nIn = 0 with a non-NULL input array"); goto end; }
   inp = calloc(gh->g->nin + 1, sizeof *inp);
   outp = calloc(gh->g->nout + 1, sizeof *outp);
@@ -1005,13 +1065,18 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
     pthread_mutex_unlock(&g_mu);
     goto end;
   }
-  e = gh->g->kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
+  uint32_t kind = gh->g->kind, shards = 1;
+  if (hs_is_et(kind)) {
+    e = run_et(gh, inp, outp);
+    kind = kind == HS_KIND_ET_PREFILL ? HS_KIND_PREFILL : HS_KIND_DECODE;
+    shards = gh->ctx->model.d.shards;
+  } else e = kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
   if (!e) {
     pthread_mutex_lock(&g_mu);
-    g_exec_kind[gh->g->kind]++;
+    g_exec_kind[kind]++;
     pthread_mutex_unlock(&g_mu);
-    lat = sw(gh->g->kind == HS_KIND_PREFILL ? "HOSTSIM_LATENCY_US_PREFILL"
-             : gh->g->kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD", latbuf, sizeof latbuf);
+    lat = sw(kind == HS_KIND_PREFILL ? "HOSTSIM_LATENCY_US_PREFILL"
+             : kind == HS_KIND_DECODE ? "HOSTSIM_LATENCY_US_DECODE" : "HOSTSIM_LATENCY_US_LMHEAD", latbuf, sizeof latbuf);
   }
 end:
   if (e) {
@@ -1024,7 +1089,7 @@ end:
   free(outp);
   pthread_mutex_unlock(&g_exec);
   if (lat) {
-    int64_t want = atoll(lat), left = want - (now_us() - t0);
+    int64_t want = atoll(lat) / (shards ? shards : 1), left = want - (now_us() - t0); /* a shard gets 1/N */
     if (left > 0) {
       struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
       while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}

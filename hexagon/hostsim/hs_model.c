@@ -1,5 +1,6 @@
 /* hs_model.c - weights and the Llama forward pass (float32 arithmetic), threaded matmuls. */
 #include "hs_model.h"
+#include "hs_pte.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -327,11 +328,15 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
     matmul(&L->down, g, AR, F, o, H);
     for (size_t i = 0; i < (size_t)AR * H; i++) x[i] += o[i];
   }
-  for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
+  if (m->norm.cols) /* absent in an ExecuTorch shard that is not the last */
+    for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
   free(h); free(q); free(att); free(o); free(g); free(u);
 }
 
 void hs_lmhead(const hs_model *m, const float *x, float *logits) { matmul(&m->lm, x, 1, (int)m->d.hidden, logits, (int)m->d.vocab); }
+void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits) {
+  matmul(&m->lm, x, n, (int)m->d.hidden, logits, (int)m->d.vocab);
+}
 
 /* ---- loading ---- */
 #define F32_CONVERT_LIMIT (1ull << 30) /* f16 weights up to 1 GiB as f32 get converted at load */
@@ -397,7 +402,15 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
   for (uint32_t g = 0; g < d->ngraphs; g++) {
     if (d->graphs[g].kind == HS_KIND_LMHEAD) m->has_lm = 1;
     else m->has_layers = 1;
+    if (hs_is_et(d->graphs[g].kind)) { /* the first shard embeds, the last one has the lm-head */
+      hs_et_io io;
+      if (hs_et_bind(d, &d->graphs[g], &io, err, errlen)) { hs_desc_free(d); return -1; }
+      m->has_embed |= io.first;
+      m->has_lm |= io.last;
+      hs_et_io_free(&io);
+    }
   }
+  int embed_is_lm = m->has_embed && m->has_lm && (d->flags & 1);
   const char *lmname = (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight";
   char nm[96];
   uint64_t f16total = 0;
@@ -414,6 +427,7 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
     total += need_bytes(d, "model.norm.weight", convert);
   }
   if (m->has_lm) total += need_bytes(d, lmname, convert);
+  if (m->has_embed && !embed_is_lm) total += need_bytes(d, "model.embed_tokens.weight", convert);
   m->mem = aligned_alloc(64, total ? total : 64);
   m->layers = calloc(d->layers ? d->layers : 1, sizeof *m->layers);
   if (!m->mem || !m->layers) {
@@ -435,6 +449,8 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
     load_mat(&ld, "model.norm.weight", &m->norm);
   }
   if (m->has_lm) load_mat(&ld, lmname, &m->lm);
+  if (embed_is_lm) m->embed = m->lm;
+  else if (m->has_embed) load_mat(&ld, "model.embed_tokens.weight", &m->embed);
   for (uint32_t i = 0; i < d->nweights; i++) m->weight_bytes += d->weights[i].size;
   return 0;
 }

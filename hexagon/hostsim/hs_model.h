@@ -22,8 +22,8 @@ typedef struct {
 typedef struct {
   hs_desc d;
   hs_layer *layers;
-  hs_mat norm, lm;
-  int has_layers, has_lm;
+  hs_mat norm, lm, embed; /* embed: ExecuTorch graphs look tokens up themselves */
+  int has_layers, has_lm, has_embed;
   void *mem;
   uint64_t mem_size, weight_bytes;
 } hs_model;
@@ -42,6 +42,8 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
                 float **newv);
 /* hs_lmhead computes logits [V] = W · x. */
 void hs_lmhead(const hs_model *m, const float *x, float *logits);
+/* hs_lmhead_n computes n rows: logits [n,V] = x [n,H] · Wᵀ. */
+void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits);
 
 float hs_f16_to_f32(uint16_t h);
 uint16_t hs_f32_to_f16(float f);

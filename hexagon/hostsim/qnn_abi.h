@@ -29,10 +29,12 @@ enum {
   QNN_BACKEND_ERROR_CANNOT_INITIALIZE = 4000,
   QNN_BACKEND_ERROR_INVALID_ARGUMENT = 4004,
   QNN_BACKEND_ERROR_INVALID_HANDLE = 4011,
+  QNN_BACKEND_ERROR_INVALID_CONFIG = 4012,
   QNN_CONTEXT_ERROR_INVALID_ARGUMENT = 5000,
   QNN_CONTEXT_ERROR_INVALID_HANDLE = 5002,
   QNN_CONTEXT_ERROR_BINARY_VERSION = 5004,
   QNN_CONTEXT_ERROR_CREATE_FROM_BINARY = 5005,
+  QNN_CONTEXT_ERROR_INVALID_CONFIG = 5010,
   QNN_GRAPH_ERROR_INVALID_ARGUMENT = 6000,
   QNN_GRAPH_ERROR_INVALID_HANDLE = 6001,
   QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST = 6002,
@@ -78,7 +80,8 @@ enum {
 
 enum {
   QNN_TENSOR_TYPE_APP_WRITE = 0, QNN_TENSOR_TYPE_APP_READ = 1, QNN_TENSOR_TYPE_APP_READWRITE = 2,
-  QNN_TENSOR_TYPE_NATIVE = 3, QNN_TENSOR_TYPE_STATIC = 4,
+  QNN_TENSOR_TYPE_NATIVE = 3, QNN_TENSOR_TYPE_STATIC = 4, QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE = 11,
+  QNN_TENSOR_TYPE_OPTIONAL_APP_READ = 12, QNN_TENSOR_TYPE_OPTIONAL_APP_READWRITE = 13,
 };
 enum { QNN_TENSORMEMTYPE_RAW = 0, QNN_TENSORMEMTYPE_MEMHANDLE = 1, QNN_TENSORMEMTYPE_RETRIEVE_RAW = 2 };
 enum { QNN_TENSOR_VERSION_1 = 1, QNN_TENSOR_VERSION_2 = 2 };
@@ -288,6 +291,10 @@ typedef struct {
 
 /* ---- configs (section 4/7) ---- */
 typedef struct { uint32_t option; union { void *customConfig; uint32_t priority; void *ptr; }; } QnnContext_Config_t;
+/* context options 0 CUSTOM ... 10 GRAPH_RETENTION_ORDER; backend options 0 CUSTOM, 1 PLATFORM */
+enum { QNN_CONTEXT_CONFIG_OPTION_CUSTOM = 0, QNN_CONTEXT_CONFIG_OPTION_LAST = 10 };
+typedef struct { uint32_t option; union { void *customConfig; const char **platformOptions; void *ptr; }; } QnnBackend_Config_t;
+enum { QNN_BACKEND_CONFIG_OPTION_CUSTOM = 0, QNN_BACKEND_CONFIG_OPTION_PLATFORM = 1 };
 typedef struct { uint32_t option; union { void *customConfig; void *platformInfo; }; } QnnDevice_Config_t;
 enum { QNN_HTP_DEVICE_CONFIG_OPTION_SOC = 0, QNN_HTP_DEVICE_CONFIG_OPTION_ARCH = 1 };
 typedef struct {
@@ -411,6 +418,7 @@ HS_ASSERT_OFF(QnnHtpPerfInfrastructure_PowerConfig_t, dcvsV3Config.sleepLatency,
 HS_ASSERT_OFF(QnnHtpPerfInfrastructure_PowerConfig_t, dcvsV3Config.busVoltageCornerMin, 40);
 HS_ASSERT_OFF(QnnHtpPerfInfrastructure_PowerConfig_t, dcvsV3Config.coreVoltageCornerMax, 64);
 HS_ASSERT_SIZE(QnnContext_Config_t, 16);
+HS_ASSERT_SIZE(QnnBackend_Config_t, 16);
 HS_ASSERT_SIZE(QnnDevice_Config_t, 16);
 HS_ASSERT_SIZE(QnnHtpDevice_CustomConfig_t, 12);
 HS_ASSERT_SIZE(QnnHtpContext_CustomProperty_t, 16);

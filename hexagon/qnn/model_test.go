@@ -66,7 +66,7 @@ func (m *lmHeadModel) write(t testing.TB, dir string) string {
 	h := simfile.Hyper{Hidden: m.H, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: m.H, FFN: m.H, Vocab: m.V, Ctx: 16, RMSEps: 1e-5}
 	g := simfile.Graph{Name: "lmhead", Kind: simfile.LMHead, Window: 1, KV: simfile.F32,
 		Inputs:  []simfile.Tensor{{Name: "x", DType: m.XType, Dims: []int{1, m.H}, Scale: m.Scale, Offset: m.Off}},
-		Outputs: []simfile.Tensor{{Name: "logits", DType: simfile.F32, Dims: []int{1, m.V}}}}
+		Outputs: []simfile.Tensor{{Name: "logits", Role: simfile.RoleLogits, DType: simfile.F32, Dims: []int{1, m.V}}}}
 	ws := simfile.WeightSpecs(h, false, true)
 	rng := rand.New(rand.NewPCG(uint64(m.H), uint64(m.V)))
 	ws[0].F16, m.W = randomF16(rng, m.H*m.V, 8)

@@ -50,57 +50,147 @@ func goList(t *testing.T, args ...string) []pkg {
 	return pkgs
 }
 
-// forbiddenDeps returns the deps that the pure layers may not import: the
-// NPU binding (hexagon/...) and purego.
-func forbiddenDeps(deps []string) []string {
+// Layers of the module, by import path relative to the module (a path
+// belongs to the first entry whose prefix it equals or extends). Anything
+// under hexagon/ that is not listed is a runner: packages added there later
+// (hexagon/pte, runner siblings) are covered without editing this table.
+// A package in no layer fails the test, so every package gets a rule.
+var layerPrefixes = []struct{ prefix, layer string }{
+	{"openai", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"},
+	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
+	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
+	{"internal", "support"},
+	{"hexagon", "runner"},
+	{"cmd", "main"}, {"e2e", "main"},
+}
+
+// forbidden lists, per layer, the layers (and external modules) it may not
+// import, directly or indirectly, test imports included:
+//   - the API, template, tokenizer and scheduling layers never reach the NPU
+//     (no hexagon/ package, no purego) nor the app layer;
+//   - server, config and bench never import a runner, the QNN binding or purego
+//     (config reads the manifest format, hexagon/bundle);
+//   - support packages never import a runner or the app;
+//   - runners never import the app (the binary wires them together).
+var forbidden = map[string][]string{
+	"pure":    {"runner", "support:hexagon", "app", "main", "purego"},
+	"app":     {"runner", "support:hexagon/qnn", "support:hexagon/hostsim", "main", "purego"},
+	"support": {"runner", "app", "main"},
+	"runner":  {"app", "main"},
+}
+
+// layerOf returns the layer of an import path, "external" outside the
+// module, or "" for a module package in no layer.
+func layerOf(path string) string {
+	rel, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		if path == "github.com/ebitengine/purego" || strings.HasPrefix(path, "github.com/ebitengine/purego/") {
+			return "purego"
+		}
+		return "external"
+	}
+	for _, l := range layerPrefixes {
+		if rel == l.prefix || strings.HasPrefix(rel, l.prefix+"/") {
+			return l.layer
+		}
+	}
+	return ""
+}
+
+// violations returns the deps of a package in layer that its rules forbid.
+func violations(layer string, deps []string) []string {
 	var bad []string
 	for _, d := range deps {
-		if d == module+"/hexagon" || strings.HasPrefix(d, module+"/hexagon/") ||
-			d == "github.com/ebitengine/purego" || strings.HasPrefix(d, "github.com/ebitengine/purego/") {
-			bad = append(bad, d)
+		dl := layerOf(basePath(d))
+		for _, f := range forbidden[layer] {
+			rule, prefix, scoped := strings.Cut(f, ":")
+			if dl == rule && (!scoped || d == module+"/"+prefix || strings.HasPrefix(d, module+"/"+prefix+"/")) {
+				bad = append(bad, d)
+				break
+			}
 		}
 	}
 	return bad
 }
 
-func TestForbiddenDeps(t *testing.T) {
-	got := forbiddenDeps([]string{"fmt", module + "/hexagon", module + "/hexagonal", module + "/hexagon/qnn",
-		"github.com/ebitengine/purego", "github.com/ebitengine/purego/internal/fakecgo", module + "/chat"})
-	want := []string{module + "/hexagon", module + "/hexagon/qnn", "github.com/ebitengine/purego", "github.com/ebitengine/purego/internal/fakecgo"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("forbiddenDeps = %v, want %v", got, want)
+// basePath strips go list's test decorations: "p [p.test]" → p, "p_test" → p.
+func basePath(importPath string) string {
+	p, _, _ := strings.Cut(importPath, " ")
+	return strings.TrimSuffix(p, "_test")
+}
+
+func TestLayerRules(t *testing.T) {
+	for _, c := range []struct{ path, layer string }{
+		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
+		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "support"}, {module + "/hexagon/etrunner", "runner"},
+		{module + "/hexagon/llama", "runner"}, {module + "/hexagon/bundle", "support"},
+		{module + "/hexagon/hostsim/simfile", "support"}, {module + "/hexagonal", ""}, {module + "/newpkg", ""},
+		{module + "/cmd/server", "main"}, {"github.com/ebitengine/purego/internal/fakecgo", "purego"}, {"fmt", "external"},
+	} {
+		if got := layerOf(c.path); got != c.layer {
+			t.Errorf("layerOf(%s) = %q, want %q", c.path, got, c.layer)
+		}
+	}
+	for _, c := range []struct {
+		layer string
+		deps  []string
+		want  string
+	}{
+		{"pure", []string{"fmt", module + "/hexagon/qnn", module + "/internal/half", "github.com/ebitengine/purego"}, module + "/hexagon/qnn github.com/ebitengine/purego"},
+		{"pure", []string{module + "/hexagon/pte"}, module + "/hexagon/pte"}, {"pure", []string{module + "/hexagon/etrunner"}, module + "/hexagon/etrunner"},
+		{"app", []string{module + "/hexagon/bundle", module + "/hexagon"}, module + "/hexagon"},
+		{"app", []string{module + "/hexagon/etrunner", module + "/hexagon/qnn", module + "/chat"}, module + "/hexagon/etrunner " + module + "/hexagon/qnn"},
+		{"support", []string{module + "/hexagon/bundle", module + "/server"}, module + "/server"},
+		{"runner", []string{module + "/hexagon/qnn", module + "/config"}, module + "/config"},
+		{"main", []string{module + "/hexagon", module + "/server"}, ""},
+	} {
+		if got := strings.Join(violations(c.layer, c.deps), " "); got != c.want {
+			t.Errorf("violations(%s, %v) = %q, want %q", c.layer, c.deps, got, c.want)
+		}
 	}
 }
 
-// The API, template, tokenizer and scheduling layers never reach the NPU
-// binding: they stay testable anywhere and portable to other backends.
-// Test imports count too.
+// TestLayering checks every package of the module, test variants included,
+// against the layer rules. A package that does not load fails: its deps
+// would be unknown.
 func TestLayering(t *testing.T) {
-	pure := []string{"./openai/...", "./chat/...", "./tokenizer/...", "./inference/...", "./responses/..."}
-	pkgs := goList(t, append([]string{"-deps=false", "-test"}, pure...)...)
-	if len(pkgs) == 0 {
-		t.Fatal("go list found no packages")
-	}
+	pkgs := goList(t, "-deps=false", "-test", "./...")
+	seen := map[string]bool{}
 	for _, p := range pkgs {
+		if strings.HasSuffix(p.ImportPath, ".test") {
+			continue // the generated test main
+		}
 		if p.Error != nil {
-			t.Logf("%s: %s (skipped: does not load)", p.ImportPath, p.Error.Err)
+			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
 			continue
 		}
-		if bad := forbiddenDeps(p.Deps); len(bad) > 0 {
-			t.Errorf("%s imports %s (directly or indirectly); these layers must not depend on hexagon/ or purego",
-				p.ImportPath, strings.Join(bad, ", "))
+		path := basePath(p.ImportPath)
+		layer := layerOf(path)
+		if layer == "" {
+			t.Errorf("%s is in no layer: add it to layerPrefixes", path)
+			continue
+		}
+		seen[layer] = true
+		if bad := violations(layer, p.Deps); len(bad) > 0 {
+			t.Errorf("%s (%s) imports %s (directly or indirectly); %s packages may not depend on %s",
+				p.ImportPath, layer, strings.Join(bad, ", "), layer, strings.Join(forbidden[layer], ", "))
+		}
+	}
+	for _, l := range []string{"pure", "app", "support", "runner", "main"} {
+		if !seen[l] {
+			t.Errorf("no package in layer %s: go list output changed?", l)
 		}
 	}
 }
 
-// The check sees real `go list` output: the NPU binding itself does depend
-// on purego.
+// The rules see real `go list` output: the NPU binding itself depends on
+// purego, which the pure layers may not reach.
 func TestLayeringDetects(t *testing.T) {
 	pkgs := goList(t, "./hexagon/qnn")
 	if len(pkgs) != 1 || pkgs[0].Error != nil {
-		t.Skipf("hexagon/qnn does not load: %+v", pkgs)
+		t.Fatalf("hexagon/qnn does not load: %+v", pkgs)
 	}
-	if len(forbiddenDeps(pkgs[0].Deps)) == 0 {
+	if len(violations("pure", pkgs[0].Deps)) == 0 {
 		t.Fatalf("no forbidden deps found in hexagon/qnn's deps %v", pkgs[0].Deps)
 	}
 }
@@ -109,7 +199,7 @@ func TestLayeringDetects(t *testing.T) {
 func TestPackageDocs(t *testing.T) {
 	for _, p := range goList(t, "./...") {
 		if p.Error != nil {
-			t.Logf("%s: %s (skipped: does not load)", p.ImportPath, p.Error.Err)
+			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
 			continue
 		}
 		if strings.TrimSpace(p.Doc) == "" {

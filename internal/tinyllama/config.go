@@ -116,15 +116,30 @@ func Llama32_1B() Config {
 	return c
 }
 
-// Preset returns a named preset: "tiny" or "llama-3.2-1b".
+// Llama32_3B returns the full Llama-3.2-3B shape with generated weights.
+func Llama32_3B() Config {
+	c := base()
+	c.HiddenSize = 3072
+	c.IntermediateSize = 8192
+	c.NumHiddenLayers = 28
+	c.NumAttentionHeads = 24
+	c.NumKeyValueHeads = 8
+	c.HeadDim = 128
+	c.InitSeed = 3_2_3
+	return c
+}
+
+// Preset returns a named preset: "tiny", "llama-3.2-1b" or "llama-3.2-3b".
 func Preset(name string) (Config, error) {
 	switch name {
 	case "tiny":
 		return Tiny(), nil
 	case "llama-3.2-1b":
 		return Llama32_1B(), nil
+	case "llama-3.2-3b":
+		return Llama32_3B(), nil
 	}
-	return Config{}, fmt.Errorf("tinyllama: unknown preset %q (want tiny or llama-3.2-1b)", name)
+	return Config{}, fmt.Errorf("tinyllama: unknown preset %q (want tiny, llama-3.2-1b or llama-3.2-3b)", name)
 }
 
 // ParseConfig decodes a config.json. A document with a top-level `config`

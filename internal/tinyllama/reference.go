@@ -75,6 +75,10 @@ func NewModel(c Config) (*Model, error) {
 
 // Session is one sequence's state: the float64 KV cache of every layer.
 type Session struct {
+	// Observe, if set, is called after each layer with this token's post-RoPE key, its value
+	// and the residual stream after the layer (read-only; used to calibrate fixed-point I/O).
+	Observe func(layer int, k, v, x []float64)
+
 	m    *Model
 	k, v [][]float64 // per layer, [pos, kv_dim] appended row by row
 	pos  int
@@ -179,6 +183,9 @@ func (s *Session) Append(tok int) ([]float64, error) {
 		matVec(tmp, l.dwn, g)
 		for i := range x {
 			x[i] += tmp[i]
+		}
+		if s.Observe != nil {
+			s.Observe(li, k, v, x)
 		}
 	}
 	s.pos++

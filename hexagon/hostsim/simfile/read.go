@@ -34,12 +34,15 @@ func Read(r io.ReaderAt) (*File, error) {
 		return nil, errors.New("simfile: not a hostsim context binary")
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(hdr[8:]); v != 1 {
+	if v := le.Uint32(hdr[8:]); v != version {
 		return nil, fmt.Errorf("simfile: unsupported version %d", v)
 	}
 	u := func(off int) int { return int(le.Uint32(hdr[off:])) }
+	f32 := func(off int) float32 { return math.Float32frombits(le.Uint32(hdr[off:])) }
 	f := &File{Hyper: Hyper{Hidden: u(16), Layers: u(20), Heads: u(24), KVHeads: u(28), HeadDim: u(32), FFN: u(36),
-		Vocab: u(40), Ctx: u(44), RMSEps: math.Float32frombits(le.Uint32(hdr[48:])), TiedLMHead: le.Uint32(hdr[52:])&1 != 0}}
+		Vocab: u(40), Ctx: u(44), RMSEps: math.Float32frombits(le.Uint32(hdr[48:])), TiedLMHead: le.Uint32(hdr[52:])&1 != 0,
+		FirstLayer: u(96), Shards: u(100), Rope: Rope{Theta: f32(104), Factor: f32(108), LowFreqFactor: f32(112),
+			HighFreqFactor: f32(116), OriginalMaxPositions: u(120)}}}
 	ng, nw := u(56), u(60)
 	goff, woff, doff := int64(le.Uint64(hdr[64:])), int64(le.Uint64(hdr[72:])), int64(le.Uint64(hdr[80:]))
 	f.Size = int64(le.Uint64(hdr[88:]))
@@ -60,7 +63,8 @@ func Read(r io.ReaderAt) (*File, error) {
 			return nil, errors.New("simfile: corrupt graph table")
 		}
 		for i := range nin + nout {
-			t := Tensor{Name: rd.str(), DType: DType(rd.u32()), Scale: math.Float32frombits(rd.u32()), Offset: int32(rd.u32())}
+			t := Tensor{Name: rd.str(), Role: Role(rd.u32()), Layer: int(rd.u32())}
+			t.DType, t.Scale, t.Offset = DType(rd.u32()), math.Float32frombits(rd.u32()), int32(rd.u32())
 			rank := int(rd.u32())
 			if rd.err != nil || rank > 8 {
 				return nil, errors.New("simfile: corrupt tensor table")

@@ -27,12 +27,13 @@ const (
 	SFixed16 DType = 0x0316
 	UFixed8  DType = 0x0408
 	UInt16   DType = 0x0116
+	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos only
 )
 
 // Size is the element size in bytes (0 if unsupported).
 func (d DType) Size() int {
 	switch d {
-	case F32:
+	case F32, Int32:
 		return 4
 	case F16, UFixed16, SFixed16, UInt16:
 		return 2
@@ -53,6 +54,9 @@ const (
 	Prefill Kind = 0
 	Decode  Kind = 1
 	LMHead  Kind = 2
+	// ETPrefill and ETDecode are ExecuTorch static-llama graphs (prefill_forward, kv_forward); see ETGraphs.
+	ETPrefill Kind = 3
+	ETDecode  Kind = 4
 )
 
 // Contract is the prefill graph contract (ARCHITECTURE.md).
@@ -67,7 +71,8 @@ const (
 // MaskKind is the attention mask encoding.
 type MaskKind uint32
 
-// Mask encodings: additive (0 attend, ≤ −1000 blocked) or u16 (65535 attend, 0 blocked).
+// Mask encodings: additive (0 attend, ≤ −1000 blocked) or u16 (UFIXED_POINT_16
+// codes 65535 attend, 0 blocked with DefaultGraphs' scale 1, offset −65535).
 const (
 	MaskAdditive MaskKind = 0
 	MaskU16      MaskKind = 1
@@ -89,14 +94,44 @@ type Hyper struct {
 	Hidden, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, Ctx int
 	RMSEps                                                   float32
 	TiedLMHead                                               bool
+	// ExecuTorch graphs only (header bytes 96..123): Layers is then this shard's layer count,
+	// FirstLayer the model layer it starts at, Shards the number of shards, and Rope the RoPE the
+	// graphs compute themselves.
+	FirstLayer, Shards int
+	Rope               Rope
+}
+
+// Rope is Llama-3-scaled RoPE (Factor 1 is plain RoPE with Theta).
+type Rope struct {
+	Theta, Factor, LowFreqFactor, HighFreqFactor float32
+	OriginalMaxPositions                         int
 }
 
 // KVDim is KVHeads·HeadDim.
 func (h Hyper) KVDim() int { return h.KVHeads * h.HeadDim }
 
+// Role is what a graph tensor is, whatever its name (FORMAT.md).
+type Role uint32
+
+// Tensor roles. PastK, PastV, NewK and NewV are per layer (Tensor.Layer).
+const (
+	RoleX Role = iota
+	RoleCos
+	RoleSin
+	RoleCMask
+	RoleY
+	RolePastK
+	RolePastV
+	RoleNewK
+	RoleNewV
+	RoleLogits
+)
+
 // Tensor is one graph input or output.
 type Tensor struct {
 	Name   string
+	Role   Role
+	Layer  int // layer index for the per-layer roles, else 0
 	DType  DType
 	Dims   []int
 	Scale  float32 // fixed point only: real = (q + Offset)·Scale
@@ -143,6 +178,9 @@ const (
 
 var magic = [8]byte{'H', 'S', 'I', 'M', 'C', 'T', 'X', 0}
 
+// version is the format version Write writes and Read accepts.
+const version = 2
+
 // Write writes a context binary with weights taken from Weight.F16.
 func Write(w io.Writer, h Hyper, graphs []Graph, weights []Weight, q WeightFormat) error {
 	return WriteWith(w, h, graphs, weights, Options{Format: q})
@@ -183,13 +221,13 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	for _, g := range graphs {
 		gsize += strLen(g.Name) + 7*4
 		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			if t.DType.Size() == 0 {
+			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
 				return fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
 			}
 			if t.DType.Fixed() && !(t.Scale > 0) {
 				return fmt.Errorf("simfile: graph %s tensor %s: fixed point needs a scale > 0", g.Name, t.Name)
 			}
-			gsize += strLen(t.Name) + 4*4 + 4*int64(len(t.Dims))
+			gsize += strLen(t.Name) + 6*4 + 4*int64(len(t.Dims))
 		}
 	}
 	isize := int64(0)
@@ -224,7 +262,7 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	bw := bufio.NewWriterSize(w, 1<<20)
 	wr := &lew{w: bw}
 	wr.bytes(magic[:])
-	wr.u32(1)
+	wr.u32(version)
 	wr.u32(headerSize)
 	for _, v := range []int{h.Hidden, h.Layers, h.Heads, h.KVHeads, h.HeadDim, h.FFN, h.Vocab, h.Ctx} {
 		wr.u32(uint32(v))
@@ -241,7 +279,13 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	wr.u64(uint64(headerSize + gsize))
 	wr.u64(uint64(dataOff))
 	wr.u64(uint64(total))
-	wr.zeros(32)
+	wr.u32(uint32(h.FirstLayer))
+	wr.u32(uint32(h.Shards))
+	for _, v := range []float32{h.Rope.Theta, h.Rope.Factor, h.Rope.LowFreqFactor, h.Rope.HighFreqFactor} {
+		wr.f32(v)
+	}
+	wr.u32(uint32(h.Rope.OriginalMaxPositions))
+	wr.zeros(4)
 	for _, g := range graphs {
 		wr.str(g.Name)
 		for _, v := range []uint32{uint32(g.Kind), uint32(g.Contract), uint32(g.Window), uint32(g.Mask), uint32(g.KV),
@@ -250,6 +294,8 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		}
 		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
 			wr.str(t.Name)
+			wr.u32(uint32(t.Role))
+			wr.u32(uint32(t.Layer))
 			wr.u32(uint32(t.DType))
 			wr.f32(t.Scale)
 			wr.u32(uint32(t.Offset))
@@ -426,8 +472,8 @@ func WeightSpecs(h Hyper, layers, lmhead bool) []Weight {
 // Default symmetric ranges used to pick scale/offset for fixed-point I/O in DefaultGraphs.
 var defaultRange = map[string]float32{"x": 1, "cos": 1, "sin": 1, "y": 64, "kv": 32, "logits": 128}
 
-func ioTensor(name string, dt DType, rangeKey string, dims ...int) Tensor {
-	t := Tensor{Name: name, DType: dt, Dims: dims}
+func ioTensor(name string, role Role, layer int, dt DType, rangeKey string, dims ...int) Tensor {
+	t := Tensor{Name: name, Role: role, Layer: layer, DType: dt, Dims: dims}
 	if dt.Fixed() {
 		r := defaultRange[rangeKey]
 		switch dt {
@@ -442,16 +488,18 @@ func ioTensor(name string, dt DType, rangeKey string, dims ...int) Tensor {
 	return t
 }
 
+// maskTensor is the cmask input. A u16 mask (and an additive one with u16
+// I/O) is UFIXED_POINT_16 with scale 1, offset −65535: code 65535 is 0
+// (attend), code 0 is −65535 (blocked); the graph adds the dequantised value.
 func maskTensor(mask MaskKind, iot DType, dims ...int) Tensor {
+	t := Tensor{Name: "cmask", Role: RoleCMask, DType: iot, Dims: dims}
 	switch {
-	case mask == MaskU16:
-		return Tensor{Name: "cmask", DType: UFixed16, Dims: dims, Scale: 1.0 / 65535}
-	case iot == UFixed16:
-		return Tensor{Name: "cmask", DType: UFixed16, Dims: dims, Scale: 1, Offset: -65535} // q 65535 → 0, q 0 → −65535
+	case mask == MaskU16 || iot == UFixed16:
+		t.DType, t.Scale, t.Offset = UFixed16, 1, -65535
 	case iot.Fixed():
-		return Tensor{Name: "cmask", DType: F16, Dims: dims}
+		t.DType = F16
 	}
-	return Tensor{Name: "cmask", DType: iot, Dims: dims}
+	return t
 }
 
 // DefaultGraphs returns the three graphs with the default tensor names of
@@ -466,14 +514,15 @@ func DefaultGraphs(h Hyper, contract Contract, window int, iot, kv DType, mask M
 		if kind == Prefill {
 			g.Contract = contract
 		}
-		g.Inputs = []Tensor{ioTensor("x", iot, "x", ar, H), ioTensor("cos", iot, "cos", ar, D), ioTensor("sin", iot, "sin", ar, D), m}
-		g.Outputs = []Tensor{ioTensor("y", iot, "y", ar, H)}
+		g.Inputs = []Tensor{ioTensor("x", RoleX, 0, iot, "x", ar, H), ioTensor("cos", RoleCos, 0, iot, "cos", ar, D),
+			ioTensor("sin", RoleSin, 0, iot, "sin", ar, D), m}
+		g.Outputs = []Tensor{ioTensor("y", RoleY, 0, iot, "y", ar, H)}
 		for i := range h.Layers {
 			s := strconv.Itoa(i)
 			if past {
-				g.Inputs = append(g.Inputs, ioTensor("past_k_"+s, kv, "kv", C, KV), ioTensor("past_v_"+s, kv, "kv", C, KV))
+				g.Inputs = append(g.Inputs, ioTensor("past_k_"+s, RolePastK, i, kv, "kv", C, KV), ioTensor("past_v_"+s, RolePastV, i, kv, "kv", C, KV))
 			}
-			g.Outputs = append(g.Outputs, ioTensor("new_k_"+s, kv, "kv", ar, KV), ioTensor("new_v_"+s, kv, "kv", ar, KV))
+			g.Outputs = append(g.Outputs, ioTensor("new_k_"+s, RoleNewK, i, kv, "kv", ar, KV), ioTensor("new_v_"+s, RoleNewV, i, kv, "kv", ar, KV))
 		}
 		return g
 	}
@@ -484,7 +533,8 @@ func DefaultGraphs(h Hyper, contract Contract, window int, iot, kv DType, mask M
 	}
 	decode = mk("decode", Decode, 1, true, maskTensor(mask, iot, C))
 	lmhead = Graph{Name: "lmhead", Kind: LMHead, Window: 1, Mask: mask, KV: kv,
-		Inputs: []Tensor{ioTensor("x", iot, "y", 1, H)}, Outputs: []Tensor{ioTensor("logits", iot, "logits", 1, h.Vocab)}}
+		Inputs:  []Tensor{ioTensor("x", RoleX, 0, iot, "y", 1, H)},
+		Outputs: []Tensor{ioTensor("logits", RoleLogits, 0, iot, "logits", 1, h.Vocab)}}
 	return prefill, decode, lmhead
 }
 

@@ -203,12 +203,24 @@ func TestDefaultGraphsShapes(t *testing.T) {
 		}
 	}
 	_, dec, _ := DefaultGraphs(small, QHexRT, 4, UFixed16, F16, MaskU16)
-	if m := dec.Inputs[3]; m.DType != UFixed16 || m.Offset != 0 || m.Scale != 1.0/65535 {
+	// code 65535 dequantises to 0 (attend), code 0 to −65535 (blocked)
+	if m := dec.Inputs[3]; m.DType != UFixed16 || m.Offset != -65535 || m.Scale != 1 || m.Role != RoleCMask {
 		t.Errorf("u16 mask tensor %+v", m)
+	}
+	if k, v := dec.Inputs[6], dec.Outputs[4]; k.Role != RolePastK || k.Layer != 1 || v.Role != RoleNewV || v.Layer != 1 {
+		t.Errorf("roles: %+v, %+v", k, v)
+	}
+	if lm := lm0(); lm.Inputs[0].Role != RoleX || lm.Outputs[0].Role != RoleLogits {
+		t.Errorf("lmhead roles %+v", lm)
 	}
 	if x := dec.Inputs[0]; x.Scale <= 0 || x.Offset != -32768 {
 		t.Errorf("ufixed16 x tensor %+v", x)
 	}
+}
+
+func lm0() Graph {
+	_, _, lm := DefaultGraphs(small, QHexRT, 4, F32, F32, MaskAdditive)
+	return lm
 }
 
 func TestReadRejectsGarbage(t *testing.T) {

@@ -98,7 +98,9 @@ static uint16_t ff16(float f) {
   if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
   return (uint16_t)(sign | h);
 }
-static uint32_t dt_bytes(uint32_t dt) { return dt == QNN_DATATYPE_FLOAT_32 ? 4 : 2; }
+static uint32_t dt_bytes(uint32_t dt) {
+  return dt == QNN_DATATYPE_FLOAT_32 || dt == QNN_DATATYPE_INT_32 ? 4 : dt == QNN_DATATYPE_UFIXED_POINT_8 ? 1 : 2;
+}
 static void put(const Qnn_Tensor_t *t, void *buf, size_t i, float v) {
   const Qnn_TensorV2_t *x = &t->v2;
   if (x->dataType == QNN_DATATYPE_FLOAT_32) ((float *)buf)[i] = v;
@@ -215,9 +217,11 @@ static void set_x(const graph *g, int ix, int row, int tok) {
     put(&g->in[ix], g->inbuf[ix], (size_t)row * M.H + h, v);
   }
 }
+/* u16 mask codes the host writes (a test changes them to check that hostsim dequantises them) */
+static uint16_t u16_open = 65535, u16_blocked = 0;
 static void set_mask(const graph *g, int im, size_t i, int open, int additive) {
   if (additive) put(&g->in[im], g->inbuf[im], i, open ? 0.0f : -65504.0f);
-  else ((uint16_t *)g->inbuf[im])[i] = open ? 65535 : 0;
+  else ((uint16_t *)g->inbuf[im])[i] = open ? u16_open : u16_blocked;
 }
 
 static E execute(graph *g) {
@@ -443,7 +447,7 @@ static void open_runner(runner *r, const char *dir, const char *body, const char
   if (r->contract) bind_cache(r, &r->pre, r->ctx_body);
   int im = find(r->dec.in, r->dec.nin, "cmask");
   uint32_t mt = r->dec.in[im].v2.dataType;
-  r->additive = !(mt == QNN_DATATYPE_UFIXED_POINT_16 && r->dec.in[im].v2.quantizeParams.scaleOffset.offset == 0);
+  r->additive = mt != QNN_DATATYPE_UFIXED_POINT_16; /* UFIXED_POINT_16 masks get raw codes 65535 / 0 */
   int ix = find(r->pre.in, r->pre.nin, "x");
   r->W = (int)r->pre.in[ix].v2.dimensions[0];
 }
@@ -527,6 +531,49 @@ static void run_variant(const char *dir, const char *name, const char *body, con
     CHECK(diverge_margin <= 2 * maxerr, "%s: greedy diverged at a golden margin %g above 2x the logit error %g", name,
           diverge_margin, maxerr);
   }
+  close_runner(&r);
+}
+
+/* u16_codes checks that u16 mask codes are dequantised like a real graph: codes a host might write by
+ * mistake (32768 to attend, 32767 to block) must not pass the golden cases, and a code that is neither
+ * attend nor blocked (65531 = -4 with scale 1, offset -65535, written where the mask blocks) changes the result. */
+static void u16_codes(const char *dir, const char *body, const char *lmfile, void *backend, void *device) {
+  runner r;
+  memset(&r, 0, sizeof r);
+  open_runner(&r, dir, body, lmfile, backend, device);
+  CHECK(!r.additive, "%s: not a u16 mask", body);
+  gcase *g = &cases[0];
+  struct { uint16_t open, blocked; double err; } codes[] = {{65535, 0, 0}, {32768, 32767, 0}, {65535, 65531, 0}};
+  float *base = malloc(sizeof(float) * (size_t)M.V);
+  double diff[3] = {0};
+  for (int c = 0; c < 3; c++) {
+    u16_open = codes[c].open;
+    u16_blocked = codes[c].blocked;
+    float **out = calloc((size_t)g->n, sizeof(float *));
+    for (int k = 0; k < g->nchecks; k++) out[g->pos[k]] = malloc(sizeof(float) * (size_t)M.V);
+    if (!out[g->n - 1]) out[g->n - 1] = malloc(sizeof(float) * (size_t)M.V);
+    eval(&r, g->prompt, 0, g->n, out);
+    for (int k = 0; k < g->nchecks; k++)
+      for (int t = 0; t < 20; t++) {
+        double d = fabs(out[g->pos[k]][g->top_id[k][t]] - g->top_logit[k][t]);
+        if (d > codes[c].err) codes[c].err = d;
+      }
+    if (c == 0) memcpy(base, out[g->n - 1], sizeof(float) * (size_t)M.V);
+    for (int v = 0; v < M.V; v++) {
+      double d = fabs(out[g->n - 1][v] - base[v]);
+      if (d > diff[c]) diff[c] = d;
+    }
+    for (int i = 0; i < g->n; i++) free(out[i]);
+    free(out);
+  }
+  u16_open = 65535;
+  u16_blocked = 0;
+  printf("u16 mask codes: golden error %.3g with 65535/0, %.3g with 32768/32767, %.3g with 65535/65531 (max change %.3g)\n",
+         codes[0].err, codes[1].err, codes[2].err, diff[2]);
+  CHECK(codes[0].err < 2e-4, "u16 codes 65535/0: golden error %g", codes[0].err);
+  CHECK(codes[1].err > 1e-2, "u16 codes 32768/32767 still pass the golden case (error %g)", codes[1].err);
+  CHECK(diff[2] > 1e-2, "u16 code 65531 (-4) in blocked places did not change the logits (max change %g)", diff[2]);
+  free(base);
   close_runner(&r);
 }
 
@@ -657,6 +704,42 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   CHECK(e == QNN_GRAPH_ERROR_GRAPH_DOES_NOT_EXIST, "retrieve unknown: %llu", (unsigned long long)e);
   e = FN(T, SLOT_deviceFree, h_t)(device);
   CHECK(e == QNN_DEVICE_ERROR_ASSOCIATED_TO_CONTEXT, "deviceFree busy: %llu", (unsigned long long)e);
+  /* codes as the headers document them */
+  e = FN(T, SLOT_graphRetrieve, retrieve_t)((void *)&save, "decode", &gh);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_HANDLE, "retrieve with a bad context: %llu", (unsigned long long)e);
+  e = FN(T, SLOT_graphRetrieve, retrieve_t)(r.ctx_body, "decode", NULL);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_NAME, "retrieve with a NULL out: %llu", (unsigned long long)e);
+  e = ex(g->handle, g->in, g->nin, g->out, g->nout, NULL, (void *)&save);
+  CHECK(e == QNN_COMMON_ERROR_NOT_SUPPORTED, "execute with a signal: %llu", (unsigned long long)e);
+  /* what the headers allow: NULL input dimensions, APP_READWRITE and OPTIONAL_APP_* tensors */
+  g->in[0].v2.dimensions = NULL;
+  e = ex(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  CHECK(e == 0, "NULL input dimensions: %llu %s", (unsigned long long)e, errtext(e));
+  g->in[0] = save;
+  Qnn_Tensor_t osave = g->out[0];
+  g->out[0].v2.dimensions = NULL;
+  e = ex(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_TENSOR, "NULL output dimensions: %llu", (unsigned long long)e);
+  g->out[0] = osave;
+  struct { uint32_t type; int input; E want; } types[] = {
+      {QNN_TENSOR_TYPE_APP_READWRITE, 1, 0}, {QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE, 1, 0},
+      {QNN_TENSOR_TYPE_OPTIONAL_APP_READWRITE, 1, 0}, {QNN_TENSOR_TYPE_APP_READWRITE, 0, 0},
+      {QNN_TENSOR_TYPE_OPTIONAL_APP_READ, 0, 0}, {QNN_TENSOR_TYPE_OPTIONAL_APP_READWRITE, 0, 0},
+      {QNN_TENSOR_TYPE_OPTIONAL_APP_READ, 1, QNN_GRAPH_ERROR_INVALID_TENSOR},
+      {QNN_TENSOR_TYPE_OPTIONAL_APP_WRITE, 0, QNN_GRAPH_ERROR_INVALID_TENSOR},
+      {QNN_TENSOR_TYPE_NATIVE, 1, QNN_GRAPH_ERROR_INVALID_TENSOR}, {8 /* UPDATEABLE_APP_WRITE */, 1, QNN_GRAPH_ERROR_INVALID_TENSOR},
+  };
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    Qnn_Tensor_t *t = types[k].input ? &g->in[0] : &g->out[0];
+    t->v2.type = types[k].type;
+    e = ex(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+    CHECK(e == types[k].want, "%s tensor type %u: %llu, want %llu", types[k].input ? "input" : "output", types[k].type,
+          (unsigned long long)e, (unsigned long long)types[k].want);
+    g->in[0] = save;
+    g->out[0] = osave;
+  }
+  CHECK(FN(T, SLOT_deviceGetPlatformInfo, platinfo_t)(NULL, NULL) == QNN_COMMON_ERROR_INVALID_ARGUMENT, "platform info NULL out");
+  CHECK(FN(T, SLOT_deviceGetInfrastructure, infra_t)(NULL) == QNN_COMMON_ERROR_INVALID_ARGUMENT, "infrastructure NULL out");
   /* memRegister errors */
   Qnn_MemDescriptor_t md;
   memset(&md, 0, sizeof md);
@@ -679,6 +762,28 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   void *bogus = &md;
   e = FN(T, SLOT_memDeRegister, memdereg_t)(&bogus, 1);
   CHECK(e == QNN_MEM_ERROR_INVALID_HANDLE, "bad dereg: %llu", (unsigned long long)e);
+  /* a failing memRegister sets every handle to NULL (the first descriptor is valid, the second is not) */
+  Qnn_MemDescriptor_t two[2];
+  uint32_t one = 1;
+  memset(two, 0, sizeof two);
+  two[0].memShape.numDim = 1;
+  two[0].memShape.dimSize = &one;
+  two[0].dataType = QNN_DATATYPE_FLOAT_32;
+  two[0].memType = QNN_MEM_TYPE_ION;
+  two[0].ionInfo.fd = p_rpcmem_to_fd(r.rpc_block);
+  two[1] = two[0];
+  two[1].memType = 7;
+  stats_t sm0, sm1;
+  p_stats(&sm0);
+  void *hs2[2] = {(void *)&md, (void *)&md};
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, two, 2, hs2);
+  p_stats(&sm1);
+  CHECK(e == QNN_MEM_ERROR_UNSUPPORTED_MEMTYPE && !hs2[0] && !hs2[1] && sm1.live_mems == sm0.live_mems,
+        "failed memRegister: %llu, handles %p %p, live %lld -> %lld", (unsigned long long)e, hs2[0], hs2[1],
+        (long long)sm0.live_mems, (long long)sm1.live_mems);
+  hs2[0] = hs2[1] = (void *)&md;
+  e = FN(T, SLOT_memRegister, memreg_t)((void *)&md, two, 1, hs2);
+  CHECK(e == QNN_MEM_ERROR_INVALID_HANDLE && !hs2[0], "memRegister with a bad context: %llu %p", (unsigned long long)e, hs2[0]);
 
   /* switches: injected failure, script, latency */
   stats_t s0, s1;
@@ -793,6 +898,136 @@ static int smoke(const char *dir, const char *body, const char *lmfile, void *ba
   return failures ? 1 : 0;
 }
 
+/* ---- ExecuTorch static-llama graphs (FORMAT.md "ExecuTorch graphs") ---- */
+/* et_node returns the <node> of input_<k>_<node>@0 (static buffer). */
+static const char *et_node(const char *name) {
+  static char buf[64];
+  const char *p = strchr(name + 6, '_');
+  snprintf(buf, sizeof buf, "%s", p ? p + 1 : "");
+  char *at = strchr(buf, '@');
+  if (at) *at = 0;
+  return buf;
+}
+
+/* et_call runs graph g (float32 KV, logits and mask) for n real tokens at positions npast..,
+ * with caches kc/vc [L][n_kv·hd·CL] indexed by absolute slot; returns the logits of row n-1. */
+static E et_call(graph *g, const int *tok, int n, int npast, float **kc, float **vc, float *logits) {
+  int im = -1;
+  for (uint32_t i = 0; i < g->nin; i++)
+    if (!strcmp(et_node(g->in[i].v2.name), "atten_mask")) im = (int)i;
+  int AR = (int)g->in[im].v2.dimensions[2], CL = (int)g->in[im].v2.dimensions[3], S = CL - AR;
+  int L = (int)(g->nout - 1) / 2, nkv = M.kvh, hd = M.D;
+  for (uint32_t i = 0; i < g->nin; i++) {
+    const char *nd = et_node(g->in[i].v2.name);
+    void *b = g->inbuf[i];
+    if (!strcmp(nd, "tokens") || !strcmp(nd, "input_pos"))
+      for (int r = 0; r < AR; r++) ((int32_t *)b)[r] = !strcmp(nd, "input_pos") ? npast + r : r < n ? tok[r] : 0;
+    else if (i == (uint32_t)im)
+      for (int r = 0; r < AR; r++)
+        for (int j = 0; j < CL; j++) ((float *)b)[r * CL + j] = (j < npast || (j >= S && j - S <= r)) ? 0.0f : -65535.0f;
+    else {
+      int j = atoi(nd + 5);
+      float *dst = b;
+      if (j < L)
+        for (int r = 0; r < nkv * hd; r++) memcpy(dst + (size_t)r * S, kc[j] + (size_t)r * CL, sizeof(float) * (size_t)S);
+      else
+        for (int h = 0; h < nkv; h++) memcpy(dst + (size_t)h * S * hd, vc[j - L] + (size_t)h * CL * hd, sizeof(float) * (size_t)S * hd);
+    }
+  }
+  E e = FN(T, SLOT_graphExecute, exec_t)(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  if (e) return e;
+  for (int l = 0; l < L; l++) {
+    const float *vo = g->outbuf[2 * l], *ko = g->outbuf[2 * l + 1];
+    for (int r = 0; r < nkv * hd; r++) memcpy(kc[l] + (size_t)r * CL + npast, ko + (size_t)r * AR, sizeof(float) * (size_t)n);
+    for (int h = 0; h < nkv; h++)
+      memcpy(vc[l] + ((size_t)h * CL + npast) * hd, vo + (size_t)h * AR * hd, sizeof(float) * (size_t)n * hd);
+  }
+  memcpy(logits, (const float *)g->outbuf[2 * L] + (size_t)(n - 1) * M.V, sizeof(float) * (size_t)M.V);
+  return 0;
+}
+
+/* et_smoke runs the short golden case through et_f32.hsim: a two-chunk prefill (AR 4, the
+ * second chunk padded), then kv_forward greedy steps that must equal the golden tokens; plus
+ * the strict checks on a short buffer and an out-of-range position. */
+static void et_smoke(const char *dir, void *backend, void *device) {
+  char path[1024];
+  uint64_t sz;
+  snprintf(path, sizeof path, "%s/et_f32.hsim", dir);
+  void *bin = read_file(path, &sz);
+  graph gs[2];
+  memset(gs, 0, sizeof gs);
+  CHECK(load_graphs(bin, sz, gs, 2) == 2 && !strcmp(gs[0].name, "kv_forward") && !strcmp(gs[1].name, "prefill_forward"),
+        "ExecuTorch graphs: %s, %s", gs[0].name, gs[1].name);
+  CHECK(!strcmp(gs[1].in[0].v2.name, "input_2_args_0@0") && gs[1].in[0].v2.rank == 4 && gs[1].in[0].v2.dimensions[3] == 60,
+        "stored order starts with K0 [1,n_kv,hd,60]: %s", gs[1].in[0].v2.name);
+  void *ctx = NULL;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, NULL, bin, sz, &ctx, NULL) == 0, "ExecuTorch context");
+  /* the spill-fill group of sharded exports: REGISTER_MULTI_CONTEXTS {firstGroupHandle, maxSpillFillBuffer} */
+  struct { uint32_t option, pad; void *first; uint64_t spill_fill; } grp = {2, 0, NULL, 1 << 20};
+  QnnContext_Config_t gcfg = {.option = 0, .customConfig = &grp};
+  const QnnContext_Config_t *glist[] = {&gcfg, NULL};
+  void *g1 = NULL, *g2 = NULL, *g3 = NULL;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g1, NULL) == 0, "group: first context");
+  grp.first = g1;
+  CHECK(FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g2, NULL) == 0, "group: second context");
+  grp.first = &grp;
+  E ge = FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)glist, bin, sz, &g3, NULL);
+  CHECK(ge == QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "group with a bogus first handle: %llu", (unsigned long long)ge);
+  CHECK(FN(T, SLOT_contextFree, ctxfree_t)(g2, NULL) == 0 && FN(T, SLOT_contextFree, ctxfree_t)(g1, NULL) == 0, "group contexts freed");
+  free(bin);
+  for (int i = 0; i < 2; i++) {
+    CHECK(FN(T, SLOT_graphRetrieve, retrieve_t)(ctx, gs[i].name, &gs[i].handle) == 0, "retrieve %s", gs[i].name);
+    alloc_io(&gs[i]);
+  }
+  int L = M.L, CL = 64;
+  float *kc[64], *vc[64], *logits = malloc(sizeof(float) * (size_t)M.V);
+  for (int l = 0; l < L; l++) {
+    kc[l] = calloc((size_t)M.kvh * M.D * CL, sizeof(float));
+    vc[l] = calloc((size_t)M.kvh * M.D * CL, sizeof(float));
+  }
+  stats_t s0, s1;
+  p_stats(&s0);
+  gcase *c = &cases[0];
+  int pos = 0;
+  E e = 0;
+  for (; pos < c->n && !e; pos += 4) e = et_call(&gs[1], c->prompt + pos, c->n - pos < 4 ? c->n - pos : 4, pos, kc, vc, logits);
+  CHECK(e == 0, "prefill_forward: %s", errtext(e));
+  pos = c->n;
+  int steps = 8, ok = 0;
+  for (int k = 0; k < steps && !e; k++) {
+    int tok = argmax(logits, M.V);
+    ok += tok == c->greedy[k];
+    CHECK(tok == c->greedy[k], "ExecuTorch greedy step %d: %d, golden %d", k, tok, c->greedy[k]);
+    e = et_call(&gs[0], &tok, 1, pos++, kc, vc, logits);
+  }
+  CHECK(e == 0 && ok == steps, "kv_forward: %s, %d/%d greedy tokens", errtext(e), ok, steps);
+  p_stats(&s1);
+  CHECK(s1.exec_prefill - s0.exec_prefill == 2 && s1.exec_decode - s0.exec_decode == steps, "ExecuTorch executes counted as prefill %lld decode %lld",
+        (long long)(s1.exec_prefill - s0.exec_prefill), (long long)(s1.exec_decode - s0.exec_decode));
+  /* the decode latency floor applies to kv_forward (one shard: the whole floor) */
+  p_set("HOSTSIM_LATENCY_US_DECODE", "30000");
+  double t0 = now_s();
+  int t1 = 1;
+  e = et_call(&gs[0], &t1, 1, pos, kc, vc, logits);
+  double dt = now_s() - t0;
+  CHECK(e == 0 && dt >= 0.030, "kv_forward latency floor: %.4f s", dt);
+  p_set("HOSTSIM_LATENCY_US_DECODE", NULL);
+  /* strictness: a buffer one element short, a position outside the context */
+  graph *g = &gs[0];
+  g->in[0].v2.clientBuf.dataSize -= 4;
+  e = FN(T, SLOT_graphExecute, exec_t)(g->handle, g->in, g->nin, g->out, g->nout, NULL, NULL);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_TENSOR, "short ExecuTorch buffer: %llu", (unsigned long long)e);
+  g->in[0].v2.clientBuf.dataSize += 4;
+  int tok = 1;
+  e = et_call(g, &tok, 1, CL, kc, vc, logits);
+  CHECK(e == QNN_GRAPH_ERROR_INVALID_TENSOR && strstr(errtext(e), "input_pos"), "input_pos = CL: %llu %s", (unsigned long long)e, errtext(e));
+  printf("executorch: %d/%d greedy tokens of case %s\n", ok, steps, c->name);
+  for (int l = 0; l < L; l++) { free(kc[l]); free(vc[l]); }
+  free(logits);
+  for (int i = 0; i < 2; i++) free_graph(&gs[i]);
+  CHECK(FN(T, SLOT_contextFree, ctxfree_t)(ctx, NULL) == 0, "ExecuTorch contextFree");
+}
+
 int main(int argc, char **argv) {
   if (argc != 3 && !(argc == 6 && !strcmp(argv[3], "smoke"))) {
     fprintf(stderr, "usage: harness LIBDIR DATADIR | harness LIBDIR DIR smoke BODY.hsim LMHEAD.hsim\n");
@@ -833,13 +1068,25 @@ int main(int argc, char **argv) {
 
   void *log = NULL, *backend = NULL, *device = NULL;
   CHECK(FN(T, SLOT_logCreate, logcreate_t)(log_cb, 3, &log) == 0, "logCreate");
+  E be;
+  int junk_log;
+  be = FN(T, SLOT_backendCreate, backendcreate_t)(&junk_log, NULL, &backend);
+  CHECK(be == QNN_BACKEND_ERROR_INVALID_HANDLE, "backendCreate with a bad log: %llu", (unsigned long long)be);
+  QnnBackend_Config_t bcfg = {.option = 5};
+  const QnnBackend_Config_t *bcl[] = {&bcfg, NULL};
+  be = FN(T, SLOT_backendCreate, backendcreate_t)(log, (const void **)bcl, &backend);
+  CHECK(be == QNN_BACKEND_ERROR_INVALID_CONFIG, "backendCreate with an unknown option: %llu", (unsigned long long)be);
   CHECK(FN(T, SLOT_backendCreate, backendcreate_t)(log, NULL, &backend) == 0, "backendCreate");
   CHECK(log_count >= 1, "log callback called (%d)", log_count);
   CHECK(((E(*)(uint32_t))T[SLOT_propertyHasCapability])(1501) == 0, "device capability");
   QnnHtpDevice_CustomConfig_t bad = {.option = QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, .arch = {0, 75}};
   QnnDevice_Config_t dcb = {.option = 0, .customConfig = &bad};
   const QnnDevice_Config_t *dlist_bad[] = {&dcb, NULL};
-  CHECK(FN(T, SLOT_deviceCreate, devcreate_t)(log, dlist_bad, &device) == QNN_COMMON_ERROR_INCOMPATIBLE_BINARIES, "arch v75 refused");
+  CHECK(FN(T, SLOT_deviceCreate, devcreate_t)(log, dlist_bad, &device) == QNN_DEVICE_ERROR_INVALID_CONFIG, "arch v75 refused");
+  QnnHtpDevice_CustomConfig_t badsoc = {.option = QNN_HTP_DEVICE_CONFIG_OPTION_SOC, .socModel = 57};
+  dcb.customConfig = &badsoc;
+  CHECK(FN(T, SLOT_deviceCreate, devcreate_t)(log, dlist_bad, &device) == QNN_DEVICE_ERROR_HARDWARE_UNAVAILABLE, "SoC 57 refused");
+  CHECK(FN(T, SLOT_deviceCreate, devcreate_t)(log, NULL, NULL) == QNN_COMMON_ERROR_INVALID_ARGUMENT, "deviceCreate NULL out");
   QnnHtpDevice_CustomConfig_t arch = {.option = QNN_HTP_DEVICE_CONFIG_OPTION_ARCH, .arch = {0, 79}};
   QnnHtpDevice_CustomConfig_t soc = {.option = QNN_HTP_DEVICE_CONFIG_OPTION_SOC, .socModel = 69};
   QnnDevice_Config_t dc1 = {.option = 0, .customConfig = &arch}, dc2 = {.option = 0, .customConfig = &soc};
@@ -868,6 +1115,13 @@ int main(int argc, char **argv) {
             rec[12] == 0xA0 && rec[13] == 100 && rec[14] == 9999,
         "recorded power config");
   CHECK(inf->perfInfra.setPowerConfig(pid + 100, pl1) != 0, "unknown power id refused");
+  /* the header allows a NULL list (nothing to set), client id 0 and setMemoryConfig(NULL) */
+  CHECK(inf->perfInfra.setPowerConfig(pid, NULL) == 0, "setPowerConfig NULL list");
+  CHECK(power(pid, rec) == 0 && rec[1] == 2, "a NULL list changes nothing");
+  CHECK(inf->perfInfra.setPowerConfig(0, pl2) == 0, "setPowerConfig client id 0");
+  CHECK(power(0, rec) == 0 && rec[13] == 100, "client id 0 recorded");
+  CHECK(inf->perfInfra.destroyPowerConfigId(0) == QNN_PERF_ERROR_INVALID_INPUT, "destroy id 0 (never created)");
+  CHECK(inf->perfInfra.setMemoryConfig(0, 0, NULL) == 0, "setMemoryConfig NULL");
 
   if (argc == 6) return smoke(dir, argv[4], argv[5], backend, device);
   /* malformed binaries */
@@ -879,6 +1133,14 @@ int main(int argc, char **argv) {
   CHECK(e == QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "garbage binary: %llu", (unsigned long long)e);
   e = FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, NULL, good, sz / 2, &ctx, NULL);
   CHECK(e == QNN_CONTEXT_ERROR_CREATE_FROM_BINARY && strstr(errtext(e), "truncated"), "truncated: %llu %s", (unsigned long long)e, errtext(e));
+  /* context configs: known options are accepted, unknown ones refused with INVALID_CONFIG */
+  QnnContext_Config_t prio = {.option = 1, .priority = 100}, unk = {.option = 42};
+  const QnnContext_Config_t *cl_ok[] = {&prio, NULL}, *cl_bad[] = {&prio, &unk, NULL};
+  e = FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)cl_bad, good, sz, &ctx, NULL);
+  CHECK(e == QNN_CONTEXT_ERROR_INVALID_CONFIG, "unknown context option: %llu", (unsigned long long)e);
+  e = FN(T, SLOT_contextCreateFromBinary, ctxbin_t)(backend, device, (const void **)cl_ok, good, sz, &ctx, NULL);
+  CHECK(e == 0, "priority option: %llu %s", (unsigned long long)e, errtext(e));
+  if (!e) CHECK(FN(T, SLOT_contextFree, ctxfree_t)(ctx, NULL) == 0, "contextFree");
   void *sh;
   FN(ST, 0, sysctx_t)(&sh);
   const QnnSystemContext_BinaryInfo_t *bi;
@@ -901,8 +1163,10 @@ int main(int argc, char **argv) {
   while (fscanf(vf, "%127s %255s %255s %d %d %d", name, body, lmf, &contract, &window, &exact) == 6) {
     if (first) { validation(dir, body, lmf, backend, device); first = 0; }
     run_variant(dir, name, body, lmf, exact, backend, device);
+    if (strstr(name, "u16mask")) u16_codes(dir, body, lmf, backend, device);
   }
   fclose(vf);
+  et_smoke(dir, backend, device);
 
   stats_t st;
   p_stats(&st);

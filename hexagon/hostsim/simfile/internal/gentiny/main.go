@@ -117,6 +117,26 @@ func run(goldenPath, out string, ctx int) error {
 		}
 		fmt.Fprintf(man, "%s %s.hsim %s.hsim %d %d %d\n", v.name, v.name, v.lmhead, v.contract, v.window, exact)
 	}
+	// An ExecuTorch static-llama context (prefill_forward AR 4, kv_forward; context 64) with
+	// float32 KV, logits and mask, for the harness's ExecuTorch smoke test.
+	eh := hyperOf(cfg, 64)
+	rs := cfg.RopeScaling
+	eh.Rope = simfile.Rope{Theta: float32(cfg.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
+		HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}
+	es := simfile.ETSpec{PrefillAR: 4, KV: simfile.F32, Logits: simfile.F32, Mask: simfile.F32, Shards: 1}
+	ef, err := os.Create(filepath.Join(out, "et_f32.hsim"))
+	if err != nil {
+		return err
+	}
+	err = simfile.WriteETShard(ef, eh, es, 0, simfile.WeightF16, func(name string, start int, dst []uint16) error {
+		return tinyllama.Fill(cfg, name, start, dst)
+	})
+	if cerr := ef.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
 	// Embedding table (what the host side looks up), float16 little-endian [V, H].
 	emb, err := tinyllama.Generate(cfg, "model.embed_tokens.weight")
 	if err != nil {

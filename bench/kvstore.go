@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
+)
+
+// The kvstore phase's workload and goal.
+const (
+	GoalKVStoreRatio = 0.2 // TTFT of turns 2… with the KV store ÷ without
+	kvConversations  = 4
+	kvTurns          = 6
+	kvFirstHistory   = 300 // tokens of turn 1's prompt (≈ 330 rendered); later turns grow by ≈ 25
+	kvReplyTokens    = 8
+	kvMemory         = 512 << 20 // the default engine.kv_cache.memory
+)
+
+// KVStoreBench is the kvstore phase: conversations taking turns, each
+// turn's time to first token with the KV store and without it.
+type KVStoreBench struct {
+	Emulation     Latency           `json:"emulation"`
+	Conversations int               `json:"conversations"`
+	Turns         int               `json:"turns"` // per conversation
+	ReplyTokens   int               `json:"reply_tokens"`
+	TTFTWithMS    float64           `json:"ttft_with_ms"`    // mean over turns 2…
+	TTFTWithoutMS float64           `json:"ttft_without_ms"` // mean over turns 2…
+	Ratio         float64           `json:"ratio"`
+	ShortTurns    int               `json:"short_turns"` // turns 2… with the store whose cached_tokens < history
+	Store         inference.KVStats `json:"store"`       // at the end of the run with the store
+	Detail        []KVTurn          `json:"detail"`
+	Skipped       string            `json:"skipped,omitempty"`
+}
+
+// KVTurn is one turn of one conversation.
+type KVTurn struct {
+	Conversation  int     `json:"conversation"`
+	Turn          int     `json:"turn"` // from 1
+	PromptTokens  int     `json:"prompt_tokens"`
+	HistoryTokens int     `json:"history_tokens"` // the previous turn's prompt (0 on turn 1)
+	CachedWith    int     `json:"cached_with"`
+	CachedWithout int     `json:"cached_without"`
+	TTFTWithMS    float64 `json:"ttft_with_ms"`
+	TTFTWithoutMS float64 `json:"ttft_without_ms"`
+}
+
+// kvStorePhase runs the conversations twice on fresh engines, without and
+// then with a KV store, and compares the later turns' TTFT.
+func (r *runner) kvStorePhase(ctx context.Context) error {
+	defer setLatency(r.emu)()
+	convs, turns := kvConversations, kvTurns
+	if r.opt.Quick {
+		convs, turns = 2, 3
+	}
+	kb := KVStoreBench{Emulation: r.emu, Conversations: convs, Turns: turns, ReplyTokens: kvReplyTokens, Detail: []KVTurn{}}
+	snap, ok := r.model.(inference.KVSnapshotter)
+	if !ok {
+		kb.Skipped = "the model cannot save its KV rows"
+		r.progress("  skipped: %s", kb.Skipped)
+		r.rep.KVStore = kb
+		return nil
+	}
+	if last := kvFirstHistory + turns*35; last > r.info.ContextLen {
+		kb.Skipped = fmt.Sprintf("%d-token conversations do not fit the %d-token context", last, r.info.ContextLen)
+		r.progress("  skipped: %s", kb.Skipped)
+		r.rep.KVStore = kb
+		return nil
+	}
+	for _, withStore := range []bool{false, true} {
+		var store *kvstore.Store
+		cfg := inference.Config{}
+		if withStore {
+			var err error
+			if store, err = kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: kvMemory, Logger: zerolog.Nop()}); err != nil {
+				return err
+			}
+			cfg.KVStore = store
+		}
+		e := inference.New(r.model, r.tok, cfg)
+		msgs := make([][]chat.Message, convs)
+		for c := range msgs {
+			msgs[c] = r.conversation(c, kvFirstHistory)
+		}
+		hist := make([]int, convs)
+		for turn := 1; turn <= turns; turn++ {
+			for c := range convs {
+				r.progress("  %s: conversation %d, turn %d/%d", map[bool]string{false: "without the store", true: "with the store"}[withStore], c+1, turn, turns)
+				prompt := r.encode(msgs[c], true)
+				if len(prompt)+kvReplyTokens > r.info.ContextLen {
+					e.Close()
+					return fmt.Errorf("conversation %d, turn %d: %d prompt tokens leave no room in the %d-token context", c+1, turn, len(prompt), r.info.ContextLen)
+				}
+				res, t0, arr, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: kvReplyTokens, IgnoreEOS: true,
+					CacheKey: fmt.Sprint("conversation-", c)})
+				if err != nil {
+					e.Close()
+					return err
+				}
+				if len(arr) == 0 {
+					e.Close()
+					return fmt.Errorf("conversation %d, turn %d: no tokens", c, turn)
+				}
+				ttft := ms(arr[0].Sub(t0))
+				i := (turn-1)*convs + c
+				if !withStore {
+					kb.Detail = append(kb.Detail, KVTurn{Conversation: c + 1, Turn: turn, PromptTokens: len(prompt), HistoryTokens: hist[c],
+						CachedWithout: res.Usage.CachedTokens, TTFTWithoutMS: ttft})
+				} else {
+					d := &kb.Detail[i]
+					if d.PromptTokens != len(prompt) {
+						e.Close()
+						return fmt.Errorf("conversation %d, turn %d: %d prompt tokens with the store, %d without", c, turn, len(prompt), d.PromptTokens)
+					}
+					d.CachedWith, d.TTFTWithMS = res.Usage.CachedTokens, ttft
+				}
+				hist[c] = len(prompt)
+				reply := ""
+				if len(res.Choices) > 0 {
+					reply = res.Choices[0].Text
+				}
+				msgs[c] = append(msgs[c], chat.Message{Role: "assistant", Content: reply},
+					chat.Message{Role: "user", Content: fmt.Sprintf("And case %d?", c+1)})
+			}
+		}
+		e.Close()
+		if store != nil {
+			kb.Store = store.Stats()
+		}
+	}
+	var with, without float64
+	for _, d := range kb.Detail {
+		if d.Turn < 2 {
+			continue
+		}
+		with += d.TTFTWithMS
+		without += d.TTFTWithoutMS
+		if d.CachedWith < d.HistoryTokens {
+			kb.ShortTurns++
+		}
+	}
+	n := float64(convs * (turns - 1))
+	kb.TTFTWithMS, kb.TTFTWithoutMS = round3(with/n), round3(without/n)
+	if without > 0 {
+		kb.Ratio = round3(with / without)
+	}
+	r.rep.KVStore = kb
+	return nil
+}
+
+// conversation c: its own system prompt and user/assistant pairs from the
+// paragraph (starting at a different sentence per conversation) until the
+// rendered prompt has about n tokens.
+func (r *runner) conversation(c, n int) []chat.Message {
+	sentences := strings.SplitAfter(Paragraph, ". ")
+	msgs := []chat.Message{{Role: "system", Content: fmt.Sprintf("You are assistant %d of a team; answer case %d briefly.", c+1, c+1)}}
+	for i := 17 * c; len(r.encode(msgs, true)) < n; i += 2 {
+		msgs = append(msgs, chat.Message{Role: "user", Content: strings.TrimSpace(sentences[i%len(sentences)])},
+			chat.Message{Role: "assistant", Content: strings.TrimSpace(sentences[(i+1)%len(sentences)])})
+	}
+	return append(msgs, chat.Message{Role: "user", Content: fmt.Sprintf("Summarise case %d.", c+1)})
+}
+
+// kvTurnGoals are the phase's goals.
+func kvTurnGoals(k KVStoreBench) []Goal {
+	if k.Ratio <= 0 {
+		return nil
+	}
+	return []Goal{
+		goal("kvstore_ttft_ratio", k.Ratio, "<=", GoalKVStoreRatio, "",
+			fmt.Sprintf("%d conversations × %d turns, turns 2–%d", k.Conversations, k.Turns, k.Turns)),
+		goal("kvstore_turns_short_of_history", float64(k.ShortTurns), "<=", 0, "turns", "turns 2… whose cached_tokens < the previous prompt"),
+	}
+}

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// structuredSchemas have bounded strings, numbers and arrays, so that the
+// random-weight model (whose text is gibberish) can only produce valid
+// values by way of the constraint.
+var structuredSchemas = []string{
+	`{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},"age":{"type":"integer","minimum":0,"maximum":120},"ok":{"type":"boolean"}},"required":["name","age","ok"],"additionalProperties":false}`,
+	`{"type":"array","minItems":1,"maxItems":3,"items":{"type":"number","minimum":-1,"maximum":1}}`,
+	`{"type":"object","properties":{"color":{"enum":["red","green","blue"]},"tags":{"type":"array","maxItems":2,"items":{"type":"string","maxLength":4}}},"required":["color","tags"],"additionalProperties":false}`,
+}
+
+func validator(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func validates(s *jsonschema.Schema, text string) error {
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return err
+	}
+	return s.Validate(v)
+}
+
+func (s *hexserve) chat(t *testing.T, body string) reply {
+	t.Helper()
+	return s.do(t, "POST", "/v1/chat/completions", body, "Content-Type", "application/json", "Authorization", "Bearer "+apiKey)
+}
+
+type chatChoice struct {
+	Message struct {
+		Content   string `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// streamed concatenates the content deltas of an SSE chat stream.
+func streamed(t *testing.T, body string) (string, string) {
+	t.Helper()
+	var text strings.Builder
+	finish := ""
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("bad frame %q: %v", data, err)
+		}
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	return text.String(), finish
+}
+
+// TestStructuredOutputs: with temperature 1 and 20 seeds per schema, every
+// output that finishes with "stop" validates, and streaming gives the same
+// text.
+func TestStructuredOutputs(t *testing.T) {
+	s := sharedServer(t)
+	for i, schema := range structuredSchemas {
+		v := validator(t, schema)
+		stops := 0
+		for seed := range 20 {
+			body := func(stream bool) string {
+				return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Give me JSON."}],"temperature":1,"seed":%d,"max_tokens":80,"stream":%v,`+
+					`"response_format":{"type":"json_schema","json_schema":{"name":"s%d","strict":true,"schema":%s}}}`, s.Model, seed, stream, i, schema)
+			}
+			r := s.chat(t, body(false))
+			if r.Status != 200 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
+			}
+			var resp struct{ Choices []chatChoice }
+			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			switch c.FinishReason {
+			case "stop":
+				stops++
+				if err := validates(v, c.Message.Content); err != nil {
+					t.Errorf("schema %d seed %d: %q does not validate: %v", i, seed, c.Message.Content, err)
+				}
+			case "length":
+			default:
+				t.Errorf("schema %d seed %d: finish %q", i, seed, c.FinishReason)
+			}
+			rs := s.chat(t, body(true))
+			text, finish := streamed(t, rs.Body)
+			if text != c.Message.Content || finish != c.FinishReason {
+				t.Errorf("schema %d seed %d: stream %q (%s), whole %q (%s)", i, seed, text, finish, c.Message.Content, c.FinishReason)
+			}
+		}
+		t.Logf("schema %d: %d of 20 finished with stop", i, stops)
+		if stops == 0 {
+			t.Errorf("schema %d: no output finished", i)
+		}
+	}
+}
+
+// TestForcedToolCalls: tool_choice "required" and a named function make the
+// model call a tool whose arguments validate.
+func TestForcedToolCalls(t *testing.T) {
+	s := sharedServer(t)
+	params := `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
+	v := validator(t, params)
+	tools := `[{"type":"function","function":{"name":"get_weather","strict":true,"parameters":` + params + `}},` +
+		`{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"tz":{"enum":["UTC","CET"]}},"required":["tz"],"additionalProperties":false}}}]`
+	calls := 0
+	for _, choice := range []string{`"required"`, `{"type":"function","function":{"name":"get_weather"}}`} {
+		for seed := range 10 {
+			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":1,"seed":%d,"max_tokens":80,"tools":%s,"tool_choice":%s,"parallel_tool_calls":false}`,
+				s.Model, seed, tools, choice)
+			r := s.chat(t, body)
+			if r.Status != 200 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
+			}
+			var resp struct{ Choices []chatChoice }
+			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			if c.FinishReason == "length" {
+				continue
+			}
+			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+				t.Errorf("%s seed %d: finish %q, %d calls, content %q", choice, seed, c.FinishReason, len(c.Message.ToolCalls), c.Message.Content)
+				continue
+			}
+			calls++
+			f := c.Message.ToolCalls[0].Function
+			switch {
+			case f.Name == "get_weather":
+				if err := validates(v, f.Arguments); err != nil {
+					t.Errorf("%s seed %d: arguments %s: %v", choice, seed, f.Arguments, err)
+				}
+			case f.Name == "get_time" && choice == `"required"`:
+			default:
+				t.Errorf("%s seed %d: called %q", choice, seed, f.Name)
+			}
+		}
+	}
+	if calls == 0 {
+		t.Error("no call finished")
+	}
+}
+
+// TestStructuredCompletions: response_format on /v1/completions (an
+// extension) and json_object on chat give JSON objects, and the metrics
+// count the constraint's steps and the compiles.
+func TestStructuredCompletions(t *testing.T) {
+	s := sharedServer(t)
+	for seed := range 5 {
+		for _, req := range []struct{ path, body string }{
+			{"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"JSON:","temperature":1,"seed":%d,"max_tokens":60,"response_format":{"type":"json_object"}}`, s.Model, seed)},
+			{"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"JSON"}],"temperature":1,"seed":%d,"max_tokens":60,"response_format":{"type":"json_object"}}`, s.Model, seed)},
+		} {
+			r := s.do(t, "POST", req.path, req.body, "Content-Type", "application/json", "Authorization", "Bearer "+apiKey)
+			if r.Status != 200 {
+				t.Fatalf("%s: status %d: %s", req.path, r.Status, r.Body)
+			}
+			var resp struct {
+				Choices []struct {
+					Text         string                   `json:"text"`
+					Message      struct{ Content string } `json:"message"`
+					FinishReason string                   `json:"finish_reason"`
+				}
+			}
+			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			out := c.Text + c.Message.Content
+			var obj map[string]any
+			if c.FinishReason == "stop" && json.Unmarshal([]byte(out), &obj) != nil {
+				t.Errorf("%s seed %d: %q is not a JSON object", req.path, seed, out)
+			}
+		}
+	}
+	m := s.do(t, "GET", "/metrics", "", "Authorization", "Bearer "+apiKey).Body
+	for _, name := range []string{"hexserve_constraint_seconds_per_token_count", "hexserve_schema_compile_seconds_count"} {
+		if !strings.Contains(m, name+" ") || strings.Contains(m, name+" 0\n") {
+			t.Errorf("metric %s missing or zero", name)
+		}
+	}
+}

@@ -1,0 +1,590 @@
+package grammar
+
+// The grammar runs as a set of threads, one per way the bytes so far can be
+// parsed (anyOf branches, enum literals, candidate keys). A thread is an
+// immutable stack of frames, so forking shares the tail.
+
+type fkind uint8
+
+const (
+	fDoc fkind = iota
+	fStr
+	fKey
+	fNum
+	fLit
+	fArr
+	fObj
+)
+
+// Sub-states.
+const (
+	// doc, arr, obj: waiting for a value / after a value
+	sBefore uint8 = iota
+	sAfter
+	sComma // arr, obj: after ','
+	sColon // obj: after a key
+	sValue // obj: after ':'
+	sIn    // arr, obj, doc: a child value is being parsed
+)
+
+// String sub-states.
+const (
+	sChars uint8 = iota
+	sEsc
+	sHex // +0..3
+)
+
+// Number sub-states.
+const (
+	nSign uint8 = iota // after '-'
+	nInt               // integer digits
+	nZero              // a leading 0
+	nDot               // after '.'
+	nFrac              // fraction digits
+)
+
+type frame struct {
+	n    *node
+	k    fkind
+	st   uint8
+	ws   uint8 // whitespace bytes in the current gap
+	need uint8 // UTF-8 continuation bytes still expected
+	lo   byte  // range of the next continuation byte
+	hi   byte
+	neg  bool
+	nd   uint8 // number: digits so far (integer and fraction)
+	fd   uint8 // number: fraction digits
+	cnt  int32 // string: code points; array: items
+	key  int32 // object: the current property (-1: additional)
+	last int32 // object, strict: the last property used
+	seen uint64
+	v    int64  // number: the digits so far as an integer; string: high surrogate flag
+	lit  string // literal text (fLit) or key bytes (fKey)
+}
+
+type stk struct {
+	f  frame
+	up *stk
+}
+
+func isWS(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
+
+func push(f frame, up *stk, out []*stk) []*stk { return append(out, &stk{f: f, up: up}) }
+
+// gap handles whitespace in a gap of f; ok reports that b was whitespace.
+func gap(t *stk, b byte, out []*stk) ([]*stk, bool) {
+	if !isWS(b) {
+		return out, false
+	}
+	if t.f.ws < MaxWS {
+		f := t.f
+		f.ws++
+		out = push(f, t.up, out)
+	}
+	return out, true
+}
+
+// feed returns the threads that follow t on byte b.
+func feed(t *stk, b byte, out []*stk) []*stk {
+	f := t.f
+	switch f.k {
+	case fDoc:
+		var ws bool
+		if out, ws = gap(t, b, out); ws {
+			return out
+		}
+		if f.st == sBefore {
+			return start(f.n, &stk{f: frame{k: fDoc, st: sIn}, up: t.up}, b, out)
+		}
+		return out
+	case fLit:
+		if b != f.lit[f.cnt] {
+			return out
+		}
+		f.cnt++
+		if int(f.cnt) == len(f.lit) {
+			return pop(t.up, &f, out)
+		}
+		return push(f, t.up, out)
+	case fStr, fKey:
+		return str(t, b, out)
+	case fNum:
+		return num(t, b, out)
+	case fArr:
+		return arr(t, b, out)
+	case fObj:
+		return obj(t, b, out)
+	}
+	return out
+}
+
+// start begins a value of n on byte b, under parent.
+func start(n *node, parent *stk, b byte, out []*stk) []*stk {
+	for n.ref != nil {
+		n = n.ref
+	}
+	if n.alts != nil {
+		for _, a := range n.alts {
+			out = start(a, parent, b, out)
+		}
+		return out
+	}
+	if n.lits != nil {
+		for _, l := range n.lits {
+			if l[0] == b {
+				f := frame{k: fLit, lit: l, cnt: 1}
+				if len(l) == 1 {
+					out = pop(parent, &f, out)
+				} else {
+					out = push(f, parent, out)
+				}
+			}
+		}
+		return out
+	}
+	t := n.types
+	switch {
+	case b == '"' && t&tStr != 0:
+		if n.maxLen < 0 || n.minLen <= n.maxLen {
+			out = push(frame{k: fStr, n: n}, parent, out)
+		}
+	case b == '{' && t&tObj != 0:
+		out = push(frame{k: fObj, n: n, last: -1}, parent, out)
+	case b == '[' && t&tArr != 0:
+		if n.maxItems < 0 || n.minItems <= n.maxItems {
+			out = push(frame{k: fArr, n: n}, parent, out)
+		}
+	case b == 't' && t&tBool != 0:
+		out = push(frame{k: fLit, lit: "true", cnt: 1}, parent, out)
+	case b == 'f' && t&tBool != 0:
+		out = push(frame{k: fLit, lit: "false", cnt: 1}, parent, out)
+	case b == 'n' && t&tNull != 0:
+		out = push(frame{k: fLit, lit: "null", cnt: 1}, parent, out)
+	case (b == '-' || b >= '0' && b <= '9') && t&(tInt|tNum) != 0:
+		return num(&stk{f: frame{k: fNum, n: n, st: nSign}, up: parent}, b, out)
+	}
+	return out
+}
+
+// pop ends child c under parent.
+func pop(parent *stk, c *frame, out []*stk) []*stk {
+	f := parent.f
+	f.ws = 0
+	switch f.k {
+	case fDoc:
+		f.st = sAfter
+	case fArr:
+		f.st = sAfter
+		f.cnt++
+	case fObj:
+		if c.k != fKey {
+			f.st = sAfter
+			break
+		}
+		j := -1
+		for i := range f.n.props {
+			if f.n.props[i].name == c.lit {
+				j = i
+				break
+			}
+		}
+		switch {
+		case j >= 0 && candidate(&f, j):
+			f.key, f.seen = int32(j), f.seen|1<<j
+			if f.n.strict {
+				f.last = int32(j)
+			}
+		case j < 0 && f.n.addl != nil:
+			f.key = -1
+		default:
+			return out
+		}
+		f.st = sColon
+	}
+	return push(f, parent.up, out)
+}
+
+// candidate reports whether property j may come next in object frame f.
+func candidate(f *frame, j int) bool {
+	if f.seen&(1<<j) != 0 {
+		return false
+	}
+	if !f.n.strict {
+		return true
+	}
+	if int32(j) <= f.last {
+		return false
+	}
+	for i := f.last + 1; i < int32(j); i++ {
+		if f.n.props[i].req {
+			return false
+		}
+	}
+	return true
+}
+
+func moreKeys(f *frame) bool {
+	if f.n.addl != nil {
+		return true
+	}
+	for j := range f.n.props {
+		if candidate(f, j) {
+			return true
+		}
+	}
+	return false
+}
+
+func canClose(f *frame) bool {
+	for j, p := range f.n.props {
+		if p.req && f.seen&(1<<j) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func obj(t *stk, b byte, out []*stk) []*stk {
+	f := t.f
+	if f.st != sIn {
+		var ws bool
+		if out, ws = gap(t, b, out); ws {
+			return out
+		}
+	}
+	switch f.st {
+	case sBefore, sComma:
+		if b == '"' && moreKeys(&f) {
+			f.st = sIn
+			return push(frame{k: fKey}, &stk{f: f, up: t.up}, out)
+		}
+		if b == '}' && f.st == sBefore && canClose(&f) {
+			return pop(t.up, &f, out)
+		}
+	case sColon:
+		if b == ':' {
+			f.st, f.ws = sValue, 0
+			return push(f, t.up, out)
+		}
+	case sValue:
+		c := f.n.addl
+		if f.key >= 0 {
+			c = f.n.props[f.key].n
+		}
+		f.st = sIn
+		return start(c, &stk{f: f, up: t.up}, b, out)
+	case sAfter:
+		if b == ',' && moreKeys(&f) {
+			f.st, f.ws = sComma, 0
+			return push(f, t.up, out)
+		}
+		if b == '}' && canClose(&f) {
+			return pop(t.up, &f, out)
+		}
+	}
+	return out
+}
+
+// item returns the schema of array item i, nil if none may come.
+func item(n *node, i int32) *node {
+	if n.maxItems >= 0 && int(i) >= n.maxItems {
+		return nil
+	}
+	if int(i) < len(n.prefix) {
+		return n.prefix[i]
+	}
+	return n.items
+}
+
+func arr(t *stk, b byte, out []*stk) []*stk {
+	f := t.f
+	var ws bool
+	if out, ws = gap(t, b, out); ws {
+		return out
+	}
+	switch f.st {
+	case sBefore, sComma:
+		if b == ']' && f.st == sBefore && f.n.minItems == 0 {
+			return pop(t.up, &f, out)
+		}
+		if c := item(f.n, f.cnt); c != nil {
+			f.st = sIn
+			return start(c, &stk{f: f, up: t.up}, b, out)
+		}
+	case sAfter:
+		if b == ',' && item(f.n, f.cnt) != nil {
+			f.st, f.ws = sComma, 0
+			return push(f, t.up, out)
+		}
+		if b == ']' && int(f.cnt) >= f.n.minItems {
+			return pop(t.up, &f, out)
+		}
+	}
+	return out
+}
+
+func isHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F' }
+
+// str steps a string or a key.
+func str(t *stk, b byte, out []*stk) []*stk {
+	f := t.f
+	key := f.k == fKey
+	if f.need > 0 {
+		if b < f.lo || b > f.hi {
+			return out
+		}
+		f.need--
+		f.lo, f.hi = 0x80, 0xbf
+	} else {
+		switch f.st {
+		case sChars:
+			if !key && f.n.format != "" {
+				return formatByte(t, f, b, out)
+			}
+			switch {
+			case b == '"':
+				if key || int(f.cnt) >= f.n.minLen {
+					return pop(t.up, &f, out)
+				}
+				return out
+			case b < 0x20 || b >= 0x80 && b < 0xc2 || b > 0xf4:
+				return out
+			case b == '\\':
+				if key {
+					return out
+				}
+				f.st = sEsc
+			case b >= 0xc2:
+				f.need, f.lo, f.hi = 1, 0x80, 0xbf
+				switch {
+				case b >= 0xf0:
+					f.need = 3
+				case b >= 0xe0:
+					f.need = 2
+				}
+				switch b {
+				case 0xe0:
+					f.lo = 0xa0
+				case 0xed:
+					f.hi = 0x9f
+				case 0xf0:
+					f.lo = 0x90
+				case 0xf4:
+					f.hi = 0x8f
+				}
+			}
+			if !key {
+				if f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {
+					return out
+				}
+				f.cnt++
+			}
+		case sEsc:
+			switch b {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				f.st = sChars
+			case 'u':
+				f.st = sHex
+			default:
+				return out
+			}
+		default: // \u and st-sHex digits
+			if !isHex(b) {
+				return out
+			}
+			i := f.st - sHex
+			switch {
+			case i == 0:
+				f.v = 0
+				if b == 'd' || b == 'D' {
+					f.v = 1
+				}
+			case i == 1 && f.v == 1 && (b >= '8' && b <= '9' || b > '9'):
+				return out // no surrogates
+			}
+			f.st++
+			if i == 3 {
+				f.st = sChars
+			}
+		}
+	}
+	if key {
+		f.lit += string(b)
+		if !keyViable(&t.up.f, f.lit) {
+			return out
+		}
+	}
+	return push(f, t.up, out)
+}
+
+// formatByte steps a string with a format: ASCII content, checked as a
+// prefix of the format after each byte.
+func formatByte(t *stk, f frame, b byte, out []*stk) []*stk {
+	check := formats[f.n.format]
+	if b == '"' {
+		if _, done := check(f.lit); done && int(f.cnt) >= f.n.minLen {
+			return pop(t.up, &f, out)
+		}
+		return out
+	}
+	if b < 0x20 || b >= 0x7f || b == '\\' || f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {
+		return out
+	}
+	f.lit += string(b)
+	f.cnt++
+	if ok, _ := check(f.lit); !ok {
+		return out
+	}
+	return push(f, t.up, out)
+}
+
+// keyViable reports whether key bytes s can still become an allowed key of
+// the object frame o.
+func keyViable(o *frame, s string) bool {
+	for j, p := range o.n.props {
+		if len(p.name) >= len(s) && p.name[:len(s)] == s && candidate(o, j) {
+			return true
+		}
+	}
+	return o.n.addl != nil
+}
+
+func pow10(k int) int64 {
+	v := int64(1)
+	for range k {
+		v *= 10
+	}
+	return v
+}
+
+func fracOf(n *node) int {
+	if n.types&tNum != 0 {
+		return FracDigits
+	}
+	return 0
+}
+
+// numViable reports whether the number in f can still end within its bounds.
+func numViable(f *frame) bool {
+	n := f.n
+	F := fracOf(n)
+	in := func(lo, hi int64) bool { // a range of absolute scaled values
+		if f.neg {
+			lo, hi = -hi, -lo
+		}
+		return hi >= n.lo && lo <= n.hi
+	}
+	switch f.st {
+	case nSign:
+		return in(0, pow10(maxDigits)-1)
+	case nZero:
+		return in(0, pow10(F)-1)
+	case nInt:
+		for k := 0; int(f.nd)+k+F <= maxDigits; k++ {
+			p := pow10(k + F)
+			if in(f.v*p, (f.v+1)*p-1) {
+				return true
+			}
+		}
+		return false
+	}
+	p := pow10(F - int(f.fd))
+	return in(f.v*p, (f.v+1)*p-1)
+}
+
+// numEnd reports whether the number in f is complete and within bounds.
+func numEnd(f *frame) bool {
+	if f.st != nInt && f.st != nZero && f.st != nFrac {
+		return false
+	}
+	v := f.v * pow10(fracOf(f.n)-int(f.fd))
+	if f.neg {
+		v = -v
+	}
+	return v >= f.n.lo && v <= f.n.hi
+}
+
+func num(t *stk, b byte, out []*stk) []*stk {
+	f := t.f
+	ok := false
+	switch {
+	case b == '-' && f.st == nSign && !f.neg && f.nd == 0:
+		f.neg, ok = true, true
+	case b >= '0' && b <= '9' && (f.st == nSign || f.st == nInt || f.st == nDot || f.st == nFrac):
+		d := int64(b - '0')
+		F := fracOf(f.n)
+		switch f.st {
+		case nSign:
+			f.st = nInt
+			if d == 0 {
+				f.st = nZero
+			}
+		case nDot:
+			f.st = nFrac
+		}
+		if f.st == nFrac {
+			f.fd++
+		}
+		f.nd++
+		f.v = f.v*10 + d
+		ok = int(f.fd) <= F && int(f.nd)-int(f.fd)+F <= maxDigits
+	case b == '.' && (f.st == nInt || f.st == nZero) && fracOf(f.n) > 0:
+		f.st, ok = nDot, true
+	}
+	if ok && numViable(&f) {
+		out = push(f, t.up, out)
+	}
+	if numEnd(&t.f) {
+		var ends [4]*stk
+		for _, p := range pop(t.up, &t.f, ends[:0]) {
+			out = feed(p, b, out)
+		}
+	}
+	return out
+}
+
+// complete reports whether thread t can end here.
+func complete(t *stk) bool {
+	for {
+		switch {
+		case t.f.k == fDoc:
+			return t.f.st == sAfter
+		case t.f.k == fNum && numEnd(&t.f):
+			var ends [4]*stk
+			p := pop(t.up, &t.f, ends[:0])
+			if len(p) == 0 {
+				return false
+			}
+			t = p[0]
+		default:
+			return false
+		}
+	}
+}
+
+// newThreads returns the threads at the start of a document of g.
+func (g *Grammar) newThreads() []*stk {
+	return []*stk{{f: frame{k: fDoc, n: g.root}}}
+}
+
+// step feeds b to every thread.
+func step(ts []*stk, b byte, out []*stk) []*stk {
+	for _, t := range ts {
+		out = feed(t, b, out)
+	}
+	return out
+}
+
+// MatchString reports whether s is a complete instance of g.
+func (g *Grammar) MatchString(s string) bool {
+	ts := g.newThreads()
+	for i := 0; i < len(s) && len(ts) > 0; i++ {
+		ts = step(ts, s[i], nil)
+	}
+	for _, t := range ts {
+		if complete(t) {
+			return true
+		}
+	}
+	return false
+}

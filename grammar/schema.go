@@ -1,0 +1,901 @@
+// Package grammar compiles a JSON Schema (a subset of draft 2020-12) or a
+// tool set into a byte-level grammar and matches it against a tokenizer's
+// vocabulary: at each step it gives the set of token ids that keep the
+// output a prefix of a valid instance, and EOS only once the value is
+// complete. It is pure Go.
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Type bits of a node.
+const (
+	tNull uint8 = 1 << iota
+	tBool
+	tInt // integers only (no fraction)
+	tNum // numbers with up to FracDigits fraction digits
+	tStr
+	tArr
+	tObj
+	tAll = tNull | tBool | tInt | tNum | tStr | tArr | tObj
+)
+
+// Limits of the grammar (documented in docs/api.md).
+const (
+	FracDigits = 6  // fraction digits a number may have
+	MaxWS      = 4  // whitespace bytes allowed in each gap between tokens of JSON
+	maxProps   = 64 // properties per object schema
+	maxDigits  = 18 // integer plus fraction digits of a number
+)
+
+// node is a compiled schema. Exactly one of ref, alts, lits or the typed
+// fields applies (in that order).
+type node struct {
+	ref   *node
+	alts  []*node  // anyOf
+	lits  []string // enum/const: compact JSON texts
+	types uint8
+
+	lo, hi int64 // number bounds, scaled by 10^frac (frac: 0 when only integers)
+
+	minLen, maxLen int    // string, in code points
+	format         string // string: a key of formats ("": none)
+
+	prefix             []*node
+	items              *node // nil: no items beyond prefix
+	minItems, maxItems int
+
+	props  []prop
+	addl   *node // nil: no additional properties
+	strict bool  // keys in schema order
+}
+
+type prop struct {
+	name string // JSON-encoded, without quotes
+	n    *node
+	req  bool
+}
+
+// Error is a schema the grammar cannot enforce exactly.
+type Error struct {
+	Path    string // dotted path of the offending keyword, e.g. "properties.x.not"
+	Message string
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.Message }
+
+// Options tune compilation.
+type Options struct {
+	// Strict makes object keys follow the schema's property order.
+	Strict bool
+}
+
+// Grammar is a compiled schema; it is immutable and safe to share.
+type Grammar struct {
+	root *node
+	took time.Duration
+}
+
+// CompileTime is how long compiling g took.
+func (g *Grammar) CompileTime() time.Duration { return g.took }
+
+type compiler struct {
+	doc    any
+	strict bool
+	refs   map[string]*node
+	orders map[uintptr][]string
+}
+
+// Compile compiles a JSON Schema document.
+func Compile(schema []byte, o Options) (*Grammar, error) {
+	t0 := time.Now()
+	doc, orders, err := decode(schema)
+	if err != nil {
+		return nil, &Error{Path: "", Message: "schema is not valid JSON: " + err.Error()}
+	}
+	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders}
+	n, err := c.compile(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	for ref, r := range c.refs {
+		if leftRecursive(r.ref, r, 0) {
+			return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
+		}
+	}
+	return &Grammar{root: n, took: time.Since(t0)}, nil
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+var anyNode = &node{types: tAll, maxLen: -1, maxItems: -1, lo: minBound(FracDigits), hi: maxBound(FracDigits)}
+
+func init() { anyNode.items = anyNode; anyNode.addl = anyNode }
+
+func maxBound(frac int) int64 {
+	v := int64(1)
+	for range maxDigits {
+		v *= 10
+	}
+	return v - 1
+}
+func minBound(frac int) int64 { return -maxBound(frac) }
+
+// annotations are keywords without effect on validity.
+var annotations = map[string]bool{"title": true, "description": true, "$schema": true, "$id": true,
+	"$comment": true, "default": true, "examples": true, "deprecated": true, "readOnly": true,
+	"writeOnly": true, "$defs": true, "definitions": true, "contentMediaType": true, "contentEncoding": true}
+
+func (c *compiler) compile(s any, path string) (*node, error) {
+	switch s := s.(type) {
+	case bool:
+		if s {
+			return anyNode, nil
+		}
+		return &node{alts: []*node{}}, nil
+	case map[string]any:
+		return c.object(s, path)
+	}
+	return nil, &Error{Path: path, Message: "a schema must be an object or a boolean"}
+}
+
+func (c *compiler) object(s map[string]any, path string) (*node, error) {
+	if r, ok := s["$ref"]; ok {
+		for k := range s {
+			if k != "$ref" && !annotations[k] {
+				return nil, &Error{Path: join(path, k), Message: "keywords beside $ref are not supported"}
+			}
+		}
+		return c.ref(r, join(path, "$ref"))
+	}
+	if all, ok := s["allOf"]; ok {
+		merged, err := mergeAllOf(s, all, c, join(path, "allOf"))
+		if err != nil {
+			return nil, err
+		}
+		return c.object(merged, path)
+	}
+	for _, k := range sortedKeys(s) {
+		if !supported[k] && !annotations[k] {
+			return nil, &Error{Path: join(path, k), Message: fmt.Sprintf("keyword %q is not supported", k)}
+		}
+	}
+	if v, ok := s["uniqueItems"]; ok && v != false {
+		return nil, &Error{Path: join(path, "uniqueItems"), Message: "only uniqueItems: false is supported"}
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		v, ok := s[k]
+		if !ok {
+			continue
+		}
+		rest := without(s, k)
+		list, ok := v.([]any)
+		if !ok || len(list) == 0 {
+			return nil, &Error{Path: join(path, k), Message: k + " must be a non-empty array"}
+		}
+		n := &node{}
+		for i, sub := range list {
+			m, ok := sub.(map[string]any)
+			if !ok {
+				m = map[string]any{}
+				if sub == false {
+					continue
+				}
+			}
+			if len(rest) > 0 { // the siblings apply to every branch
+				m = map[string]any{"allOf": []any{rest, m}}
+			}
+			a, err := c.compile(m, join(path, fmt.Sprintf("%s.%d", k, i)))
+			if err != nil {
+				return nil, err
+			}
+			n.alts = append(n.alts, a)
+		}
+		if k == "oneOf" {
+			for i := range n.alts {
+				for j := range i {
+					if firstBytes(n.alts[i], 0)&firstBytes(n.alts[j], 0) != 0 {
+						return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
+					}
+				}
+			}
+		}
+		return n, nil
+	}
+	n := &node{types: tAll, maxLen: -1, maxItems: -1}
+	if t, ok := s["type"]; ok {
+		ts, err := types(t, join(path, "type"))
+		if err != nil {
+			return nil, err
+		}
+		n.types = ts
+	}
+	if err := c.numbers(n, s, path); err != nil {
+		return nil, err
+	}
+	if err := c.strings(n, s, path); err != nil {
+		return nil, err
+	}
+	if err := c.arrays(n, s, path); err != nil {
+		return nil, err
+	}
+	if err := c.objects(n, s, path); err != nil {
+		return nil, err
+	}
+	if err := c.enum(n, s, path); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+var supported = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "prefixItems": true, "minItems": true, "maxItems": true, "enum": true, "const": true,
+	"anyOf": true, "oneOf": true, "allOf": true, "uniqueItems": true, "minLength": true, "maxLength": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func without(m map[string]any, k string) map[string]any {
+	r := map[string]any{}
+	for kk, v := range m {
+		if kk != k && !annotations[kk] {
+			r[kk] = v
+		}
+	}
+	return r
+}
+
+func types(t any, path string) (uint8, error) {
+	one := func(s any) (uint8, error) {
+		switch s {
+		case "null":
+			return tNull, nil
+		case "boolean":
+			return tBool, nil
+		case "integer":
+			return tInt, nil
+		case "number":
+			return tInt | tNum, nil
+		case "string":
+			return tStr, nil
+		case "array":
+			return tArr, nil
+		case "object":
+			return tObj, nil
+		}
+		return 0, &Error{Path: path, Message: fmt.Sprintf("unknown type %v", s)}
+	}
+	if l, ok := t.([]any); ok {
+		var r uint8
+		for _, x := range l {
+			b, err := one(x)
+			if err != nil {
+				return 0, err
+			}
+			r |= b
+		}
+		return r, nil
+	}
+	return one(t)
+}
+
+func (c *compiler) ref(r any, path string) (*node, error) {
+	s, ok := r.(string)
+	if !ok || !strings.HasPrefix(s, "#") {
+		return nil, &Error{Path: path, Message: fmt.Sprintf("only local references (#...) are supported, got %v", r)}
+	}
+	if n, ok := c.refs[s]; ok {
+		return n, nil
+	}
+	target, err := pointer(c.doc, s[1:])
+	if err != nil {
+		return nil, &Error{Path: path, Message: err.Error()}
+	}
+	n := &node{}
+	c.refs[s] = n
+	t, err := c.compile(target, path)
+	if err != nil {
+		return nil, err
+	}
+	n.ref = t
+	return n, nil
+}
+
+// pointer resolves a JSON pointer in doc.
+func pointer(doc any, p string) (any, error) {
+	if p == "" {
+		return doc, nil
+	}
+	if p[0] != '/' {
+		return nil, fmt.Errorf("reference #%s is not a JSON pointer", p)
+	}
+	cur := doc
+	for _, tok := range strings.Split(p[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := cur.(type) {
+		case map[string]any:
+			x, ok := v[tok]
+			if !ok {
+				return nil, fmt.Errorf("reference #%s does not resolve", p)
+			}
+			cur = x
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, fmt.Errorf("reference #%s does not resolve", p)
+			}
+			cur = v[i]
+		default:
+			return nil, fmt.Errorf("reference #%s does not resolve", p)
+		}
+	}
+	return cur, nil
+}
+
+// mergeAllOf folds allOf's parts into s when they are compatible.
+func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string]any, error) {
+	list, ok := all.([]any)
+	if !ok || len(list) == 0 {
+		return nil, &Error{Path: path, Message: "allOf must be a non-empty array"}
+	}
+	out := without(s, "allOf")
+	src := map[string][]int{} // keyword: the parts (-1: s itself) that set it
+	for k := range out {
+		src[k] = []int{-1}
+	}
+	for i, part := range list {
+		p := join(path, strconv.Itoa(i))
+		for depth := 0; ; depth++ {
+			m, ok := part.(map[string]any)
+			if !ok || depth > 16 {
+				break
+			}
+			r, ok := m["$ref"].(string)
+			if !ok || len(m) != 1 || !strings.HasPrefix(r, "#") {
+				break
+			}
+			t, err := pointer(c.doc, r[1:])
+			if err != nil {
+				return nil, &Error{Path: join(p, "$ref"), Message: err.Error()}
+			}
+			part = t
+		}
+		switch m := part.(type) {
+		case bool:
+			if !m {
+				out = map[string]any{"anyOf": []any{false}}
+			}
+			continue
+		case map[string]any:
+			for k, v := range m {
+				if annotations[k] {
+					continue
+				}
+				src[k] = append(src[k], i)
+				old, ok := out[k]
+				if !ok {
+					out[k] = v
+					continue
+				}
+				mv, err := mergeKey(k, old, v)
+				if err != nil {
+					return nil, &Error{Path: join(p, k), Message: err.Error()}
+				}
+				out[k] = mv
+			}
+		default:
+			return nil, &Error{Path: p, Message: "a schema must be an object or a boolean"}
+		}
+	}
+	// items and additionalProperties see only their own part's prefixItems
+	// and properties, so those must come from the same single part.
+	for _, kk := range [][2]string{{"items", "prefixItems"}, {"additionalProperties", "properties"}} {
+		a, b := src[kk[0]], src[kk[1]]
+		if len(a) > 0 && (len(a) > 1 || len(b) > 1 || len(b) == 1 && b[0] != a[0]) {
+			return nil, &Error{Path: path, Message: fmt.Sprintf("allOf parts that combine %s with another part's %s are not supported", kk[0], kk[1])}
+		}
+	}
+	return out, nil
+}
+
+func mergeKey(k string, a, b any) (any, error) {
+	if reflect.DeepEqual(a, b) {
+		return a, nil
+	}
+	num := func(x any) *big.Rat {
+		n, ok := x.(json.Number)
+		if !ok {
+			return nil
+		}
+		r, ok := new(big.Rat).SetString(string(n))
+		if !ok {
+			return nil
+		}
+		return r
+	}
+	pick := func(wantMax bool) (any, error) {
+		ra, rb := num(a), num(b)
+		if ra == nil || rb == nil {
+			return nil, fmt.Errorf("allOf parts disagree on %s", k)
+		}
+		if (ra.Cmp(rb) < 0) == wantMax {
+			return b, nil
+		}
+		return a, nil
+	}
+	switch k {
+	case "minimum", "exclusiveMinimum", "minLength", "minItems":
+		return pick(true)
+	case "maximum", "exclusiveMaximum", "maxLength", "maxItems":
+		return pick(false)
+	case "required":
+		la, _ := a.([]any)
+		lb, _ := b.([]any)
+		r := slices.Clone(la)
+		for _, x := range lb {
+			if !slices.Contains(r, x) {
+				r = append(r, x)
+			}
+		}
+		return r, nil
+	case "properties":
+		ma, ok1 := a.(map[string]any)
+		mb, ok2 := b.(map[string]any)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("properties must be objects")
+		}
+		r := map[string]any{}
+		for kk, v := range ma {
+			r[kk] = v
+		}
+		for kk, v := range mb {
+			if old, ok := r[kk]; ok {
+				r[kk] = map[string]any{"allOf": []any{old, v}}
+			} else {
+				r[kk] = v
+			}
+		}
+		return r, nil
+	case "type":
+		ta, err1 := types(a, "")
+		tb, err2 := types(b, "")
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("unknown type")
+		}
+		var r []any
+		for _, t := range []string{"null", "boolean", "integer", "number", "string", "array", "object"} {
+			tt, _ := types(t, "")
+			if t == "integer" && ta&tb&tNum != 0 {
+				continue // number covers it
+			}
+			if ta&tb&tt == tt {
+				r = append(r, t)
+			}
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf("allOf parts with different %s are not supported", k)
+}
+
+func count(s map[string]any, k, path string) (int, bool, error) {
+	v, ok := s[k]
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNum := v.(json.Number)
+	i, err := strconv.Atoi(strings.TrimSuffix(string(n), ".0"))
+	if !isNum || err != nil || i < 0 {
+		return 0, false, &Error{Path: join(path, k), Message: k + " must be a non-negative integer"}
+	}
+	return i, true, nil
+}
+
+func (c *compiler) numbers(n *node, s map[string]any, path string) error {
+	n.lo, n.hi = minBound(0), maxBound(0)
+	frac := int64(1)
+	if n.types&tNum != 0 {
+		for range FracDigits {
+			frac *= 10
+		}
+	}
+	for _, k := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
+		v, ok := s[k]
+		if !ok {
+			continue
+		}
+		num, isNum := v.(json.Number)
+		r, ok := new(big.Rat).SetString(string(num))
+		if !isNum || !ok {
+			return &Error{Path: join(path, k), Message: k + " must be a number"}
+		}
+		r.Mul(r, new(big.Rat).SetInt64(frac))
+		fl := new(big.Int).Quo(r.Num(), r.Denom()) // truncated toward zero
+		if r.Sign() < 0 && !r.IsInt() {
+			fl.Sub(fl, big.NewInt(1))
+		}
+		ce := new(big.Int).Set(fl)
+		if !r.IsInt() {
+			ce.Add(ce, big.NewInt(1))
+		}
+		var b *big.Int
+		switch k {
+		case "minimum":
+			b = ce
+		case "exclusiveMinimum":
+			b = fl.Add(fl, big.NewInt(1))
+		case "maximum":
+			b = fl
+		case "exclusiveMaximum":
+			b = ce.Sub(ce, big.NewInt(1))
+		}
+		lim := big.NewInt(maxBound(0))
+		if b.Cmp(lim) > 0 {
+			b = lim
+		} else if b.Cmp(new(big.Int).Neg(lim)) < 0 {
+			b = new(big.Int).Neg(lim)
+		}
+		if strings.HasPrefix(k, "max") || k == "exclusiveMaximum" {
+			n.hi = min(n.hi, b.Int64())
+		} else {
+			n.lo = max(n.lo, b.Int64())
+		}
+	}
+	return nil
+}
+
+func (c *compiler) strings(n *node, s map[string]any, path string) error {
+	if f, ok := s["format"]; ok {
+		name, _ := f.(string)
+		if formats[name] == nil {
+			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
+		}
+		n.format = name
+	}
+	var err error
+	if n.minLen, _, err = count(s, "minLength", path); err != nil {
+		return err
+	}
+	m, ok, err := count(s, "maxLength", path)
+	if err != nil {
+		return err
+	}
+	if ok {
+		n.maxLen = m
+	}
+	return nil
+}
+
+func (c *compiler) arrays(n *node, s map[string]any, path string) error {
+	var err error
+	if n.minItems, _, err = count(s, "minItems", path); err != nil {
+		return err
+	}
+	m, ok, err := count(s, "maxItems", path)
+	if err != nil {
+		return err
+	}
+	if ok {
+		n.maxItems = m
+	}
+	if p, ok := s["prefixItems"]; ok {
+		l, ok := p.([]any)
+		if !ok {
+			return &Error{Path: join(path, "prefixItems"), Message: "prefixItems must be an array"}
+		}
+		for i, x := range l {
+			a, err := c.compile(x, join(path, fmt.Sprintf("prefixItems.%d", i)))
+			if err != nil {
+				return err
+			}
+			n.prefix = append(n.prefix, a)
+		}
+	}
+	n.items = anyNode
+	if it, ok := s["items"]; ok {
+		if it == false {
+			n.items = nil
+		} else if n.items, err = c.compile(it, join(path, "items")); err != nil {
+			return err
+		}
+	}
+	if n.items == nil && (n.maxItems < 0 || n.maxItems > len(n.prefix)) {
+		n.maxItems = len(n.prefix)
+	}
+	return nil
+}
+
+func (c *compiler) objects(n *node, s map[string]any, path string) error {
+	n.strict = c.strict
+	n.addl = anyNode
+	if a, ok := s["additionalProperties"]; ok {
+		if a == false {
+			n.addl = nil
+		} else {
+			var err error
+			if n.addl, err = c.compile(a, join(path, "additionalProperties")); err != nil {
+				return err
+			}
+		}
+	}
+	var req []string
+	if r, ok := s["required"]; ok {
+		l, ok := r.([]any)
+		if !ok {
+			return &Error{Path: join(path, "required"), Message: "required must be an array of strings"}
+		}
+		for _, x := range l {
+			name, ok := x.(string)
+			if !ok {
+				return &Error{Path: join(path, "required"), Message: "required must be an array of strings"}
+			}
+			req = append(req, name)
+		}
+	}
+	var names []string
+	if p, ok := s["properties"]; ok {
+		m, ok := p.(map[string]any)
+		if !ok {
+			return &Error{Path: join(path, "properties"), Message: "properties must be an object"}
+		}
+		names = c.order(m)
+		if len(names) > maxProps {
+			return &Error{Path: join(path, "properties"), Message: fmt.Sprintf("more than %d properties", maxProps)}
+		}
+		for _, name := range names {
+			sub, err := c.compile(m[name], join(join(path, "properties"), name))
+			if err != nil {
+				return err
+			}
+			n.props = append(n.props, prop{name: encodeKey(name), n: sub, req: slices.Contains(req, name)})
+		}
+	}
+	for _, r := range req {
+		if !slices.Contains(names, r) {
+			if n.addl == nil {
+				return &Error{Path: join(path, "required"), Message: fmt.Sprintf("required property %q is not in properties and additionalProperties is false", r)}
+			}
+			if len(n.props) >= maxProps {
+				return &Error{Path: join(path, "properties"), Message: fmt.Sprintf("more than %d properties", maxProps)}
+			}
+			n.props = append(n.props, prop{name: encodeKey(r), n: n.addl, req: true})
+		}
+	}
+	return nil
+}
+
+// encodeKey is a property name as its compact JSON string, without quotes.
+func encodeKey(s string) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(s)
+	out := bytes.TrimSpace(b.Bytes())
+	return string(out[1 : len(out)-1])
+}
+
+func (c *compiler) enum(n *node, s map[string]any, path string) error {
+	var vals []any
+	key := ""
+	if v, ok := s["const"]; ok {
+		vals, key = []any{v}, "const"
+	}
+	if v, ok := s["enum"]; ok {
+		l, ok := v.([]any)
+		if !ok {
+			return &Error{Path: join(path, "enum"), Message: "enum must be an array"}
+		}
+		if key != "" {
+			l = slices.DeleteFunc(slices.Clone(l), func(x any) bool { return !reflect.DeepEqual(x, vals[0]) })
+		}
+		vals, key = l, "enum"
+	}
+	if key == "" {
+		return nil
+	}
+	typed := *n
+	g := &Grammar{root: &typed}
+	for _, v := range vals {
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(canonical(v)); err != nil {
+			return &Error{Path: join(path, key), Message: err.Error()}
+		}
+		lit := string(bytes.TrimSpace(b.Bytes()))
+		if g.MatchString(lit) && !slices.Contains(n.lits, lit) {
+			n.lits = append(n.lits, lit)
+		}
+	}
+	if len(n.lits) == 0 {
+		n.alts = []*node{} // nothing is valid
+	}
+	return nil
+}
+
+// canonical rewrites the numbers in v in their shortest plain decimal form
+// (1.0 as 1, 1e2 as 100), the form the grammar matches enum values in.
+func canonical(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		r, ok := new(big.Rat).SetString(string(v))
+		if !ok {
+			return v
+		}
+		if r.IsInt() {
+			return json.Number(r.Num().String())
+		}
+		s := r.FloatString(FracDigits + 1)
+		s = strings.TrimRight(s, "0")
+		return json.Number(s)
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = canonical(x)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = canonical(x)
+		}
+		return out
+	}
+	return v
+}
+
+// order returns the keys of m in document order (sorted for objects that
+// allOf merging built).
+func (c *compiler) order(m map[string]any) []string {
+	if o, ok := c.orders[reflect.ValueOf(m).Pointer()]; ok && len(o) == len(m) {
+		return o
+	}
+	return sortedKeys(m)
+}
+
+// decode parses a JSON document with numbers as json.Number, recording the
+// key order of every object.
+func decode(data []byte) (any, map[uintptr][]string, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	orders := map[uintptr][]string{}
+	var value func() (any, error)
+	value = func() (any, error) {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch t {
+		case json.Delim('{'):
+			m := map[string]any{}
+			var keys []string
+			for d.More() {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				k := kt.(string)
+				v, err := value()
+				if err != nil {
+					return nil, err
+				}
+				if _, dup := m[k]; !dup {
+					keys = append(keys, k)
+				}
+				m[k] = v
+			}
+			if _, err := d.Token(); err != nil {
+				return nil, err
+			}
+			orders[reflect.ValueOf(m).Pointer()] = keys
+			return m, nil
+		case json.Delim('['):
+			l := []any{}
+			for d.More() {
+				v, err := value()
+				if err != nil {
+					return nil, err
+				}
+				l = append(l, v)
+			}
+			if _, err := d.Token(); err != nil {
+				return nil, err
+			}
+			return l, nil
+		}
+		return t, nil
+	}
+	v, err := value()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, nil, fmt.Errorf("trailing data after the schema")
+	}
+	return v, orders, nil
+}
+
+// leftRecursive reports whether target is reachable from n through $ref
+// and anyOf alone (a value that would begin with itself).
+func leftRecursive(n, target *node, depth int) bool {
+	if n == target {
+		return true
+	}
+	if n == nil || depth > 64 {
+		return depth > 64
+	}
+	if n.ref != nil {
+		return leftRecursive(n.ref, target, depth+1)
+	}
+	for _, a := range n.alts {
+		if leftRecursive(a, target, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstBytes returns a bitmask of the kinds of first byte a value of n can
+// start with (one bit per JSON type, integers and numbers together).
+func firstBytes(n *node, depth int) uint8 {
+	if depth > 32 {
+		return tAll
+	}
+	switch {
+	case n.ref != nil:
+		return firstBytes(n.ref, depth+1)
+	case n.alts != nil:
+		var r uint8
+		for _, a := range n.alts {
+			r |= firstBytes(a, depth+1)
+		}
+		return r
+	case n.lits != nil:
+		var r uint8
+		for _, l := range n.lits {
+			r |= kindOf(l[0])
+		}
+		return r
+	}
+	r := n.types
+	if r&tNum != 0 {
+		r |= tInt
+	}
+	return r &^ tNum
+}
+
+func kindOf(b byte) uint8 {
+	switch b {
+	case 'n':
+		return tNull
+	case 't', 'f':
+		return tBool
+	case '"':
+		return tStr
+	case '[':
+		return tArr
+	case '{':
+		return tObj
+	}
+	return tInt
+}

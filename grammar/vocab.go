@@ -1,0 +1,387 @@
+package grammar
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"unicode/utf8"
+)
+
+// Vocab indexes a tokenizer's vocabulary for matching: a byte trie of the
+// tokens, and for the inside of a string the tokens that are plain text
+// (no '"', '\\', control byte or partial UTF-8), bucketed by length in code
+// points, so that mask is a precomputed bitset. Build one per model; it is
+// immutable and safe to share.
+type Vocab struct {
+	size  int
+	eos   []int32
+	toks  [][]byte // nil: never allowed (control tokens, empty pieces)
+	trie  []tnode
+	edges []tedge
+
+	plainUpTo [][]uint64 // [c]: plain tokens of at most c code points
+	special   []int32    // tokens with a '\\' after plain string text
+	spOff     []int32    // per special token: offset of the '\\'
+	spCps     []int32    // and code points before it
+
+	// Tokens with a '"' after plain string text: closing a string, the
+	// rest of the token (the suffix) goes to the enclosing value; the
+	// suffixes form their own trie, walked once per mask.
+	quote    []int32 // token ids
+	quoteCps []int32 // code points before the '"'
+	quoteEnd []int32 // the suffix's node in qtrie
+	qtrie    []tnode
+	qedges   []tedge
+}
+
+type tnode struct {
+	first, n int32 // edges[first:first+n], sorted by byte
+	ids      []int32
+}
+
+type tedge struct {
+	b     byte
+	child int32
+}
+
+// NewVocab indexes pieces (the bytes of each token id; nil for control
+// tokens, which are never allowed) with the ids that end a turn, which are
+// allowed only where the value is complete.
+func NewVocab(pieces [][]byte, eos []int32) *Vocab {
+	v := &Vocab{size: len(pieces), eos: slices.Clone(eos), toks: pieces}
+	var toks [][]byte
+	var ids []int32
+	for id, p := range pieces {
+		if len(p) > 0 && !slices.Contains(eos, int32(id)) {
+			toks, ids = append(toks, p), append(ids, int32(id))
+		}
+	}
+	v.trie, v.edges, _ = newTrie(toks, ids)
+	var suffixes [][]byte
+	w := (len(pieces) + 63) / 64
+	// Inside a string between characters, a token is decided by its
+	// prefix of whole plain characters (off bytes, c code points) and what
+	// follows: nothing or a valid partial character (allowed iff the code
+	// points fit), a control byte or invalid UTF-8 (never allowed), or '"'
+	// or '\' (the grammar decides).
+	level := make([]int, len(pieces)) // code points needed; -1: not plain
+	maxC := 0
+	for id, p := range pieces {
+		level[id] = -1
+		if len(p) == 0 || slices.Contains(eos, int32(id)) {
+			continue
+		}
+		off, c := plainPrefix(p)
+		switch rest := p[off:]; {
+		case len(rest) == 0:
+		case partialRune(rest):
+			c++
+		case rest[0] == '"':
+			v.quote = append(v.quote, int32(id))
+			v.quoteCps = append(v.quoteCps, int32(c))
+			suffixes = append(suffixes, rest[1:])
+			continue
+		case rest[0] == '\\':
+			v.special = append(v.special, int32(id))
+			v.spOff = append(v.spOff, int32(off))
+			v.spCps = append(v.spCps, int32(c))
+			continue
+		default:
+			continue
+		}
+		level[id] = c
+		maxC = max(maxC, c)
+	}
+	v.qtrie, v.qedges, v.quoteEnd = newTrie(suffixes, nil)
+	v.plainUpTo = make([][]uint64, maxC+1)
+	for c := range v.plainUpTo {
+		v.plainUpTo[c] = make([]uint64, w)
+	}
+	for id, c := range level {
+		for ; c >= 0 && c <= maxC; c++ {
+			v.plainUpTo[c][id>>6] |= 1 << (id & 63)
+		}
+	}
+	return v
+}
+
+// partialRune reports whether p is the start of a valid UTF-8 character
+// (lead byte and fewer continuation bytes than it needs).
+func partialRune(p []byte) bool {
+	if utf8.FullRune(p) {
+		return false
+	}
+	var t stk
+	t.f = frame{k: fStr, n: anyNode}
+	ts := []*stk{{f: t.f, up: &stk{f: frame{k: fDoc, st: sIn}}}}
+	for _, b := range p {
+		if ts = step(ts, b, nil); len(ts) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// plainPrefix returns the length of p's longest prefix of whole plain
+// string characters and their number.
+func plainPrefix(p []byte) (int, int) {
+	i, c := 0, 0
+	for i < len(p) {
+		b := p[i]
+		if b == '"' || b == '\\' || b < 0x20 {
+			break
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+		c++
+	}
+	return i, c
+}
+
+// newTrie builds a byte trie of strs; a node lists ids[i] (i when ids is
+// nil) for each string i ending there. ends[i] is string i's node. The
+// strings are inserted in sorted order, so a node's newest child is the
+// only one a later string can share.
+func newTrie(strs [][]byte, ids []int32) ([]tnode, []tedge, []int32) {
+	order := make([]int, len(strs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(strs[a], strs[b]) })
+	kids := [][]tedge{nil}
+	nodeIDs := [][]int32{nil}
+	ends := make([]int32, len(strs))
+	for _, i := range order {
+		cur := int32(0)
+		for _, b := range strs[i] {
+			k := kids[cur]
+			if len(k) > 0 && k[len(k)-1].b == b {
+				cur = k[len(k)-1].child
+				continue
+			}
+			nx := int32(len(kids))
+			kids = append(kids, nil)
+			nodeIDs = append(nodeIDs, nil)
+			kids[cur] = append(kids[cur], tedge{b, nx})
+			cur = nx
+		}
+		id := int32(i)
+		if ids != nil {
+			id = ids[i]
+		}
+		nodeIDs[cur] = append(nodeIDs[cur], id)
+		ends[i] = cur
+	}
+	trie := make([]tnode, len(kids))
+	edges := make([]tedge, 0, len(kids))
+	for i, k := range kids {
+		trie[i] = tnode{first: int32(len(edges)), n: int32(len(k)), ids: nodeIDs[i]}
+		edges = append(edges, k...)
+	}
+	return trie, edges, ends
+}
+
+// Size is the number of token ids.
+func (v *Vocab) Size() int { return v.size }
+
+// Matcher follows one generation: which tokens may come next, and the
+// state after each accepted token. It is not safe for concurrent use.
+type Matcher struct {
+	v   *Vocab
+	ts  []*stk
+	buf [][]*stk // per trie depth, reused by Mask
+	qok []bool   // per suffix-trie node: the suffix is allowed
+}
+
+// NewMatcher starts matching g against v's tokens.
+func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
+	return &Matcher{v: v, ts: g.newThreads()}
+}
+
+// ErrRejected is returned by Accept for a token the grammar does not allow.
+var ErrRejected = errors.New("grammar: token not allowed here")
+
+func (v *Vocab) isEOS(id int32) bool { return slices.Contains(v.eos, id) }
+
+func (m *Matcher) isEOS(id int32) bool { return m.v.isEOS(id) }
+
+// Complete reports whether the output so far is a complete value (EOS may
+// come).
+func (m *Matcher) Complete() bool {
+	for _, t := range m.ts {
+		if complete(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Matcher) run(ts []*stk, p []byte) []*stk {
+	for _, b := range p {
+		if len(ts) == 0 {
+			return nil
+		}
+		ts = step(ts, b, nil)
+	}
+	return ts
+}
+
+// Allowed reports whether token id may come next.
+func (m *Matcher) Allowed(id int32) bool {
+	if id < 0 || int(id) >= m.v.size {
+		return false
+	}
+	if m.isEOS(id) {
+		return m.Complete()
+	}
+	p := m.v.toks[id]
+	return len(p) > 0 && len(m.run(m.ts, p)) > 0
+}
+
+// Accept advances the state by token id.
+func (m *Matcher) Accept(id int32) error {
+	if id < 0 || int(id) >= m.v.size {
+		return fmt.Errorf("grammar: token %d is outside the vocabulary", id)
+	}
+	if m.isEOS(id) {
+		if !m.Complete() {
+			return ErrRejected
+		}
+		m.ts = nil // nothing may follow
+		return nil
+	}
+	p := m.v.toks[id]
+	ts := m.run(m.ts, p)
+	if len(p) == 0 || len(ts) == 0 {
+		return ErrRejected
+	}
+	m.ts = ts
+	return nil
+}
+
+// Mask sets in allowed (a bitset over the vocabulary, len ≥ (Size+63)/64)
+// exactly the tokens that may come next.
+func (m *Matcher) Mask(allowed []uint64) {
+	clear(allowed)
+	if len(m.ts) == 0 {
+		return
+	}
+	if !m.plainString(allowed) {
+		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
+			for _, id := range m.v.trie[ni].ids {
+				allowed[id>>6] |= 1 << (id & 63)
+			}
+		})
+	}
+	if m.Complete() {
+		for _, id := range m.v.eos {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+}
+
+// walk calls reached(node) for each node of trie under node ni that the
+// threads ts (at ni) can reach.
+func (m *Matcher) walk(trie []tnode, edges []tedge, ni int32, ts []*stk, depth int, reached func(int32)) {
+	n := &trie[ni]
+	for len(m.buf) <= depth+1 {
+		m.buf = append(m.buf, nil)
+	}
+	for _, e := range edges[n.first : n.first+n.n] {
+		next := step(ts, e.b, m.buf[depth+1][:0])
+		m.buf[depth+1] = next
+		if len(next) == 0 {
+			continue
+		}
+		reached(e.child)
+		if trie[e.child].n > 0 {
+			m.walk(trie, edges, e.child, next, depth+1, reached)
+		}
+	}
+}
+
+// plainString fills the mask from the precomputed bitsets when the only
+// thread is inside a string between characters, running the grammar only
+// for the special tokens. It reports false when it does not apply.
+func (m *Matcher) plainString(allowed []uint64) bool {
+	if len(m.ts) != 1 {
+		return false
+	}
+	t := m.ts[0]
+	f := t.f
+	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" {
+		return false
+	}
+	room := len(m.v.plainUpTo) - 1
+	if f.n.maxLen >= 0 {
+		room = min(room, f.n.maxLen-int(f.cnt))
+	}
+	if room >= 0 {
+		copy(allowed, m.v.plainUpTo[room])
+	}
+	// Closing quotes: which suffixes the enclosing value takes.
+	if m.qok == nil {
+		m.qok = make([]bool, len(m.v.qtrie))
+	} else {
+		clear(m.qok)
+	}
+	if after := pop(t.up, &f, nil); len(after) > 0 {
+		m.qok[0] = true
+		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
+	}
+	for i, id := range m.v.quote {
+		c := int(f.cnt) + int(m.v.quoteCps[i])
+		if m.qok[m.v.quoteEnd[i]] && c >= f.n.minLen && (f.n.maxLen < 0 || c <= f.n.maxLen) {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	var one [1]*stk
+	for i, id := range m.v.special {
+		c := m.v.spCps[i]
+		if f.n.maxLen >= 0 && int(f.cnt)+int(c) > f.n.maxLen {
+			continue
+		}
+		g := f
+		g.cnt += c
+		one[0] = &stk{f: g, up: t.up}
+		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return true
+}
+
+// popcount returns the number of set bits (for tests and benchmarks).
+func popcount(s []uint64) int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Pieces is what VocabOf needs from a tokenizer.
+type Pieces interface {
+	VocabSize() int
+	Piece(id int32) []byte
+	IsSpecial(id int32) bool
+}
+
+// VocabOf indexes a tokenizer's vocabulary: control tokens are never
+// allowed, the eos ids only where the value is complete.
+func VocabOf(tok Pieces, eos []int32) *Vocab {
+	pieces := make([][]byte, tok.VocabSize())
+	for id := range pieces {
+		if !tok.IsSpecial(int32(id)) {
+			pieces[id] = tok.Piece(int32(id))
+		}
+	}
+	return NewVocab(pieces, eos)
+}
+
+func trailing(w uint64) int { return bits.TrailingZeros64(w) }

@@ -1,0 +1,220 @@
+// Package ptesim writes ExecuTorch static-llama .pte files (EXECUTORCH.md) whose QNN context
+// binaries are hostsim's ExecuTorch graphs (simfile.ETShard): the plans, delegates, fallback copies
+// between shards and metadata methods of ExecuTorch's hybrid export, so that hexagon/pte reads them
+// like a real export and hostsim runs them. hexserve mkmodel --format pte uses it.
+package ptesim
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/hexagon/pte/ptewrite"
+)
+
+// Write writes the .pte of a whole model (header h) with graphs s. fill supplies float16 values
+// of a whole-model tensor starting at element start; progress, if set, is called after each shard.
+func Write(w io.Writer, h simfile.Hyper, s simfile.ETSpec, f simfile.WeightFormat,
+	fill func(name string, start int, dst []uint16) error, progress func(shard, size int)) error {
+	var bins [][]byte
+	for i := range s.Shards {
+		var b bytes.Buffer
+		if err := simfile.WriteETShard(&b, h, s, i, f, fill); err != nil {
+			return fmt.Errorf("ptesim: shard %d: %w", i, err)
+		}
+		bins = append(bins, b.Bytes())
+		if progress != nil {
+			progress(i, b.Len())
+		}
+	}
+	p, err := Program(h, s, bins)
+	if err != nil {
+		return err
+	}
+	return ptewrite.Write(w, p)
+}
+
+// scalarOf is the plan-level type of a graph tensor (#19146: plans carry the quantised types).
+func scalarOf(d simfile.DType) pte.ScalarType {
+	switch d {
+	case simfile.UFixed8:
+		return pte.Byte
+	case simfile.UFixed16:
+		return pte.UInt16
+	case simfile.Int32:
+		return pte.Int
+	}
+	return pte.Float
+}
+
+func tensorValue(t simfile.Tensor) pte.Value {
+	sizes := make([]int32, len(t.Dims))
+	for i, d := range t.Dims {
+		sizes[i] = int32(d)
+	}
+	return pte.TensorValue(scalarOf(t.DType), sizes...)
+}
+
+// inputKey splits a graph input name input_<k>_<node>@0.
+func inputKey(name string) (int, string) {
+	rest := strings.TrimSuffix(strings.TrimPrefix(name, "input_"), "@0")
+	ks, node, _ := strings.Cut(rest, "_")
+	k, _ := strconv.Atoi(ks)
+	return k, node
+}
+
+// Program lays out both methods over the shard contexts bins, as ExecuTorch does: plan
+// inputs tokens, atten_mask, input_pos, K caches, V caches; one DelegateCall per shard whose
+// args are the delegate's inputs sorted by k, then its outputs in graph order; between shards
+// llama::fallback copies of the hidden state, cos and sin; plan outputs logits, new K, new V.
+func Program(h simfile.Hyper, s simfile.ETSpec, bins [][]byte) (ptewrite.Program, error) {
+	var p ptewrite.Program
+	for _, b := range bins {
+		p.Contexts = append(p.Contexts, ptewrite.Context{Binary: b})
+	}
+	opts := pte.HTPOptions(pte.SM8750, pte.V79)
+	if s.CrossDType() == simfile.F32 {
+		opts.Precision = pte.HtpFp16
+	}
+	if s.Shards > 1 { // update_spill_fill_size: hostsim needs none, a nominal 1 MiB turns the group config on
+		opts.UseMultiContexts, opts.MaxSpillFill = true, 1<<20
+	}
+	first, _ := simfile.ShardLayers(h.Layers, s.Shards)
+	var logitsT simfile.Tensor
+	for _, method := range []string{pte.MethodDecode, pte.MethodPrefill} {
+		m := ptewrite.Method{Name: method}
+		add := func(v pte.Value) int32 { m.Values = append(m.Values, v); return int32(len(m.Values) - 1) }
+		var tokens, mask, pos int32 = -1, -1, -1
+		kin, vin := make([]int32, h.Layers), make([]int32, h.Layers)
+		knew, vnew := make([]int32, h.Layers), make([]int32, h.Layers)
+		carry := map[string]int32{}
+		var logits int32
+		for i := range s.Shards {
+			_, gs, err := simfile.ETShard(h, s, i)
+			if err != nil {
+				return p, err
+			}
+			g := gs[slices.IndexFunc(gs, func(g simfile.Graph) bool { return g.Name == method })]
+			if i == 0 { // plan inputs, in ExecuTorch's value order
+				byNode := map[string]simfile.Tensor{}
+				for _, t := range g.Inputs {
+					_, n := inputKey(t.Name)
+					byNode[n] = t
+				}
+				tokens, mask, pos = add(tensorValue(byNode["tokens"])), add(tensorValue(byNode["atten_mask"])), add(tensorValue(byNode["input_pos"]))
+				k0 := g.Inputs[0] // layer caches share dims and type
+				v0 := g.Inputs[1]
+				for l := range h.Layers {
+					kin[l] = add(tensorValue(k0))
+				}
+				for l := range h.Layers {
+					vin[l] = add(tensorValue(v0))
+				}
+			}
+			L := (len(g.Outputs) - 1) / 2
+			if i < s.Shards-1 {
+				L = (len(g.Outputs) - 3) / 2
+			}
+			type arg struct {
+				k int
+				v int32
+			}
+			var args []arg
+			for _, t := range g.Inputs {
+				k, n := inputKey(t.Name)
+				var v int32
+				switch {
+				case n == "tokens":
+					v = tokens
+				case n == "input_pos":
+					v = pos
+				case n == "atten_mask":
+					v = mask
+				case strings.HasPrefix(n, "args_"):
+					j, _ := strconv.Atoi(strings.TrimPrefix(n, "args_"))
+					if j < L {
+						v = kin[first[i]+j]
+					} else {
+						v = vin[first[i]+j-L]
+					}
+				default:
+					v = carry[n]
+				}
+				args = append(args, arg{k, v})
+			}
+			slices.SortFunc(args, func(a, b arg) int { return a.k - b.k })
+			call := pte.Instruction{Kind: pte.DelegateCall, Delegate: int32(i)}
+			for _, a := range args {
+				call.Args = append(call.Args, a.v)
+			}
+			var outs []int32
+			for j, t := range g.Outputs {
+				v := add(tensorValue(t))
+				outs = append(outs, v)
+				call.Args = append(call.Args, v)
+				switch {
+				case j < 2*L && j%2 == 0:
+					vnew[first[i]+j/2] = v
+				case j < 2*L:
+					knew[first[i]+j/2] = v
+				}
+			}
+			m.Instructions = append(m.Instructions, call)
+			m.Delegates = append(m.Delegates, ptewrite.Delegate{Context: i, Options: opts})
+			if i == s.Shards-1 {
+				logits = outs[2*L]
+				logitsT = g.Outputs[2*L]
+				continue
+			}
+			m.Operators = []pte.Operator{pte.FallbackOp}
+			for j, n := range []string{"hidden_state", "freqs_cos", "freqs_sin"} {
+				out := add(tensorValue(g.Outputs[2*L+j]))
+				m.Instructions = append(m.Instructions, pte.Instruction{Kind: pte.KernelCall, Op: 0, Args: []int32{outs[2*L+j], out, out}})
+				carry[n] = out
+			}
+		}
+		m.Inputs = append([]int32{tokens, mask, pos}, append(kin, vin...)...)
+		m.Outputs = append([]int32{logits}, append(knew, vnew...)...)
+		p.Methods = append(p.Methods, m)
+	}
+	p.Metadata = metadata(h, s, logitsT)
+	return p, nil
+}
+
+// metadata are the constant methods of static_llama.py get_metadata and llm_wrappers.py.
+func metadata(h simfile.Hyper, s simfile.ETSpec, logits simfile.Tensor) map[string][]pte.Value {
+	iv := func(v int) []pte.Value { return []pte.Value{pte.IntValue(int64(v))} }
+	md := map[string][]pte.Value{
+		"get_ar_len": iv(1), "get_bos_id": iv(1), "get_eos_id": iv(2), "get_n_bos": iv(1), "get_n_eos": iv(1),
+		"get_dim": iv(h.Hidden), "get_head_dim": iv(h.HeadDim), "get_max_batch_size": iv(1),
+		"get_max_seq_len": iv(h.Ctx), "get_max_context_len": iv(h.Ctx), "get_n_kv_heads": iv(h.KVHeads),
+		"get_n_layers": iv(h.Layers), "get_vocab_size": iv(h.Vocab), "get_use_kv_cache": {pte.BoolValue(true)},
+		"get_kv_io_bit_width": iv(8 * s.KV.Size()),
+	}
+	if s.Logits.Fixed() {
+		md["get_logits_scale"] = []pte.Value{pte.DoubleValue(float64(logits.Scale))}
+		md["get_logits_zero_point"] = iv(int(-logits.Offset))
+	}
+	if s.KV.Fixed() {
+		first, _ := simfile.ShardLayers(h.Layers, s.Shards)
+		for i := range s.Shards {
+			sh, gs, _ := simfile.ETShard(h, s, i)
+			outs := gs[0].Outputs
+			for j := range 2 * sh.Layers { // graph order V0, K0, V1, K1, ...
+				t := outs[j]
+				qmax, name := 255, "torch.uint8"
+				if s.KV == simfile.UFixed16 {
+					qmax, name = 65535, "torch.uint16"
+				}
+				md[fmt.Sprintf("get_kv_output_%d_quant_attr", 2*first[i]+j)] = []pte.Value{pte.DoubleValue(float64(t.Scale)),
+					pte.IntValue(int64(-t.Offset)), pte.IntValue(0), pte.IntValue(int64(qmax)), pte.StringValue(name)}
+			}
+		}
+	}
+	return md
+}

@@ -1,0 +1,86 @@
+package inference
+
+// KVStore keeps the KV rows of many sequences beyond the one resident in the
+// model (package kvstore). The engine uses it only from its worker, between
+// model calls, so a restore is complete before the Eval that relies on it
+// and no other request runs in between.
+type KVStore interface {
+	// Restore passes the rows [from, n) of owner's longest saved prefix of
+	// seq to put, in order, and returns n; n <= from: nothing to restore.
+	Restore(owner string, seq []int32, from int, put func(pos int, rows []byte) error) (int, error)
+	// Save stores the rows of seq for owner, calling get for the rows it
+	// does not hold yet. tag is the client's hint (prompt_cache_key or
+	// user): the owner's previous entry under the same tag is replaced.
+	Save(owner, tag string, seq []int32, get func(from, to int, dst []byte) error) error
+	Stats() KVStats
+}
+
+// KVStats is a KV store's size and counters.
+type KVStats struct {
+	Entries     int   `json:"entries"`
+	Bytes       int64 `json:"bytes"`
+	Budget      int64 `json:"budget_bytes"`
+	Evictions   int64 `json:"evictions"`
+	DiskEntries int   `json:"disk_entries"`
+	DiskBytes   int64 `json:"disk_bytes"`
+	DiskBudget  int64 `json:"disk_budget_bytes"`
+}
+
+// kvStore binds a store to the engine's model; nil when either is missing.
+type kvStore struct {
+	store KVStore
+	model KVSnapshotter
+}
+
+func newKVStore(s KVStore, m Model) *kvStore {
+	snap, ok := m.(KVSnapshotter)
+	if s == nil || !ok {
+		return nil
+	}
+	return &kvStore{store: s, model: snap}
+}
+
+// restore copies owner's longest saved prefix of seq into the model's cache
+// when it reaches beyond the valid resident rows, and returns the new count
+// of valid rows. At most len(seq)-1 rows are restored: the last token must
+// be evaluated for its logits.
+func (k *kvStore) restore(e *Engine, owner string, seq []int32, valid int) int {
+	if k == nil {
+		return valid
+	}
+	n, err := k.store.Restore(owner, seq[:len(seq)-1], valid, k.model.RestoreKV)
+	switch {
+	case err != nil:
+		// The resident rows from valid on may be partly overwritten.
+		e.log.Warn().Err(err).Msg("kv store: restore failed")
+		e.cached = e.cached[:min(len(e.cached), valid)]
+		e.met.kvMisses.Inc()
+		return valid
+	case n <= valid:
+		e.met.kvMisses.Inc()
+		return valid
+	}
+	e.met.kvHits.Inc()
+	e.met.kvRestored.Add(float64(n - valid))
+	e.cached = append(e.cached[:valid], seq[valid:n]...)
+	return n
+}
+
+// save stores the committed rows (the resident sequence) of a finished request.
+func (k *kvStore) save(e *Engine, req *Request) {
+	if k == nil || len(e.cached) == 0 {
+		return
+	}
+	seq := e.cached
+	if err := k.store.Save(req.Owner, req.CacheKey, seq, k.model.SaveKV); err != nil {
+		e.log.Warn().Err(err).Msg("kv store: save failed")
+	}
+}
+
+// KVStats reports the engine's KV store, if it has one.
+func (e *Engine) KVStats() (KVStats, bool) {
+	if e.kv == nil {
+		return KVStats{}, false
+	}
+	return e.kv.store.Stats(), true
+}
