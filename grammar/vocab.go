@@ -314,12 +314,22 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	t := m.ts[0]
 	f := t.f
-	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" {
+	if f.st != sChars || f.need != 0 {
+		return false
+	}
+	minLen, maxLen := 0, -1
+	switch {
+	case f.k == fStr && f.n.format == "":
+		minLen, maxLen = f.n.minLen, f.n.maxLen
+	case f.k == fKey && len(t.up.f.n.props) == 0 && t.up.f.n.addl != nil:
+		// A key of an object that takes any key (json_object): its text
+		// selects nothing, only where it ends matters.
+	default:
 		return false
 	}
 	room := len(m.v.plainUpTo) - 1
-	if f.n.maxLen >= 0 {
-		room = min(room, f.n.maxLen-int(f.cnt))
+	if maxLen >= 0 {
+		room = min(room, maxLen-int(f.cnt))
 	}
 	if room >= 0 {
 		copy(allowed, m.v.plainUpTo[room])
@@ -336,14 +346,14 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	for i, id := range m.v.quote {
 		c := int(f.cnt) + int(m.v.quoteCps[i])
-		if m.qok[m.v.quoteEnd[i]] && c >= f.n.minLen && (f.n.maxLen < 0 || c <= f.n.maxLen) {
+		if m.qok[m.v.quoteEnd[i]] && c >= minLen && (maxLen < 0 || c <= maxLen) {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
 	var one [1]*stk
 	for i, id := range m.v.special {
 		c := m.v.spCps[i]
-		if f.n.maxLen >= 0 && int(f.cnt)+int(c) > f.n.maxLen {
+		if maxLen >= 0 && int(f.cnt)+int(c) > maxLen {
 			continue
 		}
 		g := f
