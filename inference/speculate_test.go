@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,7 @@ type specModel struct {
 	verifies int // Verify calls
 	rows     int // rows whose logits were asked for
 	evals    int
+	before   func(seq []int32, valid int) // called as each Eval and Verify starts
 }
 
 func (m *specModel) Info() inference.ModelInfo {
@@ -88,6 +90,9 @@ func (m *specModel) fill(prefix []int32) inference.Logits {
 
 func (m *specModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
 	m.evals++
+	if m.before != nil {
+		m.before(seq, valid)
+	}
 	return m.fill(seq), valid, nil
 }
 
@@ -105,6 +110,9 @@ func (m *specModel) Verify(ctx context.Context, seq []int32, valid int) (inferen
 		return nil, fmt.Errorf("verify of %d rows at %d", len(seq)-valid, valid)
 	}
 	m.verifies++
+	if m.before != nil {
+		m.before(seq, valid)
+	}
 	return &specRows{m: m, seq: slices.Clone(seq), valid: valid, next: 0}, nil
 }
 
@@ -366,4 +374,53 @@ func chiSquare(a, b []string) (float64, int) {
 		chi2 += (c[0]-ea)*(c[0]-ea)/ea + (c[1]-eb)*(c[1]-eb)/eb
 	}
 	return chi2, len(cats) - 1
+}
+
+// TestSpeculativeStreaming: every token a step accepted has reached the
+// reader before the next model call starts (no chunk waits on a call).
+func TestSpeculativeStreaming(t *testing.T) {
+	prompt := specPrompt(rand.New(rand.NewPCG(7, 8)), 12)
+	off := specEngine(t, &specModel{ctxLen: 128}, inference.Speculative{})
+	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Int64
+	var late atomic.Int64
+	m := &specModel{ctxLen: 128}
+	m.before = func(seq []int32, valid int) {
+		if valid < len(prompt) {
+			return // the prompt's call
+		}
+		emitted := int64(valid + 1 - len(prompt)) // tokens sampled so far
+		deadline := time.Now().Add(5 * time.Second)
+		for read.Load() < emitted {
+			if time.Now().After(deadline) {
+				late.Add(1)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	e := specEngine(t, m, inference.DefaultSpeculative)
+	s, err := e.Submit(t.Context(), inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true, Prediction: want.Choices[0].Text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := 0
+	for ev := range s.Events() {
+		if len(ev.Tokens) > 1 {
+			multi++
+		}
+		read.Add(int64(len(ev.Tokens)))
+	}
+	if m.verifies == 0 || read.Load() != 40 {
+		t.Fatalf("%d verify calls, %d tokens read", m.verifies, read.Load())
+	}
+	if n := late.Load(); n > 0 {
+		t.Errorf("%d model calls started before the reader had the earlier tokens", n)
+	}
+	if multi > 0 {
+		t.Logf("%d events carried several tokens", multi)
+	}
 }
