@@ -2,6 +2,7 @@ package inference_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -422,5 +423,110 @@ func TestSpeculativeStreaming(t *testing.T) {
 	}
 	if multi > 0 {
 		t.Logf("%d events carried several tokens", multi)
+	}
+}
+
+// kvSpecModel is a specModel with a checked KV cache: row p holds a hash of
+// seq[:p+1], written by Eval and Verify alike (a verify's rejected rows too).
+type kvSpecModel struct {
+	*specModel
+	rows  []uint64
+	valid int
+}
+
+func (m *kvSpecModel) write(seq []int32, valid int) {
+	copy(m.rows[valid:], prefixHashes(seq)[valid:])
+	m.valid = len(seq)
+}
+
+func (m *kvSpecModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	m.write(seq, min(valid, m.valid))
+	return m.specModel.Eval(ctx, seq, valid)
+}
+
+func (m *kvSpecModel) Verify(ctx context.Context, seq []int32, valid int) (inference.Rows, error) {
+	m.write(seq, min(valid, m.valid))
+	return m.specModel.Verify(ctx, seq, valid)
+}
+
+func (m *kvSpecModel) KVLayout() inference.KVLayout {
+	return inference.KVLayout{Identity: "rows", RowBytes: 8}
+}
+func (m *kvSpecModel) SaveKV(from, to int, dst []byte) error {
+	if to > m.valid {
+		return errors.New("SaveKV past the valid rows")
+	}
+	for p := from; p < to; p++ {
+		binary.LittleEndian.PutUint64(dst[(p-from)*8:], m.rows[p])
+	}
+	return nil
+}
+func (m *kvSpecModel) RestoreKV(from int, src []byte) error { return errors.New("not restored here") }
+
+// savingStore records what the engine saves and checks the rows it gets.
+type savingStore struct {
+	saved [][]int32
+	bad   error
+}
+
+func (s *savingStore) Restore(string, []int32, int, func(int, []byte) error) (int, error) {
+	return 0, nil
+}
+func (s *savingStore) Stats() inference.KVStats { return inference.KVStats{} }
+func (s *savingStore) Save(owner, tag string, seq []int32, get func(from, to int, dst []byte) error) error {
+	s.saved = append(s.saved, slices.Clone(seq))
+	dst := make([]byte, 8*len(seq))
+	if err := get(0, len(seq), dst); err != nil {
+		s.bad = err
+		return err
+	}
+	for p, h := range prefixHashes(seq) {
+		if binary.LittleEndian.Uint64(dst[p*8:]) != h {
+			s.bad = fmt.Errorf("saved row %d does not hold the saved sequence", p)
+		}
+	}
+	return nil
+}
+
+// TestSpeculativeKVStore: only committed rows reach the KV store: never the
+// rows a verify wrote for rejected draft tokens.
+func TestSpeculativeKVStore(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	st := &savingStore{}
+	m := &kvSpecModel{specModel: &specModel{ctxLen: 128}, rows: make([]uint64, 128)}
+	e := inference.New(m, specVocab{}, inference.Config{Speculative: inference.DefaultSpeculative, KVStore: st})
+	t.Cleanup(func() { e.Close() })
+	rejected := 0
+	check := &specModel{ctxLen: 128}
+	for trial := range 12 {
+		prompt := specPrompt(r, 10)
+		// A stop string ends requests in the middle of a verify step.
+		got, err := run(t, e, inference.Request{Prompt: prompt, MaxTokens: 30, Stop: []string{"e"},
+			Prediction: "zz the then there thin an an er he" + fmt.Sprint(trial)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rejected += got.Usage.RejectedPredictionTokens
+		// Every saved token after the prompt is the greedy choice after its
+		// prefix: a rejected draft token is not.
+		last := st.saved[len(st.saved)-1]
+		if !slices.Equal(last[:len(prompt)], prompt) {
+			t.Fatalf("trial %d: saved %v does not start with the prompt", trial, last)
+		}
+		for p := len(prompt); p < len(last); p++ {
+			l := check.fill(last[:p])
+			if best := int32(slices.Index(l.F32, slices.Max(l.F32))); last[p] != best {
+				t.Fatalf("trial %d: saved token %d at %d was not generated (greedy: %d)", trial, last[p], p, best)
+			}
+		}
+	}
+	if st.bad != nil {
+		t.Fatal(st.bad)
+	}
+	if got := m.verifies; got == 0 {
+		t.Fatal("no verify call: the test does not exercise speculation")
+	}
+	if rejected == 0 {
+		t.Fatal("no draft token was rejected: the test does not exercise rolled-back rows")
 	}
 }
