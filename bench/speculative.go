@@ -108,7 +108,7 @@ func specWorkloads() []specWorkload {
 // speculativePhase runs each workload with speculation off and on, with the
 // latency emulation, and compares decode tok/s.
 func (r *runner) speculativePhase(ctx context.Context) error {
-	if _, ok := r.model.(inference.Verifier); !ok {
+	if v, ok := r.model.(inference.Verifier); !ok || v.MaxVerify(1) == 0 {
 		r.progress("  skipped: the model does not verify drafts (not a chunked bundle)")
 		return nil
 	}
