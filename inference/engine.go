@@ -542,6 +542,9 @@ func (e *Engine) run(j *job) {
 				break
 			}
 			if k > 0 {
+				e.met.verifyCalls.Inc()
+				e.met.draftTokens.WithLabelValues(sourceNames[src], "accepted").Add(float64(accepted))
+				e.met.draftTokens.WithLabelValues(sourceNames[src], "rejected").Add(float64(k - accepted))
 				dr.observe(src, accepted, mismatch)
 				if src == srcPrediction {
 					usage.AcceptedPredictionTokens += accepted

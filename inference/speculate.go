@@ -33,6 +33,9 @@ const (
 	nSources
 )
 
+// sourceNames label the draft sources in metrics.
+var sourceNames = [nSources]string{srcPrediction: "prediction", srcLookup: "lookup"}
+
 // Acceptance-rate estimates: the prior of each source and the weight of one
 // observation (an exponential moving average over drafted tokens).
 var ratePrior = [nSources]float64{srcPrediction: 0.8, srcLookup: 0.4}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -280,7 +282,9 @@ func TestSpeculativeSavesCalls(t *testing.T) {
 	}{{"verifier", false}, {"no verify room", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &specModel{ctxLen: 128, noVerify: tc.noVerify}
-			e := specEngine(t, m, inference.DefaultSpeculative)
+			reg := prometheus.NewRegistry()
+			e := inference.New(m, specVocab{}, inference.Config{Speculative: inference.DefaultSpeculative, Registerer: reg})
+			t.Cleanup(func() { e.Close() })
 			got, err := run(t, e, inference.Request{Prompt: prompt, MaxTokens: 60, IgnoreEOS: true, Prediction: want.Choices[0].Text})
 			if err != nil {
 				t.Fatal(err)
@@ -296,6 +300,9 @@ func TestSpeculativeSavesCalls(t *testing.T) {
 				t.Errorf("%d evals and %d verifies for 60 tokens with a right prediction", m.evals, m.verifies)
 			case !tc.noVerify && got.Usage.AcceptedPredictionTokens < 50:
 				t.Errorf("accepted %d prediction tokens of 60", got.Usage.AcceptedPredictionTokens)
+			}
+			if v := metricValue(t, reg, "hexserve_verify_calls_total"); v != float64(m.verifies) {
+				t.Errorf("hexserve_verify_calls_total %v, want %d", v, m.verifies)
 			}
 		})
 	}
