@@ -98,6 +98,29 @@ func TestSpeculativeEquivalence(t *testing.T) {
 			}
 		}
 	}
+	// Streaming, and structured outputs (the constraint applies to every
+	// verified token), give the same text too.
+	chat := map[string]any{"model": "tinyllama-public", "temperature": 0, "max_tokens": 32,
+		"messages": []map[string]string{{"role": "user", "content": randomText(20)}}}
+	want, _ := complete(t, off, "/v1/chat/completions", chat)
+	streamReq := clone(chat)
+	streamReq["stream"], streamReq["prediction"] = true, map[string]any{"type": "content", "content": want}
+	body, _ := json.Marshal(streamReq)
+	if rep := on.post(t, "/v1/chat/completions", string(body)); rep.Status != 200 {
+		t.Errorf("streaming: %d %s", rep.Status, rep.Body)
+	} else if got, _ := streamed(t, rep.Body); got != want {
+		t.Errorf("streaming with a prediction: %q, want %q", got, want)
+	}
+	structured := clone(chat)
+	structured["response_format"] = map[string]any{"type": "json_object"}
+	want, _ = complete(t, off, "/v1/chat/completions", structured)
+	structured["prediction"] = map[string]any{"type": "content", "content": want}
+	if got, u := complete(t, on, "/v1/chat/completions", structured); got != want {
+		t.Errorf("json_object with a prediction: %q, want %q", got, want)
+	} else if u.Details.Accepted == 0 {
+		t.Errorf("json_object: no prediction token accepted (%+v): speculation did not run", u)
+	}
+
 	// A malformed prediction is a 400 naming the parameter.
 	rep := on.post(t, "/v1/chat/completions", `{"model":"tinyllama-public","messages":[{"role":"user","content":"hi"}],"prediction":{"type":"text","content":"x"}}`)
 	if rep.Status != 400 || !strings.Contains(rep.Body, `"param":"prediction.type"`) {
