@@ -357,6 +357,8 @@ func (e *Engine) run(j *job) {
 		// (cached_tokens, or the time saved) would tell this owner how far
 		// its prompt matches the other's.
 		e.cached, e.cachedOwner = e.cached[:0], req.Owner
+		// Nor does another owner's text steer this one's drafting.
+		e.rates = ratePrior
 	}
 	n := max(req.N, 1)
 	room := e.info.ContextLen - len(req.Prompt)
