@@ -97,13 +97,16 @@ func TestRunScripted(t *testing.T) {
 			t.Errorf("goal %s missing from %+v", want, rep.Goals)
 		}
 	}
+	if len(rep.Speculative) != 0 || !strings.Contains(progress.String(), "skipped: the model does not verify drafts") {
+		t.Errorf("speculative phase on a model without Verifier: %+v", rep.Speculative)
+	}
 	if k := rep.KVStore; k.Skipped != "" || len(k.Detail) != 2*3 || k.ShortTurns != 0 || k.Store.Entries != 2 || k.TTFTWithoutMS <= 0 {
 		t.Errorf("kv store %+v", k)
 	}
 	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
 		t.Errorf("structured %+v", st)
 	}
-	if !strings.Contains(progress.String(), "bench: [7/7] structured outputs") {
+	if !strings.Contains(progress.String(), "bench: [8/8] structured outputs") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)

@@ -103,6 +103,15 @@ type Engine struct {
 	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
 	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
 	KVCache     KVCache       `yaml:"kv_cache"`     // the store of many sequences' KV rows
+	Speculative Speculative   `yaml:"speculative"`
+}
+
+// Speculative configures speculative decoding (models whose multi-token
+// graph takes past KV: chunked bundles and .pte).
+type Speculative struct {
+	Enabled      bool `yaml:"enabled"`       // false: decode plainly, predictions ignored
+	PromptLookup bool `yaml:"prompt_lookup"` // draft from the prompt and the text so far
+	MaxDraft     int  `yaml:"max_draft"`     // draft tokens per verify call; 0: the planner's choice
 }
 
 // KVCache configures the KV store: saved KV rows of finished requests,
@@ -161,7 +170,8 @@ func Default() Config {
 			PerfMode:  "burst",
 		},
 		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute,
-			KVCache: KVCache{Memory: 512 << 20, Disk: 2 << 30}},
+			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
+			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		Chat:      Chat{Date: "today"},
@@ -255,6 +265,7 @@ func (c *Config) Validate() error {
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
+		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
 		{e.KVCache.Dir != "" && e.KVCache.Memory == 0, "engine.kv_cache.dir", "needs engine.kv_cache.memory > 0"},
 		{e.KVCache.Disk <= 0, "engine.kv_cache.disk", "must be > 0"},

@@ -162,7 +162,7 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 }
 
 // runnerCounters adapts a hexagon runner's Stats to bench.Counters; the
-// runner's other methods (KV snapshots) stay visible.
+// runner's other methods (inference.Verifier, KV snapshots) stay visible.
 type runnerCounters struct{ *ownedRuntime }
 
 func (r runnerCounters) Counters() bench.Counters {

@@ -205,8 +205,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			loaded <- loadResult{err: err}
 			return
 		}
+		sp := cfg.Engine.Speculative
 		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
-			Registerer: reg, Logger: log.With().Str("component", "engine").Logger()}
+			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
+			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
 		if store != nil {
 			ecfg.KVStore = store
 		}
