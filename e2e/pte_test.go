@@ -216,3 +216,29 @@ func TestPTEMultiTurn(t *testing.T) {
 	}
 	t.Logf("turn 2: %d cached tokens", cached)
 }
+
+// TestPTESpeculative: with predictions verified through prefill_forward over the cache, greedy
+// output equals the output without speculation, for a right and a wrong prediction; a right one
+// is mostly accepted.
+func TestPTESpeculative(t *testing.T) {
+	model := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16")
+	libs := hostsimLibs(t)
+	off := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  speculative:\n    enabled: false"}.write(t, libs), true)
+	on := serve(t, config{Model: fmt.Sprintf("  path: %q", model)}.write(t, libs), true,
+		"HOSTSIM_LATENCY_US_PREFILL=64500", "HOSTSIM_LATENCY_US_DECODE=55000")
+	base := map[string]any{"model": "tiny", "temperature": 0, "max_tokens": 24,
+		"messages": []map[string]string{{"role": "user", "content": "Tell the story of a lighthouse keeper who wrote code."}}}
+	want, _ := complete(t, off, "/v1/chat/completions", base)
+	for _, p := range []struct{ name, content string }{{"right", want}, {"wrong", "the sea rose over rocks while the keeper slept and dreamed of France"}} {
+		req := clone(base)
+		req["prediction"] = map[string]any{"type": "content", "content": p.content}
+		got, u := complete(t, on, "/v1/chat/completions", req)
+		if got != want {
+			t.Errorf("%s prediction changed the output\ngot  %q\nwant %q", p.name, got, want)
+		}
+		t.Logf("%s prediction: %d of %d completion tokens accepted, %d rejected", p.name, u.Details.Accepted, u.Completion, u.Details.Rejected)
+		if p.name == "right" && u.Details.Accepted < u.Completion/2 {
+			t.Errorf("a right prediction had %d of %d tokens accepted", u.Details.Accepted, u.Completion)
+		}
+	}
+}
