@@ -180,7 +180,8 @@ func TestPTEQuantized(t *testing.T) {
 	t.Logf("%d teacher-forced steps checked", checked)
 }
 
-// TestPTEMultiTurn: the second turn of a chat reuses the first turn's cache rows (cached_tokens)
+// TestPTEMultiTurn: the second turn of a chat reuses the first turn's cache rows (cached_tokens),
+// also after another conversation replaced them (restored from the KV store, engine.kv_cache),
 // and answers exactly as a fresh server does.
 func TestPTEMultiTurn(t *testing.T) {
 	model := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16")
@@ -202,19 +203,26 @@ func TestPTEMultiTurn(t *testing.T) {
 		}
 		return resp.Choices[0].Message.Content, resp.Usage.PromptTokensDetails.CachedTokens
 	}
+	system := map[string]string{"role": "system", "content": strings.Repeat("You answer briefly. ", 8)}
+	turn1 := []map[string]string{system, {"role": "user", "content": "Name a colour."}}
 	a := servePTE(t, model)
-	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("You answer briefly. ", 8)}, {"role": "user", "content": "Name a colour."}}
-	first, _ := chat(a, msgs)
-	msgs = append(msgs, map[string]string{"role": "assistant", "content": first}, map[string]string{"role": "user", "content": "And another one?"})
-	second, cached := chat(a, msgs)
+	first, _ := chat(a, turn1)
+	turn2 := append(slices.Clone(turn1), map[string]string{"role": "assistant", "content": first}, map[string]string{"role": "user", "content": "And another one?"})
+	second, cached := chat(a, turn2)
 	if cached == 0 {
 		t.Errorf("the second turn reused no cached tokens")
 	}
-	fresh, _ := chat(servePTE(t, model), msgs)
+	// Another conversation takes the resident cache; the first one's rows come back from the store.
+	chat(a, []map[string]string{{"role": "user", "content": "Count to five, in words please."}})
+	again, restored := chat(a, turn2)
+	if restored == 0 || again != second {
+		t.Errorf("after another conversation: %d cached tokens, %q (want > 0 and %q)", restored, again, second)
+	}
+	fresh, _ := chat(servePTE(t, model), turn2)
 	if second != fresh {
 		t.Errorf("second turn with the cache %q, fresh %q", second, fresh)
 	}
-	t.Logf("turn 2: %d cached tokens", cached)
+	t.Logf("turn 2: %d cached tokens; after another conversation: %d", cached, restored)
 }
 
 // TestPTESpeculative: with predictions verified through prefill_forward over the cache, greedy
