@@ -605,11 +605,11 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 	var effs, eng, del, dec, ttfts, delays, releases []float64
 	for run := range r.opt.Runs {
 		r.progress("  %s: request %d/%d (%d tokens)", st.Transport, run+1, r.opt.Runs, tokens)
-		var t0 time.Time
+		var t0, end time.Time
 		var arr []time.Time
 		if overHTTP {
 			var err error
-			t0, arr, err = r.sseRequest(ctx, e, tokens, run)
+			t0, arr, end, err = r.sseRequest(ctx, e, tokens, run)
 			if err != nil {
 				rec.take()
 				st.Error = err.Error()
@@ -630,6 +630,9 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 			continue
 		}
 		first, last := arr[0], arr[len(arr)-1]
+		if end.After(last) {
+			last = end // the finish chunk of a turn that ended on end-of-turn
+		}
 		n := min(len(arr), len(recs)) // token i comes from model call i
 		for i := range n {
 			delays = append(delays, ms(arr[i].Sub(recs[i].end)))

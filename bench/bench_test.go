@@ -235,14 +235,15 @@ func TestReadSSE(t *testing.T) {
 		{"bad json", "data: {\n\n", 0, false, "SSE chunk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			arr, done, err := readSSE(strings.NewReader(tc.body))
+			arr, end, done, err := readSSE(strings.NewReader(tc.body))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || done != tc.done || len(arr) != tc.tokens || len(arr) > 1 && arr[len(arr)-1].Before(arr[0]) {
+			if err != nil || done != tc.done || len(arr) != tc.tokens || len(arr) > 1 && arr[len(arr)-1].Before(arr[0]) ||
+				len(arr) > 0 && end.Before(arr[len(arr)-1]) {
 				t.Errorf("arrivals %v done %v err %v", arr, done, err)
 			}
 		})
