@@ -64,13 +64,14 @@ type Options struct {
 	Runs         int // requests per measurement; 0: 3 (quick: 1)
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
-	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore, host, structured);
+	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
+	// speculative, host, structured);
 	// nil: all (http only with HTTP).
 	Phases []string
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "host", "structured"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -97,6 +98,7 @@ type Report struct {
 	Streaming   []Streaming    `json:"streaming"`
 	PrefixCache PrefixCache    `json:"prefix_cache"`
 	KVStore     KVStoreBench   `json:"kv_store"`
+	Speculative []Speculative  `json:"speculative"`
 	Memory      Memory         `json:"memory"`
 	Structured  *Structured    `json:"structured,omitempty"`
 	Goals       []Goal         `json:"goals"`
@@ -289,7 +291,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
-		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Goals: []Goal{}}}
+		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Speculative: []Speculative{}, Goals: []Goal{}}}
 	r.emu = opt.Emulation
 	if opt.Quick {
 		r.emu = Latency{r.emu.PrefillUS / 10, r.emu.DecodeUS / 10, r.emu.LMHeadUS / 10}
@@ -328,6 +330,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"http", "streaming (HTTP, SSE)", func(ctx context.Context) error { return r.streamPhase(ctx, prompt, true) }},
 		{"prefix", "prefix cache", r.prefixPhase},
 		{"kvstore", "KV store (conversations taking turns)", r.kvStorePhase},
+		{"speculative", "speculative decoding, off and on", r.speculativePhase},
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
 		{"structured", "structured outputs (constraint per token, schema compile)", r.structuredPhase},
 	} {
@@ -383,6 +386,12 @@ func goals(rep *Report) []Goal {
 	if rep.PrefixCache.Ratio > 0 {
 		g = append(g, goal("prefix_cache_ttft_ratio", rep.PrefixCache.Ratio, "<=", GoalPrefixRatio, "",
 			fmt.Sprintf("turn 2 after %d history tokens", rep.PrefixCache.HistoryTokens)))
+	}
+	for _, s := range rep.Speculative {
+		if s.Error == "" {
+			g = append(g, goal("speculative_decode_ratio/"+s.Workload, s.Ratio, ">=", s.Goal, "×",
+				fmt.Sprintf("decode tok/s on ÷ off, %d output tokens", s.OutputTokens)))
+		}
 	}
 	g = append(g, kvTurnGoals(rep.KVStore)...)
 	if st := rep.Structured; st != nil {
@@ -749,11 +758,11 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 	var effs, eng, del, dec, ttfts, delays, releases []float64
 	for run := range r.opt.Runs {
 		r.progress("  %s: request %d/%d (%d tokens)", st.Transport, run+1, r.opt.Runs, tokens)
-		var t0 time.Time
+		var t0, end time.Time
 		var arr []time.Time
 		if overHTTP {
 			var err error
-			t0, arr, err = r.sseRequest(ctx, e, tokens, run)
+			t0, arr, end, err = r.sseRequest(ctx, e, tokens, run)
 			if err != nil {
 				rec.take()
 				st.Error = err.Error()
@@ -774,6 +783,9 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 			continue
 		}
 		first, last := arr[0], arr[len(arr)-1]
+		if end.After(last) {
+			last = end // the finish chunk of a turn that ended on end-of-turn
+		}
 		n := min(len(arr), len(recs)) // token i comes from model call i
 		for i := range n {
 			delays = append(delays, ms(arr[i].Sub(recs[i].end)))

@@ -104,13 +104,16 @@ func TestRunScripted(t *testing.T) {
 			t.Errorf("goal %s missing from %+v", want, rep.Goals)
 		}
 	}
+	if len(rep.Speculative) != 0 || !strings.Contains(progress.String(), "skipped: the model does not verify drafts") {
+		t.Errorf("speculative phase on a model without Verifier: %+v", rep.Speculative)
+	}
 	if k := rep.KVStore; k.Skipped != "" || len(k.Detail) != 2*3 || k.ShortTurns != 0 || k.Store.Entries != 2 || k.TTFTWithoutMS <= 0 {
 		t.Errorf("kv store %+v", k)
 	}
 	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
 		t.Errorf("structured %+v", st)
 	}
-	if !strings.Contains(progress.String(), "bench: [7/7] structured outputs") {
+	if !strings.Contains(progress.String(), "bench: [8/8] structured outputs") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)
@@ -239,14 +242,15 @@ func TestReadSSE(t *testing.T) {
 		{"bad json", "data: {\n\n", 0, false, "SSE chunk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			arr, done, err := readSSE(strings.NewReader(tc.body))
+			arr, end, done, err := readSSE(strings.NewReader(tc.body))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || done != tc.done || len(arr) != tc.tokens || len(arr) > 1 && arr[len(arr)-1].Before(arr[0]) {
+			if err != nil || done != tc.done || len(arr) != tc.tokens || len(arr) > 1 && arr[len(arr)-1].Before(arr[0]) ||
+				len(arr) > 0 && end.Before(arr[len(arr)-1]) {
 				t.Errorf("arrivals %v done %v err %v", arr, done, err)
 			}
 		})

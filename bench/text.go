@@ -62,6 +62,18 @@ func WriteText(w io.Writer, rep *Report) error {
 		}
 	}
 	p("")
+	if len(rep.Speculative) > 0 {
+		p("SPECULATIVE (decode tok/s)	prompt	output	off	on	ratio	goal	accepted/rejected")
+		for _, s := range rep.Speculative {
+			if s.Error != "" {
+				p("  %s	%d	%d	error: %s", s.Workload, s.PromptTokens, s.OutputTokens, s.Error)
+				continue
+			}
+			p("  %s	%d	%d	%.1f	%.1f	%.2f×	≥ %.2f×	%d / %d", s.Workload, s.PromptTokens, s.OutputTokens,
+				s.OffTokS, s.OnTokS, s.Ratio, s.Goal, s.Accepted, s.Rejected)
+		}
+		p("")
+	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
 	for _, m := range rep.Memory.Snapshots {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))

@@ -59,9 +59,16 @@ func (s Server) WebUIOn() bool {
 	return IsLoopback(s.Listen) || len(s.APIKeys) > 0
 }
 
-// Model says which bundle to load and how to run it.
+// Model says which model to load and how to run it.
 type Model struct {
-	Bundle    string    `yaml:"bundle"`    // bundle dir, arch folder or manifest file
+	// Path names the model: a QHexRT bundle folder, an arch folder, a
+	// manifest, an ExecuTorch .pte file or a folder holding one .pte; the
+	// kind is detected from the content. Bundle is its older alias.
+	Path   string `yaml:"path"`
+	Bundle string `yaml:"bundle"`
+	// Tokenizer is the tokenizer.json; "" looks next to the model and in up
+	// to two parent folders (bundles: the manifest's tokenizer first).
+	Tokenizer string    `yaml:"tokenizer"`
 	ID        string    `yaml:"id"`        // served model id; "" derives it from the manifest name
 	Aliases   []string  `yaml:"aliases"`   // other ids accepted in requests
 	Libraries Libraries `yaml:"libraries"` // QNN shared libraries
@@ -70,6 +77,18 @@ type Model struct {
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
 }
+
+// Location is the model path: Path, else its alias Bundle.
+func (m Model) Location() string {
+	if m.Path != "" {
+		return m.Path
+	}
+	return m.Bundle
+}
+
+// SetLocation replaces the configured path and its alias (a command-line
+// --model or --bundle).
+func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
 
 // Libraries are the QNN shared libraries. Bare names are resolved by the
 // dynamic loader (LD_LIBRARY_PATH, the vendor paths on a phone).
@@ -84,6 +103,15 @@ type Engine struct {
 	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
 	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
 	KVCache     KVCache       `yaml:"kv_cache"`     // the store of many sequences' KV rows
+	Speculative Speculative   `yaml:"speculative"`
+}
+
+// Speculative configures speculative decoding (models whose multi-token
+// graph takes past KV: chunked bundles and .pte).
+type Speculative struct {
+	Enabled      bool `yaml:"enabled"`       // false: decode plainly, predictions ignored
+	PromptLookup bool `yaml:"prompt_lookup"` // draft from the prompt and the text so far
+	MaxDraft     int  `yaml:"max_draft"`     // draft tokens per verify call; 0: the planner's choice
 }
 
 // KVCache configures the KV store: saved KV rows of finished requests,
@@ -142,7 +170,8 @@ func Default() Config {
 			PerfMode:  "burst",
 		},
 		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute,
-			KVCache: KVCache{Memory: 512 << 20, Disk: 2 << 30}},
+			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
+			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		Chat:      Chat{Date: "today"},
@@ -230,11 +259,13 @@ func (c *Config) Validate() error {
 		{s.TLSKeyFile != "" && s.TLSCertFile == "", "server.tls_cert_file", "must be set with server.tls_key_file"},
 		{m.ID != "" && strings.ContainsAny(m.ID, " \t\n/"), "model.id", "must not contain spaces or slashes"},
 		{hasEmpty(m.Aliases), "model.aliases", "must not contain empty ids"},
+		{m.Path != "" && m.Bundle != "" && m.Path != m.Bundle, "model.bundle", "is an alias of model.path; set one of them"},
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
+		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
 		{e.KVCache.Dir != "" && e.KVCache.Memory == 0, "engine.kv_cache.dir", "needs engine.kv_cache.memory > 0"},
 		{e.KVCache.Disk <= 0, "engine.kv_cache.disk", "must be > 0"},
@@ -255,41 +286,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
 		}
 	}
-	if m.Overrides != nil {
-		return validateOverrides(m.Overrides)
-	}
-	return nil
-}
-
-func validateOverrides(o *bundle.Hexserve) error {
-	const prefix = "model.overrides"
-	str := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	nonPositive := func(p *int) bool { return p != nil && *p <= 0 }
-	checks := []struct {
-		bad       bool
-		key, what string
-	}{
-		{!oneOf(str(o.Contract), "", bundle.ContractQHexRT, bundle.ContractChunked), "contract", "must be qhexrt or chunked"},
-		{!oneOf(str(o.Mask), "", bundle.MaskAdditive, bundle.MaskU16), "mask", "must be additive or u16"},
-		{nonPositive(o.NHeads), "n_heads", "must be > 0"},
-		{nonPositive(o.NKVHeads), "n_kv_heads", "must be > 0"},
-		{nonPositive(o.PrefillWindow), "prefill_window", "must be > 0"},
-		{o.RMSEps != nil && *o.RMSEps <= 0, "rms_eps", "must be > 0"},
-		{o.RopeScaling != nil && o.RopeScaling.Factor <= 0, "rope_scaling.factor", "must be > 0"},
-	}
-	for _, ch := range checks {
-		if ch.bad {
-			return fmt.Errorf("config: %s.%s: %s", prefix, ch.key, ch.what)
-		}
-	}
-	for _, id := range o.EOSTokenIDs {
-		if id < 0 {
-			return fmt.Errorf("config: %s.eos_token_ids: %d: must be >= 0", prefix, id)
+	if m.Overrides != nil { // the bundle kind validates its own section
+		if err := m.Overrides.Validate(); err != nil {
+			return fmt.Errorf("config: model.overrides.%w", err)
 		}
 	}
 	return nil

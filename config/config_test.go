@@ -234,3 +234,22 @@ func TestHelpers(t *testing.T) {
 		t.Errorf("fixed = %q", got)
 	}
 }
+
+func TestModelPathAlias(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want, err string
+	}{
+		{"model:\n  path: /m.pte\n", "/m.pte", ""},
+		{"model:\n  bundle: /b\n", "/b", ""},
+		{"model:\n  path: /b\n  bundle: /b\n", "/b", ""},
+		{"model:\n  path: /m.pte\n  bundle: /b\n", "", "model.bundle: is an alias of model.path"},
+	} {
+		c, err := Parse([]byte(tc.yaml))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.err)
+		case tc.err == "" && (err != nil || c.Model.Location() != tc.want):
+			t.Errorf("%q: location %q, error %v; want %q", tc.yaml, c.Model.Location(), err, tc.want)
+		}
+	}
+}

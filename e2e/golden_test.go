@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -17,6 +21,61 @@ import (
 // of testdata/tinyllama does.
 func TestGoldenGreedy(t *testing.T) {
 	s := sharedServer(t)
+	checkGolden(t, s)
+}
+
+// TestGoldenRenamedTensors serves a bundle whose graphs use other tensor
+// names than mkmodel's defaults (every role renamed, bound by the manifest's
+// hexserve.tensors; hostsim takes the names from the context binaries) and
+// checks the golden greedy continuations through it.
+func TestGoldenRenamedTensors(t *testing.T) {
+	libs := hostsimLibs(t)
+	bin := binary(t)
+	dir := filepath.Join(t.TempDir(), "renamed")
+	names := "x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out," +
+		"past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", dir, "--contract", "chunked",
+		"--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mkmodel: %v\n%s", err, out)
+	}
+	var m struct {
+		Hexserve struct {
+			Tensors map[string]string `json:"tensors"`
+		} `json:"hexserve"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "v79", "manifest.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &m)
+	}
+	if err != nil || m.Hexserve.Tensors["past_k"] != "L{i}.k_cache" || m.Hexserve.Tensors["x"] != "h_in" {
+		t.Fatalf("manifest tensors %v (%v)", m.Hexserve.Tensors, err)
+	}
+	// The context binaries carry the new names, not the defaults.
+	bin0, err := os.ReadFile(filepath.Join(dir, "v79", "decode.bin"))
+	if err != nil || !strings.Contains(string(bin0[:4096]), "L1.v_cache") || strings.Contains(string(bin0[:4096]), "past_k_0") {
+		t.Fatalf("decode.bin does not carry the renamed tensors (%v)", err)
+	}
+	cfg := config{Bundle: dir, Server: "  api_keys: [\"" + apiKey + "\"]"}.write(t, libs)
+	s := serve(t, cfg, true)
+	var models struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	r := s.do(t, "GET", "/v1/models", "", "Authorization", "Bearer "+apiKey)
+	if err := json.Unmarshal([]byte(r.Body), &models); r.Status != 200 || err != nil || len(models.Data) != 1 {
+		t.Fatalf("models: %d %s", r.Status, r.Body)
+	}
+	s.Model = models.Data[0].ID
+	checkGolden(t, s)
+}
+
+// checkGolden runs every golden case's prompt through /v1/completions with
+// temperature 0 and compares the continuation token by token.
+func checkGolden(t *testing.T, s *hexserve) {
+	t.Helper()
 	var golden struct {
 		Cases []struct {
 			Name      string  `json:"name"`

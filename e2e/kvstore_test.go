@@ -45,7 +45,7 @@ func TestKVStoreAcrossConversationsAndRestart(t *testing.T) {
 		}
 		return r.Usage.Details.Cached
 	}
-	a, b := prompt(1000, 150), prompt(5000, 120)
+	a, b := prompt(1000, 150), prompt(5000, 140) // both past one prefill window: shorter prompts always re-prefill from row 0 (seeded reproducibility)
 
 	s := serve(t, cfg, true)
 	complete(s, a, "a")
@@ -60,7 +60,7 @@ func TestKVStoreAcrossConversationsAndRestart(t *testing.T) {
 		t.Errorf("/health: %s", h.Body)
 	}
 	if m := s.metrics(t); !regexp.MustCompile(`(?m)^hexserve_kv_store_hits_total 2$`).MatchString(m) ||
-		!regexp.MustCompile(`(?m)^hexserve_kv_store_restored_tokens_total 270$`).MatchString(m) {
+		!regexp.MustCompile(`(?m)^hexserve_kv_store_restored_tokens_total 290$`).MatchString(m) {
 		t.Errorf("metrics lack the store's hits and restored tokens:\n%s", grepLines(m, "hexserve_kv_store"))
 	}
 	if err := s.stop(); err != nil {

@@ -90,6 +90,23 @@ func TestResponses(t *testing.T) {
 		t.Fatalf("usage %s", u.RawJSON())
 	}
 
+	// text.format goes through the constrained decoder: the random-weight
+	// model can only write the object, and the schema makes it short.
+	jp := responseParams(s.Model, "Answer in JSON.")
+	jp.MaxOutputTokens = openai.Int(256)
+	jp.Text = responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+		OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "answer", Strict: openai.Bool(true),
+			Schema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+				"required": []string{"ok"}, "additionalProperties": false}}}}
+	jr, err := c.Responses.New(ctx, jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj struct{ OK *bool }
+	if jr.Status != "completed" || json.Unmarshal([]byte(jr.OutputText()), &obj) != nil || obj.OK == nil {
+		t.Fatalf("text.format json_schema: %q", jr.OutputText())
+	}
+
 	snap, final := accumulate(t, c, responseParams(s.Model, "Say hello."))
 	if snap.TerminalEvent != "response.completed" && snap.TerminalEvent != "response.incomplete" {
 		t.Fatalf("terminal event %q", snap.TerminalEvent)
@@ -146,13 +163,13 @@ func TestResponses(t *testing.T) {
 			_, err := c.Responses.New(ctx, p)
 			return err
 		}, 400, "", "temperature"},
-		{"json_schema", func() error {
+		{"json_schema without a name", func() error {
 			p := responseParams(s.Model, "Hi")
 			p.Text = responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
-				OfJSONObject: &openai.ResponseFormatJSONObjectParam{}}}
+				OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Schema: map[string]any{"type": "object"}}}}
 			_, err := c.Responses.New(ctx, p)
 			return err
-		}, 400, "", "text.format.type"},
+		}, 400, "", "text.format.name"},
 		{"wrong api key", func() error {
 			wrong := s.client(option.WithAPIKey("sk-wrong"))
 			_, err := wrong.Responses.New(ctx, responseParams(s.Model, "Hi"))

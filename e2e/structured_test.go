@@ -17,6 +17,7 @@ var structuredSchemas = []string{
 	`{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},"age":{"type":"integer","minimum":0,"maximum":120},"ok":{"type":"boolean"}},"required":["name","age","ok"],"additionalProperties":false}`,
 	`{"type":"array","minItems":1,"maxItems":3,"items":{"type":"number","minimum":-1,"maximum":1}}`,
 	`{"type":"object","properties":{"color":{"enum":["red","green","blue"]},"tags":{"type":"array","maxItems":2,"items":{"type":"string","maxLength":4}}},"required":["color","tags"],"additionalProperties":false}`,
+	`{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},"ip":{"type":"string","format":"ipv6","maxLength":12},"mail":{"type":"string","format":"email","maxLength":12}},"required":["code","ip","mail"],"additionalProperties":false}`,
 }
 
 func validator(t *testing.T, schema string) *jsonschema.Schema {
@@ -26,6 +27,7 @@ func validator(t *testing.T, schema string) *jsonschema.Schema {
 		t.Fatal(err)
 	}
 	c := jsonschema.NewCompiler()
+	c.AssertFormat()
 	if err := c.AddResource("s.json", doc); err != nil {
 		t.Fatal(err)
 	}

@@ -78,3 +78,45 @@ func pick(mask []uint64, rng *rand.Rand) int32 {
 	}
 	return -1
 }
+
+// TestMaskCache: masks served from a grammar's cache of structural states
+// equal the masks computed afresh, step by step over random walks.
+func TestMaskCache(t *testing.T) {
+	_, v := llama(t)
+	a := make([]uint64, (v.Size()+63)/64)
+	b := make([]uint64, len(a))
+	for _, name := range []string{"numbers", "tree", "enum"} {
+		g := mustCompile(t, walkSchemas[name], true)
+		fresh := *g
+		fresh.masks = nil
+		rng := rand.New(rand.NewPCG(3, 3))
+		hits := 0
+		for range 6 {
+			m, ref := g.NewMatcher(v), fresh.NewMatcher(v)
+			for step := 0; step < 60; step++ {
+				if structural(m.ts) {
+					m.key = stateKey(m.key[:0], m.ts)
+					if g.masks.get(v, m.key, a) {
+						hits++
+					}
+				}
+				m.Mask(a)
+				ref.Mask(b)
+				if !slices.Equal(a, b) {
+					t.Fatalf("%s step %d: cached mask differs from a fresh one", name, step)
+				}
+				id := pick(a, rng)
+				if id < 0 || v.isEOS(id) {
+					break
+				}
+				if m.Accept(id) != nil || ref.Accept(id) != nil {
+					t.Fatal("Accept failed")
+				}
+			}
+		}
+		t.Logf("%s: %d masks from the cache", name, hits)
+		if hits == 0 {
+			t.Errorf("%s: the cache was never used", name)
+		}
+	}
+}

@@ -19,6 +19,10 @@ func FuzzCompile(f *testing.F) {
 	f.Add(`{"allOf":[{"minimum":1},{"maximum":3}],"type":"integer"}`, `2`)
 	f.Add(`{"enum":[1.0,"a",[1]]}`, `1`)
 	f.Add(`{"type":"string","format":"date-time"}`, `"2024-02-29T12:00:00Z"`)
+	f.Add(`{"type":"string","pattern":"^[a-c]{2,}x?$","maxLength":4}`, `"abx"`)
+	f.Add(`{"type":"string","pattern":"(a|b\\d)+"}`, `"\\nb7"`)
+	f.Add(`{"type":"string","format":"email"}`, `"a@b.co"`)
+	f.Add(`{"type":"string","format":"ipv6"}`, `"::1"`)
 	f.Fuzz(func(t *testing.T, schema, inst string) {
 		g, err := Compile([]byte(schema), Options{})
 		if err != nil {

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -99,6 +100,25 @@ func TestMatchString(t *testing.T) {
 		{`{"type":"string","format":"ipv4"}`, false,
 			[]string{`"192.168.0.1"`, `"0.0.0.0"`, `"255.255.255.255"`},
 			[]string{`"256.1.1.1"`, `"01.1.1.1"`, `"1.1.1"`, `"1.1.1.1.1"`, `"1..1.1"`, `"1.1.1."`}},
+		{`{"type":"string","pattern":"^[a-z]+\\d?$"}`, false,
+			[]string{`"abc"`, `"abc7"`}, []string{`""`, `"7"`, `"ab7c"`, `"AB"`, `"ab\\u0037"`}},
+		{`{"type":"string","pattern":"b+"}`, false, // unanchored
+			[]string{`"b"`, `"abba"`, `"ébb"`, `"b\\\""`}, []string{`""`, `"a"`, `"\u0062"`}}, // \u only for control characters
+		{`{"type":"string","pattern":"^[\"\\\\/\n]{2}$"}`, false, // escapes are decoded
+			[]string{`"\"\\"`, `"/\n"`, `"\u000a\/"`, `"\u000A\u000a"`}, []string{`"\"`, `"\t\n"`, `"\u0022\""`}},
+		{`{"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":5}`, false, // exact with lengths
+			[]string{`"abab"`}, []string{`"ab"`, `"ababab"`, `"aba"`}},
+		{`{"type":"string","format":"email"}`, false,
+			[]string{`"a.b+c@Example.COM"`, `"x@y.z"`}, []string{`"x@y"`, `"a..b@x.com"`, `"@x.com"`, `"a@-x.com"`, `"a@x."`}},
+		{`{"type":"string","format":"hostname"}`, false,
+			[]string{`"example.com"`, `"example.com."`, `"` + h253 + `"`, `"` + h253 + `."`},
+			[]string{`"-a.com"`, `"a..b"`, `"` + h253 + `a"`, `"` + h253 + `.."`, `"` + strings.Repeat("a", 64) + `"`}},
+		{`{"type":"string","format":"ipv6"}`, false,
+			[]string{`"::1"`, `"2001:DB8::8:800:200C:417A"`, `"::ffff:192.168.0.1"`, `"1:2:3:4:5:6:7:8"`},
+			[]string{`"1:2:3:4:5:6:7:8:9"`, `"::1::"`, `"12345::"`, `"::ffff:256.1.1.1"`}},
+		{`{"type":"string","format":"uri"}`, false,
+			[]string{`"https://example.com/a?b=c#d"`, `"urn:isbn:0451450523"`, `"mailto:a@b.c"`},
+			[]string{`"//example.com"`, `"/path"`, `"http://exa mple.com"`, `"1http://x"`}},
 		{`{"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false}`, false,
 			[]string{`[]`, `[1]`, `[1,"a"]`, `"any"`}, []string{`[1,"a",2]`, `["a"]`}},
 	}
@@ -128,7 +148,13 @@ func TestCompileErrors(t *testing.T) {
 		{`{"$ref":"#/$defs/missing"}`, "$ref"},
 		{`{"type":"wat"}`, "type"},
 		{`{"anyOf":[{"type":"string","format":"regex"}]}`, "anyOf.0.format"},
-		{`{"format":"email"}`, "format"},
+		{`{"format":"idn-email"}`, "format"},
+		{`{"properties":{"p":{"pattern":"(a)\\1"}}}`, "properties.p.pattern"},
+		{`{"pattern":"(?=a)"}`, "pattern"},
+		{`{"pattern":"\\bx"}`, "pattern"},
+		{`{"pattern":"a$b"}`, "pattern"},
+		{`{"pattern":"a","format":"email"}`, "pattern"},
+		{`{"pattern":3}`, "pattern"},
 		{`{"anyOf":[{"$ref":"#"},{"type":"string"}]}`, "$ref"},
 		{`{"$ref":"#"}`, "$ref"},
 	}
@@ -178,3 +204,6 @@ func TestTools(t *testing.T) {
 		t.Errorf("got %v, want tool 1 at properties.x.not", err)
 	}
 }
+
+// h253 is a hostname of 253 characters, the format's limit.
+var h253 = strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("a", 61)

@@ -57,8 +57,9 @@ type frame struct {
 	cnt  int32 // string: code points; array: items
 	key  int32 // object: the current property (-1: additional)
 	last int32 // object, strict: the last property used
+	rs   int32 // string with a pattern or regex format: the DFA state
 	seen uint64
-	v    int64  // number: the digits so far as an integer; string: high surrogate flag
+	v    int64  // number: the digits so far as an integer; string: high surrogate flag or \u digits
 	lit  string // literal text (fLit) or key bytes (fKey)
 }
 
@@ -69,32 +70,60 @@ type stk struct {
 
 func isWS(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
-func push(f frame, up *stk, out []*stk) []*stk { return append(out, &stk{f: f, up: up}) }
+func push(a *arena, f frame, up *stk, out []*stk) []*stk { return append(out, a.new(f, up)) }
+
+// arena allocates the short-lived threads of a mask or a check in chunks,
+// reused after reset; a nil arena allocates each on the heap.
+type arena struct {
+	chunks [][]stk
+	i, j   int // next: chunks[i][j]
+}
+
+const arenaChunk = 1024
+
+func (a *arena) new(f frame, up *stk) *stk {
+	if a == nil {
+		return &stk{f: f, up: up}
+	}
+	if a.i < len(a.chunks) && a.j == arenaChunk {
+		a.i, a.j = a.i+1, 0
+	}
+	if a.i == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]stk, arenaChunk))
+	}
+	t := &a.chunks[a.i][a.j]
+	a.j++
+	t.f, t.up = f, up
+	return t
+}
+
+// reset makes the arena's threads free for reuse.
+func (a *arena) reset() { a.i, a.j = 0, 0 }
 
 // gap handles whitespace in a gap of f; ok reports that b was whitespace.
-func gap(t *stk, b byte, out []*stk) ([]*stk, bool) {
+func gap(a *arena, t *stk, b byte, out []*stk) ([]*stk, bool) {
 	if !isWS(b) {
 		return out, false
 	}
 	if t.f.ws < MaxWS {
 		f := t.f
 		f.ws++
-		out = push(f, t.up, out)
+		out = push(a, f, t.up, out)
 	}
 	return out, true
 }
 
 // feed returns the threads that follow t on byte b.
-func feed(t *stk, b byte, out []*stk) []*stk {
+func feed(a *arena, t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	switch f.k {
 	case fDoc:
 		var ws bool
-		if out, ws = gap(t, b, out); ws {
+		if out, ws = gap(a, t, b, out); ws {
 			return out
 		}
 		if f.st == sBefore {
-			return start(f.n, &stk{f: frame{k: fDoc, st: sIn}, up: t.up}, b, out)
+			return start(a, f.n, a.new(frame{k: fDoc, st: sIn}, t.up), b, out)
 		}
 		return out
 	case fLit:
@@ -103,29 +132,29 @@ func feed(t *stk, b byte, out []*stk) []*stk {
 		}
 		f.cnt++
 		if int(f.cnt) == len(f.lit) {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
-		return push(f, t.up, out)
+		return push(a, f, t.up, out)
 	case fStr, fKey:
-		return str(t, b, out)
+		return str(a, t, b, out)
 	case fNum:
-		return num(t, b, out)
+		return num(a, t, b, out)
 	case fArr:
-		return arr(t, b, out)
+		return arr(a, t, b, out)
 	case fObj:
-		return obj(t, b, out)
+		return obj(a, t, b, out)
 	}
 	return out
 }
 
 // start begins a value of n on byte b, under parent.
-func start(n *node, parent *stk, b byte, out []*stk) []*stk {
+func start(a *arena, n *node, parent *stk, b byte, out []*stk) []*stk {
 	for n.ref != nil {
 		n = n.ref
 	}
 	if n.alts != nil {
-		for _, a := range n.alts {
-			out = start(a, parent, b, out)
+		for _, alt := range n.alts {
+			out = start(a, alt, parent, b, out)
 		}
 		return out
 	}
@@ -134,9 +163,9 @@ func start(n *node, parent *stk, b byte, out []*stk) []*stk {
 			if l[0] == b {
 				f := frame{k: fLit, lit: l, cnt: 1}
 				if len(l) == 1 {
-					out = pop(parent, &f, out)
+					out = pop(a, parent, &f, out)
 				} else {
-					out = push(f, parent, out)
+					out = push(a, f, parent, out)
 				}
 			}
 		}
@@ -145,29 +174,29 @@ func start(n *node, parent *stk, b byte, out []*stk) []*stk {
 	t := n.types
 	switch {
 	case b == '"' && t&tStr != 0:
-		if n.maxLen < 0 || n.minLen <= n.maxLen {
-			out = push(frame{k: fStr, n: n}, parent, out)
+		if (n.maxLen < 0 || n.minLen <= n.maxLen) && (n.re == nil || n.re.viable(1, 0)) {
+			out = push(a, frame{k: fStr, n: n, rs: 1}, parent, out)
 		}
 	case b == '{' && t&tObj != 0:
-		out = push(frame{k: fObj, n: n, last: -1}, parent, out)
+		out = push(a, frame{k: fObj, n: n, last: -1}, parent, out)
 	case b == '[' && t&tArr != 0:
 		if n.maxItems < 0 || n.minItems <= n.maxItems {
-			out = push(frame{k: fArr, n: n}, parent, out)
+			out = push(a, frame{k: fArr, n: n}, parent, out)
 		}
 	case b == 't' && t&tBool != 0:
-		out = push(frame{k: fLit, lit: "true", cnt: 1}, parent, out)
+		out = push(a, frame{k: fLit, lit: "true", cnt: 1}, parent, out)
 	case b == 'f' && t&tBool != 0:
-		out = push(frame{k: fLit, lit: "false", cnt: 1}, parent, out)
+		out = push(a, frame{k: fLit, lit: "false", cnt: 1}, parent, out)
 	case b == 'n' && t&tNull != 0:
-		out = push(frame{k: fLit, lit: "null", cnt: 1}, parent, out)
+		out = push(a, frame{k: fLit, lit: "null", cnt: 1}, parent, out)
 	case (b == '-' || b >= '0' && b <= '9') && t&(tInt|tNum) != 0:
-		return num(&stk{f: frame{k: fNum, n: n, st: nSign}, up: parent}, b, out)
+		return num(a, a.new(frame{k: fNum, n: n, st: nSign}, parent), b, out)
 	}
 	return out
 }
 
 // pop ends child c under parent.
-func pop(parent *stk, c *frame, out []*stk) []*stk {
+func pop(a *arena, parent *stk, c *frame, out []*stk) []*stk {
 	f := parent.f
 	f.ws = 0
 	switch f.k {
@@ -201,7 +230,7 @@ func pop(parent *stk, c *frame, out []*stk) []*stk {
 		}
 		f.st = sColon
 	}
-	return push(f, parent.up, out)
+	return push(a, f, parent.up, out)
 }
 
 // candidate reports whether property j may come next in object frame f.
@@ -244,11 +273,11 @@ func canClose(f *frame) bool {
 	return true
 }
 
-func obj(t *stk, b byte, out []*stk) []*stk {
+func obj(a *arena, t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	if f.st != sIn {
 		var ws bool
-		if out, ws = gap(t, b, out); ws {
+		if out, ws = gap(a, t, b, out); ws {
 			return out
 		}
 	}
@@ -256,15 +285,15 @@ func obj(t *stk, b byte, out []*stk) []*stk {
 	case sBefore, sComma:
 		if b == '"' && moreKeys(&f) {
 			f.st = sIn
-			return push(frame{k: fKey}, &stk{f: f, up: t.up}, out)
+			return push(a, frame{k: fKey}, a.new(f, t.up), out)
 		}
 		if b == '}' && f.st == sBefore && canClose(&f) {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
 	case sColon:
 		if b == ':' {
 			f.st, f.ws = sValue, 0
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 	case sValue:
 		c := f.n.addl
@@ -272,14 +301,14 @@ func obj(t *stk, b byte, out []*stk) []*stk {
 			c = f.n.props[f.key].n
 		}
 		f.st = sIn
-		return start(c, &stk{f: f, up: t.up}, b, out)
+		return start(a, c, a.new(f, t.up), b, out)
 	case sAfter:
 		if b == ',' && moreKeys(&f) {
 			f.st, f.ws = sComma, 0
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 		if b == '}' && canClose(&f) {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
 	}
 	return out
@@ -296,28 +325,28 @@ func item(n *node, i int32) *node {
 	return n.items
 }
 
-func arr(t *stk, b byte, out []*stk) []*stk {
+func arr(a *arena, t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	var ws bool
-	if out, ws = gap(t, b, out); ws {
+	if out, ws = gap(a, t, b, out); ws {
 		return out
 	}
 	switch f.st {
 	case sBefore, sComma:
 		if b == ']' && f.st == sBefore && f.n.minItems == 0 {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
 		if c := item(f.n, f.cnt); c != nil {
 			f.st = sIn
-			return start(c, &stk{f: f, up: t.up}, b, out)
+			return start(a, c, a.new(f, t.up), b, out)
 		}
 	case sAfter:
 		if b == ',' && item(f.n, f.cnt) != nil {
 			f.st, f.ws = sComma, 0
-			return push(f, t.up, out)
+			return push(a, f, t.up, out)
 		}
 		if b == ']' && int(f.cnt) >= f.n.minItems {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
 	}
 	return out
@@ -326,9 +355,12 @@ func arr(t *stk, b byte, out []*stk) []*stk {
 func isHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F' }
 
 // str steps a string or a key.
-func str(t *stk, b byte, out []*stk) []*stk {
+func str(a *arena, t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	key := f.k == fKey
+	if !key && f.n.re != nil {
+		return reByte(a, t, f, b, out)
+	}
 	if f.need > 0 {
 		if b < f.lo || b > f.hi {
 			return out
@@ -339,12 +371,12 @@ func str(t *stk, b byte, out []*stk) []*stk {
 		switch f.st {
 		case sChars:
 			if !key && f.n.format != "" {
-				return formatByte(t, f, b, out)
+				return formatByte(a, t, f, b, out)
 			}
 			switch {
 			case b == '"':
 				if key || int(f.cnt) >= f.n.minLen {
-					return pop(t.up, &f, out)
+					return pop(a, t.up, &f, out)
 				}
 				return out
 			case b < 0x20 || b >= 0x80 && b < 0xc2 || b > 0xf4:
@@ -414,16 +446,16 @@ func str(t *stk, b byte, out []*stk) []*stk {
 			return out
 		}
 	}
-	return push(f, t.up, out)
+	return push(a, f, t.up, out)
 }
 
 // formatByte steps a string with a format: ASCII content, checked as a
 // prefix of the format after each byte.
-func formatByte(t *stk, f frame, b byte, out []*stk) []*stk {
+func formatByte(a *arena, t *stk, f frame, b byte, out []*stk) []*stk {
 	check := formats[f.n.format]
 	if b == '"' {
 		if _, done := check(f.lit); done && int(f.cnt) >= f.n.minLen {
-			return pop(t.up, &f, out)
+			return pop(a, t.up, &f, out)
 		}
 		return out
 	}
@@ -435,7 +467,7 @@ func formatByte(t *stk, f frame, b byte, out []*stk) []*stk {
 	if ok, _ := check(f.lit); !ok {
 		return out
 	}
-	return push(f, t.up, out)
+	return push(a, f, t.up, out)
 }
 
 // keyViable reports whether key bytes s can still become an allowed key of
@@ -449,13 +481,15 @@ func keyViable(o *frame, s string) bool {
 	return o.n.addl != nil
 }
 
-func pow10(k int) int64 {
-	v := int64(1)
-	for range k {
-		v *= 10
+var pow10s = func() (t [19]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
 	}
-	return v
-}
+	return t
+}()
+
+func pow10(k int) int64 { return pow10s[k] }
 
 func fracOf(n *node) int {
 	if n.types&tNum != 0 {
@@ -485,6 +519,9 @@ func numViable(f *frame) bool {
 			if in(f.v*p, (f.v+1)*p-1) {
 				return true
 			}
+			if !f.neg && f.v*p > n.hi || f.neg && -f.v*p < n.lo {
+				return false // longer numbers are further out
+			}
 		}
 		return false
 	}
@@ -504,7 +541,7 @@ func numEnd(f *frame) bool {
 	return v >= f.n.lo && v <= f.n.hi
 }
 
-func num(t *stk, b byte, out []*stk) []*stk {
+func num(a *arena, t *stk, b byte, out []*stk) []*stk {
 	f := t.f
 	ok := false
 	switch {
@@ -532,16 +569,20 @@ func num(t *stk, b byte, out []*stk) []*stk {
 		f.st, ok = nDot, true
 	}
 	if ok && numViable(&f) {
-		out = push(f, t.up, out)
+		out = push(a, f, t.up, out)
 	}
-	if numEnd(&t.f) {
+	// After a number only whitespace or punctuation may follow, never
+	// another number byte.
+	if numEnd(&t.f) && !isNumByte(b) {
 		var ends [4]*stk
-		for _, p := range pop(t.up, &t.f, ends[:0]) {
-			out = feed(p, b, out)
+		for _, p := range pop(a, t.up, &t.f, ends[:0]) {
+			out = feed(a, p, b, out)
 		}
 	}
 	return out
 }
+
+func isNumByte(b byte) bool { return b >= '0' && b <= '9' || b == '.' || b == '-' }
 
 // complete reports whether thread t can end here.
 func complete(t *stk) bool {
@@ -551,7 +592,7 @@ func complete(t *stk) bool {
 			return t.f.st == sAfter
 		case t.f.k == fNum && numEnd(&t.f):
 			var ends [4]*stk
-			p := pop(t.up, &t.f, ends[:0])
+			p := pop(nil, t.up, &t.f, ends[:0])
 			if len(p) == 0 {
 				return false
 			}
@@ -568,9 +609,9 @@ func (g *Grammar) newThreads() []*stk {
 }
 
 // step feeds b to every thread.
-func step(ts []*stk, b byte, out []*stk) []*stk {
+func step(a *arena, ts []*stk, b byte, out []*stk) []*stk {
 	for _, t := range ts {
-		out = feed(t, b, out)
+		out = feed(a, t, b, out)
 	}
 	return out
 }
@@ -579,7 +620,7 @@ func step(ts []*stk, b byte, out []*stk) []*stk {
 func (g *Grammar) MatchString(s string) bool {
 	ts := g.newThreads()
 	for i := 0; i < len(s) && len(ts) > 0; i++ {
-		ts = step(ts, s[i], nil)
+		ts = step(nil, ts, s[i], nil)
 	}
 	for _, t := range ts {
 		if complete(t) {

@@ -49,6 +49,7 @@ type node struct {
 
 	minLen, maxLen int    // string, in code points
 	format         string // string: a key of formats ("": none)
+	re             *strRE // string: a pattern or a regex format (nil: none)
 
 	prefix             []*node
 	items              *node // nil: no items beyond prefix
@@ -81,8 +82,9 @@ type Options struct {
 
 // Grammar is a compiled schema; it is immutable and safe to share.
 type Grammar struct {
-	root *node
-	took time.Duration
+	root  *node
+	took  time.Duration
+	masks *maskCache
 }
 
 // CompileTime is how long compiling g took.
@@ -112,7 +114,7 @@ func Compile(schema []byte, o Options) (*Grammar, error) {
 			return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
 		}
 	}
-	return &Grammar{root: n, took: time.Since(t0)}, nil
+	return &Grammar{root: n, took: time.Since(t0), masks: &maskCache{}}, nil
 }
 
 func join(path, k string) string {
@@ -245,7 +247,8 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 var supported = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "prefixItems": true, "minItems": true, "maxItems": true, "enum": true, "const": true,
 	"anyOf": true, "oneOf": true, "allOf": true, "uniqueItems": true, "minLength": true, "maxLength": true,
-	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true}
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "format": true,
+	"pattern": true}
 
 func sortedKeys(m map[string]any) []string {
 	ks := make([]string, 0, len(m))
@@ -565,13 +568,6 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 }
 
 func (c *compiler) strings(n *node, s map[string]any, path string) error {
-	if f, ok := s["format"]; ok {
-		name, _ := f.(string)
-		if formats[name] == nil {
-			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
-		}
-		n.format = name
-	}
 	var err error
 	if n.minLen, _, err = count(s, "minLength", path); err != nil {
 		return err
@@ -583,6 +579,48 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 	if ok {
 		n.maxLen = m
 	}
+	var k reKey // the string's regex, if any
+	if f, ok := s["format"]; ok {
+		name, _ := f.(string)
+		switch {
+		case formats[name] != nil:
+			n.format = name
+		case reFormats[name] != "":
+			k.src, k.format = name, true
+		default:
+			return &Error{Path: join(path, "format"), Message: fmt.Sprintf("format %v is not supported", f)}
+		}
+	}
+	if p, ok := s["pattern"]; ok {
+		src, isStr := p.(string)
+		switch {
+		case !isStr:
+			return &Error{Path: join(path, "pattern"), Message: "pattern must be a string"}
+		case n.format != "" || k.format:
+			return &Error{Path: join(path, "pattern"), Message: "pattern together with format is not supported"}
+		}
+		k.src = src
+	}
+	if k.src == "" && !k.format {
+		return nil
+	}
+	k.min, k.max = n.minLen, n.maxLen
+	if n.re = cachedRE(k); n.re != nil {
+		return nil
+	}
+	var d *dfa
+	if k.format {
+		d, err = formatDFA(k.src)
+	} else if d, err = compileRegex(k.src, false); err != nil {
+		return &Error{Path: join(path, "pattern"), Message: fmt.Sprintf("pattern %q: %v", k.src, err)}
+	}
+	if err == nil {
+		n.re, err = newStrRE(d, n.minLen, n.maxLen, k.format && k.src == "hostname")
+	}
+	if err != nil {
+		return &Error{Path: join(path, "maxLength"), Message: err.Error()}
+	}
+	cacheRE(k, n.re)
 	return nil
 }
 

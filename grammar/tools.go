@@ -44,8 +44,8 @@ func Tools(tools []Tool, parallel bool) (*Grammar, error) {
 		}})
 	}
 	if !parallel {
-		return &Grammar{root: call, took: time.Since(t0)}, nil
+		return &Grammar{root: call, took: time.Since(t0), masks: &maskCache{}}, nil
 	}
 	list := &node{types: tArr, items: call, minItems: 1, maxItems: -1}
-	return &Grammar{root: &node{alts: []*node{call, list}}, took: time.Since(t0)}, nil
+	return &Grammar{root: &node{alts: []*node{call, list}}, took: time.Since(t0), masks: &maskCache{}}, nil
 }

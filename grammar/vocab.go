@@ -2,11 +2,14 @@ package grammar
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Vocab indexes a tokenizer's vocabulary for matching: a byte trie of the
@@ -31,6 +34,7 @@ type Vocab struct {
 	// suffixes form their own trie, walked once per mask.
 	quote    []int32 // token ids
 	quoteCps []int32 // code points before the '"'
+	quoteOff []int32 // bytes before the '"'
 	quoteEnd []int32 // the suffix's node in qtrie
 	qtrie    []tnode
 	qedges   []tedge
@@ -81,6 +85,7 @@ func NewVocab(pieces [][]byte, eos []int32) *Vocab {
 		case rest[0] == '"':
 			v.quote = append(v.quote, int32(id))
 			v.quoteCps = append(v.quoteCps, int32(c))
+			v.quoteOff = append(v.quoteOff, int32(off))
 			suffixes = append(suffixes, rest[1:])
 			continue
 		case rest[0] == '\\':
@@ -117,7 +122,7 @@ func partialRune(p []byte) bool {
 	t.f = frame{k: fStr, n: anyNode}
 	ts := []*stk{{f: t.f, up: &stk{f: frame{k: fDoc, st: sIn}}}}
 	for _, b := range p {
-		if ts = step(ts, b, nil); len(ts) == 0 {
+		if ts = step(nil, ts, b, nil); len(ts) == 0 {
 			return false
 		}
 	}
@@ -196,11 +201,14 @@ type Matcher struct {
 	ts  []*stk
 	buf [][]*stk // per trie depth, reused by Mask
 	qok []bool   // per suffix-trie node: the suffix is allowed
+	ar  arena    // threads of Mask and Allowed
+	g   *Grammar
+	key []byte // scratch for the mask cache's keys
 }
 
 // NewMatcher starts matching g against v's tokens.
 func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
-	return &Matcher{v: v, ts: g.newThreads()}
+	return &Matcher{v: v, ts: g.newThreads(), g: g}
 }
 
 // ErrRejected is returned by Accept for a token the grammar does not allow.
@@ -221,12 +229,13 @@ func (m *Matcher) Complete() bool {
 	return false
 }
 
-func (m *Matcher) run(ts []*stk, p []byte) []*stk {
+// run feeds p to ts; threads come from a (nil: the heap).
+func (m *Matcher) run(a *arena, ts []*stk, p []byte) []*stk {
 	for _, b := range p {
 		if len(ts) == 0 {
 			return nil
 		}
-		ts = step(ts, b, nil)
+		ts = step(a, ts, b, nil)
 	}
 	return ts
 }
@@ -240,7 +249,8 @@ func (m *Matcher) Allowed(id int32) bool {
 		return m.Complete()
 	}
 	p := m.v.toks[id]
-	return len(p) > 0 && len(m.run(m.ts, p)) > 0
+	m.ar.reset()
+	return len(p) > 0 && len(m.run(&m.ar, m.ts, p)) > 0
 }
 
 // Accept advances the state by token id.
@@ -256,7 +266,7 @@ func (m *Matcher) Accept(id int32) error {
 		return nil
 	}
 	p := m.v.toks[id]
-	ts := m.run(m.ts, p)
+	ts := m.run(nil, m.ts, p)
 	if len(p) == 0 || len(ts) == 0 {
 		return ErrRejected
 	}
@@ -271,18 +281,110 @@ func (m *Matcher) Mask(allowed []uint64) {
 	if len(m.ts) == 0 {
 		return
 	}
-	if !m.plainString(allowed) {
-		m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
-			for _, id := range m.v.trie[ni].ids {
-				allowed[id>>6] |= 1 << (id & 63)
-			}
-		})
+	m.ar.reset()
+	if m.plainString(allowed) || m.reString(allowed) {
+		m.eos(allowed)
+		return
 	}
+	c := m.g.masks
+	if c != nil && structural(m.ts) {
+		m.key = stateKey(m.key[:0], m.ts)
+		if c.get(m.v, m.key, allowed) {
+			return
+		}
+	} else {
+		c = nil
+	}
+	m.walk(m.v.trie, m.v.edges, 0, m.ts, 0, func(ni int32) {
+		for _, id := range m.v.trie[ni].ids {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	})
+	m.eos(allowed)
+	if c != nil {
+		c.put(m.v, m.key, allowed)
+	}
+}
+
+// eos allows the end tokens when the value is complete.
+func (m *Matcher) eos(allowed []uint64) {
 	if m.Complete() {
 		for _, id := range m.v.eos {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
+}
+
+// maskCache keeps the masks of structural states (between the values of
+// arrays, objects and the document: the costliest walks), keyed by the
+// threads' whole stacks, so a state met again costs a copy. It is shared
+// by a grammar's matchers.
+type maskCache struct {
+	mu sync.Mutex
+	v  *Vocab
+	m  map[string][]uint64
+}
+
+// maxCachedMasks bounds a grammar's cached masks (16 KB each at V = 128,256).
+const maxCachedMasks = 64
+
+func (c *maskCache) get(v *Vocab, key []byte, allowed []uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mask, ok := c.m[string(key)]
+	if ok && c.v == v {
+		copy(allowed, mask)
+	}
+	return ok && c.v == v
+}
+
+func (c *maskCache) put(v *Vocab, key []byte, allowed []uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.v != v { // masks are per vocabulary: keep the latest one's
+		c.v, c.m = v, map[string][]uint64{}
+	}
+	if len(c.m) < maxCachedMasks {
+		c.m[string(key)] = slices.Clone(allowed)
+	}
+}
+
+// structural reports whether every thread is between values (its top
+// frame a container or the document).
+func structural(ts []*stk) bool {
+	for _, t := range ts {
+		if k := t.f.k; k != fArr && k != fObj && k != fDoc {
+			return false
+		}
+	}
+	return true
+}
+
+// stateKey appends an encoding of every frame of every thread to b: two
+// thread sets with the same key allow the same tokens.
+func stateKey(b []byte, ts []*stk) []byte {
+	for _, t := range ts {
+		for ; t != nil; t = t.up {
+			f := &t.f
+			b = binary.LittleEndian.AppendUint64(b, uint64(uintptr(unsafe.Pointer(f.n))))
+			b = append(b, byte(f.k), f.st, f.ws, f.need, f.lo, f.hi, byte(f.nd), byte(f.fd))
+			if f.neg {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.cnt))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.key))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.last))
+			b = binary.LittleEndian.AppendUint32(b, uint32(f.rs))
+			b = binary.LittleEndian.AppendUint64(b, f.seen)
+			b = binary.LittleEndian.AppendUint64(b, uint64(f.v))
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(f.lit)))
+			b = append(b, f.lit...)
+		}
+		b = append(b, 0xff) // end of a thread
+	}
+	return b
 }
 
 // walk calls reached(node) for each node of trie under node ni that the
@@ -293,7 +395,7 @@ func (m *Matcher) walk(trie []tnode, edges []tedge, ni int32, ts []*stk, depth i
 		m.buf = append(m.buf, nil)
 	}
 	for _, e := range edges[n.first : n.first+n.n] {
-		next := step(ts, e.b, m.buf[depth+1][:0])
+		next := step(&m.ar, ts, e.b, m.buf[depth+1][:0])
 		m.buf[depth+1] = next
 		if len(next) == 0 {
 			continue
@@ -314,42 +416,103 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 	}
 	t := m.ts[0]
 	f := t.f
-	if f.k != fStr || f.st != sChars || f.need != 0 || f.n.format != "" {
+	if f.st != sChars || f.need != 0 {
+		return false
+	}
+	minLen, maxLen := 0, -1
+	switch {
+	case f.k == fStr && f.n.format == "" && f.n.re == nil:
+		minLen, maxLen = f.n.minLen, f.n.maxLen
+	case f.k == fKey && len(t.up.f.n.props) == 0 && t.up.f.n.addl != nil:
+		// A key of an object that takes any key (json_object): its text
+		// selects nothing, only where it ends matters.
+	default:
 		return false
 	}
 	room := len(m.v.plainUpTo) - 1
-	if f.n.maxLen >= 0 {
-		room = min(room, f.n.maxLen-int(f.cnt))
+	if maxLen >= 0 {
+		room = min(room, maxLen-int(f.cnt))
 	}
 	if room >= 0 {
 		copy(allowed, m.v.plainUpTo[room])
 	}
-	// Closing quotes: which suffixes the enclosing value takes.
-	if m.qok == nil {
-		m.qok = make([]bool, len(m.v.qtrie))
-	} else {
-		clear(m.qok)
-	}
-	if after := pop(t.up, &f, nil); len(after) > 0 {
-		m.qok[0] = true
-		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
-	}
+	m.closers(t)
 	for i, id := range m.v.quote {
 		c := int(f.cnt) + int(m.v.quoteCps[i])
-		if m.qok[m.v.quoteEnd[i]] && c >= f.n.minLen && (f.n.maxLen < 0 || c <= f.n.maxLen) {
+		if m.qok[m.v.quoteEnd[i]] && c >= minLen && (maxLen < 0 || c <= maxLen) {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
 	var one [1]*stk
 	for i, id := range m.v.special {
 		c := m.v.spCps[i]
-		if f.n.maxLen >= 0 && int(f.cnt)+int(c) > f.n.maxLen {
+		if maxLen >= 0 && int(f.cnt)+int(c) > maxLen {
 			continue
 		}
 		g := f
 		g.cnt += c
-		one[0] = &stk{f: g, up: t.up}
-		if len(m.run(one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+		one[0] = m.ar.new(g, t.up)
+		if len(m.run(&m.ar, one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return true
+}
+
+// closers sets qok: which suffixes after a closing quote the value
+// enclosing string thread t takes.
+func (m *Matcher) closers(t *stk) {
+	if m.qok == nil {
+		m.qok = make([]bool, len(m.v.qtrie))
+	} else {
+		clear(m.qok)
+	}
+	if after := pop(&m.ar, t.up, &t.f, nil); len(after) > 0 {
+		m.qok[0] = true
+		m.walk(m.v.qtrie, m.v.qedges, 0, after, 0, func(ni int32) { m.qok[ni] = true })
+	}
+}
+
+// reString fills the mask when the only thread is inside a string with a
+// pattern or regex format, between characters: the plain-text tokens by a
+// walk of the trie with the DFA alone (cached per DFA state and count), the
+// closing-quote tokens by their text before the quote, and the grammar
+// only for tokens with a backslash. It reports false when it does not
+// apply.
+func (m *Matcher) reString(allowed []uint64) bool {
+	if len(m.ts) != 1 {
+		return false
+	}
+	t := m.ts[0]
+	f := t.f
+	if f.k != fStr || f.n.re == nil || f.st != sChars {
+		return false
+	}
+	r := f.n.re
+	c := int(f.cnt)
+	r.plain(m.v, f.rs, c, allowed)
+	m.closers(t)
+	for i, id := range m.v.quote {
+		s := f.rs
+		for _, b := range m.v.toks[id][:m.v.quoteOff[i]] {
+			s = r.d.step(s, b)
+		}
+		if m.qok[m.v.quoteEnd[i]] && r.accepts(s, c+int(m.v.quoteCps[i])) {
+			allowed[id>>6] |= 1 << (id & 63)
+		}
+	}
+	var one [1]*stk
+	for i, id := range m.v.special {
+		g := f
+		for _, b := range m.v.toks[id][:m.v.spOff[i]] {
+			g.rs = r.d.step(g.rs, b)
+		}
+		g.cnt += m.v.spCps[i]
+		if !r.viable(g.rs, int(g.cnt)) {
+			continue
+		}
+		one[0] = m.ar.new(g, t.up)
+		if len(m.run(&m.ar, one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}

@@ -74,7 +74,7 @@ func TestPlanFollowsLatency(t *testing.T) {
 			break
 		}
 		if steps > 20 {
-			t.Fatalf("after %d slow decode steps the plan still decodes (estimate %v)", steps, r.Costs().Decode)
+			t.Fatalf("after %d slow decode steps the plan still decodes (estimate %v)", steps, r.Estimates().Decode)
 		}
 	}
 	t.Logf("plan switched to prefill after %d slow decode steps (recent %v, lifetime mean %v)", steps, g[roleDecode].Recent, g[roleDecode].Mean())
@@ -113,7 +113,7 @@ func TestPlanFollowsHostsimLatency(t *testing.T) {
 		eval(n, n-1)
 	}
 	if p, d := eval(32, 16); p != 0 || d != 16 {
-		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Costs())
+		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Estimates())
 	}
 	// Decode becomes slow (8 ms): the next plan after those 16 slow steps prefills.
 	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
@@ -121,7 +121,7 @@ func TestPlanFollowsHostsimLatency(t *testing.T) {
 	eval(32, 16)
 	if p, d := eval(32, 16); p != 1 || d != 0 {
 		st := r.Stats().Graphs[DecodeGraph]
-		t.Fatalf("slow decode: %d prefill windows, %d decode steps; want one prefill window (costs %+v, decode recent %v, mean %v)", p, d, r.Costs(), st.Recent, st.Mean())
+		t.Fatalf("slow decode: %d prefill windows, %d decode steps; want one prefill window (costs %+v, decode recent %v, mean %v)", p, d, r.Estimates(), st.Recent, st.Mean())
 	}
 }
 

@@ -22,6 +22,9 @@ import (
 type Config struct {
 	// Bundle is a bundle directory, an arch folder or a manifest file.
 	Bundle string
+	// Read, when set, is the bundle already read (by the caller, who chose
+	// the architecture and overrides): Open does not read the manifest again.
+	Read *bundle.Bundle
 	// Arch is the DSP architecture folder to use ("v79"). Empty: ask the
 	// runtime, else v79.
 	Arch string
@@ -61,6 +64,9 @@ type Runner struct {
 	fixedCosts  bool
 	valid       int // cache rows [0, valid) hold the last evaluated sequence
 	next        int // the length of an Eval that continues the last one by one token
+	contFrom    int // after a Verify: Evals of length [contFrom, next] continue it too
+	calls       uint64
+	rows        verifyRows // the last Verify's
 	convScratch []float32
 	stats       Stats      // updated by the worker without locking
 	pub         Stats      // a copy for Stats, published after each Eval
@@ -124,9 +130,11 @@ func Open(cfg Config) (_ *Runner, err error) {
 			r.log.Warn().Str("reported", a).Msg("hexagon: implausible DSP architecture, assuming v79")
 		}
 	}
-	b, err := bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides)
-	if err != nil {
-		return nil, fmt.Errorf("hexagon: %w", err)
+	b := cfg.Read
+	if b == nil {
+		if b, err = bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides); err != nil {
+			return nil, fmt.Errorf("hexagon: %w", err)
+		}
 	}
 	if r.spec, err = newSpec(b); err != nil {
 		return nil, fmt.Errorf("hexagon: manifest %s: %w", b.ManifestPath, err)
@@ -493,8 +501,9 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		r.plan.decodeMeasured = m[roleDecode]
 	}
 	n := len(seq)
-	cont := n == r.next && valid == n-1
-	r.next = 0
+	cont := valid == n-1 && (n == r.next || r.contFrom > 0 && n >= r.contFrom && n <= r.next)
+	r.next, r.contFrom = 0, 0
+	r.calls++
 	var from int
 	var one *step // the whole plan when it is one graph call
 	switch {
@@ -568,7 +577,8 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 	if from > r.valid {
 		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
 	}
-	r.valid, r.next = from, 0
+	r.valid, r.next, r.contFrom = from, 0, 0
+	r.calls++
 	defer r.publish()
 	p := planner{chunked: r.plan.chunked, window: r.window, ctxLen: r.spec.ctx, costs: Costs{Prefill: 1, Decode: 1 << 40}, decodeMeasured: true}
 	if !prefill {

@@ -87,8 +87,8 @@ func (r *Runner) publish() {
 	r.pubMu.Unlock()
 }
 
-// Costs returns the per-call cost estimates the planner uses now.
-func (r *Runner) Costs() Costs { c, _ := r.measuredCosts(); return c }
+// Estimates returns the per-call cost estimates the planner uses now.
+func (r *Runner) Estimates() Costs { c, _ := r.measuredCosts(); return c }
 
 // measuredCosts replaces the initial estimates with the recent averages
 // (GraphStats.Recent) once a graph has run successfully. A graph not measured yet keeps its initial estimate scaled

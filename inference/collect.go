@@ -42,8 +42,8 @@ func collect(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand,
 }
 
 // collectUpTo is collect that gives up (ok false) as soon as more than limit
-// candidates passed the running threshold by the end of a block (F32 and F16
-// only; other types always finish).
+// candidates passed the running threshold by the end of a block (the typed
+// collectors; the generic fallback always finishes).
 func collectUpTo(l Logits, delta, floor float32, skip []uint64, out []cand, limit int) (_ []cand, _ float32, ok bool) {
 	from := len(out)
 	var m float32
@@ -53,7 +53,7 @@ func collectUpTo(l Logits, delta, floor float32, skip []uint64, out []cand, limi
 	case l.Type == F16:
 		out, m = collectF16(l.Raw16, delta, floor, skip, out, limit)
 	case l.Type == U16 && l.Scale > 0:
-		out, m = collectU16(l, delta, floor, skip, out)
+		out, m = collectU16(l, delta, floor, skip, out, limit)
 	default:
 		m = float32(math.Inf(-1))
 		for i := range l.Len() {
@@ -197,6 +197,21 @@ func argmaxF16(x []uint16, skip []uint64) (int, float32) {
 
 func u16Val(l Logits, q int) float32 { return (float32(q) + float32(l.Offset)) * l.Scale }
 
+// u16Ceil returns the smallest code whose value is at least v (1<<16 if
+// there is none).
+func u16Ceil(l Logits, v float32) int {
+	lo, hi := 0, 1<<16
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if u16Val(l, mid) >= v {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
 func argmaxU16(l Logits, skip []uint64) (int, float32) {
 	x := l.Raw16
 	best, qm := -1, -1
@@ -339,22 +354,11 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, lim
 	return out, HalfToFloat(keyHalf(km))
 }
 
-func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand) ([]cand, float32) {
+func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand, limit int) ([]cand, float32) {
 	x := l.Raw16
-	ceil := func(v float32) int { // the smallest code whose value is at least v
-		lo, hi := 0, 1<<16
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if u16Val(l, mid) >= v {
-				hi = mid
-			} else {
-				lo = mid + 1
-			}
-		}
-		return lo
-	}
-	qm, qthr := -1, ceil(floor)
-	raise := func(q int) { qm, qthr = q, ceil(max(floor, u16Val(l, q)-delta)) }
+	from := len(out)
+	qm, qthr := -1, u16Ceil(l, floor)
+	raise := func(q int) { qm, qthr = q, u16Ceil(l, max(floor, u16Val(l, q)-delta)) }
 	isDense := true
 	for lo := 0; lo < len(x) && qthr <= 0xffff; lo += block {
 		b := x[lo:min(lo+block, len(x))]
@@ -375,10 +379,13 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand) ([]ca
 			out = grow(out, len(b))
 			o, n, t := out[:cap(out)], len(out), uint16(qthr)
 			for i, q := range b {
-				o[n] = cand{int32(lo + i), u16Val(l, int(q))}
+				o[n].id = int32(lo + i)
 				if q >= t {
 					n++
 				}
+			}
+			for k := before; k < n; k++ {
+				o[k].v = u16Val(l, int(b[int(o[k].id)-lo]))
 			}
 			out = out[:n]
 		} else {
@@ -403,6 +410,9 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand) ([]ca
 			}
 		}
 		isDense = dense(len(out)-before, len(b))
+		if len(out)-from > limit {
+			break
+		}
 	}
 	if qm < 0 {
 		return out, float32(math.Inf(-1))
@@ -470,16 +480,34 @@ func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32)
 	}
 }
 
-// countF16 adds one to cnt[h] for every half h of x.
-func countF16(x []uint16, cnt *[1 << 16]uint32) {
-	for _, h := range x {
-		cnt[h]++
+func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	x := l.Raw16
+	next = next[:len(x)]
+	for i, c := range x {
+		t := (u16Val(l, int(c)) - thr) * scale
+		if !(t >= 0) {
+			continue
+		}
+		q := min(int64(t), qMax)
+		e := &acc[q>>16]
+		e.sum += 1<<40 | uint64(q&0xffff)
+		next[i] = e.head
+		e.head = int32(i + 1)
 	}
 }
 
-// nthF16 returns the n-th (from 0) id not in skip whose half is h or h2,
+// The code scans below serve F16 (halves) and U16 (fixed-point codes) alike.
+
+// countCodes adds one to cnt[c] for every code c of x.
+func countCodes(x []uint16, cnt *[1 << 16]uint32) {
+	for _, c := range x {
+		cnt[c]++
+	}
+}
+
+// nthCode returns the n-th (from 0) id not in skip whose code is h or h2,
 // or -1.
-func nthF16(x []uint16, h, h2 uint16, skip []uint64, n int) int32 {
+func nthCode(x []uint16, h, h2 uint16, skip []uint64, n int) int32 {
 	if h == h2 {
 		for i := 0; i < len(x); i++ {
 			for i+4 <= len(x) && x[i] != h && x[i+1] != h && x[i+2] != h && x[i+3] != h {
@@ -521,8 +549,8 @@ func nthF16(x []uint16, h, h2 uint16, skip []uint64, n int) int32 {
 	return -1
 }
 
-// gatherF16 appends to out the ids not in skip whose half is h or h2.
-func gatherF16(x []uint16, h, h2 uint16, skip []uint64, out []int32) []int32 {
+// gatherCodes appends to out the ids not in skip whose code is h or h2.
+func gatherCodes(x []uint16, h, h2 uint16, skip []uint64, out []int32) []int32 {
 	for i := 0; i < len(x); i++ {
 		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
 			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {

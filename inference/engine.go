@@ -24,6 +24,8 @@ type Config struct {
 	// KVStore, when set and the model is a KVSnapshotter, keeps the rows of
 	// finished requests for later ones (see KVStore).
 	KVStore KVStore
+	// Speculative configures speculative decoding (zero: off).
+	Speculative Speculative
 }
 
 // MaxChoices limits Request.N.
@@ -62,6 +64,8 @@ type Engine struct {
 	smp         *sampler
 	det         detok
 	seq         []int32
+	draft       drafter
+	rates       [nSources]float64 // acceptance estimates (prompt lookup's carries over)
 }
 
 type jobState uint8
@@ -105,6 +109,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		e.met.registerKV(cfg.Registerer, e.kv.store)
 	}
 	e.smp = newSampler(e.info.VocabSize)
+	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()
 	return e
@@ -352,6 +357,8 @@ func (e *Engine) run(j *job) {
 		// (cached_tokens, or the time saved) would tell this owner how far
 		// its prompt matches the other's.
 		e.cached, e.cachedOwner = e.cached[:0], req.Owner
+		// Nor does another owner's text steer this one's drafting.
+		e.rates = ratePrior
 	}
 	n := max(req.N, 1)
 	room := e.info.ContextLen - len(req.Prompt)
@@ -380,6 +387,60 @@ func (e *Engine) run(j *job) {
 	first := true
 	seq := append(e.seq[:0], req.Prompt...)
 	started := 0
+	verifier, _ := e.model.(Verifier)
+	spec := e.cfg.Speculative
+	if !spec.Enabled {
+		verifier = nil
+	}
+	dr := &e.draft
+	e.rates[srcPrediction] = ratePrior[srcPrediction]
+	dr.reset(e.vocab, req.Prediction, spec.PromptLookup, &e.rates)
+	var gen int
+	// take handles one sampled token exactly as plain decoding does:
+	// penalties, usage, stop handling and emission.
+	take := func(c int, tok int32, lp *Logprob) {
+		smp.accept(tok)
+		dr.push(tok)
+		gen++
+		usage.CompletionTokens++
+		if lp != nil {
+			lp.Bytes = e.vocab.Piece(tok)
+			for i := range lp.Top {
+				lp.Top[i].Bytes = e.vocab.Piece(lp.Top[i].ID)
+			}
+		}
+		var out textOut
+		switch {
+		case !req.IgnoreEOS && slices.Contains(e.info.EOS, tok):
+			out, finish = e.det.flush(), FinishStop
+		default:
+			var stopped bool
+			out, stopped = e.det.add(tok, lp)
+			if stopped {
+				finish = FinishStop
+			} else if gen >= maxNew {
+				out2 := e.det.flush()
+				out.text += out2.text
+				out.ids = append(out.ids, out2.ids...)
+				out.lps = append(out.lps, out2.lps...)
+				finish = FinishLength
+			}
+		}
+		e.emit(j, c, out, finish)
+		seq = append(seq, tok)
+	}
+	// fail ends the choice after a failed model call.
+	fail := func(c int, err error) {
+		e.cached = e.cached[:0]
+		if ctx.Err() != nil {
+			finish, runErr = e.stopReason(ctx, j)
+		} else {
+			e.modelResult(err)
+			finish, runErr = FinishError, fmt.Errorf("inference: model: %w", err)
+			e.log.Error().Err(err).Msg("model eval failed")
+		}
+		e.emit(j, c, e.det.flush(), finish)
+	}
 	for c := 0; c < n && (c == 0 || finish == FinishStop || finish == FinishLength); c++ {
 		started = c + 1
 		seq = seq[:len(req.Prompt)]
@@ -390,8 +451,9 @@ func (e *Engine) run(j *job) {
 			con, stops = req.Constrain(), nil
 		}
 		e.det.reset(e.vocab, stops)
+		dr.startChoice()
 		finish = ""
-		for gen := 0; finish == ""; {
+		for gen = 0; finish == ""; {
 			if ctx.Err() != nil {
 				finish, runErr = e.stopReason(ctx, j)
 				e.emit(j, c, e.det.flush(), finish)
@@ -405,77 +467,105 @@ func (e *Engine) run(j *job) {
 			if valid >= len(seq) {
 				valid = len(seq) - 1
 			}
-			logits, reused, err := e.eval(ctx, seq, valid)
+			// A draft, and how much of it to verify (k = 0: decode plainly).
+			var draft []int32
+			var src, k int
+			if verifier != nil && !first {
+				room := min(maxNew-gen, e.info.ContextLen-len(seq)) - 1
+				if spec.MaxDraft > 0 {
+					room = min(room, spec.MaxDraft)
+				}
+				draft, src = dr.draft(seq, room)
+				if len(draft) > 0 && valid == len(seq)-1 {
+					k = planDraft(verifier, e.rates[src], len(draft), verifier.MaxVerify(valid))
+				}
+			}
+			var logits Logits
+			var rows Rows
+			var reused int
+			var err error
+			if k > 0 {
+				rows, err = e.verify(ctx, verifier, append(seq, draft[:k]...), valid)
+			} else {
+				logits, reused, err = e.eval(ctx, seq, valid)
+			}
 			evalDone := e.now()
 			e.met.observeGraphs(e.model)
 			if err != nil {
-				e.cached = e.cached[:0]
-				if ctx.Err() != nil {
-					finish, runErr = e.stopReason(ctx, j)
-				} else {
-					e.modelResult(err)
-					finish, runErr = FinishError, fmt.Errorf("inference: model: %w", err)
-					e.log.Error().Err(err).Msg("model eval failed")
-				}
-				e.emit(j, c, e.det.flush(), finish)
+				fail(c, err)
 				break
 			}
 			e.modelResult(nil)
+			committed := len(seq) // rows the call made hold seq
 			e.cached = append(e.cached[:0], seq...)
 			if first {
 				usage.CachedTokens = min(reused, len(req.Prompt))
 				tm.PromptEval = evalDone.Sub(stepStart)
 				tm.PromptN = len(req.Prompt) - usage.CachedTokens
 			}
-			var tok int32
-			var lp *Logprob
-			if con != nil {
-				t0 := e.now()
-				tok, lp = smp.sampleConstrained(logits, wantLP, top, con)
-				if tok < 0 || con.Accept(tok) != nil {
-					finish, runErr = FinishError, errors.New("inference: the constraint allows no token")
-					e.emit(j, c, e.det.flush(), finish)
+			produced, accepted, mismatch := 0, 0, false
+			for i := 0; i <= k && finish == ""; i++ {
+				if k > 0 {
+					if logits, err = e.row(ctx, rows, i); err != nil {
+						fail(c, err)
+						break
+					}
+				}
+				var tok int32
+				var lp *Logprob
+				if con != nil {
+					t0 := e.now()
+					tok, lp = smp.sampleConstrained(logits, wantLP, top, con)
+					if tok < 0 || con.Accept(tok) != nil {
+						finish, runErr = FinishError, errors.New("inference: the constraint allows no token")
+						e.emit(j, c, e.det.flush(), finish)
+						break
+					}
+					e.met.maskTime.Observe(e.now().Sub(t0).Seconds())
+				} else {
+					tok, lp = smp.sample(logits, wantLP, top)
+				}
+				take(c, tok, lp)
+				produced++
+				switch {
+				case i < k && tok == draft[i]:
+					accepted++
+				case i < k:
+					mismatch = true
+				case k == 0 && len(draft) > 0:
+					// Shadow check: keeps the estimate fresh at no cost.
+					dr.observe(src, b2i(tok == draft[0]), tok != draft[0])
+				}
+				if mismatch {
 					break
 				}
-				e.met.maskTime.Observe(e.now().Sub(t0).Seconds())
-			} else {
-				tok, lp = smp.sample(logits, wantLP, top)
 			}
-			smp.accept(tok)
-			gen++
-			usage.CompletionTokens++
-			if lp != nil {
-				lp.Bytes = e.vocab.Piece(tok)
-				for i := range lp.Top {
-					lp.Top[i].Bytes = e.vocab.Piece(lp.Top[i].ID)
+			if err != nil {
+				break
+			}
+			if k > 0 {
+				e.met.verifyCalls.Inc()
+				e.met.draftTokens.WithLabelValues(sourceNames[src], "accepted").Add(float64(accepted))
+				e.met.draftTokens.WithLabelValues(sourceNames[src], "rejected").Add(float64(k - accepted))
+				dr.observe(src, accepted, mismatch)
+				if src == srcPrediction {
+					usage.AcceptedPredictionTokens += accepted
+					usage.RejectedPredictionTokens += k - accepted
 				}
+				// Only the rows of accepted tokens are committed; the rest
+				// are rolled back by the next call's valid count.
+				e.cached = append(e.cached[:0], seq[:committed+accepted]...)
 			}
-			var out textOut
-			switch {
-			case !req.IgnoreEOS && slices.Contains(e.info.EOS, tok):
-				out, finish = e.det.flush(), FinishStop
-			default:
-				var stopped bool
-				out, stopped = e.det.add(tok, lp)
-				if stopped {
-					finish = FinishStop
-				} else if gen >= maxNew {
-					out2 := e.det.flush()
-					out.text += out2.text
-					out.ids = append(out.ids, out2.ids...)
-					out.lps = append(out.lps, out2.lps...)
-					finish = FinishLength
-				}
-			}
-			e.emit(j, c, out, finish)
-			seq = append(seq, tok)
 			end := e.now()
 			if first {
 				e.met.ttft.Observe(end.Sub(start).Seconds())
 				first = false
 			} else {
 				genTime += end.Sub(stepStart)
-				e.met.tpot.Observe(end.Sub(stepStart).Seconds())
+				per := end.Sub(stepStart) / time.Duration(max(produced, 1))
+				for range produced {
+					e.met.tpot.Observe(per.Seconds())
+				}
 			}
 			e.met.hostTime.Observe(end.Sub(evalDone).Seconds())
 		}
@@ -512,6 +602,42 @@ func (e *Engine) eval(ctx context.Context, seq []int32, valid int) (l Logits, re
 		err = fmt.Errorf("Eval returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
 	}
 	return l, reused, err
+}
+
+// verify calls the model's Verify, turning a panic or a malformed result
+// into an error.
+func (e *Engine) verify(ctx context.Context, v Verifier, seq []int32, valid int) (rows Rows, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Verify: %v", r)
+		}
+	}()
+	rows, err = v.Verify(ctx, seq, valid)
+	if err == nil && rows.Len() != len(seq)-valid {
+		err = fmt.Errorf("Verify returned %d rows for %d tokens", rows.Len(), len(seq)-valid)
+	}
+	return rows, err
+}
+
+// row reads row i of a Verify call, checked like eval's logits.
+func (e *Engine) row(ctx context.Context, rows Rows, i int) (l Logits, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Rows.Logits: %v", r)
+		}
+	}()
+	l, err = rows.Logits(ctx, i)
+	if err == nil && l.Len() != e.info.VocabSize {
+		err = fmt.Errorf("Verify returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
+	}
+	return l, err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // stopReason classifies a cancelled run.

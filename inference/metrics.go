@@ -37,6 +37,8 @@ type metrics struct {
 	kvHits          prometheus.Counter
 	kvMisses        prometheus.Counter
 	kvRestored      prometheus.Counter
+	verifyCalls     prometheus.Counter
+	draftTokens     *prometheus.CounterVec
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -78,11 +80,17 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "hexserve_kv_store_misses_total", Help: "Requests the KV store had nothing longer than the resident cache for."}),
 		kvRestored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hexserve_kv_store_restored_tokens_total", Help: "KV rows copied from the store into the model's cache."}),
+		verifyCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_verify_calls_total", Help: "Speculative decoding: multi-token verify calls."}),
+		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hexserve_draft_tokens_total", Help: "Speculative decoding: verified draft tokens by source (prediction, lookup) and result (accepted, rejected)."},
+			[]string{"source", "result"}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds)
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds,
+			m.verifyCalls, m.draftTokens)
 	}
 	return m
 }

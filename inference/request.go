@@ -26,6 +26,10 @@ type Request struct {
 	// without keys). KV rows computed for one owner are never reused for, nor
 	// reported as cached to, another (prefix cache and KV store alike).
 	Owner string
+	// Prediction is the expected output (OpenAI's Predicted Outputs): the
+	// draft for speculative decoding on models that verify drafts. It never
+	// changes the output, only how fast it comes.
+	Prediction string
 	// CacheKey is the client's hint for the KV store (prompt_cache_key, else
 	// user): the owner's entry saved under the same key is replaced by this
 	// request's, so a conversation keeps one branch. It never widens what a
@@ -95,6 +99,10 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens whose KV rows were reused
 	CompletionTokens int // over all choices
+	// Prediction tokens the model verified: accepted (they are in the
+	// output) and rejected (evaluated, then discarded).
+	AcceptedPredictionTokens int
+	RejectedPredictionTokens int
 }
 
 // Timings reports where a request's time went (llama.cpp's `timings`).

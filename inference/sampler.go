@@ -72,11 +72,11 @@ type sampler struct {
 	zk      float64 // kept mass
 	inRange int     // candidates of the step (within the cutoff)
 
-	// The histogram path over F16 codes (see histCodes).
+	// The histogram path over F16 and U16 codes (see histCodes).
 	code   bool
-	cnt    *[1 << 16]uint32  // per half: untouched ids with that logit
-	wtab   *[1 << 16]float64 // per half h: exp(h/wT)
-	wT     float32
+	cnt    *[1 << 16]uint32  // per code: untouched ids with that logit
+	wtab   *[1 << 16]float64 // per code: exp(logit/T)
+	wFor   tabFor            // what wtab was built for
 	tw     *[1 << 16]float64 // per key: the touched ids' weights
 	twKeys []int             // the touched ids' keys
 	twW    []float64         // and weights
@@ -89,6 +89,15 @@ type sampler struct {
 	bList  bool // its kept tokens are in pbuf
 
 	mask []uint64 // a Constraint's allowed tokens
+}
+
+// tabFor identifies a table of code weights: the temperature, the type and,
+// for U16, the quantisation.
+type tabFor struct {
+	t      float32
+	typ    DType
+	scale  float32
+	offset int32
 }
 
 // wcand is a candidate and its weight.
@@ -615,20 +624,23 @@ func (s *sampler) bucketOf(v float32) int {
 // histOK reports whether the histogram path can serve this step.
 func (s *sampler) histOK(l Logits, wantLP bool) bool {
 	return !wantLP && s.p.Temperature > 0 && s.p.TopK <= 0 && s.p.MinP <= 0 &&
-		(l.Type == F32 || l.Type == F16)
+		(l.Type == F32 || l.Type == F16 || l.Type == U16 && l.Scale > 0)
 }
 
-// val returns logit id of l (F32 or F16; NaN as -Inf).
+// val returns logit id of l (F16 NaN as -Inf).
 func val(l Logits, id int32) float32 {
-	if l.Type == F32 {
+	switch l.Type {
+	case F32:
 		return l.F32[id]
+	case F16:
+		return half2f[l.Raw16[id]]
 	}
-	return half2f[l.Raw16[id]]
+	return u16Val(l, int(l.Raw16[id]))
 }
 
 // hist prepares a step with many candidates (nearly flat logits), where
-// materialising and sorting them would cost milliseconds. F16 logits go to
-// histCodes. Otherwise one pass finds the best logit m; a second puts every
+// materialising and sorting them would cost milliseconds. F16 and U16 logits
+// go to histCodes. Otherwise one pass finds the best logit m; a second puts every
 // logit within the cutoff into one of nbig equal buckets over
 // [m − T·sampleCutoff, m], summing per bucket (in fixed point) the count and
 // the positions within the bucket, which give the first-order expansion of
@@ -639,7 +651,7 @@ func val(l Logits, id int32) float32 {
 // mass crosses p: its tokens are gathered, weighed exactly and sorted. It
 // reports false (nothing done) if the best logit is not finite.
 func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
-	if s.code = l.Type == F16 && s.histCodes(l, mt); s.code {
+	if s.code = l.Type != F32 && s.histCodes(l, mt); s.code {
 		return true
 	}
 	_, mu := argmax(l, skip)
@@ -652,10 +664,13 @@ func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	s.l, s.m, s.thr, s.scale = l, m, thr, nbig*65536/dS
 	acc := s.acc
 	clear(acc[:])
-	if l.Type == F32 {
+	switch l.Type {
+	case F32:
 		histF32(l.F32, thr, s.scale, acc, s.next)
-	} else {
+	case F16:
 		histF16(l.Raw16, thr, s.scale, acc, s.next)
+	default:
+		histU16(l, thr, s.scale, acc, s.next)
 	}
 	for _, id := range s.tlist {
 		if t := (l.At(int(id)) - thr) * s.scale; t >= 0 {
@@ -855,18 +870,50 @@ func (s *sampler) keptBig() ([]cand, []float64) {
 	return append(c, s.pbuf...), append(ws, s.pw...)
 }
 
-// ceilKey returns the key of the smallest half at least v (±0 as +0).
-func ceilKey(v float32) int {
+// Keys order the codes of histCodes by value. For U16 the key is the code;
+// for F16 it is halfKey, except that +0 and -0 form one group under key
+// 0x8000 (key 0x7fff is never used).
+
+// codeVal returns the logit of code c of s.l (F16 NaN as -Inf).
+func (s *sampler) codeVal(c uint16) float32 {
+	if s.l.Type == U16 {
+		return u16Val(s.l, int(c))
+	}
+	return half2f[c]
+}
+
+// codeKey returns the key of code c (-1 for NaN).
+func (s *sampler) codeKey(c uint16) int {
+	switch k := halfKey(c); {
+	case s.l.Type == U16:
+		return int(c)
+	case isNaN16(c):
+		return -1
+	case k == 0x7fff:
+		return 0x8000
+	default:
+		return k
+	}
+}
+
+// ceilKey returns the key of the smallest logit at least v (1<<16 for U16
+// when every code is below v).
+func (s *sampler) ceilKey(v float32) int {
+	if s.l.Type == U16 {
+		return u16Ceil(s.l, v)
+	}
 	if k := halfKeyCeil(v); k != 0x7fff {
 		return k
 	}
 	return 0x8000
 }
 
-// groupHalves returns the halves of the group of key k (+0 and -0 form one
-// group, under key 0x8000; key 0x7fff is never used).
-func groupHalves(k int) (uint16, uint16) {
-	if k == 0x8000 {
+// groupCodes returns the codes of the group of key k.
+func (s *sampler) groupCodes(k int) (uint16, uint16) {
+	switch {
+	case s.l.Type == U16:
+		return uint16(k), uint16(k)
+	case k == 0x8000:
 		return 0, 0x8000
 	}
 	h := keyHalf(k)
@@ -874,7 +921,10 @@ func groupHalves(k int) (uint16, uint16) {
 }
 
 func (s *sampler) groupCount(k int) int {
-	h, h2 := groupHalves(k)
+	if s.l.Type == F16 && k == 0x7fff {
+		return 0
+	}
+	h, h2 := s.groupCodes(k)
 	c := int(s.cnt[h])
 	if h2 != h {
 		c += int(s.cnt[h2])
@@ -884,52 +934,82 @@ func (s *sampler) groupCount(k int) int {
 
 // groupMass is the weight of group k, in units of exp(logit/T).
 func (s *sampler) groupMass(k int) float64 {
-	return float64(s.groupCount(k))*s.wtab[keyHalf(k)] + s.tw[k]
+	h, _ := s.groupCodes(k)
+	return float64(s.groupCount(k))*s.wtab[h] + s.tw[k]
 }
 
-// histCodes is hist for F16 logits, where every logit is one of 65,536
-// values: one pass counts the ids per half (the touched ids are taken out
-// again), so the weights are exact with one exp per half value, from a
-// table built once per temperature. Groups of equal halves are walked from
-// the best down, by blocks of 64 keys; ties in a group go to the lowest ids,
-// so a group needs its ids only when top_p splits it while holding touched
-// ids, or when the draw lands in it. It reports false when the logits are
-// out of the table's range (|logit|/T near 700) or not finite.
+// bestCode returns the best logit among the counted codes (-Inf if none).
+func (s *sampler) bestCode() float32 {
+	cnt := s.cnt
+	if s.l.Type == U16 {
+		if c := topCounted(cnt, 0xffff); c >= 0 {
+			return u16Val(s.l, c)
+		}
+		return float32(math.Inf(-1))
+	}
+	if h := topCounted(cnt, 0x7c00); h >= 0 {
+		return half2f[h]
+	}
+	for h := 0x8000; h <= 0xfc00; h++ {
+		if cnt[h] != 0 {
+			return half2f[h]
+		}
+	}
+	return float32(math.Inf(-1))
+}
+
+// topCounted returns the largest code c ≤ hi with cnt[c] > 0, or -1.
+func topCounted(cnt *[1 << 16]uint32, hi int) int {
+	c := hi
+	for c >= 3 && cnt[c]|cnt[c-1]|cnt[c-2]|cnt[c-3] == 0 {
+		c -= 4
+	}
+	for ; c >= 0; c-- {
+		if cnt[c] != 0 {
+			return c
+		}
+	}
+	return -1
+}
+
+// histCodes is hist for F16 logits and U16 logits with a positive scale,
+// where every logit is one of 65,536 codes: one pass counts the ids per code
+// (the touched ids are taken out again), so the weights are exact with one
+// exp per code, from a table built once per temperature (and quantisation).
+// Groups of equal logits are walked from the best down, by blocks of 64
+// keys; ties in a group go to the lowest ids, so a group needs its ids only
+// when top_p splits it while holding touched ids, or when the draw lands in
+// it. It reports false when the logits are out of the table's range
+// (|logit|/T near 700), above every code, or not finite.
 func (s *sampler) histCodes(l Logits, mt float32) bool {
 	x, cnt := l.Raw16, s.cnt
+	s.l = l
 	clear(cnt[:])
-	countF16(x, cnt)
+	countCodes(x, cnt)
 	for _, id := range s.tlist {
 		cnt[x[id]]--
 	}
-	mu, n := float32(math.Inf(-1)), 0
-	for h := 0x7c00; h >= 0; h-- {
-		if cnt[h] != 0 {
-			mu = half2f[h]
-			break
-		}
-	}
-	if mu < 0 {
-		for h := 0x8000; h <= 0xfc00; h++ {
-			if cnt[h] != 0 {
-				mu = half2f[h]
-				break
-			}
-		}
-	}
-	m := max(mu, mt)
+	m, n := max(s.bestCode(), mt), 0
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
 	T := float64(s.p.Temperature)
-	if !(float64(m)/T < 700 && float64(thr)/T > -700) || m > 65504 {
+	if !(float64(m)/T < 700 && float64(thr)/T > -700) {
 		return false
 	}
-	if s.wT != s.p.Temperature {
-		for h := range s.wtab {
+	kTop, kBot := s.ceilKey(m), s.ceilKey(thr)
+	if l.Type == U16 && kTop > 0xffff || l.Type == F16 && m > 65504 {
+		return false
+	}
+	tab := tabFor{t: s.p.Temperature, typ: l.Type}
+	if l.Type == U16 {
+		tab.scale, tab.offset = l.Scale, l.Offset
+	}
+	if s.wFor != tab {
+		for c := range s.wtab {
 			// no +Inf: 0·w must stay 0
-			s.wtab[h] = min(math.Exp(float64(half2f[h])/T), math.MaxFloat64)
+			s.wtab[c] = min(math.Exp(float64(s.codeVal(uint16(c)))/T), math.MaxFloat64)
 		}
-		s.wT = s.p.Temperature
+		s.wFor = tab
 	}
 	for _, k := range s.twKeys {
 		s.tw[k] = 0
@@ -937,24 +1017,23 @@ func (s *sampler) histCodes(l Logits, mt float32) bool {
 	s.twKeys, s.twW = s.twKeys[:0], s.twW[:0]
 	for _, x := range s.tv {
 		if x.v >= thr {
-			k, w := ceilKey(x.v), math.Exp(float64(x.v)/T)
+			k, w := s.ceilKey(x.v), math.Exp(float64(x.v)/T)
 			s.tw[k] += w
 			s.twKeys = append(s.twKeys, k)
 			s.twW = append(s.twW, w)
 			n++
 		}
 	}
-	kTop, kBot := ceilKey(m), ceilKey(thr)
 	for b := kBot >> 6; b <= kTop>>6; b++ {
 		hi := min(b<<6+63, kTop)
-		if hi == 0x7fff { // -0 goes with +0, in block 0x200
+		if l.Type == F16 && hi == 0x7fff { // -0 goes with +0, in block 0x200
 			hi--
 		}
 		w, c := s.keyMass(max(b<<6, kBot), hi)
 		s.blk[b] = w
 		n += c
 	}
-	if kBot <= 0x8000 && kTop >= 0x8000 {
+	if l.Type == F16 && kBot <= 0x8000 && kTop >= 0x8000 {
 		c := s.cnt[0x8000]
 		s.blk[0x200] += float64(c) * s.wtab[0x8000]
 		n += int(c)
@@ -979,10 +1058,7 @@ func (s *sampler) histCodes(l Logits, mt float32) bool {
 				continue
 			}
 			for k := min(b<<6+63, kTop); k >= max(b<<6, kBot); k-- {
-				g := 0.0
-				if k != 0x7fff {
-					g = s.groupMass(k)
-				}
+				g := s.groupMass(k)
 				if g == 0 {
 					continue
 				}
@@ -992,7 +1068,8 @@ func (s *sampler) histCodes(l Logits, mt float32) bool {
 				}
 				s.bKey = k
 				if s.tw[k] == 0 { // equal weights: keep the lowest ids
-					w, n := s.wtab[keyHalf(k)], s.groupCount(k)
+					h, _ := s.groupCodes(k)
+					w, n := s.wtab[h], s.groupCount(k)
 					need := min(max(int(math.Ceil((mass-cum)/w)), 1), n)
 					for need > 1 && cum+float64(need-1)*w >= mass {
 						need--
@@ -1021,11 +1098,15 @@ func (s *sampler) histCodes(l Logits, mt float32) bool {
 }
 
 // keyMass returns the mass and number of the untouched ids with keys k0..k1
-// (within one sign of halves).
+// (for F16, within one sign of halves).
 func (s *sampler) keyMass(k0, k1 int) (float64, int) {
-	h0, h1 := 0xffff-k1, 0xffff-k0
-	if k0 >= 0x8000 {
+	h0, h1 := k0, k1
+	switch {
+	case s.l.Type == U16:
+	case k0 >= 0x8000:
 		h0, h1 = k0-0x8000, k1-0x8000
+	default:
+		h0, h1 = 0xffff-k1, 0xffff-k0
 	}
 	c, w := s.cnt[h0:h1+1], s.wtab[h0:h1+1]
 	w = w[:len(c)]
@@ -1033,12 +1114,18 @@ func (s *sampler) keyMass(k0, k1 int) (float64, int) {
 	var n0, n1 uint32
 	i := 0
 	for ; i+4 <= len(c); i += 4 {
-		a0 += float64(c[i]) * w[i]
-		a1 += float64(c[i+1]) * w[i+1]
-		a2 += float64(c[i+2]) * w[i+2]
-		a3 += float64(c[i+3]) * w[i+3]
-		n0 += c[i] + c[i+1]
-		n1 += c[i+2] + c[i+3]
+		c4 := c[i : i+4 : i+4]
+		if c4[0]|c4[1]|c4[2]|c4[3] == 0 { // runs of empty codes (U16's fine steps)
+			continue
+		}
+		w4 := w[i : i+4 : i+4]
+		// counts fit in int32, whose conversion is one instruction
+		a0 += float64(int32(c4[0])) * w4[0]
+		a1 += float64(int32(c4[1])) * w4[1]
+		a2 += float64(int32(c4[2])) * w4[2]
+		a3 += float64(int32(c4[3])) * w4[3]
+		n0 += c4[0] + c4[1]
+		n1 += c4[2] + c4[3]
 	}
 	for ; i < len(c); i++ {
 		a0 += float64(c[i]) * w[i]
@@ -1049,14 +1136,14 @@ func (s *sampler) keyMass(k0, k1 int) (float64, int) {
 
 // groupCands returns the tokens of group k, best first, with their weights.
 func (s *sampler) groupCands(k int) []wcand {
-	h, h2 := groupHalves(k)
-	s.gids = gatherF16(s.l.Raw16, h, h2, s.touched, s.gids[:0])
+	h, h2 := s.groupCodes(k)
+	s.gids = gatherCodes(s.l.Raw16, h, h2, s.touched, s.gids[:0])
 	g := s.gbuf[:0]
 	for _, id := range s.gids {
-		g = append(g, wcand{cand{id, half2f[h]}, s.wtab[h]})
+		g = append(g, wcand{cand{id, s.codeVal(h)}, s.wtab[h]})
 	}
 	for _, x := range s.tv {
-		if x.v >= s.thr && ceilKey(x.v) == k {
+		if x.v >= s.thr && s.ceilKey(x.v) == k {
 			g = append(g, wcand{x, math.Exp(float64(x.v) / float64(s.p.Temperature))})
 		}
 	}
@@ -1074,9 +1161,9 @@ func (s *sampler) groupCands(k int) []wcand {
 // group's mass) falls; at most the n-th (from 1) of equal weights.
 func (s *sampler) pickCode(k int, u float64, n int) int32 {
 	if s.tw[k] == 0 {
-		h, h2 := groupHalves(k)
+		h, h2 := s.groupCodes(k)
 		j := min(max(int(u/s.wtab[h]), 0), n-1)
-		return nthF16(s.l.Raw16, h, h2, s.touched, j)
+		return nthCode(s.l.Raw16, h, h2, s.touched, j)
 	}
 	g := s.groupCands(k)
 	for _, c := range g {
@@ -1101,9 +1188,6 @@ func (s *sampler) sampleCodes() int32 {
 			continue
 		}
 		for k := min(b<<6+63, s.kTop); k >= max(b<<6, lo); k-- {
-			if k == 0x7fff {
-				continue
-			}
 			g := s.groupMass(k)
 			if g == 0 {
 				continue
@@ -1128,7 +1212,7 @@ func (s *sampler) sampleCodes() int32 {
 	}
 	// rounding: the lowest kept group
 	for k := lo; k <= s.kTop && last < 0; k++ {
-		if k != 0x7fff && s.groupMass(k) > 0 {
+		if s.groupMass(k) > 0 {
 			last = k
 		}
 	}
@@ -1147,22 +1231,19 @@ func (s *sampler) keptCodes() ([]cand, []float64) {
 	var c []cand
 	nb := 0
 	for i, h := range s.l.Raw16 {
-		if isNaN16(h) || skipped(s.touched, i) {
+		k := s.codeKey(h)
+		if k < 0 || skipped(s.touched, i) {
 			continue
-		}
-		k := halfKey(h)
-		if k == 0x7fff {
-			k = 0x8000
 		}
 		if k >= lo || k == s.bKey && !s.bList && nb < s.bKept {
 			if k == s.bKey {
 				nb++
 			}
-			c = append(c, cand{int32(i), half2f[h]})
+			c = append(c, cand{int32(i), s.codeVal(h)})
 		}
 	}
 	for _, x := range s.tv {
-		if x.v >= s.thr && ceilKey(x.v) >= lo {
+		if x.v >= s.thr && s.ceilKey(x.v) >= lo {
 			c = append(c, x)
 		}
 	}

@@ -187,6 +187,18 @@ func TestGreedyArgmax(t *testing.T) {
 			t.Fatalf("greedy = %d, argmax %d", got, want)
 		}
 	}
+	for range 50 { // U16: many ties after quantisation
+		l := toU16(randLogits(r, 1000, 0.003))
+		want := 0
+		for i, q := range l.Raw16 {
+			if q > l.Raw16[want] {
+				want = i
+			}
+		}
+		if got, _ := s.sample(l, false, 0); int(got) != want {
+			t.Fatalf("U16 greedy = %d, argmax %d", got, want)
+		}
+	}
 	x := make([]float32, 1000)
 	x[7], x[3], x[900] = 5, 5, 5
 	if got, _ := s.sample(f32(x), false, 0); got != 3 {
@@ -218,24 +230,36 @@ func TestSeededReproducible(t *testing.T) {
 		steps[i] = randLogits(r, V, 2)
 	}
 	p := Sampling{Temperature: 1, TopP: 0.95, PresencePenalty: 0.5}
-	run := func(seed uint64) []int32 {
-		s := newSampler(V)
-		s.reset(p, []int32{1, 2, 3}, seed)
-		s.startChoice()
-		var out []int32
-		for _, x := range steps {
-			id, _ := s.sample(f32(x), false, 0)
-			s.accept(id)
-			out = append(out, id)
+	for _, typ := range []DType{F32, U16} { // U16 on the code-histogram path
+		run := func(seed uint64) []int32 {
+			s := newSampler(V)
+			if typ == U16 {
+				s.bigMin = 0
+			}
+			s.reset(p, []int32{1, 2, 3}, seed)
+			s.startChoice()
+			var out []int32
+			for _, x := range steps {
+				l := f32(x)
+				if typ == U16 {
+					l = toU16(x)
+				}
+				id, _ := s.sample(l, false, 0)
+				if typ == U16 && !s.code {
+					t.Fatal("U16: code-histogram path not taken")
+				}
+				s.accept(id)
+				out = append(out, id)
+			}
+			return out
 		}
-		return out
-	}
-	a, b, c := run(42), run(42), run(43)
-	if !slices.Equal(a, b) {
-		t.Fatal("same seed, different tokens")
-	}
-	if slices.Equal(a, c) {
-		t.Fatal("different seeds, same 40 tokens")
+		a, b, c := run(42), run(42), run(43)
+		if !slices.Equal(a, b) {
+			t.Fatalf("%v: same seed, different tokens", typ)
+		}
+		if slices.Equal(a, c) {
+			t.Fatalf("%v: different seeds, same 40 tokens", typ)
+		}
 	}
 }
 
@@ -292,50 +316,56 @@ func TestPenaltiesAndBias(t *testing.T) {
 func TestLogprobs(t *testing.T) {
 	const V = 2000
 	r := rand.New(rand.NewPCG(7, 8))
-	x := randLogits(r, V, 3)
-	s := newSampler(V)
-	// Penalties must not change the raw log-probabilities.
-	s.reset(Sampling{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
-	s.startChoice()
-	s.accept(9)
-	var sum float64
-	for id := range int32(V) {
-		s.prepare(f32(x), true)
-		sum += math.Exp(float64(s.logprobs(f32(x), id, 0).Logprob))
-	}
-	if math.Abs(sum-1) > 1e-4 {
-		t.Fatalf("probabilities sum to %v", sum)
-	}
-	s.prepare(f32(x), true)
-	lp := s.logprobs(f32(x), 0, MaxTopLogprobs)
-	var z float64
-	for _, v := range x {
-		z += math.Exp(float64(v))
-	}
-	order := make([]int32, V)
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if x[a] != x[b] {
-			if x[a] > x[b] {
-				return -1
+	raw := randLogits(r, V, 3)
+	for _, l := range []Logits{f32(raw), toU16(raw)} {
+		x := make([]float32, V)
+		for i := range x {
+			x[i] = l.At(i)
+		}
+		s := newSampler(V)
+		// Penalties must not change the raw log-probabilities.
+		s.reset(Sampling{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
+		s.startChoice()
+		s.accept(9)
+		var sum float64
+		for id := range int32(V) {
+			s.prepare(l, true)
+			sum += math.Exp(float64(s.logprobs(l, id, 0).Logprob))
+		}
+		if math.Abs(sum-1) > 1e-4 {
+			t.Fatalf("%v: probabilities sum to %v", l.Type, sum)
+		}
+		s.prepare(l, true)
+		lp := s.logprobs(l, 0, MaxTopLogprobs)
+		var z float64
+		for _, v := range x {
+			z += math.Exp(float64(v))
+		}
+		order := make([]int32, V)
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int {
+			if x[a] != x[b] {
+				if x[a] > x[b] {
+					return -1
+				}
+				return 1
 			}
-			return 1
+			return int(a - b)
+		})
+		if len(lp.Top) != MaxTopLogprobs {
+			t.Fatalf("%v: %d alternatives", l.Type, len(lp.Top))
 		}
-		return int(a - b)
-	})
-	if len(lp.Top) != MaxTopLogprobs {
-		t.Fatalf("%d alternatives", len(lp.Top))
-	}
-	for i, a := range lp.Top {
-		want := float64(x[order[i]]) - math.Log(z)
-		if a.ID != order[i] || math.Abs(float64(a.Logprob)-want) > 1e-4 {
-			t.Fatalf("top %d: %d %v, want %d %v", i, a.ID, a.Logprob, order[i], want)
+		for i, a := range lp.Top {
+			want := float64(x[order[i]]) - math.Log(z)
+			if a.ID != order[i] || math.Abs(float64(a.Logprob)-want) > 1e-4 {
+				t.Fatalf("%v top %d: %d %v, want %d %v", l.Type, i, a.ID, a.Logprob, order[i], want)
+			}
 		}
-	}
-	if want := float64(x[0]) - math.Log(z); math.Abs(float64(lp.Logprob)-want) > 1e-4 {
-		t.Fatalf("chosen logprob %v, want %v", lp.Logprob, want)
+		if want := float64(x[0]) - math.Log(z); math.Abs(float64(lp.Logprob)-want) > 1e-4 {
+			t.Fatalf("%v: chosen logprob %v, want %v", l.Type, lp.Logprob, want)
+		}
 	}
 }
 
@@ -462,9 +492,9 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 			best, _ := argmax(f32(x), nil)
 			gen = append(gen, int32(best))
 			s.accept(int32(best))
-			for _, l := range []Logits{f32(x), toF16(x)} {
+			for _, l := range []Logits{f32(x), toF16(x), toU16(x)} {
 				ref := x
-				if l.Type == F16 {
+				if l.Type != F32 {
 					ref = make([]float32, V)
 					for i := range ref {
 						ref[i] = l.At(i)
@@ -554,14 +584,14 @@ func TestHistogramPath(t *testing.T) {
 		for _, id := range gen {
 			s.accept(id)
 		}
-		for _, l := range []Logits{f32(x), toF16(x)} {
+		for _, l := range []Logits{f32(x), toF16(x), toU16(x)} {
 			ref := make([]float32, llamaVocab)
 			for i := range ref {
 				ref[i] = l.At(i)
 			}
 			s.prepare(l, false)
-			if !s.big {
-				t.Fatalf("trial %d %v: %d candidates, histogram path not taken", trial, l.Type, s.inRange)
+			if !s.big || s.code != (l.Type != F32) {
+				t.Fatalf("trial %d %v: %d candidates, histogram path %v, code path %v", trial, l.Type, s.inRange, s.big, s.code)
 			}
 			kept, _ := s.filter()
 			got := make([]int32, 0, len(kept))
@@ -588,24 +618,31 @@ func TestHistogramPath(t *testing.T) {
 	}
 }
 
-// TestHistogramTies: F16 logits with few distinct values (+0 and -0
-// among them) and touched ids that tie with untouched ones, so top_p and the
-// draw split groups of equal logits, which go to the lowest ids.
+// tiedLogits returns V logits on a grid of 0.5 from lo to lo+4 as F16 (+0
+// and -0 among the zeros) and as U16 codes around 0x8000 (0x7fff and 0x8000
+// among them, which F16 keys treat specially).
+func tiedLogits(r *rand.Rand, V int, lo float32) []Logits {
+	h, q := make([]uint16, V), make([]uint16, V)
+	for i := range h {
+		v := lo + float32(r.IntN(9))*0.5
+		h[i] = floatToHalf(v)
+		if v == 0 && r.IntN(2) == 0 {
+			h[i] = 0x8000 // -0
+		}
+		q[i] = uint16(0x8000 + 2*v)
+	}
+	return []Logits{{Type: F16, Raw16: h}, {Type: U16, Raw16: q, Scale: 0.5, Offset: -0x8000}}
+}
+
+// TestHistogramTies: logits with few distinct values and touched ids that
+// tie with untouched ones, so top_p and the draw split groups of equal
+// logits, which go to the lowest ids.
 func TestHistogramTies(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	const V = 20000
 	s := newSampler(V)
 	s.bigMin = 0
-	for trial := range 40 {
-		h := make([]uint16, V)
-		for i := range h {
-			v := float32(r.IntN(9)-6) * 0.5 // -3 .. 1
-			h[i] = floatToHalf(v)
-			if v == 0 && r.IntN(2) == 0 {
-				h[i] = 0x8000 // -0
-			}
-		}
-		l := Logits{Type: F16, Raw16: h}
+	for trial := range 20 { // each on F16 and U16
 		p := Sampling{Temperature: 0.3 + 0.1*float32(trial%8), TopP: 0.05 + 0.9*r.Float32(),
 			LogitBias: map[int32]float32{}}
 		for range 30 { // touched ids moved onto other values, or left where they are
@@ -615,18 +652,124 @@ func TestHistogramTies(t *testing.T) {
 			p.PresencePenalty = 0.5
 		}
 		gen := []int32{int32(r.IntN(V)), int32(r.IntN(V))}
-		s.reset(p, nil, uint64(trial))
-		s.startChoice()
-		for _, id := range gen {
-			s.accept(id)
+		for _, l := range tiedLogits(r, V, -2-float32(trial%3)) {
+			s.reset(p, nil, uint64(trial))
+			s.startChoice()
+			for _, id := range gen {
+				s.accept(id)
+			}
+			ref := make([]float32, V)
+			for i := range ref {
+				ref[i] = l.At(i)
+			}
+			s.prepare(l, false)
+			if !s.big || !s.code {
+				t.Fatalf("trial %d %v: code-histogram path not taken", trial, l.Type)
+			}
+			kept, _ := s.filter()
+			got := make([]int32, 0, len(kept))
+			for _, c := range kept {
+				got = append(got, c.id)
+			}
+			slices.Sort(got)
+			if want := reference(adjustAll(ref, p, nil, gen), p); !slices.Equal(got, want) {
+				t.Fatalf("trial %d %v (%+v): kept %d tokens, reference %d", trial, l.Type, p, len(got), len(want))
+			}
+			keptSet := map[int32]bool{}
+			for _, id := range got {
+				keptSet[id] = true
+			}
+			for range 50 {
+				if id, _ := s.sample(l, false, 0); !keptSet[id] {
+					t.Fatalf("trial %d %v: sampled %d, not a kept token", trial, l.Type, id)
+				}
+			}
 		}
+	}
+}
+
+// TestCodeFrequencies: on the code-histogram path, the sampled frequencies
+// of every id follow the brute-force reference's kept set and softmax, with
+// groups of tied logits split by top_p and by the draw.
+func TestCodeFrequencies(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const V, n = 24, 40000
+	for trial, p := range []Sampling{
+		{Temperature: 1},
+		{Temperature: 0.8, TopP: 0.6, LogitBias: map[int32]float32{3: 0.5, 20: -0.5, 21: 1}},
+		{Temperature: 1.5, TopP: 0.3, PresencePenalty: 0.5},
+	} {
+		gen := []int32{int32(r.IntN(V)), int32(r.IntN(V))}
+		for _, l := range tiedLogits(r, V, -2) {
+			s := newSampler(V)
+			s.bigMin = 0
+			s.reset(p, nil, uint64(trial))
+			s.startChoice()
+			for _, id := range gen {
+				s.accept(id)
+			}
+			ref := make([]float32, V)
+			for i := range ref {
+				ref[i] = l.At(i)
+			}
+			adj := adjustAll(ref, p, nil, gen)
+			want := map[int32]float64{}
+			var z float64
+			for _, id := range reference(adj, p) {
+				want[id] = math.Exp(float64(adj[id]) / float64(p.Temperature))
+				z += want[id]
+			}
+			s.prepare(l, false)
+			if !s.code {
+				t.Fatalf("trial %d %v: code-histogram path not taken", trial, l.Type)
+			}
+			got := map[int32]float64{}
+			for range n { // the draws of sample, on one prepared step
+				got[s.sampleCodes()] += 1.0 / n
+			}
+			for id := range int32(V) {
+				// 5σ of the binomial (seeded: no flakes); never outside the kept set
+				if w := want[id] / z; math.Abs(got[id]-w) > 5*math.Sqrt(w*(1-w)/n) {
+					t.Errorf("trial %d %v: token %d sampled %.3f, want %.3f", trial, l.Type, id, got[id], w)
+				}
+			}
+		}
+	}
+}
+
+// TestHistogramU16Fallback: U16 logits outside the weight table's range, or
+// a touched token above every code, take the bucket path, still matching
+// the reference.
+func TestHistogramU16Fallback(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	const V = 20000
+	s := newSampler(V)
+	s.bigMin = 0
+	x := randLogits(r, V, 1)
+	for _, tc := range []struct {
+		name string
+		l    Logits
+		p    Sampling
+	}{
+		{"|logit|/T > 700", Logits{Type: U16, Scale: 0.001, Offset: 700000}, Sampling{Temperature: 0.9, TopP: 0.8}},
+		{"biased above every code", Logits{Type: U16, Scale: 0.001, Offset: -60000},
+			Sampling{Temperature: 1, TopP: 0.9, LogitBias: map[int32]float32{7: 3}}},
+	} {
+		l := tc.l
+		l.Raw16 = make([]uint16, V)
+		for i, v := range x { // 60,000 codes above the lowest: the best is near the top
+			l.Raw16[i] = uint16(min(max(math.Round(float64(v)/0.001+60000), 0), 65535))
+		}
+		l.Raw16[7] = 65535
+		s.reset(tc.p, nil, 1)
+		s.startChoice()
 		ref := make([]float32, V)
 		for i := range ref {
 			ref[i] = l.At(i)
 		}
 		s.prepare(l, false)
-		if !s.big || !s.code {
-			t.Fatalf("trial %d: F16 histogram path not taken", trial)
+		if !s.big || s.code {
+			t.Fatalf("%s: histogram path %v, code path %v; want the bucket path", tc.name, s.big, s.code)
 		}
 		kept, _ := s.filter()
 		got := make([]int32, 0, len(kept))
@@ -634,16 +777,12 @@ func TestHistogramTies(t *testing.T) {
 			got = append(got, c.id)
 		}
 		slices.Sort(got)
-		if want := reference(adjustAll(ref, p, nil, gen), p); !slices.Equal(got, want) {
-			t.Fatalf("trial %d (%+v): kept %d tokens, reference %d", trial, p, len(got), len(want))
-		}
-		keptSet := map[int32]bool{}
-		for _, id := range got {
-			keptSet[id] = true
+		if want := reference(adjustAll(ref, tc.p, nil, nil), tc.p); !slices.Equal(got, want) {
+			t.Fatalf("%s: kept %d tokens, reference %d", tc.name, len(got), len(want))
 		}
 		for range 50 {
-			if id, _ := s.sample(l, false, 0); !keptSet[id] {
-				t.Fatalf("trial %d: sampled %d, not a kept token", trial, id)
+			if id, _ := s.sample(l, false, 0); !slices.Contains(got, id) {
+				t.Fatalf("%s: sampled %d, not a kept token", tc.name, id)
 			}
 		}
 	}

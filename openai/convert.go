@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
@@ -323,7 +324,52 @@ func common(c *CommonParams, p Params, g *Generation) error {
 	g.Stream = c.Stream
 	g.IncludeUsage = c.StreamOptions != nil && c.StreamOptions.IncludeUsage
 	g.ReturnTokenIDs = c.ReturnTokenIDs
+	pred, err := prediction(c.Prediction)
+	if err != nil {
+		return err
+	}
+	g.Request.Prediction = pred
 	return nil
+}
+
+// prediction reads a Predicted Outputs object: {"type": "content",
+// "content": a string or an array of text parts}.
+func prediction(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var p struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", invalid("prediction", "prediction must be an object like {\"type\": \"content\", \"content\": \"...\"}")
+	}
+	if p.Type != "content" {
+		return "", invalid("prediction.type", "prediction type must be \"content\", got %q", p.Type)
+	}
+	if isNull(p.Content) {
+		return "", invalid("prediction.content", "prediction content is required")
+	}
+	var text string
+	if err := json.Unmarshal(p.Content, &text); err == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(p.Content, &parts); err != nil {
+		return "", invalid("prediction.content", "prediction content must be a string or an array of text parts")
+	}
+	var b strings.Builder
+	for i, part := range parts {
+		if part.Type != "text" || part.Text == nil {
+			return "", invalid(fmt.Sprintf("prediction.content[%d]", i), "prediction content parts must be {\"type\": \"text\", \"text\": \"...\"}")
+		}
+		b.WriteString(*part.Text)
+	}
+	return b.String(), nil
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -340,8 +386,6 @@ func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 		return invalid("functions", "functions is deprecated and not supported; use tools")
 	case !isNull(r.FunctionCall):
 		return invalid("function_call", "function_call is deprecated and not supported; use tool_choice")
-	case !isNull(r.Prediction):
-		return invalid("prediction", "predicted outputs are not supported")
 	}
 	for i, m := range r.Modalities {
 		if m != "text" {

@@ -23,7 +23,6 @@ type ChatCompletionRequest struct {
 	Modalities          []string          `json:"modalities"`
 	Functions           json.RawMessage   `json:"functions"`
 	FunctionCall        json.RawMessage   `json:"function_call"`
-	Prediction          json.RawMessage   `json:"prediction"`
 	ChatTemplateKwargs  *TemplateKwargs   `json:"chat_template_kwargs"`
 	CommonParams
 }
@@ -70,6 +69,9 @@ type CommonParams struct {
 	MinP              *float64           `json:"min_p"`
 	RepetitionPenalty *float64           `json:"repetition_penalty"`
 	ReturnTokenIDs    bool               `json:"return_token_ids"`
+	// Prediction is OpenAI's Predicted Outputs ({"type": "content",
+	// "content": ...}); on /v1/completions an extension.
+	Prediction json.RawMessage `json:"prediction"`
 }
 
 // StreamOptions is the stream_options object.

@@ -40,7 +40,10 @@ type PromptTokensDetails struct {
 	AudioTokens  int `json:"audio_tokens"`
 }
 
-// CompletionTokensDetails breaks down the completion tokens (all zero here).
+// CompletionTokensDetails breaks down the completion tokens. The prediction
+// counts are the Predicted Outputs tokens the model verified: accepted (in
+// the output) and rejected (evaluated and discarded; unlike OpenAI's
+// billing, not added to completion_tokens).
 type CompletionTokensDetails struct {
 	ReasoningTokens          int `json:"reasoning_tokens"`
 	AudioTokens              int `json:"audio_tokens"`
@@ -65,7 +68,9 @@ type Timings struct {
 func ToUsage(u inference.Usage) *Usage {
 	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens:         u.PromptTokens + u.CompletionTokens,
-		PromptTokensDetails: PromptTokensDetails{CachedTokens: u.CachedTokens}}
+		PromptTokensDetails: PromptTokensDetails{CachedTokens: u.CachedTokens},
+		CompletionTokensDetails: CompletionTokensDetails{AcceptedPredictionTokens: u.AcceptedPredictionTokens,
+			RejectedPredictionTokens: u.RejectedPredictionTokens}}
 }
 
 // ToTimings converts the engine's timings.

@@ -326,6 +326,9 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 	if !isNull(r.ToolChoice) {
 		resp.ToolChoice = r.ToolChoice
 	}
+	if r.Text != nil && !isNull(r.Text.Format) {
+		resp.Text.Format = r.Text.Format // echoed, as OpenAI does
+	}
 	if resp.Tools == nil {
 		resp.Tools = []json.RawMessage{}
 	}

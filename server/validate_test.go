@@ -68,6 +68,8 @@ func TestCompletionValidation(t *testing.T) {
 		{chatPath, chatReq(`"response_format":{"type":"yaml"}`), 400, "response_format.type", ""},
 		{chatPath, chatReq(`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"properties":{"x":{"not":{}}}}}}`), 400, "response_format.json_schema.schema.properties.x.not", ""},
 		{chatPath, chatReq(`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"$ref":"http://example.com/s"}}}`), 400, "response_format.json_schema.schema.$ref", ""},
+		{chatPath, chatReq(`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"properties":{"x":{"type":"string","pattern":"(a)\\1"}}}}}`), 400, "response_format.json_schema.schema.properties.x.pattern", ""},
+		{chatPath, chatReq(`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"properties":{"x":{"type":"string","format":"idn-email"}}}}}`), 400, "response_format.json_schema.schema.properties.x.format", ""},
 		{chatPath, chatReq(`"response_format":{"type":"json_schema","json_schema":{"schema":{}}}`), 400, "response_format.json_schema.name", ""},
 		{chatPath, chatReq(`"tool_choice":"required"`), 400, "tool_choice", ""},
 		{chatPath, chatReq(`"tool_choice":{"type":"function","function":{"name":"nope"}},` + weatherTool), 400, "tool_choice.function.name", ""},

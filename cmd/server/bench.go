@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/hexserve/hexserve/bench"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon"
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/rs/zerolog"
 )
 
@@ -27,8 +27,9 @@ func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) 
 func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML config `file` (as for serve: model.bundle, model.libraries, ...)")
-	bundlePath := fs.String("bundle", "", "model bundle `path` (overrides model.bundle)")
+	path := fs.String("config", "", "YAML config `file` (as for serve: model.path, model.libraries, ...)")
+	modelPath := fs.String("model", "", "model `path` as for serve: bundle, manifest, .pte or a folder holding one (replaces model.path)")
+	fs.StringVar(modelPath, "bundle", "", "alias of --model")
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
@@ -59,15 +60,15 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if *bundlePath != "" {
-		cfg.Model.Bundle = *bundlePath
+	if *modelPath != "" {
+		cfg.Model.SetLocation(*modelPath)
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if cfg.Model.Bundle == "" {
-		fmt.Fprintln(stderr, "hexserve bench: --bundle (or model.bundle in --config) is required")
+	if cfg.Model.Location() == "" {
+		fmt.Fprintln(stderr, "hexserve bench: --model (or model.path in --config) is required")
 		return 2
 	}
 
@@ -103,7 +104,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
 	}
 	opt := bench.Options{
-		Bundle: cfg.Model.Bundle, Quick: *quick, HTTP: *overHTTP, Emulation: emu,
+		Bundle: cfg.Model.Location(), Quick: *quick, HTTP: *overHTTP, Emulation: emu,
 		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}
@@ -148,23 +149,20 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	if err != nil {
 		return bench.Loaded{}, err
 	}
+	if p, ok := m.(*ownedPTE); ok {
+		_, file, _ := locateModel(cfg.Model.Location())
+		return bench.Loaded{Model: pteCounters{p}, Tokenizer: tok, Dir: filepath.Dir(file)}, nil
+	}
 	o, ok := m.(*ownedRuntime)
 	if !ok {
 		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
 	}
-	ld := bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok}
-	arch, err := o.rt.Arch()
-	if err != nil || arch == "" {
-		arch = "v79"
-	}
-	if b, err := bundle.ReadWith(cfg.Model.Bundle, arch, cfg.Model.Overrides); err == nil {
-		ld.Dir = b.Dir
-	}
-	return ld, nil
+	return bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok, Dir: o.dir}, nil
+
 }
 
 // runnerCounters adapts a hexagon runner's Stats to bench.Counters; the
-// runner's other methods (KV snapshots) stay visible.
+// runner's other methods (inference.Verifier, KV snapshots) stay visible.
 type runnerCounters struct{ *ownedRuntime }
 
 func (r runnerCounters) Counters() bench.Counters {
@@ -175,5 +173,22 @@ func (r runnerCounters) Counters() bench.Counters {
 		g.GraphCPU += gs.CPU
 	}
 	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy, s.Convert
+	return g
+}
+
+// pteCounters adapts an ExecuTorch runner's Stats to bench.Counters: its
+// token, position and mask writes count as Mask, its KV copy and
+// re-striding as KVCopy (it has no embedding, RoPE or conversion work). The
+// runner's other methods (Verify, KV snapshots) stay visible.
+type pteCounters struct{ *ownedPTE }
+
+func (r pteCounters) Counters() bench.Counters {
+	s := r.Stats()
+	var g bench.Counters
+	for _, gs := range s.Graphs {
+		g.Graph += gs.Time
+		g.GraphCPU += gs.CPU
+	}
+	g.Mask, g.KVCopy = s.Host, s.KVCopy+s.Restride
 	return g
 }

@@ -14,7 +14,7 @@ func TestBenchFlags(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no bundle", nil, 2, "--bundle"},
+		{"no model", nil, 2, "--model"},
 		{"unknown phase", []string{"--bundle", "x", "--phases", "host,warp"}, 2, `unknown phase "warp"`},
 		{"extra argument", []string{"--bundle", "x", "extra"}, 2, `unexpected argument "extra"`},
 		{"bad flag", []string{"--nope"}, 2, "flag provided but not defined"},

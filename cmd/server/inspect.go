@@ -48,8 +48,8 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hexserve inspect: unexpected argument %q (one PATH only)\n", rest[1])
 		return 2
 	}
-	if isPTE(rest[0]) {
-		return inspectPTE(rest[0], *asJSON, *backend, *system, stdout, stderr)
+	if kind, file, err := locateModel(rest[0]); err == nil && kind == kindPTE {
+		return inspectPTE(file, *asJSON, *backend, *system, stdout, stderr)
 	}
 	files, err := inspectFiles(rest[0], *arch)
 	if err != nil {

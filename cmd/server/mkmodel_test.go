@@ -1,3 +1,5 @@
+//go:build !nomkmodel
+
 package main
 
 import (
@@ -20,8 +22,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
-
-const testTokenizer = "../../testdata/tokenizer/llama3.2/tokenizer.json"
 
 func runMk(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

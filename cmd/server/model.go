@@ -1,21 +1,112 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/executorch"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
-	"github.com/rs/zerolog"
 )
 
-// loadModel opens the QNN runtime, the bundle's graphs and its tokenizer.
+// modelKind is what a model path holds.
+type modelKind int
+
+const (
+	kindBundle modelKind = iota // QHexRT bundle: folder, arch folder or manifest
+	kindPTE                     // ExecuTorch .pte
+)
+
+// locateModel detects what path names, from the content: a file starting
+// with ExecuTorch's ET12 identifier is a .pte (any other file a manifest); a
+// folder holding a manifest.json or an arch folder is a bundle, else a
+// folder holding exactly one .pte names it. It returns the kind and, for a
+// .pte, the file.
+func locateModel(path string) (modelKind, string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, "", fmt.Errorf("model %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		// Only a regular file is opened here (a FIFO would block); the
+		// bundle reader explains what anything else is.
+		if st.Mode().IsRegular() && isPTE(path) {
+			return kindPTE, path, nil
+		}
+		return kindBundle, path, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return 0, "", fmt.Errorf("model %s: %w", path, err)
+	}
+	var ptes []string
+	for _, e := range ents {
+		name := e.Name()
+		if name == "manifest.json" || e.IsDir() && plausibleArchDir(name) {
+			return kindBundle, path, nil
+		}
+		if e.Type().IsRegular() && strings.HasSuffix(name, ".pte") && isPTE(filepath.Join(path, name)) {
+			ptes = append(ptes, name)
+		}
+	}
+	switch len(ptes) {
+	case 0:
+		return kindBundle, path, nil // the bundle reader says what is missing
+	case 1:
+		return kindPTE, filepath.Join(path, ptes[0]), nil
+	}
+	return 0, "", fmt.Errorf("model %s: the folder holds %d .pte files (%s); name one", path, len(ptes), strings.Join(ptes, ", "))
+}
+
+// plausibleArchDir accepts Hexagon arch folder names v60 … v99.
+func plausibleArchDir(a string) bool {
+	return len(a) == 3 && a[0] == 'v' && a[1] >= '6' && a[1] <= '9' && a[2] >= '0' && a[2] <= '9'
+}
+
+// findTokenizer is model.tokenizer when set, else tokenizer.json in the
+// model's folder or up to two parent folders.
+func findTokenizer(m config.Model, modelFile string) (string, error) {
+	if m.Tokenizer != "" {
+		return m.Tokenizer, nil
+	}
+	dir := filepath.Dir(modelFile)
+	var tried []string
+	for range 3 {
+		p := filepath.Join(dir, "tokenizer.json")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", fmt.Errorf("no tokenizer for %s: set model.tokenizer, or put tokenizer.json next to the model or in up to two parent folders (tried %s)",
+		modelFile, strings.Join(tried, ", "))
+}
+
+// loadModel opens the QNN runtime, the model's graphs and its tokenizer.
 // Closing the returned model also closes the runtime.
 func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
 	m := cfg.Model
+	kind, file, err := locateModel(m.Location())
+	if err != nil {
+		return nil, nil, err
+	}
+	if kind == kindPTE {
+		return loadPTE(cfg, file, log)
+	}
 	qlog := log.With().Str("component", "qnn").Logger()
 	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
 		Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
@@ -27,17 +118,21 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		log.Debug().Err(err).Msg("the backend does not report its DSP arch; using v79")
 		arch = "v79"
 	}
-	b, err := bundle.ReadWith(m.Bundle, arch, m.Overrides)
+	b, err := bundle.ReadWith(file, arch, m.Overrides)
 	if err != nil {
 		rt.Close()
 		return nil, nil, err
 	}
-	tok, err := tokenizer.Load(b.Tokenizer)
+	tokPath := b.Tokenizer
+	if m.Tokenizer != "" {
+		tokPath = m.Tokenizer
+	}
+	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
 		rt.Close()
 		return nil, nil, err
 	}
-	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
 		Logger: log.With().Str("component", "hexagon").Logger()})
 	if err != nil {
 		rt.Close()
@@ -47,23 +142,76 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	if tok.VocabSize() > info.VocabSize {
 		runner.Close()
 		rt.Close()
-		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's lm-head only %d", b.Tokenizer, tok.VocabSize(), info.VocabSize)
+		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's lm-head only %d", tokPath, tok.VocabSize(), info.VocabSize)
 	}
 	log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract()).Str("name", info.Name).
 		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
-	return &ownedRuntime{Runner: runner, rt: rt}, tok, nil
+	return &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}, tok, nil
+}
+
+// loadPTE loads an ExecuTorch .pte: the tokenizer first (the export has
+// none, and its BOS/EOS metadata are hard-coded constants), then the
+// runtime and the runner.
+func loadPTE(cfg config.Config, file string, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+	m := cfg.Model
+	tokPath, err := findTokenizer(m, file)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	sp := tok.Specials()
+	var eos []int32
+	for _, id := range []int32{sp.EOT, sp.EOM, sp.EndOfText} {
+		if id >= 0 {
+			eos = append(eos, id)
+		}
+	}
+	if len(eos) == 0 || sp.BOS < 0 {
+		return nil, nil, fmt.Errorf("tokenizer %s has no <|begin_of_text|> or none of <|eot_id|>, <|eom_id|>, <|end_of_text|>: hexserve serves Llama-3 chat models", tokPath)
+	}
+	qlog := log.With().Str("component", "qnn").Logger()
+	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
+		Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
+	if err != nil {
+		return nil, nil, err
+	}
+	runner, err := executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: sp.BOS, EOS: eos,
+		Logger: log.With().Str("component", "executorch").Logger()})
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	info := runner.Info()
+	if tok.VocabSize() > info.VocabSize {
+		runner.Close()
+		rt.Close()
+		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
+	}
+	log.Info().Str("pte", file).Str("tokenizer", tokPath).Str("name", info.Name).
+		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
+	return &ownedPTE{Runner: runner, rt: rt}, tok, nil
 }
 
 // ownedRuntime is a Runner that also owns its QNN runtime.
 type ownedRuntime struct {
 	*hexagon.Runner
-	rt *qnn.Runtime
+	rt  *qnn.Runtime
+	dir string // the bundle's arch folder
 }
 
 func (o *ownedRuntime) Close() error {
-	err := o.Runner.Close()
-	if err2 := o.rt.Close(); err == nil {
-		err = err2
-	}
-	return err
+	return errors.Join(o.Runner.Close(), o.rt.Close())
+}
+
+// ownedPTE is an ExecuTorch runner that also owns its QNN runtime.
+type ownedPTE struct {
+	*executorch.Runner
+	rt *qnn.Runtime
+}
+
+func (o *ownedPTE) Close() error {
+	return errors.Join(o.Runner.Close(), o.rt.Close())
 }

@@ -49,7 +49,8 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config `file` (see config.example.yaml); absent keys take their defaults")
 	addr := fs.String("addr", "", "listen `address` host:port (overrides server.listen)")
-	bundlePath := fs.String("bundle", "", "model bundle `path`: bundle dir, arch folder or manifest (overrides model.bundle)")
+	modelPath := fs.String("model", "", "model `path`: QHexRT bundle dir, arch folder or manifest, a .pte, or a folder holding one .pte (replaces model.path)")
+	fs.StringVar(modelPath, "bundle", "", "alias of --model")
 	queue := fs.Int("queue", 0, "requests that may wait behind the running one (overrides engine.queue_length)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
@@ -75,8 +76,8 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		switch f.Name {
 		case "addr":
 			cfg.Server.Listen = *addr
-		case "bundle":
-			cfg.Model.Bundle = *bundlePath
+		case "model", "bundle":
+			cfg.Model.SetLocation(*modelPath)
 		case "queue":
 			cfg.Engine.QueueLength = *queue
 		}
@@ -86,8 +87,8 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		fmt.Fprintln(stderr, err)
 		return nil, 2
 	}
-	if cfg.Model.Bundle == "" {
-		fmt.Fprintln(stderr, "config: model.bundle: must be set (or pass --bundle)")
+	if cfg.Model.Location() == "" {
+		fmt.Fprintln(stderr, "config: model.path: must be set (or pass --model)")
 		return nil, 2
 	}
 	return &cfg, 0
@@ -194,7 +195,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		start := time.Now()
 		model, tok, err := load(cfg, log)
 		if err != nil {
-			loaded <- loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Bundle, err)}
+			loaded <- loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Location(), err)}
 			return
 		}
 		info := model.Info()
@@ -204,8 +205,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			loaded <- loadResult{err: err}
 			return
 		}
+		sp := cfg.Engine.Speculative
 		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
-			Registerer: reg, Logger: log.With().Str("component", "engine").Logger()}
+			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
+			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
 		if store != nil {
 			ecfg.KVStore = store
 		}

@@ -44,19 +44,22 @@ func TestServeConfig(t *testing.T) {
 		wantErr string
 	}{
 		{"file", []string{"--config", file}, "", 0, func(c *config.Config) bool {
-			return c.Server.Listen == "127.0.0.1:9999" && c.Model.Bundle == "/b" && c.Engine.QueueLength == 3
+			return c.Server.Listen == "127.0.0.1:9999" && c.Model.Location() == "/b" && c.Engine.QueueLength == 3
+		}, ""},
+		{"--model replaces model.bundle", []string{"--config", file, "--model", "/m.pte"}, "", 0, func(c *config.Config) bool {
+			return c.Model.Location() == "/m.pte" && c.Model.Bundle == ""
 		}, ""},
 		{"flags override the file", []string{"--config", file, "--addr", "0.0.0.0:1", "--bundle", "/other", "--queue", "5"}, "", 0,
 			func(c *config.Config) bool {
-				return c.Server.Listen == "0.0.0.0:1" && c.Model.Bundle == "/other" && c.Engine.QueueLength == 5
+				return c.Server.Listen == "0.0.0.0:1" && c.Model.Location() == "/other" && c.Engine.QueueLength == 5
 			}, ""},
 		{"env keys merge", []string{"--config", file}, "envkey, filekey", 0, func(c *config.Config) bool {
 			return strings.Join(c.Server.APIKeys, ",") == "filekey,envkey"
 		}, ""},
 		{"no config file, flags only", []string{"--bundle", "/b"}, "", 0, func(c *config.Config) bool {
-			return c.Server.Listen == "127.0.0.1:8080" && c.Model.Bundle == "/b"
+			return c.Server.Listen == "127.0.0.1:8080" && c.Model.Location() == "/b"
 		}, ""},
-		{"no bundle", nil, "", 2, nil, "model.bundle: must be set"},
+		{"no model", nil, "", 2, nil, "model.path: must be set (or pass --model)"},
 		{"bad file", []string{"--config", bad}, "", 2, nil, "config: server.body_limit: must be > 0"},
 		{"NaN temperature", []string{"--config", nan}, "", 2, nil, "config: sampling.temperature: must be a finite number"},
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, "", 2, nil, "no such file"},

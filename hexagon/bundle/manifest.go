@@ -8,7 +8,9 @@ package bundle
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +112,42 @@ type Hexserve struct {
 	Tensors       *Tensors     `json:"tensors,omitempty" yaml:"tensors"`
 
 	Extra map[string]json.RawMessage `json:"-" yaml:"-"`
+}
+
+// Validate checks the values a manifest or the server config
+// (model.overrides) sets; the error starts with the key ("mask: must be
+// additive or u16").
+func (h *Hexserve) Validate() error {
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	nonPositive := func(p *int) bool { return p != nil && *p <= 0 }
+	checks := []struct {
+		bad       bool
+		key, what string
+	}{
+		{!slices.Contains([]string{"", ContractQHexRT, ContractChunked}, str(h.Contract)), "contract", "must be qhexrt or chunked"},
+		{!slices.Contains([]string{"", MaskAdditive, MaskU16}, str(h.Mask)), "mask", "must be additive or u16"},
+		{nonPositive(h.NHeads), "n_heads", "must be > 0"},
+		{nonPositive(h.NKVHeads), "n_kv_heads", "must be > 0"},
+		{nonPositive(h.PrefillWindow), "prefill_window", "must be > 0"},
+		{h.RMSEps != nil && *h.RMSEps <= 0, "rms_eps", "must be > 0"},
+		{h.RopeScaling != nil && h.RopeScaling.Factor <= 0, "rope_scaling.factor", "must be > 0"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("%s: %s", ch.key, ch.what)
+		}
+	}
+	for _, id := range h.EOSTokenIDs {
+		if id < 0 {
+			return fmt.Errorf("eos_token_ids: %d: must be >= 0", id)
+		}
+	}
+	return nil
 }
 
 // RopeScaling is the Llama-3 RoPE scaling (Hugging Face `rope_scaling`).

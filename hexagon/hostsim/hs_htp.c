@@ -306,8 +306,7 @@ static Qnn_ErrorHandle_t perf_create(uint32_t dev, uint32_t core, uint32_t *id) 
   pthread_mutex_unlock(&g_mu);
   return QNN_SUCCESS;
 }
-/* power_live: ids from createPowerConfigId, and 0 (the header allows it; recorded in slot 0). */
-static int power_live(uint32_t id) { return id == 0 || (id < g_power_next && g_power[id].live); }
+static int power_live(uint32_t id) { return id > 0 && id < g_power_next && g_power[id].live; }
 static Qnn_ErrorHandle_t perf_destroy(uint32_t id) {
   pthread_mutex_lock(&g_mu);
   if (!power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "destroyPowerConfigId: unknown id %u", id); }
@@ -318,7 +317,8 @@ static Qnn_ErrorHandle_t perf_destroy(uint32_t id) {
 }
 static Qnn_ErrorHandle_t perf_set(uint32_t id, const QnnHtpPerfInfrastructure_PowerConfig_t **cfgs) {
   pthread_mutex_lock(&g_mu);
-  if (!power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setPowerConfig: unknown power config id %u", id); }
+  /* client id 0 is allowed by the header (recorded in slot 0); others must come from createPowerConfigId */
+  if (id != 0 && !power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "setPowerConfig: unknown power config id %u", id); }
   if (!cfgs) { pthread_mutex_unlock(&g_mu); return QNN_SUCCESS; } /* no configs: nothing to change */
   hostsim_power_t p = g_power[id];
   for (int i = 0; cfgs[i]; i++) {

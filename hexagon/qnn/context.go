@@ -99,7 +99,7 @@ type Context struct {
 	rt   *Runtime
 	path string
 	h    contextHandle
-	data []byte // the read-only file mapping
+	data []byte // the read-only file mapping LoadContext made (nil for LoadContextData)
 	meta binaryMeta
 
 	mu     sync.Mutex
@@ -135,15 +135,87 @@ func (r *Runtime) LoadContext(path string) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qnn: mmap %s: %w", path, err)
 	}
-	c := &Context{rt: r, path: path, data: data, graphs: map[string]*Graph{}, regs: map[regKey]*registration{}, calls: map[*Call]struct{}{}}
-	buf, size := unsafe.Pointer(&data[0]), uint64(len(data))
-	if c.meta, err = r.binaryInfo(buf, size); err != nil {
+	c, err := r.createContext(path, data, nil)
+	if err != nil {
 		syscall.Munmap(data)
-		return nil, fmt.Errorf("qnn: context binary %s: %w", path, err)
+		return nil, err
 	}
-	if err := r.status("contextCreateFromBinary", r.core.contextCreateFromBinary(r.backend, r.device, nil, buf, size, &c.h, 0)); err != nil {
-		syscall.Munmap(data)
-		return nil, fmt.Errorf("qnn: context binary %s: %w", path, err)
+	c.data = data
+	return c, nil
+}
+
+// Group puts contexts into one HTP multi-context group sharing a spill-fill
+// buffer (QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS): the first
+// context created with a Group starts it, later ones name it.
+type Group struct {
+	First     *Context // nil until the first context of the group exists
+	SpillFill uint64   // maxSpillFillBuffer in bytes
+}
+
+// LoadContextData creates a context from a context binary held in data
+// (for example a slice of a memory-mapped .pte), named name in errors.
+// data must stay valid and unchanged until the context is closed; the
+// context does not own it. A non-nil group registers the context in it.
+func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Context, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed || r.backend == 0 {
+		return nil, ErrClosed
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("qnn: load context %s: empty binary", name)
+	}
+	var cfg unsafe.Pointer
+	if group != nil && group.First != nil {
+		group.First.mu.Lock()
+		closed := group.First.closed
+		group.First.mu.Unlock()
+		if closed {
+			return nil, fmt.Errorf("qnn: load context %s: the first context of its group (%s) is closed", name, group.First.path)
+		}
+	}
+	if group != nil {
+		// QnnContext_Config_t* [2] → {option CUSTOM (0), customConfig} →
+		// QnnHtpContext_CustomConfig_t {option 2, firstGroupHandle @8, maxSpillFillBuffer @16}.
+		list := cAlloc(2 * unsafe.Sizeof(uintptr(0)))
+		defer cFree(list)
+		one := cAlloc(16)
+		defer cFree(one)
+		custom := cAlloc(24)
+		defer cFree(custom)
+		clear(unsafe.Slice((*byte)(one), 16))
+		clear(unsafe.Slice((*byte)(custom), 24))
+		*(*uint32)(custom) = 2
+		if group.First != nil {
+			*(*uintptr)(unsafe.Add(custom, 8)) = uintptr(group.First.h)
+		}
+		*(*uint64)(unsafe.Add(custom, 16)) = group.SpillFill
+		*(*uintptr)(unsafe.Add(one, 8)) = uintptr(custom)
+		*(*uintptr)(list) = uintptr(one)
+		*(*uintptr)(unsafe.Add(list, unsafe.Sizeof(uintptr(0)))) = 0
+		cfg = list
+	}
+	c, err := r.createContext(name, data, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if group != nil && group.First == nil {
+		group.First = c
+	}
+	return c, nil
+}
+
+// createContext reads the binary's metadata and creates the context.
+func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*Context, error) {
+	c := &Context{rt: r, path: name, graphs: map[string]*Graph{}, regs: map[regKey]*registration{}, calls: map[*Call]struct{}{}}
+	buf, size := unsafe.Pointer(&data[0]), uint64(len(data))
+	var err error
+	if c.meta, err = r.binaryInfo(buf, size); err != nil {
+		return nil, fmt.Errorf("qnn: context binary %s: %w", name, err)
+	}
+	if err := r.status("contextCreateFromBinary", r.core.contextCreateFromBinary(r.backend, r.device, cfg, buf, size, &c.h, 0)); err != nil {
+		return nil, fmt.Errorf("qnn: context binary %s: %w", name, err)
 	}
 	r.mu.Lock()
 	r.contexts[c] = struct{}{}

@@ -540,3 +540,54 @@ func executeZero(t testing.TB, r *Runtime, g *Graph) error {
 	defer call.Close()
 	return call.Execute()
 }
+
+// TestLoadContextDataGroup creates contexts from bytes (as a .pte's delegates hold them) in one
+// multi-context spill-fill group: the first starts it, the next names it (hostsim refuses a
+// handle that is not a live context), and a group whose first context was closed is refused.
+func TestLoadContextDataGroup(t *testing.T) {
+	dir := hostsimDir(t)
+	c := tinyllama.Tiny()
+	ref, err := tinyllama.NewModel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, err := ref.Calibrate([]int{128000, 9906, 1917})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := etSpec(t, ranges, simfile.F32, simfile.F32, simfile.F32, 2)
+	paths := writeET(t, t.TempDir(), c, s)
+	var bins [][]byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins = append(bins, b)
+	}
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	g := &Group{SpillFill: 1 << 20}
+	first, err := r.LoadContextData("shard0", bins[0], g)
+	if err != nil || g.First != first {
+		t.Fatalf("first context: %v (group first %p)", err, g.First)
+	}
+	second, err := r.LoadContextData("shard1", bins[1], g)
+	if err != nil {
+		t.Fatalf("second context in the group: %v", err)
+	}
+	if _, err := second.Graph("kv_forward"); err != nil {
+		t.Fatal(err)
+	}
+	second.Close()
+	first.Close()
+	if _, err := r.LoadContextData("shard1", bins[1], g); err == nil || !strings.Contains(err.Error(), "first context of its group (shard0) is closed") {
+		t.Errorf("a group whose first context is closed: %v", err)
+	}
+	if _, err := r.LoadContextData("empty", nil, nil); err == nil {
+		t.Error("an empty binary was accepted")
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -591,5 +593,66 @@ func TestHostsimSetenvReachesC(t *testing.T) {
 	t.Setenv("HOSTSIM_FAIL_EXECUTE_AT", "1")
 	if err := call.Execute(); CodeOf(err) != CodeSystemCommunicationFatal {
 		t.Fatalf("execute with HOSTSIM_FAIL_EXECUTE_AT=1 set by os.Setenv: %v", err)
+	}
+}
+
+// TestHostsimTensorRoles: hostsim finds a graph's tensors by the role stored
+// in the file, so any names load (and are reported as written), while a
+// file whose roles are missing, repeated or out of range is refused.
+func TestHostsimTensorRoles(t *testing.T) {
+	dir := hostsimDir(t)
+	r, err := Open(hostsimConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := simfile.Hyper{Hidden: 16, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 64, Ctx: 16, RMSEps: 1e-5}
+	ws := simfile.WeightSpecs(h, true, false)
+	for i := range ws {
+		ws[i].F16 = make([]uint16, ws[i].Rows*ws[i].Cols)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(g *simfile.Graph)
+		ok   bool
+	}{
+		{"renamed", func(g *simfile.Graph) {
+			for i := range g.Inputs {
+				g.Inputs[i].Name = fmt.Sprintf("in%d", i)
+			}
+			for i := range g.Outputs {
+				g.Outputs[i].Name = fmt.Sprintf("out%d", i)
+			}
+		}, true},
+		{"reordered", func(g *simfile.Graph) { slices.Reverse(g.Inputs) }, true},
+		{"repeated role", func(g *simfile.Graph) { g.Inputs[1].Role = simfile.RoleX }, false},
+		{"unknown role", func(g *simfile.Graph) { g.Inputs[1].Role = 42 }, false},
+		{"layer out of range", func(g *simfile.Graph) { g.Inputs[4].Layer = 2 }, false},
+		{"layer on a global role", func(g *simfile.Graph) { g.Inputs[0].Layer = 1 }, false},
+		{"repeated name", func(g *simfile.Graph) { g.Outputs[1].Name = g.Inputs[0].Name }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, dec, _ := simfile.DefaultGraphs(h, simfile.QHexRT, 4, simfile.F32, simfile.F32, simfile.MaskAdditive)
+			c.edit(&dec)
+			data, err := os.ReadFile(writeModel(t, t.TempDir(), "decode.bin", h, []simfile.Graph{dec}, ws, simfile.WeightF16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs, err := r.BinaryInfo(data)
+			if !c.ok {
+				if CodeOf(err) != CodeSystemMalformedBinary {
+					t.Fatalf("BinaryInfo: %v, want %v", err, CodeSystemMalformedBinary)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, ti := range gs[0].Inputs {
+				if ti.Name != dec.Inputs[i].Name {
+					t.Errorf("input %d named %q, want %q", i, ti.Name, dec.Inputs[i].Name)
+				}
+			}
+		})
 	}
 }

@@ -122,7 +122,7 @@ func basePath(importPath string) string {
 func TestLayerRules(t *testing.T) {
 	for _, c := range []struct{ path, layer string }{
 		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
-		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "support"}, {module + "/hexagon/etrunner", "runner"},
+		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "support"}, {module + "/hexagon/etrunner", "runner"}, {module + "/hexagon/executorch", "runner"}, {module + "/hexagon/pte/ptesim", "support"},
 		{module + "/hexagon/llama", "runner"}, {module + "/hexagon/bundle", "support"},
 		{module + "/hexagon/hostsim/simfile", "support"}, {module + "/hexagonal", ""}, {module + "/newpkg", ""},
 		{module + "/cmd/server", "main"}, {"github.com/ebitengine/purego/internal/fakecgo", "purego"}, {"fmt", "external"},

@@ -1120,6 +1120,7 @@ int main(int argc, char **argv) {
   CHECK(power(pid, rec) == 0 && rec[1] == 2, "a NULL list changes nothing");
   CHECK(inf->perfInfra.setPowerConfig(0, pl2) == 0, "setPowerConfig client id 0");
   CHECK(power(0, rec) == 0 && rec[13] == 100, "client id 0 recorded");
+  CHECK(inf->perfInfra.destroyPowerConfigId(0) == QNN_PERF_ERROR_INVALID_INPUT, "destroy id 0 (never created)");
   CHECK(inf->perfInfra.setMemoryConfig(0, 0, NULL) == 0, "setMemoryConfig NULL");
 
   if (argc == 6) return smoke(dir, argv[4], argv[5], backend, device);

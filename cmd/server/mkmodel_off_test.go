@@ -1,0 +1,11 @@
+//go:build nomkmodel
+
+package main
+
+import "testing"
+
+// runMk skips tests that need a generated model in a build without mkmodel.
+func runMk(t *testing.T, args ...string) (int, string, string) {
+	t.Skip("built with -tags nomkmodel: no mkmodel")
+	return 0, "", ""
+}

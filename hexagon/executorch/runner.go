@@ -1,0 +1,541 @@
+// Package executorch serves ExecuTorch Qualcomm "static llama" .pte exports
+// (hybrid mode: prefill_forward over AR tokens and kv_forward over one, both
+// on the KV cache) on QNN, the way ExecuTorch's own runner drives them
+// (EXECUTORCH.md §4–§5), without ExecuTorch's runtime. Runner implements
+// inference.Model, inference.Verifier and inference.KVSnapshotter.
+package executorch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/threadcpu"
+)
+
+// Config configures Open.
+type Config struct {
+	Path    string       // the .pte file
+	Runtime *qnn.Runtime // opened QNN runtime; the Runner does not close it
+	// BOS and EOS come from the tokenizer and chat template
+	// (<|begin_of_text|>; <|eot_id|>, <|eom_id|>, <|end_of_text|>), not from
+	// the export's get_bos_id/get_eos_id, which are hard-coded constants.
+	BOS    int32
+	EOS    []int32
+	Logger zerolog.Logger
+}
+
+// Runner runs a .pte's graphs. It is not safe for concurrent use.
+type Runner struct {
+	cfg  Config
+	log  zerolog.Logger
+	file *pte.File
+	rt   *qnn.Runtime
+	name string
+
+	bins  [][]byte       // distinct context binaries in delegate order
+	group *qnn.Group     // spill-fill group when the compile spec asks
+	ctxs  []*qnn.Context // per bins entry
+	pre   *method
+	dec   *method
+
+	layers, nkv, hd, vocab, cl int
+	es                         int // cache element bytes
+	maxS                       int // slots per cache row at the widest stride (CL − min AR)
+	kv                         []*qnn.Buffer
+	k, v                       [][]byte // per layer views of kv
+	stride                     int      // slots per row of the current layout
+	valid                      int      // cache slots [0, valid) hold the last sequence
+
+	stats  Stats
+	pub    Stats
+	pubMu  sync.Mutex
+	closed bool
+	broken error
+}
+
+var (
+	_ inference.Model         = (*Runner)(nil)
+	_ inference.Verifier      = (*Runner)(nil)
+	_ inference.KVSnapshotter = (*Runner)(nil)
+)
+
+// method is one graph family (prefill or decode) with its buffers and calls.
+type method struct {
+	*layout
+	vals   map[int32]*qnn.Buffer
+	calls  []*qnn.Call // per delegate step, nil for copies
+	masks  maskCodes
+	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
+	logits inference.Logits
+	lrow   int // bytes per logits row
+	rows   int // real tokens of the last call
+
+	kOut, vOut [][]byte // per layer views of the new-entry outputs
+}
+
+// Open loads a .pte: the container, each distinct context binary once (as
+// one multi-context group when the compile spec asks), both methods' graphs,
+// and checks every binding against the binaries' own tensor metadata.
+func Open(cfg Config) (_ *Runner, err error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("executorch: no QNN runtime")
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.file, err = pte.Open(cfg.Path); err != nil {
+		return nil, err
+	}
+	r.name = strings.TrimSuffix(filepath.Base(cfg.Path), filepath.Ext(cfg.Path))
+	if err := r.loadContexts(); err != nil {
+		return nil, err
+	}
+	graphs := func(m *pte.Method) func(int) (qnn.GraphInfo, error) {
+		return func(d int) (qnn.GraphInfo, error) {
+			if d < 0 || d >= len(m.Delegates) {
+				return qnn.GraphInfo{}, fmt.Errorf("no delegate %d", d)
+			}
+			c := r.ctxs[r.binIndex(m.Delegates[d].Binary)]
+			for _, g := range c.Graphs() {
+				if g.Name == m.Name {
+					return g, nil
+				}
+			}
+			return qnn.GraphInfo{}, fmt.Errorf("context binary %d has no graph %q", r.binIndex(m.Delegates[d].Binary), m.Name)
+		}
+	}
+	if r.layers, err = r.layerCount(); err != nil {
+		return nil, r.errf("%v", err)
+	}
+	pl, err := resolveMethod(r.file.Method(pte.MethodPrefill), r.layers, graphs(r.file.Method(pte.MethodPrefill)))
+	if err != nil {
+		return nil, r.errf("%v", err)
+	}
+	dl, err := resolveMethod(r.file.Method(pte.MethodDecode), r.layers, graphs(r.file.Method(pte.MethodDecode)))
+	if err != nil {
+		return nil, r.errf("%v", err)
+	}
+	if err := r.setup(pl, dl); err != nil {
+		return nil, err
+	}
+	if err := r.bind(); err != nil {
+		return nil, err
+	}
+	r.log.Info().Str("model", r.name).Int("layers", r.layers).Int("ctx", r.cl).Int("prefill_ar", r.pre.ar).
+		Int("shards", len(r.bins)).Str("kv", r.pre.kT.DataType.String()).Str("logits", r.pre.logitsT.DataType.String()).
+		Bool("shared_memory", r.rt.SharedMemory()).Bool("spill_fill_group", r.group != nil).Msg("executorch: .pte loaded")
+	return r, nil
+}
+
+func (r *Runner) errf(format string, a ...any) error {
+	return fmt.Errorf("executorch: %s: %s", r.cfg.Path, fmt.Sprintf(format, a...))
+}
+
+// layerCount is get_n_layers (or get_n_self_layers), else half the
+// prefill plan's cache inputs.
+func (r *Runner) layerCount() (int, error) {
+	for _, k := range []string{"get_n_self_layers", "get_n_layers"} {
+		if v := r.file.Metadata[k]; len(v) == 1 && v[0].Kind == pte.KindInt && v[0].Int > 0 {
+			return int(v[0].Int), nil
+		}
+	}
+	m := r.file.Method(pte.MethodPrefill)
+	if n := len(m.Inputs) - 3; n > 0 && n%2 == 0 {
+		return n / 2, nil
+	}
+	return 0, errors.New("no get_n_layers metadata and the plan inputs do not make whole layers")
+}
+
+// binIndex finds a delegate's binary among the distinct ones.
+func (r *Runner) binIndex(b []byte) int {
+	for i, x := range r.bins {
+		if len(x) == len(b) && &x[0] == &b[0] {
+			return i
+		}
+	}
+	return -1
+}
+
+// loadContexts creates one context per distinct binary, in delegate order
+// (shard i of every method shares context i), as one spill-fill group when
+// the compile spec sets use_multi_contexts and max_sf_buf_size.
+func (r *Runner) loadContexts() error {
+	if r.bins == nil {
+		for _, name := range []string{pte.MethodPrefill, pte.MethodDecode} {
+			for _, d := range r.file.Method(name).Delegates {
+				if len(d.Binary) == 0 {
+					return r.errf("method %s: delegate %s has no context binary", name, d.ID)
+				}
+				if r.binIndex(d.Binary) < 0 {
+					r.bins = append(r.bins, d.Binary)
+				}
+				if o := d.QNN; o != nil && o.UseMultiContexts && o.MaxSpillFill > 0 && r.group == nil {
+					r.group = &qnn.Group{SpillFill: uint64(o.MaxSpillFill)}
+				}
+			}
+		}
+	}
+	if r.group != nil {
+		r.group.First = nil
+	}
+	for i, b := range r.bins {
+		c, err := r.rt.LoadContextData(fmt.Sprintf("%s#context%d", filepath.Base(r.cfg.Path), i), b, r.group)
+		if err != nil {
+			return fmt.Errorf("executorch: %w", err)
+		}
+		r.ctxs = append(r.ctxs, c)
+	}
+	return nil
+}
+
+// setup checks that the two methods agree and allocates the buffers: one
+// per plan value and method, and one per layer and K/V cache shared by both
+// methods (each graph views it with its own row stride).
+func (r *Runner) setup(pl, dl *layout) error {
+	pkv, phd, pv := pl.shape()
+	dkv, dhd, dv := dl.shape()
+	switch {
+	case pl.cl != dl.cl:
+		return r.errf("prefill mask has %d columns, decode %d", pl.cl, dl.cl)
+	case pkv != dkv || phd != dhd || pv != dv:
+		return r.errf("prefill (n_kv %d, hd %d, vocab %d) and decode (n_kv %d, hd %d, vocab %d) disagree", pkv, phd, pv, dkv, dhd, dv)
+	case pl.kT.DataType != dl.kT.DataType:
+		return r.errf("prefill caches are %s, decode %s", pl.kT.DataType, dl.kT.DataType)
+	case pl.ar < dl.ar:
+		return r.errf("prefill_forward takes %d tokens per call, fewer than kv_forward's %d", pl.ar, dl.ar)
+	}
+	for i := range r.layers {
+		for _, p := range [][2]qnn.TensorInfo{{pl.types[pl.kIn[i]], dl.types[dl.kIn[i]]}, {pl.types[pl.vIn[i]], dl.types[dl.vIn[i]]}} {
+			if p[0].Quant.Scale != p[1].Quant.Scale || p[0].Quant.Offset != p[1].Quant.Offset {
+				return r.errf("layer %d: cache %s is quantised differently in the two methods (scale %g/%g, offset %d/%d)",
+					i, p[0].Name, p[0].Quant.Scale, p[1].Quant.Scale, p[0].Quant.Offset, p[1].Quant.Offset)
+			}
+		}
+	}
+	r.nkv, r.hd, r.vocab, r.cl = pkv, phd, pv, pl.cl
+	r.es = pl.kT.DataType.Size()
+	r.maxS = r.cl - dl.ar
+	r.stride = r.cl - pl.ar
+	n := r.nkv * r.hd * r.maxS * r.es
+	for range 2 * r.layers {
+		b, err := r.rt.Alloc(n)
+		if err != nil {
+			return fmt.Errorf("executorch: KV cache: %w", err)
+		}
+		r.kv = append(r.kv, b)
+	}
+	for i := range r.layers {
+		r.k = append(r.k, r.kv[2*i].Bytes())
+		r.v = append(r.v, r.kv[2*i+1].Bytes())
+	}
+	var err error
+	if r.pre, err = r.newMethod(pl); err != nil {
+		return err
+	}
+	r.dec, err = r.newMethod(dl)
+	return err
+}
+
+func (r *Runner) newMethod(l *layout) (*method, error) {
+	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
+	for i := range r.layers {
+		m.vals[l.kIn[i]], m.vals[l.vIn[i]] = r.kv[2*i], r.kv[2*i+1]
+	}
+	for v, n := range l.sizes {
+		if m.vals[v] != nil {
+			continue
+		}
+		b, err := r.rt.Alloc(n)
+		if err != nil {
+			return nil, fmt.Errorf("executorch: %s value %d: %w", l.method, v, err)
+		}
+		m.vals[v] = b
+	}
+	for i := range r.layers {
+		m.kOut = append(m.kOut, m.vals[l.kNew[i]].Bytes()[:l.sizes[l.kNew[i]]])
+		m.vOut = append(m.vOut, m.vals[l.vNew[i]].Bytes()[:l.sizes[l.vNew[i]]])
+	}
+	var err error
+	if m.masks, err = newMaskCodes(l.maskT); err != nil {
+		return nil, r.errf("%s: %v", l.method, err)
+	}
+	lb := m.vals[l.logits].Bytes()
+	m.lrow = r.vocab * l.logitsT.DataType.Size()
+	switch t := l.logitsT; t.DataType {
+	case qnn.Float32:
+		m.logits = inference.Logits{Type: inference.F32, F32: f32View(lb)}
+	case qnn.Float16:
+		m.logits = inference.Logits{Type: inference.F16, Raw16: u16View(lb)}
+	case qnn.UFixed16:
+		if t.Quant.Scale <= 0 || math.IsInf(float64(t.Quant.Scale), 0) {
+			return nil, r.errf("%s: logits %s have no usable scale (%g)", l.method, t.Name, t.Quant.Scale)
+		}
+		m.logits = inference.Logits{Type: inference.U16, Raw16: u16View(lb), Scale: t.Quant.Scale, Offset: t.Quant.Offset}
+	default:
+		return nil, r.errf("%s: logits %s are %s; want float32, float16 or ufixed16", l.method, l.logitsT.Name, l.logitsT.DataType)
+	}
+	return m, nil
+}
+
+// bind builds each delegate step's call (again after a reload).
+func (r *Runner) bind() error {
+	for _, m := range []*method{r.pre, r.dec} {
+		md := r.file.Method(m.method)
+		m.calls = make([]*qnn.Call, len(m.steps))
+		for i, s := range m.steps {
+			if s.delegate < 0 {
+				continue
+			}
+			ci := r.binIndex(md.Delegates[s.delegate].Binary)
+			g, err := r.ctxs[ci].Graph(m.method)
+			if err != nil {
+				return fmt.Errorf("executorch: %w", err)
+			}
+			var in, out []qnn.Binding
+			for _, a := range s.in {
+				in = append(in, qnn.Binding{Name: a.t.Name, Buffer: m.vals[a.value]})
+			}
+			for _, a := range s.out {
+				out = append(out, qnn.Binding{Name: a.t.Name, Buffer: m.vals[a.value]})
+			}
+			if m.calls[i], err = g.Bind(in, out); err != nil {
+				return fmt.Errorf("executorch: binding %s of context %d: %w", m.method, ci, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Info describes the model. ContextLen is CL − 1: kv_forward writes the
+// new entry of position CL − 2 into the last of its CL − 1 cache slots.
+func (r *Runner) Info() inference.ModelInfo {
+	return inference.ModelInfo{Name: r.name, VocabSize: r.vocab, ContextLen: r.cl - 1, PrefillWindow: r.pre.ar,
+		BOS: r.cfg.BOS, EOS: append([]int32(nil), r.cfg.EOS...)}
+}
+
+// ErrClosed is returned by a closed Runner.
+var ErrClosed = errors.New("executorch: runner is closed")
+
+// check validates a call.
+func (r *Runner) check(seq []int32) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.broken != nil {
+		if err := r.reload(); err != nil {
+			return fmt.Errorf("executorch: the graphs are unavailable since a device restart: %w", err)
+		}
+		r.broken = nil
+		r.stats.Reloads++
+	}
+	if len(seq) == 0 {
+		return errors.New("executorch: empty sequence")
+	}
+	if len(seq) > r.cl-1 {
+		return fmt.Errorf("executorch: %d tokens exceed the context length %d", len(seq), r.cl-1)
+	}
+	for i, t := range seq {
+		if t < 0 || int(t) >= r.vocab {
+			return fmt.Errorf("executorch: token %d at position %d is outside the vocabulary (%d)", t, i, r.vocab)
+		}
+	}
+	return nil
+}
+
+// Eval makes the cache hold seq and returns the logits after its last token:
+// prefill_forward in AR chunks while start + n ≤ CL − AR, the rest through
+// kv_forward one token at a time (see inference.Model).
+func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	if err := r.check(seq); err != nil {
+		return inference.Logits{}, 0, err
+	}
+	n := len(seq)
+	from := min(max(valid, 0), r.valid, n-1)
+	r.valid = from
+	defer r.publish()
+	pos := from
+	var last *method
+	if lim := r.cl - r.pre.ar; n-pos > 1 && pos < lim {
+		end := min(n, lim)
+		for c := pos; c < end; c += r.pre.ar {
+			if err := ctx.Err(); err != nil {
+				return inference.Logits{}, 0, err
+			}
+			k := min(r.pre.ar, end-c)
+			if err := r.run(r.pre, seq[c:c+k], c); err != nil {
+				return inference.Logits{}, 0, err
+			}
+			last = r.pre
+		}
+		pos = end
+	}
+	for ; pos < n; pos++ {
+		if err := ctx.Err(); err != nil {
+			return inference.Logits{}, 0, err
+		}
+		if err := r.run(r.dec, seq[pos:pos+1], pos); err != nil {
+			return inference.Logits{}, 0, err
+		}
+		last = r.dec
+	}
+	return last.row(last.rows - 1), from, nil
+}
+
+// row returns logits row i of the last call.
+func (m *method) row(i int) inference.Logits {
+	l := m.logits
+	V := m.lrow / max(m.logitsT.DataType.Size(), 1)
+	if l.Type == inference.F32 {
+		l.F32 = l.F32[i*V : (i+1)*V]
+	} else {
+		l.Raw16 = l.Raw16[i*V : (i+1)*V]
+	}
+	return l
+}
+
+// run evaluates tokens (at most AR) at positions start… with one call of m:
+// re-stride the caches if m's stride differs, write tokens, positions and
+// the SmartMask, execute every step, copy the new entries into slots
+// start… and record the row of the last real token.
+func (r *Runner) run(m *method, tokens []int32, start int) error {
+	st := &r.stats
+	t0 := time.Now()
+	if s := r.cl - m.ar; s != r.stride {
+		r.restride(s)
+		st.Restrides++
+		st.Restride += time.Since(t0)
+		t0 = time.Now()
+	}
+	tb, pb := u32View(m.vals[m.tokens].Bytes()), u32View(m.vals[m.pos].Bytes())
+	for i := range m.ar {
+		if i < len(tokens) {
+			tb[i] = uint32(tokens[i])
+		}
+		pb[i] = uint32(start + i)
+	}
+	m.writeMask(m.vals[m.mask].Bytes(), start)
+	st.Host += time.Since(t0)
+
+	for i, s := range m.steps {
+		if s.delegate < 0 {
+			copy(m.vals[s.to].Bytes()[:m.sizes[s.to]], m.vals[s.from].Bytes()[:m.sizes[s.from]])
+			continue
+		}
+		if err := r.execute(m, i); err != nil {
+			return err
+		}
+	}
+
+	t1 := time.Now()
+	r.copyKV(m, start, len(tokens))
+	r.valid = start + len(tokens)
+	m.rows = len(tokens)
+	st.KVCopy += time.Since(t1)
+	return nil
+}
+
+// execute runs step i of m, timing it per graph; a device restart reloads.
+func (r *Runner) execute(m *method, i int) error {
+	c0, _ := threadcpu.Time()
+	t0 := time.Now()
+	err := m.calls[i].Execute()
+	d := time.Since(t0)
+	c1, _ := threadcpu.Time()
+	r.stats.observe(m.method, d, c1-c0, err != nil)
+	if err == nil {
+		return nil
+	}
+	err = &ExecError{Graph: m.method, Context: r.binIndex(r.file.Method(m.method).Delegates[m.steps[i].delegate].Binary), Err: err}
+	r.valid = 0
+	if qnn.IsDeviceRestart(err) {
+		r.log.Warn().Err(err).Msg("executorch: device restart, reloading the context binaries")
+		if rerr := r.reload(); rerr != nil {
+			r.broken = rerr
+			return errors.Join(err, fmt.Errorf("executorch: reloading after a device restart: %w", rerr))
+		}
+		r.stats.Reloads++
+	}
+	return err
+}
+
+// ExecError is a failed graph execution.
+type ExecError struct {
+	Graph   string
+	Context int
+	Err     error
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("executorch: executing graph %q of context %d: %v", e.Graph, e.Context, e.Err)
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// reload recreates the contexts and calls; buffers stay, the cache is
+// invalid.
+func (r *Runner) reload() error {
+	r.closeGraphs()
+	r.valid = 0
+	r.pre.open, r.dec.open = -1, -1
+	if err := r.loadContexts(); err != nil {
+		return err
+	}
+	return r.bind()
+}
+
+func (r *Runner) closeGraphs() {
+	for _, m := range []*method{r.pre, r.dec} {
+		if m == nil {
+			continue
+		}
+		for i, c := range m.calls {
+			if c != nil {
+				c.Close()
+				m.calls[i] = nil
+			}
+		}
+	}
+	for i := len(r.ctxs) - 1; i >= 0; i-- {
+		r.ctxs[i].Close()
+	}
+	r.ctxs = nil
+}
+
+// Close releases the calls, contexts, buffers and the file.
+func (r *Runner) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.closeGraphs()
+	for _, m := range []*method{r.dec, r.pre} {
+		if m == nil {
+			continue
+		}
+		for _, b := range m.vals {
+			b.Free() // the shared caches are freed below; Free twice is a no-op
+		}
+	}
+	for _, b := range r.kv {
+		b.Free()
+	}
+	var err error
+	if r.file != nil {
+		err = r.file.Close()
+	}
+	return err
+}

@@ -1,0 +1,156 @@
+package executorch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// MaxVerify is the most tokens one prefill_forward call may evaluate after
+// valid committed slots: AR, within start + n ≤ CL − AR.
+func (r *Runner) MaxVerify(valid int) int {
+	n := min(r.pre.ar, r.cl-r.pre.ar-valid)
+	if n < 2 {
+		return 0
+	}
+	return n
+}
+
+// Verify evaluates seq[valid:] (the last accepted token and a draft) in one
+// prefill_forward call over the cache. Every row's entries go to their
+// slots, but only rows the next call's valid keeps count: the mask opens
+// slots [0, start) of each call, never ones past it.
+func (r *Runner) Verify(ctx context.Context, seq []int32, valid int) (inference.Rows, error) {
+	if err := r.check(seq); err != nil {
+		return nil, err
+	}
+	valid = min(max(valid, 0), r.valid)
+	k := len(seq) - valid
+	if k < 1 || k > r.MaxVerify(valid) {
+		return nil, fmt.Errorf("executorch: verify of %d tokens after %d: at most %d fit", k, valid, r.MaxVerify(valid))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.valid = valid
+	defer r.publish()
+	if err := r.run(r.pre, seq[valid:], valid); err != nil {
+		return nil, err
+	}
+	return rows{r.pre, k}, nil
+}
+
+// rows are the logits rows of one prefill call (all computed by it).
+type rows struct {
+	m *method
+	n int
+}
+
+func (w rows) Len() int { return w.n }
+
+func (w rows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= w.n {
+		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
+	}
+	return w.m.row(i), nil
+}
+
+// Costs are the mean measured times of one prefill_forward call (any k up
+// to AR costs one call) and one kv_forward step, over all shards.
+func (r *Runner) Costs(k int) (verify, decode time.Duration) {
+	s := r.Stats()
+	shards := time.Duration(len(r.pre.calls))
+	verify, decode = s.Graphs[r.pre.method].Mean()*shards, s.Graphs[r.dec.method].Mean()*shards
+	if verify == 0 {
+		verify = 8 * time.Millisecond
+	}
+	if decode == 0 {
+		decode = verify
+	}
+	return verify, decode
+}
+
+// KVLayout is one cache slot over all layers, K then V, in the caches'
+// native type; the identity names the file, its size and context
+// signatures, and the cache shape.
+func (r *Runner) KVLayout() inference.KVLayout {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %d L%d kv%d hd%d cl%d %s", filepath.Base(r.file.Path), r.file.Size, r.layers, r.nkv, r.hd, r.cl, r.pre.kT.DataType)
+	for _, d := range r.file.Method(r.pre.method).Delegates {
+		fmt.Fprintf(h, " %d", d.Header.Signature)
+	}
+	for l := range r.layers {
+		t := r.pre.types[r.pre.kIn[l]]
+		u := r.pre.types[r.pre.vIn[l]]
+		fmt.Fprintf(h, " %g/%d %g/%d", t.Quant.Scale, t.Quant.Offset, u.Quant.Scale, u.Quant.Offset)
+	}
+	return inference.KVLayout{Identity: "pte:" + hex.EncodeToString(h.Sum(nil)[:16]), RowBytes: r.rowBytes()}
+}
+
+func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
+
+// SaveKV gathers slots [from, to) into dst: per slot, per layer, K
+// (n_kv·hd elements, from the transposed [n_kv, hd, S] cache) then V.
+func (r *Runner) SaveKV(from, to int, dst []byte) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if from < 0 || to > r.valid || from > to || len(dst) != (to-from)*r.rowBytes() {
+		return fmt.Errorf("executorch: SaveKV(%d, %d) with %d valid slots and %d bytes (want %d)", from, to, r.valid, len(dst), (to-from)*r.rowBytes())
+	}
+	r.kvRows(from, to, dst, false)
+	return nil
+}
+
+// RestoreKV scatters src into slots from…; the next Eval may pass valid up
+// to the last restored slot.
+func (r *Runner) RestoreKV(from int, src []byte) error {
+	if r.closed {
+		return ErrClosed
+	}
+	rb := r.rowBytes()
+	n := len(src) / rb
+	if from+n > r.stride {
+		r.restride(r.maxS) // the decode layout holds every slot
+	}
+	if from < 0 || from > r.valid || len(src)%rb != 0 || from+n > r.stride {
+		return fmt.Errorf("executorch: RestoreKV at %d of %d bytes with %d valid slots (rows of %d bytes, %d slots)", from, len(src), r.valid, rb, r.stride)
+	}
+	r.kvRows(from, from+n, src, true)
+	r.valid = from + n
+	r.pre.open, r.dec.open = -1, -1
+	return nil
+}
+
+func (r *Runner) kvRows(from, to int, buf []byte, restore bool) {
+	es, S, hd := r.es, r.stride, r.hd
+	o := 0
+	for slot := from; slot < to; slot++ {
+		for l := range r.layers {
+			k, v := r.k[l], r.v[l]
+			for row := range r.nkv * hd {
+				c := k[(row*S+slot)*es : (row*S+slot+1)*es]
+				if restore {
+					copy(c, buf[o:o+es])
+				} else {
+					copy(buf[o:o+es], c)
+				}
+				o += es
+			}
+			for h := range r.nkv {
+				c := v[(h*S+slot)*hd*es : (h*S+slot+1)*hd*es]
+				if restore {
+					copy(c, buf[o:o+hd*es])
+				} else {
+					copy(buf[o:o+hd*es], c)
+				}
+				o += hd * es
+			}
+		}
+	}
+}
