@@ -18,6 +18,8 @@ const (
 	kvConversations  = 4
 	kvTurns          = 6
 	kvFirstHistory   = 300 // tokens of turn 1's prompt (≈ 330 rendered); later turns grow by ≈ 25
+	kvLongHistory    = 900 // the same with a context of kvLongContext or more (≈ 1,000-token histories)
+	kvLongContext    = 1536
 	kvReplyTokens    = 8
 	kvMemory         = 512 << 20 // the default engine.kv_cache.memory
 )
@@ -66,7 +68,11 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		r.rep.KVStore = kb
 		return nil
 	}
-	if last := kvFirstHistory + turns*35; last > r.info.ContextLen {
+	first := kvFirstHistory
+	if r.info.ContextLen >= kvLongContext {
+		first = kvLongHistory
+	}
+	if last := first + turns*35; last > r.info.ContextLen {
 		kb.Skipped = fmt.Sprintf("%d-token conversations do not fit the %d-token context", last, r.info.ContextLen)
 		r.progress("  skipped: %s", kb.Skipped)
 		r.rep.KVStore = kb
@@ -85,7 +91,7 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		e := inference.New(r.model, r.tok, cfg)
 		msgs := make([][]chat.Message, convs)
 		for c := range msgs {
-			msgs[c] = r.conversation(c, kvFirstHistory)
+			msgs[c] = r.conversation(c, first)
 		}
 		hist := make([]int, convs)
 		for turn := 1; turn <= turns; turn++ {
