@@ -107,7 +107,7 @@ func TestPlanFollowsHostsimLatency(t *testing.T) {
 		return after[PrefillGraph].Calls - before[PrefillGraph].Calls, after[DecodeGraph].Calls - before[DecodeGraph].Calls
 	}
 	// A slow prefill and fast decode steps: 16 tokens go to decode.
-	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "50000")
+	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "200000") // far above 16 decode steps even under qemu
 	eval(16, 0)
 	for n := 17; n <= 40; n++ {
 		eval(n, n-1)
@@ -115,9 +115,9 @@ func TestPlanFollowsHostsimLatency(t *testing.T) {
 	if p, d := eval(32, 16); p != 0 || d != 16 {
 		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Estimates())
 	}
-	// Decode becomes slow (8 ms): the next plan after those 16 slow steps prefills.
+	// Decode becomes slow (30 ms): the next plan after those 16 slow steps prefills.
 	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
-	ctl.Set("HOSTSIM_LATENCY_US_DECODE", "8000")
+	ctl.Set("HOSTSIM_LATENCY_US_DECODE", "30000")
 	eval(32, 16)
 	if p, d := eval(32, 16); p != 1 || d != 0 {
 		st := r.Stats().Graphs[DecodeGraph]
