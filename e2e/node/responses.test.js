@@ -96,11 +96,14 @@ test('responses errors are typed: 400 and 404', async () => {
     assert.equal(err.param, 'temperature');
     return true;
   });
-  await assert.rejects(client.responses.create({ ...params('Hi'), text: { format: { type: 'json_object' } } }), (err) => {
-    assert.ok(err instanceof OpenAI.BadRequestError);
-    assert.equal(err.param, 'text.format.type');
-    return true;
-  });
+  await assert.rejects(
+    client.responses.create({ ...params('Hi'), text: { format: { type: 'json_schema', name: 'x', schema: { type: 'string', not: {} } } } }),
+    (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError);
+      assert.equal(err.param, 'text.format.schema.not');
+      return true;
+    },
+  );
   await assert.rejects(client.responses.create({ ...params('Hi'), previous_response_id: 'resp_unknown' }), (err) => {
     assert.ok(err instanceof OpenAI.NotFoundError);
     assert.equal(err.code, 'previous_response_not_found');
