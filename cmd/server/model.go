@@ -10,9 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/executorch"
+	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -132,7 +132,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		rt.Close()
 		return nil, nil, err
 	}
-	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+	runner, err := qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
 		Logger: log.With().Str("component", "hexagon").Logger()})
 	if err != nil {
 		rt.Close()
@@ -197,7 +197,7 @@ func loadPTE(cfg config.Config, file string, log zerolog.Logger) (inference.Mode
 
 // ownedRuntime is a Runner that also owns its QNN runtime.
 type ownedRuntime struct {
-	*hexagon.Runner
+	*qhexrt.Runner
 	rt  *qnn.Runtime
 	dir string // the bundle's arch folder
 }

@@ -9,14 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
@@ -53,13 +53,13 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	k, v                       [][]byte // per layer views of kv
-	stride                     int      // slots per row of the current layout
-	valid                      int      // cache slots [0, valid) hold the last sequence
+	kS, vS                     graphio.Slots // K [n_kv·hd][S][1], V [n_kv][S][hd]
+	k, v                       [][]byte      // per layer views of kv
+	stride                     int           // slots per row of the current layout
+	valid                      int           // cache slots [0, valid) hold the last sequence
 
-	stats  Stats
-	pub    Stats
-	pubMu  sync.Mutex
+	stats  plan.Stats // updated by the worker without locking
+	board  plan.Board // a copy for Stats, published after each call
 	closed bool
 	broken error
 }
@@ -75,10 +75,10 @@ type method struct {
 	*layout
 	vals   map[int32]*qnn.Buffer
 	calls  []*qnn.Call // per delegate step, nil for copies
-	masks  maskCodes
+	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits inference.Logits
-	lrow   int // bytes per logits row
+	vocab  int // entries per logits row
 	rows   int // real tokens of the last call
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
@@ -228,6 +228,8 @@ func (r *Runner) setup(pl, dl *layout) error {
 	}
 	r.nkv, r.hd, r.vocab, r.cl = pkv, phd, pv, pl.cl
 	r.es = pl.kT.DataType.Size()
+	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
+	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
@@ -270,25 +272,29 @@ func (r *Runner) newMethod(l *layout) (*method, error) {
 		m.vOut = append(m.vOut, m.vals[l.vNew[i]].Bytes()[:l.sizes[l.vNew[i]]])
 	}
 	var err error
-	if m.masks, err = newMaskCodes(l.maskT); err != nil {
-		return nil, r.errf("%s: %v", l.method, err)
+	if m.masks, err = maskOf(l.maskT); err != nil {
+		return nil, r.errf("%s: mask %s: %v", l.method, l.maskT.Name, err)
 	}
-	lb := m.vals[l.logits].Bytes()
-	m.lrow = r.vocab * l.logitsT.DataType.Size()
-	switch t := l.logitsT; t.DataType {
-	case qnn.Float32:
-		m.logits = inference.Logits{Type: inference.F32, F32: f32View(lb)}
-	case qnn.Float16:
-		m.logits = inference.Logits{Type: inference.F16, Raw16: u16View(lb)}
-	case qnn.UFixed16:
-		if t.Quant.Scale <= 0 || math.IsInf(float64(t.Quant.Scale), 0) {
-			return nil, r.errf("%s: logits %s have no usable scale (%g)", l.method, t.Name, t.Quant.Scale)
-		}
-		m.logits = inference.Logits{Type: inference.U16, Raw16: u16View(lb), Scale: t.Quant.Scale, Offset: t.Quant.Offset}
-	default:
-		return nil, r.errf("%s: logits %s are %s; want float32, float16 or ufixed16", l.method, l.logitsT.Name, l.logitsT.DataType)
+	le, err := graphio.ElemOf(l.logitsT)
+	if err == nil {
+		m.logits, err = graphio.Logits(le, m.vals[l.logits].Bytes())
 	}
+	if err != nil {
+		return nil, r.errf("%s: logits %s: %v", l.method, l.logitsT.Name, err)
+	}
+	m.vocab = r.vocab
 	return m, nil
+}
+
+// maskOf is the SmartMask's codes for mask tensor t: additive for float
+// masks, the code of 0.0 to attend and the lowest code to block for fixed
+// point (65535 and 0 for ExecuTorch's uint16 mask).
+func maskOf(t qnn.TensorInfo) (*graphio.Mask, error) {
+	e, err := graphio.ElemOf(t)
+	if err != nil {
+		return nil, err
+	}
+	return graphio.NewMask(e, graphio.MaskAdditive)
 }
 
 // bind builds each delegate step's call (again after a reload).
@@ -392,19 +398,7 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		}
 		last = r.dec
 	}
-	return last.row(last.rows - 1), from, nil
-}
-
-// row returns logits row i of the last call.
-func (m *method) row(i int) inference.Logits {
-	l := m.logits
-	V := m.lrow / max(m.logitsT.DataType.Size(), 1)
-	if l.Type == inference.F32 {
-		l.F32 = l.F32[i*V : (i+1)*V]
-	} else {
-		l.Raw16 = l.Raw16[i*V : (i+1)*V]
-	}
-	return l
+	return graphio.Row(last.logits, last.rows-1, last.vocab), from, nil
 }
 
 // run evaluates tokens (at most AR) at positions start… with one call of m:
@@ -420,15 +414,18 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
 	}
-	tb, pb := u32View(m.vals[m.tokens].Bytes()), u32View(m.vals[m.pos].Bytes())
+	tb, pb := graphio.U32(m.vals[m.tokens].Bytes()), graphio.U32(m.vals[m.pos].Bytes())
 	for i := range m.ar {
 		if i < len(tokens) {
 			tb[i] = uint32(tokens[i])
 		}
 		pb[i] = uint32(start + i)
 	}
+	t1 := time.Now()
 	m.writeMask(m.vals[m.mask].Bytes(), start)
-	st.Host += time.Since(t0)
+	t2 := time.Now()
+	st.Embed += t1.Sub(t0)
+	st.Mask += t2.Sub(t1)
 
 	for i, s := range m.steps {
 		if s.delegate < 0 {
@@ -440,11 +437,11 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 		}
 	}
 
-	t1 := time.Now()
+	t3 := time.Now()
 	r.copyKV(m, start, len(tokens))
 	r.valid = start + len(tokens)
 	m.rows = len(tokens)
-	st.KVCopy += time.Since(t1)
+	st.KVCopy += time.Since(t3)
 	return nil
 }
 
@@ -455,7 +452,7 @@ func (r *Runner) execute(m *method, i int) error {
 	err := m.calls[i].Execute()
 	d := time.Since(t0)
 	c1, _ := threadcpu.Time()
-	r.stats.observe(m.method, d, c1-c0, err != nil)
+	r.stats.Observe(m.method, d, c1-c0, err != nil)
 	if err == nil {
 		return nil
 	}
