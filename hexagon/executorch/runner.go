@@ -79,6 +79,10 @@ type method struct {
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits inference.Logits
 	vocab  int // entries per logits row
+	shards int // delegate calls per evaluation
+	tokE   graphio.Elem
+	posE   graphio.Elem
+	posBuf []int32 // AR positions
 	rows   int // real tokens of the last call
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
@@ -283,6 +287,18 @@ func (r *Runner) newMethod(l *layout) (*method, error) {
 		return nil, r.errf("%s: logits %s: %v", l.method, l.logitsT.Name, err)
 	}
 	m.vocab = r.vocab
+	m.posBuf = make([]int32, l.ar)
+	if m.tokE, err = graphio.ElemOf(l.tokensT); err == nil {
+		m.posE, err = graphio.ElemOf(l.posT)
+	}
+	if err != nil {
+		return nil, r.errf("%s: %v", l.method, err)
+	}
+	for _, s := range l.steps {
+		if s.delegate >= 0 {
+			m.shards++
+		}
+	}
 	return m, nil
 }
 
@@ -370,35 +386,50 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		return inference.Logits{}, 0, err
 	}
 	n := len(seq)
-	from := min(max(valid, 0), r.valid, n-1)
+	p := r.planner()
+	from := p.From(n, min(max(valid, 0), r.valid))
 	r.valid = from
 	defer r.publish()
-	pos := from
 	var last *method
-	if lim := r.cl - r.pre.ar; n-pos > 1 && pos < lim {
-		end := min(n, lim)
-		for c := pos; c < end; c += r.pre.ar {
-			if err := ctx.Err(); err != nil {
-				return inference.Logits{}, 0, err
-			}
-			k := min(r.pre.ar, end-c)
-			if err := r.run(r.pre, seq[c:c+k], c); err != nil {
-				return inference.Logits{}, 0, err
-			}
-			last = r.pre
+	var err error
+	p.Each(n, from, func(s plan.Step) {
+		if err == nil {
+			err = ctx.Err()
 		}
-		pos = end
-	}
-	for ; pos < n; pos++ {
-		if err := ctx.Err(); err != nil {
-			return inference.Logits{}, 0, err
+		if err != nil {
+			return
 		}
-		if err := r.run(r.dec, seq[pos:pos+1], pos); err != nil {
-			return inference.Logits{}, 0, err
+		m := r.dec
+		if s.Prefill {
+			m = r.pre
 		}
-		last = r.dec
+		if err = r.run(m, seq[s.Start:s.Start+s.N], s.Start); err == nil {
+			last = m
+		}
+	})
+	if err != nil {
+		return inference.Logits{}, 0, err
 	}
 	return graphio.Row(last.logits, last.rows-1, last.vocab), from, nil
+}
+
+// planner is the shared planner over this model's limits (prefill windows
+// end by CL − AR) and costs. Until both graphs have run, any run of two or
+// more tokens goes through prefill_forward, as in ExecuTorch's runner;
+// after that their measured per-call times (all shards) decide, with two
+// re-stridings added to a prefill call when the caches are in kv_forward's
+// layout.
+func (r *Runner) planner() plan.Planner {
+	p := plan.Planner{Chunked: true, Window: r.pre.ar, Limit: r.cl - r.pre.ar, Costs: plan.Costs{Prefill: 1, Decode: 1}}
+	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
+	if pg.Calls > pg.Failed && dg.Calls > dg.Failed {
+		p.Costs = plan.Costs{Prefill: pg.Recent * time.Duration(r.pre.shards), Decode: dg.Recent * time.Duration(r.dec.shards)}
+		if r.stride != r.cl-r.pre.ar && r.stats.Restrides > 0 {
+			p.Costs.Prefill += 2 * r.stats.Restride / time.Duration(r.stats.Restrides)
+		}
+		p.DecodeMeasured = true
+	}
+	return p
 }
 
 // run evaluates tokens (at most AR) at positions start… with one call of m:
@@ -414,12 +445,12 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
 	}
-	tb, pb := graphio.U32(m.vals[m.tokens].Bytes()), graphio.U32(m.vals[m.pos].Bytes())
-	for i := range m.ar {
-		if i < len(tokens) {
-			tb[i] = uint32(tokens[i])
-		}
-		pb[i] = uint32(start + i)
+	for i := range m.posBuf {
+		m.posBuf[i] = int32(start + i)
+	}
+	// Padding rows keep the last call's ids; their outputs are never used.
+	if err := errors.Join(m.tokE.PutInts(m.vals[m.tokens].Bytes(), tokens), m.posE.PutInts(m.vals[m.pos].Bytes(), m.posBuf)); err != nil {
+		return fmt.Errorf("executorch: %s: %w", m.method, err)
 	}
 	t1 := time.Now()
 	m.writeMask(m.vals[m.mask].Bytes(), start)

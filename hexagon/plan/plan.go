@@ -31,7 +31,11 @@ type Step struct {
 type Planner struct {
 	Chunked bool // prefill windows may start anywhere
 	Window  int  // AR
-	Costs   Costs
+	// Limit, when > 0, is where prefill windows must end: positions from
+	// Limit on go through decode steps (a .pte's prefill graph holds only
+	// CL − AR cache slots).
+	Limit int
+	Costs Costs
 	// DecodeMeasured is false until the decode graph's cost is measured:
 	// until then a single token goes to decode (as on v79), so that an
 	// estimate scaled from other graphs cannot lock decode out.
@@ -74,12 +78,15 @@ func (p *Planner) Each(n, start int, f func(Step)) {
 	pos := start
 	for pos < n {
 		rest := n - pos
-		canPrefill := pos == 0 || p.Chunked
+		k := min(rest, p.Window)
+		if p.Limit > 0 {
+			k = min(k, p.Limit-pos)
+		}
+		canPrefill := (pos == 0 || p.Chunked) && k > 0
 		if rest == 1 && pos > 0 && !p.DecodeMeasured {
 			canPrefill = false
 		}
-		if canPrefill && time.Duration(min(rest, p.Window))*p.Costs.Decode > p.Costs.Prefill {
-			k := min(rest, p.Window)
+		if canPrefill && time.Duration(k)*p.Costs.Decode > p.Costs.Prefill {
 			f(Step{Prefill: true, Start: pos, N: k})
 			pos += k
 			continue

@@ -10,6 +10,7 @@ func TestPlan(t *testing.T) {
 	c := Costs{Prefill: 64 * ms, Decode: 60 * ms, LMHead: 2 * ms}
 	q := &Planner{Window: 4, Costs: c}
 	ch := &Planner{Chunked: true, Window: 4, Costs: c}
+	lim := &Planner{Chunked: true, Window: 4, Limit: 6, Costs: Costs{Prefill: 1, Decode: 1}, DecodeMeasured: true}
 	tests := []struct {
 		name      string
 		p         *Planner
@@ -27,6 +28,10 @@ func TestPlan(t *testing.T) {
 		{"chunked reuse", ch, 10, 3, 3, []Step{{true, 3, 4}, {true, 7, 3}}},
 		{"chunked tail decode", ch, 9, 3, 3, []Step{{true, 3, 4}, {true, 7, 2}}},
 		{"chunked one", ch, 9, 8, 8, []Step{{false, 8, 1}}},
+		// A limit cuts the windows; past it only decode steps.
+		{"limit", lim, 9, 0, 0, []Step{{true, 0, 4}, {true, 4, 2}, {false, 6, 1}, {false, 7, 1}, {false, 8, 1}}},
+		{"limit reached", lim, 9, 6, 6, []Step{{false, 6, 1}, {false, 7, 1}, {false, 8, 1}}},
+		{"limit, one before", lim, 8, 5, 5, []Step{{false, 5, 1}, {false, 6, 1}, {false, 7, 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
