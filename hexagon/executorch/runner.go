@@ -83,7 +83,7 @@ type method struct {
 	tokE   graphio.Elem
 	posE   graphio.Elem
 	posBuf []int32 // AR positions
-	rows   int // real tokens of the last call
+	rows   int     // real tokens of the last call
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
