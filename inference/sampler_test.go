@@ -787,3 +787,58 @@ func TestHistogramU16Fallback(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeCountsReused: one sampler over a sequence of steps whose best
+// code rises and falls (the counts of a step end at its best U16 code, and
+// the next step clears no further) and changes type: each step's counts
+// within the cutoff are those of the untouched ids.
+func TestCodeCountsReused(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const V = 20000
+	x := randLogits(r, V, 2)
+	u16 := func(shift float32) Logits {
+		l := Logits{Type: U16, Raw16: make([]uint16, V), Scale: 0.001, Offset: -30000}
+		for i, v := range x {
+			l.Raw16[i] = uint16(min(max(math.Round(float64(v+shift)/0.001+30000), 0), 65535))
+		}
+		return l
+	}
+	s := newSampler(V)
+	s.bigMin = 0
+	s.reset(Sampling{Temperature: 0.8, TopP: 0.9, PresencePenalty: 0.5, LogitBias: map[int32]float32{3: -2}},
+		[]int32{1, 2}, 1)
+	s.startChoice()
+	s.accept(7)
+	for _, step := range []struct {
+		name string
+		l    Logits
+	}{
+		{"U16", u16(0)},
+		{"U16, best code higher", u16(12)},
+		{"U16, best code below the last cutoff", u16(-20)},
+		{"F16", toF16(x)},
+		{"U16 after F16", u16(-5)},
+		{"U16, many ids on the top code", u16(33)},
+		{"U16 again", u16(3)},
+	} {
+		s.prepare(step.l, false)
+		if !s.code {
+			t.Fatalf("%s: code-histogram path not taken", step.name)
+		}
+		want := make([]uint32, 1<<16)
+		for i, c := range step.l.Raw16 {
+			if !skipped(s.touched, i) {
+				want[c]++
+			}
+		}
+		lo := s.kBot // U16: every count from the cutoff up
+		if step.l.Type == F16 {
+			lo = 0 // F16: every count
+		}
+		for c := lo; c < 1<<16; c++ {
+			if s.cnt[c] != want[c] {
+				t.Fatalf("%s: code %d counted %d, want %d", step.name, c, s.cnt[c], want[c])
+			}
+		}
+	}
+}
