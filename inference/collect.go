@@ -198,8 +198,14 @@ func argmaxF16(x []uint16, skip []uint64) (int, float32) {
 func u16Val(l Logits, q int) float32 { return (float32(q) + float32(l.Offset)) * l.Scale }
 
 // u16Ceil returns the smallest code whose value is at least v (1<<16 if
-// there is none).
+// there is none). u16Val is monotonic in the code, so the inverse gives the
+// answer up to rounding: checked against its neighbour, else a binary search.
 func u16Ceil(l Logits, v float32) int {
+	if g := math.Ceil(float64(v)/float64(l.Scale)) - float64(l.Offset); g >= 0 && g < 1<<16 {
+		if c := int(g); u16Val(l, c) >= v && (c == 0 || u16Val(l, c-1) < v) {
+			return c
+		}
+	}
 	lo, hi := 0, 1<<16
 	for lo < hi {
 		mid := (lo + hi) / 2

@@ -3,6 +3,7 @@ package inference
 import (
 	"math"
 	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -56,6 +57,31 @@ func TestCollect(t *testing.T) {
 				if c.id != want[i] || c.v != l.At(int(c.id)) {
 					t.Fatalf("trial %d %v: #%d = %+v, want id %d", trial, l.Type, i, c, want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestU16Ceil checks u16Ceil against a binary search over all codes, for
+// values at, next to and between codes, out of range and not finite.
+func TestU16Ceil(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, q := range []struct {
+		scale  float32
+		offset int32
+	}{{0.001, -30000}, {0.00068, -32768}, {0.5, -0x8000}, {1e-6, 0}, {100, -65535}, {0.001, 700000}, {3e-5, -1 << 30}} {
+		l := Logits{Type: U16, Scale: q.scale, Offset: q.offset}
+		vs := []float32{float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), 0,
+			u16Val(l, 0) - 1, u16Val(l, 0xffff) + 1, -math.MaxFloat32, math.MaxFloat32}
+		for range 3000 {
+			v := u16Val(l, r.IntN(1<<16))
+			vs = append(vs, v, math.Nextafter32(v, float32(math.Inf(1))), math.Nextafter32(v, float32(math.Inf(-1))),
+				v+q.scale*r.Float32())
+		}
+		for _, v := range vs {
+			want := sort.Search(1<<16, func(c int) bool { return u16Val(l, c) >= v })
+			if got := u16Ceil(l, v); got != want {
+				t.Fatalf("scale %v offset %d: u16Ceil(%v) = %d, want %d", q.scale, q.offset, v, got, want)
 			}
 		}
 	}

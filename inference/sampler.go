@@ -75,6 +75,7 @@ type sampler struct {
 	// The histogram path over F16 and U16 codes (see histCodes).
 	code   bool
 	cnt    *[1 << 16]uint32  // per code: untouched ids with that logit
+	cntEnd int               // cnt is zero from here on
 	wtab   *[1 << 16]float64 // per code: exp(logit/T)
 	wFor   tabFor            // what wtab was built for
 	tw     *[1 << 16]float64 // per key: the touched ids' weights
@@ -938,15 +939,10 @@ func (s *sampler) groupMass(k int) float64 {
 	return float64(s.groupCount(k))*s.wtab[h] + s.tw[k]
 }
 
-// bestCode returns the best logit among the counted codes (-Inf if none).
+// bestCode returns the best logit among the counted F16 codes (-Inf if
+// none).
 func (s *sampler) bestCode() float32 {
 	cnt := s.cnt
-	if s.l.Type == U16 {
-		if c := topCounted(cnt, 0xffff); c >= 0 {
-			return u16Val(s.l, c)
-		}
-		return float32(math.Inf(-1))
-	}
 	if h := topCounted(cnt, 0x7c00); h >= 0 {
 		return half2f[h]
 	}
@@ -984,12 +980,24 @@ func topCounted(cnt *[1 << 16]uint32, hi int) int {
 func (s *sampler) histCodes(l Logits, mt float32) bool {
 	x, cnt := l.Raw16, s.cnt
 	s.l = l
-	clear(cnt[:])
+	clear(cnt[:s.cntEnd])
 	countCodes(x, cnt)
 	for _, id := range s.tlist {
 		cnt[x[id]]--
 	}
-	m, n := max(s.bestCode(), mt), 0
+	best := float32(math.Inf(-1))
+	if l.Type == U16 {
+		// the codes grow with the value: the counts end at the best one,
+		// and the next step clears no further
+		top := topCounted(cnt, 0xffff)
+		if top >= 0 {
+			best = u16Val(l, top)
+		}
+		s.cntEnd = top + 1
+	} else {
+		best, s.cntEnd = s.bestCode(), 1<<16
+	}
+	m, n := max(best, mt), 0
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
 	T := float64(s.p.Temperature)

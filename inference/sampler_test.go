@@ -787,3 +787,143 @@ func TestHistogramU16Fallback(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeCountsReused: one sampler over a sequence of steps whose best
+// code rises and falls (the counts of a step end at its best U16 code, and
+// the next step clears no further) and changes type: each step's counts
+// within the cutoff are those of the untouched ids.
+func TestCodeCountsReused(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const V = 20000
+	x := randLogits(r, V, 2)
+	u16 := func(shift float32) Logits {
+		l := Logits{Type: U16, Raw16: make([]uint16, V), Scale: 0.001, Offset: -30000}
+		for i, v := range x {
+			l.Raw16[i] = uint16(min(max(math.Round(float64(v+shift)/0.001+30000), 0), 65535))
+		}
+		return l
+	}
+	s := newSampler(V)
+	s.bigMin = 0
+	s.reset(Sampling{Temperature: 0.8, TopP: 0.9, PresencePenalty: 0.5, LogitBias: map[int32]float32{3: -2}},
+		[]int32{1, 2}, 1)
+	s.startChoice()
+	s.accept(7)
+	for _, step := range []struct {
+		name string
+		l    Logits
+	}{
+		{"U16", u16(0)},
+		{"U16, best code higher", u16(12)},
+		{"U16, best code below the last cutoff", u16(-20)},
+		{"F16", toF16(x)},
+		{"U16 after F16", u16(-5)},
+		{"U16, many ids on the top code", u16(33)},
+		{"U16 again", u16(3)},
+	} {
+		s.prepare(step.l, false)
+		if !s.code {
+			t.Fatalf("%s: code-histogram path not taken", step.name)
+		}
+		want := make([]uint32, 1<<16)
+		for i, c := range step.l.Raw16 {
+			if !skipped(s.touched, i) {
+				want[c]++
+			}
+		}
+		lo := s.kBot // U16: every count from the cutoff up
+		if step.l.Type == F16 {
+			lo = 0 // F16: every count
+		}
+		for c := lo; c < 1<<16; c++ {
+			if s.cnt[c] != want[c] {
+				t.Fatalf("%s: code %d counted %d, want %d", step.name, c, s.cnt[c], want[c])
+			}
+		}
+	}
+}
+
+// TestU16MatchesF32: U16 logits sample as F32 logits holding their
+// dequantised values. Where both take the collector (greedy, peaked logits,
+// top_k) the tokens are the same for the same seed; on the histogram paths,
+// whose weights differ (buckets for F32, exact per-code weights for U16),
+// each step keeps the same tokens, those of the reference.
+func TestU16MatchesF32(t *testing.T) {
+	const V = 20000
+	r := rand.New(rand.NewPCG(31, 32))
+	nucleus := Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
+	peaked := func() []float32 {
+		x := randLogits(r, V, 2.5)
+		for k := range 40 {
+			x[r.IntN(V)] = 22 - 0.4*float32(k) + float32(r.NormFloat64())
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name   string
+		x      []float32
+		p      Sampling
+		bigMin int  // candidates from which a step takes the histogram path
+		hist   bool // it does: compare kept sets, not tokens
+	}{
+		{"greedy, peaked", peaked(), Sampling{}, bigMin, false},
+		{"greedy, mid", randLogits(r, V, 4.5), Sampling{}, bigMin, false},
+		{"greedy, flat", randLogits(r, V, 1), Sampling{}, bigMin, false},
+		{"nucleus+penalties, peaked", peaked(), nucleus, bigMin, false},
+		{"nucleus+penalties, mid", randLogits(r, V, 4.5), nucleus, bigMin, false},
+		{"nucleus+penalties, mid, histogram", randLogits(r, V, 4.5), nucleus, 0, true},
+		{"nucleus+penalties, flat, histogram", randLogits(r, V, 1), nucleus, 0, true},
+		{"top_k, min_p, bias", randLogits(r, V, 3), Sampling{Temperature: 1, TopK: 40, MinP: 0.05,
+			LogitBias: map[int32]float32{5: 4, 6: -100}}, 0, false},
+	} {
+		// real = (q − 30000)·0.001, as the .pte logits of BenchmarkSample
+		u := Logits{Type: U16, Raw16: make([]uint16, V), Scale: 0.001, Offset: -30000}
+		deq := make([]float32, V)
+		for i, v := range tc.x {
+			u.Raw16[i] = uint16(min(max(math.Round(float64(v)/0.001+30000), 0), 65535))
+			deq[i] = u.At(i)
+		}
+		prompt := make([]int32, 200)
+		for i := range prompt {
+			prompt[i] = int32(r.IntN(V))
+		}
+		a, b := newSampler(V), newSampler(V)
+		a.bigMin, b.bigMin = tc.bigMin, tc.bigMin
+		a.reset(tc.p, prompt, 7)
+		b.reset(tc.p, prompt, 7)
+		a.startChoice()
+		b.startChoice()
+		var gen []int32
+		for step := range 8 {
+			if tc.hist {
+				want := reference(adjustAll(deq, tc.p, prompt, gen), tc.p)
+				for _, pr := range []struct {
+					s *sampler
+					l Logits
+				}{{a, u}, {b, f32(deq)}} {
+					pr.s.prepare(pr.l, false)
+					if !pr.s.big {
+						t.Fatalf("%s, %v: histogram path not taken", tc.name, pr.l.Type)
+					}
+					kept, _ := pr.s.filter()
+					got := make([]int32, 0, len(kept))
+					for _, c := range kept {
+						got = append(got, c.id)
+					}
+					slices.Sort(got)
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s, %v, step %d: kept %d tokens, reference %d", tc.name, pr.l.Type, step, len(got), len(want))
+					}
+				}
+			}
+			ia, _ := a.sample(u, false, 0)
+			ib, _ := b.sample(f32(deq), false, 0)
+			if !tc.hist && ia != ib {
+				t.Fatalf("%s, step %d: U16 sampled %d, F32 %d", tc.name, step, ia, ib)
+			}
+			a.accept(ia)
+			b.accept(ia) // the same history for both
+			gen = append(gen, ia)
+		}
+	}
+}
