@@ -15,7 +15,7 @@ func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
 	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
 		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
-	r.cp = newCopier(workers, r.copyLayer)
+	r.cp = newCopier(layers, workers, r.copyLayer)
 	b.Cleanup(r.cp.close)
 	for range layers {
 		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))

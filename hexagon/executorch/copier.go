@@ -24,29 +24,31 @@ type layerCopy struct {
 }
 
 // copier runs layer copies on a small persistent set of goroutines, so a
-// shard's copy overlaps the next shard's graph call and the last shard's
-// overlaps the engine's sampling. wait finishes what is queued, the caller
-// taking queued copies itself: on the critical path the copy is split
-// between the caller's core and the workers'. With no workers, copies run
-// at the next wait.
+// shard's copy overlaps the next shard's graph call, and the last shard's
+// overlaps the engine's sampling and the next token's earlier shards. wait
+// finishes the copies of some layers (or all), the caller taking queued
+// copies itself: on the critical path the copy is split between the
+// caller's core and the workers'. With no workers, copies run at the next
+// wait.
 type copier struct {
 	run func(layerCopy)
 
 	mu      sync.Mutex
 	work    sync.Cond // a copy was queued, or close
-	idle    sync.Cond // pending fell to zero
+	idle    sync.Cond // a copy finished
 	queue   []layerCopy
-	head    int // queue[head:] are not yet taken
-	pending int // queued or running
+	head    int   // queue[head:] are not yet taken
+	pending int   // queued or running
+	busy    []int // per layer: copies queued or running
 	closed  bool
 	exited  sync.WaitGroup
 
 	off atomic.Int64 // ns the workers spent copying
 }
 
-// newCopier starts workers goroutines that copy with run.
-func newCopier(workers int, run func(layerCopy)) *copier {
-	c := &copier{run: run}
+// newCopier starts workers goroutines that copy layers [0, layers) with run.
+func newCopier(layers, workers int, run func(layerCopy)) *copier {
+	c := &copier{run: run, busy: make([]int, layers)}
 	c.work.L, c.idle.L = &c.mu, &c.mu
 	for range workers {
 		c.exited.Add(1)
@@ -72,7 +74,7 @@ func (c *copier) worker() {
 		c.run(t)
 		c.off.Add(int64(time.Since(t0)))
 		c.mu.Lock()
-		c.done()
+		c.done(t)
 	}
 }
 
@@ -87,10 +89,10 @@ func (c *copier) take() layerCopy {
 }
 
 // done counts a finished copy; c.mu is held.
-func (c *copier) done() {
-	if c.pending--; c.pending == 0 {
-		c.idle.Broadcast()
-	}
+func (c *copier) done(t layerCopy) {
+	c.pending--
+	c.busy[t.layer]--
+	c.idle.Broadcast()
 }
 
 // submit queues copies for the workers.
@@ -101,31 +103,47 @@ func (c *copier) submit(ts ...layerCopy) {
 	c.mu.Lock()
 	c.queue = append(c.queue, ts...)
 	c.pending += len(ts)
+	for _, t := range ts {
+		c.busy[t.layer]++
+	}
 	c.mu.Unlock()
 	c.work.Broadcast()
 }
 
-// wait returns when every submitted copy has finished, running queued ones
-// on the calling goroutine meanwhile. It reports whether anything was
-// pending.
-func (c *copier) wait() bool {
+// wait returns when every submitted copy of layers (nil: of any layer) has
+// finished, running the oldest queued copies on the calling goroutine
+// meanwhile. It reports whether it had to wait.
+func (c *copier) wait(layers []int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pending == 0 {
-		return false
-	}
-	for c.pending > 0 {
+	waited := false
+	for c.copying(layers) {
+		waited = true
 		if c.head < len(c.queue) {
 			t := c.take()
 			c.mu.Unlock()
 			c.run(t)
 			c.mu.Lock()
-			c.done()
+			c.done(t)
 			continue
 		}
 		c.idle.Wait()
 	}
-	return true
+	return waited
+}
+
+// copying reports whether a copy of layers (nil: any) is queued or
+// running; c.mu is held.
+func (c *copier) copying(layers []int) bool {
+	if layers == nil {
+		return c.pending > 0
+	}
+	for _, l := range layers {
+		if c.busy[l] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // offPath is the workers' cumulative time copying.
@@ -133,7 +151,7 @@ func (c *copier) offPath() time.Duration { return time.Duration(c.off.Load()) }
 
 // close finishes the pending copies and stops the workers.
 func (c *copier) close() {
-	c.wait()
+	c.wait(nil)
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

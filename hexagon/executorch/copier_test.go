@@ -33,7 +33,7 @@ func TestCopierMatchesSerial(t *testing.T) {
 			st := cl - tc.ar
 			r := &Runner{layers: layers, es: tc.es, stride: st,
 				kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: tc.es}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: tc.es}}
-			r.cp = newCopier(tc.workers, r.copyLayer)
+			r.cp = newCopier(layers, tc.workers, r.copyLayer)
 			defer r.cp.close()
 			m := &method{layout: &layout{ar: tc.ar}}
 			var wantK, wantV [][]byte
@@ -62,9 +62,10 @@ func TestCopierMatchesSerial(t *testing.T) {
 	}
 }
 
-// TestFinalLayers: a layer's copy starts after the last step touching its
-// caches or new entries (its shard's call, or a later copy of them).
-func TestFinalLayers(t *testing.T) {
+// TestStepLayers: a step waits for the copies of the layers whose caches
+// or new entries it touches, and a layer's copy starts after the last such
+// step (its shard's call, or a later copy of its new entries).
+func TestStepLayers(t *testing.T) {
 	// Values: layer j's K in 10+j, V in 20+j, new K 30+j, new V 40+j; hidden states 1, 2.
 	call := func(d int, layers ...int32) lstep {
 		s := lstep{delegate: d, in: []arg{{value: 1}}, out: []arg{{value: 2}}}
@@ -76,21 +77,43 @@ func TestFinalLayers(t *testing.T) {
 	}
 	l := &layout{kIn: []int32{10, 11, 12, 13}, vIn: []int32{20, 21, 22, 23}, kNew: []int32{30, 31, 32, 33}, vNew: []int32{40, 41, 42, 43}}
 	for _, tc := range []struct {
-		name  string
-		steps []lstep
-		want  [][]int
+		name                   string
+		steps                  []lstep
+		wantTouched, wantFinal [][]int
 	}{
-		{"one shard", []lstep{call(0, 0, 1, 2, 3)}, [][]int{{0, 1, 2, 3}}},
-		{"two shards and a copy", []lstep{call(0, 0, 1), {delegate: -1, from: 2, to: 1}, call(1, 2, 3)}, [][]int{{0, 1}, nil, {2, 3}}},
-		{"a later copy of new entries", []lstep{call(0, 0, 1), {delegate: -1, from: 41, to: 5}, call(1, 2, 3)}, [][]int{{0}, {1}, {2, 3}}},
+		{"one shard", []lstep{call(0, 0, 1, 2, 3)}, [][]int{{0, 1, 2, 3}}, [][]int{{0, 1, 2, 3}}},
+		{"two shards and a copy", []lstep{call(0, 0, 1), {delegate: -1, from: 2, to: 1}, call(1, 2, 3)},
+			[][]int{{0, 1}, nil, {2, 3}}, [][]int{{0, 1}, nil, {2, 3}}},
+		{"a later copy of new entries", []lstep{call(0, 0, 1), {delegate: -1, from: 41, to: 5}, call(1, 2, 3)},
+			[][]int{{0, 1}, {1}, {2, 3}}, [][]int{{0}, {1}, {2, 3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l.steps = tc.steps
-			got := finalLayers(l, 4)
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("finalLayers = %v, want %v", got, tc.want)
+			touched, final := stepLayers(l, 4)
+			if fmt.Sprint(touched) != fmt.Sprint(tc.wantTouched) || fmt.Sprint(final) != fmt.Sprint(tc.wantFinal) {
+				t.Errorf("stepLayers = %v, %v; want %v, %v", touched, final, tc.wantTouched, tc.wantFinal)
 			}
 		})
+	}
+}
+
+// TestCopierWaitLayers: waiting for some layers runs queued copies (oldest
+// first) until those are done and leaves the rest queued.
+func TestCopierWaitLayers(t *testing.T) {
+	var ran []int
+	c := newCopier(5, 0, func(t layerCopy) { ran = append(ran, t.layer) })
+	defer c.close()
+	for l := range 5 {
+		c.submit(layerCopy{layer: l})
+	}
+	if !c.wait([]int{1}) || !slices.Equal(ran, []int{0, 1}) || c.pending != 3 {
+		t.Fatalf("wait(1) ran %v, %d pending; want [0 1], 3", ran, c.pending)
+	}
+	if c.wait([]int{0, 1}) {
+		t.Error("wait for finished layers waited")
+	}
+	if !c.wait(nil) || !slices.Equal(ran, []int{0, 1, 2, 3, 4}) || c.pending != 0 {
+		t.Fatalf("wait(nil) ran %v, %d pending", ran, c.pending)
 	}
 }
 
@@ -106,7 +129,7 @@ func TestCopyAfterEval(t *testing.T) {
 		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
 			r := openRunner(t, rt, path)
 			r.cp.close()
-			r.cp = newCopier(workers, r.copyLayer)
+			r.cp = newCopier(r.layers, workers, r.copyLayer)
 			ctx := context.Background()
 			_, seq := greedy(t, r, slices.Clone(c.PromptIDs), 0, 20) // Eval after Eval: decode reads the last copy
 			eval := func(s []int32, valid int) []float32 {

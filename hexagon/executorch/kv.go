@@ -53,18 +53,23 @@ func (r *Runner) copyKV(m *method, layers []int, start, n int) {
 // sync waits for the queued KV copies, helping with them; the time is the
 // copy's share of the critical path (Stats.KVCopy). Every entry point that
 // reads or writes the caches or the new-entry outputs calls it first.
-func (r *Runner) sync() {
+func (r *Runner) sync() { r.syncLayers(nil) }
+
+// syncLayers waits for the copies of layers only (nil: all), as sync.
+func (r *Runner) syncLayers(layers []int) {
 	t0 := time.Now()
-	if r.cp.wait() {
+	if r.cp.wait(layers) {
 		r.stats.KVCopy += time.Since(t0)
 	}
 }
 
-// finalLayers lists, per step of l, the layers whose caches and new
-// entries no later step touches: their copy can start once that step has
-// run (a shard's layers after its delegate call).
-func finalLayers(l *layout, layers int) [][]int {
+// stepLayers lists, per step of l, the layers whose caches or new entries
+// the step touches (it must not run while they are copied), and the layers
+// no later step touches (final: their copy can start once the step has
+// run, as a shard's layers after its delegate call).
+func stepLayers(l *layout, layers int) (touched, final [][]int) {
 	last := make([]int, layers)
+	touched = make([][]int, len(l.steps))
 	for i, s := range l.steps {
 		touch := map[int32]bool{}
 		if s.delegate < 0 {
@@ -76,14 +81,15 @@ func finalLayers(l *layout, layers int) [][]int {
 		for j := range layers {
 			if touch[l.kIn[j]] || touch[l.vIn[j]] || touch[l.kNew[j]] || touch[l.vNew[j]] {
 				last[j] = i
+				touched[i] = append(touched[i], j)
 			}
 		}
 	}
-	out := make([][]int, len(l.steps))
+	final = make([][]int, len(l.steps))
 	for j, i := range last {
-		out[i] = append(out[i], j)
+		final[i] = append(final[i], j)
 	}
-	return out
+	return touched, final
 }
 
 // restride changes the caches' row length from r.stride to s slots,

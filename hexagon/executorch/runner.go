@@ -80,9 +80,11 @@ type method struct {
 	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits inference.Logits
-	vocab  int     // entries per logits row
-	rows   int     // real tokens of the last call
-	final  [][]int // per step: the layers whose copy can start after it
+	vocab  int // entries per logits row
+	rows   int // real tokens of the last call
+	// Per step: the layers whose caches or new entries it touches, and the
+	// layers whose copy can start after it.
+	touched, final [][]int
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
@@ -234,7 +236,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
-	r.cp = newCopier(copyWorkers(), r.copyLayer)
+	r.cp = newCopier(r.layers, copyWorkers(), r.copyLayer)
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
@@ -257,7 +259,8 @@ func (r *Runner) setup(pl, dl *layout) error {
 }
 
 func (r *Runner) newMethod(l *layout) (*method, error) {
-	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1, final: finalLayers(l, r.layers)}
+	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
+	m.touched, m.final = stepLayers(l, r.layers)
 	for i := range r.layers {
 		m.vals[l.kIn[i]], m.vals[l.vIn[i]] = r.kv[2*i], r.kv[2*i+1]
 	}
@@ -409,14 +412,16 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 // run evaluates tokens (at most AR) at positions start… with one call of m:
 // re-stride the caches if m's stride differs, write tokens, positions and
 // the SmartMask, execute every step, queue the copy of each shard's new
-// entries into slots start… once its delegate call has run (the copy
-// overlaps the next shard's call, and the last one what the caller does
-// next), and record the row of the last real token.
+// entries into slots start… once its delegate call has run, and record the
+// row of the last real token. A step waits only for the copies of its own
+// layers: a shard's copy overlaps the next shard's call, and the last
+// shard's what the caller does next and the next call's earlier shards.
 func (r *Runner) run(m *method, tokens []int32, start int) error {
 	st := &r.stats
-	r.sync()
 	t0 := time.Now()
 	if s := r.cl - m.ar; s != r.stride {
+		r.sync()
+		t0 = time.Now()
 		r.restride(s)
 		st.Restrides++
 		st.Restride += time.Since(t0)
@@ -436,6 +441,7 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 	st.Mask += t2.Sub(t1)
 
 	for i, s := range m.steps {
+		r.syncLayers(m.touched[i])
 		if s.delegate < 0 {
 			copy(m.vals[s.to].Bytes()[:m.sizes[s.to]], m.vals[s.from].Bytes()[:m.sizes[s.from]])
 		} else if err := r.execute(m, i); err != nil {
