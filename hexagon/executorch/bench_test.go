@@ -1,6 +1,8 @@
 package executorch
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
@@ -99,4 +101,34 @@ func BenchmarkRestride(b *testing.B) {
 			r.restride(r.cl - 1)
 		}
 	}
+}
+
+// BenchmarkCopierOverhead is the coordination cost of one token's 28 layer copies with empty copy
+// work: queued to the persistent workers and waited for (persistent), against a goroutine per layer
+// and a WaitGroup (spawn), with the work the caller would do meanwhile left out.
+func BenchmarkCopierOverhead(b *testing.B) {
+	const layers = 28
+	var sink atomic.Int64
+	work := func(t layerCopy) { sink.Add(int64(t.layer)) }
+	b.Run("persistent", func(b *testing.B) {
+		c := newCopier(layers, copyWorkers(), work)
+		defer c.close()
+		ts := make([]layerCopy, layers)
+		for l := range ts {
+			ts[l].layer = l
+		}
+		for range b.N {
+			c.submit(ts...)
+			c.wait(nil)
+		}
+	})
+	b.Run("spawn", func(b *testing.B) {
+		var wg sync.WaitGroup
+		for range b.N {
+			for l := range layers {
+				wg.Go(func() { work(layerCopy{layer: l}) })
+			}
+			wg.Wait()
+		}
+	})
 }
