@@ -119,7 +119,7 @@ func BenchmarkCopierOverhead(b *testing.B) {
 		}
 		for range b.N {
 			c.submit(ts...)
-			c.wait(nil)
+			c.waitAll()
 		}
 	})
 	b.Run("spawn", func(b *testing.B) {

@@ -110,14 +110,30 @@ func (c *copier) submit(ts ...layerCopy) {
 	c.work.Broadcast()
 }
 
-// wait returns when every submitted copy of layers (nil: of any layer) has
-// finished, running the oldest queued copies on the calling goroutine
-// meanwhile. It reports whether it had to wait.
+// wait returns when every submitted copy of layers has finished, running
+// the oldest queued copies on the calling goroutine meanwhile. It reports
+// whether it had to wait.
 func (c *copier) wait(layers []int) bool {
+	return c.waitUntil(func() bool {
+		for _, l := range layers {
+			if c.busy[l] > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitAll is wait for every layer.
+func (c *copier) waitAll() bool { return c.waitUntil(func() bool { return c.pending == 0 }) }
+
+// waitUntil runs queued copies, or waits for running ones, until done
+// (called with c.mu held) holds.
+func (c *copier) waitUntil(done func() bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	waited := false
-	for c.copying(layers) {
+	for !done() {
 		waited = true
 		if c.head < len(c.queue) {
 			t := c.take()
@@ -132,26 +148,12 @@ func (c *copier) wait(layers []int) bool {
 	return waited
 }
 
-// copying reports whether a copy of layers (nil: any) is queued or
-// running; c.mu is held.
-func (c *copier) copying(layers []int) bool {
-	if layers == nil {
-		return c.pending > 0
-	}
-	for _, l := range layers {
-		if c.busy[l] > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // offPath is the workers' cumulative time copying.
 func (c *copier) offPath() time.Duration { return time.Duration(c.off.Load()) }
 
 // close finishes the pending copies and stops the workers.
 func (c *copier) close() {
-	c.wait(nil)
+	c.waitAll()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

@@ -112,8 +112,11 @@ func TestCopierWaitLayers(t *testing.T) {
 	if c.wait([]int{0, 1}) {
 		t.Error("wait for finished layers waited")
 	}
-	if !c.wait(nil) || !slices.Equal(ran, []int{0, 1, 2, 3, 4}) || c.pending != 0 {
-		t.Fatalf("wait(nil) ran %v, %d pending", ran, c.pending)
+	if c.wait(nil) {
+		t.Error("wait for no layers waited")
+	}
+	if !c.waitAll() || !slices.Equal(ran, []int{0, 1, 2, 3, 4}) || c.pending != 0 {
+		t.Fatalf("waitAll ran %v, %d pending", ran, c.pending)
 	}
 }
 
