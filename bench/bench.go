@@ -198,11 +198,15 @@ type HostUS struct {
 
 // IOSplit is the runner's host-side work per decode token.
 type IOSplit struct {
-	Embed   float64 `json:"embed"`
-	Rope    float64 `json:"rope"`
-	Mask    float64 `json:"mask"`
-	KVCopy  float64 `json:"kv_copy"`
-	Convert float64 `json:"convert"`
+	Embed  float64 `json:"embed"`
+	Rope   float64 `json:"rope"`
+	Mask   float64 `json:"mask"`
+	KVCopy float64 `json:"kv_copy"` // on the critical path (included in host time)
+	// KVCopyBackground is the KV copy the model ran on other threads, off
+	// the critical path (overlapping graph calls and sampling), between two
+	// Eval starts; not part of host time (or of the host thread's CPU time).
+	KVCopyBackground float64 `json:"kv_copy_background"`
+	Convert          float64 `json:"convert"`
 }
 
 // Streaming compares the rate tokens reach a client with the rate the engine produced them.
@@ -487,6 +491,7 @@ func request(ctx context.Context, e *inference.Engine, req inference.Request) (i
 // stepSample is one decode token's measurements.
 type stepSample struct {
 	wall, graph, outside, detok time.Duration
+	bg                          time.Duration // background KV copy
 	io                          Counters
 	cpu                         time.Duration   // thread CPU time outside graph calls
 	ioCPU, outsideCPU           time.Duration   // its parts inside Eval and after it
@@ -504,7 +509,7 @@ func decodeSteps(recs []evalRec) []stepSample {
 	for i := 1; i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
 		s := stepSample{wall: b.start.Sub(a.start), graph: a.d.Graph, outside: b.start.Sub(a.end),
-			detok: b.vocab - a.vocab, io: a.d}
+			detok: b.vocab - a.vocab, io: a.d, bg: b.bg - a.bg}
 		if a.useOK && b.useOK && (a.d.Graph == 0 || a.d.GraphCPU > 0) {
 			// Readings at Eval's end are left out: Eval runs to endUse.CPU, the engine from endCPU.
 			read := a.endCPU - a.endUse.CPU
@@ -568,7 +573,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			return err
 		}
 		var host, cpu, graph, stepMS, smp, io, detok, rest []float64
-		var emb, rope, mask, kv, conv, delay, ioCPU, outCPU, smpCPU []float64
+		var emb, rope, mask, kv, bg, conv, delay, ioCPU, outCPU, smpCPU []float64
 		var th ThreadUse
 		var wall time.Duration
 		for _, s := range steps {
@@ -593,7 +598,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			detok = append(detok, us(s.detok))
 			rest = append(rest, us(h)-sp-us(s.io.IO())-us(s.detok))
 			emb, rope, mask = append(emb, us(s.io.Embed)), append(rope, us(s.io.Rope)), append(mask, us(s.io.Mask))
-			kv, conv = append(kv, us(s.io.KVCopy)), append(conv, us(s.io.Convert))
+			kv, bg, conv = append(kv, us(s.io.KVCopy)), append(bg, us(s.bg)), append(conv, us(s.io.Convert))
 		}
 		if n := float64(len(cpu)); n > 0 {
 			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean,
@@ -602,7 +607,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), Thread: th,
 			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm, EngineCold: cold}, GraphMS: newDist(graph),
 			Split: HostUS{Sampling: median(smp), ModelIO: median(io), Detokenise: median(detok), Rest: median(rest)},
-			IO:    IOSplit{Embed: median(emb), Rope: median(rope), Mask: median(mask), KVCopy: median(kv), Convert: median(conv)}}
+			IO:    IOSplit{Embed: median(emb), Rope: median(rope), Mask: median(mask), KVCopy: median(kv), KVCopyBackground: median(bg), Convert: median(conv)}}
 		r.rep.Host = append(r.rep.Host, h)
 		tp := Throughput{Sampling: set.Name, PromptTokens: len(prompt), PrefillTokS: newDist(prefill),
 			DecodeStepMS: newDist(stepMS), TTFTMS: newDist(ttft)}

@@ -282,16 +282,47 @@ func TestDecodeSteps(t *testing.T) {
 	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
 	recs := []evalRec{
 		{start: at(0), end: at(1000), d: Counters{Graph: 900 * time.Microsecond}},
-		{start: at(1100), end: at(1600), d: Counters{Graph: 450 * time.Microsecond, Embed: 10 * time.Microsecond}, vocab: 5 * time.Microsecond},
-		{start: at(1700), end: at(2200), vocab: 8 * time.Microsecond},
+		{start: at(1100), end: at(1600), d: Counters{Graph: 450 * time.Microsecond, Embed: 10 * time.Microsecond}, vocab: 5 * time.Microsecond, bg: 40 * time.Microsecond},
+		{start: at(1700), end: at(2200), vocab: 8 * time.Microsecond, bg: 110 * time.Microsecond},
 	}
 	s := decodeSteps(recs)
 	if len(s) != 1 {
 		t.Fatalf("%d steps, want 1", len(s))
 	}
 	if s[0].wall != 600*time.Microsecond || s[0].graph != 450*time.Microsecond || s[0].outside != 100*time.Microsecond ||
-		s[0].detok != 3*time.Microsecond || s[0].io.IO() != 10*time.Microsecond {
+		s[0].detok != 3*time.Microsecond || s[0].io.IO() != 10*time.Microsecond || s[0].bg != 70*time.Microsecond {
 		t.Errorf("%+v", s[0])
+	}
+}
+
+// copyingModel reports background KV copy time, 25 µs more after each Eval.
+type copyingModel struct {
+	Model
+	bg time.Duration
+}
+
+func (m *copyingModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	m.bg += 25 * time.Microsecond
+	return m.Model.Eval(ctx, seq, valid)
+}
+
+func (m *copyingModel) BackgroundKVCopy() time.Duration { return m.bg }
+
+// TestRecorderBackgroundCopy: the recorder reads a model's background KV
+// copy time at each Eval's start, and decodeSteps takes the differences.
+func TestRecorderBackgroundCopy(t *testing.T) {
+	m := &copyingModel{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3}))}
+	rec := &recorder{m: m}
+	seq := []int32{128000}
+	for range 3 {
+		if _, _, err := rec.Eval(context.Background(), seq, len(seq)-1); err != nil {
+			t.Fatal(err)
+		}
+		seq = append(seq, 1)
+	}
+	steps := decodeSteps(rec.take())
+	if len(steps) != 1 || steps[0].bg != 25*time.Microsecond {
+		t.Fatalf("steps %+v, want one with 25 µs of background copy", steps)
 	}
 }
 

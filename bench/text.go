@@ -35,6 +35,11 @@ func WriteText(w io.Writer, rep *Report) error {
 			h.CPUSplit.Sampling, h.CPUSplit.ModelIO, h.CPUSplit.Engine, h.CPUSplit.EngineWarm, h.CPUSplit.EngineCold,
 			h.Thread.InvolSwitches, h.Thread.VolSwitches, h.Thread.MinorFaults, h.Thread.EngineMinorFaults, h.Thread.RunDelayUS)
 	}
+	for _, h := range rep.Host {
+		if h.IO.KVCopyBackground > 0 {
+			p("  %s: KV copy µs per decode token p50: %.1f on the critical path (in model I/O), %.1f in the background", h.Sampling, h.IO.KVCopy, h.IO.KVCopyBackground)
+		}
+	}
 	p("")
 	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\ttoken delay ms p50/p99 (held)\trelease delay ms p50/p99\trequests")
 	for _, s := range rep.Streaming {

@@ -39,6 +39,10 @@ type Model interface {
 	Counters() Counters
 }
 
+// backgroundCopier is a model that copies K/V entries on other threads,
+// off the critical path (executorch.Runner): its workers' cumulative time.
+type backgroundCopier interface{ BackgroundKVCopy() time.Duration }
+
 // NoCounters adapts a model without counters (its graph time counts as host time).
 func NoCounters(m inference.Model) Model { return noCounters{m} }
 
@@ -52,6 +56,7 @@ type evalRec struct {
 	seqLen     int
 	reused     int
 	d          Counters      // counter deltas over the call
+	bg         time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
 	vocab      time.Duration // the vocabulary's cumulative time at start
 	// use is the calling thread's accounting at start, when the recorder
 	// locks it (useOK); cpu is its CPU time after reading it, so that the
@@ -106,6 +111,10 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 		cpu, _ = threadcpu.Time()
 	}
 	c0 := r.m.Counters()
+	var bg time.Duration
+	if b, ok := r.m.(backgroundCopier); ok {
+		bg = b.BackgroundKVCopy()
+	}
 	t0 := time.Now()
 	l, reused, err := r.m.Eval(ctx, seq, valid)
 	t1 := time.Now()
@@ -122,7 +131,7 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
 	}
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), vocab: vt,
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), bg: bg, vocab: vt,
 		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK, logits: kept})
 	r.mu.Unlock()
 	return l, reused, err

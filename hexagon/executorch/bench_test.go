@@ -1,6 +1,8 @@
 package executorch
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
@@ -11,10 +13,12 @@ import (
 // 2048, uint8 KV, uint16 mask), in Go memory: the KV copy, the incremental mask, and the
 // re-striding of a switch between prefill_forward (AR 128) and kv_forward.
 
-func shape3B(b *testing.B, valid int) (*Runner, *method) {
+func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
 	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
 		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
+	r.cp = newCopier(layers, workers, r.copyLayer)
+	b.Cleanup(r.cp.close)
 	for range layers {
 		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))
 		r.v = append(r.v, make([]byte, nkv*hd*(cl-1)))
@@ -33,20 +37,54 @@ func shape3B(b *testing.B, valid int) (*Runner, *method) {
 	return r, m
 }
 
-// BenchmarkDecodeHost is one decode token's KV copy and mask update.
+// evictBytes empties the CPU caches when written: twice this machine's L3 (32 MiB).
+const evictBytes = 64 << 20
+
+// BenchmarkDecodeHost is one decode token's mask update and KV copy with the copy on the critical
+// path: queued, then waited for at once (Runner.sync), so the caller and the copier's workers
+// (split: GOMAXPROCS − 1 of them, at most 3) or the caller alone (serial) do it. warm: the caches
+// hold the K lines from the last token, as on a phone whose NPU ran the graph; cold: 64 MiB are
+// written before each token (untimed), as hostsim's graph streams the weights through the caches.
+// The copy's overlap with the graph and the sampling is not measured here (hexserve bench is).
 func BenchmarkDecodeHost(b *testing.B) {
-	r, m := shape3B(b, 1000)
-	mask := make([]byte, 2*r.cl)
-	m.writeMask(mask, 1000)
-	pos := 1000
-	b.ResetTimer()
-	for range b.N {
-		m.writeMask(mask, pos)
-		r.copyKV(m, pos, 1)
-		pos++
-		if pos >= r.cl-1 {
-			pos = 1000
-			m.open = -1
+	for _, cache := range []string{"warm", "cold"} {
+		for _, w := range []struct {
+			name    string
+			workers int
+		}{{"split", copyWorkers()}, {"serial", 0}} {
+			b.Run(cache+"/"+w.name, func(b *testing.B) {
+				r, m := shape3B(b, 1000, w.workers)
+				mask := make([]byte, 2*r.cl)
+				m.writeMask(mask, 1000)
+				var evict []byte
+				if cache == "cold" {
+					evict = make([]byte, evictBytes)
+				}
+				all := make([]int, r.layers)
+				for l := range all {
+					all[l] = l
+				}
+				pos := 1000
+				b.ResetTimer()
+				for i := range b.N {
+					if evict != nil {
+						b.StopTimer()
+						for j := 0; j < len(evict); j += 64 {
+							evict[j] = byte(i)
+						}
+						b.StartTimer()
+					}
+					m.writeMask(mask, pos)
+					r.copyKV(m, all, pos, 1)
+					r.sync()
+					pos++
+					if pos >= r.cl-1 {
+						pos = 1000
+						m.open = -1
+					}
+				}
+				b.ReportMetric(float64(r.stats.KVCopy.Microseconds())/float64(b.N), "copy-µs/op")
+			})
 		}
 	}
 }
@@ -54,7 +92,7 @@ func BenchmarkDecodeHost(b *testing.B) {
 // BenchmarkRestride is one switch each way between kv_forward (2047 slots per row) and
 // prefill_forward (AR 128: 1920 slots) with 1000 valid slots.
 func BenchmarkRestride(b *testing.B) {
-	r, _ := shape3B(b, 1000)
+	r, _ := shape3B(b, 1000, 0)
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
@@ -63,4 +101,34 @@ func BenchmarkRestride(b *testing.B) {
 			r.restride(r.cl - 1)
 		}
 	}
+}
+
+// BenchmarkCopierOverhead is the coordination cost of one token's 28 layer copies with empty copy
+// work: queued to the persistent workers and waited for (persistent), against a goroutine per layer
+// and a WaitGroup (spawn), with the work the caller would do meanwhile left out.
+func BenchmarkCopierOverhead(b *testing.B) {
+	const layers = 28
+	var sink atomic.Int64
+	work := func(t layerCopy) { sink.Add(int64(t.layer)) }
+	b.Run("persistent", func(b *testing.B) {
+		c := newCopier(layers, copyWorkers(), work)
+		defer c.close()
+		ts := make([]layerCopy, layers)
+		for l := range ts {
+			ts[l].layer = l
+		}
+		for range b.N {
+			c.submit(ts...)
+			c.waitAll()
+		}
+	})
+	b.Run("spawn", func(b *testing.B) {
+		var wg sync.WaitGroup
+		for range b.N {
+			for l := range layers {
+				wg.Go(func() { work(layerCopy{layer: l}) })
+			}
+			wg.Wait()
+		}
+	})
 }

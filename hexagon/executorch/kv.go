@@ -1,5 +1,10 @@
 package executorch
 
+import (
+	"slices"
+	"time"
+)
+
 // writeMask writes the SmartMask of a call at positions start…: every row
 // attends the cache slots [0, start) and, causally, the new block's
 // columns CL−AR … CL−AR+i. Padding rows follow the same pattern; their
@@ -24,22 +29,79 @@ func (m *method) writeMask(b []byte, start int) {
 	}
 }
 
-// copyKV copies the first n new entries of every layer from m's outputs
-// into cache slots start… (EXECUTORCH.md §4.4): K is [n_kv·hd rows][S], a
-// strided scatter of n elements per row; V is [n_kv][S][hd], one block of
-// n·hd per head. The bytes are raw codes (the outputs are quantised like
-// the caches).
-func (r *Runner) copyKV(m *method, start, n int) {
-	for l := range r.layers {
-		r.kS.Copy(r.k[l], r.stride, start, m.kOut[l], m.ar, 0, n)
-		r.vS.Copy(r.v[l], r.stride, start, m.vOut[l], m.ar, 0, n)
+// copyLayer copies the first n new entries of one layer from m's outputs
+// into cache slots start… of caches of stride slots per row
+// (EXECUTORCH.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
+// elements per row; V is [n_kv][S][hd], one block of n·hd per head. The
+// bytes are raw codes (the outputs are quantised like the caches).
+func (r *Runner) copyLayer(c layerCopy) {
+	r.kS.Copy(r.k[c.layer], c.st, c.start, c.m.kOut[c.layer], c.m.ar, 0, c.n)
+	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, 0, c.n)
+}
+
+// copyKV queues the copies of layers into slots start… of the current
+// layout; they run in the background until the next sync.
+func (r *Runner) copyKV(m *method, layers []int, start, n int) {
+	q := r.queued[:0]
+	for _, l := range layers {
+		q = append(q, layerCopy{m: m, layer: l, start: start, n: n, st: r.stride})
 	}
+	r.cp.submit(q...)
+	r.queued = q
+}
+
+// sync waits for the queued KV copies, helping with them; the time is the
+// copy's share of the critical path (Stats.KVCopy). Every entry point that
+// reads or writes the caches or the new-entry outputs calls it first.
+func (r *Runner) sync() {
+	t0 := time.Now()
+	if r.cp.waitAll() {
+		r.stats.KVCopy += time.Since(t0)
+	}
+}
+
+// syncLayers is sync for the copies of some layers only.
+func (r *Runner) syncLayers(layers []int) {
+	t0 := time.Now()
+	if r.cp.wait(layers) {
+		r.stats.KVCopy += time.Since(t0)
+	}
+}
+
+// stepLayers lists, per step of l, the layers whose caches or new entries
+// the step touches (it must not run while they are copied), and the layers
+// no later step touches (final: their copy can start once the step has
+// run, as a shard's layers after its delegate call).
+func stepLayers(l *layout, layers int) (touched, final [][]int) {
+	last := make([]int, layers)
+	touched = make([][]int, len(l.steps))
+	for i, s := range l.steps {
+		touch := map[int32]bool{}
+		if s.delegate < 0 {
+			touch[s.from], touch[s.to] = true, true
+		}
+		for _, a := range append(slices.Clip(s.in), s.out...) {
+			touch[a.value] = true
+		}
+		for j := range layers {
+			if touch[l.kIn[j]] || touch[l.vIn[j]] || touch[l.kNew[j]] || touch[l.vNew[j]] {
+				last[j] = i
+				touched[i] = append(touched[i], j)
+			}
+		}
+	}
+	final = make([][]int, len(l.steps))
+	for j, i := range last {
+		final[i] = append(final[i], j)
+	}
+	return touched, final
 }
 
 // restride changes the caches' row length from r.stride to s slots,
 // keeping the valid slots (EXECUTORCH.md §4.5); the rest is stale and
 // masked.
 func (r *Runner) restride(s int) {
+	r.sync()
 	keep := min(r.valid, s, r.stride)
 	for l := range r.layers {
 		r.kS.Restride(r.k[l], r.stride, s, keep)

@@ -57,6 +57,8 @@ type Runner struct {
 	k, v                       [][]byte      // per layer views of kv
 	stride                     int           // slots per row of the current layout
 	valid                      int           // cache slots [0, valid) hold the last sequence
+	cp                         *copier       // the KV copies in flight
+	queued                     []layerCopy   // copyKV's scratch
 
 	stats  plan.Stats // updated by the worker without locking
 	board  plan.Board // a copy for Stats, published after each call
@@ -84,6 +86,9 @@ type method struct {
 	posE   graphio.Elem
 	posBuf []int32 // AR positions
 	rows   int     // real tokens of the last call
+	// Per step: the layers whose caches or new entries it touches, and the
+	// layers whose copy can start after it.
+	touched, final [][]int
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
@@ -235,6 +240,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
+	r.cp = newCopier(r.layers, copyWorkers(), r.copyLayer)
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
@@ -258,6 +264,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 
 func (r *Runner) newMethod(l *layout) (*method, error) {
 	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
+	m.touched, m.final = stepLayers(l, r.layers)
 	for i := range r.layers {
 		m.vals[l.kIn[i]], m.vals[l.vIn[i]] = r.kv[2*i], r.kv[2*i+1]
 	}
@@ -380,7 +387,8 @@ func (r *Runner) check(seq []int32) error {
 
 // Eval makes the cache hold seq and returns the logits after its last token:
 // prefill_forward in AR chunks while start + n ≤ CL − AR, the rest through
-// kv_forward one token at a time (see inference.Model).
+// kv_forward one token at a time (see inference.Model). The last call's KV
+// copy may still run when Eval returns; the next call waits for it.
 func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
 	if err := r.check(seq); err != nil {
 		return inference.Logits{}, 0, err
@@ -434,12 +442,17 @@ func (r *Runner) planner() plan.Planner {
 
 // run evaluates tokens (at most AR) at positions start… with one call of m:
 // re-stride the caches if m's stride differs, write tokens, positions and
-// the SmartMask, execute every step, copy the new entries into slots
-// start… and record the row of the last real token.
+// the SmartMask, execute every step, queue the copy of each shard's new
+// entries into slots start… once its delegate call has run, and record the
+// row of the last real token. A step waits only for the copies of its own
+// layers: a shard's copy overlaps the next shard's call, and the last
+// shard's what the caller does next and the next call's earlier shards.
 func (r *Runner) run(m *method, tokens []int32, start int) error {
 	st := &r.stats
 	t0 := time.Now()
 	if s := r.cl - m.ar; s != r.stride {
+		r.sync()
+		t0 = time.Now()
 		r.restride(s)
 		st.Restrides++
 		st.Restride += time.Since(t0)
@@ -459,20 +472,20 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 	st.Mask += t2.Sub(t1)
 
 	for i, s := range m.steps {
+		r.syncLayers(m.touched[i])
 		if s.delegate < 0 {
 			copy(m.vals[s.to].Bytes()[:m.sizes[s.to]], m.vals[s.from].Bytes()[:m.sizes[s.from]])
-			continue
-		}
-		if err := r.execute(m, i); err != nil {
+		} else if err := r.execute(m, i); err != nil {
 			return err
 		}
+		if len(m.final[i]) > 0 {
+			t3 := time.Now()
+			r.copyKV(m, m.final[i], start, len(tokens))
+			st.KVCopy += time.Since(t3)
+		}
 	}
-
-	t3 := time.Now()
-	r.copyKV(m, start, len(tokens))
 	r.valid = start + len(tokens)
 	m.rows = len(tokens)
-	st.KVCopy += time.Since(t3)
 	return nil
 }
 
@@ -516,6 +529,7 @@ func (e *ExecError) Unwrap() error { return e.Err }
 // reload recreates the contexts and calls; buffers stay, the cache is
 // invalid.
 func (r *Runner) reload() error {
+	r.sync()
 	r.closeGraphs()
 	r.valid = 0
 	r.pre.open, r.dec.open = -1, -1
@@ -549,6 +563,9 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	r.closed = true
+	if r.cp != nil {
+		r.cp.close()
+	}
 	r.closeGraphs()
 	for _, m := range []*method{r.dec, r.pre} {
 		if m == nil {

@@ -1,6 +1,8 @@
 package executorch
 
 import (
+	"time"
+
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -14,3 +16,10 @@ func (r *Runner) publish() { r.board.Publish(r.stats) }
 
 // GraphTotals implements inference.GraphTimer.
 func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals() }
+
+// BackgroundKVCopy is the copy workers' cumulative time copying new K/V
+// entries off the critical path, while a later shard's graph call or the
+// caller's own work (sampling) runs. Stats().KVCopy is the critical path's
+// share: queuing the copies, and waiting for them or running them at the
+// next call. Safe from any goroutine.
+func (r *Runner) BackgroundKVCopy() time.Duration { return r.cp.offPath() }

@@ -101,6 +101,7 @@ func (r *Runner) SaveKV(from, to int, dst []byte) error {
 	if r.closed {
 		return ErrClosed
 	}
+	r.sync()
 	if from < 0 || to > r.valid || from > to || len(dst) != (to-from)*r.rowBytes() {
 		return fmt.Errorf("executorch: SaveKV(%d, %d) with %d valid slots and %d bytes (want %d)", from, to, r.valid, len(dst), (to-from)*r.rowBytes())
 	}
@@ -114,6 +115,7 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 	if r.closed {
 		return ErrClosed
 	}
+	r.sync()
 	rb := r.rowBytes()
 	n := len(src) / rb
 	if from+n > r.stride {

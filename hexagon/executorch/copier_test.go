@@ -1,0 +1,176 @@
+package executorch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+)
+
+// TestCopierMatchesSerial: copies queued per shard and finished by sync,
+// with any number of workers, leave the caches byte for byte as direct
+// copies do (run with -race: the workers write Go memory the test reads).
+func TestCopierMatchesSerial(t *testing.T) {
+	const layers, nkv, hd, cl = 5, 2, 8, 40
+	for _, tc := range []struct{ workers, es, ar, n, start int }{
+		{0, 1, 1, 1, 17}, {1, 1, 1, 1, 17}, {3, 1, 1, 1, 38},
+		{1, 2, 4, 3, 0}, {3, 4, 4, 4, 20}, {2, 1, 8, 5, 9},
+	} {
+		t.Run(fmt.Sprintf("workers%d-es%d-ar%d", tc.workers, tc.es, tc.ar), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.workers), uint64(tc.es)))
+			fill := func(n int) []byte {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = byte(rng.Uint32())
+				}
+				return b
+			}
+			st := cl - tc.ar
+			r := &Runner{layers: layers, es: tc.es, stride: st,
+				kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: tc.es}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: tc.es}}
+			r.cp = newCopier(layers, tc.workers, r.copyLayer)
+			defer r.cp.close()
+			m := &method{layout: &layout{ar: tc.ar}}
+			var wantK, wantV [][]byte
+			for range layers {
+				r.k, r.v = append(r.k, fill(nkv*hd*st*tc.es)), append(r.v, fill(nkv*hd*st*tc.es))
+				m.kOut, m.vOut = append(m.kOut, fill(nkv*hd*tc.ar*tc.es)), append(m.vOut, fill(nkv*hd*tc.ar*tc.es))
+			}
+			for l := range layers {
+				k, v := slices.Clone(r.k[l]), slices.Clone(r.v[l])
+				r.kS.Copy(k, st, tc.start, m.kOut[l], tc.ar, 0, tc.n)
+				r.vS.Copy(v, st, tc.start, m.vOut[l], tc.ar, 0, tc.n)
+				wantK, wantV = append(wantK, k), append(wantV, v)
+			}
+			r.copyKV(m, []int{0, 1, 2}, tc.start, tc.n) // shard 0
+			r.copyKV(m, []int{3, 4}, tc.start, tc.n)    // shard 1, queued before shard 0's is done
+			r.sync()
+			for l := range layers {
+				if !bytes.Equal(r.k[l], wantK[l]) || !bytes.Equal(r.v[l], wantV[l]) {
+					t.Fatalf("layer %d: caches differ from a direct copy", l)
+				}
+			}
+			if tc.workers == 0 && r.cp.offPath() != 0 {
+				t.Errorf("no workers, yet %v of background copying", r.cp.offPath())
+			}
+		})
+	}
+}
+
+// TestStepLayers: a step waits for the copies of the layers whose caches
+// or new entries it touches, and a layer's copy starts after the last such
+// step (its shard's call, or a later copy of its new entries).
+func TestStepLayers(t *testing.T) {
+	// Values: layer j's K in 10+j, V in 20+j, new K 30+j, new V 40+j; hidden states 1, 2.
+	call := func(d int, layers ...int32) lstep {
+		s := lstep{delegate: d, in: []arg{{value: 1}}, out: []arg{{value: 2}}}
+		for _, j := range layers {
+			s.in = append(s.in, arg{value: 10 + j}, arg{value: 20 + j})
+			s.out = append(s.out, arg{value: 30 + j}, arg{value: 40 + j})
+		}
+		return s
+	}
+	l := &layout{kIn: []int32{10, 11, 12, 13}, vIn: []int32{20, 21, 22, 23}, kNew: []int32{30, 31, 32, 33}, vNew: []int32{40, 41, 42, 43}}
+	for _, tc := range []struct {
+		name                   string
+		steps                  []lstep
+		wantTouched, wantFinal [][]int
+	}{
+		{"one shard", []lstep{call(0, 0, 1, 2, 3)}, [][]int{{0, 1, 2, 3}}, [][]int{{0, 1, 2, 3}}},
+		{"two shards and a copy", []lstep{call(0, 0, 1), {delegate: -1, from: 2, to: 1}, call(1, 2, 3)},
+			[][]int{{0, 1}, nil, {2, 3}}, [][]int{{0, 1}, nil, {2, 3}}},
+		{"a later copy of new entries", []lstep{call(0, 0, 1), {delegate: -1, from: 41, to: 5}, call(1, 2, 3)},
+			[][]int{{0, 1}, {1}, {2, 3}}, [][]int{{0}, {1}, {2, 3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l.steps = tc.steps
+			touched, final := stepLayers(l, 4)
+			if fmt.Sprint(touched) != fmt.Sprint(tc.wantTouched) || fmt.Sprint(final) != fmt.Sprint(tc.wantFinal) {
+				t.Errorf("stepLayers = %v, %v; want %v, %v", touched, final, tc.wantTouched, tc.wantFinal)
+			}
+		})
+	}
+}
+
+// TestCopierWaitLayers: waiting for some layers runs queued copies (oldest
+// first) until those are done and leaves the rest queued.
+func TestCopierWaitLayers(t *testing.T) {
+	var ran []int
+	c := newCopier(5, 0, func(t layerCopy) { ran = append(ran, t.layer) })
+	defer c.close()
+	for l := range 5 {
+		c.submit(layerCopy{layer: l})
+	}
+	if !c.wait([]int{1}) || !slices.Equal(ran, []int{0, 1}) || c.pending != 3 {
+		t.Fatalf("wait(1) ran %v, %d pending; want [0 1], 3", ran, c.pending)
+	}
+	if c.wait([]int{0, 1}) {
+		t.Error("wait for finished layers waited")
+	}
+	if c.wait(nil) {
+		t.Error("wait for no layers waited")
+	}
+	if !c.waitAll() || !slices.Equal(ran, []int{0, 1, 2, 3, 4}) || c.pending != 0 {
+		t.Fatalf("waitAll ran %v, %d pending", ran, c.pending)
+	}
+}
+
+// TestCopyAfterEval: the entry points right after an Eval see its copied
+// slots. With no copy workers every copy is still pending when Eval
+// returns, so an entry point that did not wait would read stale slots or
+// have its writes overwritten; with workers the copies race the caller.
+func TestCopyAfterEval(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	c := loadGolden(t)[0]
+	for _, workers := range []int{0, copyWorkers()} {
+		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
+			r := openRunner(t, rt, path)
+			r.cp.close()
+			r.cp = newCopier(r.layers, workers, r.copyLayer)
+			ctx := context.Background()
+			_, seq := greedy(t, r, slices.Clone(c.PromptIDs), 0, 20) // Eval after Eval: decode reads the last copy
+			eval := func(s []int32, valid int) []float32 {
+				t.Helper()
+				l, _, err := r.Eval(ctx, s, valid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(l.F32)
+			}
+			rb := r.rowBytes()
+			save := func(n int) []byte {
+				t.Helper()
+				b := make([]byte, n*rb)
+				if err := r.SaveKV(0, n, b); err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			cold := eval(seq[:24], 0)
+			r.sync()
+			want := save(24)
+
+			eval(seq[1:25], 0) // other contents in every slot
+			eval(seq[:24], 0)
+			if got := save(24); !bytes.Equal(got, want) {
+				t.Error("SaveKV right after Eval: the snapshot differs from the settled one")
+			}
+
+			eval(seq[1:25], 0)
+			if err := r.RestoreKV(0, want[:20*rb]); err != nil { // Eval's copies must not land on it later
+				t.Fatal(err)
+			}
+			if l := eval(seq[:24], 20); !slices.Equal(l, cold) {
+				t.Error("Eval after RestoreKV right after Eval differs from a cold evaluation")
+			}
+			eval(seq[:10], 0)
+			r.Close() // waits for the copies before freeing the caches
+		})
+	}
+}
