@@ -58,7 +58,7 @@ type Options struct {
 	Quick  bool // fewer tokens and runs, emulation scaled to 1/10
 	HTTP   bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
-	// phases (the caller passes the v79 figures, hexagon.V79Costs); zero: none.
+	// phases (the caller passes the v79 figures, plan.V79Costs); zero: none.
 	Emulation    Latency
 	Tokens       int // decode tokens per request; 0: 64 (quick: 16)
 	Runs         int // requests per measurement; 0: 3 (quick: 1)

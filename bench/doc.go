@@ -8,5 +8,5 @@
 //
 // The workload and every figure's definition are documented in
 // docs/performance.md. Run drives it against any Model; the hexserve
-// command adapts a hexagon.Runner, tests use fakes.
+// command adapts the runners (hexagon/qhexrt, hexagon/executorch), tests use fakes.
 package bench

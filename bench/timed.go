@@ -14,7 +14,7 @@ import (
 )
 
 // Counters are a model's cumulative time counters: time inside graph
-// execution and the host-side work around it (hexagon.Stats).
+// execution and the host-side work around it (plan.Stats of hexagon/plan).
 type Counters struct {
 	Graph    time.Duration // inside graph execute calls
 	GraphCPU time.Duration // the calling thread's CPU time inside them (zero: unknown)

@@ -8,7 +8,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export HEXSERVE_HOSTSIM_DIR="$root/build/hostsim/arm64"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
-for pkg in ./hexagon/qnn ./hexagon ./hexagon/pte ./hexagon/executorch; do
+for pkg in ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexagon/qhexrt ./hexagon/pte ./hexagon/executorch; do
   name=$(echo "$pkg" | tr '/.' '__')
   CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$out/$name.test" "$pkg"
   echo "arm64: $pkg"

@@ -6,10 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/rs/zerolog"
 )
 
 // chatCompletions is POST /v1/chat/completions.
@@ -109,22 +110,34 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 		return nil
 	}
 
-	st, sse := newStream(), newSSE(w, s.opts.StreamWriteTimeout)
-	var writeErr error
-	send := func(frames []any) {
-		for _, f := range frames {
-			if writeErr == nil {
-				writeErr = sse.Send(f)
-			}
-		}
-		if writeErr != nil {
+	s.stream(r, newSSE(w, s.opts.StreamWriteTimeout), cancel, events, chunkStream{newStream()})
+	return nil
+}
+
+// eventStream is one API's SSE stream over engine events.
+type eventStream interface {
+	start(*sseWriter)
+	event(*sseWriter, inference.Event)
+	fail(*sseWriter, *APIError) // generation failed after the stream started
+	finish(*sseWriter)
+}
+
+// stream writes events to sse through es and reports whether generation
+// failed. A client that stops reading cancels generation; the events are
+// still drained.
+func (s *Server) stream(r *http.Request, sse *sseWriter, cancel context.CancelFunc, events *inference.Stream, es eventStream) (failed bool) {
+	check := func() {
+		if sse.err != nil {
 			cancel() // the client is gone: stop generating, keep draining
 		}
 	}
-	send(st.Start())
+	es.start(sse)
+	check()
 	for ev := range events.Events() {
-		send(st.Event(ev))
-		if ev.Done && ev.Err != nil && writeErr == nil {
+		es.event(sse, ev)
+		check()
+		if ev.Done && ev.Err != nil {
+			failed = true
 			api, unexpected := errorFor(ev.Err, promptParam(r))
 			log := zerolog.Ctx(r.Context())
 			if unexpected {
@@ -132,14 +145,30 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 			} else {
 				log.Debug().Err(ev.Err).Msg("stream ended with an error")
 			}
-			writeErr = sse.Error(api)
+			es.fail(sse, api)
 		}
 	}
-	if writeErr == nil {
-		writeErr = sse.Done()
+	es.finish(sse)
+	s.endStream(r, sse, sse.err)
+	return failed
+}
+
+// chunkStream is the chat and completions stream: data-only chunks, an
+// error chunk when generation fails, and [DONE] at the end.
+type chunkStream struct{ st *openai.Stream }
+
+func (c chunkStream) start(sse *sseWriter) { sendAll(sse, c.st.Start()) }
+
+func (c chunkStream) event(sse *sseWriter, ev inference.Event) { sendAll(sse, c.st.Event(ev)) }
+
+func (chunkStream) fail(sse *sseWriter, api *APIError) { _ = sse.Error(api) }
+
+func (chunkStream) finish(sse *sseWriter) { _ = sse.Done() }
+
+func sendAll(sse *sseWriter, frames []any) {
+	for _, f := range frames {
+		_ = sse.Send(f)
 	}
-	s.endStream(r, sse, writeErr)
-	return nil
 }
 
 // endStream finishes a stream after its last frame: it clears the write

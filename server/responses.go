@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/responses"
-	"github.com/rs/zerolog"
 )
 
 // createResponse is POST /v1/responses.
@@ -64,39 +65,31 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
-	st, sse := openai.NewResponseStream(g), newSSE(w, s.opts.StreamWriteTimeout)
-	var writeErr error
-	send := func(evs []*openai.ResponseEvent) {
-		for _, e := range evs {
-			if writeErr == nil {
-				writeErr = sse.SendEvent(e.Type, e)
-			}
-		}
-		if writeErr != nil {
-			cancel() // the client is gone: stop generating, keep draining
-		}
-	}
-	send(st.Start())
-	failed := false
-	for ev := range events.Events() {
-		send(st.Event(ev))
-		if ev.Done && ev.Err != nil {
-			failed = true
-			api, unexpected := errorFor(ev.Err, promptParam(r))
-			log := zerolog.Ctx(r.Context())
-			if unexpected {
-				log.Error().Err(ev.Err).Str("path", r.URL.Path).Msg("stream failed")
-			} else {
-				log.Debug().Err(ev.Err).Msg("stream ended with an error")
-			}
-			send(st.Fail(api.Code, api.Message, api.Param))
-		}
-	}
-	if !failed && writeErr == nil {
+	sse := newSSE(w, s.opts.StreamWriteTimeout)
+	if failed := s.stream(r, sse, cancel, events, responseStream{openai.NewResponseStream(g)}); !failed && sse.err == nil {
 		s.storeResponse(r, g, owner)
 	}
-	s.endStream(r, sse, writeErr)
 	return nil
+}
+
+// responseStream is the Responses API stream: named events, and
+// response.failed when generation fails; it has no [DONE].
+type responseStream struct{ st *openai.ResponseStream }
+
+func (c responseStream) start(sse *sseWriter) { sendEvents(sse, c.st.Start()) }
+
+func (c responseStream) event(sse *sseWriter, ev inference.Event) { sendEvents(sse, c.st.Event(ev)) }
+
+func (c responseStream) fail(sse *sseWriter, api *APIError) {
+	sendEvents(sse, c.st.Fail(api.Code, api.Message, api.Param))
+}
+
+func (responseStream) finish(*sseWriter) {}
+
+func sendEvents(sse *sseWriter, evs []*openai.ResponseEvent) {
+	for _, e := range evs {
+		_ = sse.SendEvent(e.Type, e)
+	}
 }
 
 // storeResponse keeps a finished response when the request asked for it.

@@ -15,12 +15,14 @@ import (
 // started is a `data: {"error": …}` frame, and the stream ends with
 // `data: [DONE]`. Each frame must reach the connection within timeout, so a
 // client that stops reading cannot hold its request (and the model) forever.
+// The first failure sticks: later frames are not written and return it.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
+	err     error // the first failure
 }
 
 // defaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
@@ -38,6 +40,9 @@ func (s *sseWriter) Send(v any) error { return s.SendEvent("", v) }
 
 // SendEvent writes v as one data frame named event (no event line when "").
 func (s *sseWriter) SendEvent(event string, v any) error {
+	if s.err != nil {
+		return s.err
+	}
 	s.buf.Reset()
 	if event != "" {
 		s.buf.WriteString("event: " + event + "\n")
@@ -46,6 +51,7 @@ func (s *sseWriter) SendEvent(event string, v any) error {
 	enc := json.NewEncoder(&s.buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil { // Encode ends with "\n"
+		s.err = err
 		return err
 	}
 	s.buf.WriteByte('\n')
@@ -59,6 +65,9 @@ func (s *sseWriter) Error(api *APIError) error { return s.Send(api.Body()) }
 func (s *sseWriter) Done() error { return s.write([]byte("data: [DONE]\n\n")) }
 
 func (s *sseWriter) write(b []byte) error {
+	if s.err != nil {
+		return s.err
+	}
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -77,8 +86,9 @@ func (s *sseWriter) write(b []byte) error {
 	}
 	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.timeout) {
 		// HTTP/1 reports the deadline; HTTP/2 resets the stream instead.
-		return fmt.Errorf("%w: %w", errStalled, err)
+		err = fmt.Errorf("%w: %w", errStalled, err)
 	}
+	s.err = err
 	return err
 }
 

@@ -15,10 +15,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/bench"
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon"
-	"github.com/rs/zerolog"
+	"github.com/hexserve/hexserve/hexagon/plan"
 )
 
 // runBench implements `hexserve bench`.
@@ -33,7 +34,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
-	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (hexagon.V79Costs: prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
+	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (plan.V79Costs: prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
 	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1)")
 	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
@@ -100,7 +101,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	var emu bench.Latency
 	if *emulate {
-		c := hexagon.V79Costs
+		c := plan.V79Costs
 		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
 	}
 	opt := bench.Options{
@@ -161,34 +162,23 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 
 }
 
-// runnerCounters adapts a hexagon runner's Stats to bench.Counters; the
-// runner's other methods (inference.Verifier, KV snapshots) stay visible.
+// runnerCounters and pteCounters adapt the two runners' Stats to
+// bench.Counters; the runners' other methods (inference.Verifier, KV
+// snapshots) stay visible.
 type runnerCounters struct{ *ownedRuntime }
 
-func (r runnerCounters) Counters() bench.Counters {
-	s := r.Stats()
-	var g bench.Counters
-	for _, gs := range s.Graphs {
-		g.Graph += gs.Time
-		g.GraphCPU += gs.CPU
-	}
-	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy, s.Convert
-	return g
-}
-
-// pteCounters adapts an ExecuTorch runner's Stats to bench.Counters: its
-// token, position and mask writes count as Mask, its KV copy and
-// re-striding as KVCopy (it has no embedding, RoPE or conversion work). The
-// runner's other methods (Verify, KV snapshots) stay visible.
 type pteCounters struct{ *ownedPTE }
 
-func (r pteCounters) Counters() bench.Counters {
-	s := r.Stats()
+func (r runnerCounters) Counters() bench.Counters { return counters(r.Stats()) }
+func (r pteCounters) Counters() bench.Counters    { return counters(r.Stats()) }
+
+// counters sums the graphs' times; re-striding (.pte) counts as KV copy.
+func counters(s plan.Stats) bench.Counters {
 	var g bench.Counters
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time
 		g.GraphCPU += gs.CPU
 	}
-	g.Mask, g.KVCopy = s.Host, s.KVCopy+s.Restride
+	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy+s.Restride, s.Convert
 	return g
 }

@@ -17,9 +17,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/tinyllama"
@@ -441,7 +441,7 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 					t.Fatalf("decode graph still has the default name x")
 				}
 			}
-			r, err := hexagon.Open(hexagon.Config{Bundle: out, Arch: "v79", Runtime: rt})
+			r, err := qhexrt.Open(qhexrt.Config{Bundle: out, Arch: "v79", Runtime: rt})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,9 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/executorch"
+	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -104,100 +104,110 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	if err != nil {
 		return nil, nil, err
 	}
+	var pte pteSpecials
 	if kind == kindPTE {
-		return loadPTE(cfg, file, log)
-	}
-	qlog := log.With().Str("component", "qnn").Logger()
-	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
-		Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
-	if err != nil {
-		return nil, nil, err
-	}
-	arch, err := rt.Arch()
-	if err != nil || arch == "" {
-		log.Debug().Err(err).Msg("the backend does not report its DSP arch; using v79")
-		arch = "v79"
-	}
-	b, err := bundle.ReadWith(file, arch, m.Overrides)
-	if err != nil {
-		rt.Close()
-		return nil, nil, err
-	}
-	tokPath := b.Tokenizer
-	if m.Tokenizer != "" {
-		tokPath = m.Tokenizer
-	}
-	tok, err := tokenizer.Load(tokPath)
-	if err != nil {
-		rt.Close()
-		return nil, nil, err
-	}
-	runner, err := hexagon.Open(hexagon.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
-		Logger: log.With().Str("component", "hexagon").Logger()})
-	if err != nil {
-		rt.Close()
-		return nil, nil, err
-	}
-	info := runner.Info()
-	if tok.VocabSize() > info.VocabSize {
-		runner.Close()
-		rt.Close()
-		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's lm-head only %d", tokPath, tok.VocabSize(), info.VocabSize)
-	}
-	log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract()).Str("name", info.Name).
-		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
-	return &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}, tok, nil
-}
-
-// loadPTE loads an ExecuTorch .pte: the tokenizer first (the export has
-// none, and its BOS/EOS metadata are hard-coded constants), then the
-// runtime and the runner.
-func loadPTE(cfg config.Config, file string, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
-	m := cfg.Model
-	tokPath, err := findTokenizer(m, file)
-	if err != nil {
-		return nil, nil, err
-	}
-	tok, err := tokenizer.Load(tokPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	sp := tok.Specials()
-	var eos []int32
-	for _, id := range []int32{sp.EOT, sp.EOM, sp.EndOfText} {
-		if id >= 0 {
-			eos = append(eos, id)
+		// The tokenizer first: the export has none (and its BOS/EOS metadata
+		// are hard-coded constants), so a missing one is the error to report.
+		if pte, err = loadPTETokenizer(m, file); err != nil {
+			return nil, nil, err
 		}
 	}
-	if len(eos) == 0 || sp.BOS < 0 {
-		return nil, nil, fmt.Errorf("tokenizer %s has no <|begin_of_text|> or none of <|eot_id|>, <|eom_id|>, <|end_of_text|>: hexserve serves Llama-3 chat models", tokPath)
-	}
 	qlog := log.With().Str("component", "qnn").Logger()
 	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
 		Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
 	if err != nil {
 		return nil, nil, err
 	}
-	runner, err := executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: sp.BOS, EOS: eos,
-		Logger: log.With().Str("component", "executorch").Logger()})
+	var (
+		model   inference.Model
+		tok     *tokenizer.Tokenizer
+		tokPath string
+		loaded  *zerolog.Event
+	)
+	switch kind {
+	case kindPTE:
+		tok, tokPath = pte.tok, pte.path
+		var runner *executorch.Runner
+		runner, err = executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
+			Logger: log.With().Str("component", "executorch").Logger()})
+		if err == nil {
+			model, loaded = &ownedPTE{Runner: runner, rt: rt}, log.Info().Str("pte", file)
+		}
+	default:
+		arch, aerr := rt.Arch()
+		if aerr != nil || arch == "" {
+			log.Debug().Err(aerr).Msg("the backend does not report its DSP arch; using v79")
+			arch = "v79"
+		}
+		var b *bundle.Bundle
+		if b, err = bundle.ReadWith(file, arch, m.Overrides); err != nil {
+			break
+		}
+		tokPath = b.Tokenizer
+		if m.Tokenizer != "" {
+			tokPath = m.Tokenizer
+		}
+		if tok, err = tokenizer.Load(tokPath); err != nil {
+			break
+		}
+		var runner *qhexrt.Runner
+		runner, err = qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+			Logger: log.With().Str("component", "hexagon").Logger()})
+		if err == nil {
+			model = &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}
+			loaded = log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
+		}
+	}
 	if err != nil {
 		rt.Close()
 		return nil, nil, err
 	}
-	info := runner.Info()
+	info := model.Info()
 	if tok.VocabSize() > info.VocabSize {
-		runner.Close()
-		rt.Close()
+		model.Close()
 		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
 	}
-	log.Info().Str("pte", file).Str("tokenizer", tokPath).Str("name", info.Name).
+	loaded.Str("tokenizer", tokPath).Str("name", info.Name).
 		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
-	return &ownedPTE{Runner: runner, rt: rt}, tok, nil
+	return model, tok, nil
+}
+
+// pteSpecials is a .pte's tokenizer and the ids the runner needs from it.
+type pteSpecials struct {
+	tok  *tokenizer.Tokenizer
+	path string
+	bos  int32
+	eos  []int32
+}
+
+// loadPTETokenizer finds and loads a .pte's tokenizer: BOS is
+// <|begin_of_text|>, EOS every one of <|eot_id|>, <|eom_id|> and
+// <|end_of_text|> it has.
+func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
+	path, err := findTokenizer(m, file)
+	if err != nil {
+		return pteSpecials{}, err
+	}
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		return pteSpecials{}, err
+	}
+	sp := tok.Specials()
+	p := pteSpecials{tok: tok, path: path, bos: sp.BOS}
+	for _, id := range []int32{sp.EOT, sp.EOM, sp.EndOfText} {
+		if id >= 0 {
+			p.eos = append(p.eos, id)
+		}
+	}
+	if len(p.eos) == 0 || sp.BOS < 0 {
+		return pteSpecials{}, fmt.Errorf("tokenizer %s has no <|begin_of_text|> or none of <|eot_id|>, <|eom_id|>, <|end_of_text|>: hexserve serves Llama-3 chat models", path)
+	}
+	return p, nil
 }
 
 // ownedRuntime is a Runner that also owns its QNN runtime.
 type ownedRuntime struct {
-	*hexagon.Runner
+	*qhexrt.Runner
 	rt  *qnn.Runtime
 	dir string // the bundle's arch folder
 }

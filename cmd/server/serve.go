@@ -15,15 +15,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/rs/zerolog"
 )
 
 // runServe implements `hexserve serve`.

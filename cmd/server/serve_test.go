@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/tokenizer"
-	"github.com/rs/zerolog"
 )
 
 func TestServeConfig(t *testing.T) {

@@ -19,11 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/tokenizer"
-	"github.com/rs/zerolog"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key as PEM files

@@ -3,6 +3,7 @@ package executorch
 import (
 	"testing"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 )
 
@@ -12,7 +13,8 @@ import (
 
 func shape3B(b *testing.B, valid int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
-	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid}
+	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
+		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
 	for range layers {
 		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))
 		r.v = append(r.v, make([]byte, nkv*hd*(cl-1)))
@@ -21,7 +23,7 @@ func shape3B(b *testing.B, valid int) (*Runner, *method) {
 		Quant: qnn.Quant{Scale: 255.0 / 65535, Offset: -65535}}}
 	m := &method{layout: l, open: -1}
 	var err error
-	if m.masks, err = newMaskCodes(l.maskT); err != nil {
+	if m.masks, err = graphio.NewMask(graphio.Elem{Type: qnn.UFixed16, Scale: 255.0 / 65535, Offset: -65535}, graphio.MaskAdditive); err != nil {
 		b.Fatal(err)
 	}
 	for range layers {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 )
@@ -84,9 +85,14 @@ func TestBindStories(t *testing.T) {
 			if l.steps[0].in[0].t.Name != "input_2_args_0@0" {
 				t.Errorf("inputs reordered: first is %s", l.steps[0].in[0].t.Name)
 			}
-			m, err := newMaskCodes(l.maskT)
-			if err != nil || m.open[0] != 0xff || m.open[1] != 0xff || m.blocked[0] != 0 || m.blocked[1] != 0 {
-				t.Errorf("mask codes %v %v, %v; want 65535 attend, 0 blocked", m.open[:2], m.blocked[:2], err)
+			m, err := maskOf(l.maskT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes := make([]byte, 4)
+			m.Row(codes, 1, 2)
+			if got := graphio.U16(codes); got[0] != 65535 || got[1] != 0 {
+				t.Errorf("mask codes %v; want 65535 attend, 0 blocked", got)
 			}
 		})
 	}
@@ -126,7 +132,7 @@ func TestBindErrors(t *testing.T) {
 			l, err := resolveMethod(m, tc.layers, func(int) (qnn.GraphInfo, error) { return g, nil })
 			if tc.want == "" { // refused later, by the mask codes
 				if err == nil {
-					_, err = newMaskCodes(l.maskT)
+					_, err = maskOf(l.maskT)
 				}
 				tc.want = "cannot express attend"
 			}

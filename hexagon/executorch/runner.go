@@ -9,14 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
@@ -53,13 +53,13 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	k, v                       [][]byte // per layer views of kv
-	stride                     int      // slots per row of the current layout
-	valid                      int      // cache slots [0, valid) hold the last sequence
+	kS, vS                     graphio.Slots // K [n_kv·hd][S][1], V [n_kv][S][hd]
+	k, v                       [][]byte      // per layer views of kv
+	stride                     int           // slots per row of the current layout
+	valid                      int           // cache slots [0, valid) hold the last sequence
 
-	stats  Stats
-	pub    Stats
-	pubMu  sync.Mutex
+	stats  plan.Stats // updated by the worker without locking
+	board  plan.Board // a copy for Stats, published after each call
 	closed bool
 	broken error
 }
@@ -75,11 +75,15 @@ type method struct {
 	*layout
 	vals   map[int32]*qnn.Buffer
 	calls  []*qnn.Call // per delegate step, nil for copies
-	masks  maskCodes
+	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits inference.Logits
-	lrow   int // bytes per logits row
-	rows   int // real tokens of the last call
+	vocab  int // entries per logits row
+	shards int // delegate calls per evaluation
+	tokE   graphio.Elem
+	posE   graphio.Elem
+	posBuf []int32 // AR positions
+	rows   int     // real tokens of the last call
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
@@ -228,6 +232,8 @@ func (r *Runner) setup(pl, dl *layout) error {
 	}
 	r.nkv, r.hd, r.vocab, r.cl = pkv, phd, pv, pl.cl
 	r.es = pl.kT.DataType.Size()
+	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
+	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
@@ -270,25 +276,41 @@ func (r *Runner) newMethod(l *layout) (*method, error) {
 		m.vOut = append(m.vOut, m.vals[l.vNew[i]].Bytes()[:l.sizes[l.vNew[i]]])
 	}
 	var err error
-	if m.masks, err = newMaskCodes(l.maskT); err != nil {
+	if m.masks, err = maskOf(l.maskT); err != nil {
+		return nil, r.errf("%s: mask %s: %v", l.method, l.maskT.Name, err)
+	}
+	le, err := graphio.ElemOf(l.logitsT)
+	if err == nil {
+		m.logits, err = graphio.Logits(le, m.vals[l.logits].Bytes())
+	}
+	if err != nil {
+		return nil, r.errf("%s: logits %s: %v", l.method, l.logitsT.Name, err)
+	}
+	m.vocab = r.vocab
+	m.posBuf = make([]int32, l.ar)
+	if m.tokE, err = graphio.ElemOf(l.tokensT); err == nil {
+		m.posE, err = graphio.ElemOf(l.posT)
+	}
+	if err != nil {
 		return nil, r.errf("%s: %v", l.method, err)
 	}
-	lb := m.vals[l.logits].Bytes()
-	m.lrow = r.vocab * l.logitsT.DataType.Size()
-	switch t := l.logitsT; t.DataType {
-	case qnn.Float32:
-		m.logits = inference.Logits{Type: inference.F32, F32: f32View(lb)}
-	case qnn.Float16:
-		m.logits = inference.Logits{Type: inference.F16, Raw16: u16View(lb)}
-	case qnn.UFixed16:
-		if t.Quant.Scale <= 0 || math.IsInf(float64(t.Quant.Scale), 0) {
-			return nil, r.errf("%s: logits %s have no usable scale (%g)", l.method, t.Name, t.Quant.Scale)
+	for _, s := range l.steps {
+		if s.delegate >= 0 {
+			m.shards++
 		}
-		m.logits = inference.Logits{Type: inference.U16, Raw16: u16View(lb), Scale: t.Quant.Scale, Offset: t.Quant.Offset}
-	default:
-		return nil, r.errf("%s: logits %s are %s; want float32, float16 or ufixed16", l.method, l.logitsT.Name, l.logitsT.DataType)
 	}
 	return m, nil
+}
+
+// maskOf is the SmartMask's codes for mask tensor t: additive for float
+// masks, the code of 0.0 to attend and the lowest code to block for fixed
+// point (65535 and 0 for ExecuTorch's uint16 mask).
+func maskOf(t qnn.TensorInfo) (*graphio.Mask, error) {
+	e, err := graphio.ElemOf(t)
+	if err != nil {
+		return nil, err
+	}
+	return graphio.NewMask(e, graphio.MaskAdditive)
 }
 
 // bind builds each delegate step's call (again after a reload).
@@ -364,47 +386,50 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 		return inference.Logits{}, 0, err
 	}
 	n := len(seq)
-	from := min(max(valid, 0), r.valid, n-1)
+	p := r.planner()
+	from := p.From(n, min(max(valid, 0), r.valid))
 	r.valid = from
 	defer r.publish()
-	pos := from
 	var last *method
-	if lim := r.cl - r.pre.ar; n-pos > 1 && pos < lim {
-		end := min(n, lim)
-		for c := pos; c < end; c += r.pre.ar {
-			if err := ctx.Err(); err != nil {
-				return inference.Logits{}, 0, err
-			}
-			k := min(r.pre.ar, end-c)
-			if err := r.run(r.pre, seq[c:c+k], c); err != nil {
-				return inference.Logits{}, 0, err
-			}
-			last = r.pre
+	var err error
+	p.Each(n, from, func(s plan.Step) {
+		if err == nil {
+			err = ctx.Err()
 		}
-		pos = end
+		if err != nil {
+			return
+		}
+		m := r.dec
+		if s.Prefill {
+			m = r.pre
+		}
+		if err = r.run(m, seq[s.Start:s.Start+s.N], s.Start); err == nil {
+			last = m
+		}
+	})
+	if err != nil {
+		return inference.Logits{}, 0, err
 	}
-	for ; pos < n; pos++ {
-		if err := ctx.Err(); err != nil {
-			return inference.Logits{}, 0, err
-		}
-		if err := r.run(r.dec, seq[pos:pos+1], pos); err != nil {
-			return inference.Logits{}, 0, err
-		}
-		last = r.dec
-	}
-	return last.row(last.rows - 1), from, nil
+	return graphio.Row(last.logits, last.rows-1, last.vocab), from, nil
 }
 
-// row returns logits row i of the last call.
-func (m *method) row(i int) inference.Logits {
-	l := m.logits
-	V := m.lrow / max(m.logitsT.DataType.Size(), 1)
-	if l.Type == inference.F32 {
-		l.F32 = l.F32[i*V : (i+1)*V]
-	} else {
-		l.Raw16 = l.Raw16[i*V : (i+1)*V]
+// planner is the shared planner over this model's limits (prefill windows
+// end by CL − AR) and costs. Until both graphs have run, any run of two or
+// more tokens goes through prefill_forward, as in ExecuTorch's runner;
+// after that their measured per-call times (all shards) decide, with two
+// re-stridings added to a prefill call when the caches are in kv_forward's
+// layout.
+func (r *Runner) planner() plan.Planner {
+	p := plan.Planner{Chunked: true, Window: r.pre.ar, Limit: r.cl - r.pre.ar, Costs: plan.Costs{Prefill: 1, Decode: 1}}
+	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
+	if pg.Calls > pg.Failed && dg.Calls > dg.Failed {
+		p.Costs = plan.Costs{Prefill: pg.Recent * time.Duration(r.pre.shards), Decode: dg.Recent * time.Duration(r.dec.shards)}
+		if r.stride != r.cl-r.pre.ar && r.stats.Restrides > 0 {
+			p.Costs.Prefill += 2 * r.stats.Restride / time.Duration(r.stats.Restrides)
+		}
+		p.DecodeMeasured = true
 	}
-	return l
+	return p
 }
 
 // run evaluates tokens (at most AR) at positions start… with one call of m:
@@ -420,15 +445,18 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
 	}
-	tb, pb := u32View(m.vals[m.tokens].Bytes()), u32View(m.vals[m.pos].Bytes())
-	for i := range m.ar {
-		if i < len(tokens) {
-			tb[i] = uint32(tokens[i])
-		}
-		pb[i] = uint32(start + i)
+	for i := range m.posBuf {
+		m.posBuf[i] = int32(start + i)
 	}
+	// Padding rows keep the last call's ids; their outputs are never used.
+	if err := errors.Join(m.tokE.PutInts(m.vals[m.tokens].Bytes(), tokens), m.posE.PutInts(m.vals[m.pos].Bytes(), m.posBuf)); err != nil {
+		return fmt.Errorf("executorch: %s: %w", m.method, err)
+	}
+	t1 := time.Now()
 	m.writeMask(m.vals[m.mask].Bytes(), start)
-	st.Host += time.Since(t0)
+	t2 := time.Now()
+	st.Embed += t1.Sub(t0)
+	st.Mask += t2.Sub(t1)
 
 	for i, s := range m.steps {
 		if s.delegate < 0 {
@@ -440,11 +468,11 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 		}
 	}
 
-	t1 := time.Now()
+	t3 := time.Now()
 	r.copyKV(m, start, len(tokens))
 	r.valid = start + len(tokens)
 	m.rows = len(tokens)
-	st.KVCopy += time.Since(t1)
+	st.KVCopy += time.Since(t3)
 	return nil
 }
 
@@ -455,7 +483,7 @@ func (r *Runner) execute(m *method, i int) error {
 	err := m.calls[i].Execute()
 	d := time.Since(t0)
 	c1, _ := threadcpu.Time()
-	r.stats.observe(m.method, d, c1-c0, err != nil)
+	r.stats.Observe(m.method, d, c1-c0, err != nil)
 	if err == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -57,7 +58,7 @@ func (w rows) Logits(ctx context.Context, i int) (inference.Logits, error) {
 	if i < 0 || i >= w.n {
 		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
 	}
-	return w.m.row(i), nil
+	return graphio.Row(w.m.logits, i, w.m.vocab), nil
 }
 
 // Costs are the mean measured times of one prefill_forward call (any k up
@@ -128,29 +129,18 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 }
 
 func (r *Runner) kvRows(from, to int, buf []byte, restore bool) {
-	es, S, hd := r.es, r.stride, r.hd
+	kb, vb := r.kS.Bytes(1), r.vS.Bytes(1)
 	o := 0
 	for slot := from; slot < to; slot++ {
 		for l := range r.layers {
-			k, v := r.k[l], r.v[l]
-			for row := range r.nkv * hd {
-				c := k[(row*S+slot)*es : (row*S+slot+1)*es]
-				if restore {
-					copy(c, buf[o:o+es])
-				} else {
-					copy(buf[o:o+es], c)
-				}
-				o += es
+			if restore {
+				r.kS.Copy(r.k[l], r.stride, slot, buf[o:o+kb], 1, 0, 1)
+				r.vS.Copy(r.v[l], r.stride, slot, buf[o+kb:o+kb+vb], 1, 0, 1)
+			} else {
+				r.kS.Copy(buf[o:o+kb], 1, 0, r.k[l], r.stride, slot, 1)
+				r.vS.Copy(buf[o+kb:o+kb+vb], 1, 0, r.v[l], r.stride, slot, 1)
 			}
-			for h := range r.nkv {
-				c := v[(h*S+slot)*hd*es : (h*S+slot+1)*hd*es]
-				if restore {
-					copy(c, buf[o:o+hd*es])
-				} else {
-					copy(buf[o:o+hd*es], c)
-				}
-				o += hd * es
-			}
+			o += kb + vb
 		}
 	}
 }

@@ -59,6 +59,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 	{"openai", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
+	{"hexagon/graphio", "support"}, {"hexagon/plan", "support"},
 	{"internal", "support"},
 	{"hexagon", "runner"},
 	{"cmd", "main"}, {"e2e", "main"},
@@ -71,7 +72,9 @@ var layerPrefixes = []struct{ prefix, layer string }{
 //   - server, config and bench never import a runner, the QNN binding or purego
 //     (config reads the manifest format, hexagon/bundle);
 //   - support packages never import a runner or the app;
-//   - runners never import the app (the binary wires them together).
+//   - runners never import the app (the binary wires them together), nor a
+//     sibling runner (hexagon/qhexrt and hexagon/executorch share only the
+//     support packages: hexagon/qnn, hexagon/graphio, hexagon/plan).
 var forbidden = map[string][]string{
 	"pure":    {"runner", "support:hexagon", "app", "main", "purego"},
 	"app":     {"runner", "support:hexagon/qnn", "support:hexagon/hostsim", "main", "purego"},
@@ -113,6 +116,23 @@ func violations(layer string, deps []string) []string {
 	return bad
 }
 
+// siblings returns the deps of runner package path that belong to another
+// runner (a different hexagon/<name> tree).
+func siblings(path string, deps []string) []string {
+	root := func(p string) string {
+		rel := strings.TrimPrefix(basePath(p), module+"/")
+		parts := strings.SplitN(rel, "/", 3)
+		return strings.Join(parts[:min(2, len(parts))], "/")
+	}
+	var bad []string
+	for _, d := range deps {
+		if layerOf(basePath(d)) == "runner" && root(d) != root(path) {
+			bad = append(bad, d)
+		}
+	}
+	return bad
+}
+
 // basePath strips go list's test decorations: "p [p.test]" → p, "p_test" → p.
 func basePath(importPath string) string {
 	p, _, _ := strings.Cut(importPath, " ")
@@ -148,6 +168,16 @@ func TestLayerRules(t *testing.T) {
 			t.Errorf("violations(%s, %v) = %q, want %q", c.layer, c.deps, got, c.want)
 		}
 	}
+	if layerOf(module+"/hexagon/graphio") != "support" || layerOf(module+"/hexagon/plan") != "support" {
+		t.Error("the runners' shared packages are not support packages")
+	}
+	deps := []string{module + "/hexagon/qnn", module + "/hexagon/graphio", module + "/hexagon/qhexrt", module + "/hexagon/executorch/x"}
+	if got := strings.Join(siblings(module+"/hexagon/executorch", deps), " "); got != module+"/hexagon/qhexrt" {
+		t.Errorf("siblings(executorch) = %q, want qhexrt", got)
+	}
+	if got := strings.Join(siblings(module+"/hexagon/qhexrt", deps), " "); got != module+"/hexagon/executorch/x" {
+		t.Errorf("siblings(qhexrt) = %q, want executorch/x", got)
+	}
 }
 
 // TestLayering checks every package of the module, test variants included,
@@ -174,6 +204,11 @@ func TestLayering(t *testing.T) {
 		if bad := violations(layer, p.Deps); len(bad) > 0 {
 			t.Errorf("%s (%s) imports %s (directly or indirectly); %s packages may not depend on %s",
 				p.ImportPath, layer, strings.Join(bad, ", "), layer, strings.Join(forbidden[layer], ", "))
+		}
+		if layer == "runner" {
+			if bad := siblings(path, p.Deps); len(bad) > 0 {
+				t.Errorf("runner %s imports the sibling runner %s; share code through hexagon/graphio or hexagon/plan", path, strings.Join(bad, ", "))
+			}
 		}
 	}
 	for _, l := range []string{"pure", "app", "support", "runner", "main"} {

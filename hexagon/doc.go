@@ -1,6 +1,0 @@
-// Package hexagon runs Llama on Qualcomm Hexagon NPU graphs: it loads a
-// bundle's context binaries through hexagon/qnn, checks every tensor binding
-// against the binaries' own metadata, and implements inference.Model with an
-// mmap'd embedding table, RoPE tables, attention masks and a host-held KV cache
-// bound once to the prefill and decode graphs.
-package hexagon

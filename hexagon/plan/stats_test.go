@@ -1,0 +1,49 @@
+package plan
+
+import (
+	"testing"
+	"time"
+)
+
+func TestGraphStatsRecent(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		calls []time.Duration // a negative duration is a failed call of that length
+		want  GraphStats
+	}{
+		{"seeded with the first call", []time.Duration{5 * ms}, GraphStats{Calls: 1, Time: 5 * ms, Recent: 5 * ms}},
+		{"weight 0.2", []time.Duration{10 * ms, 20 * ms}, GraphStats{Calls: 2, Time: 30 * ms, Recent: 12 * ms}},
+		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, -50 * ms, 15 * ms}, GraphStats{Calls: 4, Failed: 2, Time: 76 * ms, Recent: 11 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g GraphStats
+			for _, d := range tt.calls {
+				g.Observe(max(d, -d), 0, d < 0)
+			}
+			if g != tt.want {
+				t.Errorf("stats = %+v, want %+v", g, tt.want)
+			}
+		})
+	}
+}
+
+func TestBoard(t *testing.T) {
+	var b Board
+	var s Stats
+	s.Observe("decode", time.Millisecond, 0, false)
+	b.Publish(s)
+	got := b.Load()
+	s.Observe("decode", time.Millisecond, 0, false) // the worker goes on
+	if got.Graphs["decode"].Calls != 1 || b.Load().Graphs["decode"].Calls != 1 {
+		t.Fatalf("published %+v, loaded again %+v: want 1 call each", got.Graphs, b.Load().Graphs)
+	}
+	got.Graphs["decode"] = GraphStats{Calls: 9} // a reader's copy is its own
+	if b.Load().Graphs["decode"].Calls != 1 {
+		t.Error("a reader changed the board")
+	}
+	if n := testing.AllocsPerRun(100, func() { b.Publish(s) }); n != 0 {
+		t.Errorf("Publish allocates %.0f times", n)
+	}
+}

@@ -1,0 +1,113 @@
+package qhexrt
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+var _ inference.KVSnapshotter = (*Runner)(nil)
+
+// identityHead is how much of each context binary the layout identity hashes.
+const identityHead = 64 << 10
+
+// KVLayout describes one saved cache row: every layer's K row then V row
+// ([kv_dim] each, in the cache's dtype). The identity names the model, the
+// contract, the graph shapes, the dtype and each context binary's name, size
+// and a hash of its first 64 KiB, so rows are only restored into the same
+// graphs.
+func (r *Runner) KVLayout() inference.KVLayout {
+	s := r.spec
+	var b strings.Builder
+	fmt.Fprintf(&b, "qhexrt-runner/1 model=%q contract=%s layers=%d kv_dim=%d ctx=%d window=%d kv=%s",
+		s.name, s.contract, s.layers, s.kvDim, s.ctx, r.window, r.kvET)
+	var files []string
+	for _, g := range s.graphs {
+		if !slices.Contains(files, g.file) {
+			files = append(files, g.file)
+		}
+	}
+	for _, f := range files {
+		size, sum := fileHead(f)
+		fmt.Fprintf(&b, " %s:%d:%s", filepath.Base(f), size, sum)
+	}
+	return inference.KVLayout{Identity: b.String(), RowBytes: r.kvRowAll()}
+}
+
+// kvRowAll is the bytes of one row over all layers, K and V.
+func (r *Runner) kvRowAll() int { return 2 * len(r.kvK) * r.kvRow }
+
+// fileHead returns a file's size and the hash of its first identityHead bytes.
+func fileHead(path string) (int64, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1, "unreadable"
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return -1, "unreadable"
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, identityHead); err != nil && err != io.EOF {
+		return -1, "unreadable"
+	}
+	return info.Size(), hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// SaveKV copies the committed rows [from, to) into dst (see KVLayout for the
+// row format). Rows at or beyond the valid count are refused.
+func (r *Runner) SaveKV(from, to int, dst []byte) error {
+	rb := r.kvRowAll()
+	switch {
+	case r.closed:
+		return ErrClosed
+	case from < 0 || to < from || to > r.valid:
+		return fmt.Errorf("hexagon: SaveKV rows [%d, %d): only [0, %d) are valid", from, to, r.valid)
+	case len(dst) != (to-from)*rb:
+		return fmt.Errorf("hexagon: SaveKV rows [%d, %d) need %d bytes, got %d", from, to, (to-from)*rb, len(dst))
+	}
+	kr := r.kvRow
+	for p := from; p < to; p++ {
+		row := dst[(p-from)*rb:]
+		for i := range r.kvK {
+			copy(row[2*i*kr:(2*i+1)*kr], r.kvK[i].B[p*kr:(p+1)*kr])
+			copy(row[(2*i+1)*kr:(2*i+2)*kr], r.kvV[i].B[p*kr:(p+1)*kr])
+		}
+	}
+	return nil
+}
+
+// RestoreKV copies saved rows into the cache from row from, which must not
+// be beyond the valid rows; afterwards rows [0, from+n) are valid.
+func (r *Runner) RestoreKV(from int, src []byte) error {
+	rb := r.kvRowAll()
+	n := len(src) / rb
+	switch {
+	case r.closed:
+		return ErrClosed
+	case len(src)%rb != 0:
+		return fmt.Errorf("hexagon: RestoreKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)
+	case from < 0 || from > r.valid:
+		return fmt.Errorf("hexagon: RestoreKV from row %d: only [0, %d) are valid", from, r.valid)
+	case from+n > r.spec.ctx:
+		return fmt.Errorf("hexagon: RestoreKV rows [%d, %d) exceed the context length %d", from, from+n, r.spec.ctx)
+	}
+	kr := r.kvRow
+	for p := from; p < from+n; p++ {
+		row := src[(p-from)*rb:]
+		for i := range r.kvK {
+			copy(r.kvK[i].B[p*kr:(p+1)*kr], row[2*i*kr:(2*i+1)*kr])
+			copy(r.kvV[i].B[p*kr:(p+1)*kr], row[(2*i+1)*kr:(2*i+2)*kr])
+		}
+	}
+	r.valid = from + n
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package qhexrt
+
+func init() { raceEnabled = true }

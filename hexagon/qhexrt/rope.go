@@ -1,0 +1,86 @@
+package qhexrt
+
+import (
+	"math"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+)
+
+// RopeScaling is the Llama-3 frequency scaling of RoPE (Hugging Face's
+// rope_scaling with rope_type "llama3"). A zero Factor means no scaling.
+type RopeScaling struct {
+	RopeType                      string  `json:"rope_type"`
+	Factor                        float64 `json:"factor"`
+	LowFreqFactor                 float64 `json:"low_freq_factor"`
+	HighFreqFactor                float64 `json:"high_freq_factor"`
+	OriginalMaxPositionEmbeddings float64 `json:"original_max_position_embeddings"`
+}
+
+// Llama32Scaling is the RoPE scaling of Llama-3.2.
+var Llama32Scaling = RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
+
+// InvFreq returns the headDim/2 RoPE inverse frequencies for theta, with the
+// Llama-3 scaling applied (as Hugging Face's _compute_llama3_parameters).
+func InvFreq(headDim int, theta float64, s RopeScaling) []float64 {
+	inv := make([]float64, headDim/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(headDim))
+	}
+	if s.Factor == 0 || (s.RopeType != "" && s.RopeType != "llama3") {
+		return inv
+	}
+	lowWavelen := s.OriginalMaxPositionEmbeddings / s.LowFreqFactor
+	highWavelen := s.OriginalMaxPositionEmbeddings / s.HighFreqFactor
+	for i, f := range inv {
+		wavelen := 2 * math.Pi / f
+		switch {
+		case wavelen < highWavelen:
+		case wavelen > lowWavelen:
+			inv[i] = f / s.Factor
+		default:
+			smooth := (s.OriginalMaxPositionEmbeddings/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			inv[i] = (1-smooth)*f/s.Factor + smooth*f
+		}
+	}
+	return inv
+}
+
+// ropeRow writes the full-width cos and sin rows for position pos in the
+// rotate-half layout: columns d and d+D/2 hold the angle pos·inv[d].
+func ropeRow(cos, sin []float32, inv []float64, pos int) {
+	h := len(inv)
+	for d, f := range inv {
+		s, c := math.Sincos(float64(pos) * f)
+		cos[d], cos[d+h] = float32(c), float32(c)
+		sin[d], sin[d+h] = float32(s), float32(s)
+	}
+}
+
+// ropeTable holds the encoded cos and sin rows of positions [0, rows) in a
+// graph tensor's element type, so a step copies one row per input.
+type ropeTable struct {
+	rowBytes int
+	cos, sin []byte
+}
+
+// newRopeTable precomputes rows positions of width 2·len(inv) encoded as et.
+func newRopeTable(inv []float64, rows int, et graphio.Elem) *ropeTable {
+	d := 2 * len(inv)
+	t := &ropeTable{rowBytes: d * et.Size()}
+	t.cos = make([]byte, rows*t.rowBytes)
+	t.sin = make([]byte, rows*t.rowBytes)
+	c, s := make([]float32, d), make([]float32, d)
+	for p := range rows {
+		ropeRow(c, s, inv, p)
+		et.Put(t.cos[p*t.rowBytes:(p+1)*t.rowBytes], c)
+		et.Put(t.sin[p*t.rowBytes:(p+1)*t.rowBytes], s)
+	}
+	return t
+}
+
+// rows copies the cos/sin rows of positions [pos, pos+n) into dst buffers.
+func (t *ropeTable) rows(cos, sin []byte, pos, n int) {
+	a, b := pos*t.rowBytes, (pos+n)*t.rowBytes
+	copy(cos, t.cos[a:b])
+	copy(sin, t.sin[a:b])
+}

@@ -1,0 +1,767 @@
+package qhexrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/threadcpu"
+)
+
+// Config configures Open.
+type Config struct {
+	// Bundle is a bundle directory, an arch folder or a manifest file.
+	Bundle string
+	// Read, when set, is the bundle already read (by the caller, who chose
+	// the architecture and overrides): Open does not read the manifest again.
+	Read *bundle.Bundle
+	// Arch is the DSP architecture folder to use ("v79"). Empty: ask the
+	// runtime, else v79.
+	Arch string
+	// QNN says which QNN libraries to load; ignored when Runtime is set.
+	QNN qnn.Config
+	// Runtime, when set, is an opened runtime to use; the Runner does not
+	// close it.
+	Runtime *qnn.Runtime
+	// Overrides supplies hexserve manifest keys (from the server config);
+	// they win over the manifest's own.
+	Overrides *bundle.Hexserve
+	// Costs are the initial per-call cost estimates; zero means
+	// plan.V79Costs. Measured execution times replace them as the runner
+	// works.
+	Costs  plan.Costs
+	Logger zerolog.Logger
+}
+
+// Runner runs a Llama bundle's graphs and implements inference.Model.
+// It is not safe for concurrent use.
+type Runner struct {
+	cfg   Config
+	log   zerolog.Logger
+	spec  *spec
+	arch  string
+	rt    *qnn.Runtime
+	ownRT bool
+
+	contexts []*qnn.Context
+	graphs   [nRoles]*graphIO
+	kvK, kvV []*graphio.Tensor // per layer [CTX, kv_dim]
+	kvET     graphio.Elem
+	kvSlots  graphio.Slots // [1][CTX][kv_dim]
+	kvRow    int           // bytes per cache row
+	embed    *embedTable
+	window   int
+
+	plan        plan.Planner
+	fixedCosts  bool
+	valid       int // cache rows [0, valid) hold the last evaluated sequence
+	next        int // the length of an Eval that continues the last one by one token
+	contFrom    int // after a Verify: Evals of length [contFrom, next] continue it too
+	calls       uint64
+	rows        verifyRows // the last Verify's
+	convScratch []float32
+	stats       plan.Stats // updated by the worker without locking
+	board       plan.Board // a copy for Stats, published after each Eval
+	closed      bool
+	broken      error // set when a reload after a device restart failed
+}
+
+var _ inference.Model = (*Runner)(nil)
+var _ inference.GraphTimer = (*Runner)(nil)
+
+// graphIO is one graph with its buffers and its pre-bound call.
+type graphIO struct {
+	role int
+	ref  graphRef
+	key  string // the graph's name in Stats.Graphs
+	info qnn.GraphInfo
+	call *qnn.Call
+
+	x, cos, sin, mask, y *graphio.Tensor
+	newK, newV           []*graphio.Tensor
+	in, out              *graphio.Tensor // lm-head
+	rope                 *ropeTable
+	masks                *graphio.Mask
+	rows                 int // AR for prefill, 1 otherwise
+	logits               inference.Logits
+}
+
+// Open loads a bundle: the manifest, the runtime (unless given), each
+// context binary once, the graphs, and checks every tensor binding against
+// the binaries' own metadata.
+func Open(cfg Config) (_ *Runner, err error) {
+	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.rt == nil {
+		if r.rt, err = qnn.Open(cfg.QNN); err != nil {
+			return nil, fmt.Errorf("hexagon: %w", err)
+		}
+		r.ownRT = true
+	}
+	r.arch = cfg.Arch
+	if r.arch == "" {
+		r.arch = "v79"
+		switch a, err := r.rt.Arch(); {
+		case err != nil:
+			r.log.Warn().Err(err).Msg("hexagon: cannot read the DSP architecture, assuming v79")
+		case plausibleArch(a):
+			r.arch = a
+		default:
+			r.log.Warn().Str("reported", a).Msg("hexagon: implausible DSP architecture, assuming v79")
+		}
+	}
+	b := cfg.Read
+	if b == nil {
+		if b, err = bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides); err != nil {
+			return nil, fmt.Errorf("hexagon: %w", err)
+		}
+	}
+	if r.spec, err = newSpec(b); err != nil {
+		return nil, fmt.Errorf("hexagon: manifest %s: %w", b.ManifestPath, err)
+	}
+	if err := r.loadGraphs(); err != nil {
+		return nil, err
+	}
+	if err := r.allocate(); err != nil {
+		return nil, err
+	}
+	if err := r.bind(); err != nil {
+		return nil, err
+	}
+	if r.embed, err = openEmbed(r.spec.embed, r.spec.vocab, r.spec.hidden); err != nil {
+		return nil, fmt.Errorf("hexagon: %w", err)
+	}
+	costs := cfg.Costs
+	if costs == (plan.Costs{}) {
+		costs = plan.V79Costs
+	}
+	r.plan = plan.Planner{Chunked: r.spec.contract == ContractChunked, Window: r.window, Costs: costs}
+	r.convScratch = make([]float32, r.spec.hidden)
+	r.log.Info().Str("model", r.spec.name).Str("arch", r.arch).Str("contract", r.spec.contract).
+		Str("mask", string(r.spec.mask)).Int("window", r.window).Int("ctx", r.spec.ctx).
+		Bool("shared_memory", r.rt.SharedMemory()).Msg("hexagon: bundle loaded")
+	return r, nil
+}
+
+// loadGraphs loads each distinct context binary once and retrieves the graphs.
+func (r *Runner) loadGraphs() error {
+	loaded := map[string]*qnn.Context{}
+	var problems []string
+	for role := range nRoles {
+		ref := r.spec.graphs[role]
+		c, ok := loaded[ref.file]
+		if !ok {
+			var err error
+			if c, err = r.rt.LoadContext(ref.file); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", ref.file, err))
+				loaded[ref.file] = nil
+				continue
+			}
+			loaded[ref.file] = c
+			r.contexts = append(r.contexts, c)
+		}
+		if c == nil {
+			continue
+		}
+		g := &graphIO{role: role, ref: ref, key: r.spec.key(role)}
+		found := false
+		for _, gi := range c.Graphs() {
+			if gi.Name == ref.name {
+				g.info, found = gi, true
+			}
+		}
+		if !found {
+			var have []string
+			for _, gi := range c.Graphs() {
+				have = append(have, gi.Name)
+			}
+			problems = append(problems, fmt.Sprintf("%s: no %s graph %q (the binary has %s)",
+				filepath.Base(ref.file), roleNames[role], ref.name, strings.Join(have, ", ")))
+			continue
+		}
+		r.graphs[role] = g
+	}
+	if len(problems) > 0 {
+		return &BindError{Bundle: r.cfg.Bundle, Problems: problems}
+	}
+	return nil
+}
+
+// BindError lists every mismatch between a manifest and its binaries.
+type BindError struct {
+	Bundle   string
+	Problems []string // each names the file, the graph and the tensor
+}
+
+func (e *BindError) Error() string {
+	return fmt.Sprintf("hexagon: bundle %s does not match its context binaries:\n  %s",
+		e.Bundle, strings.Join(e.Problems, "\n  "))
+}
+
+// checker collects binding problems for one graph.
+type checker struct {
+	g        *graphIO
+	problems *[]string
+}
+
+func (c checker) addf(format string, args ...any) {
+	*c.problems = append(*c.problems, fmt.Sprintf("%s graph %q: ", filepath.Base(c.g.ref.file), c.g.ref.name)+fmt.Sprintf(format, args...))
+}
+
+// tensor finds an input (or output) by name and checks its element count.
+func (c checker) tensor(output bool, name string, want int, shape string) *graphio.Tensor {
+	list, kind := c.g.info.Inputs, "input"
+	if output {
+		list, kind = c.g.info.Outputs, "output"
+	}
+	for _, ti := range list {
+		if ti.Name != name {
+			continue
+		}
+		n := 1
+		for _, d := range ti.Dims {
+			n *= int(d)
+		}
+		if want > 0 && n != want {
+			c.addf("%s %q has dims %v, want %s", kind, name, ti.Dims, shape)
+			return nil
+		}
+		et, err := graphio.ElemOf(ti)
+		if err == nil && !et.Quantized() && et.Type != qnn.Float32 && et.Type != qnn.Float16 && et.Type != qnn.Uint16 {
+			err = fmt.Errorf("unsupported data type %s", et)
+		}
+		if err != nil {
+			c.addf("%s %q: %v", kind, name, err)
+			return nil
+		}
+		return &graphio.Tensor{Info: ti, Elem: et}
+	}
+	var have []string
+	for _, ti := range list {
+		have = append(have, ti.Name)
+	}
+	c.addf("no %s %q %s (it has %s)", kind, name, shape, strings.Join(have, ", "))
+	return nil
+}
+
+// elems returns a tensor's element count.
+func elems(ti qnn.TensorInfo) int {
+	n := 1
+	for _, d := range ti.Dims {
+		n *= int(d)
+	}
+	return n
+}
+
+// allocate validates every binding and allocates the I/O buffers and KV cache.
+func (r *Runner) allocate() error {
+	s := r.spec
+	var problems []string
+	pre, dec, lm := r.graphs[rolePrefill], r.graphs[roleDecode], r.graphs[roleLMHead]
+	chunked := s.contract == ContractChunked
+
+	// The prefill window comes from the prefill graph's x.
+	r.window = s.window
+	for _, ti := range pre.info.Inputs {
+		if ti.Name == s.names.X {
+			if ar := elems(ti) / s.hidden; r.window == 0 {
+				r.window = ar
+			} else if ar != r.window {
+				problems = append(problems, fmt.Sprintf("%s graph %q: input %q has dims %v: prefill_window %d wants [%d, %d]",
+					filepath.Base(pre.ref.file), pre.ref.name, ti.Name, ti.Dims, r.window, r.window, s.hidden))
+			}
+		}
+	}
+	if r.window <= 0 {
+		r.window = 1
+	}
+	ar, h, d, ctxLen, kv := r.window, s.hidden, s.headDim, s.ctx, s.kvDim
+	for _, g := range []*graphIO{pre, dec} {
+		c := checker{g, &problems}
+		rows := 1
+		maskN, maskShape := ctxLen, fmt.Sprintf("[%d]", ctxLen)
+		if g.role == rolePrefill {
+			rows = ar
+			maskN, maskShape = ar*ar, fmt.Sprintf("[%d, %d]", ar, ar)
+			if chunked {
+				maskN, maskShape = ar*(ctxLen+ar), fmt.Sprintf("[%d, %d]", ar, ctxLen+ar)
+			}
+		}
+		g.rows = rows
+		g.x = c.tensor(false, s.names.X, rows*h, fmt.Sprintf("[%d, %d]", rows, h))
+		g.cos = c.tensor(false, s.names.Cos, rows*d, fmt.Sprintf("[%d, %d]", rows, d))
+		g.sin = c.tensor(false, s.names.Sin, rows*d, fmt.Sprintf("[%d, %d]", rows, d))
+		g.mask = c.tensor(false, s.names.CMask, maskN, maskShape)
+		g.y = c.tensor(true, s.names.Y, rows*h, fmt.Sprintf("[%d, %d]", rows, h))
+		for i := range s.layers {
+			g.newK = append(g.newK, c.tensor(true, bundle.Layer(s.names.NewK, i), rows*kv, fmt.Sprintf("[%d, %d]", rows, kv)))
+			g.newV = append(g.newV, c.tensor(true, bundle.Layer(s.names.NewV, i), rows*kv, fmt.Sprintf("[%d, %d]", rows, kv)))
+		}
+		if g.cos != nil && g.sin != nil && !g.cos.Elem.Same(g.sin.Elem) {
+			c.addf("inputs %q and %q have different types %s and %s", s.names.Cos, s.names.Sin, g.cos.Elem, g.sin.Elem)
+		}
+		if g.mask != nil {
+			m, err := graphio.NewMask(g.mask.Elem, s.mask)
+			if err != nil {
+				c.addf("input %q: %v", s.names.CMask, err)
+			}
+			g.masks = m
+		}
+		if g.role == roleDecode || chunked {
+			// Past inputs must agree with the decode graph's (the cache is shared).
+			for i := range s.layers {
+				for _, name := range []string{bundle.Layer(s.names.PastK, i), bundle.Layer(s.names.PastV, i)} {
+					t := c.tensor(false, name, ctxLen*kv, fmt.Sprintf("[%d, %d]", ctxLen, kv))
+					if t == nil {
+						continue
+					}
+					if r.kvET.Type == 0 {
+						r.kvET = t.Elem
+					} else if !t.Elem.Same(r.kvET) {
+						c.addf("input %q is %s, the KV cache is %s", name, t.Elem, r.kvET)
+					}
+				}
+			}
+		}
+	}
+	// new_k/new_v rows are copied into the cache as they are.
+	if r.kvET.Type != 0 {
+		for _, g := range []*graphIO{pre, dec} {
+			c := checker{g, &problems}
+			for _, t := range append(append([]*graphio.Tensor(nil), g.newK...), g.newV...) {
+				if t != nil && !t.Elem.Same(r.kvET) {
+					c.addf("output %q is %s, the KV cache (past inputs) is %s", t.Info.Name, t.Elem, r.kvET)
+				}
+			}
+		}
+	}
+	// The lm-head has exactly one input [1, H] and one output [1, V].
+	c := checker{lm, &problems}
+	if len(lm.info.Inputs) != 1 || len(lm.info.Outputs) != 1 {
+		c.addf("has %d inputs and %d outputs, want exactly one of each", len(lm.info.Inputs), len(lm.info.Outputs))
+	} else {
+		lm.in = c.tensor(false, lm.info.Inputs[0].Name, h, fmt.Sprintf("[1, %d]", h))
+		lm.out = c.tensor(true, lm.info.Outputs[0].Name, s.vocab, fmt.Sprintf("[1, %d] (params.vocab)", s.vocab))
+		if lm.out != nil {
+			switch lm.out.Elem.Type {
+			case qnn.Float32, qnn.Float16, qnn.UFixed16:
+			default:
+				c.addf("output %q is %s; logits must be float32, float16 or ufixed16", lm.out.Info.Name, lm.out.Elem)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return &BindError{Bundle: r.cfg.Bundle, Problems: problems}
+	}
+
+	// Buffers: every bound tensor, then the cache.
+	for _, g := range r.graphs {
+		for _, t := range g.tensors() {
+			if err := t.Alloc(r.rt, elems(t.Info)*t.Elem.Size()); err != nil {
+				return fmt.Errorf("hexagon: %w", err)
+			}
+		}
+	}
+	r.kvRow = kv * r.kvET.Size()
+	r.kvSlots = graphio.Slots{Outer: 1, Inner: kv, ES: r.kvET.Size()}
+	for range s.layers {
+		k, v := &graphio.Tensor{Elem: r.kvET}, &graphio.Tensor{Elem: r.kvET}
+		if err := k.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
+			return fmt.Errorf("hexagon: %w", err)
+		}
+		if err := v.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
+			return fmt.Errorf("hexagon: %w", err)
+		}
+		r.kvK, r.kvV = append(r.kvK, k), append(r.kvV, v)
+	}
+
+	inv := InvFreq(d, s.theta, s.scaling)
+	for _, g := range []*graphIO{pre, dec} {
+		if pre.rope != nil && g != pre && pre.cos.Elem.Same(g.cos.Elem) {
+			g.rope = pre.rope
+			continue
+		}
+		g.rope = newRopeTable(inv, ctxLen+ar, g.cos.Elem)
+	}
+	if !chunked {
+		// The qhexrt prefill mask never changes: causal over the window.
+		pre.masks.Causal(pre.mask.B, ar, 0, 0)
+	}
+	var err error
+	lm.logits, err = graphio.Logits(lm.out.Elem, lm.out.B)
+	return err
+}
+
+// tensors lists a graph's bound tensors.
+func (g *graphIO) tensors() []*graphio.Tensor {
+	if g.role == roleLMHead {
+		return []*graphio.Tensor{g.in, g.out}
+	}
+	ts := []*graphio.Tensor{g.x, g.cos, g.sin, g.mask, g.y}
+	ts = append(ts, g.newK...)
+	return append(ts, g.newV...)
+}
+
+// bind retrieves the graphs and binds each one's buffers to a call.
+func (r *Runner) bind() error {
+	s := r.spec
+	byFile := map[string]*qnn.Context{}
+	for _, c := range r.contexts {
+		byFile[c.Path()] = c
+	}
+	for _, g := range r.graphs {
+		c := byFile[g.ref.file]
+		gr, err := c.Graph(g.ref.name)
+		if err != nil {
+			return fmt.Errorf("hexagon: %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
+		}
+		var in, out []qnn.Binding
+		if g.role == roleLMHead {
+			in = []qnn.Binding{{Name: g.in.Info.Name, Buffer: g.in.Buf}}
+			out = []qnn.Binding{{Name: g.out.Info.Name, Buffer: g.out.Buf}}
+		} else {
+			in = []qnn.Binding{{Name: s.names.X, Buffer: g.x.Buf}, {Name: s.names.Cos, Buffer: g.cos.Buf},
+				{Name: s.names.Sin, Buffer: g.sin.Buf}, {Name: s.names.CMask, Buffer: g.mask.Buf}}
+			out = []qnn.Binding{{Name: s.names.Y, Buffer: g.y.Buf}}
+			if g.role == roleDecode || s.contract == ContractChunked {
+				for i := range s.layers {
+					in = append(in, qnn.Binding{Name: bundle.Layer(s.names.PastK, i), Buffer: r.kvK[i].Buf},
+						qnn.Binding{Name: bundle.Layer(s.names.PastV, i), Buffer: r.kvV[i].Buf})
+				}
+			}
+			for i := range s.layers {
+				out = append(out, qnn.Binding{Name: g.newK[i].Info.Name, Buffer: g.newK[i].Buf},
+					qnn.Binding{Name: g.newV[i].Info.Name, Buffer: g.newV[i].Buf})
+			}
+		}
+		if g.call, err = gr.Bind(in, out); err != nil {
+			return fmt.Errorf("hexagon: binding %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
+		}
+	}
+	return nil
+}
+
+// Info describes the model to the engine.
+func (r *Runner) Info() inference.ModelInfo {
+	return inference.ModelInfo{
+		Name: r.spec.name, VocabSize: r.spec.vocab, ContextLen: r.spec.ctx, PrefillWindow: r.window,
+		BOS: r.spec.bos, EOS: append([]int32(nil), r.spec.eos...),
+	}
+}
+
+// Contract is the bundle's graph contract (ContractQHexRT or ContractChunked).
+func (r *Runner) Contract() string { return r.spec.contract }
+
+// ErrClosed is returned by a closed Runner.
+var ErrClosed = errors.New("hexagon: runner is closed")
+
+// Eval makes the KV cache hold seq and returns the logits after its last
+// token (see inference.Model).
+func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+	if err := r.check(seq); err != nil {
+		return inference.Logits{}, 0, err
+	}
+	valid = min(max(valid, 0), r.valid, len(seq))
+	if !r.fixedCosts {
+		var m [nRoles]bool
+		r.plan.Costs, m = r.measuredCosts()
+		r.plan.DecodeMeasured = m[roleDecode]
+	}
+	n := len(seq)
+	cont := valid == n-1 && (n == r.next || r.contFrom > 0 && n >= r.contFrom && n <= r.next)
+	r.next, r.contFrom = 0, 0
+	r.calls++
+	var from int
+	var one *plan.Step // the whole plan when it is one graph call
+	switch {
+	case n <= r.window && cont:
+		// A decode step, always: the same graph cold or warm.
+		from, one = valid, &plan.Step{Start: valid, N: 1}
+	case n <= r.window:
+		// A new prompt that fits one prefill window is evaluated the way a
+		// cold cache must (one prefill call from 0, which costs about one
+		// decode step on v79), whatever rows are cached: the logits and the
+		// rows are then a function of the tokens alone, so a seeded request
+		// gives the same text cold or warm. Rows are not reused.
+		from, one = 0, &plan.Step{Prefill: true, N: n}
+	default:
+		from = r.plan.From(n, valid)
+	}
+	r.valid = min(r.valid, from)
+	defer r.publish()
+	var err error
+	do := func(s plan.Step) {
+		if err != nil {
+			return
+		}
+		if err = ctx.Err(); err != nil {
+			return
+		}
+		err = r.run(seq, s, s.Start+s.N == n, nil, nil)
+	}
+	if one != nil {
+		do(*one)
+	} else {
+		r.plan.Each(n, from, do)
+	}
+	if err != nil {
+		return inference.Logits{}, 0, err
+	}
+	r.next = n + 1
+	return r.graphs[roleLMHead].logits, from, nil
+}
+
+// check validates a sequence.
+func (r *Runner) check(seq []int32) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.broken != nil {
+		// The last reload failed: try again before giving up.
+		if err := r.reload(); err != nil {
+			return fmt.Errorf("hexagon: the graphs are unavailable since a device restart: %w", err)
+		}
+		r.broken = nil
+		r.stats.Reloads++
+	}
+	if len(seq) == 0 {
+		return errors.New("hexagon: empty sequence")
+	}
+	if len(seq) > r.spec.ctx {
+		return fmt.Errorf("hexagon: %d tokens exceed the context length %d", len(seq), r.spec.ctx)
+	}
+	return nil
+}
+
+// evalAll evaluates seq from position from with the given step kind (prefill
+// windows where the contract allows, or decode steps only) and calls f with
+// the logits at every position from..len(seq)-1 that want accepts (nil: all).
+// It is the golden-test path.
+func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, want func(pos int) bool, f func(pos int, l inference.Logits)) error {
+	if err := r.check(seq); err != nil {
+		return err
+	}
+	if from > r.valid {
+		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
+	}
+	r.valid, r.next, r.contFrom = from, 0, 0
+	r.calls++
+	defer r.publish()
+	p := plan.Planner{Chunked: r.plan.Chunked, Window: r.window, Costs: plan.Costs{Prefill: 1, Decode: 1 << 40}, DecodeMeasured: true}
+	if !prefill {
+		p.Costs = plan.Costs{Prefill: 1 << 40, Decode: 1}
+	}
+	var err error
+	p.Each(len(seq), from, func(s plan.Step) {
+		if err == nil {
+			if err = ctx.Err(); err == nil {
+				err = r.run(seq, s, true, want, f)
+			}
+		}
+	})
+	return err
+}
+
+// run executes one plan step. With logits it runs the lm-head on the last
+// row (or, with f, on every row that want accepts and calls f for each).
+func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool, f func(int, inference.Logits)) error {
+	role := roleDecode
+	if s.Prefill {
+		role = rolePrefill
+	}
+	g := r.graphs[role]
+	st := &r.stats
+
+	t0 := time.Now()
+	xs := g.x.Elem.Size() * r.spec.hidden
+	for i := range s.N {
+		if err := r.embed.put(g.x.B[i*xs:(i+1)*xs], seq[s.Start+i], g.x.Elem, r.convScratch); err != nil {
+			return fmt.Errorf("hexagon: position %d: %w", s.Start+i, err)
+		}
+	}
+	clear(g.x.B[s.N*xs:])
+	t1 := time.Now()
+	g.rope.rows(g.cos.B, g.sin.B, s.Start, g.rows)
+	t2 := time.Now()
+	switch {
+	case role == roleDecode:
+		g.masks.Row(g.mask.B, s.Start, r.spec.ctx)
+	case r.spec.contract == ContractChunked:
+		g.masks.Causal(g.mask.B, g.rows, r.spec.ctx, s.Start)
+	}
+	t3 := time.Now()
+	st.Embed += t1.Sub(t0)
+	st.Rope += t2.Sub(t1)
+	st.Mask += t3.Sub(t2)
+
+	if err := r.execute(g); err != nil {
+		return err
+	}
+
+	t4 := time.Now()
+	for i := range r.kvK {
+		r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, s.Start, g.newK[i].B, g.rows, 0, s.N)
+		r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, s.Start, g.newV[i].B, g.rows, 0, s.N)
+	}
+	r.valid = s.Start + s.N
+	st.KVCopy += time.Since(t4)
+
+	if !logits {
+		return nil
+	}
+	first := s.N - 1
+	if f != nil {
+		first = 0
+	}
+	for row := first; row < s.N; row++ {
+		if want != nil && !want(s.Start+row) {
+			continue
+		}
+		if err := r.lmhead(g, row); err != nil {
+			return err
+		}
+		if f != nil {
+			f(s.Start+row, r.graphs[roleLMHead].logits)
+		}
+	}
+	return nil
+}
+
+// lmhead runs the lm-head on row of g's y.
+func (r *Runner) lmhead(g *graphIO, row int) error {
+	lm := r.graphs[roleLMHead]
+	t0 := time.Now()
+	ys := g.y.Elem.Size() * r.spec.hidden
+	y := g.y.B[row*ys : (row+1)*ys]
+	if g.y.Elem.Same(lm.in.Elem) {
+		copy(lm.in.B, y)
+	} else {
+		g.y.Elem.Get(r.convScratch, y)
+		lm.in.Elem.Put(lm.in.B, r.convScratch)
+	}
+	r.stats.Convert += time.Since(t0)
+	return r.execute(lm)
+}
+
+// execute runs one graph call, timing it; a device restart reloads the graphs.
+func (r *Runner) execute(g *graphIO) error {
+	c0, _ := threadcpu.Time()
+	t0 := time.Now()
+	err := g.call.Execute()
+	d := time.Since(t0)
+	c1, _ := threadcpu.Time()
+	r.stats.Observe(g.key, d, c1-c0, err != nil)
+	if err == nil {
+		return nil
+	}
+	err = &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
+	if qnn.IsDeviceRestart(err) {
+		r.valid = 0
+		r.log.Warn().Err(err).Msg("hexagon: device restart, reloading the context binaries")
+		if rerr := r.reload(); rerr != nil {
+			r.broken = rerr
+			return errors.Join(err, fmt.Errorf("hexagon: reloading after a device restart: %w", rerr))
+		}
+		r.stats.Reloads++
+	}
+	return err
+}
+
+// ExecError is a failed graph execution.
+type ExecError struct {
+	Graph, File string
+	Err         error
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("hexagon: executing %s graph %q: %v", e.File, e.Graph, e.Err)
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// reload recreates the contexts, graphs and calls after a device restart.
+// The buffers and the cache stay (the cache is invalid: valid is 0).
+func (r *Runner) reload() error {
+	r.closeGraphs()
+	loaded := map[string]bool{}
+	for _, ref := range r.spec.graphs {
+		if loaded[ref.file] {
+			continue
+		}
+		loaded[ref.file] = true
+		c, err := r.rt.LoadContext(ref.file)
+		if err != nil {
+			return err
+		}
+		r.contexts = append(r.contexts, c)
+	}
+	return r.bind()
+}
+
+// closeGraphs releases the calls and contexts, newest first.
+func (r *Runner) closeGraphs() {
+	for _, g := range r.graphs {
+		if g != nil && g.call != nil {
+			g.call.Close()
+			g.call = nil
+		}
+	}
+	for i := len(r.contexts) - 1; i >= 0; i-- {
+		r.contexts[i].Close()
+	}
+	r.contexts = nil
+}
+
+// Close releases the calls, contexts, buffers, the embedding table and (if
+// the Runner opened it) the runtime, in reverse order of creation.
+func (r *Runner) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.closeGraphs()
+	var errs []error
+	free := (*graphio.Tensor).Free
+	for i := len(r.kvK) - 1; i >= 0; i-- {
+		free(r.kvV[i])
+		free(r.kvK[i])
+	}
+	for i := nRoles - 1; i >= 0; i-- {
+		if g := r.graphs[i]; g != nil {
+			ts := g.tensors()
+			for j := len(ts) - 1; j >= 0; j-- {
+				free(ts[j])
+			}
+		}
+	}
+	if err := r.embed.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.ownRT && r.rt != nil {
+		if err := r.rt.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	runtime.KeepAlive(r)
+	return errors.Join(errs...)
+}
+
+// plausibleArch accepts Hexagon architecture names v60 … v99.
+func plausibleArch(a string) bool {
+	return len(a) == 3 && a[0] == 'v' && a[1] >= '6' && a[1] <= '9' && a[2] >= '0' && a[2] <= '9'
+}

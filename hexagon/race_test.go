@@ -1,5 +1,0 @@
-//go:build race
-
-package hexagon
-
-func init() { raceEnabled = true }
