@@ -15,7 +15,7 @@ HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && echo yes)
 HF_TOKENIZERS := $(wildcard $(CURDIR)/tokenizer/testdata/hf/node_modules)
 HAVE_CHROMIUM := $(shell command -v node >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && echo yes)
 
-.PHONY: all build run test vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models
+.PHONY: all build run test test-lane-go test-lane-sim vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models
 
 all: build hostsim
 
@@ -40,15 +40,39 @@ models: all $(TINY)/v79/manifest.json
 run: models
 	$(BIN) serve --config configs/dev.yaml
 
-test: all models vet gotest test-hostsim fuzz $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) $(if $(HAVE_CHROMIUM),test-web) bench-smoke
+# make test runs its steps in two lanes at once (-j2, each step's output printed
+# whole when it ends): the Go lane (gotest, fuzz) keeps both cores busy, while the
+# other lane is mostly one core (qemu runs the arm64 tests one at a time) or waits
+# on a server and a browser (node, chromium, bench). Run one after the other, the
+# second core sat idle for most of the qemu step.
+TEST_LANE_GO  := gotest fuzz
+TEST_LANE_SIM := test-hostsim $(if $(HAVE_QEMU),test-arm64) $(if $(HAVE_NODE),test-node) $(if $(HAVE_CHROMIUM),test-web) bench-smoke
+
+test: all models vet
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-go test-lane-sim
 	@echo "make test: all steps passed"
+
+# Each lane runs its steps in order (one goal per sub-make).
+test-lane-go test-lane-sim:
+	@set -e; for step in $(if $(filter test-lane-go,$@),$(TEST_LANE_GO),$(TEST_LANE_SIM)); do \
+		$(MAKE) --no-print-directory $$step; \
+	done
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+# gotest runs every package under -race in -short form, then, without -race, the
+# full form of every package whose tests call testing.Short(). -short shrinks the
+# compute-heavy cases (numeric goldens, big-vocabulary samplers and masks, model
+# generation): the race detector is for concurrency, and on numeric work it costs
+# 5-10x while checking nothing more. So each test runs under -race, and each
+# case a -short run leaves out or shrinks runs at full size once without it.
+SHORT_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell git grep -l 'testing\.Short()' -- '*_test.go'))))
+GOTEST_ENV = HEXSERVE_BIN=$(CURDIR)/$(BIN) $(if $(HF_TOKENIZERS),HEXSERVE_HF_TOKENIZERS=$(HF_TOKENIZERS))
 gotest:
-	HEXSERVE_BIN=$(CURDIR)/$(BIN) $(if $(HF_TOKENIZERS),HEXSERVE_HF_TOKENIZERS=$(HF_TOKENIZERS)) $(GO) test -race -count=1 ./...
+	$(GOTEST_ENV) $(GO) test -race -short -count=1 ./...
+	$(if $(SHORT_PKGS),$(GOTEST_ENV) $(GO) test -count=1 $(SHORT_PKGS))
 
 # Each fuzz target runs for a short bounded time; crashers land in testdata/fuzz as regression cases.
 fuzz:

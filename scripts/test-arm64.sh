@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Builds the NPU-path tests for linux/arm64 and runs them under qemu-aarch64 against
-# the arm64 hostsim build (make hostsim-arm64).
+# the arm64 hostsim build (make hostsim-arm64). They run in their -short form (fewer
+# variants, smaller goldens): what the architecture can change is the ABI, struct
+# layouts, purego calls and the C graphs' arithmetic, not what a bigger case adds,
+# and qemu runs them several times slower than native. make gotest runs the full
+# forms natively.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -12,6 +16,8 @@ for pkg in ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexagon/qhexrt ./hex
   name=$(echo "$pkg" | tr '/.' '__')
   CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$out/$name.test" "$pkg"
   echo "arm64: $pkg"
+  start=$(date +%s)
   (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short)
+  echo "arm64: $pkg took $(($(date +%s) - start)) s"
 done
 echo "arm64 tests passed"

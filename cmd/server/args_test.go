@@ -78,10 +78,7 @@ func TestInspectJSONAfterPath(t *testing.T) {
 	if !fileExists(filepath.Join(sim, "libQnnHtp.so")) {
 		t.Skip("hostsim is not built (make hostsim)")
 	}
-	out := t.TempDir()
-	if code, _, stderr := runMk(t, "--preset", "tiny", "--out", out, "--tokenizer", testTokenizer); code != 0 {
-		t.Fatalf("mkmodel: %d %s", code, stderr)
-	}
+	out, _ := tinyBundle(t)
 	var stdout, stderr bytes.Buffer
 	code := inspect([]string{out, "--json", "--backend", filepath.Join(sim, "libQnnHtp.so"), "--system", filepath.Join(sim, "libQnnSystem.so")}, &stdout, &stderr)
 	if code != 0 {

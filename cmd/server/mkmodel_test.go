@@ -7,12 +7,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
@@ -28,6 +30,43 @@ func runMk(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := mkmodel(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// testTmp holds what tests share across the run; TestMain removes it.
+var testTmp string
+
+func TestMain(m *testing.M) {
+	var err error
+	if testTmp, err = os.MkdirTemp("", "hexserve-cmd-test-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(testTmp)
+	os.Exit(code)
+}
+
+var tiny struct {
+	once             sync.Once
+	dir, out, errOut string
+	code             int
+}
+
+// tinyBundle returns the default tiny bundle (mkmodel --preset tiny with the
+// repository's tokenizer) and mkmodel's stdout. It is written once per run
+// (mkmodel takes seconds under -race) and shared: tests must not modify it.
+func tinyBundle(t *testing.T) (dir, stdout string) {
+	t.Helper()
+	tiny.once.Do(func() {
+		tiny.dir = filepath.Join(testTmp, "tiny")
+		var out, errb bytes.Buffer
+		tiny.code = mkmodel([]string{"--preset", "tiny", "--out", tiny.dir, "--tokenizer", testTokenizer}, &out, &errb)
+		tiny.out, tiny.errOut = out.String(), errb.String()
+	})
+	if tiny.code != 0 {
+		t.Fatalf("mkmodel --preset tiny: exit %d: %s", tiny.code, tiny.errOut)
+	}
+	return tiny.dir, tiny.out
 }
 
 func readSim(t *testing.T, path string) *simfile.File {
@@ -60,11 +99,7 @@ func findTensor(g simfile.Graph, name string) (simfile.Tensor, bool) {
 }
 
 func TestMkmodelTinyDefaults(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, stderr := runMk(t, "--preset", "tiny", "--out", out, "--tokenizer", testTokenizer)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	out, stdout := tinyBundle(t)
 	if !strings.Contains(stdout, "wrote ") {
 		t.Errorf("stdout %q", stdout)
 	}
@@ -387,10 +422,15 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 		{"chunked-shared", []string{"--weights", "f16", "--io", "f32", "--kv", "f32", "--contract", "chunked", "--layout", "shared", "--prefill-chunk", "2"}, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			out := t.TempDir()
-			args := append([]string{"--preset", "tiny", "--out", out, "--tokenizer", testTokenizer}, v.args...)
-			if code, _, stderr := runMk(t, args...); code != 0 {
-				t.Fatalf("mkmodel: %s", stderr)
+			var out string
+			if v.args == nil {
+				out, _ = tinyBundle(t)
+			} else {
+				out = t.TempDir()
+				args := append([]string{"--preset", "tiny", "--out", out, "--tokenizer", testTokenizer}, v.args...)
+				if code, _, stderr := runMk(t, args...); code != 0 {
+					t.Fatalf("mkmodel: %s", stderr)
+				}
 			}
 			if v.name == "renamed" {
 				dec := readSim(t, filepath.Join(out, "v79", "decode.bin")).Graphs[0]

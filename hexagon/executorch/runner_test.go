@@ -161,7 +161,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("ar%d-shards%d", o.ar, o.shards), func(t *testing.T) {
 			if testing.Short() && i > 0 {
-				t.Skip("-short: the default chunk only (arm64 under qemu)")
+				t.Skip("-short (make test's -race run, arm64 under qemu): the default chunk only")
 			}
 			r := openRunner(t, rt, writePTE(t, o))
 			for _, c := range cases {
@@ -204,7 +204,7 @@ func TestQuantizedTolerance(t *testing.T) {
 	}
 	for name, kv := range map[string]simfile.DType{"u8": simfile.UFixed8, "u16": simfile.UFixed16} {
 		if testing.Short() && name == "u16" {
-			continue // -short (arm64 under qemu): uint8 KV only
+			continue // -short (make test's -race run, arm64 under qemu): uint8 KV only
 		}
 		r := openRunner(t, rt, writePTE(t, pteOpts{ctx: 512, ar: 32, shards: 1, kv: kv, logits: simfile.UFixed16}))
 		worst := 0.0

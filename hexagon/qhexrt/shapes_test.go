@@ -54,9 +54,6 @@ type shapeRef struct {
 
 const shapeCtx = 256
 
-// raceEnabled is set under -race.
-var raceEnabled bool
-
 // shapeChecked are the prompt positions compared: the start, both sides of
 // the 16-row window boundaries, and both sides of the 128-row one.
 var shapeChecked = []int{0, 1, 15, 16, 17, 31, 32, 127, 128, 129, 139}
@@ -210,8 +207,8 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 func TestOtherShapes(t *testing.T) {
 	qcfg := hostsimConfig(t)
 	steps := 20
-	if raceEnabled {
-		steps = 8 // the float64 reference is slow under -race
+	if testing.Short() {
+		steps = 8 // -short (make test's -race run, arm64 under qemu): the float64 reference is slow there
 	}
 	for _, sc := range otherShapes {
 		t.Run(sc.name, func(t *testing.T) {
@@ -333,7 +330,7 @@ func TestMkmodelBundle(t *testing.T) {
 func TestOtherShapesInt8(t *testing.T) {
 	qcfg := hostsimConfig(t)
 	steps := 20
-	if raceEnabled {
+	if testing.Short() {
 		steps = 8
 	}
 	for _, sc := range otherShapes {

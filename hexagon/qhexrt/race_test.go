@@ -1,5 +1,0 @@
-//go:build race
-
-package qhexrt
-
-func init() { raceEnabled = true }

@@ -1,5 +1,0 @@
-//go:build race
-
-package tinyllama
-
-func init() { raceEnabled = true }
