@@ -17,7 +17,11 @@ for pkg in ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexagon/qhexrt ./hex
   CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$out/$name.test" "$pkg"
   echo "arm64: $pkg"
   start=$(date +%s)
-  (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short)
+  skip=""
+  # The QHexRT runner's cache-reuse and snapshot behaviour is Go logic over the
+  # same graph calls the goldens make here; those tests run natively (make gotest).
+  [ "$pkg" = ./hexagon/qhexrt ] && skip='^(TestSeedColdWarmRunner|TestKVSnapshotRestore|TestPrefixReuse|TestKVStoreThroughEngine|TestPlanFollowsHostsimLatency)$'
+  (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short ${skip:+-test.skip "$skip"})
   echo "arm64: $pkg took $(($(date +%s) - start)) s"
 done
 echo "arm64 tests passed"
