@@ -433,41 +433,51 @@ func (s *sampler) topP(c []cand, ws []float64, mass float64) ([]cand, []float64)
 func (s *sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
 	s.prepare(l, wantLP)
 	var id int32
-	if s.p.Temperature <= 0 {
-		best := cand{v: float32(math.Inf(-1)), id: math.MaxInt32}
-		for _, x := range s.cands {
-			if better(x, best) {
-				best = x
-			}
-		}
-		id = best.id
-		if len(s.cands) == 0 { // all NaN: anything in range
-			id = 0
-		}
-	} else if s.big && s.code {
+	switch {
+	case s.p.Temperature <= 0:
+		id = greedy(s.cands)
+	case s.big && s.code:
 		id = s.sampleCodes()
-	} else if s.big {
+	case s.big:
 		id = s.sampleBig()
-	} else {
-		kept, ws := s.filter()
-		var z float64
-		for _, w := range ws {
-			z += w
-		}
-		u := s.rng.Float64() * z
-		id = kept[len(kept)-1].id
-		for i, w := range ws {
-			u -= w
-			if u < 0 {
-				id = kept[i].id
-				break
-			}
-		}
+	default:
+		id = s.draw()
 	}
 	if !wantLP {
 		return id, nil
 	}
 	return id, s.logprobs(l, id, top)
+}
+
+// greedy is the best of cs (the lowest id among equals); 0 when cs is
+// empty (all logits NaN: anything in range).
+func greedy(cs []cand) int32 {
+	best := cand{v: float32(math.Inf(-1)), id: math.MaxInt32}
+	for _, x := range cs {
+		if better(x, best) {
+			best = x
+		}
+	}
+	if len(cs) == 0 {
+		return 0
+	}
+	return best.id
+}
+
+// draw samples one id from s.cands after top_k/top_p/min_p, by weight.
+func (s *sampler) draw() int32 {
+	kept, ws := s.filter()
+	var z float64
+	for _, w := range ws {
+		z += w
+	}
+	u := s.rng.Float64() * z
+	for i, w := range ws {
+		if u -= w; u < 0 {
+			return kept[i].id
+		}
+	}
+	return kept[len(kept)-1].id
 }
 
 // sampleConstrained draws a token that c allows. It samples as usual and
@@ -510,27 +520,9 @@ func (s *sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint
 	}
 	s.cands, s.m, s.big = cs, m, false
 	if s.p.Temperature <= 0 {
-		best := cs[0]
-		for _, x := range cs[1:] {
-			if better(x, best) {
-				best = x
-			}
-		}
-		id = best.id
+		id = greedy(cs)
 	} else {
-		kept, ws := s.filter()
-		var z float64
-		for _, w := range ws {
-			z += w
-		}
-		u := s.rng.Float64() * z
-		id = kept[len(kept)-1].id
-		for i, w := range ws {
-			if u -= w; u < 0 {
-				id = kept[i].id
-				break
-			}
-		}
+		id = s.draw()
 	}
 	if !wantLP {
 		return id, nil

@@ -6,16 +6,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
-	"github.com/hexserve/hexserve/inference"
 )
-
-func logitsCopy(l inference.Logits) []float32 {
-	out := make([]float32, l.Len())
-	for i := range out {
-		out[i] = l.At(i)
-	}
-	return out
-}
 
 // TestSeedColdWarmRunner: on 16-bit bundles a prompt within one prefill
 // window gives bit-identical logits, and leaves identical cache rows, whether
@@ -37,7 +28,7 @@ func TestSeedColdWarmRunner(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return logitsCopy(l)
+				return copyLogits(l)
 			}
 			cold := openTiny(t, v)
 			coldPrompt := eval(cold, prompt, 0)
