@@ -229,43 +229,24 @@ func (c checker) tensor(output bool, name string, want int, shape string) *graph
 	if output {
 		list, kind = c.g.info.Outputs, "output"
 	}
-	for _, ti := range list {
-		if ti.Name != name {
-			continue
-		}
-		n := 1
-		for _, d := range ti.Dims {
-			n *= int(d)
-		}
-		if want > 0 && n != want {
-			c.addf("%s %q has dims %v, want %s", kind, name, ti.Dims, shape)
-			return nil
-		}
-		et, err := graphio.ElemOf(ti)
-		if err == nil && !et.Quantized() && et.Type != qnn.Float32 && et.Type != qnn.Float16 && et.Type != qnn.Uint16 {
-			err = fmt.Errorf("unsupported data type %s", et)
-		}
-		if err != nil {
-			c.addf("%s %q: %v", kind, name, err)
-			return nil
-		}
-		return &graphio.Tensor{Info: ti, Elem: et}
+	ti, ok := graphio.Find(list, name)
+	if !ok {
+		c.addf("no %s %q %s (it has %s)", kind, name, shape, graphio.Names(list))
+		return nil
 	}
-	var have []string
-	for _, ti := range list {
-		have = append(have, ti.Name)
+	if want > 0 && ti.Elements() != want {
+		c.addf("%s %q has dims %v, want %s", kind, name, ti.Dims, shape)
+		return nil
 	}
-	c.addf("no %s %q %s (it has %s)", kind, name, shape, strings.Join(have, ", "))
-	return nil
-}
-
-// elems returns a tensor's element count.
-func elems(ti qnn.TensorInfo) int {
-	n := 1
-	for _, d := range ti.Dims {
-		n *= int(d)
+	et, err := graphio.ElemOf(ti)
+	if err == nil && !et.Quantized() && et.Type != qnn.Float32 && et.Type != qnn.Float16 && et.Type != qnn.Uint16 {
+		err = fmt.Errorf("unsupported data type %s", et)
 	}
-	return n
+	if err != nil {
+		c.addf("%s %q: %v", kind, name, err)
+		return nil
+	}
+	return &graphio.Tensor{Info: ti, Elem: et}
 }
 
 // allocate validates every binding and allocates the I/O buffers and KV cache.
@@ -279,7 +260,7 @@ func (r *Runner) allocate() error {
 	r.window = s.window
 	for _, ti := range pre.info.Inputs {
 		if ti.Name == s.names.X {
-			if ar := elems(ti) / s.hidden; r.window == 0 {
+			if ar := ti.Elements() / s.hidden; r.window == 0 {
 				r.window = ar
 			} else if ar != r.window {
 				problems = append(problems, fmt.Sprintf("%s graph %q: input %q has dims %v: prefill_window %d wants [%d, %d]",
@@ -372,7 +353,7 @@ func (r *Runner) allocate() error {
 	// Buffers: every bound tensor, then the cache.
 	for _, g := range r.graphs {
 		for _, t := range g.tensors() {
-			if err := t.Alloc(r.rt, elems(t.Info)*t.Elem.Size()); err != nil {
+			if err := t.Alloc(r.rt, t.Info.Elements()*t.Elem.Size()); err != nil {
 				return fmt.Errorf("hexagon: %w", err)
 			}
 		}
