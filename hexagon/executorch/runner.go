@@ -244,7 +244,9 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
-		b, err := r.rt.Alloc(n)
+		// A pool: the two methods view it with different shapes, so each view
+		// is registered as a shared buffer of its own (ExecuTorch's pattern).
+		b, err := r.rt.AllocPool(n)
 		if err != nil {
 			return fmt.Errorf("executorch: KV cache: %w", err)
 		}

@@ -95,6 +95,9 @@ typedef struct {
   uint64_t offset;
   uint32_t dtype;
   uint64_t nbytes;
+  uint32_t memtype; /* QNN_MEM_TYPE_ION / DMA_BUF / CUSTOM */
+  uint32_t rank;
+  uint32_t dims[8]; /* the first 8 dimensions of the registered shape */
 } hs_mem;
 
 /* ---- last error ---- */
@@ -245,9 +248,10 @@ typedef struct {
   uint32_t bus_min, bus_target, bus_max, core_min, core_target, core_max;
   uint32_t rpc_control_latency, rpc_polling_time, hmx_timeout_us;
   uint32_t mem_grow_size, mem_config_calls;
+  uint32_t destroy_power_mode; /* power_mode in force when destroyPowerConfigId ran (0 while the id lives) */
 } hostsim_power_t;
 _Static_assert(sizeof(hostsim_stats_t) == 96, "stats size");
-_Static_assert(sizeof(hostsim_power_t) == 72, "power size");
+_Static_assert(sizeof(hostsim_power_t) == 76, "power size");
 
 #define MAXPOWER 64
 static hostsim_power_t g_power[MAXPOWER + 1];
@@ -311,6 +315,7 @@ static Qnn_ErrorHandle_t perf_destroy(uint32_t id) {
   pthread_mutex_lock(&g_mu);
   if (!power_live(id)) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "destroyPowerConfigId: unknown id %u", id); }
   g_power[id].live = 0;
+  g_power[id].destroy_power_mode = g_power[id].power_mode;
   g_live_power--;
   pthread_mutex_unlock(&g_mu);
   return QNN_SUCCESS;
@@ -463,9 +468,40 @@ static Qnn_ErrorHandle_t backendGetBuildId(const char **out) {
 }
 
 /* ---- device ---- */
+#define SKEL "libQnnHtpV79Skel.so"
+/* skel_found reports whether SKEL is in one of ADSP_LIBRARY_PATH's ';'-separated folders (a ':' list is one
+ * folder name to the DSP loader, as on a phone). */
+static int skel_found(void) {
+  const char *v = getenv("ADSP_LIBRARY_PATH");
+  if (!v) return 0;
+  char path[4096];
+  for (const char *p = v; *p;) {
+    const char *end = strchr(p, ';');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n > 0 && n + sizeof SKEL + 1 < sizeof path) {
+      snprintf(path, sizeof path, "%.*s/%s", (int)n, p, SKEL);
+      if (access(path, R_OK) == 0) return 1;
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return 0;
+}
+
 static Qnn_ErrorHandle_t deviceCreate(void *log, const QnnDevice_Config_t **cfg, void **out) {
   if (!out) return set_err(QNN_COMMON_ERROR_INVALID_ARGUMENT, "deviceCreate: NULL out");
   if (log && !live_log(log)) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceCreate: invalid log handle");
+  char sb[8];
+  if (sw("HOSTSIM_DEVICE_UNSUPPORTED", sb, sizeof sb)) {
+    *out = NULL;
+    return set_err(QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE, "deviceCreate: device feature unsupported (HOSTSIM_DEVICE_UNSUPPORTED)");
+  }
+  if (sw("HOSTSIM_REQUIRE_SKEL", sb, sizeof sb) && !skel_found()) {
+    const char *v = getenv("ADSP_LIBRARY_PATH");
+    log_msg(live_log(log), LOG_ERROR, "hostsim: Transport layer setup failed: %s not found in ADSP_LIBRARY_PATH", SKEL);
+    return set_err(QNN_DEVICE_ERROR_INVALID_CONFIG, "deviceCreate: Transport layer setup failed: %s not found in ADSP_LIBRARY_PATH=\"%s\"",
+                   SKEL, v ? v : "");
+  }
   for (int i = 0; cfg && cfg[i]; i++) {
     if (cfg[i]->option == 1) continue; /* PLATFORM_INFO */
     if (cfg[i]->option != 0 || !cfg[i]->customConfig)
@@ -662,6 +698,34 @@ static Qnn_ErrorHandle_t graphRetrieve(void *ctx, const char *name, void **out) 
 }
 
 /* ---- memory ---- */
+/* mem_conflict enforces one registration kind per allocation, as ExecuTorch's QnnMemManager uses the API:
+ * an fd registered as ION (or DMA_BUF) in a context is registered once, whole, and takes no CUSTOM
+ * (shared-buffer) registration beside it; CUSTOM registrations of one fd may view it at several offsets and
+ * shapes (one rpcmem block carved into tensors, one KV buffer seen by two graphs) but never twice with the
+ * same offset, data type and shape. Any other overlap is 8002 ALREADY_REGISTERED. */
+static Qnn_ErrorHandle_t mem_conflict(const void *ctx, const Qnn_MemDescriptor_t *d, int fd, uint64_t off, uint64_t need,
+                                      uint32_t i) {
+  int custom = d->memType == QNN_MEM_TYPE_CUSTOM;
+  const char *why = NULL;
+  pthread_mutex_lock(&g_mu);
+  for (size_t r = 0; r < g_nreg && !why; r++) {
+    const hs_mem *o = g_reg[r].p;
+    if (g_reg[r].type != T_MEM || o->ctx != ctx || o->fd != fd) continue;
+    int ocustom = o->memtype == QNN_MEM_TYPE_CUSTOM;
+    if (!custom) why = ocustom ? "already has shared-buffer (CUSTOM) registrations" : "is already registered whole (ION)";
+    else if (!ocustom) why = "is already registered whole (ION)";
+    else if (o->offset == off && o->dtype == d->dataType && o->nbytes == need && o->rank == d->memShape.numDim) {
+      int same = 1;
+      for (uint32_t k = 0; k < o->rank && k < 8; k++) same &= o->dims[k] == d->memShape.dimSize[k];
+      if (same) why = "is already registered with this offset, data type and shape";
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (!why) return 0;
+  return set_err(QNN_MEM_ERROR_ALREADY_REGISTERED, "memRegister[%u]: fd %d (offset %llu) %s in this context", i, fd,
+                 (unsigned long long)off, why);
+}
+
 static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs, uint32_t n, void **handles) {
   pthread_mutex_lock(&g_mu);
   int ok = reg_has(ctx, T_CONTEXT);
@@ -670,6 +734,12 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
     for (uint32_t k = 0; k < n; k++) handles[k] = NULL;
   if (!ok) return set_err(QNN_MEM_ERROR_INVALID_HANDLE, "memRegister: invalid context handle");
   if (!descs || !handles || n == 0) return set_err(QNN_MEM_ERROR_INVALID_ARGUMENT, "memRegister: NULL descriptors/handles or n = 0");
+  char fb[32];
+  if (sw("HOSTSIM_FAIL_MEM_REGISTER", fb, sizeof fb)) {
+    long code = strtol(fb, NULL, 10);
+    if (code < 1000 || code > 0xFFFF) code = QNN_MEM_ERROR_MAPPING;
+    return set_err((Qnn_ErrorHandle_t)code, "memRegister: injected failure (HOSTSIM_FAIL_MEM_REGISTER)");
+  }
   for (uint32_t i = 0; i < n; i++) {
     const Qnn_MemDescriptor_t *d = &descs[i];
     Qnn_ErrorHandle_t e = 0;
@@ -701,25 +771,23 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
     struct stat st;
     if (!e && (fd < 0 || fstat(fd, &st) != 0))
       e = set_err(QNN_MEM_ERROR_MAPPING, "memRegister[%u]: fd %d is not an open file (%s)", i, fd, strerror(errno));
+    if (!e && declared > (uint64_t)st.st_size)
+      e = set_err(QNN_MEM_ERROR_INVALID_SHAPE, "memRegister[%u]: shared buffer size %llu exceeds fd %d's %lld bytes", i,
+                  (unsigned long long)declared, fd, (long long)st.st_size);
     if (!e && (off > (uint64_t)st.st_size || (uint64_t)st.st_size - off < need))
       e = set_err(QNN_MEM_ERROR_INVALID_SHAPE, "memRegister[%u]: fd %d has %lld bytes, need %llu at offset %llu", i, fd,
                   (long long)st.st_size, (unsigned long long)need, (unsigned long long)off);
     hs_mem *m = NULL;
-    if (!e) {
-      pthread_mutex_lock(&g_mu);
-      for (size_t r = 0; r < g_nreg && !e; r++) {
-        hs_mem *o = g_reg[r].p;
-        if (g_reg[r].type == T_MEM && o->ctx == ctx && o->fd == fd && o->offset == off && o->dtype == d->dataType && o->nbytes == need)
-          e = QNN_MEM_ERROR_ALREADY_REGISTERED;
-      }
-      pthread_mutex_unlock(&g_mu);
-      if (e) set_err(e, "memRegister[%u]: fd %d offset %llu already registered with this shape in this context", i, fd, (unsigned long long)off);
-    }
+    if (!e) e = mem_conflict(ctx, d, fd, off, need, i);
     if (!e) {
       void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (map == MAP_FAILED) e = set_err(QNN_MEM_ERROR_MAPPING, "memRegister[%u]: mmap of fd %d failed: %s", i, fd, strerror(errno));
       else if (!(m = calloc(1, sizeof *m))) { munmap(map, (size_t)st.st_size); e = QNN_COMMON_ERROR_MEM_ALLOC; }
-      else *m = (hs_mem){ctx, map, (size_t)st.st_size, (uint8_t *)map + off, (uint64_t)st.st_size - off, fd, off, d->dataType, need};
+      else {
+        *m = (hs_mem){ctx, map, (size_t)st.st_size, (uint8_t *)map + off, (uint64_t)st.st_size - off, fd, off, d->dataType, need,
+                      d->memType, d->memShape.numDim, {0}};
+        for (uint32_t k = 0; k < d->memShape.numDim && k < 8; k++) m->dims[k] = d->memShape.dimSize[k];
+      }
     }
     if (e) { /* the header: on failure every handle is set to NULL */
       pthread_mutex_lock(&g_mu);

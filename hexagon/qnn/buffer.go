@@ -20,12 +20,29 @@ type Buffer struct {
 	ptr  unsafe.Pointer
 	size int
 	fd   int32 // rpcmem fd, -1 for libc memory
+	pool bool  // from AllocPool: tensors at offsets, registered as HTP shared buffers
 	uses int   // live Calls binding it (guarded by rt.mu)
 }
 
-// Alloc returns a zeroed buffer of size bytes. Runtime.Close frees buffers
-// that are still allocated.
+// Alloc returns a zeroed buffer of size bytes for one tensor: Bind takes it
+// at offset 0 only, and with shared memory it is registered once per
+// context (as ION), so every graph of a context must view it with the same
+// data type and shape. Runtime.Close frees buffers that are still
+// allocated.
 func (r *Runtime) Alloc(size int) (*Buffer, error) {
+	return r.alloc(size, false)
+}
+
+// AllocPool returns a zeroed buffer that holds several tensors at offsets,
+// or one region that graphs view with different shapes (a KV cache shared by
+// a prefill and a decode graph): with shared memory each distinct view is
+// registered as an HTP shared buffer (fd + offset), as ExecuTorch's LLM
+// runner does with its one rpcmem block.
+func (r *Runtime) AllocPool(size int) (*Buffer, error) {
+	return r.alloc(size, true)
+}
+
+func (r *Runtime) alloc(size int, pool bool) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("qnn: alloc of %d bytes", size)
 	}
@@ -34,7 +51,7 @@ func (r *Runtime) Alloc(size int) (*Buffer, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	b := &Buffer{rt: r, size: size, fd: -1}
+	b := &Buffer{rt: r, size: size, fd: -1, pool: pool}
 	if r.rpc != nil {
 		if size > math.MaxInt32 {
 			return nil, fmt.Errorf("qnn: rpcmem_alloc of %d bytes exceeds 2 GiB", size)

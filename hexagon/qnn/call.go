@@ -35,9 +35,11 @@ type Call struct {
 }
 
 // Bind checks the bindings against the graph's tensor metadata (every input
-// and output bound exactly once, each region large enough) and builds the
-// tensor arrays. With shared memory the regions are registered with the
-// context (reused across Calls of the same context).
+// and output bound exactly once, each region large enough, offsets only in
+// AllocPool buffers) and builds the tensor arrays. With shared memory the
+// regions are registered with the context (reused across Calls of the same
+// context); a region the backend refuses to register is passed as a client
+// buffer, with a warning in the Runtime's log.
 func (g *Graph) Bind(inputs, outputs []Binding) (_ *Call, err error) {
 	c := &Call{g: g, op: "graphExecute(" + g.info.Name + ")"}
 	ctx := g.ctx
@@ -104,18 +106,25 @@ func (c *Call) build(side string, ts []TensorInfo, bs []Binding) (unsafe.Pointer
 		case b.Offset < 0 || b.Offset+size > b.Buffer.size:
 			return nil, 0, fmt.Errorf("qnn: graph %q: %s %q (%s %v) needs %d bytes at offset %d; buffer has %d",
 				g.info.Name, side, t.Name, t.DataType, t.Dims, size, b.Offset, b.Buffer.size)
+		case b.Offset != 0 && !b.Buffer.pool:
+			return nil, 0, fmt.Errorf("qnn: graph %q: %s %q is bound at offset %d of a buffer from Alloc, which holds one tensor; "+
+				"tensors at offsets of one allocation need AllocPool", g.info.Name, side, t.Name, b.Offset)
 		}
 		if err := c.use(b.Buffer); err != nil {
 			return nil, 0, fmt.Errorf("qnn: graph %q: %s %q: %w", g.info.Name, side, t.Name, err)
 		}
 		ct := (*cTensor)(unsafe.Add(arr, uintptr(i)*tensorStride))
 		c.fill(ct, t)
+		var reg *registration
 		if b.Buffer.fd >= 0 {
-			reg, err := g.ctx.register(b.Buffer, b.Offset, t)
-			if err != nil {
-				return nil, 0, fmt.Errorf("qnn: graph %q: %s %q: %w", g.info.Name, side, t.Name, err)
+			where := fmt.Sprintf("graph %q: %s %q", g.info.Name, side, t.Name)
+			var err error
+			if reg, err = g.ctx.register(b.Buffer, b.Offset, t, where); err != nil {
+				return nil, 0, fmt.Errorf("qnn: %s: %w", where, err)
 			}
 			c.regs = append(c.regs, reg)
+		}
+		if reg != nil && reg.h != 0 {
 			ct.memType = tensorMemMemHandle
 			ct.data = uintptr(reg.h)
 		} else {

@@ -75,6 +75,7 @@ type hostsimPower struct {
 	BusMin, BusTarget, BusMax, CoreMin, CoreTarget, CoreMax    uint32
 	RPCControlLatency, RPCPollingTime, HMXTimeoutUS            uint32
 	MemGrowSize, MemConfigCalls                                uint32
+	DestroyPowerMode                                           uint32 // power mode in force at destroyPowerConfigId
 }
 
 // hostsimLib keeps hostsim's libraries loaded for the test (so their

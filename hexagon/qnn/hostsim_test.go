@@ -119,8 +119,14 @@ func TestHostsimPerfMode(t *testing.T) {
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if rc := h.power(id, &p); rc != 0 || p.Live != 0 {
-				t.Errorf("power config %d still live after Close (rc %d, %+v)", id, rc, p)
+			// Close takes the vote down (ExecuTorch's values), then destroys
+			// the id: hostsim refuses setPowerConfig on a destroyed id and
+			// records the mode in force when the id was destroyed.
+			down := hostsimPower{Live: 0, SetCalls: 3, DcvsSet: 1, DcvsEnable: 1, PowerMode: 0x4, SleepLatency: 2000,
+				BusMin: 0x30, BusTarget: 0x30, BusMax: 0x30, CoreMin: 0x30, CoreTarget: 0x30, CoreMax: 0x30,
+				RPCControlLatency: tc.latency, RPCPollingTime: tc.pollingTime, DestroyPowerMode: 0x4}
+			if rc := h.power(id, &p); rc != 0 || p != down {
+				t.Errorf("after Close (rc %d) hostsim recorded %+v\nwant %+v", rc, p, down)
 			}
 			checkNoLeaks(t, h)
 		})
@@ -268,7 +274,7 @@ func TestHostsimExecute(t *testing.T) {
 			var in, out []Binding
 			var xbuf, ybuf []byte
 			if tc.shared {
-				buf, err := r.Alloc(4096 + yb)
+				buf, err := r.AllocPool(4096 + yb)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -490,7 +496,7 @@ func TestHostsimTinyLlama(t *testing.T) {
 		for _, ti := range append(append([]TensorInfo(nil), gi.Inputs...), gi.Outputs...) {
 			total += (ti.Bytes() + 63) &^ 63
 		}
-		buf, err := r.Alloc(total)
+		buf, err := r.AllocPool(total)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package qnn
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -23,7 +24,9 @@ const (
 	cornerMax     = 0xA0
 	cornerTurbo   = 0x80
 	cornerNomPlus = 0x70
+	cornerSVS2    = 0x30
 	powerModePerf = 0x10
+	powerModeSave = 0x4 // POWER_SAVER
 
 	rpcControlLatencyUS = 100
 	rpcPollingTimeUS    = 9999
@@ -58,6 +61,33 @@ func powerConfigs(mode PerfMode, id uint32) (dcvs cPowerConfig, rpc []cPowerConf
 		{option: powerOptRPCPollingTime, contextID: polling},
 	}
 	return dcvs, rpc
+}
+
+// downVoteConfig is the vote that releases the clocks before the power
+// config id is destroyed, with ExecuTorch's values: DCVS on, power-saver
+// mode, sleep latency 2000 µs, SVS2 bus and core corners.
+func downVoteConfig(id uint32) cPowerConfig {
+	return cPowerConfig{
+		option: powerOptDCVSv3, contextID: id,
+		setDcvsEnable: 1, dcvsEnable: 1,
+		powerMode:       powerModeSave,
+		setSleepLatency: 1, sleepLatency: 2000,
+		setBusParams: 1, busCornerMin: cornerSVS2, busCornerTarget: cornerSVS2, busCornerMax: cornerSVS2,
+		setCoreParams: 1, coreCornerMin: cornerSVS2, coreCornerTgt: cornerSVS2, coreCornerMax: cornerSVS2,
+	}
+}
+
+// releasePower takes the vote down and then destroys the power config id,
+// the order ExecuTorch's HtpDevice teardown uses.
+func (r *Runtime) releasePower() error {
+	cfg := (*cPowerConfig)(cAlloc(unsafe.Sizeof(cPowerConfig{})))
+	defer cFree(unsafe.Pointer(cfg))
+	*cfg = downVoteConfig(r.powerID)
+	list := (*[2]unsafe.Pointer)(cAlloc(2 * unsafe.Sizeof(unsafe.Pointer(nil))))
+	defer cFree(unsafe.Pointer(list))
+	list[0], list[1] = unsafe.Pointer(cfg), nil
+	down := r.status("setPowerConfig(down-vote)", r.perf.setPowerConfig(r.powerID, unsafe.Pointer(&list[0])))
+	return errors.Join(down, r.status("destroyPowerConfigId", r.perf.destroyPowerConfigID(r.powerID)))
 }
 
 // setPerfMode casts the power vote: deviceGetInfrastructure →

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -60,7 +61,9 @@ type Config struct {
 	RPCMem string
 	// ADSPLibraryPath, when not empty, is set as ADSP_LIBRARY_PATH before the
 	// backend is loaded: a ';'-separated list of directories holding the DSP
-	// skel (e.g. "/data/local/tmp/qnn;/vendor/lib/rfsa/adsp;/dsp").
+	// skel (e.g. "/data/local/tmp/qnn;/vendor/lib/rfsa/adsp;/dsp"). When it
+	// is empty and the environment has none, Open sets the folders of
+	// Backend and System followed by the system DSP folders.
 	ADSPLibraryPath string
 	// Logger receives the backend's log lines through a C callback. nil
 	// means no QNN log handle at all.
@@ -184,13 +187,8 @@ func Open(cfg Config) (_ *Runtime, err error) {
 	if _, err := loadLibc(); err != nil {
 		return nil, err
 	}
-	if cfg.ADSPLibraryPath != "" {
-		if strings.Contains(cfg.ADSPLibraryPath, ":") && !strings.Contains(cfg.ADSPLibraryPath, ";") {
-			r.log.Warn().Str("ADSP_LIBRARY_PATH", cfg.ADSPLibraryPath).Msg("qnn: ADSP_LIBRARY_PATH is ';'-separated; a ':' list is one directory to the DSP loader")
-		}
-		if err := os.Setenv("ADSP_LIBRARY_PATH", cfg.ADSPLibraryPath); err != nil {
-			return nil, fmt.Errorf("qnn: set ADSP_LIBRARY_PATH: %w", err)
-		}
+	if err := r.setADSPLibraryPath(); err != nil {
+		return nil, err
 	}
 	if err := r.loadBackend(); err != nil {
 		return nil, err
@@ -210,8 +208,16 @@ func Open(cfg Config) (_ *Runtime, err error) {
 		return nil, err
 	}
 	if r.core.deviceCreate != nil {
-		if err := r.status("deviceCreate", r.core.deviceCreate(r.logH, nil, &r.device)); err != nil {
-			return nil, err
+		err := r.status("deviceCreate", r.core.deviceCreate(r.logH, nil, &r.device))
+		switch {
+		case err == nil:
+		case CodeOf(err) == CodeNotSupported:
+			// QNN_DEVICE_ERROR_UNSUPPORTED_FEATURE: Qualcomm's sample app goes
+			// on without a device handle (contexts then use the default device).
+			r.device = 0
+			r.log.Info().Err(err).Msg("qnn: deviceCreate: device feature unsupported; going on without a device handle")
+		default:
+			return nil, skelHint(err)
 		}
 	}
 	if err := r.setPerfMode(cfg.PerfMode); err != nil {
@@ -322,6 +328,11 @@ func (r *Runtime) loadRPCMem() {
 	}
 	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
+		exe, _ := os.Executable()
+		if hint := namespaceHint(runtime.GOOS, exe); hint != "" {
+			r.log.Warn().Err(err).Str("lib", path).Msg("qnn: rpcmem unavailable; using client buffers. " + hint)
+			return
+		}
 		r.log.Info().Err(err).Str("lib", path).Msg("qnn: rpcmem unavailable; using client buffers")
 		return
 	}
@@ -342,7 +353,8 @@ func (r *Runtime) Provider() Provider { return r.provider }
 func (r *Runtime) SharedMemory() bool { return r.rpc != nil }
 
 // Close releases everything in reverse order: contexts (deregistering
-// their memory), buffers, the power config id, the device, the backend,
+// their memory), buffers, the power vote (a down-vote, then the power config
+// id), the device, the backend,
 // the log handle, then the libraries. It is safe after a failed Open and
 // when called twice; it returns the errors met, joined. It must not run
 // concurrently with other methods of the Runtime or of its Contexts, Calls
@@ -372,7 +384,7 @@ func (r *Runtime) Close() error {
 		errs = append(errs, b.Free())
 	}
 	if r.hasPower {
-		errs = append(errs, r.status("destroyPowerConfigId", r.perf.destroyPowerConfigID(r.powerID)))
+		errs = append(errs, r.releasePower())
 		r.hasPower = false
 	}
 	if r.device != 0 {

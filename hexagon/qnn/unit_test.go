@@ -12,8 +12,8 @@ func TestHostsimMirrorSizes(t *testing.T) {
 	if s := unsafe.Sizeof(hostsimStats{}); s != 96 {
 		t.Errorf("hostsimStats is %d B, want 96", s)
 	}
-	if s := unsafe.Sizeof(hostsimPower{}); s != 72 {
-		t.Errorf("hostsimPower is %d B, want 72", s)
+	if s := unsafe.Sizeof(hostsimPower{}); s != 76 {
+		t.Errorf("hostsimPower is %d B, want 76", s)
 	}
 }
 

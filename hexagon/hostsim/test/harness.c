@@ -752,6 +752,35 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   void *mh;
   e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh);
   CHECK(e == QNN_MEM_ERROR_INVALID_SHAPE, "oversized register: %llu", (unsigned long long)e);
+  /* one registration kind per allocation: the KV block has CUSTOM registrations, so ION on it is 8002 */
+  big[0] = big[1] = 1;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh);
+  CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "ION beside CUSTOM registrations: %llu", (unsigned long long)e);
+  void *own = p_rpcmem_alloc(25, 1, 64); /* a block of its own for the ION cases below */
+  md.ionInfo.fd = p_rpcmem_to_fd(own);
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh);
+  CHECK(e == 0, "ION register: %llu", (unsigned long long)e);
+  void *mh2;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh2);
+  CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "ION twice: %llu", (unsigned long long)e);
+  QnnMemHtp_Descriptor_t ohd = {.type = QNN_HTP_MEM_SHARED_BUFFER, .size = 64};
+  ohd.sharedBufferConfig.fd = md.ionInfo.fd;
+  Qnn_MemDescriptor_t cmd = md;
+  cmd.memType = QNN_MEM_TYPE_CUSTOM;
+  cmd.customInfo = &ohd;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &cmd, 1, &mh2);
+  CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "CUSTOM beside ION: %llu", (unsigned long long)e);
+  CHECK(FN(T, SLOT_memDeRegister, memdereg_t)(&mh, 1) == 0, "deregister ION");
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &cmd, 1, &mh2);
+  CHECK(e == 0, "CUSTOM after the ION one is gone: %llu", (unsigned long long)e);
+  void *mh3;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &cmd, 1, &mh3);
+  CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "CUSTOM duplicate: %llu", (unsigned long long)e);
+  ohd.size = 1 << 20;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &cmd, 1, &mh3);
+  CHECK(e == QNN_MEM_ERROR_INVALID_SHAPE, "CUSTOM size beyond the fd: %llu", (unsigned long long)e);
+  CHECK(FN(T, SLOT_memDeRegister, memdereg_t)(&mh2, 1) == 0, "deregister CUSTOM");
+  md.ionInfo.fd = p_rpcmem_to_fd(r.rpc_block);
   md.ionInfo.fd = -1;
   big[0] = big[1] = 1;
   e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh);
@@ -770,7 +799,7 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   two[0].memShape.dimSize = &one;
   two[0].dataType = QNN_DATATYPE_FLOAT_32;
   two[0].memType = QNN_MEM_TYPE_ION;
-  two[0].ionInfo.fd = p_rpcmem_to_fd(r.rpc_block);
+  two[0].ionInfo.fd = p_rpcmem_to_fd(own);
   two[1] = two[0];
   two[1].memType = 7;
   stats_t sm0, sm1;
@@ -784,6 +813,7 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   hs2[0] = hs2[1] = (void *)&md;
   e = FN(T, SLOT_memRegister, memreg_t)((void *)&md, two, 1, hs2);
   CHECK(e == QNN_MEM_ERROR_INVALID_HANDLE && !hs2[0], "memRegister with a bad context: %llu %p", (unsigned long long)e, hs2[0]);
+  p_rpcmem_free(own);
 
   /* switches: injected failure, script, latency */
   stats_t s0, s1;
@@ -1110,7 +1140,7 @@ int main(int argc, char **argv) {
   const QnnHtpPerfInfrastructure_PowerConfig_t *pl1[] = {&pc, NULL}, *pl2[] = {&lat, &pol, NULL};
   CHECK(inf->perfInfra.setPowerConfig(pid, pl1) == 0, "setPowerConfig dcvs");
   CHECK(inf->perfInfra.setPowerConfig(pid, pl2) == 0, "setPowerConfig rpc");
-  uint32_t rec[18];
+  uint32_t rec[19];
   CHECK(power(pid, rec) == 0 && rec[0] == 1 && rec[1] == 2 && rec[2] == 1 && rec[3] == 0 && rec[4] == 0x10 && rec[5] == 40 &&
             rec[12] == 0xA0 && rec[13] == 100 && rec[14] == 9999,
         "recorded power config");
