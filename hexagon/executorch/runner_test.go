@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/pte/ptesim"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -21,6 +23,12 @@ var hostsimDir = filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH)
 
 func openRuntime(t testing.TB) *qnn.Runtime {
 	t.Helper()
+	return openRuntimeLogged(t, nil)
+}
+
+// openRuntimeLogged opens hostsim with rpcmem, the QNN log going to lg.
+func openRuntimeLogged(t testing.TB, lg *zerolog.Logger) *qnn.Runtime {
+	t.Helper()
 	dir, err := filepath.Abs(hostsimDir)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +39,7 @@ func openRuntime(t testing.TB) *qnn.Runtime {
 		}
 	}
 	rt, err := qnn.Open(qnn.Config{Backend: filepath.Join(dir, "libQnnHtp.so"), System: filepath.Join(dir, "libQnnSystem.so"),
-		RPCMem: filepath.Join(dir, "libcdsprpc.so")})
+		RPCMem: filepath.Join(dir, "libcdsprpc.so"), Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}
