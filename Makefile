@@ -92,9 +92,11 @@ test-web: build models
 bench-smoke: build models
 	./scripts/bench-smoke.sh
 
+# max-page-size=16384: Android 15+ devices may run 16 KB-page kernels and NDKs before r28 align ELF
+# segments to 4 KB; 16 KB alignment also loads on 4 KB kernels.
 android:
 	@test -n "$(ANDROID_NDK_HOME)" || { echo "set ANDROID_NDK_HOME to an Android NDK"; exit 2; }
-	CGO_ENABLED=1 GOOS=android GOARCH=arm64 \
+	CGO_ENABLED=1 GOOS=android GOARCH=arm64 CGO_LDFLAGS="-Wl,-z,max-page-size=16384" \
 	CC=$$(ls -d $(ANDROID_NDK_HOME)/toolchains/llvm/prebuilt/*/bin | head -n1)/aarch64-linux-android31-clang \
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/hexserve-android-arm64 ./cmd/server
 

@@ -73,6 +73,11 @@ type Model struct {
 	Aliases   []string  `yaml:"aliases"`   // other ids accepted in requests
 	Libraries Libraries `yaml:"libraries"` // QNN shared libraries
 	PerfMode  string    `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
+	// ADSPLibraryPath is the ';'-separated list of folders the DSP loader
+	// searches for the skel (ADSP_LIBRARY_PATH). "" keeps the environment's
+	// value or, when that is unset too, uses the folders of the configured
+	// libraries followed by the system DSP folders.
+	ADSPLibraryPath string `yaml:"adsp_library_path"`
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`

@@ -114,7 +114,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	}
 	qlog := log.With().Str("component", "qnn").Logger()
 	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
-		Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
+		ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
 	if err != nil {
 		return nil, nil, err
 	}

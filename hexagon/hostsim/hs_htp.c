@@ -197,7 +197,7 @@ static Qnn_ErrorHandle_t errorFreeVerboseMessage(const char *msg) {
 }
 
 /* ---- test switches ---- */
-#define NOVR 8
+#define NOVR 16
 static struct {
   char *name, *value;
 } g_ovr[NOVR];

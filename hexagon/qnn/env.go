@@ -85,8 +85,9 @@ func skelHint(err error) error {
 	case CodeDeviceInvalidHandle, CodeMemAlloc:
 		return err
 	}
-	return fmt.Errorf("%w; the DSP side did not start: libQnnHtpV79Skel.so (V<arch> for other SoCs, from the same SDK build as libQnnHtp.so) "+
-		"must be in a folder listed in ADSP_LIBRARY_PATH=%q (';'-separated; set it with model.adsp_library_path)", err, os.Getenv("ADSP_LIBRARY_PATH"))
+	return fmt.Errorf("%w; the DSP side did not start: libQnnHtpV79Stub.so must be on LD_LIBRARY_PATH and libQnnHtpV79Skel.so "+
+		"(V<arch> on other SoCs; both from the SDK build of libQnnHtp.so) in a folder listed in ADSP_LIBRARY_PATH=%q "+
+		"(';'-separated; model.adsp_library_path sets it)", err, os.Getenv("ADSP_LIBRARY_PATH"))
 }
 
 // namespaceHint explains a libcdsprpc.so that cannot be opened on Android
@@ -100,4 +101,3 @@ func namespaceHint(goos, exe string) string {
 		"libraries (/vendor/lib64/libcdsprpc.so); run it from /data/local/tmp (adb shell), or, inside an app, declare "+
 		`<uses-native-library android:name="libcdsprpc.so" android:required="false"/>`, exe)
 }
-
