@@ -18,7 +18,11 @@
 // data) lives in C memory (rpcmem when libcdsprpc.so is loaded, else libc),
 // built once per Call; no Go pointer is kept by C after a call returns. With
 // rpcmem the buffers are registered with the context (zero copy on the
-// phone); otherwise they are passed as client buffers.
+// phone) with one kind per allocation, as ExecuTorch does: an Alloc buffer
+// holds one tensor and is registered once (ION); an AllocPool buffer holds
+// tensors at offsets or one region seen with different shapes, each view
+// registered as an HTP shared buffer. A view the backend refuses to register,
+// and every buffer without rpcmem, is passed as a client buffer.
 //
 // Errors: a failed QNN call is an *Error with the QNN code and the backend's
 // message; IsDeviceRestart tells the caller to recreate its contexts.
@@ -155,9 +159,10 @@ func selectProvider(ps []providerVersion, backendID, major, minMinor uint32, wha
 		what, major, minMinor, backendID, strings.Join(seen, ", "))
 }
 
-// Open loads the libraries named by cfg, creates the backend and the
-// device, and casts the power vote. On failure everything already set up
-// is released.
+// Open sets ADSP_LIBRARY_PATH (see Config.ADSPLibraryPath), loads the
+// libraries named by cfg, creates the backend and the device (a backend
+// answering deviceCreate with UNSUPPORTED_FEATURE is used without one), and
+// casts the power vote. On failure everything already set up is released.
 func Open(cfg Config) (_ *Runtime, err error) {
 	switch cfg.PerfMode {
 	case PerfNone, PerfBurst, PerfSustained, PerfBalanced:
