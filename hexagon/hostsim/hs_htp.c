@@ -96,6 +96,8 @@ typedef struct {
   uint32_t dtype;
   uint64_t nbytes;
   uint32_t memtype; /* QNN_MEM_TYPE_ION / DMA_BUF / CUSTOM */
+  dev_t dev;        /* the allocation behind the fd (a dup'd fd is the same one) */
+  ino_t ino;
   uint32_t rank;
   uint32_t dims[8]; /* the first 8 dimensions of the registered shape */
 } hs_mem;
@@ -702,15 +704,16 @@ static Qnn_ErrorHandle_t graphRetrieve(void *ctx, const char *name, void **out) 
  * an fd registered as ION (or DMA_BUF) in a context is registered once, whole, and takes no CUSTOM
  * (shared-buffer) registration beside it; CUSTOM registrations of one fd may view it at several offsets and
  * shapes (one rpcmem block carved into tensors, one KV buffer seen by two graphs) but never twice with the
- * same offset, data type and shape. Any other overlap is 8002 ALREADY_REGISTERED. */
-static Qnn_ErrorHandle_t mem_conflict(const void *ctx, const Qnn_MemDescriptor_t *d, int fd, uint64_t off, uint64_t need,
-                                      uint32_t i) {
+ * same offset, data type and shape. Any other overlap is 8002 ALREADY_REGISTERED. The allocation is the fd's
+ * file (device and inode), so a dup'd fd names the same one. */
+static Qnn_ErrorHandle_t mem_conflict(const void *ctx, const Qnn_MemDescriptor_t *d, int fd, const struct stat *st, uint64_t off,
+                                      uint64_t need, uint32_t i) {
   int custom = d->memType == QNN_MEM_TYPE_CUSTOM;
   const char *why = NULL;
   pthread_mutex_lock(&g_mu);
   for (size_t r = 0; r < g_nreg && !why; r++) {
     const hs_mem *o = g_reg[r].p;
-    if (g_reg[r].type != T_MEM || o->ctx != ctx || o->fd != fd) continue;
+    if (g_reg[r].type != T_MEM || o->ctx != ctx || o->dev != st->st_dev || o->ino != st->st_ino) continue;
     int ocustom = o->memtype == QNN_MEM_TYPE_CUSTOM;
     if (!custom) why = ocustom ? "already has shared-buffer (CUSTOM) registrations" : "is already registered whole (ION)";
     else if (!ocustom) why = "is already registered whole (ION)";
@@ -778,14 +781,14 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
       e = set_err(QNN_MEM_ERROR_INVALID_SHAPE, "memRegister[%u]: fd %d has %lld bytes, need %llu at offset %llu", i, fd,
                   (long long)st.st_size, (unsigned long long)need, (unsigned long long)off);
     hs_mem *m = NULL;
-    if (!e) e = mem_conflict(ctx, d, fd, off, need, i);
+    if (!e) e = mem_conflict(ctx, d, fd, &st, off, need, i);
     if (!e) {
       void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (map == MAP_FAILED) e = set_err(QNN_MEM_ERROR_MAPPING, "memRegister[%u]: mmap of fd %d failed: %s", i, fd, strerror(errno));
       else if (!(m = calloc(1, sizeof *m))) { munmap(map, (size_t)st.st_size); e = QNN_COMMON_ERROR_MEM_ALLOC; }
       else {
         *m = (hs_mem){ctx, map, (size_t)st.st_size, (uint8_t *)map + off, (uint64_t)st.st_size - off, fd, off, d->dataType, need,
-                      d->memType, d->memShape.numDim, {0}};
+                      d->memType, st.st_dev, st.st_ino, d->memShape.numDim, {0}};
         for (uint32_t k = 0; k < d->memShape.numDim && k < 8; k++) m->dims[k] = d->memShape.dimSize[k];
       }
     }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../qnn_abi.h"
 
@@ -763,6 +764,12 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
   void *mh2;
   e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh2);
   CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "ION twice: %llu", (unsigned long long)e);
+  int dupfd = dup(md.ionInfo.fd), ownfd = md.ionInfo.fd; /* another fd of the same allocation */
+  md.ionInfo.fd = dupfd;
+  e = FN(T, SLOT_memRegister, memreg_t)(r.ctx_body, &md, 1, &mh2);
+  CHECK(e == QNN_MEM_ERROR_ALREADY_REGISTERED, "ION twice through a dup'd fd: %llu", (unsigned long long)e);
+  close(dupfd);
+  md.ionInfo.fd = ownfd;
   QnnMemHtp_Descriptor_t ohd = {.type = QNN_HTP_MEM_SHARED_BUFFER, .size = 64};
   ohd.sharedBufferConfig.fd = md.ionInfo.fd;
   Qnn_MemDescriptor_t cmd = md;
