@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -78,16 +79,23 @@ func (r *Runtime) setADSPLibraryPath() error {
 }
 
 // skelHint adds to a deviceCreate failure where the DSP side (the skel) is
-// looked for: a missing or mismatched libQnnHtpV<arch>Skel.so shows up as
-// "Transport layer setup failed" and deviceCreate 14001.
+// looked for: a missing or mismatched libQnnHtpV<arch>Skel.so, or a stub
+// that cannot be opened, shows up as "Transport layer setup failed" and
+// deviceCreate 14001. On Android outside /data/local/tmp it also names the
+// linker namespace (the stub needs libcdsprpc.so).
 func skelHint(err error) error {
 	switch CodeOf(err) {
 	case CodeDeviceInvalidHandle, CodeMemAlloc:
 		return err
 	}
+	exe, _ := os.Executable()
+	ns := namespaceHint(runtime.GOOS, exe)
+	if ns != "" {
+		ns = "; " + ns
+	}
 	return fmt.Errorf("%w; the DSP side did not start: libQnnHtpV79Stub.so must be on LD_LIBRARY_PATH and libQnnHtpV79Skel.so "+
 		"(V<arch> on other SoCs; both from the SDK build of libQnnHtp.so) in a folder listed in ADSP_LIBRARY_PATH=%q "+
-		"(';'-separated; model.adsp_library_path sets it)", err, os.Getenv("ADSP_LIBRARY_PATH"))
+		"(';'-separated; model.adsp_library_path sets it)%s", err, os.Getenv("ADSP_LIBRARY_PATH"), ns)
 }
 
 // namespaceHint explains a libcdsprpc.so that cannot be opened on Android
