@@ -59,6 +59,10 @@ type Sampling struct {
 	PresencePenalty   float32 // OpenAI semantics
 	FrequencyPenalty  float32 // OpenAI semantics
 	RepetitionPenalty float32 // llama.cpp semantics; 0 or 1: off
+	// RepeatLastN, when > 0, limits the repetition penalty to the last N
+	// tokens of the sequence (prompt and output, llama.cpp's repeat_last_n);
+	// 0: the whole sequence.
+	RepeatLastN int
 	LogitBias         map[int32]float32
 	Seed              *int64 // nil: random
 }
