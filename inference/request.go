@@ -63,8 +63,8 @@ type Sampling struct {
 	// tokens of the sequence (prompt and output, llama.cpp's repeat_last_n);
 	// 0: the whole sequence.
 	RepeatLastN int
-	LogitBias         map[int32]float32
-	Seed              *int64 // nil: random
+	LogitBias   map[int32]float32
+	Seed        *int64 // nil: random
 }
 
 // Limits on a request's options.
