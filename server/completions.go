@@ -149,7 +149,7 @@ func (s *Server) stream(r *http.Request, sse *sseWriter, cancel context.CancelFu
 		}
 	}
 	es.finish(sse)
-	s.endStream(r, sse, sse.err)
+	s.endStream(r, sse.end, sse.timeout, sse.err)
 	return failed
 }
 
@@ -173,13 +173,14 @@ func sendAll(sse *sseWriter, frames []any) {
 
 // endStream finishes a stream after its last frame: it clears the write
 // deadline, or logs (and counts) why writing failed.
-func (s *Server) endStream(r *http.Request, sse *sseWriter, writeErr error) {
+// end clears the writer's deadline; timeout is its write timeout.
+func (s *Server) endStream(r *http.Request, end func(), timeout time.Duration, writeErr error) {
 	switch {
 	case writeErr == nil:
-		sse.end()
+		end()
 	case errors.Is(writeErr, errStalled):
 		s.metrics.streamTimeouts.Inc()
-		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
+		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", timeout).Msg("stream dropped: the client stopped reading")
 	default:
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}

@@ -133,20 +133,33 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		log.Debug().Err(err).Int("status", api.Status).Msg("request error")
 	}
-	writeAPIError(w, api)
+	writeAPIError(w, r, api)
 }
 
-func writeAPIError(w http.ResponseWriter, api *APIError) {
+// writeAPIError writes api in the error shape of r's API.
+func writeAPIError(w http.ResponseWriter, r *http.Request, api *APIError) {
 	if api.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter))
 	}
-	writeJSON(w, api.Status, api.Body())
+	writeJSON(w, api.Status, errorShapeOf(r)(api))
+}
+
+// errorShape turns an error into an API's error body.
+type errorShape func(*APIError) any
+
+// errorShapeOf is the error shape of r's API: Ollama's {"error": "…"} under
+// /api/, OpenAI's error object everywhere else.
+func errorShapeOf(r *http.Request) errorShape {
+	if isOllamaPath(r.URL.Path) {
+		return ollamaError
+	}
+	return (*APIError).Body
 }
 
 // promptParam names the field holding the prompt of r's endpoint.
 func promptParam(r *http.Request) string {
 	switch r.URL.Path {
-	case "/v1/completions":
+	case "/v1/completions", "/api/generate":
 		return "prompt"
 	case "/v1/responses":
 		return "input"

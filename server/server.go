@@ -58,6 +58,8 @@ type Options struct {
 	// Responses keeps stored /v1/responses responses; nil: an in-memory
 	// store with the default limits.
 	Responses *responses.Store
+	// Version is hexserve's version (/api/version's "hexserve").
+	Version string
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -72,9 +74,22 @@ type Model struct {
 	Engine *inference.Engine
 	// Health reports a failed engine; nil means always healthy.
 	Health func() error
+	// Details describe the model's files (the Ollama listings show them).
+	Details ModelDetails
 
 	grammarOnce  sync.Once
 	grammarVocab *grammar.Vocab // built on the first structured output
+}
+
+// ModelDetails describe the served model's files.
+type ModelDetails struct {
+	Format        string // "qhexrt" (a bundle) or "pte" (ExecuTorch)
+	Family        string // "llama"
+	ParameterSize string // "3.2B"; "" is unknown
+	Quantization  string // "W8A16"; "" is unknown
+	Size          int64  // bytes of the model's files
+	Digest        string // "sha256:…" of the files' identity
+	ModifiedAt    time.Time
 }
 
 // grammar returns the vocabulary index for structured outputs.
@@ -148,6 +163,7 @@ func (s *Server) routes() {
 	r.Post("/tokenize", s.handle(s.tokenize))
 	r.Post("/detokenize", s.handle(s.detokenize))
 	r.Post("/apply-template", s.handle(s.applyTemplate))
+	s.ollamaRoutes(r)
 	s.webUIRoutes(r)
 	s.router = r
 }
@@ -170,7 +186,7 @@ func (s *Server) loaded() (*Model, error) {
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeAPIError(w, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
+	writeAPIError(w, r, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
 		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 }
 
@@ -184,7 +200,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	for _, m := range allow {
 		w.Header().Add("Allow", m)
 	}
-	writeAPIError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
+	writeAPIError(w, r, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
 		Message: fmt.Sprintf("Method %s is not allowed for %s; allowed: %v", r.Method, r.URL.Path, allow)})
 }
 

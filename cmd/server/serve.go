@@ -142,6 +142,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		MaxTokens: cfg.Sampling.MaxTokens,
 		WebUI:     cfg.Server.WebUIOn(),
 		Responses: store,
+		Version:   version,
 	})
 	hs := &http.Server{
 		Handler:           srv,
@@ -218,8 +219,12 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		if id == "" {
 			id = config.ModelID(info.Name)
 		}
+		details, err := modelDetails(cfg.Model.Location(), info.Name)
+		if err != nil {
+			log.Warn().Err(err).Msg("model details for the Ollama listings")
+		}
 		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
-			Tokenizer: tok, Engine: engine, Health: engine.Healthy})
+			Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
 		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
 		loaded <- loadResult{model: model, engine: engine, store: store}
 	}()
