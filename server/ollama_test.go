@@ -241,7 +241,7 @@ func TestOllamaBadInput(t *testing.T) {
 		{"num_ctx negative", "/api/chat", opt(`"num_ctx":-1`), 400, "options.num_ctx"},
 		{"num_predict overflow", "/api/chat", opt(`"num_predict":1e30`), 400, "options.num_predict"},
 		{"empty stop", "/api/chat", opt(`"stop":[""]`), 400, "empty"},
-		{"too many stops", "/api/chat", opt(`"stop":[`+strings.TrimSuffix(strings.Repeat(`"x",`, 17), ",")+`]`), 400, "at most 16"},
+		{"too many stops", "/api/chat", opt(`"stop":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 17), ",") + `]`), 400, "at most 16"},
 		{"huge options", "/api/chat", ollamaChatBody(bigOptions), 413, "larger than the limit"},
 		{"invalid UTF-8", "/api/chat", "{\"model\":\"" + model + "\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\"}]}", 400, "UTF-8"},
 		{"bad role", "/api/chat", `{"model":"` + model + `","messages":[{"role":"wizard","content":"x"}]}`, 400, "role"},
