@@ -208,11 +208,13 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ollamaPs is GET /api/ps: the served model, loaded for good.
+// ollamaPs is GET /api/ps: the served model, loaded for good; while it
+// loads, no model (as Ollama lists none before its first load).
 func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
-		return err
+	m := s.model.Load()
+	if m == nil {
+		writeJSON(w, http.StatusOK, ollama.ProcessResponse{Models: []ollama.ProcessModel{}})
+		return nil
 	}
 	writeJSON(w, http.StatusOK, ollama.Process(s.card(m)))
 	return nil

@@ -426,3 +426,46 @@ func TestOllamaRoot(t *testing.T) {
 		t.Fatalf("/api/tags with the key: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestOllamaLoading: while the model loads, /api/ps lists nothing and the
+// generation endpoints are a 503 with Retry-After in Ollama's shape.
+func TestOllamaLoading(t *testing.T) {
+	s := New(Options{})
+	if rec := do(s, "GET", "/api/ps", ""); rec.Code != 200 || rec.Body.String() != `{"models":[]}`+"\n" {
+		t.Fatalf("/api/ps: %d %s", rec.Code, rec.Body)
+	}
+	rec := do(s, "POST", "/api/chat", ollamaChatBody(""))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.HasPrefix(rec.Body.String(), `{"error":"The model is still loading`) {
+		t.Fatalf("/api/chat: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestOllamaOwners: with API keys, KV rows computed for one key are reused
+// for its next request and never for another key's.
+func TestOllamaOwners(t *testing.T) {
+	g := newGenServer(t, "ok", Options{APIKeys: []string{"sk-a", "sk-b"}}, inference.Config{})
+	body := `{"model":"` + model + `","stream":false,"messages":[{"role":"user","content":"` + strings.Repeat("The same long question. ", 20) + `"}]}`
+	ask := func(key string) int { // the rows the request's prompt Eval reused
+		before := len(g.fm.Calls())
+		req, _ := http.NewRequest("POST", g.URL+"/api/chat", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", key, resp.StatusCode)
+		}
+		return g.fm.Calls()[before].Valid
+	}
+	if v := ask("sk-a"); v != 0 {
+		t.Fatalf("first request reused %d rows", v)
+	}
+	if v := ask("sk-a"); v == 0 {
+		t.Fatal("the same key's repeat reused nothing")
+	}
+	if v := ask("sk-b"); v != 0 {
+		t.Fatalf("another key's request reused %d rows", v)
+	}
+}
