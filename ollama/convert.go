@@ -298,7 +298,8 @@ func limits(g *Generation, o *Options, p Params) error {
 	}
 	room := n - len(g.Request.Prompt)
 	if room < 1 {
-		return &inference.ContextLengthError{PromptTokens: len(g.Request.Prompt), ContextLen: n}
+		return invalid("options.num_ctx", "the prompt has %d tokens, which leaves no room for output within options.num_ctx %d "+
+			"(the model's window is %d tokens)", len(g.Request.Prompt), n, p.ContextLen)
 	}
 	if g.Request.MaxTokens == 0 || g.Request.MaxTokens > room {
 		g.Request.MaxTokens = room

@@ -11,7 +11,7 @@ import (
 
 // Version is the Ollama API version /api/version reports: the release whose
 // API these endpoints follow, so clients that check it accept the server.
-const Version = "0.12.0"
+const Version = "0.33.0"
 
 // Card describes the served model for /api/tags, /api/ps and /api/show.
 type Card struct {
