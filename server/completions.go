@@ -172,8 +172,8 @@ func sendAll(sse *sseWriter, frames []any) {
 }
 
 // endStream finishes a stream after its last frame: it clears the write
-// deadline, or logs (and counts) why writing failed.
-// end clears the writer's deadline; timeout is its write timeout.
+// deadline (end) or logs (and counts) why writing failed (timeout is the
+// writer's write timeout).
 func (s *Server) endStream(r *http.Request, end func(), timeout time.Duration, writeErr error) {
 	switch {
 	case writeErr == nil:

@@ -1,7 +1,7 @@
 // Package server is hexserve's HTTP layer: the chi router, its middleware
 // (request id, access log, metrics, panic recovery, CORS, API keys, body
-// limit), the handlers, and the one mapping from errors to OpenAI error
-// responses.
+// limit), the handlers of the OpenAI and Ollama APIs, and the one mapping
+// from errors to statuses, written in the error shape of the request's API.
 package server
 
 import (
