@@ -21,13 +21,14 @@ import (
 
 // Config is the whole configuration, parsed once by cmd/server and passed down.
 type Config struct {
-	Server    Server    `yaml:"server"`
-	Model     Model     `yaml:"model"`
-	Engine    Engine    `yaml:"engine"`
-	Sampling  Sampling  `yaml:"sampling"`
-	Chat      Chat      `yaml:"chat"`
-	Responses Responses `yaml:"responses"`
-	Log       Log       `yaml:"log"`
+	Server     Server     `yaml:"server"`
+	Model      Model      `yaml:"model"`
+	Engine     Engine     `yaml:"engine"`
+	Sampling   Sampling   `yaml:"sampling"`
+	Chat       Chat       `yaml:"chat"`
+	Responses  Responses  `yaml:"responses"`
+	Structured Structured `yaml:"structured"`
+	Log        Log        `yaml:"log"`
 }
 
 // Server configures the HTTP listener and its middleware.
@@ -152,6 +153,23 @@ type Responses struct {
 	Dir      string   `yaml:"dir"`       // "": memory only; else one file per response, kept across restarts
 }
 
+// Structured bounds what one structured-output request (response_format,
+// text.format, a forced tool call) may cost: compiling its grammar and each
+// token's mask. A schema over a bound is refused with a 400 naming it.
+type Structured struct {
+	// CompileBudget is the work allowed for one compile, and again for each
+	// token's mask, in steps (about one automaton edge or parse thread each).
+	CompileBudget int64 `yaml:"compile_budget"`
+	// MaxStates bounds the DFA states of one pattern (its NFA: five times).
+	MaxStates int `yaml:"max_states"`
+	// MaxBranches bounds the parse threads alive at once (overlapping anyOf
+	// branches).
+	MaxBranches int `yaml:"max_branches"`
+	// Memory bounds the shared cache of compiled patterns and masks, and
+	// one grammar's automaton tables.
+	Memory ByteSize `yaml:"memory"`
+}
+
 // Log configures the logger.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
@@ -181,7 +199,9 @@ func Default() Config {
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		Chat:      Chat{Date: "today"},
 		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
-		Log:       Log{Level: "info", Format: "json"},
+		// grammar.DefaultSteps, DefaultMaxStates, DefaultMaxBranches, DefaultMemory.
+		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20},
+		Log:        Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -283,6 +303,10 @@ func (c *Config) Validate() error {
 		{!validDate(c.Chat.Date), "chat.date", `must be "today" or a date like "26 Jul 2024"`},
 		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
 		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
+		{c.Structured.CompileBudget < 1000, "structured.compile_budget", "must be >= 1000"},
+		{c.Structured.MaxStates < 16, "structured.max_states", "must be >= 16"},
+		{c.Structured.MaxBranches < 1, "structured.max_branches", "must be >= 1"},
+		{c.Structured.Memory < 1<<20, "structured.memory", "must be >= 1MiB"},
 		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "must be debug, info, warn or error"},
 		{!oneOf(c.Log.Format, "json", "console"), "log.format", "must be json or console"},
 	}

@@ -191,6 +191,19 @@ func newTrie(strs [][]byte, ids []int32) ([]tnode, []tedge, []int32) {
 	return trie, edges, ends
 }
 
+// Bytes is about how much memory v's index holds.
+func (v *Vocab) Bytes() int64 {
+	n := int64(len(v.trie)+len(v.qtrie))*40 + int64(len(v.edges)+len(v.qedges))*8
+	for _, p := range v.toks {
+		n += int64(len(p)) + 24
+	}
+	for _, b := range v.plainUpTo {
+		n += int64(len(b)) * 8
+	}
+	n += int64(len(v.special)+len(v.quote)) * 16
+	return n
+}
+
 // Size is the number of token ids.
 func (v *Vocab) Size() int { return v.size }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -20,8 +21,9 @@ import (
 const MaxStops = inference.MaxStops
 
 // Constrainer turns a compiled grammar into the engine's per-request
-// constraint factory (the server's, holding the model's vocabulary).
-type Constrainer = func(*grammar.Grammar) func() inference.Constraint
+// constraint factory (the server's, holding the model's vocabulary); the
+// constraints' masks stop when ctx is done.
+type Constrainer = func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint
 
 // Params is what converting a request needs from the server.
 type Params struct {
@@ -35,6 +37,9 @@ type Params struct {
 	ContextLen int
 	// Constrainer enforces format; nil: format is refused.
 	Constrainer Constrainer
+	// Grammar bounds compiling format's grammar and each mask (Limits) and
+	// holds the shared Cache; its Context is Params.Context.
+	Grammar grammar.Options
 	// Date is the chat template's date ("" : the template default).
 	Date string
 	// MaxPromptBytes, when > 0, stops rendering a prompt longer than this.
@@ -136,14 +141,16 @@ func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
 	if err := options(g, o, p); err != nil {
 		return err
 	}
-	gr, err := formatGrammar(format)
+	gopts := p.Grammar
+	gopts.Context = p.Context
+	gr, err := formatGrammar(format, gopts)
 	if err != nil || gr == nil {
 		return err
 	}
 	if p.Constrainer == nil {
 		return invalid("format", "format is not available on this server")
 	}
-	g.Request.Constrain = p.Constrainer(gr)
+	g.Request.Constrain = p.Constrainer(p.Context, gr)
 	return nil
 }
 
@@ -308,8 +315,9 @@ func limits(g *Generation, o *Options, p Params) error {
 }
 
 // formatGrammar compiles format: "json" (any JSON object) or a JSON schema;
-// nil for "" or null.
-func formatGrammar(raw json.RawMessage) (*grammar.Grammar, error) {
+// nil for "" or null. A schema over o.Limits is a 400 naming its part; a
+// done o.Context returns its error.
+func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -319,15 +327,19 @@ func formatGrammar(raw json.RawMessage) (*grammar.Grammar, error) {
 		case "":
 			return nil, nil
 		case "json":
-			return grammar.Compile([]byte(`{"type":"object"}`), grammar.Options{})
+			return grammar.Compile([]byte(`{"type":"object"}`), o)
 		}
 		return nil, invalid("format", "format must be \"json\" or a JSON schema object, got %q", s)
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return nil, invalid("format", "format must be \"json\" or a JSON schema object")
 	}
-	g, err := grammar.Compile(raw, grammar.Options{Strict: true}) // keys in schema order, as Ollama generates them
+	o.Strict = true // keys in schema order, as Ollama generates them
+	g, err := grammar.Compile(raw, o)
 	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err // the client left
+		}
 		if e, ok := err.(*grammar.Error); ok {
 			param := "format"
 			if e.Path != "" {

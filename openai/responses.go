@@ -360,7 +360,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 	if r.Text != nil {
 		format = r.Text.Format
 	}
-	gr, err := FormatGrammar(format, "text.format", true)
+	gr, err := FormatGrammar(format, "text.format", true, p.grammarOptions())
 	if err != nil {
 		return err
 	}
@@ -369,7 +369,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 			return invalid("text.format", "text.format cannot be combined with a forced tool_choice")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(tools, names, mode, parallel); err != nil {
+		if gr, err = toolGrammar(tools, names, mode, parallel, p.grammarOptions()); err != nil {
 			return err
 		}
 	}

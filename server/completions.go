@@ -72,6 +72,7 @@ func checkModel(m *Model, id string) error {
 func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
 		Date: s.opts.DateString(), Context: r.Context(), Constrainer: s.constrainer(m),
+		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
 		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
@@ -79,10 +80,21 @@ func (s *Server) params(r *http.Request, m *Model) openai.Params {
 // the compile time.
 func (s *Server) constrainer(m *Model) openai.Constrainer {
 	c := openai.NewConstrainer(m.grammar)
-	return func(g *grammar.Grammar) func() inference.Constraint {
+	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
 		s.metrics.compile.Observe(g.CompileTime().Seconds())
-		return c(g)
+		return c(ctx, g)
 	}
+}
+
+// vocabBytes is the size of the loaded model's vocabulary index (0 until
+// a structured output built it).
+func (s *Server) vocabBytes() int64 {
+	if m := s.model.Load(); m != nil {
+		if v := m.grammarVocab.Load(); v != nil {
+			return v.Bytes()
+		}
+	}
+	return 0
 }
 
 // generate submits g and writes either the whole response (build) or an SSE

@@ -60,6 +60,13 @@ type Options struct {
 	Responses *responses.Store
 	// Version is hexserve's version (/api/version's "hexserve").
 	Version string
+	// Structured bounds compiling each structured-output grammar and each
+	// token's mask (config `structured`); zero fields take grammar's
+	// defaults.
+	Structured grammar.Limits
+	// StructuredCache is the byte budget of the cache of compiled patterns
+	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
+	StructuredCache int64
 }
 
 // Model is what the server needs from the loaded model. It is set once
@@ -78,7 +85,7 @@ type Model struct {
 	Details ModelDetails
 
 	grammarOnce  sync.Once
-	grammarVocab *grammar.Vocab // built on the first structured output
+	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output
 }
 
 // ModelDetails describe the served model's files.
@@ -99,9 +106,9 @@ func (m *Model) grammar() *grammar.Vocab {
 		if m.Engine != nil {
 			eos = m.Engine.Info().EOS
 		}
-		m.grammarVocab = grammar.VocabOf(m.Tokenizer, eos)
+		m.grammarVocab.Store(grammar.VocabOf(m.Tokenizer, eos))
 	})
-	return m.grammarVocab
+	return m.grammarVocab.Load()
 }
 
 // Server routes HTTP requests. It is an http.Handler.
@@ -112,6 +119,8 @@ type Server struct {
 	metrics *metrics
 	router  *chi.Mux
 	model   atomic.Pointer[Model]
+	// grammars caches compiled patterns and masks for all requests.
+	grammars *grammar.Cache
 	// responses keeps stored /v1/responses responses.
 	responses *responses.Store
 }
@@ -130,7 +139,9 @@ func New(opts Options) *Server {
 	if opts.Responses == nil {
 		opts.Responses = defaultResponseStore()
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry), responses: opts.Responses}
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
+		grammars: grammar.NewCache(opts.StructuredCache)}
+	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
 	return s
 }
@@ -278,7 +289,9 @@ func jsonPathAt(data []byte, off int64) string {
 		wantKey bool
 	}
 	var stack []frame
-	path := func() string {
+	// The path is built once, when the value is found: one token costs
+	// O(1), so a deep body costs no more here than to parse.
+	path := func(stack []frame) string {
 		var b strings.Builder
 		for _, f := range stack {
 			if f.array {
@@ -319,7 +332,7 @@ func jsonPathAt(data []byte, off int64) string {
 				top.index++
 			}
 		}
-		here := path()
+		depth := len(stack) // the value's own path: stack[:depth]
 		switch tok {
 		case json.Delim('{'):
 			stack = append(stack, frame{wantKey: true})
@@ -329,7 +342,7 @@ func jsonPathAt(data []byte, off int64) string {
 			valueDone()
 		}
 		if dec.InputOffset() >= off {
-			return here
+			return path(stack[:depth])
 		}
 	}
 }

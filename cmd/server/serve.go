@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/responses"
@@ -143,6 +144,9 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		WebUI:     cfg.Server.WebUIOn(),
 		Responses: store,
 		Version:   version,
+		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
+			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
+		StructuredCache: int64(cfg.Structured.Memory),
 	})
 	hs := &http.Server{
 		Handler:           srv,
