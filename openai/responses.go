@@ -202,6 +202,30 @@ type StoredResponse struct {
 	History  []Item    `json:"history,omitempty"`
 }
 
+// ValidateStored checks a stored response document (from the Responses
+// store's directory) as if a client had sent its items: a response with
+// the id, and every item of its input, history and output well formed.
+func ValidateStored(id string, data []byte) error {
+	var sr StoredResponse
+	if err := json.Unmarshal(data, &sr); err != nil {
+		return fmt.Errorf("not a stored response: %w", err)
+	}
+	if sr.Response == nil || sr.Response.ID != id {
+		return fmt.Errorf("not a stored response %s", id)
+	}
+	for _, list := range []struct {
+		name  string
+		items []Item
+	}{{"input", sr.Input}, {"history", sr.History}, {"output", sr.Response.Output}} {
+		for i, it := range list.items {
+			if err := normalizeItem(&it, fmt.Sprintf("%s[%d]", list.name, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Conversation is the stored conversation a continuation extends.
 func (s *StoredResponse) Conversation() []Item {
 	out := make([]Item, 0, len(s.History)+len(s.Input)+len(s.Response.Output))

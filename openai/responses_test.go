@@ -165,3 +165,31 @@ func TestTruncationOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateStored: a stored response file is checked as if a client had
+// sent it (issue #32's F9: `data: 5` or a null response gave 500s, a
+// function_call without arguments panicked on continuation).
+func TestValidateStored(t *testing.T) {
+	args := `{"x":1}`
+	good, _ := json.Marshal(StoredResponse{Response: &Response{ID: "resp_a", Output: []Item{
+		{Type: "function_call", ID: "fc_1", CallID: "c1", Name: "f", Arguments: &args, Status: "completed"}}},
+		Input: []Item{userItem("hi")}})
+	if err := ValidateStored("resp_a", good); err != nil {
+		t.Fatalf("a stored response refused: %v", err)
+	}
+	for name, data := range map[string]string{
+		"a number":          `5`,
+		"null response":     `{"response":null}`,
+		"another id":        string(good),
+		"call without args": `{"response":{"id":"resp_b","output":[{"type":"function_call","call_id":"c","name":"f"}]}}`,
+		"bad role":          `{"response":{"id":"resp_b","output":[]},"input":[{"type":"message","role":"root","content":[]}]}`,
+	} {
+		id := "resp_b"
+		if name == "another id" {
+			id = "resp_other"
+		}
+		if err := ValidateStored(id, []byte(data)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

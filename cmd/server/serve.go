@@ -23,6 +23,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -125,7 +126,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
-		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir})
+		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
 	if err != nil {
 		return err
 	}
