@@ -82,6 +82,7 @@ func (s *Server) constrainer(m *Model) openai.Constrainer {
 	c := openai.NewConstrainer(m.grammar)
 	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
 		s.metrics.compile.Observe(g.CompileTime().Seconds())
+		s.metrics.compileSteps.Observe(float64(g.CompileSteps()))
 		return c(ctx, g)
 	}
 }

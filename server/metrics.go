@@ -14,6 +14,7 @@ type metrics struct {
 	// streamTimeouts counts streams dropped after Options.StreamWriteTimeout.
 	streamTimeouts prometheus.Counter
 	compile        prometheus.Histogram
+	compileSteps   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func() int64) *metrics {
@@ -41,7 +42,12 @@ func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func
 		Name: "hexserve_http_stream_write_timeouts_total",
 		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
 	})
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile)
+	m.compileSteps = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hexserve_schema_compile_steps",
+		Help:    "Structured outputs: the work of compiling a grammar, in the steps structured.compile_budget bounds.",
+		Buckets: prometheus.ExponentialBuckets(1e3, 4, 10), // 1e3 … 2.6e8
+	})
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps)
 	reg.MustRegister(cacheCollector{cache, vocabBytes})
 	return m
 }
