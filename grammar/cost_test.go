@@ -30,6 +30,20 @@ func byteClass(odd bool) string {
 	return b.String()
 }
 
+// nestedMerge is F3 with properties on both sides of each merge, the
+// levels shared through $defs (written out, the document would grow 5× per
+// level).
+func nestedMerge(levels int) string {
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"l0":{"type":"string"}`)
+	for i := 1; i <= levels; i++ {
+		x := fmt.Sprintf(`{"x":{"$ref":"#/$defs/l%d"}}`, i-1)
+		fmt.Fprintf(&b, `,"l%d":{"anyOf":[%s],"properties":%s}`, i, repeatJoin(`{"type":"object","properties":`+x+`}`, 4), x)
+	}
+	fmt.Fprintf(&b, `},"$ref":"#/$defs/l%d"}`, levels)
+	return b.String()
+}
+
 // nestedAnyOf is issue #32's F3: s = {"type":"string"} wrapped levels
 // times in {"anyOf":[{"type":"object"}]×4, "properties":{"x": s}}.
 func nestedAnyOf(levels int) string {
@@ -75,6 +89,7 @@ func TestHostileSchemas(t *testing.T) {
 			repeatJoin(`{"type":"array","minItems":1,"items":{"anyOf":[`+strings.Join(distinct[10:19], ",")+`]}}`, 1) + `]}`, "-", ""},
 		{"F3 nested anyOf+properties ×11", nestedAnyOf(11), "-", ""},
 		{"F3 nested anyOf+properties ×40", nestedAnyOf(40), "-", ""},
+		{"F3 nested merges ×30", nestedMerge(30), "-", ""},
 		{"F10 false", `false`, "", "allows no value"},
 		{"F10 empty enum", `{"enum":[]}`, "", "allows no value"},
 		{"F10 required false", `{"type":"object","properties":{"a":false},"required":["a"]}`, "", "allows no value"},

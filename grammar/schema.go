@@ -568,7 +568,7 @@ func mergeKey(k string, a, b any) (any, error) {
 			r[kk] = v
 		}
 		for kk, v := range mb {
-			if old, ok := r[kk]; ok {
+			if old, ok := r[kk]; ok && !sameSchema(old, v) {
 				r[kk] = map[string]any{"allOf": []any{old, v}}
 			} else {
 				r[kk] = v
@@ -594,6 +594,17 @@ func mergeKey(k string, a, b any) (any, error) {
 		return r, nil
 	}
 	return nil, fmt.Errorf("allOf parts with different %s are not supported", k)
+}
+
+// sameSchema reports whether a and b are the same schema object (so a
+// merge keeps it, and its compile is shared), or equal booleans.
+func sameSchema(a, b any) bool {
+	ma, ok1 := a.(map[string]any)
+	mb, ok2 := b.(map[string]any)
+	if ok1 && ok2 {
+		return reflect.ValueOf(ma).Pointer() == reflect.ValueOf(mb).Pointer()
+	}
+	return !ok1 && !ok2 && a == b
 }
 
 func count(s map[string]any, k, path string) (int, bool, error) {
