@@ -253,6 +253,8 @@ func TestOllamaBadInput(t *testing.T) {
 		{"format string", "/api/chat", ollamaChatBody(`"format":"yaml"`), 400, "format"},
 		{"format array", "/api/chat", ollamaChatBody(`"format":[1]`), 400, "format"},
 		{"format bad schema", "/api/chat", ollamaChatBody(`"format":{"type":"object","properties":{"a":{"type":"nope"}}}`), 400, "format"},
+		{"format over the compile budget", "/api/chat", ollamaChatBody(`"format":{"type":"string","pattern":"[\\x21\\x23\\x25\\x27\\x29\\x2b\\x2d\\x2f\\x31\\x33\\x35\\x37\\x39\\x3b\\x3d\\x3f\\x41\\x43\\x45\\x47\\x49\\x4b\\x4d\\x4f\\x51\\x53\\x55\\x57\\x59\\x5b\\x5d\\x5f\\x61\\x63\\x65\\x67\\x69\\x6b\\x6d\\x6f\\x71\\x73\\x75\\x77\\x79\\x7b\\x7d]{1000}"}`), 400, "format.pattern: this schema costs too much"},
+		{"format unsatisfiable", "/api/chat", ollamaChatBody(`"format":{"enum":[]}`), 400, "allows no value"},
 		{"think", "/api/chat", ollamaChatBody(`"think":"deep"`), 400, "think"},
 		{"keep_alive", "/api/chat", ollamaChatBody(`"keep_alive":"forever"`), 400, "keep_alive"},
 		{"keep_alive type", "/api/chat", ollamaChatBody(`"keep_alive":[1]`), 400, "keep_alive"},
