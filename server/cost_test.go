@@ -53,13 +53,13 @@ func TestHostileRequests(t *testing.T) {
 	for range 11 {
 		nested = `{"anyOf":[` + joinN(`{"type":"object"}`, 4) + `],"properties":{"x":` + nested + `}}`
 	}
-	deepBody := func(model string) string {
+	deepBody := func(model string, extra ...string) string {
 		var b strings.Builder
 		b.WriteByte('{')
 		for i := range 5 {
 			fmt.Fprintf(&b, `"x%d":%s%s,`, i, strings.Repeat("[", 9000), strings.Repeat("]", 9000))
 		}
-		b.WriteString(`"model":` + model + `,"messages":[{"role":"user","content":"Hi"}]}`)
+		b.WriteString(`"model":` + model + `,"messages":[{"role":"user","content":"Hi"}]` + strings.Join(extra, "") + `}`)
 		return b.String()
 	}
 	tests := []struct {
@@ -76,6 +76,7 @@ func TestHostileRequests(t *testing.T) {
 		{"F3 nested anyOf+properties ×11", schemaBody(nested), 200, ""},
 		{"F4 deep body, model \\xff", deepBody("\"\xff\""), 400, "model"},
 		{"F4 deep body, model 5", deepBody("5"), 400, "model"},
+		{"F4 deep body, a null stop", deepBody(`"`+modelID+`"`, `,"stop":[null]`), 400, "stop[0]"},
 		{"F10 schema false", schemaBody(`false`), 400, "response_format.json_schema.schema"},
 		{"F10 empty enum", schemaBody(`{"enum":[]}`), 400, "response_format.json_schema.schema"},
 		{"F11 items 9000 deep", schemaBody(strings.Repeat(`{"items":`, 9000) + `{}` + strings.Repeat(`}`, 9000)), 400, "response_format.json_schema.schema"},
