@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
+	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +51,10 @@ type Server struct {
 	// WebUI serves the chat page at /; unset: on when listen is loopback or
 	// API keys are set (see WebUIOn).
 	WebUI *bool `yaml:"web_ui"`
+	// ModelAliases maps glob patterns (path.Match syntax, "claude-*") of
+	// requested model names to the served model id (or one of
+	// model.aliases), on every endpoint.
+	ModelAliases map[string]string `yaml:"model_aliases"`
 }
 
 // WebUIOn reports whether the chat page is served: server.web_ui when set,
@@ -239,6 +246,9 @@ func Parse(data []byte) (Config, error) {
 			*list = nil // `key: []` and an absent key mean the same
 		}
 	}
+	if len(cfg.Server.ModelAliases) == 0 {
+		cfg.Server.ModelAliases = nil
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -314,6 +324,9 @@ func (c *Config) Validate() error {
 		if ch.bad {
 			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
 		}
+	}
+	if err := checkModelAliases(s.ModelAliases); err != nil {
+		return err
 	}
 	if m.Overrides != nil { // the bundle kind validates its own section
 		if err := m.Overrides.Validate(); err != nil {
@@ -399,6 +412,32 @@ func ModelID(name string) string {
 		}
 	}
 	return strings.TrimRight(b.String(), "-")
+}
+
+// checkModelAliases checks that each pattern is a valid path.Match glob and
+// each target a model id.
+func checkModelAliases(aliases map[string]string) error {
+	for _, pat := range slices.Sorted(maps.Keys(aliases)) {
+		target := aliases[pat]
+		if _, err := path.Match(pat, ""); err != nil || pat == "" {
+			return fmt.Errorf("config: server.model_aliases: %q is not a valid glob (path.Match syntax: *, ?, [a-z], \\)", pat)
+		}
+		if target == "" || strings.ContainsAny(target, " \t\n/") {
+			return fmt.Errorf("config: server.model_aliases.%s: %q must be a served model id (no spaces or slashes)", pat, target)
+		}
+	}
+	return nil
+}
+
+// CheckModelAliases checks, once the served id is known, that every
+// server.model_aliases target names the served model: id or one of aliases.
+func (s Server) CheckModelAliases(id string, aliases []string) error {
+	for _, pat := range slices.Sorted(maps.Keys(s.ModelAliases)) {
+		if t := s.ModelAliases[pat]; t != id && !slices.Contains(aliases, t) {
+			return fmt.Errorf("config: server.model_aliases.%s: %q is not the served model %q (nor one of model.aliases)", pat, t, id)
+		}
+	}
+	return nil
 }
 
 func validAddr(a string) bool {

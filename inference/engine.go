@@ -661,7 +661,7 @@ func (e *Engine) emit(j *job, choice int, out textOut, f FinishReason) {
 	if out.empty() && f == "" {
 		return
 	}
-	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f})
+	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop})
 }
 
 func commonPrefix(a, b []int32) int {

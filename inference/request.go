@@ -142,10 +142,13 @@ type Event struct {
 	Tokens   []int32   // ids generated since the previous event of this choice
 	Logprobs []Logprob // one per token in Tokens, when requested
 	Finish   FinishReason
-	Done     bool
-	Usage    Usage
-	Timings  Timings
-	Err      error
+	// Stop is the stop string that ended the choice (Finish is FinishStop);
+	// "" when an end-of-turn token ended it.
+	Stop    string
+	Done    bool
+	Usage   Usage
+	Timings Timings
+	Err     error
 }
 
 // Errors the engine reports at submission; the server maps them to statuses.

@@ -186,6 +186,15 @@ func (p Params) grammarOptions() grammar.Options {
 	return o
 }
 
+// GrammarOptions are the compile options of p's request, for the other API
+// packages that compile grammars (anthropic/).
+func (p Params) GrammarOptions() grammar.Options { return p.grammarOptions() }
+
+// SchemaError is the 400 for a schema the constrained decoder cannot
+// enforce, naming param and the keyword's path; a client that went away
+// passes through.
+func SchemaError(param string, err error) error { return schemaError(param, err) }
+
 // constrain sets g's constraint to gr (nil: none).
 func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
 	if gr == nil {

@@ -40,13 +40,7 @@ func isOllamaPath(p string) bool { return strings.HasPrefix(p, "/api/") }
 
 // ollamaError is Ollama's error body: the message, after the name of the
 // offending field when the message does not say it.
-func ollamaError(api *APIError) any {
-	msg := api.Message
-	if api.Param != "" && !strings.Contains(msg, api.Param) {
-		msg = api.Param + ": " + msg
-	}
-	return ollama.ErrorResponse{Error: msg}
-}
+func ollamaError(api *APIError) any { return ollama.ErrorResponse{Error: paramMessage(api)} }
 
 func errModelFiles(_ http.ResponseWriter, r *http.Request) error {
 	return &APIError{Status: http.StatusNotImplemented, Type: TypeInvalidRequest, Message: fmt.Sprintf(

@@ -42,6 +42,9 @@ type Options struct {
 	// BodyTimeout bounds the time to read a request body, so a client that
 	// trickles one cannot hold a connection; <= 0 means 30 s.
 	BodyTimeout time.Duration
+	// PingInterval is how long an Anthropic stream may send nothing (a
+	// long prompt being read) before a ping event; <= 0 means 10 s.
+	PingInterval time.Duration
 	// StreamWriteTimeout drops a stream whose next frame cannot be written
 	// for this long (the client stopped reading) and cancels its
 	// generation; <= 0 means 30 s.
@@ -72,8 +75,11 @@ type Options struct {
 // Model is what the server needs from the loaded model. It is set once
 // loading finishes (SetModel); until then model routes answer 503.
 type Model struct {
-	ID         string   // served model id
-	Aliases    []string // other ids that resolve to ID
+	ID      string   // served model id
+	Aliases []string // other ids that resolve to ID
+	// AliasGlobs map path.Match patterns of requested names to ID or one
+	// of Aliases (config server.model_aliases); other targets never match.
+	AliasGlobs map[string]string
 	Created    time.Time
 	ContextLen int // tokens the KV cache holds (max_model_len)
 	Tokenizer  *tokenizer.Tokenizer
@@ -168,6 +174,8 @@ func (s *Server) routes() {
 	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
 	r.Post("/v1/completions", s.handle(s.completions))
 	r.Post("/v1/responses", s.handle(s.createResponse))
+	r.Post("/v1/messages", s.handle(s.messages))
+	r.Post("/v1/messages/count_tokens", s.handle(s.countTokens))
 	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
 	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
 	r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))

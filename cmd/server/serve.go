@@ -206,6 +206,15 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			return
 		}
 		info := model.Info()
+		id := cfg.Model.ID
+		if id == "" {
+			id = config.ModelID(info.Name)
+		}
+		if err := cfg.Server.CheckModelAliases(id, cfg.Model.Aliases); err != nil {
+			model.Close()
+			loaded <- loadResult{err: err}
+			return
+		}
 		store, err := openKVStore(cfg.Engine.KVCache, model, log)
 		if err != nil {
 			model.Close()
@@ -220,16 +229,12 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			ecfg.KVStore = store
 		}
 		engine := inference.New(model, tok, ecfg)
-		id := cfg.Model.ID
-		if id == "" {
-			id = config.ModelID(info.Name)
-		}
 		details, err := modelDetails(cfg.Model.Location(), info.Name)
 		if err != nil {
 			log.Warn().Err(err).Msg("model details for the Ollama listings")
 		}
-		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
-			Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
+		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
+			ContextLen: info.ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
 		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
 		loaded <- loadResult{model: model, engine: engine, store: store}
 	}()
