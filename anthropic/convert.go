@@ -40,7 +40,7 @@ const BillingHeaderPrefix = "x-anthropic-billing-header:"
 // chat template into g.Request.Prompt. p is the same as for chat completions.
 func FromMessagesRequest(r *MessagesRequest, p openai.Params) (*Generation, error) {
 	if r.MaxTokens == nil {
-		return nil, invalid("max_tokens", "max_tokens: Field required")
+		return nil, invalid("max_tokens", "Field required")
 	}
 	if *r.MaxTokens < 1 {
 		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)

@@ -77,6 +77,8 @@ type rigOptions struct {
 	configure func(*httptest.Server)
 	// wrap, when set, wraps the fake model the engine runs.
 	wrap func(inference.Model) inference.Model
+	// model, when set, adjusts the served model (aliases) before it is set.
+	model func(*server.Model)
 }
 
 func newRig(t testing.TB, ro rigOptions) *rig {
@@ -102,8 +104,12 @@ func newRig(t testing.TB, ro rigOptions) *rig {
 	eng := inference.New(model, tok, ro.engine)
 	ro.opts.Logger = logger
 	s := server.New(ro.opts)
-	s.SetModel(&server.Model{ID: modelID, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
-		ContextLen: 512, Tokenizer: tok, Engine: eng, Health: eng.Healthy})
+	sm := &server.Model{ID: modelID, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
+		ContextLen: 512, Tokenizer: tok, Engine: eng, Health: eng.Healthy}
+	if ro.model != nil {
+		ro.model(sm)
+	}
+	s.SetModel(sm)
 	hs := httptest.NewUnstartedServer(s)
 	if ro.configure != nil {
 		ro.configure(hs)

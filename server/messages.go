@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hexserve/hexserve/anthropic"
@@ -53,7 +54,7 @@ func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Mode
 		return nil, nil, err
 	}
 	if req.Model == "" {
-		return nil, nil, invalid("model", "model: Field required")
+		return nil, nil, invalid("model", "Field required")
 	}
 	if _, ok := m.Resolve(req.Model); !ok {
 		return nil, nil, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found",
@@ -117,11 +118,11 @@ func (e *promptTooLong) Error() string {
 	return fmt.Sprintf("the prompt has more than %d tokens", e.contextLen)
 }
 
-// anthropicBody is Anthropic's error body for api; a parameter path goes
-// in front of the message, as Anthropic's own errors do.
+// anthropicBody is Anthropic's error body for api; a parameter path the
+// message does not name goes in front of it, as in Anthropic's own errors.
 func anthropicBody(api *APIError) anthropic.ErrorResponse {
 	msg := api.Message
-	if api.Param != "" {
+	if api.Param != "" && !strings.Contains(msg, api.Param) {
 		msg = api.Param + ": " + msg
 	}
 	return anthropic.NewError(api.Status, msg)
