@@ -194,6 +194,16 @@ func (s *Server) stream(r *http.Request, sse *sseWriter, cancel context.CancelFu
 	}
 }
 
+// pingInterval is how long a pinger's stream may send nothing before a ping.
+func (s *Server) pingInterval() time.Duration {
+	if s.opts.PingInterval > 0 {
+		return s.opts.PingInterval
+	}
+	return defaultPingInterval
+}
+
+const defaultPingInterval = 10 * time.Second
+
 // idleTimer fires a pinger's keep-alive after every interval with nothing
 // sent; for other streams c is nil and never fires.
 type idleTimer struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/chat"
@@ -137,13 +136,3 @@ func windowError(err error, m *Model) error {
 	}
 	return err
 }
-
-// pingInterval is how long an Anthropic stream may send nothing before a ping.
-func (s *Server) pingInterval() time.Duration {
-	if s.opts.PingInterval > 0 {
-		return s.opts.PingInterval
-	}
-	return defaultPingInterval
-}
-
-const defaultPingInterval = 10 * time.Second

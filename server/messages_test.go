@@ -359,3 +359,27 @@ func TestMessagesOverloaded(t *testing.T) {
 	waitGoroutines(t, base, 5*time.Second)
 	r.assertHealthy(t)
 }
+
+// TestModelAliasGlobs checks server.model_aliases on the OpenAI endpoints
+// too: a name matching a glob whose target is served resolves; a glob
+// naming another model does not.
+func TestModelAliasGlobs(t *testing.T) {
+	r := newRig(t, rigOptions{model: func(m *server.Model) {
+		m.AliasGlobs = map[string]string{"claude-*": modelID, "o[0-9]*": "gpt-4o-mini", "gemini-*": "not-served"}
+	}})
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"claude-opus-5-5","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`, 200},
+		{"POST", "/v1/completions", `{"model":"o3-mini","max_tokens":2,"prompt":"Hi"}`, 200},
+		{"GET", "/v1/models/claude-haiku-4-5", "", 200},
+		{"POST", "/v1/chat/completions", `{"model":"gemini-2","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`, 404},
+		{"POST", msgPath, `{"model":"gemini-2","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`, 404},
+		{"GET", "/v1/models/claude", "", 404},
+	} {
+		if rep := r.do(t, c.method, c.path, c.body); rep.Status != c.status {
+			t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, rep.Status, rep.Body, c.status)
+		}
+	}
+}

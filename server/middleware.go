@@ -108,9 +108,10 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // corsHeaders are the request headers a preflight allows: what the
-// official OpenAI SDKs send from a browser, never whatever the preflight
-// asks for (a cookie, "*").
-const corsHeaders = "Accept, Authorization, Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
+// official OpenAI and Anthropic SDKs send from a browser, never whatever the
+// preflight asks for (a cookie, "*").
+const corsHeaders = "Accept, Anthropic-Beta, Anthropic-Dangerous-Direct-Browser-Access, Anthropic-Version, Authorization, " +
+	"Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
 	"X-Api-Key, X-Request-Id, X-Stainless-Arch, X-Stainless-Async, X-Stainless-Custom-Poll-Interval, X-Stainless-Helper, " +
 	"X-Stainless-Helper-Method, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, X-Stainless-Poll-Helper, " +
 	"X-Stainless-Retry-Count, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Timeout"
