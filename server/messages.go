@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/chat"
@@ -117,14 +116,10 @@ func (e *promptTooLong) Error() string {
 	return fmt.Sprintf("the prompt has more than %d tokens", e.contextLen)
 }
 
-// anthropicBody is Anthropic's error body for api; a parameter path the
-// message does not name goes in front of it, as in Anthropic's own errors.
+// anthropicBody is Anthropic's error body for api (its message led by the
+// field's path, paramMessage).
 func anthropicBody(api *APIError) anthropic.ErrorResponse {
-	msg := api.Message
-	if api.Param != "" && !strings.Contains(msg, api.Param) {
-		msg = api.Param + ": " + msg
-	}
-	return anthropic.NewError(api.Status, msg)
+	return anthropic.NewError(api.Status, paramMessage(api))
 }
 
 // windowError turns a render past the window's byte bound into
