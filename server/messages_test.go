@@ -383,3 +383,33 @@ func TestModelAliasGlobs(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesOwners: with API keys, KV rows computed for one key are reused
+// (and reported as cache_read_input_tokens) for its next request and never
+// for another key's.
+func TestMessagesOwners(t *testing.T) {
+	r := newRig(t, rigOptions{opts: server.Options{APIKeys: []string{"sk-a", "sk-b"}}, model: claudeAliases})
+	body := msgsBody(`[{"role":"user","content":"` + strings.Repeat("The same long question. ", 40) + `"}]`)
+	ask := func(key string) (read, input int) {
+		rep := r.do(t, "POST", msgPath, body, "x-api-key", key)
+		var m struct {
+			Usage struct {
+				Input int `json:"input_tokens"`
+				Read  int `json:"cache_read_input_tokens"`
+			}
+		}
+		if err := json.Unmarshal(rep.Body, &m); rep.Status != 200 || err != nil {
+			t.Fatalf("%s: %d %s", key, rep.Status, rep.Body)
+		}
+		return m.Usage.Read, m.Usage.Input
+	}
+	if read, _ := ask("sk-a"); read != 0 {
+		t.Fatalf("first request read %d cached tokens", read)
+	}
+	if read, input := ask("sk-a"); read == 0 || input == 0 {
+		t.Fatalf("the same key's repeat: %d read, %d evaluated", read, input)
+	}
+	if read, _ := ask("sk-b"); read != 0 {
+		t.Fatalf("another key's request read %d cached tokens", read)
+	}
+}
