@@ -273,7 +273,6 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 	return nil
 }
 
-
 // chatMessages converts system and the turns to chat messages. A final
 // assistant turn of text is the prefill the reply continues: it is returned
 // apart, its trailing whitespace trimmed.
