@@ -21,9 +21,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 		return windowError(err, m)
 	}
 	id := anthropic.NewMessageID()
-	return s.submit(w, r, m, &g.Request, g.Stream,
-		func() eventStream { return messageStream{anthropic.NewStream(g, id)} },
-		func(res inference.Result) any { return anthropic.ToMessage(g, id, res) })
+	return s.generate(w, r, m, &g.Request, g.Stream, reply{
+		whole: func(res inference.Result) any { return anthropic.ToMessage(g, id, res) },
+		stream: func() eventStream {
+			return messageStream{newSSE(w, s.opts.StreamWriteTimeout), anthropic.NewStream(g, id)}
+		},
+	})
 }
 
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens
@@ -63,19 +66,24 @@ func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Mode
 
 // messageStream is the Messages stream: named events, a ping while
 // nothing else is sent, and an error event when generation fails.
-type messageStream struct{ st *anthropic.Stream }
-
-func (c messageStream) start(sse *sseWriter) { sendNamed(sse, c.st.Start()) }
-
-func (c messageStream) event(sse *sseWriter, ev inference.Event) { sendNamed(sse, c.st.Event(ev)) }
-
-func (messageStream) ping(sse *sseWriter) { sendNamed(sse, []anthropic.Event{anthropic.Ping()}) }
-
-func (messageStream) fail(sse *sseWriter, api *APIError) {
-	sendNamed(sse, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
+type messageStream struct {
+	*sseWriter
+	st *anthropic.Stream
 }
 
-func (messageStream) finish(*sseWriter) {}
+func (c messageStream) start() { sendNamed(c.sseWriter, c.st.Start()) }
+
+func (c messageStream) event(ev inference.Event) { sendNamed(c.sseWriter, c.st.Event(ev)) }
+
+func (c messageStream) ping() { sendNamed(c.sseWriter, []anthropic.Event{anthropic.Ping()}) }
+
+func (messageStream) committed() bool { return true } // message_start went out first
+
+func (c messageStream) fail(api *APIError) {
+	sendNamed(c.sseWriter, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
+}
+
+func (messageStream) finish() {}
 
 func sendNamed(sse *sseWriter, evs []anthropic.Event) {
 	for _, e := range evs {

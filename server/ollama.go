@@ -1,14 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/ollama"
@@ -120,62 +118,42 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	return s.ollamaReply(w, r, m, g, ollama.Meta{Model: req.Model, Start: start})
 }
 
-// ollamaReply submits g and writes the whole reply or an NDJSON stream.
-// Errors before the first line go back to the handler (a status and an
-// error body); after it they are a last {"error": …} line.
+// ollamaReply submits g through the one submit path and writes the whole
+// reply or an NDJSON stream. Errors before the first line go back to the
+// handler (a status and an error body); after it they are a last
+// {"error": …} line.
 func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, m *Model, g *ollama.Generation, meta ollama.Meta) error {
 	st := ollama.NewStream(g, meta)
 	if g.Load { // the model is always loaded
 		writeJSON(w, http.StatusOK, st.Load())
 		return nil
 	}
-	if m.Engine == nil {
-		return errLoading
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	g.Request.Owner = requestOwner(r.Context())
-	events, err := m.Engine.Submit(ctx, g.Request)
-	if err != nil {
-		return err
-	}
-	if !g.Stream {
-		res, err := inference.Collect(events)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, st.Response(res))
-		return nil
-	}
-	nd := newNDJSON(w, s.opts.StreamWriteTimeout)
-	var failed error
-	for ev := range events.Events() {
-		for _, line := range st.Event(ev) {
-			_ = nd.Send(line)
-		}
-		if nd.err != nil {
-			cancel() // the client is gone: stop generating, keep draining
-		}
-		if ev.Done && ev.Err != nil {
-			failed = ev.Err
-		}
-	}
-	if failed != nil {
-		if !nd.started {
-			return failed
-		}
-		api, unexpected := errorFor(failed, promptParam(r))
-		log := zerolog.Ctx(r.Context())
-		if unexpected {
-			log.Error().Err(failed).Str("path", r.URL.Path).Msg("stream failed")
-		} else {
-			log.Debug().Err(failed).Msg("stream ended with an error")
-		}
-		_ = nd.Send(ollamaError(api))
-	}
-	s.endStream(r, nd.end, nd.timeout, nd.err)
-	return nil
+	return s.generate(w, r, m, &g.Request, g.Stream, reply{
+		whole:  func(res inference.Result) any { return st.Response(res) },
+		stream: func() eventStream { return ollamaStream{newNDJSON(w, s.opts.StreamWriteTimeout), st} },
+	})
 }
+
+// ollamaStream is Ollama's NDJSON stream: one JSON object per line, and a
+// last {"error": …} line when generation fails after the first line.
+type ollamaStream struct {
+	*ndjsonWriter
+	st *ollama.Stream
+}
+
+func (o ollamaStream) start() {}
+
+func (o ollamaStream) event(ev inference.Event) {
+	for _, line := range o.st.Event(ev) {
+		_ = o.Send(line)
+	}
+}
+
+func (o ollamaStream) committed() bool { return o.started }
+
+func (o ollamaStream) fail(api *APIError) { _ = o.Send(ollamaError(api)) }
+
+func (o ollamaStream) finish() {}
 
 // card describes m for the Ollama listings.
 func (s *Server) card(m *Model) ollama.Card {

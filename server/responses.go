@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -43,48 +42,34 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g.Request.Owner = owner
 	g.Response.Model = m.ID
-	if m.Engine == nil {
-		return errLoading
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	events, err := m.Engine.Submit(ctx, g.Request)
-	if err != nil {
-		return err
-	}
-	if !g.Stream {
-		res, err := inference.Collect(events)
-		if err != nil {
-			return err
-		}
-		resp := openai.FinishResponse(g, res)
-		s.storeResponse(r, g, owner)
-		writeJSON(w, http.StatusOK, resp)
-		return nil
-	}
-
-	sse := newSSE(w, s.opts.StreamWriteTimeout)
-	if failed := s.stream(r, sse, cancel, events, responseStream{openai.NewResponseStream(g)}); !failed && sse.err == nil {
-		s.storeResponse(r, g, owner)
-	}
-	return nil
+	return s.generate(w, r, m, &g.Request, g.Stream, reply{
+		whole: func(res inference.Result) any { return openai.FinishResponse(g, res) },
+		stream: func() eventStream {
+			return responseStream{newSSE(w, s.opts.StreamWriteTimeout), openai.NewResponseStream(g)}
+		},
+		done: func() { s.storeResponse(r, g, owner) },
+	})
 }
 
 // responseStream is the Responses API stream: named events, and
 // response.failed when generation fails; it has no [DONE].
-type responseStream struct{ st *openai.ResponseStream }
-
-func (c responseStream) start(sse *sseWriter) { sendEvents(sse, c.st.Start()) }
-
-func (c responseStream) event(sse *sseWriter, ev inference.Event) { sendEvents(sse, c.st.Event(ev)) }
-
-func (c responseStream) fail(sse *sseWriter, api *APIError) {
-	sendEvents(sse, c.st.Fail(api.Code, api.Message, api.Param))
+type responseStream struct {
+	*sseWriter
+	st *openai.ResponseStream
 }
 
-func (responseStream) finish(*sseWriter) {}
+func (c responseStream) start() { sendEvents(c.sseWriter, c.st.Start()) }
+
+func (c responseStream) event(ev inference.Event) { sendEvents(c.sseWriter, c.st.Event(ev)) }
+
+func (responseStream) committed() bool { return true } // response.created went out first
+
+func (c responseStream) fail(api *APIError) {
+	sendEvents(c.sseWriter, c.st.Fail(api.Code, api.Message, api.Param))
+}
+
+func (responseStream) finish() {}
 
 func sendEvents(sse *sseWriter, evs []*openai.ResponseEvent) {
 	for _, e := range evs {
