@@ -40,30 +40,9 @@ type ContentPart struct {
 
 // UnmarshalJSON accepts a string, an array of parts or null.
 func (c *Content) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*c = Content{}
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = Content{Text: &s}
-		return nil
-	case len(b) > 0 && b[0] == '[':
-		var parts []ContentPart
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
-		}
-		*c = Content{Parts: parts}
-		if parts == nil {
-			c.Parts = []ContentPart{}
-		}
-		return nil
-	}
-	return &json.UnmarshalTypeError{Value: "a value other than a string, an array or null", Type: contentType} // the decoder adds the field path
+	text, parts, err := stringOrArray[ContentPart](b, contentType, "a value other than a string, an array or null")
+	*c = Content{Text: text, Parts: parts}
+	return err
 }
 
 // MarshalJSON writes the string form, the parts, or null.

@@ -84,27 +84,16 @@ type Stop []string
 
 // UnmarshalJSON accepts null, a string or an array of strings.
 func (s *Stop) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
+	one, many, err := stringOrArray[string](b, stopType, "a value other than a string or an array of strings")
 	switch {
-	case bytes.Equal(b, []byte("null")):
-		*s = nil
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
-		}
-		*s = Stop{one}
-		return nil
-	case len(b) > 0 && b[0] == '[':
-		var many []string
-		if err := json.Unmarshal(b, &many); err != nil {
-			return &json.UnmarshalTypeError{Value: "array with a non-string element", Type: stopType}
-		}
+	case err != nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")):
+		return &json.UnmarshalTypeError{Value: "array with a non-string element", Type: stopType}
+	case one != nil:
+		*s = Stop{*one}
+	default:
 		*s = many
-		return nil
 	}
-	return &json.UnmarshalTypeError{Value: "a value other than a string or an array of strings", Type: stopType}
+	return err
 }
 
 var stopType = reflect.TypeFor[Stop]()

@@ -59,27 +59,16 @@ type ResponseInput struct {
 
 // UnmarshalJSON accepts a string, an array of items or null.
 func (in *ResponseInput) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	*in = ResponseInput{}
+	text, items, err := stringOrArray[Item](b, reflect.TypeFor[ResponseInput](), "a value other than a string or an array of items")
 	switch {
-	case bytes.Equal(b, []byte("null")):
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*in = ResponseInput{Set: true, Items: []Item{{Type: "message", Role: "user", Content: ItemContent{{Type: "input_text", Text: s}}}}}
-		return nil
-	case len(b) > 0 && b[0] == '[':
-		var items []Item
-		if err := json.Unmarshal(b, &items); err != nil {
-			return err
-		}
+	case err != nil || (text == nil && items == nil):
+		*in = ResponseInput{}
+	case text != nil:
+		*in = ResponseInput{Set: true, Items: []Item{{Type: "message", Role: "user", Content: ItemContent{{Type: "input_text", Text: *text}}}}}
+	default:
 		*in = ResponseInput{Set: true, Items: items}
-		return nil
 	}
-	return &json.UnmarshalTypeError{Value: "a value other than a string or an array of items", Type: reflect.TypeFor[ResponseInput]()}
+	return err
 }
 
 // Item is an input or output item: a message, a function_call or a
@@ -108,27 +97,14 @@ type ItemPart struct {
 	Logprobs    []json.RawMessage `json:"logprobs,omitzero"`
 }
 
-// UnmarshalJSON accepts a string or an array of parts.
+// UnmarshalJSON accepts a string, an array of parts or null.
 func (c *ItemContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*c = nil
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = ItemContent{{Type: "input_text", Text: s}}
-		return nil
-	}
-	var parts []ItemPart
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return err
-	}
+	text, parts, err := stringOrArray[ItemPart](b, reflect.TypeFor[ItemContent](), "a value other than a string, an array or null")
 	*c = parts
-	return nil
+	if text != nil {
+		*c = ItemContent{{Type: "input_text", Text: *text}}
+	}
+	return err
 }
 
 // Response is OpenAI's response object.
