@@ -35,4 +35,3 @@ func TestStringOrArray(t *testing.T) {
 		}
 	}
 }
-

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -148,10 +150,38 @@ type ChatCompletionChunk struct {
 	Model             string        `json:"model"`
 	SystemFingerprint string        `json:"system_fingerprint"`
 	Choices           []ChunkChoice `json:"choices"`
-	// Usage is left out (nil interface), JSON null ((*Usage)(nil)), or set.
-	Usage          any      `json:"usage,omitempty"`
-	Timings        *Timings `json:"timings,omitempty"`
-	PromptTokenIDs []int32  `json:"prompt_token_ids,omitzero"`
+	Usage             FrameUsage    `json:"usage,omitzero"`
+	Timings           *Timings      `json:"timings,omitempty"`
+	PromptTokenIDs    []int32       `json:"prompt_token_ids,omitzero"`
+}
+
+// FrameUsage is a response's or stream frame's usage: left out (the zero
+// value), JSON null (Null: OpenAI's frames before the usage frame when
+// include_usage is set), or the counts.
+type FrameUsage struct {
+	*Usage
+	Null bool // with a nil Usage: write null rather than leave the field out
+}
+
+// IsZero reports whether the field is left out.
+func (u FrameUsage) IsZero() bool { return u.Usage == nil && !u.Null }
+
+// MarshalJSON writes the counts, or null.
+func (u FrameUsage) MarshalJSON() ([]byte, error) {
+	if u.Usage == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(u.Usage)
+}
+
+// UnmarshalJSON reads the counts, or null.
+func (u *FrameUsage) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*u = FrameUsage{Null: true}
+		return nil
+	}
+	*u = FrameUsage{Usage: new(Usage)}
+	return json.Unmarshal(b, u.Usage)
 }
 
 // ChunkChoice is one choice's part of a chunk.
@@ -194,7 +224,7 @@ type Completion struct {
 	Model             string             `json:"model"`
 	SystemFingerprint string             `json:"system_fingerprint"`
 	Choices           []CompletionChoice `json:"choices"`
-	Usage             any                `json:"usage,omitempty"` // as ChatCompletionChunk.Usage
+	Usage             FrameUsage         `json:"usage,omitzero"`
 	Timings           *Timings           `json:"timings,omitempty"`
 	PromptTokenIDs    []int32            `json:"prompt_token_ids,omitzero"`
 }
@@ -329,7 +359,7 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 func ToCompletion(g *Generation, m Meta, res inference.Result) *Completion {
 	out := &Completion{ID: m.ID, Object: "text_completion", Created: m.Created, Model: m.Model,
 		SystemFingerprint: m.Fingerprint, Choices: make([]CompletionChoice, len(res.Choices)),
-		Usage: ToUsage(res.Usage), Timings: ToTimings(res.Usage, res.Timings)}
+		Usage: FrameUsage{Usage: ToUsage(res.Usage)}, Timings: ToTimings(res.Usage, res.Timings)}
 	if g.ReturnTokenIDs {
 		out.PromptTokenIDs = nonNil(g.Request.Prompt)
 	}

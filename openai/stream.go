@@ -5,8 +5,15 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// Stream turns one request's engine events into stream frames
-// (*ChatCompletionChunk or *Completion), in the order OpenAI sends them:
+// Frame is one stream frame: a *ChatCompletionChunk or a *Completion.
+type Frame interface {
+	setTimings(*Timings)
+}
+
+func (c *ChatCompletionChunk) setTimings(t *Timings) { c.Timings = t }
+func (c *Completion) setTimings(t *Timings)          { c.Timings = t }
+
+// Stream turns one request's engine events into stream frames, in the order OpenAI sends them:
 // Start's frames, content (or tool-call) deltas, one finish frame per
 // choice, and with include_usage a last frame with usage and no choices.
 // The timings extension rides on the last frame. A Stream is not safe for
@@ -16,7 +23,7 @@ type Stream struct {
 	m       Meta
 	chat    bool
 	choices []choiceState
-	pending any // the latest finish frame, held back to carry timings
+	pending Frame // the latest finish frame, held back to carry timings
 	first   bool
 }
 
@@ -46,8 +53,8 @@ func newStream(g *Generation, m Meta, isChat bool) *Stream {
 // Start returns the frames sent before any output: for chat, each choice's
 // role delta ({"role":"assistant","content":""}); for completions with
 // echo, each choice's prompt text.
-func (s *Stream) Start() []any {
-	var out []any
+func (s *Stream) Start() []Frame {
+	var out []Frame
 	for i := range s.choices {
 		switch {
 		case s.chat:
@@ -62,7 +69,7 @@ func (s *Stream) Start() []any {
 
 // Event returns the frames ev releases. For a Done event with Err set the
 // caller sends the error after these frames; no usage frame is produced.
-func (s *Stream) Event(ev inference.Event) []any {
+func (s *Stream) Event(ev inference.Event) []Frame {
 	if ev.Done {
 		return s.done(ev)
 	}
@@ -70,7 +77,7 @@ func (s *Stream) Event(ev inference.Event) []any {
 		return nil
 	}
 	c := &s.choices[ev.Choice]
-	var out []any
+	var out []Frame
 	if ev.Text != "" || len(ev.Tokens) > 0 {
 		switch {
 		case !s.chat:
@@ -111,34 +118,34 @@ func (s *Stream) Event(ev inference.Event) []any {
 }
 
 // release returns the held finish frame followed by out, and holds next.
-func (s *Stream) release(out []any, next any) []any {
+func (s *Stream) release(out []Frame, next Frame) []Frame {
 	if s.pending != nil {
-		out = append([]any{s.pending}, out...)
+		out = append([]Frame{s.pending}, out...)
 	}
 	s.pending = next
 	return out
 }
 
-func (s *Stream) done(ev inference.Event) []any {
-	var out []any
+func (s *Stream) done(ev inference.Event) []Frame {
+	var out []Frame
 	timings := ToTimings(ev.Usage, ev.Timings)
 	usageFrame := s.g.IncludeUsage && ev.Err == nil
 	if s.pending != nil {
 		if !usageFrame {
-			setTimings(s.pending, timings)
+			s.pending.setTimings(timings)
 		}
 		out = append(out, s.pending)
 		s.pending = nil
 	}
 	if usageFrame {
-		var f any
+		var f Frame
 		if s.chat {
 			c := s.chatFrame()
-			c.Usage, c.Timings = ToUsage(ev.Usage), timings
+			c.Usage, c.Timings = FrameUsage{Usage: ToUsage(ev.Usage)}, timings
 			f = c
 		} else {
 			c := s.textFrame()
-			c.Usage, c.Timings = ToUsage(ev.Usage), timings
+			c.Usage, c.Timings = FrameUsage{Usage: ToUsage(ev.Usage)}, timings
 			f = c
 		}
 		out = append(out, f)
@@ -146,23 +153,14 @@ func (s *Stream) done(ev inference.Event) []any {
 	return out
 }
 
-func setTimings(frame any, t *Timings) {
-	switch f := frame.(type) {
-	case *ChatCompletionChunk:
-		f.Timings = t
-	case *Completion:
-		f.Timings = t
-	}
-}
-
-func (s *Stream) contentDelta(i int, text string, ids []int32, lps []inference.Logprob) any {
+func (s *Stream) contentDelta(i int, text string, ids []int32, lps []inference.Logprob) Frame {
 	ch := ChunkChoice{Index: i, Delta: Delta{Content: &text}}
 	s.decorate(&ch.Logprobs, &ch.TokenIDs, ids, lps)
 	return s.chatFrame(ch)
 }
 
-func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []inference.Logprob) []any {
-	var out []any
+func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []inference.Logprob) []Frame {
+	var out []Frame
 	for j, call := range calls {
 		head := ChunkChoice{Index: i, Delta: Delta{ToolCalls: []ToolCallDelta{{Index: j, ID: call.ID, Type: "function",
 			Function: FunctionCallDelta{Name: call.Function.Name}}}}}
@@ -185,7 +183,7 @@ func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []i
 	}
 }
 
-func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []inference.Logprob) any {
+func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []inference.Logprob) Frame {
 	ch := CompletionChoice{Text: text, Index: i}
 	if s.g.Request.Logprobs {
 		ch.Logprobs = completionLogprobs(lps, c.offset)
@@ -197,10 +195,6 @@ func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps 
 	return s.textFrame(ch)
 }
 
-// nullUsage makes a frame's usage JSON null (OpenAI's frames before the
-// usage frame when include_usage is set).
-var nullUsage *Usage
-
 func (s *Stream) chatFrame(choices ...ChunkChoice) *ChatCompletionChunk {
 	f := &ChatCompletionChunk{ID: s.m.ID, Object: "chat.completion.chunk", Created: s.m.Created, Model: s.m.Model,
 		SystemFingerprint: s.m.Fingerprint, Choices: choices}
@@ -208,7 +202,7 @@ func (s *Stream) chatFrame(choices ...ChunkChoice) *ChatCompletionChunk {
 		f.Choices = []ChunkChoice{}
 	}
 	if s.g.IncludeUsage {
-		f.Usage = nullUsage
+		f.Usage = FrameUsage{Null: true}
 	}
 	if s.first && s.g.ReturnTokenIDs {
 		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
@@ -224,7 +218,7 @@ func (s *Stream) textFrame(choices ...CompletionChoice) *Completion {
 		f.Choices = []CompletionChoice{}
 	}
 	if s.g.IncludeUsage {
-		f.Usage = nullUsage
+		f.Usage = FrameUsage{Null: true}
 	}
 	if s.first && s.g.ReturnTokenIDs {
 		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)

@@ -30,7 +30,7 @@ func testTok(t testing.TB) *tokenizer.Tokenizer {
 func frames(t *testing.T, s *Stream, evs []inference.Event) []string {
 	t.Helper()
 	var out []string
-	add := func(fs []any) {
+	add := func(fs []Frame) {
 		for _, f := range fs {
 			b, err := json.Marshal(f)
 			if err != nil {

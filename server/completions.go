@@ -120,7 +120,7 @@ func (c chunkStream) fail(api *APIError) { _ = c.Error(api) }
 
 func (c chunkStream) finish() { _ = c.Done() }
 
-func sendAll(sse *sseWriter, frames []any) {
+func sendAll(sse *sseWriter, frames []openai.Frame) {
 	for _, f := range frames {
 		_ = sse.Send(f)
 	}
