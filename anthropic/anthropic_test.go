@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -218,7 +217,8 @@ func TestToMessage(t *testing.T) {
 func TestForcedToolGrammar(t *testing.T) {
 	p := params(t)
 	var compiled int
-	p.Constrainer = func(context.Context, *grammar.Grammar) func() inference.Constraint { compiled++; return nil }
+	p.Vocab = func() *grammar.Vocab { return nil } // structured outputs on; the matcher is never built here
+	p.Compiled = func(*grammar.Grammar) { compiled++ }
 	tools := `"tools":[{"name":"a","input_schema":{"type":"object"}},{"name":"b","input_schema":{"type":"object","properties":{"x":{"type":"string","format":"regex"}}}}]`
 	if _, err := FromMessagesRequest(decode(t, `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"}],`+tools+`,"tool_choice":{"type":"tool","name":"a"}}`), p); err != nil || compiled != 1 {
 		t.Fatalf("tool a: %v (%d)", err, compiled)

@@ -266,10 +266,11 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 	if gr == nil {
 		return nil
 	}
-	if p.Constrainer == nil {
+	c, ok := p.Constraint(gr)
+	if !ok {
 		return invalid("tool_choice", "forced tool use and JSON outputs are not available on this server")
 	}
-	g.Request.Constrain = p.Constrainer(p.Context, gr)
+	g.Request.Constrain = c
 	return nil
 }
 

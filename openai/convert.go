@@ -35,9 +35,15 @@ type Params struct {
 	Defaults inference.Sampling
 	// MaxTokens is the default completion limit; 0: until the context ends.
 	MaxTokens int
-	// Constrainer enforces structured outputs (response_format, forced
-	// tool calls); nil: they are refused.
-	Constrainer Constrainer
+	// Vocab is the model's grammar vocabulary for structured outputs
+	// (response_format, forced tool calls), called for each structured
+	// request before it is queued, so it may build the index lazily; nil:
+	// structured outputs are refused. Each choice's matcher stops when
+	// Context is done.
+	Vocab func() *grammar.Vocab
+	// Compiled, when set, is told each structured request's compiled
+	// grammar (for the compile metrics).
+	Compiled func(*grammar.Grammar)
 	// Grammar bounds compiling their grammars and each mask (Limits) and
 	// holds the shared Cache; its Context is Params.Context.
 	Grammar grammar.Options

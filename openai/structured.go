@@ -12,22 +12,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// Constrainer turns a compiled grammar into the engine's per-choice
-// constraint factory; the constraints' masks stop when ctx (the request's)
-// is done. Params.Constrainer provides it (it holds the model's grammar
-// vocabulary).
-type Constrainer func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint
-
-// NewConstrainer matches grammars against the tokens of the vocabulary
-// vocab returns (called for each structured request, before it is queued,
-// so it may build the index lazily).
-func NewConstrainer(vocab func() *grammar.Vocab) Constrainer {
-	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
-		v := vocab()
-		return func() inference.Constraint { return g.NewMatcherContext(ctx, v) }
-	}
-}
-
 var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // FormatGrammar compiles a response format (chat completions'
@@ -200,9 +184,26 @@ func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
 	if gr == nil {
 		return nil
 	}
-	if p.Constrainer == nil {
+	c, ok := p.Constraint(gr)
+	if !ok {
 		return invalid("response_format", "structured outputs are not available on this server")
 	}
-	g.Request.Constrain = p.Constrainer(p.Context, gr)
+	g.Request.Constrain = c
 	return nil
+}
+
+// Constraint is the engine's per-choice constraint factory for gr (for
+// every API package that compiles grammars: anthropic/ too): each choice
+// matches gr against the tokens of p.Vocab, stopping when p.Context is
+// done, and p.Compiled is told of gr. ok is false when p has no vocabulary
+// (structured outputs are off).
+func (p Params) Constraint(gr *grammar.Grammar) (c func() inference.Constraint, ok bool) {
+	if p.Vocab == nil {
+		return nil, false
+	}
+	if p.Compiled != nil {
+		p.Compiled(gr)
+	}
+	v, ctx := p.Vocab(), p.Context
+	return func() inference.Constraint { return gr.NewMatcherContext(ctx, v) }, true
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -76,20 +75,15 @@ func checkModel(m *Model, id string) error {
 // stops when r's client goes away or the prompt cannot fit m's context.
 func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString(), Context: r.Context(), Constrainer: s.constrainer(m),
+		Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
 		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
-// constrainer enforces structured outputs with m's vocabulary and records
-// the compile time.
-func (s *Server) constrainer(m *Model) openai.Constrainer {
-	c := openai.NewConstrainer(m.grammar)
-	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
-		s.metrics.compile.Observe(g.CompileTime().Seconds())
-		s.metrics.compileSteps.Observe(float64(g.CompileSteps()))
-		return c(ctx, g)
-	}
+// compiled records a structured request's compile time and steps.
+func (s *Server) compiled(g *grammar.Grammar) {
+	s.metrics.compile.Observe(g.CompileTime().Seconds())
+	s.metrics.compileSteps.Observe(float64(g.CompileSteps()))
 }
 
 // vocabBytes is the size of the loaded model's vocabulary index (0 until
