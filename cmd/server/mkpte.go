@@ -13,7 +13,7 @@ import (
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
-// mkmodel --format pte: an ExecuTorch static-llama .pte (EXECUTORCH.md) whose QNN context
+// mkmodel --format pte: an ExecuTorch static-llama .pte (docs/executorch-pte.md) whose QNN context
 // binaries are hostsim's, with the plans, delegates, fallback copies between shards and
 // metadata methods of ExecuTorch's hybrid export.
 

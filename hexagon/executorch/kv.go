@@ -31,7 +31,7 @@ func (m *method) writeMask(b []byte, start int) {
 
 // copyLayer copies the first n new entries of one layer from m's outputs
 // into cache slots start… of caches of stride slots per row
-// (EXECUTORCH.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
+// (docs/executorch-pte.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
 // elements per row; V is [n_kv][S][hd], one block of n·hd per head. The
 // bytes are raw codes (the outputs are quantised like the caches).
 func (r *Runner) copyLayer(c layerCopy) {
@@ -98,7 +98,7 @@ func stepLayers(l *layout, layers int) (touched, final [][]int) {
 }
 
 // restride changes the caches' row length from r.stride to s slots,
-// keeping the valid slots (EXECUTORCH.md §4.5); the rest is stale and
+// keeping the valid slots (docs/executorch-pte.md §4.5); the rest is stale and
 // masked.
 func (r *Runner) restride(s int) {
 	r.sync()

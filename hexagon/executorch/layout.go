@@ -45,7 +45,7 @@ type arg struct {
 }
 
 // inputNode splits a graph input name input_<k>_<node>@<i> into k and node
-// (EXECUTORCH.md §3.1).
+// (docs/executorch-pte.md §3.1).
 func inputNode(name string) (int, string, bool) {
 	rest, ok := strings.CutPrefix(name, "input_")
 	if !ok {

@@ -12,7 +12,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 )
 
-// storiesGraph is the tensor table of EXECUTORCH.md §3.3 (the real stories260K context binary, in
+// storiesGraph is the tensor table of docs/executorch-pte.md §3.3 (the real stories260K context binary, in
 // its stored order) for one graph with ar rows: a fake binary-info source.
 func storiesGraph(name string, ar int) qnn.GraphInfo {
 	const cl, nkv, hd, vocab = 128, 4, 8, 512
@@ -47,7 +47,7 @@ func storiesGraph(name string, ar int) qnn.GraphInfo {
 	return g
 }
 
-// TestBindStories binds the real stories260K plans (EXECUTORCH.md §1.3: DelegateCall args
+// TestBindStories binds the real stories260K plans (docs/executorch-pte.md §1.3: DelegateCall args
 // [2,0,3,8,1,4,9,5,10,6,11,7,12 | 13…23]) to the §3.3 tensor table.
 func TestBindStories(t *testing.T) {
 	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))

@@ -1,7 +1,7 @@
 // Package executorch serves ExecuTorch Qualcomm "static llama" .pte exports
 // (hybrid mode: prefill_forward over AR tokens and kv_forward over one, both
 // on the KV cache) on QNN, the way ExecuTorch's own runner drives them
-// (EXECUTORCH.md §4–§5), without ExecuTorch's runtime. Runner implements
+// (docs/executorch-pte.md §4–§5), without ExecuTorch's runtime. Runner implements
 // inference.Model, inference.Verifier and inference.KVSnapshotter.
 package executorch
 

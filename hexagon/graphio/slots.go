@@ -64,7 +64,7 @@ func scatter(dst, src []byte, rows, ds, start, ss, from, es int) {
 // Restride changes b's stride from slots per row to to, in place, keeping
 // slots [0, keep) of every row: rows move first-to-last when shrinking and
 // last-to-first when growing, so no row overwrites one not yet moved
-// (EXECUTORCH.md §4.5).
+// (docs/executorch-pte.md §4.5).
 func (l Slots) Restride(b []byte, from, to, keep int) {
 	if keep <= 0 || from == to || l.Outer == 1 {
 		return

@@ -1,5 +1,5 @@
 /* hs_pte.c - execution of the ExecuTorch static-llama graphs prefill_forward / kv_forward
- * (EXECUTORCH.md §3; FORMAT.md "ExecuTorch graphs"). float32 arithmetic, the shared forward pass. */
+ * (docs/executorch-pte.md §3; FORMAT.md "ExecuTorch graphs"). float32 arithmetic, the shared forward pass. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* qnn_abi.h - the subset of the QNN C ABI (QAIRT 2.43: core API 2.32, HTP 5.43, System 1.7)
- * that hostsim implements, written from /work/shared/qnn-abi.md. Sizes and offsets are
+ * that hostsim implements, written from docs/qnn-abi.md. Sizes and offsets are
  * checked with _Static_assert for LP64 targets (x86_64, aarch64). */
 #ifndef HOSTSIM_QNN_ABI_H
 #define HOSTSIM_QNN_ABI_H
@@ -337,7 +337,7 @@ typedef struct {
 
 typedef void (*QnnLog_Callback_t)(const char *fmt, uint32_t level, uint64_t timestamp, va_list args);
 
-/* ---- layout checks (qnn-abi.md) ---- */
+/* ---- layout checks (docs/qnn-abi.md) ---- */
 #define HS_ASSERT_SIZE(T, n) _Static_assert(sizeof(T) == (n), #T " size")
 #define HS_ASSERT_OFF(T, f, n) _Static_assert(offsetof(T, f) == (n), #T "." #f " offset")
 HS_ASSERT_SIZE(Qnn_Version_t, 12);

@@ -5,7 +5,7 @@
 // methods, each delegate's qnn_compile_spec, and the 0x5678ABCD payload
 // header around each QNN context binary. The file is memory-mapped and
 // context binaries are slices of the map, never copied
-// (../../shared/EXECUTORCH.md §1–2 describes the format).
+// (docs/executorch-pte.md §1–2 describes the format).
 package pte
 
 import (

@@ -25,7 +25,7 @@ func open(t testing.TB, path string) *pte.File {
 	return f
 }
 
-// TestRealFile checks every value EXECUTORCH.md §1.1, §1.3, §1.4 and §2.1
+// TestRealFile checks every value docs/executorch-pte.md §1.1, §1.3, §1.4 and §2.1
 // lists for the real file.
 func TestRealFile(t *testing.T) {
 	f := open(t, realPTE)
@@ -164,12 +164,12 @@ func TestRealFile(t *testing.T) {
 			}
 		}
 	}
-	// The EXECUTORCH.md values, rounded as printed there.
+	// The docs/executorch-pte.md values, rounded as printed there.
 	for _, c := range []struct {
 		got, want, tol float64
 	}{{f.Metadata["get_logits_scale"][0].Double, 0.000679875026, 1e-12}, {f.Metadata["get_kv_output_0_quant_attr"][0].Double, 0.0120779, 1e-7}} {
 		if d := c.got - c.want; d > c.tol || d < -c.tol {
-			t.Errorf("metadata %v, EXECUTORCH.md says %v", c.got, c.want)
+			t.Errorf("metadata %v, docs/executorch-pte.md says %v", c.got, c.want)
 		}
 	}
 }

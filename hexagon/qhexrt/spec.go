@@ -8,7 +8,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 )
 
-// The graph contracts a bundle may follow (see ARCHITECTURE.md).
+// The graph contracts a bundle may follow (docs/architecture.md, "The graph contract").
 const (
 	ContractQHexRT  = bundle.ContractQHexRT  // prefill only from position 0, no past inputs
 	ContractChunked = bundle.ContractChunked // prefill windows anywhere, over the KV cache

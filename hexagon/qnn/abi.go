@@ -4,7 +4,7 @@ import "unsafe"
 
 // This file mirrors the C structs of the QNN headers that the package reads
 // or writes. Sizes and offsets are the ones measured against the QAIRT 2.43
-// headers (qnn-abi.md); abi_test.go checks every one of them. All enums are
+// headers (docs/qnn-abi.md); abi_test.go checks every one of them. All enums are
 // 4 bytes. Pointers into backend-owned or C-allocated memory are typed
 // pointers or unsafe.Pointer; opaque unions that may hold a handle instead of
 // a pointer are uintptr.

@@ -14,7 +14,7 @@ import (
 
 // layout maps a C name, as the hostsim probe prints it ("Type" for the
 // size, "Type.field" for an offset), to the Go mirror's value and to the
-// number in qnn-abi.md.
+// number in docs/qnn-abi.md.
 type layout struct {
 	name string
 	got  uintptr
@@ -156,7 +156,7 @@ func layouts() []layout {
 		{"QnnHtpPerfInfrastructure_PowerConfig_t.dcvsV3Config.coreVoltageCornerTarget", unsafe.Offsetof(pc.coreCornerTgt), 60},
 		{"QnnHtpPerfInfrastructure_PowerConfig_t.dcvsV3Config.coreVoltageCornerMax", unsafe.Offsetof(pc.coreCornerMax), 64},
 
-		// Platform info: public QnnDevice.h layout, not in qnn-abi.md's
+		// Platform info: public QnnDevice.h layout, not in docs/qnn-abi.md's
 		// measured set.
 		{"QnnDevice_PlatformInfo_t", unsafe.Sizeof(pi), 24},
 		{"QnnDevice_PlatformInfo_t.v1.hwDevices", unsafe.Offsetof(pi.hwDevices), 16},
@@ -178,7 +178,7 @@ func htpExtLayouts() []layout {
 	}
 }
 
-// TestLayout checks every mirrored struct against qnn-abi.md's numbers.
+// TestLayout checks every mirrored struct against docs/qnn-abi.md's numbers.
 func TestLayout(t *testing.T) {
 	for _, l := range append(layouts(), htpExtLayouts()...) {
 		if l.got != l.want {

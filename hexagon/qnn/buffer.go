@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// rpcmem heap and flags used by every public caller (qnn-abi.md section 6).
+// rpcmem heap and flags used by every public caller (docs/qnn-abi.md section 6).
 const (
 	rpcmemHeapSystem  = 25
 	rpcmemFlagDefault = 1

@@ -91,7 +91,7 @@ func (r *Runtime) Arch() (string, error) {
 var knownArch = map[uint32]bool{68: true, 69: true, 73: true, 75: true, 79: true, 81: true, 85: true}
 
 // socArch maps QNN SoC model numbers (binary info socModel) to the HTP arch
-// (qnn-abi.md section 5).
+// (docs/qnn-abi.md section 5).
 var socArch = map[uint32]string{43: "v73", 57: "v75", 69: "v79", 87: "v81"}
 
 // Context is a QNN context created from a context binary file.

@@ -9,7 +9,7 @@ import (
 // Code is a QNN error code: the low 16 bits of a Qnn_ErrorHandle_t.
 type Code uint16
 
-// Common QNN error codes (qnn-abi.md section 8).
+// Common QNN error codes (docs/qnn-abi.md section 8).
 const (
 	CodeSuccess                   Code = 0
 	CodeNotSupported              Code = 1000

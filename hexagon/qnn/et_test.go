@@ -13,7 +13,7 @@ import (
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
-// The ExecuTorch static-llama graphs (EXECUTORCH.md §3) of the public tiny model, driven the way
+// The ExecuTorch static-llama graphs (docs/executorch-pte.md §3) of the public tiny model, driven the way
 // ExecuTorch's runner drives them: SmartMask KV (slot = absolute position), prefill in AR chunks,
 // then kv_forward one token at a time, every shard in turn.
 

@@ -9,7 +9,7 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// Core function table slots (QnnInterface_ImplementationV2_x_t, qnn-abi.md
+// Core function table slots (QnnInterface_ImplementationV2_x_t, docs/qnn-abi.md
 // section 2). Only the slots this package calls are listed; every slot is
 // at table offset 8·slot.
 const (

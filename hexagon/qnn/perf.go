@@ -11,7 +11,7 @@ import (
 type PerfMode string
 
 // Perf modes. The DCVS_V3 values are the ones ONNX Runtime and ExecuTorch
-// send (qnn-abi.md section 7).
+// send (docs/qnn-abi.md section 7).
 const (
 	PerfNone      PerfMode = ""          // no vote: the backend's default clocks
 	PerfBurst     PerfMode = "burst"     // max corner, sleep latency 40 µs, RPC polling on

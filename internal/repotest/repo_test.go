@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -240,5 +242,32 @@ func TestPackageDocs(t *testing.T) {
 		if strings.TrimSpace(p.Doc) == "" {
 			t.Errorf("%s (%s) has no package doc comment", p.ImportPath, p.Dir)
 		}
+	}
+}
+
+// docs/architecture.md's package map names every package directory (as
+// `dir/`), so the map cannot fall behind the tree.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := goList(t, "./...")
+	for _, p := range pkgs {
+		rel, err := filepath.Rel(root, p.Dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Errorf("%s: directory %s is outside the module", p.ImportPath, p.Dir)
+			continue
+		}
+		if name := "`" + filepath.ToSlash(rel) + "/`"; !bytes.Contains(doc, []byte(name)) {
+			t.Errorf("docs/architecture.md does not name %s: add it to the package map", name)
+		}
+	}
+	if len(pkgs) < 20 {
+		t.Errorf("only %d packages listed: go list output changed?", len(pkgs))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// ETSpec describes the ExecuTorch static-llama graphs of a model (EXECUTORCH.md §3): prefill_forward
+// ETSpec describes the ExecuTorch static-llama graphs of a model (docs/executorch-pte.md §3): prefill_forward
 // (PrefillAR rows per call) and kv_forward (1 row) over a KV cache of Hyper.Ctx − AR slots.
 type ETSpec struct {
 	PrefillAR int

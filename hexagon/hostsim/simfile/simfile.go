@@ -59,7 +59,7 @@ const (
 	ETDecode  Kind = 4
 )
 
-// Contract is the prefill graph contract (ARCHITECTURE.md).
+// Contract is the prefill graph contract (docs/architecture.md, "The graph contract").
 type Contract uint32
 
 // Contracts.

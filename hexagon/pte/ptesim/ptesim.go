@@ -1,4 +1,4 @@
-// Package ptesim writes ExecuTorch static-llama .pte files (EXECUTORCH.md) whose QNN context
+// Package ptesim writes ExecuTorch static-llama .pte files (docs/executorch-pte.md) whose QNN context
 // binaries are hostsim's ExecuTorch graphs (simfile.ETShard): the plans, delegates, fallback copies
 // between shards and metadata methods of ExecuTorch's hybrid export, so that hexagon/pte reads them
 // like a real export and hostsim runs them. hexserve mkmodel --format pte uses it.

@@ -39,7 +39,7 @@ func write(t *testing.T, s simfile.ETSpec) *pte.File {
 	return pf
 }
 
-// The plan layout of EXECUTORCH.md §1.3, for 3 layers: values tokens 0, mask 1, pos 2, K 3..5,
+// The plan layout of docs/executorch-pte.md §1.3, for 3 layers: values tokens 0, mask 1, pos 2, K 3..5,
 // V 6..8, then the delegate's outputs V0 K0 V1 K1 V2 K2 logits.
 func TestProgramOneShard(t *testing.T) {
 	f := write(t, spec(simfile.UFixed8, 1))
