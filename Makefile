@@ -98,7 +98,7 @@ android:
 	@test -n "$(ANDROID_NDK_HOME)" || { echo "set ANDROID_NDK_HOME to an Android NDK"; exit 2; }
 	CGO_ENABLED=1 GOOS=android GOARCH=arm64 CGO_LDFLAGS="-Wl,-z,max-page-size=16384" \
 	CC=$$(ls -d $(ANDROID_NDK_HOME)/toolchains/llvm/prebuilt/*/bin | head -n1)/aarch64-linux-android31-clang \
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/hexserve-android-arm64 ./cmd/server
+	$(GO) build -tags nomkmodel -ldflags "-X main.version=$(VERSION)" -o bin/hexserve-android-arm64 ./cmd/server
 
 clean:
 	rm -rf bin build

@@ -26,12 +26,21 @@ type pkg struct {
 // goList runs `go list -e -json args...` from the module root.
 func goList(t *testing.T, args ...string) []pkg {
 	t.Helper()
+	return goListEnv(t, nil, args...)
+}
+
+// goListEnv is goList with env added to the environment (GOOS=…).
+func goListEnv(t *testing.T, env []string, args ...string) []pkg {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go command is not on PATH; these tests need `go list`")
 	}
 	cmd := exec.Command(goBin, append([]string{"list", "-e", "-json"}, args...)...)
 	cmd.Dir = "../.."
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -269,5 +278,52 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	}
 	if len(pkgs) < 20 {
 		t.Errorf("only %d packages listed: go list output changed?", len(pkgs))
+	}
+}
+
+// testModelWriters are the packages that write hostsim test models (context
+// binaries, bundles, .pte files) and the tiny-Llama weights: `hexserve
+// mkmodel`'s, left out of the phone binary by -tags nomkmodel.
+var testModelWriters = []string{"hexagon/hostsim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "internal/tinyllama"}
+
+// writersIn returns the deps that are test-model writers.
+func writersIn(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		rel, ok := strings.CutPrefix(d, module+"/")
+		if !ok {
+			continue
+		}
+		for _, w := range testModelWriters {
+			if rel == w || strings.HasPrefix(rel, w+"/") {
+				bad = append(bad, rel)
+			}
+		}
+	}
+	return bad
+}
+
+// The phone binary, built as `make android` builds it (GOOS=android
+// GOARCH=arm64 CGO_ENABLED=1 -tags nomkmodel), links none of the
+// test-model writers; without the tag it does, which shows the check sees
+// them.
+func TestAndroidBuildDeps(t *testing.T) {
+	env := []string{"GOOS=android", "GOARCH=arm64", "CGO_ENABLED=1", "GOFLAGS="}
+	for _, c := range []struct {
+		tags    []string
+		writers bool
+	}{{[]string{"-tags", "nomkmodel"}, false}, {nil, true}} {
+		pkgs := goListEnv(t, env, append(append([]string{"-deps=false"}, c.tags...), "./cmd/server")...)
+		if len(pkgs) != 1 || pkgs[0].Error != nil {
+			t.Fatalf("cmd/server %v does not load for android/arm64: %+v", c.tags, pkgs)
+		}
+		bad := writersIn(pkgs[0].Deps)
+		switch {
+		case !c.writers && len(bad) > 0:
+			t.Errorf("the android build (%v) links the test-model writers %s; keep them behind !nomkmodel",
+				c.tags, strings.Join(bad, ", "))
+		case c.writers && len(bad) == 0:
+			t.Errorf("the android build without nomkmodel links no test-model writer: the check cannot see them")
+		}
 	}
 }
