@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -89,14 +89,10 @@ func binary(t testing.TB) string {
 	return binPath
 }
 
-// hostsimLibs returns the hostsim library directory, skipping without it.
+// hostsimLibs returns the hostsim library directory (hostsimtest.Dir).
 func hostsimLibs(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(root, "build", "hostsim", runtime.GOARCH)
-	if _, err := os.Stat(filepath.Join(dir, "libQnnHtp.so")); err != nil {
-		t.Skipf("hostsim libraries are not built in %s (run make): %v", dir, err)
-	}
-	return dir
+	return hostsimtest.Dir(t)
 }
 
 // bundle returns build/models/tiny when it exists, else a tiny bundle

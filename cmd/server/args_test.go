@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -74,10 +73,7 @@ func TestSubcommandArgs(t *testing.T) {
 // TestInspectJSONAfterPath runs `hexserve inspect BUNDLE --json` on a fresh
 // tiny bundle through hostsim: the flag after the path must take effect.
 func TestInspectJSONAfterPath(t *testing.T) {
-	sim := filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH)
-	if !fileExists(filepath.Join(sim, "libQnnHtp.so")) {
-		t.Skip("hostsim is not built (make hostsim)")
-	}
+	sim := hostsimLibDir(t)
 	out, _ := tinyBundle(t)
 	var stdout, stderr bytes.Buffer
 	code := inspect([]string{out, "--json", "--backend", filepath.Join(sim, "libQnnHtp.so"), "--system", filepath.Join(sim, "libQnnSystem.so")}, &stdout, &stderr)

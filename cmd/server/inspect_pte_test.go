@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -94,14 +93,11 @@ func TestInspectPTEReal(t *testing.T) {
 // A .pte around a hostsim context binary: hostsim's libQnnSystem reads it,
 // so inspect lists the graphs' tensors.
 func TestInspectPTEHostsimGraphs(t *testing.T) {
-	libs := filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH)
 	bin, err := os.ReadFile(filepath.Join("..", "..", "build", "models", "tiny", "v79", "decode.bin"))
 	if err != nil {
 		t.Skipf("needs the tiny model (`make models`): %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(libs, "libQnnSystem.so")); err != nil {
-		t.Skipf("hostsim libraries not built (%v): run `make hostsim`", err)
-	}
+	libs := hostsimLibDir(t)
 	opts := pte.HTPOptions(pte.SM8750, pte.V79)
 	method := func(name string) ptewrite.Method {
 		return ptewrite.Method{Name: name, Values: []pte.Value{pte.TensorValue(pte.Int, 1, 1)}, Inputs: []int32{0},

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -369,15 +368,7 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds bundles and runs hostsim")
 	}
-	libs, err := filepath.Abs(filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lib := range []string{"libQnnHtp.so", "libQnnSystem.so", "libcdsprpc.so"} {
-		if _, err := os.Stat(filepath.Join(libs, lib)); err != nil {
-			t.Skipf("hostsim libraries not built (%v): run `make hostsim`", err)
-		}
-	}
+	libs := hostsimLibDir(t)
 	// One runtime for every bundle: the libraries stay loaded (hostsim's
 	// worker threads do not survive an unload and reload of libQnnHtp.so).
 	rt, err := qnn.Open(qnn.Config{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"), RPCMem: filepath.Join(libs, "libcdsprpc.so")})

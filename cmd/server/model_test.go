@@ -3,13 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
 
 // testTokenizer is the repository's Llama-3.2 tokenizer.
@@ -131,15 +131,8 @@ func TestLoadStories(t *testing.T) {
 	t.Logf("with a tokenizer: %v", err)
 }
 
-// hostsimLibDir is the hostsim library folder; the test skips without it.
+// hostsimLibDir is the hostsim library folder (hostsimtest.Dir).
 func hostsimLibDir(t testing.TB) string {
 	t.Helper()
-	libs, err := filepath.Abs(filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(libs, "libQnnHtp.so")); err != nil {
-		t.Skipf("hostsim libraries not built (run make hostsim): %v", err)
-	}
-	return libs
+	return hostsimtest.Dir(t)
 }

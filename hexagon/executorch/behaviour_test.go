@@ -14,13 +14,14 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // hostsimSet sets a hostsim switch (hostsim_set; "" clears it) and returns the execute count.
 func hostsimSet(t testing.TB) (set func(name, value string), execs func() int64) {
 	t.Helper()
-	lib, err := purego.Dlopen(filepath.Join(hostsimDir, "libQnnHtp.so"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	lib, err := purego.Dlopen(filepath.Join(hostsimtest.Dir(t), "libQnnHtp.so"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -16,10 +15,9 @@ import (
 	"github.com/hexserve/hexserve/hexagon/pte/ptesim"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
-
-var hostsimDir = filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH)
 
 func openRuntime(t testing.TB) *qnn.Runtime {
 	t.Helper()
@@ -29,15 +27,7 @@ func openRuntime(t testing.TB) *qnn.Runtime {
 // openRuntimeLogged opens hostsim with rpcmem, the QNN log going to lg.
 func openRuntimeLogged(t testing.TB, lg *zerolog.Logger) *qnn.Runtime {
 	t.Helper()
-	dir, err := filepath.Abs(hostsimDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lib := range []string{"libQnnHtp.so", "libQnnSystem.so", "libcdsprpc.so"} {
-		if _, err := os.Stat(filepath.Join(dir, lib)); err != nil {
-			t.Skipf("hostsim libraries not built (%v): run `make hostsim`", err)
-		}
-	}
+	dir := hostsimtest.Dir(t)
 	rt, err := qnn.Open(qnn.Config{Backend: filepath.Join(dir, "libQnnHtp.so"), System: filepath.Join(dir, "libQnnSystem.so"),
 		RPCMem: filepath.Join(dir, "libcdsprpc.so"), Logger: lg})
 	if err != nil {

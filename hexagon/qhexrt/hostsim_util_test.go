@@ -1,7 +1,6 @@
 package qhexrt
 
 import (
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -10,24 +9,14 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
-
-// hostsimDir is where `make hostsim` puts the stand-in libraries.
-var hostsimDir = filepath.Join("..", "..", "build", "hostsim", runtime.GOARCH)
 
 // hostsimConfig returns a qnn.Config for hostsim, or skips the test when the
 // libraries are not built.
 func hostsimConfig(t testing.TB) qnn.Config {
 	t.Helper()
-	dir, err := filepath.Abs(hostsimDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lib := range []string{"libQnnHtp.so", "libQnnSystem.so", "libcdsprpc.so"} {
-		if _, err := os.Stat(filepath.Join(dir, lib)); err != nil {
-			t.Skipf("hostsim libraries not built (%v): run `make hostsim`", err)
-		}
-	}
+	dir := hostsimtest.Dir(t)
 	return qnn.Config{
 		Backend: filepath.Join(dir, "libQnnHtp.so"),
 		System:  filepath.Join(dir, "libQnnSystem.so"),

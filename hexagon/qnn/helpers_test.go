@@ -4,11 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/ebitengine/purego"
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
 
 // repoRoot walks up from the package directory to the directory holding go.mod.
@@ -39,18 +39,10 @@ func goEnv(t testing.TB, key string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// hostsimDir is $HEXSERVE_HOSTSIM_DIR or <repo>/build/hostsim/<GOARCH>; the
-// test is skipped when libQnnHtp.so is not there.
+// hostsimDir is hostsim's library directory (hostsimtest.Dir).
 func hostsimDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("HEXSERVE_HOSTSIM_DIR")
-	if dir == "" {
-		dir = filepath.Join(repoRoot(t), "build", "hostsim", runtime.GOARCH)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "libQnnHtp.so")); err != nil {
-		t.Skipf("hostsim not built (%s/libQnnHtp.so missing; run `make hostsim` or set HEXSERVE_HOSTSIM_DIR)", dir)
-	}
-	return dir
+	return hostsimtest.Dir(t)
 }
 
 // hostsimConfig is a Config for the hostsim libraries in dir, with rpcmem.
