@@ -275,10 +275,3 @@ func cFree(p unsafe.Pointer) {
 		libc.f.free(p)
 	}
 }
-
-// cString copies s into C memory with a terminating NUL.
-func cString(s string) *byte {
-	p := cAlloc(uintptr(len(s)) + 1)
-	copy(unsafe.Slice((*byte)(p), len(s)), s)
-	return (*byte)(p)
-}
