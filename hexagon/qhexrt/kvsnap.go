@@ -70,9 +70,9 @@ func (r *Runner) SaveKV(from, to int, dst []byte) error {
 	case r.closed:
 		return ErrClosed
 	case from < 0 || to < from || to > r.valid:
-		return fmt.Errorf("hexagon: SaveKV rows [%d, %d): only [0, %d) are valid", from, to, r.valid)
+		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d): only [0, %d) are valid", from, to, r.valid)
 	case len(dst) != (to-from)*rb:
-		return fmt.Errorf("hexagon: SaveKV rows [%d, %d) need %d bytes, got %d", from, to, (to-from)*rb, len(dst))
+		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d) need %d bytes, got %d", from, to, (to-from)*rb, len(dst))
 	}
 	kr := r.kvRow
 	for p := from; p < to; p++ {
@@ -94,11 +94,11 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 	case r.closed:
 		return ErrClosed
 	case len(src)%rb != 0:
-		return fmt.Errorf("hexagon: RestoreKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)
+		return fmt.Errorf("qhexrt: RestoreKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)
 	case from < 0 || from > r.valid:
-		return fmt.Errorf("hexagon: RestoreKV from row %d: only [0, %d) are valid", from, r.valid)
+		return fmt.Errorf("qhexrt: RestoreKV from row %d: only [0, %d) are valid", from, r.valid)
 	case from+n > r.spec.ctx:
-		return fmt.Errorf("hexagon: RestoreKV rows [%d, %d) exceed the context length %d", from, from+n, r.spec.ctx)
+		return fmt.Errorf("qhexrt: RestoreKV rows [%d, %d) exceed the context length %d", from, from+n, r.spec.ctx)
 	}
 	kr := r.kvRow
 	for p := from; p < from+n; p++ {

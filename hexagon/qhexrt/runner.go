@@ -109,7 +109,7 @@ func Open(cfg Config) (_ *Runner, err error) {
 	}()
 	if r.rt == nil {
 		if r.rt, err = qnn.Open(cfg.QNN); err != nil {
-			return nil, fmt.Errorf("hexagon: %w", err)
+			return nil, fmt.Errorf("qhexrt: %w", err)
 		}
 		r.ownRT = true
 	}
@@ -118,21 +118,21 @@ func Open(cfg Config) (_ *Runner, err error) {
 		r.arch = "v79"
 		switch a, err := r.rt.Arch(); {
 		case err != nil:
-			r.log.Warn().Err(err).Msg("hexagon: cannot read the DSP architecture, assuming v79")
+			r.log.Warn().Err(err).Msg("qhexrt: cannot read the DSP architecture, assuming v79")
 		case plausibleArch(a):
 			r.arch = a
 		default:
-			r.log.Warn().Str("reported", a).Msg("hexagon: implausible DSP architecture, assuming v79")
+			r.log.Warn().Str("reported", a).Msg("qhexrt: implausible DSP architecture, assuming v79")
 		}
 	}
 	b := cfg.Read
 	if b == nil {
 		if b, err = bundle.ReadWith(cfg.Bundle, r.arch, cfg.Overrides); err != nil {
-			return nil, fmt.Errorf("hexagon: %w", err)
+			return nil, fmt.Errorf("qhexrt: %w", err)
 		}
 	}
 	if r.spec, err = newSpec(b); err != nil {
-		return nil, fmt.Errorf("hexagon: manifest %s: %w", b.ManifestPath, err)
+		return nil, fmt.Errorf("qhexrt: manifest %s: %w", b.ManifestPath, err)
 	}
 	if err := r.loadGraphs(); err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func Open(cfg Config) (_ *Runner, err error) {
 		return nil, err
 	}
 	if r.embed, err = openEmbed(r.spec.embed, r.spec.vocab, r.spec.hidden); err != nil {
-		return nil, fmt.Errorf("hexagon: %w", err)
+		return nil, fmt.Errorf("qhexrt: %w", err)
 	}
 	costs := cfg.Costs
 	if costs == (plan.Costs{}) {
@@ -154,7 +154,7 @@ func Open(cfg Config) (_ *Runner, err error) {
 	r.convScratch = make([]float32, r.spec.hidden)
 	r.log.Info().Str("model", r.spec.name).Str("arch", r.arch).Str("contract", r.spec.contract).
 		Str("mask", string(r.spec.mask)).Int("window", r.window).Int("ctx", r.spec.ctx).
-		Bool("shared_memory", r.rt.SharedMemory()).Msg("hexagon: bundle loaded")
+		Bool("shared_memory", r.rt.SharedMemory()).Msg("qhexrt: bundle loaded")
 	return r, nil
 }
 
@@ -209,7 +209,7 @@ type BindError struct {
 }
 
 func (e *BindError) Error() string {
-	return fmt.Sprintf("hexagon: bundle %s does not match its context binaries:\n  %s",
+	return fmt.Sprintf("qhexrt: bundle %s does not match its context binaries:\n  %s",
 		e.Bundle, strings.Join(e.Problems, "\n  "))
 }
 
@@ -354,7 +354,7 @@ func (r *Runner) allocate() error {
 	for _, g := range r.graphs {
 		for _, t := range g.tensors() {
 			if err := t.Alloc(r.rt, t.Info.Elements()*t.Elem.Size()); err != nil {
-				return fmt.Errorf("hexagon: %w", err)
+				return fmt.Errorf("qhexrt: %w", err)
 			}
 		}
 	}
@@ -363,10 +363,10 @@ func (r *Runner) allocate() error {
 	for range s.layers {
 		k, v := &graphio.Tensor{Elem: r.kvET}, &graphio.Tensor{Elem: r.kvET}
 		if err := k.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
-			return fmt.Errorf("hexagon: %w", err)
+			return fmt.Errorf("qhexrt: %w", err)
 		}
 		if err := v.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
-			return fmt.Errorf("hexagon: %w", err)
+			return fmt.Errorf("qhexrt: %w", err)
 		}
 		r.kvK, r.kvV = append(r.kvK, k), append(r.kvV, v)
 	}
@@ -409,7 +409,7 @@ func (r *Runner) bind() error {
 		c := byFile[g.ref.file]
 		gr, err := c.Graph(g.ref.name)
 		if err != nil {
-			return fmt.Errorf("hexagon: %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
+			return fmt.Errorf("qhexrt: %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
 		}
 		var in, out []qnn.Binding
 		if g.role == roleLMHead {
@@ -431,7 +431,7 @@ func (r *Runner) bind() error {
 			}
 		}
 		if g.call, err = gr.Bind(in, out); err != nil {
-			return fmt.Errorf("hexagon: binding %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
+			return fmt.Errorf("qhexrt: binding %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
 		}
 	}
 	return nil
@@ -449,7 +449,7 @@ func (r *Runner) Info() inference.ModelInfo {
 func (r *Runner) Contract() string { return r.spec.contract }
 
 // ErrClosed is returned by a closed Runner.
-var ErrClosed = errors.New("hexagon: runner is closed")
+var ErrClosed = errors.New("qhexrt: runner is closed")
 
 // Eval makes the KV cache hold seq and returns the logits after its last
 // token (see inference.Model).
@@ -515,16 +515,16 @@ func (r *Runner) check(seq []int32) error {
 	if r.broken != nil {
 		// The last reload failed: try again before giving up.
 		if err := r.reload(); err != nil {
-			return fmt.Errorf("hexagon: the graphs are unavailable since a device restart: %w", err)
+			return fmt.Errorf("qhexrt: the graphs are unavailable since a device restart: %w", err)
 		}
 		r.broken = nil
 		r.stats.Reloads++
 	}
 	if len(seq) == 0 {
-		return errors.New("hexagon: empty sequence")
+		return errors.New("qhexrt: empty sequence")
 	}
 	if len(seq) > r.spec.ctx {
-		return fmt.Errorf("hexagon: %d tokens exceed the context length %d", len(seq), r.spec.ctx)
+		return fmt.Errorf("qhexrt: %d tokens exceed the context length %d", len(seq), r.spec.ctx)
 	}
 	return nil
 }
@@ -538,7 +538,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 		return err
 	}
 	if from > r.valid {
-		return fmt.Errorf("hexagon: start %d beyond the %d valid rows", from, r.valid)
+		return fmt.Errorf("qhexrt: start %d beyond the %d valid rows", from, r.valid)
 	}
 	r.valid, r.next, r.contFrom = from, 0, 0
 	r.calls++
@@ -572,7 +572,7 @@ func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool,
 	xs := g.x.Elem.Size() * r.spec.hidden
 	for i := range s.N {
 		if err := r.embed.put(g.x.B[i*xs:(i+1)*xs], seq[s.Start+i], g.x.Elem, r.convScratch); err != nil {
-			return fmt.Errorf("hexagon: position %d: %w", s.Start+i, err)
+			return fmt.Errorf("qhexrt: position %d: %w", s.Start+i, err)
 		}
 	}
 	clear(g.x.B[s.N*xs:])
@@ -653,10 +653,10 @@ func (r *Runner) execute(g *graphIO) error {
 	err = &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
 	if qnn.IsDeviceRestart(err) {
 		r.valid = 0
-		r.log.Warn().Err(err).Msg("hexagon: device restart, reloading the context binaries")
+		r.log.Warn().Err(err).Msg("qhexrt: device restart, reloading the context binaries")
 		if rerr := r.reload(); rerr != nil {
 			r.broken = rerr
-			return errors.Join(err, fmt.Errorf("hexagon: reloading after a device restart: %w", rerr))
+			return errors.Join(err, fmt.Errorf("qhexrt: reloading after a device restart: %w", rerr))
 		}
 		r.stats.Reloads++
 	}
@@ -670,7 +670,7 @@ type ExecError struct {
 }
 
 func (e *ExecError) Error() string {
-	return fmt.Sprintf("hexagon: executing %s graph %q: %v", e.File, e.Graph, e.Err)
+	return fmt.Sprintf("qhexrt: executing %s graph %q: %v", e.File, e.Graph, e.Err)
 }
 
 func (e *ExecError) Unwrap() error { return e.Err }

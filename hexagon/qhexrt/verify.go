@@ -36,9 +36,9 @@ func (r *Runner) Verify(ctx context.Context, seq []int32, valid int) (inference.
 	n := len(seq) - valid
 	switch {
 	case valid > r.valid:
-		return nil, fmt.Errorf("hexagon: verify from row %d beyond the %d valid rows", valid, r.valid)
+		return nil, fmt.Errorf("qhexrt: verify from row %d beyond the %d valid rows", valid, r.valid)
 	case n < 1 || n > r.MaxVerify(valid):
-		return nil, fmt.Errorf("hexagon: cannot verify %d tokens after %d rows (at most %d)", n, valid, r.MaxVerify(valid))
+		return nil, fmt.Errorf("qhexrt: cannot verify %d tokens after %d rows (at most %d)", n, valid, r.MaxVerify(valid))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -84,9 +84,9 @@ func (v *verifyRows) Logits(ctx context.Context, i int) (inference.Logits, error
 	r := v.r
 	switch {
 	case r.calls != v.call:
-		return inference.Logits{}, fmt.Errorf("hexagon: verify rows read after a later call")
+		return inference.Logits{}, fmt.Errorf("qhexrt: verify rows read after a later call")
 	case i < v.next || i >= v.n:
-		return inference.Logits{}, fmt.Errorf("hexagon: verify row %d out of order (next %d of %d)", i, v.next, v.n)
+		return inference.Logits{}, fmt.Errorf("qhexrt: verify row %d out of order (next %d of %d)", i, v.next, v.n)
 	}
 	if err := ctx.Err(); err != nil {
 		return inference.Logits{}, err
