@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// prefixPhase times turn 2 of a chat with the cache holding turn 1, and
+// on a fresh engine (no cached rows).
+func (r *runner) prefixPhase(ctx context.Context) error {
+	defer setLatency(r.emu)()
+	pc := PrefixCache{Emulation: r.emu}
+	hist := r.chatHistory(historyTokens)
+	turn1 := r.encode(hist, true)
+	if len(turn1)+prefixReplyToks+64 > r.info.ContextLen {
+		r.progress("  skipped: a %d-token history does not fit the %d-token context", len(turn1), r.info.ContextLen)
+		return nil
+	}
+	pc.HistoryTokens = len(turn1)
+	var cached, uncached []float64
+	for run := range r.opt.Runs {
+		r.progress("  turn 2 with and without the cache %d/%d", run+1, r.opt.Runs)
+		e := inference.New(r.model, r.tok, inference.Config{})
+		res, _, _, err := request(ctx, e, inference.Request{Prompt: turn1, MaxTokens: prefixReplyToks, IgnoreEOS: true})
+		if err != nil {
+			e.Close()
+			return err
+		}
+		reply := ""
+		if len(res.Choices) > 0 {
+			reply = res.Choices[0].Text
+		}
+		turn2 := r.encode(append(hist, chat.Message{Role: "assistant", Content: reply},
+			chat.Message{Role: "user", Content: "Why?"}), true)
+		pc.Turn2Tokens = len(turn2)
+		t0 := time.Now()
+		res, _, _, err = request(ctx, e, inference.Request{Prompt: turn2, MaxTokens: 1})
+		d := time.Since(t0)
+		e.Close()
+		if err != nil {
+			return err
+		}
+		cached = append(cached, ms(d))
+		pc.CachedTokens = res.Usage.CachedTokens
+
+		e = inference.New(r.model, r.tok, inference.Config{}) // a fresh engine: nothing cached
+		t0 = time.Now()
+		_, _, _, err = request(ctx, e, inference.Request{Prompt: turn2, MaxTokens: 1})
+		d = time.Since(t0)
+		e.Close()
+		if err != nil {
+			return err
+		}
+		uncached = append(uncached, ms(d))
+	}
+	pc.TTFTCachedMS, pc.TTFTUncachedMS = median(cached), median(uncached)
+	if pc.TTFTUncachedMS > 0 {
+		pc.Ratio = round3(pc.TTFTCachedMS / pc.TTFTUncachedMS)
+	}
+	r.rep.PrefixCache = pc
+	return nil
+}
+
+// chatHistory builds a conversation whose rendered prompt has about n tokens.
+func (r *runner) chatHistory(n int) []chat.Message {
+	sentences := strings.SplitAfter(Paragraph, ". ")
+	msgs := []chat.Message{{Role: "system", Content: "You are a concise assistant."}}
+	for i := 0; ; i += 2 {
+		if len(r.encode(msgs, true)) >= n || i+1 >= len(sentences) {
+			break
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: strings.TrimSpace(sentences[i])},
+			chat.Message{Role: "assistant", Content: strings.TrimSpace(sentences[i+1])})
+	}
+	return append(msgs, chat.Message{Role: "user", Content: "Summarise that in one line."})
+}
+
+// encode renders and tokenizes messages the way the server does.
+func (r *runner) encode(msgs []chat.Message, genPrompt bool) []int32 {
+	segs, err := chat.RenderSegments(msgs, chat.Options{AddGenerationPrompt: genPrompt})
+	if err != nil {
+		return nil
+	}
+	ts := make([]tokenizer.Segment, len(segs))
+	for i, s := range segs {
+		ts[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	return r.tok.EncodeSegments(ts, false)
+}
