@@ -3,9 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/bundle/bundlesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -122,33 +121,6 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 // ioTypes maps the --io and --kv values to QNN data types.
 var ioTypes = map[string]simfile.DType{"f32": simfile.F32, "f16": simfile.F16, "u16": simfile.UFixed16}
 
-// Fixed-point (--io u16) ranges: real = (q + offset)·scale with offset −32768
-// covers ±range. x, cos and sin use ±1 (embedding rows and cos/sin lie
-// within it), y and the lm-head input ±128 (the final norm's ×16 weights put
-// y at tens), logits ±128 (the 1B shape's logits reach ~100).
-const (
-	rangeX      = 1
-	rangeY      = 128
-	rangeLogits = 128
-)
-
-func fixed16(t *simfile.Tensor, r float32) {
-	if t.DType == simfile.UFixed16 {
-		t.Scale, t.Offset = 2*r/65535, -32768
-	}
-}
-
-// bundlePlan is everything writeBundle derives from the options.
-type bundlePlan struct {
-	cfg                     tinyllama.Config
-	hyper                   simfile.Hyper
-	prefill, decode, lmhead simfile.Graph
-	weights                 simfile.WeightFormat
-	tensors                 bundle.Tensors
-	tokDir                  string
-	manifest                *bundle.Manifest
-}
-
 // modelConfig resolves --preset / --config and fills in o.name's default.
 func modelConfig(o *mkmodelOptions) (cfg tinyllama.Config, source string, err error) {
 	switch {
@@ -203,95 +175,63 @@ func tokenizerDir(o mkmodelOptions) (string, error) {
 }
 
 // copyTokenizer copies tokenizer.json, LICENSE and NOTICE into dir.
-func copyTokenizer(o mkmodelOptions, tokDir, dir string, cfg tinyllama.Config, stderr io.Writer) error {
-	for _, c := range [][2]string{{o.tokenizer, "tokenizer.json"}, {filepath.Join(tokDir, "LICENSE"), "LICENSE"}, {filepath.Join(tokDir, "NOTICE"), "NOTICE"}} {
-		if err := copyFile(c[0], filepath.Join(dir, c[1])); err != nil {
-			return err
-		}
+func copyTokenizer(o mkmodelOptions, dir string, cfg tinyllama.Config, stderr io.Writer) error {
+	if err := bundlesim.CopyTokenizer(o.tokenizer, dir); err != nil {
+		return err
 	}
-	if n, err := tokenizerVocab(o.tokenizer); err == nil && n > cfg.VocabSize {
-		fmt.Fprintf(stderr, "hexserve mkmodel: warning: the tokenizer has %d tokens but the model's vocab_size is %d\n", n, cfg.VocabSize)
-	}
+	warnVocab(o, cfg, stderr)
 	return nil
 }
 
-func planBundle(o mkmodelOptions) (*bundlePlan, error) {
-	var p bundlePlan
-	var err error
-	var source string
-	if p.cfg, source, err = modelConfig(&o); err != nil {
-		return nil, err
+// warnVocab warns when the tokenizer has more tokens than the model's vocabulary.
+func warnVocab(o mkmodelOptions, cfg tinyllama.Config, stderr io.Writer) {
+	if n, err := tokenizerVocab(o.tokenizer); err == nil && n > cfg.VocabSize {
+		fmt.Fprintf(stderr, "hexserve mkmodel: warning: the tokenizer has %d tokens but the model's vocab_size is %d\n", n, cfg.VocabSize)
 	}
-	cfg := p.cfg
-	if p.weights, err = weightFormat(o.weights); err != nil {
-		return nil, err
+}
+
+// bundleOptions checks the bundle flags and converts them for bundlesim.
+func bundleOptions(o mkmodelOptions) (bundlesim.Options, error) {
+	cfg, source, err := modelConfig(&o)
+	if err != nil {
+		return bundlesim.Options{}, err
 	}
-	iot, ok := ioTypes[o.io]
-	if !ok {
-		return nil, fmt.Errorf("--io %q: want f32, f16 or u16", o.io)
+	b := bundlesim.Options{Config: cfg, Source: source, Name: o.name, Arch: o.arch, Contract: o.contract, Mask: o.mask,
+		Ctx: o.ctx, PrefillChunk: o.prefillChunk, Shared: o.layout == "shared", Tokenizer: o.tokenizer,
+		Note: map[string]any{"weights": o.weights, "io": o.io, "kv": o.kv, "layout": o.layout}}
+	if b.Weights, err = weightFormat(o.weights); err != nil {
+		return b, err
 	}
-	kvt, ok := ioTypes[o.kv]
-	if !ok || kvt.Fixed() {
-		return nil, fmt.Errorf("--kv %q: want f32 or f16", o.kv)
+	var ok bool
+	if b.IO, ok = ioTypes[o.io]; !ok {
+		return b, fmt.Errorf("--io %q: want f32, f16 or u16", o.io)
 	}
-	var contract simfile.Contract
-	switch o.contract {
-	case bundle.ContractQHexRT:
-		contract = simfile.QHexRT
-	case bundle.ContractChunked:
-		contract = simfile.Chunked
-	default:
-		return nil, fmt.Errorf("--contract %q: want qhexrt or chunked", o.contract)
+	if b.KV, ok = ioTypes[o.kv]; !ok || b.KV.Fixed() {
+		return b, fmt.Errorf("--kv %q: want f32 or f16", o.kv)
 	}
-	var mask simfile.MaskKind
-	switch o.mask {
-	case bundle.MaskAdditive:
-		mask = simfile.MaskAdditive
-	case bundle.MaskU16:
-		mask = simfile.MaskU16
-	default:
-		return nil, fmt.Errorf("--mask %q: want additive or u16", o.mask)
+	if o.contract != bundle.ContractQHexRT && o.contract != bundle.ContractChunked {
+		return b, fmt.Errorf("--contract %q: want qhexrt or chunked", o.contract)
+	}
+	if o.mask != bundle.MaskAdditive && o.mask != bundle.MaskU16 {
+		return b, fmt.Errorf("--mask %q: want additive or u16", o.mask)
 	}
 	if o.layout != "split" && o.layout != "shared" {
-		return nil, fmt.Errorf("--layout %q: want split or shared", o.layout)
+		return b, fmt.Errorf("--layout %q: want split or shared", o.layout)
 	}
-	if p.tensors, err = parseTensorNames(o.tensors); err != nil {
-		return nil, err
+	if b.Tensors, err = parseTensorNames(o.tensors); err != nil {
+		return b, err
 	}
 	if o.ctx <= 0 || o.prefillChunk <= 0 || o.prefillChunk > o.ctx {
-		return nil, fmt.Errorf("need 0 < --prefill-chunk (%d) <= --ctx (%d)", o.prefillChunk, o.ctx)
+		return b, fmt.Errorf("need 0 < --prefill-chunk (%d) <= --ctx (%d)", o.prefillChunk, o.ctx)
 	}
 	if cfg.MaxPositionEmbeddings > 0 && o.ctx > cfg.MaxPositionEmbeddings {
-		return nil, fmt.Errorf("--ctx %d exceeds the model's max_position_embeddings %d", o.ctx, cfg.MaxPositionEmbeddings)
+		return b, fmt.Errorf("--ctx %d exceeds the model's max_position_embeddings %d", o.ctx, cfg.MaxPositionEmbeddings)
 	}
 	if o.arch == "" || o.arch[0] != 'v' {
-		return nil, fmt.Errorf("--arch %q: want vNN, e.g. v79", o.arch)
+		return b, fmt.Errorf("--arch %q: want vNN, e.g. v79", o.arch)
 	}
-	if p.tokDir, err = tokenizerDir(o); err != nil {
-		return nil, err
-	}
-
-	p.hyper = simfile.Hyper{Hidden: cfg.HiddenSize, Layers: cfg.NumHiddenLayers, Heads: cfg.NumAttentionHeads,
-		KVHeads: cfg.NumKeyValueHeads, HeadDim: cfg.HeadDim, FFN: cfg.IntermediateSize, Vocab: cfg.VocabSize,
-		Ctx: o.ctx, RMSEps: float32(cfg.RMSNormEps), TiedLMHead: cfg.TieWordEmbeddings}
-	p.prefill, p.decode, p.lmhead = simfile.DefaultGraphs(p.hyper, contract, o.prefillChunk, iot, kvt, mask)
-	ranges := map[simfile.Role]float32{simfile.RoleX: rangeX, simfile.RoleCos: 1, simfile.RoleSin: 1, simfile.RoleY: rangeY}
-	for _, g := range []*simfile.Graph{&p.prefill, &p.decode} {
-		for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
-			for i := range ts {
-				if r, ok := ranges[ts[i].Role]; ok {
-					fixed16(&ts[i], r)
-				}
-			}
-		}
-	}
-	fixed16(&p.lmhead.Inputs[0], rangeY) // the lm-head reads y
-	fixed16(&p.lmhead.Outputs[0], rangeLogits)
-	nameTensors(&p.prefill, p.tensors)
-	nameTensors(&p.decode, p.tensors)
-
-	p.manifest = manifestFor(o, cfg, source, p.tensors)
-	return &p, nil
+	_, err = tokenizerDir(o)
+	return b, err
 }
 
 // parseTensorNames reads --tensors (KEY=NAME,...) over bundle.DefaultTensors.
@@ -318,183 +258,19 @@ func parseTensorNames(s string) (bundle.Tensors, error) {
 	return t, nil
 }
 
-// nameTensors names g's tensors by role from t.
-func nameTensors(g *simfile.Graph, t bundle.Tensors) {
-	names := map[simfile.Role]string{simfile.RoleX: t.X, simfile.RoleCos: t.Cos, simfile.RoleSin: t.Sin,
-		simfile.RoleCMask: t.CMask, simfile.RoleY: t.Y, simfile.RolePastK: t.PastK, simfile.RolePastV: t.PastV,
-		simfile.RoleNewK: t.NewK, simfile.RoleNewV: t.NewV}
-	for _, ts := range [][]simfile.Tensor{g.Inputs, g.Outputs} {
-		for i := range ts {
-			ts[i].Name = bundle.Layer(names[ts[i].Role], ts[i].Layer)
-		}
-	}
-}
-
-// manifestFor builds the manifest mkmodel writes.
-func manifestFor(o mkmodelOptions, cfg tinyllama.Config, source string, tensors bundle.Tensors) *bundle.Manifest {
-	contexts := map[string]bundle.Context{"prefill": {Bin: "prefill.bin"}, "decode": {Bin: "decode.bin"}, "lmhead": {Bin: "lmhead.bin"}}
-	if o.layout == "shared" {
-		contexts = map[string]bundle.Context{"shared": {Bin: "model.bin"}, "lmhead": {Bin: "lmhead.bin"}}
-	}
-	eos := 128009
-	if len(cfg.EOSTokenIDs) > 0 && !contains(cfg.EOSTokenIDs, eos) {
-		eos = cfg.EOSTokenIDs[0]
-	}
-	bos := cfg.BOSTokenID
-	rs := bundle.RopeScaling{RopeType: "default"}
-	if s := cfg.RopeScaling; s != nil {
-		rs = bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-			HighFreqFactor: s.HighFreqFactor, OriginalMaxPositionEmbeddings: s.OriginalMaxPositionEmbeddings}
-	}
-	nh, nkv, window, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, o.prefillChunk, cfg.RMSNormEps
-	info, _ := json.Marshal(map[string]any{
-		"generator": "hexserve mkmodel", "source": source, "init_seed": cfg.InitSeed, "intermediate_size": cfg.IntermediateSize,
-		"weights": o.weights, "io": o.io, "kv": o.kv, "layout": o.layout,
-	})
-	return &bundle.Manifest{
-		SchemaVersion: bundle.SchemaVersion,
-		Model:         bundle.Model{Name: o.name, Family: "llama", DSPArch: o.arch},
-		Params: bundle.Params{Hidden: cfg.HiddenSize, Vocab: cfg.VocabSize, NLayers: cfg.NumHiddenLayers, MaxCtx: o.ctx,
-			KVDim: cfg.KVDim(), HeadDim: cfg.HeadDim, RopeTheta: cfg.RopeTheta, EOSTokenID: bundle.IDs{eos}},
-		Artifacts: bundle.Artifacts{Contexts: contexts, Embed: "embed_f16.bin", Tokenizer: "tokenizer.json"},
-		Plan:      bundle.Plan{Params: bundle.PlanParams{Prefill: "prefill", Decode: "decode", LMHead: "lmhead"}},
-		Chat:      bundle.Chat{BOS: &bos},
-		Hexserve: &bundle.Hexserve{Contract: &o.contract, NHeads: &nh, NKVHeads: &nkv, PrefillWindow: &window,
-			RMSEps: &eps, RopeScaling: &rs, EOSTokenIDs: append([]int(nil), cfg.EOSTokenIDs...), Mask: &o.mask, Tensors: &tensors},
-		Extra: map[string]json.RawMessage{"mkmodel": info},
-	}
-}
-
-func contains(ids []int, id int) bool {
-	for _, v := range ids {
-		if v == id {
-			return true
-		}
-	}
-	return false
-}
-
-// writeBundle writes the bundle and returns its arch folder. The manifest is
-// removed first and written last, so an interrupted run leaves no loadable
-// half-bundle.
+// writeBundle writes the bundle (bundlesim) and returns its arch folder.
 func writeBundle(o mkmodelOptions, stderr io.Writer) (string, error) {
-	p, err := planBundle(o)
+	b, err := bundleOptions(o)
 	if err != nil {
 		return "", err
 	}
+	b.Progress = stderr
 	dir := filepath.Join(o.out, o.arch)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := bundlesim.Write(dir, b); err != nil {
 		return "", err
 	}
-	if err := os.Remove(filepath.Join(dir, bundle.ManifestName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	pr := newProgress(stderr, p)
-	defer pr.finish()
-
-	body := simfile.WeightSpecs(p.hyper, true, false)
-	head := simfile.WeightSpecs(p.hyper, false, true)
-	files := []struct {
-		name    string
-		graphs  []simfile.Graph
-		weights []simfile.Weight
-	}{
-		{"prefill.bin", []simfile.Graph{p.prefill}, body},
-		{"decode.bin", []simfile.Graph{p.decode}, body},
-		{"lmhead.bin", []simfile.Graph{p.lmhead}, head},
-	}
-	if o.layout == "shared" {
-		files = files[1:]
-		files[0].name, files[0].graphs = "model.bin", []simfile.Graph{p.prefill, p.decode}
-	}
-	for _, f := range files {
-		if err := writeContext(filepath.Join(dir, f.name), p, f.graphs, f.weights, pr); err != nil {
-			return "", err
-		}
-	}
-	if err := writeEmbed(filepath.Join(dir, "embed_f16.bin"), p.cfg, pr); err != nil {
-		return "", err
-	}
-	if err := copyTokenizer(o, p.tokDir, dir, p.cfg, stderr); err != nil {
-		return "", err
-	}
-	if err := bundle.Write(dir, p.manifest); err != nil {
-		return "", err
-	}
+	warnVocab(o, b.Config, stderr)
 	return dir, nil
-}
-
-func writeContext(path string, p *bundlePlan, graphs []simfile.Graph, weights []simfile.Weight, pr *progress) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	name := filepath.Base(path)
-	err = simfile.WriteWith(f, p.hyper, graphs, weights, simfile.Options{
-		Format: p.weights,
-		Source: func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(p.cfg, w.Name) },
-		Progress: func(done, total int64) {
-			pr.update(name, done, total)
-		},
-	})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// writeEmbed streams the f16 embedding table [vocab, hidden] to path.
-func writeEmbed(path string, cfg tinyllama.Config, pr *progress) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	const chunk = 1 << 20
-	total := cfg.VocabSize * cfg.HiddenSize
-	vals := make([]uint16, chunk)
-	buf := make([]byte, 2*chunk)
-	for start := 0; start < total && err == nil; start += chunk {
-		n := min(chunk, total-start)
-		if err = tinyllama.Fill(cfg, "model.embed_tokens.weight", start, vals[:n]); err != nil {
-			break
-		}
-		for i, v := range vals[:n] {
-			binary.LittleEndian.PutUint16(buf[2*i:], v)
-		}
-		_, err = w.Write(buf[:2*n])
-		pr.update("embed_f16.bin", 2*int64(start+n), 2*int64(total))
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("%s: %w", dst, err)
-	}
-	return out.Close()
 }
 
 // tokenizerVocab returns 1 + the largest token id in a tokenizer.json.
@@ -522,48 +298,4 @@ func tokenizerVocab(path string) (int, error) {
 		n = max(n, a.ID+1)
 	}
 	return n, nil
-}
-
-// progress prints a `\r`-updated line on stderr while a large bundle is
-// written: the current file's percentage and the megabytes written so far.
-type progress struct {
-	w        io.Writer
-	enabled  bool
-	finished int64 // bytes of completed files
-	last     time.Time
-	printed  bool
-}
-
-// progressMin is the estimated bundle size above which progress is shown.
-const progressMin = 64 << 20
-
-func newProgress(w io.Writer, p *bundlePlan) *progress {
-	est := 2 * int64(p.cfg.VocabSize) * int64(p.cfg.HiddenSize) // embedding table
-	for _, t := range tinyllama.Tensors(p.cfg) {
-		est += int64(t.Len())
-	}
-	return &progress{w: w, enabled: est > progressMin}
-}
-
-func (p *progress) update(name string, done, total int64) {
-	if !p.enabled || time.Since(p.last) < 200*time.Millisecond && done < total {
-		return
-	}
-	p.last = time.Now()
-	pct := 100.0
-	if total > 0 {
-		pct = 100 * float64(done) / float64(total)
-	}
-	fmt.Fprintf(p.w, "\rmkmodel: %-14s %5.1f%%  %8.1f MB written", name, pct, float64(p.finished+done)/1e6)
-	p.printed = true
-	if done >= total {
-		p.finished += total
-		p.last = time.Time{}
-	}
-}
-
-func (p *progress) finish() {
-	if p.printed {
-		fmt.Fprintln(p.w)
-	}
 }

@@ -107,8 +107,7 @@ func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tokDir, err := tokenizerDir(o)
-	if err != nil {
+	if _, err := tokenizerDir(o); err != nil {
 		return "", err
 	}
 	s, err := pteSpec(o, cfg)
@@ -141,7 +140,7 @@ func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 		os.Remove(tmp)
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	if err := copyTokenizer(o, tokDir, o.out, cfg, stderr); err != nil {
+	if err := copyTokenizer(o, o.out, cfg, stderr); err != nil {
 		return "", err
 	}
 	return o.out, nil
