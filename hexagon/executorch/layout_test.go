@@ -142,3 +142,91 @@ func TestBindErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBinderAlone runs the binder without the layout check: it binds roles,
+// steps and sizes, refuses what it cannot bind, and leaves graph-shape
+// faults (here caches one slot short) to the check.
+func TestBinderAlone(t *testing.T) {
+	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := f.Method(pte.MethodPrefill)
+	short := storiesGraph(m.Name, 32)
+	for i := 0; i < 10; i += 2 {
+		short.Inputs[i].Dims, short.Inputs[i+1].Dims = []uint32{1, 4, 8, 95}, []uint32{1, 4, 95, 8}
+	}
+	l, err := bindMethod(m, 5, func(int) (qnn.GraphInfo, error) { return short, nil })
+	if err != nil {
+		t.Fatalf("the binder refused a bindable graph: %v", err)
+	}
+	if l.bound != 5 || l.tokens != 0 || l.mask != 1 || l.pos != 2 || len(l.steps) != 1 || l.ar != 0 {
+		t.Errorf("bound %d tokens %d mask %d pos %d steps %d ar %d", l.bound, l.tokens, l.mask, l.pos, len(l.steps), l.ar)
+	}
+	if got, want := l.sizes[3], 4*8*95; got != want {
+		t.Errorf("K cache value 3 sized %d bytes, want %d", got, want)
+	}
+	if err := l.check(5); err == nil || !strings.Contains(err.Error(), "want CL − AR") {
+		t.Errorf("check: %v, want the slot count refused", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(g *qnn.GraphInfo)
+		want string
+	}{
+		{"bad name", func(g *qnn.GraphInfo) { g.Inputs[0].Name = "k_cache_0" }, "not named input_<k>_<node>"},
+		{"odd cache inputs", func(g *qnn.GraphInfo) { g.Inputs[1].Name = "input_3_other@0" }, "do not make whole layers"},
+		{"arg count", func(g *qnn.GraphInfo) { g.Outputs = g.Outputs[:10] }, "args for a graph of"},
+	} {
+		g := storiesGraph(m.Name, 32)
+		tc.edit(&g)
+		if _, err := bindMethod(m, 5, func(int) (qnn.GraphInfo, error) { return g, nil }); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestLayoutCheckAlone runs the check on a bound layout edited field by
+// field: each fault is found without the binder.
+func TestLayoutCheckAlone(t *testing.T) {
+	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := f.Method(pte.MethodDecode)
+	g := storiesGraph(m.Name, 1)
+	for _, tc := range []struct {
+		name string
+		edit func(l *layout)
+		want string
+	}{
+		{"good", func(*layout) {}, ""},
+		{"missing layer", func(l *layout) { l.bound = 4 }, "hold 4 layers' caches"},
+		{"no mask", func(l *layout) { l.mask = -1 }, "tokens, input_pos and atten_mask"},
+		{"no logits", func(l *layout) { l.logitsT = qnn.TensorInfo{} }, "produces the logits"},
+		{"no V cache", func(l *layout) { l.vIn[2] = -1 }, "layer 2 has no K or V cache input"},
+		{"mask rank", func(l *layout) { l.maskT.Dims = []uint32{128} }, "want [..., AR, CL]"},
+		{"float positions", func(l *layout) { l.posT.DataType = qnn.Float32 }, "32-bit integers"},
+		{"V shape", func(l *layout) { l.vT.Dims = []uint32{1, 4, 8, 127} }, "does not match K cache"},
+		{"new K size", func(l *layout) { l.sizes[l.kNew[0]]++ }, "new entries of"},
+		{"logits rows", func(l *layout) { l.logitsT.Dims = []uint32{1, 2, 512} }, "one row per token"},
+	} {
+		l, err := bindMethod(m, 5, func(int) (qnn.GraphInfo, error) { return g, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.edit(l)
+		err = l.check(5)
+		if tc.want == "" {
+			if err != nil || l.ar != 1 || l.cl != 128 {
+				t.Errorf("%s: %v, ar %d cl %d", tc.name, err, l.ar, l.cl)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
