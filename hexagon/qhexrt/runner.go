@@ -213,142 +213,17 @@ func (e *BindError) Error() string {
 		e.Bundle, strings.Join(e.Problems, "\n  "))
 }
 
-// checker collects binding problems for one graph.
-type checker struct {
-	g        *graphIO
-	problems *[]string
-}
-
-func (c checker) addf(format string, args ...any) {
-	*c.problems = append(*c.problems, fmt.Sprintf("%s graph %q: ", filepath.Base(c.g.ref.file), c.g.ref.name)+fmt.Sprintf(format, args...))
-}
-
-// tensor finds an input (or output) by name and checks its element count.
-func (c checker) tensor(output bool, name string, want int, shape string) *graphio.Tensor {
-	list, kind := c.g.info.Inputs, "input"
-	if output {
-		list, kind = c.g.info.Outputs, "output"
-	}
-	ti, ok := graphio.Find(list, name)
-	if !ok {
-		c.addf("no %s %q %s (it has %s)", kind, name, shape, graphio.Names(list))
-		return nil
-	}
-	if want > 0 && ti.Elements() != want {
-		c.addf("%s %q has dims %v, want %s", kind, name, ti.Dims, shape)
-		return nil
-	}
-	et, err := graphio.ElemOf(ti)
-	if err == nil && !et.Quantized() && et.Type != qnn.Float32 && et.Type != qnn.Float16 && et.Type != qnn.Uint16 {
-		err = fmt.Errorf("unsupported data type %s", et)
-	}
-	if err != nil {
-		c.addf("%s %q: %v", kind, name, err)
-		return nil
-	}
-	return &graphio.Tensor{Info: ti, Elem: et}
-}
-
-// allocate validates every binding and allocates the I/O buffers and KV cache.
+// allocate binds every tensor (bindTensors) and allocates the I/O buffers
+// and the KV cache, the RoPE tables, the fixed prefill mask and the logits
+// view.
 func (r *Runner) allocate() error {
 	s := r.spec
 	var problems []string
-	pre, dec, lm := r.graphs[rolePrefill], r.graphs[roleDecode], r.graphs[roleLMHead]
-	chunked := s.contract == ContractChunked
-
-	// The prefill window comes from the prefill graph's x.
-	r.window = s.window
-	for _, ti := range pre.info.Inputs {
-		if ti.Name == s.names.X {
-			if ar := ti.Elements() / s.hidden; r.window == 0 {
-				r.window = ar
-			} else if ar != r.window {
-				problems = append(problems, fmt.Sprintf("%s graph %q: input %q has dims %v: prefill_window %d wants [%d, %d]",
-					filepath.Base(pre.ref.file), pre.ref.name, ti.Name, ti.Dims, r.window, r.window, s.hidden))
-			}
-		}
-	}
-	if r.window <= 0 {
-		r.window = 1
-	}
-	ar, h, d, ctxLen, kv := r.window, s.hidden, s.headDim, s.ctx, s.kvDim
-	for _, g := range []*graphIO{pre, dec} {
-		c := checker{g, &problems}
-		rows := 1
-		maskN, maskShape := ctxLen, fmt.Sprintf("[%d]", ctxLen)
-		if g.role == rolePrefill {
-			rows = ar
-			maskN, maskShape = ar*ar, fmt.Sprintf("[%d, %d]", ar, ar)
-			if chunked {
-				maskN, maskShape = ar*(ctxLen+ar), fmt.Sprintf("[%d, %d]", ar, ctxLen+ar)
-			}
-		}
-		g.rows = rows
-		g.x = c.tensor(false, s.names.X, rows*h, fmt.Sprintf("[%d, %d]", rows, h))
-		g.cos = c.tensor(false, s.names.Cos, rows*d, fmt.Sprintf("[%d, %d]", rows, d))
-		g.sin = c.tensor(false, s.names.Sin, rows*d, fmt.Sprintf("[%d, %d]", rows, d))
-		g.mask = c.tensor(false, s.names.CMask, maskN, maskShape)
-		g.y = c.tensor(true, s.names.Y, rows*h, fmt.Sprintf("[%d, %d]", rows, h))
-		for i := range s.layers {
-			g.newK = append(g.newK, c.tensor(true, bundle.Layer(s.names.NewK, i), rows*kv, fmt.Sprintf("[%d, %d]", rows, kv)))
-			g.newV = append(g.newV, c.tensor(true, bundle.Layer(s.names.NewV, i), rows*kv, fmt.Sprintf("[%d, %d]", rows, kv)))
-		}
-		if g.cos != nil && g.sin != nil && !g.cos.Elem.Same(g.sin.Elem) {
-			c.addf("inputs %q and %q have different types %s and %s", s.names.Cos, s.names.Sin, g.cos.Elem, g.sin.Elem)
-		}
-		if g.mask != nil {
-			m, err := graphio.NewMask(g.mask.Elem, s.mask)
-			if err != nil {
-				c.addf("input %q: %v", s.names.CMask, err)
-			}
-			g.masks = m
-		}
-		if g.role == roleDecode || chunked {
-			// Past inputs must agree with the decode graph's (the cache is shared).
-			for i := range s.layers {
-				for _, name := range []string{bundle.Layer(s.names.PastK, i), bundle.Layer(s.names.PastV, i)} {
-					t := c.tensor(false, name, ctxLen*kv, fmt.Sprintf("[%d, %d]", ctxLen, kv))
-					if t == nil {
-						continue
-					}
-					if r.kvET.Type == 0 {
-						r.kvET = t.Elem
-					} else if !t.Elem.Same(r.kvET) {
-						c.addf("input %q is %s, the KV cache is %s", name, t.Elem, r.kvET)
-					}
-				}
-			}
-		}
-	}
-	// new_k/new_v rows are copied into the cache as they are.
-	if r.kvET.Type != 0 {
-		for _, g := range []*graphIO{pre, dec} {
-			c := checker{g, &problems}
-			for _, t := range append(append([]*graphio.Tensor(nil), g.newK...), g.newV...) {
-				if t != nil && !t.Elem.Same(r.kvET) {
-					c.addf("output %q is %s, the KV cache (past inputs) is %s", t.Info.Name, t.Elem, r.kvET)
-				}
-			}
-		}
-	}
-	// The lm-head has exactly one input [1, H] and one output [1, V].
-	c := checker{lm, &problems}
-	if len(lm.info.Inputs) != 1 || len(lm.info.Outputs) != 1 {
-		c.addf("has %d inputs and %d outputs, want exactly one of each", len(lm.info.Inputs), len(lm.info.Outputs))
-	} else {
-		lm.in = c.tensor(false, lm.info.Inputs[0].Name, h, fmt.Sprintf("[1, %d]", h))
-		lm.out = c.tensor(true, lm.info.Outputs[0].Name, s.vocab, fmt.Sprintf("[1, %d] (params.vocab)", s.vocab))
-		if lm.out != nil {
-			switch lm.out.Elem.Type {
-			case qnn.Float32, qnn.Float16, qnn.UFixed16:
-			default:
-				c.addf("output %q is %s; logits must be float32, float16 or ufixed16", lm.out.Info.Name, lm.out.Elem)
-			}
-		}
-	}
+	r.window, r.kvET, problems = bindTensors(s, r.graphs)
 	if len(problems) > 0 {
 		return &BindError{Bundle: r.cfg.Bundle, Problems: problems}
 	}
+	pre, dec, lm := r.graphs[rolePrefill], r.graphs[roleDecode], r.graphs[roleLMHead]
 
 	// Buffers: every bound tensor, then the cache.
 	for _, g := range r.graphs {
@@ -358,6 +233,7 @@ func (r *Runner) allocate() error {
 			}
 		}
 	}
+	kv, ctxLen := s.kvDim, s.ctx
 	r.kvRow = kv * r.kvET.Size()
 	r.kvSlots = graphio.Slots{Outer: 1, Inner: kv, ES: r.kvET.Size()}
 	for range s.layers {
@@ -371,17 +247,17 @@ func (r *Runner) allocate() error {
 		r.kvK, r.kvV = append(r.kvK, k), append(r.kvV, v)
 	}
 
-	inv := InvFreq(d, s.theta, s.scaling)
+	inv := InvFreq(s.headDim, s.theta, s.scaling)
 	for _, g := range []*graphIO{pre, dec} {
 		if pre.rope != nil && g != pre && pre.cos.Elem.Same(g.cos.Elem) {
 			g.rope = pre.rope
 			continue
 		}
-		g.rope = newRopeTable(inv, ctxLen+ar, g.cos.Elem)
+		g.rope = newRopeTable(inv, ctxLen+r.window, g.cos.Elem)
 	}
-	if !chunked {
+	if s.contract != ContractChunked {
 		// The qhexrt prefill mask never changes: causal over the window.
-		pre.masks.Causal(pre.mask.B, ar, 0, 0)
+		pre.masks.Causal(pre.mask.B, r.window, 0, 0)
 	}
 	var err error
 	lm.logits, err = graphio.Logits(lm.out.Elem, lm.out.B)
