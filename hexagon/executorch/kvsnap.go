@@ -9,8 +9,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-var _ inference.KVSnapshotter = (*Runner)(nil)
-
 // KVLayout is one cache slot over all layers, K then V, in the caches'
 // native type; the identity names the file, its size and context
 // signatures, and the cache shape.
@@ -33,7 +31,7 @@ func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
 // SaveKV gathers slots [from, to) into dst: per slot, per layer, K
 // (n_kv·hd elements, from the transposed [n_kv, hd, S] cache) then V.
 func (r *Runner) SaveKV(from, to int, dst []byte) error {
-	if r.closed {
+	if r.life.Closed() {
 		return ErrClosed
 	}
 	r.sync()
@@ -47,7 +45,7 @@ func (r *Runner) SaveKV(from, to int, dst []byte) error {
 // RestoreKV scatters src into slots from…; the next Eval may pass valid up
 // to the last restored slot.
 func (r *Runner) RestoreKV(from int, src []byte) error {
-	if r.closed {
+	if r.life.Closed() {
 		return ErrClosed
 	}
 	r.sync()

@@ -20,7 +20,6 @@ import (
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 // Config configures Open.
@@ -60,10 +59,9 @@ type Runner struct {
 	cp                         *copier       // the KV copies in flight
 	queued                     []layerCopy   // copyKV's scratch
 
-	stats  plan.Stats // updated by the worker without locking
-	board  plan.Board // a copy for Stats, published after each call
-	closed bool
-	broken error
+	stats plan.Stats        // updated by the worker without locking
+	board plan.Board        // a copy for Stats, published after each call
+	life  graphio.Lifecycle // check, execute, reload, close
 }
 
 var (
@@ -101,6 +99,8 @@ func Open(cfg Config) (_ *Runner, err error) {
 		return nil, errors.New("executorch: no QNN runtime")
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
+	r.life = graphio.Lifecycle{Prefix: "executorch", ErrClosed: ErrClosed, Log: cfg.Logger, Stats: &r.stats,
+		Reload: r.reload, Invalidate: func() { r.valid = 0 }}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -363,15 +363,8 @@ var ErrClosed = errors.New("executorch: runner is closed")
 
 // check validates a call.
 func (r *Runner) check(seq []int32) error {
-	if r.closed {
-		return ErrClosed
-	}
-	if r.broken != nil {
-		if err := r.reload(); err != nil {
-			return fmt.Errorf("executorch: the graphs are unavailable since a device restart: %w", err)
-		}
-		r.broken = nil
-		r.stats.Reloads++
+	if err := r.life.Check(); err != nil {
+		return err
 	}
 	if len(seq) == 0 {
 		return errors.New("executorch: empty sequence")
@@ -491,28 +484,13 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 	return nil
 }
 
-// execute runs step i of m, timing it per graph; a device restart reloads.
+// execute runs step i of m through the shared lifecycle
+// (graphio.Lifecycle: timing per graph, the cache invalid after a failure,
+// a reload after a device restart).
 func (r *Runner) execute(m *method, i int) error {
-	c0, _ := threadcpu.Time()
-	t0 := time.Now()
-	err := m.calls[i].Execute()
-	d := time.Since(t0)
-	c1, _ := threadcpu.Time()
-	r.stats.Observe(m.method, d, c1-c0, err != nil)
-	if err == nil {
-		return nil
-	}
-	err = &ExecError{Graph: m.method, Context: r.binIndex(r.file.Method(m.method).Delegates[m.steps[i].delegate].Binary), Err: err}
-	r.valid = 0
-	if qnn.IsDeviceRestart(err) {
-		r.log.Warn().Err(err).Msg("executorch: device restart, reloading the context binaries")
-		if rerr := r.reload(); rerr != nil {
-			r.broken = rerr
-			return errors.Join(err, fmt.Errorf("executorch: reloading after a device restart: %w", rerr))
-		}
-		r.stats.Reloads++
-	}
-	return err
+	return r.life.Execute(m.method, m.calls[i], func(err error) error {
+		return &ExecError{Graph: m.method, Context: r.binIndex(r.file.Method(m.method).Delegates[m.steps[i].delegate].Binary), Err: err}
+	})
 }
 
 // ExecError is a failed graph execution.
@@ -561,10 +539,9 @@ func (r *Runner) closeGraphs() {
 
 // Close releases the calls, contexts, buffers and the file.
 func (r *Runner) Close() error {
-	if r.closed {
+	if !r.life.Close() {
 		return nil
 	}
-	r.closed = true
 	if r.cp != nil {
 		r.cp.close()
 	}

@@ -67,7 +67,7 @@ func fileHead(path string) (int64, string) {
 func (r *Runner) SaveKV(from, to int, dst []byte) error {
 	rb := r.kvRowAll()
 	switch {
-	case r.closed:
+	case r.life.Closed():
 		return ErrClosed
 	case from < 0 || to < from || to > r.valid:
 		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d): only [0, %d) are valid", from, to, r.valid)
@@ -91,7 +91,7 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 	rb := r.kvRowAll()
 	n := len(src) / rb
 	switch {
-	case r.closed:
+	case r.life.Closed():
 		return ErrClosed
 	case len(src)%rb != 0:
 		return fmt.Errorf("qhexrt: RestoreKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)

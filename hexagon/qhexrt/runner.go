@@ -16,7 +16,6 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 // Config configures Open.
@@ -71,10 +70,9 @@ type Runner struct {
 	calls       uint64
 	rows        verifyRows // the last Verify's
 	convScratch []float32
-	stats       plan.Stats // updated by the worker without locking
-	board       plan.Board // a copy for Stats, published after each Eval
-	closed      bool
-	broken      error // set when a reload after a device restart failed
+	stats       plan.Stats        // updated by the worker without locking
+	board       plan.Board        // a copy for Stats, published after each Eval
+	life        graphio.Lifecycle // check, execute, reload, close
 }
 
 var _ inference.Model = (*Runner)(nil)
@@ -102,6 +100,8 @@ type graphIO struct {
 // the binaries' own metadata.
 func Open(cfg Config) (_ *Runner, err error) {
 	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
+	r.life = graphio.Lifecycle{Prefix: "qhexrt", ErrClosed: ErrClosed, Log: cfg.Logger, Stats: &r.stats,
+		Reload: r.reload, Invalidate: func() { r.valid = 0 }}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -385,16 +385,8 @@ func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Lo
 
 // check validates a sequence.
 func (r *Runner) check(seq []int32) error {
-	if r.closed {
-		return ErrClosed
-	}
-	if r.broken != nil {
-		// The last reload failed: try again before giving up.
-		if err := r.reload(); err != nil {
-			return fmt.Errorf("qhexrt: the graphs are unavailable since a device restart: %w", err)
-		}
-		r.broken = nil
-		r.stats.Reloads++
+	if err := r.life.Check(); err != nil {
+		return err
 	}
 	if len(seq) == 0 {
 		return errors.New("qhexrt: empty sequence")
@@ -515,28 +507,13 @@ func (r *Runner) lmhead(g *graphIO, row int) error {
 	return r.execute(lm)
 }
 
-// execute runs one graph call, timing it; a device restart reloads the graphs.
+// execute runs one graph call through the shared lifecycle
+// (graphio.Lifecycle: timing, the cache invalid after a failure, a reload
+// after a device restart).
 func (r *Runner) execute(g *graphIO) error {
-	c0, _ := threadcpu.Time()
-	t0 := time.Now()
-	err := g.call.Execute()
-	d := time.Since(t0)
-	c1, _ := threadcpu.Time()
-	r.stats.Observe(g.key, d, c1-c0, err != nil)
-	if err == nil {
-		return nil
-	}
-	err = &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
-	if qnn.IsDeviceRestart(err) {
-		r.valid = 0
-		r.log.Warn().Err(err).Msg("qhexrt: device restart, reloading the context binaries")
-		if rerr := r.reload(); rerr != nil {
-			r.broken = rerr
-			return errors.Join(err, fmt.Errorf("qhexrt: reloading after a device restart: %w", rerr))
-		}
-		r.stats.Reloads++
-	}
-	return err
+	return r.life.Execute(g.key, g.call, func(err error) error {
+		return &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
+	})
 }
 
 // ExecError is a failed graph execution.
@@ -552,7 +529,8 @@ func (e *ExecError) Error() string {
 func (e *ExecError) Unwrap() error { return e.Err }
 
 // reload recreates the contexts, graphs and calls after a device restart.
-// The buffers and the cache stay (the cache is invalid: valid is 0).
+// The buffers and the cache stay (the cache is invalid: the lifecycle has
+// set valid to 0).
 func (r *Runner) reload() error {
 	r.closeGraphs()
 	loaded := map[string]bool{}
@@ -587,10 +565,9 @@ func (r *Runner) closeGraphs() {
 // Close releases the calls, contexts, buffers, the embedding table and (if
 // the Runner opened it) the runtime, in reverse order of creation.
 func (r *Runner) Close() error {
-	if r.closed {
+	if !r.life.Close() {
 		return nil
 	}
-	r.closed = true
 	r.closeGraphs()
 	var errs []error
 	free := (*graphio.Tensor).Free
