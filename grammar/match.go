@@ -376,76 +376,26 @@ func str(a *arena, t *stk, b byte, out []*stk) []*stk {
 		f.need--
 		f.lo, f.hi = 0x80, 0xbf
 	} else {
+		ok := true
 		switch f.st {
 		case sChars:
 			if !key && f.n.format != "" {
 				return formatByte(a, t, f, b, out)
 			}
-			switch {
-			case b == '"':
+			if b == '"' {
 				if key || int(f.cnt) >= f.n.minLen {
 					return pop(a, t.up, &f, out)
 				}
 				return out
-			case b < 0x20 || b >= 0x80 && b < 0xc2 || b > 0xf4:
-				return out
-			case b == '\\':
-				if key {
-					return out
-				}
-				f.st = sEsc
-			case b >= 0xc2:
-				f.need, f.lo, f.hi = 1, 0x80, 0xbf
-				switch {
-				case b >= 0xf0:
-					f.need = 3
-				case b >= 0xe0:
-					f.need = 2
-				}
-				switch b {
-				case 0xe0:
-					f.lo = 0xa0
-				case 0xed:
-					f.hi = 0x9f
-				case 0xf0:
-					f.lo = 0x90
-				case 0xf4:
-					f.hi = 0x8f
-				}
 			}
-			if !key {
-				if f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {
-					return out
-				}
-				f.cnt++
-			}
+			ok = strChar(&f, b, key)
 		case sEsc:
-			switch b {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				f.st = sChars
-			case 'u':
-				f.st = sHex
-			default:
-				return out
-			}
+			ok = strEsc(&f, b)
 		default: // \u and st-sHex digits
-			if !isHex(b) {
-				return out
-			}
-			i := f.st - sHex
-			switch {
-			case i == 0:
-				f.v = 0
-				if b == 'd' || b == 'D' {
-					f.v = 1
-				}
-			case i == 1 && f.v == 1 && (b >= '8' && b <= '9' || b > '9'):
-				return out // no surrogates
-			}
-			f.st++
-			if i == 3 {
-				f.st = sChars
-			}
+			ok = strHex(&f, b)
+		}
+		if !ok {
+			return out
 		}
 	}
 	if key {
@@ -455,6 +405,83 @@ func str(a *arena, t *stk, b byte, out []*stk) []*stk {
 		}
 	}
 	return push(a, f, t.up, out)
+}
+
+// strChar steps a string's (or key's) content byte other than the closing
+// quote: a UTF-8 lead byte sets the continuation bytes f still needs, a
+// backslash starts an escape (not in keys), and the content counts against
+// maxLength. It reports whether b is allowed.
+func strChar(f *frame, b byte, key bool) bool {
+	switch {
+	case b < 0x20 || b >= 0x80 && b < 0xc2 || b > 0xf4:
+		return false
+	case b == '\\':
+		if key {
+			return false
+		}
+		f.st = sEsc
+	case b >= 0xc2:
+		f.need, f.lo, f.hi = 1, 0x80, 0xbf
+		switch {
+		case b >= 0xf0:
+			f.need = 3
+		case b >= 0xe0:
+			f.need = 2
+		}
+		switch b {
+		case 0xe0:
+			f.lo = 0xa0
+		case 0xed:
+			f.hi = 0x9f
+		case 0xf0:
+			f.lo = 0x90
+		case 0xf4:
+			f.hi = 0x8f
+		}
+	}
+	if !key {
+		if f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {
+			return false
+		}
+		f.cnt++
+	}
+	return true
+}
+
+// strEsc steps the byte after a backslash.
+func strEsc(f *frame, b byte) bool {
+	switch b {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		f.st = sChars
+	case 'u':
+		f.st = sHex
+	default:
+		return false
+	}
+	return true
+}
+
+// strHex steps digit st−sHex of a \u escape; a surrogate (\uD800–\uDFFF)
+// is refused.
+func strHex(f *frame, b byte) bool {
+	if !isHex(b) {
+		return false
+	}
+	i := f.st - sHex
+	switch {
+	case i == 0:
+		f.v = 0
+		if b == 'd' || b == 'D' {
+			f.v = 1
+		}
+	case i == 1 && f.v == 1 && (b >= '8' && b <= '9' || b > '9'):
+		return false // no surrogates
+	}
+	f.st++
+	if i == 3 {
+		f.st = sChars
+	}
+	return true
 }
 
 // formatByte steps a string with a format: ASCII content, checked as a
