@@ -149,34 +149,9 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
 		StructuredCache: int64(cfg.Structured.Memory),
 	})
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          stdlog.New(log.With().Str("component", "http").Logger(), "", 0),
-	}
-	tlsOn := cfg.Server.TLSCertFile != ""
-	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
-		}
-		// ServeTLS adds h2 and http/1.1 to NextProtos: HTTP/2 through ALPN.
-		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	hs, ln, tlsOn, err := listen(cfg, log, srv)
 	if err != nil {
 		return err
-	}
-	log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsOn).Str("version", version).Msg("listening")
-	if !config.IsLoopback(cfg.Server.Listen) && len(cfg.Server.APIKeys) == 0 {
-		log.Warn().Str("addr", cfg.Server.Listen).
-			Msg("LISTENING BEYOND LOOPBACK WITHOUT API KEYS: anyone who can reach this address can use the model; set server.api_keys or HEXSERVE_API_KEYS")
-	}
-	if !config.IsLoopback(cfg.Server.Listen) && !tlsOn {
-		log.Warn().Str("addr", cfg.Server.Listen).
-			Msg("LISTENING BEYOND LOOPBACK WITHOUT TLS: API keys and prompts travel unencrypted; set server.tls_cert_file and server.tls_key_file")
 	}
 	if onListen != nil {
 		onListen(ln.Addr().String())
@@ -191,53 +166,8 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		}
 	}()
 
-	type loadResult struct {
-		model  inference.Model
-		engine *inference.Engine
-		store  *kvstore.Store // nil: none
-		err    error
-	}
 	loaded := make(chan loadResult, 1)
-	go func() {
-		start := time.Now()
-		model, tok, err := load(cfg, log)
-		if err != nil {
-			loaded <- loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Location(), err)}
-			return
-		}
-		info := model.Info()
-		id := cfg.Model.ID
-		if id == "" {
-			id = config.ModelID(info.Name)
-		}
-		if err := cfg.Server.CheckModelAliases(id, cfg.Model.Aliases); err != nil {
-			model.Close()
-			loaded <- loadResult{err: err}
-			return
-		}
-		store, err := openKVStore(cfg.Engine.KVCache, model, log)
-		if err != nil {
-			model.Close()
-			loaded <- loadResult{err: err}
-			return
-		}
-		sp := cfg.Engine.Speculative
-		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
-			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
-			Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
-		if store != nil {
-			ecfg.KVStore = store
-		}
-		engine := inference.New(model, tok, ecfg)
-		details, err := modelDetails(cfg.Model.Location(), info.Name)
-		if err != nil {
-			log.Warn().Err(err).Msg("model details for the Ollama listings")
-		}
-		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
-			ContextLen: info.ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
-		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
-		loaded <- loadResult{model: model, engine: engine, store: store}
-	}()
+	go func() { loaded <- loadEngine(cfg, log, load, reg, srv) }()
 
 	var res loadResult
 	var runErr error
@@ -254,6 +184,101 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		case runErr = <-serveErr:
 		}
 	}
+	runErr = shutdown(cfg, log, hs, loaded, res, runErr)
+	if runErr == nil {
+		log.Info().Msg("stopped")
+	}
+	return runErr
+}
+
+// listen makes the HTTP server for srv (with TLS when configured), listens
+// on server.listen and warns about an exposed address without API keys or
+// TLS.
+func listen(cfg config.Config, log zerolog.Logger, srv *server.Server) (*http.Server, net.Listener, bool, error) {
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          stdlog.New(log.With().Str("component", "http").Logger(), "", 0),
+	}
+	tlsOn := cfg.Server.TLSCertFile != ""
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
+		}
+		// ServeTLS adds h2 and http/1.1 to NextProtos: HTTP/2 through ALPN.
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsOn).Str("version", version).Msg("listening")
+	if !config.IsLoopback(cfg.Server.Listen) && len(cfg.Server.APIKeys) == 0 {
+		log.Warn().Str("addr", cfg.Server.Listen).
+			Msg("LISTENING BEYOND LOOPBACK WITHOUT API KEYS: anyone who can reach this address can use the model; set server.api_keys or HEXSERVE_API_KEYS")
+	}
+	if !config.IsLoopback(cfg.Server.Listen) && !tlsOn {
+		log.Warn().Str("addr", cfg.Server.Listen).
+			Msg("LISTENING BEYOND LOOPBACK WITHOUT TLS: API keys and prompts travel unencrypted; set server.tls_cert_file and server.tls_key_file")
+	}
+	return hs, ln, tlsOn, nil
+}
+
+// loadResult is what loadEngine opened, or why it failed.
+type loadResult struct {
+	model  inference.Model
+	engine *inference.Engine
+	store  *kvstore.Store // nil: none
+	err    error
+}
+
+// loadEngine loads the model, opens the KV store and starts the engine,
+// then hands the model to srv.
+func loadEngine(cfg config.Config, log zerolog.Logger, load modelLoader, reg *prometheus.Registry, srv *server.Server) loadResult {
+	start := time.Now()
+	model, tok, err := load(cfg, log)
+	if err != nil {
+		return loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Location(), err)}
+	}
+	info := model.Info()
+	id := cfg.Model.ID
+	if id == "" {
+		id = config.ModelID(info.Name)
+	}
+	if err := cfg.Server.CheckModelAliases(id, cfg.Model.Aliases); err != nil {
+		model.Close()
+		return loadResult{err: err}
+	}
+	store, err := openKVStore(cfg.Engine.KVCache, model, log)
+	if err != nil {
+		model.Close()
+		return loadResult{err: err}
+	}
+	sp := cfg.Engine.Speculative
+	ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
+		Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
+		Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
+	if store != nil {
+		ecfg.KVStore = store
+	}
+	engine := inference.New(model, tok, ecfg)
+	details, err := modelDetails(cfg.Model.Location(), info.Name)
+	if err != nil {
+		log.Warn().Err(err).Msg("model details for the Ollama listings")
+	}
+	srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
+		ContextLen: info.ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
+	log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
+	return loadResult{model: model, engine: engine, store: store}
+}
+
+// shutdown stops hs gracefully, waits a little for a model still loading,
+// closes the engine, the KV store and the model, and returns runErr (nil
+// for a server that was closed).
+func shutdown(cfg config.Config, log zerolog.Logger, hs *http.Server, loaded <-chan loadResult, res loadResult, runErr error) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
@@ -285,9 +310,6 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	if errors.Is(runErr, http.ErrServerClosed) {
 		runErr = nil
-	}
-	if runErr == nil {
-		log.Info().Msg("stopped")
 	}
 	return runErr
 }
