@@ -217,18 +217,9 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		return errors.New("simfile: no graphs")
 	}
 	// Layout: header, graphs, index, then data.
-	gsize := int64(0)
-	for _, g := range graphs {
-		gsize += strLen(g.Name) + 7*4
-		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
-				return fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
-			}
-			if t.DType.Fixed() && !(t.Scale > 0) {
-				return fmt.Errorf("simfile: graph %s tensor %s: fixed point needs a scale > 0", g.Name, t.Name)
-			}
-			gsize += strLen(t.Name) + 6*4 + 4*int64(len(t.Dims))
-		}
+	gsize, err := graphsSize(graphs)
+	if err != nil {
+		return err
 	}
 	isize := int64(0)
 	for _, wt := range weights {
@@ -237,73 +228,14 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		}
 		isize += strLen(wt.Name) + 3*4 + 3*8
 	}
-	entries := make([]entry, len(weights))
-	off := pad(headerSize + gsize + isize)
-	dataOff := off
-	for i, wt := range weights {
-		st := storageOf(opt.Format, wt)
-		n := int64(wt.Rows) * int64(wt.Cols)
-		e := entry{storage: st, off: off}
-		switch st {
-		case WeightF16:
-			e.size = 2 * n
-		case WeightF32:
-			e.size = 4 * n
-		case WeightInt8:
-			e.size = n
-			e.scalesO = off + pad(n)
-			off = e.scalesO + pad(4*int64(wt.Rows)) - pad(e.size)
-		}
-		off += pad(e.size)
-		entries[i] = e
-	}
-	total := off
+	dataOff := pad(headerSize + gsize + isize)
+	entries, total := layoutWeights(opt.Format, weights, dataOff)
 
 	bw := bufio.NewWriterSize(w, 1<<20)
 	wr := &lew{w: bw}
-	wr.bytes(magic[:])
-	wr.u32(version)
-	wr.u32(headerSize)
-	for _, v := range []int{h.Hidden, h.Layers, h.Heads, h.KVHeads, h.HeadDim, h.FFN, h.Vocab, h.Ctx} {
-		wr.u32(uint32(v))
-	}
-	wr.f32(h.RMSEps)
-	flags := uint32(0)
-	if h.TiedLMHead {
-		flags |= 1
-	}
-	wr.u32(flags)
-	wr.u32(uint32(len(graphs)))
-	wr.u32(uint32(len(weights)))
-	wr.u64(headerSize)
-	wr.u64(uint64(headerSize + gsize))
-	wr.u64(uint64(dataOff))
-	wr.u64(uint64(total))
-	wr.u32(uint32(h.FirstLayer))
-	wr.u32(uint32(h.Shards))
-	for _, v := range []float32{h.Rope.Theta, h.Rope.Factor, h.Rope.LowFreqFactor, h.Rope.HighFreqFactor} {
-		wr.f32(v)
-	}
-	wr.u32(uint32(h.Rope.OriginalMaxPositions))
-	wr.zeros(4)
+	wr.header(h, len(graphs), len(weights), gsize, dataOff, total)
 	for _, g := range graphs {
-		wr.str(g.Name)
-		for _, v := range []uint32{uint32(g.Kind), uint32(g.Contract), uint32(g.Window), uint32(g.Mask), uint32(g.KV),
-			uint32(len(g.Inputs)), uint32(len(g.Outputs))} {
-			wr.u32(v)
-		}
-		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			wr.str(t.Name)
-			wr.u32(uint32(t.Role))
-			wr.u32(uint32(t.Layer))
-			wr.u32(uint32(t.DType))
-			wr.f32(t.Scale)
-			wr.u32(uint32(t.Offset))
-			wr.u32(uint32(len(t.Dims)))
-			for _, d := range t.Dims {
-				wr.u32(uint32(d))
-			}
-		}
+		wr.graph(g)
 	}
 	for i, wt := range weights {
 		e := entries[i]
@@ -334,6 +266,99 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		return wr.err
 	}
 	return bw.Flush()
+}
+
+// graphsSize checks the graphs' tensors and returns the size of their
+// section.
+func graphsSize(graphs []Graph) (int64, error) {
+	gsize := int64(0)
+	for _, g := range graphs {
+		gsize += strLen(g.Name) + 7*4
+		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
+			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
+				return 0, fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
+			}
+			if t.DType.Fixed() && !(t.Scale > 0) {
+				return 0, fmt.Errorf("simfile: graph %s tensor %s: fixed point needs a scale > 0", g.Name, t.Name)
+			}
+			gsize += strLen(t.Name) + 6*4 + 4*int64(len(t.Dims))
+		}
+	}
+	return gsize, nil
+}
+
+// layoutWeights places each weight's data (and int8 scales) from offset
+// off, in format f, and returns the entries and the file's total size.
+func layoutWeights(f WeightFormat, weights []Weight, off int64) ([]entry, int64) {
+	entries := make([]entry, len(weights))
+	for i, wt := range weights {
+		st := storageOf(f, wt)
+		n := int64(wt.Rows) * int64(wt.Cols)
+		e := entry{storage: st, off: off}
+		switch st {
+		case WeightF16:
+			e.size = 2 * n
+		case WeightF32:
+			e.size = 4 * n
+		case WeightInt8:
+			e.size = n
+			e.scalesO = off + pad(n)
+			off = e.scalesO + pad(4*int64(wt.Rows)) - pad(e.size)
+		}
+		off += pad(e.size)
+		entries[i] = e
+	}
+	return entries, off
+}
+
+// header writes the file header.
+func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int64) {
+	wr.bytes(magic[:])
+	wr.u32(version)
+	wr.u32(headerSize)
+	for _, v := range []int{h.Hidden, h.Layers, h.Heads, h.KVHeads, h.HeadDim, h.FFN, h.Vocab, h.Ctx} {
+		wr.u32(uint32(v))
+	}
+	wr.f32(h.RMSEps)
+	flags := uint32(0)
+	if h.TiedLMHead {
+		flags |= 1
+	}
+	wr.u32(flags)
+	wr.u32(uint32(ngraphs))
+	wr.u32(uint32(nweights))
+	wr.u64(headerSize)
+	wr.u64(uint64(headerSize + gsize))
+	wr.u64(uint64(dataOff))
+	wr.u64(uint64(total))
+	wr.u32(uint32(h.FirstLayer))
+	wr.u32(uint32(h.Shards))
+	for _, v := range []float32{h.Rope.Theta, h.Rope.Factor, h.Rope.LowFreqFactor, h.Rope.HighFreqFactor} {
+		wr.f32(v)
+	}
+	wr.u32(uint32(h.Rope.OriginalMaxPositions))
+	wr.zeros(4)
+}
+
+// graph writes one graph record and its tensors.
+func (wr *lew) graph(g Graph) {
+	wr.str(g.Name)
+	for _, v := range []uint32{uint32(g.Kind), uint32(g.Contract), uint32(g.Window), uint32(g.Mask), uint32(g.KV),
+		uint32(len(g.Inputs)), uint32(len(g.Outputs))} {
+		wr.u32(v)
+	}
+	for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
+		wr.str(t.Name)
+		wr.u32(uint32(t.Role))
+		wr.u32(uint32(t.Layer))
+		wr.u32(uint32(t.DType))
+		wr.f32(t.Scale)
+		wr.u32(uint32(t.Offset))
+		wr.u32(uint32(len(t.Dims)))
+		for _, d := range t.Dims {
+			wr.u32(uint32(d))
+		}
+	}
 }
 
 // chunkValues bounds how many values writeWeight fetches at a time (at least one row).
