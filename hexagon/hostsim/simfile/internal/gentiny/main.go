@@ -79,6 +79,21 @@ func run(goldenPath, out string, ctx int) error {
 	h := hyperOf(cfg, ctx)
 	src := func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(cfg, w.Name) }
 
+	if err := writeVariants(out, h, src); err != nil {
+		return err
+	}
+	if err := writeET(out, cfg); err != nil {
+		return err
+	}
+	if err := writeEmbed(out, cfg); err != nil {
+		return err
+	}
+	return writeCases(out, cfg, h, g)
+}
+
+// writeVariants writes the lm-heads and the prefill/decode variants, and
+// variants.txt listing them for the harness.
+func writeVariants(out string, h simfile.Hyper, src func(int, simfile.Weight) ([]uint16, error)) error {
 	lmheads := []struct {
 		name string
 		wf   simfile.WeightFormat
@@ -117,8 +132,13 @@ func run(goldenPath, out string, ctx int) error {
 		}
 		fmt.Fprintf(man, "%s %s.hsim %s.hsim %d %d %d\n", v.name, v.name, v.lmhead, v.contract, v.window, exact)
 	}
-	// An ExecuTorch static-llama context (prefill_forward AR 4, kv_forward; context 64) with
-	// float32 KV, logits and mask, for the harness's ExecuTorch smoke test.
+	return nil
+}
+
+// writeET writes an ExecuTorch static-llama context (prefill_forward AR 4,
+// kv_forward; context 64) with float32 KV, logits and mask, for the
+// harness's ExecuTorch smoke test.
+func writeET(out string, cfg tinyllama.Config) error {
 	eh := hyperOf(cfg, 64)
 	rs := cfg.RopeScaling
 	eh.Rope = simfile.Rope{Theta: float32(cfg.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
@@ -134,10 +154,12 @@ func run(goldenPath, out string, ctx int) error {
 	if cerr := ef.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	// Embedding table (what the host side looks up), float16 little-endian [V, H].
+	return err
+}
+
+// writeEmbed writes the embedding table (what the host side looks up),
+// float16 little-endian [V, H].
+func writeEmbed(out string, cfg tinyllama.Config) error {
 	emb, err := tinyllama.Generate(cfg, "model.embed_tokens.weight")
 	if err != nil {
 		return err
@@ -146,10 +168,12 @@ func run(goldenPath, out string, ctx int) error {
 	for i, v := range emb {
 		eb[2*i], eb[2*i+1] = byte(v), byte(v>>8)
 	}
-	if err := os.WriteFile(filepath.Join(out, "embed.f16"), eb, 0o644); err != nil {
-		return err
-	}
-	// Cases.
+	return os.WriteFile(filepath.Join(out, "embed.f16"), eb, 0o644)
+}
+
+// writeCases writes cases.txt: the model's shape, the RoPE frequencies and
+// every golden case.
+func writeCases(out string, cfg tinyllama.Config, h simfile.Hyper, g golden) error {
 	f, err := os.Create(filepath.Join(out, "cases.txt"))
 	if err != nil {
 		return err
