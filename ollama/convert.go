@@ -20,11 +20,6 @@ import (
 // MaxStops is the most stop strings a request may give.
 const MaxStops = inference.MaxStops
 
-// Constrainer turns a compiled grammar into the engine's per-request
-// constraint factory (the server's, holding the model's vocabulary); the
-// constraints' masks stop when ctx is done.
-type Constrainer = func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint
-
 // Params is what converting a request needs from the server.
 type Params struct {
 	Tokenizer *tokenizer.Tokenizer
@@ -35,8 +30,13 @@ type Params struct {
 	MaxTokens int
 	// ContextLen is the model's window in tokens; num_ctx is clamped to it.
 	ContextLen int
-	// Constrainer enforces format; nil: format is refused.
-	Constrainer Constrainer
+	// Vocab is the model's grammar vocabulary, which format's grammar is
+	// matched against (called before the request is queued; each mask
+	// stops when Context is done); nil: format is refused.
+	Vocab func() *grammar.Vocab
+	// Compiled, when set, is told each format's compiled grammar (for the
+	// compile metrics).
+	Compiled func(*grammar.Grammar)
 	// Grammar bounds compiling format's grammar and each mask (Limits) and
 	// holds the shared Cache; its Context is Params.Context.
 	Grammar grammar.Options
@@ -147,10 +147,14 @@ func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
 	if err != nil || gr == nil {
 		return err
 	}
-	if p.Constrainer == nil {
+	if p.Vocab == nil {
 		return invalid("format", "format is not available on this server")
 	}
-	g.Request.Constrain = p.Constrainer(p.Context, gr)
+	if p.Compiled != nil {
+		p.Compiled(gr)
+	}
+	v, ctx := p.Vocab(), p.Context
+	g.Request.Constrain = func() inference.Constraint { return gr.NewMatcherContext(ctx, v) }
 	return nil
 }
 

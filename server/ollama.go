@@ -73,7 +73,8 @@ func ollamaModel(m *Model, name string) error {
 func (s *Server) ollamaParams(r *http.Request, m *Model) ollama.Params {
 	p := s.params(r, m)
 	return ollama.Params{Tokenizer: p.Tokenizer, Defaults: p.Defaults, MaxTokens: p.MaxTokens, ContextLen: m.ContextLen,
-		Constrainer: p.Constrainer, Grammar: p.Grammar, Date: p.Date, MaxPromptBytes: p.MaxPromptBytes, Context: p.Context}
+		Vocab: p.Vocab, Compiled: p.Compiled, Grammar: p.Grammar, Date: p.Date, MaxPromptBytes: p.MaxPromptBytes,
+		Context: p.Context}
 }
 
 // ollamaChat is POST /api/chat.
