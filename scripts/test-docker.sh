@@ -124,7 +124,9 @@ echo "test-docker: runtime $runtime, ulimits nofile=$nofile nproc=$nproc"
 
 begin "podman build"
 # --format docker keeps the HEALTHCHECK (the OCI image format has none);
-# --layers=false builds from the sources each time and leaves no stage images.
+# --layers=false builds from the sources each time and leaves no stage images;
+# the image of the last run goes first, so runs leave no untagged images behind.
+podman rmi -f "$IMAGE" >/dev/null 2>&1 || true
 podman build -q --layers=false --format docker -f Dockerfile.hostsim -t "$IMAGE" "${ulimits[@]}" \
 	--build-arg BUILD_BASE=localhost/hexserve-base/build --build-arg RUNTIME_BASE=localhost/hexserve-base/runtime \
 	--build-arg GOPROXY=off -v "$(go env GOMODCACHE):/root/go/pkg/mod:ro" . >"$work/build.log" 2>&1 ||
