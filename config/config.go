@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
+	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +24,14 @@ import (
 
 // Config is the whole configuration, parsed once by cmd/server and passed down.
 type Config struct {
-	Server    Server    `yaml:"server"`
-	Model     Model     `yaml:"model"`
-	Engine    Engine    `yaml:"engine"`
-	Sampling  Sampling  `yaml:"sampling"`
-	Chat      Chat      `yaml:"chat"`
-	Responses Responses `yaml:"responses"`
-	Log       Log       `yaml:"log"`
+	Server     Server     `yaml:"server"`
+	Model      Model      `yaml:"model"`
+	Engine     Engine     `yaml:"engine"`
+	Sampling   Sampling   `yaml:"sampling"`
+	Chat       Chat       `yaml:"chat"`
+	Responses  Responses  `yaml:"responses"`
+	Structured Structured `yaml:"structured"`
+	Log        Log        `yaml:"log"`
 }
 
 // Server configures the HTTP listener and its middleware.
@@ -47,6 +51,10 @@ type Server struct {
 	// WebUI serves the chat page at /; unset: on when listen is loopback or
 	// API keys are set (see WebUIOn).
 	WebUI *bool `yaml:"web_ui"`
+	// ModelAliases maps glob patterns (path.Match syntax, "claude-*") of
+	// requested model names to the served model id (or one of
+	// model.aliases), on every endpoint.
+	ModelAliases map[string]string `yaml:"model_aliases"`
 }
 
 // WebUIOn reports whether the chat page is served: server.web_ui when set,
@@ -152,6 +160,23 @@ type Responses struct {
 	Dir      string   `yaml:"dir"`       // "": memory only; else one file per response, kept across restarts
 }
 
+// Structured bounds what one structured-output request (response_format,
+// text.format, a forced tool call) may cost: compiling its grammar and each
+// token's mask. A schema over a bound is refused with a 400 naming it.
+type Structured struct {
+	// CompileBudget is the work allowed for one compile, and again for each
+	// token's mask, in steps (about one automaton edge or parse thread each).
+	CompileBudget int64 `yaml:"compile_budget"`
+	// MaxStates bounds the DFA states of one pattern (its NFA: five times).
+	MaxStates int `yaml:"max_states"`
+	// MaxBranches bounds the parse threads alive at once (overlapping anyOf
+	// branches).
+	MaxBranches int `yaml:"max_branches"`
+	// Memory bounds the shared cache of compiled patterns and masks, and
+	// one grammar's automaton tables.
+	Memory ByteSize `yaml:"memory"`
+}
+
 // Log configures the logger.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
@@ -181,7 +206,9 @@ func Default() Config {
 		Sampling:  Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		Chat:      Chat{Date: "today"},
 		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
-		Log:       Log{Level: "info", Format: "json"},
+		// grammar.DefaultSteps, DefaultMaxStates, DefaultMaxBranches, DefaultMemory.
+		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20},
+		Log:        Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -218,6 +245,9 @@ func Parse(data []byte) (Config, error) {
 		if len(*list) == 0 {
 			*list = nil // `key: []` and an absent key mean the same
 		}
+	}
+	if len(cfg.Server.ModelAliases) == 0 {
+		cfg.Server.ModelAliases = nil
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -283,6 +313,10 @@ func (c *Config) Validate() error {
 		{!validDate(c.Chat.Date), "chat.date", `must be "today" or a date like "26 Jul 2024"`},
 		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
 		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
+		{c.Structured.CompileBudget < 1000, "structured.compile_budget", "must be >= 1000"},
+		{c.Structured.MaxStates < 16, "structured.max_states", "must be >= 16"},
+		{c.Structured.MaxBranches < 1, "structured.max_branches", "must be >= 1"},
+		{c.Structured.Memory < 1<<20, "structured.memory", "must be >= 1MiB"},
 		{!oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "must be debug, info, warn or error"},
 		{!oneOf(c.Log.Format, "json", "console"), "log.format", "must be json or console"},
 	}
@@ -290,6 +324,9 @@ func (c *Config) Validate() error {
 		if ch.bad {
 			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
 		}
+	}
+	if err := checkModelAliases(s.ModelAliases); err != nil {
+		return err
 	}
 	if m.Overrides != nil { // the bundle kind validates its own section
 		if err := m.Overrides.Validate(); err != nil {
@@ -375,6 +412,32 @@ func ModelID(name string) string {
 		}
 	}
 	return strings.TrimRight(b.String(), "-")
+}
+
+// checkModelAliases checks that each pattern is a valid path.Match glob and
+// each target a model id.
+func checkModelAliases(aliases map[string]string) error {
+	for _, pat := range slices.Sorted(maps.Keys(aliases)) {
+		target := aliases[pat]
+		if _, err := path.Match(pat, ""); err != nil || pat == "" {
+			return fmt.Errorf("config: server.model_aliases: %q is not a valid glob (path.Match syntax: *, ?, [a-z], \\)", pat)
+		}
+		if target == "" || strings.ContainsAny(target, " \t\n/") {
+			return fmt.Errorf("config: server.model_aliases.%s: %q must be a served model id (no spaces or slashes)", pat, target)
+		}
+	}
+	return nil
+}
+
+// CheckModelAliases checks, once the served id is known, that every
+// server.model_aliases target names the served model: id or one of aliases.
+func (s Server) CheckModelAliases(id string, aliases []string) error {
+	for _, pat := range slices.Sorted(maps.Keys(s.ModelAliases)) {
+		if t := s.ModelAliases[pat]; t != id && !slices.Contains(aliases, t) {
+			return fmt.Errorf("config: server.model_aliases.%s: %q is not the served model %q (nor one of model.aliases)", pat, t, id)
+		}
+	}
+	return nil
 }
 
 func validAddr(a string) bool {

@@ -89,6 +89,9 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  idle_timeout: 5\n", "config: server.idle_timeout:"},
 		{"server:\n  api_keys: ['']\n", "config: server.api_keys: must not contain empty keys"},
 		{"server:\n  cors_origins: [example.com]\n", "config: server.cors_origins:"},
+		{"server:\n  model_aliases: {\"claude-[\": x}\n", "config: server.model_aliases: \"claude-[\" is not a valid glob"},
+		{"server:\n  model_aliases: {\"claude-*\": \"\"}\n", "config: server.model_aliases.claude-*: \"\" must be a served model id"},
+		{"server:\n  model_aliases: [claude]\n", "config: server.model_aliases:"},
 		{"engine:\n  queue_length: 0\n", "config: engine.queue_length: must be >= 1"},
 		{"engine:\n  kv_cache:\n    memory: -1\n", "config: engine.kv_cache.memory: must be >= 0"},
 		{"engine:\n  kv_cache:\n    memory: lots\n", "config: engine.kv_cache.memory:"},
@@ -251,5 +254,22 @@ func TestModelPathAlias(t *testing.T) {
 		case tc.err == "" && (err != nil || c.Model.Location() != tc.want):
 			t.Errorf("%q: location %q, error %v; want %q", tc.yaml, c.Model.Location(), err, tc.want)
 		}
+	}
+}
+
+func TestModelAliases(t *testing.T) {
+	cfg, err := Parse([]byte("server:\n  model_aliases: {\"claude-*\": tiny, \"gpt-?\": tiny-alias}\nmodel:\n  aliases: [tiny-alias]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Server.ModelAliases; len(got) != 2 || got["claude-*"] != "tiny" {
+		t.Fatalf("model_aliases %v", got)
+	}
+	if err := cfg.Server.CheckModelAliases("tiny", cfg.Model.Aliases); err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Server.CheckModelAliases("other", nil)
+	if err == nil || !strings.Contains(err.Error(), `server.model_aliases.claude-*: "tiny" is not the served model "other"`) {
+		t.Fatalf("unserved target: %v", err)
 	}
 }

@@ -184,7 +184,7 @@ func TestTools(t *testing.T) {
 			[]string{`[]`}},
 	}
 	for _, tc := range tests {
-		g, err := Tools(tools, tc.parallel)
+		g, err := Tools(tools, tc.parallel, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestTools(t *testing.T) {
 			}
 		}
 	}
-	_, err := Tools([]Tool{tools[1], {Name: "bad", Parameters: []byte(`{"properties":{"x":{"not":{}}}}`)}}, false)
+	_, err := Tools([]Tool{tools[1], {Name: "bad", Parameters: []byte(`{"properties":{"x":{"not":{}}}}`)}}, false, Options{})
 	if e, ok := err.(*ToolError); !ok || e.Index != 1 || e.Err.Path != "properties.x.not" {
 		t.Errorf("got %v, want tool 1 at properties.x.not", err)
 	}

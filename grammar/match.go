@@ -100,6 +100,14 @@ func (a *arena) new(f frame, up *stk) *stk {
 // reset makes the arena's threads free for reuse.
 func (a *arena) reset() { a.i, a.j = 0, 0 }
 
+type arenaMark struct{ i, j int }
+
+// mark and rewind free the threads allocated after mark (a walk's
+// finished subtree) for reuse.
+func (a *arena) mark() arenaMark { return arenaMark{a.i, a.j} }
+
+func (a *arena) rewind(k arenaMark) { a.i, a.j = k.i, k.j }
+
 // gap handles whitespace in a gap of f; ok reports that b was whitespace.
 func gap(a *arena, t *stk, b byte, out []*stk) ([]*stk, bool) {
 	if !isWS(b) {
@@ -235,7 +243,7 @@ func pop(a *arena, parent *stk, c *frame, out []*stk) []*stk {
 
 // candidate reports whether property j may come next in object frame f.
 func candidate(f *frame, j int) bool {
-	if f.seen&(1<<j) != 0 {
+	if f.seen&(1<<j) != 0 || f.n.props[j].never {
 		return false
 	}
 	if !f.n.strict {

@@ -38,12 +38,9 @@ type rng struct{ lo, hi rune }
 
 const maxRune = 0x10ffff
 
-// Limits of a compiled regex (a larger one is refused).
-const (
-	maxNFA    = 20000
-	maxDFA    = 4000
-	maxRepeat = 1000
-)
+// maxRepeat bounds a {m,n} quantifier's counts; Limits.MaxStates bounds
+// the automaton.
+const maxRepeat = 1000
 
 type rxParser struct {
 	s    []rune
@@ -509,12 +506,17 @@ type nedge struct {
 	to     int32
 }
 
-type nfa struct{ st []nstate }
+type nfa struct {
+	st  []nstate
+	b   *budget
+	max int // states
+}
 
 func (n *nfa) add() int32 {
-	if len(n.st) >= maxNFA {
-		panic(rxError("pattern is too large"))
+	if len(n.st) >= n.max {
+		panic(rxError(fmt.Sprintf("pattern is too large (more than %d automaton states; structured.max_states)", n.max/5)))
 	}
+	n.b.spend(1)
 	n.st = append(n.st, nstate{})
 	return int32(len(n.st) - 1)
 }
@@ -632,8 +634,9 @@ func (d *dfa) states() int { return len(d.accept) }
 func (d *dfa) step(s int32, b byte) int32 { return d.next[int(s)<<8|int(b)] }
 
 // compileRegex compiles an ECMA-262 pattern with search semantics (fold:
-// ASCII case-insensitive).
-func compileRegex(src string, fold bool) (d *dfa, err error) {
+// ASCII case-insensitive) within b (nil: the default state limit, no
+// budget). Over b it panics with a budgetError.
+func compileRegex(src string, fold bool, b *budget) (d *dfa, err error) {
 	r, err := parseRegex(src, fold)
 	if err != nil {
 		return nil, err
@@ -642,12 +645,17 @@ func compileRegex(src string, fold bool) (d *dfa, err error) {
 		return nil, err
 	}
 	defer func() { err = recovered(recover(), err) }()
-	n := &nfa{}
+	maxStates := DefaultMaxStates
+	if b != nil {
+		maxStates = b.lim.MaxStates
+	}
+	n := &nfa{b: b, max: 5 * maxStates}
 	s, e := n.build(r)
-	return determinize(n, s, e), nil
+	return determinize(n, s, e, maxStates), nil
 }
 
-func determinize(n *nfa, start, final int32) *dfa {
+func determinize(n *nfa, start, final int32, maxDFA int) *dfa {
+	b := n.b
 	mark := make([]int32, len(n.st))
 	gen := int32(0)
 	closure := func(set []int32) []int32 {
@@ -663,6 +671,7 @@ func determinize(n *nfa, start, final int32) *dfa {
 			mark[x] = gen
 			out = append(out, x)
 			stack = append(stack, n.st[x].eps...)
+			b.spend(1 + int64(len(n.st[x].eps)))
 		}
 		// Only states with byte edges (or the final one) matter.
 		out = slices.DeleteFunc(out, func(x int32) bool { return len(n.st[x].outs) == 0 && x != final })
@@ -686,8 +695,9 @@ func determinize(n *nfa, start, final int32) *dfa {
 			return id
 		}
 		if len(sets) >= maxDFA {
-			panic(rxError("pattern is too complex (too many automaton states)"))
+			panic(rxError(fmt.Sprintf("pattern is too complex (more than %d automaton states; structured.max_states)", maxDFA)))
 		}
+		b.alloc(256*4 + int64(4*len(set)+len(k)))
 		id := int32(len(sets))
 		ids[k] = id
 		sets = append(sets, set)
@@ -700,13 +710,16 @@ func determinize(n *nfa, start, final int32) *dfa {
 		// Cut the byte range at every edge boundary; each piece goes to
 		// one set.
 		cuts := []int{0, 256}
+		edges := 0
 		for _, x := range sets[i] {
 			for _, ed := range n.st[x].outs {
 				cuts = append(cuts, int(ed.lo), int(ed.hi)+1)
 			}
+			edges += len(n.st[x].outs)
 		}
 		slices.Sort(cuts)
 		cuts = slices.Compact(cuts)
+		b.spend(int64(len(cuts)) * int64(len(sets[i])+edges))
 		for c := 0; c+1 < len(cuts); c++ {
 			lo, hi := cuts[c], cuts[c+1]
 			var to []int32

@@ -33,7 +33,7 @@ func TestRegex(t *testing.T) {
 		{`^a{,2}$`, []string{"a{,2}"}, []string{"aa"}},
 		{`^\u00e9\x41\/$`, []string{"éA/"}, []string{"eA/"}},
 	} {
-		d, err := compileRegex(c.re, false)
+		d, err := compileRegex(c.re, false, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.re, err)
 		}
@@ -65,7 +65,7 @@ func TestRegexRefused(t *testing.T) {
 		{`*a`, "nothing to repeat"},
 		{`\q`, "unknown escape"},
 	} {
-		_, err := compileRegex(c.re, false)
+		_, err := compileRegex(c.re, false, nil)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: got %v, want an error about %q", c.re, err, c.msg)
 		}

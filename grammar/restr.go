@@ -18,17 +18,20 @@ type strRE struct {
 	ok             []bool // [state*(top+1)+count]
 	univ           []bool // accepting states every character leads back to
 
-	mu    sync.Mutex
-	masks map[maskKey][]uint64 // plain-text tokens per state and count
+	id    uint64 // in the keys of its masks
+	cache *Cache // of plain-text masks per state and count
 }
 
 type maskKey struct {
+	re   uint64
 	v    *Vocab
 	s, c int32
 }
 
-// maxMasks bounds the plain-token masks a strRE caches.
-const maxMasks = 32
+// size is the bytes r's tables hold.
+func (r *strRE) size() int64 {
+	return int64(len(r.d.next)*4+len(r.d.accept)+len(r.ok)+len(r.univ)+len(r.dot)) + 256
+}
 
 // reKey identifies a compiled strRE: a pattern or a regex format's name,
 // with the length bounds.
@@ -38,32 +41,6 @@ type reKey struct {
 	min, max int
 }
 
-// reCache keeps compiled strREs (and so their masks) across schemas, up
-// to maxCachedRE of them.
-var reCache struct {
-	sync.Mutex
-	m map[reKey]*strRE
-}
-
-const maxCachedRE = 64
-
-func cachedRE(k reKey) *strRE {
-	reCache.Lock()
-	defer reCache.Unlock()
-	return reCache.m[k]
-}
-
-func cacheRE(k reKey, r *strRE) {
-	reCache.Lock()
-	defer reCache.Unlock()
-	if reCache.m == nil {
-		reCache.m = map[reKey]*strRE{}
-	}
-	if len(reCache.m) < maxCachedRE {
-		reCache.m[k] = r
-	}
-}
-
 // hostLimit is the hostname format's bound: 253 code points, not counting
 // a final '.'.
 const hostLimit = 253
@@ -71,8 +48,9 @@ const hostLimit = 253
 // maxTable bounds the size of a strRE's table.
 const maxTable = 1 << 23
 
-func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
-	r := &strRE{d: d, minLen: minLen, maxLen: maxLen}
+// newStrRE builds the table of d within b (over it: a budgetError panic).
+func newStrRE(d *dfa, minLen, maxLen int, hostname bool, b *budget) (*strRE, error) {
+	r := &strRE{d: d, minLen: minLen, maxLen: maxLen, id: nextID()}
 	if hostname {
 		r.dot = make([]bool, d.states())
 		for s := range d.states() {
@@ -93,6 +71,7 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 		return nil, fmt.Errorf("the length bounds are too large for this pattern")
 	}
 	w := r.top + 1
+	b.alloc(int64(n*w) + int64(n)*3*256)
 	r.ok = make([]bool, n*w)
 	// Reverse edges: a lead byte begins a code point (count+1), a
 	// continuation byte does not.
@@ -119,6 +98,7 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 		}
 	}
 	for c := r.top; c >= 0; c-- {
+		b.spend(int64(2 * n))
 		for s := 1; s < n; s++ {
 			if r.accepts(int32(s), c) {
 				set(int32(s), c)
@@ -128,6 +108,7 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 			up := min(c+1, r.top)
 			for t := 1; t < n; t++ {
 				if up != c && r.ok[t*w+up] {
+					b.spend(int64(len(revLead[t])))
 					for _, s := range revLead[t] {
 						set(s, c)
 					}
@@ -137,6 +118,7 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 		for len(work) > 0 {
 			t := work[len(work)-1]
 			work = work[:len(work)-1]
+			b.spend(int64(1 + len(revCont[t])))
 			for _, s := range revCont[t] {
 				set(s, c)
 			}
@@ -149,14 +131,14 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool) (*strRE, error) {
 	}
 	r.univ = make([]bool, n)
 	for s := 1; s < n && r.dot == nil; s++ {
-		r.univ[s] = d.accept[s] && d.loops(int32(s))
+		r.univ[s] = d.accept[s] && d.loops(int32(s), b)
 	}
 	return r, nil
 }
 
 // loops reports whether every character (valid UTF-8 sequence from U+0020
 // up, '"' and '\\' included) leads from s back to s.
-func (d *dfa) loops(s int32) bool {
+func (d *dfa) loops(s int32, bu *budget) bool {
 	for b := 0x20; b < 0x80; b++ {
 		if d.step(s, byte(b)) != s {
 			return false
@@ -199,6 +181,7 @@ func (d *dfa) loops(s int32) bool {
 			continue
 		}
 		seen[p] = true
+		bu.spend(int64(p.hi-p.lo) + 1)
 		for b := int(p.lo); b <= int(p.hi); b++ {
 			t := d.step(p.s, byte(b))
 			if p.need == 1 {
@@ -217,12 +200,9 @@ func (d *dfa) loops(s int32) bool {
 // (no '"', '\\' or control character) that may follow in state s after c
 // code points.
 func (r *strRE) plain(v *Vocab, s int32, c int, allowed []uint64) {
-	k := maskKey{v, s, int32(min(c, r.top))}
-	r.mu.Lock()
-	cached := r.masks[k]
-	r.mu.Unlock()
-	if cached != nil {
-		copy(allowed, cached)
+	k := maskKey{r.id, v, s, int32(min(c, r.top))}
+	if cached, ok := r.cache.get(k); ok {
+		copy(allowed, cached.([]uint64))
 		return
 	}
 	clear(allowed)
@@ -237,14 +217,7 @@ func (r *strRE) plain(v *Vocab, s int32, c int, allowed []uint64) {
 	} else {
 		r.walk(v, 0, s, c, allowed)
 	}
-	r.mu.Lock()
-	if r.masks == nil {
-		r.masks = map[maskKey][]uint64{}
-	}
-	if len(r.masks) < maxMasks {
-		r.masks[k] = slices.Clone(allowed)
-	}
-	r.mu.Unlock()
+	r.cache.put(k, slices.Clone(allowed), int64(8*len(allowed)+64), kindMask)
 }
 
 // walk marks the plain-text tokens under trie node ni, reached in state s
@@ -417,7 +390,7 @@ func formatDFA(name string) (*dfa, error) {
 	if d, ok := formatDFAs.Load(name); ok {
 		return d.(*dfa), nil
 	}
-	d, err := compileRegex(reFormats[name], true)
+	d, err := compileRegex(reFormats[name], true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -61,23 +63,37 @@ type node struct {
 }
 
 type prop struct {
-	name string // JSON-encoded, without quotes
-	n    *node
-	req  bool
+	name  string // JSON-encoded, without quotes
+	n     *node
+	req   bool
+	never bool // no value of n is valid: the key may not come
 }
 
-// Error is a schema the grammar cannot enforce exactly.
+// Error is a schema the grammar cannot enforce exactly (or not within its
+// Limits: then it wraps ErrBudget).
 type Error struct {
 	Path    string // dotted path of the offending keyword, e.g. "properties.x.not"
 	Message string
+	err     error
 }
 
 func (e *Error) Error() string { return e.Path + ": " + e.Message }
+
+// Unwrap returns ErrBudget's error for a schema over its limits.
+func (e *Error) Unwrap() error { return e.err }
 
 // Options tune compilation.
 type Options struct {
 	// Strict makes object keys follow the schema's property order.
 	Strict bool
+	// Context stops the compile with its error once it is done (a client
+	// that went away); nil: never.
+	Context context.Context
+	// Limits bound the compile and each mask of the grammar's matchers.
+	Limits Limits
+	// Cache keeps compiled patterns and masks across grammars; nil: the
+	// package's default (DefaultCacheBytes).
+	Cache *Cache
 }
 
 // Grammar is a compiled schema; it is immutable and safe to share.
@@ -85,36 +101,89 @@ type Grammar struct {
 	root  *node
 	took  time.Duration
 	masks *maskCache
+	lim   Limits
+	steps int64
 }
 
 // CompileTime is how long compiling g took.
 func (g *Grammar) CompileTime() time.Duration { return g.took }
+
+// CompileSteps is the work compiling g took, in the steps of Limits.Steps.
+func (g *Grammar) CompileSteps() int64 { return g.steps }
 
 type compiler struct {
 	doc    any
 	strict bool
 	refs   map[string]*node
 	orders map[uintptr][]string
+	b      *budget
+	cache  *Cache
+	at     string             // the schema part being compiled (named when over budget)
+	memo   map[uintptr]memoed // schema objects already compiled
+	res    map[reKey]*strRE   // patterns of this compile
+	nodes  map[string]*node   // interned nodes: equal schemas share one
+	paths  map[*node]string   // anyOf nodes: their schema path
 }
 
-// Compile compiles a JSON Schema document.
-func Compile(schema []byte, o Options) (*Grammar, error) {
+type memoed struct {
+	s map[string]any // keeps the map (and so its address) alive
+	n *node
+}
+
+// Compile compiles a JSON Schema document within o.Limits. A schema over
+// them is an *Error naming the part that was being compiled, wrapping
+// ErrBudget; a done o.Context returns its error.
+func Compile(schema []byte, o Options) (g *Grammar, err error) {
 	t0 := time.Now()
 	doc, orders, err := decode(schema)
 	if err != nil {
-		return nil, &Error{Path: "", Message: "schema is not valid JSON: " + err.Error()}
+		return nil, decodeError(err)
 	}
-	c := &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders}
-	n, err := c.compile(doc, "")
+	c := newCompiler(doc, orders, o)
+	n, err := c.run(func() (*node, error) { return c.compile(doc, "") })
 	if err != nil {
 		return nil, err
 	}
-	for ref, r := range c.refs {
-		if leftRecursive(r.ref, r, 0) {
-			return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
+	return &Grammar{root: n, took: time.Since(t0), masks: c.newMasks(), lim: c.b.lim, steps: c.b.lim.Steps - c.b.left}, nil
+}
+
+func newCompiler(doc any, orders map[uintptr][]string, o Options) *compiler {
+	return &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders,
+		b: newBudget(o.Context, o.Limits), cache: o.Cache.orDefault(), memo: map[uintptr]memoed{},
+		res: map[reKey]*strRE{}, nodes: map[string]*node{}, paths: map[*node]string{}}
+}
+
+func (c *compiler) newMasks() *maskCache { return &maskCache{id: nextID(), cache: c.cache} }
+
+// run compiles with build, then checks the result (no left recursion, some
+// value valid, the branches alive at once within the limit); a budget
+// panic becomes an error.
+func (c *compiler) run(build func() (*node, error)) (n *node, err error) {
+	defer func() {
+		var be error
+		catch(recover(), &be)
+		switch {
+		case be == nil:
+		case errors.Is(be, ErrBudget):
+			n, err = nil, &Error{Path: c.at, Message: "this schema costs too much to enforce: " + strings.TrimPrefix(be.Error(), ErrBudget.Error()+": "), err: be}
+		default:
+			n, err = nil, be // the context's error
 		}
+	}()
+	if n, err = build(); err != nil {
+		return nil, err
 	}
-	return &Grammar{root: n, took: time.Since(t0), masks: &maskCache{}}, nil
+	c.at = ""
+	if ref, ok := c.leftRecursion(); ok {
+		return nil, &Error{Path: "$ref", Message: fmt.Sprintf("reference %s reaches itself without consuming input", ref)}
+	}
+	if !c.satisfiable(n) {
+		return nil, &Error{Path: "", Message: "the schema allows no value (false, an empty enum or contradictory keywords)"}
+	}
+	if err := c.branches(n); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 func join(path, k string) string {
@@ -148,9 +217,28 @@ func (c *compiler) compile(s any, path string) (*node, error) {
 		if s {
 			return anyNode, nil
 		}
-		return &node{alts: []*node{}}, nil
+		return c.intern(&node{alts: []*node{}}), nil
 	case map[string]any:
-		return c.object(s, path)
+		// The same schema object met again (anyOf siblings apply to every
+		// branch) compiles once.
+		key := reflect.ValueOf(s).Pointer()
+		if m, ok := c.memo[key]; ok {
+			return m.n, nil
+		}
+		c.at = path
+		c.b.spend(int64(1 + len(s)))
+		n, err := c.object(s, path)
+		if err != nil {
+			return nil, err
+		}
+		if _, ref := s["$ref"]; !ref { // a reference keeps its identity
+			n = c.intern(n)
+		}
+		if _, ok := c.paths[n]; !ok {
+			c.paths[n] = path
+		}
+		c.memo[key] = memoed{s, n}
+		return n, nil
 	}
 	return nil, &Error{Path: path, Message: "a schema must be an object or a boolean"}
 }
@@ -205,8 +293,13 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			n.alts = append(n.alts, a)
+			c.b.spend(int64(len(n.alts)))
+			if k == "oneOf" || !slices.Contains(n.alts, a) { // equal anyOf branches: one thread
+				n.alts = append(n.alts, a)
+			}
 		}
+		c.at = join(path, k)
+		c.paths[n] = c.at
 		if k == "oneOf" {
 			for i := range n.alts {
 				for j := range i {
@@ -317,7 +410,9 @@ func (c *compiler) ref(r any, path string) (*node, error) {
 	}
 	n := &node{}
 	c.refs[s] = n
-	t, err := c.compile(target, path)
+	// The target's keywords are named where they are (a chain of
+	// references must not grow the path).
+	t, err := c.compile(target, strings.ReplaceAll(strings.TrimPrefix(s[1:], "/"), "/", "."))
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +568,7 @@ func mergeKey(k string, a, b any) (any, error) {
 			r[kk] = v
 		}
 		for kk, v := range mb {
-			if old, ok := r[kk]; ok {
+			if old, ok := r[kk]; ok && !sameSchema(old, v) {
 				r[kk] = map[string]any{"allOf": []any{old, v}}
 			} else {
 				r[kk] = v
@@ -499,6 +594,17 @@ func mergeKey(k string, a, b any) (any, error) {
 		return r, nil
 	}
 	return nil, fmt.Errorf("allOf parts with different %s are not supported", k)
+}
+
+// sameSchema reports whether a and b are the same schema object (so a
+// merge keeps it, and its compile is shared), or equal booleans.
+func sameSchema(a, b any) bool {
+	ma, ok1 := a.(map[string]any)
+	mb, ok2 := b.(map[string]any)
+	if ok1 && ok2 {
+		return reflect.ValueOf(ma).Pointer() == reflect.ValueOf(mb).Pointer()
+	}
+	return !ok1 && !ok2 && a == b
 }
 
 func count(s map[string]any, k, path string) (int, bool, error) {
@@ -605,22 +711,33 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 		return nil
 	}
 	k.min, k.max = n.minLen, n.maxLen
-	if n.re = cachedRE(k); n.re != nil {
+	if n.re = c.res[k]; n.re != nil {
 		return nil
+	}
+	if r, ok := c.cache.get(k); ok {
+		n.re = r.(*strRE)
+		c.res[k] = n.re
+		return nil
+	}
+	c.at = join(path, "pattern")
+	if k.format {
+		c.at = join(path, "format")
 	}
 	var d *dfa
 	if k.format {
 		d, err = formatDFA(k.src)
-	} else if d, err = compileRegex(k.src, false); err != nil {
+	} else if d, err = compileRegex(k.src, false, c.b); err != nil {
 		return &Error{Path: join(path, "pattern"), Message: fmt.Sprintf("pattern %q: %v", k.src, err)}
 	}
 	if err == nil {
-		n.re, err = newStrRE(d, n.minLen, n.maxLen, k.format && k.src == "hostname")
+		n.re, err = newStrRE(d, n.minLen, n.maxLen, k.format && k.src == "hostname", c.b)
 	}
 	if err != nil {
 		return &Error{Path: join(path, "maxLength"), Message: err.Error()}
 	}
-	cacheRE(k, n.re)
+	n.re.cache = c.cache
+	c.res[k] = n.re
+	c.cache.put(k, n.re, n.re.size(), kindPattern)
 	return nil
 }
 
@@ -761,6 +878,7 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 			return &Error{Path: join(path, key), Message: err.Error()}
 		}
 		lit := string(bytes.TrimSpace(b.Bytes()))
+		c.b.spend(int64(1 + len(lit)))
 		if g.MatchString(lit) && !slices.Contains(n.lits, lit) {
 			n.lits = append(n.lits, lit)
 		}
@@ -769,6 +887,34 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 		n.alts = []*node{} // nothing is valid
 	}
 	return nil
+}
+
+// intern returns the node equal to n compiled before, else n: equal
+// schemas (anyOf branches, repeated definitions) share one node, so their
+// matching threads are one.
+func (c *compiler) intern(n *node) *node {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%p|%p|%d|%d|%d|%d|%d|%q|%p|%p|%d|%d|%p|%t|%q|", n.ref, n.items, n.types, n.lo, n.hi,
+		n.minLen, n.maxLen, n.format, n.re, n.addl, n.minItems, n.maxItems, n.addl, n.strict, n.lits)
+	for _, a := range n.alts {
+		fmt.Fprintf(&b, "a%p", a)
+	}
+	if n.alts != nil {
+		b.WriteString("A")
+	}
+	for _, p := range n.prefix {
+		fmt.Fprintf(&b, "i%p", p)
+	}
+	for _, p := range n.props {
+		fmt.Fprintf(&b, "p%q%p%t", p.name, p.n, p.req)
+	}
+	key := b.String()
+	c.b.spend(int64(1 + len(key)/16))
+	if m, ok := c.nodes[key]; ok {
+		return m
+	}
+	c.nodes[key] = n
+	return n
 }
 
 // canonical rewrites the numbers in v in their shortest plain decimal form
@@ -811,17 +957,33 @@ func (c *compiler) order(m map[string]any) []string {
 	return sortedKeys(m)
 }
 
+var errTooDeep = fmt.Errorf("the schema nests deeper than %d objects and arrays", MaxDepth)
+
+func decodeError(err error) *Error {
+	if err == errTooDeep {
+		return &Error{Message: err.Error()}
+	}
+	return &Error{Message: "schema is not valid JSON: " + err.Error()}
+}
+
 // decode parses a JSON document with numbers as json.Number, recording the
 // key order of every object.
 func decode(data []byte) (any, map[uintptr][]string, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	orders := map[uintptr][]string{}
+	depth := 0
 	var value func() (any, error)
 	value = func() (any, error) {
 		t, err := d.Token()
 		if err != nil {
 			return nil, err
+		}
+		if t == json.Delim('{') || t == json.Delim('[') {
+			if depth++; depth > MaxDepth {
+				return nil, errTooDeep
+			}
+			defer func() { depth-- }()
 		}
 		switch t {
 		case json.Delim('{'):
@@ -871,26 +1033,6 @@ func decode(data []byte) (any, map[uintptr][]string, error) {
 		return nil, nil, fmt.Errorf("trailing data after the schema")
 	}
 	return v, orders, nil
-}
-
-// leftRecursive reports whether target is reachable from n through $ref
-// and anyOf alone (a value that would begin with itself).
-func leftRecursive(n, target *node, depth int) bool {
-	if n == target {
-		return true
-	}
-	if n == nil || depth > 64 {
-		return depth > 64
-	}
-	if n.ref != nil {
-		return leftRecursive(n.ref, target, depth+1)
-	}
-	for _, a := range n.alts {
-		if leftRecursive(a, target, depth+1) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstBytes returns a bitmask of the kinds of first byte a value of n can

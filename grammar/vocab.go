@@ -2,12 +2,12 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
-	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -191,25 +191,55 @@ func newTrie(strs [][]byte, ids []int32) ([]tnode, []tedge, []int32) {
 	return trie, edges, ends
 }
 
+// Bytes is about how much memory v's index holds.
+func (v *Vocab) Bytes() int64 {
+	n := int64(len(v.trie)+len(v.qtrie))*40 + int64(len(v.edges)+len(v.qedges))*8
+	for _, p := range v.toks {
+		n += int64(len(p)) + 24
+	}
+	for _, b := range v.plainUpTo {
+		n += int64(len(b)) * 8
+	}
+	n += int64(len(v.special)+len(v.quote)) * 16
+	return n
+}
+
 // Size is the number of token ids.
 func (v *Vocab) Size() int { return v.size }
 
 // Matcher follows one generation: which tokens may come next, and the
 // state after each accepted token. It is not safe for concurrent use.
 type Matcher struct {
-	v   *Vocab
-	ts  []*stk
-	buf [][]*stk // per trie depth, reused by Mask
-	qok []bool   // per suffix-trie node: the suffix is allowed
-	ar  arena    // threads of Mask and Allowed
-	g   *Grammar
-	key []byte // scratch for the mask cache's keys
+	v       *Vocab
+	ts      []*stk
+	buf     [][]*stk // per trie depth, reused by Mask
+	qok     []bool   // per suffix-trie node: the suffix is allowed
+	ar      arena    // threads of Mask and Allowed
+	g       *Grammar
+	key     []byte   // scratch for the mask cache's keys
+	scratch []uint64 // one thread's mask
+	ctx     context.Context
+	bud     budget // of the current mask
+	err     error  // a mask over budget: nothing is allowed any more
+	peak    int64  // the most steps a mask took
 }
 
-// NewMatcher starts matching g against v's tokens.
-func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
-	return &Matcher{v: v, ts: g.newThreads(), g: g}
+// PeakMaskSteps is the most work one of m's masks took, in the steps of
+// Limits.Steps.
+func (m *Matcher) PeakMaskSteps() int64 { return m.peak }
+
+// NewMatcher starts matching g against v's tokens; ctx (nil: never) stops
+// a mask once it is done.
+func (g *Grammar) NewMatcher(v *Vocab) *Matcher { return g.NewMatcherContext(nil, v) }
+
+// NewMatcherContext is NewMatcher whose masks stop when ctx is done.
+func (g *Grammar) NewMatcherContext(ctx context.Context, v *Vocab) *Matcher {
+	return &Matcher{v: v, ts: g.newThreads(), g: g, ctx: ctx}
 }
+
+// Err reports why the matcher stopped allowing tokens: a mask over its
+// grammar's step budget, or its context's error. Nil while it works.
+func (m *Matcher) Err() error { return m.err }
 
 // ErrRejected is returned by Accept for a token the grammar does not allow.
 var ErrRejected = errors.New("grammar: token not allowed here")
@@ -221,6 +251,9 @@ func (m *Matcher) isEOS(id int32) bool { return m.v.isEOS(id) }
 // Complete reports whether the output so far is a complete value (EOS may
 // come).
 func (m *Matcher) Complete() bool {
+	if m.err != nil {
+		return false
+	}
 	for _, t := range m.ts {
 		if complete(t) {
 			return true
@@ -242,7 +275,7 @@ func (m *Matcher) run(a *arena, ts []*stk, p []byte) []*stk {
 
 // Allowed reports whether token id may come next.
 func (m *Matcher) Allowed(id int32) bool {
-	if id < 0 || int(id) >= m.v.size {
+	if id < 0 || int(id) >= m.v.size || m.err != nil {
 		return false
 	}
 	if m.isEOS(id) {
@@ -275,14 +308,28 @@ func (m *Matcher) Accept(id int32) error {
 }
 
 // Mask sets in allowed (a bitset over the vocabulary, len ≥ (Size+63)/64)
-// exactly the tokens that may come next.
+// exactly the tokens that may come next. A mask over the grammar's step
+// budget (Limits.Steps) stops there, allows nothing, and sets Err.
 func (m *Matcher) Mask(allowed []uint64) {
 	clear(allowed)
-	if len(m.ts) == 0 {
+	if len(m.ts) == 0 || m.err != nil {
 		return
 	}
+	m.bud = *newBudget(m.ctx, m.g.lim)
+	defer func() {
+		m.peak = max(m.peak, m.bud.lim.Steps-m.bud.left)
+		catch(recover(), &m.err)
+		if m.err != nil {
+			m.err = fmt.Errorf("grammar: a token's mask stopped: %w", m.err)
+			clear(allowed)
+		}
+	}()
+	m.mask(allowed)
+}
+
+func (m *Matcher) mask(allowed []uint64) {
 	m.ar.reset()
-	if m.plainString(allowed) || m.reString(allowed) {
+	if m.stringMask(allowed) {
 		m.eos(allowed)
 		return
 	}
@@ -318,35 +365,28 @@ func (m *Matcher) eos(allowed []uint64) {
 // maskCache keeps the masks of structural states (between the values of
 // arrays, objects and the document: the costliest walks), keyed by the
 // threads' whole stacks, so a state met again costs a copy. It is shared
-// by a grammar's matchers.
+// by a grammar's matchers; the masks live in the server's Cache.
 type maskCache struct {
-	mu sync.Mutex
-	v  *Vocab
-	m  map[string][]uint64
+	id    uint64 // the grammar's, in the keys
+	cache *Cache
 }
 
-// maxCachedMasks bounds a grammar's cached masks (16 KB each at V = 128,256).
-const maxCachedMasks = 64
+type structKey struct {
+	g     uint64
+	v     *Vocab
+	state string
+}
 
 func (c *maskCache) get(v *Vocab, key []byte, allowed []uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	mask, ok := c.m[string(key)]
-	if ok && c.v == v {
-		copy(allowed, mask)
+	mask, ok := c.cache.get(structKey{c.id, v, string(key)})
+	if ok {
+		copy(allowed, mask.([]uint64))
 	}
-	return ok && c.v == v
+	return ok
 }
 
 func (c *maskCache) put(v *Vocab, key []byte, allowed []uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.v != v { // masks are per vocabulary: keep the latest one's
-		c.v, c.m = v, map[string][]uint64{}
-	}
-	if len(c.m) < maxCachedMasks {
-		c.m[string(key)] = slices.Clone(allowed)
-	}
+	c.cache.put(structKey{c.id, v, string(key)}, slices.Clone(allowed), int64(8*len(allowed)+len(key)+64), kindMask)
 }
 
 // structural reports whether every thread is between values (its top
@@ -395,40 +435,79 @@ func (m *Matcher) walk(trie []tnode, edges []tedge, ni int32, ts []*stk, depth i
 		m.buf = append(m.buf, nil)
 	}
 	for _, e := range edges[n.first : n.first+n.n] {
+		m.bud.spend(int64(len(ts)))
+		mark := m.ar.mark()
 		next := step(&m.ar, ts, e.b, m.buf[depth+1][:0])
 		m.buf[depth+1] = next
-		if len(next) == 0 {
-			continue
+		if len(next) > 0 {
+			reached(e.child)
+			if trie[e.child].n > 0 {
+				m.walk(trie, edges, e.child, next, depth+1, reached)
+			}
 		}
-		reached(e.child)
-		if trie[e.child].n > 0 {
-			m.walk(trie, edges, e.child, next, depth+1, reached)
-		}
+		m.ar.rewind(mark) // the subtree's threads are done with
 	}
 }
 
-// plainString fills the mask from the precomputed bitsets when the only
-// thread is inside a string between characters, running the grammar only
-// for the special tokens. It reports false when it does not apply.
-func (m *Matcher) plainString(allowed []uint64) bool {
-	if len(m.ts) != 1 {
-		return false
+// stringMask fills the mask when every thread is inside a string between
+// characters, from each thread's own mask (a token is allowed when some
+// thread takes it), so overlapping string branches cost one bitset each,
+// not a walk of the vocabulary. It reports false when it does not apply.
+func (m *Matcher) stringMask(allowed []uint64) bool {
+	for _, t := range m.ts {
+		if !plainThread(t) && !reThread(t) {
+			return false
+		}
 	}
-	t := m.ts[0]
-	f := t.f
+	one := func(t *stk, dst []uint64) {
+		if reThread(t) {
+			m.reString(t, dst)
+		} else {
+			m.plainString(t, dst)
+		}
+	}
+	if len(m.ts) == 1 {
+		one(m.ts[0], allowed)
+		return true
+	}
+	if len(m.scratch) != len(allowed) {
+		m.scratch = make([]uint64, len(allowed))
+	}
+	for _, t := range m.ts {
+		clear(m.scratch)
+		m.bud.spend(int64(len(allowed)/16 + 1))
+		one(t, m.scratch)
+		for i, w := range m.scratch {
+			allowed[i] |= w
+		}
+	}
+	return true
+}
+
+// plainThread reports whether t is inside a string without a pattern or
+// format (or a key of an object that takes any key), between characters.
+func plainThread(t *stk) bool {
+	f := &t.f
 	if f.st != sChars || f.need != 0 {
 		return false
 	}
+	return f.k == fStr && f.n.format == "" && f.n.re == nil ||
+		f.k == fKey && len(t.up.f.n.props) == 0 && t.up.f.n.addl != nil
+}
+
+// reThread reports whether t is inside a string with a pattern or regex
+// format, between characters.
+func reThread(t *stk) bool { return t.f.k == fStr && t.f.n.re != nil && t.f.st == sChars }
+
+// plainString fills the mask of plainThread t from the precomputed
+// bitsets, running the grammar only for the special tokens.
+func (m *Matcher) plainString(t *stk, allowed []uint64) {
+	f := t.f
 	minLen, maxLen := 0, -1
-	switch {
-	case f.k == fStr && f.n.format == "" && f.n.re == nil:
+	if f.k == fStr {
 		minLen, maxLen = f.n.minLen, f.n.maxLen
-	case f.k == fKey && len(t.up.f.n.props) == 0 && t.up.f.n.addl != nil:
-		// A key of an object that takes any key (json_object): its text
-		// selects nothing, only where it ends matters.
-	default:
-		return false
-	}
+	} // else a key of an object that takes any key (json_object): its
+	// text selects nothing, only where it ends matters.
 	room := len(m.v.plainUpTo) - 1
 	if maxLen >= 0 {
 		room = min(room, maxLen-int(f.cnt))
@@ -451,12 +530,12 @@ func (m *Matcher) plainString(allowed []uint64) bool {
 		}
 		g := f
 		g.cnt += c
+		m.bud.spend(1)
 		one[0] = m.ar.new(g, t.up)
 		if len(m.run(&m.ar, one[:], m.v.toks[id][m.v.spOff[i]:])) > 0 {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
-	return true
 }
 
 // closers sets qok: which suffixes after a closing quote the value
@@ -473,21 +552,12 @@ func (m *Matcher) closers(t *stk) {
 	}
 }
 
-// reString fills the mask when the only thread is inside a string with a
-// pattern or regex format, between characters: the plain-text tokens by a
-// walk of the trie with the DFA alone (cached per DFA state and count), the
+// reString fills the mask of reThread t: the plain-text tokens by a walk
+// of the trie with the DFA alone (cached per DFA state and count), the
 // closing-quote tokens by their text before the quote, and the grammar
-// only for tokens with a backslash. It reports false when it does not
-// apply.
-func (m *Matcher) reString(allowed []uint64) bool {
-	if len(m.ts) != 1 {
-		return false
-	}
-	t := m.ts[0]
+// only for tokens with a backslash.
+func (m *Matcher) reString(t *stk, allowed []uint64) {
 	f := t.f
-	if f.k != fStr || f.n.re == nil || f.st != sChars {
-		return false
-	}
 	r := f.n.re
 	c := int(f.cnt)
 	r.plain(m.v, f.rs, c, allowed)
@@ -508,6 +578,7 @@ func (m *Matcher) reString(allowed []uint64) bool {
 			g.rs = r.d.step(g.rs, b)
 		}
 		g.cnt += m.v.spCps[i]
+		m.bud.spend(1)
 		if !r.viable(g.rs, int(g.cnt)) {
 			continue
 		}
@@ -516,7 +587,6 @@ func (m *Matcher) reString(allowed []uint64) bool {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}
-	return true
 }
 
 // popcount returns the number of set bits (for tests and benchmarks).

@@ -278,6 +278,8 @@ func (e *Engine) validate(r *Request) error {
 		return bad("frequency_penalty", "frequency_penalty must be between -2 and 2")
 	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
 		return bad("repetition_penalty", "repetition_penalty must be between 0 and 10")
+	case p.RepeatLastN < 0:
+		return bad("repeat_last_n", "repeat_last_n must not be negative")
 	}
 	for id, b := range p.LogitBias {
 		if id < 0 || int(id) >= v {
@@ -659,7 +661,7 @@ func (e *Engine) emit(j *job, choice int, out textOut, f FinishReason) {
 	if out.empty() && f == "" {
 		return
 	}
-	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f})
+	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop})
 }
 
 func commonPrefix(a, b []int32) int {

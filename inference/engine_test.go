@@ -162,12 +162,12 @@ func TestValidation(t *testing.T) {
 func TestStopString(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := setup(t, []int32{1, 2, 3, 4}, inference.Config{})
-		r, err := run(t, e, inference.Request{Prompt: []int32{1}, Stop: []string{"o w"}, Logprobs: true})
+		r, err := run(t, e, inference.Request{Prompt: []int32{1}, Stop: []string{"zz", "o w"}, Logprobs: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := r.Choices[0]
-		if c.Text != "Hell" || c.Finish != inference.FinishStop || len(c.Tokens) != 2 || len(c.Logprobs) != 2 {
+		if c.Text != "Hell" || c.Finish != inference.FinishStop || c.Stop != "o w" || len(c.Tokens) != 2 || len(c.Logprobs) != 2 {
 			t.Fatalf("%+v", c)
 		}
 		if r.Usage.CompletionTokens != 3 {

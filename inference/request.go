@@ -59,8 +59,12 @@ type Sampling struct {
 	PresencePenalty   float32 // OpenAI semantics
 	FrequencyPenalty  float32 // OpenAI semantics
 	RepetitionPenalty float32 // llama.cpp semantics; 0 or 1: off
-	LogitBias         map[int32]float32
-	Seed              *int64 // nil: random
+	// RepeatLastN, when > 0, limits the repetition penalty to the last N
+	// tokens of the sequence (prompt and output, llama.cpp's repeat_last_n);
+	// 0: the whole sequence.
+	RepeatLastN int
+	LogitBias   map[int32]float32
+	Seed        *int64 // nil: random
 }
 
 // Limits on a request's options.
@@ -138,10 +142,13 @@ type Event struct {
 	Tokens   []int32   // ids generated since the previous event of this choice
 	Logprobs []Logprob // one per token in Tokens, when requested
 	Finish   FinishReason
-	Done     bool
-	Usage    Usage
-	Timings  Timings
-	Err      error
+	// Stop is the stop string that ended the choice (Finish is FinishStop);
+	// "" when an end-of-turn token ended it.
+	Stop    string
+	Done    bool
+	Usage   Usage
+	Timings Timings
+	Err     error
 }
 
 // Errors the engine reports at submission; the server maps them to statuses.

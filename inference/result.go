@@ -14,6 +14,7 @@ type Choice struct {
 	Tokens   []int32
 	Logprobs []Logprob // when requested, one per token
 	Finish   FinishReason
+	Stop     string // the stop string that ended it (Event.Stop)
 }
 
 // Collect reads s to the end for callers that do not stream. The error is
@@ -35,7 +36,7 @@ func Collect(s *Stream) (Result, error) {
 		c.Tokens = append(c.Tokens, ev.Tokens...)
 		c.Logprobs = append(c.Logprobs, ev.Logprobs...)
 		if ev.Finish != "" {
-			c.Finish = ev.Finish
+			c.Finish, c.Stop = ev.Finish, ev.Stop
 		}
 	}
 	return r, err

@@ -42,6 +42,8 @@ type sampler struct {
 	counts  []int32   // generated-token counts of the current choice
 	bias    []float32 // logit_bias, dense
 	prev    []uint64  // bitset: ids seen in the sequence (repetition penalty)
+	win     []int32   // with RepeatLastN: per id, its occurrences in the window
+	recent  []int32   // with RepeatLastN: the sequence's last tokens, window at the end
 	touched []uint64  // bitset: ids whose logit gets an override
 	tlist   []int32   // the touched ids, in first-touch order
 	prompt  []int32
@@ -113,6 +115,7 @@ func newSampler(vocab int) *sampler {
 		counts:  make([]int32, vocab),
 		bias:    make([]float32, vocab),
 		prev:    make([]uint64, w),
+		win:     make([]int32, vocab),
 		touched: make([]uint64, w),
 		raw:     make([]cand, 0, vocab),
 		cands:   make([]cand, 0, vocab),
@@ -149,8 +152,10 @@ func (s *sampler) clear() {
 		s.bias[id] = 0
 		s.prev[id>>6] = 0
 		s.touched[id>>6] = 0
+		s.win[id] = 0
 	}
 	s.tlist = s.tlist[:0]
+	s.recent = s.recent[:0]
 }
 
 func (s *sampler) touch(id int32) {
@@ -171,9 +176,12 @@ func (s *sampler) startChoice() {
 		}
 	}
 	if s.rep {
-		for _, id := range s.prompt {
-			set(s.prev, id)
-			s.touch(id)
+		p := s.prompt
+		if n := s.p.RepeatLastN; n > 0 && len(p) > n {
+			p = p[len(p)-n:]
+		}
+		for _, id := range p {
+			s.seen(id)
 		}
 	}
 }
@@ -181,8 +189,7 @@ func (s *sampler) startChoice() {
 // accept records a generated token for the penalties.
 func (s *sampler) accept(id int32) {
 	if s.rep {
-		set(s.prev, id)
-		s.touch(id)
+		s.seen(id)
 	}
 	if s.penal {
 		s.counts[id]++
@@ -190,8 +197,30 @@ func (s *sampler) accept(id int32) {
 	}
 }
 
+// seen adds id to the tokens the repetition penalty applies to. With
+// RepeatLastN the token that leaves the window stops counting.
+func (s *sampler) seen(id int32) {
+	set(s.prev, id)
+	s.touch(id)
+	n := s.p.RepeatLastN
+	if n <= 0 {
+		return
+	}
+	s.win[id]++
+	s.recent = append(s.recent, id)
+	if len(s.recent) > n {
+		old := s.recent[len(s.recent)-n-1]
+		if s.win[old]--; s.win[old] == 0 {
+			s.prev[old>>6] &^= 1 << (uint32(old) & 63)
+		}
+	}
+	if len(s.recent) >= 2*n+64 { // keep the window, drop the rest
+		s.recent = append(s.recent[:0], s.recent[len(s.recent)-n:]...)
+	}
+}
+
 // adjust applies, in order, the repetition penalty (llama.cpp: over every
-// earlier token of the sequence, a positive logit is divided by the penalty,
+// earlier token of the sequence, or its last RepeatLastN, a positive logit is divided by the penalty,
 // a negative one multiplied), the frequency and presence penalties (OpenAI:
 // over generated tokens, logit -= count·frequency + (count > 0)·presence) and
 // the logit bias.

@@ -430,11 +430,14 @@ func TestExpNeg(t *testing.T) {
 func adjustAll(x []float32, p Sampling, prompt, gen []int32) []float32 {
 	prev := map[int32]bool{}
 	count := map[int32]int{}
-	for _, id := range prompt {
+	seq := append(slices.Clone(prompt), gen...)
+	if n := p.RepeatLastN; n > 0 && len(seq) > n {
+		seq = seq[len(seq)-n:]
+	}
+	for _, id := range seq {
 		prev[id] = true
 	}
 	for _, id := range gen {
-		prev[id] = true
 		count[id]++
 	}
 	out := make([]float32, len(x))
@@ -463,6 +466,7 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 		{Temperature: 1, TopK: 30, RepetitionPenalty: 0.8, LogitBias: map[int32]float32{5: 40, 6: -100}},
 		{Temperature: 0.5, MinP: 0.1, LogitBias: map[int32]float32{7: 100}}, // one token dominates
 		{Temperature: 1.2, TopP: 0.5, FrequencyPenalty: -1},
+		{Temperature: 0.9, RepetitionPenalty: 1.5, RepeatLastN: 7}, // the window slides over prompt and output
 	}
 	s := newSampler(V) // reused across cases and steps
 	for ci := range 2 * len(cases) {
@@ -931,6 +935,30 @@ func TestU16MatchesF32(t *testing.T) {
 			a.accept(ia)
 			b.accept(ia) // the same history for both
 			gen = append(gen, ia)
+		}
+	}
+}
+
+// TestRepeatLastNWindow slides a short window over a long output (past the
+// point where the history is compacted) and checks that exactly the ids in
+// the window are penalised.
+func TestRepeatLastNWindow(t *testing.T) {
+	const V, n = 64, 3
+	r := rand.New(rand.NewPCG(3, 4))
+	s := newSampler(V)
+	prompt := []int32{1, 2, 3, 4, 5}
+	s.reset(Sampling{RepetitionPenalty: 2, RepeatLastN: n}, prompt, 1)
+	s.startChoice()
+	seq := slices.Clone(prompt)
+	for step := range 300 {
+		id := int32(r.IntN(8))
+		s.accept(id)
+		seq = append(seq, id)
+		win := seq[len(seq)-n:]
+		for id := range int32(V) {
+			if got, want := bit(s.prev, id), slices.Contains(win, id); got != want {
+				t.Fatalf("step %d: token %d penalised %v, want %v (window %v)", step, id, got, want, win)
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ type textOut struct {
 	text string
 	ids  []int32
 	lps  []Logprob
+	stop string // the stop string that ended the choice
 }
 
 func (o *textOut) empty() bool { return o.text == "" && len(o.ids) == 0 }
@@ -58,8 +59,10 @@ func (d *detok) add(id int32, lp *Logprob) (out textOut, stopped bool) {
 	if !d.vocab.IsSpecial(id) {
 		d.held = append(d.held, d.vocab.Piece(id)...)
 	}
-	if at := d.matchStop(); at >= 0 {
-		return d.release(at, true), true
+	if at, s := d.matchStop(); at >= 0 {
+		out := d.release(at, true)
+		out.stop = s
+		return out, true
 	}
 	h := len(d.held)
 	if len(d.stops) > 0 {
@@ -82,14 +85,16 @@ func (d *detok) add(id int32, lp *Logprob) (out textOut, stopped bool) {
 // UTF-8 sequence becomes U+FFFD.
 func (d *detok) flush() textOut { return d.release(len(d.held), false) }
 
-func (d *detok) matchStop() int {
-	at := -1
+// matchStop returns where the first stop string in the held bytes starts
+// (-1: none) and which one it is.
+func (d *detok) matchStop() (int, string) {
+	at, which := -1, ""
 	for _, s := range d.stops {
 		if i := bytes.Index(d.held, s); i >= 0 && (at < 0 || i < at) {
-			at = i
+			at, which = i, string(s)
 		}
 	}
-	return at
+	return at, which
 }
 
 // release emits held[:n] and the pending tokens that start within the

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
 )
@@ -37,6 +38,9 @@ type Params struct {
 	// Constrainer enforces structured outputs (response_format, forced
 	// tool calls); nil: they are refused.
 	Constrainer Constrainer
+	// Grammar bounds compiling their grammars and each mask (Limits) and
+	// holds the shared Cache; its Context is Params.Context.
+	Grammar grammar.Options
 	// Date is the chat template's date when the request gives none; ""
 	// means the template default (chat.DefaultDate).
 	Date string
@@ -116,7 +120,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 		opt.Tools = tools
 		g.Tools = names
 	}
-	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false)
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.grammarOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 			return nil, invalid("response_format", "response_format cannot be combined with tool_choice %q", "required")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel); err != nil {
+		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.grammarOptions()); err != nil {
 			return nil, err
 		}
 	}
@@ -162,7 +166,7 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {
 		return nil, err
 	}
-	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false)
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.grammarOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -201,6 +202,30 @@ type StoredResponse struct {
 	History  []Item    `json:"history,omitempty"`
 }
 
+// ValidateStored checks a stored response document (from the Responses
+// store's directory) as if a client had sent its items: a response with
+// the id, and every item of its input, history and output well formed.
+func ValidateStored(id string, data []byte) error {
+	var sr StoredResponse
+	if err := json.Unmarshal(data, &sr); err != nil {
+		return fmt.Errorf("not a stored response: %w", err)
+	}
+	if sr.Response == nil || sr.Response.ID != id {
+		return fmt.Errorf("not a stored response %s", id)
+	}
+	for _, list := range []struct {
+		name  string
+		items []Item
+	}{{"input", sr.Input}, {"history", sr.History}, {"output", sr.Response.Output}} {
+		for i, it := range list.items {
+			if err := normalizeItem(&it, fmt.Sprintf("%s[%d]", list.name, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Conversation is the stored conversation a continuation extends.
 func (s *StoredResponse) Conversation() []Item {
 	out := make([]Item, 0, len(s.History)+len(s.Input)+len(s.Response.Output))
@@ -294,27 +319,14 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 		system = []chat.Message{{Role: "system", Content: *r.Instructions}}
 	}
 	items := append(append([]Item(nil), g.History...), g.Input...)
-	keep := firstUserEnd(items)
-	for {
-		msgs, err := itemMessages(items)
-		if err != nil {
-			return nil, err
+	prompt, err := truncate(items, system, truncation == "auto", p, opt)
+	if err != nil {
+		if le, ok := err.(*inference.ContextLengthError); ok {
+			le.MaxTokens = g.Request.MaxTokens
 		}
-		if len(msgs)+len(system) == 0 {
-			return nil, invalid("input", "input must contain at least one item")
-		}
-		g.Request.Prompt, err = encode(p.Tokenizer, append(system, msgs...), opt)
-		if err != nil {
-			return nil, err
-		}
-		if len(g.Request.Prompt)+1 <= p.ContextLen || p.ContextLen <= 0 {
-			break
-		}
-		if truncation != "auto" || keep >= len(items) {
-			return nil, &inference.ContextLengthError{PromptTokens: len(g.Request.Prompt), MaxTokens: g.Request.MaxTokens, ContextLen: p.ContextLen}
-		}
-		items = append(items[:keep], items[keep+1:]...) // the oldest after the first user message
+		return nil, err
 	}
+	g.Request.Prompt = prompt
 
 	resp := &Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress",
 		Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Output: []Item{},
@@ -360,7 +372,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 	if r.Text != nil {
 		format = r.Text.Format
 	}
-	gr, err := FormatGrammar(format, "text.format", true)
+	gr, err := FormatGrammar(format, "text.format", true, p.grammarOptions())
 	if err != nil {
 		return err
 	}
@@ -369,7 +381,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 			return invalid("text.format", "text.format cannot be combined with a forced tool_choice")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(tools, names, mode, parallel); err != nil {
+		if gr, err = toolGrammar(tools, names, mode, parallel, p.grammarOptions()); err != nil {
 			return err
 		}
 	}
@@ -587,6 +599,62 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// truncate renders items after system into a prompt that fits p's context.
+// With auto, it drops the oldest items after the first user message: as
+// few as fit, found by a binary search over their number (a prompt of n
+// items costs O(log n) renders, not n).
+func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, opt chat.Options) ([]int32, error) {
+	keep := firstUserEnd(items)
+	// render drops d items; fits reports that the prompt fits.
+	render := func(d int) (prompt []int32, fits bool, err error) {
+		kept := append(items[:keep:keep], items[keep+d:]...)
+		msgs, err := itemMessages(kept)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(msgs)+len(system) == 0 {
+			return nil, false, invalid("input", "input must contain at least one item")
+		}
+		prompt, err = encode(p.Tokenizer, append(system, msgs...), opt)
+		var le *chat.LengthError
+		if errors.As(err, &le) && auto && d < len(items)-keep {
+			return nil, false, nil // too long to render: cut more
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return prompt, len(prompt)+1 <= p.ContextLen || p.ContextLen <= 0, nil
+	}
+	prompt, fits, err := render(0)
+	if err != nil || fits {
+		return prompt, err
+	}
+	if !auto || keep >= len(items) {
+		return nil, &inference.ContextLengthError{PromptTokens: len(prompt), ContextLen: p.ContextLen}
+	}
+	lo, hi := 1, len(items)-keep // the fewest dropped items that fit is in [lo, hi]
+	best, fits, err := render(hi)
+	if err != nil {
+		return nil, err
+	}
+	if !fits {
+		return nil, &inference.ContextLengthError{PromptTokens: len(best), ContextLen: p.ContextLen}
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		pr, ok, err := render(mid)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			hi, best = mid, pr
+		} else {
+			lo = mid + 1
+		}
+	}
+	return best, nil
 }
 
 // firstUserEnd is the index after the first user message: truncation keeps

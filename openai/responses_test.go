@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/internal/costtest"
 )
 
 // TestResponseRendersLikeChat checks that a Responses conversation is
@@ -115,4 +119,77 @@ func ptr[T any](v T) *T { return &v }
 
 func userItem(text string) Item {
 	return Item{Role: "user", Content: ItemContent{{Type: "input_text", Text: text}}}
+}
+
+// TestTruncationOnePass: truncation "auto" over 4,500 empty items (issue
+// #32's F6: 4.9 s of re-rendering, once per dropped item) costs at most
+// 0.2 s of CPU, and keeps exactly as many items as the one-at-a-time cut.
+func TestTruncationOnePass(t *testing.T) {
+	p := ResponseParams{Params: Params{Tokenizer: testTok(t), Date: "26 Jul 2024"}, ContextLen: 512}
+	build := func(n int) *ResponseRequest {
+		items := []Item{userItem("FIRST")}
+		for range n {
+			items = append(items, messageItem("", "", "completed"))
+		}
+		items = append(items, userItem("LAST"))
+		return &ResponseRequest{Truncation: ptr("auto"), Input: ResponseInput{Set: true, Items: items}}
+	}
+	var g *ResponseGeneration
+	var err error
+	cost := costtest.Measure(func() { g, err = FromResponseRequest(build(4500), nil, p, "resp_t", 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	costtest.Within(t, "truncation auto over 4,500 items", cost, 200*time.Millisecond, 100<<20)
+	if n := len(g.Request.Prompt); n+1 > p.ContextLen {
+		t.Fatalf("prompt of %d tokens for a %d-token context", n, p.ContextLen)
+	}
+	// The cut is the smallest: the same prompt as dropping one item at a time.
+	for _, n := range []int{0, 3, 150} {
+		r := build(n)
+		got, err := FromResponseRequest(r, nil, p, "resp_u", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := r.Input.Items
+		var want []int32
+		for d := 0; ; d++ {
+			msgs, _ := itemMessages(append(items[:1:1], items[1+d:]...))
+			want, _ = encode(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date})
+			if len(want)+1 <= p.ContextLen {
+				break
+			}
+		}
+		if !slices.Equal(got.Request.Prompt, want) {
+			t.Errorf("%d items: prompt of %d tokens, the one-at-a-time cut gives %d", n, len(got.Request.Prompt), len(want))
+		}
+	}
+}
+
+// TestValidateStored: a stored response file is checked as if a client had
+// sent it (issue #32's F9: `data: 5` or a null response gave 500s, a
+// function_call without arguments panicked on continuation).
+func TestValidateStored(t *testing.T) {
+	args := `{"x":1}`
+	good, _ := json.Marshal(StoredResponse{Response: &Response{ID: "resp_a", Output: []Item{
+		{Type: "function_call", ID: "fc_1", CallID: "c1", Name: "f", Arguments: &args, Status: "completed"}}},
+		Input: []Item{userItem("hi")}})
+	if err := ValidateStored("resp_a", good); err != nil {
+		t.Fatalf("a stored response refused: %v", err)
+	}
+	for name, data := range map[string]string{
+		"a number":          `5`,
+		"null response":     `{"response":null}`,
+		"another id":        string(good),
+		"call without args": `{"response":{"id":"resp_b","output":[{"type":"function_call","call_id":"c","name":"f"}]}}`,
+		"bad role":          `{"response":{"id":"resp_b","output":[]},"input":[{"type":"message","role":"root","content":[]}]}`,
+	} {
+		id := "resp_b"
+		if name == "another id" {
+			id = "resp_other"
+		}
+		if err := ValidateStored(id, []byte(data)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -11,17 +13,18 @@ import (
 )
 
 // Constrainer turns a compiled grammar into the engine's per-choice
-// constraint factory. Params.Constrainer provides it (it holds the model's
-// grammar vocabulary).
-type Constrainer func(*grammar.Grammar) func() inference.Constraint
+// constraint factory; the constraints' masks stop when ctx (the request's)
+// is done. Params.Constrainer provides it (it holds the model's grammar
+// vocabulary).
+type Constrainer func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint
 
 // NewConstrainer matches grammars against the tokens of the vocabulary
 // vocab returns (called for each structured request, before it is queued,
 // so it may build the index lazily).
 func NewConstrainer(vocab func() *grammar.Vocab) Constrainer {
-	return func(g *grammar.Grammar) func() inference.Constraint {
+	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
 		v := vocab()
-		return func() inference.Constraint { return g.NewMatcher(v) }
+		return func() inference.Constraint { return g.NewMatcherContext(ctx, v) }
 	}
 }
 
@@ -31,8 +34,10 @@ var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // response_format, or a Responses API text.format, whose json_schema fields
 // may sit at the top level: flat) into a grammar; nil for plain text.
 // Errors are 400s naming param and, for the schema, the offending keyword's
-// path (param.json_schema.schema.properties.x.not).
-func FormatGrammar(raw json.RawMessage, param string, flat bool) (*grammar.Grammar, error) {
+// path (param.json_schema.schema.properties.x.not), also for a schema over
+// o.Limits; a done o.Context returns its error. The compile runs here, in
+// the request's handler, never in the engine's worker.
+func FormatGrammar(raw json.RawMessage, param string, flat bool, o grammar.Options) (*grammar.Grammar, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -53,7 +58,7 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool) (*grammar.Gramm
 	case "text":
 		return nil, nil
 	case "json_object":
-		return grammar.Compile([]byte(`{"type":"object"}`), grammar.Options{})
+		return grammar.Compile([]byte(`{"type":"object"}`), o)
 	case "json_schema":
 	default:
 		return nil, invalid(param+".type", "%s type %q is not supported; use \"text\", \"json_object\" or \"json_schema\"", param, rf.Type)
@@ -72,7 +77,8 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool) (*grammar.Gramm
 	if isNull(schema) {
 		schema = []byte(`{}`)
 	}
-	g, err := grammar.Compile(schema, grammar.Options{Strict: js.Strict != nil && *js.Strict})
+	o.Strict = js.Strict != nil && *js.Strict
+	g, err := grammar.Compile(schema, o)
 	if err != nil {
 		return nil, schemaError(sp+".schema", err)
 	}
@@ -80,6 +86,9 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool) (*grammar.Gramm
 }
 
 func schemaError(param string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // the client left
+	}
 	e, ok := err.(*grammar.Error)
 	if !ok {
 		return invalid(param, "%v", err)
@@ -134,7 +143,7 @@ func toolChoice(raw json.RawMessage) (toolMode, error) {
 }
 
 // toolGrammar compiles the forced tool call of mode over tools.
-func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, parallel bool) (*grammar.Grammar, error) {
+func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, parallel bool, o grammar.Options) (*grammar.Grammar, error) {
 	var ts []grammar.Tool
 	var idx []int
 	for i, raw := range tools {
@@ -163,12 +172,28 @@ func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, paralle
 		}
 		return nil, invalid("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
 	}
-	g, err := grammar.Tools(ts, parallel)
+	g, err := grammar.Tools(ts, parallel, o)
 	if te, ok := err.(*grammar.ToolError); ok {
 		return nil, schemaError(fmt.Sprintf("tools[%d].function.parameters", idx[te.Index]), te.Err)
 	}
 	return g, err
 }
+
+// grammarOptions are the compile options of p's request.
+func (p Params) grammarOptions() grammar.Options {
+	o := p.Grammar
+	o.Context = p.Context
+	return o
+}
+
+// GrammarOptions are the compile options of p's request, for the other API
+// packages that compile grammars (anthropic/).
+func (p Params) GrammarOptions() grammar.Options { return p.grammarOptions() }
+
+// SchemaError is the 400 for a schema the constrained decoder cannot
+// enforce, naming param and the keyword's path; a client that went away
+// passes through.
+func SchemaError(param string, err error) error { return schemaError(param, err) }
 
 // constrain sets g's constraint to gr (nil: none).
 func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
@@ -178,6 +203,6 @@ func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
 	if p.Constrainer == nil {
 		return invalid("response_format", "structured outputs are not available on this server")
 	}
-	g.Request.Constrain = p.Constrainer(gr)
+	g.Request.Constrain = p.Constrainer(p.Context, gr)
 	return nil
 }

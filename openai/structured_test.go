@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -28,7 +29,7 @@ func TestFormatGrammar(t *testing.T) {
 		{raw: `[1]`, param: "response_format"},
 	}
 	for _, tc := range tests {
-		g, err := FormatGrammar([]byte(tc.raw), "response_format", tc.flat)
+		g, err := FormatGrammar([]byte(tc.raw), "response_format", tc.flat, grammar.Options{})
 		var ie *inference.InvalidRequestError
 		switch {
 		case tc.param != "":

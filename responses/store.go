@@ -9,12 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/safefile"
+	"github.com/rs/zerolog"
 )
 
 // Options bound a Store.
@@ -22,6 +26,11 @@ type Options struct {
 	MaxCount int    // entries kept; <= 0 means DefaultMaxCount
 	MaxBytes int64  // total document bytes kept; <= 0 means DefaultMaxBytes
 	Dir      string // "": memory only
+	// Validate checks each document loaded from Dir as if a client had sent
+	// it (nil: any JSON); a refused file is skipped with a log line.
+	Validate func(id string, data []byte) error
+	// Logger receives the lines about refused files.
+	Logger zerolog.Logger
 }
 
 // Defaults for Options left at zero.
@@ -49,7 +58,8 @@ type entry struct {
 }
 
 // Open returns a store; with a Dir it creates the directory and loads the
-// entries found there, least recently used first by modification time.
+// entries found there, most recently used first (by modification time)
+// while they fit the limits.
 func Open(o Options) (*Store, error) {
 	if o.MaxCount <= 0 {
 		o.MaxCount = DefaultMaxCount
@@ -64,31 +74,89 @@ func Open(o Options) (*Store, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("responses: %w", err)
 	}
-	files, err := filepath.Glob(filepath.Join(o.Dir, "*.json"))
+	all, err := load(o)
 	if err != nil {
 		return nil, err
 	}
-	type loaded struct {
-		e   *entry
-		mod time.Time
-	}
-	var all []loaded
-	for _, f := range files {
-		fi, err1 := os.Stat(f)
-		b, err2 := os.ReadFile(f)
-		var e entry
-		if err1 != nil || err2 != nil || json.Unmarshal(b, &e) != nil || e.ID+".json" != filepath.Base(f) {
-			continue // a partial or foreign file is not a stored response
-		}
-		all = append(all, loaded{&e, fi.ModTime()})
-	}
-	slices.SortFunc(all, func(a, b loaded) int { return a.mod.Compare(b.mod) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, l := range all {
-		s.insert(l.e)
+	for i := len(all) - 1; i >= 0; i-- { // oldest first: the newest end up in front
+		s.insert(all[i])
 	}
 	return s, nil
+}
+
+// fileOverhead bounds what a file holds beyond its document (id, owner).
+const fileOverhead = 4 << 10
+
+// load reads the entries of o.Dir, newest first, while they fit the
+// limits: only regular files named after a valid id, each read no further
+// than the byte limit, each document validated. Entries beyond the limits
+// (the least recently used) are removed, as eviction would.
+func load(o Options) ([]*entry, error) {
+	ents, err := os.ReadDir(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("responses: %w", err)
+	}
+	type found struct {
+		name string
+		info fs.FileInfo
+	}
+	var files []found
+	refuse := func(name string, err error) {
+		o.Logger.Warn().Err(err).Str("file", filepath.Join(o.Dir, name)).Msg("responses: refusing a stored response")
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") || !ValidID(strings.TrimSuffix(name, ".json")) {
+			continue // not a stored response (temporary files start with '.')
+		}
+		info, err := safefile.Stat(o.Dir, name)
+		if err != nil {
+			refuse(name, err)
+			continue
+		}
+		files = append(files, found{name, info})
+	}
+	slices.SortFunc(files, func(a, b found) int { return b.info.ModTime().Compare(a.info.ModTime()) })
+	var out []*entry
+	var total int64
+	dropped := 0
+	for _, f := range files {
+		if len(out) >= o.MaxCount || total+f.info.Size()-fileOverhead > o.MaxBytes {
+			os.Remove(filepath.Join(o.Dir, f.name))
+			dropped++
+			continue
+		}
+		b, _, err := safefile.ReadFile(o.Dir, f.name, min(o.MaxBytes-total, o.MaxBytes)+fileOverhead)
+		if err != nil {
+			refuse(f.name, err)
+			continue
+		}
+		var e entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			refuse(f.name, err)
+			continue
+		}
+		switch {
+		case e.ID+".json" != f.name:
+			err = fmt.Errorf("it holds id %q", e.ID)
+		case int64(len(e.Data)) > o.MaxBytes-total:
+			err = errors.New("over max_bytes")
+		case o.Validate != nil:
+			err = o.Validate(e.ID, e.Data)
+		}
+		if err != nil {
+			refuse(f.name, err)
+			continue
+		}
+		total += int64(len(e.Data))
+		out = append(out, &e)
+	}
+	if dropped > 0 {
+		o.Logger.Info().Int("files", dropped).Str("dir", o.Dir).Msg("responses: dropped the least recently used stored responses beyond max_count/max_bytes")
+	}
+	return out, nil
 }
 
 // ValidID reports whether id can name an entry (letters, digits, '_', '-').

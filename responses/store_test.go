@@ -1,12 +1,16 @@
 package responses
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/costtest"
 )
 
 func TestStoreLimitsAndOwners(t *testing.T) {
@@ -145,5 +149,34 @@ func TestStoreConcurrent(t *testing.T) {
 	wg.Wait()
 	if n, _ := s.Len(); n > 8 {
 		t.Fatalf("%d entries over the limit", n)
+	}
+}
+
+// TestStoreLoadBounded: 40 MB of valid files with a 1 MiB limit (F8: 289 MB
+// read for a 1 MiB budget) allocate about the limit while loading, and the
+// newest are the ones kept.
+func TestStoreLoadBounded(t *testing.T) {
+	dir := t.TempDir()
+	doc := []byte(`"` + strings.Repeat("x", 1<<20-100) + `"`)
+	for i := range 40 {
+		e, _ := json.Marshal(entry{ID: fmt.Sprintf("resp_%02d", i), Owner: "o", Data: doc})
+		p := filepath.Join(dir, fmt.Sprintf("resp_%02d.json", i))
+		os.WriteFile(p, e, 0o600)
+		mt := time.Unix(1700000000+int64(i), 0)
+		os.Chtimes(p, mt, mt)
+	}
+	var s *Store
+	cost := costtest.Measure(func() {
+		var err error
+		if s, err = Open(Options{Dir: dir, MaxBytes: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	costtest.Within(t, "loading 40 MB with a 1 MiB limit", cost, time.Second, 8<<20)
+	if n, b := s.Len(); n != 1 || b > 1<<20 {
+		t.Fatalf("%d entries, %d bytes loaded", n, b)
+	}
+	if _, ok := s.Get("resp_39", "o"); !ok {
+		t.Error("the newest response was not the one kept")
 	}
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the openai Node SDK end-to-end tests (e2e/node) against bin/hexserve
+# Runs the Node end-to-end tests (e2e/node: the openai SDK, the ollama library and @anthropic-ai/sdk) against bin/hexserve
 # serving the tiny bundle with configs/dev.yaml on a free loopback port.
 # Builds nothing: `make test-node` builds bin/hexserve and build/models/tiny first.
 set -euo pipefail
@@ -9,7 +9,7 @@ BIN=bin/hexserve
 [[ -x $BIN ]] || { echo "test-node: $BIN is missing (run make build)" >&2; exit 1; }
 [[ -f build/models/tiny/v79/manifest.json ]] || { echo "test-node: build/models/tiny is missing (run make models)" >&2; exit 1; }
 command -v node >/dev/null || { echo "test-node: node is not installed" >&2; exit 1; }
-if [[ ! -d e2e/node/node_modules/openai ]]; then
+if [[ ! -d e2e/node/node_modules/openai || ! -d e2e/node/node_modules/ollama || ! -d e2e/node/node_modules/@anthropic-ai/sdk ]]; then
 	(cd e2e/node && npm ci --no-audit --no-fund)
 fi
 

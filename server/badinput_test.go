@@ -77,6 +77,8 @@ type rigOptions struct {
 	configure func(*httptest.Server)
 	// wrap, when set, wraps the fake model the engine runs.
 	wrap func(inference.Model) inference.Model
+	// model, when set, adjusts the served model (aliases) before it is set.
+	model func(*server.Model)
 }
 
 func newRig(t testing.TB, ro rigOptions) *rig {
@@ -102,8 +104,12 @@ func newRig(t testing.TB, ro rigOptions) *rig {
 	eng := inference.New(model, tok, ro.engine)
 	ro.opts.Logger = logger
 	s := server.New(ro.opts)
-	s.SetModel(&server.Model{ID: modelID, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
-		ContextLen: 512, Tokenizer: tok, Engine: eng, Health: eng.Healthy})
+	sm := &server.Model{ID: modelID, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),
+		ContextLen: 512, Tokenizer: tok, Engine: eng, Health: eng.Healthy}
+	if ro.model != nil {
+		ro.model(sm)
+	}
+	s.SetModel(sm)
 	hs := httptest.NewUnstartedServer(s)
 	if ro.configure != nil {
 		ro.configure(hs)
@@ -307,6 +313,11 @@ func TestBadInput(t *testing.T) {
 			status: 400, typ: inv, param: "messages[0].content", contains: []string{"UTF-8"}},
 		{name: "invalid UTF-8 in second message", path: chat, body: "{\"model\":\"" + modelID + "\",\"messages\":[{\"role\":\"system\",\"content\":\"ok\"},{\"role\":\"user\",\"content\":\"caf\xc3\"}]}",
 			status: 400, typ: inv, param: "messages[1].content", contains: []string{"UTF-8"}},
+		{name: "lone high surrogate escape", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":"a\ud800b"}],"max_tokens":2}`,
+			status: 400, typ: inv, param: "messages[0].content", contains: []string{"lone surrogate", `\ud800`}},
+		{name: "surrogate pair and escaped backslash are fine", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":"\ud83d\ude00 \\ud800"}],"max_tokens":2}`, status: 200},
+		{name: "lone low surrogate escape", path: compl, body: `{"model":"` + modelID + `","prompt":"\uDC00"}`, status: 400, typ: inv, param: "prompt", contains: []string{"lone surrogate"}},
+		{name: "reversed surrogate pair", path: compl, body: `{"model":"` + modelID + `","prompt":"\ude00\ud83d"}`, status: 400, typ: inv, param: "prompt"},
 		{name: "invalid UTF-8 in prompt", path: compl, body: "{\"model\":\"" + modelID + "\",\"prompt\":\"\xed\xa0\x80\"}", status: 400, typ: inv, param: "prompt"},
 		{name: "invalid UTF-8 in stop array", path: compl, body: complBody("\"stop\":[\"a\",\"\xff\"]"), status: 400, typ: inv, param: "stop[1]"},
 		{name: "invalid UTF-8 in tokenize", path: "/tokenize", body: "{\"content\":\"\x80\"}", status: 400, typ: inv, param: "content"},

@@ -72,6 +72,7 @@ func checkModel(m *Model, id string) error {
 func (s *Server) params(r *http.Request, m *Model) openai.Params {
 	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
 		Date: s.opts.DateString(), Context: r.Context(), Constrainer: s.constrainer(m),
+		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
 		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
@@ -79,29 +80,48 @@ func (s *Server) params(r *http.Request, m *Model) openai.Params {
 // the compile time.
 func (s *Server) constrainer(m *Model) openai.Constrainer {
 	c := openai.NewConstrainer(m.grammar)
-	return func(g *grammar.Grammar) func() inference.Constraint {
+	return func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint {
 		s.metrics.compile.Observe(g.CompileTime().Seconds())
-		return c(g)
+		s.metrics.compileSteps.Observe(float64(g.CompileSteps()))
+		return c(ctx, g)
 	}
 }
 
-// generate submits g and writes either the whole response (build) or an SSE
-// stream. Errors before the first byte go back to the handler; after it they
-// are an error frame. The request's context cancels generation when the
-// client goes away.
+// vocabBytes is the size of the loaded model's vocabulary index (0 until
+// a structured output built it).
+func (s *Server) vocabBytes() int64 {
+	if m := s.model.Load(); m != nil {
+		if v := m.grammarVocab.Load(); v != nil {
+			return v.Bytes()
+		}
+	}
+	return 0
+}
+
+// generate submits g and writes either the whole response (build) or an
+// OpenAI chunk stream.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *openai.Generation,
 	newStream func() *openai.Stream, build func(inference.Result) any) error {
+	return s.submit(w, r, m, &g.Request, g.Stream, func() eventStream { return chunkStream{newStream()} }, build)
+}
+
+// submit runs req on m's engine and writes either the whole response
+// (build) or, with stream, the SSE stream newStream makes. Errors before the
+// first byte go back to the handler; after it they are the stream's failure
+// event. The request's context cancels generation when the client goes away.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, m *Model, req *inference.Request, stream bool,
+	newStream func() eventStream, build func(inference.Result) any) error {
 	if m.Engine == nil {
 		return errLoading
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	g.Request.Owner = requestOwner(r.Context())
-	events, err := m.Engine.Submit(ctx, g.Request)
+	req.Owner = requestOwner(r.Context())
+	events, err := m.Engine.Submit(ctx, *req)
 	if err != nil {
 		return err
 	}
-	if !g.Stream {
+	if !stream {
 		res, err := inference.Collect(events)
 		if err != nil {
 			return err
@@ -110,7 +130,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, g *o
 		return nil
 	}
 
-	s.stream(r, newSSE(w, s.opts.StreamWriteTimeout), cancel, events, chunkStream{newStream()})
+	s.stream(r, newSSE(w, s.opts.StreamWriteTimeout), cancel, events, newStream())
 	return nil
 }
 
@@ -120,6 +140,12 @@ type eventStream interface {
 	event(*sseWriter, inference.Event)
 	fail(*sseWriter, *APIError) // generation failed after the stream started
 	finish(*sseWriter)
+}
+
+// pinger is an eventStream with a keep-alive event, sent when nothing else
+// was sent for Server.pingInterval (a long prompt being read).
+type pinger interface {
+	ping(*sseWriter)
 }
 
 // stream writes events to sse through es and reports whether generation
@@ -133,12 +159,30 @@ func (s *Server) stream(r *http.Request, sse *sseWriter, cancel context.CancelFu
 	}
 	es.start(sse)
 	check()
-	for ev := range events.Events() {
+	keepAlive := newIdleTimer(es, s.pingInterval())
+	defer keepAlive.stop()
+	ch := events.Events()
+	for {
+		var ev inference.Event
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				es.finish(sse)
+				s.endStream(r, sse.end, sse.timeout, sse.err)
+				return failed
+			}
+			ev = e
+		case <-keepAlive.c:
+			keepAlive.ping(sse)
+			check()
+			continue
+		}
 		es.event(sse, ev)
 		check()
+		keepAlive.reset()
 		if ev.Done && ev.Err != nil {
 			failed = true
-			api, unexpected := errorFor(ev.Err, promptParam(r))
+			api, unexpected := shapeOf(r).mapErr(ev.Err, promptParam(r))
 			log := zerolog.Ctx(r.Context())
 			if unexpected {
 				log.Error().Err(ev.Err).Str("path", r.URL.Path).Msg("stream failed")
@@ -148,9 +192,51 @@ func (s *Server) stream(r *http.Request, sse *sseWriter, cancel context.CancelFu
 			es.fail(sse, api)
 		}
 	}
-	es.finish(sse)
-	s.endStream(r, sse, sse.err)
-	return failed
+}
+
+// pingInterval is how long a pinger's stream may send nothing before a ping.
+func (s *Server) pingInterval() time.Duration {
+	if s.opts.PingInterval > 0 {
+		return s.opts.PingInterval
+	}
+	return defaultPingInterval
+}
+
+const defaultPingInterval = 10 * time.Second
+
+// idleTimer fires a pinger's keep-alive after every interval with nothing
+// sent; for other streams c is nil and never fires.
+type idleTimer struct {
+	p        pinger
+	t        *time.Timer
+	c        <-chan time.Time
+	interval time.Duration
+}
+
+func newIdleTimer(es eventStream, interval time.Duration) *idleTimer {
+	it := &idleTimer{interval: interval}
+	if p, ok := es.(pinger); ok {
+		it.p, it.t = p, time.NewTimer(interval)
+		it.c = it.t.C
+	}
+	return it
+}
+
+func (it *idleTimer) ping(sse *sseWriter) {
+	it.p.ping(sse)
+	it.t.Reset(it.interval)
+}
+
+func (it *idleTimer) reset() {
+	if it.t != nil {
+		it.t.Reset(it.interval)
+	}
+}
+
+func (it *idleTimer) stop() {
+	if it.t != nil {
+		it.t.Stop()
+	}
 }
 
 // chunkStream is the chat and completions stream: data-only chunks, an
@@ -172,14 +258,15 @@ func sendAll(sse *sseWriter, frames []any) {
 }
 
 // endStream finishes a stream after its last frame: it clears the write
-// deadline, or logs (and counts) why writing failed.
-func (s *Server) endStream(r *http.Request, sse *sseWriter, writeErr error) {
+// deadline (end) or logs (and counts) why writing failed (timeout is the
+// writer's write timeout).
+func (s *Server) endStream(r *http.Request, end func(), timeout time.Duration, writeErr error) {
 	switch {
 	case writeErr == nil:
-		sse.end()
+		end()
 	case errors.Is(writeErr, errStalled):
 		s.metrics.streamTimeouts.Inc()
-		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", sse.timeout).Msg("stream dropped: the client stopped reading")
+		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", timeout).Msg("stream dropped: the client stopped reading")
 	default:
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}

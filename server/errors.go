@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
@@ -123,30 +124,67 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 		Message: "The server had an error while processing your request."}, true
 }
 
-// writeError maps err and writes the OpenAI error response. Unexpected errors
-// are logged with their details; the client sees a generic message.
+// writeError maps err and writes the error response in the shape of r's
+// API. Unexpected errors are logged with their details; the client sees a
+// generic message.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	api, unexpected := errorFor(err, promptParam(r))
+	api, unexpected := shapeOf(r).mapErr(err, promptParam(r))
 	log := zerolog.Ctx(r.Context())
 	if unexpected {
 		log.Error().Err(err).Str("path", r.URL.Path).Msg("request failed")
 	} else {
 		log.Debug().Err(err).Int("status", api.Status).Msg("request error")
 	}
-	writeAPIError(w, api)
+	writeAPIError(w, r, api)
 }
 
-func writeAPIError(w http.ResponseWriter, api *APIError) {
+// writeAPIError writes api in the error shape of r's API.
+func writeAPIError(w http.ResponseWriter, r *http.Request, api *APIError) {
 	if api.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter))
 	}
-	writeJSON(w, api.Status, api.Body())
+	writeJSON(w, api.Status, shapeOf(r).body(api))
+}
+
+// errorShape is how one client API spells errors: mapErr maps an error to
+// its status and message (errorFor, adjusted to the API's conventions), and
+// body is the JSON body of the result.
+type errorShape struct {
+	mapErr func(err error, promptParam string) (*APIError, bool)
+	body   func(*APIError) any
+}
+
+var (
+	openAIErrors    = errorShape{mapErr: errorFor, body: (*APIError).Body}
+	ollamaErrors    = errorShape{mapErr: errorFor, body: ollamaError}
+	anthropicErrors = errorShape{mapErr: anthropicErrorFor, body: func(api *APIError) any { return anthropicBody(api) }}
+)
+
+// shapeOf is the error shape of r's API: Ollama's under /api/, Anthropic's
+// on its routes (/v1/messages…), OpenAI's everywhere else.
+func shapeOf(r *http.Request) errorShape {
+	switch p := r.URL.Path; {
+	case isOllamaPath(p):
+		return ollamaErrors
+	case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
+		return anthropicErrors
+	}
+	return openAIErrors
+}
+
+// paramMessage is api's message led by the offending field's path when the
+// message does not name it (the Ollama and Anthropic bodies have no param).
+func paramMessage(api *APIError) string {
+	if api.Param != "" && !strings.Contains(api.Message, api.Param) {
+		return api.Param + ": " + api.Message
+	}
+	return api.Message
 }
 
 // promptParam names the field holding the prompt of r's endpoint.
 func promptParam(r *http.Request) string {
 	switch r.URL.Path {
-	case "/v1/completions":
+	case "/v1/completions", "/api/generate":
 		return "prompt"
 	case "/v1/responses":
 		return "input"

@@ -12,9 +12,10 @@ import (
 )
 
 // checkDecoded refuses what encoding/json accepts silently in a body that
-// decoded into v: invalid UTF-8 inside a string (it would become U+FFFD, so
-// the user's text would change unseen) and JSON null where a value is
-// required (an array element or a map value, which would become 0 or "").
+// decoded into v: invalid UTF-8 inside a string, or an escaped lone
+// surrogate such as "\ud800" (either would become U+FFFD, so the user's
+// text would change unseen), and JSON null where a value is required (an
+// array element or a map value, which would become 0 or "").
 func checkDecoded(body []byte, v any) error {
 	if !utf8.Valid(body) {
 		off := firstInvalidUTF8(body)
@@ -22,6 +23,13 @@ func checkDecoded(body []byte, v any) error {
 			return invalid(p, "Invalid value for '%s': the string is not valid UTF-8 (byte offset %d).", p, off)
 		}
 		return invalid("", "The request body is not valid UTF-8 (byte offset %d).", off)
+	}
+	if off := loneSurrogate(body); off >= 0 {
+		esc := string(body[off : off+6])
+		if p := jsonPathAt(body, int64(off)+1); p != "" {
+			return invalid(p, "Invalid value for '%s': the string holds a lone surrogate %s (byte offset %d); escape a character outside the BMP as a surrogate pair.", p, esc, off)
+		}
+		return invalid("", "The request body holds a lone surrogate %s (byte offset %d).", esc, off)
 	}
 	if !bytes.Contains(body, []byte("null")) {
 		return nil // the common case: no walk
@@ -31,6 +39,53 @@ func checkDecoded(body []byte, v any) error {
 		return invalid(p, "Invalid value for '%s': expected %s, got null.", p, want)
 	}
 	return nil
+}
+
+// loneSurrogate returns the offset of the first \uXXXX escape inside a
+// JSON string that is a surrogate without its pair, -1 if none.
+func loneSurrogate(b []byte) int {
+	if !bytes.Contains(b, []byte(`\u`)) {
+		return -1
+	}
+	// hexAt is the code unit of a \uXXXX escape at i, -1 if there is none.
+	hexAt := func(i int) int {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return -1
+		}
+		v := 0
+		for _, c := range b[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				v = v<<4 | int(c-'0')
+			case c|0x20 >= 'a' && c|0x20 <= 'f':
+				v = v<<4 | int(c|0x20-'a'+10)
+			default:
+				return -1
+			}
+		}
+		return v
+	}
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			in = !in
+		case c == '\\' && in:
+			u := hexAt(i)
+			switch {
+			case u >= 0xd800 && u <= 0xdbff:
+				if l := hexAt(i + 6); l >= 0xdc00 && l <= 0xdfff {
+					i += 11 // the pair
+					continue
+				}
+				return i
+			case u >= 0xdc00 && u <= 0xdfff:
+				return i
+			}
+			i++ // the escaped character
+		}
+	}
+	return -1
 }
 
 func firstInvalidUTF8(b []byte) int {

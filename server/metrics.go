@@ -1,6 +1,9 @@
 package server
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/hexserve/hexserve/grammar"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the HTTP-level series; the engine registers its own on the
 // same registry.
@@ -11,9 +14,10 @@ type metrics struct {
 	// streamTimeouts counts streams dropped after Options.StreamWriteTimeout.
 	streamTimeouts prometheus.Counter
 	compile        prometheus.Histogram
+	compileSteps   prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func() int64) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_http_requests_total",
@@ -38,6 +42,51 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "hexserve_http_stream_write_timeouts_total",
 		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
 	})
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile)
+	m.compileSteps = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hexserve_schema_compile_steps",
+		Help:    "Structured outputs: the work of compiling a grammar, in the steps structured.compile_budget bounds.",
+		Buckets: prometheus.ExponentialBuckets(1e3, 4, 10), // 1e3 … 2.6e8
+	})
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps)
+	reg.MustRegister(cacheCollector{cache, vocabBytes})
 	return m
+}
+
+// cacheCollector reports the structured-output cache and the vocabulary
+// index at scrape time.
+type cacheCollector struct {
+	c          *grammar.Cache
+	vocabBytes func() int64
+}
+
+var (
+	cacheBytesDesc = prometheus.NewDesc("hexserve_structured_cache_bytes",
+		"Structured outputs: bytes held by kind (pattern: compiled patterns, mask: cached token masks, vocab: the model's vocabulary index); pattern+mask stay within structured.memory.",
+		[]string{"kind"}, nil)
+	cacheLimitDesc = prometheus.NewDesc("hexserve_structured_cache_limit_bytes",
+		"Structured outputs: the cache's byte budget (structured.memory).", nil, nil)
+	cacheEntriesDesc = prometheus.NewDesc("hexserve_structured_cache_entries",
+		"Structured outputs: compiled patterns and masks in the cache.", nil, nil)
+	cacheLookupsDesc = prometheus.NewDesc("hexserve_structured_cache_lookups_total",
+		"Structured outputs: cache lookups by result (hit, miss).", []string{"result"}, nil)
+	cacheEvictionsDesc = prometheus.NewDesc("hexserve_structured_cache_evictions_total",
+		"Structured outputs: entries evicted to stay within structured.memory.", nil, nil)
+)
+
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cacheBytesDesc, cacheLimitDesc, cacheEntriesDesc, cacheLookupsDesc, cacheEvictionsDesc} {
+		ch <- d
+	}
+}
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.c.Stats()
+	ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(st.PatternBytes), "pattern")
+	ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(st.MaskBytes), "mask")
+	ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(c.vocabBytes()), "vocab")
+	ch <- prometheus.MustNewConstMetric(cacheLimitDesc, prometheus.GaugeValue, float64(st.MaxBytes))
+	ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(st.Hits), "hit")
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(st.Misses), "miss")
+	ch <- prometheus.MustNewConstMetric(cacheEvictionsDesc, prometheus.CounterValue, float64(st.Evictions))
 }

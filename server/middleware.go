@@ -100,7 +100,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 			if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
 				return // the response has started; the client sees it cut short
 			}
-			writeAPIError(w, &APIError{Status: http.StatusInternalServerError, Type: TypeServer,
+			writeAPIError(w, r, &APIError{Status: http.StatusInternalServerError, Type: TypeServer,
 				Message: "The server had an error while processing your request."})
 		}()
 		next.ServeHTTP(w, r)
@@ -108,9 +108,10 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // corsHeaders are the request headers a preflight allows: what the
-// official OpenAI SDKs send from a browser, never whatever the preflight
-// asks for (a cookie, "*").
-const corsHeaders = "Accept, Authorization, Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
+// official OpenAI and Anthropic SDKs send from a browser, never whatever the
+// preflight asks for (a cookie, "*").
+const corsHeaders = "Accept, Anthropic-Beta, Anthropic-Dangerous-Direct-Browser-Access, Anthropic-Version, Authorization, " +
+	"Content-Type, Idempotency-Key, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, " +
 	"X-Api-Key, X-Request-Id, X-Stainless-Arch, X-Stainless-Async, X-Stainless-Custom-Poll-Interval, X-Stainless-Helper, " +
 	"X-Stainless-Helper-Method, X-Stainless-Lang, X-Stainless-OS, X-Stainless-Package-Version, X-Stainless-Poll-Helper, " +
 	"X-Stainless-Retry-Count, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Timeout"
@@ -165,14 +166,14 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		keys = append(keys, []byte(k))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) == 0 || r.URL.Path == "/health" || s.isWebUIPath(r.URL.Path) {
+		if len(keys) == 0 || s.isPublicPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		given := apiKey(r)
 		if given == "" {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
+			writeAPIError(w, r, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
 				Message: "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY) or in an x-api-key header."})
 			return
 		}
@@ -182,7 +183,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		if match != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeAPIError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
+			writeAPIError(w, r, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
 				Message: "Incorrect API key provided."})
 			return
 		}

@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"path"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -46,19 +48,22 @@ func (m *Model) object(id string) modelObject {
 	return modelObject{ID: id, Object: "model", Created: m.Created.Unix(), OwnedBy: "hexserve", MaxModelLen: m.ContextLen}
 }
 
-// Resolve maps a requested model id or alias to the served id. ok is false
-// for an unknown id.
+// Resolve maps a requested model id, alias, or name matching one of the
+// AliasGlobs to the served id. ok is false for an unknown id.
 func (m *Model) Resolve(id string) (string, bool) {
-	if id == m.ID {
+	if m.names(id) {
 		return m.ID, true
 	}
-	for _, a := range m.Aliases {
-		if id == a {
+	for pat, target := range m.AliasGlobs {
+		if ok, _ := path.Match(pat, id); ok && m.names(target) {
 			return m.ID, true
 		}
 	}
 	return "", false
 }
+
+// names reports whether id is the served id or one of its exact aliases.
+func (m *Model) names(id string) bool { return id == m.ID || slices.Contains(m.Aliases, id) }
 
 // ModelNotFound is the OpenAI error for an unknown model id.
 func ModelNotFound(id, param string) *APIError {

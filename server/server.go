@@ -1,7 +1,7 @@
 // Package server is hexserve's HTTP layer: the chi router, its middleware
 // (request id, access log, metrics, panic recovery, CORS, API keys, body
-// limit), the handlers, and the one mapping from errors to OpenAI error
-// responses.
+// limit), the handlers of the OpenAI and Ollama APIs, and the one mapping
+// from errors to statuses, written in the error shape of the request's API.
 package server
 
 import (
@@ -42,6 +42,9 @@ type Options struct {
 	// BodyTimeout bounds the time to read a request body, so a client that
 	// trickles one cannot hold a connection; <= 0 means 30 s.
 	BodyTimeout time.Duration
+	// PingInterval is how long an Anthropic stream may send nothing (a
+	// long prompt being read) before a ping event; <= 0 means 10 s.
+	PingInterval time.Duration
 	// StreamWriteTimeout drops a stream whose next frame cannot be written
 	// for this long (the client stopped reading) and cancels its
 	// generation; <= 0 means 30 s.
@@ -58,13 +61,25 @@ type Options struct {
 	// Responses keeps stored /v1/responses responses; nil: an in-memory
 	// store with the default limits.
 	Responses *responses.Store
+	// Version is hexserve's version (/api/version's "hexserve").
+	Version string
+	// Structured bounds compiling each structured-output grammar and each
+	// token's mask (config `structured`); zero fields take grammar's
+	// defaults.
+	Structured grammar.Limits
+	// StructuredCache is the byte budget of the cache of compiled patterns
+	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
+	StructuredCache int64
 }
 
 // Model is what the server needs from the loaded model. It is set once
 // loading finishes (SetModel); until then model routes answer 503.
 type Model struct {
-	ID         string   // served model id
-	Aliases    []string // other ids that resolve to ID
+	ID      string   // served model id
+	Aliases []string // other ids that resolve to ID
+	// AliasGlobs map path.Match patterns of requested names to ID or one
+	// of Aliases (config server.model_aliases); other targets never match.
+	AliasGlobs map[string]string
 	Created    time.Time
 	ContextLen int // tokens the KV cache holds (max_model_len)
 	Tokenizer  *tokenizer.Tokenizer
@@ -72,9 +87,22 @@ type Model struct {
 	Engine *inference.Engine
 	// Health reports a failed engine; nil means always healthy.
 	Health func() error
+	// Details describe the model's files (the Ollama listings show them).
+	Details ModelDetails
 
 	grammarOnce  sync.Once
-	grammarVocab *grammar.Vocab // built on the first structured output
+	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output
+}
+
+// ModelDetails describe the served model's files.
+type ModelDetails struct {
+	Format        string // "qhexrt" (a bundle) or "pte" (ExecuTorch)
+	Family        string // "llama"
+	ParameterSize string // "3.2B"; "" is unknown
+	Quantization  string // "W8A16"; "" is unknown
+	Size          int64  // bytes of the model's files
+	Digest        string // "sha256:…" of the files' identity
+	ModifiedAt    time.Time
 }
 
 // grammar returns the vocabulary index for structured outputs.
@@ -84,9 +112,9 @@ func (m *Model) grammar() *grammar.Vocab {
 		if m.Engine != nil {
 			eos = m.Engine.Info().EOS
 		}
-		m.grammarVocab = grammar.VocabOf(m.Tokenizer, eos)
+		m.grammarVocab.Store(grammar.VocabOf(m.Tokenizer, eos))
 	})
-	return m.grammarVocab
+	return m.grammarVocab.Load()
 }
 
 // Server routes HTTP requests. It is an http.Handler.
@@ -97,6 +125,8 @@ type Server struct {
 	metrics *metrics
 	router  *chi.Mux
 	model   atomic.Pointer[Model]
+	// grammars caches compiled patterns and masks for all requests.
+	grammars *grammar.Cache
 	// responses keeps stored /v1/responses responses.
 	responses *responses.Store
 }
@@ -115,7 +145,9 @@ func New(opts Options) *Server {
 	if opts.Responses == nil {
 		opts.Responses = defaultResponseStore()
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, metrics: newMetrics(opts.Registry), responses: opts.Responses}
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
+		grammars: grammar.NewCache(opts.StructuredCache)}
+	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
 	return s
 }
@@ -142,12 +174,15 @@ func (s *Server) routes() {
 	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
 	r.Post("/v1/completions", s.handle(s.completions))
 	r.Post("/v1/responses", s.handle(s.createResponse))
+	r.Post("/v1/messages", s.handle(s.messages))
+	r.Post("/v1/messages/count_tokens", s.handle(s.countTokens))
 	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
 	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
 	r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
 	r.Post("/tokenize", s.handle(s.tokenize))
 	r.Post("/detokenize", s.handle(s.detokenize))
 	r.Post("/apply-template", s.handle(s.applyTemplate))
+	s.ollamaRoutes(r)
 	s.webUIRoutes(r)
 	s.router = r
 }
@@ -170,7 +205,7 @@ func (s *Server) loaded() (*Model, error) {
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeAPIError(w, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
+	writeAPIError(w, r, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
 		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 }
 
@@ -184,7 +219,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	for _, m := range allow {
 		w.Header().Add("Allow", m)
 	}
-	writeAPIError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
+	writeAPIError(w, r, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
 		Message: fmt.Sprintf("Method %s is not allowed for %s; allowed: %v", r.Method, r.URL.Path, allow)})
 }
 
@@ -262,7 +297,9 @@ func jsonPathAt(data []byte, off int64) string {
 		wantKey bool
 	}
 	var stack []frame
-	path := func() string {
+	// The path is built once, when the value is found: one token costs
+	// O(1), so a deep body costs no more here than to parse.
+	path := func(stack []frame) string {
 		var b strings.Builder
 		for _, f := range stack {
 			if f.array {
@@ -303,7 +340,7 @@ func jsonPathAt(data []byte, off int64) string {
 				top.index++
 			}
 		}
-		here := path()
+		depth := len(stack) // the value's own path: stack[:depth]
 		switch tok {
 		case json.Delim('{'):
 			stack = append(stack, frame{wantKey: true})
@@ -313,7 +350,7 @@ func jsonPathAt(data []byte, off int64) string {
 			valueDone()
 		}
 		if dec.InputOffset() >= off {
-			return here
+			return path(stack[:depth])
 		}
 	}
 }

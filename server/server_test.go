@@ -375,6 +375,10 @@ func TestMetrics(t *testing.T) {
 		`hexserve_http_requests_in_flight 1`, // the /metrics request itself
 		`hexserve_http_requests_total{method="other",route="unmatched",status="405"} 1`,
 		`hexserve_http_requests_total{method="HEAD",route="/health",status="200"} 1`,
+		`hexserve_structured_cache_bytes{kind="pattern"} 0`,
+		`hexserve_structured_cache_bytes{kind="vocab"} 0`,
+		`hexserve_structured_cache_limit_bytes 6.7108864e+07`,
+		`hexserve_schema_compile_steps_count 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

@@ -77,18 +77,24 @@ func (s *sseWriter) write(b []byte) error {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
+	s.err = timedWrite(s.w, s.rc, s.timeout, b)
+	return s.err
+}
+
+// timedWrite writes b and flushes it within timeout; a write that cannot
+// finish in time is errStalled.
+func timedWrite(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration, b []byte) error {
 	// Without support (a test recorder) frames are written without a deadline.
 	start := time.Now()
-	_ = s.rc.SetWriteDeadline(start.Add(s.timeout))
-	_, err := s.w.Write(b)
+	_ = rc.SetWriteDeadline(start.Add(timeout))
+	_, err := w.Write(b)
 	if err == nil {
-		err = s.rc.Flush()
+		err = rc.Flush()
 	}
-	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= s.timeout) {
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= timeout) {
 		// HTTP/1 reports the deadline; HTTP/2 resets the stream instead.
 		err = fmt.Errorf("%w: %w", errStalled, err)
 	}
-	s.err = err
 	return err
 }
 

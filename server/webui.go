@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
@@ -8,24 +9,49 @@ import (
 	"github.com/hexserve/hexserve/webui"
 )
 
-// webUIRoutes serves the chat page at / and its assets under /ui/ when
-// Options.WebUI is on; off, both are unknown paths (404).
+// webUIRoutes serves / and, when Options.WebUI is on, the chat page's assets
+// under /ui/ (off, they are unknown paths: 404). / is negotiated: a browser
+// (Accept: text/html) gets the chat page when the web UI is on; everyone
+// else gets Ollama's "Ollama is running", which Ollama clients probe for
+// with GET or HEAD.
 func (s *Server) webUIRoutes(r chi.Router) {
-	if !s.opts.WebUI {
-		return
+	var ui *webui.UI
+	if s.opts.WebUI {
+		ui = webui.New()
+		r.Get(webui.Prefix+"*", func(w http.ResponseWriter, r *http.Request) {
+			if !ui.Asset(w, r) {
+				s.notFound(w, r)
+			}
+		})
 	}
-	ui := webui.New()
-	r.Get("/", ui.Index)
-	r.Get(webui.Prefix+"*", func(w http.ResponseWriter, r *http.Request) {
-		if !ui.Asset(w, r) {
-			s.notFound(w, r)
+	root := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Vary", "Accept")
+		if ui != nil && wantsHTML(r) {
+			ui.Index(w, r)
+			return
 		}
-	})
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "Ollama is running") // HEAD: net/http drops the body
+	}
+	r.Get("/", root)
+	r.Head("/", root)
 }
 
-// isWebUIPath reports whether p is the page or one of its assets, which are
-// public like /health: the page holds no data and asks for the API key
-// itself.
-func (s *Server) isWebUIPath(p string) bool {
-	return s.opts.WebUI && (p == "/" || strings.HasPrefix(p, webui.Prefix))
+// wantsHTML reports whether r's Accept header asks for HTML (a browser).
+func wantsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(mt, "text/html") || strings.EqualFold(mt, "application/xhtml+xml") {
+			return true
+		}
+	}
+	return false
+}
+
+// isPublicPath reports whether p needs no API key, like /health: / (the
+// page and the Ollama probe hold no data; the page asks for the key itself)
+// and the page's assets.
+func (s *Server) isPublicPath(p string) bool {
+	return p == "/health" || p == "/" || s.opts.WebUI && strings.HasPrefix(p, webui.Prefix)
 }

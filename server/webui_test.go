@@ -17,24 +17,27 @@ func TestWebUI(t *testing.T) {
 		models int // status of GET /v1/models with the same headers
 	}{
 		{"on", Options{WebUI: true}, nil, 200, 200},
-		{"off is an unknown path", Options{}, nil, 404, 200},
+		{"off: / is Ollama's probe", Options{}, nil, 200, 200},
 		{"on with keys: the page is public, the API is not", Options{WebUI: true, APIKeys: []string{"sk-1"}}, nil, 200, 401},
-		{"off with keys", Options{APIKeys: []string{"sk-1"}}, []string{"Authorization", "Bearer sk-1"}, 404, 200},
+		{"off with keys", Options{APIKeys: []string{"sk-1"}}, []string{"Authorization", "Bearer sk-1"}, 200, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newTest(t, tt.opts)
-			rec := do(s, "GET", "/", "", tt.hdr...)
+			rec := do(s, "GET", "/", "", append([]string{"Accept", "text/html"}, tt.hdr...)...)
 			if rec.Code != tt.page {
 				t.Fatalf("GET /: %d %s", rec.Code, rec.Body)
 			}
-			if tt.page == 404 && apiErr(t, rec).Message != "Invalid URL (GET /)" {
-				t.Errorf("404 body: %s", rec.Body)
+			if !tt.opts.WebUI && rec.Body.String() != "Ollama is running" {
+				t.Errorf("web UI off, GET / from a browser: %s", rec.Body)
 			}
 			if rec := do(s, "GET", "/v1/models", "", tt.hdr...); rec.Code != tt.models {
 				t.Errorf("GET /v1/models: %d %s", rec.Code, rec.Body)
 			}
-			if tt.page != 200 {
+			if !tt.opts.WebUI {
+				if rec := do(s, "GET", "/ui/x/app.js", ""); rec.Code != 404 && rec.Code != 401 {
+					t.Errorf("web UI off, an asset path: %d", rec.Code)
+				}
 				return
 			}
 			// Every asset the page names is served, public, with the CSP.

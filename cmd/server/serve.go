@@ -20,8 +20,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -124,7 +126,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
-		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir})
+		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -142,6 +144,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		MaxTokens: cfg.Sampling.MaxTokens,
 		WebUI:     cfg.Server.WebUIOn(),
 		Responses: store,
+		Version:   version,
+		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
+			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
+		StructuredCache: int64(cfg.Structured.Memory),
 	})
 	hs := &http.Server{
 		Handler:           srv,
@@ -200,6 +206,15 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			return
 		}
 		info := model.Info()
+		id := cfg.Model.ID
+		if id == "" {
+			id = config.ModelID(info.Name)
+		}
+		if err := cfg.Server.CheckModelAliases(id, cfg.Model.Aliases); err != nil {
+			model.Close()
+			loaded <- loadResult{err: err}
+			return
+		}
 		store, err := openKVStore(cfg.Engine.KVCache, model, log)
 		if err != nil {
 			model.Close()
@@ -214,12 +229,12 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 			ecfg.KVStore = store
 		}
 		engine := inference.New(model, tok, ecfg)
-		id := cfg.Model.ID
-		if id == "" {
-			id = config.ModelID(info.Name)
+		details, err := modelDetails(cfg.Model.Location(), info.Name)
+		if err != nil {
+			log.Warn().Err(err).Msg("model details for the Ollama listings")
 		}
-		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, Created: time.Now(), ContextLen: info.ContextLen,
-			Tokenizer: tok, Engine: engine, Health: engine.Healthy})
+		srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
+			ContextLen: info.ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
 		log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
 		loaded <- loadResult{model: model, engine: engine, store: store}
 	}()

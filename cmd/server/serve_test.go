@@ -141,9 +141,16 @@ func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	return tok
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t *testing.T, url string, hdr ...string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +199,11 @@ func TestServeLifecycle(t *testing.T) {
 	if code, body := get(t, base+"/v1/models"); code != 200 || !strings.Contains(body, `"id":"tiny-llama-test"`) {
 		t.Fatalf("models: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/"); code != 200 || !strings.HasPrefix(body, "<!doctype html>") {
+	if code, body := get(t, base+"/", "Accept", "text/html"); code != 200 || !strings.HasPrefix(body, "<!doctype html>") {
 		t.Fatalf("chat page on loopback (server.web_ui unset): %d %.80s", code, body)
+	}
+	if code, body := get(t, base+"/"); code != 200 || body != "Ollama is running" {
+		t.Fatalf("/ for a client that is not a browser: %d %.80s", code, body)
 	}
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "hexserve_http_requests_total") {
 		t.Fatalf("metrics: %d", code)

@@ -5,16 +5,11 @@
 // scripted tokens) and an API key.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import OpenAI from 'openai';
+import { eot, startScripted, tokenize } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const client = new OpenAI({ baseURL: url + '/v1', apiKey: process.env.HEXSERVE_API_KEY || 'unused', maxRetries: 0 });
-const root = resolve(import.meta.dirname, '..', '..');
 let model;
 
 before(async () => {
@@ -116,55 +111,16 @@ test('responses errors are typed: 400 and 404', async () => {
 const answer = 'It is sunny in Paris.';
 const key = 'sk-node-responses';
 let scripted;
-let dir;
 
-async function freePort() {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
+async function startScriptedServer() {
+  const ids = [...(await tokenize(url, '{"name": "get_weather", "parameters": {"city": "Paris"}}')), eot, ...(await tokenize(url, answer)), eot];
+  return startScripted(ids, key);
 }
 
-async function startScripted() {
-  const tokenize = async (content) => {
-    const r = await fetch(url + '/tokenize', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (process.env.HEXSERVE_API_KEY || 'unused') },
-      body: JSON.stringify({ content, add_special_tokens: false }),
-    });
-    assert.equal(r.status, 200);
-    return (await r.json()).tokens;
-  };
-  const eot = 128009;
-  const ids = [...(await tokenize('{"name": "get_weather", "parameters": {"city": "Paris"}}')), eot, ...(await tokenize(answer)), eot];
-  dir = mkdtempSync(join(tmpdir(), 'hexserve-node-'));
-  writeFileSync(join(dir, 'script.txt'), ids.join(' ') + '\n');
-  const port = await freePort();
-  const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', 'configs/dev.yaml', '--addr', `127.0.0.1:${port}`], {
-    cwd: root,
-    env: { ...process.env, HOSTSIM_SCRIPT: join(dir, 'script.txt'), HEXSERVE_API_KEYS: key },
-    stdio: 'ignore',
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    try {
-      if ((await fetch(base + '/health')).status === 200) return { proc, base };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill();
-  throw new Error('the scripted hexserve was not healthy within 60s');
-}
-
-after(() => {
-  scripted?.proc.kill();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => scripted?.stop());
 
 test('function_call → function_call_output → final text, and 401', async () => {
-  scripted = await startScripted();
+  scripted = await startScriptedServer();
   const c = new OpenAI({ baseURL: scripted.base + '/v1', apiKey: key, maxRetries: 0 });
   const tools = [{
     type: 'function', name: 'get_weather', description: 'Get the current weather in a city', strict: true,

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/safefile"
 )
 
 // File format (little endian):
@@ -81,6 +82,10 @@ func openDisk(dir string, budget int64, layout inference.KVLayout, log zerolog.L
 		if e.IsDir() || !strings.HasSuffix(e.Name(), suffix) {
 			continue
 		}
+		if _, err := safefile.Stat(dir, e.Name()); err != nil { // not ours: left alone
+			log.Warn().Err(err).Str("file", e.Name()).Msg("kvstore: refusing a file in the directory")
+			continue
+		}
 		f, err := d.index(e.Name())
 		if err != nil {
 			log.Warn().Err(err).Str("file", e.Name()).Msg("kvstore: dropping a saved entry")
@@ -107,16 +112,12 @@ func openDisk(dir string, budget int64, layout inference.KVLayout, log zerolog.L
 
 // index reads a file's header and checks it against the layout and its name.
 func (d *disk) index(name string) (*diskFile, error) {
-	fh, err := os.Open(filepath.Join(d.dir, name))
+	fh, info, err := safefile.Open(d.dir, name, d.budget)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	h, err := readHeader(fh)
+	h, err := readHeader(fh, info.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +138,8 @@ func (d *disk) index(name string) (*diskFile, error) {
 	return &diskFile{name: name, owner: h.Owner, tag: h.Tag, toks: h.Tokens, size: info.Size()}, nil
 }
 
-func readHeader(r io.Reader) (header, error) {
+// readHeader reads the header of a file of size bytes.
+func readHeader(r io.Reader, size int64) (header, error) {
 	var h header
 	var pre [len(magic) + 4]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
@@ -147,7 +149,7 @@ func readHeader(r io.Reader) (header, error) {
 		return h, errors.New("not a KV snapshot (bad magic)")
 	}
 	n := binary.LittleEndian.Uint32(pre[len(magic):])
-	if n > 64<<20 {
+	if n > 64<<20 || int64(n) > size-int64(len(pre)) {
 		return h, fmt.Errorf("header of %d bytes", n)
 	}
 	buf := make([]byte, n)
@@ -190,7 +192,7 @@ func (d *disk) best(owner string, seq []int32) (*diskFile, int) {
 func (d *disk) read(f *diskFile) ([]int32, []byte, error) {
 	d.drop(f)
 	path := filepath.Join(d.dir, f.name)
-	data, err := os.ReadFile(path)
+	data, _, err := safefile.ReadFile(d.dir, f.name, f.size)
 	os.Remove(path)
 	if err != nil {
 		return nil, nil, err
@@ -203,7 +205,7 @@ func (d *disk) read(f *diskFile) ([]int32, []byte, error) {
 		return nil, nil, errors.New("checksum mismatch (corrupted file)")
 	}
 	r := bytes.NewReader(body)
-	h, err := readHeader(r)
+	h, err := readHeader(r, int64(len(body)))
 	if err != nil {
 		return nil, nil, err
 	}

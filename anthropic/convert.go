@@ -1,0 +1,507 @@
+package anthropic
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// Generation is a validated Messages request: the engine request plus what
+// building the response needs.
+type Generation struct {
+	Request inference.Request
+	Stream  bool
+	// Model is the requested name, echoed in the response.
+	Model string
+	// Tools are the callable tool names; nil: the output is never parsed
+	// as tool calls (no tools, or tool_choice "none").
+	Tools []string
+	// Single keeps at most one tool_use (disable_parallel_tool_use).
+	Single bool
+}
+
+// BillingHeaderPrefix starts the system block Claude Code sends first. It
+// carries no instruction, and some versions change it per request, which
+// would defeat the prefix cache, so it is dropped (as llama.cpp does).
+const BillingHeaderPrefix = "x-anthropic-billing-header:"
+
+// FromMessagesRequest validates r and renders its conversation with the
+// chat template into g.Request.Prompt. p is the same as for chat completions.
+func FromMessagesRequest(r *MessagesRequest, p openai.Params) (*Generation, error) {
+	if r.MaxTokens == nil {
+		return nil, invalid("max_tokens", "Field required")
+	}
+	if *r.MaxTokens < 1 {
+		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	}
+	g, err := convert(r, p)
+	if err != nil {
+		return nil, err
+	}
+	g.Request.MaxTokens = *r.MaxTokens
+	g.Stream = r.Stream
+	return g, nil
+}
+
+// CountTokens is the number of prompt tokens /v1/messages would feed the
+// model for r (max_tokens and the sampling fields are not needed).
+func CountTokens(r *MessagesRequest, p openai.Params) (int, error) {
+	g, err := convert(r, p)
+	if err != nil {
+		return 0, err
+	}
+	return len(g.Request.Prompt), nil
+}
+
+func convert(r *MessagesRequest, p openai.Params) (*Generation, error) {
+	g := &Generation{Model: r.Model}
+	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
+		return nil, invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
+	}
+	if err := sampling(r, p, g); err != nil {
+		return nil, err
+	}
+	if r.Thinking != nil && r.Thinking.Type == "" {
+		return nil, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+	}
+	tools, names, err := toolDefs(r.Tools)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := toolChoice(r.ToolChoice, names)
+	if err != nil {
+		return nil, err
+	}
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	if mode != "none" && len(tools) > 0 {
+		opt.Tools = tools
+		g.Tools = names
+	}
+	g.Single = r.ToolChoice != nil && r.ToolChoice.DisableParallelToolUse != nil && *r.ToolChoice.DisableParallelToolUse
+	if err := constrain(r, mode, names, g, p); err != nil {
+		return nil, err
+	}
+	msgs, prefill, err := chatMessages(r.System, r.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, prefill, opt); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// sampling validates the sampling fields (Anthropic's ranges) over the
+// server's defaults, the stop sequences and the cache hint.
+func sampling(r *MessagesRequest, p openai.Params, g *Generation) error {
+	s := p.Defaults
+	s.LogitBias = nil
+	if v := r.Temperature; v != nil {
+		if math.IsNaN(*v) || *v < 0 || *v > 1 {
+			return invalid("temperature", "temperature must be in [0, 1], got %g", *v)
+		}
+		s.Temperature = float32(*v)
+	}
+	if v := r.TopP; v != nil {
+		if math.IsNaN(*v) || *v <= 0 || *v > 1 {
+			return invalid("top_p", "top_p must be in (0, 1], got %g", *v)
+		}
+		s.TopP = float32(*v)
+	}
+	if v := r.TopK; v != nil {
+		if *v < 0 {
+			return invalid("top_k", "top_k must be >= 0 (0: off), got %d", *v)
+		}
+		s.TopK = *v
+	}
+	g.Request.Sampling, g.Request.N = s, 1
+	if len(r.StopSequences) > inference.MaxStops {
+		return invalid("stop_sequences", "at most %d stop sequences are allowed, got %d", inference.MaxStops, len(r.StopSequences))
+	}
+	for i, st := range r.StopSequences {
+		if st == "" {
+			return invalid(fmt.Sprintf("stop_sequences[%d]", i), "stop sequences must not be empty")
+		}
+	}
+	g.Request.Stop = r.StopSequences
+	if r.Metadata != nil && r.Metadata.UserID != nil {
+		g.Request.CacheKey = cacheKey(*r.Metadata.UserID)
+	}
+	return nil
+}
+
+// cacheKey is the KV store's hint from metadata.user_id; a long one is kept
+// as its hash (as openai's prompt_cache_key).
+func cacheKey(k string) string {
+	if len(k) > 64 {
+		sum := sha256.Sum256([]byte(k))
+		k = "sha256:" + hex.EncodeToString(sum[:16])
+	}
+	return k
+}
+
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+// toolDefs checks the tool definitions and converts them to the chat
+// template's tool objects ({"type":"function","function":{name,
+// description, parameters}}).
+func toolDefs(tools []Tool) ([]json.RawMessage, []string, error) {
+	out := make([]json.RawMessage, 0, len(tools))
+	names := make([]string, 0, len(tools))
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "" && t.Type != "custom":
+			return nil, nil, invalid(p+".type", "tool type %q is not supported: it is a tool Anthropic's service runs or defines; "+
+				"this server runs only custom tools (name, description, input_schema)", t.Type)
+		case !toolName.MatchString(t.Name):
+			return nil, nil, invalid(p+".name", "tool name %q must be 1 to 128 characters of a-z, A-Z, 0-9, _ and -", t.Name)
+		case seen[t.Name]:
+			return nil, nil, invalid(p+".name", "tool names must be unique; %q is given twice", t.Name)
+		}
+		schema := bytes.TrimSpace(t.InputSchema)
+		if len(schema) == 0 || schema[0] != '{' {
+			return nil, nil, invalid(p+".input_schema", "input_schema is required and must be a JSON Schema object")
+		}
+		seen[t.Name] = true
+		name, _ := json.Marshal(t.Name)
+		var b bytes.Buffer
+		b.WriteString(`{"type":"function","function":{"name":`)
+		b.Write(name)
+		if t.Description != nil {
+			d, _ := json.Marshal(*t.Description)
+			b.WriteString(`,"description":`)
+			b.Write(d)
+		}
+		b.WriteString(`,"parameters":`)
+		b.Write(schema)
+		b.WriteString("}}")
+		out = append(out, json.RawMessage(b.Bytes()))
+		names = append(names, t.Name)
+	}
+	return out, names, nil
+}
+
+// toolChoice checks tool_choice against the tools and returns its type.
+func toolChoice(tc *ToolChoice, names []string) (string, error) {
+	if tc == nil {
+		return "auto", nil
+	}
+	switch tc.Type {
+	case "auto", "none":
+		return tc.Type, nil
+	case "any":
+		if len(names) == 0 {
+			return "", invalid("tool_choice", "tool_choice \"any\" needs at least one tool in tools")
+		}
+	case "tool":
+		if tc.Name == "" {
+			return "", invalid("tool_choice.name", "tool_choice.name is required when tool_choice.type is \"tool\"")
+		}
+		found := false
+		for _, n := range names {
+			found = found || n == tc.Name
+		}
+		if !found {
+			return "", invalid("tool_choice.name", "tool_choice names tool %q, which is not in tools", tc.Name)
+		}
+	case "":
+		return "", invalid("tool_choice.type", "tool_choice.type is required (auto, any, tool or none)")
+	default:
+		return "", invalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", tc.Type)
+	}
+	return tc.Type, nil
+}
+
+// constrain sets the constrained decoder for a forced tool call (tool_choice
+// any or tool) or JSON outputs (output_config.format).
+func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p openai.Params) error {
+	var gr *grammar.Grammar
+	var err error
+	if f := r.OutputConfig; f != nil && f.Format != nil {
+		if f.Format.Type != "json_schema" {
+			return invalid("output_config.format.type", "output_config.format.type must be \"json_schema\", got %q", f.Format.Type)
+		}
+		if mode == "any" || mode == "tool" {
+			return invalid("output_config.format", "output_config.format cannot be combined with tool_choice %q", mode)
+		}
+		schema := f.Format.Schema
+		if isNull(schema) {
+			schema = []byte(`{}`)
+		}
+		if gr, err = grammar.Compile(schema, p.GrammarOptions()); err != nil {
+			return openai.SchemaError("output_config.format.schema", err)
+		}
+	}
+	if mode == "any" || mode == "tool" {
+		var ts []grammar.Tool
+		var idx []int
+		for i, t := range r.Tools {
+			if mode == "tool" && t.Name != r.ToolChoice.Name {
+				continue
+			}
+			ts = append(ts, grammar.Tool{Name: names[i], Parameters: bytes.Clone(t.InputSchema), Strict: t.Strict != nil && *t.Strict})
+			idx = append(idx, i)
+		}
+		gr, err = grammar.Tools(ts, !g.Single, p.GrammarOptions())
+		if te, ok := err.(*grammar.ToolError); ok {
+			return openai.SchemaError(fmt.Sprintf("tools[%d].input_schema", idx[te.Index]), te.Err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if gr == nil {
+		return nil
+	}
+	if p.Constrainer == nil {
+		return invalid("tool_choice", "forced tool use and JSON outputs are not available on this server")
+	}
+	g.Request.Constrain = p.Constrainer(p.Context, gr)
+	return nil
+}
+
+// chatMessages converts system and the turns to chat messages. A final
+// assistant turn of text is the prefill the reply continues: it is returned
+// apart, its trailing whitespace trimmed.
+func chatMessages(system *Content, turns []MessageParam) ([]chat.Message, string, error) {
+	if len(turns) == 0 {
+		return nil, "", invalid("messages", "messages must contain at least one message")
+	}
+	var out []chat.Message
+	if system.set() {
+		text, err := systemText(system)
+		if err != nil {
+			return nil, "", err
+		}
+		if text != "" {
+			out = append(out, chat.Message{Role: "system", Content: text})
+		}
+	}
+	prefill := ""
+	for i, m := range turns {
+		p := fmt.Sprintf("messages[%d]", i)
+		if !m.Content.set() {
+			return nil, "", invalid(p+".content", "content is required: a string or an array of content blocks")
+		}
+		if m.Content.Text != nil {
+			m.Content.Blocks = []Block{{Type: "text", Text: m.Content.Text}}
+		}
+		var msgs []chat.Message
+		var err error
+		switch m.Role {
+		case "user":
+			msgs, err = userMessages(m.Content.Blocks, p)
+		case "assistant":
+			msgs, err = assistantMessages(m.Content.Blocks, p)
+			if i == len(turns)-1 && len(msgs) == 1 && len(msgs[0].ToolCalls) == 0 {
+				prefill, msgs = strings.TrimRightFunc(msgs[0].Content, isSpace), nil
+			}
+		case "system":
+			var text string
+			text, err = systemText(&m.Content)
+			msgs = []chat.Message{{Role: "system", Content: text}}
+		case "":
+			return nil, "", invalid(p+".role", "role is required (user or assistant)")
+		default:
+			return nil, "", invalid(p+".role", "invalid role %q (want user or assistant; the system prompt is the top-level system field)", m.Role)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, msgs...)
+	}
+	return out, prefill, nil
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// systemText joins the text of a system prompt (a string or text blocks)
+// with blank lines, leaving out Claude Code's billing header.
+func systemText(c *Content) (string, error) {
+	if c.Text != nil {
+		return *c.Text, nil
+	}
+	texts := make([]string, 0, len(c.Blocks))
+	for j, b := range c.Blocks {
+		if b.Type != "text" || b.Text == nil {
+			return "", invalid(fmt.Sprintf("system[%d]", j), "system blocks must be text blocks ({\"type\": \"text\", \"text\": ...})")
+		}
+		if strings.HasPrefix(*b.Text, BillingHeaderPrefix) {
+			continue
+		}
+		texts = append(texts, *b.Text)
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// userMessages converts a user turn: text blocks become a user message,
+// each tool_result a tool message, in their order.
+func userMessages(blocks []Block, p string) ([]chat.Message, error) {
+	var out []chat.Message
+	var texts []string
+	flush := func() {
+		if texts != nil {
+			out = append(out, chat.Message{Role: "user", Content: strings.Join(texts, "\n")})
+			texts = nil
+		}
+	}
+	for j, b := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", p, j)
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return nil, invalid(bp+".text", "a text block needs text")
+			}
+			texts = append(texts, *b.Text)
+		case "tool_result":
+			if b.ToolUseID == "" {
+				return nil, invalid(bp+".tool_use_id", "a tool_result block needs tool_use_id")
+			}
+			text, err := resultText(b.Content, bp+".content")
+			if err != nil {
+				return nil, err
+			}
+			if b.IsError != nil && *b.IsError {
+				text = "Error: " + text
+			}
+			flush()
+			out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: b.ToolUseID})
+		case "thinking", "redacted_thinking":
+		case "tool_use":
+			return nil, invalid(bp+".type", "tool_use blocks belong in assistant messages")
+		default:
+			return nil, blockError(b.Type, bp+".type")
+		}
+	}
+	flush()
+	return out, nil
+}
+
+// assistantMessages converts an assistant turn: its text as one message,
+// then each tool_use as a message with one call (the Llama-3.2 template
+// renders one call per message). thinking blocks are dropped.
+func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
+	var texts []string
+	var calls []chat.Message
+	for j, b := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", p, j)
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return nil, invalid(bp+".text", "a text block needs text")
+			}
+			texts = append(texts, *b.Text)
+		case "tool_use":
+			switch {
+			case b.Name == "":
+				return nil, invalid(bp+".name", "a tool_use block needs name")
+			case b.ID == "":
+				return nil, invalid(bp+".id", "a tool_use block needs id")
+			}
+			input := bytes.TrimSpace(b.Input)
+			if isNull(input) {
+				input = []byte("{}")
+			}
+			if input[0] != '{' {
+				return nil, invalid(bp+".input", "tool_use input must be an object")
+			}
+			calls = append(calls, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: b.ID, Name: b.Name, Arguments: input}}})
+		case "thinking", "redacted_thinking":
+		case "tool_result":
+			return nil, invalid(bp+".type", "tool_result blocks belong in user messages")
+		default:
+			return nil, blockError(b.Type, bp+".type")
+		}
+	}
+	var out []chat.Message
+	if texts != nil {
+		out = append(out, chat.Message{Role: "assistant", Content: strings.Join(texts, "\n")})
+	}
+	return append(out, calls...), nil
+}
+
+// resultText reads a tool_result's content: absent, a string or text blocks.
+func resultText(c *Content, p string) (string, error) {
+	switch {
+	case !c.set():
+		return "", nil
+	case c.Text != nil:
+		return *c.Text, nil
+	}
+	texts := make([]string, 0, len(c.Blocks))
+	for j, b := range c.Blocks {
+		bp := fmt.Sprintf("%s[%d]", p, j)
+		if b.Type != "text" {
+			return "", blockError(b.Type, bp+".type")
+		}
+		if b.Text == nil {
+			return "", invalid(bp+".text", "a text block needs text")
+		}
+		texts = append(texts, *b.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// blockError refuses a content block this server cannot render.
+func blockError(typ, p string) error {
+	switch typ {
+	case "image":
+		return invalid(p, "image content blocks are not supported: this model reads text only")
+	case "document":
+		return invalid(p, "document content blocks are not supported: this model reads text only")
+	case "":
+		return invalid(p, "content block has no type")
+	}
+	if strings.HasPrefix(typ, "server_tool_use") || strings.HasSuffix(typ, "_tool_result") {
+		return invalid(p, "%s blocks belong to tools Anthropic's service runs, which this server does not", typ)
+	}
+	return invalid(p, "content block type %q is not supported (text, tool_use, tool_result, thinking)", typ)
+}
+
+// encode renders msgs with the chat template and tokenizes them segment by
+// segment, so special-token text inside content stays plain text; prefill
+// follows the generation prompt as plain text.
+func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, prefill string, opt chat.Options) ([]int32, error) {
+	if len(msgs) == 0 {
+		return nil, invalid("messages", "messages must contain a user message")
+	}
+	if opt.MaxBytes > 0 {
+		if opt.MaxBytes -= len(prefill); opt.MaxBytes <= 0 {
+			return nil, &chat.LengthError{MaxBytes: opt.MaxBytes + len(prefill)}
+		}
+	}
+	segs, err := chat.RenderSegments(msgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	tsegs := make([]tokenizer.Segment, len(segs), len(segs)+1)
+	for i, s := range segs {
+		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	if prefill != "" {
+		tsegs = append(tsegs, tokenizer.Segment{Text: prefill})
+	}
+	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func invalid(param, format string, args ...any) error {
+	return &inference.InvalidRequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}

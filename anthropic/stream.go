@@ -1,0 +1,155 @@
+package anthropic
+
+import (
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Event is one streamed event; Type is also the SSE event name. Which
+// fields are set depends on the type, as in Anthropic's API.
+type Event struct {
+	Type         string        `json:"type"`
+	Message      *Message      `json:"message,omitempty"`       // message_start
+	Index        *int          `json:"index,omitempty"`         // content_block_*
+	ContentBlock *ContentBlock `json:"content_block,omitempty"` // content_block_start
+	// Delta is a *BlockDelta (content_block_delta) or a *MessageDelta
+	// (message_delta).
+	Delta any          `json:"delta,omitempty"`
+	Usage *Usage       `json:"usage,omitempty"` // message_delta: the whole message's counts
+	Error *ErrorDetail `json:"error,omitempty"` // error
+}
+
+// BlockDelta is a content_block_delta's delta: text_delta or input_json_delta.
+type BlockDelta struct {
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	PartialJSON *string `json:"partial_json,omitempty"`
+}
+
+// MessageDelta is a message_delta's delta.
+type MessageDelta struct {
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+}
+
+// Stream turns one request's engine events into Anthropic's events:
+// message_start and ping; per content block content_block_start,
+// content_block_delta…, content_block_stop; then message_delta (stop
+// reason and usage) and message_stop. While tools are offered, text is held
+// back until it cannot be a tool call; calls come as tool_use blocks with
+// their input in one input_json_delta. Not safe for concurrent use.
+type Stream struct {
+	g      *Generation
+	id     string
+	det    chat.ToolCallDetector
+	detect bool
+	index  int  // the next block's index
+	open   bool // a text block is open
+	finish inference.FinishReason
+	stop   string
+	calls  bool // tool_use blocks were sent
+}
+
+// NewStream streams g's reply as message id.
+func NewStream(g *Generation, id string) *Stream {
+	return &Stream{g: g, id: id, detect: g.Tools != nil}
+}
+
+// Start returns message_start (usage: the whole prompt as input; the final
+// split into input and cache reads comes with message_delta) and a ping.
+func (s *Stream) Start() []Event {
+	m := &Message{ID: s.id, Type: "message", Role: "assistant", Model: s.g.Model, Content: []ContentBlock{},
+		Usage: Usage{InputTokens: len(s.g.Request.Prompt)}}
+	return []Event{{Type: "message_start", Message: m}, Ping()}
+}
+
+// Ping is the keep-alive event, sent while nothing else is (a long prompt
+// being read).
+func Ping() Event { return Event{Type: "ping"} }
+
+// Fail is the event of a failure after the stream began.
+func Fail(d ErrorDetail) Event { return Event{Type: "error", Error: &d} }
+
+// Event returns the events ev releases. A Done event with Err set releases
+// nothing: the caller sends Fail.
+func (s *Stream) Event(ev inference.Event) []Event {
+	if ev.Done {
+		if ev.Err != nil {
+			return nil
+		}
+		out := s.closeText(nil)
+		reason, seq := stopReason(s.finish, s.stop, s.calls)
+		u := toUsage(ev.Usage)
+		return append(out, Event{Type: "message_delta", Delta: &MessageDelta{StopReason: reason, StopSequence: seq}, Usage: &u},
+			Event{Type: "message_stop"})
+	}
+	if ev.Choice != 0 {
+		return nil
+	}
+	var out []Event
+	if ev.Text != "" {
+		switch {
+		case s.detect:
+			if s.det.Feed(ev.Text) == chat.Text {
+				s.detect = false
+				out = s.text(out, s.det.Buffered())
+			}
+		default:
+			out = s.text(out, ev.Text)
+		}
+	}
+	switch ev.Finish {
+	case "", inference.FinishError, inference.FinishCancelled:
+		return out
+	}
+	s.finish, s.stop = ev.Finish, ev.Stop
+	if s.detect {
+		s.detect = false
+		text := s.det.Buffered()
+		if blocks, ok := s.g.toolUses(text); ok {
+			s.calls = true
+			for _, b := range blocks {
+				out = s.toolUse(out, b)
+			}
+			return out
+		}
+		out = s.text(out, text)
+	}
+	return out
+}
+
+func ptr(i int) *int { return &i }
+
+// text opens the text block when needed and appends delta.
+func (s *Stream) text(out []Event, delta string) []Event {
+	if delta == "" {
+		return out
+	}
+	if !s.open {
+		empty := ""
+		out = append(out, Event{Type: "content_block_start", Index: ptr(s.index), ContentBlock: &ContentBlock{Type: "text", Text: &empty}})
+		s.open = true
+	}
+	return append(out, Event{Type: "content_block_delta", Index: ptr(s.index), Delta: &BlockDelta{Type: "text_delta", Text: &delta}})
+}
+
+func (s *Stream) closeText(out []Event) []Event {
+	if !s.open {
+		return out
+	}
+	s.open = false
+	s.index++
+	return append(out, Event{Type: "content_block_stop", Index: ptr(s.index - 1)})
+}
+
+func (s *Stream) toolUse(out []Event, b ContentBlock) []Event {
+	out = s.closeText(out)
+	input := string(b.Input)
+	start := b
+	start.Input = []byte("{}")
+	i := ptr(s.index)
+	s.index++
+	return append(out, Event{Type: "content_block_start", Index: i, ContentBlock: &start},
+		Event{Type: "content_block_delta", Index: i, Delta: &BlockDelta{Type: "input_json_delta", PartialJSON: &input}},
+		Event{Type: "content_block_stop", Index: i})
+}

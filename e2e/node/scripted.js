@@ -1,0 +1,59 @@
+// A second hexserve for the tests that script the tiny model: it serves
+// configs/dev.yaml with HOSTSIM_SCRIPT (the lm-head then emits the script's
+// token ids in turn, cycling) and an API key, on a free loopback port.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const root = resolve(import.meta.dirname, '..', '..');
+export const eot = 128009;
+
+// tokenize returns the ids of content (no special tokens added) from the
+// server at url.
+export async function tokenize(url, content) {
+  const r = await fetch(url + '/tokenize', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (process.env.HEXSERVE_API_KEY || 'unused') },
+    body: JSON.stringify({ content, add_special_tokens: false }),
+  });
+  assert.equal(r.status, 200);
+  return (await r.json()).tokens;
+}
+
+async function freePort() {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+// startScripted starts the server with the script ids and key; stop() ends
+// it and removes the script.
+export async function startScripted(ids, key) {
+  const dir = mkdtempSync(join(tmpdir(), 'hexserve-node-'));
+  writeFileSync(join(dir, 'script.txt'), ids.join(' ') + '\n');
+  const port = await freePort();
+  const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', 'configs/dev.yaml', '--addr', `127.0.0.1:${port}`], {
+    cwd: root,
+    env: { ...process.env, HOSTSIM_SCRIPT: join(dir, 'script.txt'), HEXSERVE_API_KEYS: key },
+    stdio: 'ignore',
+  });
+  const stop = () => {
+    proc.kill();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    try {
+      if ((await fetch(base + '/health')).status === 200) return { base, stop };
+    } catch {}
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stop();
+  throw new Error('the scripted hexserve was not healthy within 60s');
+}

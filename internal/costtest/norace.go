@@ -1,0 +1,5 @@
+//go:build !race
+
+package costtest
+
+const raceSlowdown = 1

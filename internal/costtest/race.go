@@ -1,0 +1,6 @@
+//go:build race
+
+package costtest
+
+// raceSlowdown scales CPU bounds: the race detector makes code 5–10× slower.
+const raceSlowdown = 10

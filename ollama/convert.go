@@ -1,0 +1,430 @@
+package ollama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// MaxStops is the most stop strings a request may give.
+const MaxStops = inference.MaxStops
+
+// Constrainer turns a compiled grammar into the engine's per-request
+// constraint factory (the server's, holding the model's vocabulary); the
+// constraints' masks stop when ctx is done.
+type Constrainer = func(ctx context.Context, g *grammar.Grammar) func() inference.Constraint
+
+// Params is what converting a request needs from the server.
+type Params struct {
+	Tokenizer *tokenizer.Tokenizer
+	// Defaults are the sampling parameters a request leaves out.
+	Defaults inference.Sampling
+	// MaxTokens is the server's default output limit; 0: until the context
+	// is full (Ollama's num_predict -1).
+	MaxTokens int
+	// ContextLen is the model's window in tokens; num_ctx is clamped to it.
+	ContextLen int
+	// Constrainer enforces format; nil: format is refused.
+	Constrainer Constrainer
+	// Grammar bounds compiling format's grammar and each mask (Limits) and
+	// holds the shared Cache; its Context is Params.Context.
+	Grammar grammar.Options
+	// Date is the chat template's date ("" : the template default).
+	Date string
+	// MaxPromptBytes, when > 0, stops rendering a prompt longer than this.
+	MaxPromptBytes int
+	// Context, when set, stops rendering once it is done.
+	Context context.Context
+}
+
+// Generation is a validated request: the engine request plus what building
+// the reply needs.
+type Generation struct {
+	Request inference.Request
+	Stream  bool
+	// Chat: replies are /api/chat messages; else /api/generate responses.
+	Chat bool
+	// Tools are the offered function names; nil: output is never parsed as
+	// tool calls.
+	Tools []string
+	// Load is a request with nothing to generate (no messages, or an empty
+	// prompt): Ollama clients send one to load a model. The reply is a single
+	// done line with done_reason "load", or "unload" for keep_alive 0.
+	Load       bool
+	DoneReason string
+}
+
+// FromChatRequest validates r and renders its messages with the Llama-3.2
+// template.
+func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
+	g := &Generation{Chat: true, Stream: r.Stream == nil || *r.Stream}
+	if err := common(&r.Common, g); err != nil {
+		return nil, err
+	}
+	if len(r.Messages) == 0 {
+		return load(g, r.KeepAlive), nil
+	}
+	names, err := toolNames(r.Tools)
+	if err != nil {
+		return nil, err
+	}
+	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	if len(r.Tools) > 0 {
+		opt.Tools, g.Tools = r.Tools, names
+	}
+	msgs, err := toChatMessages(r.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, opt); err != nil {
+		return nil, err
+	}
+	return g, finish(g, r.Format, r.Options, p)
+}
+
+// FromGenerateRequest validates r and builds its prompt: the prompt (and
+// system) rendered as one user turn, or with raw the prompt text itself,
+// special tokens parsed and begin-of-text prepended unless it starts with it.
+func FromGenerateRequest(r *GenerateRequest, p Params) (*Generation, error) {
+	g := &Generation{Stream: r.Stream == nil || *r.Stream}
+	if err := common(&r.Common, g); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Suffix != "":
+		return nil, invalid("suffix", "suffix (fill-in-the-middle) is not supported by this model")
+	case r.Template != "":
+		return nil, invalid("template", "template is not supported: the prompt template is the model's own (see /api/show)")
+	case len(r.Images) > 0:
+		return nil, invalid("images", "images are not supported: the model reads text only")
+	case r.Raw && r.System != "":
+		return nil, invalid("system", "raw mode does not support system")
+	}
+	if r.Prompt == "" {
+		return load(g, r.KeepAlive), nil
+	}
+	tok := p.Tokenizer
+	if r.Raw {
+		ids := tok.Encode(r.Prompt, false, true)
+		if bos := tok.Specials().BOS; bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+			ids = append([]int32{bos}, ids...)
+		}
+		g.Request.Prompt = ids
+	} else {
+		var msgs []chat.Message
+		if r.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: r.System})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
+		opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+		var err error
+		if g.Request.Prompt, err = encode(tok, msgs, opt); err != nil {
+			return nil, err
+		}
+	}
+	return g, finish(g, r.Format, r.Options, p)
+}
+
+// finish applies the options and the format once the prompt is known.
+func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
+	if err := options(g, o, p); err != nil {
+		return err
+	}
+	gopts := p.Grammar
+	gopts.Context = p.Context
+	gr, err := formatGrammar(format, gopts)
+	if err != nil || gr == nil {
+		return err
+	}
+	if p.Constrainer == nil {
+		return invalid("format", "format is not available on this server")
+	}
+	g.Request.Constrain = p.Constrainer(p.Context, gr)
+	return nil
+}
+
+// common checks the fields accepted and not acted on.
+func common(c *Common, g *Generation) error {
+	if _, err := keepAlive(c.KeepAlive); err != nil {
+		return err
+	}
+	if !isNull(c.Think) {
+		var b bool
+		var s string
+		if json.Unmarshal(c.Think, &b) != nil {
+			if json.Unmarshal(c.Think, &s) != nil || (s != "low" && s != "medium" && s != "high" && s != "max") {
+				return invalid("think", "think must be true, false, \"low\", \"medium\", \"high\" or \"max\"")
+			}
+		}
+	}
+	if c.TopLogprobs != nil && (*c.TopLogprobs < 0 || *c.TopLogprobs > inference.MaxTopLogprobs) {
+		return invalid("top_logprobs", "top_logprobs must be between 0 and %d", inference.MaxTopLogprobs)
+	}
+	g.Request.N = 1
+	return nil
+}
+
+// load makes g the reply to a load (or, with keep_alive 0, unload) request.
+func load(g *Generation, ka json.RawMessage) *Generation {
+	g.Load, g.DoneReason = true, "load"
+	if d, _ := keepAlive(ka); d != nil && *d == 0 {
+		g.DoneReason = "unload"
+	}
+	return g
+}
+
+// keepAlive parses keep_alive: a Go duration string, or a number of seconds;
+// nil when absent.
+func keepAlive(raw json.RawMessage) (*time.Duration, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if d, err := time.ParseDuration(s); err == nil {
+			return &d, nil
+		}
+		if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(n, 0) {
+			d := time.Duration(n * float64(time.Second))
+			return &d, nil
+		}
+		return nil, invalid("keep_alive", "keep_alive %q is not a duration (like \"5m\" or \"-1s\") or a number of seconds", s)
+	}
+	var n float64
+	if err := json.Unmarshal(raw, &n); err != nil || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds")
+	}
+	d := time.Duration(n * float64(time.Second))
+	return &d, nil
+}
+
+// options sets g's sampling and limits from o over the server defaults.
+func options(g *Generation, o *Options, p Params) error {
+	s := p.Defaults
+	s.LogitBias = nil
+	if o == nil {
+		o = &Options{}
+	}
+	f32 := func(v *float64, name string, lo, hi float64, loOpen bool, dst *float32) error {
+		if v == nil {
+			return nil
+		}
+		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
+			open := "["
+			if loOpen {
+				open = "("
+			}
+			return invalid("options."+name, "options.%s must be in %s%g, %g], got %g", name, open, lo, hi, *v)
+		}
+		*dst = float32(*v)
+		return nil
+	}
+	for _, err := range []error{
+		f32(o.Temperature, "temperature", 0, 2, false, &s.Temperature),
+		f32(o.TopP, "top_p", 0, 1, true, &s.TopP),
+		f32(o.MinP, "min_p", 0, 1, false, &s.MinP),
+		f32(o.RepeatPenalty, "repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
+		f32(o.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
+		f32(o.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if o.TopK != nil {
+		s.TopK = max(*o.TopK, 0) // llama.cpp: 0 or less is off
+	}
+	if o.Seed != nil && *o.Seed != -1 { // -1: random, Ollama's default
+		seed := *o.Seed
+		s.Seed = &seed
+	}
+	if o.RepeatLastN != nil {
+		switch n := *o.RepeatLastN; {
+		case n == 0:
+			s.RepetitionPenalty = 0 // Ollama: 0 disables the penalty
+		case n == -1:
+			s.RepeatLastN = 0 // the whole window
+		case n < -1:
+			return invalid("options.repeat_last_n", "options.repeat_last_n must be -1 (the whole context), 0 (off) or positive, got %d", n)
+		default:
+			s.RepeatLastN = n
+		}
+	} else if s.RepeatLastN == 0 {
+		s.RepeatLastN = defaultRepeatLastN
+	}
+	g.Request.Sampling = s
+	if len(o.Stop) > MaxStops {
+		return invalid("options.stop", "at most %d stop sequences are allowed, got %d", MaxStops, len(o.Stop))
+	}
+	for i, st := range o.Stop {
+		if st == "" {
+			return invalid(fmt.Sprintf("options.stop[%d]", i), "stop sequence %d is empty", i)
+		}
+	}
+	g.Request.Stop = o.Stop
+	return limits(g, o, p)
+}
+
+// defaultRepeatLastN is Ollama's repeat_last_n default.
+const defaultRepeatLastN = 64
+
+// limits sets the output limit from num_predict and num_ctx: the prompt and
+// the output together stay within num_ctx, at most the model's window.
+func limits(g *Generation, o *Options, p Params) error {
+	g.Request.MaxTokens = p.MaxTokens
+	if o.NumPredict != nil {
+		switch n := *o.NumPredict; {
+		case n == -1 || n == -2 || n == 0: // until the context is full
+			g.Request.MaxTokens = 0
+		case n < 0:
+			return invalid("options.num_predict", "options.num_predict must be -1 (until the context is full) or positive, got %d", n)
+		default:
+			g.Request.MaxTokens = n
+		}
+	}
+	if o.NumCtx == nil || p.ContextLen <= 0 {
+		return nil
+	}
+	n := *o.NumCtx
+	switch {
+	case n < 0:
+		return invalid("options.num_ctx", "options.num_ctx must be positive, got %d", n)
+	case n == 0 || n > p.ContextLen:
+		n = p.ContextLen // more than the window is clamped
+	}
+	room := n - len(g.Request.Prompt)
+	if room < 1 {
+		return invalid("options.num_ctx", "the prompt has %d tokens, which leaves no room for output within options.num_ctx %d "+
+			"(the model's window is %d tokens)", len(g.Request.Prompt), n, p.ContextLen)
+	}
+	if g.Request.MaxTokens == 0 || g.Request.MaxTokens > room {
+		g.Request.MaxTokens = room
+	}
+	return nil
+}
+
+// formatGrammar compiles format: "json" (any JSON object) or a JSON schema;
+// nil for "" or null. A schema over o.Limits is a 400 naming its part; a
+// done o.Context returns its error.
+func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "":
+			return nil, nil
+		case "json":
+			return grammar.Compile([]byte(`{"type":"object"}`), o)
+		}
+		return nil, invalid("format", "format must be \"json\" or a JSON schema object, got %q", s)
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, invalid("format", "format must be \"json\" or a JSON schema object")
+	}
+	o.Strict = true // keys in schema order, as Ollama generates them
+	g, err := grammar.Compile(raw, o)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err // the client left
+		}
+		if e, ok := err.(*grammar.Error); ok {
+			param := "format"
+			if e.Path != "" {
+				param += "." + e.Path
+			}
+			return nil, invalid(param, "invalid schema in format at %s: %s", param, e.Message)
+		}
+		return nil, invalid("format", "invalid schema in format: %v", err)
+	}
+	return g, nil
+}
+
+// toolNames checks the tool definitions ({"type": "function", "function":
+// {"name", ...}}) and returns their function names.
+func toolNames(tools []json.RawMessage) ([]string, error) {
+	names := make([]string, 0, len(tools))
+	for i, raw := range tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
+		}
+		switch {
+		case t.Type != "" && t.Type != "function":
+			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", t.Type)
+		case t.Function == nil || t.Function.Name == "":
+			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tool has no function name")
+		}
+		names = append(names, t.Function.Name)
+	}
+	return names, nil
+}
+
+// toChatMessages converts the wire messages; roles are case-insensitive as
+// in Ollama, a tool result's tool_name becomes the message name.
+func toChatMessages(msgs []Message) ([]chat.Message, error) {
+	out := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		p := fmt.Sprintf("messages[%d]", i)
+		if len(m.Images) > 0 {
+			return nil, invalid(p+".images", "images are not supported: the model reads text only")
+		}
+		cm := chat.Message{Role: strings.ToLower(m.Role), Content: m.Content, Name: m.ToolName, ToolCallID: m.ToolCallID}
+		for j, tc := range m.ToolCalls {
+			tp := fmt.Sprintf("%s.tool_calls[%d].function", p, j)
+			if tc.Function.Name == "" {
+				return nil, invalid(tp+".name", "tool call has no function name")
+			}
+			var args json.RawMessage
+			if a := bytes.TrimSpace(tc.Function.Arguments); !isNull(a) {
+				if a[0] != '{' {
+					return nil, invalid(tp+".arguments", "function arguments must be a JSON object")
+				}
+				args = a
+			}
+			cm.ToolCalls = append(cm.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		}
+		out[i] = cm
+	}
+	return out, nil
+}
+
+// encode renders msgs and encodes them segment by segment, so special-token
+// text inside content stays plain text.
+func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options) ([]int32, error) {
+	segs, err := chat.RenderSegments(msgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	tsegs := make([]tokenizer.Segment, len(segs))
+	for i, s := range segs {
+		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func invalid(param, format string, args ...any) error {
+	return &inference.InvalidRequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}

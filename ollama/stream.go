@@ -1,0 +1,164 @@
+package ollama
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Meta is fixed for one reply.
+type Meta struct {
+	Model string    // the name the request used
+	Start time.Time // when the request arrived (total_duration runs from it)
+	// Now gives created_at and the end of total_duration; nil: time.Now.
+	Now func() time.Time
+}
+
+func (m Meta) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// Stream turns one request's engine events into the lines of an Ollama
+// stream (*ChatResponse or *GenerateResponse): a line per text delta, for
+// chat with tools the output held back until it is known not to be a tool
+// call (then one line with message.tool_calls), and a last line with done,
+// done_reason and the metrics. A Stream is not safe for concurrent use.
+type Stream struct {
+	g      *Generation
+	m      Meta
+	det    chat.ToolCallDetector
+	detect bool // tools are offered and the output may still be a call
+	reason string
+}
+
+// NewStream streams the reply to g.
+func NewStream(g *Generation, m Meta) *Stream {
+	return &Stream{g: g, m: m, detect: g.Chat && g.Tools != nil}
+}
+
+// Event returns the lines ev releases. For a Done event with Err set the
+// caller sends the error line instead of a done line; none is returned.
+func (s *Stream) Event(ev inference.Event) []any {
+	if ev.Done {
+		if ev.Err != nil {
+			return nil
+		}
+		return []any{s.line("", nil, true, s.metrics(ev.Usage, ev.Timings))}
+	}
+	var out []any
+	if ev.Text != "" {
+		switch {
+		case s.detect:
+			if s.det.Feed(ev.Text) == chat.Text {
+				s.detect = false
+				out = append(out, s.line(s.det.Buffered(), nil, false, nil))
+			}
+		default:
+			out = append(out, s.line(ev.Text, nil, false, nil))
+		}
+	}
+	switch ev.Finish {
+	case "", inference.FinishError, inference.FinishCancelled:
+		return out
+	}
+	s.reason = doneReason(ev.Finish)
+	if s.detect {
+		s.detect = false
+		text := s.det.Buffered()
+		if calls, ok := parseToolCalls(text, s.g.Tools); ok {
+			out = append(out, s.line("", calls, false, nil))
+		} else if text != "" {
+			out = append(out, s.line(text, nil, false, nil))
+		}
+	}
+	return out
+}
+
+// Load is the single line answering a load or unload request.
+func (s *Stream) Load() any {
+	s.reason = s.g.DoneReason
+	return s.line("", nil, true, nil)
+}
+
+// Response builds the whole (non-streamed) reply from the engine's result.
+func (s *Stream) Response(res inference.Result) any {
+	text := ""
+	s.reason = doneReason(res.Finish)
+	if len(res.Choices) > 0 {
+		text = res.Choices[0].Text
+		s.reason = doneReason(res.Choices[0].Finish)
+	}
+	var calls []ToolCall
+	if s.g.Chat {
+		if c, ok := parseToolCalls(text, s.g.Tools); ok {
+			text, calls = "", c
+		}
+	}
+	return s.line(text, calls, true, s.metrics(res.Usage, res.Timings))
+}
+
+// line builds one line; the last has done set and carries m.
+func (s *Stream) line(text string, calls []ToolCall, last bool, m *Metrics) any {
+	reason := ""
+	if last {
+		reason = s.reason
+	}
+	now := s.m.now().UTC()
+	if s.g.Chat {
+		return &ChatResponse{Model: s.m.Model, CreatedAt: now, Done: last, DoneReason: reason, Metrics: m,
+			Message: Message{Role: "assistant", Content: text, ToolCalls: calls}}
+	}
+	return &GenerateResponse{Model: s.m.Model, CreatedAt: now, Response: text, Done: last, DoneReason: reason, Metrics: m}
+}
+
+func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
+	return &Metrics{TotalDuration: s.m.now().Sub(s.m.Start), LoadDuration: t.QueueWait,
+		PromptEvalCount: u.PromptTokens, PromptEvalDuration: t.PromptEval,
+		EvalCount: u.CompletionTokens, EvalDuration: t.Generation}
+}
+
+// doneReason maps the engine's finish reason to Ollama's.
+func doneReason(f inference.FinishReason) string {
+	switch f {
+	case inference.FinishLength, inference.FinishTimeout:
+		return "length"
+	}
+	return "stop"
+}
+
+// parseToolCalls parses the whole output as calls of the offered tools; ok is
+// false when it is ordinary content.
+func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
+	if tools == nil {
+		return nil, false
+	}
+	for _, st := range chat.StopTokens {
+		text = strings.ReplaceAll(text, st, "")
+	}
+	calls, ok := chat.ParseToolCalls(text)
+	if !ok {
+		return nil, false
+	}
+	out := make([]ToolCall, len(calls))
+	for i, c := range calls {
+		known := false
+		for _, n := range tools {
+			known = known || n == c.Name
+		}
+		if !known {
+			return nil, false
+		}
+		args := c.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		out[i] = ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: args}}
+	}
+	return out, true
+}

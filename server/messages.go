@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/hexserve/hexserve/anthropic"
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// messages is POST /v1/messages, the Anthropic Messages API.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
+	m, req, err := s.anthropicRequest(w, r)
+	if err != nil {
+		return err
+	}
+	g, err := anthropic.FromMessagesRequest(req, s.params(r, m))
+	if err != nil {
+		return windowError(err, m)
+	}
+	id := anthropic.NewMessageID()
+	return s.submit(w, r, m, &g.Request, g.Stream,
+		func() eventStream { return messageStream{anthropic.NewStream(g, id)} },
+		func(res inference.Result) any { return anthropic.ToMessage(g, id, res) })
+}
+
+// countTokens is POST /v1/messages/count_tokens: the prompt tokens
+// /v1/messages would feed the model for the same body.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
+	m, req, err := s.anthropicRequest(w, r)
+	if err != nil {
+		return err
+	}
+	n, err := anthropic.CountTokens(req, s.params(r, m))
+	if err != nil {
+		return windowError(err, m)
+	}
+	writeJSON(w, http.StatusOK, anthropic.TokenCount{InputTokens: n})
+	return nil
+}
+
+// anthropicRequest decodes a Messages body and resolves its model.
+func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Model, *anthropic.MessagesRequest, error) {
+	m, err := s.loaded()
+	if err != nil {
+		return nil, nil, err
+	}
+	var req anthropic.MessagesRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return nil, nil, err
+	}
+	if req.Model == "" {
+		return nil, nil, invalid("model", "Field required")
+	}
+	if _, ok := m.Resolve(req.Model); !ok {
+		return nil, nil, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found",
+			Message: fmt.Sprintf("model: %s (this server serves %s; server.model_aliases maps other names to it)", req.Model, m.ID)}
+	}
+	return m, &req, nil
+}
+
+// messageStream is the Messages stream: named events, a ping while
+// nothing else is sent, and an error event when generation fails.
+type messageStream struct{ st *anthropic.Stream }
+
+func (c messageStream) start(sse *sseWriter) { sendNamed(sse, c.st.Start()) }
+
+func (c messageStream) event(sse *sseWriter, ev inference.Event) { sendNamed(sse, c.st.Event(ev)) }
+
+func (messageStream) ping(sse *sseWriter) { sendNamed(sse, []anthropic.Event{anthropic.Ping()}) }
+
+func (messageStream) fail(sse *sseWriter, api *APIError) {
+	sendNamed(sse, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
+}
+
+func (messageStream) finish(*sseWriter) {}
+
+func sendNamed(sse *sseWriter, evs []anthropic.Event) {
+	for _, e := range evs {
+		_ = sse.SendEvent(e.Type, e)
+	}
+}
+
+// anthropicErrorFor is errorFor with Anthropic's conventions: a full queue
+// is 529 overloaded_error, and a prompt over the window is a 400 in
+// Anthropic's own words ("prompt is too long: N tokens > M maximum"), which
+// Claude Code reads to compact its history.
+func anthropicErrorFor(err error, promptParam string) (*APIError, bool) {
+	var (
+		ctxLen  *inference.ContextLengthError
+		tooLong *promptTooLong
+	)
+	switch {
+	case errors.Is(err, inference.ErrBusy):
+		return &APIError{Status: anthropic.StatusOverloaded, Type: TypeServer, Code: "server_overloaded",
+			Message: "Overloaded: the server is busy with other requests, please retry shortly.", RetryAfter: 1}, false
+	case errors.As(err, &ctxLen):
+		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ctxLen.PromptTokens, ctxLen.ContextLen-1)}, false
+	case errors.As(err, &tooLong):
+		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("prompt is too long: more than %d tokens > %d maximum", tooLong.contextLen, tooLong.contextLen-1)}, false
+	}
+	return errorFor(err, promptParam)
+}
+
+// promptTooLong is a prompt that rendered past the bytes the window can
+// hold (chat.LengthError), with the window it was checked against: since
+// no token is longer than the tokenizer's longest piece, it has more tokens
+// than the window.
+type promptTooLong struct{ contextLen int }
+
+func (e *promptTooLong) Error() string {
+	return fmt.Sprintf("the prompt has more than %d tokens", e.contextLen)
+}
+
+// anthropicBody is Anthropic's error body for api (its message led by the
+// field's path, paramMessage).
+func anthropicBody(api *APIError) anthropic.ErrorResponse {
+	return anthropic.NewError(api.Status, paramMessage(api))
+}
+
+// windowError turns a render past the window's byte bound into
+// promptTooLong for m's window.
+func windowError(err error, m *Model) error {
+	var le *chat.LengthError
+	if errors.As(err, &le) {
+		return &promptTooLong{contextLen: m.ContextLen}
+	}
+	return err
+}
