@@ -1,25 +1,58 @@
-// Package inference schedules generation requests onto one model (batch 1, one
-// resident KV cache) and turns its logits into text: the bounded queue and its
-// worker, the prefix cache, sampling, stop handling and streaming events.
+// Package inference schedules generation requests onto one model and turns
+// its logits into text: the bounded queue, the step-level scheduler over
+// several sequences, the prefix cache, sampling, stop handling and
+// streaming events.
 //
 // # Scheduling
 //
-// An Engine has one bounded FIFO queue (Config.QueueLen; the running request
-// does not count) and one worker goroutine that owns the Model. Submit
-// validates a request and queues it, or fails at once with ErrBusy when the
-// queue is full. Every queued request gets exactly one final Done event:
-// a request whose context ends while it waits leaves the queue immediately;
-// a running one stops at the next decode step (the model checks its context
-// between graph calls). Events go to a per-request unbounded buffer drained by
-// a small goroutine, so the worker never waits for a reader.
+// An Engine has one bounded FIFO queue (Config.QueueLen; active requests do
+// not count) and one worker goroutine that owns the Model. Submit validates
+// a request and queues it, or fails at once with ErrBusy when the queue is
+// full. Every queued request gets exactly one final Done event: a request
+// whose context ends while it waits leaves the queue immediately; an active
+// one stops at the next step and its sequences' slots are released at once.
+// Events go to a per-request unbounded buffer drained by a small goroutine,
+// so the worker never waits for a reader.
+//
+// The worker runs steps. A request's generation is a gen (its choices are
+// seqs: one sequence each, with its own sampler, detokenizer, drafter,
+// constraint and stop strings). Each step:
+//
+//  1. Admission: queued requests become active, in arrival order, while
+//     fewer than Config.MaxSequences sequences are active and the model's
+//     pool can hold them (Batcher.Open reserves prompt + max new tokens);
+//     when the head of the queue does not fit, it and everything behind it
+//     wait for a release (no large request starves behind small ones).
+//  2. Rows: every decoding sequence gets one row (all of them every step,
+//     round-robin from a rotating start when BatchLimits.Rows is smaller);
+//     the rows left go to prompt chunks, oldest request first; what is left
+//     after that goes to speculative draft rows (a Run of 1+k tokens),
+//     planned per sequence from the acceptance estimate and StepCost.
+//  3. One Batcher.Step carries all runs; the model picks its graph calls
+//     from measured costs (one multi-row call, or decode calls).
+//  4. Sampling: each run's rows are read in order and sampled by its
+//     sequence; a finished, cancelled or timed-out sequence is released
+//     (after saving its rows to the KV store) before the next step.
+//
+// So a new request starts within a step of arriving when a sequence is free
+// (its prompt goes in the next step's spare rows), no request waits for
+// another's whole answer, and every active sequence advances every step.
+// With Request.N > 1 the first choice prefills the prompt and the others
+// Fork its rows: the choices decode side by side. Rows of different owners
+// never share a Fork; the model keeps every sequence's attention to its own
+// rows.
+//
+// A Model without Batcher is driven through the same scheduler by an
+// adapter with one sequence (MaxSequences 1): a step is an Eval (or a
+// Verify), exactly as before the pool existed.
 //
 // # Prefix cache
 //
 // The engine remembers which tokens' KV rows the model holds and passes the
 // longest common prefix to Model.Eval as valid (at most len(seq)-1, since Eval
 // must produce logits); Usage.CachedTokens reports the prompt rows the model
-// reused. A failed Eval forgets the rows. Choices (Request.N) run one after
-// another and reuse the prompt's rows.
+// reused. A failed Eval forgets the rows. On a model without Batcher,
+// choices (Request.N) run one after another and reuse the prompt's rows.
 //
 // # KV store
 //

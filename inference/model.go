@@ -2,6 +2,7 @@ package inference
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hexserve/hexserve/internal/half"
@@ -79,7 +80,10 @@ func HalfToFloat(h uint16) float32 { return half.ToFloat32(h) }
 // assertion on its Model; a model without one keeps plain behaviour. They are
 // designed together: speculative decoding (Verifier) writes rows past the
 // accepted tokens that the next call's valid count rolls back, and the KV
-// store (KVSnapshotter) only ever saves committed rows [0, valid).
+// store (KVSnapshotter) only ever saves committed rows [0, valid). Batcher
+// generalises the three to a pool of sequences: a Verify is one sequence's
+// Run of 1+k rows in a shared Step, a rollback is the next Run's Start, and
+// SeqKVSnapshotter saves and restores one sequence's committed rows.
 
 // Verifier evaluates several tokens in one multi-token graph call over the KV
 // cache, for speculative decoding. Models whose multi-token graph takes past
@@ -132,4 +136,94 @@ type KVSnapshotter interface {
 type KVLayout struct {
 	Identity string // model identity: file name, size and a hash of its header, graph shapes, dtypes
 	RowBytes int    // bytes of one row over all layers, K and V
+}
+
+// Batcher is a model whose KV cache is a pool of slots that sequences own,
+// so that several sequences advance in one step. The engine asserts it on
+// its Model; a model without it serves one sequence at a time through Eval
+// (and Verifier, KVSnapshotter). An engine that uses Batcher never calls
+// Eval, Verify, SaveKV or RestoreKV on that model: the pool replaces the one
+// resident sequence. Calls are never concurrent.
+//
+// A sequence's rows are its positions 0, 1, …: the prompt, then generated
+// tokens. Where a row's K/V live (its slot) is the model's business; a slot
+// need not equal a position. The model guarantees isolation: a row attends
+// only to its own sequence's rows (those a Fork shares included), never to
+// another sequence's slots, and its logits do not depend on what else the
+// step carries (bit-identical on float32 caches). The engine forks only
+// within one Request.Owner.
+//
+// Per model kind: the .pte runner keeps one cache and runs a Step as one
+// prefill_forward call whose rows carry their own input_pos and mask (or
+// kv_forward calls when they are cheaper); a chunked QHexRT bundle writes
+// cos/sin and the mask per row and runs its lm-head per asked-for row; a
+// QHexRT-contract bundle gives each open sequence its own registered KV
+// buffers and runs a Step's runs in turn (Sequences is how many buffer sets
+// fit; Fork may copy).
+type Batcher interface {
+	BatchLimits() BatchLimits
+	// Open starts an empty sequence and sets aside reserve slots for its
+	// rows (reserve ≤ ContextLen). It fails with an error wrapping
+	// ErrNoSlots when the pool cannot hold them now; the engine then waits
+	// for a Release.
+	Open(reserve int) (SeqID, error)
+	// Fork starts a sequence whose rows [0, rows) are parent's (shared
+	// while both hold them, or copied: the model's choice) and sets aside
+	// reserve more slots for its own later rows. parent keeps its rows; a
+	// Run of either never rewrites a shared row (Start ≥ rows for the fork).
+	// ErrNoSlots as for Open.
+	Fork(parent SeqID, rows, reserve int) (SeqID, error)
+	// Step evaluates runs (at most one per sequence, together at most
+	// BatchLimits().Rows tokens) and returns one Rows per run, in order.
+	// Rows are produced lazily: within a run they are asked for in
+	// ascending order, and everything returned is valid until the next
+	// call on the model. A failed Step leaves every run's rows from Start
+	// on undefined (the engine retries no rows it did not commit). ctx is
+	// checked between graph calls.
+	Step(ctx context.Context, runs []Run) ([]Rows, error)
+	// Release ends a sequence and frees its slots at once (shared ones
+	// when their last holder releases). Releasing an unknown id is a no-op.
+	Release(id SeqID)
+	// StepCost is the model's current estimate of one Step carrying rows
+	// tokens in all (from measured call costs), for the engine's choice of
+	// draft rows.
+	StepCost(rows int) time.Duration
+}
+
+// SeqID names a sequence in a Batcher's pool.
+type SeqID uint32
+
+// BatchLimits are a Batcher's fixed limits.
+type BatchLimits struct {
+	Sequences int // sequences that may be open at once (Fork ones included)
+	Rows      int // tokens one Step may carry over all its runs
+	Slots     int // slots in the pool, over all sequences
+}
+
+// Run is one sequence's rows in a Step: Tokens at positions Start,
+// Start+1, … Rows [0, Start) of Seq must be committed (written by earlier
+// runs, a Fork or RestoreSeqKV); rows from Start on are dropped and
+// replaced, which is how rejected draft rows roll back. After the Step the
+// sequence holds Start+len(Tokens) rows. Start+len(Tokens) must not exceed
+// the sequence's shared rows plus its reserve.
+type Run struct {
+	Seq    SeqID
+	Start  int
+	Tokens []int32
+}
+
+// ErrNoSlots reports that a Batcher's pool cannot hold a sequence now.
+var ErrNoSlots = errors.New("inference: the model's cache pool has no free slots")
+
+// SeqKVSnapshotter is KVSnapshotter for a Batcher: the same row format
+// (KVLayout), per sequence. The engine saves a sequence's committed rows
+// before Release and restores a saved prefix into a new sequence before its
+// first Run.
+type SeqKVSnapshotter interface {
+	KVLayout() KVLayout
+	// SaveSeqKV copies rows [from, to) of id (committed ones) into dst.
+	SaveSeqKV(id SeqID, from, to int, dst []byte) error
+	// RestoreSeqKV copies src into rows [from, from+len(src)/RowBytes) of
+	// id; from must not exceed its committed rows. They are then committed.
+	RestoreSeqKV(id SeqID, from int, src []byte) error
 }
