@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +26,15 @@ type Config struct {
 	KVStore KVStore
 	// Speculative configures speculative decoding (zero: off).
 	Speculative Speculative
+	// MaxSequences is how many sequences (choices of active requests) may
+	// advance side by side on a model that is a Batcher; 0 means
+	// DefaultMaxSequences, 1 drives even a Batcher one request at a time
+	// (through Eval, with the resident prefix cache and the KV store).
+	MaxSequences int
 }
+
+// DefaultMaxSequences is Config.MaxSequences when it is 0.
+const DefaultMaxSequences = 4
 
 // MaxChoices limits Request.N.
 const MaxChoices = 16
@@ -36,7 +44,8 @@ const unhealthyAfter = 3
 
 var errTimeout = errors.New("inference: generation timed out")
 
-// Engine runs requests on one model, one at a time, in arrival order.
+// Engine runs requests on one model: up to Config.MaxSequences side by side
+// on a Batcher, else one at a time, in arrival order (see the package doc).
 type Engine struct {
 	model Model
 	info  ModelInfo
@@ -58,14 +67,18 @@ type Engine struct {
 	failures int   // consecutive failed Evals
 	lastErr  error // the latest of them
 
+	activeN atomic.Int64 // open sequences, for ActiveSequences
+
 	// Worker-owned state.
-	cached      []int32 // tokens whose KV rows the model holds
-	cachedOwner string  // the Request.Owner those rows were computed for
-	smp         *sampler
-	det         detok
-	seq         []int32
-	draft       drafter
-	rates       [nSources]float64 // acceptance estimates (prompt lookup's carries over)
+	pool       Batcher
+	single     *single // the adapter when the model is driven one request at a time
+	maxSeq     int
+	active     []*gen // in arrival order
+	samplers   []*sampler
+	turn       int // rotates the order of decode rows
+	stepNo     int
+	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
+	ratesOwner string            // the owner they were learnt from
 }
 
 type jobState uint8
@@ -105,10 +118,20 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		e.now = time.Now
 	}
 	e.met = newMetrics(cfg.Registerer)
-	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
-		e.met.registerKV(cfg.Registerer, e.kv.store)
+	e.maxSeq = cfg.MaxSequences
+	if e.maxSeq <= 0 {
+		e.maxSeq = DefaultMaxSequences
 	}
-	e.smp = newSampler(e.info.VocabSize)
+	if b, ok := m.(Batcher); ok && e.maxSeq > 1 {
+		e.pool = b
+		e.maxSeq = min(e.maxSeq, b.BatchLimits().Sequences)
+	} else {
+		e.single = newSingle(e, m)
+		e.pool, e.maxSeq = e.single, 1
+		if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
+			e.met.registerKV(cfg.Registerer, e.kv.store)
+		}
+	}
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()
@@ -118,7 +141,13 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 // Info describes the model.
 func (e *Engine) Info() ModelInfo { return e.info }
 
-// QueueDepth is the number of requests waiting (the running one excluded).
+// ActiveSequences is the number of sequences the model is advancing now.
+func (e *Engine) ActiveSequences() int { return int(e.activeN.Load()) }
+
+// MaxSequences is how many sequences may be active at once.
+func (e *Engine) MaxSequences() int { return e.maxSeq }
+
+// QueueDepth is the number of requests waiting (the active ones excluded).
 func (e *Engine) QueueDepth() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -292,34 +321,6 @@ func (e *Engine) validate(r *Request) error {
 	return nil
 }
 
-func (e *Engine) worker() {
-	defer close(e.exited)
-	for {
-		e.mu.Lock()
-		var j *job
-		if len(e.queue) > 0 {
-			j = e.queue[0]
-			e.queue = slices.Delete(e.queue, 0, 1)
-			j.state = running
-			e.met.queueDepth.Set(float64(len(e.queue)))
-		}
-		closed := e.closed
-		e.mu.Unlock()
-		if j != nil {
-			j.stop()
-			e.run(j)
-			continue
-		}
-		if closed {
-			return
-		}
-		select {
-		case <-e.wake:
-		case <-e.ctx.Done():
-		}
-	}
-}
-
 // modelResult records a model call's outcome for Healthy.
 func (e *Engine) modelResult(err error) {
 	e.mu.Lock()
@@ -330,266 +331,6 @@ func (e *Engine) modelResult(err error) {
 	}
 	e.failures++
 	e.lastErr = err
-}
-
-// run executes one request on the worker.
-func (e *Engine) run(j *job) {
-	req := j.req
-	start := e.now()
-	tm := Timings{QueueWait: start.Sub(j.enqueued)}
-	usage := Usage{PromptTokens: len(req.Prompt)}
-	e.met.running.Inc()
-	defer e.met.running.Dec()
-
-	ctx, cancel := context.WithCancelCause(j.ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })()
-	timeout := req.Timeout
-	if timeout == 0 {
-		timeout = e.cfg.Timeout
-	}
-	if timeout > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeoutCause(ctx, timeout, errTimeout)
-		defer c()
-	}
-
-	if req.Owner != e.cachedOwner {
-		// Rows computed for another owner are never reused: their reuse
-		// (cached_tokens, or the time saved) would tell this owner how far
-		// its prompt matches the other's.
-		e.cached, e.cachedOwner = e.cached[:0], req.Owner
-		// Nor does another owner's text steer this one's drafting.
-		e.rates = ratePrior
-	}
-	n := max(req.N, 1)
-	room := e.info.ContextLen - len(req.Prompt)
-	maxNew := req.MaxTokens
-	if maxNew == 0 || maxNew > room {
-		maxNew = room
-	}
-	var seed uint64
-	if req.Sampling.Seed != nil {
-		seed = uint64(*req.Sampling.Seed)
-	} else {
-		seed = rand.Uint64()
-	}
-	smp := e.smp
-	smp.reset(req.Sampling, req.Prompt, seed)
-	defer smp.clear()
-	wantLP := req.Logprobs
-	top := 0
-	if wantLP {
-		top = req.TopLogprobs
-	}
-
-	var finish FinishReason
-	var runErr error
-	var genTime time.Duration
-	first := true
-	seq := append(e.seq[:0], req.Prompt...)
-	started := 0
-	verifier, _ := e.model.(Verifier)
-	spec := e.cfg.Speculative
-	if !spec.Enabled {
-		verifier = nil
-	}
-	dr := &e.draft
-	e.rates[srcPrediction] = ratePrior[srcPrediction]
-	dr.reset(e.vocab, req.Prediction, spec.PromptLookup, &e.rates)
-	var gen int
-	// take handles one sampled token exactly as plain decoding does:
-	// penalties, usage, stop handling and emission.
-	take := func(c int, tok int32, lp *Logprob) {
-		smp.accept(tok)
-		dr.push(tok)
-		gen++
-		usage.CompletionTokens++
-		if lp != nil {
-			lp.Bytes = e.vocab.Piece(tok)
-			for i := range lp.Top {
-				lp.Top[i].Bytes = e.vocab.Piece(lp.Top[i].ID)
-			}
-		}
-		var out textOut
-		switch {
-		case !req.IgnoreEOS && slices.Contains(e.info.EOS, tok):
-			out, finish = e.det.flush(), FinishStop
-		default:
-			var stopped bool
-			out, stopped = e.det.add(tok, lp)
-			if stopped {
-				finish = FinishStop
-			} else if gen >= maxNew {
-				out2 := e.det.flush()
-				out.text += out2.text
-				out.ids = append(out.ids, out2.ids...)
-				out.lps = append(out.lps, out2.lps...)
-				finish = FinishLength
-			}
-		}
-		e.emit(j, c, out, finish)
-		seq = append(seq, tok)
-	}
-	// fail ends the choice after a failed model call.
-	fail := func(c int, err error) {
-		e.cached = e.cached[:0]
-		if ctx.Err() != nil {
-			finish, runErr = e.stopReason(ctx, j)
-		} else {
-			e.modelResult(err)
-			finish, runErr = FinishError, fmt.Errorf("inference: model: %w", err)
-			e.log.Error().Err(err).Msg("model eval failed")
-		}
-		e.emit(j, c, e.det.flush(), finish)
-	}
-	for c := 0; c < n && (c == 0 || finish == FinishStop || finish == FinishLength); c++ {
-		started = c + 1
-		seq = seq[:len(req.Prompt)]
-		smp.startChoice()
-		var con Constraint
-		stops := req.Stop
-		if req.Constrain != nil {
-			con, stops = req.Constrain(), nil
-		}
-		e.det.reset(e.vocab, stops)
-		dr.startChoice()
-		finish = ""
-		for gen = 0; finish == ""; {
-			if ctx.Err() != nil {
-				finish, runErr = e.stopReason(ctx, j)
-				e.emit(j, c, e.det.flush(), finish)
-				break
-			}
-			stepStart := e.now()
-			valid := commonPrefix(e.cached, seq)
-			if first {
-				valid = e.kv.restore(e, req.Owner, seq, valid)
-			}
-			if valid >= len(seq) {
-				valid = len(seq) - 1
-			}
-			// A draft, and how much of it to verify (k = 0: decode plainly).
-			var draft []int32
-			var src, k int
-			if verifier != nil && !first {
-				room := min(maxNew-gen, e.info.ContextLen-len(seq)) - 1
-				if spec.MaxDraft > 0 {
-					room = min(room, spec.MaxDraft)
-				}
-				draft, src = dr.draft(seq, room)
-				if len(draft) > 0 && valid == len(seq)-1 {
-					k = planDraft(verifier, e.rates[src], len(draft), verifier.MaxVerify(valid))
-				}
-			}
-			var logits Logits
-			var rows Rows
-			var reused int
-			var err error
-			if k > 0 {
-				rows, err = e.verify(ctx, verifier, append(seq, draft[:k]...), valid)
-			} else {
-				logits, reused, err = e.eval(ctx, seq, valid)
-			}
-			evalDone := e.now()
-			e.met.observeGraphs(e.model)
-			if err != nil {
-				fail(c, err)
-				break
-			}
-			e.modelResult(nil)
-			committed := len(seq) // rows the call made hold seq
-			e.cached = append(e.cached[:0], seq...)
-			if first {
-				usage.CachedTokens = min(reused, len(req.Prompt))
-				tm.PromptEval = evalDone.Sub(stepStart)
-				tm.PromptN = len(req.Prompt) - usage.CachedTokens
-			}
-			produced, accepted, mismatch := 0, 0, false
-			for i := 0; i <= k && finish == ""; i++ {
-				if k > 0 {
-					if logits, err = e.row(ctx, rows, i); err != nil {
-						fail(c, err)
-						break
-					}
-				}
-				var tok int32
-				var lp *Logprob
-				if con != nil {
-					t0 := e.now()
-					tok, lp = smp.sampleConstrained(logits, wantLP, top, con)
-					if tok < 0 || con.Accept(tok) != nil {
-						finish, runErr = FinishError, errors.New("inference: the constraint allows no token")
-						e.emit(j, c, e.det.flush(), finish)
-						break
-					}
-					e.met.maskTime.Observe(e.now().Sub(t0).Seconds())
-				} else {
-					tok, lp = smp.sample(logits, wantLP, top)
-				}
-				take(c, tok, lp)
-				produced++
-				switch {
-				case i < k && tok == draft[i]:
-					accepted++
-				case i < k:
-					mismatch = true
-				case k == 0 && len(draft) > 0:
-					// Shadow check: keeps the estimate fresh at no cost.
-					dr.observe(src, b2i(tok == draft[0]), tok != draft[0])
-				}
-				if mismatch {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-			if k > 0 {
-				e.met.verifyCalls.Inc()
-				e.met.draftTokens.WithLabelValues(sourceNames[src], "accepted").Add(float64(accepted))
-				e.met.draftTokens.WithLabelValues(sourceNames[src], "rejected").Add(float64(k - accepted))
-				dr.observe(src, accepted, mismatch)
-				if src == srcPrediction {
-					usage.AcceptedPredictionTokens += accepted
-					usage.RejectedPredictionTokens += k - accepted
-				}
-				// Only the rows of accepted tokens are committed; the rest
-				// are rolled back by the next call's valid count.
-				e.cached = append(e.cached[:0], seq[:committed+accepted]...)
-			}
-			end := e.now()
-			if first {
-				e.met.ttft.Observe(end.Sub(start).Seconds())
-				first = false
-			} else {
-				genTime += end.Sub(stepStart)
-				per := end.Sub(stepStart) / time.Duration(max(produced, 1))
-				for range produced {
-					e.met.tpot.Observe(per.Seconds())
-				}
-			}
-			e.met.hostTime.Observe(end.Sub(evalDone).Seconds())
-		}
-	}
-	// Choices that never started (a timeout, cancellation or failure ended
-	// the request early) still get their finish, so every choice has one.
-	for c := started; c < n; c++ {
-		e.emit(j, c, textOut{}, finish)
-	}
-	e.seq = seq[:0]
-	tm.Generation = genTime
-	tm.PredictedN = usage.CompletionTokens
-	e.met.requests.WithLabelValues(string(finish)).Inc()
-	e.met.promptTokens.Add(float64(usage.PromptTokens))
-	e.met.cachedTokens.Add(float64(usage.CachedTokens))
-	e.met.generatedTokens.Add(float64(usage.CompletionTokens))
-	e.log.Debug().Str("finish", string(finish)).AnErr("err", runErr).
-		Int("prompt_tokens", usage.PromptTokens).Int("cached_tokens", usage.CachedTokens).
-		Int("completion_tokens", usage.CompletionTokens).Dur("queue_wait", tm.QueueWait).
-		Dur("prompt_eval", tm.PromptEval).Dur("generation", tm.Generation).Msg("request done")
-	e.kv.save(e, &req)
-	j.s.push(Event{Done: true, Finish: finish, Err: runErr, Usage: usage, Timings: tm})
 }
 
 // eval calls the model, turning a panic or a malformed result into an error.

@@ -40,20 +40,21 @@ func newKVStore(s KVStore, m Model) *kvStore {
 	return &kvStore{store: s, model: snap}
 }
 
-// restore copies owner's longest saved prefix of seq into the model's cache
-// when it reaches beyond the valid resident rows, and returns the new count
-// of valid rows. At most len(seq)-1 rows are restored: the last token must
-// be evaluated for its logits.
-func (k *kvStore) restore(e *Engine, owner string, seq []int32, valid int) int {
+// restore copies the owner's longest saved prefix of seq into the model's
+// cache when it reaches beyond the valid resident rows, and returns the new
+// count of valid rows. At most len(seq)-1 rows are restored: the last token
+// must be evaluated for its logits.
+func (k *kvStore) restore(s *single, seq []int32, valid int) int {
 	if k == nil {
 		return valid
 	}
-	n, err := k.store.Restore(owner, seq[:len(seq)-1], valid, k.model.RestoreKV)
+	e := s.e
+	n, err := k.store.Restore(s.owner, seq[:len(seq)-1], valid, k.model.RestoreKV)
 	switch {
 	case err != nil:
 		// The resident rows from valid on may be partly overwritten.
 		e.log.Warn().Err(err).Msg("kv store: restore failed")
-		e.cached = e.cached[:min(len(e.cached), valid)]
+		s.cached = s.cached[:min(len(s.cached), valid)]
 		e.met.kvMisses.Inc()
 		return valid
 	case n <= valid:
@@ -62,16 +63,15 @@ func (k *kvStore) restore(e *Engine, owner string, seq []int32, valid int) int {
 	}
 	e.met.kvHits.Inc()
 	e.met.kvRestored.Add(float64(n - valid))
-	e.cached = append(e.cached[:valid], seq[valid:n]...)
+	s.cached = append(s.cached[:valid], seq[valid:n]...)
 	return n
 }
 
-// save stores the committed rows (the resident sequence) of a finished request.
-func (k *kvStore) save(e *Engine, req *Request) {
-	if k == nil || len(e.cached) == 0 {
+// save stores the committed rows seq of a finished request.
+func (k *kvStore) save(e *Engine, req *Request, seq []int32) {
+	if k == nil {
 		return
 	}
-	seq := e.cached
 	if err := k.store.Save(req.Owner, req.CacheKey, seq, k.model.SaveKV); err != nil {
 		e.log.Warn().Err(err).Msg("kv store: save failed")
 	}

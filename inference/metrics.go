@@ -39,6 +39,9 @@ type metrics struct {
 	kvRestored      prometheus.Counter
 	verifyCalls     prometheus.Counter
 	draftTokens     *prometheus.CounterVec
+	activeSeqs      prometheus.Gauge
+	stepRows        prometheus.Histogram
+	queueWait       prometheus.Histogram
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -50,7 +53,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hexserve_queue_depth", Help: "Requests waiting for the model (the running one excluded)."}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hexserve_running_requests", Help: "Requests being generated (0 or 1)."}),
+			Name: "hexserve_running_requests", Help: "Requests being generated."}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_requests_total", Help: "Finished or refused requests by outcome (finish reason, busy, invalid)."},
 			[]string{"outcome"}),
@@ -85,12 +88,19 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_draft_tokens_total", Help: "Speculative decoding: verified draft tokens by source (prediction, lookup) and result (accepted, rejected)."},
 			[]string{"source", "result"}),
+		activeSeqs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hexserve_active_sequences", Help: "Sequences (choices of active requests) the model is advancing side by side."}),
+		stepRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_step_rows", Help: "Rows (tokens of all sequences) per model step.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}), // 1 … 256
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_queue_wait_seconds", Help: "From Submit to the start of a request's generation.", Buckets: lat}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
 			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds,
-			m.verifyCalls, m.draftTokens)
+			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait)
 	}
 	return m
 }

@@ -248,7 +248,7 @@ func (d *drafter) observe(src, accepted int, rejected bool) {
 // tokens per unit of time, or 0 when plain decoding is expected to be faster.
 // With acceptance rate a, a verify of k drafts yields 1 + a + … + a^k tokens
 // for v.Costs(k+1); plain decoding yields one token per decode cost.
-func planDraft(v Verifier, rate float64, avail, maxRows int) int {
+func planDraft(v draftCoster, rate float64, avail, maxRows int) int {
 	best, bestRate := 0, 0.0
 	expect, term := 1.0, 1.0
 	for k := 1; k <= avail && k+1 <= maxRows; k++ {
@@ -263,6 +263,11 @@ func planDraft(v Verifier, rate float64, avail, maxRows int) int {
 		}
 	}
 	return best
+}
+
+// draftCoster prices a verify of k tokens against a plain decode step.
+type draftCoster interface {
+	Costs(k int) (verify, decode time.Duration)
 }
 
 func seconds(d time.Duration) float64 { return max(d.Seconds(), 1e-9) }

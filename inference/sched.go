@@ -1,0 +1,454 @@
+package inference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// worker runs steps until Close, and then until the active requests have
+// ended (their contexts end with ErrClosed).
+func (e *Engine) worker() {
+	defer close(e.exited)
+	for {
+		closed := e.admit()
+		if len(e.active) > 0 {
+			e.step()
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-e.wake:
+		case <-e.ctx.Done():
+		}
+	}
+}
+
+// openSeqs counts the sequences open in the model.
+func (e *Engine) openSeqs() int {
+	n := 0
+	for _, g := range e.active {
+		for _, s := range g.seqs {
+			if s.open {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// admit starts the waiting choices of active requests, then queued
+// requests in arrival order, while sequences are free and the pool holds
+// them. It reports whether the engine is closed.
+func (e *Engine) admit() bool {
+	open := e.openSeqs()
+	for _, g := range e.active {
+		for open < e.maxSeq && g.next < g.n && !g.failed && g.seqs[0].done >= len(g.req.Prompt) {
+			if !e.openChoice(g, open) {
+				break
+			}
+			open++
+		}
+	}
+	for {
+		e.mu.Lock()
+		if e.closed || open >= e.maxSeq || len(e.queue) == 0 {
+			closed := e.closed
+			e.mu.Unlock()
+			e.setActive(open)
+			return closed
+		}
+		j := e.queue[0]
+		if e.single != nil {
+			e.single.setOwner(j.req.Owner)
+		}
+		id, err := e.pool.Open(len(j.req.Prompt) + e.maxNew(&j.req))
+		if errors.Is(err, ErrNoSlots) && open > 0 {
+			e.mu.Unlock() // the head waits for a release; so does everything behind it
+			e.setActive(open)
+			return false
+		}
+		e.queue = slices.Delete(e.queue, 0, 1)
+		j.state = running
+		e.met.queueDepth.Set(float64(len(e.queue)))
+		e.mu.Unlock()
+		j.stop()
+		if err != nil {
+			e.finishEarly(j, FinishError, fmt.Errorf("inference: model: %w", err))
+			continue
+		}
+		g := e.startGen(j)
+		s := e.newSeq(g)
+		s.id, s.open = id, true
+		g.seqs, g.live = append(g.seqs, s), 1
+		e.active = append(e.active, g)
+		open++
+	}
+}
+
+func (e *Engine) setActive(n int) {
+	e.activeN.Store(int64(n))
+	e.met.activeSeqs.Set(float64(n))
+}
+
+// maxNew is the tokens one choice of req may generate.
+func (e *Engine) maxNew(req *Request) int {
+	room := e.info.ContextLen - len(req.Prompt)
+	if req.MaxTokens == 0 || req.MaxTokens > room {
+		return room
+	}
+	return req.MaxTokens
+}
+
+// openChoice starts g's next choice as a sequence of its own that
+// evaluates the prompt again (its rows could not be forked). A pool that
+// cannot hold it even with nothing else open fails the request.
+func (e *Engine) openChoice(g *gen, open int) bool {
+	if e.single != nil {
+		e.single.setOwner(g.req.Owner)
+	}
+	id, err := e.pool.Open(len(g.req.Prompt) + g.maxNew)
+	if err != nil {
+		if !errors.Is(err, ErrNoSlots) || open == 0 {
+			g.failed, g.runErr = true, fmt.Errorf("inference: model: %w", err)
+			g.finish = FinishError
+		}
+		return false
+	}
+	s := e.newSeq(g)
+	s.id, s.open = id, true
+	g.seqs = append(g.seqs, s)
+	g.live++
+	return true
+}
+
+// forkChoices starts g's waiting choices on the rows of parent's prompt
+// and samples their first token from l, its last row's logits.
+func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
+	open := e.openSeqs()
+	for ; open < e.maxSeq && g.next < g.n && !g.failed; open++ {
+		id, err := e.pool.Fork(parent.id, len(g.req.Prompt), g.maxNew)
+		if err != nil {
+			return // the choice opens a sequence of its own later
+		}
+		s := e.newSeq(g)
+		s.id, s.open, s.done = id, true, len(g.req.Prompt)
+		g.seqs = append(g.seqs, s)
+		g.live++
+		if tok, lp, ok := e.sampleRow(s, l); ok {
+			e.take(s, tok, lp)
+		}
+	}
+}
+
+// step runs one model step over the active sequences.
+func (e *Engine) step() {
+	e.stepNo++
+	ss := e.plan()
+	if len(ss) == 0 {
+		e.reap()
+		return
+	}
+	runs := make([]Run, len(ss))
+	rowsN := 0
+	for i, s := range ss {
+		runs[i] = s.run
+		rowsN += len(s.run.Tokens)
+	}
+	ctx := e.ctx
+	if len(ss) == 1 {
+		ctx = ss[0].g.ctx
+	}
+	t0 := e.now()
+	rows, err := e.callStep(ctx, runs)
+	t1 := e.now()
+	e.met.observeGraphs(e.model)
+	if err != nil {
+		e.failStep(ss, err)
+		e.reap()
+		return
+	}
+	e.modelResult(nil)
+	e.met.stepRows.Observe(float64(rowsN))
+	for i, s := range ss {
+		e.consume(s, rows[i], t0, t1)
+	}
+	end := e.now()
+	e.met.hostTime.Observe(end.Sub(t1).Seconds())
+	e.account(ss, t0, end)
+	e.reap()
+}
+
+// account adds a step's time to the generation time of the requests whose
+// first token came before it, once per request.
+func (e *Engine) account(ss []*seq, t0, end time.Time) {
+	for _, s := range ss {
+		if g := s.g; !g.first && g.firstStep < e.stepNo && g.counted != e.stepNo {
+			g.genTime += end.Sub(t0)
+			g.counted = e.stepNo
+		}
+	}
+}
+
+// callStep calls the model's Step, turning a panic or a malformed result
+// into an error.
+func (e *Engine) callStep(ctx context.Context, runs []Run) (rows []Rows, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in Step: %v", r)
+		}
+	}()
+	rows, err = e.pool.Step(ctx, runs)
+	if err == nil && len(rows) != len(runs) {
+		err = fmt.Errorf("Step returned %d results for %d runs", len(rows), len(runs))
+	}
+	for i := 0; err == nil && i < len(rows); i++ {
+		if rows[i] == nil || rows[i].Len() != len(runs[i].Tokens) {
+			err = fmt.Errorf("Step returned a bad row count for a run of %d tokens", len(runs[i].Tokens))
+		}
+	}
+	return rows, err
+}
+
+// plan chooses this step's runs: one decode row for every decoding
+// sequence (round-robin from a rotating start when rows are short), then
+// prompt chunks, oldest request first, then draft rows.
+func (e *Engine) plan() []*seq {
+	budget := e.pool.BatchLimits().Rows
+	var decode, prefill []*seq
+	for _, g := range e.active {
+		if err := g.ctx.Err(); err != nil && !g.failed {
+			f, cause := e.stopReason(g.ctx, g.j)
+			g.failed, g.failFin, g.runErr = true, f, cause
+		}
+		if g.failed {
+			for _, s := range g.seqs {
+				e.endSeq(s, g.failFin, nil)
+			}
+			continue
+		}
+		for _, s := range g.seqs {
+			switch {
+			case !s.open || s.fin != "":
+			case s.done < len(g.req.Prompt):
+				prefill = append(prefill, s)
+			default:
+				decode = append(decode, s)
+			}
+		}
+	}
+	if len(decode) > 0 {
+		r := e.turn % len(decode)
+		decode = append(decode[r:], decode[:r]...)
+		e.turn++
+	}
+	var picked []*seq
+	for _, s := range decode {
+		if budget == 0 {
+			break
+		}
+		s.run = Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+1]}
+		s.draft, s.k = nil, 0
+		budget--
+		picked = append(picked, s)
+	}
+	for _, s := range prefill {
+		if budget == 0 {
+			break
+		}
+		n := min(budget, len(s.g.req.Prompt)-s.done)
+		s.run = Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+n]}
+		s.draft, s.k = nil, 0
+		budget -= n
+		picked = append(picked, s)
+	}
+	if e.cfg.Speculative.Enabled {
+		rowsN := e.pool.BatchLimits().Rows - budget
+		for _, s := range picked[:min(len(picked), len(decode))] {
+			budget -= e.planSeqDraft(s, budget, rowsN)
+		}
+	}
+	return picked
+}
+
+// planSeqDraft adds draft rows to decoding sequence s's run, at most
+// budget, when its acceptance estimate and the model's costs say they pay;
+// it returns how many.
+func (e *Engine) planSeqDraft(s *seq, budget, rowsN int) int {
+	g := s.g
+	if budget <= 0 && e.single == nil {
+		return 0
+	}
+	room := min(g.maxNew-s.n, e.info.ContextLen-len(s.toks)) - 1
+	if m := e.cfg.Speculative.MaxDraft; m > 0 {
+		room = min(room, m)
+	}
+	s.draft, s.src = s.dr.draft(s.toks, room)
+	if len(s.draft) == 0 {
+		return 0
+	}
+	var costs draftCoster
+	maxRows := budget + 1
+	if e.single != nil {
+		if e.single.verifier == nil {
+			return 0
+		}
+		costs, maxRows = e.single.verifier, e.single.maxVerify()
+	} else {
+		costs = stepCosts{e.pool, rowsN}
+	}
+	s.k = planDraft(costs, g.rates[s.src], len(s.draft), maxRows)
+	if s.k > 0 {
+		s.run.Tokens = append(slices.Clip(s.run.Tokens), s.draft[:s.k]...)
+	}
+	return s.k
+}
+
+// stepCosts prices a sequence's 1+k rows in a step that already carries
+// base rows (its own one included): the step's time either way.
+type stepCosts struct {
+	b    Batcher
+	base int
+}
+
+func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
+	return c.b.StepCost(c.base - 1 + k), c.b.StepCost(c.base)
+}
+
+// consume samples a run's rows into its sequence.
+func (e *Engine) consume(s *seq, rows Rows, t0, t1 time.Time) {
+	g := s.g
+	r := s.run
+	prompt := len(g.req.Prompt)
+	if s.done < prompt {
+		if s.c == 0 && r.Start == 0 && s.done == 0 && e.single != nil {
+			g.usage.CachedTokens = min(e.single.reused, prompt)
+		}
+		s.done = r.Start + len(r.Tokens)
+		if s.done < prompt {
+			return
+		}
+		l, err := e.row(g.ctx, rows, len(r.Tokens)-1)
+		if err != nil {
+			e.failStep([]*seq{s}, err)
+			return
+		}
+		if g.first {
+			g.tm.PromptEval = t1.Sub(g.start)
+			g.tm.PromptN = prompt - g.usage.CachedTokens
+		}
+		if tok, lp, ok := e.sampleRow(s, l); ok {
+			e.take(s, tok, lp)
+		}
+		e.firstToken(g)
+		if s.c == 0 {
+			e.forkChoices(g, s, l)
+		}
+		return
+	}
+	e.consumeDecode(s, rows, t0)
+}
+
+// firstToken records a request's time to first token.
+func (e *Engine) firstToken(g *gen) {
+	if g.first {
+		g.first, g.firstStep = false, e.stepNo
+		e.met.ttft.Observe(e.now().Sub(g.start).Seconds())
+	}
+}
+
+// consumeDecode samples a decode (or verify) run: its rows in order while
+// the draft tokens match.
+func (e *Engine) consumeDecode(s *seq, rows Rows, t0 time.Time) {
+	g := s.g
+	s.done = s.run.Start + 1
+	produced, accepted, mismatch := 0, 0, false
+	for i := 0; i <= s.k && s.fin == ""; i++ {
+		l, err := e.row(g.ctx, rows, i)
+		if err != nil {
+			e.failStep([]*seq{s}, err)
+			return
+		}
+		tok, lp, ok := e.sampleRow(s, l)
+		if !ok {
+			return
+		}
+		e.take(s, tok, lp)
+		produced++
+		switch {
+		case i < s.k && tok == s.draft[i]:
+			accepted++
+			s.done++
+		case i < s.k:
+			mismatch = true
+		case s.k == 0 && len(s.draft) > 0:
+			// Shadow check: keeps the estimate fresh at no cost.
+			s.dr.observe(s.src, b2i(tok == s.draft[0]), tok != s.draft[0])
+		}
+		if mismatch {
+			break
+		}
+	}
+	if s.k > 0 {
+		e.met.verifyCalls.Inc()
+		e.met.draftTokens.WithLabelValues(sourceNames[s.src], "accepted").Add(float64(accepted))
+		e.met.draftTokens.WithLabelValues(sourceNames[s.src], "rejected").Add(float64(s.k - accepted))
+		s.dr.observe(s.src, accepted, mismatch)
+		if s.src == srcPrediction {
+			g.usage.AcceptedPredictionTokens += accepted
+			g.usage.RejectedPredictionTokens += s.k - accepted
+		}
+	}
+	per := e.now().Sub(t0) / time.Duration(max(produced, 1))
+	for range produced {
+		e.met.tpot.Observe(per.Seconds())
+	}
+	e.firstToken(g)
+}
+
+// reap releases finished sequences' slots and ends requests whose choices
+// have all finished.
+func (e *Engine) reap() {
+	kept := e.active[:0]
+	for _, g := range e.active {
+		for _, s := range g.seqs {
+			if s.fin != "" && s.open {
+				if e.single != nil {
+					e.single.truncate(s.done) // only committed rows stay resident
+				}
+				e.pool.Release(s.id)
+				s.open = false
+				e.putSampler(s.smp)
+				s.smp = nil
+				g.live--
+				g.finish = s.fin
+			}
+		}
+		if g.live == 0 && (g.next == g.n || g.failed) {
+			e.finishGen(g)
+			continue
+		}
+		kept = append(kept, g)
+	}
+	clear(e.active[len(kept):])
+	e.active = kept
+	e.setActive(e.openSeqs())
+}
+
+func (e *Engine) getSampler() *sampler {
+	if n := len(e.samplers); n > 0 {
+		s := e.samplers[n-1]
+		e.samplers = e.samplers[:n-1]
+		return s
+	}
+	return newSampler(e.info.VocabSize)
+}
+
+func (e *Engine) putSampler(s *sampler) {
+	s.clear()
+	e.samplers = append(e.samplers, s)
+}
