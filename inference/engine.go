@@ -124,7 +124,11 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	}
 	if b, ok := m.(Batcher); ok && e.maxSeq > 1 {
 		e.pool = b
-		e.maxSeq = min(e.maxSeq, b.BatchLimits().Sequences)
+		lim := b.BatchLimits()
+		e.maxSeq = min(e.maxSeq, lim.Sequences)
+		// A sequence's rows live in the pool: a context longer than the
+		// pool cannot be held.
+		e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
 	} else {
 		e.single = newSingle(e, m)
 		e.pool, e.maxSeq = e.single, 1

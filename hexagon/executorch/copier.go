@@ -16,11 +16,12 @@ const maxCopyWorkers = 3
 // caller helps), at most maxCopyWorkers.
 func copyWorkers() int { return min(runtime.GOMAXPROCS(0)-1, maxCopyWorkers) }
 
-// layerCopy copies one layer's first n new entries (K and V) from method
-// m's outputs into cache slots start… of caches of stride slots per row.
+// layerCopy copies one layer's n new entries (K and V) from entry from…
+// of method m's outputs into cache slots start… of caches of stride slots
+// per row.
 type layerCopy struct {
-	m                   *method
-	layer, start, n, st int
+	m                         *method
+	layer, start, from, n, st int
 }
 
 // copier runs layer copies on a small persistent set of goroutines, so a

@@ -35,8 +35,8 @@ func (m *method) writeMask(b []byte, start int) {
 // elements per row; V is [n_kv][S][hd], one block of n·hd per head. The
 // bytes are raw codes (the outputs are quantised like the caches).
 func (r *Runner) copyLayer(c layerCopy) {
-	r.kS.Copy(r.k[c.layer], c.st, c.start, c.m.kOut[c.layer], c.m.ar, 0, c.n)
-	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, 0, c.n)
+	r.kS.Copy(r.k[c.layer], c.st, c.start, c.m.kOut[c.layer], c.m.ar, c.from, c.n)
+	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, c.from, c.n)
 }
 
 // copyKV queues the copies of layers into slots start… of the current

@@ -58,6 +58,8 @@ type Runner struct {
 	valid                      int           // cache slots [0, valid) hold the last sequence
 	cp                         *copier       // the KV copies in flight
 	queued                     []layerCopy   // copyKV's scratch
+	pool                       pool          // the slot pool (Batcher)
+	batchToks                  []int32       // runBatch's scratch
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call

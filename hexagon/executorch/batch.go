@@ -1,0 +1,365 @@
+package executorch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// maxPoolSequences bounds the sequences open in the pool at once.
+const maxPoolSequences = 16
+
+// The Runner as an inference.Batcher: the shared caches become a pool of
+// the prefill layout's CL − AR slots. A sequence owns one contiguous range
+// of slots (its reserve) and, when forked, also reads its parent's slots of
+// the shared rows; every range of a sequence lies above the ones it reads,
+// so a row's attended slots come in position order, which keeps its
+// logits bit-identical whatever the neighbours (attention sums its
+// columns in slot order). A Step is one prefill_forward call whose rows
+// carry their own input_pos and a mask row opening only their sequence's
+// slots (and its earlier rows in the call), or, for a single row when
+// measured costs say so, one kv_forward call.
+var _ inference.Batcher = (*Runner)(nil)
+
+// pool is the slot allocator and the open sequences.
+type pool struct {
+	ref  []int32 // holders per slot; 0: free
+	seqs map[inference.SeqID]*pseq
+	last inference.SeqID
+	high int // slots [0, high) may hold rows (kept across re-stridings)
+}
+
+// pseq is one sequence: rows [0, shared) in parent slots base…, its own
+// rows from shared on in lo….
+type pseq struct {
+	base, shared int // the shared rows' first slot and count (0: none)
+	lo, hi       int // own slots
+	n            int // committed rows
+}
+
+// slot is the slot of row i.
+func (s *pseq) slot(i int) int {
+	if i < s.shared {
+		return s.base + i
+	}
+	return s.lo + i - s.shared
+}
+
+func (r *Runner) initPool() {
+	if r.pool.seqs == nil {
+		r.pool.ref = make([]int32, r.cl-r.pre.ar)
+		r.pool.seqs = map[inference.SeqID]*pseq{}
+	}
+}
+
+// BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
+// prefill layout's CL − AR slots.
+func (r *Runner) BatchLimits() inference.BatchLimits {
+	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.pre.ar, Slots: r.cl - r.pre.ar}
+}
+
+// alloc finds n free contiguous slots starting above min (first fit).
+func (p *pool) alloc(n, above int) (int, bool) {
+	run := 0
+	for i := max(above, 0); i < len(p.ref); i++ {
+		if p.ref[i] != 0 {
+			run = 0
+			continue
+		}
+		if run++; run == n {
+			lo := i - n + 1
+			for j := lo; j <= i; j++ {
+				p.ref[j] = 1
+			}
+			p.high = max(p.high, i+1)
+			return lo, true
+		}
+	}
+	return 0, false
+}
+
+// Open starts a sequence with reserve slots of its own.
+func (r *Runner) Open(reserve int) (inference.SeqID, error) {
+	if r.closed {
+		return 0, ErrClosed
+	}
+	r.initPool()
+	return r.open(&pseq{}, reserve, 0)
+}
+
+func (r *Runner) open(s *pseq, reserve, above int) (inference.SeqID, error) {
+	p := &r.pool
+	if reserve < 1 || reserve > len(p.ref) {
+		return 0, fmt.Errorf("executorch: a sequence of %d slots in a pool of %d: %w", reserve, len(p.ref), inference.ErrNoSlots)
+	}
+	if len(p.seqs) >= maxPoolSequences {
+		return 0, fmt.Errorf("executorch: %d sequences open: %w", len(p.seqs), inference.ErrNoSlots)
+	}
+	lo, ok := p.alloc(reserve, above)
+	if !ok {
+		return 0, fmt.Errorf("executorch: no %d free contiguous slots: %w", reserve, inference.ErrNoSlots)
+	}
+	s.lo, s.hi = lo, lo+reserve
+	p.last++
+	p.seqs[p.last] = s
+	return p.last, nil
+}
+
+// Fork shares parent's rows [0, rows) and reserves slots above them.
+func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
+	if r.closed {
+		return 0, ErrClosed
+	}
+	r.initPool()
+	ps := r.pool.seqs[parent]
+	switch {
+	case ps == nil || rows < 1 || rows > ps.n:
+		return 0, fmt.Errorf("executorch: fork of %d rows of sequence %d", rows, parent)
+	case ps.shared > 0 && rows > ps.shared:
+		return 0, fmt.Errorf("executorch: fork of %d rows of a fork sharing %d", rows, ps.shared)
+	}
+	s := &pseq{base: ps.slot(0), shared: rows, n: rows}
+	id, err := r.open(s, reserve, ps.slot(rows-1)+1)
+	if err != nil {
+		return 0, err
+	}
+	for i := range rows {
+		r.pool.ref[s.slot(i)]++
+	}
+	return id, nil
+}
+
+// Release frees id's slots: its own range, and its hold on shared ones.
+func (r *Runner) Release(id inference.SeqID) {
+	s := r.pool.seqs[id]
+	if s == nil {
+		return
+	}
+	delete(r.pool.seqs, id)
+	for i := range s.shared {
+		r.pool.ref[s.slot(i)]--
+	}
+	for i := s.lo; i < s.hi; i++ {
+		r.pool.ref[i]--
+	}
+	for r.pool.high > 0 && r.pool.ref[r.pool.high-1] == 0 {
+		r.pool.high--
+	}
+}
+
+// StepCost: one prefill_forward call for several rows; for one row the
+// cheaper of the two graphs; each with a re-striding when the caches are
+// in the other graph's layout.
+func (r *Runner) StepCost(rows int) time.Duration {
+	pre, dec := r.Costs(rows)
+	rs := r.restrideCost()
+	if r.stride != r.cl-r.pre.ar {
+		pre += rs
+	} else {
+		dec += rs
+	}
+	if rows <= 1 {
+		return min(pre, dec)
+	}
+	return pre
+}
+
+func (r *Runner) restrideCost() time.Duration {
+	if r.stats.Restrides == 0 {
+		return 0
+	}
+	return r.stats.Restride / time.Duration(r.stats.Restrides)
+}
+
+// Step evaluates runs in one graph call.
+func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	if err := r.checkRuns(runs); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	defer r.publish()
+	rows := 0
+	for _, run := range runs {
+		rows += len(run.Tokens)
+	}
+	m := r.pre
+	if dg := r.stats.Graphs[r.dec.method]; rows == 1 && (dg.Calls == 0 || r.StepCost(1) < r.prefillStepCost()) {
+		m = r.dec // a single row tries kv_forward once, then goes where it is cheaper
+	}
+	if err := r.runBatch(m, runs); err != nil {
+		return nil, err
+	}
+	out := make([]inference.Rows, len(runs))
+	o := 0
+	for i, run := range runs {
+		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
+		o += len(run.Tokens)
+		r.pool.seqs[run.Seq].n = run.Start + len(run.Tokens)
+	}
+	return out, nil
+}
+
+// prefillStepCost is StepCost's price of a one-row prefill_forward call.
+func (r *Runner) prefillStepCost() time.Duration {
+	pre, _ := r.Costs(1)
+	if r.stride != r.cl-r.pre.ar {
+		pre += r.restrideCost()
+	}
+	return pre
+}
+
+// checkRuns validates a Step.
+func (r *Runner) checkRuns(runs []inference.Run) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.broken != nil {
+		return fmt.Errorf("executorch: the graphs are unavailable since a device restart: %w", r.broken)
+	}
+	rows := 0
+	seen := map[inference.SeqID]bool{}
+	for _, run := range runs {
+		s := r.pool.seqs[run.Seq]
+		switch {
+		case s == nil:
+			return fmt.Errorf("executorch: step on unknown sequence %d", run.Seq)
+		case seen[run.Seq]:
+			return fmt.Errorf("executorch: two runs of sequence %d in one step", run.Seq)
+		case len(run.Tokens) == 0:
+			return fmt.Errorf("executorch: an empty run of sequence %d", run.Seq)
+		case run.Start < s.shared || run.Start > s.n:
+			return fmt.Errorf("executorch: run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, s.shared, s.n)
+		case run.Start+len(run.Tokens) > s.shared+s.hi-s.lo:
+			return fmt.Errorf("executorch: run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, s.shared+s.hi-s.lo)
+		}
+		for i, t := range run.Tokens {
+			if t < 0 || int(t) >= r.vocab {
+				return fmt.Errorf("executorch: token %d at position %d is outside the vocabulary (%d)", t, run.Start+i, r.vocab)
+			}
+		}
+		seen[run.Seq] = true
+		rows += len(run.Tokens)
+	}
+	if rows == 0 || rows > r.pre.ar {
+		return fmt.Errorf("executorch: a step of %d rows (1 to %d)", rows, r.pre.ar)
+	}
+	return nil
+}
+
+// runBatch is run for rows of several sequences: tokens and positions per
+// row, the mask per row, and each run's new entries copied to its slots.
+func (r *Runner) runBatch(m *method, runs []inference.Run) error {
+	st := &r.stats
+	t0 := time.Now()
+	if s := r.cl - m.ar; s != r.stride {
+		r.sync()
+		t0 = time.Now()
+		r.valid = r.pool.high // restride keeps the pool's slots
+		r.restride(s)
+		st.Restrides++
+		st.Restride += time.Since(t0)
+		t0 = time.Now()
+	}
+	toks := r.batchToks[:0]
+	o := 0
+	for _, run := range runs {
+		toks = append(toks, run.Tokens...)
+		for i := range run.Tokens {
+			m.posBuf[o] = int32(run.Start + i)
+			o++
+		}
+	}
+	r.batchToks = toks
+	// Padding rows repeat the last row's position; their outputs are unused.
+	for i := o; i < m.ar; i++ {
+		m.posBuf[i] = m.posBuf[o-1]
+	}
+	if err := errors.Join(m.tokE.PutInts(m.vals[m.tokens].Bytes(), toks), m.posE.PutInts(m.vals[m.pos].Bytes(), m.posBuf)); err != nil {
+		return fmt.Errorf("executorch: %s: %w", m.method, err)
+	}
+	t1 := time.Now()
+	r.writeBatchMask(m, runs)
+	t2 := time.Now()
+	st.Embed += t1.Sub(t0)
+	st.Mask += t2.Sub(t1)
+	for i, s := range m.steps {
+		r.syncLayers(m.touched[i])
+		if s.delegate < 0 {
+			copy(m.vals[s.to].Bytes()[:m.sizes[s.to]], m.vals[s.from].Bytes()[:m.sizes[s.from]])
+		} else if err := r.execute(m, i); err != nil {
+			return err
+		}
+		if len(m.final[i]) > 0 {
+			t3 := time.Now()
+			r.copyRuns(m, m.final[i], runs)
+			st.KVCopy += time.Since(t3)
+		}
+	}
+	m.rows = o
+	return nil
+}
+
+// writeBatchMask writes every row's mask: its sequence's slots of rows
+// [0, Start), and, causally, its run's earlier rows in the new block.
+// Padding rows attend only to themselves.
+func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
+	b := m.vals[m.mask].Bytes()
+	cl, S := m.cl, m.cl-m.ar
+	m.masks.Fill(b, 0, m.ar*cl, false)
+	o := 0
+	for _, run := range runs {
+		s := r.pool.seqs[run.Seq]
+		for i := range run.Tokens {
+			row := (o + i) * cl
+			if sh := min(s.shared, run.Start); sh > 0 {
+				m.masks.Fill(b, row+s.base, row+s.base+sh, true)
+			}
+			if own := run.Start - s.shared; own > 0 {
+				m.masks.Fill(b, row+s.lo, row+s.lo+own, true)
+			}
+			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
+		}
+		o += len(run.Tokens)
+	}
+	for i := o; i < m.ar; i++ {
+		m.masks.Fill(b, i*cl+S+i, i*cl+S+i+1, true)
+	}
+	m.open = -1
+}
+
+// copyRuns queues the copies of layers' new entries of each run into its
+// slots (contiguous: a run's rows are all its own).
+func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
+	q := r.queued[:0]
+	o := 0
+	for _, run := range runs {
+		start := r.pool.seqs[run.Seq].slot(run.Start)
+		for _, l := range layers {
+			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
+		}
+		o += len(run.Tokens)
+	}
+	r.cp.submit(q...)
+	r.queued = q
+}
+
+// batchRows are one run's logits rows of a Step's call.
+type batchRows struct {
+	m      *method
+	off, n int
+}
+
+func (w batchRows) Len() int { return w.n }
+
+func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= w.n {
+		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
+	}
+	return graphio.Row(w.m.logits, w.off+i, w.m.vocab), nil
+}

@@ -1,0 +1,218 @@
+package executorch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// bseq is a test sequence driven through the Batcher greedily.
+type bseq struct {
+	id     inference.SeqID
+	toks   []int32 // prompt, then generated
+	prompt int
+	done   int               // committed rows
+	logits map[int][]float32 // the logits after row i
+	gen    int               // tokens to generate
+}
+
+func snapshot(l inference.Logits) []float32 {
+	out := make([]float32, l.Len())
+	for i := range out {
+		out[i] = l.At(i)
+	}
+	return out
+}
+
+// drive runs seqs to completion with at most rows rows per step, prompts
+// chunked into what is left after the decode rows.
+func drive(t *testing.T, r *Runner, seqs []*bseq, rows int) {
+	t.Helper()
+	for {
+		var runs []inference.Run
+		var who []*bseq
+		budget := rows
+		for _, s := range seqs {
+			if s.done >= s.prompt && len(s.toks) < s.prompt+s.gen && budget > 0 {
+				runs = append(runs, inference.Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+1]})
+				who = append(who, s)
+				budget--
+			}
+		}
+		for _, s := range seqs {
+			if s.done < s.prompt && budget > 0 {
+				n := min(budget, s.prompt-s.done)
+				runs = append(runs, inference.Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+n]})
+				who = append(who, s)
+				budget -= n
+			}
+		}
+		if len(runs) == 0 {
+			return
+		}
+		out, err := r.Step(context.Background(), runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range who {
+			s.done = runs[i].Start + len(runs[i].Tokens)
+			if s.done < s.prompt {
+				continue
+			}
+			l, err := out[i].Logits(context.Background(), len(runs[i].Tokens)-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.logits[s.done-1] = snapshot(l)
+			if len(s.toks) < s.prompt+s.gen {
+				s.toks = append(s.toks, argmax(l))
+			}
+		}
+	}
+}
+
+func newBseqs(t *testing.T, r *Runner, prompts [][]int32, gen int) []*bseq {
+	t.Helper()
+	var out []*bseq
+	for _, p := range prompts {
+		id, err := r.Open(len(p) + gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &bseq{id: id, toks: slices.Clone(p), prompt: len(p), gen: gen, logits: map[int][]float32{}})
+	}
+	return out
+}
+
+func equalBits(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+}
+
+var batchPrompts = [][]int32{
+	{128000, 791, 6460, 374, 6437, 1606, 279},
+	{128000, 40, 1093},
+	{128000, 9906, 11, 1268, 527, 499, 3432, 30, 358, 1097, 2133},
+}
+
+// TestBatchBitIdentical: on a float32 .pte, a sequence's logits are the
+// same bits alone and next to others (prompt chunks beside decode rows,
+// several sequences' rows in one call), and its greedy tokens are Eval's.
+func TestBatchBitIdentical(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	const gen = 6
+	alone := map[int]*bseq{}
+	ra := openRunner(t, rt, path)
+	for i, p := range batchPrompts {
+		ss := newBseqs(t, ra, [][]int32{p}, gen)
+		drive(t, ra, ss, 8)
+		ra.Release(ss[0].id)
+		alone[i] = ss[0]
+	}
+	rb := openRunner(t, rt, path)
+	together := newBseqs(t, rb, batchPrompts, gen)
+	drive(t, rb, together, 8)
+	for i, s := range together {
+		a := alone[i]
+		if !slices.Equal(s.toks, a.toks) {
+			t.Fatalf("sequence %d: together %v, alone %v", i, s.toks, a.toks)
+		}
+		for pos, l := range a.logits {
+			if !equalBits(s.logits[pos], l) {
+				t.Fatalf("sequence %d: logits after row %d differ together and alone", i, pos)
+			}
+		}
+	}
+	// And the tokens are those of today's one-sequence path.
+	re := openRunner(t, rt, path)
+	for i, p := range batchPrompts {
+		toks, _ := greedy(t, re, p, 0, gen)
+		if want := together[i].toks[len(p):]; !slices.Equal(toks, want) {
+			t.Errorf("sequence %d: Eval %v, Step %v", i, toks, want)
+		}
+	}
+	if g := rb.Stats().Graphs[rb.pre.method]; g.Calls == 0 {
+		t.Fatal("no prefill_forward call carried rows")
+	}
+}
+
+// TestBatchIsolation: no row's mask opens a slot of another sequence, a
+// fork reads its parent's prompt slots, and releasing frees the slots.
+func TestBatchIsolation(t *testing.T) {
+	rt := openRuntime(t)
+	r := openRunner(t, rt, writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32}))
+	a, err := r.Open(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Open(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(runs ...inference.Run) {
+		t.Helper()
+		if _, err := r.Step(context.Background(), runs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(inference.Run{Seq: a, Start: 0, Tokens: []int32{128000, 1, 2}}, inference.Run{Seq: b, Start: 0, Tokens: []int32{128000, 3, 4, 5}})
+	f, err := r.Fork(a, 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(inference.Run{Seq: a, Start: 3, Tokens: []int32{6}}, inference.Run{Seq: b, Start: 4, Tokens: []int32{7, 8}}, inference.Run{Seq: f, Start: 3, Tokens: []int32{9}})
+	m := r.pre
+	mask := m.vals[m.mask].Bytes()
+	es := len(mask) / (m.ar * m.cl)
+	code := make([]byte, es)
+	m.masks.Fill(code, 0, 1, true)
+	open := func(row, col int) bool {
+		return bytes.Equal(mask[(row*m.cl+col)*es:(row*m.cl+col+1)*es], code)
+	}
+	S := m.cl - m.ar
+	sa, sb, sf := r.pool.seqs[a], r.pool.seqs[b], r.pool.seqs[f]
+	own := map[int][]int{ // row → the slots it may read
+		0: {sa.slot(0), sa.slot(1), sa.slot(2)},
+		1: {sb.slot(0), sb.slot(1), sb.slot(2), sb.slot(3)},
+		2: {sb.slot(0), sb.slot(1), sb.slot(2), sb.slot(3)},
+		3: {sa.slot(0), sa.slot(1), sa.slot(2)}, // the fork: its parent's prompt
+	}
+	block := map[int][]int{0: {0}, 1: {1}, 2: {1, 2}, 3: {3}}
+	for row, slots := range own {
+		for col := range m.cl {
+			want := col < S && slices.Contains(slots, col) || col >= S && slices.Contains(block[row], col-S)
+			if open(row, col) != want {
+				t.Fatalf("row %d column %d: open %v, want %v", row, col, open(row, col), want)
+			}
+		}
+	}
+	if sf.lo <= sa.slot(2) {
+		t.Fatalf("fork slots %d… below its parent's prompt slot %d", sf.lo, sa.slot(2))
+	}
+	// A run may not rewrite shared rows or pass its reserve; a released
+	// sequence is gone and its slots are free again.
+	if _, err := r.Step(context.Background(), []inference.Run{{Seq: f, Start: 2, Tokens: []int32{1}}}); err == nil {
+		t.Fatal("a fork rewrote a shared row")
+	}
+	if _, err := r.Step(context.Background(), []inference.Run{{Seq: a, Start: 4, Tokens: make([]int32, 7)}}); err == nil {
+		t.Fatal("a run passed its reserve")
+	}
+	r.Release(a)
+	r.Release(b)
+	r.Release(f)
+	if _, err := r.Step(context.Background(), []inference.Run{{Seq: a, Start: 0, Tokens: []int32{1}}}); err == nil {
+		t.Fatal("a released sequence ran")
+	}
+	if _, err := r.Open(r.cl - r.pre.ar); err != nil {
+		t.Fatalf("the whole pool after releases: %v", err)
+	}
+	if _, err := r.Open(1); !errors.Is(err, inference.ErrNoSlots) {
+		t.Fatalf("open on a full pool: %v", err)
+	}
+}
