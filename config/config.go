@@ -113,7 +113,11 @@ type Libraries struct {
 
 // Engine configures request admission and generation limits.
 type Engine struct {
-	QueueLength int           `yaml:"queue_length"` // requests waiting behind the running one
+	QueueLength int           `yaml:"queue_length"` // requests waiting behind the active ones
+	// MaxSequences is how many sequences (choices of requests) advance side
+	// by side on a model whose cache is a slot pool (.pte); 1: one request
+	// at a time, with the prefix cache and KV store.
+	MaxSequences int `yaml:"max_sequences"`
 	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
 	KVCache     KVCache       `yaml:"kv_cache"`     // the store of many sequences' KV rows
 	Speculative Speculative   `yaml:"speculative"`
@@ -199,7 +203,7 @@ func Default() Config {
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
 			PerfMode:  "burst",
 		},
-		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute,
+		Engine: Engine{QueueLength: 8, MaxSequences: 4, Timeout: 5 * time.Minute,
 			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
 			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
@@ -299,6 +303,7 @@ func (c *Config) Validate() error {
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
+		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},

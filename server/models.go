@@ -10,7 +10,8 @@ import (
 )
 
 // health is GET /health: 200 {"status":"ok"} once the model is loaded and the
-// engine is healthy, 503 with "loading" or "unhealthy" otherwise.
+// engine is healthy (with the sequences it is advancing now and at most),
+// 503 with "loading" or "unhealthy" otherwise.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	m := s.model.Load()
 	switch {
@@ -26,6 +27,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	default:
 		body := map[string]any{"status": "ok"}
 		if m.Engine != nil {
+			body["active_sequences"] = m.Engine.ActiveSequences()
+			body["max_sequences"] = m.Engine.MaxSequences()
 			if st, ok := m.Engine.KVStats(); ok {
 				body["kv_cache"] = st
 			}

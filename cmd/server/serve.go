@@ -258,7 +258,7 @@ func loadEngine(cfg config.Config, log zerolog.Logger, load modelLoader, reg *pr
 		return loadResult{err: err}
 	}
 	sp := cfg.Engine.Speculative
-	ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout,
+	ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout, MaxSequences: cfg.Engine.MaxSequences,
 		Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
 		Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
 	if store != nil {
