@@ -61,13 +61,13 @@ type Options struct {
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
-	// speculative, host, structured);
+	// speculative, host, structured, concurrency);
 	// nil: all (http only with HTTP).
 	Phases []string
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured", "concurrency"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -158,6 +158,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"speculative", "speculative decoding, off and on", r.speculativePhase},
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
 		{"structured", "structured outputs (constraint per token, schema compile)", r.structuredPhase},
+		{"concurrency", "concurrency (streams side by side, n = 4, TTFT under load)", r.concurrencyPhase},
 	} {
 		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
 			phases = append(phases, p)
@@ -219,6 +220,7 @@ func goals(rep *Report) []Goal {
 		}
 	}
 	g = append(g, kvTurnGoals(rep.KVStore)...)
+	g = append(g, concurrencyGoals(rep.Concurrency)...)
 	if st := rep.Structured; st != nil {
 		g = append(g, goal("constraint_us_per_token_p50", st.MaskUS.P50, "<=", GoalMaskMedianUS, "µs",
 			fmt.Sprintf("V = %d, uniformly random proposals", st.Vocab)),

@@ -23,6 +23,7 @@ type Report struct {
 	Speculative []Speculative  `json:"speculative"`
 	Memory      Memory         `json:"memory"`
 	Structured  *Structured    `json:"structured,omitempty"`
+	Concurrency *Concurrency   `json:"concurrency,omitempty"`
 	Goals       []Goal         `json:"goals"`
 }
 

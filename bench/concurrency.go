@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Concurrency goals (issue 25, .pte).
+const (
+	GoalConc4X    = 3.5  // 4 streams' aggregate tok/s ÷ one stream
+	GoalConc8X    = 6    // 8 streams
+	GoalConcN4X   = 3    // n = 4 side by side ÷ n = 4 one after another
+	GoalConcTTFT  = 0.5  // s, p50 TTFT of a short request during 4-stream load
+	GoalConcAlone = 0.98 // one stream side-by-side engine ÷ one-at-a-time engine
+)
+
+// Concurrency is the concurrency phase's result: the same workloads on an
+// engine that runs one request at a time (max_sequences 1, today's
+// behaviour) and on one that runs up to 8 sequences side by side.
+type Concurrency struct {
+	Emulation    Latency `json:"emulation"`
+	PromptTokens int     `json:"prompt_tokens"`
+	OutputTokens int     `json:"output_tokens"` // per stream
+	// Aggregate generated tok/s (tokens ÷ wall time from submit to the last
+	// Done) by streams, for each engine.
+	Serial     map[string]float64 `json:"serial_tok_per_s"`
+	SideBySide map[string]float64 `json:"side_by_side_tok_per_s"`
+	// TTFT of a 4-token request sent while 4 streams run (side by side),
+	// and one such request on the one-at-a-time engine.
+	TTFTMS       Dist    `json:"ttft_ms_under_load"`
+	SerialTTFTMS float64 `json:"serial_ttft_ms_under_load"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// concurrencyPhase measures issue 25's goals. It needs a model whose cache
+// is a slot pool (inference.Batcher); others are skipped.
+func (r *runner) concurrencyPhase(ctx context.Context) error {
+	if _, ok := r.model.(inference.Batcher); !ok {
+		r.progress("  skipped: the model runs one sequence at a time (no inference.Batcher)")
+		return nil
+	}
+	emu := Latency{PrefillUS: r.emu.PrefillUS, DecodeUS: r.emu.DecodeUS + r.emu.LMHeadUS} // a .pte has no separate lm-head
+	defer setLatency(emu)()
+	out := r.opt.Tokens
+	prompt := r.tok.Encode("Write a short story about a lighthouse keeper and a storm.", true, false)
+	c := &Concurrency{Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
+		Serial: map[string]float64{}, SideBySide: map[string]float64{}}
+	r.rep.Concurrency = c
+	req := func(n int) inference.Request {
+		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
+	}
+	for _, mode := range []struct {
+		seqs int
+		res  map[string]float64
+	}{{1, c.Serial}, {8, c.SideBySide}} {
+		e := inference.New(r.model, r.tok, inference.Config{MaxSequences: mode.seqs, QueueLen: 16})
+		if _, err := streams(ctx, e, req(1), 1); err != nil { // warm-up: both graphs measured
+			e.Close()
+			return err
+		}
+		for _, k := range []struct {
+			key     string
+			streams int
+			n       int
+		}{{"1", 1, 1}, {"4", 4, 1}, {"8", 8, 1}, {"n4", 1, 4}} {
+			if mode.seqs == 1 && k.key == "8" {
+				continue // 8 one after another say nothing that 4 do not
+			}
+			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
+			tps, err := streams(ctx, e, req(k.n), k.streams)
+			if err != nil {
+				e.Close()
+				return err
+			}
+			mode.res[k.key] = round3(tps)
+		}
+		ttft, err := ttftUnderLoad(ctx, e, req(1), prompt[:4], map[int]int{1: 1, 8: 5}[mode.seqs])
+		e.Close()
+		if err != nil {
+			return err
+		}
+		if mode.seqs == 1 {
+			c.SerialTTFTMS = ttft.P50
+		} else {
+			c.TTFTMS = ttft
+		}
+	}
+	return nil
+}
+
+// streams runs k copies of req at once and returns their generated tokens
+// per second of wall time.
+func streams(ctx context.Context, e *inference.Engine, req inference.Request, k int) (float64, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, k)
+	toks := make([]int, k)
+	for i := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := e.Submit(ctx, req)
+			if err == nil {
+				var res inference.Result
+				res, err = inference.Collect(s)
+				toks[i] = res.Usage.CompletionTokens
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	total := 0
+	for _, t := range toks {
+		total += t
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+// ttftUnderLoad starts 4 streams of load, then sends samples short
+// requests (4 prompt tokens, 1 output token) one after another while they
+// run, and returns their times to first token.
+func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Request, short []int32, samples int) (Dist, error) {
+	var wg sync.WaitGroup
+	loadErr := make([]error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := e.Submit(ctx, load)
+			if err == nil {
+				_, err = inference.Collect(s)
+			}
+			loadErr[i] = err
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the load is decoding
+	var xs []float64
+	for range samples {
+		t0 := time.Now()
+		s, err := e.Submit(ctx, inference.Request{Prompt: slices.Clone(short), MaxTokens: 1})
+		if err != nil {
+			return Dist{}, err
+		}
+		first := true
+		for ev := range s.Events() {
+			if first && (len(ev.Tokens) > 0 || ev.Done) {
+				xs = append(xs, float64(time.Since(t0).Microseconds())/1000)
+				first = false
+			}
+			if ev.Done && ev.Err != nil {
+				return Dist{}, fmt.Errorf("short request: %w", ev.Err)
+			}
+		}
+	}
+	wg.Wait()
+	for _, err := range loadErr {
+		if err != nil {
+			return Dist{}, err
+		}
+	}
+	return newDist(xs), nil
+}
+
+// concurrencyGoals evaluates the phase against issue 25's goals.
+func concurrencyGoals(c *Concurrency) []Goal {
+	if c == nil || c.Error != "" || c.SideBySide["1"] == 0 || c.Serial["1"] == 0 {
+		return nil
+	}
+	one := c.SideBySide["1"]
+	return []Goal{
+		goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", GoalConc4X, "×", "aggregate tok/s of 4 streams ÷ one stream, side by side"),
+		goal("concurrency_8_streams_x", round3(c.SideBySide["8"]/one), ">=", GoalConc8X, "×", "aggregate tok/s of 8 streams ÷ one stream"),
+		goal("concurrency_n4_x", round3(c.SideBySide["n4"]/c.Serial["n4"]), ">=", GoalConcN4X, "×", "n = 4 side by side ÷ n = 4 one after another"),
+		goal("concurrency_ttft_p50_s", round3(c.TTFTMS.P50/1000), "<=", GoalConcTTFT, "s",
+			fmt.Sprintf("4-token request during 4-stream load; p99 %.3f s; one at a time: %.3f s", c.TTFTMS.P99/1000, c.SerialTTFTMS/1000)),
+		goal("concurrency_one_stream_x", round3(one/c.Serial["1"]), ">=", GoalConcAlone, "×", "one stream, side-by-side engine ÷ one-at-a-time engine"),
+	}
+}
