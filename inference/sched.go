@@ -215,8 +215,9 @@ func (e *Engine) callStep(ctx context.Context, runs []Run) (rows []Rows, err err
 }
 
 // plan chooses this step's runs: one decode row for every decoding
-// sequence (round-robin from a rotating start when rows are short), then
-// prompt chunks, oldest request first, then draft rows.
+// sequence (round-robin from a rotating start when rows are short, leaving
+// a waiting prompt at least one), then prompt chunks, oldest request
+// first, then draft rows.
 func (e *Engine) plan() []*seq {
 	budget := e.pool.BatchLimits().Rows
 	var decode, prefill []*seq
@@ -246,11 +247,15 @@ func (e *Engine) plan() []*seq {
 		decode = append(decode[r:], decode[:r]...)
 		e.turn++
 	}
+	// When decode rows alone would fill the step, a waiting prompt still
+	// gets a row (every other step when a step holds one row), so it
+	// never starves behind decoding sequences.
+	ndec := min(len(decode), budget)
+	if len(prefill) > 0 && ndec == budget && (budget > 1 || e.turn%2 == 0) {
+		ndec--
+	}
 	var picked []*seq
-	for _, s := range decode {
-		if budget == 0 {
-			break
-		}
+	for _, s := range decode[:ndec] {
 		s.run = Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+1]}
 		s.draft, s.k = nil, 0
 		budget--

@@ -1,0 +1,240 @@
+package inference_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
+)
+
+const stepLatency = 10 * time.Millisecond
+
+func setupPool(t *testing.T, lim inference.BatchLimits, cfg inference.Config) (*inference.Engine, *inferencetest.Pool) {
+	t.Helper()
+	m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
+	m.SetLatency(stepLatency)
+	e := inference.New(m, inferencetest.NewVocab(words), cfg)
+	t.Cleanup(func() { e.Close() })
+	return e, m
+}
+
+var poolLimits = inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 1024}
+
+// submitAll submits reqs at once and collects their results.
+func submitAll(t *testing.T, e *inference.Engine, reqs []inference.Request) []inference.Result {
+	t.Helper()
+	res := make([]inference.Result, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		s, err := e.Submit(t.Context(), r)
+		if err != nil {
+			t.Fatalf("Submit %d: %v", i, err)
+		}
+		wg.Go(func() { res[i], errs[i] = inference.Collect(s) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return res
+}
+
+func choiceTokens(r inference.Result) [][]int32 {
+	var out [][]int32
+	for _, c := range r.Choices {
+		out = append(out, c.Tokens)
+	}
+	return out
+}
+
+// TestPoolSideBySide: four requests advance together (one step per token
+// for all of them), and each one's tokens, seeded or greedy, with n = 2 or
+// a prediction, equal the same request run alone.
+func TestPoolSideBySide(t *testing.T) {
+	seed := int64(9)
+	reqs := []inference.Request{
+		{Prompt: []int32{1, 2, 3}, MaxTokens: 8},
+		{Prompt: []int32{4, 5}, MaxTokens: 8, N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}},
+		{Prompt: slices.Repeat([]int32{7}, 40), MaxTokens: 8}, // a prompt longer than a step's rows
+		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Prediction: "Hello"},
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative, MaxSequences: 8})
+		start := time.Now()
+		res := submitAll(t, e, reqs)
+		took := time.Since(start)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
+			}
+			if r.Usage.CompletionTokens != 8*max(reqs[i].N, 1) {
+				t.Errorf("request %d: usage %+v", i, r.Usage)
+			}
+		}
+		// 40 prompt rows over 16-row steps, then 8 tokens: about 12 steps,
+		// not the 4 × 9 of one request after another.
+		if took > 14*stepLatency {
+			t.Errorf("4 requests took %v (%d steps: %v)", took, len(m.Steps()), m.Steps())
+		}
+		if _, most := m.Sequences(); most != 5 {
+			t.Errorf("at most %d sequences open, want 5 (n = 2 counts twice)", most)
+		}
+		if f := m.Forks(); len(f) != 1 || f[0].Rows != 2 {
+			t.Errorf("forks %+v, want one of the 2-token prompt", f)
+		}
+	})
+}
+
+// TestPoolNewRequestStartsSoon: a short request that arrives while a long
+// one streams gets its first token within two steps.
+func TestPoolNewRequestStartsSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := setupPool(t, poolLimits, inference.Config{})
+		long, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{1}, MaxTokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go inference.Collect(long)
+		time.Sleep(5*stepLatency + stepLatency/2)
+		t0 := time.Now()
+		s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{2, 3}, MaxTokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := inference.Collect(s)
+		if err != nil || len(r.Choices[0].Tokens) != 1 {
+			t.Fatalf("%+v %v", r, err)
+		}
+		if d := time.Since(t0); d > 2*stepLatency {
+			t.Fatalf("first token after %v, want within 2 steps (%v)", d, 2*stepLatency)
+		}
+		if e.ActiveSequences() != 1 {
+			t.Fatalf("%d active sequences, want the long one", e.ActiveSequences())
+		}
+	})
+}
+
+// TestPoolAdmission: beyond MaxSequences requests queue in order (and a
+// full queue refuses at once); a request the pool cannot hold waits for a
+// release; cancelling a running request frees its slots at once.
+func TestPoolAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 30}, inference.Config{MaxSequences: 2, QueueLen: 2})
+		ctx, cancel := context.WithCancel(t.Context())
+		a, _ := e.Submit(ctx, inference.Request{Prompt: []int32{1}, MaxTokens: 9}) // 10 slots
+		b, _ := e.Submit(t.Context(), inference.Request{Prompt: []int32{2}, MaxTokens: 9})
+		synctest.Wait()
+		c, _ := e.Submit(t.Context(), inference.Request{Prompt: []int32{3}, MaxTokens: 19}) // 20 slots: waits for a
+		d, _ := e.Submit(t.Context(), inference.Request{Prompt: []int32{4}, MaxTokens: 2})
+		if _, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{5}}); !errors.Is(err, inference.ErrBusy) {
+			t.Fatalf("full queue: %v", err)
+		}
+		time.Sleep(3 * stepLatency)
+		if open, _ := m.Sequences(); open != 2 || e.QueueDepth() != 2 {
+			t.Fatalf("%d open, %d queued", open, e.QueueDepth())
+		}
+		cancel()
+		synctest.Wait()
+		if r, err := inference.Collect(a); !errors.Is(err, context.Canceled) || r.Finish != inference.FinishCancelled {
+			t.Fatalf("a: %+v %v", r, err)
+		}
+		time.Sleep(stepLatency)
+		if open, _ := m.Sequences(); open != 2 || e.QueueDepth() != 1 {
+			t.Fatalf("after the cancel: %d open (c should have a's slots), %d queued", open, e.QueueDepth())
+		}
+		for _, s := range []*inference.Stream{b, c, d} {
+			if r, err := inference.Collect(s); err != nil || r.Finish != inference.FinishLength {
+				t.Fatalf("%+v %v", r, err)
+			}
+		}
+		if open, _ := m.Sequences(); open != 0 {
+			t.Fatalf("%d sequences still open", open)
+		}
+	})
+}
+
+// TestPoolOwners: requests of different owners with the same prompt never
+// share rows (no fork); the choices of one request do.
+func TestPoolOwners(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{})
+		p := []int32{10, 11, 12}
+		submitAll(t, e, []inference.Request{
+			{Prompt: p, MaxTokens: 3, Owner: "alice"},
+			{Prompt: p, MaxTokens: 3, Owner: "mallory"},
+		})
+		if f := m.Forks(); len(f) != 0 {
+			t.Fatalf("forks across requests: %+v", f)
+		}
+		r := submitAll(t, e, []inference.Request{{Prompt: p, MaxTokens: 3, N: 3, Owner: "alice"}})[0]
+		if f := m.Forks(); len(f) != 2 || len(r.Choices) != 3 {
+			t.Fatalf("forks %+v for n = 3", f)
+		}
+	})
+}
+
+// TestPoolTimeout: a timeout ends one request; the others carry on.
+func TestPoolTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{})
+		res := make([]inference.Result, 2)
+		var wg sync.WaitGroup
+		for i, req := range []inference.Request{
+			{Prompt: []int32{1}, MaxTokens: 20, Timeout: 55 * time.Millisecond},
+			{Prompt: []int32{2}, MaxTokens: 10},
+		} {
+			s, err := e.Submit(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { res[i], _ = inference.Collect(s) })
+		}
+		wg.Wait()
+		if res[0].Finish != inference.FinishTimeout || res[0].Usage.CompletionTokens >= 20 {
+			t.Fatalf("timed out request: %+v", res[0])
+		}
+		if res[1].Finish != inference.FinishLength || res[1].Usage.CompletionTokens != 10 {
+			t.Fatalf("the other: %+v", res[1])
+		}
+		if open, _ := m.Sequences(); open != 0 {
+			t.Fatalf("%d sequences still open", open)
+		}
+	})
+}
+
+// TestPoolNoStarvation: with fewer rows per step than decoding sequences,
+// every sequence still advances and a new prompt still starts.
+func TestPoolNoStarvation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 2, Slots: 1024}, inference.Config{MaxSequences: 4})
+		var reqs []inference.Request
+		for i := range 3 {
+			reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i)}, MaxTokens: 30})
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { submitAll(t, e, reqs) })
+		time.Sleep(10 * stepLatency)
+		t0 := time.Now()
+		r := submitAll(t, e, []inference.Request{{Prompt: []int32{1, 2, 3, 4}, MaxTokens: 1}})[0]
+		if d := time.Since(t0); r.Usage.CompletionTokens != 1 || d > 8*stepLatency {
+			t.Fatalf("a new prompt behind 3 decoding sequences on 2-row steps: %v, %+v", d, r.Usage)
+		}
+		wg.Wait()
+	})
+}

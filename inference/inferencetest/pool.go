@@ -1,0 +1,207 @@
+package inferencetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Pool is a fake inference.Batcher. Each row's logits depend only on its
+// own sequence's tokens up to and including the row (a hash picks the
+// peaked id, never an EOS), so a row that attended another sequence's
+// tokens would show in its output. A Step costs Latency however many rows
+// it carries, as a static-shape graph call does.
+type Pool struct {
+	info  inference.ModelInfo
+	lim   inference.BatchLimits
+	vocab int
+
+	mu      sync.Mutex
+	latency time.Duration
+	seqs    map[inference.SeqID]*poolSeq
+	last    inference.SeqID
+	used    int // reserved slots
+	steps   []int
+	forks   []Fork
+	maxOpen int
+	// Peak, when set, picks the peaked id from a row's tokens instead of
+	// the hash.
+	Peak func(toks []int32) int32
+}
+
+type poolSeq struct {
+	toks    []int32
+	reserve int
+	owner   inference.SeqID // the sequence whose rows a fork shares (0: none)
+}
+
+// Fork records a Fork call.
+type Fork struct {
+	Parent inference.SeqID
+	Rows   int
+}
+
+var _ inference.Batcher = (*Pool)(nil)
+
+// NewPool returns a fake pool model over info (ContextLen and VocabSize
+// must be set) with lim's limits.
+func NewPool(info inference.ModelInfo, lim inference.BatchLimits) *Pool {
+	return &Pool{info: info, lim: lim, vocab: info.VocabSize, seqs: map[inference.SeqID]*poolSeq{}}
+}
+
+// SetLatency sets each Step's duration.
+func (p *Pool) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = d
+}
+
+// Steps are the rows of each Step so far.
+func (p *Pool) Steps() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.steps)
+}
+
+// Forks are the Fork calls so far.
+func (p *Pool) Forks() []Fork {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.forks)
+}
+
+// Sequences are the sequences open now and the most open at once.
+func (p *Pool) Sequences() (open, most int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.seqs), p.maxOpen
+}
+
+func (p *Pool) Info() inference.ModelInfo { return p.info }
+func (p *Pool) Close() error              { return nil }
+
+// Eval is never called by an engine that uses the pool.
+func (p *Pool) Eval(context.Context, []int32, int) (inference.Logits, int, error) {
+	return inference.Logits{}, 0, fmt.Errorf("inferencetest: Eval on a pool model")
+}
+
+func (p *Pool) BatchLimits() inference.BatchLimits { return p.lim }
+
+func (p *Pool) StepCost(int) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.latency, time.Millisecond)
+}
+
+func (p *Pool) open(s *poolSeq) (inference.SeqID, error) {
+	if len(p.seqs) >= p.lim.Sequences || p.used+s.reserve > p.lim.Slots {
+		return 0, inference.ErrNoSlots
+	}
+	p.used += s.reserve
+	p.last++
+	p.seqs[p.last] = s
+	p.maxOpen = max(p.maxOpen, len(p.seqs))
+	return p.last, nil
+}
+
+func (p *Pool) Open(reserve int) (inference.SeqID, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open(&poolSeq{reserve: reserve})
+}
+
+func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := p.seqs[parent]
+	if ps == nil || rows > len(ps.toks) {
+		return 0, fmt.Errorf("inferencetest: fork of %d rows of sequence %d", rows, parent)
+	}
+	p.forks = append(p.forks, Fork{parent, rows})
+	return p.open(&poolSeq{toks: slices.Clone(ps.toks[:rows]), reserve: reserve, owner: parent})
+}
+
+func (p *Pool) Release(id inference.SeqID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.seqs[id]; s != nil {
+		p.used -= s.reserve
+		delete(p.seqs, id)
+	}
+}
+
+func (p *Pool) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	p.mu.Lock()
+	latency := p.latency
+	rows := 0
+	for _, r := range runs {
+		s := p.seqs[r.Seq]
+		switch {
+		case s == nil:
+			p.mu.Unlock()
+			return nil, fmt.Errorf("inferencetest: step on unknown sequence %d", r.Seq)
+		case r.Start > len(s.toks):
+			p.mu.Unlock()
+			return nil, fmt.Errorf("inferencetest: run at %d of a sequence of %d rows", r.Start, len(s.toks))
+		}
+		rows += len(r.Tokens)
+	}
+	if rows > p.lim.Rows {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("inferencetest: %d rows in a step of at most %d", rows, p.lim.Rows)
+	}
+	p.steps = append(p.steps, rows)
+	p.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]inference.Rows, len(runs))
+	for i, r := range runs {
+		s := p.seqs[r.Seq]
+		s.toks = append(s.toks[:r.Start], r.Tokens...)
+		pr := poolRows{p: p, toks: slices.Clone(s.toks), start: r.Start, n: len(r.Tokens)}
+		out[i] = pr
+	}
+	return out, nil
+}
+
+// Next is the token the fake's logits peak at after toks.
+func (p *Pool) Next(toks []int32) int32 {
+	if p.Peak != nil {
+		return p.Peak(toks)
+	}
+	h := uint32(2166136261)
+	for _, t := range toks {
+		h = (h ^ uint32(t)) * 16777619
+	}
+	return 10 + int32(h%uint32(min(p.vocab-20, 400)))
+}
+
+type poolRows struct {
+	p        *Pool
+	toks     []int32
+	start, n int
+}
+
+func (r poolRows) Len() int { return r.n }
+
+func (r poolRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= r.n {
+		return inference.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
+	}
+	l := make([]float32, r.p.vocab)
+	l[r.p.Next(r.toks[:r.start+i+1])] = 100
+	return inference.Logits{Type: inference.F32, F32: l}, nil
+}
