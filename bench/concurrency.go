@@ -32,7 +32,14 @@ type Concurrency struct {
 	SideBySide map[string]float64 `json:"side_by_side_tok_per_s"`
 	// TTFT of a 4-token request sent while 4 streams run (side by side),
 	// and one such request on the one-at-a-time engine.
-	TTFTMS       Dist    `json:"ttft_ms_under_load"`
+	// Per side-by-side workload: graph calls (all shards) per token and
+	// their mean time (hostsim computes every row of a call, padding
+	// included, so a call can take longer than the emulated floor), and
+	// the host's share of the wall time (outside graph calls).
+	CallsPerToken map[string]float64 `json:"side_by_side_calls_per_token"`
+	CallMS        map[string]float64 `json:"side_by_side_graph_ms_per_call"`
+	HostShare     map[string]float64 `json:"side_by_side_host_share"`
+	TTFTMS        Dist               `json:"ttft_ms_under_load"`
 	SerialTTFTMS float64 `json:"serial_ttft_ms_under_load"`
 	Error        string  `json:"error,omitempty"`
 }
@@ -49,7 +56,8 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 	out := r.opt.Tokens
 	prompt := r.tok.Encode("Write a short story about a lighthouse keeper and a storm.", true, false)
 	c := &Concurrency{Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
-		Serial: map[string]float64{}, SideBySide: map[string]float64{}}
+		Serial: map[string]float64{}, SideBySide: map[string]float64{},
+		CallsPerToken: map[string]float64{}, CallMS: map[string]float64{}, HostShare: map[string]float64{}}
 	r.rep.Concurrency = c
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
@@ -72,12 +80,19 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 				continue // 8 one after another say nothing that 4 do not
 			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
+			g0, t0 := graphTotals(r.model), time.Now()
 			tps, err := streams(ctx, e, req(k.n), k.streams)
 			if err != nil {
 				e.Close()
 				return err
 			}
 			mode.res[k.key] = round3(tps)
+			if g1 := graphTotals(r.model); mode.seqs > 1 && g1.Calls > g0.Calls {
+				calls, d := g1.Calls-g0.Calls, g1.Time-g0.Time
+				c.CallsPerToken[k.key] = round3(float64(calls) / float64(out*k.streams*k.n))
+				c.CallMS[k.key] = round3(ms(d) / float64(calls))
+				c.HostShare[k.key] = round3(1 - d.Seconds()/time.Since(t0).Seconds())
+			}
 		}
 		ttft, err := ttftUnderLoad(ctx, e, req(1), prompt[:4], map[int]int{1: 1, 8: 5}[mode.seqs])
 		e.Close()
@@ -185,4 +200,16 @@ func concurrencyGoals(c *Concurrency) []Goal {
 			fmt.Sprintf("4-token request during 4-stream load; p99 %.3f s; one at a time: %.3f s", c.TTFTMS.P99/1000, c.SerialTTFTMS/1000)),
 		goal("concurrency_one_stream_x", round3(one/c.Serial["1"]), ">=", GoalConcAlone, "×", "one stream, side-by-side engine ÷ one-at-a-time engine"),
 	}
+}
+
+// graphTotals sums a model's graph counters (zero without inference.GraphTimer).
+func graphTotals(m inference.Model) inference.GraphTotal {
+	var t inference.GraphTotal
+	if gt, ok := m.(inference.GraphTimer); ok {
+		for _, g := range gt.GraphTotals() {
+			t.Calls += g.Calls
+			t.Time += g.Time
+		}
+	}
+	return t
 }

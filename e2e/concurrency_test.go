@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPTEConcurrentEqualsAlone: on a float32 .pte, greedy and seeded
+// requests (streaming and not, n = 2, with a prediction) give the same
+// text when 4 or 8 clients ask at once on a side-by-side engine as when
+// each runs alone on a one-at-a-time engine.
+func TestPTEConcurrentEqualsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serves two .pte models and runs 12 requests on each (-short)")
+	}
+	model := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16")
+	libs := hostsimLibs(t)
+	serial := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  max_sequences: 1"}.write(t, libs), true)
+	side := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  max_sequences: 8\n  queue_length: 16"}.write(t, libs), true)
+	msg := func(s string) []map[string]string { return []map[string]string{{"role": "user", "content": s}} }
+	reqs := []map[string]any{
+		{"messages": msg("Tell me about lighthouses."), "temperature": 0, "max_tokens": 20},
+		{"messages": msg("Write a poem about the sea."), "temperature": 1, "seed": 5, "max_tokens": 18, "stream": true},
+		{"messages": msg("Name three colours."), "temperature": 0.8, "top_p": 0.9, "seed": 11, "max_tokens": 16, "n": 2},
+		{"messages": msg("Repeat: the keeper climbs the stairs."), "temperature": 0, "max_tokens": 20,
+			"prediction": map[string]any{"type": "content", "content": "the keeper climbs the stairs"}},
+		{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 20, "stream": true},
+		{"prompt": "The recipe for bread:", "temperature": 1, "seed": 3, "max_tokens": 14, "n": 2, "stream": true},
+		{"messages": msg("Count to ten."), "temperature": 0, "max_tokens": 24, "stream": true,
+			"prediction": map[string]any{"type": "content", "content": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"}},
+		{"prompt": "Hello", "temperature": 0.7, "seed": 8, "max_tokens": 12},
+	}
+	for _, r := range reqs {
+		r["model"] = "tiny"
+	}
+	want := make([][]string, len(reqs))
+	for i, r := range reqs {
+		got, err := ask(serial.URL, r)
+		if err != nil {
+			t.Fatalf("alone %d: %v", i, err)
+		}
+		want[i] = got
+	}
+	for _, clients := range []int{4, 8} {
+		got := make([][]string, clients)
+		errs := make([]error, clients)
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Go(func() { got[i], errs[i] = ask(side.URL, reqs[i]) })
+		}
+		wg.Wait()
+		for i := range clients {
+			if errs[i] != nil {
+				t.Fatalf("%d clients, request %d: %v", clients, i, errs[i])
+			}
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("%d clients, request %d: %q, alone %q", clients, i, got[i], want[i])
+			}
+		}
+	}
+	// The clients did share steps: more than one row per step on average.
+	var sum, count float64
+	for _, line := range strings.Split(side.metrics(t), "\n") {
+		fmt.Sscanf(line, "hexserve_step_rows_sum %g", &sum)
+		fmt.Sscanf(line, "hexserve_step_rows_count %g", &count)
+	}
+	if count == 0 || sum/count < 1.5 {
+		t.Errorf("%g rows in %g steps: the clients did not share steps", sum, count)
+	}
+	t.Logf("side by side: %g rows in %g steps", sum, count)
+}
+
+// ask sends req to its endpoint (prompt: completions, else chat) and
+// returns each choice's text, streamed or not.
+func ask(base string, req map[string]any) ([]string, error) {
+	path := "/v1/chat/completions"
+	if _, ok := req["prompt"]; ok {
+		path = "/v1/completions"
+	}
+	body, _ := json.Marshal(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, "POST", base+path, strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("%d %s", resp.StatusCode, b)
+	}
+	type choice struct {
+		Index   int
+		Text    string
+		Message struct{ Content string }
+		Delta   struct{ Content string }
+	}
+	var texts []string
+	add := func(cs []choice) {
+		for _, c := range cs {
+			for len(texts) <= c.Index {
+				texts = append(texts, "")
+			}
+			texts[c.Index] += c.Text + c.Message.Content + c.Delta.Content
+		}
+	}
+	if req["stream"] != true {
+		var r struct{ Choices []choice }
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			return nil, err
+		}
+		add(r.Choices)
+		return texts, nil
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct{ Choices []choice }
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return nil, fmt.Errorf("chunk %s: %v", data, err)
+		}
+		add(ch.Choices)
+	}
+	return texts, sc.Err()
+}
