@@ -40,8 +40,8 @@ type Concurrency struct {
 	CallMS        map[string]float64 `json:"side_by_side_graph_ms_per_call"`
 	HostShare     map[string]float64 `json:"side_by_side_host_share"`
 	TTFTMS        Dist               `json:"ttft_ms_under_load"`
-	SerialTTFTMS float64 `json:"serial_ttft_ms_under_load"`
-	Error        string  `json:"error,omitempty"`
+	SerialTTFTMS  float64            `json:"serial_ttft_ms_under_load"`
+	Error         string             `json:"error,omitempty"`
 }
 
 // concurrencyPhase measures issue 25's goals. It needs a model whose cache
