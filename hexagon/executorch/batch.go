@@ -151,21 +151,11 @@ func (r *Runner) Release(id inference.SeqID) {
 	}
 }
 
-// StepCost: one prefill_forward call for several rows; for one row the
-// cheaper of the two graphs; each with a re-striding when the caches are
-// in the other graph's layout.
+// StepCost is the cheaper of one prefill_forward call and rows kv_forward
+// calls (measured means over all shards), each with a re-striding when the
+// caches are in the other graph's layout.
 func (r *Runner) StepCost(rows int) time.Duration {
-	pre, dec := r.Costs(rows)
-	rs := r.restrideCost()
-	if r.stride != r.cl-r.pre.ar {
-		pre += rs
-	} else {
-		dec += rs
-	}
-	if rows <= 1 {
-		return min(pre, dec)
-	}
-	return pre
+	return min(r.prefillStepCost(), r.decodeStepCost(rows))
 }
 
 func (r *Runner) restrideCost() time.Duration {
@@ -175,7 +165,28 @@ func (r *Runner) restrideCost() time.Duration {
 	return r.stats.Restride / time.Duration(r.stats.Restrides)
 }
 
-// Step evaluates runs in one graph call.
+// prefillStepCost prices one prefill_forward call.
+func (r *Runner) prefillStepCost() time.Duration {
+	pre, _ := r.Costs(1)
+	if r.stride != r.cl-r.pre.ar {
+		pre += r.restrideCost()
+	}
+	return pre
+}
+
+// decodeStepCost prices rows kv_forward calls.
+func (r *Runner) decodeStepCost(rows int) time.Duration {
+	_, dec := r.Costs(1)
+	d := time.Duration(rows) * dec
+	if r.stride != r.cl-r.dec.ar {
+		d += r.restrideCost()
+	}
+	return d
+}
+
+// Step evaluates runs in one prefill_forward call, or row by row through
+// kv_forward when that is cheaper by measured costs (a single row tries
+// kv_forward once first, so that both graphs get measured).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
 		return nil, err
@@ -188,30 +199,75 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for _, run := range runs {
 		rows += len(run.Tokens)
 	}
-	m := r.pre
-	if dg := r.stats.Graphs[r.dec.method]; rows == 1 && (dg.Calls == 0 || r.StepCost(1) < r.prefillStepCost()) {
-		m = r.dec // a single row tries kv_forward once, then goes where it is cheaper
+	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
+	explore := rows == 1 && dg.Calls == 0
+	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
+	if explore || measured && r.decodeStepCost(rows) < r.prefillStepCost() {
+		return r.decodeRows(ctx, runs)
 	}
-	if err := r.runBatch(m, runs); err != nil {
+	if err := r.runBatch(r.pre, runs); err != nil {
 		return nil, err
 	}
 	out := make([]inference.Rows, len(runs))
 	o := 0
 	for i, run := range runs {
-		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
+		out[i] = batchRows{m: r.pre, off: o, n: len(run.Tokens)}
 		o += len(run.Tokens)
 		r.pool.seqs[run.Seq].n = run.Start + len(run.Tokens)
 	}
 	return out, nil
 }
 
-// prefillStepCost is StepCost's price of a one-row prefill_forward call.
-func (r *Runner) prefillStepCost() time.Duration {
-	pre, _ := r.Costs(1)
-	if r.stride != r.cl-r.pre.ar {
-		pre += r.restrideCost()
+// decodeRows evaluates runs one row per kv_forward call, keeping a copy of
+// each row's logits (the next call overwrites the output buffer).
+func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	out := make([]inference.Rows, len(runs))
+	k := 0
+	for i, run := range runs {
+		cr := copiedRows{}
+		for j := range run.Tokens {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
+			if err := r.runBatch(r.dec, []inference.Run{one}); err != nil {
+				return nil, err
+			}
+			r.pool.seqs[run.Seq].n = one.Start + 1
+			cr.rows = append(cr.rows, r.keepLogits(k, graphio.Row(r.dec.logits, 0, r.dec.vocab)))
+			k++
+		}
+		out[i] = cr
 	}
-	return pre
+	return out, nil
+}
+
+// keepLogits copies l into the runner's k-th kept-logits buffer.
+func (r *Runner) keepLogits(k int, l inference.Logits) inference.Logits {
+	for len(r.kept) <= k {
+		r.kept = append(r.kept, inference.Logits{})
+	}
+	c := r.kept[k]
+	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
+	if l.Type == inference.F32 {
+		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
+	} else {
+		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
+	}
+	r.kept[k] = c
+	return c
+}
+
+// copiedRows are one run's logits rows kept from kv_forward calls.
+type copiedRows struct{ rows []inference.Logits }
+
+func (w copiedRows) Len() int { return len(w.rows) }
+
+func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= len(w.rows) {
+		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
+	}
+	return w.rows[i], nil
 }
 
 // checkRuns validates a Step.

@@ -295,3 +295,40 @@ func TestEngineSideBySide(t *testing.T) {
 		t.Fatal("the side-by-side engine made no prefill_forward call")
 	}
 }
+
+// TestBatchDecodeRows: when measured costs make one prefill_forward call
+// dearer than a kv_forward call per row, a step runs its rows (prompt
+// chunks included) through kv_forward, with the same bits.
+func TestBatchDecodeRows(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	ra := openRunner(t, rt, path)
+	var alone []*bseq
+	for _, p := range batchPrompts[:2] {
+		ss := newBseqs(t, ra, [][]int32{p}, 5)
+		drive(t, ra, ss, 8)
+		alone = append(alone, ss[0])
+	}
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "150000") // prefill_forward: 150 ms a call
+	rb := openRunner(t, rt, path)
+	warm := newBseqs(t, rb, [][]int32{{128000, 5}}, 3) // both graphs measured
+	drive(t, rb, warm, 8)
+	rb.Release(warm[0].id)
+	ss := newBseqs(t, rb, batchPrompts[:2], 5)
+	pre, dec := rb.Stats().Graphs[rb.pre.method].Calls, rb.Stats().Graphs[rb.dec.method].Calls
+	drive(t, rb, ss, 8)
+	rows := len(batchPrompts[0]) + len(batchPrompts[1]) + 2*4
+	if p, d := rb.Stats().Graphs[rb.pre.method].Calls-pre, rb.Stats().Graphs[rb.dec.method].Calls-dec; p != 0 || d != int64(rows) {
+		t.Fatalf("%d prefill_forward and %d kv_forward calls, want 0 and %d", p, d, rows)
+	}
+	for i, s := range ss {
+		if !slices.Equal(s.toks, alone[i].toks) {
+			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
+		}
+		for pos, l := range alone[i].logits {
+			if !equalBits(s.logits[pos], l) {
+				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
+			}
+		}
+	}
+}

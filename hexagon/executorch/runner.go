@@ -52,14 +52,15 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	kS, vS                     graphio.Slots // K [n_kv·hd][S][1], V [n_kv][S][hd]
-	k, v                       [][]byte      // per layer views of kv
-	stride                     int           // slots per row of the current layout
-	valid                      int           // cache slots [0, valid) hold the last sequence
-	cp                         *copier       // the KV copies in flight
-	queued                     []layerCopy   // copyKV's scratch
-	pool                       pool          // the slot pool (Batcher)
-	batchToks                  []int32       // runBatch's scratch
+	kS, vS                     graphio.Slots      // K [n_kv·hd][S][1], V [n_kv][S][hd]
+	k, v                       [][]byte           // per layer views of kv
+	stride                     int                // slots per row of the current layout
+	valid                      int                // cache slots [0, valid) hold the last sequence
+	cp                         *copier            // the KV copies in flight
+	queued                     []layerCopy        // copyKV's scratch
+	pool                       pool               // the slot pool (Batcher)
+	batchToks                  []int32            // runBatch's scratch
+	kept                       []inference.Logits // logits rows kept by decodeRows
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call
