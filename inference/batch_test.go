@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 )
@@ -237,4 +239,52 @@ func TestPoolNoStarvation(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// TestPoolGrowAndPreempt: requests that together need more slots than the
+// pool has still all finish, each with its tokens alone: sequences reserve
+// little and grow; when none can grow, the youngest is released and its
+// rows evaluated again later.
+func TestPoolGrowAndPreempt(t *testing.T) {
+	var reqs []inference.Request
+	for i := range 4 {
+		reqs = append(reqs, inference.Request{Prompt: []int32{int32(30 + i), 2}, MaxTokens: 40})
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e, m := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}, inference.Config{MaxSequences: 4, Registerer: reg})
+		res := submitAll(t, e, reqs)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+				t.Errorf("request %d: %v (%s), alone %v", i, got, r.Finish, alone[i])
+			}
+		}
+		if open, most := m.Sequences(); open != 0 || most < 2 {
+			t.Errorf("%d open at the end, at most %d at once", open, most)
+		}
+		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+			t.Error("no preemption: the test does not exercise it")
+		}
+	})
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

@@ -36,6 +36,10 @@ type Config struct {
 // DefaultMaxSequences is Config.MaxSequences when it is 0.
 const DefaultMaxSequences = 4
 
+// growRows is how many slots beyond its prompt a sequence reserves at
+// first and grows by (at most the pool over MaxSequences).
+const growRows = 128
+
 // MaxChoices limits Request.N.
 const MaxChoices = 16
 
@@ -73,6 +77,8 @@ type Engine struct {
 	pool       Batcher
 	single     *single // the adapter when the model is driven one request at a time
 	maxSeq     int
+	grow       int    // slots a sequence reserves beyond its prompt, and grows by
+	stalled    int    // sequences the last step could not grow
 	active     []*gen // in arrival order
 	samplers   []*sampler
 	turn       int // rotates the order of decode rows
@@ -129,9 +135,10 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		// A sequence's rows live in the pool: a context longer than the
 		// pool cannot be held.
 		e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
+		e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
 	} else {
 		e.single = newSingle(e, m)
-		e.pool, e.maxSeq = e.single, 1
+		e.pool, e.maxSeq, e.grow = e.single, 1, e.info.ContextLen
 		if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
 			e.met.registerKV(cfg.Registerer, e.kv.store)
 		}

@@ -53,6 +53,10 @@ type seq struct {
 	con  Constraint
 	n    int // generated tokens
 	fin  FinishReason
+	cap  int // rows the sequence may hold (Open's or Fork's reserve, Grow)
+
+	refill bool // released to make room: its rows are evaluated again
+	reaped bool // finished and accounted for
 
 	// This step's run and draft.
 	run    Run
@@ -121,6 +125,15 @@ func (e *Engine) newSeq(g *gen) *seq {
 	s.dr.reset(e.vocab, g.req.Prediction, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)
 	return s
+}
+
+// target is the row a prefilling sequence evaluates up to: the prompt,
+// or for a refill every row but the pending last token.
+func (s *seq) target() int {
+	if s.refill {
+		return len(s.toks) - 1
+	}
+	return len(s.g.req.Prompt)
 }
 
 // take handles one sampled token: penalties, usage, stop handling and

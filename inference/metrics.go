@@ -42,6 +42,7 @@ type metrics struct {
 	activeSeqs      prometheus.Gauge
 	stepRows        prometheus.Histogram
 	queueWait       prometheus.Histogram
+	preemptions     prometheus.Counter
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -95,12 +96,14 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}), // 1 … 256
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_queue_wait_seconds", Help: "From Submit to the start of a request's generation.", Buckets: lat}),
+		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_preemptions_total", Help: "Sequences released to make room for others' growth, their rows evaluated again later."}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
 			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds,
-			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait)
+			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions)
 	}
 	return m
 }

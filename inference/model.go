@@ -181,6 +181,12 @@ type Batcher interface {
 	// on undefined (the engine retries no rows it did not commit). ctx is
 	// checked between graph calls.
 	Step(ctx context.Context, runs []Run) ([]Rows, error)
+	// Grow sets aside more slots for id, so that it may hold rows rows in
+	// all (shared ones included): in place, or by moving its own rows to
+	// other slots. ErrNoSlots when the pool cannot hold them now: the
+	// engine then lets the sequence wait, or releases a younger one and
+	// evaluates its rows again later.
+	Grow(id SeqID, rows int) error
 	// Release ends a sequence and frees its slots at once (shared ones
 	// when their last holder releases). Releasing an unknown id is a no-op.
 	Release(id SeqID)
@@ -205,7 +211,7 @@ type BatchLimits struct {
 // runs, a Fork or RestoreSeqKV); rows from Start on are dropped and
 // replaced, which is how rejected draft rows roll back. After the Step the
 // sequence holds Start+len(Tokens) rows. Start+len(Tokens) must not exceed
-// the sequence's shared rows plus its reserve.
+// the sequence's shared rows plus its reserve (after any Grow).
 type Run struct {
 	Seq    SeqID
 	Start  int

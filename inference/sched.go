@@ -46,6 +46,7 @@ func (e *Engine) openSeqs() int {
 // them. It reports whether the engine is closed.
 func (e *Engine) admit() bool {
 	open := e.openSeqs()
+	waiting := e.reopen(&open)
 	for _, g := range e.active {
 		for open < e.maxSeq && g.next < g.n && !g.failed && g.seqs[0].done >= len(g.req.Prompt) {
 			if !e.openChoice(g, open) {
@@ -56,7 +57,7 @@ func (e *Engine) admit() bool {
 	}
 	for {
 		e.mu.Lock()
-		if e.closed || open >= e.maxSeq || len(e.queue) == 0 {
+		if e.closed || open >= e.maxSeq || len(e.queue) == 0 || waiting {
 			closed := e.closed
 			e.mu.Unlock()
 			e.setActive(open)
@@ -66,7 +67,7 @@ func (e *Engine) admit() bool {
 		if e.single != nil {
 			e.single.setOwner(j.req.Owner)
 		}
-		id, err := e.pool.Open(len(j.req.Prompt) + e.maxNew(&j.req))
+		id, err := e.pool.Open(len(j.req.Prompt) + min(e.maxNew(&j.req), e.grow))
 		if errors.Is(err, ErrNoSlots) && open > 0 {
 			e.mu.Unlock() // the head waits for a release; so does everything behind it
 			e.setActive(open)
@@ -83,11 +84,42 @@ func (e *Engine) admit() bool {
 		}
 		g := e.startGen(j)
 		s := e.newSeq(g)
-		s.id, s.open = id, true
+		s.id, s.open, s.cap = id, true, len(j.req.Prompt)+min(g.maxNew, e.grow)
 		g.seqs, g.live = append(g.seqs, s), 1
 		e.active = append(e.active, g)
 		open++
 	}
+}
+
+// reopen opens again the sequences released to make room, oldest first,
+// once no sequence waits for slots. It reports whether one still waits
+// (then no new request starts: the room goes to it first).
+func (e *Engine) reopen(open *int) bool {
+	waiting := false
+	for _, g := range e.active {
+		for _, s := range g.seqs {
+			if !s.refill || s.open || s.fin != "" {
+				continue
+			}
+			if e.stalled > 0 || *open >= e.maxSeq {
+				waiting = true
+				continue
+			}
+			rows := len(s.toks) + min(g.maxNew-s.n, e.grow)
+			id, err := e.pool.Open(rows)
+			if err != nil {
+				if !errors.Is(err, ErrNoSlots) || *open == 0 {
+					e.endSeq(s, FinishError, fmt.Errorf("inference: model: %w", err))
+					continue
+				}
+				waiting = true
+				continue
+			}
+			s.id, s.open, s.cap, s.done = id, true, rows, 0
+			*open++
+		}
+	}
+	return waiting
 }
 
 func (e *Engine) setActive(n int) {
@@ -111,7 +143,8 @@ func (e *Engine) openChoice(g *gen, open int) bool {
 	if e.single != nil {
 		e.single.setOwner(g.req.Owner)
 	}
-	id, err := e.pool.Open(len(g.req.Prompt) + g.maxNew)
+	rows := len(g.req.Prompt) + min(g.maxNew, e.grow)
+	id, err := e.pool.Open(rows)
 	if err != nil {
 		if !errors.Is(err, ErrNoSlots) || open == 0 {
 			g.failed, g.runErr = true, fmt.Errorf("inference: model: %w", err)
@@ -120,7 +153,7 @@ func (e *Engine) openChoice(g *gen, open int) bool {
 		return false
 	}
 	s := e.newSeq(g)
-	s.id, s.open = id, true
+	s.id, s.open, s.cap = id, true, rows
 	g.seqs = append(g.seqs, s)
 	g.live++
 	return true
@@ -131,12 +164,13 @@ func (e *Engine) openChoice(g *gen, open int) bool {
 func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 	open := e.openSeqs()
 	for ; open < e.maxSeq && g.next < g.n && !g.failed; open++ {
-		id, err := e.pool.Fork(parent.id, len(g.req.Prompt), g.maxNew)
+		id, err := e.pool.Fork(parent.id, len(g.req.Prompt), min(g.maxNew, e.grow))
 		if err != nil {
 			return // the choice opens a sequence of its own later
 		}
 		s := e.newSeq(g)
 		s.id, s.open, s.done = id, true, len(g.req.Prompt)
+		s.cap = len(g.req.Prompt) + min(g.maxNew, e.grow)
 		g.seqs = append(g.seqs, s)
 		g.live++
 		if tok, lp, ok := e.sampleRow(s, l); ok {
@@ -150,6 +184,9 @@ func (e *Engine) step() {
 	e.stepNo++
 	ss := e.plan()
 	if len(ss) == 0 {
+		if e.stalled > 0 {
+			e.preempt()
+		}
 		e.reap()
 		return
 	}
@@ -221,6 +258,8 @@ func (e *Engine) callStep(ctx context.Context, runs []Run) (rows []Rows, err err
 func (e *Engine) plan() []*seq {
 	budget := e.pool.BatchLimits().Rows
 	var decode, prefill []*seq
+	stalled := 0
+	defer func() { e.stalled = stalled }()
 	for _, g := range e.active {
 		if err := g.ctx.Err(); err != nil && !g.failed {
 			f, cause := e.stopReason(g.ctx, g.j)
@@ -235,10 +274,12 @@ func (e *Engine) plan() []*seq {
 		for _, s := range g.seqs {
 			switch {
 			case !s.open || s.fin != "":
-			case s.done < len(g.req.Prompt):
+			case s.done < s.target():
 				prefill = append(prefill, s)
-			default:
+			case e.fits(s):
 				decode = append(decode, s)
+			default:
+				stalled++
 			}
 		}
 	}
@@ -265,7 +306,7 @@ func (e *Engine) plan() []*seq {
 		if budget == 0 {
 			break
 		}
-		n := min(budget, len(s.g.req.Prompt)-s.done)
+		n := min(budget, s.target()-s.done)
 		s.run = Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+n]}
 		s.draft, s.k = nil, 0
 		budget -= n
@@ -288,7 +329,7 @@ func (e *Engine) planSeqDraft(s *seq, budget, rowsN int) int {
 	if budget <= 0 && e.single == nil {
 		return 0
 	}
-	room := min(g.maxNew-s.n, e.info.ContextLen-len(s.toks)) - 1
+	room := min(g.maxNew-s.n, e.info.ContextLen-len(s.toks), s.cap-s.done) - 1
 	if m := e.cfg.Speculative.MaxDraft; m > 0 {
 		room = min(room, m)
 	}
@@ -329,6 +370,11 @@ func (e *Engine) consume(s *seq, rows Rows, t0, t1 time.Time) {
 	g := s.g
 	r := s.run
 	prompt := len(g.req.Prompt)
+	if s.refill && s.done < s.target() {
+		s.done = r.Start + len(r.Tokens)
+		s.refill = s.done < s.target() // rows back: it decodes on
+		return
+	}
 	if s.done < prompt {
 		if s.c == 0 && r.Start == 0 && s.done == 0 && e.single != nil {
 			g.usage.CachedTokens = min(e.single.reused, prompt)
@@ -421,12 +467,15 @@ func (e *Engine) reap() {
 	kept := e.active[:0]
 	for _, g := range e.active {
 		for _, s := range g.seqs {
-			if s.fin != "" && s.open {
-				if e.single != nil {
-					e.single.truncate(s.done) // only committed rows stay resident
+			if s.fin != "" && !s.reaped {
+				if s.open {
+					if e.single != nil {
+						e.single.truncate(s.done) // only committed rows stay resident
+					}
+					e.pool.Release(s.id)
+					s.open = false
 				}
-				e.pool.Release(s.id)
-				s.open = false
+				s.reaped = true
 				e.putSampler(s.smp)
 				s.smp = nil
 				g.live--
@@ -456,4 +505,36 @@ func (e *Engine) getSampler() *sampler {
 func (e *Engine) putSampler(s *sampler) {
 	s.clear()
 	e.samplers = append(e.samplers, s)
+}
+
+// fits reports whether decoding sequence s has a slot for its next row,
+// growing it when not (by e.grow rows, up to what the request may use).
+func (e *Engine) fits(s *seq) bool {
+	if s.done+1 <= s.cap {
+		return true
+	}
+	g := s.g
+	rows := min(s.cap+e.grow, len(g.req.Prompt)+g.maxNew)
+	if err := e.pool.Grow(s.id, rows); err != nil {
+		return false
+	}
+	s.cap = rows
+	return true
+}
+
+// preempt makes room when every open sequence waits for slots: the
+// youngest is released, to evaluate its rows again once there is room
+// (the same rows: on float32 caches the same bits).
+func (e *Engine) preempt() {
+	for i := len(e.active) - 1; i >= 0; i-- {
+		g := e.active[i]
+		for j := len(g.seqs) - 1; j >= 0; j-- {
+			if s := g.seqs[j]; s.open && s.fin == "" {
+				e.pool.Release(s.id)
+				s.open, s.refill, s.done = false, true, 0
+				e.met.preemptions.Inc()
+				return
+			}
+		}
+	}
 }

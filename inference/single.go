@@ -147,3 +147,11 @@ func (r lastRow) Logits(_ context.Context, i int) (Logits, error) {
 	}
 	return r.l, nil
 }
+
+// Grow: the one sequence may always hold the whole context.
+func (s *single) Grow(id SeqID, rows int) error {
+	if !s.open || id != s.id || rows > s.e.info.ContextLen {
+		return ErrNoSlots
+	}
+	return nil
+}

@@ -133,6 +133,64 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 	return id, nil
 }
 
+// Grow extends id's own range to hold rows rows: in place when the slots
+// after it are free, else by moving its own committed rows to a free range
+// (above its shared rows, as any own range). A sequence whose rows a fork
+// shares does not move.
+func (r *Runner) Grow(id inference.SeqID, rows int) error {
+	p := &r.pool
+	s := p.seqs[id]
+	if s == nil {
+		return fmt.Errorf("executorch: grow of unknown sequence %d", id)
+	}
+	need := rows - s.shared
+	if need <= s.hi-s.lo {
+		return nil
+	}
+	if s.lo+need <= len(p.ref) && p.free(s.hi, s.lo+need) {
+		for i := s.hi; i < s.lo+need; i++ {
+			p.ref[i] = 1
+		}
+		s.hi = s.lo + need
+		p.high = max(p.high, s.hi)
+		return nil
+	}
+	if own := s.n - s.shared; own > 0 && p.ref[s.lo] > 1 {
+		return fmt.Errorf("executorch: sequence %d is shared by a fork and cannot move: %w", id, inference.ErrNoSlots)
+	}
+	above := 0
+	if s.shared > 0 {
+		above = s.base + s.shared
+	}
+	lo, ok := p.alloc(need, above)
+	if !ok {
+		return fmt.Errorf("executorch: no %d free contiguous slots to grow into: %w", need, inference.ErrNoSlots)
+	}
+	r.sync()
+	if own := s.n - s.shared; own > 0 {
+		for l := range r.layers {
+			r.kS.Copy(r.k[l], r.stride, lo, r.k[l], r.stride, s.lo, own)
+			r.vS.Copy(r.v[l], r.stride, lo, r.v[l], r.stride, s.lo, own)
+		}
+	}
+	for i := s.lo; i < s.hi; i++ {
+		p.ref[i]--
+	}
+	s.lo, s.hi = lo, lo+need
+	r.stats.KVMoves++
+	return nil
+}
+
+// free reports whether slots [from, to) are free.
+func (p *pool) free(from, to int) bool {
+	for i := from; i < to; i++ {
+		if p.ref[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Release frees id's slots: its own range, and its hold on shared ones.
 func (r *Runner) Release(id inference.SeqID) {
 	s := r.pool.seqs[id]

@@ -332,3 +332,49 @@ func TestBatchDecodeRows(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchGrow: a sequence grows in place when the slots after it are
+// free, moves (with its rows, bit for bit) when they are not, and refuses
+// to move while a fork shares its rows.
+func TestBatchGrow(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	ra := openRunner(t, rt, path)
+	alone := newBseqs(t, ra, batchPrompts[:1], 12)
+	drive(t, ra, alone, 8)
+
+	r := openRunner(t, rt, path)
+	ss := newBseqs(t, r, batchPrompts[:1], 2) // room for 9 rows
+	drive(t, r, ss, 8)
+	s := r.pool.seqs[ss[0].id]
+	if err := r.Grow(ss[0].id, 12); err != nil || s.lo != 0 || s.hi != 12 {
+		t.Fatalf("grow in place: %v, slots [%d, %d)", err, s.lo, s.hi)
+	}
+	blocker, err := r.Open(4) // slots [12, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Grow(ss[0].id, 20); err != nil || s.lo != 16 || r.stats.KVMoves != 1 {
+		t.Fatalf("grow by moving: %v, slots [%d, %d), %d moves", err, s.lo, s.hi, r.stats.KVMoves)
+	}
+	ss[0].gen = 12
+	drive(t, r, ss, 8)
+	if !slices.Equal(ss[0].toks, alone[0].toks) {
+		t.Fatalf("after the move: %v, alone %v", ss[0].toks, alone[0].toks)
+	}
+	for pos, l := range alone[0].logits {
+		if !equalBits(ss[0].logits[pos], l) {
+			t.Fatalf("logits after row %d differ after the move", pos)
+		}
+	}
+	if _, err := r.Fork(ss[0].id, 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	r.Release(blocker)
+	if _, err := r.Open(r.cl - r.pre.ar - 40); err != nil { // fill the pool's tail
+		t.Fatal(err)
+	}
+	if err := r.Grow(ss[0].id, 30); !errors.Is(err, inference.ErrNoSlots) {
+		t.Fatalf("grow of a shared sequence that must move: %v", err)
+	}
+}

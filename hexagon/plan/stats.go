@@ -67,6 +67,7 @@ type Stats struct {
 	Restride  time.Duration // cache re-striding between graphs of different windows
 	Restrides int64
 	Reloads   int64 // context reloads after device restarts
+	KVMoves   int64 // sequences moved within a slot pool to grow (.pte)
 }
 
 // Observe records one execute of graph.

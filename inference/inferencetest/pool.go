@@ -37,6 +37,7 @@ type poolSeq struct {
 	toks    []int32
 	reserve int
 	owner   inference.SeqID // the sequence whose rows a fork shares (0: none)
+	shared  int             // and how many
 }
 
 // Fork records a Fork call.
@@ -122,7 +123,7 @@ func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID,
 		return 0, fmt.Errorf("inferencetest: fork of %d rows of sequence %d", rows, parent)
 	}
 	p.forks = append(p.forks, Fork{parent, rows})
-	return p.open(&poolSeq{toks: slices.Clone(ps.toks[:rows]), reserve: reserve, owner: parent})
+	return p.open(&poolSeq{toks: slices.Clone(ps.toks[:rows]), reserve: reserve, owner: parent, shared: rows})
 }
 
 func (p *Pool) Release(id inference.SeqID) {
@@ -144,9 +145,12 @@ func (p *Pool) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows
 		case s == nil:
 			p.mu.Unlock()
 			return nil, fmt.Errorf("inferencetest: step on unknown sequence %d", r.Seq)
-		case r.Start > len(s.toks):
+		case r.Start > len(s.toks) || r.Start < s.shared:
 			p.mu.Unlock()
-			return nil, fmt.Errorf("inferencetest: run at %d of a sequence of %d rows", r.Start, len(s.toks))
+			return nil, fmt.Errorf("inferencetest: run at %d of a sequence of %d rows (%d shared)", r.Start, len(s.toks), s.shared)
+		case r.Start+len(r.Tokens) > s.shared+s.reserve:
+			p.mu.Unlock()
+			return nil, fmt.Errorf("inferencetest: run to %d of a sequence of %d slots", r.Start+len(r.Tokens), s.shared+s.reserve)
 		}
 		rows += len(r.Tokens)
 	}
@@ -204,4 +208,23 @@ func (r poolRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	l := make([]float32, r.p.vocab)
 	l[r.p.Next(r.toks[:r.start+i+1])] = 100
 	return inference.Logits{Type: inference.F32, F32: l}, nil
+}
+
+func (p *Pool) Grow(id inference.SeqID, rows int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seqs[id]
+	if s == nil {
+		return fmt.Errorf("inferencetest: grow of unknown sequence %d", id)
+	}
+	have := s.reserve + s.shared
+	if rows <= have {
+		return nil
+	}
+	if p.used+rows-have > p.lim.Slots {
+		return inference.ErrNoSlots
+	}
+	p.used += rows - have
+	s.reserve += rows - have
+	return nil
 }
