@@ -113,7 +113,7 @@ func TestRunScripted(t *testing.T) {
 	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
 		t.Errorf("structured %+v", st)
 	}
-	if !strings.Contains(progress.String(), "bench: [8/8] structured outputs") {
+	if !strings.Contains(progress.String(), "bench: [8/9] structured outputs") || !strings.Contains(progress.String(), "skipped: the model runs one sequence at a time") || rep.Concurrency != nil {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)
