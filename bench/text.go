@@ -79,6 +79,14 @@ func WriteText(w io.Writer, rep *Report) error {
 		}
 		p("")
 	}
+	if c := rep.Concurrency; c != nil {
+		p("CONCURRENCY (aggregate tok/s, %d-token prompts, %d tokens each)\tone at a time\tside by side\tcalls/token\tms/call\thost share", c.PromptTokens, c.OutputTokens)
+		for _, k := range []string{"1", "4", "8", "n4"} {
+			p("  %s\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f%%", k, c.Serial[k], c.SideBySide[k], c.CallsPerToken[k], c.CallMS[k], 100*c.HostShare[k])
+		}
+		p("  TTFT under 4-stream load\t%.0f ms\tp50 %.0f ms, p99 %.0f ms", c.SerialTTFTMS, c.TTFTMS.P50, c.TTFTMS.P99)
+		p("")
+	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
 	for _, m := range rep.Memory.Snapshots {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))
