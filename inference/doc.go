@@ -20,9 +20,13 @@
 //
 //  1. Admission: queued requests become active, in arrival order, while
 //     fewer than Config.MaxSequences sequences are active and the model's
-//     pool can hold them (Batcher.Open reserves prompt + max new tokens);
-//     when the head of the queue does not fit, it and everything behind it
-//     wait for a release (no large request starves behind small ones).
+//     pool can hold them (Batcher.Open reserves the prompt plus up to
+//     growRows slots); when the head of the queue does not fit, it and
+//     everything behind it wait for a release (no large request starves
+//     behind small ones). A sequence grows (Batcher.Grow) as it generates;
+//     one that cannot waits, and when none can, the youngest is released
+//     and evaluates its rows again once there is room (no new request
+//     starts before it is back).
 //  2. Rows: every decoding sequence gets one row (all of them every step,
 //     round-robin from a rotating start when BatchLimits.Rows is smaller);
 //     the rows left go to prompt chunks, oldest request first; what is left
@@ -48,7 +52,7 @@
 //
 // # Prefix cache
 //
-// The engine remembers which tokens' KV rows the model holds and passes the
+// One request at a time, the engine remembers which tokens' KV rows the model holds and passes the
 // longest common prefix to Model.Eval as valid (at most len(seq)-1, since Eval
 // must produce logits); Usage.CachedTokens reports the prompt rows the model
 // reused. A failed Eval forgets the rows. On a model without Batcher,
@@ -56,7 +60,10 @@
 //
 // # KV store
 //
-// With Config.KVStore and a model that is a KVSnapshotter, the worker saves
+// Side by side (a Batcher that is a SeqKVSnapshotter), the worker restores
+// the owner's longest saved prefix of a prompt into its new sequence before
+// its first Run, and saves the first choice's committed rows before its
+// Release. One request at a time: with Config.KVStore and a model that is a KVSnapshotter, the worker saves
 // the committed rows of each finished request (only those the store lacks)
 // under Request.Owner and Request.CacheKey, and before a request's first
 // Eval restores owner's longest saved prefix of the prompt when it beats the

@@ -58,7 +58,8 @@ type Engine struct {
 	now   func() time.Time
 	log   zerolog.Logger
 	met   *metrics
-	kv    *kvStore // nil: no store
+	kv    *kvStore    // nil: no store (one request at a time)
+	seqKV *seqKVStore // nil: no store (side by side)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -136,6 +137,9 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		// pool cannot be held.
 		e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
 		e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
+		if e.seqKV = newSeqKVStore(cfg.KVStore, m); e.seqKV != nil {
+			e.met.registerKV(cfg.Registerer, e.seqKV.store)
+		}
 	} else {
 		e.single = newSingle(e, m)
 		e.pool, e.maxSeq, e.grow = e.single, 1, e.info.ContextLen

@@ -77,10 +77,66 @@ func (k *kvStore) save(e *Engine, req *Request, seq []int32) {
 	}
 }
 
+// seqKVStore binds a store to a pool model's sequences; nil when either is
+// missing.
+type seqKVStore struct {
+	store KVStore
+	model SeqKVSnapshotter
+}
+
+func newSeqKVStore(s KVStore, m Model) *seqKVStore {
+	snap, ok := m.(SeqKVSnapshotter)
+	if s == nil || !ok {
+		return nil
+	}
+	return &seqKVStore{store: s, model: snap}
+}
+
+// restore copies the owner's longest saved prefix of the prompt (all but
+// its last token) into the new sequence s and returns how many rows it
+// holds then.
+func (k *seqKVStore) restore(e *Engine, s *seq) int {
+	if k == nil {
+		return 0
+	}
+	g := s.g
+	p := g.req.Prompt
+	n, err := k.store.Restore(g.req.Owner, p[:len(p)-1], 0, func(pos int, rows []byte) error {
+		return k.model.RestoreSeqKV(s.id, pos, rows)
+	})
+	if err != nil || n <= 0 {
+		if err != nil {
+			e.log.Warn().Err(err).Msg("kv store: restore failed")
+		}
+		e.met.kvMisses.Inc()
+		return 0
+	}
+	e.met.kvHits.Inc()
+	e.met.kvRestored.Add(float64(n))
+	return n
+}
+
+// save stores the committed rows of a finished sequence.
+func (k *seqKVStore) save(e *Engine, s *seq) {
+	if k == nil || s.done == 0 {
+		return
+	}
+	req := &s.g.req
+	err := k.store.Save(req.Owner, req.CacheKey, s.toks[:s.done], func(from, to int, dst []byte) error {
+		return k.model.SaveSeqKV(s.id, from, to, dst)
+	})
+	if err != nil {
+		e.log.Warn().Err(err).Msg("kv store: save failed")
+	}
+}
+
 // KVStats reports the engine's KV store, if it has one.
 func (e *Engine) KVStats() (KVStats, bool) {
-	if e.kv == nil {
-		return KVStats{}, false
+	switch {
+	case e.kv != nil:
+		return e.kv.store.Stats(), true
+	case e.seqKV != nil:
+		return e.seqKV.store.Stats(), true
 	}
-	return e.kv.store.Stats(), true
+	return KVStats{}, false
 }

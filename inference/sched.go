@@ -85,6 +85,8 @@ func (e *Engine) admit() bool {
 		g := e.startGen(j)
 		s := e.newSeq(g)
 		s.id, s.open, s.cap = id, true, len(j.req.Prompt)+min(g.maxNew, e.grow)
+		s.done = e.seqKV.restore(e, s)
+		g.usage.CachedTokens = s.done
 		g.seqs, g.live = append(g.seqs, s), 1
 		e.active = append(e.active, g)
 		open++
@@ -471,6 +473,9 @@ func (e *Engine) reap() {
 				if s.open {
 					if e.single != nil {
 						e.single.truncate(s.done) // only committed rows stay resident
+					}
+					if s.c == 0 && s.fin != FinishError {
+						e.seqKV.save(e, s)
 					}
 					e.pool.Release(s.id)
 					s.open = false

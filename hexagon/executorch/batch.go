@@ -23,7 +23,10 @@ const maxPoolSequences = 16
 // carry their own input_pos and a mask row opening only their sequence's
 // slots (and its earlier rows in the call), or, for a single row when
 // measured costs say so, one kv_forward call.
-var _ inference.Batcher = (*Runner)(nil)
+var (
+	_ inference.Batcher          = (*Runner)(nil)
+	_ inference.SeqKVSnapshotter = (*Runner)(nil)
+)
 
 // pool is the slot allocator and the open sequences.
 type pool struct {
@@ -84,7 +87,7 @@ func (p *pool) alloc(n, above int) (int, bool) {
 
 // Open starts a sequence with reserve slots of its own.
 func (r *Runner) Open(reserve int) (inference.SeqID, error) {
-	if r.closed {
+	if r.life.Closed() {
 		return 0, ErrClosed
 	}
 	r.initPool()
@@ -111,7 +114,7 @@ func (r *Runner) open(s *pseq, reserve, above int) (inference.SeqID, error) {
 
 // Fork shares parent's rows [0, rows) and reserves slots above them.
 func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
-	if r.closed {
+	if r.life.Closed() {
 		return 0, ErrClosed
 	}
 	r.initPool()
@@ -330,11 +333,8 @@ func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 
 // checkRuns validates a Step.
 func (r *Runner) checkRuns(runs []inference.Run) error {
-	if r.closed {
-		return ErrClosed
-	}
-	if r.broken != nil {
-		return fmt.Errorf("executorch: the graphs are unavailable since a device restart: %w", r.broken)
+	if err := r.life.Check(); err != nil {
+		return err
 	}
 	rows := 0
 	seen := map[inference.SeqID]bool{}
@@ -476,4 +476,37 @@ func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
 	}
 	return graphio.Row(w.m.logits, w.off+i, w.m.vocab), nil
+}
+
+// SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into
+// dst, in KVLayout's row format.
+func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
+	s := r.pool.seqs[id]
+	if r.life.Closed() {
+		return ErrClosed
+	}
+	if s == nil || from < 0 || to > s.n || from > to || len(dst) != (to-from)*r.rowBytes() {
+		return fmt.Errorf("executorch: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
+	}
+	r.sync()
+	r.kvSlots(s.slot, from, to, dst, false)
+	return nil
+}
+
+// RestoreSeqKV scatters src into rows from… of sequence id (its own rows:
+// from ≥ its shared rows, within its slots); they are then committed.
+func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
+	s := r.pool.seqs[id]
+	if r.life.Closed() {
+		return ErrClosed
+	}
+	rb := r.rowBytes()
+	n := len(src) / rb
+	if s == nil || from < s.shared || from > s.n || len(src)%rb != 0 || from+n > s.shared+s.hi-s.lo {
+		return fmt.Errorf("executorch: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
+	}
+	r.sync()
+	r.kvSlots(s.slot, from, from+n, src, true)
+	s.n = from + n
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
 // bseq is a test sequence driven through the Batcher greedily.
@@ -376,5 +377,54 @@ func TestBatchGrow(t *testing.T) {
 	}
 	if err := r.Grow(ss[0].id, 30); !errors.Is(err, inference.ErrNoSlots) {
 		t.Fatalf("grow of a shared sequence that must move: %v", err)
+	}
+}
+
+// TestEngineSideBySideKVStore: side by side, a finished request's rows go
+// to the KV store and a later prompt that starts with them restores them
+// (cached_tokens), with the same tokens as without the store.
+func TestEngineSideBySideKVStore(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	turn1 := inference.Request{Prompt: batchPrompts[2], MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
+	run := func(e *inference.Engine, req inference.Request) inference.Result {
+		t.Helper()
+		s, err := e.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := inference.Collect(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	turn2 := func(r inference.Result, owner string) inference.Request {
+		p := append(slices.Clone(batchPrompts[2]), r.Choices[0].Tokens...)
+		return inference.Request{Prompt: append(p, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
+	}
+	plain := openRunner(t, rt, path)
+	ep := inference.New(plain, byteVocab{}, inference.Config{MaxSequences: 4})
+	r1 := run(ep, turn1)
+	want := run(ep, turn2(r1, "alice"))
+	ep.Close()
+
+	r := openRunner(t, rt, path)
+	store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
+	defer e.Close()
+	run(e, turn1)
+	got := run(e, turn2(r1, "alice"))
+	if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
+		t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
+	}
+	if c, min := got.Usage.CachedTokens, len(batchPrompts[2])+5; c < min {
+		t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, min)
+	}
+	if other := run(e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
+		t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
 	}
 }

@@ -64,9 +64,16 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 }
 
 func (r *Runner) kvRows(from, to int, buf []byte, restore bool) {
+	r.kvSlots(func(i int) int { return i }, from, to, buf, restore)
+}
+
+// kvSlots copies rows [from, to), row i in cache slot slot(i), between the
+// caches and buf (per row, per layer: K then V).
+func (r *Runner) kvSlots(slotOf func(int) int, from, to int, buf []byte, restore bool) {
 	kb, vb := r.kS.Bytes(1), r.vS.Bytes(1)
 	o := 0
-	for slot := from; slot < to; slot++ {
+	for i := from; i < to; i++ {
+		slot := slotOf(i)
 		for l := range r.layers {
 			if restore {
 				r.kS.Copy(r.k[l], r.stride, slot, buf[o:o+kb], 1, 0, 1)
