@@ -26,6 +26,7 @@ type Concurrency struct {
 	Emulation    Latency `json:"emulation"`
 	PromptTokens int     `json:"prompt_tokens"`
 	OutputTokens int     `json:"output_tokens"` // per stream
+	Runs         int     `json:"runs"`          // runs per side-by-side figure and of one stream alone (median); one for the others
 	// Aggregate generated tok/s (tokens ÷ wall time from submit to the last
 	// Done) by streams, for each engine.
 	Serial     map[string]float64 `json:"serial_tok_per_s"`
@@ -81,18 +82,23 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
 			g0, t0 := graphTotals(r.model), time.Now()
-			tps, err := streams(ctx, e, req(k.n), k.streams)
-			if err != nil {
-				e.Close()
-				return err
+			var all []float64
+			for range r.runsFor(mode.seqs, k.key) {
+				tps, err := streams(ctx, e, req(k.n), k.streams)
+				if err != nil {
+					e.Close()
+					return err
+				}
+				all = append(all, tps)
 			}
-			mode.res[k.key] = round3(tps)
+			mode.res[k.key] = median(all)
 			if g1 := graphTotals(r.model); mode.seqs > 1 && g1.Calls > g0.Calls {
 				calls, d := g1.Calls-g0.Calls, g1.Time-g0.Time
-				c.CallsPerToken[k.key] = round3(float64(calls) / float64(out*k.streams*k.n))
+				c.CallsPerToken[k.key] = round3(float64(calls) / float64(out*k.streams*k.n*len(all)))
 				c.CallMS[k.key] = round3(ms(d) / float64(calls))
 				c.HostShare[k.key] = round3(1 - d.Seconds()/time.Since(t0).Seconds())
 			}
+			c.Runs = r.opt.Runs
 		}
 		ttft, err := ttftUnderLoad(ctx, e, req(1), prompt[:4], map[int]int{1: 1, 8: 5}[mode.seqs])
 		e.Close()
@@ -212,4 +218,14 @@ func graphTotals(m inference.Model) inference.GraphTotal {
 		}
 	}
 	return t
+}
+
+// runsFor is how many times a workload runs (its median is reported):
+// Options.Runs for every side-by-side workload and for one stream alone;
+// once for the slow one-at-a-time multi-stream runs.
+func (r *runner) runsFor(seqs int, key string) int {
+	if seqs > 1 || key == "1" {
+		return r.opt.Runs
+	}
+	return 1
 }

@@ -263,16 +263,21 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
 	explore := rows == 1 && dg.Calls == 0
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
-	if explore || measured && r.decodeStepCost(rows) < r.prefillStepCost() {
+	m := r.pre
+	switch {
+	case !explore && !(measured && r.decodeStepCost(rows) < r.prefillStepCost()):
+	case rows == 1:
+		m = r.dec // one call: its output buffer holds the row
+	default:
 		return r.decodeRows(ctx, runs)
 	}
-	if err := r.runBatch(r.pre, runs); err != nil {
+	if err := r.runBatch(m, runs); err != nil {
 		return nil, err
 	}
 	out := make([]inference.Rows, len(runs))
 	o := 0
 	for i, run := range runs {
-		out[i] = batchRows{m: r.pre, off: o, n: len(run.Tokens)}
+		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
 		o += len(run.Tokens)
 		r.pool.seqs[run.Seq].n = run.Start + len(run.Tokens)
 	}
