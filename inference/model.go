@@ -175,11 +175,12 @@ type Batcher interface {
 	Fork(parent SeqID, rows, reserve int) (SeqID, error)
 	// Step evaluates runs (at most one per sequence, together at most
 	// BatchLimits().Rows tokens) and returns one Rows per run, in order.
-	// Rows are produced lazily: within a run they are asked for in
-	// ascending order, and everything returned is valid until the next
-	// call on the model. A failed Step leaves every run's rows from Start
-	// on undefined (the engine retries no rows it did not commit). ctx is
-	// checked between graph calls.
+	// Rows may be produced lazily (a separate lm-head graph runs per asked
+	// row): within a run they are asked for in ascending order, runs in
+	// any order, and a returned Logits is valid until the next Logits call
+	// or the next call on the model. A failed Step leaves every run's rows
+	// from Start on undefined (the engine retries no rows it did not
+	// commit). ctx is checked between graph calls.
 	Step(ctx context.Context, runs []Run) ([]Rows, error)
 	// Grow sets aside more slots for id, so that it may hold rows rows in
 	// all (shared ones included): in place, or by moving its own rows to
