@@ -15,7 +15,11 @@ func (e *Engine) worker() {
 	for {
 		closed := e.admit()
 		if len(e.active) > 0 {
-			e.step()
+			if !e.step() {
+				// Nothing could run (sequences waiting for room that a
+				// release or an arrival brings): do not spin.
+				e.idle()
+			}
 			continue
 		}
 		if closed {
@@ -182,15 +186,14 @@ func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 }
 
 // step runs one model step over the active sequences.
-func (e *Engine) step() {
+func (e *Engine) step() bool {
 	e.stepNo++
 	ss := e.plan()
 	if len(ss) == 0 {
-		if e.stalled > 0 {
-			e.preempt()
-		}
+		n := len(e.active)
+		preempted := e.stalled > 0 && e.preempt()
 		e.reap()
-		return
+		return preempted || len(e.active) < n
 	}
 	runs := make([]Run, len(ss))
 	rowsN := 0
@@ -209,7 +212,7 @@ func (e *Engine) step() {
 	if err != nil {
 		e.failStep(ss, err)
 		e.reap()
-		return
+		return true
 	}
 	e.modelResult(nil)
 	e.met.stepRows.Observe(float64(rowsN))
@@ -220,6 +223,18 @@ func (e *Engine) step() {
 	e.met.hostTime.Observe(end.Sub(t1).Seconds())
 	e.account(ss, t0, end)
 	e.reap()
+	return true
+}
+
+// idle waits briefly for an arrival or Close.
+func (e *Engine) idle() {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-e.wake:
+	case <-e.ctx.Done():
+	case <-t.C:
+	}
 }
 
 // account adds a step's time to the generation time of the requests whose
@@ -529,8 +544,9 @@ func (e *Engine) fits(s *seq) bool {
 
 // preempt makes room when every open sequence waits for slots: the
 // youngest is released, to evaluate its rows again once there is room
-// (the same rows: on float32 caches the same bits).
-func (e *Engine) preempt() {
+// (the same rows: on float32 caches the same bits). It reports whether
+// there was one.
+func (e *Engine) preempt() bool {
 	for i := len(e.active) - 1; i >= 0; i-- {
 		g := e.active[i]
 		for j := len(g.seqs) - 1; j >= 0; j-- {
@@ -538,8 +554,9 @@ func (e *Engine) preempt() {
 				e.pool.Release(s.id)
 				s.open, s.refill, s.done = false, true, 0
 				e.met.preemptions.Inc()
-				return
+				return true
 			}
 		}
 	}
+	return false
 }
