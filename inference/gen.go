@@ -25,16 +25,15 @@ type gen struct {
 	top    int
 	rates  [nSources]float64 // acceptance estimates, shared by the choices
 
-	seqs     []*seq // started choices, in choice order
-	next     int    // the next choice to start
-	live     int    // started choices not finished
-	first    bool   // no token yet (TTFT)
-	genTime  time.Duration
-	finish   FinishReason // the last finished choice's
-	runErr   error
-	failed   bool         // a choice failed or was cancelled: the rest end with it
-	failFin  FinishReason // and how
-	finished bool
+	seqs    []*seq // started choices, in choice order
+	next    int    // the next choice to start
+	live    int    // started choices not finished
+	first   bool   // no token yet (TTFT)
+	genTime time.Duration
+	finish  FinishReason // the last finished choice's
+	runErr  error
+	failed  bool         // a choice failed or was cancelled: the rest end with it
+	failFin FinishReason // and how
 
 	firstStep, counted int // the step of the first token, the last step counted in genTime
 }
@@ -226,7 +225,6 @@ func (e *Engine) failStep(ss []*seq, err error) {
 // finishGen ends a request whose choices have all finished: the choices
 // that never started get the request's finish, and Done is sent.
 func (e *Engine) finishGen(g *gen) {
-	g.finished = true
 	finish := g.finish
 	for _, s := range g.seqs {
 		if s.fin != FinishStop && s.fin != FinishLength {
