@@ -134,7 +134,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		lim := b.BatchLimits()
 		e.maxSeq = min(e.maxSeq, lim.Sequences)
 		// A sequence's rows live in the pool: a context longer than the
-		// pool cannot be held.
+		// pool cannot be held (the .pte pool spans the whole window).
 		e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
 		e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
 		if e.seqKV = newSeqKVStore(cfg.KVStore, m); e.seqKV != nil {

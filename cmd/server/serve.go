@@ -270,7 +270,7 @@ func loadEngine(cfg config.Config, log zerolog.Logger, load modelLoader, reg *pr
 		log.Warn().Err(err).Msg("model details for the Ollama listings")
 	}
 	srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
-		ContextLen: info.ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
+		ContextLen: engine.Info().ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
 	log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
 	return loadResult{model: model, engine: engine, store: store}
 }

@@ -14,7 +14,8 @@ import (
 const maxPoolSequences = 16
 
 // The Runner as an inference.Batcher: the shared caches become a pool of
-// the prefill layout's CL − AR slots. A sequence owns one contiguous range
+// the decode layout's CL − 1 slots (those from CL − AR on only through
+// kv_forward, see tail). A sequence owns one contiguous range
 // of slots (its reserve) and, when forked, also reads its parent's slots of
 // the shared rows; every range of a sequence lies above the ones it reads,
 // so a row's attended slots come in position order, which keeps its
@@ -54,15 +55,36 @@ func (s *pseq) slot(i int) int {
 
 func (r *Runner) initPool() {
 	if r.pool.seqs == nil {
-		r.pool.ref = make([]int32, r.cl-r.pre.ar)
+		r.pool.ref = make([]int32, r.maxS)
 		r.pool.seqs = map[inference.SeqID]*pseq{}
 	}
 }
 
 // BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
-// prefill layout's CL − AR slots.
+// decode layout's CL − 1 slots (the whole window; slots from CL − AR on
+// are beyond prefill_forward's view: see tail).
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.pre.ar, Slots: r.cl - r.pre.ar}
+	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.pre.ar, Slots: r.maxS}
+}
+
+// tail reports whether a row of runs, or a committed row of any sequence,
+// lives in a slot prefill_forward cannot see (CL − AR on): then the step
+// goes through kv_forward, and the caches stay in its layout (re-striding
+// to prefill_forward's would drop those slots). First-fit allocation keeps
+// the tail for sequences that need the whole window.
+func (r *Runner) tail(runs []inference.Run) bool {
+	S := r.cl - r.pre.ar
+	for _, s := range r.pool.seqs {
+		if s.n > 0 && s.slot(s.n-1) >= S {
+			return true
+		}
+	}
+	for _, run := range runs {
+		if r.pool.seqs[run.Seq].slot(run.Start+len(run.Tokens)-1) >= S {
+			return true
+		}
+	}
+	return false
 }
 
 // alloc finds n free contiguous slots starting above min (first fit).
@@ -265,7 +287,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
 	m := r.pre
 	switch {
-	case !explore && !(measured && r.decodeStepCost(rows) < r.prefillStepCost()):
+	case !explore && !r.tail(runs) && !(measured && r.decodeStepCost(rows) < r.prefillStepCost()):
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
 	default:

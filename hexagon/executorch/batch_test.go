@@ -212,7 +212,7 @@ func TestBatchIsolation(t *testing.T) {
 	if _, err := r.Step(context.Background(), []inference.Run{{Seq: a, Start: 0, Tokens: []int32{1}}}); err == nil {
 		t.Fatal("a released sequence ran")
 	}
-	if _, err := r.Open(r.cl - r.pre.ar); err != nil {
+	if _, err := r.Open(r.cl - 1); err != nil {
 		t.Fatalf("the whole pool after releases: %v", err)
 	}
 	if _, err := r.Open(1); !errors.Is(err, inference.ErrNoSlots) {
@@ -372,7 +372,7 @@ func TestBatchGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Release(blocker)
-	if _, err := r.Open(r.cl - r.pre.ar - 40); err != nil { // fill the pool's tail
+	if _, err := r.Open(r.cl - 1 - 40); err != nil { // fill the pool's tail
 		t.Fatal(err)
 	}
 	if err := r.Grow(ss[0].id, 30); !errors.Is(err, inference.ErrNoSlots) {
@@ -426,5 +426,51 @@ func TestEngineSideBySideKVStore(t *testing.T) {
 	}
 	if other := run(e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
 		t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
+	}
+}
+
+// TestBatchWholeWindow: the pool spans the whole window (CL − 1 slots);
+// rows in slots prefill_forward cannot see (CL − AR on) go through
+// kv_forward, for their own sequence and their neighbours, with the same
+// bits as alone, and a long sequence gets Eval's tokens.
+func TestBatchWholeWindow(t *testing.T) {
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	long := []int32{128000}
+	for i := range 49 {
+		long = append(long, int32(100+(37*i)%5000))
+	}
+	prompts := [][]int32{long, {128000, 9906, 11}}
+	gens := []int{9, 1} // reserves 59 and 4: the second lands in slots 59…62, past CL − AR = 56
+	ra := openRunner(t, rt, path)
+	var alone []*bseq
+	for i, p := range prompts {
+		ss := newBseqs(t, ra, [][]int32{p}, gens[i])
+		drive(t, ra, ss, 8)
+		ra.Release(ss[0].id)
+		alone = append(alone, ss[0])
+	}
+	rb := openRunner(t, rt, path)
+	var together []*bseq
+	for i, p := range prompts {
+		together = append(together, newBseqs(t, rb, [][]int32{p}, gens[i])...)
+	}
+	if s := rb.pool.seqs[together[1].id]; s.lo < rb.cl-rb.pre.ar {
+		t.Fatalf("the second sequence is in slots %d…, not past %d", s.lo, rb.cl-rb.pre.ar)
+	}
+	drive(t, rb, together, 8)
+	for i, s := range together {
+		if !slices.Equal(s.toks, alone[i].toks) {
+			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
+		}
+		for pos, l := range alone[i].logits {
+			if !equalBits(s.logits[pos], l) {
+				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
+			}
+		}
+	}
+	re := openRunner(t, rt, path)
+	if toks, _ := greedy(t, re, long, 0, gens[0]); !slices.Equal(toks, together[0].toks[len(long):]) {
+		t.Fatalf("Eval %v, Step %v", toks, together[0].toks[len(long):])
 	}
 }
