@@ -522,7 +522,13 @@ func (e *Engine) getSampler() *sampler {
 	return newSampler(e.info.VocabSize)
 }
 
+// putSampler keeps one idle sampler for the next sequence; the others
+// (≈ 9.5 MiB each at V = 128,256) go back to the garbage collector, so an
+// idle engine holds what a one-at-a-time engine did.
 func (e *Engine) putSampler(s *sampler) {
+	if len(e.samplers) > 0 {
+		return
+	}
 	s.clear()
 	e.samplers = append(e.samplers, s)
 }
