@@ -10,7 +10,7 @@ import (
 type Request struct {
 	Prompt      []int32 // token ids, BOS included when wanted
 	MaxTokens   int     // 0: until the context ends; larger than the room left: clamped
-	N           int     // choices, generated one after another from the same prompt rows (0 means 1)
+	N           int     // choices from the same prompt rows: side by side on a Batcher, else one after another (0 means 1)
 	Sampling    Sampling
 	Stop        []string      // up to MaxStops strings; the emitted text never contains one
 	Logprobs    bool          // report the chosen token's logprob
