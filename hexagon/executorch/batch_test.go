@@ -107,6 +107,9 @@ var batchPrompts = [][]int32{
 // same bits alone and next to others (prompt chunks beside decode rows,
 // several sequences' rows in one call), and its greedy tokens are Eval's.
 func TestBatchBitIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
 	const gen = 6
@@ -301,6 +304,9 @@ func TestEngineSideBySide(t *testing.T) {
 // dearer than a kv_forward call per row, a step runs its rows (prompt
 // chunks included) through kv_forward, with the same bits.
 func TestBatchDecodeRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
 	ra := openRunner(t, rt, path)
@@ -338,6 +344,9 @@ func TestBatchDecodeRows(t *testing.T) {
 // free, moves (with its rows, bit for bit) when they are not, and refuses
 // to move while a fork shares its rows.
 func TestBatchGrow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
 	ra := openRunner(t, rt, path)
@@ -384,6 +393,9 @@ func TestBatchGrow(t *testing.T) {
 // to the KV store and a later prompt that starts with them restores them
 // (cached_tokens), with the same tokens as without the store.
 func TestEngineSideBySideKVStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
 	turn1 := inference.Request{Prompt: batchPrompts[2], MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
@@ -434,6 +446,9 @@ func TestEngineSideBySideKVStore(t *testing.T) {
 // kv_forward, for their own sequence and their neighbours, with the same
 // bits as alone, and a long sequence gets Eval's tokens.
 func TestBatchWholeWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
 	long := []int32{128000}
