@@ -113,14 +113,11 @@ type Libraries struct {
 
 // Engine configures request admission and generation limits.
 type Engine struct {
-	QueueLength int           `yaml:"queue_length"` // requests waiting behind the active ones
-	// MaxSequences is how many sequences (choices of requests) advance side
-	// by side on a model whose cache is a slot pool (.pte); 1: one request
-	// at a time, with the prefix cache and KV store.
-	MaxSequences int `yaml:"max_sequences"`
-	Timeout     time.Duration `yaml:"timeout"`      // per-request generation time limit
-	KVCache     KVCache       `yaml:"kv_cache"`     // the store of many sequences' KV rows
-	Speculative Speculative   `yaml:"speculative"`
+	QueueLength  int           `yaml:"queue_length"`  // requests waiting behind the active ones
+	MaxSequences int           `yaml:"max_sequences"` // sequences side by side on a slot-pool model (.pte); 1: one request at a time
+	Timeout      time.Duration `yaml:"timeout"`       // per-request generation time limit
+	KVCache      KVCache       `yaml:"kv_cache"`      // the store of many sequences' KV rows
+	Speculative  Speculative   `yaml:"speculative"`
 }
 
 // Speculative configures speculative decoding (models whose multi-token
