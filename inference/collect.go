@@ -2,6 +2,99 @@ package inference
 
 import "math"
 
+// prepare collects the candidates of one step into s.cands: every token
+// whose adjusted logit is within delta of the best (s.m), where delta is 0
+// for greedy and T·sampleCutoff otherwise. The touched ids (penalties, bias)
+// are computed first, one by one; the vocabulary scans skip them. With
+// wantLP, s.raw also holds the untouched ids' raw logits within
+// logprobCutoff of the best raw logit.
+func (s *sampler) prepare(l Logits, wantLP bool) {
+	s.big = false
+	var skip []uint64
+	if len(s.tlist) > 0 {
+		skip = s.touched
+	}
+	inf := float32(math.Inf(-1))
+	mt, rt := inf, inf // best adjusted and best raw logit of the touched ids
+	s.tv = s.tv[:0]
+	for _, id := range s.tlist {
+		r := l.At(int(id))
+		v := s.adjust(r, id)
+		s.tv = append(s.tv, cand{id, v})
+		mt, rt = max(mt, v), max(rt, r)
+	}
+	var dS float32
+	if s.p.Temperature > 0 {
+		dS = s.p.Temperature * sampleCutoff
+	}
+	c := s.cands[:0]
+	s.raw = s.raw[:0]
+	var m float32
+	if dS == 0 && !wantLP {
+		best, mu := argmax(l, skip)
+		m = max(mu, mt)
+		if best >= 0 && mu >= m {
+			c = append(c, cand{int32(best), mu})
+		}
+	} else {
+		// Keep the untouched ids within d of their best (mu); the floor,
+		// from the touched ids, cuts what they make irrelevant anyway.
+		d, floor := dS, mt-dS
+		if wantLP {
+			d, floor = max(dS, logprobCutoff), min(floor, rt-logprobCutoff)
+		}
+		var mu float32
+		ok := false
+		if s.histOK(l, wantLP) {
+			if !s.wasBig {
+				s.raw, mu, ok = collectUpTo(l, d, floor, skip, s.raw, s.bigMin)
+			}
+			if !ok {
+				// F16 and U16 logits take the code histogram where it can serve.
+				if s.code = l.Type != F32 && s.histCodes(l, mt); s.code || s.hist(l, skip, mt) {
+					s.cands = c
+					return
+				}
+				s.raw = s.raw[:0]
+			}
+		}
+		s.wasBig = false
+		if !ok {
+			s.raw, mu = collect(l, d, floor, skip, s.raw)
+		}
+		m = max(mu, mt)
+		thr := m - dS
+		if wantLP {
+			thr = min(thr, max(mu, rt)-logprobCutoff)
+		}
+		n := 0
+		for _, x := range s.raw {
+			if x.v >= thr {
+				s.raw[n] = x
+				n++
+			}
+		}
+		s.raw = s.raw[:n]
+		for _, x := range s.raw {
+			if x.v >= m-dS {
+				c = append(c, x)
+			}
+		}
+	}
+	for _, x := range s.tv {
+		if x.v >= m-dS {
+			c = append(c, x)
+		}
+	}
+	s.m, s.cands, s.inRange = m, c, len(c)
+}
+
+// histOK reports whether the histogram path can serve this step.
+func (s *sampler) histOK(l Logits, wantLP bool) bool {
+	return !wantLP && s.p.Temperature > 0 && s.p.TopK <= 0 && s.p.MinP <= 0 &&
+		(l.Type == F32 || l.Type == F16 || l.Type == U16 && l.Scale > 0)
+}
+
 // The scans below read logits in their native type. Each inner loop is a
 // tight compare-and-advance (unrolled by four); only elements that pass it
 // (rare for peaked distributions) pay for a skip-set lookup and an append.
@@ -439,138 +532,3 @@ var half2f = func() *[1 << 16]float32 {
 	}
 	return &t
 }()
-
-// The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
-// b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
-// bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
-// to acc[b].sum (the count and the sum of fractions: the first-order
-// expansion of the weights around the bucket's centre) and links id i into
-// the bucket's list (head and next hold id+1, 0 ends a list). Integer sums
-// make taking an id out again exact.
-
-const qMax = nbig<<16 - 1
-
-// bucketAcc is a bucket's sums and the head of its list of ids.
-type bucketAcc struct {
-	sum  uint64
-	head int32
-}
-
-func histF32(x []float32, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
-	next = next[:len(x)]
-	for i, v := range x {
-		t := (v - thr) * scale
-		if !(t >= 0) {
-			continue
-		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
-	}
-}
-
-func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
-	next = next[:len(x)]
-	for i, h := range x {
-		t := (half2f[h] - thr) * scale
-		if !(t >= 0) {
-			continue
-		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
-	}
-}
-
-func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
-	x := l.Raw16
-	next = next[:len(x)]
-	for i, c := range x {
-		t := (u16Val(l, int(c)) - thr) * scale
-		if !(t >= 0) {
-			continue
-		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
-	}
-}
-
-// The code scans below serve F16 (halves) and U16 (fixed-point codes) alike.
-
-// countCodes adds one to cnt[c] for every code c of x.
-func countCodes(x []uint16, cnt *[1 << 16]uint32) {
-	for _, c := range x {
-		cnt[c]++
-	}
-}
-
-// nthCode returns the n-th (from 0) id not in skip whose code is h or h2,
-// or -1.
-func nthCode(x []uint16, h, h2 uint16, skip []uint64, n int) int32 {
-	if h == h2 {
-		for i := 0; i < len(x); i++ {
-			for i+4 <= len(x) && x[i] != h && x[i+1] != h && x[i+2] != h && x[i+3] != h {
-				i += 4
-			}
-			for i < len(x) && x[i] != h {
-				i++
-			}
-			if i == len(x) {
-				break
-			}
-			if !skipped(skip, i) {
-				if n == 0 {
-					return int32(i)
-				}
-				n--
-			}
-		}
-		return -1
-	}
-	for i := 0; i < len(x); i++ {
-		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
-			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {
-			i += 4
-		}
-		for i < len(x) && x[i] != h && x[i] != h2 {
-			i++
-		}
-		if i == len(x) {
-			break
-		}
-		if !skipped(skip, i) {
-			if n == 0 {
-				return int32(i)
-			}
-			n--
-		}
-	}
-	return -1
-}
-
-// gatherCodes appends to out the ids not in skip whose code is h or h2.
-func gatherCodes(x []uint16, h, h2 uint16, skip []uint64, out []int32) []int32 {
-	for i := 0; i < len(x); i++ {
-		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
-			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {
-			i += 4
-		}
-		for i < len(x) && x[i] != h && x[i] != h2 {
-			i++
-		}
-		if i == len(x) {
-			break
-		}
-		if !skipped(skip, i) {
-			out = append(out, int32(i))
-		}
-	}
-	return out
-}

@@ -842,13 +842,13 @@ func TestCodeCountsReused(t *testing.T) {
 				want[c]++
 			}
 		}
-		lo := s.kBot // U16: every count from the cutoff up
+		lo := s.cd.kBot // U16: every count from the cutoff up
 		if step.l.Type == F16 {
 			lo = 0 // F16: every count
 		}
 		for c := lo; c < 1<<16; c++ {
-			if s.cnt[c] != want[c] {
-				t.Fatalf("%s: code %d counted %d, want %d", step.name, c, s.cnt[c], want[c])
+			if s.cd.cnt[c] != want[c] {
+				t.Fatalf("%s: code %d counted %d, want %d", step.name, c, s.cd.cnt[c], want[c])
 			}
 		}
 	}
