@@ -1,0 +1,35 @@
+package scan
+
+import "testing"
+
+// BenchmarkScans scans a Llama-3-sized vocabulary with no match (the whole
+// vector is read): compare with -tags purego for the Go forms.
+func BenchmarkScans(b *testing.B) {
+	const V = 128256
+	x32, x16 := make([]float32, V), make([]uint16, V)
+	b.Logf("native kernels: %v", Native)
+	b.Run("GEF32", func(b *testing.B) {
+		b.SetBytes(4 * V)
+		for b.Loop() {
+			IndexGEF32(x32, 1)
+		}
+	})
+	b.Run("GEU16", func(b *testing.B) {
+		b.SetBytes(2 * V)
+		for b.Loop() {
+			IndexGEU16(x16, 1)
+		}
+	})
+	b.Run("GEHalf", func(b *testing.B) {
+		b.SetBytes(2 * V)
+		for b.Loop() {
+			IndexGEHalf(x16, 0x8001)
+		}
+	})
+	b.Run("Eq16", func(b *testing.B) {
+		b.SetBytes(2 * V)
+		for b.Loop() {
+			IndexEq16(x16, 1, 2)
+		}
+	})
+}

@@ -1,0 +1,71 @@
+// Package scan holds the linear scans the sampler makes over a vocabulary of
+// logits (128,256 of them for Llama 3), in float32, IEEE half and uint16
+// codes: the first element at or above a threshold (which serves argmax and
+// the candidate collectors, whose threshold follows the running maximum) and
+// the first element equal to one of two codes.
+//
+// Like the standard library's internal/bytealg, each scan has a pure-Go form
+// (scan_generic.go, also the reference the tests compare against) and, on
+// amd64 with AVX2 and on arm64 (NEON), an assembly kernel that skips whole
+// vectors of non-matching elements and leaves the last few to the Go loop.
+// Building with the tag purego selects the Go forms everywhere. Both forms
+// return the same index for every input.
+package scan
+
+// HalfKey maps IEEE half-precision bits to a key with the same order as the
+// values (NaNs aside; -0 sorts just below +0): a negative half's bits are
+// inverted, a non-negative half's sign bit is set.
+func HalfKey(h uint16) uint16 { return h ^ (uint16(int16(h)>>15) | 0x8000) }
+
+// The pure-Go scans, from index i. They are the reference for the kernels and
+// finish what a kernel leaves.
+
+func indexGEF32Go(x []float32, i int, t float32) int {
+	for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
+		i += 4
+	}
+	for i < len(x) && x[i] < t {
+		i++
+	}
+	return i
+}
+
+func indexGEU16Go(x []uint16, i int, t uint16) int {
+	for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
+		i += 4
+	}
+	for i < len(x) && x[i] < t {
+		i++
+	}
+	return i
+}
+
+func indexGEHalfGo(x []uint16, i int, k uint16) int {
+	if k >= 0x8000 {
+		// A key ≥ +0: compare the bits as int16, where every negative half
+		// is below any non-negative one.
+		t := int16(k - 0x8000)
+		for i+4 <= len(x) && int16(x[i]) < t && int16(x[i+1]) < t && int16(x[i+2]) < t && int16(x[i+3]) < t {
+			i += 4
+		}
+		for i < len(x) && int16(x[i]) < t {
+			i++
+		}
+		return i
+	}
+	for i < len(x) && HalfKey(x[i]) < k {
+		i++
+	}
+	return i
+}
+
+func indexEq16Go(x []uint16, i int, a, b uint16) int {
+	for i+4 <= len(x) && x[i] != a && x[i] != b && x[i+1] != a && x[i+1] != b &&
+		x[i+2] != a && x[i+2] != b && x[i+3] != a && x[i+3] != b {
+		i += 4
+	}
+	for i < len(x) && x[i] != a && x[i] != b {
+		i++
+	}
+	return i
+}
