@@ -3,6 +3,8 @@ package inference
 import (
 	"math"
 	"slices"
+
+	"github.com/hexserve/hexserve/internal/scan"
 )
 
 // codeHist is the state of the code histogram over F16 and U16 logits (see
@@ -454,14 +456,7 @@ func countCodes(x []uint16, cnt *[1 << 16]uint32) {
 // code is h or h2.
 func codeIDs(x []uint16, h, h2 uint16, skip []uint64, out []int32, n int) []int32 {
 	for i := 0; i < len(x) && n > 0; i++ {
-		for i+4 <= len(x) && x[i] != h && x[i] != h2 && x[i+1] != h && x[i+1] != h2 &&
-			x[i+2] != h && x[i+2] != h2 && x[i+3] != h && x[i+3] != h2 {
-			i += 4
-		}
-		for i < len(x) && x[i] != h && x[i] != h2 {
-			i++
-		}
-		if i == len(x) {
+		if i += scan.IndexEq16(x[i:], h, h2); i == len(x) {
 			break
 		}
 		if !skipped(skip, i) {

@@ -1,6 +1,10 @@
 package inference
 
-import "math"
+import (
+	"math"
+
+	"github.com/hexserve/hexserve/internal/scan"
+)
 
 // prepare collects the candidates of one step into s.cands: every token
 // whose adjusted logit is within delta of the best (s.m), where delta is 0
@@ -96,8 +100,9 @@ func (s *sampler) histOK(l Logits, wantLP bool) bool {
 }
 
 // The scans below read logits in their native type. Each inner loop is a
-// tight compare-and-advance (unrolled by four); only elements that pass it
-// (rare for peaked distributions) pay for a skip-set lookup and an append.
+// compare-and-advance (internal/scan: vector kernels, or the pure-Go loops
+// with -tags purego); only elements that pass it (rare for peaked
+// distributions) pay for a skip-set lookup and an append.
 
 func skipped(skip []uint64, i int) bool {
 	return skip != nil && skip[i>>6]&(1<<(uint(i)&63)) != 0
@@ -174,13 +179,7 @@ func argmaxF32(x []float32, skip []uint64) (int, float32) {
 	best, m := -1, float32(math.Inf(-1))
 	for i := 0; i < len(x); i++ {
 		if best >= 0 {
-			for i+4 <= len(x) && x[i] <= m && x[i+1] <= m && x[i+2] <= m && x[i+3] <= m {
-				i += 4
-			}
-			for i < len(x) && x[i] <= m {
-				i++
-			}
-			if i == len(x) {
+			if i = aboveF32(x, i, m); i == len(x) {
 				break
 			}
 		}
@@ -189,6 +188,16 @@ func argmaxF32(x []float32, skip []uint64) (int, float32) {
 		}
 	}
 	return best, m
+}
+
+// aboveF32 returns the first j ≥ i where x[j] <= m is false, or len(x),
+// except that for m = +Inf it returns len(x) (only NaNs are not <= +Inf).
+// x > m is x ≥ the next float up.
+func aboveF32(x []float32, i int, m float32) int {
+	if m > math.MaxFloat32 {
+		return len(x)
+	}
+	return i + scan.IndexGEF32(x[i:], math.Nextafter32(m, float32(math.Inf(1))))
 }
 
 // block is the granularity at which the collectors
@@ -243,22 +252,13 @@ func isNaN16(h uint16) bool { return h&0x7fff > 0x7c00 }
 
 // scanF16 advances i past the halves whose key is below kthr.
 func scanF16(x []uint16, i, kthr int) int {
-	if kthr >= 0x8000 {
-		// A threshold ≥ +0: compare the bits as int16, where every
-		// negative half is below any non-negative one.
-		t := int16(kthr - 0x8000)
-		for i+4 <= len(x) && int16(x[i]) < t && int16(x[i+1]) < t && int16(x[i+2]) < t && int16(x[i+3]) < t {
-			i += 4
-		}
-		for i < len(x) && int16(x[i]) < t {
-			i++
-		}
+	switch {
+	case kthr <= 0:
 		return i
+	case kthr > 0xffff:
+		return len(x)
 	}
-	for i < len(x) && halfKey(x[i]) < kthr {
-		i++
-	}
-	return i
+	return i + scan.IndexGEHalf(x[i:], uint16(kthr))
 }
 
 func argmaxF16(x []uint16, skip []uint64) (int, float32) {
@@ -319,14 +319,7 @@ func argmaxU16(l Logits, skip []uint64) (int, float32) {
 			if qm == 0xffff {
 				break
 			}
-			t := uint16(qm)
-			for i+4 <= len(x) && x[i] <= t && x[i+1] <= t && x[i+2] <= t && x[i+3] <= t {
-				i += 4
-			}
-			for i < len(x) && x[i] <= t {
-				i++
-			}
-			if i == len(x) {
+			if i += scan.IndexGEU16(x[i:], uint16(qm)+1); i == len(x) {
 				break
 			}
 		}
@@ -370,13 +363,7 @@ func collectF32(x []float32, delta, floor float32, skip []uint64, out []cand, li
 			out = out[:n]
 		} else {
 			for i := 0; i < len(b); i++ {
-				for i+4 <= len(b) && b[i] < thr && b[i+1] < thr && b[i+2] < thr && b[i+3] < thr {
-					i += 4
-				}
-				for i < len(b) && b[i] < thr {
-					i++
-				}
-				if i == len(b) {
+				if i += scan.IndexGEF32(b[i:], thr); i == len(b) {
 					break
 				}
 				if v := b[i]; v == v && !skipped(skip, lo+i) {
@@ -489,14 +476,7 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand, limit
 			out = out[:n]
 		} else {
 			for i := 0; i < len(b) && qthr <= 0xffff; i++ {
-				t := uint16(qthr)
-				for i+4 <= len(b) && b[i] < t && b[i+1] < t && b[i+2] < t && b[i+3] < t {
-					i += 4
-				}
-				for i < len(b) && b[i] < t {
-					i++
-				}
-				if i == len(b) {
+				if i += scan.IndexGEU16(b[i:], uint16(qthr)); i == len(b) {
 					break
 				}
 				if !skipped(skip, lo+i) {
