@@ -11,7 +11,7 @@ import (
 // histCodes).
 type codeHist struct {
 	cnt    *[1 << 16]uint32  // per code: untouched ids with that logit
-	cntEnd int               // cnt is zero from here on
+	dirty  [][2]int          // code ranges [lo, hi) the last step counted
 	wtab   *[1 << 16]float64 // per code: exp(logit/T)
 	wFor   tabFor            // what wtab was built for
 	tw     *[1 << 16]float64 // per key: the touched ids' weights
@@ -113,64 +113,23 @@ func (s *sampler) groupMass(k int) float64 {
 	return float64(s.groupCount(k))*s.cd.wtab[h] + s.cd.tw[k]
 }
 
-// bestCode returns the best logit among the counted F16 codes (-Inf if
-// none).
-func (s *sampler) bestCode() float32 {
-	cnt := s.cd.cnt
-	if h := topCounted(cnt, 0x7c00); h >= 0 {
-		return half2f[h]
-	}
-	for h := 0x8000; h <= 0xfc00; h++ {
-		if cnt[h] != 0 {
-			return half2f[h]
-		}
-	}
-	return float32(math.Inf(-1))
-}
-
-// topCounted returns the largest code c ≤ hi with cnt[c] > 0, or -1.
-func topCounted(cnt *[1 << 16]uint32, hi int) int {
-	c := hi
-	for c >= 3 && cnt[c]|cnt[c-1]|cnt[c-2]|cnt[c-3] == 0 {
-		c -= 4
-	}
-	for ; c >= 0; c-- {
-		if cnt[c] != 0 {
-			return c
-		}
-	}
-	return -1
-}
-
 // histCodes is hist for F16 logits and U16 logits with a positive scale,
-// where every logit is one of 65,536 codes: one pass counts the ids per code
-// (the touched ids are taken out again), so the weights are exact with one
+// where every logit is one of 65,536 codes: argmax finds the best untouched
+// logit, then one pass counts the ids per code within the cutoff (the touched
+// ids are taken out again; see countCodes), so the weights are exact with one
 // exp per code, from a table built once per temperature (and quantisation).
 // Groups of equal logits are walked from the best down, by blocks of 64
 // keys; ties in a group go to the lowest ids, so a group needs its ids only
 // when top_p splits it while holding touched ids, or when the draw lands in
 // it. It reports false when the logits are out of the table's range
 // (|logit|/T near 700), above every code, or not finite.
-func (s *sampler) histCodes(l Logits, mt float32) bool {
-	x, cnt := l.Raw16, s.cd.cnt
+func (s *sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	s.l = l
-	clear(cnt[:s.cd.cntEnd])
-	countCodes(x, cnt)
-	for _, id := range s.tlist {
-		cnt[x[id]]--
+	for _, r := range s.cd.dirty {
+		clear(s.cd.cnt[r[0]:r[1]])
 	}
-	best := float32(math.Inf(-1))
-	if l.Type == U16 {
-		// the codes grow with the value: the counts end at the best one,
-		// and the next step clears no further
-		top := topCounted(cnt, 0xffff)
-		if top >= 0 {
-			best = u16Val(l, top)
-		}
-		s.cd.cntEnd = top + 1
-	} else {
-		best, s.cd.cntEnd = s.bestCode(), 1<<16
-	}
+	s.cd.dirty = s.cd.dirty[:0]
+	_, best := argmax(l, skip) // the best untouched logit
 	m, n := max(best, mt), 0
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
@@ -182,6 +141,7 @@ func (s *sampler) histCodes(l Logits, mt float32) bool {
 	if l.Type == U16 && kTop > 0xffff || l.Type == F16 && m > 65504 {
 		return false
 	}
+	s.countCodes(kBot, kTop)
 	tab := tabFor{t: s.p.Temperature, typ: l.Type}
 	if l.Type == U16 {
 		tab.scale, tab.offset = l.Scale, l.Offset
@@ -445,10 +405,55 @@ func (s *sampler) keptCodes() ([]cand, []float64) {
 
 // The code scans below serve F16 (halves) and U16 (fixed-point codes) alike.
 
-// countCodes adds one to cnt[c] for every code c of x.
-func countCodes(x []uint16, cnt *[1 << 16]uint32) {
-	for _, c := range x {
-		cnt[c]++
+// countCodes counts, per code, the untouched ids with keys kBot..kTop
+// (F16: with -0 in +0's group), the only counts the step reads: the codes
+// at or above the cutoff are counted (scan.CountGE*, which may count every
+// code instead), then the touched ids counted among them are taken out
+// again. It records the code ranges it wrote for the next step to clear.
+func (s *sampler) countCodes(kBot, kTop int) {
+	x, cnt := s.l.Raw16, s.cd.cnt
+	kc := kBot
+	if s.l.Type == F16 && kBot == 0x8000 {
+		kc = 0x7fff // -0
+	}
+	var all bool // every code was counted, not only those from kc up
+	if s.l.Type == U16 {
+		all = scan.CountGEU16(x, uint16(kc), cnt)
+	} else {
+		all = scan.CountGEHalf(x, uint16(kc), cnt)
+	}
+	counted := func(h uint16) bool {
+		if all {
+			return s.l.Type == U16 || !isNaN16(h)
+		}
+		if s.l.Type == U16 {
+			return int(h) >= kc
+		}
+		return int(scan.HalfKey(h)) >= kc && !isNaN16(h)
+	}
+	if s.l.Type == F16 {
+		clear(cnt[0x7c01:0x8000]) // positive NaNs: keys above every value
+	}
+	for _, id := range s.tlist {
+		if h := x[id]; counted(h) {
+			cnt[h]--
+		}
+	}
+	// Untouched ids have keys up to kTop (touched ones above it are back to
+	// zero), and from kc up unless all were counted.
+	if all {
+		kc = 0
+	}
+	switch {
+	case s.l.Type == U16:
+		s.cd.dirty = append(s.cd.dirty, [2]int{kc, kTop + 1})
+	default:
+		if kTop >= 0x8000 { // non-negative halves: code = key − 0x8000
+			s.cd.dirty = append(s.cd.dirty, [2]int{max(kc, 0x8000) - 0x8000, kTop - 0x8000 + 1})
+		}
+		if kc <= 0x7fff { // negative halves: code = 0xffff − key
+			s.cd.dirty = append(s.cd.dirty, [2]int{0xffff - min(kTop, 0x7fff), 0xffff - kc + 1})
+		}
 	}
 }
 

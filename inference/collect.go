@@ -55,7 +55,7 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 			}
 			if !ok {
 				// F16 and U16 logits take the code histogram where it can serve.
-				if s.code = l.Type != F32 && s.histCodes(l, mt); s.code || s.hist(l, skip, mt) {
+				if s.code = l.Type != F32 && s.histCodes(l, skip, mt); s.code || s.hist(l, skip, mt) {
 					s.cands = c
 					return
 				}

@@ -842,11 +842,12 @@ func TestCodeCountsReused(t *testing.T) {
 				want[c]++
 			}
 		}
-		lo := s.cd.kBot // U16: every count from the cutoff up
-		if step.l.Type == F16 {
-			lo = 0 // F16: every count
-		}
-		for c := lo; c < 1<<16; c++ {
+		for c := range 1 << 16 {
+			// every count from the cutoff up (F16: by key; -0 and +0 in
+			// one group)
+			if k := s.codeKey(uint16(c)); k < s.cd.kBot {
+				continue
+			}
 			if s.cd.cnt[c] != want[c] {
 				t.Fatalf("%s: code %d counted %d, want %d", step.name, c, s.cd.cnt[c], want[c])
 			}

@@ -26,6 +26,16 @@ func BenchmarkScans(b *testing.B) {
 			IndexGEHalf(x16, 0x8001)
 		}
 	})
+	out := make([]int32, V)
+	for i := range V / 10 { // a tenth of the elements pass
+		x16[i*10] = 0x5000
+	}
+	b.Run("GatherGEHalf/tenth", func(b *testing.B) {
+		b.SetBytes(2 * V)
+		for b.Loop() {
+			GatherGEHalf(x16, HalfKey(0x5000), out)
+		}
+	})
 	b.Run("Eq16", func(b *testing.B) {
 		b.SetBytes(2 * V)
 		for b.Loop() {

@@ -69,3 +69,49 @@ func indexEq16Go(x []uint16, i int, a, b uint16) int {
 	}
 	return i
 }
+
+// The pure-Go gathers, from index i with n indices written: every index is
+// written, and kept by advancing n when it matches (no branch to mispredict
+// when many match).
+
+func gatherGEF32Go(x []float32, i int, t float32, out []int32, n int) int {
+	out = out[:len(x)]
+	for ; i < len(x); i++ {
+		out[n] = int32(i)
+		if !(x[i] < t) {
+			n++
+		}
+	}
+	return n
+}
+
+func gatherGEU16Go(x []uint16, i int, t uint16, out []int32, n int) int {
+	out = out[:len(x)]
+	for ; i < len(x); i++ {
+		out[n] = int32(i)
+		if x[i] >= t {
+			n++
+		}
+	}
+	return n
+}
+
+func gatherGEHalfGo(x []uint16, i int, k uint16, out []int32, n int) int {
+	out = out[:len(x)]
+	for ; i < len(x); i++ {
+		out[n] = int32(i)
+		if HalfKey(x[i]) >= k {
+			n++
+		}
+	}
+	return n
+}
+
+// countGo adds one to cnt[h] for every h of x: as many increments as
+// elements, but no test per element (this is what a count with a threshold
+// costs when most elements pass it).
+func countGo(x []uint16, cnt *[1 << 16]uint32) {
+	for _, h := range x {
+		cnt[h]++
+	}
+}

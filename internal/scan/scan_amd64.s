@@ -35,6 +35,42 @@ at0: \
 	VZEROUPPER \
 	RET
 
+// EMIT8 stores the indices of the set bits of R9 (8 bits) and moves Y10 on
+// to the next 8 elements. R13 holds lut, Y11 eight 8s.
+#define EMIT8 \
+	MOVQ    R9, R10 \
+	SHLQ    $5, R10 \
+	VMOVDQU (R13)(R10*1), Y3 \
+	VPADDD  Y10, Y3, Y3 \
+	VMOVDQU Y3, (DI)(CX*4) \
+	POPCNTQ R9, R9 \
+	ADDQ    R9, CX \
+	VPADDD  Y11, Y10, Y10
+
+// GATHERSETUP loads out and lut, and sets Y10 (the block's first index, in
+// every lane) to 0 and Y11 to 8s.
+#define GATHERSETUP \
+	MOVQ         out_base+32(FP), DI \
+	MOVQ         lut+56(FP), R13 \
+	VPXOR        Y10, Y10, Y10 \
+	MOVL         $8, R9 \
+	MOVQ         R9, X11 \
+	VPBROADCASTD X11, Y11 \
+	XORQ         AX, AX \
+	XORQ         CX, CX
+
+// EMIT16 stores the indices of the 16-bit match lanes of Y1 (16 elements).
+#define EMIT16 \
+	VEXTRACTI128 $1, Y1, X2 \
+	VPACKSSWB    X2, X1, X1 \
+	VPMOVMSKB    X1, R8 \
+	MOVQ         R8, R9 \
+	ANDQ         $0xff, R9 \
+	EMIT8 \
+	MOVQ         R8, R9 \
+	SHRQ         $8, R9 \
+	EMIT8
+
 // func indexGEF32(x []float32, t float32) int
 TEXT ·indexGEF32(SB), NOSPLIT, $0-40
 	MOVQ         x_base+0(FP), SI
@@ -217,3 +253,84 @@ eqcheck:
 
 eqfound:
 	FOUND16
+
+// The gathers take 8 elements at a time: their match mask (one bit per
+// element) picks a row of lut, the lane numbers of its set bits packed to
+// the front; the row plus the block's first index (Y10) is stored at
+// out[CX] and CX advances by the mask's popcount. Nothing branches on the
+// data, and every store stays within out[:len(x)] (CX <= AX).
+
+// func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEF32(SB), NOSPLIT, $0-80
+	MOVQ         x_base+0(FP), SI
+	MOVQ         x_len+8(FP), DX
+	ANDQ         $-8, DX
+	VBROADCASTSS t+24(FP), Y0
+	GATHERSETUP
+	JMP          gf32check
+
+gf32loop:
+	VCMPPS    $0x1a, (SI)(AX*4), Y0, Y1
+	VMOVMSKPS Y1, R9
+	EMIT8
+	ADDQ      $8, AX
+
+gf32check:
+	CMPQ AX, DX
+	JB   gf32loop
+	MOVQ AX, i+64(FP)
+	MOVQ CX, n+72(FP)
+	VZEROUPPER
+	RET
+
+// func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEU16(SB), NOSPLIT, $0-80
+	MOVQ         x_base+0(FP), SI
+	MOVQ         x_len+8(FP), DX
+	ANDQ         $-16, DX
+	VPBROADCASTW t+24(FP), Y0
+	GATHERSETUP
+	JMP          gu16check
+
+gu16loop:
+	VMOVDQU  (SI)(AX*2), Y1
+	VPMAXUW  Y0, Y1, Y3
+	VPCMPEQW Y3, Y1, Y1
+	EMIT16
+	ADDQ     $16, AX
+
+gu16check:
+	CMPQ AX, DX
+	JB   gu16loop
+	MOVQ AX, i+64(FP)
+	MOVQ CX, n+72(FP)
+	VZEROUPPER
+	RET
+
+// func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEHalf(SB), NOSPLIT, $0-80
+	MOVQ         x_base+0(FP), SI
+	MOVQ         x_len+8(FP), DX
+	ANDQ         $-16, DX
+	VPBROADCASTW ks+24(FP), Y0
+	VPCMPEQW     Y15, Y15, Y15
+	GATHERSETUP
+	JMP          ghalfcheck
+
+ghalfloop:
+	VMOVDQU  (SI)(AX*2), Y1
+	VPSRAW   $15, Y1, Y3
+	VPSRLW   $1, Y3, Y3
+	VPXOR    Y3, Y1, Y1
+	VPCMPGTW Y1, Y0, Y1
+	VPXOR    Y15, Y1, Y1
+	EMIT16
+	ADDQ     $16, AX
+
+ghalfcheck:
+	CMPQ AX, DX
+	JB   ghalfloop
+	MOVQ AX, i+64(FP)
+	MOVQ CX, n+72(FP)
+	VZEROUPPER
+	RET

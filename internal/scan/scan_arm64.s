@@ -19,6 +19,15 @@
 	AND  R3, R4, R3 \
 	CMN  $1, R3
 
+// LANE stores R5 at out[R8], advances R8 by R3's low bit, shifts R3 by SH
+// and R5 by one.
+#define LANE(SH) \
+	MOVW R5, (R7)(R8<<2) \
+	AND  $1, R3, R6 \
+	ADD  R6, R8, R8 \
+	LSR  $SH, R3, R3 \
+	ADD  $1, R5, R5
+
 // func indexGEF32(x []float32, t float32) int
 TEXT ·indexGEF32(SB), NOSPLIT, $0-40
 	MOVD  x_base+0(FP), R0
@@ -157,4 +166,124 @@ eqcheck:
 
 eqdone:
 	MOVD R2, ret+32(FP)
+	RET
+
+// The gathers test one vector (4 floats or 8 16-bit elements) per
+// iteration and narrow its match mask into R3 (16 or 8 bits per lane). A
+// vector with no match costs nothing more; otherwise every lane's index is
+// stored at out[R8] and R8 advances by the lane's bit (no branch on the
+// data; the stores stay within out[:len(x)], R8 <= R2).
+
+// func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEF32(SB), NOSPLIT, $0-80
+	MOVD  x_base+0(FP), R0
+	MOVD  x_len+8(FP), R1
+	AND   $~3, R1, R1
+	MOVWU t+24(FP), R3
+	VDUP  R3, V0.S4
+	MOVD  out_base+32(FP), R7
+	MOVD  $0, R2
+	MOVD  $0, R8
+	B     gf32check
+
+gf32loop:
+	VLD1.P 16(R0), [V1.S4]
+	WORD   $0x6ea1e401         // fcmgt v1.4s, v0.4s, v1.4s (t > x)
+	WORD   $0x6e205821         // mvn v1.16b, v1.16b (match: !(x < t))
+	WORD   $0x0e612821         // xtn v1.4h, v1.4s
+	VMOV   V1.D[0], R3
+	CBZ    R3, gf32next
+	MOVD   R2, R5
+	LANE(16)
+	LANE(16)
+	LANE(16)
+	LANE(16)
+
+gf32next:
+	ADD $4, R2
+
+gf32check:
+	CMP R1, R2
+	BLT gf32loop
+	MOVD R2, i+64(FP)
+	MOVD R8, n+72(FP)
+	RET
+
+// func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEU16(SB), NOSPLIT, $0-80
+	MOVD  x_base+0(FP), R0
+	MOVD  x_len+8(FP), R1
+	AND   $~7, R1, R1
+	MOVHU t+24(FP), R3
+	VDUP  R3, V0.H8
+	MOVD  out_base+32(FP), R7
+	MOVD  $0, R2
+	MOVD  $0, R8
+	B     gu16check
+
+gu16loop:
+	VLD1.P 16(R0), [V1.H8]
+	WORD   $0x6e603c21         // cmhs v1.8h, v1.8h, v0.8h (x >= t, unsigned)
+	WORD   $0x0e212821         // xtn v1.8b, v1.8h
+	VMOV   V1.D[0], R3
+	CBZ    R3, gu16next
+	MOVD   R2, R5
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+
+gu16next:
+	ADD $8, R2
+
+gu16check:
+	CMP R1, R2
+	BLT gu16loop
+	MOVD R2, i+64(FP)
+	MOVD R8, n+72(FP)
+	RET
+
+// func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGEHalf(SB), NOSPLIT, $0-80
+	MOVD  x_base+0(FP), R0
+	MOVD  x_len+8(FP), R1
+	AND   $~7, R1, R1
+	MOVHU ks+24(FP), R3
+	VDUP  R3, V0.H8
+	MOVD  out_base+32(FP), R7
+	MOVD  $0, R2
+	MOVD  $0, R8
+	B     ghalfcheck
+
+ghalfloop:
+	VLD1.P 16(R0), [V1.H8]
+	WORD   $0x4f110425         // sshr v5.8h, v1.8h, #15
+	VUSHR  $1, V5.H8, V5.H8
+	VEOR   V5.B16, V1.B16, V1.B16
+	WORD   $0x4e603c21         // cmge v1.8h, v1.8h, v0.8h (sk >= ks, signed)
+	WORD   $0x0e212821         // xtn v1.8b, v1.8h
+	VMOV   V1.D[0], R3
+	CBZ    R3, ghalfnext
+	MOVD   R2, R5
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+	LANE(8)
+
+ghalfnext:
+	ADD $8, R2
+
+ghalfcheck:
+	CMP R1, R2
+	BLT ghalfloop
+	MOVD R2, i+64(FP)
+	MOVD R8, n+72(FP)
 	RET

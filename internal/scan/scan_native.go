@@ -50,3 +50,88 @@ func IndexEq16(x []uint16, a, b uint16) int {
 	}
 	return indexEq16Go(x, i, a, b)
 }
+
+// The gather kernels return the elements they took (whole blocks) and the
+// indices they wrote.
+
+// GatherGEF32 writes to out, in order, the indices i where x[i] < t is
+// false, and returns their number. out must have room for len(x).
+func GatherGEF32(x []float32, t float32, out []int32) int {
+	out = out[:len(x)]
+	i, n := 0, 0
+	if native && len(x) >= blockF32 {
+		i, n = gatherGEF32(x, t, out, lut)
+	}
+	return gatherGEF32Go(x, i, t, out, n)
+}
+
+// GatherGEU16 writes to out, in order, the indices i with x[i] ≥ t, and
+// returns their number. out must have room for len(x).
+func GatherGEU16(x []uint16, t uint16, out []int32) int {
+	out = out[:len(x)]
+	i, n := 0, 0
+	if native && len(x) >= block16 {
+		i, n = gatherGEU16(x, t, out, lut)
+	}
+	return gatherGEU16Go(x, i, t, out, n)
+}
+
+// GatherGEHalf writes to out, in order, the indices i with HalfKey(x[i]) ≥
+// k, and returns their number. out must have room for len(x).
+func GatherGEHalf(x []uint16, k uint16, out []int32) int {
+	out = out[:len(x)]
+	i, n := 0, 0
+	if native && len(x) >= block16 {
+		i, n = gatherGEHalf(x, int16(k^0x8000), out, lut)
+	}
+	return gatherGEHalfGo(x, i, k, out, n)
+}
+
+// countBlock is the granularity at which the counts choose between
+// gathering the matches first (few match: only they are counted) and
+// counting every element (many match: no test per element). Once a block
+// had many matches, the rest is counted whole.
+const countBlock = 4096
+
+// CountGEU16 adds one to cnt[x[i]] for every x[i] ≥ t (the code histogram
+// of the elements at or above a threshold), or, when it reports all, for
+// every x[i]: it may count everything where that is cheaper than testing.
+func CountGEU16(x []uint16, t uint16, cnt *[1 << 16]uint32) (all bool) {
+	return count(x, t, false, cnt)
+}
+
+// CountGEHalf is CountGEU16 for the elements with HalfKey(x[i]) ≥ k.
+func CountGEHalf(x []uint16, k uint16, cnt *[1 << 16]uint32) (all bool) {
+	return count(x, k, true, cnt)
+}
+
+// count is CountGEU16 (half false) and CountGEHalf (half true).
+func count(x []uint16, t uint16, half bool, cnt *[1 << 16]uint32) (all bool) {
+	if !native {
+		countGo(x, cnt)
+		return true
+	}
+	var idx [countBlock]int32
+	for lo := 0; lo < len(x); lo += countBlock {
+		b := x[lo:min(lo+countBlock, len(x))]
+		if all {
+			countGo(b, cnt)
+			continue
+		}
+		var n int
+		if half {
+			n = GatherGEHalf(b, t, idx[:])
+		} else {
+			n = GatherGEU16(b, t, idx[:])
+		}
+		for _, i := range idx[:n] {
+			cnt[b[i]]++
+		}
+		if n*4 > len(b) && lo+len(b) < len(x) {
+			// many matched: count the rest whole (which then includes
+			// what lies below t)
+			all = true
+		}
+	}
+	return all
+}

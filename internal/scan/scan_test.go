@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -46,6 +47,71 @@ func naiveEq16(x []uint16, a, b uint16) int {
 	return len(x)
 }
 
+func naiveGather[T any](x []T, match func(T) bool) []int32 {
+	var out []int32
+	for i, v := range x {
+		if match(v) {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}
+
+// checkGather compares the gathers of x with the naive ones.
+// prefix shortens a long index list for a message.
+func prefix(x []int32) []int32 { return x[:min(len(x), 40)] }
+
+func checkGather(t *testing.T, name string, x32 []float32, x16 []uint16, v32 float32, v16 uint16) {
+	t.Helper()
+	out := make([]int32, max(len(x32), len(x16)))
+	if n, want := GatherGEF32(x32, v32, out), naiveGather(x32, func(v float32) bool { return !(v < v32) }); !slices.Equal(out[:n], want) {
+		t.Fatalf("%s: GatherGEF32(len %d, %v) = %v, want %v", name, len(x32), v32, prefix(out[:n]), prefix(want))
+	}
+	if n, want := GatherGEU16(x16, v16, out), naiveGather(x16, func(v uint16) bool { return v >= v16 }); !slices.Equal(out[:n], want) {
+		t.Fatalf("%s: GatherGEU16(len %d, %#x) = %v, want %v", name, len(x16), v16, prefix(out[:n]), prefix(want))
+	}
+	if n, want := GatherGEHalf(x16, v16, out), naiveGather(x16, func(v uint16) bool { return HalfKey(v) >= v16 }); !slices.Equal(out[:n], want) {
+		t.Fatalf("%s: GatherGEHalf(len %d, %#x) = %v, want %v", name, len(x16), v16, prefix(out[:n]), prefix(want))
+	}
+}
+
+// checkCount compares the code counts of x with the naive ones (all of x
+// where a count reports all), counting into tables that start at zero
+// (counted twice: the second pass adds to the first), and zeroes them again.
+func checkCount(t *testing.T, name string, x []uint16, v uint16) {
+	t.Helper()
+	for _, c := range []struct {
+		name  string
+		count func([]uint16, uint16, *[1 << 16]uint32) bool
+		match func(uint16) bool
+	}{
+		{"CountGEU16", CountGEU16, func(h uint16) bool { return h >= v }},
+		{"CountGEHalf", CountGEHalf, func(h uint16) bool { return HalfKey(h) >= v }},
+	} {
+		all := c.count(x, v, gotCnt)
+		all2 := c.count(x, v, gotCnt)
+		if all != all2 {
+			t.Fatalf("%s: %s(len %d, %#x) reported all %v, then %v", name, c.name, len(x), v, all, all2)
+		}
+		for _, h := range x {
+			if all || c.match(h) {
+				wantCnt[h] += 2
+			}
+		}
+		for _, h := range x {
+			if gotCnt[h] != wantCnt[h] {
+				t.Fatalf("%s: %s(len %d, %#x) (all %v): code %#x counted %d, want %d", name, c.name, len(x), v, all, h, gotCnt[h], wantCnt[h])
+			}
+		}
+		for _, h := range x {
+			gotCnt[h], wantCnt[h] = 0, 0
+		}
+	}
+}
+
+// The count tables of checkCount.
+var gotCnt, wantCnt = new([1 << 16]uint32), new([1 << 16]uint32)
+
 // checkAll compares every scan of x (and of its unaligned tails) with the
 // naive one, for the thresholds ts.
 func checkAll(t *testing.T, name string, x32 []float32, x16 []uint16, ts32 []float32, ts16 []uint16) {
@@ -63,6 +129,7 @@ func checkAll(t *testing.T, name string, x32 []float32, x16 []uint16, ts32 []flo
 			if got, want := IndexEq16(y16, v, w), naiveEq16(y16, v, w); got != want {
 				t.Fatalf("%s: IndexEq16(x[%d:] (len %d), %#x, %#x) = %d, want %d", name, off, len(y16), v, w, got, want)
 			}
+			checkGather(t, name, nil, y16, 0, v)
 			if got, want := indexGEU16Go(y16, 0, v), naiveGEU16(y16, v); got != want {
 				t.Fatalf("%s: indexGEU16Go = %d, want %d", name, got, want)
 			}
@@ -77,6 +144,7 @@ func checkAll(t *testing.T, name string, x32 []float32, x16 []uint16, ts32 []flo
 			if got, want := IndexGEF32(y32, v), naiveGEF32(y32, v); got != want {
 				t.Fatalf("%s: IndexGEF32(x[%d:] (len %d), %v) = %d, want %d", name, off, len(y32), v, got, want)
 			}
+			checkGather(t, name, y32, nil, v, 0)
 			if got, want := indexGEF32Go(y32, 0, v), naiveGEF32(y32, v); got != want {
 				t.Fatalf("%s: indexGEF32Go = %d, want %d", name, got, want)
 			}
@@ -103,7 +171,7 @@ func thresholds(r *rand.Rand, x32 []float32, x16 []uint16) ([]float32, []uint16)
 	return ts32, ts16
 }
 
-// TestScans checks the scans against the naive loops over random, peaked
+// TestScans checks the scans and gathers against the naive loops over random, peaked
 // (one high element late), flat and special-value inputs of every length up
 // to a few blocks, at three alignments.
 func TestScans(t *testing.T) {
@@ -137,6 +205,9 @@ func TestScans(t *testing.T) {
 			}
 			ts32, ts16 := thresholds(r, x32, x16)
 			checkAll(t, kind, x32, x16, ts32, ts16)
+			for _, v := range ts16[len(ts16)-4:] {
+				checkCount(t, kind, x16, v)
+			}
 		}
 	}
 }
@@ -154,13 +225,16 @@ func TestScansVocab(t *testing.T) {
 			x32[at], x16[at] = 2, 0x4000 // 2.0
 		}
 		checkAll(t, "vocab", x32, x16, []float32{0, 2, -1}, []uint16{0x4000, 0xc000 ^ 0xffff, HalfKey(0x4000)})
+		checkGather(t, "vocab", x32, x16, 2, HalfKey(0x4000))
+		checkCount(t, "vocab", x16, HalfKey(0x4000))
+		checkCount(t, "vocab", x16, 0x3c00)
 		if at < V {
 			x32[at], x16[at] = -1, 0x3c00
 		}
 	}
 }
 
-// FuzzScans compares the scans (assembly where built) with the naive loops
+// FuzzScans compares the scans and gathers (assembly where built) with the naive loops
 // on arbitrary bytes, read as float32 and as 16-bit elements.
 func FuzzScans(f *testing.F) {
 	f.Add([]byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}, uint32(0x3f800000), uint16(0x3c00), uint16(0x4000), uint8(1))
@@ -189,5 +263,7 @@ func FuzzScans(f *testing.F) {
 		if got, want := IndexEq16(x16, a, c), naiveEq16(x16, a, c); got != want {
 			t.Fatalf("IndexEq16(%v, %d, %d) = %d, want %d", x16, a, c, got, want)
 		}
+		checkGather(t, "fuzz", x32, x16, v, a)
+		checkCount(t, "fuzz", x16, a)
 	})
 }
