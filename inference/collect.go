@@ -444,7 +444,11 @@ func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand, limit
 	x := l.Raw16
 	from := len(out)
 	qm, qthr := -1, u16Ceil(l, floor)
-	raise := func(q int) { qm, qthr = q, u16Ceil(l, max(floor, u16Val(l, q)-delta)) }
+	raise := func(q int) {
+		// float32(): no fused multiply-subtract (arm64); the value is
+		// rounded first, as At rounds it
+		qm, qthr = q, u16Ceil(l, max(floor, float32(u16Val(l, q))-delta))
+	}
 	isDense := true
 	for lo := 0; lo < len(x) && qthr <= 0xffff; lo += block {
 		b := x[lo:min(lo+block, len(x))]

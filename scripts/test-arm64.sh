@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the NPU-path tests for linux/arm64 and runs them under qemu-aarch64 against
-# the arm64 hostsim build (make hostsim-arm64). They run in their -short form (fewer
+# the arm64 hostsim build (make hostsim-arm64), and internal/scan's, which check the
+# sampler's NEON kernels against the pure-Go scans. They run in their -short form (fewer
 # variants, smaller goldens): what the architecture can change is the ABI, struct
 # layouts, purego calls and the C graphs' arithmetic, not what a bigger case adds,
 # and qemu runs them several times slower than native. make gotest runs the full
@@ -12,7 +13,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export HEXSERVE_HOSTSIM_DIR="$root/build/hostsim/arm64"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
-for pkg in ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexagon/qhexrt ./hexagon/pte ./hexagon/executorch; do
+for pkg in ./internal/scan ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexagon/qhexrt ./hexagon/pte ./hexagon/executorch; do
   name=$(echo "$pkg" | tr '/.' '__')
   CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$out/$name.test" "$pkg"
   echo "arm64: $pkg"
