@@ -3,6 +3,8 @@ package inference
 import (
 	"math"
 	"slices"
+
+	"github.com/hexserve/hexserve/internal/scan"
 )
 
 const (
@@ -290,48 +292,86 @@ type bucketAcc struct {
 	head int32
 }
 
+// The hist functions gather, a block at a time, the ids whose logit is at
+// least thr (a superset of those with t ≥ 0, which addBucket checks exactly)
+// and bucket only those; once a block had many (flat logits), they bucket
+// every element of the rest.
+
 func histF32(x []float32, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
-	next = next[:len(x)]
-	for i, v := range x {
-		t := (v - thr) * scale
-		if !(t >= 0) {
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (b[j]-thr)*scale)
+			}
 			continue
 		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
+		n := scan.GatherGEF32(b, thr, idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (b[j]-thr)*scale)
+		}
+		dense = n*4 > len(b)
 	}
 }
 
 func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
-	next = next[:len(x)]
-	for i, h := range x {
-		t := (half2f[h] - thr) * scale
-		if !(t >= 0) {
+	k := halfKeyCeil(thr) // value ≥ thr: key ≥ k (NaNs aside, which half2f makes -Inf)
+	if k > 0xffff {
+		return
+	}
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (half2f[b[j]]-thr)*scale)
+			}
 			continue
 		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
+		n := scan.GatherGEHalf(b, uint16(k), idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (half2f[b[j]]-thr)*scale)
+		}
+		dense = n*4 > len(b)
 	}
 }
 
 func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
 	x := l.Raw16
-	next = next[:len(x)]
-	for i, c := range x {
-		t := (u16Val(l, int(c)) - thr) * scale
-		if !(t >= 0) {
+	c := u16Ceil(l, thr) // value ≥ thr: code ≥ c
+	if c > 0xffff {
+		return
+	}
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
+			}
 			continue
 		}
-		q := min(int64(t), qMax)
-		e := &acc[q>>16]
-		e.sum += 1<<40 | uint64(q&0xffff)
-		next[i] = e.head
-		e.head = int32(i + 1)
+		n := scan.GatherGEU16(b, uint16(c), idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
+		}
+		dense = n*4 > len(b)
 	}
+}
+
+// addBucket adds id i at position t (in units of fractions of a bucket)
+// when t ≥ 0.
+func addBucket(acc *[nbig]bucketAcc, next []int32, i int, t float32) {
+	if !(t >= 0) {
+		return
+	}
+	q := min(int64(t), qMax)
+	e := &acc[q>>16]
+	e.sum += 1<<40 | uint64(q&0xffff)
+	next[i] = e.head
+	e.head = int32(i + 1)
 }
