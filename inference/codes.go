@@ -190,53 +190,61 @@ func (s *sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	s.l, s.m, s.thr, s.cd.kTop, s.cd.kBot = l, m, thr, kTop, kBot
 	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
 	s.cd.bKey, s.cd.bList, s.zk = -1, false, z
-	kept, kw := s.pbuf[:0], s.pw[:0]
+	s.pbuf, s.pw = s.pbuf[:0], s.pw[:0]
 	if p := float64(s.p.TopP); p > 0 && p < 1 {
-		mass, cum := p*z, 0.0
-	blocks:
-		for b := kTop >> 6; b >= kBot>>6; b-- {
-			if cum+s.cd.blk[b] < mass {
-				cum += s.cd.blk[b]
+		s.topPCodes(p * z)
+	}
+	return true
+}
+
+// topPCodes finds, after histCodes, the group where the mass from the best
+// down reaches mass: the groups above it are kept whole; of it, the lowest
+// ids (equal weights, s.cd.bKept) or, when it holds touched ids, its best
+// tokens (in s.pbuf). s.zk becomes the kept mass.
+func (s *sampler) topPCodes(mass float64) {
+	kTop, kBot := s.cd.kTop, s.cd.kBot
+	kept, kw, cum := s.pbuf[:0], s.pw[:0], 0.0
+	for b := kTop >> 6; b >= kBot>>6; b-- {
+		if cum+s.cd.blk[b] < mass {
+			cum += s.cd.blk[b]
+			continue
+		}
+		for k := min(b<<6+63, kTop); k >= max(b<<6, kBot); k-- {
+			g := s.groupMass(k)
+			if g == 0 {
 				continue
 			}
-			for k := min(b<<6+63, kTop); k >= max(b<<6, kBot); k-- {
-				g := s.groupMass(k)
-				if g == 0 {
-					continue
-				}
-				if cum+g < mass {
-					cum += g
-					continue
-				}
-				s.cd.bKey = k
-				if s.cd.tw[k] == 0 { // equal weights: keep the lowest ids
-					h, _ := s.groupCodes(k)
-					w, n := s.cd.wtab[h], s.groupCount(k)
-					need := min(max(int(math.Ceil((mass-cum)/w)), 1), n)
-					for need > 1 && cum+float64(need-1)*w >= mass {
-						need--
-					}
-					for need < n && cum+float64(need)*w < mass {
-						need++
-					}
-					s.cd.bKept, s.zk = need, cum+float64(need)*w
-				} else {
-					for _, c := range s.groupCands(k) {
-						if cum >= mass {
-							break
-						}
-						kept = append(kept, c.cand)
-						kw = append(kw, c.w)
-						cum += c.w
-					}
-					s.cd.bList, s.zk = true, cum
-				}
-				break blocks
+			if cum+g < mass {
+				cum += g
+				continue
 			}
+			s.cd.bKey = k
+			if s.cd.tw[k] == 0 { // equal weights: keep the lowest ids
+				h, _ := s.groupCodes(k)
+				w, n := s.cd.wtab[h], s.groupCount(k)
+				need := min(max(int(math.Ceil((mass-cum)/w)), 1), n)
+				for need > 1 && cum+float64(need-1)*w >= mass {
+					need--
+				}
+				for need < n && cum+float64(need)*w < mass {
+					need++
+				}
+				s.cd.bKept, s.zk = need, cum+float64(need)*w
+			} else {
+				for _, c := range s.groupCands(k) {
+					if cum >= mass {
+						break
+					}
+					kept = append(kept, c.cand)
+					kw = append(kw, c.w)
+					cum += c.w
+				}
+				s.cd.bList, s.zk = true, cum
+				s.pbuf, s.pw = kept, kw
+			}
+			return
 		}
 	}
-	s.pbuf, s.pw = kept, kw
-	return true
 }
 
 // keyMass returns the mass and number of the untouched ids with keys k0..k1
