@@ -34,10 +34,11 @@ const (
 // the list of touched ids, never by clearing whole arrays.
 //
 // A step takes one of three paths: candidate collection (collect.go: the
-// tokens within the cutoff are materialised, then filter and draw), the F32
-// bucket histogram (buckets.go) or the 16-bit code histogram (codes.go), the
-// last two for steps where many tokens are in play. Each keeps its own state;
-// what they share is below.
+// tokens within the cutoff are materialised, then filter and draw), the
+// bucket histogram (buckets.go: F32, and F16/U16 where the code histogram
+// cannot serve) or the 16-bit code histogram (codes.go), the last two for
+// steps where many tokens are in play. Each keeps its own state; what they
+// share is below.
 type sampler struct {
 	p   Sampling
 	rng *rand.Rand
@@ -76,7 +77,7 @@ type sampler struct {
 	edge  []int
 	gids  []int32 // ids gathered from a bucket or group
 
-	bk   buckets  // the F32 bucket histogram
+	bk   buckets  // the bucket histogram
 	cd   codeHist // the code histogram
 	mask []uint64 // a Constraint's allowed tokens
 }
