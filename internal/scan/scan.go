@@ -1,13 +1,16 @@
 // Package scan holds the linear scans the sampler makes over a vocabulary of
 // logits (128,256 of them for Llama 3), in float32, IEEE half and uint16
 // codes: the first element at or above a threshold (which serves argmax and
-// the candidate collectors, whose threshold follows the running maximum) and
-// the first element equal to one of two codes.
+// the candidate collectors, whose threshold follows the running maximum),
+// the first element equal to one of two codes, the indices of the elements
+// at or above a threshold (gathers) and the code histogram of those
+// elements (counts).
 //
 // Like the standard library's internal/bytealg, each scan has a pure-Go form
 // (scan_generic.go, also the reference the tests compare against) and, on
 // amd64 with AVX2 and on arm64 (NEON), an assembly kernel that skips whole
-// vectors of non-matching elements and leaves the last few to the Go loop.
+// vectors of non-matching elements (or compresses the matching indices) and
+// leaves the last few elements to the Go loop.
 // Building with the tag purego selects the Go forms everywhere. Both forms
 // return the same index for every input.
 package scan

@@ -3,7 +3,7 @@
 package scan
 
 // Native reports whether the scans run assembly kernels (on amd64, only
-// with AVX2).
+// with AVX2 and POPCNT).
 var Native = native
 
 // The kernels (scan_amd64.s, scan_arm64.s) take whole blocks of blockF32
