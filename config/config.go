@@ -24,8 +24,13 @@ import (
 
 // Config is the whole configuration, parsed once by cmd/server and passed down.
 type Config struct {
-	Server     Server     `yaml:"server"`
-	Model      Model      `yaml:"model"`
+	Server Server `yaml:"server"`
+	// Model is the one model to serve, or, with Models, the defaults every
+	// entry inherits for the keys it leaves unset.
+	Model Model `yaml:"model"`
+	// Models are several models served side by side, loaded on demand (see
+	// Entries).
+	Models     []Model    `yaml:"models"`
 	Engine     Engine     `yaml:"engine"`
 	Sampling   Sampling   `yaml:"sampling"`
 	Chat       Chat       `yaml:"chat"`
@@ -48,6 +53,9 @@ type Server struct {
 	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
 	TLSCertFile        string        `yaml:"tls_cert_file"` // PEM certificate chain; with tls_key_file: HTTPS
 	TLSKeyFile         string        `yaml:"tls_key_file"`  // PEM private key
+	// MaxLoadedModels caps the models loaded at once (0: no limit); over
+	// it the least recently used idle one is unloaded.
+	MaxLoadedModels int `yaml:"max_loaded_models"`
 	// WebUI serves the chat page at /; unset: on when listen is loopback or
 	// API keys are set (see WebUIOn).
 	WebUI *bool `yaml:"web_ui"`
@@ -89,6 +97,18 @@ type Model struct {
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
+
+	// The keys below override the engine's for this model (on model.* with
+	// a models: list, for every entry).
+
+	// Preload loads the model at start; unset: true when only one model is
+	// configured, false otherwise.
+	Preload *bool `yaml:"preload"`
+	// KeepAlive, QueueLength and Timeout override engine.keep_alive,
+	// engine.queue_length and engine.timeout for this model.
+	KeepAlive   *time.Duration `yaml:"keep_alive"`
+	QueueLength int            `yaml:"queue_length"`
+	Timeout     time.Duration  `yaml:"timeout"`
 }
 
 // Location is the model path: Path, else its alias Bundle.
@@ -102,6 +122,59 @@ func (m Model) Location() string {
 // SetLocation replaces the configured path and its alias (a command-line
 // --model or --bundle).
 func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
+
+// Entries are the models to serve, each with every key resolved: the
+// models: list, whose entries inherit model.libraries, model.tokenizer,
+// model.perf_mode, model.adsp_library_path, model.overrides and the engine's
+// keep_alive, queue_length and timeout for keys they leave unset; or, without
+// a list, model.* as a list of one. Preload is always set. An entry's source
+// is its Path (a later kind of entry may name another source).
+func (c Config) Entries() []Model {
+	list := c.Models
+	if len(list) == 0 {
+		list = []Model{c.Model}
+	}
+	out := make([]Model, len(list))
+	for i, e := range list {
+		d := c.Model
+		if len(c.Models) > 0 {
+			e.Path, e.Bundle = e.Location(), ""
+			if e.KeepAlive == nil {
+				e.KeepAlive = d.KeepAlive
+			}
+			inherit(&e.QueueLength, d.QueueLength)
+			inherit(&e.Timeout, d.Timeout)
+		}
+		inherit(&e.Tokenizer, d.Tokenizer)
+		inherit(&e.Libraries.Backend, d.Libraries.Backend)
+		inherit(&e.Libraries.System, d.Libraries.System)
+		inherit(&e.Libraries.RPCMem, d.Libraries.RPCMem)
+		inherit(&e.PerfMode, d.PerfMode)
+		inherit(&e.ADSPLibraryPath, d.ADSPLibraryPath)
+		if e.Overrides == nil {
+			e.Overrides = d.Overrides
+		}
+		if e.KeepAlive == nil {
+			ka := c.Engine.KeepAlive
+			e.KeepAlive = &ka
+		}
+		inherit(&e.QueueLength, c.Engine.QueueLength)
+		inherit(&e.Timeout, c.Engine.Timeout)
+		if e.Preload == nil {
+			on := len(list) == 1
+			e.Preload = &on
+		}
+		out[i] = e
+	}
+	return out
+}
+
+func inherit[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
 
 // Libraries are the QNN shared libraries. Bare names are resolved by the
 // dynamic loader (LD_LIBRARY_PATH, the vendor paths on a phone).
@@ -118,6 +191,14 @@ type Engine struct {
 	Timeout      time.Duration `yaml:"timeout"`       // per-request generation time limit
 	KVCache      KVCache       `yaml:"kv_cache"`      // the store of many sequences' KV rows
 	Speculative  Speculative   `yaml:"speculative"`
+	// KeepAlive unloads a model this long after its last request ended; 0
+	// unloads after each request, < 0 never. A request's keep_alive (the
+	// Ollama API's) overrides it for that model.
+	KeepAlive time.Duration `yaml:"keep_alive"`
+	// ModelMemory is the budget of the loaded models together (mapped files,
+	// runtime buffers, KV cache and KV store); 0 is no limit. Over it the
+	// least recently used idle model is unloaded first.
+	ModelMemory ByteSize `yaml:"model_memory"`
 }
 
 // Speculative configures speculative decoding (models whose multi-token
@@ -200,7 +281,7 @@ func Default() Config {
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
 			PerfMode:  "burst",
 		},
-		Engine: Engine{QueueLength: 8, MaxSequences: 4, Timeout: 5 * time.Minute,
+		Engine: Engine{QueueLength: 8, MaxSequences: 4, Timeout: 5 * time.Minute, KeepAlive: 5 * time.Minute,
 			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
 			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
@@ -242,7 +323,11 @@ func Parse(data []byte) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	for _, list := range []*[]string{&cfg.Server.APIKeys, &cfg.Server.CORSOrigins, &cfg.Model.Aliases} {
+	lists := []*[]string{&cfg.Server.APIKeys, &cfg.Server.CORSOrigins, &cfg.Model.Aliases}
+	for i := range cfg.Models {
+		lists = append(lists, &cfg.Models[i].Aliases)
+	}
+	for _, list := range lists {
 		if len(*list) == 0 {
 			*list = nil // `key: []` and an absent key mean the same
 		}
@@ -301,6 +386,9 @@ func (c *Config) Validate() error {
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
+		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: no limit)"},
+		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: no limit)"},
+		{len(c.Models) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
@@ -333,6 +421,53 @@ func (c *Config) Validate() error {
 	if m.Overrides != nil { // the bundle kind validates its own section
 		if err := m.Overrides.Validate(); err != nil {
 			return fmt.Errorf("config: model.overrides.%w", err)
+		}
+	}
+	return c.validateModels()
+}
+
+// validateModels checks the models: entries: each names a source, ids and
+// aliases are unique across entries (an entry without id derives its own at
+// load; the check covers what the config says).
+func (c *Config) validateModels() error {
+	seen := map[string]string{} // id or alias → the key that claims it
+	for i, e := range c.Models {
+		key := fmt.Sprintf("models[%d]", i)
+		checks := []struct {
+			bad       bool
+			key, what string
+		}{
+			{e.Location() == "", key + ".path", "must be set"},
+			{e.Path != "" && e.Bundle != "" && e.Path != e.Bundle, key + ".bundle", "is an alias of path; set one of them"},
+			{len(c.Models) > 1 && e.ID == "", key + ".id", "must be set when several models are configured"},
+			{strings.ContainsAny(e.ID, " \t\n/"), key + ".id", "must not contain spaces or slashes"},
+			{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
+			{e.PerfMode != "" && !oneOf(e.PerfMode, "burst", "sustained", "balanced"), key + ".perf_mode", "must be burst, sustained or balanced"},
+			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},
+			{e.Timeout < 0, key + ".timeout", "must be > 0 (unset: engine.timeout)"},
+		}
+		for _, ch := range checks {
+			if ch.bad {
+				return fmt.Errorf("config: %s: %s", ch.key, ch.what)
+			}
+		}
+		if e.Overrides != nil {
+			if err := e.Overrides.Validate(); err != nil {
+				return fmt.Errorf("config: %s.overrides.%w", key, err)
+			}
+		}
+		for j, id := range append([]string{e.ID}, e.Aliases...) {
+			name := key + ".id"
+			if j > 0 {
+				name = fmt.Sprintf("%s.aliases[%d]", key, j-1)
+			}
+			if id == "" {
+				continue
+			}
+			if prev, ok := seen[id]; ok {
+				return fmt.Errorf("config: %s: %q is already %s", name, id, prev)
+			}
+			seen[id] = name
 		}
 	}
 	return nil

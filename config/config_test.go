@@ -124,6 +124,16 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  tls_cert_file: c.pem\n", "config: server.tls_key_file: must be set with server.tls_cert_file"},
 		{"server:\n  tls_key_file: k.pem\n", "config: server.tls_cert_file: must be set with server.tls_key_file"},
 		{"server:\n  listen: [\n", "config: yaml:"},
+		{"models:\n  - {path: a, id: a}\n  - {path: b, idd: b}\n", "config: models[1].idd: unknown key"},
+		{"models:\n  - {id: a}\n", "config: models[0].path: must be set"},
+		{"models:\n  - {path: a, id: a}\n  - {path: b}\n", "config: models[1].id: must be set when several models"},
+		{"models:\n  - {path: a, id: a}\n  - {path: b, id: b, aliases: [a]}\n", `config: models[1].aliases[0]: "a" is already models[0].id`},
+		{"models:\n  - {path: a, id: x/y}\n", "config: models[0].id: must not contain"},
+		{"models:\n  - {path: a, perf_mode: turbo}\n", "config: models[0].perf_mode:"},
+		{"models:\n  - {path: a, keep_alive: soon}\n", "config: models[0].keep_alive:"},
+		{"model:\n  path: a\nmodels:\n  - {path: b}\n", "config: model.path: set either model.path"},
+		{"server:\n  max_loaded_models: -1\n", "config: server.max_loaded_models: must be >= 0"},
+		{"engine:\n  model_memory: -1\n", "config: engine.model_memory: must be >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantErr, func(t *testing.T) {
@@ -132,6 +142,51 @@ func TestParseBad(t *testing.T) {
 				t.Fatalf("Parse(%q) error = %v, want prefix %q", tt.yaml, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestEntries: model.* as a list of one, and models: entries inheriting the
+// defaults for what they leave unset.
+func TestEntries(t *testing.T) {
+	min := func(n time.Duration) *time.Duration { n *= time.Minute; return &n }
+	single, err := Parse([]byte("model:\n  path: /m/one\n  id: one\nengine:\n  keep_alive: 2m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := single.Entries()
+	if len(got) != 1 || got[0].Path != "/m/one" || got[0].ID != "one" || !*got[0].Preload ||
+		*got[0].KeepAlive != 2*time.Minute || got[0].QueueLength != 8 || got[0].Libraries.Backend != "libQnnHtp.so" {
+		t.Fatalf("single model entries = %+v", got)
+	}
+	multi, err := Parse([]byte(`model:
+  libraries: {backend: /q/libQnnHtp.so}
+  tokenizer: /t.json
+  timeout: 1m
+models:
+  - {path: /m/a.pte, id: a, aliases: [x], preload: true, queue_length: 2}
+  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = multi.Entries()
+	want := []struct {
+		path, tok, backend, perf string
+		preload                  bool
+		keep                     *time.Duration
+		queue                    int
+		timeout                  time.Duration
+	}{
+		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", true, min(5), 2, time.Minute},
+		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", false, min(0), 8, time.Minute},
+	}
+	for i, w := range want {
+		e := got[i]
+		if e.Path != w.path || e.Bundle != "" || e.Tokenizer != w.tok || e.Libraries.Backend != w.backend ||
+			e.Libraries.System != "libQnnSystem.so" || e.PerfMode != w.perf || *e.Preload != w.preload ||
+			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout {
+			t.Errorf("entry %d = %+v (keep_alive %v), want %+v", i, e, *e.KeepAlive, w)
+		}
 	}
 }
 

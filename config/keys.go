@@ -62,6 +62,14 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct && n.Kind == yaml.SequenceNode {
+		for i, el := range n.Content { // a list of sections (models:): each entry's keys, named with its index
+			if err := walkKeys(el, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if t.Kind() != reflect.Struct || n.Kind != yaml.MappingNode {
 		// A leaf: decode it alone so a type error names its key.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
