@@ -221,6 +221,10 @@ func (c *Call) Execute() error {
 		return ErrClosed
 	}
 	r := c.g.ctx.rt
+	if t := r.cfg.Turn; t != nil {
+		t.Lock()
+		defer t.Unlock()
+	}
 	st := r.core.graphExecute(c.g.h, c.in, c.nIn, c.out, c.nOut, 0, 0)
 	if st&0xFFFF != 0 {
 		return r.status(c.op, st)

@@ -74,6 +74,9 @@ type Config struct {
 	Logger   *zerolog.Logger
 	LogLevel LogLevel // maximum level forwarded; 0 means LogWarn
 	PerfMode PerfMode // HTP power vote; "" leaves the backend's default
+	// Turn, when set, is shared by the runtimes of several models on the
+	// one NPU: their graph executions take turns (see Turn).
+	Turn *Turn
 }
 
 // Version is a QNN API version.
