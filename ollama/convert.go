@@ -63,6 +63,9 @@ type Generation struct {
 	// done line with done_reason "load", or "unload" for keep_alive 0.
 	Load       bool
 	DoneReason string
+	// KeepAlive is the request's keep_alive: how long the model stays loaded
+	// after this request; nil: the server's setting.
+	KeepAlive *time.Duration
 }
 
 // FromChatRequest validates r and renders its messages with the Llama-3.2
@@ -160,9 +163,11 @@ func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
 
 // common checks the fields accepted and not acted on.
 func common(c *Common, g *Generation) error {
-	if _, err := keepAlive(c.KeepAlive); err != nil {
+	ka, err := keepAlive(c.KeepAlive)
+	if err != nil {
 		return err
 	}
+	g.KeepAlive = ka
 	if !isNull(c.Think) {
 		var b bool
 		var s string

@@ -29,6 +29,9 @@ type Card struct {
 	Defaults inference.Sampling
 	// Date is the template's date (for the template text).
 	Date string
+	// ExpiresAt is when the loaded model will be unloaded (/api/ps); zero:
+	// it stays loaded.
+	ExpiresAt time.Time
 }
 
 // capabilities are what the served Llama-3.2 instruct model does.
@@ -46,21 +49,33 @@ func orUnknown(s string) string {
 	return s
 }
 
-// List is the /api/tags body: the served model.
-func List(c Card) ListResponse {
-	return ListResponse{Models: []ListModel{{Name: c.Name, Model: c.Name, ModifiedAt: c.ModifiedAt, Size: c.Size,
-		Digest: c.Digest, Details: c.details(), Capabilities: capabilities}}}
+// List is the /api/tags body: the served models.
+func List(cs ...Card) ListResponse {
+	out := ListResponse{Models: []ListModel{}}
+	for _, c := range cs {
+		out.Models = append(out.Models, ListModel{Name: c.Name, Model: c.Name, ModifiedAt: c.ModifiedAt, Size: c.Size,
+			Digest: c.Digest, Details: c.details(), Capabilities: capabilities})
+	}
+	return out
 }
 
-// NeverExpires is /api/ps's expires_at: the model stays loaded while the
-// server runs, whatever keep_alive says.
+// NeverExpires is /api/ps's expires_at of a model that stays loaded while
+// the server runs.
 var NeverExpires = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
-// Process is the /api/ps body: the served model, all of it on the
-// accelerator, loaded for good.
-func Process(c Card) ProcessResponse {
-	return ProcessResponse{Models: []ProcessModel{{Name: c.Name, Model: c.Name, Size: c.Size, Digest: c.Digest,
-		Details: c.details(), ExpiresAt: NeverExpires, SizeVRAM: c.Size, ContextLength: c.ContextLen}}}
+// Process is the /api/ps body: the loaded models, all of each on the
+// accelerator, with when each will be unloaded.
+func Process(cs ...Card) ProcessResponse {
+	out := ProcessResponse{Models: []ProcessModel{}}
+	for _, c := range cs {
+		exp := c.ExpiresAt
+		if exp.IsZero() {
+			exp = NeverExpires
+		}
+		out.Models = append(out.Models, ProcessModel{Name: c.Name, Model: c.Name, Size: c.Size, Digest: c.Digest,
+			Details: c.details(), ExpiresAt: exp, SizeVRAM: c.Size, ContextLength: c.ContextLen})
+	}
+	return out
 }
 
 // Show is the /api/show body: details, model_info with the context length,

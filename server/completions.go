@@ -11,17 +11,19 @@ import (
 
 // chatCompletions is POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req openai.ChatCompletionRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := checkModel(m, req.Model); err != nil {
+	l, err := s.openAIModel(w, r, req.Model)
+	if err != nil {
 		return err
 	}
+	defer l.Release(nil)
+	m := l.Model
 	g, err := openai.FromChatCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
@@ -37,17 +39,19 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 
 // completions is POST /v1/completions.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req openai.CompletionRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := checkModel(m, req.Model); err != nil {
+	l, err := s.openAIModel(w, r, req.Model)
+	if err != nil {
 		return err
 	}
+	defer l.Release(nil)
+	m := l.Model
 	g, err := openai.FromCompletionRequest(&req, s.params(r, m))
 	if err != nil {
 		return err
@@ -61,14 +65,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-func checkModel(m *Model, id string) error {
-	if id == "" {
-		return invalid("model", "you must provide a model parameter")
+// openAIModel holds the model an OpenAI request names (loading it when
+// needed); an unknown one is OpenAI's 404.
+func (s *Server) openAIModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
+	if name == "" {
+		return nil, invalid("model", "you must provide a model parameter")
 	}
-	if _, ok := m.Resolve(id); !ok {
-		return ModelNotFound(id, "model")
-	}
-	return nil
+	return s.acquire(w, r, name, func(id string) error { return ModelNotFound(id, "model") })
 }
 
 // params are the conversion parameters for request r on model m; rendering
@@ -86,15 +89,22 @@ func (s *Server) compiled(g *grammar.Grammar) {
 	s.metrics.compileSteps.Observe(float64(g.CompileSteps()))
 }
 
-// vocabBytes is the size of the loaded model's vocabulary index (0 until
-// a structured output built it).
+// vocabBytes is the size of the loaded models' vocabulary indexes (each 0
+// until a structured output built it).
 func (s *Server) vocabBytes() int64 {
-	if m := s.model.Load(); m != nil {
-		if v := m.grammarVocab.Load(); v != nil {
-			return v.Bytes()
+	c, err := s.catalogOrLoading()
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, st := range c.Models() {
+		if st.Model != nil {
+			if v := st.Model.grammarVocab.Load(); v != nil {
+				n += v.Bytes()
+			}
 		}
 	}
-	return 0
+	return n
 }
 
 // chunkStream is the chat and completions stream: data-only chunks, an

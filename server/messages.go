@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/chat"
@@ -12,10 +13,12 @@ import (
 
 // messages is POST /v1/messages, the Anthropic Messages API.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
-	m, req, err := s.anthropicRequest(w, r)
+	l, req, err := s.anthropicRequest(w, r)
 	if err != nil {
 		return err
 	}
+	defer l.Release(nil)
+	m := l.Model
 	g, err := anthropic.FromMessagesRequest(req, s.params(r, m))
 	if err != nil {
 		return windowError(err, m)
@@ -32,10 +35,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens
 // /v1/messages would feed the model for the same body.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
-	m, req, err := s.anthropicRequest(w, r)
+	l, req, err := s.anthropicRequest(w, r)
 	if err != nil {
 		return err
 	}
+	defer l.Release(nil)
+	m := l.Model
 	n, err := anthropic.CountTokens(req, s.params(r, m))
 	if err != nil {
 		return windowError(err, m)
@@ -44,10 +49,10 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// anthropicRequest decodes a Messages body and resolves its model.
-func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Model, *anthropic.MessagesRequest, error) {
-	m, err := s.loaded()
-	if err != nil {
+// anthropicRequest decodes a Messages body and holds the model it names
+// (loading it when needed); the caller releases the lease.
+func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Lease, *anthropic.MessagesRequest, error) {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return nil, nil, err
 	}
 	var req anthropic.MessagesRequest
@@ -57,11 +62,24 @@ func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Mode
 	if req.Model == "" {
 		return nil, nil, invalid("model", "Field required")
 	}
-	if _, ok := m.Resolve(req.Model); !ok {
-		return nil, nil, &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found",
-			Message: fmt.Sprintf("model: %s (this server serves %s; server.model_aliases maps other names to it)", req.Model, m.ID)}
+	l, err := s.acquire(w, r, req.Model, s.anthropicNotFound)
+	if err != nil {
+		return nil, nil, err
 	}
-	return m, &req, nil
+	return l, &req, nil
+}
+
+// anthropicNotFound is Anthropic's 404 for an unknown model, naming the
+// served ones.
+func (s *Server) anthropicNotFound(name string) error {
+	var ids []string
+	if c, err := s.catalogOrLoading(); err == nil {
+		for _, st := range c.Models() {
+			ids = append(ids, st.ID)
+		}
+	}
+	return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found",
+		Message: fmt.Sprintf("model: %s (this server serves %s; server.model_aliases maps other names to it)", name, strings.Join(ids, ", "))}
 }
 
 // messageStream is the Messages stream: named events, a ping while

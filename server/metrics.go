@@ -15,6 +15,8 @@ type metrics struct {
 	streamTimeouts prometheus.Counter
 	compile        prometheus.Histogram
 	compileSteps   prometheus.Histogram
+	// modelWait is the time requests waited for their model to load.
+	modelWait *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func() int64) *metrics {
@@ -42,12 +44,17 @@ func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func
 		Name: "hexserve_http_stream_write_timeouts_total",
 		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
 	})
+	m.modelWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hexserve_model_load_wait_seconds",
+		Help:    "Time a request waited for its model to load (requests that found it loaded are not counted), by model.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms … 82 s
+	}, []string{"model"})
 	m.compileSteps = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "hexserve_schema_compile_steps",
 		Help:    "Structured outputs: the work of compiling a grammar, in the steps structured.compile_budget bounds.",
 		Buckets: prometheus.ExponentialBuckets(1e3, 4, 10), // 1e3 … 2.6e8
 	})
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps)
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps, m.modelWait)
 	reg.MustRegister(cacheCollector{cache, vocabBytes})
 	return m
 }

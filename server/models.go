@@ -3,38 +3,74 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"path"
-	"slices"
 
 	"github.com/go-chi/chi/v5"
 )
 
-// health is GET /health: 200 {"status":"ok"} once the model is loaded and the
-// engine is healthy (with the sequences it is advancing now and at most),
-// 503 with "loading" or "unhealthy" otherwise.
+// health is GET /health: 200 {"status":"ok"} once the preloaded models are
+// loaded and every loaded engine is healthy (with the sequences it is
+// advancing now and at most), 503 with "loading" or "unhealthy" otherwise. With several models, "models" gives each one's
+// state; a model that failed to load or is unloaded does not fail the health
+// of the others.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	m := s.model.Load()
-	switch {
-	case m == nil:
+	c, err := s.catalogOrLoading()
+	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "loading"})
-	case m.Health != nil:
-		if err := m.Health(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": err.Error()})
-			return
-		}
-		fallthrough
-	default:
-		body := map[string]any{"status": "ok"}
-		if m.Engine != nil {
-			body["active_sequences"] = m.Engine.ActiveSequences()
-			body["max_sequences"] = m.Engine.MaxSequences()
-			if st, ok := m.Engine.KVStats(); ok {
-				body["kv_cache"] = st
+		return
+	}
+	states := c.Models()
+	status, code := "ok", http.StatusOK
+	var firstErr error
+	per := make(map[string]any, len(states))
+	for _, st := range states {
+		one := map[string]any{"status": st.Status}
+		switch {
+		case st.Status == StatusLoading && st.Preload && status == "ok":
+			status, code = "loading", http.StatusServiceUnavailable
+		case st.Status == StatusFailed:
+			one["error"] = st.Err.Error()
+		case st.Model != nil && st.Model.Health != nil:
+			if err := st.Model.Health(); err != nil {
+				one["status"], one["error"] = "unhealthy", err.Error()
+				if firstErr == nil {
+					firstErr = err
+				}
 			}
 		}
-		writeJSON(w, http.StatusOK, body)
+		if st.Model != nil && st.Model.Engine != nil && one["status"] == StatusLoaded {
+			one["active_sequences"] = st.Model.Engine.ActiveSequences()
+			one["max_sequences"] = st.Model.Engine.MaxSequences()
+			if kv, ok := st.Model.Engine.KVStats(); ok {
+				one["kv_cache"] = kv
+			}
+		}
+		per[st.ID] = one
 	}
+	if firstErr != nil {
+		status, code = "unhealthy", http.StatusServiceUnavailable
+	}
+	if status == "loading" {
+		w.Header().Set("Retry-After", "5")
+	}
+	body := map[string]any{"status": status}
+	if firstErr != nil {
+		body["error"] = firstErr.Error()
+	}
+	if len(states) == 1 { // one model: its engine's fields at the top, as before several models
+		if firstErr != nil {
+			writeJSON(w, code, map[string]string{"status": status, "error": firstErr.Error()})
+			return
+		}
+		for _, k := range []string{"active_sequences", "max_sequences", "kv_cache"} {
+			if v, ok := per[states[0].ID].(map[string]any)[k]; ok {
+				body[k] = v
+			}
+		}
+	} else {
+		body["models"] = per
+	}
+	writeJSON(w, code, body)
 }
 
 // modelObject is OpenAI's model object.
@@ -43,30 +79,34 @@ type modelObject struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
-	// MaxModelLen is the context length in tokens (vLLM's field).
-	MaxModelLen int `json:"max_model_len"`
+	// MaxModelLen is the context length in tokens (vLLM's field); absent
+	// while it is unknown (a model not loaded yet).
+	MaxModelLen int `json:"max_model_len,omitempty"`
+	// Status is loaded, loading, unloaded or failed; Loaded is Status ==
+	// loaded.
+	Status string `json:"status"`
+	Loaded bool   `json:"loaded"`
 }
 
-func (m *Model) object(id string) modelObject {
-	return modelObject{ID: id, Object: "model", Created: m.Created.Unix(), OwnedBy: "hexserve", MaxModelLen: m.ContextLen}
+func stateObject(st ModelState, id string) modelObject {
+	var created int64
+	if st.Model != nil {
+		created = st.Model.Created.Unix()
+	} else if !st.Details.ModifiedAt.IsZero() {
+		created = st.Details.ModifiedAt.Unix()
+	}
+	return modelObject{ID: id, Object: "model", Created: created, OwnedBy: "hexserve", MaxModelLen: st.ContextLen,
+		Status: st.Status, Loaded: st.Status == StatusLoaded}
 }
 
 // Resolve maps a requested model id, alias, or name matching one of the
 // AliasGlobs to the served id. ok is false for an unknown id.
 func (m *Model) Resolve(id string) (string, bool) {
-	if m.names(id) {
+	if names(m.ID, m.Aliases, id) || globbed(m.ID, m.Aliases, m.AliasGlobs, id) {
 		return m.ID, true
-	}
-	for pat, target := range m.AliasGlobs {
-		if ok, _ := path.Match(pat, id); ok && m.names(target) {
-			return m.ID, true
-		}
 	}
 	return "", false
 }
-
-// names reports whether id is the served id or one of its exact aliases.
-func (m *Model) names(id string) bool { return id == m.ID || slices.Contains(m.Aliases, id) }
 
 // ModelNotFound is the OpenAI error for an unknown model id.
 func ModelNotFound(id, param string) *APIError {
@@ -74,31 +114,35 @@ func ModelNotFound(id, param string) *APIError {
 		Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", id)}
 }
 
-// listModels is GET /v1/models: the served id (aliases are accepted in
-// requests but not listed, so clients see one model).
+// listModels is GET /v1/models: every served id, loaded or not (aliases are
+// accepted in requests but not listed).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
+	c, err := s.catalogOrLoading()
 	if err != nil {
 		return err
+	}
+	data := []modelObject{}
+	for _, st := range c.Models() {
+		data = append(data, stateObject(st, st.ID))
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
-	}{"list", []modelObject{m.object(m.ID)}})
+	}{"list", data})
 	return nil
 }
 
 // getModel is GET /v1/models/{id}; an alias answers with the object under
 // the id it was asked for.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	id := chi.URLParam(r, "id")
-	if _, ok := m.Resolve(id); !ok {
+	st, ok := s.Resolve(id)
+	if !ok {
 		return ModelNotFound(id, "model")
 	}
-	writeJSON(w, http.StatusOK, m.object(id))
+	writeJSON(w, http.StatusOK, stateObject(st, id))
 	return nil
 }

@@ -51,22 +51,36 @@ func errNoEmbeddings(_ http.ResponseWriter, r *http.Request) error {
 		"%s is not supported: the served model is a chat model, there is no embedding model", r.URL.Path)}
 }
 
-// ollamaModel checks a request's model name: the served id, an alias, or
-// either with Ollama's default tag ":latest".
-func ollamaModel(m *Model, name string) error {
+// ollamaName resolves a request's model name: a served id, an alias, or
+// either with Ollama's default tag ":latest". An unknown one is Ollama's 404.
+func (s *Server) ollamaName(name string) (ModelState, error) {
 	if name == "" {
-		return invalid("model", "model is required")
+		return ModelState{}, invalid("model", "model is required")
 	}
-	if _, ok := m.Resolve(name); ok {
-		return nil
+	if st, ok := s.Resolve(name); ok {
+		return st, nil
 	}
 	if base, ok := strings.CutSuffix(name, ":latest"); ok {
-		if _, ok := m.Resolve(base); ok {
-			return nil
+		if st, ok := s.Resolve(base); ok {
+			return st, nil
 		}
 	}
+	return ModelState{}, errOllamaNotFound(name)
+}
+
+func errOllamaNotFound(name string) error {
 	return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found", Param: "model",
 		Message: fmt.Sprintf("model %q not found", name)}
+}
+
+// ollamaModel holds the model an Ollama request names (loading it when
+// needed).
+func (s *Server) ollamaModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
+	st, err := s.ollamaName(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.acquire(w, r, st.ID, errOllamaNotFound)
 }
 
 // ollamaParams are the conversion parameters for request r on model m.
@@ -80,56 +94,93 @@ func (s *Server) ollamaParams(r *http.Request, m *Model) ollama.Params {
 // ollamaChat is POST /api/chat.
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req ollama.ChatRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := ollamaModel(m, req.Model); err != nil {
-		return err
+	if len(req.Messages) == 0 { // load or unload: no tokenizer needed
+		g, err := ollama.FromChatRequest(&req, ollama.Params{})
+		if err != nil {
+			return err
+		}
+		return s.ollamaLoad(w, r, req.Model, g, ollama.Meta{Model: req.Model, Start: start})
 	}
-	g, err := ollama.FromChatRequest(&req, s.ollamaParams(r, m))
+	l, err := s.ollamaModel(w, r, req.Model)
 	if err != nil {
 		return err
 	}
-	return s.ollamaReply(w, r, m, g, ollama.Meta{Model: req.Model, Start: start})
+	g, err := ollama.FromChatRequest(&req, s.ollamaParams(r, l.Model))
+	if err != nil {
+		l.Release(nil)
+		return err
+	}
+	return s.ollamaReply(w, r, l, g, ollama.Meta{Model: req.Model, Start: start})
 }
 
 // ollamaGenerate is POST /api/generate.
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req ollama.GenerateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := ollamaModel(m, req.Model); err != nil {
-		return err
+	if req.Prompt == "" {
+		g, err := ollama.FromGenerateRequest(&req, ollama.Params{})
+		if err != nil {
+			return err
+		}
+		return s.ollamaLoad(w, r, req.Model, g, ollama.Meta{Model: req.Model, Start: start})
 	}
-	g, err := ollama.FromGenerateRequest(&req, s.ollamaParams(r, m))
+	l, err := s.ollamaModel(w, r, req.Model)
 	if err != nil {
 		return err
 	}
-	return s.ollamaReply(w, r, m, g, ollama.Meta{Model: req.Model, Start: start})
+	g, err := ollama.FromGenerateRequest(&req, s.ollamaParams(r, l.Model))
+	if err != nil {
+		l.Release(nil)
+		return err
+	}
+	return s.ollamaReply(w, r, l, g, ollama.Meta{Model: req.Model, Start: start})
+}
+
+// ollamaLoad answers a request with nothing to generate: it loads the model
+// and keeps it for keep_alive, or, with keep_alive 0, unloads it if it is
+// loaded and idle (without loading one that is not).
+func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, name string, g *ollama.Generation, meta ollama.Meta) error {
+	st, err := s.ollamaName(name)
+	if err != nil {
+		return err
+	}
+	if g.KeepAlive == nil || *g.KeepAlive != 0 || st.Status == StatusLoaded {
+		l, err := s.acquire(w, r, st.ID, errOllamaNotFound)
+		if err != nil {
+			return err
+		}
+		l.Release(g.KeepAlive)
+	}
+	writeJSON(w, http.StatusOK, ollama.NewStream(g, meta).Load())
+	return nil
 }
 
 // ollamaReply submits g through the one submit path and writes the whole
 // reply or an NDJSON stream. Errors before the first line go back to the
 // handler (a status and an error body); after it they are a last
-// {"error": …} line.
-func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, m *Model, g *ollama.Generation, meta ollama.Meta) error {
+// {"error": …} line. The lease is released, with the request's keep_alive,
+// when the reply ends.
+func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, l *Lease, g *ollama.Generation, meta ollama.Meta) error {
+	defer l.Release(g.KeepAlive)
 	st := ollama.NewStream(g, meta)
-	if g.Load { // the model is always loaded
+	if g.Load {
 		writeJSON(w, http.StatusOK, st.Load())
 		return nil
 	}
-	return s.generate(w, r, m, &g.Request, g.Stream, reply{
+	return s.generate(w, r, l.Model, &g.Request, g.Stream, reply{
 		whole:  func(res inference.Result) any { return st.Response(res) },
 		stream: func() eventStream { return ollamaStream{newNDJSON(w, s.opts.StreamWriteTimeout), st} },
 	})
@@ -156,47 +207,57 @@ func (o ollamaStream) fail(api *APIError) { _ = o.Send(ollamaError(api)) }
 
 func (o ollamaStream) finish() {}
 
-// card describes m for the Ollama listings.
-func (s *Server) card(m *Model) ollama.Card {
-	d := m.Details
+// card describes a model for the Ollama listings.
+func (s *Server) card(st ModelState) ollama.Card {
+	d := st.Details
 	if d.Family == "" {
 		d.Family = "llama" // the models hexserve serves
 	}
-	vocab := m.Tokenizer.VocabSize()
-	if m.Engine != nil {
-		vocab = m.Engine.Info().VocabSize
+	var vocab int
+	if m := st.Model; m != nil {
+		vocab = m.Tokenizer.VocabSize()
+		if m.Engine != nil {
+			vocab = m.Engine.Info().VocabSize
+		}
 	}
-	return ollama.Card{Name: m.ID, Format: d.Format, Family: d.Family, ParameterSize: d.ParameterSize,
+	return ollama.Card{Name: st.ID, Format: d.Format, Family: d.Family, ParameterSize: d.ParameterSize,
 		Quantization: d.Quantization, Size: d.Size, Digest: d.Digest, ModifiedAt: d.ModifiedAt,
-		ContextLen: m.ContextLen, VocabSize: vocab, Defaults: s.opts.Sampling, Date: s.opts.DateString()}
+		ContextLen: st.ContextLen, VocabSize: vocab, Defaults: s.opts.Sampling, Date: s.opts.DateString(),
+		ExpiresAt: st.ExpiresAt}
 }
 
-// ollamaTags is GET /api/tags: the served model.
+// ollamaTags is GET /api/tags: every served model.
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
+	c, err := s.catalogOrLoading()
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ollama.List(s.card(m)))
+	var cards []ollama.Card
+	for _, st := range c.Models() {
+		cards = append(cards, s.card(st))
+	}
+	writeJSON(w, http.StatusOK, ollama.List(cards...))
 	return nil
 }
 
-// ollamaPs is GET /api/ps: the served model, loaded for good; while it
-// loads, no model (as Ollama lists none before its first load).
+// ollamaPs is GET /api/ps: the loaded models, with when each will be
+// unloaded; none while loading (as Ollama lists none before its first load).
 func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) error {
-	m := s.model.Load()
-	if m == nil {
-		writeJSON(w, http.StatusOK, ollama.ProcessResponse{Models: []ollama.ProcessModel{}})
-		return nil
+	var cards []ollama.Card
+	if c, err := s.catalogOrLoading(); err == nil {
+		for _, st := range c.Models() {
+			if st.Status == StatusLoaded {
+				cards = append(cards, s.card(st))
+			}
+		}
 	}
-	writeJSON(w, http.StatusOK, ollama.Process(s.card(m)))
+	writeJSON(w, http.StatusOK, ollama.Process(cards...))
 	return nil
 }
 
 // ollamaShow is POST /api/show.
 func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req ollama.ShowRequest
@@ -207,9 +268,10 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	if name == "" {
 		name = req.Name
 	}
-	if err := ollamaModel(m, name); err != nil {
+	st, err := s.ollamaName(name)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ollama.Show(s.card(m)))
+	writeJSON(w, http.StatusOK, ollama.Show(s.card(st)))
 	return nil
 }

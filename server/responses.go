@@ -18,17 +18,19 @@ import (
 
 // createResponse is POST /v1/responses.
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req openai.ResponseRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := checkModel(m, req.Model); err != nil {
+	l, err := s.openAIModel(w, r, req.Model)
+	if err != nil {
 		return err
 	}
+	defer l.Release(nil)
+	m := l.Model
 	owner := requestOwner(r.Context())
 	var prev *openai.StoredResponse
 	if id := req.PreviousResponseID; id != nil && *id != "" {

@@ -72,8 +72,9 @@ type Options struct {
 	StructuredCache int64
 }
 
-// Model is what the server needs from the loaded model. It is set once
-// loading finishes (SetModel); until then model routes answer 503.
+// Model is what the server needs from a loaded model. A Catalog hands one
+// to each request (SetModel serves one fixed model); until one is set model
+// routes answer 503.
 type Model struct {
 	ID      string   // served model id
 	Aliases []string // other ids that resolve to ID
@@ -124,7 +125,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	router  *chi.Mux
-	model   atomic.Pointer[Model]
+	catalog atomic.Pointer[Catalog]
 	// grammars caches compiled patterns and masks for all requests.
 	grammars *grammar.Cache
 	// responses keeps stored /v1/responses responses.
@@ -152,8 +153,9 @@ func New(opts Options) *Server {
 	return s
 }
 
-// SetModel makes the loaded model available; /health turns 200.
-func (s *Server) SetModel(m *Model) { s.model.Store(m) }
+// SetModel serves one loaded model (a catalog of one that is never
+// unloaded); /health turns 200.
+func (s *Server) SetModel(m *Model) { s.SetCatalog(fixed{m}) }
 
 // Registry is the Prometheus registry served on /metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
@@ -196,12 +198,21 @@ func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.H
 	}
 }
 
-// loaded returns the model, or errLoading while it loads.
-func (s *Server) loaded() (*Model, error) {
-	if m := s.model.Load(); m != nil {
-		return m, nil
+// defaultModel holds the first configured model for r, for the routes whose
+// requests name none (tokenize, detokenize, apply-template) when name is "".
+func (s *Server) defaultModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
+	c, err := s.catalogOrLoading()
+	if err != nil {
+		return nil, err
 	}
-	return nil, errLoading
+	if name == "" {
+		ms := c.Models()
+		if len(ms) == 0 {
+			return nil, errLoading
+		}
+		name = ms[0].ID
+	}
+	return s.acquire(w, r, name, func(id string) error { return ModelNotFound(id, "model") })
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -142,7 +142,7 @@ func TestHealth(t *testing.T) {
 func TestModels(t *testing.T) {
 	s, _ := newTest(t, Options{})
 	rec := do(s, "GET", "/v1/models", "")
-	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve","max_model_len":512}]}`
+	want := `{"object":"list","data":[{"id":"llama-3.2-1b-instruct","object":"model","created":1700000000,"owned_by":"hexserve","max_model_len":512,"status":"loaded","loaded":true}]}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("list: %d %s", rec.Code, rec.Body)
 	}

@@ -16,6 +16,7 @@ type tokenizeRequest struct {
 	AddSpecialTokens bool    `json:"add_special_tokens"`
 	ParseSpecial     *bool   `json:"parse_special"` // default true
 	WithPieces       bool    `json:"with_pieces"`
+	Model            string  `json:"model"` // "": the first configured model
 }
 
 type tokenizeResponse struct {
@@ -30,14 +31,19 @@ type tokenizeResponse struct {
 // special-token text such as "<|eot_id|>" into its id. with_pieces adds each
 // token's decoded text (invalid UTF-8 bytes become U+FFFD).
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req tokenizeRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
+	l, err := s.defaultModel(w, r, req.Model)
+	if err != nil {
+		return err
+	}
+	defer l.Release(nil)
+	m := l.Model
 	text := req.Content
 	if text == nil {
 		text = req.Prompt
@@ -63,16 +69,22 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 
 // detokenize is POST /detokenize: token ids → text, special tokens included.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req struct {
 		Tokens *[]int64 `json:"tokens"`
+		Model  string   `json:"model"` // "": the first configured model
 	}
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
+	l, err := s.defaultModel(w, r, req.Model)
+	if err != nil {
+		return err
+	}
+	defer l.Release(nil)
+	m := l.Model
 	if req.Tokens == nil {
 		return invalid("tokens", "'tokens' is required and must be an array of token ids.")
 	}
@@ -100,6 +112,7 @@ type applyTemplateRequest struct {
 	Tools               []json.RawMessage      `json:"tools"`
 	AddGenerationPrompt *bool                  `json:"add_generation_prompt"` // default true
 	ChatTemplateKwargs  *openai.TemplateKwargs `json:"chat_template_kwargs"`
+	Model               string                 `json:"model"` // "": the first configured model
 }
 
 // applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
@@ -107,14 +120,19 @@ type applyTemplateRequest struct {
 // the configured one; custom_tools and tools_in_user_message work as in chat
 // completions. Other template kwargs are ignored.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.loaded()
-	if err != nil {
+	if _, err := s.catalogOrLoading(); err != nil {
 		return err
 	}
 	var req applyTemplateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
+	l, err := s.defaultModel(w, r, req.Model)
+	if err != nil {
+		return err
+	}
+	defer l.Release(nil)
+	m := l.Model
 	msgs, err := openai.ToChatMessages(req.Messages)
 	if err != nil {
 		return err
