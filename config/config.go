@@ -470,6 +470,13 @@ func (c *Config) validateModels() error {
 			seen[id] = name
 		}
 	}
+	if len(c.Models) > 1 { // every id is set: the alias targets can be checked now
+		for _, pat := range slices.Sorted(maps.Keys(c.Server.ModelAliases)) {
+			if t := c.Server.ModelAliases[pat]; seen[t] == "" {
+				return fmt.Errorf("config: server.model_aliases.%s: %q is not the id or an alias of one of models", pat, t)
+			}
+		}
+	}
 	return nil
 }
 

@@ -134,6 +134,7 @@ func TestParseBad(t *testing.T) {
 		{"model:\n  path: a\nmodels:\n  - {path: b}\n", "config: model.path: set either model.path"},
 		{"server:\n  max_loaded_models: -1\n", "config: server.max_loaded_models: must be >= 0"},
 		{"engine:\n  model_memory: -1\n", "config: engine.model_memory: must be >= 0"},
+		{"server:\n  model_aliases: {\"claude-*\": c}\nmodels:\n  - {path: a, id: a}\n  - {path: b, id: b}\n", `config: server.model_aliases.claude-*: "c" is not the id or an alias of one of models`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantErr, func(t *testing.T) {

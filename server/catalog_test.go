@@ -124,7 +124,9 @@ func TestCatalog(t *testing.T) {
 		}
 		return resp.StatusCode, v
 	}
-	chat := func(model string) string { return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}` }
+	chat := func(model string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`
+	}
 
 	// /v1/models lists all three, none loaded yet.
 	_, list := get("/v1/models")

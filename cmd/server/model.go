@@ -114,7 +114,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	}
 	qlog := log.With().Str("component", "qnn").Logger()
 	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
-		ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode)})
+		ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode), Turn: &npuTurn})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,6 +212,9 @@ type ownedRuntime struct {
 	dir string // the bundle's arch folder
 }
 
+// BufferBytes is the runtime's buffer memory (I/O and KV).
+func (o *ownedRuntime) BufferBytes() int64 { return o.rt.BufferBytes() }
+
 func (o *ownedRuntime) Close() error {
 	return errors.Join(o.Runner.Close(), o.rt.Close())
 }
@@ -221,6 +224,9 @@ type ownedPTE struct {
 	*executorch.Runner
 	rt *qnn.Runtime
 }
+
+// BufferBytes is the runtime's buffer memory (I/O and KV).
+func (o *ownedPTE) BufferBytes() int64 { return o.rt.BufferBytes() }
 
 func (o *ownedPTE) Close() error {
 	return errors.Join(o.Runner.Close(), o.rt.Close())

@@ -52,7 +52,7 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config `file` (see config.example.yaml); absent keys take their defaults")
 	addr := fs.String("addr", "", "listen `address` host:port (overrides server.listen)")
-	modelPath := fs.String("model", "", "model `path`: QHexRT bundle dir, arch folder or manifest, a .pte, or a folder holding one .pte (replaces model.path)")
+	modelPath := fs.String("model", "", "model `path`: QHexRT bundle dir, arch folder or manifest, a .pte, or a folder holding one .pte (replaces model.path and models)")
 	fs.StringVar(modelPath, "bundle", "", "alias of --model")
 	queue := fs.Int("queue", 0, "requests that may wait behind the running one (overrides engine.queue_length)")
 	fs.Usage = func() {
@@ -81,6 +81,7 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 			cfg.Server.Listen = *addr
 		case "model", "bundle":
 			cfg.Model.SetLocation(*modelPath)
+			cfg.Models = nil // --model serves that one model
 		case "queue":
 			cfg.Engine.QueueLength = *queue
 		}
@@ -90,8 +91,8 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		fmt.Fprintln(stderr, err)
 		return nil, 2
 	}
-	if cfg.Model.Location() == "" {
-		fmt.Fprintln(stderr, "config: model.path: must be set (or pass --model)")
+	if cfg.Model.Location() == "" && len(cfg.Models) == 0 {
+		fmt.Fprintln(stderr, "config: model.path: must be set (or models, or pass --model)")
 		return nil, 2
 	}
 	return &cfg, 0
@@ -116,8 +117,9 @@ const loadStopGrace = 2 * time.Second
 type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error)
 
 // serve runs the HTTP server until ctx ends, then shuts down gracefully. The
-// model loads in the background while /health answers 503 "loading"; a model
-// that fails to load stops the server with that error. load nil means
+// models load in the background (a single one, or the preloaded ones) while
+// /health answers 503 "loading"; a single model that fails to load stops the
+// server with that error (startModels). load nil means
 // loadModel. onListen, when not nil, is called with the listening address.
 func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load modelLoader, onListen func(addr string)) error {
 	if load == nil {
@@ -166,17 +168,16 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		}
 	}()
 
-	loaded := make(chan loadResult, 1)
-	go func() { loaded <- loadEngine(cfg, log, load, reg, srv) }()
+	models := newCatalog(cfg, load, reg, log)
+	loaded := make(chan error, 1)
+	go func() { loaded <- startModels(ctx, models, srv, log) }()
 
-	var res loadResult
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-serveErr:
-	case res = <-loaded:
-		if res.err != nil {
-			runErr = res.err
+	case runErr = <-loaded:
+		if runErr != nil {
 			break
 		}
 		select {
@@ -184,7 +185,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		case runErr = <-serveErr:
 		}
 	}
-	runErr = shutdown(cfg, log, hs, loaded, res, runErr)
+	runErr = shutdown(cfg, log, hs, models, runErr)
 	if runErr == nil {
 		log.Info().Msg("stopped")
 	}
@@ -227,58 +228,29 @@ func listen(cfg config.Config, log zerolog.Logger, srv *server.Server) (*http.Se
 	return hs, ln, tlsOn, nil
 }
 
-// loadResult is what loadEngine opened, or why it failed.
-type loadResult struct {
-	model  inference.Model
-	engine *inference.Engine
-	store  *kvstore.Store // nil: none
-	err    error
+// startModels hands the models to srv and loads the preloaded ones. A
+// single model is served once it has loaded, and its failure is returned
+// (the server stops, as before several models existed); several are served
+// at once, loaded on demand, and a preload that fails leaves the others
+// serving.
+func startModels(ctx context.Context, models *catalog, srv *server.Server, log zerolog.Logger) error {
+	if !models.single {
+		srv.SetCatalog(models) // /health waits for the preloaded ones
+	}
+	err := models.preload(ctx)
+	switch {
+	case models.single && err == nil:
+		srv.SetCatalog(models)
+	case err != nil && !models.single:
+		log.Error().Err(err).Msg("a preloaded model failed to load; the others keep serving")
+		err = nil
+	}
+	return err
 }
 
-// loadEngine loads the model, opens the KV store and starts the engine,
-// then hands the model to srv.
-func loadEngine(cfg config.Config, log zerolog.Logger, load modelLoader, reg *prometheus.Registry, srv *server.Server) loadResult {
-	start := time.Now()
-	model, tok, err := load(cfg, log)
-	if err != nil {
-		return loadResult{err: fmt.Errorf("model %s failed to load: %w", cfg.Model.Location(), err)}
-	}
-	info := model.Info()
-	id := cfg.Model.ID
-	if id == "" {
-		id = config.ModelID(info.Name)
-	}
-	if err := cfg.Server.CheckModelAliases(id, cfg.Model.Aliases); err != nil {
-		model.Close()
-		return loadResult{err: err}
-	}
-	store, err := openKVStore(cfg.Engine.KVCache, model, log)
-	if err != nil {
-		model.Close()
-		return loadResult{err: err}
-	}
-	sp := cfg.Engine.Speculative
-	ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout, MaxSequences: cfg.Engine.MaxSequences,
-		Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
-		Registerer:  reg, Logger: log.With().Str("component", "engine").Logger()}
-	if store != nil {
-		ecfg.KVStore = store
-	}
-	engine := inference.New(model, tok, ecfg)
-	details, err := modelDetails(cfg.Model.Location(), info.Name)
-	if err != nil {
-		log.Warn().Err(err).Msg("model details for the Ollama listings")
-	}
-	srv.SetModel(&server.Model{ID: id, Aliases: cfg.Model.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(),
-		ContextLen: engine.Info().ContextLen, Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: details})
-	log.Info().Str("model", id).Float64("load_s", time.Since(start).Seconds()).Msg("ready")
-	return loadResult{model: model, engine: engine, store: store}
-}
-
-// shutdown stops hs gracefully, waits a little for a model still loading,
-// closes the engine, the KV store and the model, and returns runErr (nil
-// for a server that was closed).
-func shutdown(cfg config.Config, log zerolog.Logger, hs *http.Server, loaded <-chan loadResult, res loadResult, runErr error) error {
+// shutdown stops hs gracefully, unloads the models (waiting a little for one
+// still loading) and returns runErr (nil for a server that was closed).
+func shutdown(cfg config.Config, log zerolog.Logger, hs *http.Server, models *catalog, runErr error) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
@@ -286,27 +258,23 @@ func shutdown(cfg config.Config, log zerolog.Logger, hs *http.Server, loaded <-c
 		log.Warn().Err(err).Dur("timeout", cfg.Server.ShutdownTimeout).Msg("in-flight requests did not finish in time; closing")
 		hs.Close()
 	}
-	if res.engine == nil && res.err == nil {
-		// Still loading (or finished just now): wait a little for it, to
-		// close what it opened. A load that does not end (a huge or endless
-		// file, a stuck driver) must not hold up a SIGTERM: the process
-		// exits and the kernel reclaims what the loader holds.
+	closed := make(chan struct{})
+	stillLoading := models.loading()
+	go func() {
+		models.reg.Close() // each model's Close logs what failed
+		close(closed)
+	}()
+	if stillLoading {
+		// A load that does not end (a huge or endless file, a stuck
+		// driver) must not hold up a SIGTERM: the process exits and the
+		// kernel reclaims what the loader holds.
 		select {
-		case res = <-loaded:
+		case <-closed:
 		case <-time.After(loadStopGrace):
-			log.Warn().Dur("waited", loadStopGrace).Msg("the model is still loading; exiting without waiting for it")
+			log.Warn().Dur("waited", loadStopGrace).Msg("a model is still loading; exiting without waiting for it")
 		}
-	}
-	if res.engine != nil {
-		res.engine.Close()
-		if res.store != nil {
-			if err := res.store.Close(); err != nil {
-				log.Warn().Err(err).Msg("saving the KV store")
-			}
-		}
-		if err := res.model.Close(); err != nil {
-			log.Warn().Err(err).Msg("closing the model")
-		}
+	} else {
+		<-closed
 	}
 	if errors.Is(runErr, http.ErrServerClosed) {
 		runErr = nil

@@ -60,7 +60,7 @@ func TestServeConfig(t *testing.T) {
 		{"no config file, flags only", []string{"--bundle", "/b"}, "", 0, func(c *config.Config) bool {
 			return c.Server.Listen == "127.0.0.1:8080" && c.Model.Location() == "/b"
 		}, ""},
-		{"no model", nil, "", 2, nil, "model.path: must be set (or pass --model)"},
+		{"no model", nil, "", 2, nil, "model.path: must be set (or models, or pass --model)"},
 		{"bad file", []string{"--config", bad}, "", 2, nil, "config: server.body_limit: must be > 0"},
 		{"NaN temperature", []string{"--config", nan}, "", 2, nil, "config: sampling.temperature: must be a finite number"},
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, "", 2, nil, "no such file"},

@@ -108,3 +108,15 @@ func (b *Buffer) Free() error {
 	delete(r.buffers, b)
 	return nil
 }
+
+// BufferBytes is the size of the buffers allocated and not yet freed (a
+// model's runtime memory: its I/O and KV buffers).
+func (r *Runtime) BufferBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for b := range r.buffers {
+		n += int64(b.size)
+	}
+	return n
+}
