@@ -138,7 +138,7 @@ func TestSlowNPU(t *testing.T) {
 		queued <- reply{resp.StatusCode, resp.Header, string(b)}
 	}()
 	end := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.metrics(t), "\nhexserve_queue_depth 1\n") {
+	for !strings.Contains(p.metrics(t), "\nhexserve_queue_depth{model=\"tinyllama-public\"} 1\n") {
 		if time.Now().After(end) {
 			t.Fatalf("the second request never queued")
 		}

@@ -59,8 +59,8 @@ func TestKVStoreAcrossConversationsAndRestart(t *testing.T) {
 	if h := s.health(t); !strings.Contains(h.Body, `"kv_cache":{"entries":2,`) {
 		t.Errorf("/health: %s", h.Body)
 	}
-	if m := s.metrics(t); !regexp.MustCompile(`(?m)^hexserve_kv_store_hits_total 2$`).MatchString(m) ||
-		!regexp.MustCompile(`(?m)^hexserve_kv_store_restored_tokens_total 290$`).MatchString(m) {
+	if m := s.metrics(t); !regexp.MustCompile(`(?m)^hexserve_kv_store_hits_total{model="[^"]+"} 2$`).MatchString(m) ||
+		!regexp.MustCompile(`(?m)^hexserve_kv_store_restored_tokens_total{model="[^"]+"} 290$`).MatchString(m) {
 		t.Errorf("metrics lack the store's hits and restored tokens:\n%s", grepLines(m, "hexserve_kv_store"))
 	}
 	if err := s.stop(); err != nil {

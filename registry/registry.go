@@ -166,7 +166,7 @@ func (r *Registry[T]) Acquire(ctx context.Context, id string) (*Lease[T], error)
 // every model that would have to go is busy.
 func (r *Registry[T]) startLoad(ctx context.Context, s *slot[T]) (chan struct{}, error) {
 	if r.opts.Memory > 0 && s.Estimate > r.opts.Memory {
-		return nil, fmt.Errorf("%w: model %s needs about %d bytes, more than engine.model_memory (%d)", ErrTooLarge, s.ID, s.Estimate, r.opts.Memory)
+		return nil, fmt.Errorf("%w: its files alone are %d bytes, more than the budget of %d", ErrTooLarge, s.Estimate, r.opts.Memory)
 	}
 	if !r.makeRoom(s, s.Estimate) {
 		return r.room, nil // wait for a release or an unload, then look again
@@ -184,7 +184,7 @@ func (r *Registry[T]) load(ctx context.Context, s *slot[T], done chan struct{}) 
 	m, mem, err := s.Load(ctx)
 	if err == nil && r.opts.Memory > 0 && mem > r.opts.Memory {
 		m.Close()
-		err = fmt.Errorf("%w: model %s holds %d bytes once loaded, more than engine.model_memory (%d)", ErrTooLarge, s.ID, mem, r.opts.Memory)
+		err = fmt.Errorf("%w: it holds %d bytes once loaded, more than the budget of %d", ErrTooLarge, mem, r.opts.Memory)
 	}
 	took := r.now().Sub(start)
 	r.mu.Lock()

@@ -220,6 +220,9 @@ func (c *catalog) Acquire(ctx context.Context, id string) (*server.Lease, error)
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknown, id)
 	}
 	l, err := c.reg.Acquire(ctx, strconv.Itoa(i))
+	if errors.Is(err, registry.ErrTooLarge) {
+		return nil, fmt.Errorf("%w (engine.model_memory): raise it, or serve a smaller model", err)
+	}
 	if err != nil {
 		return nil, err
 	}
