@@ -303,8 +303,13 @@ static Qnn_ErrorHandle_t perf_create(uint32_t dev, uint32_t core, uint32_t *id) 
   (void)core;
   if (!id) return set_err(QNN_PERF_ERROR_INVALID_HANDLE_PTR, "createPowerConfigId: NULL id pointer");
   pthread_mutex_lock(&g_mu);
-  if (g_power_next > MAXPOWER) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "too many power config ids"); }
-  *id = g_power_next++;
+  uint32_t n = 0;
+  if (g_power_next <= MAXPOWER) n = g_power_next++;
+  else /* all slots used once: reuse a destroyed id, as a process that loads and unloads models does */
+    for (uint32_t i = 1; i <= MAXPOWER && !n; i++)
+      if (!g_power[i].live) n = i;
+  if (!n) { pthread_mutex_unlock(&g_mu); return set_err(QNN_PERF_ERROR_INVALID_INPUT, "too many power config ids"); }
+  *id = n;
   memset(&g_power[*id], 0, sizeof g_power[*id]);
   g_power[*id].live = 1;
   g_power_last = *id;
