@@ -17,7 +17,7 @@ import (
 
 // modelsConfig writes a config serving the YAML list entries through hostsim, with extra
 // server: keys (indented by two spaces) and extra top-level YAML.
-func modelsConfig(t *testing.T, entries []string, server, extra string) string {
+func modelsConfig(t testing.TB, entries []string, server, extra string) string {
 	t.Helper()
 	libs := hostsimLibs(t)
 	y := fmt.Sprintf(`server:

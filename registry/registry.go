@@ -100,8 +100,8 @@ type Lease[T io.Closer] struct {
 }
 
 // Release ends the request. keepAlive, when not nil, replaces the entry's
-// keep-alive for this model from now on (the Ollama API's per-request
-// keep_alive).
+// keep-alive after this request (the Ollama API's per-request keep_alive);
+// the next request without one gets the entry's again.
 func (l *Lease[T]) Release(keepAlive *time.Duration) {
 	l.once.Do(func() { l.r.release(l.s, keepAlive) })
 }
@@ -297,14 +297,15 @@ func (r *Registry[T]) release(s *slot[T], keepAlive *time.Duration) {
 	s.lastUsed = r.now()
 	r.uses++
 	s.used = r.uses
-	if keepAlive != nil {
-		s.KeepAlive = *keepAlive
-	}
 	r.signal()
 	if s.inflight > 0 || !s.loaded || r.closed {
 		return
 	}
-	switch ka := s.KeepAlive; {
+	ka := s.KeepAlive
+	if keepAlive != nil {
+		ka = *keepAlive
+	}
+	switch {
 	case ka == 0:
 		r.beginUnload(s, "idle")
 	case ka > 0:

@@ -116,8 +116,10 @@ func TestRegistry(t *testing.T) {
 		}, []string{"load a", "unload a"}},
 		{"per-request keep_alive", Options{}, never, func(t *testing.T, r *Registry[*fake]) {
 			use(t, r, "a", nil)
-			use(t, r, "a", &zero)
-		}, []string{"load a", "unload a"}},
+			use(t, r, "a", &zero) // unloads after this request
+			use(t, r, "a", nil)   // the entry's keep-alive again: stays
+			time.Sleep(time.Hour)
+		}, []string{"load a", "unload a", "load a"}},
 		{"busy models are not evicted", Options{MaxLoaded: 1}, time.Hour, func(t *testing.T, r *Registry[*fake]) {
 			la, err := r.Acquire(t.Context(), "a")
 			if err != nil {
