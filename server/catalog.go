@@ -41,8 +41,8 @@ type ModelState struct {
 	// AliasGlobs are server.model_aliases (patterns → a served id or
 	// alias); a pattern names this model when its target does.
 	AliasGlobs map[string]string
-	Status  string // StatusLoaded, StatusLoading, StatusUnloaded or StatusFailed
-	Err     error  // why the last load failed (StatusFailed)
+	Status     string // StatusLoaded, StatusLoading, StatusUnloaded or StatusFailed
+	Err        error  // why the last load failed (StatusFailed)
 	// Model is the loaded model (nil unless StatusLoaded).
 	Model *Model
 	// ContextLen is the context length in tokens once known (0: not loaded
