@@ -111,7 +111,9 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 			outcome := "ok"
 			if err != nil {
 				outcome = "error"
-				log.Error().Err(err).Str("model", c.idOf(key)).Msg("model load failed")
+				if !c.single { // a single model's failure stops the server, which logs it
+					log.Error().Err(err).Str("model", c.idOf(key)).Msg("model load failed")
+				}
 			}
 			loads.WithLabelValues(c.idOf(key), outcome).Observe(took.Seconds())
 		},
