@@ -109,7 +109,8 @@ func (l *Lease[T]) Release(keepAlive *time.Duration) {
 // Acquire returns a lease on model id, loading it first when needed (other
 // idle models may be unloaded to make room). It waits while the model loads
 // or while every loaded model is busy and there is no room; ctx ends the
-// wait. A failed load returns its error (the next Acquire tries again).
+// wait (with context.Cause; a load already started goes on). A failed load
+// returns its error (the next Acquire tries again).
 func (r *Registry[T]) Acquire(ctx context.Context, id string) (*Lease[T], error) {
 	start := r.now()
 	waited := false

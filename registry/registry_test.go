@@ -143,6 +143,19 @@ func TestRegistry(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"load a", "unload a", "load b"}},
+		{"a wait for room ends with its context", Options{MaxLoaded: 1}, time.Hour, func(t *testing.T, r *Registry[*fake]) {
+			la, err := r.Acquire(t.Context(), "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy := errors.New("busy")
+			ctx, cancel := context.WithTimeoutCause(t.Context(), time.Minute, busy)
+			defer cancel()
+			if _, err := r.Acquire(ctx, "b"); err != busy {
+				t.Errorf("err = %v, want the context's cause", err)
+			}
+			la.Release(nil)
+		}, []string{"load a"}},
 		{"too large alone", Options{Memory: 50}, time.Hour, func(t *testing.T, r *Registry[*fake]) {
 			_, err := r.Acquire(t.Context(), "a")
 			if !errors.Is(err, ErrTooLarge) {

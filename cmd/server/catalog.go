@@ -215,12 +215,19 @@ func (c *catalog) index(id string) int {
 	return -1
 }
 
+// errNoRoom ends a request that waited engine.timeout for its model.
+var errNoRoom = errors.New("the model could not be loaded within engine.timeout: the loaded models are busy and there is no room for it (server.max_loaded_models, engine.model_memory); retry shortly")
+
 // Acquire implements server.Catalog.
 func (c *catalog) Acquire(ctx context.Context, id string) (*server.Lease, error) {
 	i := c.index(id)
 	if i < 0 {
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknown, id)
 	}
+	// Waiting for the load, or for a busy model to make room, is bounded
+	// like the generation it precedes.
+	ctx, cancel := context.WithTimeoutCause(ctx, c.entries[i].Timeout, errNoRoom)
+	defer cancel()
 	l, err := c.reg.Acquire(ctx, strconv.Itoa(i))
 	if errors.Is(err, registry.ErrTooLarge) {
 		return nil, fmt.Errorf("%w (engine.model_memory): raise it, or serve a smaller model", err)
