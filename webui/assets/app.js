@@ -44,7 +44,7 @@ function explain(status, err, retryAfter) {
   }
   if (err.code === "context_length_exceeded") {
     return "The conversation is too long for the model's context" +
-      (model ? " (" + model.max_model_len + " tokens)" : "") +
+      (model && model.max_model_len ? " (" + model.max_model_len + " tokens)" : "") +
       ": start a new chat, shorten the message or lower Max tokens. (" + msg + ")";
   }
   if (status === 503) return "The server is not ready: " + msg;
@@ -72,9 +72,11 @@ async function loadModel() {
     if (res.status === 503) setTimeout(loadModel, (Number(retry) || 2) * 1000); // still loading
     return;
   }
-  const m = (await res.json()).data[0];
+  // Several models: the first loaded one (else the first; it loads with the first message).
+  const list = (await res.json()).data;
+  const m = list.find((x) => x.loaded) || list[0];
   model = { id: m.id, max_model_len: m.max_model_len };
-  $("model").textContent = m.id + " · context " + m.max_model_len + " tokens";
+  $("model").textContent = m.id + (m.max_model_len ? " · context " + m.max_model_len + " tokens" : " · loads with the first message");
   showError("");
 }
 
