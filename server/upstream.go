@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -107,7 +108,10 @@ func contains(list []string, v string) bool {
 // relayed routes a request of an OpenAI endpoint (path: its path under
 // /v1) naming an upstream model to that upstream, and a local model's
 // request that fails before its reply started to the model's fallback
-// when its policy covers the failure. Without upstreams it is h.
+// when its policy covers the failure. path "" is an endpoint that is not
+// relayed (the Ollama API): a request naming an upstream gets a 400 that
+// says where to send it, and local failures do not fall back. Without
+// upstreams it is h.
 func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
 	if len(s.opts.Upstreams) == 0 {
 		return h
@@ -126,6 +130,13 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 			return h(w, r)
 		}
 		forwardable := len(peek.Previous) == 0 || string(peek.Previous) == "null"
+		if u := s.upstreamFor(strings.TrimSuffix(peek.Model, ":latest")); u != nil && path == "" {
+			return invalid("model", "The model `%s` is served by an upstream, which hexserve relays on the OpenAI endpoints only: "+
+				"use POST /v1/chat/completions or /v1/completions for it.", u.ID)
+		}
+		if path == "" {
+			return h(w, r)
+		}
 		if u := s.upstreamFor(peek.Model); u != nil {
 			if !forwardable {
 				return invalid("previous_response_id", "The model `%s` is served by an upstream, where hexserve keeps no responses: "+

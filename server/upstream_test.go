@@ -63,6 +63,8 @@ func TestUpstreamRouting(t *testing.T) {
 		{"policy does not cover", []string{"queue_full"}, "/v1/chat/completions", chat(model), nil, 503, "", ""},
 		{"unknown model", []string{}, "/v1/chat/completions", chat("nope"), nil, 404, "", ""},
 		{"bad json", []string{}, "/v1/chat/completions", `{"model":`, nil, 400, "", ""},
+		{"ollama chat", []string{}, "/api/chat", chat("big:latest"), nil, 400, "", ""},
+		{"ollama no fallback", []string{}, "/api/chat", chat(model), nil, 503, "", ""},
 		{"upstream timeout", nil, "/v1/chat/completions", chat("big"),
 			&upstream.Error{Status: 504, Code: "upstream_timeout", Message: "The model `big` did not answer within 1s."}, 504, "/chat/completions", ""},
 	}
@@ -81,8 +83,11 @@ func TestUpstreamRouting(t *testing.T) {
 			if c.forwarded != "" && (relay.body != c.body || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
 				t.Errorf("forwarded %q as %q, served by %q", relay.body, relay.servedAs, rec.Header().Get(HeaderServedBy))
 			}
-			if rec.Code >= 400 {
+			if rec.Code >= 400 && !strings.HasPrefix(c.path, "/api/") {
 				apiErr(t, rec) // the OpenAI error shape
+			}
+			if rec.Code >= 400 && strings.HasPrefix(c.path, "/api/") && !strings.HasPrefix(rec.Body.String(), `{"error":"`) {
+				t.Errorf("not Ollama's error shape: %s", rec.Body)
 			}
 		})
 	}
