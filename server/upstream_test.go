@@ -75,13 +75,16 @@ func TestUpstreamRouting(t *testing.T) {
 			if c.when != nil {
 				opts.Fallbacks = []Fallback{{Model: model, Aliases: []string{"gpt-4o-mini"}, To: "big", When: c.when}}
 			}
-			s, _ := newTest(t, opts)
+			s, logBuf := newTest(t, opts)
 			rec := do(s, "POST", c.path, c.body, "Content-Type", "application/json")
 			if rec.Code != c.status || relay.path != c.forwarded || rec.Header().Get(HeaderFallback) != c.fallback {
 				t.Fatalf("%d %q (forwarded %q, fallback %q)", rec.Code, rec.Body, relay.path, rec.Header().Get(HeaderFallback))
 			}
 			if c.forwarded != "" && (relay.body != c.body || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
 				t.Errorf("forwarded %q as %q, served by %q", relay.body, relay.servedAs, rec.Header().Get(HeaderServedBy))
+			}
+			if logged := strings.Contains(logBuf.String(), `"served_by":"big"`); logged != (c.forwarded != "") {
+				t.Errorf("access log (served_by %v): %s", logged, logBuf)
 			}
 			if rec.Code >= 400 && !strings.HasPrefix(c.path, "/api/") {
 				apiErr(t, rec) // the OpenAI error shape
