@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -225,7 +226,7 @@ func testUpstreamForward(t *testing.T, r *upstreamRig) {
 	}
 	// The listing and health.
 	if l := r.front.do(t, "GET", "/v1/models", "", "Authorization", "Bearer "+apiKey); !strings.Contains(l.Body, `{"id":"big","object":"model",`) ||
-		!strings.Contains(l.Body, `"owned_by":"upstream","upstream":true}`) {
+		!strings.Contains(l.Body, `"owned_by":"upstream","status":"upstream","loaded":false,"upstream":true}`) {
 		t.Errorf("/v1/models: %s", l.Body)
 	}
 	h := r.front.health(t)
@@ -354,6 +355,9 @@ func (s *hexserve) accessLine(t *testing.T, id string) string {
 	}
 }
 
+// queued matches the engine's queue depth of 1 (labelled by model or not).
+var queued = regexp.MustCompile(`\nhexserve_queue_depth(\{[^}]*\})? 1\n`)
+
 // testUpstreamFallback checks the local model's fallback: a prompt beyond
 // its 256-token context and a request that finds its queue full are served
 // by "big", saying so; a local request within its limits stays local.
@@ -387,7 +391,7 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 			}
 		}()
 	}
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(r.frontMetrics(t), "\nhexserve_queue_depth 1\n"); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); !queued.MatchString(r.frontMetrics(t)); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the second request did not queue within 10s")
 		}

@@ -101,7 +101,7 @@ func TestUpstreamRouting(t *testing.T) {
 func TestUpstreamListing(t *testing.T) {
 	s, _ := newTest(t, Options{Upstreams: []Upstream{{ID: "big", Relay: &fakeRelay{}}, {ID: "gone", Relay: &fakeRelay{down: true}}}})
 	list := do(s, "GET", "/v1/models", "").Body.String()
-	if !strings.Contains(list, `{"id":"big","object":"model","created":`) || !strings.Contains(list, `"owned_by":"upstream","upstream":true}`) {
+	if !strings.Contains(list, `{"id":"big","object":"model","created":`) || !strings.Contains(list, `"owned_by":"upstream","status":"upstream","loaded":false,"upstream":true}`) {
 		t.Errorf("/v1/models: %s", list)
 	}
 	if one := do(s, "GET", "/v1/models/gone", ""); one.Code != 200 || !strings.Contains(one.Body.String(), `"upstream":true`) {
