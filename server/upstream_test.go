@@ -65,6 +65,7 @@ func TestUpstreamRouting(t *testing.T) {
 		{"bad json", []string{}, "/v1/chat/completions", `{"model":`, nil, 400, "", ""},
 		{"ollama chat", []string{}, "/api/chat", chat("big:latest"), nil, 400, "", ""},
 		{"ollama no fallback", []string{}, "/api/chat", chat(model), nil, 503, "", ""},
+		{"anthropic", []string{}, "/v1/messages", `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "", ""},
 		{"upstream timeout", nil, "/v1/chat/completions", chat("big"),
 			&upstream.Error{Status: 504, Code: "upstream_timeout", Message: "The model `big` did not answer within 1s."}, 504, "/chat/completions", ""},
 	}
@@ -86,7 +87,10 @@ func TestUpstreamRouting(t *testing.T) {
 			if logged := strings.Contains(logBuf.String(), `"served_by":"big"`); logged != (c.forwarded != "") {
 				t.Errorf("access log (served_by %v): %s", logged, logBuf)
 			}
-			if rec.Code >= 400 && !strings.HasPrefix(c.path, "/api/") {
+			if rec.Code >= 400 && strings.HasPrefix(c.path, "/v1/messages") && !strings.HasPrefix(rec.Body.String(), `{"type":"error","error":{"type":"invalid_request_error"`) {
+				t.Errorf("not Anthropic's error shape: %s", rec.Body)
+			}
+			if rec.Code >= 400 && !strings.HasPrefix(c.path, "/api/") && !strings.HasPrefix(c.path, "/v1/messages") {
 				apiErr(t, rec) // the OpenAI error shape
 			}
 			if rec.Code >= 400 && strings.HasPrefix(c.path, "/api/") && !strings.HasPrefix(rec.Body.String(), `{"error":"`) {
