@@ -224,6 +224,21 @@ func testUpstreamForward(t *testing.T, r *upstreamRig) {
 			}
 		})
 	}
+	// The Ollama API, converted: the same text as the upstream's own /api/chat and /api/generate.
+	for _, c := range []struct{ path, body string }{
+		{"/api/chat", `{"model":%q,"messages":[{"role":"user","content":"Tell me about the sea."}],"options":{"temperature":0,"num_predict":12},"stream":%v}`},
+		{"/api/generate", `{"model":%q,"prompt":"Tell me about the sea.","options":{"temperature":0,"num_predict":12},"stream":%v}`},
+	} {
+		for _, stream := range []bool{false, true} {
+			want := call(t, r.up, upstreamKey, c.path, fmt.Sprintf(c.body, "up-model", stream))
+			got := call(t, r.front, apiKey, c.path, fmt.Sprintf(c.body, "big", stream))
+			wt, gt := ollamaText(t, want.Body), ollamaText(t, got.Body)
+			if want.Status != 200 || got.Status != 200 || wt == "" || gt != wt || !strings.Contains(got.Body, `"model":"big"`) {
+				t.Errorf("%s stream=%v: relayed %d %q, direct %d %q\n%s", c.path, stream, got.Status, gt, want.Status, wt, got.Body)
+			}
+		}
+	}
+
 	// The listing and health.
 	if l := r.front.do(t, "GET", "/v1/models", "", "Authorization", "Bearer "+apiKey); !strings.Contains(l.Body, `{"id":"big","object":"model",`) ||
 		!strings.Contains(l.Body, `"owned_by":"upstream","status":"upstream","loaded":false,"upstream":true}`) {
@@ -248,6 +263,23 @@ func testUpstreamForward(t *testing.T, r *upstreamRig) {
 func (r *upstreamRig) frontMetrics(t *testing.T) string {
 	t.Helper()
 	return r.front.do(t, "GET", "/metrics", "", "Authorization", "Bearer "+apiKey).Body
+}
+
+// ollamaText joins the text of an Ollama reply's lines.
+func ollamaText(t *testing.T, body string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		var v struct {
+			Response string
+			Message  struct{ Content string }
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%v in %s", err, line)
+		}
+		b.WriteString(v.Response + v.Message.Content)
+	}
+	return b.String()
 }
 
 // clean fails when a client-visible reply names an upstream's address or
@@ -368,6 +400,10 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 		!strings.Contains(rep.Body, `"model":"big"`) {
 		t.Fatalf("too long a prompt: %d %v %s", rep.Status, rep.Header, rep.Body)
 	}
+	oll := call(t, r.front, apiKey, "/api/generate", fmt.Sprintf(`{"model":"tiny","prompt":%q,"options":{"num_predict":4},"stream":false}`, long))
+	if oll.Status != 200 || oll.Header.Get("X-Hexserve-Fallback") != "context_exceeded" || !strings.Contains(oll.Body, `"model":"big"`) {
+		t.Fatalf("too long a prompt on /api/generate: %d %v %s", oll.Status, oll.Header, oll.Body)
+	}
 	local := call(t, r.front, apiKey, "/v1/completions", `{"model":"tiny","prompt":"The sea","max_tokens":2}`)
 	if local.Status != 200 || local.Header.Get("X-Hexserve-Served-By") != "" || !strings.Contains(local.Body, `"model":"tiny"`) {
 		t.Fatalf("local request: %d %v %s", local.Status, local.Header, local.Body)
@@ -403,8 +439,8 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 	cancel()
 	wg.Wait()
 	m := r.frontMetrics(t)
-	for _, reason := range []string{"context_exceeded", "queue_full"} {
-		if s := fmt.Sprintf(`hexserve_fallbacks_total{model="tiny",reason=%q,to="big"} 1`, reason); !strings.Contains(m, s) {
+	for reason, n := range map[string]int{"context_exceeded": 2, "queue_full": 1} {
+		if s := fmt.Sprintf(`hexserve_fallbacks_total{model="tiny",reason=%q,to="big"} %d`, reason, n); !strings.Contains(m, s) {
 			t.Errorf("/metrics lacks %s", s)
 		}
 	}

@@ -5,18 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/hexserve/hexserve/ollama"
 	"github.com/hexserve/hexserve/upstream"
 	"github.com/rs/zerolog"
 )
 
 // Relay forwards requests to an upstream model (upstream.Client).
 type Relay interface {
+	// Chunks sends body (an OpenAI request for a stream) to path and calls
+	// each with every SSE event's data; an error before the first one means
+	// nothing was written.
+	Chunks(w http.ResponseWriter, r *http.Request, path string, body []byte, each func([]byte) error) error
 	// Forward sends body to the endpoint at path (under the upstream's
 	// base URL) and writes the reply with its model named servedAs; an
 	// error means nothing was written.
@@ -109,9 +115,9 @@ func contains(list []string, v string) bool {
 // /v1) naming an upstream model to that upstream, and a local model's
 // request that fails before its reply started to the model's fallback
 // when its policy covers the failure. path "" is an endpoint that is not
-// relayed (the Ollama API): a request naming an upstream gets a 400 that
-// says where to send it, and local failures do not fall back. Without
-// upstreams it is h.
+// relayed as is: the Ollama API's are converted (ollamaUpstream), others
+// (Anthropic's) get a 400 for an upstream model and do not fall back.
+// Without upstreams it is h.
 func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
 	if len(s.opts.Upstreams) == 0 {
 		return h
@@ -131,13 +137,16 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 		}
 		forwardable := len(peek.Previous) == 0 || string(peek.Previous) == "null"
 		if u := s.upstreamFor(strings.TrimSuffix(peek.Model, ":latest")); u != nil && path == "" {
-			return invalid("model", "The model `%s` is served by an upstream, which hexserve relays on the OpenAI endpoints only: "+
-				"use POST /v1/chat/completions or /v1/completions for it.", u.ID)
+			if isOllamaPath(r.URL.Path) {
+				return s.ollamaUpstream(w, r, u, false)
+			}
+			return invalid("model", "The model `%s` is served by an upstream, which hexserve relays on the OpenAI and Ollama endpoints only: "+
+				"use POST /v1/chat/completions or /api/chat for it.", u.ID)
 		}
-		if path == "" {
+		if path == "" && !isOllamaPath(r.URL.Path) {
 			return h(w, r)
 		}
-		if u := s.upstreamFor(peek.Model); u != nil {
+		if u := s.upstreamFor(peek.Model); u != nil && path != "" {
 			if !forwardable {
 				return invalid("previous_response_id", "The model `%s` is served by an upstream, where hexserve keeps no responses: "+
 					"previous_response_id is not supported for it; send the conversation in input.", u.ID)
@@ -155,6 +164,10 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 		s.metrics.fallbacks.WithLabelValues(peek.Model, u.ID, reason).Inc()
 		zerolog.Ctx(r.Context()).Info().Str("model", peek.Model).Str("to", u.ID).Str("reason", reason).Msg("fallback")
 		w.Header().Set(HeaderFallback, reason)
+		if path == "" { // the Ollama API: converted
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return s.ollamaUpstream(w, r, u, true)
+		}
 		return s.forward(w, r, u, path, body)
 	}
 }
@@ -226,3 +239,81 @@ func upstreamObject(id string) modelObject {
 
 // startTime is the created time of upstream models.
 var startTime = time.Now()
+
+// ollamaUpstream serves an Ollama chat or generate request from upstream
+// u: converted to an OpenAI chat request, streamed from u, its chunks
+// turned into Ollama's lines (or, with stream false, one reply) naming the
+// model as requested, or u's id for a fallback.
+func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstream, fallback bool) error {
+	generate := r.URL.Path == "/api/generate"
+	var (
+		out    []byte
+		err    error
+		stream *bool
+		name   string
+	)
+	if generate {
+		var req ollama.GenerateRequest
+		if err = s.decodeJSON(w, r, &req); err != nil {
+			return err
+		}
+		stream, name = req.Stream, req.Model
+		out, err = ollama.GenerateToOpenAI(&req)
+	} else {
+		var req ollama.ChatRequest
+		if err = s.decodeJSON(w, r, &req); err != nil {
+			return err
+		}
+		stream, name = req.Stream, req.Model
+		out, err = ollama.ChatToOpenAI(&req)
+	}
+	if err != nil {
+		return err
+	}
+	if fallback {
+		name = u.ID
+	}
+	w.Header().Set(HeaderServedBy, u.ID)
+	rel := &ollama.Relay{Model: name, Start: time.Now()}
+	line := func(text string, done bool) any {
+		if !done {
+			if generate {
+				return ollama.GenerateResponse{Model: name, CreatedAt: time.Now().UTC(), Response: text}
+			}
+			return ollama.ChatResponse{Model: name, CreatedAt: time.Now().UTC(), Message: ollama.Message{Role: "assistant", Content: text}}
+		}
+		reason, met := rel.Done()
+		if generate {
+			return ollama.GenerateResponse{Model: name, CreatedAt: time.Now().UTC(), Response: text, Done: true, DoneReason: reason, Metrics: met}
+		}
+		return ollama.ChatResponse{Model: name, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: met,
+			Message: ollama.Message{Role: "assistant", Content: text, ToolCalls: rel.ToolCalls()}}
+	}
+	streaming := stream == nil || *stream
+	nd := newNDJSON(w, s.opts.StreamWriteTimeout)
+	err = u.Relay.Chunks(w, r, "/chat/completions", out, func(data []byte) error {
+		text, err := rel.Chunk(data)
+		if err != nil { // the upstream's message may name it: say only that it failed
+			return &APIError{Status: http.StatusBadGateway, Type: TypeServer, Code: "upstream_error",
+				Message: fmt.Sprintf("The model `%s` failed while answering.", u.ID)}
+		}
+		if !streaming || text == "" {
+			return nil
+		}
+		return nd.Send(line(text, false))
+	})
+	switch {
+	case err != nil && !nd.started:
+		return err
+	case err != nil:
+		_ = nd.Send(map[string]string{"error": err.Error()})
+		return nil
+	case !streaming:
+		writeJSON(w, http.StatusOK, line(rel.Text(), true))
+		return nil
+	}
+	if nd.Send(line("", true)) == nil {
+		nd.end()
+	}
+	return nil
+}

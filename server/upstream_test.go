@@ -28,6 +28,21 @@ func (f *fakeRelay) Forward(w http.ResponseWriter, r *http.Request, path string,
 	return nil
 }
 
+// Chunks answers with chunks of "Hel" and "lo" and a usage chunk.
+func (f *fakeRelay) Chunks(w http.ResponseWriter, r *http.Request, path string, body []byte, each func([]byte) error) error {
+	f.path, f.body, f.servedAs = path, string(body), "big"
+	if f.err != nil {
+		return f.err
+	}
+	for _, c := range []string{`{"choices":[{"delta":{"content":"Hel"}}]}`, `{"choices":[{"delta":{"content":"lo"},"finish_reason":"length"}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}`} {
+		if err := each([]byte(c)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *fakeRelay) Reachable(context.Context) error {
 	if f.down {
 		return errors.New("unreachable")
@@ -63,8 +78,9 @@ func TestUpstreamRouting(t *testing.T) {
 		{"policy does not cover", []string{"queue_full"}, "/v1/chat/completions", chat(model), nil, 503, "", ""},
 		{"unknown model", []string{}, "/v1/chat/completions", chat("nope"), nil, 404, "", ""},
 		{"bad json", []string{}, "/v1/chat/completions", `{"model":`, nil, 400, "", ""},
-		{"ollama chat", []string{}, "/api/chat", chat("big:latest"), nil, 400, "", ""},
-		{"ollama no fallback", []string{}, "/api/chat", chat(model), nil, 503, "", ""},
+		{"ollama chat", []string{}, "/api/chat", chat("big:latest"), nil, 200, "/chat/completions", ""},
+		{"ollama fallback", []string{}, "/api/chat", chat(model), nil, 200, "/chat/completions", "unavailable"},
+		{"ollama no policy", nil, "/api/generate", fmt.Sprintf(`{"model":%q,"prompt":"hi"}`, model), nil, 503, "", ""},
 		{"anthropic", []string{}, "/v1/messages", `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "", ""},
 		{"upstream timeout", nil, "/v1/chat/completions", chat("big"),
 			&upstream.Error{Status: 504, Code: "upstream_timeout", Message: "The model `big` did not answer within 1s."}, 504, "/chat/completions", ""},
@@ -81,7 +97,7 @@ func TestUpstreamRouting(t *testing.T) {
 			if rec.Code != c.status || relay.path != c.forwarded || rec.Header().Get(HeaderFallback) != c.fallback {
 				t.Fatalf("%d %q (forwarded %q, fallback %q)", rec.Code, rec.Body, relay.path, rec.Header().Get(HeaderFallback))
 			}
-			if c.forwarded != "" && (relay.body != c.body || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
+			if c.forwarded != "" && ((relay.body != c.body && !strings.HasPrefix(c.path, "/api/")) || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
 				t.Errorf("forwarded %q as %q, served by %q", relay.body, relay.servedAs, rec.Header().Get(HeaderServedBy))
 			}
 			if logged := strings.Contains(logBuf.String(), `"served_by":"big"`); logged != (c.forwarded != "") {
@@ -114,5 +130,47 @@ func TestUpstreamListing(t *testing.T) {
 	h := do(s, "GET", "/health", "")
 	if h.Code != 200 || !strings.Contains(h.Body.String(), `"upstreams":{"big":{"reachable":true},"gone":{"error":"unreachable","reachable":false}}`) {
 		t.Errorf("/health: %d %s", h.Code, h.Body)
+	}
+}
+
+// TestOllamaUpstream: the Ollama endpoints served by an upstream: the
+// request converted to a streamed OpenAI chat request, the chunks to
+// Ollama's lines or one reply.
+func TestOllamaUpstream(t *testing.T) {
+	cases := []struct {
+		name, path, body string
+		status           int
+		forwarded        []string // in the OpenAI body sent
+		reply            []string // in the reply
+	}{
+		{"chat streamed", "/api/chat", `{"model":"big","messages":[{"role":"user","content":"hi"}],"options":{"num_predict":5,"temperature":0}}`, 200,
+			[]string{`"messages":[{"role":"user","content":"hi"}]`, `"stream":true`, `"max_tokens":5`, `"temperature":0`},
+			[]string{`"message":{"role":"assistant","content":"Hel"},"done":false}`, `"message":{"role":"assistant","content":"lo"},"done":false}`,
+				`"done":true,"done_reason":"length"`, `"prompt_eval_count":7`, `"eval_count":2`}},
+		{"generate whole", "/api/generate", `{"model":"big","system":"Be brief.","prompt":"hi","stream":false,"format":"json"}`, 200,
+			[]string{`"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}]`, `"response_format":{"type":"json_object"}`},
+			[]string{`{"model":"big","created_at":`, `"response":"Hello","done":true,"done_reason":"length"`}},
+		{"generate raw", "/api/generate", `{"model":"big","prompt":"hi","raw":true}`, 400, nil, []string{`{"error":"raw is not supported`}},
+		{"images", "/api/chat", `{"model":"big","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`, 400, nil, []string{`{"error":"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			relay := &fakeRelay{}
+			s, _ := newTest(t, Options{Upstreams: []Upstream{{ID: "big", Relay: relay}}})
+			rec := do(s, "POST", c.path, c.body, "Content-Type", "application/json")
+			if rec.Code != c.status {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			for _, f := range c.forwarded {
+				if !strings.Contains(relay.body, f) {
+					t.Errorf("forwarded %s lacks %s", relay.body, f)
+				}
+			}
+			for _, f := range c.reply {
+				if !strings.Contains(rec.Body.String(), f) {
+					t.Errorf("reply %s lacks %s", rec.Body, f)
+				}
+			}
+		})
 	}
 }

@@ -200,26 +200,9 @@ func (c *Client) Forward(w http.ResponseWriter, r *http.Request, path string, bo
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), c.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.String()+path, bytes.NewReader(out))
+	resp, err := c.send(ctx, w, r, path, out)
 	if err != nil {
-		return c.fail(r, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	}
-	if id := r.Header.Get("X-Request-Id"); id != "" {
-		req.Header.Set("X-Request-Id", id)
-	} else if id := w.Header().Get("X-Request-Id"); id != "" {
-		req.Header.Set("X-Request-Id", id) // hexserve's own, so both logs share it
-	}
-	start := time.Now()
-	resp, err := c.hc.Do(req)
-	c.opts.Metrics.observeLatency(c.opts.ID, time.Since(start))
-	c.opts.Metrics.addBytes(c.opts.ID, "sent", len(out))
-	if err != nil {
-		return c.fail(r, err)
+		return err
 	}
 	defer resp.Body.Close()
 	rw := &relay{c: c, w: w, rc: http.NewResponseController(w), from: c.modelField(c.opts.Model), to: c.modelField(servedAs)}
@@ -237,6 +220,133 @@ func (c *Client) Forward(w http.ResponseWriter, r *http.Request, path string, bo
 		c.count(strconv.Itoa(resp.StatusCode), "")
 		return rw.whole(r, resp)
 	}
+}
+
+// send posts out to path and returns the upstream's response (its
+// headers read).
+func (c *Client) send(ctx context.Context, w http.ResponseWriter, r *http.Request, path string, out []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.String()+path, bytes.NewReader(out))
+	if err != nil {
+		return nil, c.fail(r, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	}
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		req.Header.Set("X-Request-Id", id)
+	} else if id := w.Header().Get("X-Request-Id"); id != "" {
+		req.Header.Set("X-Request-Id", id) // hexserve's own, so both logs share it
+	}
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	c.opts.Metrics.observeLatency(c.opts.ID, time.Since(start))
+	c.opts.Metrics.addBytes(c.opts.ID, "sent", len(out))
+	if err != nil {
+		return nil, c.fail(r, err)
+	}
+	return resp, nil
+}
+
+// Chunks sends body, an OpenAI request that asks for a stream, with its
+// model replaced, and calls each with the data of every SSE event as it
+// arrives, up to [DONE]; each's error ends the stream. Errors before the
+// first event are an *Error (an upstream that refused the request: its
+// status and message, scrubbed) or r's context error; after it, an error
+// that a client may see.
+func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, body []byte, each func([]byte) error) error {
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+			defer func() { <-c.slots }()
+		default:
+			c.count("", "busy")
+			return &Error{Status: http.StatusServiceUnavailable, Code: "upstream_busy", RetryAfter: 1,
+				Message: fmt.Sprintf("The model `%s` is busy with other requests, please retry shortly.", c.opts.ID)}
+		}
+	}
+	out, err := replaceModel(body, c.opts.Model)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.opts.Timeout)
+	defer cancel()
+	resp, err := c.send(ctx, w, r, path, out)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return c.refused(r, resp)
+	}
+	c.count(strconv.Itoa(resp.StatusCode), "")
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		c.opts.Metrics.addBytes(c.opts.ID, "received", len(line))
+		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+			data = bytes.TrimSpace(data)
+			if string(data) == "[DONE]" {
+				return nil
+			}
+			if eachErr := each(data); eachErr != nil {
+				return eachErr
+			}
+		}
+		if err != nil {
+			if cerr := r.Context().Err(); cerr != nil {
+				return cerr
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			e := &Error{Status: http.StatusBadGateway, Code: "upstream_error", cause: err,
+				Message: fmt.Sprintf("The model `%s` stopped answering.", c.opts.ID)}
+			kind := "stream"
+			if errors.Is(err, context.DeadlineExceeded) {
+				e.Status, e.Code, kind = http.StatusGatewayTimeout, "upstream_timeout", "timeout"
+				e.Message = fmt.Sprintf("The model `%s` did not finish within %v.", c.opts.ID, c.opts.Timeout)
+			}
+			c.count("", kind)
+			return e
+		}
+	}
+}
+
+// refused is the *Error for an upstream's error reply: its status (5xx
+// other than 503 and 504: 502) and its error message, scrubbed.
+func (c *Client) refused(r *http.Request, resp *http.Response) error {
+	status := relayStatus(resp.StatusCode)
+	c.count(strconv.Itoa(status), "status")
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var msg struct {
+		Message string `json:"message"`
+	}
+	e := &Error{Status: status, Code: "upstream_error", Message: fmt.Sprintf("The model `%s` failed with status %d.", c.opts.ID, resp.StatusCode)}
+	if json.Unmarshal(b, &body) == nil && len(body.Error) > 0 {
+		if json.Unmarshal(body.Error, &msg) != nil {
+			_ = json.Unmarshal(body.Error, &msg.Message) // Ollama's {"error": "…"}
+		}
+		if msg.Message != "" {
+			e.Message = c.Scrub(msg.Message)
+		}
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		e.RetryAfter = ra
+	}
+	return e
+}
+
+func relayStatus(status int) int {
+	if status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
+		return http.StatusBadGateway
+	}
+	return status
 }
 
 // fail classifies a transport error that came before any reply: the
@@ -299,10 +409,7 @@ func (c *Client) Scrub(text string) string {
 // key and address when it is JSON; other bodies (a proxy's HTML page) are
 // replaced by an Error.
 func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) error {
-	status := resp.StatusCode
-	if status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
-		status = http.StatusBadGateway
-	}
+	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
