@@ -84,12 +84,14 @@ func (r *upstreamRig) start(t *testing.T, libs string) error {
     upstream: {base_url: %q, api_key_env: UPSTREAM_KEY, model: up-model, timeout: 1s}
   - id: down
     upstream: {base_url: %q, api_key_env: UPSTREAM_KEY, connect_timeout: 2s}
+  - id: wrongkey
+    upstream: {base_url: %q, api_key_env: WRONG_KEY, model: up-model}
 engine:
   queue_length: 1
-`, r.up.URL+"/v1", r.slow.URL+"/v1", "http://"+r.downAddr+"/v1")
+`, r.up.URL+"/v1", r.slow.URL+"/v1", "http://"+r.downAddr+"/v1", r.up.URL+"/v1")
 	frontCfg := config{Bundle: ctxBundle(t, 256), Server: fmt.Sprintf("  api_keys: [%q]", apiKey),
 		Model: "  id: tiny\n  fallback: {to: big, when: [context_exceeded, queue_full]}", Extra: models}.write(t, libs)
-	if r.front, err = launch(binary(t), frontCfg, "UPSTREAM_KEY="+upstreamKey, "HOSTSIM_LATENCY_US_DECODE=20000"); err != nil {
+	if r.front, err = launch(binary(t), frontCfg, "UPSTREAM_KEY="+upstreamKey, "WRONG_KEY=sk-wrong-1234", "HOSTSIM_LATENCY_US_DECODE=20000"); err != nil {
 		return err
 	}
 	t.Cleanup(func() { r.front.stop() })
@@ -286,7 +288,7 @@ func ollamaText(t *testing.T, body string) string {
 // key.
 func (r *upstreamRig) clean(t *testing.T, rep reply) {
 	t.Helper()
-	for _, s := range []string{upstreamKey, r.up.URL, r.slow.URL, r.downAddr, strings.TrimPrefix(r.up.URL, "http://"),
+	for _, s := range []string{upstreamKey, "sk-wrong-1234", r.up.URL, r.slow.URL, r.downAddr, strings.TrimPrefix(r.up.URL, "http://"),
 		strings.TrimPrefix(r.slow.URL, "http://"), "127.0.0.1"} {
 		if strings.Contains(rep.Body, s) {
 			t.Errorf("reply leaks %q: %s", s, rep.Body)
@@ -316,6 +318,7 @@ func testUpstreamErrors(t *testing.T, r *upstreamRig) {
 		{"slow", fmt.Sprintf(long, false), 504, "upstream_timeout", 900 * time.Millisecond, 3 * time.Second},
 		{"slow stream", fmt.Sprintf(long, true), 200, "upstream_timeout", 900 * time.Millisecond, 3 * time.Second},
 		{"refused", `{"model":"big","prompt":"x","temperature":5}`, 400, "", 0, 5 * time.Second},
+		{"key refused", `{"model":"wrongkey","prompt":"x","max_tokens":1}`, 502, "upstream_auth", 0, 5 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -327,6 +327,9 @@ func (c *Client) refused(r *http.Request, resp *http.Response) error {
 	var msg struct {
 		Message string `json:"message"`
 	}
+	if e := c.keyRefused(resp.StatusCode); e != nil {
+		return e
+	}
 	e := &Error{Status: status, Code: "upstream_error", Message: fmt.Sprintf("The model `%s` failed with status %d.", c.opts.ID, resp.StatusCode)}
 	if json.Unmarshal(b, &body) == nil && len(body.Error) > 0 {
 		if json.Unmarshal(body.Error, &msg) != nil {
@@ -342,7 +345,20 @@ func (c *Client) refused(r *http.Request, resp *http.Response) error {
 	return e
 }
 
+// keyRefused is the 502 for an upstream that refused hexserve's own key
+// (401, 403): relayed as is, the client would take its own key for wrong.
+func (c *Client) keyRefused(status int) *Error {
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
+		return nil
+	}
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_auth",
+		Message: fmt.Sprintf("The model `%s` refused this server's upstream key (status %d); check upstream.api_key_env or api_key_file.", c.opts.ID, status)}
+}
+
 func relayStatus(status int) int {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return http.StatusBadGateway
+	}
 	if status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
 		return http.StatusBadGateway
 	}
@@ -415,6 +431,9 @@ func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) err
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
 	if err != nil {
 		return c.fail(r, err)
+	}
+	if e := c.keyRefused(resp.StatusCode); e != nil {
+		return e
 	}
 	clean := []byte(c.Scrub(string(b)))
 	if !json.Valid(clean) {

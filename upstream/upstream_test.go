@@ -84,6 +84,9 @@ func TestForward(t *testing.T) {
 		case "bad":
 			w.WriteHeader(400)
 			fmt.Fprintf(w, `{"error":{"message":"key %s at http://%s/v1 or 10.1.2.3:8000 refused","param":"temperature"}}`, testKey, addr)
+		case "denied":
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided."}}`)
 		case "crash":
 			w.Header().Set("Retry-After", "3")
 			w.WriteHeader(500)
@@ -102,6 +105,7 @@ func TestForward(t *testing.T) {
 		{"spaced", 200, `{"id": "x", "model":"local"}`},
 		{"bad", 400, `{"error":{"message":"key [upstream] at [upstream] or [upstream] refused","param":"temperature"}}`},
 		{"crash", 502, "The model `local` failed with status 500."},
+		{"denied", 502, "The model `local` refused this server's upstream key (status 401); check upstream.api_key_env or api_key_file."},
 	}
 	for _, c := range cases {
 		t.Run(c.prompt, func(t *testing.T) {
