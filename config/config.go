@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"reflect"
@@ -109,6 +110,69 @@ type Model struct {
 	KeepAlive   *time.Duration `yaml:"keep_alive"`
 	QueueLength int            `yaml:"queue_length"`
 	Timeout     time.Duration  `yaml:"timeout"`
+
+	// Upstream makes a models: entry an OpenAI-compatible server on the
+	// network instead of a file (set id and upstream, nothing else).
+	Upstream *Upstream `yaml:"upstream"`
+	// Fallback sends this local model's requests to an upstream entry when
+	// the device cannot serve them.
+	Fallback *Fallback `yaml:"fallback"`
+}
+
+// Upstream is an OpenAI-compatible server whose model hexserve serves as
+// one of its own: requests are forwarded and the replies streamed back.
+type Upstream struct {
+	// BaseURL is the API root, "http://gpu-box:8000/v1"; https verifies the
+	// server's certificate (against ca_file when set, else the system's).
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv and APIKeyFile name where the upstream's key is: an
+	// environment variable or a file (its first line). Never in the config.
+	APIKeyEnv  string `yaml:"api_key_env"`
+	APIKeyFile string `yaml:"api_key_file"`
+	// Model is the upstream's name for the model; "" sends the entry's id.
+	Model string `yaml:"model"`
+	// Timeout bounds each forwarded request, stream included (unset:
+	// engine.timeout); ConnectTimeout bounds connecting (unset: 10 s).
+	Timeout        time.Duration `yaml:"timeout"`
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxInFlight caps the requests forwarded at once (0: no limit); over
+	// it requests get a 503 with Retry-After.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// CAFile is a PEM bundle of the certificate authorities to trust for
+	// an https base_url instead of the system's.
+	CAFile string `yaml:"ca_file"`
+}
+
+// Fallback is a local model's policy for the requests it cannot serve.
+type Fallback struct {
+	To   string   `yaml:"to"`   // the id of an upstream entry
+	When []string `yaml:"when"` // FallbackReasons; empty: all of them
+}
+
+// FallbackReasons are the values of fallback.when: a prompt longer than the
+// context, a full queue, a model that is loading or failed to load.
+var FallbackReasons = []string{"context_exceeded", "queue_full", "unavailable"}
+
+// UpstreamEntries are the models: entries that are upstreams, in order.
+func (c Config) UpstreamEntries() []Model {
+	var out []Model
+	for _, e := range c.Models {
+		if e.Upstream != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// local are the models: entries that are files.
+func (c Config) local() []Model {
+	var out []Model
+	for _, e := range c.Models {
+		if e.Upstream == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Location is the model path: Path, else its alias Bundle.
@@ -128,16 +192,18 @@ func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
 // model.perf_mode, model.adsp_library_path, model.overrides and the engine's
 // keep_alive, queue_length and timeout for keys they leave unset; or, without
 // a list, model.* as a list of one. Preload is always set. An entry's source
-// is its Path (a later kind of entry may name another source).
+// is its Path. Upstream entries are not among them (UpstreamEntries): a
+// list of upstreams alone leaves model.* as the one local model.
 func (c Config) Entries() []Model {
-	list := c.Models
-	if len(list) == 0 {
+	list := c.local()
+	several := len(list) > 0
+	if !several {
 		list = []Model{c.Model}
 	}
 	out := make([]Model, len(list))
 	for i, e := range list {
 		d := c.Model
-		if len(c.Models) > 0 {
+		if several {
 			e.Path, e.Bundle = e.Location(), ""
 			if e.KeepAlive == nil {
 				e.KeepAlive = d.KeepAlive
@@ -388,7 +454,7 @@ func (c *Config) Validate() error {
 		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
 		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: no limit)"},
 		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: no limit)"},
-		{len(c.Models) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},
+		{len(c.local()) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
@@ -433,13 +499,22 @@ func (c *Config) validateModels() error {
 	seen := map[string]string{} // id or alias → the key that claims it
 	for i, e := range c.Models {
 		key := fmt.Sprintf("models[%d]", i)
+		if e.Upstream != nil {
+			if err := checkUpstream(e, key); err != nil {
+				return err
+			}
+			if err := claim(seen, e, key); err != nil {
+				return err
+			}
+			continue
+		}
 		checks := []struct {
 			bad       bool
 			key, what string
 		}{
 			{e.Location() == "", key + ".path", "must be set"},
 			{e.Path != "" && e.Bundle != "" && e.Path != e.Bundle, key + ".bundle", "is an alias of path; set one of them"},
-			{len(c.Models) > 1 && e.ID == "", key + ".id", "must be set when several models are configured"},
+			{len(c.local()) > 1 && e.ID == "", key + ".id", "must be set when several models are configured"},
 			{strings.ContainsAny(e.ID, " \t\n/"), key + ".id", "must not contain spaces or slashes"},
 			{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
 			{e.PerfMode != "" && !oneOf(e.PerfMode, "burst", "sustained", "balanced"), key + ".perf_mode", "must be burst, sustained or balanced"},
@@ -456,25 +531,96 @@ func (c *Config) validateModels() error {
 				return fmt.Errorf("config: %s.overrides.%w", key, err)
 			}
 		}
-		for j, id := range append([]string{e.ID}, e.Aliases...) {
-			name := key + ".id"
-			if j > 0 {
-				name = fmt.Sprintf("%s.aliases[%d]", key, j-1)
-			}
-			if id == "" {
-				continue
-			}
-			if prev, ok := seen[id]; ok {
-				return fmt.Errorf("config: %s: %q is already %s", name, id, prev)
-			}
-			seen[id] = name
+		if err := claim(seen, e, key); err != nil {
+			return err
 		}
 	}
-	if len(c.Models) > 1 { // every id is set: the alias targets can be checked now
+	if err := c.checkFallback(c.Model, "model"); err != nil {
+		return err
+	}
+	for i, e := range c.Models {
+		if err := c.checkFallback(e, fmt.Sprintf("models[%d]", i)); err != nil {
+			return err
+		}
+	}
+	if len(c.local()) > 1 { // every id is set: the alias targets can be checked now
 		for _, pat := range slices.Sorted(maps.Keys(c.Server.ModelAliases)) {
 			if t := c.Server.ModelAliases[pat]; seen[t] == "" {
 				return fmt.Errorf("config: server.model_aliases.%s: %q is not the id or an alias of one of models", pat, t)
 			}
+		}
+	}
+	return nil
+}
+
+// claim records e's id and aliases in seen, refusing one already claimed.
+func claim(seen map[string]string, e Model, key string) error {
+	for j, id := range append([]string{e.ID}, e.Aliases...) {
+		name := key + ".id"
+		if j > 0 {
+			name = fmt.Sprintf("%s.aliases[%d]", key, j-1)
+		}
+		if id == "" {
+			continue
+		}
+		if prev, ok := seen[id]; ok {
+			return fmt.Errorf("config: %s: %q is already %s", name, id, prev)
+		}
+		seen[id] = name
+	}
+	return nil
+}
+
+// checkUpstream validates an upstream entry: an id, an http(s) base_url
+// without credentials, at most one key source, and no file-model keys.
+func checkUpstream(e Model, key string) error {
+	u := e.Upstream
+	base, err := url.Parse(u.BaseURL)
+	checks := []struct {
+		bad       bool
+		key, what string
+	}{
+		{e.ID == "", key + ".id", "must be set for an upstream"},
+		{strings.ContainsAny(e.ID, " \t\n/"), key + ".id", "must not contain spaces or slashes"},
+		{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
+		{e.Location() != "", key + ".path", "must not be set with upstream"},
+		{e.Fallback != nil, key + ".fallback", "is for local models, not upstreams"},
+		{err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "", key + ".upstream.base_url",
+			`must be an http or https URL like "http://gpu-box:8000/v1"`},
+		{err == nil && base.User != nil, key + ".upstream.base_url", "must not hold credentials; use api_key_env or api_key_file"},
+		{u.APIKeyEnv != "" && u.APIKeyFile != "", key + ".upstream.api_key_file", "set api_key_env or api_key_file, not both"},
+		{u.Timeout < 0, key + ".upstream.timeout", "must be > 0 (unset: engine.timeout)"},
+		{u.ConnectTimeout < 0, key + ".upstream.connect_timeout", "must be > 0 (unset: 10s)"},
+		{u.MaxInFlight < 0, key + ".upstream.max_in_flight", "must be >= 0 (0: no limit)"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("config: %s: %s", ch.key, ch.what)
+		}
+	}
+	return nil
+}
+
+// checkFallback validates a local model's fallback: it names an upstream
+// entry, known reasons, and the model has an id to match requests by.
+func (c Config) checkFallback(e Model, key string) error {
+	f := e.Fallback
+	if f == nil || e.Upstream != nil {
+		return nil
+	}
+	found := false
+	for _, u := range c.UpstreamEntries() {
+		found = found || u.ID == f.To
+	}
+	if !found {
+		return fmt.Errorf("config: %s.fallback.to: %q is not the id of an upstream entry of models", key, f.To)
+	}
+	if e.ID == "" {
+		return fmt.Errorf("config: %s.id: must be set with a fallback", key)
+	}
+	for i, w := range f.When {
+		if !oneOf(w, FallbackReasons...) {
+			return fmt.Errorf("config: %s.fallback.when[%d]: must be one of %s", key, i, strings.Join(FallbackReasons, ", "))
 		}
 	}
 	return nil

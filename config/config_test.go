@@ -135,6 +135,17 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  max_loaded_models: -1\n", "config: server.max_loaded_models: must be >= 0"},
 		{"engine:\n  model_memory: -1\n", "config: engine.model_memory: must be >= 0"},
 		{"server:\n  model_aliases: {\"claude-*\": c}\nmodels:\n  - {path: a, id: a}\n  - {path: b, id: b}\n", `config: server.model_aliases.claude-*: "c" is not the id or an alias of one of models`},
+		{"models:\n  - {upstream: {base_url: 'http://h/v1'}}\n", "config: models[0].id: must be set for an upstream"},
+		{"models:\n  - {id: u, upstream: {base_url: 'ftp://h/v1'}}\n", "config: models[0].upstream.base_url: must be an http or https URL"},
+		{"models:\n  - {id: u, upstream: {base_url: 'https://user:pw@h/v1'}}\n", "config: models[0].upstream.base_url: must not hold credentials"},
+		{"models:\n  - {id: u, upstream: {base_url: 'http://h/v1', api_key: sk-1}}\n", "config: models[0].upstream.api_key: unknown key"},
+		{"models:\n  - {id: u, upstream: {base_url: 'http://h/v1', api_key_env: K, api_key_file: f}}\n", "config: models[0].upstream.api_key_file: set api_key_env or api_key_file"},
+		{"models:\n  - {id: u, path: a, upstream: {base_url: 'http://h/v1'}}\n", "config: models[0].path: must not be set with upstream"},
+		{"models:\n  - {id: u, upstream: {base_url: 'http://h/v1', timeout: -1s}}\n", "config: models[0].upstream.timeout: must be > 0"},
+		{"model:\n  id: m\n  fallback: {to: nowhere}\n", `config: model.fallback.to: "nowhere" is not the id of an upstream entry`},
+		{"model:\n  fallback: {to: u}\nmodels:\n  - {id: u, upstream: {base_url: 'http://h/v1'}}\n", "config: model.id: must be set with a fallback"},
+		{"model:\n  id: m\n  fallback: {to: u, when: [always]}\nmodels:\n  - {id: u, upstream: {base_url: 'http://h/v1'}}\n", "config: model.fallback.when[0]: must be one of"},
+		{"model:\n  id: u\nmodels:\n  - {path: a, id: a}\n  - {id: a, upstream: {base_url: 'http://h/v1'}}\n", `config: models[1].id: "a" is already models[0].id`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantErr, func(t *testing.T) {
@@ -188,6 +199,31 @@ models:
 			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout {
 			t.Errorf("entry %d = %+v (keep_alive %v), want %+v", i, e, *e.KeepAlive, w)
 		}
+	}
+}
+
+// TestUpstreamEntries: upstream entries are not Entries; with model.path
+// they leave model.* the one local model, with its fallback.
+func TestUpstreamEntries(t *testing.T) {
+	cfg, err := Parse([]byte(`model:
+  path: /m/tiny
+  id: tiny
+  fallback: {to: big, when: [queue_full]}
+models:
+  - id: big
+    aliases: [llama-70b]
+    upstream: {base_url: "https://gpu:8000/v1", api_key_env: UPSTREAM_KEY, model: meta/llama-70b, timeout: 30s, max_in_flight: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, ups := cfg.Entries(), cfg.UpstreamEntries()
+	if len(local) != 1 || local[0].Path != "/m/tiny" || local[0].Fallback == nil || local[0].Fallback.To != "big" {
+		t.Errorf("Entries = %+v", local)
+	}
+	if len(ups) != 1 || ups[0].ID != "big" || ups[0].Upstream.Model != "meta/llama-70b" || ups[0].Upstream.Timeout != 30*time.Second ||
+		ups[0].Upstream.MaxInFlight != 4 || ups[0].Upstream.APIKeyEnv != "UPSTREAM_KEY" {
+		t.Errorf("UpstreamEntries = %+v", ups)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/upstream"
 	"github.com/rs/zerolog"
 )
 
@@ -82,10 +83,17 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 		chatErr  *chat.Error
 		tooLarge *http.MaxBytesError
 		tooLong  *chat.LengthError
+		upErr    *upstream.Error
 	)
 	switch {
 	case errors.As(err, &api):
 		return api, false
+	case errors.As(err, &upErr):
+		typ := TypeServer
+		if upErr.Status < 500 {
+			typ = TypeInvalidRequest
+		}
+		return &APIError{Status: upErr.Status, Type: typ, Code: upErr.Code, Message: upErr.Message, RetryAfter: upErr.RetryAfter}, false
 	case errors.Is(err, inference.ErrBusy):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
 			Message: "The server is busy with other requests, please retry shortly.", RetryAfter: 1}, false

@@ -17,6 +17,8 @@ type metrics struct {
 	compileSteps   prometheus.Histogram
 	// modelWait is the time requests waited for their model to load.
 	modelWait *prometheus.HistogramVec
+	// fallbacks counts local models' requests served by an upstream.
+	fallbacks *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func() int64) *metrics {
@@ -54,7 +56,11 @@ func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func
 		Help:    "Structured outputs: the work of compiling a grammar, in the steps structured.compile_budget bounds.",
 		Buckets: prometheus.ExponentialBuckets(1e3, 4, 10), // 1e3 … 2.6e8
 	})
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps, m.modelWait)
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hexserve_fallbacks_total",
+		Help: "Requests for a local model served by its fallback upstream, by model (as requested), upstream and reason.",
+	}, []string{"model", "to", "reason"})
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.streamTimeouts, m.compile, m.compileSteps, m.modelWait, m.fallbacks)
 	reg.MustRegister(cacheCollector{cache, vocabBytes})
 	return m
 }

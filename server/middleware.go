@@ -78,6 +78,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			if route == "/health" || route == "/metrics" {
 				ev = zerolog.Ctx(r.Context()).Debug() // probes would drown the log
 			}
+			if by := ww.Header().Get(HeaderServedBy); by != "" {
+				ev = ev.Str("served_by", by) // an upstream model's id
+			}
 			ev.Str("method", method).Str("path", r.URL.Path).Int("status", status).
 				Int("bytes", ww.BytesWritten()).Float64("duration_ms", float64(d.Microseconds())/1e3).Msg("request")
 		}()

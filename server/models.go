@@ -13,10 +13,15 @@ import (
 // state; a model that failed to load or is unloaded does not fail the health
 // of the others.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ups := s.upstreamHealth(r.Context()) // reported, never failing the local models' health
 	c, err := s.catalogOrLoading()
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "loading"})
+		body := map[string]any{"status": "loading"}
+		if ups != nil {
+			body["upstreams"] = ups
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	states := c.Models()
@@ -70,6 +75,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body["models"] = per
 	}
+	if ups != nil {
+		body["upstreams"] = ups
+	}
 	writeJSON(w, code, body)
 }
 
@@ -86,6 +94,8 @@ type modelObject struct {
 	// loaded.
 	Status string `json:"status"`
 	Loaded bool   `json:"loaded"`
+	// Upstream marks a model served by another server (status "upstream").
+	Upstream bool `json:"upstream,omitempty"`
 }
 
 func stateObject(st ModelState, id string) modelObject {
@@ -128,7 +138,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
-	}{"list", data})
+	}{"list", append(data, s.upstreamObjects()...)})
 	return nil
 }
 
@@ -139,6 +149,10 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := chi.URLParam(r, "id")
+	if u := s.upstreamFor(id); u != nil {
+		writeJSON(w, http.StatusOK, upstreamObject(id))
+		return nil
+	}
 	st, ok := s.Resolve(id)
 	if !ok {
 		return ModelNotFound(id, "model")

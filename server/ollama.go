@@ -14,8 +14,8 @@ import (
 
 // ollamaRoutes are the Ollama API under /api/.
 func (s *Server) ollamaRoutes(r chi.Router) {
-	r.Post("/api/chat", s.handle(s.ollamaChat))
-	r.Post("/api/generate", s.handle(s.ollamaGenerate))
+	r.Post("/api/chat", s.handle(s.relayed("", s.ollamaChat)))
+	r.Post("/api/generate", s.handle(s.relayed("", s.ollamaGenerate)))
 	r.Get("/api/tags", s.handle(s.ollamaTags))
 	r.Head("/api/tags", s.handle(s.ollamaTags))
 	r.Get("/api/ps", s.handle(s.ollamaPs))

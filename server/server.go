@@ -70,6 +70,12 @@ type Options struct {
 	// StructuredCache is the byte budget of the cache of compiled patterns
 	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
 	StructuredCache int64
+	// Upstreams are models served by other servers; requests naming them
+	// on the OpenAI endpoints are forwarded (config models[].upstream).
+	Upstreams []Upstream
+	// Fallbacks send local models' requests to an upstream when the model
+	// cannot serve them (config fallback).
+	Fallbacks []Fallback
 }
 
 // Model is what the server needs from a loaded model. A Catalog hands one
@@ -173,10 +179,10 @@ func (s *Server) routes() {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	r.Get("/v1/models", s.handle(s.listModels))
 	r.Get("/v1/models/{id}", s.handle(s.getModel))
-	r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
-	r.Post("/v1/completions", s.handle(s.completions))
-	r.Post("/v1/responses", s.handle(s.createResponse))
-	r.Post("/v1/messages", s.handle(s.messages))
+	r.Post("/v1/chat/completions", s.handle(s.relayed("/chat/completions", s.chatCompletions)))
+	r.Post("/v1/completions", s.handle(s.relayed("/completions", s.completions)))
+	r.Post("/v1/responses", s.handle(s.relayed("/responses", s.createResponse)))
+	r.Post("/v1/messages", s.handle(s.relayed("", s.messages)))
 	r.Post("/v1/messages/count_tokens", s.handle(s.countTokens))
 	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
 	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))

@@ -27,6 +27,7 @@ import (
 	"github.com/hexserve/hexserve/responses"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/upstream"
 )
 
 // runServe implements `hexserve serve`.
@@ -81,7 +82,7 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 			cfg.Server.Listen = *addr
 		case "model", "bundle":
 			cfg.Model.SetLocation(*modelPath)
-			cfg.Models = nil // --model serves that one model
+			cfg.Models = cfg.UpstreamEntries() // --model serves that one model (and the upstreams)
 		case "queue":
 			cfg.Engine.QueueLength = *queue
 		}
@@ -91,7 +92,7 @@ func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*
 		fmt.Fprintln(stderr, err)
 		return nil, 2
 	}
-	if cfg.Model.Location() == "" && len(cfg.Models) == 0 {
+	if cfg.Model.Location() == "" && len(cfg.Models) == len(cfg.UpstreamEntries()) { // no local model
 		fmt.Fprintln(stderr, "config: model.path: must be set (or models, or pass --model)")
 		return nil, 2
 	}
@@ -132,7 +133,13 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	if err != nil {
 		return err
 	}
+	ups, err := upstreams(cfg, reg)
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{
+		Upstreams:          ups,
+		Fallbacks:          fallbacks(cfg),
 		Logger:             log,
 		Registry:           reg,
 		APIKeys:            cfg.Server.APIKeys,
@@ -296,4 +303,50 @@ func openKVStore(c config.KVCache, model inference.Model, log zerolog.Logger) (*
 	}
 	log.Info().Int64("memory", int64(c.Memory)).Str("dir", c.Dir).Int64("disk", int64(c.Disk)).Msg("KV store on")
 	return st, nil
+}
+
+// upstreams are the clients of the models: entries that are upstreams, each
+// with its key from the environment or a file (never logged).
+func upstreams(cfg config.Config, reg prometheus.Registerer) ([]server.Upstream, error) {
+	entries := cfg.UpstreamEntries()
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	metrics := upstream.NewMetrics(reg)
+	var out []server.Upstream
+	for _, e := range entries {
+		u := e.Upstream
+		key, err := upstream.KeyFrom(u.APIKeyEnv, u.APIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: upstream key: %w", e.ID, err)
+		}
+		opts := upstream.Options{ID: e.ID, BaseURL: u.BaseURL, APIKey: key, Model: u.Model,
+			Timeout: u.Timeout, ConnectTimeout: u.ConnectTimeout, MaxInFlight: u.MaxInFlight,
+			StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Metrics: metrics}
+		if opts.Timeout == 0 {
+			opts.Timeout = cfg.Engine.Timeout
+		}
+		if u.CAFile != "" {
+			if opts.RootCAs, err = upstream.LoadCAs(u.CAFile); err != nil {
+				return nil, fmt.Errorf("model %s: upstream.ca_file: %w", e.ID, err)
+			}
+		}
+		c, err := upstream.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, server.Upstream{ID: e.ID, Aliases: e.Aliases, Relay: c})
+	}
+	return out, nil
+}
+
+// fallbacks are the local models' fallback policies.
+func fallbacks(cfg config.Config) []server.Fallback {
+	var out []server.Fallback
+	for _, e := range cfg.Entries() {
+		if f := e.Fallback; f != nil {
+			out = append(out, server.Fallback{Model: e.ID, Aliases: e.Aliases, To: f.To, When: f.When})
+		}
+	}
+	return out
 }
