@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -70,6 +71,32 @@ func ParseToolCalls(text string) (calls []ToolCall, ok bool) {
 		}
 		p.i++
 	}
+}
+
+// OfferedToolCalls parses a whole output, with the stop tokens removed, as
+// calls of the offered functions: ok is false when offered is nil, when
+// ParseToolCalls rejects the text or when a call names a function not
+// offered. Empty arguments read as {}.
+func OfferedToolCalls(text string, offered []string) ([]ToolCall, bool) {
+	if offered == nil {
+		return nil, false
+	}
+	for _, st := range StopTokens {
+		text = strings.ReplaceAll(text, st, "")
+	}
+	calls, ok := ParseToolCalls(text)
+	if !ok {
+		return nil, false
+	}
+	for i, c := range calls {
+		if !slices.Contains(offered, c.Name) {
+			return nil, false
+		}
+		if len(c.Arguments) == 0 {
+			calls[i].Arguments = json.RawMessage(`{}`)
+		}
+	}
+	return calls, true
 }
 
 func toolCallFrom(v jsonValue) (ToolCall, bool) {

@@ -180,3 +180,28 @@ func mapKeys(m map[string]bool) []string {
 	}
 	return ks
 }
+
+func TestOfferedToolCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		offered    []string
+		want       string // the calls' names and arguments; "" with ok false
+	}{
+		{"offered", `{"name": "f", "parameters": {"a": 1}}<|eot_id|>`, []string{"f"}, `f{"a":1}`},
+		{"no arguments", `{"name": "f"}`, []string{"g", "f"}, `f{}`},
+		{"not offered", `{"name": "g", "parameters": {}}`, []string{"f"}, ""},
+		{"no tools", `{"name": "f", "parameters": {}}`, nil, ""},
+		{"text", `hello`, []string{"f"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls, ok := OfferedToolCalls(tc.text, tc.offered)
+			var got string
+			for _, c := range calls {
+				got += c.Name + string(c.Arguments)
+			}
+			if ok != (tc.want != "") || got != tc.want {
+				t.Errorf("OfferedToolCalls(%q, %q) = %q, %v; want %q", tc.text, tc.offered, got, ok, tc.want)
+			}
+		})
+	}
+}

@@ -1,8 +1,6 @@
 package ollama
 
 import (
-	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/hexserve/hexserve/chat"
@@ -135,30 +133,13 @@ func doneReason(f inference.FinishReason) string {
 // parseToolCalls parses the whole output as calls of the offered tools; ok is
 // false when it is ordinary content.
 func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	if tools == nil {
-		return nil, false
-	}
-	for _, st := range chat.StopTokens {
-		text = strings.ReplaceAll(text, st, "")
-	}
-	calls, ok := chat.ParseToolCalls(text)
+	calls, ok := chat.OfferedToolCalls(text, tools)
 	if !ok {
 		return nil, false
 	}
 	out := make([]ToolCall, len(calls))
 	for i, c := range calls {
-		known := false
-		for _, n := range tools {
-			known = known || n == c.Name
-		}
-		if !known {
-			return nil, false
-		}
-		args := c.Arguments
-		if len(args) == 0 {
-			args = json.RawMessage(`{}`)
-		}
-		out[i] = ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: args}}
+		out[i] = ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
 	}
 	return out, true
 }

@@ -300,30 +300,13 @@ func finishReason(f inference.FinishReason) string {
 // ParseToolCalls parses a choice's whole text as tool calls of the given
 // functions; ok is false when it is ordinary content.
 func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	if tools == nil {
-		return nil, false
-	}
-	for _, st := range chat.StopTokens {
-		text = strings.ReplaceAll(text, st, "")
-	}
-	calls, ok := chat.ParseToolCalls(text)
+	calls, ok := chat.OfferedToolCalls(text, tools)
 	if !ok {
 		return nil, false
 	}
 	out := make([]ToolCall, len(calls))
 	for i, c := range calls {
-		known := false
-		for _, n := range tools {
-			known = known || n == c.Name
-		}
-		if !known {
-			return nil, false
-		}
-		args := string(c.Arguments)
-		if args == "" {
-			args = "{}"
-		}
-		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(args)}}
+		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
 	}
 	return out, true
 }
