@@ -484,18 +484,7 @@ func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, prefill string, opt c
 			return nil, &chat.LengthError{MaxBytes: opt.MaxBytes + len(prefill)}
 		}
 	}
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	tsegs := make([]tokenizer.Segment, len(segs), len(segs)+1)
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	if prefill != "" {
-		tsegs = append(tsegs, tokenizer.Segment{Text: prefill})
-	}
-	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
+	return openai.EncodeChat(tok, msgs, opt, prefill)
 }
 
 func isNull(raw json.RawMessage) bool {

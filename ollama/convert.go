@@ -14,38 +14,18 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/openai"
 )
 
 // MaxStops is the most stop strings a request may give.
 const MaxStops = inference.MaxStops
 
-// Params is what converting a request needs from the server.
+// Params is what converting a request needs from the server: OpenAI's
+// conversion parameters and the model's window.
 type Params struct {
-	Tokenizer *tokenizer.Tokenizer
-	// Defaults are the sampling parameters a request leaves out.
-	Defaults inference.Sampling
-	// MaxTokens is the server's default output limit; 0: until the context
-	// is full (Ollama's num_predict -1).
-	MaxTokens int
+	openai.Params
 	// ContextLen is the model's window in tokens; num_ctx is clamped to it.
 	ContextLen int
-	// Vocab is the model's grammar vocabulary, which format's grammar is
-	// matched against (called before the request is queued; each mask
-	// stops when Context is done); nil: format is refused.
-	Vocab func() *grammar.Vocab
-	// Compiled, when set, is told each format's compiled grammar (for the
-	// compile metrics).
-	Compiled func(*grammar.Grammar)
-	// Grammar bounds compiling format's grammar and each mask (Limits) and
-	// holds the shared Cache; its Context is Params.Context.
-	Grammar grammar.Options
-	// Date is the chat template's date ("" : the template default).
-	Date string
-	// MaxPromptBytes, when > 0, stops rendering a prompt longer than this.
-	MaxPromptBytes int
-	// Context, when set, stops rendering once it is done.
-	Context context.Context
 }
 
 // Generation is a validated request: the engine request plus what building
@@ -90,7 +70,7 @@ func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, opt); err != nil {
+	if g.Request.Prompt, err = openai.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
 		return nil, err
 	}
 	return g, finish(g, r.Format, r.Options, p)
@@ -132,7 +112,7 @@ func FromGenerateRequest(r *GenerateRequest, p Params) (*Generation, error) {
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
 		opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 		var err error
-		if g.Request.Prompt, err = encode(tok, msgs, opt); err != nil {
+		if g.Request.Prompt, err = openai.EncodeChat(tok, msgs, opt, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -413,20 +393,6 @@ func toChatMessages(msgs []Message) ([]chat.Message, error) {
 		out[i] = cm
 	}
 	return out, nil
-}
-
-// encode renders msgs and encodes them segment by segment, so special-token
-// text inside content stays plain text.
-func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options) ([]int32, error) {
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	tsegs := make([]tokenizer.Segment, len(segs))
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -146,7 +146,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, opt); err != nil {
+	if g.Request.Prompt, err = EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
 		return nil, err
 	}
 	return g, nil

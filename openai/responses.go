@@ -593,7 +593,7 @@ func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, 
 		if len(msgs)+len(system) == 0 {
 			return nil, false, invalid("input", "input must contain at least one item")
 		}
-		prompt, err = encode(p.Tokenizer, append(system, msgs...), opt)
+		prompt, err = EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
 		var le *chat.LengthError
 		if errors.As(err, &le) && auto && d < len(items)-keep {
 			return nil, false, nil // too long to render: cut more
@@ -644,16 +644,20 @@ func firstUserEnd(items []Item) int {
 	return 0
 }
 
-// encode renders msgs with the chat template and tokenizes them segment by
-// segment, so special-token text inside content stays plain text.
-func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options) ([]int32, error) {
+// EncodeChat renders msgs with the chat template and tokenizes them segment
+// by segment, so special-token text inside content stays plain text; tail,
+// when not empty, follows the template as plain text (an assistant prefill).
+func EncodeChat(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options, tail string) ([]int32, error) {
 	segs, err := chat.RenderSegments(msgs, opt)
 	if err != nil {
 		return nil, err
 	}
-	tsegs := make([]tokenizer.Segment, len(segs))
+	tsegs := make([]tokenizer.Segment, len(segs), len(segs)+1)
 	for i, s := range segs {
 		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
+	}
+	if tail != "" {
+		tsegs = append(tsegs, tokenizer.Segment{Text: tail})
 	}
 	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
 }

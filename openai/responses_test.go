@@ -155,7 +155,7 @@ func TestTruncationOnePass(t *testing.T) {
 		var want []int32
 		for d := 0; ; d++ {
 			msgs, _ := itemMessages(append(items[:1:1], items[1+d:]...))
-			want, _ = encode(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date})
+			want, _ = EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
 			if len(want)+1 <= p.ContextLen {
 				break
 			}

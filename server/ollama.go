@@ -85,10 +85,7 @@ func (s *Server) ollamaModel(w http.ResponseWriter, r *http.Request, name string
 
 // ollamaParams are the conversion parameters for request r on model m.
 func (s *Server) ollamaParams(r *http.Request, m *Model) ollama.Params {
-	p := s.params(r, m)
-	return ollama.Params{Tokenizer: p.Tokenizer, Defaults: p.Defaults, MaxTokens: p.MaxTokens, ContextLen: m.ContextLen,
-		Vocab: p.Vocab, Compiled: p.Compiled, Grammar: p.Grammar, Date: p.Date, MaxPromptBytes: p.MaxPromptBytes,
-		Context: p.Context}
+	return ollama.Params{Params: s.params(r, m), ContextLen: m.ContextLen}
 }
 
 // ollamaChat is POST /api/chat.
