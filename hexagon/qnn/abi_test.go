@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
 
 // layout maps a C name, as the hostsim probe prints it ("Type" for the
@@ -226,7 +228,7 @@ func TestLayoutProbe(t *testing.T) {
 // probeLayouts builds and runs the probe, returning "name" → value.
 func probeLayouts(t *testing.T) map[string]uintptr {
 	t.Helper()
-	root := repoRoot(t)
+	root := hostsimtest.RepoRoot(t)
 	src := filepath.Join(root, "hexagon", "hostsim", "abi_probe.c")
 	if _, err := os.Stat(src); err != nil {
 		src = filepath.Join(root, "hexagon", "qnn", "testdata", "abi_probe.c")

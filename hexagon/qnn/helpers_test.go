@@ -1,7 +1,6 @@
 package qnn
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,25 +9,6 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
-
-// repoRoot walks up from the package directory to the directory holding go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
 
 func goEnv(t testing.TB, key string) string {
 	t.Helper()

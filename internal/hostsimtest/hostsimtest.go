@@ -21,7 +21,7 @@ func Dir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("HEXSERVE_HOSTSIM_DIR")
 	if dir == "" {
-		dir = filepath.Join(repoRoot(t), "build", "hostsim", runtime.GOARCH)
+		dir = filepath.Join(RepoRoot(t), "build", "hostsim", runtime.GOARCH)
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -39,9 +39,9 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
-// repoRoot walks up from the test's directory (go test runs a test in its
+// RepoRoot walks up from the test's directory (go test runs a test in its
 // package's directory) to the one holding go.mod.
-func repoRoot(t testing.TB) string {
+func RepoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
