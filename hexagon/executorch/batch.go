@@ -429,18 +429,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	t2 := time.Now()
 	st.Embed += t1.Sub(t0)
 	st.Mask += t2.Sub(t1)
-	for i, s := range m.steps {
-		r.syncLayers(m.touched[i])
-		if s.delegate < 0 {
-			copy(m.vals[s.to].Bytes()[:m.sizes[s.to]], m.vals[s.from].Bytes()[:m.sizes[s.from]])
-		} else if err := r.execute(m, i); err != nil {
-			return err
-		}
-		if len(m.final[i]) > 0 {
-			t3 := time.Now()
-			r.copyRuns(m, m.final[i], runs)
-			st.KVCopy += time.Since(t3)
-		}
+	if err := r.runSteps(m, func(layers []int) { r.copyRuns(m, layers, runs) }); err != nil {
+		return err
 	}
 	m.rows = o
 	return nil

@@ -468,7 +468,18 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 	t2 := time.Now()
 	st.Embed += t1.Sub(t0)
 	st.Mask += t2.Sub(t1)
+	if err := r.runSteps(m, func(layers []int) { r.copyKV(m, layers, start, len(tokens)) }); err != nil {
+		return err
+	}
+	r.valid = start + len(tokens)
+	m.rows = len(tokens)
+	return nil
+}
 
+// runSteps executes m's steps in order, each after the copies of its own
+// layers, and calls copyFinal with the layers whose last write a step made
+// (timed as KVCopy).
+func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 	for i, s := range m.steps {
 		r.syncLayers(m.touched[i])
 		if s.delegate < 0 {
@@ -477,13 +488,11 @@ func (r *Runner) run(m *method, tokens []int32, start int) error {
 			return err
 		}
 		if len(m.final[i]) > 0 {
-			t3 := time.Now()
-			r.copyKV(m, m.final[i], start, len(tokens))
-			st.KVCopy += time.Since(t3)
+			t := time.Now()
+			copyFinal(m.final[i])
+			r.stats.KVCopy += time.Since(t)
 		}
 	}
-	r.valid = start + len(tokens)
-	m.rows = len(tokens)
 	return nil
 }
 
