@@ -16,20 +16,6 @@ import (
 // 100 MB of allocation, refused with an Error naming the part or compiled
 // cheaply.
 
-// byteClass is a class of the printable ASCII bytes 33–126 with odd (or
-// even) codes, written as \xNN.
-func byteClass(odd bool) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for c := 33; c <= 126; c++ {
-		if c%2 == 1 == odd {
-			fmt.Fprintf(&b, `\\x%02x`, c)
-		}
-	}
-	b.WriteByte(']')
-	return b.String()
-}
-
 // nestedMerge is F3 with properties on both sides of each merge, the
 // levels shared through $defs (written out, the document would grow 5× per
 // level).
@@ -38,23 +24,11 @@ func nestedMerge(levels int) string {
 	b.WriteString(`{"$defs":{"l0":{"type":"string"}`)
 	for i := 1; i <= levels; i++ {
 		x := fmt.Sprintf(`{"x":{"$ref":"#/$defs/l%d"}}`, i-1)
-		fmt.Fprintf(&b, `,"l%d":{"anyOf":[%s],"properties":%s}`, i, repeatJoin(`{"type":"object","properties":`+x+`}`, 4), x)
+		fmt.Fprintf(&b, `,"l%d":{"anyOf":[%s],"properties":%s}`, i, costtest.RepeatJoin(`{"type":"object","properties":`+x+`}`, 4), x)
 	}
 	fmt.Fprintf(&b, `},"$ref":"#/$defs/l%d"}`, levels)
 	return b.String()
 }
-
-// nestedAnyOf is issue #32's F3: s = {"type":"string"} wrapped levels
-// times in {"anyOf":[{"type":"object"}]×4, "properties":{"x": s}}.
-func nestedAnyOf(levels int) string {
-	s := `{"type":"string"}`
-	for range levels {
-		s = `{"anyOf":[` + strings.Repeat(`{"type":"object"},`, 3) + `{"type":"object"}],"properties":{"x":` + s + `}}`
-	}
-	return s
-}
-
-func repeatJoin(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
 
 const (
 	cpuBound   = time.Second
@@ -80,15 +54,15 @@ func TestHostileSchemas(t *testing.T) {
 		wantPath string // "-": compiles
 		wantMsg  string
 	}{
-		{"F1 odd|even{1000}", `{"type":"string","pattern":"(?:` + byteClass(true) + `|` + byteClass(false) + `){1000}"}`, "pattern", "costs too much"},
-		{"F1 odd{1000}", `{"type":"string","pattern":"` + byteClass(true) + `{1000}"}`, "pattern", "costs too much"},
-		{"F2 anyOf of 1000 equal strings", `{"anyOf":[` + repeatJoin(`{"type":"string"}`, 1000) + `]}`, "-", ""},
+		{"F1 odd|even{1000}", `{"type":"string","pattern":"(?:` + costtest.ByteClass(true) + `|` + costtest.ByteClass(false) + `){1000}"}`, "pattern", "costs too much"},
+		{"F1 odd{1000}", `{"type":"string","pattern":"` + costtest.ByteClass(true) + `{1000}"}`, "pattern", "costs too much"},
+		{"F2 anyOf of 1000 equal strings", `{"anyOf":[` + costtest.RepeatJoin(`{"type":"string"}`, 1000) + `]}`, "-", ""},
 		{"F2 anyOf of 1000 overlapping strings", `{"anyOf":[` + strings.Join(distinct, ",") + `]}`, "anyOf", "overlapping branches"},
 		{"F2 anyOf of 100 overlapping strings", `{"anyOf":[` + strings.Join(distinct[:100], ",") + `]}`, "anyOf", "overlapping branches"},
-		{"F2 nested overlap multiplies", `{"anyOf":[` + repeatJoin(`{"type":"array","items":{"anyOf":[`+strings.Join(distinct[:9], ",")+`]}}`, 1) + `,` +
-			repeatJoin(`{"type":"array","minItems":1,"items":{"anyOf":[`+strings.Join(distinct[10:19], ",")+`]}}`, 1) + `]}`, "-", ""},
-		{"F3 nested anyOf+properties ×11", nestedAnyOf(11), "-", ""},
-		{"F3 nested anyOf+properties ×40", nestedAnyOf(40), "-", ""},
+		{"F2 nested overlap multiplies", `{"anyOf":[` + costtest.RepeatJoin(`{"type":"array","items":{"anyOf":[`+strings.Join(distinct[:9], ",")+`]}}`, 1) + `,` +
+			costtest.RepeatJoin(`{"type":"array","minItems":1,"items":{"anyOf":[`+strings.Join(distinct[10:19], ",")+`]}}`, 1) + `]}`, "-", ""},
+		{"F3 nested anyOf+properties ×11", costtest.NestedAnyOf(11), "-", ""},
+		{"F3 nested anyOf+properties ×40", costtest.NestedAnyOf(40), "-", ""},
 		{"F3 nested merges ×30", nestedMerge(30), "-", ""},
 		{"F10 false", `false`, "", "allows no value"},
 		{"F10 empty enum", `{"enum":[]}`, "", "allows no value"},
@@ -143,7 +117,7 @@ func TestHostileSchemas(t *testing.T) {
 // TestCompileContext: a client that leaves stops the compile at once, even
 // with a budget that would let it run for a minute.
 func TestCompileContext(t *testing.T) {
-	schema := []byte(`{"type":"string","pattern":"(?:` + byteClass(true) + `|` + byteClass(false) + `){1000}"}`)
+	schema := []byte(`{"type":"string","pattern":"(?:` + costtest.ByteClass(true) + `|` + costtest.ByteClass(false) + `){1000}"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error

@@ -24,20 +24,6 @@ func schemaBody(schema string) string {
 	return chatBody(`"max_tokens":8,"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":` + schema + `}}`)
 }
 
-func classOf(odd bool) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for c := 33; c <= 126; c++ {
-		if c%2 == 1 == odd {
-			fmt.Fprintf(&b, `\\x%02x`, c)
-		}
-	}
-	b.WriteByte(']')
-	return b.String()
-}
-
-func joinN(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
-
 func TestHostileRequests(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	// The model's vocabulary index is built once, on the first structured
@@ -48,10 +34,6 @@ func TestHostileRequests(t *testing.T) {
 	var distinct []string
 	for i := range 1000 {
 		distinct = append(distinct, fmt.Sprintf(`{"type":"string","maxLength":%d}`, i+1))
-	}
-	nested := `{"type":"string"}`
-	for range 11 {
-		nested = `{"anyOf":[` + joinN(`{"type":"object"}`, 4) + `],"properties":{"x":` + nested + `}}`
 	}
 	deepBody := func(model string, extra ...string) string {
 		var b strings.Builder
@@ -68,12 +50,12 @@ func TestHostileRequests(t *testing.T) {
 		status int
 		param  string // wanted error param ("" with status 200)
 	}{
-		{"F1 pattern (odd|even){1000}", schemaBody(`{"type":"string","pattern":"(?:` + classOf(true) + `|` + classOf(false) + `){1000}"}`), 400, "response_format.json_schema.schema.pattern"},
-		{"F1 pattern odd{1000}", schemaBody(`{"type":"string","pattern":"` + classOf(true) + `{1000}"}`), 400, "response_format.json_schema.schema.pattern"},
-		{"F1 forced tool", chatBody(`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"p":{"type":"string","pattern":"` + classOf(true) + `{1000}"}}}}}]`), 400, "tools[0].function.parameters.properties.p.pattern"},
-		{"F2 anyOf of 1000 equal strings", schemaBody(`{"anyOf":[` + joinN(`{"type":"string"}`, 1000) + `]}`), 200, ""},
+		{"F1 pattern (odd|even){1000}", schemaBody(`{"type":"string","pattern":"(?:` + costtest.ByteClass(true) + `|` + costtest.ByteClass(false) + `){1000}"}`), 400, "response_format.json_schema.schema.pattern"},
+		{"F1 pattern odd{1000}", schemaBody(`{"type":"string","pattern":"` + costtest.ByteClass(true) + `{1000}"}`), 400, "response_format.json_schema.schema.pattern"},
+		{"F1 forced tool", chatBody(`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"p":{"type":"string","pattern":"` + costtest.ByteClass(true) + `{1000}"}}}}}]`), 400, "tools[0].function.parameters.properties.p.pattern"},
+		{"F2 anyOf of 1000 equal strings", schemaBody(`{"anyOf":[` + costtest.RepeatJoin(`{"type":"string"}`, 1000) + `]}`), 200, ""},
 		{"F2 anyOf of 1000 overlapping strings", schemaBody(`{"anyOf":[` + strings.Join(distinct, ",") + `]}`), 400, "response_format.json_schema.schema.anyOf"},
-		{"F3 nested anyOf+properties ×11", schemaBody(nested), 200, ""},
+		{"F3 nested anyOf+properties ×11", schemaBody(costtest.NestedAnyOf(11)), 200, ""},
 		{"F4 deep body, model \\xff", deepBody("\"\xff\""), 400, "model"},
 		{"F4 deep body, model 5", deepBody("5"), 400, "model"},
 		{"F4 deep body, a null stop", deepBody(`"`+modelID+`"`, `,"stop":[null]`), 400, "stop[0]"},
@@ -118,7 +100,7 @@ func TestHostileRequests(t *testing.T) {
 // (issue #32's F1: four such clients burned 45 s of CPU).
 func TestCompileStopsOnDisconnect(t *testing.T) {
 	r := newRig(t, rigOptions{opts: server.Options{Structured: grammar.Limits{Steps: 1 << 60, Memory: 1 << 40}}})
-	body := schemaBody(`{"type":"string","pattern":"(?:` + classOf(true) + `|` + classOf(false) + `){1000}"}`)
+	body := schemaBody(`{"type":"string","pattern":"(?:` + costtest.ByteClass(true) + `|` + costtest.ByteClass(false) + `){1000}"}`)
 	cost := costtest.Measure(func() {
 		for range 4 {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

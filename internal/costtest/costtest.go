@@ -2,7 +2,8 @@
 // tests that bound a request's cost: CPU time (user + system, all threads:
 // on a loaded machine it leaves out the time spent waiting for a core) and
 // the bytes allocated (runtime.MemStats.TotalAlloc, which bounds the heap's
-// growth from above whatever the GC does meanwhile).
+// growth from above whatever the GC does meanwhile); it also builds issue
+// #32's hostile inputs (hostile.go).
 package costtest
 
 import (
