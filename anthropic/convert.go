@@ -176,19 +176,7 @@ func toolDefs(tools []Tool) ([]json.RawMessage, []string, error) {
 			return nil, nil, invalid(p+".input_schema", "input_schema is required and must be a JSON Schema object")
 		}
 		seen[t.Name] = true
-		name, _ := json.Marshal(t.Name)
-		var b bytes.Buffer
-		b.WriteString(`{"type":"function","function":{"name":`)
-		b.Write(name)
-		if t.Description != nil {
-			d, _ := json.Marshal(*t.Description)
-			b.WriteString(`,"description":`)
-			b.Write(d)
-		}
-		b.WriteString(`,"parameters":`)
-		b.Write(schema)
-		b.WriteString("}}")
-		out = append(out, json.RawMessage(b.Bytes()))
+		out = append(out, openai.FunctionTool(t.Name, t.Description, schema))
 		names = append(names, t.Name)
 	}
 	return out, names, nil

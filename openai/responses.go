@@ -421,23 +421,31 @@ func responseTools(raw []json.RawMessage) ([]json.RawMessage, error) {
 		case f.Name == "":
 			return nil, invalid(fmt.Sprintf("tools[%d].name", i), "function tool has no name")
 		}
-		name, _ := json.Marshal(f.Name)
-		var b bytes.Buffer
-		b.WriteString(`{"type":"function","function":{"name":`)
-		b.Write(name)
-		if f.Description != nil {
-			d, _ := json.Marshal(*f.Description)
-			b.WriteString(`,"description":`)
-			b.Write(d)
-		}
-		if !isNull(f.Parameters) {
-			b.WriteString(`,"parameters":`)
-			b.Write(bytes.TrimSpace(f.Parameters))
-		}
-		b.WriteString("}}")
-		out = append(out, json.RawMessage(b.Bytes()))
+		out = append(out, FunctionTool(f.Name, f.Description, f.Parameters))
 	}
 	return out, nil
+}
+
+// FunctionTool is the chat template's tool object
+// {"type":"function","function":{"name":…,"description":…,"parameters":…}}
+// for a function of another API's tool list; a nil description and null or
+// empty parameters are left out.
+func FunctionTool(name string, description *string, parameters json.RawMessage) chat.Tool {
+	n, _ := json.Marshal(name)
+	var b bytes.Buffer
+	b.WriteString(`{"type":"function","function":{"name":`)
+	b.Write(n)
+	if description != nil {
+		d, _ := json.Marshal(*description)
+		b.WriteString(`,"description":`)
+		b.Write(d)
+	}
+	if !isNull(parameters) {
+		b.WriteString(`,"parameters":`)
+		b.Write(bytes.TrimSpace(parameters))
+	}
+	b.WriteString("}}")
+	return b.Bytes()
 }
 
 // normalizeItem checks an input item and gives it OpenAI's stored form:
