@@ -124,20 +124,15 @@ func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
 	if err := options(g, o, p); err != nil {
 		return err
 	}
-	gopts := p.Grammar
-	gopts.Context = p.Context
-	gr, err := formatGrammar(format, gopts)
+	gr, err := formatGrammar(format, p.GrammarOptions())
 	if err != nil || gr == nil {
 		return err
 	}
-	if p.Vocab == nil {
+	c, ok := p.Constraint(gr)
+	if !ok {
 		return invalid("format", "format is not available on this server")
 	}
-	if p.Compiled != nil {
-		p.Compiled(gr)
-	}
-	v, ctx := p.Vocab(), p.Context
-	g.Request.Constrain = func() inference.Constraint { return gr.NewMatcherContext(ctx, v) }
+	g.Request.Constrain = c
 	return nil
 }
 

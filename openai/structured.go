@@ -171,7 +171,7 @@ func (p Params) grammarOptions() grammar.Options {
 }
 
 // GrammarOptions are the compile options of p's request, for the other API
-// packages that compile grammars (anthropic/).
+// packages that compile grammars (anthropic/, ollama/).
 func (p Params) GrammarOptions() grammar.Options { return p.grammarOptions() }
 
 // SchemaError is the 400 for a schema the constrained decoder cannot
@@ -193,7 +193,7 @@ func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
 }
 
 // Constraint is the engine's per-choice constraint factory for gr (for
-// every API package that compiles grammars: anthropic/ too): each choice
+// every API package that compiles grammars: anthropic/ and ollama/ too): each choice
 // matches gr against the tokens of p.Vocab, stopping when p.Context is
 // done, and p.Compiled is told of gr. ok is false when p has no vocabulary
 // (structured outputs are off).
