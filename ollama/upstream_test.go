@@ -15,7 +15,7 @@ func TestChatToOpenAI(t *testing.T) {
 		{"tools round trip", `{"model":"m","messages":[{"role":"user","content":"weather?"},
 			{"role":"assistant","content":"","tool_calls":[{"function":{"name":"get","arguments":{"city":"Oslo"}}}]},
 			{"role":"tool","content":"5C","tool_name":"get"}],"tools":[{"type":"function","function":{"name":"get"}}]}`,
-			[]string{`{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"call_1_0","type":"function","function":{"name":"get","arguments":"{\"city\":\"Oslo\"}"}}]}`,
+			[]string{`{"role":"assistant","content":"","tool_calls":[{"id":"call_1_0","type":"function","function":{"name":"get","arguments":"{\"city\":\"Oslo\"}"}}]}`,
 				`{"role":"tool","content":"5C","name":"get"}`, `"tools":[{"type":"function","function":{"name":"get"}}]`}, ""},
 		{"schema", `{"model":"m","messages":[{"role":"user","content":"x"}],"format":{"type":"object"},"options":{"num_predict":-1,"stop":["\n"]}}`,
 			[]string{`"response_format":{"json_schema":{"name":"format","schema":{"type":"object"}},"type":"json_schema"}`, `"stop":["\n"]`}, ""},

@@ -62,6 +62,10 @@ func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Leas
 	if req.Model == "" {
 		return nil, nil, invalid("model", "Field required")
 	}
+	if u := s.upstreamFor(req.Model); u != nil { // /v1/messages relays them before this; count_tokens cannot
+		return nil, nil, invalid("model", "The model `%s` is served by an upstream: count_tokens counts with this server's tokenizer "+
+			"and is not available for it.", u.ID)
+	}
 	l, err := s.acquire(w, r, req.Model, s.anthropicNotFound)
 	if err != nil {
 		return nil, nil, err

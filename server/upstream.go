@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/ollama"
 	"github.com/hexserve/hexserve/upstream"
 	"github.com/rs/zerolog"
@@ -115,9 +116,9 @@ func contains(list []string, v string) bool {
 // /v1) naming an upstream model to that upstream, and a local model's
 // request that fails before its reply started to the model's fallback
 // when its policy covers the failure. path "" is an endpoint that is not
-// relayed as is: the Ollama API's are converted (ollamaUpstream), others
-// (Anthropic's) get a 400 for an upstream model and do not fall back.
-// Without upstreams it is h.
+// relayed as is but converted to a streamed chat request: the Ollama API's
+// (ollamaUpstream) and Anthropic's (anthropicUpstream). Without upstreams
+// it is h.
 func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
 	if len(s.opts.Upstreams) == 0 {
 		return h
@@ -136,15 +137,15 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 			return h(w, r)
 		}
 		forwardable := len(peek.Previous) == 0 || string(peek.Previous) == "null"
-		if u := s.upstreamFor(strings.TrimSuffix(peek.Model, ":latest")); u != nil && path == "" {
-			if isOllamaPath(r.URL.Path) {
-				return s.ollamaUpstream(w, r, u, false)
-			}
-			return invalid("model", "The model `%s` is served by an upstream, which hexserve relays on the OpenAI and Ollama endpoints only: "+
-				"use POST /v1/chat/completions or /api/chat for it.", u.ID)
+		converted := s.ollamaUpstream
+		name := peek.Model
+		if isOllamaPath(r.URL.Path) {
+			name = strings.TrimSuffix(name, ":latest")
+		} else {
+			converted = s.anthropicUpstream
 		}
-		if path == "" && !isOllamaPath(r.URL.Path) {
-			return h(w, r)
+		if u := s.upstreamFor(name); u != nil && path == "" {
+			return converted(w, r, u, false)
 		}
 		if u := s.upstreamFor(peek.Model); u != nil && path != "" {
 			if !forwardable {
@@ -164,9 +165,9 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 		s.metrics.fallbacks.WithLabelValues(peek.Model, u.ID, reason).Inc()
 		zerolog.Ctx(r.Context()).Info().Str("model", peek.Model).Str("to", u.ID).Str("reason", reason).Msg("fallback")
 		w.Header().Set(HeaderFallback, reason)
-		if path == "" { // the Ollama API: converted
+		if path == "" { // the Ollama and Anthropic APIs: converted
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			return s.ollamaUpstream(w, r, u, true)
+			return converted(w, r, u, true)
 		}
 		return s.forward(w, r, u, path, body)
 	}
@@ -273,7 +274,6 @@ func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstr
 	if fallback {
 		name = u.ID
 	}
-	w.Header().Set(HeaderServedBy, u.ID)
 	rel := &ollama.Relay{Model: name, Start: time.Now()}
 	line := func(text string, done bool) any {
 		if !done {
@@ -291,11 +291,10 @@ func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstr
 	}
 	streaming := stream == nil || *stream
 	nd := newNDJSON(w, s.opts.StreamWriteTimeout)
-	err = u.Relay.Chunks(w, r, "/chat/completions", out, func(data []byte) error {
+	err = s.chunks(w, r, u, out, func(data []byte) error {
 		text, err := rel.Chunk(data)
-		if err != nil { // the upstream's message may name it: say only that it failed
-			return &APIError{Status: http.StatusBadGateway, Type: TypeServer, Code: "upstream_error",
-				Message: fmt.Sprintf("The model `%s` failed while answering.", u.ID)}
+		if err != nil {
+			return err
 		}
 		if !streaming || text == "" {
 			return nil
@@ -314,6 +313,70 @@ func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstr
 	}
 	if nd.Send(line("", true)) == nil {
 		nd.end()
+	}
+	return nil
+}
+
+// chunks streams body, a converted request, from u's chat completions and
+// calls each with every chunk; each's error is the upstream's failure
+// (502: the upstream's message may name it, so it says only that it
+// failed and goes to the log).
+func (s *Server) chunks(w http.ResponseWriter, r *http.Request, u *Upstream, body []byte, each func([]byte) error) error {
+	w.Header().Set(HeaderServedBy, u.ID)
+	err := u.Relay.Chunks(w, r, "/chat/completions", body, func(data []byte) error {
+		if err := each(data); err != nil {
+			zerolog.Ctx(r.Context()).Warn().Err(err).Str("model", u.ID).Msg("upstream failed")
+			return &APIError{Status: http.StatusBadGateway, Type: TypeServer, Code: "upstream_error",
+				Message: fmt.Sprintf("The model `%s` failed while answering.", u.ID)}
+		}
+		return nil
+	})
+	var uerr *upstream.Error
+	if errors.As(err, &uerr) && uerr.Unwrap() != nil {
+		zerolog.Ctx(r.Context()).Warn().Err(uerr.Unwrap()).Str("model", u.ID).Msg("upstream failed")
+	}
+	return err
+}
+
+// anthropicUpstream serves a Messages request from upstream u: converted
+// to an OpenAI chat request, streamed from u, its chunks turned into
+// Anthropic's events (or, without stream, one Message) naming the model as
+// requested, or u's id for a fallback.
+func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Upstream, fallback bool) error {
+	var req anthropic.MessagesRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	out, err := anthropic.ToOpenAI(&req)
+	if err != nil {
+		return err
+	}
+	rel := &anthropic.Relay{Model: req.Model, ID: anthropic.NewMessageID(), Stops: req.StopSequences}
+	if fallback {
+		rel.Model = u.ID
+	}
+	sse := newSSE(w, s.opts.StreamWriteTimeout)
+	err = s.chunks(w, r, u, out, func(data []byte) error {
+		evs, err := rel.Chunk(data)
+		if err == nil && req.Stream {
+			sendNamed(sse, evs)
+		}
+		return err
+	})
+	switch {
+	case err != nil && !sse.started:
+		return err
+	case err != nil:
+		api, _ := anthropicErrorFor(err, "messages")
+		sendNamed(sse, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
+		return nil
+	case !req.Stream:
+		writeJSON(w, http.StatusOK, rel.Message())
+		return nil
+	}
+	sendNamed(sse, rel.End())
+	if sse.failure() == nil {
+		sse.end()
 	}
 	return nil
 }

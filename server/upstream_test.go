@@ -17,6 +17,7 @@ type fakeRelay struct {
 	path, body, servedAs string
 	err                  error
 	down                 bool
+	chunks               []string // Chunks' replies; nil: "Hel", "lo" and usage
 }
 
 func (f *fakeRelay) Forward(w http.ResponseWriter, r *http.Request, path string, body []byte, servedAs string) error {
@@ -34,8 +35,12 @@ func (f *fakeRelay) Chunks(w http.ResponseWriter, r *http.Request, path string, 
 	if f.err != nil {
 		return f.err
 	}
-	for _, c := range []string{`{"choices":[{"delta":{"content":"Hel"}}]}`, `{"choices":[{"delta":{"content":"lo"},"finish_reason":"length"}]}`,
-		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}`} {
+	chunks := f.chunks
+	if chunks == nil {
+		chunks = []string{`{"choices":[{"delta":{"content":"Hel"}}]}`, `{"choices":[{"delta":{"content":"lo"},"finish_reason":"length"}]}`,
+			`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}`}
+	}
+	for _, c := range chunks {
 		if err := each([]byte(c)); err != nil {
 			return err
 		}
@@ -81,7 +86,10 @@ func TestUpstreamRouting(t *testing.T) {
 		{"ollama chat", []string{}, "/api/chat", chat("big:latest"), nil, 200, "/chat/completions", ""},
 		{"ollama fallback", []string{}, "/api/chat", chat(model), nil, 200, "/chat/completions", "unavailable"},
 		{"ollama no policy", nil, "/api/generate", fmt.Sprintf(`{"model":%q,"prompt":"hi"}`, model), nil, 503, "", ""},
-		{"anthropic", []string{}, "/v1/messages", `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, nil, 400, "", ""},
+		{"anthropic", nil, "/v1/messages", `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, nil, 200, "/chat/completions", ""},
+		{"anthropic fallback", []string{"unavailable"}, "/v1/messages", fmt.Sprintf(`{"model":%q,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, model), nil, 200, "/chat/completions", "unavailable"},
+		{"anthropic no policy", nil, "/v1/messages", fmt.Sprintf(`{"model":%q,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, model), nil, 503, "", ""},
+		{"anthropic count_tokens", nil, "/v1/messages/count_tokens", `{"model":"big","messages":[{"role":"user","content":"hi"}]}`, nil, 400, "", ""},
 		{"upstream timeout", nil, "/v1/chat/completions", chat("big"),
 			&upstream.Error{Status: 504, Code: "upstream_timeout", Message: "The model `big` did not answer within 1s."}, 504, "/chat/completions", ""},
 	}
@@ -97,13 +105,14 @@ func TestUpstreamRouting(t *testing.T) {
 			if rec.Code != c.status || relay.path != c.forwarded || rec.Header().Get(HeaderFallback) != c.fallback {
 				t.Fatalf("%d %q (forwarded %q, fallback %q)", rec.Code, rec.Body, relay.path, rec.Header().Get(HeaderFallback))
 			}
-			if c.forwarded != "" && ((relay.body != c.body && !strings.HasPrefix(c.path, "/api/")) || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
+			converted := strings.HasPrefix(c.path, "/api/") || strings.HasPrefix(c.path, "/v1/messages")
+			if c.forwarded != "" && ((relay.body != c.body && !converted) || relay.servedAs != "big" || rec.Header().Get(HeaderServedBy) != "big") {
 				t.Errorf("forwarded %q as %q, served by %q", relay.body, relay.servedAs, rec.Header().Get(HeaderServedBy))
 			}
 			if logged := strings.Contains(logBuf.String(), `"served_by":"big"`); logged != (c.forwarded != "") {
 				t.Errorf("access log (served_by %v): %s", logged, logBuf)
 			}
-			if rec.Code >= 400 && strings.HasPrefix(c.path, "/v1/messages") && !strings.HasPrefix(rec.Body.String(), `{"type":"error","error":{"type":"invalid_request_error"`) {
+			if rec.Code >= 400 && strings.HasPrefix(c.path, "/v1/messages") && !strings.HasPrefix(rec.Body.String(), `{"type":"error","error":{"type":"`) {
 				t.Errorf("not Anthropic's error shape: %s", rec.Body)
 			}
 			if rec.Code >= 400 && !strings.HasPrefix(c.path, "/api/") && !strings.HasPrefix(c.path, "/v1/messages") {
@@ -170,6 +179,92 @@ func TestOllamaUpstream(t *testing.T) {
 				if !strings.Contains(rec.Body.String(), f) {
 					t.Errorf("reply %s lacks %s", rec.Body, f)
 				}
+			}
+		})
+	}
+}
+
+// TestAnthropicUpstream: /v1/messages served by an upstream: the request
+// converted to a streamed OpenAI chat request, the chunks to Anthropic's
+// events or one Message, failures in Anthropic's error shape.
+func TestAnthropicUpstream(t *testing.T) {
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	toolChunks := []string{
+		`{"choices":[{"delta":{"role":"assistant","content":"On it."}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_7","type":"function","function":{"name":"get","arguments":"{\"ci"}}]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ty\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":30,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":20}}}`,
+	}
+	cases := []struct {
+		name, body string
+		chunks     []string
+		relayErr   error
+		status     int
+		forwarded  []string // in the OpenAI body sent
+		reply      []string // in the reply, in this order
+	}{
+		{"whole", `{"model":"big","max_tokens":5,"system":[{"type":"text","text":"Be brief."}],"temperature":0,"top_k":3,"stop_sequences":["\n\n"],` + hi + `}`, nil, nil, 200,
+			[]string{`"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}]`, `"stream":true`, `"stream_options":{"include_usage":true}`,
+				`"max_tokens":5`, `"temperature":0`, `"stop":["\n\n"]`},
+			[]string{`{"id":"msg_`, `"type":"message","role":"assistant","model":"big","content":[{"type":"text","text":"Hello"}],"stop_reason":"max_tokens","stop_sequence":null,` +
+				`"usage":{"input_tokens":7,"output_tokens":2,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`}},
+		{"streamed", `{"model":"llama-70b","max_tokens":5,"stream":true,` + hi + `}`, nil, nil, 200, nil,
+			[]string{"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_", `"model":"llama-70b"`, "event: ping\n",
+				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}",
+				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}`,
+				`{"type":"content_block_stop","index":0}`,
+				`{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":7,"output_tokens":2,`,
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}"}},
+		{"tools streamed", `{"model":"big","max_tokens":50,"stream":true,"tools":[{"name":"get","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},` + hi + `}`,
+			toolChunks, nil, 200,
+			[]string{`"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object"}}}]`, `"tool_choice":"required"`},
+			[]string{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"On it."}}`, `{"type":"content_block_stop","index":0}`,
+				`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_7","name":"get","input":{}}}`,
+				`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"ci"}}`,
+				`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"ty\":\"Oslo\"}"}}`,
+				`{"type":"content_block_stop","index":1}`,
+				`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":10,"output_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":20}}`}},
+		{"tools whole", `{"model":"big","max_tokens":50,"tools":[{"name":"get","input_schema":{"type":"object"}}],` + hi + `}`, toolChunks, nil, 200, nil,
+			[]string{`"content":[{"type":"text","text":"On it."},{"type":"tool_use","id":"toolu_7","name":"get","input":{"city":"Oslo"}}],"stop_reason":"tool_use"`}},
+		{"prefill", `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"{"}]}`, nil, nil, 400, nil,
+			[]string{`{"type":"error","error":{"type":"invalid_request_error","message":"messages[1]: a final assistant turn (prefill) is not supported`}},
+		{"no max_tokens", `{"model":"big",` + hi + `}`, nil, nil, 400, nil, []string{`"message":"max_tokens: Field required"`}},
+		{"timeout", `{"model":"big","max_tokens":5,"stream":true,` + hi + `}`, nil,
+			&upstream.Error{Status: 504, Code: "upstream_timeout", Message: "The model `big` did not answer within 1s."}, 504, nil,
+			[]string{`{"type":"error","error":{"type":"timeout_error","message":"The model ` + "`big`" + ` did not answer within 1s."}}`}},
+		{"unreachable", `{"model":"big","max_tokens":5,` + hi + `}`, nil,
+			&upstream.Error{Status: 502, Code: "upstream_unreachable", Message: "The model `big` could not be reached."}, 502, nil,
+			[]string{`{"type":"error","error":{"type":"api_error","message":"The model ` + "`big`" + ` could not be reached."}}`}},
+		{"error chunk mid-stream", `{"model":"big","max_tokens":5,"stream":true,` + hi + `}`,
+			[]string{`{"choices":[{"delta":{"content":"Hel"}}]}`, `{"error":{"message":"boom at http://10.0.0.5:8000"}}`}, nil, 200, nil,
+			[]string{`"text":"Hel"`, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"The model `big` failed while answering.\"}}"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			relay := &fakeRelay{err: c.relayErr, chunks: c.chunks}
+			s, _ := newTest(t, Options{Upstreams: []Upstream{{ID: "big", Aliases: []string{"llama-70b"}, Relay: relay}}})
+			rec := do(s, "POST", "/v1/messages", c.body, "Content-Type", "application/json")
+			if rec.Code != c.status {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			for _, f := range c.forwarded {
+				if !strings.Contains(relay.body, f) {
+					t.Errorf("forwarded %s lacks %s", relay.body, f)
+				}
+			}
+			if strings.Contains(relay.body, "top_k") {
+				t.Errorf("top_k went upstream: %s", relay.body)
+			}
+			body := rec.Body.String()
+			for _, f := range c.reply {
+				i := strings.Index(body, f)
+				if i < 0 {
+					t.Fatalf("reply %s lacks (in order) %s", rec.Body, f)
+				}
+				body = body[i+len(f):]
+			}
+			if strings.Contains(rec.Body.String(), "10.0.0.5") {
+				t.Errorf("the upstream's address leaked: %s", rec.Body)
 			}
 		})
 	}
