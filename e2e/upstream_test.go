@@ -240,6 +240,20 @@ func testUpstreamForward(t *testing.T, r *upstreamRig) {
 			}
 		}
 	}
+	// The Anthropic API, converted: the same text as the upstream's own /v1/messages.
+	for _, stream := range []bool{false, true} {
+		body := `{"model":%q,"max_tokens":12,"temperature":0,"system":"Be brief.","messages":[{"role":"user","content":"Tell me about the sea."}],"stream":%v}`
+		want := call(t, r.up, upstreamKey, "/v1/messages", fmt.Sprintf(body, "up-model", stream))
+		got := call(t, r.front, apiKey, "/v1/messages", fmt.Sprintf(body, "big", stream), "anthropic-version", "2023-06-01")
+		wt, _ := anthropicText(t, want.Body, stream)
+		gt, models := anthropicText(t, got.Body, stream)
+		if want.Status != 200 || got.Status != 200 || wt == "" || gt != wt || strings.Join(models, ",") != "big" || got.Header.Get("X-Hexserve-Served-By") != "big" {
+			t.Errorf("/v1/messages stream=%v: relayed %d %q %v, direct %d %q\n%s", stream, got.Status, gt, models, want.Status, wt, got.Body)
+		}
+		if stream && !strings.HasSuffix(strings.TrimSpace(got.Body), `data: {"type":"message_stop"}`) {
+			t.Errorf("the relayed stream does not end with message_stop:\n%s", got.Body)
+		}
+	}
 
 	// The listing and health.
 	if l := r.front.do(t, "GET", "/v1/models", "", "Authorization", "Bearer "+apiKey); !strings.Contains(l.Body, `{"id":"big","object":"model",`) ||
@@ -282,6 +296,54 @@ func ollamaText(t *testing.T, body string) string {
 		b.WriteString(v.Response + v.Message.Content)
 	}
 	return b.String()
+}
+
+// anthropicText is the text of a Messages reply (a Message, or its stream
+// of events) and the model fields it names.
+func anthropicText(t *testing.T, body string, stream bool) (text string, models []string) {
+	t.Helper()
+	type event struct {
+		Type    string `json:"type"`
+		Model   string `json:"model"`
+		Message *struct {
+			Model string `json:"model"`
+		} `json:"message"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		Delta struct {
+			Text string `json:"text"`
+		} `json:"delta"`
+	}
+	docs := []string{body}
+	if stream {
+		docs = nil
+		for _, line := range strings.Split(body, "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				docs = append(docs, d)
+			}
+		}
+	}
+	var b strings.Builder
+	for _, d := range docs {
+		var e event
+		if err := json.Unmarshal([]byte(d), &e); err != nil {
+			t.Fatalf("%v in %s", err, d)
+		}
+		if e.Model != "" {
+			models = append(models, e.Model)
+		}
+		if e.Message != nil {
+			models = append(models, e.Message.Model)
+		}
+		for _, c := range e.Content {
+			b.WriteString(c.Text)
+		}
+		if e.Type == "content_block_delta" {
+			b.WriteString(e.Delta.Text)
+		}
+	}
+	return b.String(), models
 }
 
 // clean fails when a client-visible reply names an upstream's address or
@@ -333,6 +395,25 @@ func testUpstreamErrors(t *testing.T, r *upstreamRig) {
 			}
 			if c.name == "refused" && !strings.Contains(rep.Body, `"param":"temperature"`) {
 				t.Errorf("the upstream's error body is not relayed: %s", rep.Body)
+			}
+			r.clean(t, rep)
+		})
+	}
+	// The same failures on /v1/messages, in Anthropic's error shape.
+	msg := `{"model":%q,"max_tokens":100,"messages":[{"role":"user","content":"The sea is"}],"stream":%v}`
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"anthropic down", fmt.Sprintf(msg, "down", false), 502, `{"type":"error","error":{"type":"api_error","message":"The model ` + "`down`" + ` could not be reached."}}`},
+		{"anthropic slow", fmt.Sprintf(msg, "slow", false), 504, `{"type":"error","error":{"type":"timeout_error","message":"The model ` + "`slow`" + ` did not finish within 1s."}}`},
+		{"anthropic slow stream", fmt.Sprintf(msg, "slow", true), 200, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"timeout_error\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := call(t, r.front, apiKey, "/v1/messages", c.body)
+			if rep.Status != c.status || !strings.Contains(rep.Body, c.want) {
+				t.Fatalf("%d %s, want %d %s", rep.Status, rep.Body, c.status, c.want)
 			}
 			r.clean(t, rep)
 		})
@@ -407,6 +488,10 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 	if oll.Status != 200 || oll.Header.Get("X-Hexserve-Fallback") != "context_exceeded" || !strings.Contains(oll.Body, `"model":"big"`) {
 		t.Fatalf("too long a prompt on /api/generate: %d %v %s", oll.Status, oll.Header, oll.Body)
 	}
+	ant := call(t, r.front, apiKey, "/v1/messages", fmt.Sprintf(`{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":%q}]}`, long))
+	if ant.Status != 200 || ant.Header.Get("X-Hexserve-Fallback") != "context_exceeded" || !strings.Contains(ant.Body, `"type":"message","role":"assistant","model":"big"`) {
+		t.Fatalf("too long a prompt on /v1/messages: %d %v %s", ant.Status, ant.Header, ant.Body)
+	}
 	local := call(t, r.front, apiKey, "/v1/completions", `{"model":"tiny","prompt":"The sea","max_tokens":2}`)
 	if local.Status != 200 || local.Header.Get("X-Hexserve-Served-By") != "" || !strings.Contains(local.Body, `"model":"tiny"`) {
 		t.Fatalf("local request: %d %v %s", local.Status, local.Header, local.Body)
@@ -442,7 +527,7 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 	cancel()
 	wg.Wait()
 	m := r.frontMetrics(t)
-	for reason, n := range map[string]int{"context_exceeded": 2, "queue_full": 1} {
+	for reason, n := range map[string]int{"context_exceeded": 3, "queue_full": 1} {
 		if s := fmt.Sprintf(`hexserve_fallbacks_total{model="tiny",reason=%q,to="big"} %d`, reason, n); !strings.Contains(m, s) {
 			t.Errorf("/metrics lacks %s", s)
 		}

@@ -82,7 +82,7 @@ func fallbackReason(code string) string {
 // fallbackFor returns the upstream a request for local model name goes to
 // after err, and why; nil when no policy covers it.
 func (s *Server) fallbackFor(name string, err error) (*Upstream, string) {
-	api, _ := errorFor(err, "")
+	api, _ := anthropicErrorFor(err, "") // errorFor, and /v1/messages' promptTooLong
 	reason := fallbackReason(api.Code)
 	if reason == "" {
 		return nil, ""
