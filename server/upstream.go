@@ -294,7 +294,7 @@ func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstr
 	err = s.chunks(w, r, u, out, func(data []byte) error {
 		text, err := rel.Chunk(data)
 		if err != nil {
-			return err
+			return badChunk(r, u, err)
 		}
 		if !streaming || text == "" {
 			return nil
@@ -318,24 +318,24 @@ func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstr
 }
 
 // chunks streams body, a converted request, from u's chat completions and
-// calls each with every chunk; each's error is the upstream's failure
-// (502: the upstream's message may name it, so it says only that it
-// failed and goes to the log).
+// calls each with every chunk; each's error ends the stream.
 func (s *Server) chunks(w http.ResponseWriter, r *http.Request, u *Upstream, body []byte, each func([]byte) error) error {
 	w.Header().Set(HeaderServedBy, u.ID)
-	err := u.Relay.Chunks(w, r, "/chat/completions", body, func(data []byte) error {
-		if err := each(data); err != nil {
-			zerolog.Ctx(r.Context()).Warn().Err(err).Str("model", u.ID).Msg("upstream failed")
-			return &APIError{Status: http.StatusBadGateway, Type: TypeServer, Code: "upstream_error",
-				Message: fmt.Sprintf("The model `%s` failed while answering.", u.ID)}
-		}
-		return nil
-	})
+	err := u.Relay.Chunks(w, r, "/chat/completions", body, each)
 	var uerr *upstream.Error
 	if errors.As(err, &uerr) && uerr.Unwrap() != nil {
 		zerolog.Ctx(r.Context()).Warn().Err(uerr.Unwrap()).Str("model", u.ID).Msg("upstream failed")
 	}
 	return err
+}
+
+// badChunk is the 502 for a chunk the upstream sent that cannot be read
+// (an error chunk, or not JSON): err may name the upstream, so it goes to
+// the log and the client learns only that the model failed.
+func badChunk(r *http.Request, u *Upstream, err error) error {
+	zerolog.Ctx(r.Context()).Warn().Err(err).Str("model", u.ID).Msg("upstream failed")
+	return &APIError{Status: http.StatusBadGateway, Type: TypeServer, Code: "upstream_error",
+		Message: fmt.Sprintf("The model `%s` failed while answering.", u.ID)}
 }
 
 // anthropicUpstream serves a Messages request from upstream u: converted
@@ -358,10 +358,14 @@ func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Up
 	sse := newSSE(w, s.opts.StreamWriteTimeout)
 	err = s.chunks(w, r, u, out, func(data []byte) error {
 		evs, err := rel.Chunk(data)
-		if err == nil && req.Stream {
-			sendNamed(sse, evs)
+		if err != nil {
+			return badChunk(r, u, err)
 		}
-		return err
+		if req.Stream {
+			sendNamed(sse, evs)
+			return sse.failure() // the client is gone or stalled: stop the upstream
+		}
+		return nil
 	})
 	switch {
 	case err != nil && !sse.started:
