@@ -190,3 +190,20 @@ func TestRelayEmpty(t *testing.T) {
 		t.Errorf("message %+v", m)
 	}
 }
+
+// BenchmarkRelayChunk is the conversion's cost per streamed token: one
+// upstream chunk of text read and turned into its content_block_delta.
+func BenchmarkRelayChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" sea"},"logprobs":null,"finish_reason":null}]}`)
+	r := &Relay{Model: "big", ID: "msg_1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := r.Chunk(chunk)
+		if err != nil || len(evs) == 0 {
+			b.Fatal(err)
+		}
+		if _, err := json.Marshal(evs[len(evs)-1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
