@@ -1,0 +1,191 @@
+package graphio
+
+import (
+	"fmt"
+
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Pool is a KV cache's slots as sequences own them, for an
+// inference.Batcher whose rows of several sequences share one cache: a
+// sequence owns one contiguous range of slots (its reserve) and, when
+// forked, also reads its parent's slots of the shared rows. Every range of
+// a sequence lies above the ones it reads, so a row's attended slots come
+// in position order, which keeps its logits bit-identical whatever the
+// neighbours (attention sums its columns in slot order). Both runners that
+// hold one cache for many sequences (.pte and chunked QHexRT bundles) use
+// it.
+type Pool struct {
+	ref  []int32 // holders per slot; 0: free
+	seqs map[inference.SeqID]*Seq
+	last inference.SeqID
+	high int // slots [0, high) may hold rows
+	max  int // sequences open at once
+}
+
+// Seq is one sequence of a Pool: rows [0, Shared) in its parent's slots
+// Base…, its own rows from Shared on in slots [Lo, Hi).
+type Seq struct {
+	Base, Shared int
+	Lo, Hi       int
+	N            int // committed rows
+}
+
+// Slot is the slot of row i.
+func (s *Seq) Slot(i int) int {
+	if i < s.Shared {
+		return s.Base + i
+	}
+	return s.Lo + i - s.Shared
+}
+
+// Cap is the most rows the sequence may hold.
+func (s *Seq) Cap() int { return s.Shared + s.Hi - s.Lo }
+
+// NewPool is a pool of slots for up to sequences open at once.
+func NewPool(slots, sequences int) *Pool {
+	return &Pool{ref: make([]int32, slots), seqs: map[inference.SeqID]*Seq{}, max: sequences}
+}
+
+// Slots is the number of slots.
+func (p *Pool) Slots() int { return len(p.ref) }
+
+// Open is the number of open sequences.
+func (p *Pool) Open() int { return len(p.seqs) }
+
+// High is one past the highest slot that may hold rows: slots at or above
+// it are free.
+func (p *Pool) High() int { return p.high }
+
+// Seq is the open sequence id, or nil.
+func (p *Pool) Seq(id inference.SeqID) *Seq { return p.seqs[id] }
+
+// alloc finds n free contiguous slots starting at or above above (first
+// fit) and takes them.
+func (p *Pool) alloc(n, above int) (int, bool) {
+	run := 0
+	for i := max(above, 0); i < len(p.ref); i++ {
+		if p.ref[i] != 0 {
+			run = 0
+			continue
+		}
+		if run++; run == n {
+			lo := i - n + 1
+			for j := lo; j <= i; j++ {
+				p.ref[j] = 1
+			}
+			p.high = max(p.high, i+1)
+			return lo, true
+		}
+	}
+	return 0, false
+}
+
+// New starts a sequence with reserve slots of its own (see
+// inference.Batcher.Open); the error wraps inference.ErrNoSlots.
+func (p *Pool) New(reserve int) (inference.SeqID, error) {
+	return p.open(&Seq{}, reserve, 0)
+}
+
+func (p *Pool) open(s *Seq, reserve, above int) (inference.SeqID, error) {
+	if reserve < 1 || reserve > len(p.ref) {
+		return 0, fmt.Errorf("a sequence of %d slots in a pool of %d: %w", reserve, len(p.ref), inference.ErrNoSlots)
+	}
+	if len(p.seqs) >= p.max {
+		return 0, fmt.Errorf("%d sequences open: %w", len(p.seqs), inference.ErrNoSlots)
+	}
+	lo, ok := p.alloc(reserve, above)
+	if !ok {
+		return 0, fmt.Errorf("no %d free contiguous slots: %w", reserve, inference.ErrNoSlots)
+	}
+	s.Lo, s.Hi = lo, lo+reserve
+	p.last++
+	p.seqs[p.last] = s
+	return p.last, nil
+}
+
+// Fork shares parent's committed rows [0, rows) and reserves slots above
+// them (see inference.Batcher.Fork).
+func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
+	ps := p.seqs[parent]
+	switch {
+	case ps == nil || rows < 1 || rows > ps.N:
+		return 0, fmt.Errorf("fork of %d rows of sequence %d", rows, parent)
+	case ps.Shared > 0 && rows > ps.Shared:
+		return 0, fmt.Errorf("fork of %d rows of a fork sharing %d", rows, ps.Shared)
+	}
+	s := &Seq{Base: ps.Slot(0), Shared: rows, N: rows}
+	id, err := p.open(s, reserve, ps.Slot(rows-1)+1)
+	if err != nil {
+		return 0, err
+	}
+	for i := range rows {
+		p.ref[s.Slot(i)]++
+	}
+	return id, nil
+}
+
+// Release frees id's own range and its hold on shared slots; an unknown id
+// is a no-op.
+func (p *Pool) Release(id inference.SeqID) {
+	s := p.seqs[id]
+	if s == nil {
+		return
+	}
+	delete(p.seqs, id)
+	for i := range s.Shared {
+		p.ref[s.Slot(i)]--
+	}
+	for i := s.Lo; i < s.Hi; i++ {
+		p.ref[i]--
+	}
+	for p.high > 0 && p.ref[p.high-1] == 0 {
+		p.high--
+	}
+}
+
+// Check validates a Step's runs against the pool: known sequences, one run
+// each, non-empty, starting within the committed rows and above the shared
+// ones, ending within the reserve, tokens in [0, vocab), 1 to maxRows rows
+// in all.
+func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
+	rows := 0
+	seen := map[inference.SeqID]bool{}
+	for _, run := range runs {
+		s := p.seqs[run.Seq]
+		switch {
+		case s == nil:
+			return fmt.Errorf("step on unknown sequence %d", run.Seq)
+		case seen[run.Seq]:
+			return fmt.Errorf("two runs of sequence %d in one step", run.Seq)
+		case len(run.Tokens) == 0:
+			return fmt.Errorf("an empty run of sequence %d", run.Seq)
+		case run.Start < s.Shared || run.Start > s.N:
+			return fmt.Errorf("run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, s.Shared, s.N)
+		case run.Start+len(run.Tokens) > s.Cap():
+			return fmt.Errorf("run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, s.Cap())
+		}
+		for i, t := range run.Tokens {
+			if t < 0 || int(t) >= vocab {
+				return fmt.Errorf("token %d at position %d is outside the vocabulary (%d)", t, run.Start+i, vocab)
+			}
+		}
+		seen[run.Seq] = true
+		rows += len(run.Tokens)
+	}
+	if rows == 0 || rows > maxRows {
+		return fmt.Errorf("a step of %d rows (1 to %d)", rows, maxRows)
+	}
+	return nil
+}
+
+// OpenRows opens, in the mask row whose element at is slot 0, the slots of
+// s's rows [0, n): its shared rows' slots and its own.
+func (m *Mask) OpenRows(b []byte, at int, s *Seq, n int) {
+	if sh := min(s.Shared, n); sh > 0 {
+		m.Fill(b, at+s.Base, at+s.Base+sh, true)
+	}
+	if own := n - s.Shared; own > 0 {
+		m.Fill(b, at+s.Lo, at+s.Lo+own, true)
+	}
+}
