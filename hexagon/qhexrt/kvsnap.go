@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -74,12 +75,22 @@ func (r *Runner) SaveKV(from, to int, dst []byte) error {
 	case len(dst) != (to-from)*rb:
 		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d) need %d bytes, got %d", from, to, (to-from)*rb, len(dst))
 	}
+	return r.saveRows(r.kvK, r.kvV, func(p int) int { return p }, from, to, dst)
+}
+
+// saveRows copies rows [from, to) of caches ks, vs, row p in slot slot(p),
+// into dst.
+func (r *Runner) saveRows(ks, vs []*graphio.Tensor, slot func(int) int, from, to int, dst []byte) error {
+	rb := r.kvRowAll()
+	if len(dst) != (to-from)*rb {
+		return fmt.Errorf("hexagon: saving rows [%d, %d) needs %d bytes, got %d", from, to, (to-from)*rb, len(dst))
+	}
 	kr := r.kvRow
 	for p := from; p < to; p++ {
-		row := dst[(p-from)*rb:]
-		for i := range r.kvK {
-			copy(row[2*i*kr:(2*i+1)*kr], r.kvK[i].B[p*kr:(p+1)*kr])
-			copy(row[(2*i+1)*kr:(2*i+2)*kr], r.kvV[i].B[p*kr:(p+1)*kr])
+		row, q := dst[(p-from)*rb:], slot(p)
+		for i := range ks {
+			copy(row[2*i*kr:(2*i+1)*kr], ks[i].B[q*kr:(q+1)*kr])
+			copy(row[(2*i+1)*kr:(2*i+2)*kr], vs[i].B[q*kr:(q+1)*kr])
 		}
 	}
 	return nil
@@ -100,14 +111,20 @@ func (r *Runner) RestoreKV(from int, src []byte) error {
 	case from+n > r.spec.ctx:
 		return fmt.Errorf("qhexrt: RestoreKV rows [%d, %d) exceed the context length %d", from, from+n, r.spec.ctx)
 	}
-	kr := r.kvRow
-	for p := from; p < from+n; p++ {
-		row := src[(p-from)*rb:]
-		for i := range r.kvK {
-			copy(r.kvK[i].B[p*kr:(p+1)*kr], row[2*i*kr:(2*i+1)*kr])
-			copy(r.kvV[i].B[p*kr:(p+1)*kr], row[(2*i+1)*kr:(2*i+2)*kr])
-		}
-	}
+	r.restoreRows(r.kvK, r.kvV, func(p int) int { return p }, from, src)
 	r.valid = from + n
 	return nil
+}
+
+// restoreRows copies src's rows into caches ks, vs from row from, row p in
+// slot slot(p).
+func (r *Runner) restoreRows(ks, vs []*graphio.Tensor, slot func(int) int, from int, src []byte) {
+	rb, kr := r.kvRowAll(), r.kvRow
+	for p := from; p < from+len(src)/rb; p++ {
+		row, q := src[(p-from)*rb:], slot(p)
+		for i := range ks {
+			copy(ks[i].B[q*kr:(q+1)*kr], row[2*i*kr:(2*i+1)*kr])
+			copy(vs[i].B[q*kr:(q+1)*kr], row[(2*i+1)*kr:(2*i+2)*kr])
+		}
+	}
 }

@@ -39,8 +39,13 @@ type Config struct {
 	// Costs are the initial per-call cost estimates; zero means
 	// plan.V79Costs. Measured execution times replace them as the runner
 	// works.
-	Costs  plan.Costs
-	Logger zerolog.Logger
+	Costs plan.Costs
+	// SeqKVBytes is the memory for the per-sequence KV buffer sets of a
+	// QHexRT-contract bundle served side by side (inference.Batcher): as
+	// many sets as fit, at least one (the resident cache). 0: room for 4
+	// sets, within 1 GiB. Chunked bundles share one cache and ignore it.
+	SeqKVBytes int64
+	Logger     zerolog.Logger
 }
 
 // Runner runs a Llama bundle's graphs and implements inference.Model.
@@ -73,6 +78,7 @@ type Runner struct {
 	stats       plan.Stats        // updated by the worker without locking
 	board       plan.Board        // a copy for Stats, published after each Eval
 	life        graphio.Lifecycle // check, execute, reload, close
+	batch       batch             // the Batcher's sequences
 }
 
 var _ inference.Model = (*Runner)(nil)
@@ -101,7 +107,7 @@ type graphIO struct {
 func Open(cfg Config) (_ *Runner, err error) {
 	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
 	r.life = graphio.Lifecycle{Prefix: "qhexrt", ErrClosed: ErrClosed, Log: cfg.Logger, Stats: &r.stats,
-		Reload: r.reload, Invalidate: func() { r.valid = 0 }}
+		Reload: r.reload, Invalidate: r.invalidate}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -288,23 +294,14 @@ func (r *Runner) bind() error {
 			return fmt.Errorf("qhexrt: %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
 		}
 		var in, out []qnn.Binding
-		if g.role == roleLMHead {
+		switch {
+		case g.role == roleLMHead:
 			in = []qnn.Binding{{Name: g.in.Info.Name, Buffer: g.in.Buf}}
 			out = []qnn.Binding{{Name: g.out.Info.Name, Buffer: g.out.Buf}}
-		} else {
-			in = []qnn.Binding{{Name: s.names.X, Buffer: g.x.Buf}, {Name: s.names.Cos, Buffer: g.cos.Buf},
-				{Name: s.names.Sin, Buffer: g.sin.Buf}, {Name: s.names.CMask, Buffer: g.mask.Buf}}
-			out = []qnn.Binding{{Name: s.names.Y, Buffer: g.y.Buf}}
-			if g.role == roleDecode || s.contract == ContractChunked {
-				for i := range s.layers {
-					in = append(in, qnn.Binding{Name: bundle.Layer(s.names.PastK, i), Buffer: r.kvK[i].Buf},
-						qnn.Binding{Name: bundle.Layer(s.names.PastV, i), Buffer: r.kvV[i].Buf})
-				}
-			}
-			for i := range s.layers {
-				out = append(out, qnn.Binding{Name: g.newK[i].Info.Name, Buffer: g.newK[i].Buf},
-					qnn.Binding{Name: g.newV[i].Info.Name, Buffer: g.newV[i].Buf})
-			}
+		case g.role == roleDecode || s.contract == ContractChunked:
+			in, out = r.ioBindings(g, r.kvK, r.kvV)
+		default:
+			in, out = r.ioBindings(g, nil, nil)
 		}
 		if g.call, err = gr.Bind(in, out); err != nil {
 			return fmt.Errorf("qhexrt: binding %s graph %q: %w", filepath.Base(g.ref.file), g.ref.name, err)
@@ -493,14 +490,18 @@ func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool,
 
 // lmhead runs the lm-head on row of g's y.
 func (r *Runner) lmhead(g *graphIO, row int) error {
+	ys := g.y.Elem.Size() * r.spec.hidden
+	return r.lmheadOn(g.y.B[row*ys:(row+1)*ys], g.y.Elem)
+}
+
+// lmheadOn runs the lm-head on one hidden row y of element type e.
+func (r *Runner) lmheadOn(y []byte, e graphio.Elem) error {
 	lm := r.graphs[roleLMHead]
 	t0 := time.Now()
-	ys := g.y.Elem.Size() * r.spec.hidden
-	y := g.y.B[row*ys : (row+1)*ys]
-	if g.y.Elem.Same(lm.in.Elem) {
+	if e.Same(lm.in.Elem) {
 		copy(lm.in.B, y)
 	} else {
-		g.y.Elem.Get(r.convScratch, y)
+		e.Get(r.convScratch, y)
 		lm.in.Elem.Put(lm.in.B, r.convScratch)
 	}
 	r.stats.Convert += time.Since(t0)
@@ -545,11 +546,15 @@ func (r *Runner) reload() error {
 		}
 		r.contexts = append(r.contexts, c)
 	}
-	return r.bind()
+	if err := r.bind(); err != nil {
+		return err
+	}
+	return r.rebindSets()
 }
 
 // closeGraphs releases the calls and contexts, newest first.
 func (r *Runner) closeGraphs() {
+	r.closeSets()
 	for _, g := range r.graphs {
 		if g != nil && g.call != nil {
 			g.call.Close()
@@ -570,6 +575,7 @@ func (r *Runner) Close() error {
 	}
 	r.closeGraphs()
 	var errs []error
+	r.freeSets()
 	free := (*graphio.Tensor).Free
 	for i := len(r.kvK) - 1; i >= 0; i-- {
 		free(r.kvV[i])

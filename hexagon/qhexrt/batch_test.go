@@ -1,0 +1,368 @@
+package qhexrt
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// batchVariants are the float32 tiny bundles of both contracts with a
+// 16-row window, so that prompts cross windows.
+var batchVariants = []variant{f32(simfile.Chunked, 16, simfile.MaskAdditive), f32(simfile.QHexRT, 16, simfile.MaskAdditive)}
+
+// bseq is one sequence of a batch test: its prompt, the step it arrives at
+// and the logits of each row the engine would sample.
+type bseq struct {
+	prompt []int32
+	arrive int
+	id     inference.SeqID
+	toks   []int32 // prompt and sampled tokens
+	done   int     // rows committed
+	logits [][]float32
+}
+
+// drive runs seqs side by side as the engine would, greedily, for steps
+// decode steps each: every step carries a decode row of each sequence past
+// its prompt and the prompts of the sequences arriving (whole, or the rows
+// that still fit the window).
+func drive(t *testing.T, r *Runner, steps int, seqs ...*bseq) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range seqs {
+		s.toks, s.done, s.logits, s.id = slices.Clone(s.prompt), 0, nil, 0
+	}
+	for step := 0; ; step++ {
+		var runs []inference.Run
+		var who []*bseq
+		rows := 0
+		for _, s := range seqs {
+			if s.arrive > step || len(s.logits) > steps {
+				continue
+			}
+			if s.id == 0 {
+				id, err := r.Open(len(s.prompt) + steps + 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.id = id
+			}
+			n := min(len(s.toks)-s.done, r.window-rows)
+			if n <= 0 {
+				continue
+			}
+			runs = append(runs, inference.Run{Seq: s.id, Start: s.done, Tokens: s.toks[s.done : s.done+n]})
+			who = append(who, s)
+			rows += n
+		}
+		if len(runs) == 0 {
+			break
+		}
+		out, err := r.Step(ctx, runs)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for i, s := range who {
+			s.done += len(runs[i].Tokens)
+			if s.done < len(s.toks) {
+				continue
+			}
+			l, err := out[i].Logits(ctx, len(runs[i].Tokens)-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := copyLogits(l)
+			s.logits = append(s.logits, f)
+			s.toks = append(s.toks, int32(argmaxOf(f)))
+		}
+	}
+	for _, s := range seqs {
+		r.Release(s.id)
+	}
+}
+
+func testPrompt(seed uint64, n int) []int32 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(rng.IntN(1000) + 10)
+	}
+	return p
+}
+
+// TestBatchBitIdentical: each sequence's logits side by side (arriving at
+// different steps, prompts split over steps and crossing windows) are
+// bit-identical to the same sequence alone, which are those of Eval's path.
+func TestBatchBitIdentical(t *testing.T) {
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			const steps = 6
+			prompts := [][]int32{testPrompt(1, 5), testPrompt(2, 13), testPrompt(3, 3), testPrompt(4, 21)}
+			alone := make([][][]float32, len(prompts))
+			for i, p := range prompts {
+				s := &bseq{prompt: p}
+				drive(t, r, steps, s)
+				alone[i] = s.logits
+				// Eval's path gives the same greedy tokens and bits.
+				seq := slices.Clone(p)
+				for j := range steps + 1 {
+					l, _, err := r.Eval(context.Background(), seq, len(seq)-1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if f := copyLogits(l); !slices.Equal(f, s.logits[j]) {
+						t.Fatalf("prompt %d row %d: Step's logits differ from Eval's (max %g)", i, j, maxDiff(f, s.logits[j]))
+					}
+					seq = append(seq, s.toks[len(p)+j])
+				}
+			}
+			var ss []*bseq
+			for i, p := range prompts {
+				ss = append(ss, &bseq{prompt: p, arrive: []int{0, 0, 2, 3}[i]})
+			}
+			drive(t, r, steps, ss...)
+			for i, s := range ss {
+				for j := range alone[i] {
+					if !slices.Equal(s.logits[j], alone[i][j]) {
+						t.Fatalf("sequence %d row %d: side by side differs from alone (max %g)", i, j, maxDiff(s.logits[j], alone[i][j]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBatchIsolation: a row never reads another sequence's rows. Garbage
+// written over one sequence's cache rows leaves the others' logits
+// unchanged; on a chunked bundle every mask row opens exactly its own
+// sequence's slots and its run's earlier rows.
+func TestBatchIsolation(t *testing.T) {
+	ctx := context.Background()
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			a := &bseq{prompt: testPrompt(5, 7)}
+			drive(t, r, 3, a)
+			want := a.logits
+			ida, _ := r.Open(16)
+			idb, _ := r.Open(16)
+			pb := testPrompt(6, 6)
+			if _, err := r.Step(ctx, []inference.Run{{Seq: ida, Tokens: a.prompt[:4]}, {Seq: idb, Tokens: pb}}); err != nil {
+				t.Fatal(err)
+			}
+			if r.chunked() {
+				checkPoolMask(t, r, []inference.SeqID{ida, idb}, []int{0, 0}, []int{4, 6})
+			}
+			// Garbage over every row b holds.
+			ks, vs, slot, n, err := r.seqRows(idb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(7, 7))
+			for i := range ks {
+				for p := range n {
+					q := slot(p) * r.kvRow
+					for _, c := range [][]byte{ks[i].B[q : q+r.kvRow], vs[i].B[q : q+r.kvRow]} {
+						for j := range c {
+							c[j] = byte(rng.Uint32())
+						}
+					}
+				}
+			}
+			toks := slices.Clone(a.prompt)
+			start := 4
+			for j := range want {
+				out, err := r.Step(ctx, []inference.Run{{Seq: ida, Start: start, Tokens: toks[start:]}, {Seq: idb, Start: 6 + j, Tokens: []int32{int32(j + 20)}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := out[0].Logits(ctx, out[0].Len()-1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := copyLogits(l); !slices.Equal(got, want[j]) {
+					t.Fatalf("row %d of a changed with b's rows garbled (max %g)", j, maxDiff(got, want[j]))
+				}
+				start = len(toks)
+				toks = append(toks, int32(argmaxOf(want[j])))
+			}
+		})
+	}
+}
+
+// checkPoolMask checks the prefill mask of a chunked Step of runs (ids,
+// starts, lengths, in order): row i of a run opens its sequence's slots of
+// rows [0, start) and window columns of its run up to itself.
+func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens []int) {
+	t.Helper()
+	g := r.graphs[rolePrefill]
+	es := g.mask.Elem.Size()
+	code := make([]byte, es)
+	g.masks.Fill(code, 0, 1, true)
+	w := r.spec.ctx + g.rows
+	o := 0
+	for k, id := range ids {
+		s := r.batch.pool.Seq(id)
+		for i := range lens[k] {
+			for col := range w {
+				want := false
+				for p := range starts[k] {
+					want = want || col == s.Slot(p)
+				}
+				want = want || col >= r.spec.ctx && col-r.spec.ctx >= o && col-r.spec.ctx <= o+i
+				e := ((o+i)*w + col) * es
+				if got := string(g.mask.B[e:e+es]) == string(code); got != want {
+					t.Fatalf("sequence %d row %d column %d: open %v, want %v", id, i, col, got, want)
+				}
+			}
+		}
+		o += lens[k]
+	}
+}
+
+// TestBatchForkRelease: a fork continues from its parent's rows as that
+// prefix would alone; released sequences free their slots (or KV sets) at
+// once, and a full pool says ErrNoSlots.
+func TestBatchForkRelease(t *testing.T) {
+	ctx := context.Background()
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			p := testPrompt(8, 9)
+			alone := &bseq{prompt: append(slices.Clone(p), 77)}
+			drive(t, r, 0, alone)
+			pa, _ := r.Open(12)
+			if _, err := r.Step(ctx, []inference.Run{{Seq: pa, Tokens: p}}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := r.Fork(pa, len(p), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := r.Step(ctx, []inference.Run{{Seq: pa, Start: len(p), Tokens: []int32{5}}, {Seq: f, Start: len(p), Tokens: []int32{77}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := out[1].Logits(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
+				t.Fatalf("fork's row differs from the prefix alone (max %g)", maxDiff(got, alone.logits[0]))
+			}
+			if _, err := r.Step(ctx, []inference.Run{{Seq: f, Start: len(p) - 1, Tokens: []int32{1}}}); err == nil && r.chunked() {
+				t.Fatal("a run rewriting a fork's shared row was accepted")
+			}
+			r.Release(pa)
+			r.Release(f)
+			r.Release(f) // unknown: a no-op
+			lim := r.BatchLimits()
+			var ids []inference.SeqID
+			for range lim.Sequences {
+				id, err := r.Open(lim.Slots / lim.Sequences)
+				if err != nil {
+					t.Fatalf("open %d of %d after releases: %v", len(ids)+1, lim.Sequences, err)
+				}
+				ids = append(ids, id)
+			}
+			if _, err := r.Open(1); !errors.Is(err, inference.ErrNoSlots) {
+				t.Fatalf("open on a full pool: %v, want ErrNoSlots", err)
+			}
+			r.Release(ids[0])
+			if _, err := r.Open(lim.Slots / lim.Sequences); err != nil {
+				t.Fatalf("open after a release: %v", err)
+			}
+		})
+	}
+}
+
+// TestSeqKVRoundTrip: a sequence's rows saved and restored into another
+// sequence continue to the same bits; bad ranges are refused.
+func TestSeqKVRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			p := testPrompt(9, 18)
+			alone := &bseq{prompt: append(slices.Clone(p), 3)}
+			drive(t, r, 0, alone)
+			a, _ := r.Open(20)
+			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Tokens: p[:16]}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Start: 16, Tokens: p[16:]}}); err != nil {
+				t.Fatal(err)
+			}
+			rb := r.KVLayout().RowBytes
+			buf := make([]byte, len(p)*rb)
+			if err := r.SaveSeqKV(a, 0, len(p), buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.SaveSeqKV(a, 0, len(p)+1, make([]byte, (len(p)+1)*rb)); err == nil {
+				t.Fatal("saving an uncommitted row was accepted")
+			}
+			r.Release(a)
+			b, _ := r.Open(20)
+			if err := r.RestoreSeqKV(b, 1, buf); err == nil {
+				t.Fatal("restoring past the committed rows was accepted")
+			}
+			if err := r.RestoreSeqKV(b, 0, buf); err != nil {
+				t.Fatal(err)
+			}
+			out, err := r.Step(ctx, []inference.Run{{Seq: b, Start: len(p), Tokens: []int32{3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := out[0].Logits(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
+				t.Fatalf("restored rows continue differently (max %g)", maxDiff(got, alone.logits[0]))
+			}
+		})
+	}
+}
+
+// TestBatchNoLeak: open/step/release cycles allocate KV sets once and keep
+// hostsim's registrations and rpcmem steady; Close frees everything.
+func TestBatchNoLeak(t *testing.T) {
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			cfg := hostsimConfig(t)
+			ctl := openHostsimCtl(t, cfg)
+			rpc0, mem0 := ctl.rpcLive(), ctl.Stats().LiveMems
+			r, err := Open(Config{Bundle: tinyBundle(t, v), QNN: cfg, Logger: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := r.BatchLimits().Sequences
+			var rpc, mem int64
+			for cycle := range 3 {
+				var ss []*bseq
+				for i := range min(n, 4) {
+					ss = append(ss, &bseq{prompt: testPrompt(uint64(10+i), 4)})
+				}
+				drive(t, r, 2, ss...)
+				if cycle == 0 {
+					rpc, mem = ctl.rpcLive(), ctl.Stats().LiveMems
+				} else if ctl.rpcLive() != rpc || ctl.Stats().LiveMems != mem {
+					t.Fatalf("cycle %d: %d rpcmem buffers and %d registrations live, want %d and %d", cycle, ctl.rpcLive(), ctl.Stats().LiveMems, rpc, mem)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if ctl.rpcLive() != rpc0 || ctl.Stats().LiveMems != mem0 {
+				t.Fatalf("after Close: %d rpcmem buffers and %d registrations live, want %d and %d", ctl.rpcLive(), ctl.Stats().LiveMems, rpc0, mem0)
+			}
+		})
+	}
+}
