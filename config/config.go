@@ -95,6 +95,10 @@ type Model struct {
 	// value or, when that is unset too, uses the folders of the configured
 	// libraries followed by the system DSP folders.
 	ADSPLibraryPath string `yaml:"adsp_library_path"`
+	// SeqKVMB is the memory (MiB) for the per-sequence KV buffer sets of a
+	// QHexRT-contract bundle whose sequences take turns side by side; 0:
+	// room for 4 sets within 1 GiB.
+	SeqKVMB int `yaml:"seq_kv_mb"`
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
@@ -253,7 +257,7 @@ type Libraries struct {
 // Engine configures request admission and generation limits.
 type Engine struct {
 	QueueLength  int           `yaml:"queue_length"`  // requests waiting behind the active ones
-	MaxSequences int           `yaml:"max_sequences"` // sequences side by side on a slot-pool model (.pte); 1: one request at a time
+	MaxSequences int           `yaml:"max_sequences"` // sequences side by side (.pte, QHexRT bundles); 1: one request at a time
 	Timeout      time.Duration `yaml:"timeout"`       // per-request generation time limit
 	KVCache      KVCache       `yaml:"kv_cache"`      // the store of many sequences' KV rows
 	Speculative  Speculative   `yaml:"speculative"`
@@ -450,6 +454,7 @@ func (c *Config) Validate() error {
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
+		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
 		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: no limit)"},

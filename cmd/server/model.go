@@ -152,7 +152,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		}
 		var runner *qhexrt.Runner
 		runner, err = qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
-			Logger: log.With().Str("component", "hexagon").Logger()})
+			SeqKVBytes: int64(m.SeqKVMB) << 20, Logger: log.With().Str("component", "hexagon").Logger()})
 		if err == nil {
 			model = &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}
 			loaded = log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
