@@ -20,8 +20,10 @@ for pkg in ./internal/scan ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexa
   start=$(date +%s)
   skip=""
   # The QHexRT runner's cache-reuse and snapshot behaviour is Go logic over the
-  # same graph calls the goldens make here; those tests run natively (make gotest).
-  [ "$pkg" = ./hexagon/qhexrt ] && skip='^(TestSeedColdWarmRunner|TestKVSnapshotRestore|TestPrefixReuse|TestKVStoreThroughEngine|TestPlanFollowsHostsimLatency)$'
+  # same graph calls the goldens make here; those tests run natively (make gotest),
+  # as do the Batcher's fork, snapshot and leak tests (its bit-identity and
+  # isolation tests run here too).
+  [ "$pkg" = ./hexagon/qhexrt ] && skip='^(TestSeedColdWarmRunner|TestKVSnapshotRestore|TestPrefixReuse|TestKVStoreThroughEngine|TestPlanFollowsHostsimLatency|TestBatchForkRelease|TestSeqKVRoundTrip|TestBatchNoLeak)$'
   (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short ${skip:+-test.skip "$skip"})
   echo "arm64: $pkg took $(($(date +%s) - start)) s"
 done

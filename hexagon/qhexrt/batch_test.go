@@ -3,8 +3,10 @@ package qhexrt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -362,6 +364,80 @@ func TestBatchNoLeak(t *testing.T) {
 			}
 			if ctl.rpcLive() != rpc0 || ctl.Stats().LiveMems != mem0 {
 				t.Fatalf("after Close: %d rpcmem buffers and %d registrations live, want %d and %d", ctl.rpcLive(), ctl.Stats().LiveMems, rpc0, mem0)
+			}
+		})
+	}
+}
+
+// idVocab is a vocabulary for engine tests: token i is "<i>".
+type idVocab struct{}
+
+func (idVocab) Piece(id int32) []byte   { return []byte(fmt.Sprintf("<%d>", id)) }
+func (idVocab) IsSpecial(id int32) bool { return id >= 128000 }
+
+// TestEngineSideBySide: through the engine, greedy and seeded requests
+// (with n = 2, and a prediction) give the same tokens alone on a
+// one-at-a-time engine (Eval) and 4 at once on a side-by-side one (Step),
+// in both contracts.
+func TestEngineSideBySide(t *testing.T) {
+	seed := int64(3)
+	reqs := []inference.Request{
+		{Prompt: testPrompt(20, 6), MaxTokens: 8, IgnoreEOS: true},
+		{Prompt: testPrompt(21, 19), MaxTokens: 6, IgnoreEOS: true, N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}},
+		{Prompt: testPrompt(22, 3), MaxTokens: 7, IgnoreEOS: true, Sampling: inference.Sampling{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
+		{Prompt: testPrompt(20, 6), MaxTokens: 8, IgnoreEOS: true, Prediction: "<1><2><3>"},
+	}
+	collect := func(t *testing.T, e *inference.Engine, parallel bool) [][][]int32 {
+		out := make([][][]int32, len(reqs))
+		errs := make([]error, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			wg.Add(1)
+			f := func() {
+				defer wg.Done()
+				s, err := e.Submit(context.Background(), req)
+				if err == nil {
+					var res inference.Result
+					res, err = inference.Collect(s)
+					for _, c := range res.Choices {
+						out[i] = append(out[i], c.Tokens)
+					}
+				}
+				errs[i] = err
+			}
+			if parallel {
+				go f()
+			} else {
+				f()
+			}
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			ea := inference.New(r, idVocab{}, inference.Config{MaxSequences: 1, Speculative: inference.DefaultSpeculative})
+			alone := collect(t, ea, false)
+			ea.Close()
+			eb := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, Speculative: inference.DefaultSpeculative})
+			together := collect(t, eb, true)
+			eb.Close()
+			if r.batch.steps == 0 {
+				t.Fatal("the side-by-side engine made no Step")
+			}
+			for i := range reqs {
+				if !slices.EqualFunc(alone[i], together[i], slices.Equal) {
+					t.Errorf("request %d: alone %v, side by side %v", i, alone[i], together[i])
+				}
+			}
+			if n := len(alone[1]); n != 2 || slices.Equal(alone[1][0], alone[1][1]) {
+				t.Errorf("n = 2 seeded: %v", alone[1])
 			}
 		})
 	}
