@@ -125,6 +125,81 @@ func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID,
 	return id, nil
 }
 
+// Move is a sequence's own committed rows moved by Grow: N slots from
+// slot From to slot To (the ranges do not overlap). The caller copies the
+// cache's entries.
+type Move struct{ From, To, N int }
+
+// Grow extends id's own range so that it holds rows rows in all (shared
+// ones included): in place when the slots after it are free, else by
+// moving it to a free range above its shared rows, returned as a Move
+// (nil: nothing to copy). A sequence whose own rows a fork shares does not
+// move. The error wraps inference.ErrNoSlots when the pool cannot hold
+// the rows now.
+func (p *Pool) Grow(id inference.SeqID, rows int) (*Move, error) {
+	s := p.seqs[id]
+	if s == nil {
+		return nil, fmt.Errorf("grow of unknown sequence %d", id)
+	}
+	need := rows - s.Shared
+	if need <= s.Hi-s.Lo {
+		return nil, nil
+	}
+	if s.Lo+need <= len(p.ref) && p.free(s.Hi, s.Lo+need) {
+		for i := s.Hi; i < s.Lo+need; i++ {
+			p.ref[i] = 1
+		}
+		s.Hi = s.Lo + need
+		p.high = max(p.high, s.Hi)
+		return nil, nil
+	}
+	own := s.N - s.Shared
+	if own > 0 && p.ref[s.Lo] > 1 {
+		return nil, fmt.Errorf("sequence %d is shared by a fork and cannot move: %w", id, inference.ErrNoSlots)
+	}
+	above := 0
+	if s.Shared > 0 {
+		above = s.Base + s.Shared
+	}
+	lo, ok := p.alloc(need, above) // the old range is still held: no overlap
+	if !ok {
+		return nil, fmt.Errorf("no %d free contiguous slots to grow into: %w", need, inference.ErrNoSlots)
+	}
+	for i := s.Lo; i < s.Hi; i++ {
+		p.ref[i]--
+	}
+	var mv *Move
+	if own > 0 {
+		mv = &Move{From: s.Lo, To: lo, N: own}
+	}
+	s.Lo, s.Hi = lo, lo+need
+	for p.high > 0 && p.ref[p.high-1] == 0 {
+		p.high--
+	}
+	return mv, nil
+}
+
+// free reports whether slots [from, to) are free.
+func (p *Pool) free(from, to int) bool {
+	for i := from; i < to; i++ {
+		if p.ref[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Beyond reports whether a committed row of any sequence lives in a slot
+// at or above slot.
+func (p *Pool) Beyond(slot int) bool {
+	for _, s := range p.seqs {
+		if s.N > 0 && s.Slot(s.N-1) >= slot {
+			return true
+		}
+	}
+	return false
+}
+
 // Release frees id's own range and its hold on shared slots; an unknown id
 // is a no-op.
 func (p *Pool) Release(id inference.SeqID) {

@@ -323,6 +323,34 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 	return id, nil
 }
 
+// Grow lets id hold rows rows: on a chunked bundle its own range grows in
+// place or moves (its cache entries copied); a KV set always holds the
+// context.
+func (r *Runner) Grow(id inference.SeqID, rows int) error {
+	if r.chunked() && r.batch.pool != nil {
+		mv, err := r.batch.pool.Grow(id, rows)
+		if err != nil {
+			return fmt.Errorf("hexagon: %w", err)
+		}
+		if mv != nil {
+			t0 := time.Now()
+			for i := range r.kvK {
+				r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, mv.To, r.kvK[i].B, r.spec.ctx, mv.From, mv.N)
+				r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, mv.To, r.kvV[i].B, r.spec.ctx, mv.From, mv.N)
+			}
+			r.stats.KVCopy += time.Since(t0)
+		}
+		return nil
+	}
+	switch {
+	case r.set(id) == nil:
+		return fmt.Errorf("hexagon: grow of unknown sequence %d", id)
+	case rows > r.spec.ctx:
+		return fmt.Errorf("hexagon: a sequence of %d rows in a context of %d: %w", rows, r.spec.ctx, inference.ErrNoSlots)
+	}
+	return nil
+}
+
 // Release ends a sequence; its slots (or KV set) are free at once.
 func (r *Runner) Release(id inference.SeqID) {
 	if r.batch.pool != nil {

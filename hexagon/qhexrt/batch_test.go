@@ -442,3 +442,50 @@ func TestEngineSideBySide(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchGrow: a sequence grows in place or, when a neighbour holds the
+// slots after it, moves its rows, and continues to the same bits as alone.
+func TestBatchGrow(t *testing.T) {
+	ctx := context.Background()
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			p := testPrompt(30, 5)
+			alone := &bseq{prompt: p}
+			drive(t, r, 3, alone)
+			a, _ := r.Open(5)
+			b, _ := r.Open(5) // right after a's slots
+			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Tokens: p}, {Seq: b, Tokens: testPrompt(31, 5)}}); err != nil {
+				t.Fatal(err)
+			}
+			var before int
+			if r.chunked() {
+				before = r.batch.pool.Seq(a).Lo
+			}
+			if err := r.Grow(a, 9); err != nil {
+				t.Fatal(err)
+			}
+			if r.chunked() && r.batch.pool.Seq(a).Lo == before {
+				t.Fatal("a grew in place over b's slots")
+			}
+			toks := append(slices.Clone(p), alone.toks[len(p):]...)
+			for j := range 3 {
+				pos := len(p) + j
+				out, err := r.Step(ctx, []inference.Run{{Seq: a, Start: pos, Tokens: toks[pos : pos+1]}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := out[0].Logits(ctx, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := copyLogits(l); !slices.Equal(got, alone.logits[j+1]) {
+					t.Fatalf("row %d after growing differs from alone (max %g)", pos, maxDiff(got, alone.logits[j+1]))
+				}
+			}
+			if err := r.Grow(a, r.spec.ctx+1); !errors.Is(err, inference.ErrNoSlots) {
+				t.Fatalf("growing past the context: %v, want ErrNoSlots", err)
+			}
+		})
+	}
+}
