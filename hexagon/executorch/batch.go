@@ -29,34 +29,9 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-// pool is the slot allocator and the open sequences.
-type pool struct {
-	ref  []int32 // holders per slot; 0: free
-	seqs map[inference.SeqID]*pseq
-	last inference.SeqID
-	high int // slots [0, high) may hold rows (kept across re-stridings)
-}
-
-// pseq is one sequence: rows [0, shared) in parent slots base…, its own
-// rows from shared on in lo….
-type pseq struct {
-	base, shared int // the shared rows' first slot and count (0: none)
-	lo, hi       int // own slots
-	n            int // committed rows
-}
-
-// slot is the slot of row i.
-func (s *pseq) slot(i int) int {
-	if i < s.shared {
-		return s.base + i
-	}
-	return s.lo + i - s.shared
-}
-
 func (r *Runner) initPool() {
-	if r.pool.seqs == nil {
-		r.pool.ref = make([]int32, r.maxS)
-		r.pool.seqs = map[inference.SeqID]*pseq{}
+	if r.pool == nil {
+		r.pool = graphio.NewPool(r.maxS, maxPoolSequences)
 	}
 }
 
@@ -74,37 +49,15 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 // the tail for sequences that need the whole window.
 func (r *Runner) tail(runs []inference.Run) bool {
 	S := r.cl - r.pre.ar
-	for _, s := range r.pool.seqs {
-		if s.n > 0 && s.slot(s.n-1) >= S {
-			return true
-		}
+	if r.pool.Beyond(S) {
+		return true
 	}
 	for _, run := range runs {
-		if r.pool.seqs[run.Seq].slot(run.Start+len(run.Tokens)-1) >= S {
+		if r.pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= S {
 			return true
 		}
 	}
 	return false
-}
-
-// alloc finds n free contiguous slots starting above min (first fit).
-func (p *pool) alloc(n, above int) (int, bool) {
-	run := 0
-	for i := max(above, 0); i < len(p.ref); i++ {
-		if p.ref[i] != 0 {
-			run = 0
-			continue
-		}
-		if run++; run == n {
-			lo := i - n + 1
-			for j := lo; j <= i; j++ {
-				p.ref[j] = 1
-			}
-			p.high = max(p.high, i+1)
-			return lo, true
-		}
-	}
-	return 0, false
 }
 
 // Open starts a sequence with reserve slots of its own.
@@ -113,25 +66,11 @@ func (r *Runner) Open(reserve int) (inference.SeqID, error) {
 		return 0, ErrClosed
 	}
 	r.initPool()
-	return r.open(&pseq{}, reserve, 0)
-}
-
-func (r *Runner) open(s *pseq, reserve, above int) (inference.SeqID, error) {
-	p := &r.pool
-	if reserve < 1 || reserve > len(p.ref) {
-		return 0, fmt.Errorf("executorch: a sequence of %d slots in a pool of %d: %w", reserve, len(p.ref), inference.ErrNoSlots)
+	id, err := r.pool.New(reserve)
+	if err != nil {
+		return 0, fmt.Errorf("executorch: %w", err)
 	}
-	if len(p.seqs) >= maxPoolSequences {
-		return 0, fmt.Errorf("executorch: %d sequences open: %w", len(p.seqs), inference.ErrNoSlots)
-	}
-	lo, ok := p.alloc(reserve, above)
-	if !ok {
-		return 0, fmt.Errorf("executorch: no %d free contiguous slots: %w", reserve, inference.ErrNoSlots)
-	}
-	s.lo, s.hi = lo, lo+reserve
-	p.last++
-	p.seqs[p.last] = s
-	return p.last, nil
+	return id, nil
 }
 
 // Fork shares parent's rows [0, rows) and reserves slots above them.
@@ -140,20 +79,9 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 		return 0, ErrClosed
 	}
 	r.initPool()
-	ps := r.pool.seqs[parent]
-	switch {
-	case ps == nil || rows < 1 || rows > ps.n:
-		return 0, fmt.Errorf("executorch: fork of %d rows of sequence %d", rows, parent)
-	case ps.shared > 0 && rows > ps.shared:
-		return 0, fmt.Errorf("executorch: fork of %d rows of a fork sharing %d", rows, ps.shared)
-	}
-	s := &pseq{base: ps.slot(0), shared: rows, n: rows}
-	id, err := r.open(s, reserve, ps.slot(rows-1)+1)
+	id, err := r.pool.Fork(parent, rows, reserve)
 	if err != nil {
-		return 0, err
-	}
-	for i := range rows {
-		r.pool.ref[s.slot(i)]++
+		return 0, fmt.Errorf("executorch: %w", err)
 	}
 	return id, nil
 }
@@ -163,74 +91,26 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 // (above its shared rows, as any own range). A sequence whose rows a fork
 // shares does not move.
 func (r *Runner) Grow(id inference.SeqID, rows int) error {
-	p := &r.pool
-	s := p.seqs[id]
-	if s == nil {
-		return fmt.Errorf("executorch: grow of unknown sequence %d", id)
+	r.initPool()
+	mv, err := r.pool.Grow(id, rows)
+	if err != nil {
+		return fmt.Errorf("executorch: %w", err)
 	}
-	need := rows - s.shared
-	if need <= s.hi-s.lo {
-		return nil
-	}
-	if s.lo+need <= len(p.ref) && p.free(s.hi, s.lo+need) {
-		for i := s.hi; i < s.lo+need; i++ {
-			p.ref[i] = 1
-		}
-		s.hi = s.lo + need
-		p.high = max(p.high, s.hi)
-		return nil
-	}
-	if own := s.n - s.shared; own > 0 && p.ref[s.lo] > 1 {
-		return fmt.Errorf("executorch: sequence %d is shared by a fork and cannot move: %w", id, inference.ErrNoSlots)
-	}
-	above := 0
-	if s.shared > 0 {
-		above = s.base + s.shared
-	}
-	lo, ok := p.alloc(need, above)
-	if !ok {
-		return fmt.Errorf("executorch: no %d free contiguous slots to grow into: %w", need, inference.ErrNoSlots)
-	}
-	r.sync()
-	if own := s.n - s.shared; own > 0 {
+	if mv != nil {
+		r.sync()
 		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, lo, r.k[l], r.stride, s.lo, own)
-			r.vS.Copy(r.v[l], r.stride, lo, r.v[l], r.stride, s.lo, own)
+			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
+			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
 		}
+		r.stats.KVMoves++
 	}
-	for i := s.lo; i < s.hi; i++ {
-		p.ref[i]--
-	}
-	s.lo, s.hi = lo, lo+need
-	r.stats.KVMoves++
 	return nil
-}
-
-// free reports whether slots [from, to) are free.
-func (p *pool) free(from, to int) bool {
-	for i := from; i < to; i++ {
-		if p.ref[i] != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Release frees id's slots: its own range, and its hold on shared ones.
 func (r *Runner) Release(id inference.SeqID) {
-	s := r.pool.seqs[id]
-	if s == nil {
-		return
-	}
-	delete(r.pool.seqs, id)
-	for i := range s.shared {
-		r.pool.ref[s.slot(i)]--
-	}
-	for i := s.lo; i < s.hi; i++ {
-		r.pool.ref[i]--
-	}
-	for r.pool.high > 0 && r.pool.ref[r.pool.high-1] == 0 {
-		r.pool.high--
+	if r.pool != nil {
+		r.pool.Release(id)
 	}
 }
 
@@ -301,7 +181,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for i, run := range runs {
 		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
 		o += len(run.Tokens)
-		r.pool.seqs[run.Seq].n = run.Start + len(run.Tokens)
+		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
 	}
 	return out, nil
 }
@@ -321,7 +201,7 @@ func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]infere
 			if err := r.runBatch(r.dec, []inference.Run{one}); err != nil {
 				return nil, err
 			}
-			r.pool.seqs[run.Seq].n = one.Start + 1
+			r.pool.Seq(run.Seq).N = one.Start + 1
 			cr.rows = append(cr.rows, r.keepLogits(k, graphio.Row(r.dec.logits, 0, r.dec.vocab)))
 			k++
 		}
@@ -363,32 +243,9 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	if err := r.life.Check(); err != nil {
 		return err
 	}
-	rows := 0
-	seen := map[inference.SeqID]bool{}
-	for _, run := range runs {
-		s := r.pool.seqs[run.Seq]
-		switch {
-		case s == nil:
-			return fmt.Errorf("executorch: step on unknown sequence %d", run.Seq)
-		case seen[run.Seq]:
-			return fmt.Errorf("executorch: two runs of sequence %d in one step", run.Seq)
-		case len(run.Tokens) == 0:
-			return fmt.Errorf("executorch: an empty run of sequence %d", run.Seq)
-		case run.Start < s.shared || run.Start > s.n:
-			return fmt.Errorf("executorch: run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, s.shared, s.n)
-		case run.Start+len(run.Tokens) > s.shared+s.hi-s.lo:
-			return fmt.Errorf("executorch: run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, s.shared+s.hi-s.lo)
-		}
-		for i, t := range run.Tokens {
-			if t < 0 || int(t) >= r.vocab {
-				return fmt.Errorf("executorch: token %d at position %d is outside the vocabulary (%d)", t, run.Start+i, r.vocab)
-			}
-		}
-		seen[run.Seq] = true
-		rows += len(run.Tokens)
-	}
-	if rows == 0 || rows > r.pre.ar {
-		return fmt.Errorf("executorch: a step of %d rows (1 to %d)", rows, r.pre.ar)
+	r.initPool()
+	if err := r.pool.Check(runs, r.pre.ar, r.vocab); err != nil {
+		return fmt.Errorf("executorch: %w", err)
 	}
 	return nil
 }
@@ -401,7 +258,7 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	if s := r.cl - m.ar; s != r.stride {
 		r.sync()
 		t0 = time.Now()
-		r.valid = r.pool.high // restride keeps the pool's slots
+		r.valid = r.pool.High() // restride keeps the pool's slots
 		r.restride(s)
 		st.Restrides++
 		st.Restride += time.Since(t0)
@@ -445,15 +302,10 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	m.masks.Fill(b, 0, m.ar*cl, false)
 	o := 0
 	for _, run := range runs {
-		s := r.pool.seqs[run.Seq]
+		s := r.pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * cl
-			if sh := min(s.shared, run.Start); sh > 0 {
-				m.masks.Fill(b, row+s.base, row+s.base+sh, true)
-			}
-			if own := run.Start - s.shared; own > 0 {
-				m.masks.Fill(b, row+s.lo, row+s.lo+own, true)
-			}
+			m.masks.OpenRows(b, row, s, run.Start)
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
@@ -470,7 +322,7 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	q := r.queued[:0]
 	o := 0
 	for _, run := range runs {
-		start := r.pool.seqs[run.Seq].slot(run.Start)
+		start := r.pool.Seq(run.Seq).Slot(run.Start)
 		for _, l := range layers {
 			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
 		}
@@ -498,32 +350,34 @@ func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 // SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into
 // dst, in KVLayout's row format.
 func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
-	s := r.pool.seqs[id]
 	if r.life.Closed() {
 		return ErrClosed
 	}
-	if s == nil || from < 0 || to > s.n || from > to || len(dst) != (to-from)*r.rowBytes() {
+	r.initPool()
+	s := r.pool.Seq(id)
+	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
 		return fmt.Errorf("executorch: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
 	}
 	r.sync()
-	r.kvSlots(s.slot, from, to, dst, false)
+	r.kvSlots(s.Slot, from, to, dst, false)
 	return nil
 }
 
 // RestoreSeqKV scatters src into rows from… of sequence id (its own rows:
 // from ≥ its shared rows, within its slots); they are then committed.
 func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
-	s := r.pool.seqs[id]
 	if r.life.Closed() {
 		return ErrClosed
 	}
+	r.initPool()
+	s := r.pool.Seq(id)
 	rb := r.rowBytes()
 	n := len(src) / rb
-	if s == nil || from < s.shared || from > s.n || len(src)%rb != 0 || from+n > s.shared+s.hi-s.lo {
+	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
 		return fmt.Errorf("executorch: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
 	}
 	r.sync()
-	r.kvSlots(s.slot, from, from+n, src, true)
-	s.n = from + n
+	r.kvSlots(s.Slot, from, from+n, src, true)
+	s.N = from + n
 	return nil
 }

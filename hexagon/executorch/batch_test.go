@@ -182,12 +182,12 @@ func TestBatchIsolation(t *testing.T) {
 		return bytes.Equal(mask[(row*m.cl+col)*es:(row*m.cl+col+1)*es], code)
 	}
 	S := m.cl - m.ar
-	sa, sb, sf := r.pool.seqs[a], r.pool.seqs[b], r.pool.seqs[f]
+	sa, sb, sf := r.pool.Seq(a), r.pool.Seq(b), r.pool.Seq(f)
 	own := map[int][]int{ // row → the slots it may read
-		0: {sa.slot(0), sa.slot(1), sa.slot(2)},
-		1: {sb.slot(0), sb.slot(1), sb.slot(2), sb.slot(3)},
-		2: {sb.slot(0), sb.slot(1), sb.slot(2), sb.slot(3)},
-		3: {sa.slot(0), sa.slot(1), sa.slot(2)}, // the fork: its parent's prompt
+		0: {sa.Slot(0), sa.Slot(1), sa.Slot(2)},
+		1: {sb.Slot(0), sb.Slot(1), sb.Slot(2), sb.Slot(3)},
+		2: {sb.Slot(0), sb.Slot(1), sb.Slot(2), sb.Slot(3)},
+		3: {sa.Slot(0), sa.Slot(1), sa.Slot(2)}, // the fork: its parent's prompt
 	}
 	block := map[int][]int{0: {0}, 1: {1}, 2: {1, 2}, 3: {3}}
 	for row, slots := range own {
@@ -198,8 +198,8 @@ func TestBatchIsolation(t *testing.T) {
 			}
 		}
 	}
-	if sf.lo <= sa.slot(2) {
-		t.Fatalf("fork slots %d… below its parent's prompt slot %d", sf.lo, sa.slot(2))
+	if sf.Lo <= sa.Slot(2) {
+		t.Fatalf("fork slots %d… below its parent's prompt slot %d", sf.Lo, sa.Slot(2))
 	}
 	// A run may not rewrite shared rows or pass its reserve; a released
 	// sequence is gone and its slots are free again.
@@ -356,16 +356,16 @@ func TestBatchGrow(t *testing.T) {
 	r := openRunner(t, rt, path)
 	ss := newBseqs(t, r, batchPrompts[:1], 2) // room for 9 rows
 	drive(t, r, ss, 8)
-	s := r.pool.seqs[ss[0].id]
-	if err := r.Grow(ss[0].id, 12); err != nil || s.lo != 0 || s.hi != 12 {
-		t.Fatalf("grow in place: %v, slots [%d, %d)", err, s.lo, s.hi)
+	s := r.pool.Seq(ss[0].id)
+	if err := r.Grow(ss[0].id, 12); err != nil || s.Lo != 0 || s.Hi != 12 {
+		t.Fatalf("grow in place: %v, slots [%d, %d)", err, s.Lo, s.Hi)
 	}
 	blocker, err := r.Open(4) // slots [12, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Grow(ss[0].id, 20); err != nil || s.lo != 16 || r.stats.KVMoves != 1 {
-		t.Fatalf("grow by moving: %v, slots [%d, %d), %d moves", err, s.lo, s.hi, r.stats.KVMoves)
+	if err := r.Grow(ss[0].id, 20); err != nil || s.Lo != 16 || r.stats.KVMoves != 1 {
+		t.Fatalf("grow by moving: %v, slots [%d, %d), %d moves", err, s.Lo, s.Hi, r.stats.KVMoves)
 	}
 	ss[0].gen = 12
 	drive(t, r, ss, 8)
@@ -470,8 +470,8 @@ func TestBatchWholeWindow(t *testing.T) {
 	for i, p := range prompts {
 		together = append(together, newBseqs(t, rb, [][]int32{p}, gens[i])...)
 	}
-	if s := rb.pool.seqs[together[1].id]; s.lo < rb.cl-rb.pre.ar {
-		t.Fatalf("the second sequence is in slots %d…, not past %d", s.lo, rb.cl-rb.pre.ar)
+	if s := rb.pool.Seq(together[1].id); s.Lo < rb.cl-rb.pre.ar {
+		t.Fatalf("the second sequence is in slots %d…, not past %d", s.Lo, rb.cl-rb.pre.ar)
 	}
 	drive(t, rb, together, 8)
 	for i, s := range together {

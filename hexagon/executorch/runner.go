@@ -58,7 +58,7 @@ type Runner struct {
 	valid                      int                // cache slots [0, valid) hold the last sequence
 	cp                         *copier            // the KV copies in flight
 	queued                     []layerCopy        // copyKV's scratch
-	pool                       pool               // the slot pool (Batcher)
+	pool                       *graphio.Pool      // the slot pool (Batcher)
 	batchToks                  []int32            // runBatch's scratch
 	kept                       []inference.Logits // logits rows kept by decodeRows
 
