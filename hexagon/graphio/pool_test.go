@@ -54,8 +54,8 @@ func TestPool(t *testing.T) {
 		ok   bool
 	}{
 		{[]inference.Run{{Seq: b, Start: 2, Tokens: []int32{1}}}, true},
-		{[]inference.Run{{Seq: b, Start: 3, Tokens: []int32{1}}}, false},          // past the committed rows
-		{[]inference.Run{{Seq: b, Start: 2, Tokens: make([]int32, 5)}}, false},    // past the reserve
+		{[]inference.Run{{Seq: b, Start: 3, Tokens: []int32{1}}}, false},           // past the committed rows
+		{[]inference.Run{{Seq: b, Start: 2, Tokens: make([]int32, 5)}}, false},     // past the reserve
 		{[]inference.Run{{Seq: b, Start: 0, Tokens: []int32{1}}, {Seq: b}}, false}, // twice
 		{[]inference.Run{{Seq: 99, Tokens: []int32{1}}}, false},
 		{[]inference.Run{{Seq: b, Start: 2, Tokens: []int32{10}}}, false}, // vocabulary
