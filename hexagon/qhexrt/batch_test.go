@@ -1,11 +1,13 @@
 package qhexrt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -334,17 +336,22 @@ func TestSeqKVRoundTrip(t *testing.T) {
 }
 
 // TestBatchNoLeak: open/step/release cycles allocate KV sets once and keep
-// hostsim's registrations and rpcmem steady; Close frees everything.
+// hostsim's registrations and rpcmem steady; every set is registered under
+// hostsim's rules (no client-buffer fallback); Close frees everything.
 func TestBatchNoLeak(t *testing.T) {
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) {
 			cfg := hostsimConfig(t)
 			ctl := openHostsimCtl(t, cfg)
+			var logs bytes.Buffer
+			qlog := zerolog.New(&logs)
+			cfg.Logger = &qlog
 			rpc0, mem0 := ctl.rpcLive(), ctl.Stats().LiveMems
 			r, err := Open(Config{Bundle: tinyBundle(t, v), QNN: cfg, Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
+			opened := ctl.Stats().LiveMems
 			n := r.BatchLimits().Sequences
 			var rpc, mem int64
 			for cycle := range 3 {
@@ -358,6 +365,12 @@ func TestBatchNoLeak(t *testing.T) {
 				} else if ctl.rpcLive() != rpc || ctl.Stats().LiveMems != mem {
 					t.Fatalf("cycle %d: %d rpcmem buffers and %d registrations live, want %d and %d", cycle, ctl.rpcLive(), ctl.Stats().LiveMems, rpc, mem)
 				}
+			}
+			if extra := 2 * int64(r.spec.layers) * int64(min(n, 4)-1); !r.chunked() && mem != opened+extra {
+				t.Errorf("%d registrations with %d KV sets, want %d (each set's K and V per layer)", mem, min(n, 4), opened+extra)
+			}
+			if strings.Contains(logs.String(), "registration failed") {
+				t.Errorf("a registration fell back under hostsim's rules:\n%s", logs.String())
 			}
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
