@@ -97,7 +97,7 @@ type Model struct {
 	ADSPLibraryPath string `yaml:"adsp_library_path"`
 	// SeqKVMB is the memory (MiB) for the per-sequence KV buffer sets of a
 	// QHexRT-contract bundle whose sequences take turns side by side; 0:
-	// room for 4 sets within 1 GiB.
+	// 512 MiB.
 	SeqKVMB int `yaml:"seq_kv_mb"`
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.

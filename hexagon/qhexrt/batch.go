@@ -40,13 +40,10 @@ var (
 // maxPoolSequences bounds the sequences open at once on a chunked bundle.
 const maxPoolSequences = 16
 
-// defaultSeqKVSets is how many KV sets a QHexRT-contract bundle gets when
-// Config.SeqKVBytes is 0 (engine.max_sequences' default), within
-// defaultSeqKVBytes.
-const (
-	defaultSeqKVSets  = 4
-	defaultSeqKVBytes = 1 << 30
-)
+// defaultSeqKVBytes is the KV-set budget when Config.SeqKVBytes is 0. Sets
+// are allocated when sequences open, so the budget costs nothing until
+// engine.max_sequences sequences run at once.
+const defaultSeqKVBytes = 512 << 20
 
 // kvSet is one sequence's KV buffers on a QHexRT-contract bundle.
 type kvSet struct {
@@ -87,7 +84,7 @@ func (r *Runner) kvSetBytes() int64 { return int64(2*len(r.kvK)) * int64(r.spec.
 func (r *Runner) maxSets() int {
 	budget := r.cfg.SeqKVBytes
 	if budget <= 0 {
-		budget = min(defaultSeqKVSets*r.kvSetBytes(), defaultSeqKVBytes)
+		budget = defaultSeqKVBytes
 	}
 	return int(min(max(budget/r.kvSetBytes(), 1), maxPoolSequences))
 }

@@ -42,8 +42,9 @@ type Config struct {
 	Costs plan.Costs
 	// SeqKVBytes is the memory for the per-sequence KV buffer sets of a
 	// QHexRT-contract bundle served side by side (inference.Batcher): as
-	// many sets as fit, at least one (the resident cache). 0: room for 4
-	// sets, within 1 GiB. Chunked bundles share one cache and ignore it.
+	// many sets as fit (at least one, the resident cache; at most 16),
+	// allocated as sequences open. 0: 512 MiB. Chunked bundles share one
+	// cache and ignore it.
 	SeqKVBytes int64
 	Logger     zerolog.Logger
 }
