@@ -15,6 +15,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
 // batchVariants are the float32 tiny bundles of both contracts with a
@@ -498,6 +499,57 @@ func TestBatchGrow(t *testing.T) {
 			}
 			if err := r.Grow(a, r.spec.ctx+1); !errors.Is(err, inference.ErrNoSlots) {
 				t.Fatalf("growing past the context: %v, want ErrNoSlots", err)
+			}
+		})
+	}
+}
+
+// TestEngineSideBySideKVStore: side by side, a finished request's rows go
+// to the KV store and a later prompt of the same owner that starts with
+// them restores them (cached_tokens), with the same tokens as without the
+// store; another owner restores nothing. Both contracts.
+func TestEngineSideBySideKVStore(t *testing.T) {
+	p := testPrompt(40, 9)
+	turn1 := inference.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
+	run := func(t *testing.T, e *inference.Engine, req inference.Request) inference.Result {
+		t.Helper()
+		s, err := e.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := inference.Collect(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	turn2 := func(r inference.Result, owner string) inference.Request {
+		q := append(slices.Clone(p), r.Choices[0].Tokens...)
+		return inference.Request{Prompt: append(q, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
+	}
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			ep := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4})
+			r1 := run(t, ep, turn1)
+			want := run(t, ep, turn2(r1, "alice"))
+			ep.Close()
+			store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 16 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
+			defer e.Close()
+			run(t, e, turn1)
+			got := run(t, e, turn2(r1, "alice"))
+			if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
+				t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
+			}
+			if c, least := got.Usage.CachedTokens, len(p)+5; c < least {
+				t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, least)
+			}
+			if other := run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
+				t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
 			}
 		})
 	}
