@@ -47,12 +47,12 @@ const defaultSeqKVBytes = 512 << 20
 
 // kvSet is one sequence's KV buffers on a QHexRT-contract bundle.
 type kvSet struct {
-	k, v   []*graphio.Tensor // per layer [CTX, kv_dim]
-	call   *qnn.Call         // the decode graph bound to k, v
-	id     inference.SeqID   // its sequence; 0: free
-	n      int               // committed rows
-	toks   []int32           // tokens of rows [0, len(toks)) (fewer after a restore)
-	kvOnly bool              // set 0: the Eval cache, freed by Close
+	k, v     []*graphio.Tensor // per layer [CTX, kv_dim]
+	call     *qnn.Call         // the decode graph bound to k, v
+	id       inference.SeqID   // its sequence; 0: free
+	n        int               // committed rows
+	toks     []int32           // tokens of rows [0, len(toks)) (fewer after a restore)
+	resident bool              // set 0: the Eval cache, freed by Close
 }
 
 // batch is the Batcher state.
@@ -107,7 +107,7 @@ func (r *Runner) initBatch() {
 		r.batch.pool = graphio.NewPool(r.spec.ctx, maxPoolSequences)
 	}
 	if r.batch.sets == nil && !r.chunked() {
-		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, kvOnly: true}}
+		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, resident: true}}
 	}
 	if r.batch.hid == nil {
 		g := r.graphs[rolePrefill]
@@ -224,7 +224,7 @@ func (r *Runner) ioBindings(g *graphIO, ks, vs []*graphio.Tensor) (in, out []qnn
 
 // free releases a set's call and (unless it is the Eval cache) buffers.
 func (s *kvSet) free() {
-	if s.kvOnly {
+	if s.resident {
 		return
 	}
 	if s.call != nil {
@@ -241,7 +241,7 @@ func (s *kvSet) free() {
 // contexts close); freeSets also frees their buffers.
 func (r *Runner) closeSets() {
 	for _, s := range r.batch.sets {
-		if !s.kvOnly && s.call != nil {
+		if !s.resident && s.call != nil {
 			s.call.Close()
 			s.call = nil
 		}
@@ -260,7 +260,7 @@ func (r *Runner) freeSets() {
 func (r *Runner) rebindSets() error {
 	for _, s := range r.batch.sets {
 		s.n, s.toks = 0, s.toks[:0]
-		if s.kvOnly {
+		if s.resident {
 			s.call = r.graphs[roleDecode].call
 			continue
 		}
