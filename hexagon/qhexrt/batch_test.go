@@ -105,6 +105,9 @@ func testPrompt(seed uint64, n int) []int32 {
 // different steps, prompts split over steps and crossing windows) are
 // bit-identical to the same sequence alone, which are those of Eval's path.
 func TestBatchBitIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) {
 			r := openTiny(t, v)
@@ -236,6 +239,9 @@ func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens 
 // prefix would alone; released sequences free their slots (or KV sets) at
 // once, and a full pool says ErrNoSlots.
 func TestBatchForkRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	ctx := context.Background()
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) {
@@ -291,6 +297,9 @@ func TestBatchForkRelease(t *testing.T) {
 // TestSeqKVRoundTrip: a sequence's rows saved and restored into another
 // sequence continue to the same bits; bad ranges are refused.
 func TestSeqKVRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	ctx := context.Background()
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) {
@@ -460,6 +469,9 @@ func TestEngineSideBySide(t *testing.T) {
 // TestBatchGrow: a sequence grows in place or, when a neighbour holds the
 // slots after it, moves its rows, and continues to the same bits as alone.
 func TestBatchGrow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	ctx := context.Background()
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) {
@@ -509,6 +521,9 @@ func TestBatchGrow(t *testing.T) {
 // them restores them (cached_tokens), with the same tokens as without the
 // store; another owner restores nothing. Both contracts.
 func TestEngineSideBySideKVStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
 	p := testPrompt(40, 9)
 	turn1 := inference.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
 	run := func(t *testing.T, e *inference.Engine, req inference.Request) inference.Result {
