@@ -327,7 +327,7 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 	if r.chunked() && r.batch.pool != nil {
 		mv, err := r.batch.pool.Grow(id, rows)
 		if err != nil {
-			return fmt.Errorf("hexagon: %w", err)
+			return fmt.Errorf("qhexrt: %w", err)
 		}
 		if mv != nil {
 			t0 := time.Now()
@@ -341,9 +341,9 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 	}
 	switch {
 	case r.set(id) == nil:
-		return fmt.Errorf("hexagon: grow of unknown sequence %d", id)
+		return fmt.Errorf("qhexrt: grow of unknown sequence %d", id)
 	case rows > r.spec.ctx:
-		return fmt.Errorf("hexagon: a sequence of %d rows in a context of %d: %w", rows, r.spec.ctx, inference.ErrNoSlots)
+		return fmt.Errorf("qhexrt: a sequence of %d rows in a context of %d: %w", rows, r.spec.ctx, inference.ErrNoSlots)
 	}
 	return nil
 }
