@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,7 +24,34 @@ func TestPTEConcurrentEqualsAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("serves two .pte models and runs 12 requests on each (-short)")
 	}
-	model := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16")
+	concurrentEqualsAlone(t, mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16"))
+}
+
+// TestBundleConcurrentEqualsAlone: the same on float32 QHexRT bundles, a
+// chunked one (rows of several requests per prefill call) and a
+// QHexRT-contract one (the requests take turns on their own KV buffers).
+func TestBundleConcurrentEqualsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serves four bundles' servers and runs 12 requests on each (-short)")
+	}
+	for _, contract := range []string{"chunked", "qhexrt"} {
+		t.Run(contract, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), contract)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary(t), "mkmodel", "--out", dir, "--preset", "tiny", "--name", "tiny",
+				"--contract", contract, "--weights", "f16", "--io", "f32", "--kv", "f32")
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("mkmodel: %v\n%s", err, out)
+			}
+			concurrentEqualsAlone(t, dir)
+		})
+	}
+}
+
+// concurrentEqualsAlone checks model (a path for model.path) as above.
+func concurrentEqualsAlone(t *testing.T, model string) {
 	libs := hostsimLibs(t)
 	serial := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  max_sequences: 1"}.write(t, libs), true)
 	side := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  max_sequences: 8\n  queue_length: 16"}.write(t, libs), true)
