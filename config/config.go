@@ -193,7 +193,7 @@ func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
 
 // Entries are the models to serve, each with every key resolved: the
 // models: list, whose entries inherit model.libraries, model.tokenizer,
-// model.perf_mode, model.adsp_library_path, model.overrides and the engine's
+// model.perf_mode, model.adsp_library_path, model.seq_kv_mb, model.overrides and the engine's
 // keep_alive, queue_length and timeout for keys they leave unset; or, without
 // a list, model.* as a list of one. Preload is always set. An entry's source
 // is its Path. Upstream entries are not among them (UpstreamEntries): a
@@ -221,6 +221,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.Libraries.RPCMem, d.Libraries.RPCMem)
 		inherit(&e.PerfMode, d.PerfMode)
 		inherit(&e.ADSPLibraryPath, d.ADSPLibraryPath)
+		inherit(&e.SeqKVMB, d.SeqKVMB)
 		if e.Overrides == nil {
 			e.Overrides = d.Overrides
 		}
@@ -523,6 +524,7 @@ func (c *Config) validateModels() error {
 			{strings.ContainsAny(e.ID, " \t\n/"), key + ".id", "must not contain spaces or slashes"},
 			{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
 			{e.PerfMode != "" && !oneOf(e.PerfMode, "burst", "sustained", "balanced"), key + ".perf_mode", "must be burst, sustained or balanced"},
+			{e.SeqKVMB < 0 || e.SeqKVMB > 1<<20, key + ".seq_kv_mb", "must be between 0 and 1048576 (unset: model.seq_kv_mb)"},
 			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},
 			{e.Timeout < 0, key + ".timeout", "must be > 0 (unset: engine.timeout)"},
 		}
