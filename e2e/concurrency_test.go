@@ -99,8 +99,15 @@ func concurrentEqualsAlone(t *testing.T, model string) {
 	// The clients did share steps: more than one row per step on average.
 	var sum, count float64
 	for _, line := range strings.Split(side.metrics(t), "\n") {
-		fmt.Sscanf(line, "hexserve_step_rows_sum %g", &sum)
-		fmt.Sscanf(line, "hexserve_step_rows_count %g", &count)
+		// hexserve_step_rows_sum{model="tiny"} 490 (labelled per model)
+		f := strings.Fields(line)
+		switch {
+		case len(f) != 2:
+		case strings.HasPrefix(f[0], "hexserve_step_rows_sum"):
+			fmt.Sscanf(f[1], "%g", &sum)
+		case strings.HasPrefix(f[0], "hexserve_step_rows_count"):
+			fmt.Sscanf(f[1], "%g", &count)
+		}
 	}
 	if count == 0 || sum/count < 1.5 {
 		t.Errorf("%g rows in %g steps: the clients did not share steps", sum, count)
