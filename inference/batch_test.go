@@ -288,3 +288,89 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// TestPoolParallelSampling: seeded requests sampled by up to four
+// goroutines per step give the tokens each gives alone with one; the
+// host's share of a step is reported.
+func TestPoolParallelSampling(t *testing.T) {
+	// Logit bias spreads the fake's peaked logits over a few tokens, so the
+	// seeded draws depend on each sequence's own random stream.
+	bias := map[int32]float32{3: 99, 4: 99.5, 5: 99, 6: 98.5}
+	var reqs []inference.Request
+	for i := range 6 {
+		seed := int64(100 + i)
+		reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i), 2}, MaxTokens: 24, N: 1 + i%2,
+			Sampling: inference.Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}})
+	}
+	alone := make([][][]int32, len(reqs))
+	restore := inference.SetSampleHelpers(0)
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	restore()
+	defer inference.SetSampleHelpers(3)()
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 8, Registerer: reg})
+		res := submitAll(t, e, reqs)
+		distinct := map[int32]bool{}
+		for i, r := range res {
+			got := choiceTokens(r)
+			if !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
+			}
+			for _, c := range got {
+				for _, tok := range c {
+					distinct[tok] = true
+				}
+			}
+		}
+		if len(distinct) < 3 {
+			t.Errorf("tokens %v: the draws are not random, the test says nothing", distinct)
+		}
+		host, model := e.StepTimes()
+		if model <= 0 || host < 0 {
+			t.Errorf("step times: host %v, model %v", host, model)
+		}
+		if n := histCount(t, reg, "hexserve_step_host_share"); n == 0 {
+			t.Error("no host share observed")
+		}
+	})
+}
+
+func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// TestSeededLogitBiasRepeats: a seeded request with logit_bias gives the
+// same tokens every run (the bias map's order does not steer the draw).
+func TestSeededLogitBiasRepeats(t *testing.T) {
+	seed := int64(103)
+	r := inference.Request{Prompt: []int32{23, 2}, MaxTokens: 24, Sampling: inference.Sampling{Temperature: 1, Seed: &seed,
+		LogitBias: map[int32]float32{3: 99, 4: 99.5, 5: 99, 6: 98.5, 7: 99.2, 8: 98}}}
+	var first [][]int32
+	for i := range 8 {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			got := choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+			if i == 0 {
+				first = got
+			} else if !slices.EqualFunc(got, first, slices.Equal) {
+				t.Fatalf("run %d: %v, run 0: %v", i, got, first)
+			}
+		})
+	}
+}

@@ -73,6 +73,8 @@ type Engine struct {
 	lastErr  error // the latest of them
 
 	activeN atomic.Int64 // open sequences, for ActiveSequences
+	hostNS  atomic.Int64 // host time of all steps, for StepTimes
+	modelNS atomic.Int64 // model time of all steps
 
 	// Worker-owned state.
 	pool       Batcher
@@ -82,6 +84,8 @@ type Engine struct {
 	stalled    int    // sequences the last step could not grow
 	active     []*gen // in arrival order
 	samplers   []*sampler
+	sampling   sampleWorkers // samples a step's decode rows in parallel
+	jobs       []sampleJob
 	turn       int // rotates the order of decode rows
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
@@ -147,6 +151,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 			e.met.registerKV(cfg.Registerer, e.kv.store)
 		}
 	}
+	e.sampling.n = max(0, sampleHelpers(e.maxSeq))
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()

@@ -12,6 +12,7 @@ import (
 // ended (their contexts end with ErrClosed).
 func (e *Engine) worker() {
 	defer close(e.exited)
+	defer e.sampling.stop()
 	for {
 		closed := e.admit()
 		if len(e.active) > 0 {
@@ -188,6 +189,7 @@ func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 // step runs one model step over the active sequences.
 func (e *Engine) step() bool {
 	e.stepNo++
+	start := e.now()
 	ss := e.plan()
 	if len(ss) == 0 {
 		n := len(e.active)
@@ -216,11 +218,10 @@ func (e *Engine) step() bool {
 	}
 	e.modelResult(nil)
 	e.met.stepRows.Observe(float64(rowsN))
-	for i, s := range ss {
-		e.consume(s, rows[i], t0, t1)
-	}
+	e.consumeAll(ss, rows, t0, t1)
 	end := e.now()
 	e.met.hostTime.Observe(end.Sub(t1).Seconds())
+	e.observeShare(t0.Sub(start)+end.Sub(t1), t1.Sub(t0))
 	e.account(ss, t0, end)
 	e.reap()
 	return true
@@ -380,6 +381,75 @@ type stepCosts struct {
 
 func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 	return c.b.StepCost(c.base - 1 + k), c.b.StepCost(c.base)
+}
+
+// consumeAll samples a step's runs into their sequences. The single-row
+// decodes (no draft to verify, no constraint) whose rows are held together
+// are sampled in parallel by the sample workers, then taken in order; the
+// other runs are consumed one after another.
+func (e *Engine) consumeAll(ss []*seq, rows []Rows, t0, t1 time.Time) {
+	jobs := e.jobs[:0]
+	var rest []int
+	for i, s := range ss {
+		if !e.parallelRow(s, rows[i]) {
+			rest = append(rest, i)
+			continue
+		}
+		l, err := e.row(s.g.ctx, rows[i], 0)
+		if err != nil {
+			e.failStep([]*seq{s}, err)
+			continue
+		}
+		jobs = append(jobs, sampleJob{s: s, l: l})
+	}
+	e.sampling.run(jobs)
+	for _, j := range jobs {
+		e.takeDecode(j.s, j.tok, j.lp, t0)
+	}
+	clear(jobs)
+	e.jobs = jobs[:0]
+	for _, i := range rest {
+		e.consume(ss[i], rows[i], t0, t1)
+	}
+}
+
+// parallelRow reports whether s's run is a plain decode row that the
+// sample workers may sample.
+func (e *Engine) parallelRow(s *seq, r Rows) bool {
+	h, ok := r.(HeldRows)
+	return ok && h.Held() && s.fin == "" && s.k == 0 && s.con == nil &&
+		s.done >= s.target() && s.done >= len(s.g.req.Prompt) && len(s.run.Tokens) == 1
+}
+
+// takeDecode takes the token sampled from a plain decode row (as
+// consumeDecode does for a run without draft rows).
+func (e *Engine) takeDecode(s *seq, tok int32, lp *Logprob, t0 time.Time) {
+	s.done = s.run.Start + 1
+	e.take(s, tok, lp)
+	if len(s.draft) > 0 {
+		// Shadow check: keeps the estimate fresh at no cost.
+		s.dr.observe(s.src, b2i(tok == s.draft[0]), tok != s.draft[0])
+	}
+	e.met.tpot.Observe(e.now().Sub(t0).Seconds())
+	e.firstToken(s.g)
+}
+
+// observeShare records the host's share of a step: plan, sampling, text
+// and events against the model's Step call.
+func (e *Engine) observeShare(host, model time.Duration) {
+	if host+model <= 0 {
+		return
+	}
+	e.met.hostShare.Observe(host.Seconds() / (host + model).Seconds())
+	e.hostNS.Add(int64(host))
+	e.modelNS.Add(int64(model))
+}
+
+// StepTimes are the host's time (planning, sampling, text, events) and the
+// model's (Step calls) over all steps so far; host ÷ (host + model) is the
+// host's share of a step.
+func (e *Engine) StepTimes() (host, model time.Duration) {
+	return time.Duration(e.hostNS.Load()), time.Duration(e.modelNS.Load())
 }
 
 // consume samples a run's rows into its sequence.

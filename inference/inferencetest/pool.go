@@ -201,6 +201,9 @@ type poolRows struct {
 
 func (r poolRows) Len() int { return r.n }
 
+// Held: every Logits call returns a fresh buffer.
+func (r poolRows) Held() bool { return true }
+
 func (r poolRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	if i < 0 || i >= r.n {
 		return inference.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
