@@ -374,3 +374,54 @@ func TestSeededLogitBiasRepeats(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolSharedPrefix: a request whose prompt shares a prefix (a system
+// prompt) with a live sequence of the same owner forks its rows; another
+// owner's request with the same prompt never does. Tokens equal alone.
+func TestPoolSharedPrefix(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 6) // 24 rows
+	long := inference.Request{Prompt: append(slices.Clone(system), 50, 51), MaxTokens: 30, Owner: "alice"}
+	later := []inference.Request{
+		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "alice"},
+		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "mallory"},
+	}
+	alone := make([][][]int32, len(later))
+	for i, r := range later {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e, m := setupPool(t, poolLimits, inference.Config{Registerer: reg})
+		s, err := e.Submit(t.Context(), long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := inference.Collect(s); done <- err }()
+		time.Sleep(5 * stepLatency) // its prompt is in, it decodes
+		res := submitAll(t, e, later)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, later[i].Owner, got, alone[i])
+			}
+		}
+		if f := m.Forks(); len(f) != 1 || f[0].Rows != len(system) {
+			t.Errorf("forks %+v, want one of the %d shared rows (alice's)", f, len(system))
+		}
+		if c := res[0].Usage.CachedTokens; c != len(system) {
+			t.Errorf("alice's cached_tokens %d, want %d", c, len(system))
+		}
+		if c := res[1].Usage.CachedTokens; c != 0 {
+			t.Errorf("mallory's cached_tokens %d: another owner's rows were shared", c)
+		}
+		if n := counter(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
+			t.Errorf("shared rows %v", n)
+		}
+	})
+}

@@ -44,6 +44,7 @@ type metrics struct {
 	stepRows        prometheus.Histogram
 	queueWait       prometheus.Histogram
 	preemptions     prometheus.Counter
+	sharedRows      prometheus.Counter
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -102,12 +103,14 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "hexserve_queue_wait_seconds", Help: "From Submit to the start of a request's generation.", Buckets: lat}),
 		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hexserve_preemptions_total", Help: "Sequences released to make room for others' growth, their rows evaluated again later."}),
+		sharedRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_shared_prefix_rows_total", Help: "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
 			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.hostShare, m.maskTime, m.graphCalls, m.graphSeconds,
-			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions)
+			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows)
 	}
 	return m
 }

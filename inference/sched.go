@@ -72,7 +72,7 @@ func (e *Engine) admit() bool {
 		if e.single != nil {
 			e.single.setOwner(j.req.Owner)
 		}
-		id, err := e.pool.Open(len(j.req.Prompt) + min(e.maxNew(&j.req), e.grow))
+		id, shared, err := e.openShared(&j.req)
 		if errors.Is(err, ErrNoSlots) && open > 0 {
 			e.mu.Unlock() // the head waits for a release; so does everything behind it
 			e.setActive(open)
@@ -90,12 +90,69 @@ func (e *Engine) admit() bool {
 		g := e.startGen(j)
 		s := e.newSeq(g)
 		s.id, s.open, s.cap = id, true, len(j.req.Prompt)+min(g.maxNew, e.grow)
-		s.done = e.seqKV.restore(e, s)
+		s.done, s.shared = shared, shared
+		if shared == 0 {
+			s.done = e.seqKV.restore(e, s)
+		}
 		g.usage.CachedTokens = s.done
 		g.seqs, g.live = append(g.seqs, s), 1
 		e.active = append(e.active, g)
 		open++
 	}
+}
+
+// minShareRows is the shortest prompt prefix a new request forks from a
+// live sequence of its owner rather than evaluating again.
+const minShareRows = 16
+
+// openShared opens a sequence for a queued request: a Fork of the live
+// sequence of the same owner whose committed rows share the longest
+// prefix with the prompt (at least minShareRows; never another owner's),
+// or else a sequence of its own. It returns the rows shared.
+func (e *Engine) openShared(req *Request) (SeqID, int, error) {
+	reserve := len(req.Prompt) + min(e.maxNew(req), e.grow)
+	if parent, rows := e.sharedPrefix(req); parent != nil {
+		id, err := e.pool.Fork(parent.id, rows, reserve-rows)
+		if err == nil {
+			e.met.sharedRows.Add(float64(rows))
+			return id, rows, nil
+		}
+	}
+	id, err := e.pool.Open(reserve)
+	return id, 0, err
+}
+
+// sharedPrefix finds the live sequence of req's owner whose committed rows
+// share the longest prefix with req's prompt (all but its last token), and
+// how many rows; nil when none shares minShareRows.
+func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
+	if e.single != nil || req.N > 1 {
+		// n > 1: the choices fork the first one's whole prompt, which a
+		// fork of a fork may not share (Batcher.Fork of a fork's rows
+		// past its shared ones fails on the .pte pool).
+		return nil, 0
+	}
+	p := req.Prompt[:len(req.Prompt)-1]
+	var best *seq
+	n := minShareRows - 1
+	for _, g := range e.active {
+		if g.req.Owner != req.Owner {
+			continue // rows are never shared across owners
+		}
+		for _, s := range g.seqs {
+			if !s.open || s.fin != "" {
+				continue
+			}
+			rows := commonPrefix(p, s.toks[:s.done])
+			if s.shared > 0 {
+				rows = min(rows, s.shared) // a fork shares on only its parent's rows
+			}
+			if rows > n {
+				best, n = s, rows
+			}
+		}
+	}
+	return best, n
 }
 
 // reopen opens again the sequences released to make room, oldest first,
@@ -122,7 +179,7 @@ func (e *Engine) reopen(open *int) bool {
 				waiting = true
 				continue
 			}
-			s.id, s.open, s.cap, s.done = id, true, rows, 0
+			s.id, s.open, s.cap, s.done, s.shared = id, true, rows, 0, 0
 			*open++
 		}
 	}
@@ -176,7 +233,7 @@ func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 			return // the choice opens a sequence of its own later
 		}
 		s := e.newSeq(g)
-		s.id, s.open, s.done = id, true, len(g.req.Prompt)
+		s.id, s.open, s.done, s.shared = id, true, len(g.req.Prompt), len(g.req.Prompt)
 		s.cap = len(g.req.Prompt) + min(g.maxNew, e.grow)
 		g.seqs = append(g.seqs, s)
 		g.live++
