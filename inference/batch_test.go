@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
 const stepLatency = 10 * time.Millisecond
@@ -422,6 +424,48 @@ func TestPoolSharedPrefix(t *testing.T) {
 		}
 		if n := counter(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
 			t.Errorf("shared rows %v", n)
+		}
+	})
+}
+
+// TestPoolPreemptRestores: with a KV store, a sequence released to make
+// room is saved first and restored when it opens again: the same tokens,
+// fewer rows evaluated than without the store.
+func TestPoolPreemptRestores(t *testing.T) {
+	var reqs []inference.Request
+	for i := range 4 {
+		reqs = append(reqs, inference.Request{Prompt: []int32{int32(30 + i), 2}, MaxTokens: 40})
+	}
+	lim := inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}
+	var plainRows int
+	var alone [][][]int32
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, lim, inference.Config{MaxSequences: 4})
+		for _, r := range submitAll(t, e, reqs) {
+			alone = append(alone, choiceTokens(r))
+		}
+		plainRows = m.Rows()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
+		m.SetLatency(stepLatency)
+		st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4, KVStore: st, Registerer: reg})
+		defer e.Close()
+		for i, r := range submitAll(t, e, reqs) {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+				t.Errorf("request %d: %v (%s), without the store %v", i, got, r.Finish, alone[i])
+			}
+		}
+		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+			t.Fatal("no preemption: the test does not exercise it")
+		}
+		if m.RestoredRows() == 0 || m.Rows() >= plainRows {
+			t.Errorf("restored %d rows, evaluated %d (without the store %d)", m.RestoredRows(), m.Rows(), plainRows)
 		}
 	})
 }

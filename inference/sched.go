@@ -92,7 +92,8 @@ func (e *Engine) admit() bool {
 		s.id, s.open, s.cap = id, true, len(j.req.Prompt)+min(g.maxNew, e.grow)
 		s.done, s.shared = shared, shared
 		if shared == 0 {
-			s.done = e.seqKV.restore(e, s)
+			p := j.req.Prompt
+			s.done = e.seqKV.restore(e, s, p[:len(p)-1])
 		}
 		g.usage.CachedTokens = s.done
 		g.seqs, g.live = append(g.seqs, s), 1
@@ -179,7 +180,11 @@ func (e *Engine) reopen(open *int) bool {
 				waiting = true
 				continue
 			}
-			s.id, s.open, s.cap, s.done, s.shared = id, true, rows, 0, 0
+			s.id, s.open, s.cap, s.shared = id, true, rows, 0
+			// Its rows saved at preemption come back from the store; the
+			// rest are evaluated again.
+			s.done = e.seqKV.restore(e, s, s.toks[:len(s.toks)-1])
+			s.refill = s.done < s.target()
 			*open++
 		}
 	}
@@ -617,7 +622,7 @@ func (e *Engine) reap() {
 						e.single.truncate(s.done) // only committed rows stay resident
 					}
 					if s.c == 0 && s.fin != FinishError {
-						e.seqKV.save(e, s)
+						e.seqKV.save(e, s, g.req.CacheKey)
 					}
 					e.pool.Release(s.id)
 					s.open = false
@@ -677,13 +682,15 @@ func (e *Engine) fits(s *seq) bool {
 
 // preempt makes room when every open sequence waits for slots: the
 // youngest is released, to evaluate its rows again once there is room
-// (the same rows: on float32 caches the same bits). It reports whether
+// (the same rows: on float32 caches the same bits); with a KV store its
+// committed rows are saved first and restored instead. It reports whether
 // there was one.
 func (e *Engine) preempt() bool {
 	for i := len(e.active) - 1; i >= 0; i-- {
 		g := e.active[i]
 		for j := len(g.seqs) - 1; j >= 0; j-- {
 			if s := g.seqs[j]; s.open && s.fin == "" {
+				e.seqKV.save(e, s, "") // restored when it opens again
 				e.pool.Release(s.id)
 				s.open, s.refill, s.done = false, true, 0
 				e.met.preemptions.Inc()
