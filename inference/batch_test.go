@@ -469,3 +469,41 @@ func TestPoolPreemptRestores(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolSharedPrefixAtOnce: requests of one owner with the same system
+// prompt, sent at once, fork the first one's rows a step later instead of
+// evaluating them each; another owner's evaluates its own. Tokens equal
+// alone.
+func TestPoolSharedPrefixAtOnce(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 5) // 20 rows
+	var reqs []inference.Request
+	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
+		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(60+i)), MaxTokens: 8, Owner: owner})
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{})
+		res := submitAll(t, e, reqs)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
+			}
+			if want := map[bool]int{true: len(system), false: 0}[i == 1 || i == 2]; r.Usage.CachedTokens != want {
+				t.Errorf("request %d (%s): cached_tokens %d, want %d", i, reqs[i].Owner, r.Usage.CachedTokens, want)
+			}
+		}
+		if f := m.Forks(); len(f) != 2 {
+			t.Errorf("forks %+v, want alice's two later requests'", f)
+		}
+		// 21 + 21 prompt rows (alice's first, mallory's), 2 forked rows, 4 × 7 decode rows.
+		if n := m.Rows(); n != 21+21+2+4*7 {
+			t.Errorf("%d rows evaluated (%v)", n, m.Steps())
+		}
+	})
+}

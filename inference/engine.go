@@ -107,6 +107,9 @@ type job struct {
 	enqueued time.Time
 	state    jobState // guarded by Engine.mu
 	stop     func() bool
+	// shareWaits: the steps it waited at the head of the queue for a
+	// prefix to fork (worker only; at most shareWaitSteps).
+	shareWaits int
 }
 
 // New starts an engine on m. The caller keeps ownership of m: Close stops

@@ -72,6 +72,14 @@ func (e *Engine) admit() bool {
 		if e.single != nil {
 			e.single.setOwner(j.req.Owner)
 		}
+		if j.shareWaits < shareWaitSteps && e.pendingShare(&j.req, shareWaitSteps-j.shareWaits) {
+			// Its prefix is a few steps away in a sequence of its owner:
+			// the head (and what is behind it) waits for it, to fork it.
+			j.shareWaits++
+			e.mu.Unlock()
+			e.setActive(open)
+			return false
+		}
 		id, shared, err := e.openShared(&j.req)
 		if errors.Is(err, ErrNoSlots) && open > 0 {
 			e.mu.Unlock() // the head waits for a release; so does everything behind it
@@ -154,6 +162,39 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 		}
 	}
 	return best, n
+}
+
+// shareWaitSteps bounds the steps a request waits at the head of the
+// queue for a prefix of its owner's to fork (see pendingShare).
+const shareWaitSteps = 4
+
+// pendingShare reports whether a live sequence of req's owner will, within
+// steps steps, hold a prefix of req's prompt (all but its last token) that
+// is at least minShareRows long and longer than any held now: a prompt
+// being evaluated whose rows left fit in those steps. Waiting for it costs
+// the request no more than evaluating the same rows itself.
+func (e *Engine) pendingShare(req *Request, steps int) bool {
+	_, held := e.sharedPrefix(req)
+	if e.single != nil || req.N > 1 {
+		return false
+	}
+	p := req.Prompt[:len(req.Prompt)-1]
+	rows := steps * e.pool.BatchLimits().Rows
+	for _, g := range e.active {
+		if g.req.Owner != req.Owner || g.failed {
+			continue
+		}
+		for _, s := range g.seqs {
+			if !s.open || s.fin != "" || s.shared > 0 || s.done >= s.target() {
+				continue
+			}
+			n := commonPrefix(p, s.toks[:s.target()])
+			if n >= minShareRows && n > held && n > s.done && n-s.done <= rows {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reopen opens again the sequences released to make room, oldest first,

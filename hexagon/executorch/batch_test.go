@@ -489,3 +489,56 @@ func TestBatchWholeWindow(t *testing.T) {
 		t.Fatalf("Eval %v, Step %v", toks, together[0].toks[len(long):])
 	}
 }
+
+// TestEngineSharedPrefix: requests of one owner with the same system
+// prompt, sent at once, fork its rows (cached_tokens) and give the tokens
+// a one-at-a-time engine gives; another owner's request shares nothing.
+func TestEngineSharedPrefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	system := slices.Concat(batchPrompts[2], batchPrompts[0][1:], batchPrompts[1][1:]) // 19 tokens
+	seed := int64(5)
+	var reqs []inference.Request
+	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
+		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(400+i), 13), MaxTokens: 6, IgnoreEOS: true,
+			Owner: owner, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed}})
+	}
+	collect := func(e *inference.Engine) []inference.Result {
+		out := make([]inference.Result, len(reqs))
+		errs := make([]error, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			s, err := e.Submit(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { out[i], errs[i] = inference.Collect(s) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	ea := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 1})
+	alone := collect(ea)
+	ea.Close()
+	eb := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 8})
+	defer eb.Close()
+	together := collect(eb)
+	for i := range reqs {
+		if !slices.Equal(alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens) {
+			t.Errorf("request %d: alone %v, side by side %v", i, alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens)
+		}
+	}
+	for i, want := range []int{0, len(system), len(system), 0} {
+		if c := together[i].Usage.CachedTokens; c != want {
+			t.Errorf("request %d (%s): cached_tokens %d, want %d", i, reqs[i].Owner, c, want)
+		}
+	}
+}
