@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -69,15 +71,22 @@ func TestPTEConcurrentEqualsAlone(t *testing.T) {
 	}
 	// The clients did share steps: more than one row per step on average.
 	var sum, count float64
-	for _, line := range strings.Split(side.metrics(t), "\n") {
-		fmt.Sscanf(line, "hexserve_step_rows_sum %g", &sum)
-		fmt.Sscanf(line, "hexserve_step_rows_count %g", &count)
+	// The engine's metrics carry a model label (several models).
+	for _, m := range stepRowsRe.FindAllStringSubmatch(side.metrics(t), -1) {
+		v, _ := strconv.ParseFloat(m[3], 64)
+		if m[1] == "sum" {
+			sum = v
+		} else {
+			count = v
+		}
 	}
 	if count == 0 || sum/count < 1.5 {
 		t.Errorf("%g rows in %g steps: the clients did not share steps", sum, count)
 	}
 	t.Logf("side by side: %g rows in %g steps", sum, count)
 }
+
+var stepRowsRe = regexp.MustCompile(`(?m)^hexserve_step_rows_(sum|count)(\{[^}]*\})? (\S+)$`)
 
 // ask sends req to its endpoint (prompt: completions, else chat) and
 // returns each choice's text, streamed or not.
