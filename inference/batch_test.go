@@ -507,3 +507,45 @@ func TestPoolSharedPrefixAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolSharedPrefixFinished: a request queued behind max_sequences
+// forks the rows of a sequence of its owner that just finished (kept until
+// the next admission); another owner's queued request with the same
+// prompt prefix does not, though a sequence holding it is live.
+func TestPoolSharedPrefixFinished(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 5) // 20 rows
+	reqs := []inference.Request{
+		{Prompt: append(slices.Clone(system), 60), MaxTokens: 3, Owner: "alice"},
+		{Prompt: []int32{5, 6, 7}, MaxTokens: 12, Owner: "mallory"},
+		{Prompt: append(slices.Clone(system), 61), MaxTokens: 4, Owner: "alice"},
+		{Prompt: append(slices.Clone(system), 62), MaxTokens: 4, Owner: "mallory"},
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{MaxSequences: 2})
+		res := submitAll(t, e, reqs)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
+			}
+		}
+		if c := res[2].Usage.CachedTokens; c != len(system) {
+			t.Errorf("alice's queued request: cached_tokens %d, want %d (the finished one's rows)", c, len(system))
+		}
+		if c := res[3].Usage.CachedTokens; c != 0 {
+			t.Errorf("mallory's queued request: cached_tokens %d: alice's rows were shared", c)
+		}
+		if f := m.Forks(); len(f) != 1 || f[0].Rows != len(system) {
+			t.Errorf("forks %+v", f)
+		}
+		if open, _ := m.Sequences(); open != 0 {
+			t.Errorf("%d sequences left open", open)
+		}
+	})
+}

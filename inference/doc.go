@@ -48,7 +48,10 @@
 // With Request.N > 1 the first choice prefills the prompt and the others
 // Fork its rows: the choices decode side by side. A new request (N = 1)
 // forks the longest prefix of its prompt, at least minShareRows, that a
-// live sequence of the same Request.Owner holds (a shared system prompt);
+// live sequence of the same Request.Owner holds (a shared system prompt),
+// or one that just finished: a finished sequence whose rows a queued
+// request of its owner may fork stays in the pool until the next
+// admission;
 // when such a prefix is being evaluated and is at most shareWaitSteps
 // steps' rows away, the request waits at the head of the queue for it
 // (at most that many steps). Rows of different owners never share a Fork;

@@ -83,6 +83,7 @@ type Engine struct {
 	grow       int    // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int    // sequences the last step could not grow
 	active     []*gen // in arrival order
+	linger     []*seq // finished sequences kept open for a queued request's Fork
 	samplers   []*sampler
 	sampling   sampleWorkers // samples a step's decode rows in parallel
 	jobs       []sampleJob

@@ -50,6 +50,7 @@ func (e *Engine) openSeqs() int {
 // requests in arrival order, while sequences are free and the pool holds
 // them. It reports whether the engine is closed.
 func (e *Engine) admit() bool {
+	defer e.releaseLinger()
 	open := e.openSeqs()
 	waiting := e.reopen(&open)
 	for _, g := range e.active {
@@ -115,9 +116,10 @@ func (e *Engine) admit() bool {
 const minShareRows = 16
 
 // openShared opens a sequence for a queued request: a Fork of the live
-// sequence of the same owner whose committed rows share the longest
-// prefix with the prompt (at least minShareRows; never another owner's),
-// or else a sequence of its own. It returns the rows shared.
+// (or just finished, see lingers) sequence of the same owner whose
+// committed rows share the longest prefix with the prompt (at least
+// minShareRows; never another owner's), or else a sequence of its own.
+// It returns the rows shared.
 func (e *Engine) openShared(req *Request) (SeqID, int, error) {
 	reserve := len(req.Prompt) + min(e.maxNew(req), e.grow)
 	if parent, rows := e.sharedPrefix(req); parent != nil {
@@ -127,6 +129,7 @@ func (e *Engine) openShared(req *Request) (SeqID, int, error) {
 			return id, rows, nil
 		}
 	}
+	e.releaseLinger() // their slots may be what Open needs
 	id, err := e.pool.Open(reserve)
 	return id, 0, err
 }
@@ -144,24 +147,61 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 	p := req.Prompt[:len(req.Prompt)-1]
 	var best *seq
 	n := minShareRows - 1
-	for _, g := range e.active {
-		if g.req.Owner != req.Owner {
-			continue // rows are never shared across owners
+	try := func(s *seq) {
+		if s.g.req.Owner != req.Owner {
+			return // rows are never shared across owners
 		}
+		if rows := s.shareable(p); rows > n {
+			best, n = s, rows
+		}
+	}
+	for _, g := range e.active {
 		for _, s := range g.seqs {
-			if !s.open || s.fin != "" {
-				continue
-			}
-			rows := commonPrefix(p, s.toks[:s.done])
-			if s.shared > 0 {
-				rows = min(rows, s.shared) // a fork shares on only its parent's rows
-			}
-			if rows > n {
-				best, n = s, rows
+			if s.open && s.fin == "" {
+				try(s)
 			}
 		}
 	}
+	for _, s := range e.linger {
+		try(s)
+	}
 	return best, n
+}
+
+// shareable is how many of s's committed rows a Fork for prompt prefix p
+// may share.
+func (s *seq) shareable(p []int32) int {
+	rows := commonPrefix(p, s.toks[:s.done])
+	if s.shared > 0 {
+		rows = min(rows, s.shared) // a fork shares on only its parent's rows
+	}
+	return rows
+}
+
+// lingers reports whether finished sequence s should stay in the pool
+// until the next admission, because a queued request of its owner may fork
+// its rows (see sharedPrefix); releaseLinger then releases it.
+func (e *Engine) lingers(s *seq) bool {
+	if e.single != nil || (s.fin != FinishStop && s.fin != FinishLength) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, j := range e.queue {
+		if j.req.Owner == s.g.req.Owner && j.req.N <= 1 && s.shareable(j.req.Prompt[:len(j.req.Prompt)-1]) >= minShareRows {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseLinger releases the finished sequences kept for a fork.
+func (e *Engine) releaseLinger() {
+	for _, s := range e.linger {
+		e.pool.Release(s.id)
+	}
+	clear(e.linger)
+	e.linger = e.linger[:0]
 }
 
 // shareWaitSteps bounds the steps a request waits at the head of the
@@ -665,7 +705,11 @@ func (e *Engine) reap() {
 					if s.c == 0 && s.fin != FinishError {
 						e.seqKV.save(e, s, g.req.CacheKey)
 					}
-					e.pool.Release(s.id)
+					if e.lingers(s) {
+						e.linger = append(e.linger, s)
+					} else {
+						e.pool.Release(s.id)
+					}
 					s.open = false
 				}
 				s.reaped = true
