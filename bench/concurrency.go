@@ -46,6 +46,10 @@ type Concurrency struct {
 	CallsPerToken map[string]float64 `json:"side_by_side_calls_per_token"`
 	CallMS        map[string]float64 `json:"side_by_side_graph_ms_per_call"`
 	HostShare     map[string]float64 `json:"side_by_side_host_share"`
+	// The engine's own count (Engine.StepTimes): the host's share of its
+	// steps' time (planning, sampling, text, events against Step calls),
+	// idle time between requests excluded.
+	StepHostShare map[string]float64 `json:"side_by_side_step_host_share"`
 	TTFTMS        Dist               `json:"ttft_ms_under_load"`
 	SerialTTFTMS  float64            `json:"serial_ttft_ms_under_load"`
 	Error         string             `json:"error,omitempty"`
@@ -67,7 +71,7 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 	prompt := r.tok.Encode("Write a short story about a lighthouse keeper and a storm.", true, false)
 	c := &Concurrency{Kind: modelKind(r.model), Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
 		Serial: map[string]float64{}, SideBySide: map[string]float64{},
-		CallsPerToken: map[string]float64{}, CallMS: map[string]float64{}, HostShare: map[string]float64{}}
+		CallsPerToken: map[string]float64{}, CallMS: map[string]float64{}, HostShare: map[string]float64{}, StepHostShare: map[string]float64{}}
 	r.rep.Concurrency = c
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
@@ -91,6 +95,7 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
 			g0, t0 := graphTotals(r.model), time.Now()
+			h0, m0 := e.StepTimes()
 			var all []float64
 			for range r.runsFor(mode.seqs, k.key) {
 				tps, err := streams(ctx, e, req(k.n), k.streams)
@@ -106,6 +111,8 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 				c.CallsPerToken[k.key] = round3(float64(calls) / float64(out*k.streams*k.n*len(all)))
 				c.CallMS[k.key] = round3(ms(d) / float64(calls))
 				c.HostShare[k.key] = round3(1 - d.Seconds()/time.Since(t0).Seconds())
+				h1, m1 := e.StepTimes()
+				c.StepHostShare[k.key] = round3((h1 - h0).Seconds() / (h1 - h0 + m1 - m0).Seconds())
 			}
 			c.Runs = r.opt.Runs
 		}

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
 const stepLatency = 10 * time.Millisecond
@@ -287,4 +289,263 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestPoolParallelSampling: seeded requests sampled by up to four
+// goroutines per step give the tokens each gives alone with one; the
+// host's share of a step is reported.
+func TestPoolParallelSampling(t *testing.T) {
+	// Logit bias spreads the fake's peaked logits over a few tokens, so the
+	// seeded draws depend on each sequence's own random stream.
+	bias := map[int32]float32{3: 99, 4: 99.5, 5: 99, 6: 98.5}
+	var reqs []inference.Request
+	for i := range 6 {
+		seed := int64(100 + i)
+		reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i), 2}, MaxTokens: 24, N: 1 + i%2,
+			Sampling: inference.Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}})
+	}
+	alone := make([][][]int32, len(reqs))
+	restore := inference.SetSampleHelpers(0)
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	restore()
+	defer inference.SetSampleHelpers(3)()
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 8, Registerer: reg})
+		res := submitAll(t, e, reqs)
+		distinct := map[int32]bool{}
+		for i, r := range res {
+			got := choiceTokens(r)
+			if !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
+			}
+			for _, c := range got {
+				for _, tok := range c {
+					distinct[tok] = true
+				}
+			}
+		}
+		if len(distinct) < 3 {
+			t.Errorf("tokens %v: the draws are not random, the test says nothing", distinct)
+		}
+		host, model := e.StepTimes()
+		if model <= 0 || host < 0 {
+			t.Errorf("step times: host %v, model %v", host, model)
+		}
+		if n := histCount(t, reg, "hexserve_step_host_share"); n == 0 {
+			t.Error("no host share observed")
+		}
+	})
+}
+
+func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// TestSeededLogitBiasRepeats: a seeded request with logit_bias gives the
+// same tokens every run (the bias map's order does not steer the draw).
+func TestSeededLogitBiasRepeats(t *testing.T) {
+	seed := int64(103)
+	r := inference.Request{Prompt: []int32{23, 2}, MaxTokens: 24, Sampling: inference.Sampling{Temperature: 1, Seed: &seed,
+		LogitBias: map[int32]float32{3: 99, 4: 99.5, 5: 99, 6: 98.5, 7: 99.2, 8: 98}}}
+	var first [][]int32
+	for i := range 8 {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			got := choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+			if i == 0 {
+				first = got
+			} else if !slices.EqualFunc(got, first, slices.Equal) {
+				t.Fatalf("run %d: %v, run 0: %v", i, got, first)
+			}
+		})
+	}
+}
+
+// TestPoolSharedPrefix: a request whose prompt shares a prefix (a system
+// prompt) with a live sequence of the same owner forks its rows; another
+// owner's request with the same prompt never does. Tokens equal alone.
+func TestPoolSharedPrefix(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 6) // 24 rows
+	long := inference.Request{Prompt: append(slices.Clone(system), 50, 51), MaxTokens: 30, Owner: "alice"}
+	later := []inference.Request{
+		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "alice"},
+		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "mallory"},
+	}
+	alone := make([][][]int32, len(later))
+	for i, r := range later {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e, m := setupPool(t, poolLimits, inference.Config{Registerer: reg})
+		s, err := e.Submit(t.Context(), long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := inference.Collect(s); done <- err }()
+		time.Sleep(5 * stepLatency) // its prompt is in, it decodes
+		res := submitAll(t, e, later)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, later[i].Owner, got, alone[i])
+			}
+		}
+		if f := m.Forks(); len(f) != 1 || f[0].Rows != len(system) {
+			t.Errorf("forks %+v, want one of the %d shared rows (alice's)", f, len(system))
+		}
+		if c := res[0].Usage.CachedTokens; c != len(system) {
+			t.Errorf("alice's cached_tokens %d, want %d", c, len(system))
+		}
+		if c := res[1].Usage.CachedTokens; c != 0 {
+			t.Errorf("mallory's cached_tokens %d: another owner's rows were shared", c)
+		}
+		if n := counter(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
+			t.Errorf("shared rows %v", n)
+		}
+	})
+}
+
+// TestPoolPreemptRestores: with a KV store, a sequence released to make
+// room is saved first and restored when it opens again: the same tokens,
+// fewer rows evaluated than without the store.
+func TestPoolPreemptRestores(t *testing.T) {
+	var reqs []inference.Request
+	for i := range 4 {
+		reqs = append(reqs, inference.Request{Prompt: []int32{int32(30 + i), 2}, MaxTokens: 40})
+	}
+	lim := inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}
+	var plainRows int
+	var alone [][][]int32
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, lim, inference.Config{MaxSequences: 4})
+		for _, r := range submitAll(t, e, reqs) {
+			alone = append(alone, choiceTokens(r))
+		}
+		plainRows = m.Rows()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
+		m.SetLatency(stepLatency)
+		st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4, KVStore: st, Registerer: reg})
+		defer e.Close()
+		for i, r := range submitAll(t, e, reqs) {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+				t.Errorf("request %d: %v (%s), without the store %v", i, got, r.Finish, alone[i])
+			}
+		}
+		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+			t.Fatal("no preemption: the test does not exercise it")
+		}
+		if m.RestoredRows() == 0 || m.Rows() >= plainRows {
+			t.Errorf("restored %d rows, evaluated %d (without the store %d)", m.RestoredRows(), m.Rows(), plainRows)
+		}
+	})
+}
+
+// TestPoolSharedPrefixAtOnce: requests of one owner with the same system
+// prompt, sent at once, fork the first one's rows a step later instead of
+// evaluating them each; another owner's evaluates its own. Tokens equal
+// alone.
+func TestPoolSharedPrefixAtOnce(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 5) // 20 rows
+	var reqs []inference.Request
+	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
+		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(60+i)), MaxTokens: 8, Owner: owner})
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{})
+		res := submitAll(t, e, reqs)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
+			}
+			if want := map[bool]int{true: len(system), false: 0}[i == 1 || i == 2]; r.Usage.CachedTokens != want {
+				t.Errorf("request %d (%s): cached_tokens %d, want %d", i, reqs[i].Owner, r.Usage.CachedTokens, want)
+			}
+		}
+		if f := m.Forks(); len(f) != 2 {
+			t.Errorf("forks %+v, want alice's two later requests'", f)
+		}
+		// 21 + 21 prompt rows (alice's first, mallory's), 2 forked rows, 4 × 7 decode rows.
+		if n := m.Rows(); n != 21+21+2+4*7 {
+			t.Errorf("%d rows evaluated (%v)", n, m.Steps())
+		}
+	})
+}
+
+// TestPoolSharedPrefixFinished: a request queued behind max_sequences
+// forks the rows of a sequence of its owner that just finished (kept until
+// the next admission); another owner's queued request with the same
+// prompt prefix does not, though a sequence holding it is live.
+func TestPoolSharedPrefixFinished(t *testing.T) {
+	system := slices.Repeat([]int32{40, 41, 42, 43}, 5) // 20 rows
+	reqs := []inference.Request{
+		{Prompt: append(slices.Clone(system), 60), MaxTokens: 3, Owner: "alice"},
+		{Prompt: []int32{5, 6, 7}, MaxTokens: 12, Owner: "mallory"},
+		{Prompt: append(slices.Clone(system), 61), MaxTokens: 4, Owner: "alice"},
+		{Prompt: append(slices.Clone(system), 62), MaxTokens: 4, Owner: "mallory"},
+	}
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, inference.Config{})
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, m := setupPool(t, poolLimits, inference.Config{MaxSequences: 2})
+		res := submitAll(t, e, reqs)
+		for i, r := range res {
+			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
+			}
+		}
+		if c := res[2].Usage.CachedTokens; c != len(system) {
+			t.Errorf("alice's queued request: cached_tokens %d, want %d (the finished one's rows)", c, len(system))
+		}
+		if c := res[3].Usage.CachedTokens; c != 0 {
+			t.Errorf("mallory's queued request: cached_tokens %d: alice's rows were shared", c)
+		}
+		if f := m.Forks(); len(f) != 1 || f[0].Rows != len(system) {
+			t.Errorf("forks %+v", f)
+		}
+		if open, _ := m.Sequences(); open != 0 {
+			t.Errorf("%d sequences left open", open)
+		}
+	})
 }

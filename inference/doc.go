@@ -36,15 +36,29 @@
 //     from measured costs (one multi-row call, or decode calls).
 //  4. Sampling: each run's rows are read in order and sampled by its
 //     sequence; a finished, cancelled or timed-out sequence is released
-//     (after saving its rows to the KV store) before the next step.
+//     (after saving its rows to the KV store) before the next step. Plain
+//     decode rows (no draft, no constraint) of HeldRows are sampled in
+//     parallel by a few helper goroutines (at most 3, GOMAXPROCS − 1)
+//     and then taken in order: each sequence has its own sampler and
+//     random stream, so its tokens do not depend on the parallelism.
 //
 // So a new request starts within a step of arriving when a sequence is free
 // (its prompt goes in the next step's spare rows), no request waits for
 // another's whole answer, and every active sequence advances every step.
 // With Request.N > 1 the first choice prefills the prompt and the others
-// Fork its rows: the choices decode side by side. Rows of different owners
-// never share a Fork; the model keeps every sequence's attention to its own
-// rows.
+// Fork its rows: the choices decode side by side. A new request (N = 1)
+// forks the longest prefix of its prompt, at least minShareRows, that a
+// live sequence of the same Request.Owner holds (a shared system prompt),
+// or one that just finished: a finished sequence whose rows a queued
+// request of its owner may fork stays in the pool until the next
+// admission;
+// when such a prefix is being evaluated and is at most shareWaitSteps
+// steps' rows away, the request waits at the head of the queue for it
+// (at most that many steps). Rows of different owners never share a Fork;
+// the model keeps every sequence's attention to its own rows. A sequence
+// released to make room is saved to the KV store first (when there is one)
+// and restored when it opens again; only the rows the store lost are
+// evaluated again.
 //
 // A Model without Batcher is driven through the same scheduler by an
 // adapter with one sequence (MaxSequences 1): a step is an Eval (or a

@@ -73,6 +73,8 @@ type Engine struct {
 	lastErr  error // the latest of them
 
 	activeN atomic.Int64 // open sequences, for ActiveSequences
+	hostNS  atomic.Int64 // host time of all steps, for StepTimes
+	modelNS atomic.Int64 // model time of all steps
 
 	// Worker-owned state.
 	pool       Batcher
@@ -81,7 +83,10 @@ type Engine struct {
 	grow       int    // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int    // sequences the last step could not grow
 	active     []*gen // in arrival order
+	linger     []*seq // finished sequences kept open for a queued request's Fork
 	samplers   []*sampler
+	sampling   sampleWorkers // samples a step's decode rows in parallel
+	jobs       []sampleJob
 	turn       int // rotates the order of decode rows
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
@@ -103,6 +108,9 @@ type job struct {
 	enqueued time.Time
 	state    jobState // guarded by Engine.mu
 	stop     func() bool
+	// shareWaits: the steps it waited at the head of the queue for a
+	// prefix to fork (worker only; at most shareWaitSteps).
+	shareWaits int
 }
 
 // New starts an engine on m. The caller keeps ownership of m: Close stops
@@ -147,6 +155,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 			e.met.registerKV(cfg.Registerer, e.kv.store)
 		}
 	}
+	e.sampling.n = max(0, sampleHelpers(e.maxSeq))
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()

@@ -53,6 +53,9 @@ type seq struct {
 	n    int // generated tokens
 	fin  FinishReason
 	cap  int // rows the sequence may hold (Open's or Fork's reserve, Grow)
+	// shared is how many rows a Fork gave it (0: none); a later Fork of
+	// this sequence may share no more of them.
+	shared int
 
 	refill bool // released to make room: its rows are evaluated again
 	reaped bool // finished and accounted for

@@ -92,16 +92,15 @@ func newSeqKVStore(s KVStore, m Model) *seqKVStore {
 	return &seqKVStore{store: s, model: snap}
 }
 
-// restore copies the owner's longest saved prefix of the prompt (all but
-// its last token) into the new sequence s and returns how many rows it
-// holds then.
-func (k *seqKVStore) restore(e *Engine, s *seq) int {
-	if k == nil {
+// restore copies the owner's longest saved prefix of toks (rows to hold:
+// a prompt but its last token, or a preempted sequence's committed rows)
+// into the new sequence s and returns how many rows it holds then.
+func (k *seqKVStore) restore(e *Engine, s *seq, toks []int32) int {
+	if k == nil || len(toks) == 0 {
 		return 0
 	}
 	g := s.g
-	p := g.req.Prompt
-	n, err := k.store.Restore(g.req.Owner, p[:len(p)-1], 0, func(pos int, rows []byte) error {
+	n, err := k.store.Restore(g.req.Owner, toks, 0, func(pos int, rows []byte) error {
 		return k.model.RestoreSeqKV(s.id, pos, rows)
 	})
 	if err != nil || n <= 0 {
@@ -116,13 +115,14 @@ func (k *seqKVStore) restore(e *Engine, s *seq) int {
 	return n
 }
 
-// save stores the committed rows of a finished sequence.
-func (k *seqKVStore) save(e *Engine, s *seq) {
+// save stores the committed rows of a finished sequence (tag: its
+// request's CacheKey) or of one released to make room ("").
+func (k *seqKVStore) save(e *Engine, s *seq, tag string) {
 	if k == nil || s.done == 0 {
 		return
 	}
 	req := &s.g.req
-	err := k.store.Save(req.Owner, req.CacheKey, s.toks[:s.done], func(from, to int, dst []byte) error {
+	err := k.store.Save(req.Owner, tag, s.toks[:s.done], func(from, to int, dst []byte) error {
 		return k.model.SaveSeqKV(s.id, from, to, dst)
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ type metrics struct {
 	ttft            prometheus.Histogram
 	tpot            prometheus.Histogram
 	hostTime        prometheus.Histogram
+	hostShare       prometheus.Histogram
 	maskTime        prometheus.Histogram
 	graphCalls      *prometheus.CounterVec
 	graphSeconds    *prometheus.CounterVec
@@ -43,6 +44,7 @@ type metrics struct {
 	stepRows        prometheus.Histogram
 	queueWait       prometheus.Histogram
 	preemptions     prometheus.Counter
+	sharedRows      prometheus.Counter
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -71,6 +73,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
+		hostShare: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hexserve_step_host_share", Help: "The host's share of a model step's time (planning, sampling, text, events; the rest is the model's Step call).",
+			Buckets: []float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}}),
 		maskTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hexserve_constraint_seconds_per_token", Help: "Structured outputs: time to sample a token the constraint allows and advance it (check, mask when rejected).",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
@@ -98,12 +103,14 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "hexserve_queue_wait_seconds", Help: "From Submit to the start of a request's generation.", Buckets: lat}),
 		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hexserve_preemptions_total", Help: "Sequences released to make room for others' growth, their rows evaluated again later."}),
+		sharedRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hexserve_shared_prefix_rows_total", Help: "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."}),
 		lastGraph: map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.maskTime, m.graphCalls, m.graphSeconds,
-			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions)
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.hostShare, m.maskTime, m.graphCalls, m.graphSeconds,
+			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows)
 	}
 	return m
 }

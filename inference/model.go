@@ -112,6 +112,16 @@ type Rows interface {
 	Logits(ctx context.Context, i int) (Logits, error)
 }
 
+// HeldRows are Rows whose Logits all stay valid until the next call on the
+// model (not only until the next Logits call): one output buffer, or
+// copies. The engine then reads a step's rows together and samples them in
+// parallel; other Rows are read and sampled one after another.
+type HeldRows interface {
+	Rows
+	// Held reports whether the rows' Logits stay valid together.
+	Held() bool
+}
+
 // KVSnapshotter copies committed KV rows out of the resident cache and back,
 // for a store of many conversations' prefixes (host memory or disk).
 type KVSnapshotter interface {

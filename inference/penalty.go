@@ -1,6 +1,10 @@
 package inference
 
-import "math/rand/v2"
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+)
 
 func bit(s []uint64, id int32) bool { return s[id>>6]&(1<<(uint32(id)&63)) != 0 }
 func set(s []uint64, id int32)      { s[id>>6] |= 1 << (uint32(id) & 63) }
@@ -38,8 +42,11 @@ func (s *sampler) touch(id int32) {
 // choices of a seeded request are reproducible as a whole.
 func (s *sampler) startChoice() {
 	s.clear()
-	for id, b := range s.p.LogitBias {
-		if b != 0 {
+	// In id order: the touched ids' order is the candidates' order, which
+	// the draw depends on, so map order would make a seeded request's
+	// tokens vary from run to run.
+	for _, id := range slices.Sorted(maps.Keys(s.p.LogitBias)) {
+		if b := s.p.LogitBias[id]; b != 0 {
 			s.bias[id] = b
 			s.touch(id)
 		}

@@ -12,6 +12,7 @@ import (
 // ended (their contexts end with ErrClosed).
 func (e *Engine) worker() {
 	defer close(e.exited)
+	defer e.sampling.stop()
 	for {
 		closed := e.admit()
 		if len(e.active) > 0 {
@@ -49,6 +50,7 @@ func (e *Engine) openSeqs() int {
 // requests in arrival order, while sequences are free and the pool holds
 // them. It reports whether the engine is closed.
 func (e *Engine) admit() bool {
+	defer e.releaseLinger()
 	open := e.openSeqs()
 	waiting := e.reopen(&open)
 	for _, g := range e.active {
@@ -71,7 +73,15 @@ func (e *Engine) admit() bool {
 		if e.single != nil {
 			e.single.setOwner(j.req.Owner)
 		}
-		id, err := e.pool.Open(len(j.req.Prompt) + min(e.maxNew(&j.req), e.grow))
+		if j.shareWaits < shareWaitSteps && e.pendingShare(&j.req, shareWaitSteps-j.shareWaits) {
+			// Its prefix is a few steps away in a sequence of its owner:
+			// the head (and what is behind it) waits for it, to fork it.
+			j.shareWaits++
+			e.mu.Unlock()
+			e.setActive(open)
+			return false
+		}
+		id, shared, err := e.openShared(&j.req)
 		if errors.Is(err, ErrNoSlots) && open > 0 {
 			e.mu.Unlock() // the head waits for a release; so does everything behind it
 			e.setActive(open)
@@ -89,12 +99,142 @@ func (e *Engine) admit() bool {
 		g := e.startGen(j)
 		s := e.newSeq(g)
 		s.id, s.open, s.cap = id, true, len(j.req.Prompt)+min(g.maxNew, e.grow)
-		s.done = e.seqKV.restore(e, s)
+		s.done, s.shared = shared, shared
+		if shared == 0 {
+			p := j.req.Prompt
+			s.done = e.seqKV.restore(e, s, p[:len(p)-1])
+		}
 		g.usage.CachedTokens = s.done
 		g.seqs, g.live = append(g.seqs, s), 1
 		e.active = append(e.active, g)
 		open++
 	}
+}
+
+// minShareRows is the shortest prompt prefix a new request forks from a
+// live sequence of its owner rather than evaluating again.
+const minShareRows = 16
+
+// openShared opens a sequence for a queued request: a Fork of the live
+// (or just finished, see lingers) sequence of the same owner whose
+// committed rows share the longest prefix with the prompt (at least
+// minShareRows; never another owner's), or else a sequence of its own.
+// It returns the rows shared.
+func (e *Engine) openShared(req *Request) (SeqID, int, error) {
+	reserve := len(req.Prompt) + min(e.maxNew(req), e.grow)
+	if parent, rows := e.sharedPrefix(req); parent != nil {
+		id, err := e.pool.Fork(parent.id, rows, reserve-rows)
+		if err == nil {
+			e.met.sharedRows.Add(float64(rows))
+			return id, rows, nil
+		}
+	}
+	e.releaseLinger() // their slots may be what Open needs
+	id, err := e.pool.Open(reserve)
+	return id, 0, err
+}
+
+// sharedPrefix finds the live sequence of req's owner whose committed rows
+// share the longest prefix with req's prompt (all but its last token), and
+// how many rows; nil when none shares minShareRows.
+func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
+	if e.single != nil || req.N > 1 {
+		// n > 1: the choices fork the first one's whole prompt, which a
+		// fork of a fork may not share (Batcher.Fork of a fork's rows
+		// past its shared ones fails on the .pte pool).
+		return nil, 0
+	}
+	p := req.Prompt[:len(req.Prompt)-1]
+	var best *seq
+	n := minShareRows - 1
+	try := func(s *seq) {
+		if s.g.req.Owner != req.Owner {
+			return // rows are never shared across owners
+		}
+		if rows := s.shareable(p); rows > n {
+			best, n = s, rows
+		}
+	}
+	for _, g := range e.active {
+		for _, s := range g.seqs {
+			if s.open && s.fin == "" {
+				try(s)
+			}
+		}
+	}
+	for _, s := range e.linger {
+		try(s)
+	}
+	return best, n
+}
+
+// shareable is how many of s's committed rows a Fork for prompt prefix p
+// may share.
+func (s *seq) shareable(p []int32) int {
+	rows := commonPrefix(p, s.toks[:s.done])
+	if s.shared > 0 {
+		rows = min(rows, s.shared) // a fork shares on only its parent's rows
+	}
+	return rows
+}
+
+// lingers reports whether finished sequence s should stay in the pool
+// until the next admission, because a queued request of its owner may fork
+// its rows (see sharedPrefix); releaseLinger then releases it.
+func (e *Engine) lingers(s *seq) bool {
+	if e.single != nil || (s.fin != FinishStop && s.fin != FinishLength) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, j := range e.queue {
+		if j.req.Owner == s.g.req.Owner && j.req.N <= 1 && s.shareable(j.req.Prompt[:len(j.req.Prompt)-1]) >= minShareRows {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseLinger releases the finished sequences kept for a fork.
+func (e *Engine) releaseLinger() {
+	for _, s := range e.linger {
+		e.pool.Release(s.id)
+	}
+	clear(e.linger)
+	e.linger = e.linger[:0]
+}
+
+// shareWaitSteps bounds the steps a request waits at the head of the
+// queue for a prefix of its owner's to fork (see pendingShare).
+const shareWaitSteps = 4
+
+// pendingShare reports whether a live sequence of req's owner will, within
+// steps steps, hold a prefix of req's prompt (all but its last token) that
+// is at least minShareRows long and longer than any held now: a prompt
+// being evaluated whose rows left fit in those steps. Waiting for it costs
+// the request no more than evaluating the same rows itself.
+func (e *Engine) pendingShare(req *Request, steps int) bool {
+	_, held := e.sharedPrefix(req)
+	if e.single != nil || req.N > 1 {
+		return false
+	}
+	p := req.Prompt[:len(req.Prompt)-1]
+	rows := steps * e.pool.BatchLimits().Rows
+	for _, g := range e.active {
+		if g.req.Owner != req.Owner || g.failed {
+			continue
+		}
+		for _, s := range g.seqs {
+			if !s.open || s.fin != "" || s.shared > 0 || s.done >= s.target() {
+				continue
+			}
+			n := commonPrefix(p, s.toks[:s.target()])
+			if n >= minShareRows && n > held && n > s.done && n-s.done <= rows {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reopen opens again the sequences released to make room, oldest first,
@@ -121,7 +261,11 @@ func (e *Engine) reopen(open *int) bool {
 				waiting = true
 				continue
 			}
-			s.id, s.open, s.cap, s.done = id, true, rows, 0
+			s.id, s.open, s.cap, s.shared = id, true, rows, 0
+			// Its rows saved at preemption come back from the store; the
+			// rest are evaluated again.
+			s.done = e.seqKV.restore(e, s, s.toks[:len(s.toks)-1])
+			s.refill = s.done < s.target()
 			*open++
 		}
 	}
@@ -175,7 +319,7 @@ func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 			return // the choice opens a sequence of its own later
 		}
 		s := e.newSeq(g)
-		s.id, s.open, s.done = id, true, len(g.req.Prompt)
+		s.id, s.open, s.done, s.shared = id, true, len(g.req.Prompt), len(g.req.Prompt)
 		s.cap = len(g.req.Prompt) + min(g.maxNew, e.grow)
 		g.seqs = append(g.seqs, s)
 		g.live++
@@ -188,6 +332,7 @@ func (e *Engine) forkChoices(g *gen, parent *seq, l Logits) {
 // step runs one model step over the active sequences.
 func (e *Engine) step() bool {
 	e.stepNo++
+	start := e.now()
 	ss := e.plan()
 	if len(ss) == 0 {
 		n := len(e.active)
@@ -216,11 +361,10 @@ func (e *Engine) step() bool {
 	}
 	e.modelResult(nil)
 	e.met.stepRows.Observe(float64(rowsN))
-	for i, s := range ss {
-		e.consume(s, rows[i], t0, t1)
-	}
+	e.consumeAll(ss, rows, t0, t1)
 	end := e.now()
 	e.met.hostTime.Observe(end.Sub(t1).Seconds())
+	e.observeShare(t0.Sub(start)+end.Sub(t1), t1.Sub(t0))
 	e.account(ss, t0, end)
 	e.reap()
 	return true
@@ -382,6 +526,75 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 	return c.b.StepCost(c.base - 1 + k), c.b.StepCost(c.base)
 }
 
+// consumeAll samples a step's runs into their sequences. The single-row
+// decodes (no draft to verify, no constraint) whose rows are held together
+// are sampled in parallel by the sample workers, then taken in order; the
+// other runs are consumed one after another.
+func (e *Engine) consumeAll(ss []*seq, rows []Rows, t0, t1 time.Time) {
+	jobs := e.jobs[:0]
+	var rest []int
+	for i, s := range ss {
+		if !e.parallelRow(s, rows[i]) {
+			rest = append(rest, i)
+			continue
+		}
+		l, err := e.row(s.g.ctx, rows[i], 0)
+		if err != nil {
+			e.failStep([]*seq{s}, err)
+			continue
+		}
+		jobs = append(jobs, sampleJob{s: s, l: l})
+	}
+	e.sampling.run(jobs)
+	for _, j := range jobs {
+		e.takeDecode(j.s, j.tok, j.lp, t0)
+	}
+	clear(jobs)
+	e.jobs = jobs[:0]
+	for _, i := range rest {
+		e.consume(ss[i], rows[i], t0, t1)
+	}
+}
+
+// parallelRow reports whether s's run is a plain decode row that the
+// sample workers may sample.
+func (e *Engine) parallelRow(s *seq, r Rows) bool {
+	h, ok := r.(HeldRows)
+	return ok && h.Held() && s.fin == "" && s.k == 0 && s.con == nil &&
+		s.done >= s.target() && s.done >= len(s.g.req.Prompt) && len(s.run.Tokens) == 1
+}
+
+// takeDecode takes the token sampled from a plain decode row (as
+// consumeDecode does for a run without draft rows).
+func (e *Engine) takeDecode(s *seq, tok int32, lp *Logprob, t0 time.Time) {
+	s.done = s.run.Start + 1
+	e.take(s, tok, lp)
+	if len(s.draft) > 0 {
+		// Shadow check: keeps the estimate fresh at no cost.
+		s.dr.observe(s.src, b2i(tok == s.draft[0]), tok != s.draft[0])
+	}
+	e.met.tpot.Observe(e.now().Sub(t0).Seconds())
+	e.firstToken(s.g)
+}
+
+// observeShare records the host's share of a step: plan, sampling, text
+// and events against the model's Step call.
+func (e *Engine) observeShare(host, model time.Duration) {
+	if host+model <= 0 {
+		return
+	}
+	e.met.hostShare.Observe(host.Seconds() / (host + model).Seconds())
+	e.hostNS.Add(int64(host))
+	e.modelNS.Add(int64(model))
+}
+
+// StepTimes are the host's time (planning, sampling, text, events) and the
+// model's (Step calls) over all steps so far; host ÷ (host + model) is the
+// host's share of a step.
+func (e *Engine) StepTimes() (host, model time.Duration) {
+	return time.Duration(e.hostNS.Load()), time.Duration(e.modelNS.Load())
+}
+
 // consume samples a run's rows into its sequence.
 func (e *Engine) consume(s *seq, rows Rows, t0, t1 time.Time) {
 	g := s.g
@@ -490,9 +703,13 @@ func (e *Engine) reap() {
 						e.single.truncate(s.done) // only committed rows stay resident
 					}
 					if s.c == 0 && s.fin != FinishError {
-						e.seqKV.save(e, s)
+						e.seqKV.save(e, s, g.req.CacheKey)
 					}
-					e.pool.Release(s.id)
+					if e.lingers(s) {
+						e.linger = append(e.linger, s)
+					} else {
+						e.pool.Release(s.id)
+					}
 					s.open = false
 				}
 				s.reaped = true
@@ -550,13 +767,15 @@ func (e *Engine) fits(s *seq) bool {
 
 // preempt makes room when every open sequence waits for slots: the
 // youngest is released, to evaluate its rows again once there is room
-// (the same rows: on float32 caches the same bits). It reports whether
+// (the same rows: on float32 caches the same bits); with a KV store its
+// committed rows are saved first and restored instead. It reports whether
 // there was one.
 func (e *Engine) preempt() bool {
 	for i := len(e.active) - 1; i >= 0; i-- {
 		g := e.active[i]
 		for j := len(g.seqs) - 1; j >= 0; j-- {
 			if s := g.seqs[j]; s.open && s.fin == "" {
+				e.seqKV.save(e, s, "") // restored when it opens again
 				e.pool.Release(s.id)
 				s.open, s.refill, s.done = false, true, 0
 				e.met.preemptions.Inc()

@@ -231,6 +231,9 @@ type copiedRows struct{ rows []inference.Logits }
 
 func (w copiedRows) Len() int { return len(w.rows) }
 
+// Held: the kept copies stay until the next Step.
+func (w copiedRows) Held() bool { return true }
+
 func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	if i < 0 || i >= len(w.rows) {
 		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
@@ -339,6 +342,9 @@ type batchRows struct {
 }
 
 func (w batchRows) Len() int { return w.n }
+
+// Held: every row is in the call's output buffer until the next call.
+func (w batchRows) Held() bool { return true }
 
 func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	if i < 0 || i >= w.n {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
@@ -488,4 +490,136 @@ func TestBatchWholeWindow(t *testing.T) {
 	if toks, _ := greedy(t, re, long, 0, gens[0]); !slices.Equal(toks, together[0].toks[len(long):]) {
 		t.Fatalf("Eval %v, Step %v", toks, together[0].toks[len(long):])
 	}
+}
+
+// TestEngineSharedPrefix: requests of one owner with the same system
+// prompt, sent at once, fork its rows (cached_tokens) and give the tokens
+// a one-at-a-time engine gives; another owner's request shares nothing.
+func TestEngineSharedPrefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	system := slices.Concat(batchPrompts[2], batchPrompts[0][1:], batchPrompts[1][1:]) // 19 tokens
+	seed := int64(5)
+	var reqs []inference.Request
+	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
+		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(400+i), 13), MaxTokens: 6, IgnoreEOS: true,
+			Owner: owner, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed}})
+	}
+	collect := func(e *inference.Engine) []inference.Result {
+		out := make([]inference.Result, len(reqs))
+		errs := make([]error, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			s, err := e.Submit(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { out[i], errs[i] = inference.Collect(s) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	ea := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 1})
+	alone := collect(ea)
+	ea.Close()
+	eb := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 8})
+	defer eb.Close()
+	together := collect(eb)
+	for i := range reqs {
+		if !slices.Equal(alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens) {
+			t.Errorf("request %d: alone %v, side by side %v", i, alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens)
+		}
+	}
+	for i, want := range []int{0, len(system), len(system), 0} {
+		if c := together[i].Usage.CachedTokens; c != want {
+			t.Errorf("request %d (%s): cached_tokens %d, want %d", i, reqs[i].Owner, c, want)
+		}
+	}
+}
+
+// TestEnginePreemptRestore: when the pool is too small for three growing
+// sequences, the one set aside is saved to the KV store and restored from
+// it (not evaluated again), with the tokens of a one-at-a-time engine.
+func TestEnginePreemptRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	var reqs []inference.Request
+	for i := range 3 {
+		reqs = append(reqs, inference.Request{Prompt: batchPrompts[i], MaxTokens: 80 - i, IgnoreEOS: true})
+	}
+	collect := func(e *inference.Engine) [][]int32 {
+		out := make([][]int32, len(reqs))
+		errs := make([]error, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			s, err := e.Submit(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				var r inference.Result
+				r, errs[i] = inference.Collect(s)
+				if errs[i] == nil {
+					out[i] = r.Choices[0].Tokens
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	ea := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 1})
+	alone := collect(ea)
+	ea.Close()
+	r := openRunner(t, rt, path)
+	store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store, Registerer: reg})
+	defer e.Close()
+	got := collect(e)
+	for i := range reqs {
+		if !slices.Equal(alone[i], got[i]) {
+			t.Errorf("request %d: alone %v, side by side %v", i, alone[i], got[i])
+		}
+	}
+	value := func(name string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	if value("hexserve_preemptions_total") == 0 {
+		t.Fatal("no preemption: the test does not exercise it")
+	}
+	// A set-aside sequence holds its prompt and at least 32 generated rows
+	// (a growth step); without the save only the shared BOS row of a
+	// finished request could come back.
+	if n := value("hexserve_kv_store_restored_tokens_total"); n < 32 {
+		t.Errorf("%v rows restored: a preempted sequence was not restored from the store", n)
+	}
+	t.Logf("%v preemptions, %v rows restored", value("hexserve_preemptions_total"), value("hexserve_kv_store_restored_tokens_total"))
 }

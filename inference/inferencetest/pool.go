@@ -2,6 +2,7 @@ package inferencetest
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,14 +21,15 @@ type Pool struct {
 	lim   inference.BatchLimits
 	vocab int
 
-	mu      sync.Mutex
-	latency time.Duration
-	seqs    map[inference.SeqID]*poolSeq
-	last    inference.SeqID
-	used    int // reserved slots
-	steps   []int
-	forks   []Fork
-	maxOpen int
+	mu       sync.Mutex
+	latency  time.Duration
+	seqs     map[inference.SeqID]*poolSeq
+	last     inference.SeqID
+	used     int // reserved slots
+	steps    []int
+	forks    []Fork
+	maxOpen  int
+	restored int
 	// Peak, when set, picks the peaked id from a row's tokens instead of
 	// the hash.
 	Peak func(toks []int32) int32
@@ -46,7 +48,10 @@ type Fork struct {
 	Rows   int
 }
 
-var _ inference.Batcher = (*Pool)(nil)
+var (
+	_ inference.Batcher          = (*Pool)(nil)
+	_ inference.SeqKVSnapshotter = (*Pool)(nil)
+)
 
 // NewPool returns a fake pool model over info (ContextLen and VocabSize
 // must be set) with lim's limits.
@@ -201,6 +206,9 @@ type poolRows struct {
 
 func (r poolRows) Len() int { return r.n }
 
+// Held: every Logits call returns a fresh buffer.
+func (r poolRows) Held() bool { return true }
+
 func (r poolRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	if i < 0 || i >= r.n {
 		return inference.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
@@ -227,4 +235,60 @@ func (p *Pool) Grow(id inference.SeqID, rows int) error {
 	p.used += rows - have
 	s.reserve += rows - have
 	return nil
+}
+
+// KVLayout: a saved row is its token (4 bytes), since the fake's logits
+// depend only on a sequence's tokens.
+func (p *Pool) KVLayout() inference.KVLayout {
+	return inference.KVLayout{Identity: "inferencetest.Pool", RowBytes: 4}
+}
+
+// SaveSeqKV writes rows [from, to) of id's tokens into dst.
+func (p *Pool) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seqs[id]
+	if s == nil || from < 0 || to > len(s.toks) || from > to || len(dst) != 4*(to-from) {
+		return fmt.Errorf("inferencetest: save of rows [%d, %d) of sequence %d", from, to, id)
+	}
+	for i, t := range s.toks[from:to] {
+		binary.LittleEndian.PutUint32(dst[4*i:], uint32(t))
+	}
+	return nil
+}
+
+// RestoreSeqKV makes src's tokens id's rows from from on; RestoredRows
+// counts them.
+func (p *Pool) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seqs[id]
+	n := len(src) / 4
+	if s == nil || from > len(s.toks) || from < s.shared || len(src)%4 != 0 || from+n > s.shared+s.reserve {
+		return fmt.Errorf("inferencetest: restore of %d rows at %d into sequence %d", n, from, id)
+	}
+	s.toks = s.toks[:from]
+	for i := range n {
+		s.toks = append(s.toks, int32(binary.LittleEndian.Uint32(src[4*i:])))
+	}
+	p.restored += n
+	return nil
+}
+
+// RestoredRows are the rows RestoreSeqKV wrote so far.
+func (p *Pool) RestoredRows() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restored
+}
+
+// Rows is the sum of all Steps' rows so far.
+func (p *Pool) Rows() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.steps {
+		n += r
+	}
+	return n
 }
