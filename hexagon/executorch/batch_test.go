@@ -318,7 +318,7 @@ func TestBatchDecodeRows(t *testing.T) {
 		drive(t, ra, ss, 8)
 		alone = append(alone, ss[0])
 	}
-	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "150000") // prefill_forward: 150 ms a call
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "600000") // prefill_forward: 600 ms a call (far above kv_forward even on a loaded machine)
 	rb := openRunner(t, rt, path)
 	warm := newBseqs(t, rb, [][]int32{{128000, 5}}, 3) // both graphs measured
 	drive(t, rb, warm, 8)
