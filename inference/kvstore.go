@@ -110,6 +110,9 @@ func (k *seqKVStore) restore(e *Engine, s *seq, toks []int32) int {
 		e.met.kvMisses.Inc()
 		return 0
 	}
+	if r, ok := k.model.(SeqTokenRecorder); ok {
+		r.RestoredTokens(s.id, toks[:n])
+	}
 	e.met.kvHits.Inc()
 	e.met.kvRestored.Add(float64(n))
 	return n

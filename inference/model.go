@@ -229,6 +229,16 @@ type Run struct {
 	Tokens []int32
 }
 
+// SeqTokenRecorder is optional for a SeqKVSnapshotter whose multi-token
+// graph only starts at position 0 (QHexRT-contract bundles): after a restore
+// the engine tells it which tokens the restored rows hold, so it evaluates
+// the rest of a prompt with the same graph calls as without the restore (on
+// 16-bit caches a row's bits depend on which graph wrote it).
+type SeqTokenRecorder interface {
+	// RestoredTokens names the tokens of id's committed rows [0, len(toks)).
+	RestoredTokens(id SeqID, toks []int32)
+}
+
 // ErrNoSlots reports that a Batcher's pool cannot hold a sequence now.
 var ErrNoSlots = errors.New("inference: the model's cache pool has no free slots")
 

@@ -53,6 +53,7 @@ type kvSet struct {
 	n        int               // committed rows
 	toks     []int32           // tokens of rows [0, len(toks)) (fewer after a restore)
 	resident bool              // set 0: the Eval cache, freed by Close
+	restored bool              // rows came from the KV store: the next run finishes a prompt
 }
 
 // batch is the Batcher state.
@@ -138,6 +139,7 @@ func (r *Runner) Open(reserve int) (inference.SeqID, error) {
 	}
 	r.batch.last++
 	s.id, s.n, s.toks = r.batch.last, 0, s.toks[:0]
+	s.restored = false
 	return s.id, nil
 }
 
@@ -355,6 +357,7 @@ func (r *Runner) Release(id inference.SeqID) {
 	}
 	if s := r.set(id); s != nil {
 		s.id, s.n, s.toks = 0, 0, s.toks[:0]
+		s.restored = false
 	}
 }
 

@@ -24,7 +24,8 @@ func (r *Runner) stepSets(ctx context.Context, runs []inference.Run) ([]inferenc
 
 // setRun evaluates one run on s: a prefill call from 0 over the sequence's
 // tokens when the run ends within the first window and starts at 0 or
-// carries several tokens (and s knows its tokens before Start), then decode
+// carries several tokens or finishes a restored prompt (and s knows its
+// tokens before Start), then decode
 // calls for the rows left. The hidden rows of the run are appended to
 // batch.hid.
 func (r *Runner) setRun(ctx context.Context, s *kvSet, run inference.Run) error {
@@ -32,7 +33,11 @@ func (r *Runner) setRun(ctx context.Context, s *kvSet, run inference.Run) error 
 	s.toks = append(s.toks[:min(run.Start, len(s.toks))], run.Tokens...)
 	known := len(s.toks) == end
 	p := run.Start
-	if known && (run.Start == 0 || len(run.Tokens) > 1) && run.Start < r.window {
+	// After a restore the run is the rest of a prompt, which goes through
+	// the prefill graph as it would without the restore.
+	prompt := run.Start == 0 || len(run.Tokens) > 1 || s.restored
+	s.restored = false
+	if known && prompt && run.Start < r.window {
 		p = min(end, r.window)
 		if err := r.setPrefill(s, p); err != nil {
 			return err
@@ -228,4 +233,15 @@ func (r *Runner) seqRows(id inference.SeqID) (ks, vs []*graphio.Tensor, slot fun
 		return s.k, s.v, func(i int) int { return i }, s.n, nil
 	}
 	return nil, nil, nil, 0, fmt.Errorf("qhexrt: unknown sequence %d", id)
+}
+
+// RestoredTokens records the tokens of a QHexRT-contract sequence's restored
+// rows, so that the rest of its prompt is one prefill call from 0 as it is
+// without the restore (inference.SeqTokenRecorder). Pool sequences need no
+// tokens: their prefill graph starts anywhere.
+func (r *Runner) RestoredTokens(id inference.SeqID, toks []int32) {
+	if s := r.set(id); s != nil && r.batch.pool == nil && len(toks) == s.n {
+		s.toks = append(s.toks[:0], toks...)
+		s.restored = true
+	}
 }
