@@ -19,7 +19,8 @@ import (
 // The upstream tests run three real servers on 127.0.0.1: "up", a hexserve
 // with the tiny bundle serving as the upstream (its own API key), "slow", a
 // second upstream whose decode steps take 50 ms, and "front", whose local
-// model ("tiny", a 256-token context, queue_length 1, decode steps of 20 ms)
+// model ("tiny", a 256-token context, one request at a time (max_sequences 1)
+// and queue_length 1, decode steps of 20 ms)
 // falls back to "big" (up) and which also serves "slow" (timeout 1 s) and
 // "down" (nothing listens).
 
@@ -88,6 +89,7 @@ func (r *upstreamRig) start(t *testing.T, libs string) error {
     upstream: {base_url: %q, api_key_env: WRONG_KEY, model: up-model}
 engine:
   queue_length: 1
+  max_sequences: 1
 `, r.up.URL+"/v1", r.slow.URL+"/v1", "http://"+r.downAddr+"/v1", r.up.URL+"/v1")
 	frontCfg := config{Bundle: ctxBundle(t, 256), Server: fmt.Sprintf("  api_keys: [%q]", apiKey),
 		Model: "  id: tiny\n  fallback: {to: big, when: [context_exceeded, queue_full]}", Extra: models}.write(t, libs)

@@ -45,7 +45,8 @@ type Options struct {
 	// StreamWriteTimeout drops a relayed stream whose client stops reading
 	// for this long; <= 0: 30 s.
 	StreamWriteTimeout time.Duration
-	// MaxResponseBytes caps a reply that is not a stream; <= 0: 64 MiB.
+	// MaxResponseBytes caps a reply that is not a stream, and a converted one
+	// (Chunks: the Ollama and Anthropic relays) in all; <= 0: 64 MiB.
 	MaxResponseBytes int64
 	// Metrics, when not nil, records the relay's series.
 	Metrics *Metrics
@@ -211,6 +212,8 @@ func (c *Client) Forward(w http.ResponseWriter, r *http.Request, path string, bo
 		rw.from = nil
 	}
 	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return c.redirected(resp)
 	case resp.StatusCode >= 400:
 		return c.relayError(rw, r, resp)
 	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
@@ -277,14 +280,25 @@ func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, bod
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return c.redirected(resp)
+	case resp.StatusCode >= 400:
 		return c.refused(r, resp)
 	}
 	c.count(strconv.Itoa(resp.StatusCode), "")
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	// A converted reply is bounded like a whole one: a hostile upstream's
+	// endless line or endless stream ends at MaxResponseBytes.
+	br := bufio.NewReaderSize(io.LimitReader(resp.Body, c.opts.MaxResponseBytes+1), 64<<10)
+	var total int64
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
 		c.opts.Metrics.addBytes(c.opts.ID, "received", len(line))
+		if total += int64(len(line)); total > c.opts.MaxResponseBytes {
+			c.count("", "size")
+			return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
+				Message: fmt.Sprintf("The reply of model `%s` is larger than %d bytes.", c.opts.ID, c.opts.MaxResponseBytes)}
+		}
 		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
 			data = bytes.TrimSpace(data)
 			if string(data) == "[DONE]" {
@@ -312,6 +326,28 @@ func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, bod
 			return e
 		}
 	}
+}
+
+// readLine reads up to and including the next newline, like ReadBytes, but
+// from a reader the caller bounds (ReadBytes itself grows without limit).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// redirected is the *Error for a 3xx answer: the client never follows an
+// upstream's redirect, and its body and Location (which name addresses) stay
+// here.
+func (c *Client) redirected(resp *http.Response) error {
+	c.count(strconv.Itoa(resp.StatusCode), "status")
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
+		Message: fmt.Sprintf("The model `%s` answered with a redirect (status %d), which is not followed.", c.opts.ID, resp.StatusCode)}
 }
 
 // refused is the *Error for an upstream's error reply: its status (5xx

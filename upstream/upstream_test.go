@@ -281,3 +281,58 @@ func TestKeyFrom(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+// TestHostileUpstream checks the bounds against an upstream that misbehaves:
+// an endless line or an endless stream of events on the converted path
+// (Chunks) ends at MaxResponseBytes with a 502, and a redirect, whose body
+// and Location name addresses, is a 502 that says neither, on both paths.
+func TestHostileUpstream(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/redirect"):
+			w.Header().Set("Location", "http://10.1.2.3:9999/secret")
+			w.WriteHeader(http.StatusFound)
+			fmt.Fprint(w, "moved to http://10.1.2.3:9999/secret")
+			return
+		case strings.HasSuffix(r.URL.Path, "/line"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: ")
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
+		chunk := strings.Repeat("x", 32<<10)
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			chunk = "data: {\"choices\":[]}\n\n"
+		}
+		for r.Context().Err() == nil {
+			if _, err := fmt.Fprint(w, chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	c := newClient(t, up.URL, Options{MaxResponseBytes: 1 << 20, Timeout: 20 * time.Second})
+	for _, path := range []string{"/line", "/events", "/redirect"} {
+		t.Run("chunks"+path, func(t *testing.T) {
+			var events int
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/x", nil)
+			err := c.Chunks(rec, req, path, []byte(`{"model":"local","stream":true}`), func([]byte) error { events++; return nil })
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadGateway {
+				t.Fatalf("err %v (after %d events), want a 502", err, events)
+			}
+			if strings.Contains(e.Message, "10.1.2.3") || strings.Contains(e.Message, "127.0.0.1") {
+				t.Errorf("the error names an address: %q", e.Message)
+			}
+		})
+	}
+	t.Run("forward/redirect", func(t *testing.T) {
+		f := front(t, c, "/redirect")
+		status, h, body := post(t, f.URL, `{"model":"local"}`)
+		if status != http.StatusBadGateway || strings.Contains(body, "10.1.2.3") || h.Get("Location") != "" {
+			t.Errorf("got %d %q Location %q, want a 502 naming no address", status, body, h.Get("Location"))
+		}
+	})
+}
