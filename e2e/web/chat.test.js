@@ -47,6 +47,7 @@ model:
   libraries: {backend: ${libs}/libQnnHtp.so, system: ${libs}/libQnnSystem.so, rpcmem: ${libs}/libcdsprpc.so}
 engine:
   queue_length: 1
+  max_sequences: 1 # one request runs at a time, so the queue-full case below is exact
 log: {level: debug, format: json}
 `);
   const proc = spawn(env("HEXSERVE_BIN"), ["serve", "--config", cfg], {
@@ -218,7 +219,7 @@ test("chat: streams, stops, reports a full queue", async (t) => {
   await until("the server to log the cancellation", () => /"finish":"cancelled"/.test(open.log));
 
   step("stop");
-  // A full queue: one request runs, one waits (queue_length 1), the page's is refused.
+  // A full queue: one request runs (max_sequences 1), one waits (queue_length 1), the page's is refused.
   const ctrl = new AbortController();
   const long = { model: id, messages: [{ role: "user", content: "hi" }], stream: true };
   const held = [];
