@@ -101,6 +101,60 @@ func (s *hexserve) states(t *testing.T) map[string]string {
 	return out
 }
 
+// checkProbedContext checks /v1/models' max_model_len, /api/show's llama.context_length and
+// /api/tags' context_length of each model in want (broken stays without one).
+func checkProbedContext(t *testing.T, s *hexserve, want map[string]int) {
+	t.Helper()
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen *int   `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if r := s.do(t, "GET", "/v1/models", ""); r.Status != 200 || json.Unmarshal([]byte(r.Body), &list) != nil {
+		t.Fatalf("/v1/models: %d %s", r.Status, r.Body)
+	}
+	got := map[string]int{}
+	for _, d := range list.Data {
+		if d.MaxModelLen != nil {
+			got[d.ID] = *d.MaxModelLen
+		}
+	}
+	var tags struct {
+		Models []struct {
+			Name    string `json:"name"`
+			Details struct {
+				ContextLength int `json:"context_length"`
+			} `json:"details"`
+		} `json:"models"`
+	}
+	if r := s.do(t, "GET", "/api/tags", ""); r.Status != 200 || json.Unmarshal([]byte(r.Body), &tags) != nil {
+		t.Fatalf("/api/tags: %d %s", r.Status, r.Body)
+	}
+	tagged := map[string]int{}
+	for _, m := range tags.Models {
+		tagged[m.Name] = m.Details.ContextLength
+	}
+	for id, n := range want {
+		if got[id] != n {
+			t.Errorf("/v1/models: %s max_model_len %d, want %d", id, got[id], n)
+		}
+		if tagged[id] != n {
+			t.Errorf("/api/tags: %s context_length %d, want %d", id, tagged[id], n)
+		}
+		var show struct {
+			ModelInfo map[string]any `json:"model_info"`
+		}
+		r := s.post(t, "/api/show", fmt.Sprintf(`{"model":%q}`, id))
+		if r.Status != 200 || json.Unmarshal([]byte(r.Body), &show) != nil || show.ModelInfo["llama.context_length"] != float64(n) {
+			t.Errorf("/api/show %s: want llama.context_length %d: %d %s", id, n, r.Status, r.Body)
+		}
+	}
+	if _, ok := got["broken"]; ok {
+		t.Errorf("/v1/models: broken has max_model_len %d; its files say nothing", got["broken"])
+	}
+}
+
 func TestModelsSideBySide(t *testing.T) {
 	pte := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512")
 	pte2 := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "256", "--prefill-chunk", "32")
@@ -121,6 +175,9 @@ func TestModelsSideBySide(t *testing.T) {
 	if got := s.states(t); got["tiny-1b"] != "loaded" || got["tiny-3b"] != "unloaded" || got["broken"] != "unloaded" || len(got) != 4 {
 		t.Fatalf("after start: %v", got)
 	}
+	// Unloaded models' context lengths come from their files, probed at start (mkpte --ctx N
+	// is the mask's N columns: N − 1 tokens, as the loaded runner reports).
+	checkProbedContext(t, s, map[string]int{"tiny-1b": 512, "tiny-3b": 511, "tiny-3b-256": 255})
 	// Each model returns the golden greedy tokens; the first request to an unloaded one loads it
 	// and says how long that took.
 	for i, m := range []string{"tiny-1b", "tiny-3b", "fast", "chat", "tiny-1b", "tiny-3b"} {

@@ -45,8 +45,8 @@ type ModelState struct {
 	Err        error  // why the last load failed (StatusFailed)
 	// Model is the loaded model (nil unless StatusLoaded).
 	Model *Model
-	// ContextLen is the context length in tokens once known (0: not loaded
-	// yet).
+	// ContextLen is the context length in tokens: probed from the files
+	// before the first load, the engine's once loaded (0: unknown).
 	ContextLen int
 	// Details describe the model's files.
 	Details ModelDetails

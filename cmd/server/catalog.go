@@ -71,7 +71,7 @@ type catalog struct {
 
 	mu         sync.Mutex
 	ids        []string // served ids ("" until known)
-	contextLen []int    // 0 until first loaded
+	contextLen []int    // probed at start (0: unknown), the engine's once loaded
 	preloading []bool
 }
 
@@ -90,6 +90,16 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 		d, err := modelDetails(e.Location(), name)
 		if err != nil {
 			log.Warn().Err(err).Str("model", e.Location()).Msg("model details for the listings")
+		}
+		// What the files tell without loading: a failure leaves it unknown
+		// (the load, which reports it, may still succeed or fail as it will).
+		if pr, err := probeModel(e); err != nil {
+			log.Warn().Err(err).Str("model", e.Location()).Msg("probing the model for the listings")
+		} else {
+			c.contextLen[i] = pr.ContextLen
+			if pr.Family != "" {
+				d.Family = pr.Family
+			}
 		}
 		c.details[i] = d
 		keep := *e.KeepAlive

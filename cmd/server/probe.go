@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/pte"
+)
+
+// modelProbe is what a model's files tell without loading it.
+type modelProbe struct {
+	// ContextLen is the tokens the KV cache holds, as the loaded model's
+	// inference.ModelInfo.ContextLen reports it; 0: the files do not say.
+	ContextLen int
+	Family     string // the manifest's model.family; "" unknown
+}
+
+// probeModel reads what can be known of model m at start, cheaply: a
+// bundle's manifest (at most bundle.MaxManifestBytes, the files it names
+// only stat'ed), or a .pte's program flatbuffer (mapped, not read; its
+// decode is bounded by the pte reader's budget). No QNN runtime, no graph.
+// A bundle's context is params.max_ctx (qhexrt's ContextLen); a .pte's is
+// get_max_context_len − 1, executorch's CL − 1 (the mask's columns are CL =
+// get_max_context_len in a static-llama export; the load reads them from
+// the graphs and replaces this).
+func probeModel(m config.Model) (modelProbe, error) {
+	kind, file, err := locateModel(m.Location())
+	if err != nil {
+		return modelProbe{}, err
+	}
+	if kind == kindPTE {
+		return probePTE(file)
+	}
+	// The device's arch is unknown without the runtime: a bundle with one
+	// arch folder is read as it is, one with several as v79 (loadModel's
+	// default when the backend does not say).
+	b, err := bundle.ReadWith(file, "", m.Overrides)
+	if err != nil {
+		var err2 error
+		if b, err2 = bundle.ReadWith(file, "v79", m.Overrides); err2 != nil {
+			return modelProbe{}, err
+		}
+	}
+	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family}, nil
+}
+
+// probePTE reads a .pte's get_max_context_len.
+func probePTE(file string) (modelProbe, error) {
+	f, err := pte.Open(file)
+	if err != nil {
+		return modelProbe{}, err
+	}
+	defer f.Close()
+	v := f.Metadata["get_max_context_len"]
+	if len(v) != 1 || v[0].Kind != pte.KindInt {
+		return modelProbe{}, errors.New("pte: " + file + ": no get_max_context_len metadata")
+	}
+	if cl := v[0].Int; cl < 2 || cl > bundle.MaxContext+1 {
+		return modelProbe{}, fmt.Errorf("pte: %s: get_max_context_len %d is out of range", file, cl)
+	}
+	return modelProbe{ContextLen: int(v[0].Int) - 1}, nil
+}

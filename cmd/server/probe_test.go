@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/config"
+)
+
+// TestProbeMatchesLoad: for each kind, the context length probed from the
+// files alone equals the loaded model's inference.ModelInfo.ContextLen on
+// hostsim.
+func TestProbeMatchesLoad(t *testing.T) {
+	libs := hostsimLibDir(t)
+	bundleDir, _ := tinyBundle(t)
+	pteDir := filepath.Join(testTmp, "probe-pte")
+	if code, _, stderr := runMk(t, "--format", "pte", "--preset", "tiny", "--out", pteDir, "--tokenizer", testTokenizer,
+		"--ctx", "96", "--prefill-chunk", "16"); code != 0 {
+		t.Fatalf("mkmodel pte: %s", stderr)
+	}
+	for _, tc := range []struct{ name, path string }{{"bundle", bundleDir}, {"pte", pteDir}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.SetLocation(tc.path)
+			cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
+				RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+			pr, err := probeModel(cfg.Model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model, _, err := loadModel(cfg, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer model.Close()
+			t.Logf("probed context %d", pr.ContextLen)
+			if got, want := pr.ContextLen, model.Info().ContextLen; got != want || got == 0 {
+				t.Errorf("probed context %d, the loaded model's %d", got, want)
+			}
+		})
+	}
+}
+
+// TestProbeFails: what cannot be probed is an error, never a guess.
+func TestProbeFails(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pte")
+	if err := os.WriteFile(junk, []byte("\x10\x00\x00\x00ET12garbage-garbage-garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"missing", filepath.Join(dir, "nope"), "no such file"},
+		{"corrupt pte", junk, "pte:"},
+		{"empty folder", dir + "/empty", "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m config.Model
+			m.SetLocation(tc.path)
+			pr, err := probeModel(m)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("probe %s: %+v, %v; want an error with %q", tc.path, pr, err, tc.want)
+			}
+		})
+	}
+}
