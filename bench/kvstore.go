@@ -61,7 +61,7 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		convs, turns = 2, 3
 	}
 	kb := KVStoreBench{Emulation: r.emu, Conversations: convs, Turns: turns, ReplyTokens: kvReplyTokens, Detail: []KVTurn{}}
-	snap, ok := r.model.(inference.KVSnapshotter)
+	snap, ok := r.model.(inference.SeqKVSnapshotter)
 	if !ok {
 		kb.Skipped = "the model cannot save its KV rows"
 		r.progress("  skipped: %s", kb.Skipped)

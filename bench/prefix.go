@@ -5,13 +5,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // prefixPhase times turn 2 of a chat with the cache holding turn 1, and
-// on a fresh engine (no cached rows).
+// on a fresh engine (no cached rows). The cache is a KV store, as the
+// server's default engine has: a later request reuses an earlier one's rows
+// through it.
 func (r *runner) prefixPhase(ctx context.Context) error {
 	defer setLatency(r.emu)()
 	pc := PrefixCache{Emulation: r.emu}
@@ -25,7 +30,15 @@ func (r *runner) prefixPhase(ctx context.Context) error {
 	var cached, uncached []float64
 	for run := range r.opt.Runs {
 		r.progress("  turn 2 with and without the cache %d/%d", run+1, r.opt.Runs)
-		e := inference.New(r.model, r.tok, inference.Config{})
+		cfg := inference.Config{}
+		if snap, ok := r.model.(inference.SeqKVSnapshotter); ok {
+			store, err := kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: kvMemory, Logger: zerolog.Nop()})
+			if err != nil {
+				return err
+			}
+			cfg.KVStore = store
+		}
+		e := inference.New(r.model, r.tok, cfg)
 		res, _, _, err := request(ctx, e, inference.Request{Prompt: turn1, MaxTokens: prefixReplyToks, IgnoreEOS: true})
 		if err != nil {
 			e.Close()

@@ -79,7 +79,7 @@ type Engine struct {
 	grow       int       // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int       // sequences the last step could not grow
 	active     []*record // running, in arrival order
-	linger     []*seq    // finished sequences kept open for a queued request's Fork
+	retained   []*seq    // finished sequences kept in the pool with their rows, oldest first
 	samplers   []*sampler
 	sampling   sampleWorkers // samples a step's decode rows in parallel
 	sampleJobs []sampleJob

@@ -81,7 +81,7 @@ func (e *Engine) callStep(ctx context.Context, runs []Run) (rows []Rows, err err
 	return rows, err
 }
 
-// consumeAll samples a step's runs into their sequences. The single-row
+// consumeAll samples a step's runs into their sequences. The one-row
 // decodes (no draft to verify, no constraint) whose rows are held together
 // are sampled in parallel by the sample workers, then taken in order; the
 // other runs are consumed one after another.

@@ -43,27 +43,30 @@ func newKVStore(s KVStore, m Model) *kvStore {
 
 // restore copies the owner's longest saved prefix of toks (rows to hold:
 // a prompt but its last token, or a preempted sequence's committed rows)
-// into the new sequence s and returns how many rows it holds then.
-func (k *kvStore) restore(e *Engine, s *seq, toks []int32) int {
-	if k == nil || len(toks) == 0 {
-		return 0
+// into sequence s, which holds rows [0, from) already, when the store
+// holds more; it returns how many rows s holds then.
+func (k *kvStore) restore(e *Engine, s *seq, toks []int32, from int) int {
+	if k == nil || len(toks) <= from {
+		return from
 	}
 	g := s.g
-	n, err := k.store.Restore(g.req.Owner, toks, 0, func(pos int, rows []byte) error {
+	n, err := k.store.Restore(g.req.Owner, toks, from, func(pos int, rows []byte) error {
 		return k.model.RestoreSeqKV(s.id, pos, rows)
 	})
-	if err != nil || n <= 0 {
+	if err != nil || n <= from {
 		if err != nil {
+			// Rows from from on may be partly overwritten: they are
+			// evaluated again.
 			e.log.Warn().Err(err).Msg("kv store: restore failed")
 		}
 		e.met.kvMisses.Inc()
-		return 0
+		return from
 	}
 	if r, ok := k.model.(SeqTokenRecorder); ok {
 		r.RestoredTokens(s.id, toks[:n])
 	}
 	e.met.kvHits.Inc()
-	e.met.kvRestored.Add(float64(n))
+	e.met.kvRestored.Add(float64(n - from))
 	return n
 }
 

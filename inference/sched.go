@@ -12,6 +12,7 @@ import (
 func (e *Engine) worker() {
 	defer close(e.exited)
 	defer e.sampling.stop()
+	defer e.releaseRetained() // the model outlives the engine
 	for {
 		closed := e.admit()
 		if len(e.active) > 0 {
@@ -49,7 +50,6 @@ func (e *Engine) openSeqs() int {
 // requests, then queued requests in arrival order, while sequences are
 // free and the pool holds them. It reports whether the engine is closed.
 func (e *Engine) admit() bool {
-	defer e.releaseLinger()
 	open := e.openSeqs()
 	waiting := e.reopen(&open)
 	for _, g := range e.active {
@@ -90,7 +90,7 @@ func (e *Engine) admitHead(open int) bool {
 		e.mu.Unlock()
 		return false
 	}
-	id, shared, err := e.openShared(&g.req)
+	h, err := e.openShared(&g.req)
 	if errors.Is(err, ErrNoSlots) && open > 0 {
 		e.mu.Unlock()
 		return false
@@ -106,11 +106,9 @@ func (e *Engine) admitHead(open int) bool {
 	}
 	e.admitted(g)
 	s := e.newSeq(g)
-	s.id, s.cap = id, e.reserve(len(g.req.Prompt), s.limit())
-	s.committed, s.shared = shared, shared
-	if shared == 0 {
-		p := g.req.Prompt
-		s.committed = e.kv.restore(e, s, p[:len(p)-1])
+	s.id, s.cap, s.committed, s.shared = h.id, h.cap, h.rows, h.shared
+	if p := g.req.Prompt; s.committed < len(p)-1 && s.shared == 0 {
+		s.committed = e.kv.restore(e, s, p[:len(p)-1], s.committed)
 	}
 	g.usage.CachedTokens = s.committed
 	g.seqs = append(g.seqs, s)
@@ -122,28 +120,80 @@ func (e *Engine) admitHead(open int) bool {
 // live sequence of its owner rather than evaluating again.
 const minShareRows = 16
 
-// openShared opens a sequence for a queued request: a Fork of the live
-// (or just finished, see lingers) sequence of the same owner whose
-// committed rows share the longest prefix with the prompt (at least
-// minShareRows; never another owner's), or else a sequence of its own.
-// It returns the rows shared.
-func (e *Engine) openShared(req *Request) (SeqID, int, error) {
-	reserve := e.reserve(len(req.Prompt), len(req.Prompt)+e.maxNew(req))
+// held is a sequence opened for a request: its id, the rows it already
+// holds (a taken-over or forked prefix), how many a Fork shares, and its
+// slots.
+type held struct {
+	id                SeqID
+	rows, shared, cap int
+}
+
+// openShared opens a sequence for a queued request, reusing rows where its
+// owner's sequences hold a prefix of the prompt (never another owner's):
+// it takes over a retained sequence (its rows from the prefix on are
+// replaced: no copy), else forks the live or retained sequence whose rows
+// share the longest prefix (at least minShareRows), else opens a sequence
+// of its own.
+func (e *Engine) openShared(req *Request) (held, error) {
+	p := len(req.Prompt)
+	reserve := e.reserve(p, p+e.maxNew(req))
+	if h, ok := e.takeOver(req, reserve); ok {
+		return h, nil
+	}
 	if parent, rows := e.sharedPrefix(req); parent != nil {
 		id, err := e.model.Fork(parent.id, rows, reserve-rows)
 		if err == nil {
 			e.met.sharedRows.Add(float64(rows))
-			return id, rows, nil
+			return held{id: id, rows: rows, shared: rows, cap: reserve}, nil
 		}
 	}
-	e.releaseLinger() // their slots may be what Open needs
-	id, err := e.model.Open(reserve)
-	return id, 0, err
+	id, err := e.open(reserve)
+	return held{id: id, cap: reserve}, err
 }
 
-// sharedPrefix finds the live sequence of req's owner whose committed rows
-// share the longest prefix with req's prompt (all but its last token), and
-// how many rows; nil when none shares minShareRows.
+// takeOver gives req the retained sequence of its owner whose committed
+// rows share the longest prefix (at least one row) with its prompt (all
+// but its last token), grown to reserve slots.
+func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
+	p := req.Prompt[:len(req.Prompt)-1]
+	best, n := -1, 0
+	for i, s := range e.retained {
+		rows := commonPrefix(p, s.toks[:s.committed])
+		if s.g.req.Owner != req.Owner || rows <= n || rows < s.shared || req.N > 1 && s.shared > 0 {
+			continue // a run may not rewrite rows a Fork shares
+		}
+		best, n = i, rows
+	}
+	if best < 0 {
+		return held{}, false
+	}
+	s := e.retained[best]
+	e.retained = slices.Delete(e.retained, best, best+1)
+	h := held{id: s.id, rows: n, shared: s.shared, cap: max(s.cap, reserve)}
+	if h.cap > s.cap {
+		if err := e.model.Grow(s.id, h.cap); err != nil {
+			e.model.Release(s.id)
+			return held{}, false
+		}
+	}
+	e.met.sharedRows.Add(float64(n))
+	return h, true
+}
+
+// open opens a sequence of reserve slots, releasing the retained
+// sequences when the pool has no room for it.
+func (e *Engine) open(reserve int) (SeqID, error) {
+	id, err := e.model.Open(reserve)
+	if errors.Is(err, ErrNoSlots) && len(e.retained) > 0 {
+		e.releaseRetained()
+		id, err = e.model.Open(reserve)
+	}
+	return id, err
+}
+
+// sharedPrefix finds the live or retained sequence of req's owner whose
+// committed rows share the longest prefix with req's prompt (all but its
+// last token), and how many rows; nil when none shares minShareRows.
 func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 	if req.N > 1 {
 		// n > 1: the choices fork the first one's whole prompt, which a
@@ -169,7 +219,7 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 			}
 		}
 	}
-	for _, s := range e.linger {
+	for _, s := range e.retained {
 		try(s)
 	}
 	return best, n
@@ -185,30 +235,29 @@ func (s *seq) shareable(p []int32) int {
 	return rows
 }
 
-// lingers reports whether finished sequence s should stay in the pool
-// until the next admission, because a queued request of its owner may fork
-// its rows (see sharedPrefix); releaseLinger then releases it.
-func (e *Engine) lingers(s *seq) bool {
-	if abnormal(s.fin) {
+// retain keeps finished sequence s in the pool with its rows, for a later
+// request of its owner to take over or fork (at most MaxSequences are
+// kept: the oldest goes); reports false when s is not worth keeping (it
+// ended abnormally or holds nothing).
+func (e *Engine) retain(s *seq) bool {
+	if abnormal(s.fin) || s.committed == 0 || s.id == noSeq {
 		return false
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, g := range e.queue {
-		if g.req.Owner == s.g.req.Owner && g.req.N <= 1 && s.shareable(g.req.Prompt[:len(g.req.Prompt)-1]) >= minShareRows {
-			return true
-		}
+	e.retained = append(e.retained, s)
+	if len(e.retained) > e.maxSeq {
+		e.model.Release(e.retained[0].id)
+		e.retained = slices.Delete(e.retained, 0, 1)
 	}
-	return false
+	return true
 }
 
-// releaseLinger releases the finished sequences kept for a fork.
-func (e *Engine) releaseLinger() {
-	for _, s := range e.linger {
+// releaseRetained releases the retained sequences: their slots are needed.
+func (e *Engine) releaseRetained() {
+	for _, s := range e.retained {
 		e.model.Release(s.id)
 	}
-	clear(e.linger)
-	e.linger = e.linger[:0]
+	clear(e.retained)
+	e.retained = e.retained[:0]
 }
 
 // shareWaitSteps bounds the steps a request waits at the head of the
@@ -259,7 +308,7 @@ func (e *Engine) reopen(open *int) bool {
 				continue
 			}
 			rows := e.reserve(len(s.toks), s.limit())
-			id, err := e.model.Open(rows)
+			id, err := e.open(rows)
 			if err != nil {
 				if !errors.Is(err, ErrNoSlots) || *open == 0 {
 					e.endSeq(s, FinishError, fmt.Errorf("inference: model: %w", err))
@@ -271,7 +320,7 @@ func (e *Engine) reopen(open *int) bool {
 			s.id, s.status, s.cap, s.shared = id, running, rows, 0
 			// Its rows saved at preemption come back from the store; the
 			// rest are evaluated again.
-			s.committed = e.kv.restore(e, s, s.toks[:len(s.toks)-1])
+			s.committed = e.kv.restore(e, s, s.toks[:len(s.toks)-1], 0)
 			*open++
 		}
 	}
@@ -289,7 +338,7 @@ func (e *Engine) setActive(n int) {
 func (e *Engine) openChoice(g *record, open int) bool {
 	p := len(g.req.Prompt)
 	rows := e.reserve(p, p+g.maxNew)
-	id, err := e.model.Open(rows)
+	id, err := e.open(rows)
 	if err != nil {
 		if !errors.Is(err, ErrNoSlots) || open == 0 {
 			g.abort, g.runErr = FinishError, fmt.Errorf("inference: model: %w", err)
@@ -347,9 +396,7 @@ func (e *Engine) reap() {
 			if s.c == 0 && s.fin != FinishError {
 				e.kv.save(e, s, g.req.CacheKey)
 			}
-			if e.lingers(s) {
-				e.linger = append(e.linger, s)
-			} else {
+			if !e.retain(s) {
 				e.model.Release(s.id)
 			}
 			e.putSampler(s.smp)
@@ -395,7 +442,12 @@ func (e *Engine) fits(s *seq) bool {
 		return true
 	}
 	rows := e.reserve(s.cap, s.limit())
-	if err := e.model.Grow(s.id, rows); err != nil {
+	err := e.model.Grow(s.id, rows)
+	if errors.Is(err, ErrNoSlots) && len(e.retained) > 0 {
+		e.releaseRetained()
+		err = e.model.Grow(s.id, rows)
+	}
+	if err != nil {
 		return false
 	}
 	s.cap = rows
@@ -407,11 +459,15 @@ func (e *Engine) fits(s *seq) bool {
 const noSeq = ^SeqID(0)
 
 // preempt makes room when every open sequence waits for slots: the
-// youngest is released, to evaluate its rows again once there is room
+// retained sequences are released, else the youngest open one is, to evaluate its rows again once there is room
 // (the same rows: on float32 caches the same bits); with a KV store its
 // committed rows are saved first and restored instead. It reports whether
 // there was one.
 func (e *Engine) preempt() bool {
+	if len(e.retained) > 0 {
+		e.releaseRetained()
+		return true
+	}
 	for i := len(e.active) - 1; i >= 0; i-- {
 		g := e.active[i]
 		for j := len(g.seqs) - 1; j >= 0; j-- {

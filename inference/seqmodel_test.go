@@ -33,7 +33,8 @@ type seqModel struct {
 	id       inference.SeqID
 	open     bool
 	reserve  int
-	prompt   int
+	first    int      // where the sequence's first run ended (the prompt, for verifies)
+	prompt   int      // where the latest prompt run ended (for fill)
 	toks     []int32  // tokens of the held rows (-1: restored, not yet named)
 	rows     []uint64 // their hashes
 	steps    int      // Steps
@@ -80,7 +81,7 @@ func (m *seqModel) Open(reserve int) (inference.SeqID, error) {
 		return 0, inference.ErrNoSlots
 	}
 	m.id++
-	m.open, m.reserve, m.prompt = true, reserve, 0
+	m.open, m.reserve, m.prompt, m.first = true, reserve, 0, 0
 	m.toks, m.rows = m.toks[:0], m.rows[:0]
 	return m.id, nil
 }
@@ -131,14 +132,17 @@ func (m *seqModel) Step(ctx context.Context, runs []inference.Run) ([]inference.
 	if err := m.check(r.Start); err != nil {
 		return nil, err
 	}
+	if m.first == 0 {
+		m.first = r.Start + len(r.Tokens)
+	}
+	if m.prompt == 0 || len(r.Tokens) > 1 || r.Start != len(m.toks) {
+		m.prompt = r.Start + len(r.Tokens) // a prompt (scriptFill's models draft nothing)
+	}
 	m.toks = append(m.toks[:r.Start], r.Tokens...)
 	m.rows = prefixHashes(m.toks)
-	if m.prompt == 0 {
-		m.prompt = len(m.toks)
-	}
 	m.steps++
 	m.calls = append(m.calls, inferencetest.Call{Seq: slices.Clone(m.toks), Valid: r.Start})
-	if r.Start >= m.prompt && len(r.Tokens) > 1 {
+	if r.Start >= m.first && len(r.Tokens) > 1 {
 		m.verifies++
 	}
 	if m.before != nil {

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Speculative configures speculative decoding on models that implement
-// Verifier. The zero value turns it off; DefaultSpeculative is the default.
+// Speculative configures speculative decoding: draft rows in a sequence's
+// run (1+k tokens), verified in the same Step. The zero value turns it off;
+// DefaultSpeculative is the default.
 type Speculative struct {
 	Enabled bool // draft at all (a request's prediction or prompt lookup)
 	// PromptLookup drafts from earlier occurrences of the last generated

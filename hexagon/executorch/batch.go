@@ -128,9 +128,25 @@ func (r *Runner) restrideCost() time.Duration {
 	return r.stats.Restride / time.Duration(r.stats.Restrides)
 }
 
+// callCosts are the mean measured times of one prefill_forward call and
+// one kv_forward step, over all shards (before any call: 8 ms, and decode
+// as dear as prefill).
+func (r *Runner) callCosts() (prefill, decode time.Duration) {
+	s := r.Stats()
+	shards := time.Duration(len(r.pre.calls))
+	prefill, decode = s.Graphs[r.pre.method].Mean()*shards, s.Graphs[r.dec.method].Mean()*shards
+	if prefill == 0 {
+		prefill = 8 * time.Millisecond
+	}
+	if decode == 0 {
+		decode = prefill
+	}
+	return prefill, decode
+}
+
 // prefillStepCost prices one prefill_forward call.
 func (r *Runner) prefillStepCost() time.Duration {
-	pre, _ := r.Costs(1)
+	pre, _ := r.callCosts()
 	if r.stride != r.cl-r.pre.ar {
 		pre += r.restrideCost()
 	}
@@ -139,7 +155,7 @@ func (r *Runner) prefillStepCost() time.Duration {
 
 // decodeStepCost prices rows kv_forward calls.
 func (r *Runner) decodeStepCost(rows int) time.Duration {
-	_, dec := r.Costs(1)
+	_, dec := r.callCosts()
 	d := time.Duration(rows) * dec
 	if r.stride != r.cl-r.dec.ar {
 		d += r.restrideCost()

@@ -17,10 +17,12 @@ import (
 // (BatchLimits: 1 sequence, a Step of up to ContextLen rows). Its logits are
 // F32 and vocabulary sized: 0 everywhere except 100 at the script's token
 // (an EOS after the script ends), so any sampling settings pick the script.
-// A sequence's prompt is its first Run; the row after the prompt's last
-// token peaks at script[0], the next row at script[1], and so on, so every
-// sequence (a new prompt, the next choice) starts the script again. A Fork
-// of a sequence's whole prompt continues where the parent's prompt ended.
+// A Run that does not continue its sequence by one token is a prompt (a new
+// sequence's, or one that replaces rows of a sequence the engine took
+// over): the row after its last token peaks at script[0], the next row at
+// script[1], and so on, so every prompt starts the script again. A Fork of
+// a sequence's whole prompt continues where the parent's prompt ended.
+// StepCost grows with the rows, so drafts never pay: no verify runs.
 type Model struct {
 	info   inference.ModelInfo
 	script []int32
@@ -147,11 +149,11 @@ func (m *Model) BatchLimits() inference.BatchLimits {
 	return inference.BatchLimits{Sequences: 1, Rows: n, Slots: n}
 }
 
-// StepCost is a millisecond per row, or the latency set.
+// StepCost is the latency set (at least a millisecond) per row.
 func (m *Model) StepCost(rows int) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return max(m.latency, time.Duration(rows)*time.Millisecond)
+	return time.Duration(rows) * max(m.latency, time.Millisecond)
 }
 
 func (m *Model) open(s *scriptSeq) (inference.SeqID, error) {
@@ -260,10 +262,10 @@ func (m *Model) Step(ctx context.Context, runs []inference.Run) ([]inference.Row
 	out := make([]inference.Rows, len(runs))
 	for i, r := range runs {
 		s := m.seqs[r.Seq]
-		s.toks = append(s.toks[:r.Start], r.Tokens...)
-		if s.prompt == 0 {
-			s.prompt = len(s.toks)
+		if s.prompt == 0 || len(r.Tokens) > 1 || r.Start != len(s.toks) {
+			s.prompt = r.Start + len(r.Tokens) // a new prompt (or the rest of one)
 		}
+		s.toks = append(s.toks[:r.Start], r.Tokens...)
 		out[i] = scriptRows{m: m, start: r.Start, n: len(r.Tokens), prompt: s.prompt}
 	}
 	if fail != nil {
