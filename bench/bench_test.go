@@ -3,8 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"

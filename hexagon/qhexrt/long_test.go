@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
-	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/inference"
 )
 
 // TestGoldenLong runs the `long` case (400 prompt tokens, 100 generated:
