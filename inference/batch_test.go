@@ -562,3 +562,28 @@ func TestPoolSharedPrefixFinished(t *testing.T) {
 		}
 	})
 }
+
+// TestBurstAdmission: a burst larger than QueueLen is refused only when the
+// sequence slots are taken too: with QueueLen 1 and MaxSequences 4, five
+// requests at once are all served and a sixth is refused.
+func TestBurstAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 4, QueueLen: 1})
+		var streams []*inference.Stream
+		for i := range 5 {
+			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 4})
+			if err != nil {
+				t.Fatalf("request %d of the burst: %v", i, err)
+			}
+			streams = append(streams, s)
+		}
+		if _, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{9}, MaxTokens: 4}); !errors.Is(err, inference.ErrBusy) {
+			t.Fatalf("a sixth request with four slots and one place in the queue: %v, want ErrBusy", err)
+		}
+		for i, s := range streams {
+			if r, err := inference.Collect(s); err != nil || r.Finish != inference.FinishLength {
+				t.Fatalf("request %d: %+v %v", i, r, err)
+			}
+		}
+	})
+}

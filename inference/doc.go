@@ -5,10 +5,12 @@
 //
 // # Scheduling
 //
-// An Engine has one bounded FIFO queue (Config.QueueLen counts the requests
-// waiting for a sequence; active requests do not count) and one worker
-// goroutine that owns the Model. Submit validates a request and queues it,
-// or fails at once with ErrBusy when the queue is full. Every queued
+// An Engine has one bounded FIFO queue and one worker goroutine that owns
+// the Model. Submit validates a request and queues it, or fails at once with
+// ErrBusy when the queue is full: it holds Config.QueueLen requests besides
+// one for each sequence slot free now (MaxSequences less the open
+// sequences), so a burst is refused only when the slots are taken too;
+// active requests do not count. Every queued
 // request gets exactly one final Done event: a request whose context ends
 // while it waits leaves the queue immediately; an active one stops at the
 // next step and its sequences' slots are released at once. Events go to a

@@ -16,7 +16,7 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	QueueLen   int                   // requests waiting for a sequence slot (active ones excluded); 0 means 8
+	QueueLen   int                   // requests waiting for a sequence slot beyond the free ones (active ones excluded); 0 means 8
 	Timeout    time.Duration         // default generation time limit; 0: none
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     zerolog.Logger
@@ -188,8 +188,8 @@ func (e *Engine) Close() error {
 }
 
 // Submit validates req and queues it. It fails with *InvalidRequestError,
-// *ContextLengthError, ErrBusy (the queue is full), ErrClosed, or ctx's
-// error. Ending ctx cancels the request, queued or running.
+// *ContextLengthError, ErrBusy (the queue holds QueueLen requests besides
+// one for each free sequence slot), ErrClosed, or ctx's error. Ending ctx cancels the request, queued or running.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.validate(&req); err != nil {
 		e.met.requests.WithLabelValues("invalid").Inc()
@@ -211,7 +211,10 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		e.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if len(e.queue) >= e.cfg.QueueLen {
+	// The queue holds QueueLen requests beyond those the free sequence
+	// slots take at the next step: a burst is refused only when the slots
+	// are taken too.
+	if len(e.queue) >= e.cfg.QueueLen+max(0, e.maxSeq-int(e.activeN.Load())) {
 		e.mu.Unlock()
 		e.met.requests.WithLabelValues("busy").Inc()
 		return nil, ErrBusy

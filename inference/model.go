@@ -181,13 +181,15 @@ type Run struct {
 	Tokens []int32
 }
 
-// SeqTokenRecorder is optional for a SeqKVSnapshotter whose multi-token
-// graph only starts at position 0 (QHexRT-contract bundles): after a restore
-// the engine tells it which tokens the restored rows hold, so it evaluates
-// the rest of a prompt with the same graph calls as without the restore (on
-// 16-bit caches a row's bits depend on which graph wrote it).
+// SeqTokenRecorder is optional for a model whose multi-token graph only
+// starts at position 0 (QHexRT-contract bundles): after a restore, and when
+// a new request takes over a finished sequence's rows, the engine tells it
+// which tokens the rows it keeps hold, so it evaluates the rest of a prompt
+// with the same graph calls as without them (on 16-bit caches a row's bits
+// depend on which graph wrote it).
 type SeqTokenRecorder interface {
-	// RestoredTokens names the tokens of id's committed rows [0, len(toks)).
+	// RestoredTokens names the tokens of id's committed rows [0, len(toks));
+	// rows past them are no longer committed.
 	RestoredTokens(id SeqID, toks []int32)
 }
 

@@ -176,6 +176,9 @@ func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
 			return held{}, false
 		}
 	}
+	if r, ok := e.model.(SeqTokenRecorder); ok {
+		r.RestoredTokens(s.id, p[:n]) // the rest of the prompt as without the kept rows
+	}
 	e.met.sharedRows.Add(float64(n))
 	return h, true
 }

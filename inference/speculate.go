@@ -2,6 +2,7 @@ package inference
 
 import (
 	"bytes"
+	"slices"
 	"time"
 )
 
@@ -214,22 +215,13 @@ func lookup(seq []int32, max int) []int32 {
 	for n := min(3, len(seq)-1); n >= 1; n-- {
 		tail := seq[len(seq)-n:]
 		for i := len(seq) - n - 1; i >= 0; i-- {
-			if seq[i] == tail[0] && slicesEqual(seq[i:i+n], tail) {
+			if seq[i] == tail[0] && slices.Equal(seq[i:i+n], tail) {
 				next := seq[i+n:]
 				return next[:min(max, len(next))]
 			}
 		}
 	}
 	return nil
-}
-
-func slicesEqual(a, b []int32) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // observe updates a source's acceptance-rate estimate with a verified (or

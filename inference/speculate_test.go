@@ -18,7 +18,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// specVocab has single letters, some two-letter pieces (so one text has
+// specVocab has one-letter pieces, some two-letter pieces (so one text has
 // several tokenisations), space, newline and an end-of-turn token.
 var specPieces = func() []string {
 	p := []string{}
