@@ -73,8 +73,9 @@ type seq struct {
 	generated int          // tokens sampled
 	cap       int          // rows the sequence may hold (Open's or Fork's reserve, Grow)
 	// shared is how many rows a Fork gave it (0: none); a later Fork of
-	// this sequence may share no more of them.
-	shared int
+	// this sequence may share no more of them. lent is the most rows a
+	// Fork took from it: a request that takes it over keeps at least those.
+	shared, lent int
 
 	smp *sampler
 	det detok

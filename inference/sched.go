@@ -143,6 +143,7 @@ func (e *Engine) openShared(req *Request) (held, error) {
 	if parent, rows := e.sharedPrefix(req); parent != nil {
 		id, err := e.model.Fork(parent.id, rows, reserve-rows)
 		if err == nil {
+			parent.lent = max(parent.lent, rows)
 			e.met.sharedRows.Add(float64(rows))
 			return held{id: id, rows: rows, shared: rows, cap: reserve}, nil
 		}
@@ -159,8 +160,8 @@ func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
 	best, n := -1, 0
 	for i, s := range e.retained {
 		rows := commonPrefix(p, s.toks[:s.committed])
-		if s.g.req.Owner != req.Owner || rows <= n || rows < s.shared || req.N > 1 && s.shared > 0 {
-			continue // a run may not rewrite rows a Fork shares
+		if s.g.req.Owner != req.Owner || rows <= n || rows < max(s.shared, s.lent) || req.N > 1 && s.shared > 0 {
+			continue // a run may not rewrite rows a Fork shares (its parent's, or its own lent to forks)
 		}
 		best, n = i, rows
 	}
@@ -365,6 +366,7 @@ func (e *Engine) forkChoices(g *record, parent *seq, l Logits) {
 		if err != nil {
 			return // the choice opens a sequence of its own later
 		}
+		parent.lent = max(parent.lent, p)
 		s := e.newSeq(g)
 		s.id, s.committed, s.shared, s.cap = id, p, p, rows
 		g.seqs = append(g.seqs, s)
