@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
@@ -76,11 +77,11 @@ func (s *Server) openAIModel(w http.ResponseWriter, r *http.Request, name string
 
 // params are the conversion parameters for request r on model m; rendering
 // stops when r's client goes away or the prompt cannot fit m's context.
-func (s *Server) params(r *http.Request, m *Model) openai.Params {
-	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
+func (s *Server) params(r *http.Request, m *Model) front.Params {
+	return front.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
+		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
-		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
+		MaxPromptBytes: front.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
 // compiled records a structured request's compile time and steps.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/ollama"
 )
@@ -83,11 +84,6 @@ func (s *Server) ollamaModel(w http.ResponseWriter, r *http.Request, name string
 	return s.acquire(w, r, st.ID, errOllamaNotFound)
 }
 
-// ollamaParams are the conversion parameters for request r on model m.
-func (s *Server) ollamaParams(r *http.Request, m *Model) ollama.Params {
-	return ollama.Params{Params: s.params(r, m), ContextLen: m.ContextLen}
-}
-
 // ollamaChat is POST /api/chat.
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
@@ -99,7 +95,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Messages) == 0 { // load or unload: no tokenizer needed
-		g, err := ollama.FromChatRequest(&req, ollama.Params{})
+		g, err := ollama.FromChatRequest(&req, front.Params{})
 		if err != nil {
 			return err
 		}
@@ -109,7 +105,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := ollama.FromChatRequest(&req, s.ollamaParams(r, l.Model))
+	g, err := ollama.FromChatRequest(&req, s.params(r, l.Model))
 	if err != nil {
 		l.Release(nil)
 		return err
@@ -128,7 +124,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Prompt == "" {
-		g, err := ollama.FromGenerateRequest(&req, ollama.Params{})
+		g, err := ollama.FromGenerateRequest(&req, front.Params{})
 		if err != nil {
 			return err
 		}
@@ -138,7 +134,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := ollama.FromGenerateRequest(&req, s.ollamaParams(r, l.Model))
+	g, err := ollama.FromGenerateRequest(&req, s.params(r, l.Model))
 	if err != nil {
 		l.Release(nil)
 		return err

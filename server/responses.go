@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/responses"
@@ -39,8 +40,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 				Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", *id)}
 		}
 	}
-	g, err := openai.FromResponseRequest(&req, prev, openai.ResponseParams{Params: s.params(r, m), ContextLen: m.ContextLen},
-		openai.NewResponseID("resp_"), time.Now().Unix())
+	g, err := openai.FromResponseRequest(&req, prev, s.params(r, m),
+		front.NewID("resp_"), time.Now().Unix())
 	if err != nil {
 		return err
 	}
