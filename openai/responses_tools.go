@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hexserve/hexserve/front"
 )
 
 // hostedTools are the Responses tool types that OpenAI runs on its own
@@ -78,7 +80,7 @@ func responseTools(raw []json.RawMessage) (*respTools, error) {
 			return invalid(param+".name", "duplicate tool name %q (also %s)", name, prev)
 		}
 		seen[name] = param
-		rt.tools = append(rt.tools, FunctionTool(name, description, parameters))
+		rt.tools = append(rt.tools, front.FunctionTool(name, description, parameters))
 		rt.names = append(rt.names, name)
 		return nil
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/chat"
 )
 
 func TestHostedType(t *testing.T) {
@@ -46,11 +48,11 @@ func TestNamespaceTools(t *testing.T) {
 		t.Errorf("hosted %v", rt.hosted)
 	}
 	g := &ResponseGeneration{namespaced: rt.namespaced}
-	it := g.functionCallItem(ToolCall{ID: "call_1", Function: FunctionCall{Name: "crm.find", Arguments: Arguments(`{}`)}})
+	it := g.functionCallItem(chat.ToolCall{ID: "call_1", Name: "crm.find", Arguments: json.RawMessage(`{}`)})
 	if it.Namespace != "crm" || it.Name != "find" {
 		t.Errorf("item %+v", it)
 	}
-	if it := g.functionCallItem(ToolCall{ID: "call_2", Function: FunctionCall{Name: "f", Arguments: Arguments(`{}`)}}); it.Namespace != "" || it.Name != "f" {
+	if it := g.functionCallItem(chat.ToolCall{ID: "call_2", Name: "f", Arguments: json.RawMessage(`{}`)}); it.Namespace != "" || it.Name != "f" {
 		t.Errorf("plain item %+v", it)
 	}
 }
