@@ -435,6 +435,19 @@ func TestRunPhases(t *testing.T) {
 	if len(rep.Goals) != 1 || rep.Goals[0].Name != "go_side_rss_mb" {
 		t.Errorf("goals %+v, want only go_side_rss_mb", rep.Goals)
 	}
+	// Phases that did not run print nothing: no empty tables, no zeros.
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"THROUGHPUT", "HOST TIME", "PREFIX CACHE", "KV STORE", "SPECULATIVE", "CONCURRENCY", "TOKENIZER", "STRUCTURED", "0.000"} {
+		if strings.Contains(text.String(), absent) {
+			t.Errorf("the report of the stream phase alone has %q:\n%s", absent, text.String())
+		}
+	}
+	if !strings.Contains(text.String(), "STREAMING") {
+		t.Errorf("no STREAMING section:\n%s", text.String())
+	}
 }
 
 // snapModel gives a model a KV cache of 4-byte rows (their position) that
