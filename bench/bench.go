@@ -59,7 +59,7 @@ type Options struct {
 	// only fills a cache) at emulated speed. The default takes fewer,
 	// well-chosen runs (see Runner.fewRuns) and says what it left out.
 	Full bool
-	HTTP   bool // also stream through the HTTP server to SSE clients
+	HTTP bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
 	// phases (the caller passes the v79 figures, plan.V79Costs); zero: none.
 	Emulation    Latency
@@ -97,11 +97,11 @@ var Settings = []struct {
 type runner struct {
 	opt     Options
 	allRuns bool // Full, or Runs given: every measurement runs Runs times
-	model Model
-	tok   *tokenizer.Tokenizer
-	info  inference.ModelInfo
-	emu   Latency
-	rep   *Report
+	model   Model
+	tok     *tokenizer.Tokenizer
+	info    inference.ModelInfo
+	emu     Latency
+	rep     *Report
 }
 
 // Run executes the workload. Phases that cannot run on this model (too
