@@ -57,7 +57,8 @@ type Options struct {
 	// conversations × 6 turns, every concurrency workload on every model
 	// kind, and the unmeasured requests (a conversation's first turn, what
 	// only fills a cache) at emulated speed. The default takes fewer,
-	// well-chosen runs (see Runner.fewRuns) and says what it left out.
+	// well-chosen runs (runner.fewRuns, runner.unmeasured) and says what it
+	// left out.
 	Full bool
 	HTTP bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
