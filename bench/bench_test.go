@@ -519,3 +519,34 @@ func TestCeilings(t *testing.T) {
 		t.Errorf("ceiling for a workload that did not run: %v", c.Ceiling)
 	}
 }
+
+// TestRunFull: --full keeps the whole workload (4 conversations × 6 turns,
+// every turn timed); the default takes 2 × 3 and leaves turn 1 untimed.
+func TestRunFull(t *testing.T) {
+	tok := loadTokenizer(t)
+	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
+	for _, full := range []bool{false, true} {
+		rep, err := Run(context.Background(), Options{Full: full, Tokens: 8, Phases: []string{"kvstore"},
+			Load: func() (Loaded, error) {
+				m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
+				return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := rep.KVStore
+		convs, turns := 2, 3
+		if full {
+			convs, turns = kvConversations, kvTurns
+		}
+		if k.Conversations != convs || k.Turns != turns || len(k.Detail) != convs*turns || rep.Full != full {
+			t.Fatalf("full %v: %d × %d turns, %d details", full, k.Conversations, k.Turns, len(k.Detail))
+		}
+		if timed := k.Detail[0].TTFTWithMS > 0 && k.Detail[0].TTFTWithoutMS > 0; timed != full {
+			t.Errorf("full %v: turn 1 timed %v (%+v)", full, timed, k.Detail[0])
+		}
+		if d := k.Detail[len(k.Detail)-1]; d.TTFTWithMS <= 0 || d.TTFTWithoutMS <= 0 {
+			t.Errorf("full %v: last turn not timed: %+v", full, d)
+		}
+	}
+}
