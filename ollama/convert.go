@@ -321,8 +321,8 @@ func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, er
 	o.Strict = true // keys in schema order, as Ollama generates them
 	g, err := grammar.Compile(raw, o)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, err // the client left
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, grammar.ErrBusy) {
+			return nil, err // the client left, or the server is busy
 		}
 		if e, ok := err.(*grammar.Error); ok {
 			param := "format"

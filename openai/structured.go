@@ -70,8 +70,8 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool, o grammar.Optio
 }
 
 func schemaError(param string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err // the client left
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, grammar.ErrBusy) {
+		return err // the client left, or the server is busy: not the schema's fault
 	}
 	e, ok := err.(*grammar.Error)
 	if !ok {
