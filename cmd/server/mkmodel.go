@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,14 +32,15 @@ func runMkmodel(args []string) int {
 type mkmodelOptions struct {
 	config, preset, out, name, tokenizer, arch string
 	weights, contract, io, kv, mask, layout    string
-	format, logits, tensors                    string
-	prefillChunk, ctx, shards                  int
+	format, logits, tensors, precision         string
+	prefillChunk, ctx, shards, parts           int
 }
 
 // Flags that only one --format takes.
 var (
 	bundleOnly = []string{"contract", "io", "mask", "tensors", "layout", "arch"}
 	pteOnly    = []string{"logits", "shards"}
+	genieOnly  = []string{"precision", "parts"}
 )
 
 func mkmodel(args []string, stdout, stderr io.Writer) int {
@@ -46,13 +48,15 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mkmodel", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "", "Hugging Face config.json with init_seed (or a golden file: its \"config\" key is used)")
-	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/) or pte (ExecuTorch static-llama OUT/NAME.pte)")
+	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/), pte (ExecuTorch static-llama OUT/NAME.pte) or genie (Qualcomm AI Hub Genie bundle, OUT/)")
+	fs.StringVar(&o.precision, "precision", "w4a16", "genie only: w4a16 (uint16 activations and logits, uint8 KV, calibrated scales), w4 (float16 I/O and KV) or f32 (float32 I/O and KV: golden logits)")
+	fs.IntVar(&o.parts, "parts", 3, "genie only: context binaries (part 1 the embedding, the layers spread over the others, the last ending in logits)")
 	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model), llama-3.2-1b or llama-3.2-3b (full shapes)")
 	fs.StringVar(&o.out, "out", "", "directory to write (required); a bundle goes to OUT/ARCH/, a .pte to OUT/NAME.pte")
 	fs.StringVar(&o.name, "name", "", "model name: the manifest's model.name, or the .pte file name (default from the preset or config)")
 	fs.StringVar(&o.weights, "weights", "int8", "weight storage: f16 or int8 (per-row, like W8A16 bundles)")
 	fs.IntVar(&o.prefillChunk, "prefill-chunk", 128, "rows per prefill call (AR)")
-	fs.IntVar(&o.ctx, "ctx", 0, "context length (KV slots, max_ctx; the .pte mask width) (default 512 for bundle, 2048 for pte)")
+	fs.IntVar(&o.ctx, "ctx", 0, "context length (KV slots, max_ctx; the .pte and Genie mask width) (default 512 for bundle, 2048 for pte, 4096 for genie)")
 	fs.StringVar(&o.contract, "contract", "qhexrt", "bundle only: graph contract, qhexrt or chunked")
 	fs.StringVar(&o.io, "io", "f16", "bundle only: graph I/O data type for x, cos, sin, y and logits, f32, f16 or u16 (16-bit fixed point)")
 	fs.StringVar(&o.kv, "kv", "", "KV cache data type: bundle f32 or f16 (default f16); pte u8, u16 or f32 (default u8)")
@@ -69,6 +73,8 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
 		fmt.Fprintln(stderr, "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
 		fmt.Fprintln(stderr, "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
+		fmt.Fprintln(stderr, "  --format genie:  DIR/{NAME_part_K_of_N.bin, genie_config.json, htp_backend_ext_config.json, tokenizer.json,")
+		fmt.Fprintln(stderr, "                   config.json, metadata.yaml, tool-versions.yaml, LICENSE, NOTICE}, a Qualcomm AI Hub Genie bundle")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -81,14 +87,16 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	wrong := pteOnly
+	wrong := append(slices.Clip(pteOnly), genieOnly...)
 	switch o.format {
 	case "bundle":
 		o.ctx, o.kv = cmp.Or(o.ctx, 512), cmp.Or(o.kv, "f16")
 	case "pte":
-		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), bundleOnly
+		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), append(slices.Clip(bundleOnly), genieOnly...)
+	case "genie":
+		o.ctx, wrong = cmp.Or(o.ctx, 4096), append(append(slices.Clip(bundleOnly), pteOnly...), "kv")
 	default:
-		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle or pte\n", o.format)
+		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle, pte or genie\n", o.format)
 		return 2
 	}
 	for _, f := range wrong {
@@ -99,8 +107,11 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	write := writeBundle
-	if o.format == "pte" {
+	switch o.format {
+	case "pte":
 		write = writePTE
+	case "genie":
+		write = writeGenie
 	}
 	dir, err := write(o, stderr)
 	if err != nil {
