@@ -474,7 +474,7 @@ func (r *Runner) setup() error {
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
 	r.slots = r.cl - r.ars[len(r.ars)-1].ar
-	r.stride = r.maxP
+	r.stride = r.slots // the prompt graphs' layout: prompts come first
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
 	r.kvE.Put(zero, []float32{0})
