@@ -313,6 +313,7 @@ func upstreams(cfg config.Config, reg prometheus.Registerer) ([]server.Upstream,
 		return nil, nil
 	}
 	metrics := upstream.NewMetrics(reg)
+	budget := upstream.NewBudget(int64(cfg.Server.RelayMemory)) // shared by every upstream
 	var out []server.Upstream
 	for _, e := range entries {
 		u := e.Upstream
@@ -322,7 +323,7 @@ func upstreams(cfg config.Config, reg prometheus.Registerer) ([]server.Upstream,
 		}
 		opts := upstream.Options{ID: e.ID, BaseURL: u.BaseURL, APIKey: key, Model: u.Model,
 			Timeout: u.Timeout, ConnectTimeout: u.ConnectTimeout, MaxInFlight: u.MaxInFlight,
-			StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Metrics: metrics}
+			StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Metrics: metrics, Budget: budget}
 		if opts.Timeout == 0 {
 			opts.Timeout = cfg.Engine.Timeout
 		}
