@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,10 +9,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // ResponseRequest is the body of POST /v1/responses. Unknown keys are
@@ -209,12 +207,6 @@ func (s *StoredResponse) Conversation() []Item {
 	return out
 }
 
-// ResponseParams is what converting a Responses request needs from the server.
-type ResponseParams struct {
-	Params
-	ContextLen int // tokens the context holds
-}
-
 // ResponseGeneration is a validated Responses request.
 type ResponseGeneration struct {
 	Generation
@@ -229,20 +221,20 @@ const MinOutputTokens = 16
 
 // FromResponseRequest validates r and renders the conversation, prev's
 // (when continuing) followed by r's input, through the chat template.
-func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponseParams, id string, created int64) (*ResponseGeneration, error) {
+func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Params, id string, created int64) (*ResponseGeneration, error) {
 	if err := rejectUnsupportedResponse(r); err != nil {
 		return nil, err
 	}
 	g := &ResponseGeneration{Store: r.Store == nil || *r.Store}
 	c := CommonParams{Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User}
 	c.PromptCacheKey = r.PromptCacheKey // the KV store's hint, as on chat completions
-	if err := common(&c, p.Params, &g.Generation); err != nil {
+	if err := common(&c, p, &g.Generation); err != nil {
 		return nil, err
 	}
 	if v := r.MaxOutputTokens; v != nil && *v < MinOutputTokens {
 		return nil, invalid("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", MinOutputTokens, *v)
 	}
-	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p.Params); err != nil {
+	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p); err != nil {
 		return nil, err
 	}
 	tools, err := responseTools(r.Tools)
@@ -259,7 +251,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 		_ = json.Unmarshal(t, &f)
 		names[i] = f.Function.Name
 	}
-	if err := constrainResponse(&g.Generation, r, tools, names, mode, p.Params); err != nil {
+	if err := constrainResponse(&g.Generation, r, tools, names, mode, p); err != nil {
 		return nil, err
 	}
 	truncation := "disabled"
@@ -285,7 +277,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 		g.History = prev.Conversation()
 	}
 
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := p.ChatOptions()
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools = names
@@ -343,12 +335,12 @@ func optional(s string) *string {
 // constrainResponse applies text.format (json_object, json_schema) or a
 // forced tool call (tool_choice "required" or a named function) through the
 // constrained decoder, as chat completions' response_format and tool_choice.
-func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p Params) error {
+func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p front.Params) error {
 	var format json.RawMessage
 	if r.Text != nil {
 		format = r.Text.Format
 	}
-	gr, err := FormatGrammar(format, "text.format", true, p.grammarOptions())
+	gr, err := FormatGrammar(format, "text.format", true, p.GrammarOptions())
 	if err != nil {
 		return err
 	}
@@ -357,7 +349,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 			return invalid("text.format", "text.format cannot be combined with a forced tool_choice")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(tools, names, mode, parallel, p.grammarOptions()); err != nil {
+		if gr, err = toolGrammar(tools, names, mode, parallel, p.GrammarOptions()); err != nil {
 			return err
 		}
 	}
@@ -421,31 +413,9 @@ func responseTools(raw []json.RawMessage) ([]json.RawMessage, error) {
 		case f.Name == "":
 			return nil, invalid(fmt.Sprintf("tools[%d].name", i), "function tool has no name")
 		}
-		out = append(out, FunctionTool(f.Name, f.Description, f.Parameters))
+		out = append(out, front.FunctionTool(f.Name, f.Description, f.Parameters))
 	}
 	return out, nil
-}
-
-// FunctionTool is the chat template's tool object
-// {"type":"function","function":{"name":…,"description":…,"parameters":…}}
-// for a function of another API's tool list; a nil description and null or
-// empty parameters are left out.
-func FunctionTool(name string, description *string, parameters json.RawMessage) chat.Tool {
-	n, _ := json.Marshal(name)
-	var b bytes.Buffer
-	b.WriteString(`{"type":"function","function":{"name":`)
-	b.Write(n)
-	if description != nil {
-		d, _ := json.Marshal(*description)
-		b.WriteString(`,"description":`)
-		b.Write(d)
-	}
-	if !isNull(parameters) {
-		b.WriteString(`,"parameters":`)
-		b.Write(bytes.TrimSpace(parameters))
-	}
-	b.WriteString("}}")
-	return b.Bytes()
 }
 
 // normalizeItem checks an input item and gives it OpenAI's stored form:
@@ -589,7 +559,7 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 // With auto, it drops the oldest items after the first user message: as
 // few as fit, found by a binary search over their number (a prompt of n
 // items costs O(log n) renders, not n).
-func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, opt chat.Options) ([]int32, error) {
+func truncate(items []Item, system []chat.Message, auto bool, p front.Params, opt chat.Options) ([]int32, error) {
 	keep := firstUserEnd(items)
 	// render drops d items; fits reports that the prompt fits.
 	render := func(d int) (prompt []int32, fits bool, err error) {
@@ -601,7 +571,7 @@ func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, 
 		if len(msgs)+len(system) == 0 {
 			return nil, false, invalid("input", "input must contain at least one item")
 		}
-		prompt, err = EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
+		prompt, err = front.EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
 		var le *chat.LengthError
 		if errors.As(err, &le) && auto && d < len(items)-keep {
 			return nil, false, nil // too long to render: cut more
@@ -652,34 +622,11 @@ func firstUserEnd(items []Item) int {
 	return 0
 }
 
-// EncodeChat renders msgs with the chat template and tokenizes them segment
-// by segment, so special-token text inside content stays plain text; tail,
-// when not empty, follows the template as plain text (an assistant prefill).
-func EncodeChat(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options, tail string) ([]int32, error) {
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	tsegs := make([]tokenizer.Segment, len(segs), len(segs)+1)
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	if tail != "" {
-		tsegs = append(tsegs, tokenizer.Segment{Text: tail})
-	}
-	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
-}
-
 func orNewID(id, prefix string) string {
 	if id != "" {
 		return id
 	}
-	return NewResponseID(prefix)
-}
-
-// NewResponseID returns prefix followed by 32 hex digits ("resp_…", "msg_…").
-func NewResponseID(prefix string) string {
-	return prefix + strings.ReplaceAll(uuid.NewString(), "-", "")
+	return front.NewID(prefix)
 }
 
 // FinishResponse fills in g.Response from the engine's result: the output
@@ -696,7 +643,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 			resp.Output = append(resp.Output, functionCallItem(c))
 		}
 	} else {
-		resp.Output = append(resp.Output, messageItem(NewResponseID("msg_"), text, "completed"))
+		resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), text, "completed"))
 	}
 	finish := res.Finish
 	if len(res.Choices) > 0 {
@@ -709,12 +656,8 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 // parseCalls parses text as calls of the offered tools; with
 // parallel_tool_calls false only the first call is kept, as OpenAI
 // guarantees at most one.
-func (g *ResponseGeneration) parseCalls(text string) ([]ToolCall, bool) {
-	calls, ok := ParseToolCalls(text, g.Tools)
-	if ok && !g.Response.ParallelToolCalls {
-		calls = calls[:1]
-	}
-	return calls, ok
+func (g *ResponseGeneration) parseCalls(text string) ([]chat.ToolCall, bool) {
+	return front.ParseToolCalls(text, g.Tools, g.Response.ParallelToolCalls)
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
@@ -744,7 +687,7 @@ func messageItem(id, text, status string) Item {
 		Content: ItemContent{{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}}}
 }
 
-func functionCallItem(c ToolCall) Item {
-	args := string(c.Function.Arguments)
-	return Item{Type: "function_call", ID: NewResponseID("fc_"), Status: "completed", CallID: c.ID, Name: c.Function.Name, Arguments: &args}
+func functionCallItem(c chat.ToolCall) Item {
+	args := string(c.Arguments)
+	return Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
 }
