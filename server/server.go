@@ -137,6 +137,8 @@ type Server struct {
 	grammars *grammar.Cache
 	// responses keeps stored /v1/responses responses.
 	responses *responses.Store
+	// leftOut holds the hosted tool types already logged as left out.
+	leftOut sync.Map
 }
 
 // New builds the router and its middleware.
