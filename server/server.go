@@ -71,6 +71,9 @@ type Options struct {
 	// StructuredCache is the byte budget of the cache of compiled patterns
 	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
 	StructuredCache int64
+	// StructuredCompiles bounds the schemas compiled at once (<= 0:
+	// grammar.DefaultMaxCompiles); one that waits a second more gets 503.
+	StructuredCompiles int
 	// Upstreams are models served by other servers; requests naming them
 	// on the OpenAI endpoints are forwarded (config models[].upstream).
 	Upstreams []Upstream
@@ -157,6 +160,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
 		grammars: grammar.NewCache(opts.StructuredCache)}
+	s.grammars.LimitCompiles(opts.StructuredCompiles)
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
 	return s
