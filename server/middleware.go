@@ -59,6 +59,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		gone := new(bool)
+		r = r.WithContext(context.WithValue(r.Context(), goneKey{}, gone))
 		s.metrics.inFlight.Inc()
 		defer func() {
 			s.metrics.inFlight.Dec()
@@ -66,6 +68,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			status := ww.Status()
 			if status == 0 {
 				status = http.StatusOK // nothing written
+			}
+			if status < 300 && (*gone || r.Context().Err() != nil) {
+				status = StatusClientClosedRequest // a reply the client left before its end (a stream)
 			}
 			route := chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {
@@ -86,6 +91,17 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(ww, r)
 	})
+}
+
+type goneKey struct{}
+
+// clientGone records that r's client went away before its reply ended (a
+// write failed), for the access log and metrics: 499, not the 200 the
+// stream began with.
+func clientGone(r *http.Request) {
+	if g, ok := r.Context().Value(goneKey{}).(*bool); ok {
+		*g = true
+	}
 }
 
 // recoverer turns a handler panic into a 500 error in the shape of the
