@@ -52,4 +52,3 @@ func atoi(s string) int {
 	}
 	return n
 }
-
