@@ -21,7 +21,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,9 +59,9 @@ type Options struct {
 	MaxTokens int
 	// WebUI serves the chat page at / (config server.web_ui).
 	WebUI bool
-	// Responses keeps stored /v1/responses responses; nil: an in-memory
-	// store with the default limits.
-	Responses *responses.Store
+	// ResponseStore keeps stored /v1/responses responses; nil: an
+	// in-memory store with the default limits.
+	ResponseStore *respstore.Store
 	// Version is hexserve's version (/api/version's "hexserve").
 	Version string
 	// Structured bounds compiling each structured-output grammar and each
@@ -135,8 +135,8 @@ type Server struct {
 	catalog atomic.Pointer[Catalog]
 	// grammars caches compiled patterns and masks for all requests.
 	grammars *grammar.Cache
-	// responses keeps stored /v1/responses responses.
-	responses *responses.Store
+	// store keeps stored /v1/responses responses.
+	store *respstore.Store
 }
 
 // New builds the router and its middleware.
@@ -150,10 +150,10 @@ func New(opts Options) *Server {
 	if opts.DateString == nil {
 		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
 	}
-	if opts.Responses == nil {
-		opts.Responses = defaultResponseStore()
+	if opts.ResponseStore == nil {
+		opts.ResponseStore = defaultResponseStore()
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, store: opts.ResponseStore,
 		grammars: grammar.NewCache(opts.StructuredCache)}
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
