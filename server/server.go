@@ -1,7 +1,12 @@
-// Package server is hexserve's HTTP layer: the chi router, its middleware
+// Package server is hexserve's HTTP layer: the chi router, with one route
+// group per client API (OpenAI's, Anthropic's Messages API under
+// /v1/messages, Ollama's under /api) that decides, at routing, how the API
+// writes errors, which field holds a prompt, its 404 for an unknown model
+// and how a request naming an upstream model is relayed; the middleware
 // (request id, access log, metrics, panic recovery, CORS, API keys, body
-// limit), the handlers of the OpenAI and Ollama APIs, and the one mapping
-// from errors to statuses, written in the error shape of the request's API.
+// limit); the handlers, which share one preamble (modelRoute) and one
+// submit path (generate); the relay to upstream models and fallbacks; and
+// the one mapping from errors to statuses.
 package server
 
 import (
