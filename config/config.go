@@ -332,6 +332,9 @@ type Structured struct {
 	// Memory bounds the shared cache of compiled patterns and masks, and
 	// one grammar's automaton tables.
 	Memory ByteSize `yaml:"memory"`
+	// MaxCompiles bounds the schemas compiled at once across all requests;
+	// one that waits more than a second for its turn gets 503.
+	MaxCompiles int `yaml:"max_compiles"`
 }
 
 // Log configures the logger.
@@ -365,7 +368,7 @@ func Default() Config {
 		Chat:      Chat{Date: "today"},
 		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
 		// grammar.DefaultSteps, DefaultMaxStates, DefaultMaxBranches, DefaultMemory.
-		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20},
+		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20, MaxCompiles: 2},
 		Log:        Log{Level: "info", Format: "json"},
 	}
 }
@@ -482,6 +485,7 @@ func (c *Config) Validate() error {
 		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
 		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
 		{c.Structured.CompileBudget < 1000, "structured.compile_budget", "must be >= 1000"},
+		{c.Structured.MaxCompiles < 1, "structured.max_compiles", "must be >= 1"},
 		{c.Structured.MaxStates < 16, "structured.max_states", "must be >= 16"},
 		{c.Structured.MaxBranches < 1, "structured.max_branches", "must be >= 1"},
 		{c.Structured.Memory < 1<<20, "structured.memory", "must be >= 1MiB"},

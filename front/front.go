@@ -155,8 +155,8 @@ func IsNull(raw json.RawMessage) bool {
 // enforce, naming param and the keyword's path
 // (param.properties.x.not); a client that went away passes through.
 func SchemaError(param string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err // the client left
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, grammar.ErrBusy) {
+		return err // the client left, or the server is busy: not the schema's fault
 	}
 	e, ok := err.(*grammar.Error)
 	if !ok {

@@ -78,6 +78,7 @@ type Item struct {
 	Role      string          `json:"role,omitempty"`
 	Content   ItemContent     `json:"content,omitzero"`
 	CallID    string          `json:"call_id,omitempty"`
+	Namespace string          `json:"namespace,omitempty"` // a function_call of a namespace tool's function
 	Name      string          `json:"name,omitempty"`
 	Arguments *string         `json:"arguments,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
@@ -214,6 +215,12 @@ type ResponseGeneration struct {
 	Input    []Item    // this request's input items, with ids
 	History  []Item    // the conversation before Input
 	Store    bool
+	// LeftOut are the hosted tool types of the request (web_search,
+	// file_search, …) that the server cannot run: they are not offered to
+	// the model. The server logs each type once.
+	LeftOut []string
+
+	namespaced map[string]qualifiedName // offered name → a namespace's function
 }
 
 // MinOutputTokens is OpenAI's lower bound for max_output_tokens.
@@ -237,20 +244,16 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p); err != nil {
 		return nil, err
 	}
-	tools, err := responseTools(r.Tools)
+	rt, err := responseTools(r.Tools)
 	if err != nil {
 		return nil, err
 	}
-	mode, err := toolChoice(r.ToolChoice)
+	g.LeftOut, g.namespaced = rt.hosted, rt.namespaced
+	mode, err := rt.choice(r.ToolChoice)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		var f struct{ Function struct{ Name string } }
-		_ = json.Unmarshal(t, &f)
-		names[i] = f.Function.Name
-	}
+	tools, names := rt.tools, rt.names
 	if err := constrainResponse(&g.Generation, r, tools, names, mode, p); err != nil {
 		return nil, err
 	}
@@ -393,31 +396,6 @@ func rejectUnsupportedResponse(r *ResponseRequest) error {
 	return nil
 }
 
-// responseTools converts Responses function tools ({type, name, description,
-// parameters, strict}) to the chat template's tool objects.
-func responseTools(raw []json.RawMessage) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(raw))
-	for i, t := range raw {
-		var f struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		}
-		if err := json.Unmarshal(t, &f); err != nil {
-			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
-		}
-		switch {
-		case f.Type != "function":
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", f.Type)
-		case f.Name == "":
-			return nil, invalid(fmt.Sprintf("tools[%d].name", i), "function tool has no name")
-		}
-		out = append(out, front.FunctionTool(f.Name, f.Description, f.Parameters))
-	}
-	return out, nil
-}
-
 // normalizeItem checks an input item and gives it OpenAI's stored form:
 // a type, an id, and parts instead of a string.
 func normalizeItem(it *Item, param string) error {
@@ -543,7 +521,7 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 			if a := strings.TrimSpace(*it.Arguments); a != "" {
 				args = json.RawMessage(a)
 			}
-			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: it.Name, Arguments: args}}})
+			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: qualify(it.Namespace, it.Name), Arguments: args}}})
 		case "function_call_output":
 			text, err := outputText(it.Output, "output")
 			if err != nil {
@@ -640,7 +618,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	}
 	if calls, ok := g.parseCalls(text); ok {
 		for _, c := range calls {
-			resp.Output = append(resp.Output, functionCallItem(c))
+			resp.Output = append(resp.Output, g.functionCallItem(c))
 		}
 	} else {
 		resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), text, "completed"))
@@ -687,7 +665,13 @@ func messageItem(id, text, status string) Item {
 		Content: ItemContent{{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}}}
 }
 
-func functionCallItem(c chat.ToolCall) Item {
+// functionCallItem is the function_call item of a parsed call; a call of
+// a namespace's function names it as OpenAI does, by namespace and name.
+func (g *ResponseGeneration) functionCallItem(c chat.ToolCall) Item {
 	args := string(c.Arguments)
-	return Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
+	it := Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
+	if q, ok := g.namespaced[c.Name]; ok {
+		it.Namespace, it.Name = q.namespace, q.name
+	}
+	return it
 }

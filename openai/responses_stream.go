@@ -105,7 +105,7 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 		text := s.det.Buffered()
 		if calls, ok := s.g.parseCalls(text); ok {
 			for _, c := range calls {
-				out = s.functionCall(out, functionCallItem(c))
+				out = s.functionCall(out, s.g.functionCallItem(c))
 			}
 			return out
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/upstream"
 	"github.com/rs/zerolog"
@@ -94,6 +95,9 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 			typ = TypeInvalidRequest
 		}
 		return &APIError{Status: upErr.Status, Type: typ, Code: upErr.Code, Message: upErr.Message, RetryAfter: upErr.RetryAfter}, false
+	case errors.Is(err, grammar.ErrBusy):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
+			Message: "The server is compiling too many structured-output schemas at once (structured.max_compiles), please retry shortly.", RetryAfter: 1}, false
 	case errors.Is(err, inference.ErrBusy):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
 			Message: "The server is busy with other requests, please retry shortly.", RetryAfter: 1}, false

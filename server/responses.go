@@ -37,6 +37,12 @@ func (s *Server) createResponse(c *call, req *openai.ResponseRequest) error {
 		return err
 	}
 	g.Response.Model = m.ID
+	for _, t := range g.LeftOut {
+		if _, logged := s.leftOut.LoadOrStore(t, true); !logged {
+			zerolog.Ctx(r.Context()).Info().Str("tool_type", t).
+				Msg("hosted tool left out of the prompt: this server cannot run it (logged once per type)")
+		}
+	}
 	return c.generate(&g.Request, g.Stream, reply{
 		whole:  func(res inference.Result) any { return openai.FinishResponse(g, res) },
 		stream: func() eventStream { return responseStream{c.sse(), openai.NewResponseStream(g)} },

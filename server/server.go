@@ -76,6 +76,9 @@ type Options struct {
 	// StructuredCache is the byte budget of the cache of compiled patterns
 	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
 	StructuredCache int64
+	// StructuredCompiles bounds the schemas compiled at once (<= 0:
+	// grammar.DefaultMaxCompiles); one that waits a second more gets 503.
+	StructuredCompiles int
 	// Upstreams are models served by other servers; requests naming them
 	// on the OpenAI endpoints are forwarded (config models[].upstream).
 	Upstreams []Upstream
@@ -142,6 +145,8 @@ type Server struct {
 	grammars *grammar.Cache
 	// store keeps stored /v1/responses responses.
 	store *respstore.Store
+	// leftOut holds the hosted tool types already logged as left out.
+	leftOut sync.Map
 }
 
 // New builds the router and its middleware.
@@ -160,6 +165,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, store: opts.ResponseStore,
 		grammars: grammar.NewCache(opts.StructuredCache)}
+	s.grammars.LimitCompiles(opts.StructuredCompiles)
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
 	return s

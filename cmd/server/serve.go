@@ -156,7 +156,8 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		Version:       version,
 		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
 			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
-		StructuredCache: int64(cfg.Structured.Memory),
+		StructuredCache:    int64(cfg.Structured.Memory),
+		StructuredCompiles: cfg.Structured.MaxCompiles,
 	})
 	hs, ln, tlsOn, err := listen(cfg, log, srv)
 	if err != nil {
