@@ -29,8 +29,8 @@ func TestBenchFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if code := benchMain(tc.args, &out, &errb); code != tc.code || !strings.Contains(errb.String(), tc.msg) {
-				t.Errorf("code %d, stderr %q; want %d and %q", code, errb.String(), tc.code, tc.msg)
+			if code := benchMain(tc.args, &out, &errb); code != tc.code || !strings.Contains(out.String()+errb.String(), tc.msg) {
+				t.Errorf("code %d, stdout %q, stderr %q; want %d and %q", code, out.String(), errb.String(), tc.code, tc.msg)
 			}
 		})
 	}
