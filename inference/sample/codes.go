@@ -12,8 +12,9 @@ import (
 type codeHist struct {
 	cnt    *[1 << 16]uint32  // per code: untouched ids with that logit
 	dirty  [][2]int          // code ranges [lo, hi) the last step counted
-	wtab   *[1 << 16]float64 // per code: exp(logit/T)
-	wFor   tabFor            // what wtab was built for
+	wtab   *[1 << 16]float64 // per code: exp(logit/T), one of tabs
+	tabs   []weightTab       // the tables built, up to maxTabs
+	tick   uint64            // steps, for the tables' last use
 	tw     *[1 << 16]float64 // per key: the touched ids' weights
 	twKeys []int             // the touched ids' keys
 	twW    []float64         // and weights
@@ -27,7 +28,20 @@ type codeHist struct {
 }
 
 func newCodeHist() codeHist {
-	return codeHist{cnt: new([1 << 16]uint32), wtab: new([1 << 16]float64), tw: new([1 << 16]float64)}
+	return codeHist{cnt: new([1 << 16]uint32), tw: new([1 << 16]float64)}
+}
+
+// maxTabs bounds the weight tables a Scratch keeps (512 KiB each): one per
+// temperature (and U16 quantisation) in use, so that sequences of different
+// temperatures sharing a sampling goroutine do not rebuild a table in turn.
+const maxTabs = 4
+
+// weightTab is a table of code weights, what it was built for, and when it
+// was last used.
+type weightTab struct {
+	key  tabFor
+	w    *[1 << 16]float64
+	used uint64
 }
 
 // tabFor identifies a table of code weights: the temperature, the type and,
@@ -149,13 +163,7 @@ func (s *Sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	if l.Type == U16 {
 		tab.scale, tab.offset = l.Scale, l.Offset
 	}
-	if s.cd.wFor != tab {
-		for c := range s.cd.wtab {
-			// no +Inf: 0·w must stay 0
-			s.cd.wtab[c] = min(math.Exp(float64(s.codeVal(uint16(c)))/T), math.MaxFloat64)
-		}
-		s.cd.wFor = tab
-	}
+	s.weights(tab, T)
 	for _, k := range s.cd.twKeys {
 		s.cd.tw[k] = 0
 	}
@@ -198,6 +206,35 @@ func (s *Sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 		s.topPCodes(p * z)
 	}
 	return true
+}
+
+// weights makes s.cd.wtab the table of exp(logit/T) per code of s.l for
+// tab: a table kept from an earlier step, else a new one (replacing the
+// least recently used when maxTabs are kept).
+func (s *Sampler) weights(tab tabFor, T float64) {
+	s.cd.tick++
+	old := -1
+	for i := range s.cd.tabs {
+		t := &s.cd.tabs[i]
+		if t.key == tab {
+			t.used, s.cd.wtab = s.cd.tick, t.w
+			return
+		}
+		if old < 0 || t.used < s.cd.tabs[old].used {
+			old = i
+		}
+	}
+	if len(s.cd.tabs) < maxTabs {
+		s.cd.tabs = append(s.cd.tabs, weightTab{w: new([1 << 16]float64)})
+		old = len(s.cd.tabs) - 1
+	}
+	t := &s.cd.tabs[old]
+	t.key, t.used = tab, s.cd.tick
+	for c := range t.w {
+		// no +Inf: 0·w must stay 0
+		t.w[c] = min(math.Exp(float64(s.codeVal(uint16(c)))/T), math.MaxFloat64)
+	}
+	s.cd.wtab = t.w
 }
 
 // topPCodes finds, after histCodes, the group where the mass from the best

@@ -235,18 +235,20 @@ const (
 )
 
 // halfKeyCeil returns the smallest key of a non-NaN half whose value is at
-// least x (keyPosInf+1 when there is none).
+// least x (keyPosInf+1 when there is none). The half nearest x is that key
+// or a neighbour (-0 and +0 are two keys of one value).
 func halfKeyCeil(x float32) int {
-	lo, hi := keyNegInf, keyPosInf+1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if half.ToFloat32(keyHalf(mid)) >= x {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
+	if x != x {
+		return keyPosInf + 1
 	}
-	return lo
+	k := halfKey(half.FromFloat32(x))
+	if half.ToFloat32(keyHalf(k)) < x {
+		k++ // below x: the next half up is above it (x is finite here)
+	}
+	for k > keyNegInf && half.ToFloat32(keyHalf(k-1)) >= x {
+		k--
+	}
+	return k
 }
 
 func isNaN16(h uint16) bool { return h&0x7fff > 0x7c00 }

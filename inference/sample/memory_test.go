@@ -41,8 +41,8 @@ func startSeq(r *rand.Rand, i int) *Sampler {
 
 // TestSequenceMemory bounds the host memory a sequence's sampler holds
 // between steps at V = 128,256, after steps on every path: the heap with 32
-// sequences, less the heap without them, over 32 (the Scratch is the
-// sampling goroutine's, counted once, not per sequence).
+// sequences alive, less the heap once they are dropped (the Scratch they
+// shared stays: it is the sampling goroutine's, counted once).
 func TestSequenceMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("samples 32 sequences over every path at V = 128,256 (seconds)")
@@ -59,29 +59,28 @@ func TestSequenceMemory(t *testing.T) {
 	}
 	empty := heap()
 	var sc Scratch
-	warm := startSeq(r, 0) // grows the Scratch on every path first
-	for _, l := range rows {
-		warm.Sample(&sc, l, true, 5)
-	}
-	before := heap()
-	t.Logf("the Scratch after every path: %d KiB", (int64(before)-int64(empty))>>10)
 	seqs := make([]*Sampler, nSeq)
 	for i := range seqs {
 		seqs[i] = startSeq(r, i)
 	}
 	for step := range steps {
 		for i, s := range seqs {
-			tok, _ := s.Sample(&sc, rows[(i+step)%len(rows)], false, 0)
+			tok, _ := s.Sample(&sc, rows[(i+step)%len(rows)], i%5 == 0, 5)
 			s.Accept(tok)
 		}
 	}
-	after := heap()
-	per := (int64(after) - int64(before)) / nSeq
-	t.Logf("%d sequences at V = %d: %d bytes each beyond the shared scratch (%d KiB)", nSeq, llamaVocab, per, per>>10)
+	with := heap()
+	clear(seqs)
+	without := heap()
+	per := (int64(with) - int64(without)) / nSeq
+	t.Logf("%d sequences at V = %d: %d bytes each (%d KiB); the shared Scratch: %d KiB",
+		nSeq, llamaVocab, per, per>>10, (int64(without)-int64(empty))>>10)
 	if per > 1<<20 {
 		t.Errorf("a sequence holds %d bytes, over 1 MiB", per)
 	}
-	runtime.KeepAlive(seqs)
+	if per <= 0 {
+		t.Errorf("a sequence holds %d bytes: the measurement is broken", per)
+	}
 	runtime.KeepAlive(&sc)
 }
 
@@ -135,5 +134,46 @@ func TestWorkersBitIdentical(t *testing.T) {
 	}
 	if len(distinct) < nSeq {
 		t.Errorf("only %d distinct tokens: the draws are not random, the test says nothing", len(distinct))
+	}
+}
+
+// TestScratchTablesShared: sequences of six temperatures (more than a
+// Scratch keeps weight tables for) sampling in turn on one Scratch draw what
+// each draws on a Scratch of its own, on the code histogram.
+func TestScratchTablesShared(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	flat := randLogits(r, llamaVocab, 1)
+	rows := []Logits{toF16(flat), toU16(flat)}
+	temps := []float32{0.5, 0.7, 0.9, 1.1, 1.3, 1.5}
+	run := func(shared bool) [][]int32 {
+		var one Scratch
+		out := make([][]int32, len(temps))
+		seqs := make([]*Sampler, len(temps))
+		own := make([]Scratch, len(temps))
+		for i, temp := range temps {
+			seqs[i] = New(llamaVocab)
+			seqs[i].Reset(Params{Temperature: temp, TopP: 0.9}, nil, uint64(i))
+			seqs[i].StartChoice()
+		}
+		for step := range 6 {
+			for i, s := range seqs {
+				sc := &own[i]
+				if shared {
+					sc = &one
+				}
+				tok, _ := s.Sample(sc, rows[step%2], false, 0)
+				if !s.code {
+					t.Fatal("code histogram not taken")
+				}
+				out[i] = append(out[i], tok)
+			}
+		}
+		return out
+	}
+	alone, shared := run(false), run(true)
+	for i := range alone {
+		if !slices.Equal(alone[i], shared[i]) {
+			t.Errorf("T = %v: own scratch %v, shared %v", temps[i], alone[i], shared[i])
+		}
 	}
 }
