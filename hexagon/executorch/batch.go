@@ -277,7 +277,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 		}
 	}
 	r.batchToks = toks
-	// Padding rows repeat the last row's position; their outputs are unused.
+	// Padding rows repeat the last row's position; their mask rows are
+	// closed, so the graph skips them and their outputs are never read.
 	for i := o; i < m.ar; i++ {
 		m.posBuf[i] = m.posBuf[o-1]
 	}
@@ -298,7 +299,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 
 // writeBatchMask writes every row's mask: its sequence's slots of rows
 // [0, Start), and, causally, its run's earlier rows in the new block.
-// Padding rows attend only to themselves.
+// Padding rows attend to nothing, as Genie masks them (docs/executorch.md):
+// the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	b := m.vals[m.mask].Bytes()
 	cl, S := m.cl, m.cl-m.ar
@@ -312,9 +314,6 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
-	}
-	for i := o; i < m.ar; i++ {
-		m.masks.Fill(b, i*cl+S+i, i*cl+S+i+1, true)
 	}
 	m.open = -1
 }
