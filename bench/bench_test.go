@@ -466,3 +466,43 @@ func (m *snapModel) RestoreKV(from int, src []byte) error {
 	m.valid = from + len(src)/4
 	return nil
 }
+
+// costs prices steps as a .pte at v79 floors: a row through kv_forward
+// (62.5 ms) or one 128-row prefill_forward call (64.5 ms), the cheaper.
+type costs struct{ decode, prefill time.Duration }
+
+func (c costs) StepCost(rows int) time.Duration { return min(time.Duration(rows)*c.decode, c.prefill) }
+
+// TestCeilings: a workload's ceiling is N × cost(1 row) ÷ cost(N rows),
+// from the costs the model measured: issue 41's 3.9×, 7.75× and 15.5× at
+// v79 floors, and no more than 1× while a multi-row call costs N one-row calls or more.
+func TestCeilings(t *testing.T) {
+	v79 := costs{62500 * time.Microsecond, 64500 * time.Microsecond}
+	slow := costs{62500 * time.Microsecond, 400 * time.Millisecond} // hostsim's 128-row call before issue 41
+	for _, tc := range []struct {
+		name string
+		c    costs
+		want map[string]float64
+		ttft float64
+	}{
+		{"v79", v79, map[string]float64{"1": 1, "4": 3.876, "8": 7.752, "16": 15.504, "n4": 3.876}, 64.5},
+		{"slow multi-row call", slow, map[string]float64{"1": 1, "4": 1, "8": 1.25, "16": 2.5, "n4": 1}, 400},
+	} {
+		c := &Concurrency{SideBySide: map[string]float64{"1": 1, "4": 1, "8": 1, "16": 1, "n4": 1}, Ceiling: map[string]float64{}}
+		c.ceilings(tc.c)
+		for k, want := range tc.want {
+			if got := c.Ceiling[k]; got != want {
+				t.Errorf("%s: ceiling %s = %v, want %v", tc.name, k, got, want)
+			}
+		}
+		if c.TTFTCeilingMS != tc.ttft {
+			t.Errorf("%s: TTFT ceiling %v ms, want %v", tc.name, c.TTFTCeilingMS, tc.ttft)
+		}
+	}
+	// Workloads that did not run get no ceiling.
+	c := &Concurrency{SideBySide: map[string]float64{"1": 1, "4": 1}, Ceiling: map[string]float64{}}
+	c.ceilings(v79)
+	if _, ok := c.Ceiling["16"]; ok {
+		t.Errorf("ceiling for a workload that did not run: %v", c.Ceiling)
+	}
+}

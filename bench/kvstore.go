@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rs/zerolog"
-
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
@@ -61,8 +59,7 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		convs, turns = 2, 3
 	}
 	kb := KVStoreBench{Emulation: r.emu, Conversations: convs, Turns: turns, ReplyTokens: kvReplyTokens, Detail: []KVTurn{}}
-	snap, ok := r.model.(inference.KVSnapshotter)
-	if !ok {
+	if _, ok := r.model.(inference.KVSnapshotter); !ok {
 		kb.Skipped = "the model cannot save its KV rows"
 		r.progress("  skipped: %s", kb.Skipped)
 		r.rep.KVStore = kb
@@ -79,16 +76,16 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		return nil
 	}
 	for _, withStore := range []bool{false, true} {
+		var e *inference.Engine
 		var store *kvstore.Store
-		cfg := inference.Config{}
 		if withStore {
 			var err error
-			if store, err = kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: kvMemory, Logger: zerolog.Nop()}); err != nil {
+			if e, store, err = r.serverEngine(); err != nil {
 				return err
 			}
-			cfg.KVStore = store
+		} else {
+			e = inference.New(r.model, r.tok, inference.Config{})
 		}
-		e := inference.New(r.model, r.tok, cfg)
 		msgs := make([][]chat.Message, convs)
 		for c := range msgs {
 			msgs[c] = r.conversation(c, first)

@@ -5,13 +5,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
-// prefixPhase times turn 2 of a chat with the cache holding turn 1, and
-// on a fresh engine (no cached rows).
+// prefixPhase times turn 2 of a chat on an engine built as the server
+// builds it (serverEngine: turn 1's rows kept by the KV store and found by
+// prefix, as for a client that sends the whole conversation again), and on
+// a fresh engine without a store (no cached rows).
 func (r *runner) prefixPhase(ctx context.Context) error {
 	defer setLatency(r.emu)()
 	pc := PrefixCache{Emulation: r.emu}
@@ -25,7 +30,10 @@ func (r *runner) prefixPhase(ctx context.Context) error {
 	var cached, uncached []float64
 	for run := range r.opt.Runs {
 		r.progress("  turn 2 with and without the cache %d/%d", run+1, r.opt.Runs)
-		e := inference.New(r.model, r.tok, inference.Config{})
+		e, _, err := r.serverEngine()
+		if err != nil {
+			return err
+		}
 		res, _, _, err := request(ctx, e, inference.Request{Prompt: turn1, MaxTokens: prefixReplyToks, IgnoreEOS: true})
 		if err != nil {
 			e.Close()
@@ -48,7 +56,7 @@ func (r *runner) prefixPhase(ctx context.Context) error {
 		cached = append(cached, ms(d))
 		pc.CachedTokens = res.Usage.CachedTokens
 
-		e = inference.New(r.model, r.tok, inference.Config{}) // a fresh engine: nothing cached
+		e = inference.New(r.model, r.tok, inference.Config{}) // a fresh engine without a store: nothing cached
 		t0 = time.Now()
 		_, _, _, err = request(ctx, e, inference.Request{Prompt: turn2, MaxTokens: 1})
 		d = time.Since(t0)
@@ -64,6 +72,25 @@ func (r *runner) prefixPhase(ctx context.Context) error {
 	}
 	r.rep.PrefixCache = pc
 	return nil
+}
+
+// serverEngine builds an engine as the server does for a model: its
+// default sequences side by side and, when the model can save its KV
+// rows, a KV store of the default engine.kv_cache.memory, which keeps a
+// finished request's rows for the next request that starts with them (the
+// server's prefix cache across requests). The store is nil when the model
+// cannot save its rows.
+func (r *runner) serverEngine() (*inference.Engine, *kvstore.Store, error) {
+	var cfg inference.Config
+	var store *kvstore.Store
+	if snap, ok := r.model.(inference.KVSnapshotter); ok {
+		var err error
+		if store, err = kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: kvMemory, Logger: zerolog.Nop()}); err != nil {
+			return nil, nil, err
+		}
+		cfg.KVStore = store
+	}
+	return inference.New(r.model, r.tok, cfg), store, nil
 }
 
 // chatHistory builds a conversation whose rendered prompt has about n tokens.

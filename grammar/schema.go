@@ -134,6 +134,11 @@ type memoed struct {
 // them is an *Error naming the part that was being compiled, wrapping
 // ErrBudget; a done o.Context returns its error.
 func Compile(schema []byte, o Options) (g *Grammar, err error) {
+	done, err := o.Cache.orDefault().enter(o.Context)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	t0 := time.Now()
 	doc, orders, err := decode(schema)
 	if err != nil {
@@ -849,6 +854,13 @@ func encodeKey(s string) string {
 	return string(out[1 : len(out)-1])
 }
 
+// litSteps is what a byte of an enum or const value costs: canonicalised,
+// encoded, matched against the schema's type and set apart from the
+// values before it, about 30 steps (at ~5 ns a step, the rate
+// DefaultSteps is set for: 0.1 s), so a long enum is refused at the
+// budget rather than compiled for seconds.
+const litSteps = 32
+
 func (c *compiler) enum(n *node, s map[string]any, path string) error {
 	var vals []any
 	key := ""
@@ -861,15 +873,17 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 			return &Error{Path: join(path, "enum"), Message: "enum must be an array"}
 		}
 		if key != "" {
-			l = slices.DeleteFunc(slices.Clone(l), func(x any) bool { return !reflect.DeepEqual(x, vals[0]) })
+			l = slices.DeleteFunc(slices.Clone(l), func(x any) bool { c.b.spend(litSteps); return !reflect.DeepEqual(x, vals[0]) })
 		}
 		vals, key = l, "enum"
 	}
 	if key == "" {
 		return nil
 	}
+	c.at = join(path, key)
 	typed := *n
 	g := &Grammar{root: &typed}
+	seen := make(map[string]struct{}, len(vals))
 	for _, v := range vals {
 		var b bytes.Buffer
 		e := json.NewEncoder(&b)
@@ -878,8 +892,9 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 			return &Error{Path: join(path, key), Message: err.Error()}
 		}
 		lit := string(bytes.TrimSpace(b.Bytes()))
-		c.b.spend(int64(1 + len(lit)))
-		if g.MatchString(lit) && !slices.Contains(n.lits, lit) {
+		c.b.spend(litSteps * int64(1+len(lit)))
+		if _, dup := seen[lit]; !dup && g.MatchString(lit) {
+			seen[lit] = struct{}{}
 			n.lits = append(n.lits, lit)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures an Engine.
@@ -80,14 +82,14 @@ type Engine struct {
 	pool       Batcher
 	single     *single // the adapter when the model is driven one request at a time
 	maxSeq     int
-	grow       int    // slots a sequence reserves beyond its prompt, and grows by
-	stalled    int    // sequences the last step could not grow
-	active     []*gen // in arrival order
-	linger     []*seq // finished sequences kept open for a queued request's Fork
-	samplers   []*sampler
-	sampling   sampleWorkers // samples a step's decode rows in parallel
-	jobs       []sampleJob
-	turn       int // rotates the order of decode rows
+	grow       int             // slots a sequence reserves beyond its prompt, and grows by
+	stalled    int             // sequences the last step could not grow
+	active     []*gen          // in arrival order
+	linger     []*seq          // finished sequences kept open for a queued request's Fork
+	sampling   *sample.Workers // samples rows; a step's decode rows in parallel
+	jobs       []sample.Job
+	jobSeqs    []*seq // the sequence of each job
+	turn       int    // rotates the order of decode rows
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
 	ratesOwner string            // the owner they were learnt from
@@ -155,7 +157,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 			e.met.registerKV(cfg.Registerer, e.kv.store)
 		}
 	}
-	e.sampling.n = max(0, sampleHelpers(e.maxSeq))
+	e.sampling = sample.NewWorkers(sampleHelpers(e.maxSeq))
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // gen is one active request: its context, accounting and choices.
@@ -46,7 +48,7 @@ type seq struct {
 	open bool
 	toks []int32 // prompt and generated; the model holds toks[:done]
 	done int
-	smp  *sampler
+	smp  *sample.Sampler
 	det  detok
 	dr   drafter
 	con  Constraint
@@ -114,11 +116,11 @@ func (e *Engine) startGen(j *job) *gen {
 func (e *Engine) newSeq(g *gen) *seq {
 	s := &seq{g: g, c: g.next}
 	g.next++
-	s.smp = e.getSampler()
+	s.smp = sample.New(e.info.VocabSize)
 	// Each choice has its own random stream, so the choices of a seeded
 	// request are reproducible however they interleave.
-	s.smp.reset(g.req.Sampling, g.req.Prompt, g.seed+uint64(s.c)*0x9e3779b97f4a7c15)
-	s.smp.startChoice()
+	s.smp.Reset(g.req.Sampling, g.req.Prompt, g.seed+uint64(s.c)*0x9e3779b97f4a7c15)
+	s.smp.StartChoice()
 	stops := g.req.Stop
 	if g.req.Constrain != nil {
 		s.con, stops = g.req.Constrain(), nil
@@ -142,7 +144,7 @@ func (s *seq) target() int {
 // emission. It reports whether the choice finished.
 func (e *Engine) take(s *seq, tok int32, lp *Logprob) bool {
 	g := s.g
-	s.smp.accept(tok)
+	s.smp.Accept(tok)
 	s.dr.push(tok)
 	s.n++
 	g.usage.CompletionTokens++
@@ -179,11 +181,11 @@ func (e *Engine) take(s *seq, tok int32, lp *Logprob) bool {
 func (e *Engine) sampleRow(s *seq, l Logits) (int32, *Logprob, bool) {
 	g := s.g
 	if s.con == nil {
-		tok, lp := s.smp.sample(l, g.wantLP, g.top)
+		tok, lp := s.smp.Sample(e.sampling.Scratch(), l, g.wantLP, g.top)
 		return tok, lp, true
 	}
 	t0 := e.now()
-	tok, lp := s.smp.sampleConstrained(l, g.wantLP, g.top, s.con)
+	tok, lp := s.smp.SampleConstrained(e.sampling.Scratch(), l, g.wantLP, g.top, s.con)
 	if tok < 0 || s.con.Accept(tok) != nil {
 		e.endSeq(s, FinishError, errors.New("inference: the constraint allows no token"))
 		return 0, nil, false

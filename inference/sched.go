@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // worker runs steps until Close, and then until the active requests have
 // ended (their contexts end with ErrClosed).
 func (e *Engine) worker() {
 	defer close(e.exited)
-	defer e.sampling.stop()
+	defer e.sampling.Stop()
 	for {
 		closed := e.admit()
 		if len(e.active) > 0 {
@@ -531,7 +533,7 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 // are sampled in parallel by the sample workers, then taken in order; the
 // other runs are consumed one after another.
 func (e *Engine) consumeAll(ss []*seq, rows []Rows, t0, t1 time.Time) {
-	jobs := e.jobs[:0]
+	jobs, js := e.jobs[:0], e.jobSeqs[:0]
 	var rest []int
 	for i, s := range ss {
 		if !e.parallelRow(s, rows[i]) {
@@ -543,14 +545,16 @@ func (e *Engine) consumeAll(ss []*seq, rows []Rows, t0, t1 time.Time) {
 			e.failStep([]*seq{s}, err)
 			continue
 		}
-		jobs = append(jobs, sampleJob{s: s, l: l})
+		jobs = append(jobs, sample.Job{S: s.smp, L: l, WantLP: s.g.wantLP, Top: s.g.top})
+		js = append(js, s)
 	}
-	e.sampling.run(jobs)
-	for _, j := range jobs {
-		e.takeDecode(j.s, j.tok, j.lp, t0)
+	e.sampling.Run(jobs)
+	for i, j := range jobs {
+		e.takeDecode(js[i], j.Tok, j.LP, t0)
 	}
 	clear(jobs)
-	e.jobs = jobs[:0]
+	clear(js)
+	e.jobs, e.jobSeqs = jobs[:0], js[:0]
 	for _, i := range rest {
 		e.consume(ss[i], rows[i], t0, t1)
 	}
@@ -713,7 +717,6 @@ func (e *Engine) reap() {
 					s.open = false
 				}
 				s.reaped = true
-				e.putSampler(s.smp)
 				s.smp = nil
 				g.live--
 				g.finish = s.fin
@@ -728,26 +731,6 @@ func (e *Engine) reap() {
 	clear(e.active[len(kept):])
 	e.active = kept
 	e.setActive(e.openSeqs())
-}
-
-func (e *Engine) getSampler() *sampler {
-	if n := len(e.samplers); n > 0 {
-		s := e.samplers[n-1]
-		e.samplers = e.samplers[:n-1]
-		return s
-	}
-	return newSampler(e.info.VocabSize)
-}
-
-// putSampler keeps one idle sampler for the next sequence; the others
-// (≈ 9.5 MiB each at V = 128,256) go back to the garbage collector, so an
-// idle engine holds what a one-at-a-time engine did.
-func (e *Engine) putSampler(s *sampler) {
-	if len(e.samplers) > 0 {
-		return
-	}
-	s.clear()
-	e.samplers = append(e.samplers, s)
 }
 
 // fits reports whether decoding sequence s has a slot for its next row,

@@ -127,7 +127,8 @@ func (s *Server) stream(r *http.Request, cancel context.CancelFunc, events *infe
 		if !es.committed() {
 			return true, genErr
 		}
-		api, unexpected := shapeOf(r).mapErr(genErr, promptParam(r))
+		a := apiOf(r)
+		api, unexpected := a.mapErr(genErr, a.prompt)
 		log := zerolog.Ctx(r.Context())
 		if unexpected {
 			log.Error().Err(genErr).Str("path", r.URL.Path).Msg("stream failed")

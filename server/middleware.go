@@ -88,7 +88,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// recoverer turns a handler panic into a 500 OpenAI error and logs the stack.
+// recoverer turns a handler panic into a 500 error in the shape of the
+// request's API and logs the stack.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -161,15 +162,15 @@ func (s *Server) cors(next http.Handler) http.Handler {
 }
 
 // auth requires one of the API keys, as `Authorization: Bearer KEY` or
-// `x-api-key: KEY`, on every route except /health and the chat page. No
-// keys: no check.
+// `x-api-key: KEY`; the routes that need none (/health, the chat page) are
+// a group without it. No keys: no check.
 func (s *Server) auth(next http.Handler) http.Handler {
 	keys := make([][]byte, 0, len(s.opts.APIKeys))
 	for _, k := range s.opts.APIKeys {
 		keys = append(keys, []byte(k))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(keys) == 0 || s.isPublicPath(r.URL.Path) {
+		if len(keys) == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -155,7 +155,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, ok := s.Resolve(id)
 	if !ok {
-		return ModelNotFound(id, "model")
+		return openAINotFound(id, s.servedIDs())
 	}
 	writeJSON(w, http.StatusOK, stateObject(st, id))
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,12 +21,9 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 )
 
-// runBench implements `hexserve bench`.
-func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) }
-
+// benchMain implements `hexserve bench`.
 func benchMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench", stdout, stderr)
 	path := fs.String("config", "", "YAML config `file` (as for serve: model.path, model.libraries, ...)")
 	modelPath := fs.String("model", "", "model `path` as for serve: bundle, manifest, .pte or a folder holding one (replaces model.path)")
 	fs.StringVar(modelPath, "bundle", "", "alias of --model")
@@ -42,7 +38,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	memprofile := fs.String("memprofile", "", "write a heap profile at the end to `file`")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)

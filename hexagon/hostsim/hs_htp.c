@@ -208,7 +208,10 @@ static int64_t g_exec_calls, g_exec_kind[3], g_exec_failed, g_exec_injected;
 static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
-static int g_et_pending; /* an ExecuTorch prefill peeked the next script token */
+/* ExecuTorch script state (et_script_first) */
+static long g_et_offer = -1;     /* the token the last call offered, -1 none */
+static int32_t g_et_next = -1;   /* the position right after that call's last valid row */
+static long g_et_call_tok = -1;  /* the token this call (its last shard) writes */
 
 /* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
 static const char *sw(const char *name, char *buf, size_t n) {
@@ -276,7 +279,8 @@ EXPORT void hostsim_reset(void) {
   g_exec_calls = g_exec_failed = g_exec_injected = 0;
   memset(g_exec_kind, 0, sizeof g_exec_kind);
   g_script_pos = 0;
-  g_et_pending = 0;
+  g_et_offer = g_et_call_tok = -1;
+  g_et_next = -1;
   free(g_script_path);
   g_script_path = NULL;
   pthread_mutex_unlock(&g_mu);
@@ -1108,23 +1112,45 @@ done:
 #undef OUT
 }
 
-/* et_script_next returns the HOSTSIM_SCRIPT token for an ExecuTorch call: a prefill_forward peeks the
- * next token (its chunk may not be the last), the following kv_forward consumes it and then the next. */
-static long et_script_next(const hs_graph *g) {
+/* HOSTSIM_SCRIPT on ExecuTorch graphs: a script's reply starts where the reply starts, whatever calls
+ * read the prompt. Every call offers the script's current token (written by its last shard into every
+ * logits row); the script advances only when that offer was taken:
+ *  - a later call feeds the offered token back at the position right after the offering call's last
+ *    row (decoding: the host sampled it), or
+ *  - a later call starts anywhere else (a new prompt, or rows read again: the offer was the last token
+ *    of a reply).
+ * A call that continues the same prompt right after the offering call's rows (the next prefill chunk,
+ * or prompt rows through kv_forward) offers the same token again. The first shard, which sees the
+ * tokens, positions and mask, decides; the last shard writes the token. Caller holds no lock. */
+
+static long et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
   char path[1024];
   const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
+  int AR = (int)io->ar, CL = (int)io->cl, first = -1, taken = 0;
+  int32_t last = -1;
+  const int32_t *tok = in[io->tokens], *pos = in[io->pos];
+  float *row = malloc(sizeof(float) * (size_t)CL);
   pthread_mutex_lock(&g_mu);
-  long t = -1;
-  if (g->kind == HS_KIND_ET_PREFILL) {
-    t = script_next(sp);
-    if (t >= 0) g_script_pos--;
-    g_et_pending = t >= 0;
-  } else {
-    if (g_et_pending) script_next(sp);
-    g_et_pending = 0;
-    t = script_next(sp);
+  long t = script_next(sp); /* loads the script; the position is kept below */
+  if (t >= 0) g_script_pos--;
+  for (int i = 0; row && t >= 0 && i < AR; i++) {
+    hs_load(&g->in[io->mask], in[io->mask], (size_t)i * CL, (size_t)CL, row);
+    int valid = 0;
+    for (int j = 0; j < CL && !valid; j++) valid = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
+    if (!valid) continue; /* a padding row */
+    if (first < 0) first = i;
+    if (pos[i] > last) last = pos[i];
+    if (g_et_offer >= 0 && pos[i] == g_et_next && tok[i] == g_et_offer) taken = 1;
   }
+  if (t >= 0 && first >= 0) {
+    if (g_et_offer >= 0 && (taken || pos[first] != g_et_next)) g_script_pos++;
+    t = g_script[g_script_pos % g_script_n];
+    g_et_offer = t;
+    g_et_next = last + 1;
+  } else if (t >= 0) t = g_et_offer; /* no valid row: nothing is sampled from this call */
+  g_et_call_tok = t;
   pthread_mutex_unlock(&g_mu);
+  free(row);
   return t;
 }
 
@@ -1134,8 +1160,15 @@ static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
   char err[512];
   if (hs_et_bind(&m->d, gh->g, &io, err, sizeof err)) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "%s", err);
   int last = io.last;
+  long t = -1;
+  if (io.first && io.tokens >= 0 && io.pos >= 0 && io.mask >= 0) t = et_script_first(gh->g, &io, in);
+  else if (last) {
+    pthread_mutex_lock(&g_mu);
+    t = g_et_call_tok;
+    pthread_mutex_unlock(&g_mu);
+  }
   hs_et_io_free(&io);
-  uint32_t code = hs_et_run(m, gh->g, in, out, last ? et_script_next(gh->g) : -1, err, sizeof err);
+  uint32_t code = hs_et_run(m, gh->g, in, out, last ? t : -1, err, sizeof err);
   return code ? set_err(code, "%s", err) : QNN_SUCCESS;
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,7 +69,7 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
 	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
-	{"upstream", "pure"},
+	{"upstream", "pure"}, {"front", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"hexagon/graphio", "support"}, {"hexagon/plan", "support"},
@@ -151,6 +152,24 @@ func basePath(importPath string) string {
 	return strings.TrimSuffix(p, "_test")
 }
 
+// apiPackages convert one client API each; what they share is in front/.
+var apiPackages = []string{module + "/openai", module + "/anthropic", module + "/ollama"}
+
+// apiSiblings returns the deps of package path, when it is an API package,
+// that are another API package.
+func apiSiblings(path string, deps []string) []string {
+	if !slices.Contains(apiPackages, path) {
+		return nil
+	}
+	var bad []string
+	for _, d := range deps {
+		if d := basePath(d); d != path && slices.Contains(apiPackages, d) {
+			bad = append(bad, d)
+		}
+	}
+	return bad
+}
+
 func TestLayerRules(t *testing.T) {
 	for _, c := range []struct{ path, layer string }{
 		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
@@ -179,6 +198,9 @@ func TestLayerRules(t *testing.T) {
 		if got := strings.Join(violations(c.layer, c.deps), " "); got != c.want {
 			t.Errorf("violations(%s, %v) = %q, want %q", c.layer, c.deps, got, c.want)
 		}
+	}
+	if got := apiSiblings(module+"/ollama", []string{module + "/front", module + "/openai"}); !slices.Equal(got, []string{module + "/openai"}) {
+		t.Errorf("apiSiblings(ollama) = %v, want openai", got)
 	}
 	if layerOf(module+"/hexagon/graphio") != "support" || layerOf(module+"/hexagon/plan") != "support" {
 		t.Error("the runners' shared packages are not support packages")
@@ -216,6 +238,9 @@ func TestLayering(t *testing.T) {
 		if bad := violations(layer, p.Deps); len(bad) > 0 {
 			t.Errorf("%s (%s) imports %s (directly or indirectly); %s packages may not depend on %s",
 				p.ImportPath, layer, strings.Join(bad, ", "), layer, strings.Join(forbidden[layer], ", "))
+		}
+		if bad := apiSiblings(path, p.Deps); len(bad) > 0 {
+			t.Errorf("API package %s imports the API package %s; what the APIs share is in front/", path, strings.Join(bad, ", "))
 		}
 		if layer == "runner" {
 			if bad := siblings(path, p.Deps); len(bad) > 0 {

@@ -216,20 +216,10 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	if len(graphs) == 0 {
 		return errors.New("simfile: no graphs")
 	}
-	// Layout: header, graphs, index, then data.
-	gsize, err := graphsSize(graphs)
+	gsize, dataOff, entries, total, err := layout(graphs, weights, opt.Format)
 	if err != nil {
 		return err
 	}
-	isize := int64(0)
-	for _, wt := range weights {
-		if wt.Rows <= 0 || wt.Cols <= 0 {
-			return fmt.Errorf("simfile: weight %s: bad shape [%d,%d]", wt.Name, wt.Rows, wt.Cols)
-		}
-		isize += strLen(wt.Name) + 3*4 + 3*8
-	}
-	dataOff := pad(headerSize + gsize + isize)
-	entries, total := layoutWeights(opt.Format, weights, dataOff)
 
 	bw := bufio.NewWriterSize(w, 1<<20)
 	wr := &lew{w: bw}
@@ -266,6 +256,37 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 		return wr.err
 	}
 	return bw.Flush()
+}
+
+// SizeWith is the size of the file WriteWith writes for the same arguments,
+// without writing it (a container can lay out its segments first and then
+// stream the file into place).
+func SizeWith(h Hyper, graphs []Graph, weights []Weight, f WeightFormat) (int64, error) {
+	if f == 0 {
+		f = WeightF16
+	}
+	if err := h.validate(); err != nil {
+		return 0, err
+	}
+	_, _, _, total, err := layout(graphs, weights, f)
+	return total, err
+}
+
+// layout is the file's layout: header, graphs, index, then data.
+func layout(graphs []Graph, weights []Weight, f WeightFormat) (gsize, dataOff int64, entries []entry, total int64, err error) {
+	if gsize, err = graphsSize(graphs); err != nil {
+		return 0, 0, nil, 0, err
+	}
+	isize := int64(0)
+	for _, wt := range weights {
+		if wt.Rows <= 0 || wt.Cols <= 0 {
+			return 0, 0, nil, 0, fmt.Errorf("simfile: weight %s: bad shape [%d,%d]", wt.Name, wt.Rows, wt.Cols)
+		}
+		isize += strLen(wt.Name) + 3*4 + 3*8
+	}
+	dataOff = pad(headerSize + gsize + isize)
+	entries, total = layoutWeights(f, weights, dataOff)
+	return gsize, dataOff, entries, total, nil
 }
 
 // graphsSize checks the graphs' tensors and returns the size of their

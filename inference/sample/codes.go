@@ -1,4 +1,4 @@
-package inference
+package sample
 
 import (
 	"math"
@@ -12,8 +12,9 @@ import (
 type codeHist struct {
 	cnt    *[1 << 16]uint32  // per code: untouched ids with that logit
 	dirty  [][2]int          // code ranges [lo, hi) the last step counted
-	wtab   *[1 << 16]float64 // per code: exp(logit/T)
-	wFor   tabFor            // what wtab was built for
+	wtab   *[1 << 16]float64 // per code: exp(logit/T), one of tabs
+	tabs   []weightTab       // the tables built, up to maxTabs
+	tick   uint64            // steps, for the tables' last use
 	tw     *[1 << 16]float64 // per key: the touched ids' weights
 	twKeys []int             // the touched ids' keys
 	twW    []float64         // and weights
@@ -27,7 +28,20 @@ type codeHist struct {
 }
 
 func newCodeHist() codeHist {
-	return codeHist{cnt: new([1 << 16]uint32), wtab: new([1 << 16]float64), tw: new([1 << 16]float64)}
+	return codeHist{cnt: new([1 << 16]uint32), tw: new([1 << 16]float64)}
+}
+
+// maxTabs bounds the weight tables a Scratch keeps (512 KiB each): one per
+// temperature (and U16 quantisation) in use, so that sequences of different
+// temperatures sharing a sampling goroutine do not rebuild a table in turn.
+const maxTabs = 4
+
+// weightTab is a table of code weights, what it was built for, and when it
+// was last used.
+type weightTab struct {
+	key  tabFor
+	w    *[1 << 16]float64
+	used uint64
 }
 
 // tabFor identifies a table of code weights: the temperature, the type and,
@@ -50,7 +64,7 @@ type wcand struct {
 // 0x8000 (key 0x7fff is never used).
 
 // codeVal returns the logit of code c of s.l (F16 NaN as -Inf).
-func (s *sampler) codeVal(c uint16) float32 {
+func (s *Sampler) codeVal(c uint16) float32 {
 	if s.l.Type == U16 {
 		return u16Val(s.l, int(c))
 	}
@@ -58,7 +72,7 @@ func (s *sampler) codeVal(c uint16) float32 {
 }
 
 // codeKey returns the key of code c (-1 for NaN).
-func (s *sampler) codeKey(c uint16) int {
+func (s *Sampler) codeKey(c uint16) int {
 	switch k := halfKey(c); {
 	case s.l.Type == U16:
 		return int(c)
@@ -73,7 +87,7 @@ func (s *sampler) codeKey(c uint16) int {
 
 // ceilKey returns the key of the smallest logit at least v (1<<16 for U16
 // when every code is below v).
-func (s *sampler) ceilKey(v float32) int {
+func (s *Sampler) ceilKey(v float32) int {
 	if s.l.Type == U16 {
 		return u16Ceil(s.l, v)
 	}
@@ -84,7 +98,7 @@ func (s *sampler) ceilKey(v float32) int {
 }
 
 // groupCodes returns the codes of the group of key k.
-func (s *sampler) groupCodes(k int) (uint16, uint16) {
+func (s *Sampler) groupCodes(k int) (uint16, uint16) {
 	switch {
 	case s.l.Type == U16:
 		return uint16(k), uint16(k)
@@ -95,7 +109,7 @@ func (s *sampler) groupCodes(k int) (uint16, uint16) {
 	return h, h
 }
 
-func (s *sampler) groupCount(k int) int {
+func (s *Sampler) groupCount(k int) int {
 	if s.l.Type == F16 && k == 0x7fff {
 		return 0
 	}
@@ -108,7 +122,7 @@ func (s *sampler) groupCount(k int) int {
 }
 
 // groupMass is the weight of group k, in units of exp(logit/T).
-func (s *sampler) groupMass(k int) float64 {
+func (s *Sampler) groupMass(k int) float64 {
 	h, _ := s.groupCodes(k)
 	return float64(s.groupCount(k))*s.cd.wtab[h] + s.cd.tw[k]
 }
@@ -123,8 +137,11 @@ func (s *sampler) groupMass(k int) float64 {
 // when top_p splits it while holding touched ids, or when the draw lands in
 // it. It reports false when the logits are out of the table's range
 // (|logit|/T near 700), above every code, or not finite.
-func (s *sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
+func (s *Sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	s.l = l
+	if s.cd.cnt == nil {
+		s.cd = newCodeHist()
+	}
 	for _, r := range s.cd.dirty {
 		clear(s.cd.cnt[r[0]:r[1]])
 	}
@@ -146,13 +163,7 @@ func (s *sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	if l.Type == U16 {
 		tab.scale, tab.offset = l.Scale, l.Offset
 	}
-	if s.cd.wFor != tab {
-		for c := range s.cd.wtab {
-			// no +Inf: 0·w must stay 0
-			s.cd.wtab[c] = min(math.Exp(float64(s.codeVal(uint16(c)))/T), math.MaxFloat64)
-		}
-		s.cd.wFor = tab
-	}
+	s.weights(tab, T)
 	for _, k := range s.cd.twKeys {
 		s.cd.tw[k] = 0
 	}
@@ -197,11 +208,40 @@ func (s *sampler) histCodes(l Logits, skip []uint64, mt float32) bool {
 	return true
 }
 
+// weights makes s.cd.wtab the table of exp(logit/T) per code of s.l for
+// tab: a table kept from an earlier step, else a new one (replacing the
+// least recently used when maxTabs are kept).
+func (s *Sampler) weights(tab tabFor, T float64) {
+	s.cd.tick++
+	old := -1
+	for i := range s.cd.tabs {
+		t := &s.cd.tabs[i]
+		if t.key == tab {
+			t.used, s.cd.wtab = s.cd.tick, t.w
+			return
+		}
+		if old < 0 || t.used < s.cd.tabs[old].used {
+			old = i
+		}
+	}
+	if len(s.cd.tabs) < maxTabs {
+		s.cd.tabs = append(s.cd.tabs, weightTab{w: new([1 << 16]float64)})
+		old = len(s.cd.tabs) - 1
+	}
+	t := &s.cd.tabs[old]
+	t.key, t.used = tab, s.cd.tick
+	for c := range t.w {
+		// no +Inf: 0·w must stay 0
+		t.w[c] = min(math.Exp(float64(s.codeVal(uint16(c)))/T), math.MaxFloat64)
+	}
+	s.cd.wtab = t.w
+}
+
 // topPCodes finds, after histCodes, the group where the mass from the best
 // down reaches mass: the groups above it are kept whole; of it, the lowest
 // ids (equal weights, s.cd.bKept) or, when it holds touched ids, its best
 // tokens (in s.pbuf). s.zk becomes the kept mass.
-func (s *sampler) topPCodes(mass float64) {
+func (s *Sampler) topPCodes(mass float64) {
 	kTop, kBot := s.cd.kTop, s.cd.kBot
 	kept, kw, cum := s.pbuf[:0], s.pw[:0], 0.0
 	for b := kTop >> 6; b >= kBot>>6; b-- {
@@ -249,7 +289,7 @@ func (s *sampler) topPCodes(mass float64) {
 
 // keyMass returns the mass and number of the untouched ids with keys k0..k1
 // (for F16, within one sign of halves).
-func (s *sampler) keyMass(k0, k1 int) (float64, int) {
+func (s *Sampler) keyMass(k0, k1 int) (float64, int) {
 	h0, h1 := k0, k1
 	switch {
 	case s.l.Type == U16:
@@ -285,7 +325,7 @@ func (s *sampler) keyMass(k0, k1 int) (float64, int) {
 }
 
 // groupCands returns the tokens of group k, best first, with their weights.
-func (s *sampler) groupCands(k int) []wcand {
+func (s *Sampler) groupCands(k int) []wcand {
 	h, h2 := s.groupCodes(k)
 	s.gids = codeIDs(s.l.Raw16, h, h2, s.touched, s.gids[:0], math.MaxInt)
 	g := s.cd.gbuf[:0]
@@ -309,7 +349,7 @@ func (s *sampler) groupCands(k int) []wcand {
 
 // pickCode returns the token of group k where the draw u (within the
 // group's mass) falls; at most the n-th (from 1) of equal weights.
-func (s *sampler) pickCode(k int, u float64, n int) int32 {
+func (s *Sampler) pickCode(k int, u float64, n int) int32 {
 	if s.cd.tw[k] == 0 {
 		h, h2 := s.groupCodes(k)
 		j := min(max(int(u/s.cd.wtab[h]), 0), n-1)
@@ -328,7 +368,7 @@ func (s *sampler) pickCode(k int, u float64, n int) int32 {
 }
 
 // sampleCodes draws a token after histCodes.
-func (s *sampler) sampleCodes() int32 {
+func (s *Sampler) sampleCodes() int32 {
 	u := s.rng.Float64() * s.zk
 	lo := s.cd.kBot // the lowest key kept whole
 	if s.cd.bKey >= 0 {
@@ -376,7 +416,7 @@ func (s *sampler) sampleCodes() int32 {
 }
 
 // keptCodes materialises the kept tokens of a histCodes step (for tests).
-func (s *sampler) keptCodes() ([]cand, []float64) {
+func (s *Sampler) keptCodes() ([]cand, []float64) {
 	lo := s.cd.kBot
 	if s.cd.bKey >= 0 {
 		lo = s.cd.bKey + 1
@@ -418,7 +458,7 @@ func (s *sampler) keptCodes() ([]cand, []float64) {
 // at or above the cutoff are counted (scan.CountGE*, which may count every
 // code instead), then the touched ids counted among them are taken out
 // again. It records the code ranges it wrote for the next step to clear.
-func (s *sampler) countCodes(kBot, kTop int) {
+func (s *Sampler) countCodes(kBot, kTop int) {
 	x, cnt := s.l.Raw16, s.cd.cnt
 	kc := kBot
 	if s.l.Type == F16 && kBot == 0x8000 {

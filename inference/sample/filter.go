@@ -1,4 +1,4 @@
-package inference
+package sample
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 // token weighs 1). No step sorts more than the tokens it keeps: top_k is a
 // bounded heap, top_p buckets the weights by binary exponent and sorts only
 // the bucket where the cumulative mass crosses p.
-func (s *sampler) filter() ([]cand, []float64) {
+func (s *Sampler) filter() ([]cand, []float64) {
 	if s.big && s.code {
 		return s.keptCodes()
 	}
@@ -86,7 +86,7 @@ func topK(c []cand, k int, out []cand) []cand {
 // four mantissa bits (bucket 0 holds the heaviest), so one pass over the
 // bucket masses finds the bucket where the cumulative mass crosses, and only
 // that bucket is sorted.
-func (s *sampler) topP(c []cand, ws []float64, mass float64) ([]cand, []float64) {
+func (s *Sampler) topP(c []cand, ws []float64, mass float64) ([]cand, []float64) {
 	const nb = 64 * 16
 	var bm [nb]float64
 	bucket := func(w float64) int {

@@ -1,9 +1,13 @@
-package inference
+package sample
 
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/half"
+	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
 const llamaVocab = 128256
@@ -21,7 +25,7 @@ func peakedLogits(r *rand.Rand) []float32 {
 func toF16(x []float32) Logits {
 	h := make([]uint16, len(x))
 	for i, v := range x {
-		h[i] = floatToHalf(v)
+		h[i] = half.FromFloat32(v)
 	}
 	return Logits{Type: F16, Raw16: h}
 }
@@ -36,7 +40,7 @@ func toU16(x []float32) Logits {
 	return Logits{Type: U16, Raw16: q, Scale: 0.001, Offset: -30000}
 }
 
-func benchSample(b *testing.B, l Logits, p Sampling, lp bool, bigMinOpt ...int) {
+func benchSample(b *testing.B, l Logits, p Params, lp bool, bigMinOpt ...int) {
 	s := newSampler(llamaVocab)
 	if len(bigMinOpt) > 0 {
 		s.bigMin = bigMinOpt[0]
@@ -46,18 +50,20 @@ func benchSample(b *testing.B, l Logits, p Sampling, lp bool, bigMinOpt ...int) 
 	for i := range prompt {
 		prompt[i] = int32(r.IntN(llamaVocab))
 	}
-	s.reset(p, prompt, 1)
-	s.startChoice()
+	s.Reset(p, prompt, 1)
+	s.StartChoice()
 	for range 50 {
-		s.accept(int32(r.IntN(llamaVocab)))
+		s.Accept(int32(r.IntN(llamaVocab)))
 	}
-	c0, cpuOK := cpuTime()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0, cpuOK := threadcpu.Time()
 	n := 0
 	for b.Loop() {
 		s.sample(l, lp, 5)
 		n++
 	}
-	if c1, _ := cpuTime(); cpuOK {
+	if c1, _ := threadcpu.Time(); cpuOK {
 		b.ReportMetric(float64(c1-c0)/float64(n), "cpu-ns/op")
 	}
 	b.ReportMetric(float64(s.inRange), "candidates")
@@ -70,25 +76,25 @@ func BenchmarkSample(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	peaked := peakedLogits(r)
 	flat := randLogits(r, llamaVocab, 1)
-	nucleus := Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
-	b.Run("greedy/F32", func(b *testing.B) { benchSample(b, f32(peaked), Sampling{}, false) })
-	b.Run("greedy/F16", func(b *testing.B) { benchSample(b, toF16(peaked), Sampling{}, false) })
-	b.Run("greedy/U16", func(b *testing.B) { benchSample(b, toU16(peaked), Sampling{}, false) })
+	nucleus := Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
+	b.Run("greedy/F32", func(b *testing.B) { benchSample(b, f32(peaked), Params{}, false) })
+	b.Run("greedy/F16", func(b *testing.B) { benchSample(b, toF16(peaked), Params{}, false) })
+	b.Run("greedy/U16", func(b *testing.B) { benchSample(b, toU16(peaked), Params{}, false) })
 	b.Run("nucleus+penalties/F32", func(b *testing.B) { benchSample(b, f32(peaked), nucleus, false) })
 	b.Run("nucleus+penalties/F16", func(b *testing.B) { benchSample(b, toF16(peaked), nucleus, false) })
 	b.Run("nucleus+penalties/U16", func(b *testing.B) { benchSample(b, toU16(peaked), nucleus, false) })
 	b.Run("nucleus+penalties+logprobs/F32", func(b *testing.B) { benchSample(b, f32(peaked), nucleus, true) })
 	// The worst case: nearly flat logits put the whole vocabulary in play.
-	b.Run("greedy/F16/flat", func(b *testing.B) { benchSample(b, toF16(flat), Sampling{}, false) })
-	b.Run("greedy/U16/flat", func(b *testing.B) { benchSample(b, toU16(flat), Sampling{}, false) })
+	b.Run("greedy/F16/flat", func(b *testing.B) { benchSample(b, toF16(flat), Params{}, false) })
+	b.Run("greedy/U16/flat", func(b *testing.B) { benchSample(b, toU16(flat), Params{}, false) })
 	b.Run("nucleus+penalties/F32/flat", func(b *testing.B) { benchSample(b, f32(flat), nucleus, false) })
 	b.Run("nucleus+penalties/F16/flat", func(b *testing.B) { benchSample(b, toF16(flat), nucleus, false) })
 	b.Run("nucleus+penalties/U16/flat", func(b *testing.B) { benchSample(b, toU16(flat), nucleus, false) })
 	// In between (~13,000 candidates, like the tiny bundle's random-weight
 	// logits), with either path.
 	mid := randLogits(r, llamaVocab, 4.5)
-	b.Run("greedy/F16/mid", func(b *testing.B) { benchSample(b, toF16(mid), Sampling{}, false) })
-	b.Run("greedy/U16/mid", func(b *testing.B) { benchSample(b, toU16(mid), Sampling{}, false) })
+	b.Run("greedy/F16/mid", func(b *testing.B) { benchSample(b, toF16(mid), Params{}, false) })
+	b.Run("greedy/U16/mid", func(b *testing.B) { benchSample(b, toU16(mid), Params{}, false) })
 	b.Run("nucleus+penalties/F32/mid", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false) })
 	b.Run("nucleus+penalties/F32/mid/collect", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false, llamaVocab) })
 	b.Run("nucleus+penalties/F32/mid/hist", func(b *testing.B) { benchSample(b, f32(mid), nucleus, false, 0) })

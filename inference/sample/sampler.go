@@ -1,4 +1,4 @@
-package inference
+package sample
 
 import (
 	"math"
@@ -29,32 +29,46 @@ const (
 	logprobCutoff = 20
 )
 
-// sampler turns logits into tokens for one request. The worker owns one and
-// reuses its vocabulary-sized buffers; per-request state is cleared through
-// the list of touched ids, never by clearing whole arrays.
+// Sampler turns logits into tokens for one sequence (one choice of a
+// request): its parameters, its random stream and its penalty state, a few
+// KiB plus a bit per vocabulary id. The vocabulary-sized work space of a
+// step is a Scratch, which the goroutine that samples owns and passes in, so
+// memory grows with the sampling goroutines, not with the sequences.
 //
 // A step takes one of three paths: candidate collection (collect.go: the
 // tokens within the cutoff are materialised, then filter and draw), the
 // bucket histogram (buckets.go: F32, and F16/U16 where the code histogram
 // cannot serve) or the 16-bit code histogram (codes.go), the last two for
-// steps where many tokens are in play. Each keeps its own state; what they
-// share is below.
-type sampler struct {
-	p   Sampling
+// steps where many tokens are in play.
+type Sampler struct {
+	p   Params
 	rng *rand.Rand
 
-	// Penalties and bias (penalty.go).
-	rep     bool      // repetition penalty active
-	penal   bool      // presence or frequency penalty active
-	counts  []int32   // generated-token counts of the current choice
-	bias    []float32 // logit_bias, dense
-	prev    []uint64  // bitset: ids seen in the sequence (repetition penalty)
-	win     []int32   // with RepeatLastN: per id, its occurrences in the window
-	recent  []int32   // with RepeatLastN: the sequence's last tokens, window at the end
-	touched []uint64  // bitset: ids whose logit gets an override
-	tlist   []int32   // the touched ids, in first-touch order
+	// Penalties and bias (penalty.go): per touched id, its slot in tlist
+	// and tv.
+	rep     bool            // repetition penalty active
+	penal   bool            // presence or frequency penalty active
+	touched []uint64        // bitset: ids whose logit gets an override
+	tlist   []int32         // the touched ids, in first-touch order
+	tstate  []touchState    // per slot
+	slot    map[int32]int32 // touched id → slot
+	recent  []int32         // with RepeatLastN: the sequence's last tokens, window at the end
 	prompt  []int32
-	tv      []cand // touched ids, adjusted (this step)
+
+	bigMin int  // candidates above which a step takes a histogram path
+	wasBig bool // the previous step did: skip the collect attempt
+
+	*scratch // the work space of the current (or last) step
+}
+
+// Scratch is the work space of sampling steps: candidate buffers and
+// histograms sized by the vocabulary, holding no sequence's state between
+// steps (only tables that depend on nothing but their key). One goroutine
+// uses a Scratch at a time. The zero value is ready; it grows on first use.
+type Scratch struct{ scratch }
+
+type scratch struct {
+	tv []cand // touched ids, adjusted (this step)
 
 	// The step.
 	l       Logits
@@ -63,8 +77,6 @@ type sampler struct {
 	inRange int     // candidates of the step (within the cutoff)
 	big     bool    // this step takes a histogram path
 	code    bool    // ... the code histogram
-	bigMin  int     // candidates above which a step takes a histogram path
-	wasBig  bool    // the previous step did: skip the collect attempt
 	zk      float64 // kept mass (the histogram paths)
 
 	// Candidates and filter buffers.
@@ -82,30 +94,40 @@ type sampler struct {
 	mask []uint64 // a Constraint's allowed tokens
 }
 
-func newSampler(vocab int) *sampler {
-	w := (vocab + 63) / 64
-	return &sampler{
-		counts:  make([]int32, vocab),
-		bias:    make([]float32, vocab),
-		prev:    make([]uint64, w),
-		win:     make([]int32, vocab),
-		touched: make([]uint64, w),
-		raw:     make([]cand, 0, vocab),
-		cands:   make([]cand, 0, vocab),
-		kept:    make([]cand, 0, vocab),
-		ws:      make([]float64, 0, vocab),
-		pbuf:    make([]cand, 0, vocab),
-		pw:      make([]float64, 0, vocab),
+// New returns a sampler for a vocabulary of vocab tokens.
+func New(vocab int) *Sampler {
+	return &Sampler{
+		touched: make([]uint64, (vocab+63)/64),
+		slot:    map[int32]int32{},
 		bigMin:  bigMin,
-		bk:      newBuckets(vocab),
-		cd:      newCodeHist(),
 	}
 }
 
-// sample picks the next token from l. With wantLP it also returns the
-// token's log-probability and up to top alternatives, from the log-softmax of
-// the raw logits (before penalties and temperature, like OpenAI).
-func (s *sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
+// Sample picks the next token from l, using sc for the step's work. With
+// wantLP it also returns the token's log-probability and up to top
+// alternatives, from the log-softmax of the raw logits (before penalties
+// and temperature, like OpenAI).
+func (s *Sampler) Sample(sc *Scratch, l Logits, wantLP bool, top int) (int32, *Logprob) {
+	s.scratch = &sc.scratch
+	return s.sample(l, wantLP, top)
+}
+
+// SampleConstrained draws a token that c allows. It samples as usual and
+// keeps the token if c allows it; otherwise it samples again among the
+// allowed tokens only. For temperature sampling without top_k/top_p/min_p
+// this is exactly the masked distribution (rejection sampling); greedy
+// picks the best allowed token. Logprobs are of the raw distribution, as
+// without a constraint. It reports -1 when c allows nothing.
+func (s *Sampler) SampleConstrained(sc *Scratch, l Logits, wantLP bool, top int, c Constraint) (int32, *Logprob) {
+	s.scratch = &sc.scratch
+	return s.sampleConstrained(l, wantLP, top, c)
+}
+
+// sample is Sample with the last Scratch (a new one for a new Sampler).
+func (s *Sampler) sample(l Logits, wantLP bool, top int) (int32, *Logprob) {
+	if s.scratch == nil {
+		s.scratch = new(scratch)
+	}
 	s.prepare(l, wantLP)
 	var id int32
 	switch {
@@ -140,7 +162,7 @@ func greedy(cs []cand) int32 {
 }
 
 // draw samples one id from s.cands after top_k/top_p/min_p, by weight.
-func (s *sampler) draw() int32 {
+func (s *Sampler) draw() int32 {
 	kept, ws := s.filter()
 	var z float64
 	for _, w := range ws {
@@ -155,19 +177,15 @@ func (s *sampler) draw() int32 {
 	return kept[len(kept)-1].id
 }
 
-// sampleConstrained draws a token that c allows. It samples as usual and
-// keeps the token if c allows it; otherwise it samples again among the
-// allowed tokens only. For temperature sampling without top_k/top_p/min_p
-// this is exactly the masked distribution (rejection sampling); greedy
-// picks the best allowed token. Logprobs are of the raw distribution, as
-// without a constraint. It reports -1 when c allows nothing.
-func (s *sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint) (int32, *Logprob) {
+func (s *Sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint) (int32, *Logprob) {
 	id, lp := s.sample(l, wantLP, top)
 	if c.Allowed(id) {
 		return id, lp
 	}
-	if len(s.mask) == 0 {
-		s.mask = make([]uint64, (l.Len()+63)/64)
+	if w := (l.Len() + 63) / 64; len(s.mask) != w {
+		s.mask = make([]uint64, w)
+	} else {
+		clear(s.mask)
 	}
 	c.Mask(s.mask)
 	cs := s.cands[:0]
@@ -180,7 +198,10 @@ func (s *sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint
 			if r != r {
 				continue
 			}
-			v := s.adjust(r, i)
+			v := r
+			if bit(s.touched, i) {
+				v = s.adjust(r, s.slot[i])
+			}
 			cs = append(cs, cand{i, v})
 			m = max(m, v)
 		}
@@ -208,7 +229,7 @@ func (s *sampler) sampleConstrained(l Logits, wantLP bool, top int, c Constraint
 
 // logprobs computes the raw log-softmax of the chosen token and the top
 // alternatives from s.raw and the touched ids.
-func (s *sampler) logprobs(l Logits, id int32, top int) *Logprob {
+func (s *Sampler) logprobs(l Logits, id int32, top int) *Logprob {
 	set := s.raw
 	for _, x := range s.tv {
 		set = append(set, cand{x.id, l.At(int(x.id))})

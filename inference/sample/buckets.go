@@ -1,4 +1,4 @@
-package inference
+package sample
 
 import (
 	"math"
@@ -42,7 +42,7 @@ func newBuckets(vocab int) buckets {
 }
 
 // bucketOf returns the bucket of a logit v ≥ s.thr, as histF32 computes it.
-func (s *sampler) bucketOf(v float32) int {
+func (s *Sampler) bucketOf(v float32) int {
 	return int(min(int64((v-s.thr)*s.bk.scale), qMax) >> 16)
 }
 
@@ -59,11 +59,14 @@ func (s *sampler) bucketOf(v float32) int {
 // top (by blocks of 64) and resolves only the bucket where the cumulative
 // mass crosses p: its tokens are gathered, weighed exactly and sorted. It
 // reports false (nothing done) if the best logit is not finite.
-func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
+func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	_, mu := argmax(l, skip)
 	m := max(mu, mt)
 	if math.IsInf(float64(m), 0) || m != m {
 		return false
+	}
+	if s.bk.acc == nil || len(s.bk.next) < l.Len() {
+		s.bk = newBuckets(l.Len())
 	}
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
@@ -155,7 +158,7 @@ func (s *sampler) hist(l Logits, skip []uint64, mt float32) bool {
 
 // bucket returns the candidates of bucket b (untouched from its list, then
 // the touched ones) and their exact weights, in s.kept and s.ws.
-func (s *sampler) bucket(b int) ([]cand, []float64) {
+func (s *Sampler) bucket(b int) ([]cand, []float64) {
 	s.gids = s.gids[:0]
 	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
 		if !skipped(s.touched, int(j-1)) {
@@ -180,7 +183,7 @@ func (s *sampler) bucket(b int) ([]cand, []float64) {
 }
 
 // sortByBetter sorts c (best first) and ws with it.
-func (s *sampler) sortByBetter(c []cand, ws []float64) {
+func (s *Sampler) sortByBetter(c []cand, ws []float64) {
 	slices.SortFunc(c, func(a, b cand) int {
 		if better(a, b) {
 			return -1
@@ -195,7 +198,7 @@ func (s *sampler) sortByBetter(c []cand, ws []float64) {
 
 // sampleBig draws a token after hist: it walks the bucket masses to the
 // bucket holding the draw and weighs only that bucket's tokens exactly.
-func (s *sampler) sampleBig() int32 {
+func (s *Sampler) sampleBig() int32 {
 	u := s.rng.Float64() * s.zk
 	for b := nbig - 1; b > s.bk.bTop; b-- {
 		if b&63 == 63 && b-63 > s.bk.bTop && u >= s.bk.bblk[b>>6] {
@@ -232,7 +235,7 @@ func (s *sampler) sampleBig() int32 {
 // mass) falls, walking its tokens (untouched from its list, then touched) and
 // weighing each exactly until u is used up; the last one if the exact
 // weights sum below u.
-func (s *sampler) pick(b int, u float64) int32 {
+func (s *Sampler) pick(b int, u float64) int32 {
 	inv := 1 / s.p.Temperature
 	last := int32(-1)
 	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
@@ -256,7 +259,7 @@ func (s *sampler) pick(b int, u float64) int32 {
 
 // keptBig materialises the kept tokens of a histogram step and their exact
 // weights (for tests; sampleBig never needs them all).
-func (s *sampler) keptBig() ([]cand, []float64) {
+func (s *Sampler) keptBig() ([]cand, []float64) {
 	inv := 1 / s.p.Temperature
 	var c []cand
 	var ws []float64

@@ -1,8 +1,9 @@
-package inference
+package sample
 
 import (
 	"math"
 
+	"github.com/hexserve/hexserve/internal/half"
 	"github.com/hexserve/hexserve/internal/scan"
 )
 
@@ -12,7 +13,7 @@ import (
 // are computed first, one by one; the vocabulary scans skip them. With
 // wantLP, s.raw also holds the untouched ids' raw logits within
 // logprobCutoff of the best raw logit.
-func (s *sampler) prepare(l Logits, wantLP bool) {
+func (s *Sampler) prepare(l Logits, wantLP bool) {
 	s.big = false
 	var skip []uint64
 	if len(s.tlist) > 0 {
@@ -21,9 +22,9 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 	inf := float32(math.Inf(-1))
 	mt, rt := inf, inf // best adjusted and best raw logit of the touched ids
 	s.tv = s.tv[:0]
-	for _, id := range s.tlist {
+	for k, id := range s.tlist {
 		r := l.At(int(id))
-		v := s.adjust(r, id)
+		v := s.adjust(r, int32(k))
 		s.tv = append(s.tv, cand{id, v})
 		mt, rt = max(mt, v), max(rt, r)
 	}
@@ -94,7 +95,7 @@ func (s *sampler) prepare(l Logits, wantLP bool) {
 }
 
 // histOK reports whether the histogram path can serve this step.
-func (s *sampler) histOK(l Logits, wantLP bool) bool {
+func (s *Sampler) histOK(l Logits, wantLP bool) bool {
 	return !wantLP && s.p.Temperature > 0 && s.p.TopK <= 0 && s.p.MinP <= 0 &&
 		(l.Type == F32 || l.Type == F16 || l.Type == U16 && l.Scale > 0)
 }
@@ -234,18 +235,20 @@ const (
 )
 
 // halfKeyCeil returns the smallest key of a non-NaN half whose value is at
-// least x (keyPosInf+1 when there is none).
+// least x (keyPosInf+1 when there is none). The half nearest x is that key
+// or a neighbour (-0 and +0 are two keys of one value).
 func halfKeyCeil(x float32) int {
-	lo, hi := keyNegInf, keyPosInf+1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if HalfToFloat(keyHalf(mid)) >= x {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
+	if x != x {
+		return keyPosInf + 1
 	}
-	return lo
+	k := halfKey(half.FromFloat32(x))
+	if half.ToFloat32(keyHalf(k)) < x {
+		k++ // below x: the next half up is above it (x is finite here)
+	}
+	for k > keyNegInf && half.ToFloat32(keyHalf(k-1)) >= x {
+		k--
+	}
+	return k
 }
 
 func isNaN16(h uint16) bool { return h&0x7fff > 0x7c00 }
@@ -283,7 +286,7 @@ func argmaxF16(x []uint16, skip []uint64) (int, float32) {
 	if best < 0 {
 		return -1, float32(math.Inf(-1))
 	}
-	return best, HalfToFloat(keyHalf(km))
+	return best, half.ToFloat32(keyHalf(km))
 }
 
 // U16 with a positive scale: the value grows with the code.
@@ -388,7 +391,7 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, lim
 	kthr := halfKeyCeil(floor)
 	raise := func(k int) {
 		km = k
-		kthr = halfKeyCeil(max(floor, HalfToFloat(keyHalf(k))-delta))
+		kthr = halfKeyCeil(max(floor, half.ToFloat32(keyHalf(k))-delta))
 	}
 	isDense := true
 	for lo := 0; lo < len(x); lo += block {
@@ -413,7 +416,7 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, lim
 				}
 			}
 			for k := before; k < n; k++ {
-				o[k].v = HalfToFloat(b[int(o[k].id)-lo])
+				o[k].v = half.ToFloat32(b[int(o[k].id)-lo])
 			}
 			out = out[:n]
 		} else {
@@ -422,7 +425,7 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, lim
 					break
 				}
 				if h := b[i]; !isNaN16(h) && !skipped(skip, lo+i) {
-					out = append(out, cand{int32(lo + i), HalfToFloat(h)})
+					out = append(out, cand{int32(lo + i), half.ToFloat32(h)})
 					if k := halfKey(h); k > km {
 						raise(k)
 					}
@@ -437,7 +440,7 @@ func collectF16(x []uint16, delta, floor float32, skip []uint64, out []cand, lim
 	if km < 0 {
 		return out, float32(math.Inf(-1))
 	}
-	return out, HalfToFloat(keyHalf(km))
+	return out, half.ToFloat32(keyHalf(km))
 }
 
 func collectU16(l Logits, delta, floor float32, skip []uint64, out []cand, limit int) ([]cand, float32) {
@@ -511,7 +514,7 @@ var half2f = func() *[1 << 16]float32 {
 		if isNaN16(uint16(h)) {
 			t[h] = float32(math.Inf(-1))
 		} else {
-			t[h] = HalfToFloat(uint16(h))
+			t[h] = half.ToFloat32(uint16(h))
 		}
 	}
 	return &t

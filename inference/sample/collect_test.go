@@ -1,10 +1,12 @@
-package inference
+package sample
 
 import (
 	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // TestCollect checks the one-pass collectors against a brute-force filter
@@ -83,6 +85,34 @@ func TestU16Ceil(t *testing.T) {
 			if got := u16Ceil(l, v); got != want {
 				t.Fatalf("scale %v offset %d: u16Ceil(%v) = %d, want %d", q.scale, q.offset, v, got, want)
 			}
+		}
+	}
+}
+
+// TestHalfKeyCeil compares halfKeyCeil with a binary search over the keys,
+// at every half value, just beside each, and at special values.
+func TestHalfKeyCeil(t *testing.T) {
+	search := func(x float32) int {
+		lo, hi := keyNegInf, keyPosInf+1
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if half.ToFloat32(keyHalf(mid)) >= x {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return lo
+	}
+	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-10, -1e-10, 65504, 65505, 65519, 65520, 1e9, -1e9,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for k := keyNegInf; k <= keyPosInf; k++ {
+		v := half.ToFloat32(keyHalf(k))
+		xs = append(xs, v, math.Nextafter32(v, float32(math.Inf(1))), math.Nextafter32(v, float32(math.Inf(-1))))
+	}
+	for _, x := range xs {
+		if got, want := halfKeyCeil(x), search(x); got != want {
+			t.Fatalf("halfKeyCeil(%v) = %#x, want %#x", x, got, want)
 		}
 	}
 }

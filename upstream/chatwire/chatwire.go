@@ -1,4 +1,9 @@
-package openai
+// Package chatwire is the client side of an OpenAI-compatible chat
+// completions API, for the APIs whose requests for an upstream model are
+// converted (Anthropic's, Ollama's): the request they become, streamed, and
+// a reader of the upstream's chunks. Only the fields these conversions use
+// are here; the server side of the API is package openai.
+package chatwire
 
 import (
 	"encoding/json"
@@ -6,11 +11,6 @@ import (
 	"sort"
 	"strings"
 )
-
-// The types below are the client side of Chat Completions, for the APIs
-// whose requests for an upstream model are converted (Ollama's,
-// Anthropic's): the request they become, streamed, and a reader of the
-// upstream's chunks.
 
 // UpstreamChat is the chat request sent to an upstream model: only what
 // the converted request says; Marshal asks for a stream with usage.
@@ -38,8 +38,51 @@ func (c UpstreamChat) Marshal() ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// TextContent is a message content of text.
-func TextContent(s string) Content { return Content{Text: &s} }
+// StreamOptions is the request's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Message is one chat message of the request.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is an assistant's function call; Arguments is a JSON document
+// encoded as a string.
+type ToolCall struct {
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolCallDelta is a streamed piece of a tool call: the first carries id,
+// type and name, later ones argument fragments.
+type ToolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// Usage is the part of the upstream's usage the conversions report.
+type Usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
 
 // ChunkDelta is what one upstream chunk adds: text and pieces of tool
 // calls (of the first choice; the converted requests ask for one).
@@ -70,8 +113,11 @@ func (e *ChunkError) Error() string { return e.Message }
 func (r *ChunkReader) Read(data []byte) (ChunkDelta, error) {
 	var c struct {
 		Choices []struct {
-			Index        int     `json:"index"`
-			Delta        Delta   `json:"delta"`
+			Index int `json:"index"`
+			Delta struct {
+				Content   *string         `json:"content"`
+				ToolCalls []ToolCallDelta `json:"tool_calls"`
+			} `json:"delta"`
 			FinishReason *string `json:"finish_reason"`
 			// vLLM's stop_reason and SGLang's matched_stop: the stop
 			// string that ended the choice (or a token id).
@@ -130,7 +176,7 @@ func (r *ChunkReader) addCall(tc ToolCallDelta) {
 	}
 	acc.ID += tc.ID
 	acc.Function.Name += tc.Function.Name
-	acc.Function.Arguments += Arguments(tc.Function.Arguments)
+	acc.Function.Arguments += tc.Function.Arguments
 }
 
 // Chunks is the number of chunks read.

@@ -1,4 +1,4 @@
-package inference
+package sample
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 func randLogits(r *rand.Rand, n int, sigma float64) []float32 {
@@ -18,48 +20,11 @@ func randLogits(r *rand.Rand, n int, sigma float64) []float32 {
 
 func f32(x []float32) Logits { return Logits{Type: F32, F32: x} }
 
-// floatToHalf rounds to nearest (ties to even), for finite normal-range values.
-func floatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int((b>>23)&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case exp >= 31:
-		return sign | 0x7c00
-	case exp <= 0:
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		h := uint16(mant >> shift)
-		if rem := mant & (1<<shift - 1); rem > 1<<(shift-1) || rem == 1<<(shift-1) && h&1 == 1 {
-			h++
-		}
-		return sign | h
-	}
-	h := uint16(exp)<<10 | uint16(mant>>13)
-	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
-		h++
-	}
-	return sign | h
-}
-
-func TestHalfRoundTrip(t *testing.T) {
-	for h := range 1 << 16 {
-		u := uint16(h)
-		if u&0x7c00 == 0x7c00 { // inf/NaN
-			continue
-		}
-		if got := floatToHalf(HalfToFloat(u)); got != u && !(u == 0x8000 && got == 0x8000) {
-			t.Fatalf("%#04x → %v → %#04x", u, HalfToFloat(u), got)
-		}
-	}
-	// halfKey orders like the values.
+// TestHalfKeyOrder checks that halfKey orders halves like their values.
+func TestHalfKeyOrder(t *testing.T) {
 	prev := float32(math.Inf(-1))
 	for k := keyNegInf; k <= keyPosInf; k++ {
-		v := HalfToFloat(keyHalf(k))
+		v := half.ToFloat32(keyHalf(k))
 		if v < prev {
 			t.Fatalf("key %#x: %v < %v", k, v, prev)
 		}
@@ -73,7 +38,7 @@ func TestHalfRoundTrip(t *testing.T) {
 // reference computes the kept set by brute force: adjusted logits of the
 // whole vocabulary, a full sort, then top_k, softmax(T), top_p, min_p. Like
 // the sampler, it ignores tokens more than sampleCutoff·T below the best.
-func reference(adj []float32, p Sampling) []int32 {
+func reference(adj []float32, p Params) []int32 {
 	c := make([]cand, len(adj))
 	for i, v := range adj {
 		c[i] = cand{int32(i), v}
@@ -127,16 +92,16 @@ func TestFilterMatchesReference(t *testing.T) {
 	const V = 4000
 	cases := []struct {
 		name string
-		p    Sampling
+		p    Params
 	}{
-		{"temperature", Sampling{Temperature: 1}},
-		{"top_k", Sampling{Temperature: 0.8, TopK: 40}},
-		{"top_k=1", Sampling{Temperature: 0.8, TopK: 1}},
-		{"top_p", Sampling{Temperature: 0.7, TopP: 0.9}},
-		{"top_p small", Sampling{Temperature: 1.3, TopP: 0.1}},
-		{"min_p", Sampling{Temperature: 1, MinP: 0.05}},
-		{"all", Sampling{Temperature: 0.9, TopK: 200, TopP: 0.8, MinP: 0.02}},
-		{"top_k+min_p", Sampling{Temperature: 0.5, TopK: 1000, MinP: 0.3}},
+		{"temperature", Params{Temperature: 1}},
+		{"top_k", Params{Temperature: 0.8, TopK: 40}},
+		{"top_k=1", Params{Temperature: 0.8, TopK: 1}},
+		{"top_p", Params{Temperature: 0.7, TopP: 0.9}},
+		{"top_p small", Params{Temperature: 1.3, TopP: 0.1}},
+		{"min_p", Params{Temperature: 1, MinP: 0.05}},
+		{"all", Params{Temperature: 0.9, TopK: 200, TopP: 0.8, MinP: 0.02}},
+		{"top_k+min_p", Params{Temperature: 0.5, TopK: 1000, MinP: 0.3}},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range cases {
@@ -148,8 +113,8 @@ func TestFilterMatchesReference(t *testing.T) {
 				}
 				for trial := range 20 {
 					x := randLogits(r, V, 1+float64(trial%4))
-					s.reset(tc.p, nil, 1)
-					s.startChoice()
+					s.Reset(tc.p, nil, 1)
+					s.StartChoice()
 					s.prepare(f32(x), false)
 					if want := hist && s.histOK(f32(x), false); s.big != want {
 						t.Fatalf("histogram path %v, want %v", s.big, want)
@@ -173,8 +138,8 @@ func TestFilterMatchesReference(t *testing.T) {
 func TestGreedyArgmax(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	s := newSampler(1000)
-	s.reset(Sampling{}, nil, 0)
-	s.startChoice()
+	s.Reset(Params{}, nil, 0)
+	s.StartChoice()
 	for range 50 {
 		x := randLogits(r, 1000, 3)
 		want := 0
@@ -229,15 +194,15 @@ func TestSeededReproducible(t *testing.T) {
 	for i := range steps {
 		steps[i] = randLogits(r, V, 2)
 	}
-	p := Sampling{Temperature: 1, TopP: 0.95, PresencePenalty: 0.5}
+	p := Params{Temperature: 1, TopP: 0.95, PresencePenalty: 0.5}
 	for _, typ := range []DType{F32, U16} { // U16 on the code-histogram path
 		run := func(seed uint64) []int32 {
 			s := newSampler(V)
 			if typ == U16 {
 				s.bigMin = 0
 			}
-			s.reset(p, []int32{1, 2, 3}, seed)
-			s.startChoice()
+			s.Reset(p, []int32{1, 2, 3}, seed)
+			s.StartChoice()
 			var out []int32
 			for _, x := range steps {
 				l := f32(x)
@@ -248,7 +213,7 @@ func TestSeededReproducible(t *testing.T) {
 				if typ == U16 && !s.code {
 					t.Fatal("U16: code-histogram path not taken")
 				}
-				s.accept(id)
+				s.Accept(id)
 				out = append(out, id)
 			}
 			return out
@@ -266,14 +231,14 @@ func TestSeededReproducible(t *testing.T) {
 func TestPenaltiesAndBias(t *testing.T) {
 	x := make([]float32, 100)
 	x[1], x[2], x[3], x[4], x[5] = 2, -2, 4, 1, 3
-	p := Sampling{Temperature: 1, PresencePenalty: 0.5, FrequencyPenalty: 0.25, RepetitionPenalty: 2,
+	p := Params{Temperature: 1, PresencePenalty: 0.5, FrequencyPenalty: 0.25, RepetitionPenalty: 2,
 		LogitBias: map[int32]float32{5: -100, 6: 10}}
 	s := newSampler(100)
-	s.reset(p, []int32{1, 2}, 0) // prompt: repetition penalty only
-	s.startChoice()
-	s.accept(3)
-	s.accept(3)
-	s.accept(4)
+	s.Reset(p, []int32{1, 2}, 0) // prompt: repetition penalty only
+	s.StartChoice()
+	s.Accept(3)
+	s.Accept(3)
+	s.Accept(4)
 	s.prepare(f32(x), false)
 	got := map[int32]float32{}
 	for _, c := range s.tv {
@@ -306,8 +271,8 @@ func TestPenaltiesAndBias(t *testing.T) {
 		y[i] = -50
 	}
 	y[10], y[11] = 40, -45
-	s.reset(Sampling{LogitBias: map[int32]float32{10: -100}}, nil, 0)
-	s.startChoice()
+	s.Reset(Params{LogitBias: map[int32]float32{10: -100}}, nil, 0)
+	s.StartChoice()
 	if id, _ := s.sample(f32(y), false, 0); id != 11 {
 		t.Errorf("banned best: got %d, want 11", id)
 	}
@@ -324,9 +289,9 @@ func TestLogprobs(t *testing.T) {
 		}
 		s := newSampler(V)
 		// Penalties must not change the raw log-probabilities.
-		s.reset(Sampling{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
-		s.startChoice()
-		s.accept(9)
+		s.Reset(Params{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
+		s.StartChoice()
+		s.Accept(9)
 		var sum float64
 		for id := range int32(V) {
 			s.prepare(l, true)
@@ -336,7 +301,7 @@ func TestLogprobs(t *testing.T) {
 			t.Fatalf("%v: probabilities sum to %v", l.Type, sum)
 		}
 		s.prepare(l, true)
-		lp := s.logprobs(l, 0, MaxTopLogprobs)
+		lp := s.logprobs(l, 0, maxTop)
 		var z float64
 		for _, v := range x {
 			z += math.Exp(float64(v))
@@ -354,7 +319,7 @@ func TestLogprobs(t *testing.T) {
 			}
 			return int(a - b)
 		})
-		if len(lp.Top) != MaxTopLogprobs {
+		if len(lp.Top) != maxTop {
 			t.Fatalf("%v: %d alternatives", l.Type, len(lp.Top))
 		}
 		for i, a := range lp.Top {
@@ -373,7 +338,7 @@ func TestLogprobs(t *testing.T) {
 func TestNativeTypes(t *testing.T) {
 	const V = 5000
 	r := rand.New(rand.NewPCG(9, 10))
-	params := []Sampling{{}, {Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.3, RepetitionPenalty: 1.1}, {Temperature: 1, TopK: 20}}
+	params := []Params{{}, {Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.3, RepetitionPenalty: 1.1}, {Temperature: 1, TopK: 20}}
 	for _, p := range params {
 		for trial := range 10 {
 			x := randLogits(r, V, 2)
@@ -383,8 +348,8 @@ func TestNativeTypes(t *testing.T) {
 			xq := make([]float32, V)
 			u16 := Logits{Type: U16, Raw16: q, Scale: 0.001, Offset: -30000}
 			for i, v := range x {
-				h[i] = floatToHalf(v)
-				xh[i] = HalfToFloat(h[i])
+				h[i] = half.FromFloat32(v)
+				xh[i] = half.ToFloat32(h[i])
 				q[i] = uint16(min(max(math.Round(float64(v)/0.001+30000), 0), 65535))
 				xq[i] = u16.At(i)
 			}
@@ -396,18 +361,18 @@ func TestNativeTypes(t *testing.T) {
 			for _, pr := range pairs {
 				a, b := newSampler(V), newSampler(V)
 				prompt := []int32{1, 2, 3, 100}
-				a.reset(p, prompt, uint64(trial))
-				b.reset(p, prompt, uint64(trial))
-				a.startChoice()
-				b.startChoice()
+				a.Reset(p, prompt, uint64(trial))
+				b.Reset(p, prompt, uint64(trial))
+				a.StartChoice()
+				b.StartChoice()
 				for step := range 5 {
 					ia, la := a.sample(pr.native, true, 5)
 					ib, lb := b.sample(f32(pr.ref), true, 5)
 					if ia != ib || la.Logprob != lb.Logprob || len(la.Top) != len(lb.Top) {
 						t.Fatalf("%s %+v trial %d step %d: %d %v vs F32 %d %v", pr.name, p, trial, step, ia, la.Logprob, ib, lb.Logprob)
 					}
-					a.accept(ia)
-					b.accept(ib)
+					a.Accept(ia)
+					b.Accept(ib)
 				}
 			}
 		}
@@ -427,7 +392,7 @@ func TestExpNeg(t *testing.T) {
 }
 
 // adjustAll applies the penalties and bias to every id, the brute-force way.
-func adjustAll(x []float32, p Sampling, prompt, gen []int32) []float32 {
+func adjustAll(x []float32, p Params, prompt, gen []int32) []float32 {
 	prev := map[int32]bool{}
 	count := map[int32]int{}
 	seq := append(slices.Clone(prompt), gen...)
@@ -461,7 +426,7 @@ func adjustAll(x []float32, p Sampling, prompt, gen []int32) []float32 {
 func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 	const V = 4000
 	r := rand.New(rand.NewPCG(11, 12))
-	cases := []Sampling{
+	cases := []Params{
 		{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.3},
 		{Temperature: 1, TopK: 30, RepetitionPenalty: 0.8, LogitBias: map[int32]float32{5: 40, 6: -100}},
 		{Temperature: 0.5, MinP: 0.1, LogitBias: map[int32]float32{7: 100}}, // one token dominates
@@ -482,20 +447,20 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 				prompt[i] = int32(r.IntN(V))
 			}
 			var gen []int32
-			s.reset(p, prompt, 1)
-			s.startChoice()
+			s.Reset(p, prompt, 1)
+			s.StartChoice()
 			for range 30 {
 				id := int32(r.IntN(V))
 				if r.IntN(3) == 0 { // repeats
 					id = int32(r.IntN(10))
 				}
 				gen = append(gen, id)
-				s.accept(id)
+				s.Accept(id)
 			}
 			// the best raw tokens are often penalised: put them in the sequence
 			best, _ := argmax(f32(x), nil)
 			gen = append(gen, int32(best))
-			s.accept(int32(best))
+			s.Accept(int32(best))
 			for _, l := range []Logits{f32(x), toF16(x), toU16(x)} {
 				ref := x
 				if l.Type != F32 {
@@ -542,13 +507,13 @@ func TestSampleFrequencies(t *testing.T) {
 	}
 	tol := 4 * 0.5 / math.Sqrt(float64(n))
 	x := []float32{1, 2, 0.5, 3, -1, 2.5, 0, 1.5}
-	for i, p := range []Sampling{{Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 1.5, TopP: 0.8}, {Temperature: 1}, {Temperature: 1.5, TopP: 0.8}} {
+	for i, p := range []Params{{Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 1.5, TopP: 0.8}, {Temperature: 1}, {Temperature: 1.5, TopP: 0.8}} {
 		s := newSampler(len(x))
 		if i >= 3 { // the histogram path
 			s.bigMin = 0
 		}
-		s.reset(p, nil, 99)
-		s.startChoice()
+		s.Reset(p, nil, 99)
+		s.StartChoice()
 		s.prepare(f32(x), false)
 		kept, ws := s.filter()
 		var z float64
@@ -578,7 +543,7 @@ func TestSampleFrequencies(t *testing.T) {
 func TestHistogramPath(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	s := newSampler(llamaVocab)
-	for trial, p := range []Sampling{
+	for trial, p := range []Params{
 		{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1},
 		{Temperature: 1, TopP: 0.3, LogitBias: map[int32]float32{9: 3, 10: -100}},
 		{Temperature: 2, PresencePenalty: 1},
@@ -590,10 +555,10 @@ func TestHistogramPath(t *testing.T) {
 			prompt[i] = int32(r.IntN(llamaVocab))
 		}
 		gen := []int32{int32(trial), 5, 5, 9}
-		s.reset(p, prompt, uint64(trial))
-		s.startChoice()
+		s.Reset(p, prompt, uint64(trial))
+		s.StartChoice()
 		for _, id := range gen {
-			s.accept(id)
+			s.Accept(id)
 		}
 		for _, l := range []Logits{f32(x), toF16(x), toU16(x)} {
 			ref := make([]float32, llamaVocab)
@@ -636,7 +601,7 @@ func tiedLogits(r *rand.Rand, V int, lo float32) []Logits {
 	h, q := make([]uint16, V), make([]uint16, V)
 	for i := range h {
 		v := lo + float32(r.IntN(9))*0.5
-		h[i] = floatToHalf(v)
+		h[i] = half.FromFloat32(v)
 		if v == 0 && r.IntN(2) == 0 {
 			h[i] = 0x8000 // -0
 		}
@@ -654,7 +619,7 @@ func TestHistogramTies(t *testing.T) {
 	s := newSampler(V)
 	s.bigMin = 0
 	for trial := range 20 { // each on F16 and U16
-		p := Sampling{Temperature: 0.3 + 0.1*float32(trial%8), TopP: 0.05 + 0.9*r.Float32(),
+		p := Params{Temperature: 0.3 + 0.1*float32(trial%8), TopP: 0.05 + 0.9*r.Float32(),
 			LogitBias: map[int32]float32{}}
 		for range 30 { // touched ids moved onto other values, or left where they are
 			p.LogitBias[int32(r.IntN(V))] = float32(r.IntN(5)-2) * 0.5
@@ -664,10 +629,10 @@ func TestHistogramTies(t *testing.T) {
 		}
 		gen := []int32{int32(r.IntN(V)), int32(r.IntN(V))}
 		for _, l := range tiedLogits(r, V, -2-float32(trial%3)) {
-			s.reset(p, nil, uint64(trial))
-			s.startChoice()
+			s.Reset(p, nil, uint64(trial))
+			s.StartChoice()
 			for _, id := range gen {
-				s.accept(id)
+				s.Accept(id)
 			}
 			ref := make([]float32, V)
 			for i := range ref {
@@ -705,7 +670,7 @@ func TestHistogramTies(t *testing.T) {
 func TestCodeFrequencies(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	const V, n = 24, 40000
-	for trial, p := range []Sampling{
+	for trial, p := range []Params{
 		{Temperature: 1},
 		{Temperature: 0.8, TopP: 0.6, LogitBias: map[int32]float32{3: 0.5, 20: -0.5, 21: 1}},
 		{Temperature: 1.5, TopP: 0.3, PresencePenalty: 0.5},
@@ -714,10 +679,10 @@ func TestCodeFrequencies(t *testing.T) {
 		for _, l := range tiedLogits(r, V, -2) {
 			s := newSampler(V)
 			s.bigMin = 0
-			s.reset(p, nil, uint64(trial))
-			s.startChoice()
+			s.Reset(p, nil, uint64(trial))
+			s.StartChoice()
 			for _, id := range gen {
-				s.accept(id)
+				s.Accept(id)
 			}
 			ref := make([]float32, V)
 			for i := range ref {
@@ -760,11 +725,11 @@ func TestHistogramU16Fallback(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		l    Logits
-		p    Sampling
+		p    Params
 	}{
-		{"|logit|/T > 700", Logits{Type: U16, Scale: 0.001, Offset: 700000}, Sampling{Temperature: 0.9, TopP: 0.8}},
+		{"|logit|/T > 700", Logits{Type: U16, Scale: 0.001, Offset: 700000}, Params{Temperature: 0.9, TopP: 0.8}},
 		{"biased above every code", Logits{Type: U16, Scale: 0.001, Offset: -60000},
-			Sampling{Temperature: 1, TopP: 0.9, LogitBias: map[int32]float32{7: 3}}},
+			Params{Temperature: 1, TopP: 0.9, LogitBias: map[int32]float32{7: 3}}},
 	} {
 		l := tc.l
 		l.Raw16 = make([]uint16, V)
@@ -772,8 +737,8 @@ func TestHistogramU16Fallback(t *testing.T) {
 			l.Raw16[i] = uint16(min(max(math.Round(float64(v)/0.001+60000), 0), 65535))
 		}
 		l.Raw16[7] = 65535
-		s.reset(tc.p, nil, 1)
-		s.startChoice()
+		s.Reset(tc.p, nil, 1)
+		s.StartChoice()
 		ref := make([]float32, V)
 		for i := range ref {
 			ref[i] = l.At(i)
@@ -816,10 +781,10 @@ func TestCodeCountsReused(t *testing.T) {
 	}
 	s := newSampler(V)
 	s.bigMin = 0
-	s.reset(Sampling{Temperature: 0.8, TopP: 0.9, PresencePenalty: 0.5, LogitBias: map[int32]float32{3: -2}},
+	s.Reset(Params{Temperature: 0.8, TopP: 0.9, PresencePenalty: 0.5, LogitBias: map[int32]float32{3: -2}},
 		[]int32{1, 2}, 1)
-	s.startChoice()
-	s.accept(7)
+	s.StartChoice()
+	s.Accept(7)
 	for _, step := range []struct {
 		name string
 		l    Logits
@@ -863,7 +828,7 @@ func TestCodeCountsReused(t *testing.T) {
 func TestU16MatchesF32(t *testing.T) {
 	const V = 20000
 	r := rand.New(rand.NewPCG(31, 32))
-	nucleus := Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
+	nucleus := Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
 	peaked := func() []float32 {
 		x := randLogits(r, V, 2.5)
 		for k := range 40 {
@@ -874,18 +839,18 @@ func TestU16MatchesF32(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		x      []float32
-		p      Sampling
+		p      Params
 		bigMin int  // candidates from which a step takes the histogram path
 		hist   bool // it does: compare kept sets, not tokens
 	}{
-		{"greedy, peaked", peaked(), Sampling{}, bigMin, false},
-		{"greedy, mid", randLogits(r, V, 4.5), Sampling{}, bigMin, false},
-		{"greedy, flat", randLogits(r, V, 1), Sampling{}, bigMin, false},
+		{"greedy, peaked", peaked(), Params{}, bigMin, false},
+		{"greedy, mid", randLogits(r, V, 4.5), Params{}, bigMin, false},
+		{"greedy, flat", randLogits(r, V, 1), Params{}, bigMin, false},
 		{"nucleus+penalties, peaked", peaked(), nucleus, bigMin, false},
 		{"nucleus+penalties, mid", randLogits(r, V, 4.5), nucleus, bigMin, false},
 		{"nucleus+penalties, mid, histogram", randLogits(r, V, 4.5), nucleus, 0, true},
 		{"nucleus+penalties, flat, histogram", randLogits(r, V, 1), nucleus, 0, true},
-		{"top_k, min_p, bias", randLogits(r, V, 3), Sampling{Temperature: 1, TopK: 40, MinP: 0.05,
+		{"top_k, min_p, bias", randLogits(r, V, 3), Params{Temperature: 1, TopK: 40, MinP: 0.05,
 			LogitBias: map[int32]float32{5: 4, 6: -100}}, 0, false},
 	} {
 		// real = (q − 30000)·0.001, as the .pte logits of BenchmarkSample
@@ -901,16 +866,16 @@ func TestU16MatchesF32(t *testing.T) {
 		}
 		a, b := newSampler(V), newSampler(V)
 		a.bigMin, b.bigMin = tc.bigMin, tc.bigMin
-		a.reset(tc.p, prompt, 7)
-		b.reset(tc.p, prompt, 7)
-		a.startChoice()
-		b.startChoice()
+		a.Reset(tc.p, prompt, 7)
+		b.Reset(tc.p, prompt, 7)
+		a.StartChoice()
+		b.StartChoice()
 		var gen []int32
 		for step := range 8 {
 			if tc.hist {
 				want := reference(adjustAll(deq, tc.p, prompt, gen), tc.p)
 				for _, pr := range []struct {
-					s *sampler
+					s *Sampler
 					l Logits
 				}{{a, u}, {b, f32(deq)}} {
 					pr.s.prepare(pr.l, false)
@@ -933,8 +898,8 @@ func TestU16MatchesF32(t *testing.T) {
 			if !tc.hist && ia != ib {
 				t.Fatalf("%s, step %d: U16 sampled %d, F32 %d", tc.name, step, ia, ib)
 			}
-			a.accept(ia)
-			b.accept(ia) // the same history for both
+			a.Accept(ia)
+			b.Accept(ia) // the same history for both
 			gen = append(gen, ia)
 		}
 	}
@@ -948,18 +913,29 @@ func TestRepeatLastNWindow(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	s := newSampler(V)
 	prompt := []int32{1, 2, 3, 4, 5}
-	s.reset(Sampling{RepetitionPenalty: 2, RepeatLastN: n}, prompt, 1)
-	s.startChoice()
+	s.Reset(Params{RepetitionPenalty: 2, RepeatLastN: n}, prompt, 1)
+	s.StartChoice()
 	seq := slices.Clone(prompt)
 	for step := range 300 {
 		id := int32(r.IntN(8))
-		s.accept(id)
+		s.Accept(id)
 		seq = append(seq, id)
 		win := seq[len(seq)-n:]
 		for id := range int32(V) {
-			if got, want := bit(s.prev, id), slices.Contains(win, id); got != want {
+			if got, want := s.repeated(id), slices.Contains(win, id); got != want {
 				t.Fatalf("step %d: token %d penalised %v, want %v (window %v)", step, id, got, want, win)
 			}
 		}
 	}
+}
+
+// maxTop is inference.MaxTopLogprobs, the most alternatives a request asks for.
+const maxTop = 20
+
+// newSampler is New with a Scratch of its own, for the tests that call the
+// step's parts (prepare, filter) directly.
+func newSampler(vocab int) *Sampler {
+	s := New(vocab)
+	s.scratch = new(scratch)
+	return s
 }
