@@ -52,4 +52,15 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 	if f := graphio.Row(r.pre.logits, r.pre.ar-1, r.pre.vocab).At(0); !math.IsNaN(float64(f)) {
 		t.Fatalf("the last call's padding row holds %v, not hostsim's poison", f)
 	}
+	// The learned call costs (what StepCost weighs, exported as metrics) are
+	// both shards' recent times.
+	st := r.Stats()
+	for _, g := range r.GraphTotals() {
+		if want := st.Graphs[g.Graph].Recent * 2; g.Cost != want || g.Cost <= 0 {
+			t.Errorf("%s: call cost %v, want %v (2 shards × recent)", g.Graph, g.Cost, want)
+		}
+	}
+	if c := r.callCost(r.pre); c != st.Graphs[r.pre.method].Recent*2 {
+		t.Errorf("prefill_forward priced at %v, want its recent time × 2", c)
+	}
 }
