@@ -16,6 +16,7 @@
 #include "hs_format.h"
 #include "hs_io.h"
 #include "hs_model.h"
+#include "hs_genie.h"
 #include "hs_pte.h"
 #include "qnn_abi.h"
 
@@ -1210,6 +1211,12 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
   if (hs_is_et(kind)) {
     e = run_et(gh, inp, outp);
     kind = kind == HS_KIND_ET_PREFILL ? HS_KIND_PREFILL : HS_KIND_DECODE;
+    shards = gh->ctx->model.d.shards;
+  } else if (kind == HS_KIND_GENIE) {
+    char gerr[512];
+    uint32_t code = hs_genie_run(&gh->ctx->model, gh->g, inp, outp, gerr, sizeof gerr);
+    e = code ? set_err(code, "%s", gerr) : QNN_SUCCESS;
+    kind = gh->g->window == 1 ? HS_KIND_DECODE : HS_KIND_PREFILL; /* a part gets 1/N of the step's floor */
     shards = gh->ctx->model.d.shards;
   } else e = kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
   if (!e) {

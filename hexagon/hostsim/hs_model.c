@@ -1,5 +1,6 @@
 /* hs_model.c - weights and the Llama forward pass (float32 arithmetic; kernels in hs_kernels.c). */
 #include "hs_model.h"
+#include "hs_genie.h"
 #include "hs_kernels.h"
 #include "hs_pte.h"
 
@@ -245,6 +246,13 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
       m->has_embed |= io.first;
       m->has_lm |= io.last;
       hs_et_io_free(&io);
+    }
+    if (d->graphs[g].kind == HS_KIND_GENIE) { /* part 1 embeds, the last part has the lm-head */
+      hs_genie_io io;
+      if (hs_genie_bind(d, &d->graphs[g], &io, err, errlen)) { hs_desc_free(d); return -1; }
+      m->has_embed |= io.first;
+      m->has_lm |= io.last;
+      hs_genie_io_free(&io);
     }
   }
   int embed_is_lm = m->has_embed && m->has_lm && (d->flags & 1);

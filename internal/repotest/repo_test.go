@@ -310,7 +310,7 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 // testModelWriters are the packages that write hostsim test models (context
 // binaries, bundles, .pte files) and the tiny-Llama weights: `hexserve
 // mkmodel`'s, left out of the phone binary by -tags nomkmodel.
-var testModelWriters = []string{"hexagon/hostsim", "hexagon/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "internal/tinyllama"}
+var testModelWriters = []string{"hexagon/hostsim", "hexagon/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "hexagon/genie/geniesim", "internal/tinyllama"}
 
 // writersIn returns the deps that are test-model writers.
 func writersIn(deps []string) []string {

@@ -27,7 +27,7 @@ const (
 	SFixed16 DType = 0x0316
 	UFixed8  DType = 0x0408
 	UInt16   DType = 0x0116
-	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos only
+	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos, Genie graphs' input_ids only
 )
 
 // Size is the element size in bytes (0 if unsupported).
@@ -57,6 +57,8 @@ const (
 	// ETPrefill and ETDecode are ExecuTorch static-llama graphs (prefill_forward, kv_forward); see ETGraphs.
 	ETPrefill Kind = 3
 	ETDecode  Kind = 4
+	// Genie is a Qualcomm AI Hub Genie graph (prompt_ar{A}_cl{C}_{k}_of_{N} or token_ar1_…); see GeniePart.
+	Genie Kind = 5
 )
 
 // Contract is the prefill graph contract (docs/architecture.md, "The graph contract").
@@ -296,7 +298,7 @@ func graphsSize(graphs []Graph) (int64, error) {
 	for _, g := range graphs {
 		gsize += strLen(g.Name) + 7*4
 		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
+			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode && g.Kind != Genie) {
 				return 0, fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
 			}
 			if t.DType.Fixed() && !(t.Scale > 0) {
