@@ -48,7 +48,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
 		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
 		for _, d := range k.Detail {
-			p("  %d/%d\t%d\t%d\t%d / %d\t%.1f / %.1f", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, d.TTFTWithMS, d.TTFTWithoutMS)
+			p("  %d/%d\t%d\t%d\t%d / %d\t%s / %s", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, msOrDash(d.TTFTWithMS), msOrDash(d.TTFTWithoutMS))
 		}
 		p("")
 	}
@@ -158,4 +158,12 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 		}
 		p("  %s\t%.3f %s\t%s %g %s\t%s\t%s", g.Name, g.Measured, g.Unit, g.Op, g.Target, g.Unit, res, ceiling)
 	}
+}
+
+// msOrDash prints a time in ms, or – for one not measured (0).
+func msOrDash(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

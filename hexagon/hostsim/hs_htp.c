@@ -955,6 +955,8 @@ static long script_next(const char *path) {
     free(g_script);
     g_script = NULL;
     g_script_n = g_script_pos = 0;
+    g_et_offer = g_et_call_tok = -1; /* a new script: nothing offered yet */
+    g_et_next = -1;
     FILE *f = fopen(path, "r");
     if (f) {
       size_t cap = 0;

@@ -21,6 +21,7 @@ type pkg struct {
 	Doc        string
 	Name       string
 	Deps       []string
+	Imports    []string
 	Error      *struct{ Err string }
 }
 
@@ -68,7 +69,7 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // (hexagon/pte, runner siblings) are covered without editing this table.
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
-	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
+	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
 	{"upstream", "pure"}, {"front", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
@@ -251,6 +252,29 @@ func TestLayering(t *testing.T) {
 	for _, l := range []string{"pure", "app", "support", "runner", "main"} {
 		if !seen[l] {
 			t.Errorf("no package in layer %s: go list output changed?", l)
+		}
+	}
+}
+
+// TestImportRules: the wire packages (the APIs' conversions, what they
+// share, the upstream chat client's types) import no net/http, since the
+// server decodes, calls the conversions and writes; chat imports only the
+// standard library (in particular not tokenizer: callers convert Segments
+// themselves).
+func TestImportRules(t *testing.T) {
+	for _, p := range goList(t, "./openai", "./anthropic", "./ollama", "./front", "./upstream/chatwire", "./chat") {
+		if p.Error != nil {
+			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
+			continue
+		}
+		for _, imp := range p.Imports {
+			first, _, _ := strings.Cut(imp, "/")
+			switch {
+			case p.ImportPath == module+"/chat" && strings.Contains(first, "."):
+				t.Errorf("chat imports %s; it imports only the standard library", imp)
+			case imp == "net/http" || strings.HasPrefix(imp, "net/http/"):
+				t.Errorf("%s imports %s; the wire packages leave HTTP to server/", p.ImportPath, imp)
+			}
 		}
 	}
 }
