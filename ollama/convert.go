@@ -110,15 +110,10 @@ func finish(g *Generation, format json.RawMessage, o *Options, p front.Params) e
 		return err
 	}
 	gr, err := formatGrammar(format, p.GrammarOptions())
-	if err != nil || gr == nil {
+	if err != nil {
 		return err
 	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("format", "format is not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "format", "format is not available on this server")
 }
 
 // common checks the fields accepted and not acted on.
@@ -164,15 +159,25 @@ func keepAlive(raw json.RawMessage) (*time.Duration, error) {
 		if d, err := time.ParseDuration(s); err == nil {
 			return &d, nil
 		}
-		if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(n, 0) {
-			d := time.Duration(n * float64(time.Second))
-			return &d, nil
+		if n, err := strconv.ParseFloat(s, 64); err == nil {
+			return seconds(n)
 		}
 		return nil, invalid("keep_alive", "keep_alive %q is not a duration (like \"5m\" or \"-1s\") or a number of seconds", s)
 	}
 	var n float64
-	if err := json.Unmarshal(raw, &n); err != nil || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds")
+	}
+	return seconds(n)
+}
+
+// seconds is keep_alive's number of seconds as a duration, the same for a
+// number and a numeric string: NaN, an infinity or more seconds than a
+// duration holds (about 292 years) is a 400, never a conversion that
+// wraps (to forever on amd64, to 0 on arm64).
+func seconds(n float64) (*time.Duration, error) {
+	if math.IsNaN(n) || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds within ±%d", math.MaxInt64/int64(time.Second))
 	}
 	d := time.Duration(n * float64(time.Second))
 	return &d, nil
@@ -185,27 +190,13 @@ func options(g *Generation, o *Options, p front.Params) error {
 	if o == nil {
 		o = &Options{}
 	}
-	f32 := func(v *float64, name string, lo, hi float64, loOpen bool, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			return invalid("options."+name, "options.%s must be in %s%g, %g], got %g", name, open, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, err := range []error{
-		f32(o.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		f32(o.TopP, "top_p", 0, 1, true, &s.TopP),
-		f32(o.MinP, "min_p", 0, 1, false, &s.MinP),
-		f32(o.RepeatPenalty, "repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
-		f32(o.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		f32(o.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		front.InRange(o.Temperature, "options.temperature", 0, 2, false, &s.Temperature),
+		front.InRange(o.TopP, "options.top_p", 0, 1, true, &s.TopP),
+		front.InRange(o.MinP, "options.min_p", 0, 1, false, &s.MinP),
+		front.InRange(o.RepeatPenalty, "options.repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
+		front.InRange(o.PresencePenalty, "options.presence_penalty", -2, 2, false, &s.PresencePenalty),
+		front.InRange(o.FrequencyPenalty, "options.frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
 	} {
 		if err != nil {
 			return err

@@ -130,15 +130,7 @@ func (s *Server) stream(r *http.Request, cancel context.CancelFunc, events *infe
 		if !es.committed() {
 			return true, genErr
 		}
-		a := apiOf(r)
-		api, unexpected := a.mapErr(genErr, a.prompt)
-		log := zerolog.Ctx(r.Context())
-		if unexpected {
-			log.Error().Err(genErr).Str("path", r.URL.Path).Msg("stream failed")
-		} else {
-			log.Debug().Err(genErr).Msg("stream ended with an error")
-		}
-		es.fail(api)
+		es.fail(mapError(r, genErr, "stream failed"))
 	}
 	es.finish()
 	s.endStream(r, es)
@@ -206,6 +198,7 @@ func (s *Server) endStream(r *http.Request, w streamWriter) {
 		s.metrics.streamTimeouts.Inc()
 		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", w.writeTimeout()).Msg("stream dropped: the client stopped reading")
 	default:
+		clientGone(r)
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
 }
