@@ -105,7 +105,7 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
 	}
-	wide := 8 // sequences side by side
+	wide := 8                                 // sequences side by side
 	if r.info.ContextLen+1 >= conc16Context { // ContextLen is the window less the one token a reply needs
 		wide = 16
 	} else {
