@@ -37,8 +37,11 @@ $(TINY)/v79/manifest.json: $(GO_SOURCES) Makefile | build
 
 models: all $(TINY)/v79/manifest.json
 
+# make run PORT=8081 (or ADDR=0.0.0.0:8081) serves elsewhere than 127.0.0.1:8080.
+PORT ?= 8080
+ADDR ?= 127.0.0.1:$(PORT)
 run: models
-	$(BIN) serve --config configs/dev.yaml
+	$(BIN) serve --config configs/dev.yaml --addr $(ADDR)
 
 # make test runs its steps in two lanes at once (-j2, each step's output printed
 # whole when it ends): the Go lane (gotest, fuzz) keeps both cores busy, while the

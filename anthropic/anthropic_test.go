@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -21,13 +21,13 @@ var (
 	tokErr  error
 )
 
-func params(t *testing.T) openai.Params {
+func params(t *testing.T) front.Params {
 	t.Helper()
 	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
 	if tokErr != nil {
 		t.Fatal(tokErr)
 	}
-	return openai.Params{Tokenizer: tok, Date: "26 Jul 2024"}
+	return front.Params{Tokenizer: tok, Date: "26 Jul 2024"}
 }
 
 func decode(t *testing.T, body string) *MessagesRequest {

@@ -2,19 +2,15 @@ package anthropic
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // Generation is a validated Messages request: the engine request plus what
@@ -38,12 +34,9 @@ const BillingHeaderPrefix = "x-anthropic-billing-header:"
 
 // FromMessagesRequest validates r and renders its conversation with the
 // chat template into g.Request.Prompt. p is the same as for chat completions.
-func FromMessagesRequest(r *MessagesRequest, p openai.Params) (*Generation, error) {
-	if r.MaxTokens == nil {
-		return nil, invalid("max_tokens", "Field required")
-	}
-	if *r.MaxTokens < 1 {
-		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+func FromMessagesRequest(r *MessagesRequest, p front.Params) (*Generation, error) {
+	if err := checkMaxTokens(r); err != nil {
+		return nil, err
 	}
 	g, err := convert(r, p)
 	if err != nil {
@@ -56,7 +49,7 @@ func FromMessagesRequest(r *MessagesRequest, p openai.Params) (*Generation, erro
 
 // CountTokens is the number of prompt tokens /v1/messages would feed the
 // model for r (max_tokens and the sampling fields are not needed).
-func CountTokens(r *MessagesRequest, p openai.Params) (int, error) {
+func CountTokens(r *MessagesRequest, p front.Params) (int, error) {
 	g, err := convert(r, p)
 	if err != nil {
 		return 0, err
@@ -64,26 +57,44 @@ func CountTokens(r *MessagesRequest, p openai.Params) (int, error) {
 	return len(g.Request.Prompt), nil
 }
 
-func convert(r *MessagesRequest, p openai.Params) (*Generation, error) {
-	g := &Generation{Model: r.Model}
+func checkMaxTokens(r *MessagesRequest) error {
+	if r.MaxTokens == nil {
+		return invalid("max_tokens", "Field required")
+	}
+	if *r.MaxTokens < 1 {
+		return invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	}
+	return nil
+}
+
+// check validates what serving r needs wherever it runs (here or on an
+// upstream): no MCP servers, the sampling fields and stop sequences (into
+// g, over p's defaults), thinking, the tools (as the template's tool
+// objects, and their names) and tool_choice (its type).
+func check(r *MessagesRequest, p front.Params, g *Generation) (tools []json.RawMessage, names []string, mode string, err error) {
 	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
-		return nil, invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
+		return nil, nil, "", invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
 	}
 	if err := sampling(r, p, g); err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if r.Thinking != nil && r.Thinking.Type == "" {
-		return nil, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+		return nil, nil, "", invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
 	}
-	tools, names, err := toolDefs(r.Tools)
+	if tools, names, err = toolDefs(r.Tools); err != nil {
+		return nil, nil, "", err
+	}
+	mode, err = toolChoice(r.ToolChoice, names)
+	return tools, names, mode, err
+}
+
+func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
+	g := &Generation{Model: r.Model}
+	tools, names, mode, err := check(r, p, g)
 	if err != nil {
 		return nil, err
 	}
-	mode, err := toolChoice(r.ToolChoice, names)
-	if err != nil {
-		return nil, err
-	}
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := p.ChatOptions()
 	if mode != "none" && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools = names
@@ -96,7 +107,10 @@ func convert(r *MessagesRequest, p openai.Params) (*Generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = encode(p.Tokenizer, msgs, prefill, opt); err != nil {
+	if len(msgs) == 0 {
+		return nil, invalid("messages", "messages must contain a user message")
+	}
+	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, prefill); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -104,20 +118,14 @@ func convert(r *MessagesRequest, p openai.Params) (*Generation, error) {
 
 // sampling validates the sampling fields (Anthropic's ranges) over the
 // server's defaults, the stop sequences and the cache hint.
-func sampling(r *MessagesRequest, p openai.Params, g *Generation) error {
+func sampling(r *MessagesRequest, p front.Params, g *Generation) error {
 	s := p.Defaults
 	s.LogitBias = nil
-	if v := r.Temperature; v != nil {
-		if math.IsNaN(*v) || *v < 0 || *v > 1 {
-			return invalid("temperature", "temperature must be in [0, 1], got %g", *v)
-		}
-		s.Temperature = float32(*v)
+	if err := front.InRange(r.Temperature, "temperature", 0, 1, false, &s.Temperature); err != nil {
+		return err
 	}
-	if v := r.TopP; v != nil {
-		if math.IsNaN(*v) || *v <= 0 || *v > 1 {
-			return invalid("top_p", "top_p must be in (0, 1], got %g", *v)
-		}
-		s.TopP = float32(*v)
+	if err := front.InRange(r.TopP, "top_p", 0, 1, true, &s.TopP); err != nil {
+		return err
 	}
 	if v := r.TopK; v != nil {
 		if *v < 0 {
@@ -136,19 +144,9 @@ func sampling(r *MessagesRequest, p openai.Params, g *Generation) error {
 	}
 	g.Request.Stop = r.StopSequences
 	if r.Metadata != nil && r.Metadata.UserID != nil {
-		g.Request.CacheKey = cacheKey(*r.Metadata.UserID)
+		g.Request.CacheKey = front.CacheKey(*r.Metadata.UserID)
 	}
 	return nil
-}
-
-// cacheKey is the KV store's hint from metadata.user_id; a long one is kept
-// as its hash (as openai's prompt_cache_key).
-func cacheKey(k string) string {
-	if len(k) > 64 {
-		sum := sha256.Sum256([]byte(k))
-		k = "sha256:" + hex.EncodeToString(sum[:16])
-	}
-	return k
 }
 
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
@@ -176,7 +174,7 @@ func toolDefs(tools []Tool) ([]json.RawMessage, []string, error) {
 			return nil, nil, invalid(p+".input_schema", "input_schema is required and must be a JSON Schema object")
 		}
 		seen[t.Name] = true
-		out = append(out, openai.FunctionTool(t.Name, t.Description, schema))
+		out = append(out, front.FunctionTool(t.Name, t.Description, schema))
 		names = append(names, t.Name)
 	}
 	return out, names, nil
@@ -215,7 +213,7 @@ func toolChoice(tc *ToolChoice, names []string) (string, error) {
 
 // constrain sets the constrained decoder for a forced tool call (tool_choice
 // any or tool) or JSON outputs (output_config.format).
-func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p openai.Params) error {
+func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p front.Params) error {
 	var gr *grammar.Grammar
 	var err error
 	if f := r.OutputConfig; f != nil && f.Format != nil {
@@ -230,36 +228,24 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 			schema = []byte(`{}`)
 		}
 		if gr, err = grammar.Compile(schema, p.GrammarOptions()); err != nil {
-			return openai.SchemaError("output_config.format.schema", err)
+			return front.SchemaError("output_config.format.schema", err)
 		}
 	}
 	if mode == "any" || mode == "tool" {
 		var ts []grammar.Tool
-		var idx []int
+		var params []string
 		for i, t := range r.Tools {
 			if mode == "tool" && t.Name != r.ToolChoice.Name {
 				continue
 			}
 			ts = append(ts, grammar.Tool{Name: names[i], Parameters: bytes.Clone(t.InputSchema), Strict: t.Strict != nil && *t.Strict})
-			idx = append(idx, i)
+			params = append(params, fmt.Sprintf("tools[%d].input_schema", i))
 		}
-		gr, err = grammar.Tools(ts, !g.Single, p.GrammarOptions())
-		if te, ok := err.(*grammar.ToolError); ok {
-			return openai.SchemaError(fmt.Sprintf("tools[%d].input_schema", idx[te.Index]), te.Err)
-		}
-		if err != nil {
+		if gr, err = front.ToolGrammar(ts, params, !g.Single, p.GrammarOptions()); err != nil {
 			return err
 		}
 	}
-	if gr == nil {
-		return nil
-	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("tool_choice", "forced tool use and JSON outputs are not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "tool_choice", "forced tool use and JSON outputs are not available on this server")
 }
 
 // chatMessages converts system and the turns to chat messages. A final
@@ -460,26 +446,7 @@ func blockError(typ, p string) error {
 	return invalid(p, "content block type %q is not supported (text, tool_use, tool_result, thinking)", typ)
 }
 
-// encode renders msgs with the chat template and tokenizes them segment by
-// segment, so special-token text inside content stays plain text; prefill
-// follows the generation prompt as plain text.
-func encode(tok *tokenizer.Tokenizer, msgs []chat.Message, prefill string, opt chat.Options) ([]int32, error) {
-	if len(msgs) == 0 {
-		return nil, invalid("messages", "messages must contain a user message")
-	}
-	if opt.MaxBytes > 0 {
-		if opt.MaxBytes -= len(prefill); opt.MaxBytes <= 0 {
-			return nil, &chat.LengthError{MaxBytes: opt.MaxBytes + len(prefill)}
-		}
-	}
-	return openai.EncodeChat(tok, msgs, opt, prefill)
-}
-
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
-func invalid(param, format string, args ...any) error {
-	return &inference.InvalidRequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+var (
+	invalid = front.Invalid
+	isNull  = front.IsNull
+)

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
 )
 
 // Message is the response of POST /v1/messages (and, with empty content,
@@ -55,7 +55,7 @@ const (
 )
 
 // NewMessageID returns a fresh "msg_…" id.
-func NewMessageID() string { return openai.NewResponseID("msg_") }
+func NewMessageID() string { return front.NewID("msg_") }
 
 func toUsage(u inference.Usage) Usage {
 	return Usage{InputTokens: u.PromptTokens - u.CachedTokens, OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.CachedTokens}
@@ -77,17 +77,14 @@ func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *s
 // toolUses parses text as calls of g's tools (at most one with Single) and
 // returns them as tool_use blocks; ok is false for ordinary text.
 func (g *Generation) toolUses(text string) ([]ContentBlock, bool) {
-	calls, ok := openai.ParseToolCalls(text, g.Tools)
+	calls, ok := front.ParseToolCalls(text, g.Tools, !g.Single)
 	if !ok {
 		return nil, false
-	}
-	if g.Single {
-		calls = calls[:1]
 	}
 	out := make([]ContentBlock, len(calls))
 	for i, c := range calls {
 		out[i] = ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"),
-			Name: c.Function.Name, Input: json.RawMessage(c.Function.Arguments)}
+			Name: c.Name, Input: c.Arguments}
 	}
 	return out, true
 }

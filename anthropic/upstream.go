@@ -1,14 +1,14 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/upstream/chatwire"
 )
 
 // The conversions below serve a Messages request from an upstream model (an
@@ -23,23 +23,10 @@ import (
 // upstream applies its own template and would answer it as a turn of its
 // own.
 func ToOpenAI(r *MessagesRequest) ([]byte, error) {
-	if r.MaxTokens == nil {
-		return nil, invalid("max_tokens", "Field required")
-	}
-	if *r.MaxTokens < 1 {
-		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
-	}
-	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
-		return nil, invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
-	}
-	if err := sampling(r, openai.Params{}, &Generation{}); err != nil { // the ranges and stop sequences
+	if err := checkMaxTokens(r); err != nil {
 		return nil, err
 	}
-	tools, names, err := toolDefs(r.Tools)
-	if err != nil {
-		return nil, err
-	}
-	mode, err := toolChoice(r.ToolChoice, names)
+	tools, _, mode, err := check(r, front.Params{}, &Generation{})
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +38,7 @@ func ToOpenAI(r *MessagesRequest) ([]byte, error) {
 		return nil, invalid(fmt.Sprintf("messages[%d]", len(r.Messages)-1), "a final assistant turn (prefill) is not supported for an upstream model: "+
 			"it applies its own chat template and cannot continue the turn")
 	}
-	out := openai.UpstreamChat{Model: r.Model, Messages: openAIMessages(msgs), MaxTokens: r.MaxTokens,
+	out := chatwire.UpstreamChat{Model: r.Model, Messages: openAIMessages(msgs), MaxTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, Stop: r.StopSequences}
 	if len(tools) > 0 {
 		out.Tools = tools
@@ -89,24 +76,24 @@ func openAIToolChoice(mode string, tc *ToolChoice) any {
 // openAIMessages are the chat messages in OpenAI's wire form; an assistant
 // turn's text and tool calls (one chat message each, as the Llama-3.2
 // template renders them) are one message again.
-func openAIMessages(msgs []chat.Message) []openai.Message {
-	var out []openai.Message
+func openAIMessages(msgs []chat.Message) []chatwire.Message {
+	var out []chatwire.Message
 	for _, m := range msgs {
 		if n := len(out); n > 0 && m.Role == "assistant" && out[n-1].Role == "assistant" && len(m.ToolCalls) > 0 {
 			out[n-1].ToolCalls = append(out[n-1].ToolCalls, openAICalls(m.ToolCalls)...)
 			continue
 		}
-		om := openai.Message{Role: m.Role, Content: openai.TextContent(m.Content), ToolCallID: m.ToolCallID, ToolCalls: openAICalls(m.ToolCalls)}
+		om := chatwire.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolCalls: openAICalls(m.ToolCalls)}
 		out = append(out, om)
 	}
 	return out
 }
 
-func openAICalls(calls []chat.ToolCall) []openai.ToolCall {
-	var out []openai.ToolCall
+func openAICalls(calls []chat.ToolCall) []chatwire.ToolCall {
+	var out []chatwire.ToolCall
 	for _, c := range calls {
-		out = append(out, openai.ToolCall{ID: c.ID, Type: "function",
-			Function: openai.FunctionCall{Name: c.Name, Arguments: openai.Arguments(c.Arguments)}})
+		out = append(out, chatwire.ToolCall{ID: c.ID, Type: "function",
+			Function: chatwire.FunctionCall{Name: c.Name, Arguments: string(c.Arguments)}})
 	}
 	return out
 }
@@ -124,7 +111,7 @@ type Relay struct {
 	ID    string   // the message id
 	Stops []string // the request's stop_sequences
 
-	rd      openai.ChunkReader
+	rd      chatwire.ChunkReader
 	started bool
 	index   int            // the next block's index
 	open    string         // the open block: "", "text" or "tool_use"
@@ -236,7 +223,7 @@ func (r *Relay) toolID(i int, id string) string {
 	}
 	switch {
 	case id == "":
-		id = openai.NewResponseID("toolu_")
+		id = front.NewID("toolu_")
 	case !strings.HasPrefix(id, "toolu_"):
 		id = "toolu_" + strings.TrimPrefix(id, "call_")
 	}

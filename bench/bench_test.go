@@ -449,6 +449,19 @@ func TestRunPhases(t *testing.T) {
 	if len(rep.Goals) != 1 || rep.Goals[0].Name != "go_side_rss_mb" {
 		t.Errorf("goals %+v, want only go_side_rss_mb", rep.Goals)
 	}
+	// Phases that did not run print nothing: no empty tables, no zeros.
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"THROUGHPUT", "HOST TIME", "PREFIX CACHE", "KV STORE", "SPECULATIVE", "CONCURRENCY", "TOKENIZER", "STRUCTURED", "0.000"} {
+		if strings.Contains(text.String(), absent) {
+			t.Errorf("the report of the stream phase alone has %q:\n%s", absent, text.String())
+		}
+	}
+	if !strings.Contains(text.String(), "STREAMING") {
+		t.Errorf("no STREAMING section:\n%s", text.String())
+	}
 }
 
 // snapModel gives a one-sequence model a KV cache of 4-byte rows (their
@@ -505,5 +518,76 @@ func (m *snapModel) RestoreSeqKV(id inference.SeqID, from int, src []byte) error
 func (m *snapModel) RestoredTokens(id inference.SeqID, toks []int32) {
 	if id == m.id {
 		m.restored = slices.Clone(toks)
+	}
+}
+
+// costs prices steps as a .pte at v79 floors: a row through kv_forward
+// (62.5 ms) or one 128-row prefill_forward call (64.5 ms), the cheaper.
+type costs struct{ decode, prefill time.Duration }
+
+func (c costs) StepCost(rows int) time.Duration { return min(time.Duration(rows)*c.decode, c.prefill) }
+
+// TestCeilings: a workload's ceiling is N × cost(1 row) ÷ cost(N rows),
+// from the costs the model measured: issue 41's 3.9×, 7.75× and 15.5× at
+// v79 floors, and no more than 1× while a multi-row call costs N one-row calls or more.
+func TestCeilings(t *testing.T) {
+	v79 := costs{62500 * time.Microsecond, 64500 * time.Microsecond}
+	slow := costs{62500 * time.Microsecond, 400 * time.Millisecond} // hostsim's 128-row call before issue 41
+	for _, tc := range []struct {
+		name string
+		c    costs
+		want map[string]float64
+		ttft float64
+	}{
+		{"v79", v79, map[string]float64{"1": 1, "4": 3.876, "8": 7.752, "16": 15.504, "n4": 3.876}, 64.5},
+		{"slow multi-row call", slow, map[string]float64{"1": 1, "4": 1, "8": 1.25, "16": 2.5, "n4": 1}, 400},
+	} {
+		c := &Concurrency{SideBySide: map[string]float64{"1": 1, "4": 1, "8": 1, "16": 1, "n4": 1}, Ceiling: map[string]float64{}}
+		c.ceilings(tc.c)
+		for k, want := range tc.want {
+			if got := c.Ceiling[k]; got != want {
+				t.Errorf("%s: ceiling %s = %v, want %v", tc.name, k, got, want)
+			}
+		}
+		if c.TTFTCeilingMS != tc.ttft {
+			t.Errorf("%s: TTFT ceiling %v ms, want %v", tc.name, c.TTFTCeilingMS, tc.ttft)
+		}
+	}
+	// Workloads that did not run get no ceiling.
+	c := &Concurrency{SideBySide: map[string]float64{"1": 1, "4": 1}, Ceiling: map[string]float64{}}
+	c.ceilings(v79)
+	if _, ok := c.Ceiling["16"]; ok {
+		t.Errorf("ceiling for a workload that did not run: %v", c.Ceiling)
+	}
+}
+
+// TestRunFull: --full keeps the whole workload (4 conversations × 6 turns,
+// every turn timed); the default takes 2 × 3 and leaves turn 1 untimed.
+func TestRunFull(t *testing.T) {
+	tok := loadTokenizer(t)
+	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
+	for _, full := range []bool{false, true} {
+		rep, err := Run(context.Background(), Options{Full: full, Tokens: 8, Phases: []string{"kvstore"},
+			Load: func() (Loaded, error) {
+				m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
+				return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := rep.KVStore
+		convs, turns := 2, 3
+		if full {
+			convs, turns = kvConversations, kvTurns
+		}
+		if k.Conversations != convs || k.Turns != turns || len(k.Detail) != convs*turns || rep.Full != full {
+			t.Fatalf("full %v: %d × %d turns, %d details", full, k.Conversations, k.Turns, len(k.Detail))
+		}
+		if timed := k.Detail[0].TTFTWithMS > 0 && k.Detail[0].TTFTWithoutMS > 0; timed != full {
+			t.Errorf("full %v: turn 1 timed %v (%+v)", full, timed, k.Detail[0])
+		}
+		if d := k.Detail[len(k.Detail)-1]; d.TTFTWithMS <= 0 || d.TTFTWithoutMS <= 0 {
+			t.Errorf("full %v: last turn not timed: %+v", full, d)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,9 +18,11 @@ const (
 	GoalConc4XChunked = 2.3  // on a chunked bundle (ceiling ≈ 2.65× at v79 costs)
 	GoalConc4XQHexRT  = 0.95 // on a QHexRT-contract bundle (sequences take turns)
 	GoalConc8X        = 6    // 8 streams
+	GoalConc16X       = 12   // 16 streams, on a context of conc16Context or more
 	GoalConcN4X       = 3    // n = 4 side by side ÷ n = 4 one after another
 	GoalConcTTFT      = 0.5  // s, p50 TTFT of a short request during 4-stream load
 	GoalConcAlone     = 0.98 // one stream side-by-side engine ÷ one-at-a-time engine
+	conc16Context     = 4096 // the 16-stream workload needs this context (16 sequences' slots)
 )
 
 // Concurrency is the concurrency phase's result: the same workloads on an
@@ -52,7 +55,33 @@ type Concurrency struct {
 	StepHostShare map[string]float64 `json:"side_by_side_step_host_share"`
 	TTFTMS        Dist               `json:"ttft_ms_under_load"`
 	SerialTTFTMS  float64            `json:"serial_ttft_ms_under_load"`
-	Error         string             `json:"error,omitempty"`
+	// Ceiling is each workload's bound from the model's measured call costs
+	// (inference.Batcher.StepCost at the end of the side-by-side runs):
+	// for N rows a step, N × cost(1-row step) ÷ cost(N-row step), the
+	// ratio to one stream that a perfect scheduler would reach ("1": the
+	// side-by-side ÷ one-at-a-time ratio, 1). TTFTCeilingMS is one step
+	// carrying the 4 load rows and the short request's prompt.
+	Ceiling       map[string]float64 `json:"ceiling_x"`
+	TTFTCeilingMS float64            `json:"ttft_ceiling_ms"`
+	// CallCostMS is the runner's learned cost of one call of each graph at
+	// the end of the side-by-side runs (inference.GraphTotal.Cost: recent
+	// calls, all shards), what its StepCost weighs.
+	CallCostMS map[string]float64 `json:"graph_call_cost_ms,omitempty"`
+	Error      string             `json:"error,omitempty"`
+}
+
+// concurrencyKeys are the workloads in report order: streams side by side
+// ("1", "4", "8", "16") and one request with n = 4 ("n4").
+var concurrencyKeys = []string{"1", "4", "8", "16", "n4"}
+
+// workloadRows is how many rows a decode step of workload key carries.
+func workloadRows(key string) int {
+	if key == "n4" {
+		return 4
+	}
+	n := 0
+	fmt.Sscan(key, &n)
+	return n
 }
 
 // concurrencyPhase measures issue 25's goals. It needs a model whose pool
@@ -67,20 +96,26 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 		emu = Latency{PrefillUS: r.emu.PrefillUS, DecodeUS: r.emu.DecodeUS + r.emu.LMHeadUS}
 	}
 	defer setLatency(emu)()
-	out := r.opt.Tokens
+	out, kind := r.opt.Tokens, modelKind(r.model)
 	prompt := r.tok.Encode("Write a short story about a lighthouse keeper and a storm.", true, false)
-	c := &Concurrency{Kind: modelKind(r.model), Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
-		Serial: map[string]float64{}, SideBySide: map[string]float64{},
+	c := &Concurrency{Kind: kind, Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
+		Serial: map[string]float64{}, SideBySide: map[string]float64{}, Ceiling: map[string]float64{},
 		CallsPerToken: map[string]float64{}, CallMS: map[string]float64{}, HostShare: map[string]float64{}, StepHostShare: map[string]float64{}}
 	r.rep.Concurrency = c
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
 	}
+	wide := 8                                 // sequences side by side
+	if r.info.ContextLen+1 >= conc16Context { // ContextLen is the window less the one token a reply needs
+		wide = 16
+	} else {
+		r.progress("  16 streams: skipped, the %d-token window is below %d (mkmodel --ctx %d)", r.info.ContextLen+1, conc16Context, conc16Context)
+	}
 	for _, mode := range []struct {
 		seqs int
 		res  map[string]float64
-	}{{1, c.Serial}, {8, c.SideBySide}} {
-		e := inference.New(r.model, r.tok, inference.Config{MaxSequences: mode.seqs, QueueLen: 16})
+	}{{1, c.Serial}, {wide, c.SideBySide}} {
+		e := inference.New(r.model, r.tok, inference.Config{MaxSequences: mode.seqs, QueueLen: 32})
 		if _, err := streams(ctx, e, req(1), 1); err != nil { // warm-up: both graphs measured
 			e.Close()
 			return err
@@ -89,9 +124,15 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			key     string
 			streams int
 			n       int
-		}{{"1", 1, 1}, {"4", 4, 1}, {"8", 8, 1}, {"n4", 1, 4}} {
-			if mode.seqs == 1 && k.key == "8" {
-				continue // 8 one after another say nothing that 4 do not
+		}{{"1", 1, 1}, {"4", 4, 1}, {"8", 8, 1}, {"16", 16, 1}, {"n4", 1, 4}} {
+			if mode.seqs == 1 && k.streams > 4 {
+				continue // 8 or 16 one after another say nothing that 4 do not
+			}
+			if k.streams > wide {
+				continue
+			}
+			if !r.opt.Full && (mode.seqs == 1 && k.key == "4" || kind != "pte" && k.key != "1" && k.key != "4") {
+				continue // no goal reads them (a bundle's goals are its 4-stream ratio's); --full runs them
 			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
 			g0, t0 := graphTotals(r.model), time.Now()
@@ -116,7 +157,15 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			}
 			c.Runs = r.opt.Runs
 		}
-		ttft, err := ttftUnderLoad(ctx, e, req(1), prompt[:4], map[int]int{1: 1, 8: 5}[mode.seqs])
+		if mode.seqs == 1 && !r.opt.Full {
+			e.Close() // one at a time, the short request waits for the whole load: --full measures it
+			continue
+		}
+		samples := 5
+		if mode.seqs == 1 {
+			samples = 1
+		}
+		ttft, err := ttftUnderLoad(ctx, e, req(1), prompt[:4], samples)
 		e.Close()
 		if err != nil {
 			return err
@@ -127,7 +176,36 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			c.TTFTMS = ttft
 		}
 	}
+	c.ceilings(r.model.(inference.Batcher))
+	if gt, ok := r.model.(inference.GraphTimer); ok {
+		c.CallCostMS = map[string]float64{}
+		for _, g := range gt.GraphTotals() {
+			c.CallCostMS[g.Graph] = round3(ms(g.Cost))
+		}
+	}
 	return nil
+}
+
+// stepCoster prices a step of rows from measured call costs (an
+// inference.Batcher's StepCost).
+type stepCoster interface {
+	StepCost(rows int) time.Duration
+}
+
+// ceilings sets each workload's ceiling from b's measured call costs.
+func (c *Concurrency) ceilings(b stepCoster) {
+	one := b.StepCost(1)
+	for _, k := range concurrencyKeys {
+		if _, ran := c.SideBySide[k]; !ran {
+			continue
+		}
+		n := workloadRows(k)
+		if cost := b.StepCost(n); cost > 0 && one > 0 {
+			c.Ceiling[k] = round3(float64(n) * one.Seconds() / cost.Seconds())
+		}
+	}
+	c.Ceiling["1"] = 1
+	c.TTFTCeilingMS = round3(ms(b.StepCost(4 + 4)))
 }
 
 // streams runs k copies of req at once and returns their generated tokens
@@ -165,15 +243,18 @@ func streams(ctx context.Context, e *inference.Engine, req inference.Request, k 
 
 // ttftUnderLoad starts 4 streams of load, then sends samples short
 // requests (4 prompt tokens, 1 output token) one after another while they
-// run, and returns their times to first token.
+// run, and returns their times to first token. The load is cancelled once
+// the samples are in (what it would generate after them is not measured).
 func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Request, short []int32, samples int) (Dist, error) {
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	loadErr := make([]error, 4)
 	for i := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := e.Submit(ctx, load)
+			s, err := e.Submit(lctx, load)
 			if err == nil {
 				_, err = inference.Collect(s)
 			}
@@ -199,9 +280,11 @@ func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Requ
 			}
 		}
 	}
+	cancelled := lctx.Err() == nil && ctx.Err() == nil
+	stop()
 	wg.Wait()
 	for _, err := range loadErr {
-		if err != nil {
+		if err != nil && !(cancelled && errors.Is(err, context.Canceled)) {
 			return Dist{}, err
 		}
 	}
@@ -215,21 +298,30 @@ func concurrencyGoals(c *Concurrency) []Goal {
 	}
 	one := c.SideBySide["1"]
 	g4 := map[string]float64{"chunked": GoalConc4XChunked, "qhexrt": GoalConc4XQHexRT}[c.Kind]
+	withCeiling := func(g Goal, key string) Goal {
+		g.Ceiling = c.Ceiling[key]
+		return g
+	}
 	var gs []Goal
 	if g4 == 0 {
 		gs = []Goal{
-			goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", GoalConc4X, "×", "aggregate tok/s of 4 streams ÷ one stream, side by side"),
-			goal("concurrency_8_streams_x", round3(c.SideBySide["8"]/one), ">=", GoalConc8X, "×", "aggregate tok/s of 8 streams ÷ one stream"),
-			goal("concurrency_n4_x", round3(c.SideBySide["n4"]/c.Serial["n4"]), ">=", GoalConcN4X, "×", "n = 4 side by side ÷ n = 4 one after another"),
+			withCeiling(goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", GoalConc4X, "×", "aggregate tok/s of 4 streams ÷ one stream, side by side"), "4"),
+			withCeiling(goal("concurrency_8_streams_x", round3(c.SideBySide["8"]/one), ">=", GoalConc8X, "×", "aggregate tok/s of 8 streams ÷ one stream"), "8"),
 		}
+		if v, ok := c.SideBySide["16"]; ok {
+			gs = append(gs, withCeiling(goal("concurrency_16_streams_x", round3(v/one), ">=", GoalConc16X, "×",
+				fmt.Sprintf("aggregate tok/s of 16 streams ÷ one stream, context ≥ %d", conc16Context)), "16"))
+		}
+		gs = append(gs, withCeiling(goal("concurrency_n4_x", round3(c.SideBySide["n4"]/c.Serial["n4"]), ">=", GoalConcN4X, "×", "n = 4 side by side ÷ n = 4 one after another"), "n4"))
 	} else {
-		gs = []Goal{goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", g4, "×",
-			fmt.Sprintf("aggregate tok/s of 4 streams ÷ one stream, side by side, %s bundle", c.Kind))}
+		gs = []Goal{withCeiling(goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", g4, "×",
+			fmt.Sprintf("aggregate tok/s of 4 streams ÷ one stream, side by side, %s bundle", c.Kind)), "4")}
 	}
-	return append(gs,
-		goal("concurrency_ttft_p50_s", round3(c.TTFTMS.P50/1000), "<=", GoalConcTTFT, "s",
-			fmt.Sprintf("4-token request during 4-stream load; p99 %.3f s; one at a time: %.3f s", c.TTFTMS.P99/1000, c.SerialTTFTMS/1000)),
-		goal("concurrency_one_stream_x", round3(one/c.Serial["1"]), ">=", GoalConcAlone, "×", "one stream, side-by-side engine ÷ one-at-a-time engine"),
+	ttft := goal("concurrency_ttft_p50_s", round3(c.TTFTMS.P50/1000), "<=", GoalConcTTFT, "s",
+		fmt.Sprintf("4-token request during 4-stream load; p99 %.3f s; one at a time: %.3f s", c.TTFTMS.P99/1000, c.SerialTTFTMS/1000))
+	ttft.Ceiling = round3(c.TTFTCeilingMS / 1000)
+	return append(gs, ttft,
+		withCeiling(goal("concurrency_one_stream_x", round3(one/c.Serial["1"]), ">=", GoalConcAlone, "×", "one stream, side-by-side engine ÷ one-at-a-time engine"), "1"),
 	)
 }
 
@@ -261,11 +353,16 @@ func graphTotals(m inference.Model) inference.GraphTotal {
 }
 
 // runsFor is how many times a workload runs (its median is reported):
-// Options.Runs for every side-by-side workload and for one stream alone;
-// once for the slow one-at-a-time multi-stream runs.
+// Options.Runs for one stream alone (the denominator of every ratio);
+// r.fewRuns() for the side-by-side multi-stream workloads (an aggregate
+// over 4 to 16 streams' steps); once for the slow one-at-a-time
+// multi-stream runs.
 func (r *runner) runsFor(seqs int, key string) int {
-	if seqs > 1 || key == "1" {
+	switch {
+	case key == "1":
 		return r.opt.Runs
+	case seqs > 1:
+		return r.fewRuns()
 	}
 	return 1
 }

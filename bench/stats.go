@@ -61,7 +61,10 @@ type Goal struct {
 	Target   float64 `json:"target"`
 	Unit     string  `json:"unit"`
 	Pass     bool    `json:"pass"`
-	Note     string  `json:"note,omitempty"`
+	// Ceiling is the best the hardware allows for this figure, from the
+	// measured call costs (0: none given).
+	Ceiling float64 `json:"ceiling,omitempty"`
+	Note    string  `json:"note,omitempty"`
 }
 
 func goal(name string, measured float64, op string, target float64, unit, note string) Goal {

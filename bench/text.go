@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -18,31 +20,67 @@ func WriteText(w io.Writer, rep *Report) error {
 		rep.Workload.PromptTokens, rep.Workload.DecodeTokens, rep.Workload.Runs,
 		rep.Workload.Emulation.PrefillUS, rep.Workload.Emulation.DecodeUS, rep.Workload.Emulation.LMHeadUS)
 	p("")
-	p("THROUGHPUT (hostsim speed)\tprefill tok/s p50\tdecode tok/s\tdecode step ms p50/p99\tTTFT ms p50/p99")
-	for _, t := range rep.Native {
-		p("  %s\t%.0f\t%.1f\t%.2f / %.2f\t%.1f / %.1f", t.Sampling, t.PrefillTokS.P50, t.DecodeTokS,
-			t.DecodeStepMS.P50, t.DecodeStepMS.P99, t.TTFTMS.P50, t.TTFTMS.P99)
+	// Each section prints only when its phase ran.
+	if len(rep.Native) > 0 {
+		p("THROUGHPUT (hostsim speed)\tprefill tok/s p50\tdecode tok/s\tdecode step ms p50/p99\tTTFT ms p50/p99")
+		for _, t := range rep.Native {
+			p("  %s\t%.0f\t%.1f\t%.2f / %.2f\t%.1f / %.1f", t.Sampling, t.PrefillTokS.P50, t.DecodeTokS,
+				t.DecodeStepMS.P50, t.DecodeStepMS.P99, t.TTFTMS.P50, t.TTFTMS.P99)
+		}
+		p("")
 	}
-	p("")
+	if len(rep.Host) > 0 {
+		writeHost(p, rep.Host)
+	}
+	if len(rep.Streaming) > 0 {
+		writeStreaming(p, rep.Streaming)
+	}
+	if pc := rep.PrefixCache; pc.HistoryTokens > 0 {
+		p("PREFIX CACHE\thistory %d tokens, turn 2 %d tokens (%d cached): TTFT %.1f ms cached, %.1f ms uncached, ratio %.3f",
+			pc.HistoryTokens, pc.Turn2Tokens, pc.CachedTokens, pc.TTFTCachedMS, pc.TTFTUncachedMS, pc.Ratio)
+		p("")
+	}
+	if k := rep.KVStore; k.Skipped != "" {
+		p("KV STORE\tskipped: %s", k.Skipped)
+		p("")
+	} else if k.Ratio > 0 {
+		p("KV STORE\t%d conversations × %d turns, %d-token replies: turns 2… TTFT %.1f ms with the store, %.1f ms without, ratio %.3f; %d turns short of their history; store %d entries, %s",
+			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
+		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
+		for _, d := range k.Detail {
+			p("  %d/%d\t%d\t%d\t%d / %d\t%s / %s", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, msOrDash(d.TTFTWithMS), msOrDash(d.TTFTWithoutMS))
+		}
+		p("")
+	}
+	writeRest(p, rep, mib)
+	return tw.Flush()
+}
+
+// writeHost writes the host phase's tables.
+func writeHost(p func(string, ...any), host []HostTime) {
 	p("HOST TIME per decode token (µs)\twall p50\tp99\tsampling\tmodel I/O\tdetokenise\trest\t(graph ms p50)")
-	for _, h := range rep.Host {
+	for _, h := range host {
 		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f", h.Sampling, h.TotalUS.P50, h.TotalUS.P99,
 			h.Split.Sampling, h.Split.ModelIO, h.Split.Detokenise, h.Split.Rest, h.GraphMS.P50)
 	}
 	p("HOST THREAD CPU per decode token (µs)\tp50\tp99\tsampling\tmodel I/O\tengine (replay warm / cold)\tper token: preempted / blocked / minor faults (engine's) / run-queue µs")
-	for _, h := range rep.Host {
+	for _, h := range host {
 		p("  %s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f (%.1f / %.1f)\t%.2f / %.2f / %.2f (%.2f) / %.1f", h.Sampling, h.CPUUS.P50, h.CPUUS.P99,
 			h.CPUSplit.Sampling, h.CPUSplit.ModelIO, h.CPUSplit.Engine, h.CPUSplit.EngineWarm, h.CPUSplit.EngineCold,
 			h.Thread.InvolSwitches, h.Thread.VolSwitches, h.Thread.MinorFaults, h.Thread.EngineMinorFaults, h.Thread.RunDelayUS)
 	}
-	for _, h := range rep.Host {
+	for _, h := range host {
 		if h.IO.KVCopyBackground > 0 {
 			p("  %s: KV copy µs per decode token p50: %.1f on the critical path (in model I/O), %.1f in the background", h.Sampling, h.IO.KVCopy, h.IO.KVCopyBackground)
 		}
 	}
 	p("")
+}
+
+// writeStreaming writes the streaming phases' table.
+func writeStreaming(p func(string, ...any), streaming []Streaming) {
 	p("STREAMING\tengine tok/s\tdelivered tok/s\tefficiency\tdecode tok/s\tTTFT ms p50\ttoken delay ms p50/p99 (held)\trelease delay ms p50/p99\trequests")
-	for _, s := range rep.Streaming {
+	for _, s := range streaming {
 		if s.Error != "" {
 			p("  %s\terror: %s", s.Transport, s.Error)
 			continue
@@ -52,21 +90,10 @@ func WriteText(w io.Writer, rep *Report) error {
 			s.ReleaseDelayMS.P50, s.ReleaseDelayMS.P99, s.Requests)
 	}
 	p("")
-	pc := rep.PrefixCache
-	p("PREFIX CACHE\thistory %d tokens, turn 2 %d tokens (%d cached): TTFT %.1f ms cached, %.1f ms uncached, ratio %.3f",
-		pc.HistoryTokens, pc.Turn2Tokens, pc.CachedTokens, pc.TTFTCachedMS, pc.TTFTUncachedMS, pc.Ratio)
-	p("")
-	if k := rep.KVStore; k.Skipped != "" {
-		p("KV STORE\tskipped: %s", k.Skipped)
-	} else if k.Ratio > 0 {
-		p("KV STORE\t%d conversations × %d turns, %d-token replies: turns 2… TTFT %.1f ms with the store, %.1f ms without, ratio %.3f; %d turns short of their history; store %d entries, %s",
-			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
-		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
-		for _, d := range k.Detail {
-			p("  %d/%d\t%d\t%d\t%d / %d\t%.1f / %.1f", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, d.TTFTWithMS, d.TTFTWithoutMS)
-		}
-	}
-	p("")
+}
+
+// writeRest writes the sections after the KV store's.
+func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 	if len(rep.Speculative) > 0 {
 		p("SPECULATIVE (decode tok/s)	prompt	output	off	on	ratio	goal	accepted/rejected")
 		for _, s := range rep.Speculative {
@@ -79,12 +106,26 @@ func WriteText(w io.Writer, rep *Report) error {
 		}
 		p("")
 	}
-	if c := rep.Concurrency; c != nil {
-		p("CONCURRENCY (aggregate tok/s, %d-token prompts, %d tokens each)\tone at a time\tside by side\tcalls/token\tms/call\thost share", c.PromptTokens, c.OutputTokens)
-		for _, k := range []string{"1", "4", "8", "n4"} {
-			p("  %s\t%.1f\t%.1f\t%.3f\t%.1f\t%.1f%%", k, c.Serial[k], c.SideBySide[k], c.CallsPerToken[k], c.CallMS[k], 100*c.HostShare[k])
+	if c := rep.Concurrency; c != nil && len(c.SideBySide) > 0 {
+		p("CONCURRENCY (aggregate tok/s, %d-token prompts, %d tokens each)\tone at a time\tside by side\t× one stream\tceiling ×\tcalls/token\tms/call\thost share", c.PromptTokens, c.OutputTokens)
+		for _, k := range concurrencyKeys {
+			side, ok := c.SideBySide[k]
+			if !ok {
+				continue
+			}
+			serial, x := "–", side/c.SideBySide["1"]
+			if v, ok := c.Serial[k]; ok {
+				serial = fmt.Sprintf("%.1f", v)
+			}
+			if k == "n4" {
+				x = side / c.Serial["n4"]
+			}
+			p("  %s\t%s\t%.1f\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f%%", k, serial, side, x, c.Ceiling[k], c.CallsPerToken[k], c.CallMS[k], 100*c.HostShare[k])
 		}
-		p("  TTFT under 4-stream load\t%.0f ms\tp50 %.0f ms, p99 %.0f ms", c.SerialTTFTMS, c.TTFTMS.P50, c.TTFTMS.P99)
+		p("  TTFT under 4-stream load\t%.0f ms\tp50 %.0f ms, p99 %.0f ms\t\tceiling %.0f ms (one step)", c.SerialTTFTMS, c.TTFTMS.P50, c.TTFTMS.P99, c.TTFTCeilingMS)
+		for _, g := range slices.Sorted(maps.Keys(c.CallCostMS)) {
+			p("  learned cost of one %s call\t%.1f ms", g, c.CallCostMS[g])
+		}
 		p("")
 	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
@@ -96,21 +137,33 @@ func WriteText(w io.Writer, rep *Report) error {
 		p("  mapped %s\tsize %s\tmapped %s\tresident %s", f.Path, mib(f.Size), mib(f.Map), mib(f.RSS))
 	}
 	p("")
-	t := rep.Tokenizer
-	p("TOKENIZER\t%.2f MB/s p50 (%d bytes, %d tokens, %.0f tokens/s; HF reference %.1f MB/s)", t.MBps.P50, t.Bytes, t.Tokens, t.TokensPerS, t.Reference)
-	p("")
+	if t := rep.Tokenizer; t.Bytes > 0 {
+		p("TOKENIZER\t%.2f MB/s p50 (%d bytes, %d tokens, %.0f tokens/s; HF reference %.1f MB/s)", t.MBps.P50, t.Bytes, t.Tokens, t.TokensPerS, t.Reference)
+		p("")
+	}
 	if st := rep.Structured; st != nil {
 		p("STRUCTURED\tV = %d: constraint %.1f µs/token p50, %.1f p99 wall (thread CPU %.1f p50, %.1f p99); %d tokens, %.0f%% needed the full mask; compile %.3f ms max; index %.0f ms once",
 			st.Vocab, st.MaskUS.P50, st.MaskUS.P99, st.MaskCPUUS.P50, st.MaskCPUUS.P99, st.Tokens, 100*st.FullMasks, st.CompileMS.Max, st.IndexMS)
 		p("")
 	}
-	p("GOAL\tmeasured\ttarget\tresult")
+	p("GOAL\tmeasured\ttarget\tresult\tceiling")
 	for _, g := range rep.Goals {
 		res := "PASS"
 		if !g.Pass {
 			res = "FAIL"
 		}
-		p("  %s\t%.3f %s\t%s %g %s\t%s", g.Name, g.Measured, g.Unit, g.Op, g.Target, g.Unit, res)
+		ceiling := ""
+		if g.Ceiling > 0 {
+			ceiling = fmt.Sprintf("%.3f %s", g.Ceiling, g.Unit)
+		}
+		p("  %s\t%.3f %s\t%s %g %s\t%s\t%s", g.Name, g.Measured, g.Unit, g.Op, g.Target, g.Unit, res, ceiling)
 	}
-	return tw.Flush()
+}
+
+// msOrDash prints a time in ms, or – for one not measured (0).
+func msOrDash(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

@@ -64,6 +64,10 @@ type Server struct {
 	// requested model names to the served model id (or one of
 	// model.aliases), on every endpoint.
 	ModelAliases map[string]string `yaml:"model_aliases"`
+	// RelayMemory bounds the memory all upstream replies being buffered
+	// hold at once (whole replies, a stream's current line, converted
+	// replies); past it a request gets 503 upstream_busy.
+	RelayMemory ByteSize `yaml:"relay_memory"`
 }
 
 // WebUIOn reports whether the chat page is served: server.web_ui when set,
@@ -139,8 +143,8 @@ type Upstream struct {
 	// engine.timeout); ConnectTimeout bounds connecting (unset: 10 s).
 	Timeout        time.Duration `yaml:"timeout"`
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-	// MaxInFlight caps the requests forwarded at once (0: no limit); over
-	// it requests get a 503 with Retry-After.
+	// MaxInFlight caps the requests forwarded at once (unset or 0: 64);
+	// over it requests get a 503 with Retry-After.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// CAFile is a PEM bundle of the certificate authorities to trust for
 	// an https base_url instead of the system's.
@@ -328,6 +332,9 @@ type Structured struct {
 	// Memory bounds the shared cache of compiled patterns and masks, and
 	// one grammar's automaton tables.
 	Memory ByteSize `yaml:"memory"`
+	// MaxCompiles bounds the schemas compiled at once across all requests;
+	// one that waits more than a second for its turn gets 503.
+	MaxCompiles int `yaml:"max_compiles"`
 }
 
 // Log configures the logger.
@@ -342,6 +349,7 @@ func Default() Config {
 		Server: Server{
 			Listen:             "127.0.0.1:8080",
 			BodyLimit:          1 << 20,
+			RelayMemory:        128 << 20, // upstream.DefaultBudget
 			ReadHeaderTimeout:  10 * time.Second,
 			BodyTimeout:        30 * time.Second,
 			IdleTimeout:        2 * time.Minute,
@@ -360,7 +368,7 @@ func Default() Config {
 		Chat:      Chat{Date: "today"},
 		Responses: Responses{MaxCount: 1000, MaxBytes: 64 << 20},
 		// grammar.DefaultSteps, DefaultMaxStates, DefaultMaxBranches, DefaultMemory.
-		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20},
+		Structured: Structured{CompileBudget: 20_000_000, MaxStates: 4000, MaxBranches: 64, Memory: 64 << 20, MaxCompiles: 2},
 		Log:        Log{Level: "info", Format: "json"},
 	}
 }
@@ -442,6 +450,7 @@ func (c *Config) Validate() error {
 		{hasEmpty(s.APIKeys), "server.api_keys", "must not contain empty keys"},
 		{!validOrigins(s.CORSOrigins), "server.cors_origins", `must be "*" or origins like "https://example.com"`},
 		{s.BodyLimit <= 0, "server.body_limit", "must be > 0"},
+		{s.RelayMemory <= 0, "server.relay_memory", "must be > 0"},
 		{s.ReadHeaderTimeout <= 0, "server.read_header_timeout", "must be > 0"},
 		{s.BodyTimeout <= 0, "server.body_timeout", "must be > 0"},
 		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},
@@ -458,8 +467,8 @@ func (c *Config) Validate() error {
 		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
-		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: no limit)"},
-		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: no limit)"},
+		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: 64)"},
+		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: 64)"},
 		{len(c.local()) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},
 		{e.Timeout <= 0, "engine.timeout", "must be > 0"},
 		{e.Speculative.MaxDraft < 0, "engine.speculative.max_draft", "must be >= 0"},
@@ -476,6 +485,7 @@ func (c *Config) Validate() error {
 		{c.Responses.MaxCount < 1, "responses.max_count", "must be >= 1"},
 		{c.Responses.MaxBytes < 1, "responses.max_bytes", "must be > 0"},
 		{c.Structured.CompileBudget < 1000, "structured.compile_budget", "must be >= 1000"},
+		{c.Structured.MaxCompiles < 1, "structured.max_compiles", "must be >= 1"},
 		{c.Structured.MaxStates < 16, "structured.max_states", "must be >= 16"},
 		{c.Structured.MaxBranches < 1, "structured.max_branches", "must be >= 1"},
 		{c.Structured.Memory < 1<<20, "structured.memory", "must be >= 1MiB"},
@@ -598,7 +608,7 @@ func checkUpstream(e Model, key string) error {
 		{u.APIKeyEnv != "" && u.APIKeyFile != "", key + ".upstream.api_key_file", "set api_key_env or api_key_file, not both"},
 		{u.Timeout < 0, key + ".upstream.timeout", "must be > 0 (unset: engine.timeout)"},
 		{u.ConnectTimeout < 0, key + ".upstream.connect_timeout", "must be > 0 (unset: 10s)"},
-		{u.MaxInFlight < 0, key + ".upstream.max_in_flight", "must be >= 0 (0: no limit)"},
+		{u.MaxInFlight < 0, key + ".upstream.max_in_flight", "must be >= 0 (0: 64)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

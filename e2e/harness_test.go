@@ -246,7 +246,7 @@ func launch(bin, cfg string, env ...string) (*hexserve, error) {
 			s.log.Write(line)
 			s.log.Write([]byte{'\n'})
 			var l struct{ Message, Addr string }
-			if json.Unmarshal(line, &l) == nil && l.Message == "listening" && l.Addr != "" {
+			if json.Unmarshal(line, &l) == nil && l.Message == "hexserve started" && l.Addr != "" {
 				select {
 				case addr <- l.Addr:
 				default:

@@ -235,11 +235,14 @@ func TestModelsSideBySide(t *testing.T) {
 		!strings.Contains(health.Models["broken"].Error, "broken.bin failed to load") {
 		t.Errorf("/health: %d %s", h.Status, h.Body)
 	}
-	// Unknown ids: each API's 404.
-	if r := s.post(t, "/v1/completions", `{"model":"gpt-5","prompt":"x"}`); r.Status != 404 || !strings.Contains(r.Body, `"code":"model_not_found"`) {
+	// Unknown ids: each API's 404, naming the served ids.
+	const served = "serves tiny-1b, tiny-3b, tiny-3b-256, broken; server.model_aliases maps other names to them"
+	if r := s.post(t, "/v1/completions", `{"model":"gpt-5","prompt":"x"}`); r.Status != 404 || !strings.Contains(r.Body, `"code":"model_not_found"`) ||
+		!strings.Contains(r.Body, served) {
 		t.Errorf("unknown (OpenAI): %d %s", r.Status, r.Body)
 	}
-	if r := s.post(t, "/api/generate", `{"model":"gpt-5","prompt":"x"}`); r.Status != 404 || r.Body != `{"error":"model \"gpt-5\" not found"}`+"\n" {
+	if r := s.post(t, "/api/generate", `{"model":"gpt-5","prompt":"x"}`); r.Status != 404 ||
+		r.Body != `{"error":"model \"gpt-5\" not found; this server `+served+`"}`+"\n" {
 		t.Errorf("unknown (Ollama): %d %q", r.Status, r.Body)
 	}
 	// Per-model metrics.

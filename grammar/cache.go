@@ -2,8 +2,11 @@ package grammar
 
 import (
 	"container/list"
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Cache keeps what grammars can share across requests — compiled patterns
@@ -19,6 +22,8 @@ type Cache struct {
 	hits  uint64
 	miss  uint64
 	evict uint64
+	// slots bounds the compiles running at once (nil: no bound).
+	slots chan struct{}
 }
 
 // Cache entry kinds.
@@ -45,6 +50,53 @@ func NewCache(maxBytes int64) *Cache {
 		maxBytes = DefaultCacheBytes
 	}
 	return &Cache{max: maxBytes, lru: list.New(), m: map[any]*list.Element{}}
+}
+
+// DefaultMaxCompiles is how many compiles a server runs at once when
+// structured.max_compiles is unset; CompileWait is how long a compile
+// waits for its turn before it is refused with ErrBusy.
+const (
+	DefaultMaxCompiles = 2
+	CompileWait        = time.Second
+)
+
+// ErrBusy is the error of a compile that waited CompileWait for one of the
+// compiles running at once to finish.
+var ErrBusy = errors.New("grammar: too many schemas are being compiled at once (structured.max_compiles)")
+
+// LimitCompiles bounds the compiles (Compile, Tools) sharing c that run at
+// once to n (<= 0: DefaultMaxCompiles). Call it before c is shared.
+func (c *Cache) LimitCompiles(n int) {
+	if n <= 0 {
+		n = DefaultMaxCompiles
+	}
+	c.slots = make(chan struct{}, n)
+}
+
+// enter waits, at most CompileWait, for a compile's turn and returns the
+// function that ends it; a done ctx returns its error.
+func (c *Cache) enter(ctx context.Context) (func(), error) {
+	if c.slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
+	default:
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t := time.NewTimer(CompileWait)
+	defer t.Stop()
+	select {
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, ErrBusy
+	}
 }
 
 func (c *Cache) orDefault() *Cache {

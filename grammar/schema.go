@@ -134,6 +134,11 @@ type memoed struct {
 // them is an *Error naming the part that was being compiled, wrapping
 // ErrBudget; a done o.Context returns its error.
 func Compile(schema []byte, o Options) (g *Grammar, err error) {
+	done, err := o.Cache.orDefault().enter(o.Context)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	t0 := time.Now()
 	doc, orders, err := decode(schema)
 	if err != nil {
@@ -301,9 +306,14 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		c.at = join(path, k)
 		c.paths[n] = c.at
 		if k == "oneOf" {
+			first := make([]uint8, len(n.alts))
+			for i, a := range n.alts {
+				first[i] = firstBytes(a, 0)
+			}
 			for i := range n.alts {
+				c.b.spend(int64(1 + i)) // branches² pairs: charged
 				for j := range i {
-					if firstBytes(n.alts[i], 0)&firstBytes(n.alts[j], 0) != 0 {
+					if first[i]&first[j] != 0 {
 						return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
 					}
 				}
@@ -658,13 +668,24 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 		case "exclusiveMaximum":
 			b = ce.Sub(ce, big.NewInt(1))
 		}
+		// Past the digits a number may have (maxDigits, FracDigits of them
+		// after the point for a number): a bound the other way clamps, but a
+		// minimum above the largest or a maximum below the smallest leaves
+		// no number at all (clamped, it would let the limit itself through).
 		lim := big.NewInt(maxBound(0))
+		upper := strings.HasPrefix(k, "max") || k == "exclusiveMaximum"
 		if b.Cmp(lim) > 0 {
+			if !upper {
+				n.types &^= tInt | tNum
+			}
 			b = lim
 		} else if b.Cmp(new(big.Int).Neg(lim)) < 0 {
+			if upper {
+				n.types &^= tInt | tNum
+			}
 			b = new(big.Int).Neg(lim)
 		}
-		if strings.HasPrefix(k, "max") || k == "exclusiveMaximum" {
+		if upper {
 			n.hi = min(n.hi, b.Int64())
 		} else {
 			n.lo = max(n.lo, b.Int64())
@@ -849,6 +870,13 @@ func encodeKey(s string) string {
 	return string(out[1 : len(out)-1])
 }
 
+// litSteps is what a byte of an enum or const value costs: canonicalised,
+// encoded, matched against the schema's type and set apart from the
+// values before it, about 30 steps (at ~5 ns a step, the rate
+// DefaultSteps is set for: 0.1 s), so a long enum is refused at the
+// budget rather than compiled for seconds.
+const litSteps = 32
+
 func (c *compiler) enum(n *node, s map[string]any, path string) error {
 	var vals []any
 	key := ""
@@ -861,15 +889,17 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 			return &Error{Path: join(path, "enum"), Message: "enum must be an array"}
 		}
 		if key != "" {
-			l = slices.DeleteFunc(slices.Clone(l), func(x any) bool { return !reflect.DeepEqual(x, vals[0]) })
+			l = slices.DeleteFunc(slices.Clone(l), func(x any) bool { c.b.spend(litSteps); return !reflect.DeepEqual(x, vals[0]) })
 		}
 		vals, key = l, "enum"
 	}
 	if key == "" {
 		return nil
 	}
+	c.at = join(path, key)
 	typed := *n
 	g := &Grammar{root: &typed}
+	seen := make(map[string]struct{}, len(vals))
 	for _, v := range vals {
 		var b bytes.Buffer
 		e := json.NewEncoder(&b)
@@ -878,8 +908,9 @@ func (c *compiler) enum(n *node, s map[string]any, path string) error {
 			return &Error{Path: join(path, key), Message: err.Error()}
 		}
 		lit := string(bytes.TrimSpace(b.Bytes()))
-		c.b.spend(int64(1 + len(lit)))
-		if g.MatchString(lit) && !slices.Contains(n.lits, lit) {
+		c.b.spend(litSteps * int64(1+len(lit)))
+		if _, dup := seen[lit]; !dup && g.MatchString(lit) {
+			seen[lit] = struct{}{}
 			n.lits = append(n.lits, lit)
 		}
 	}

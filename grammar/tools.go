@@ -26,6 +26,11 @@ func (e *ToolError) Error() string { return e.Err.Error() }
 // reads as several). The tools share one budget (o.Limits); o.Strict is
 // each tool's Strict. A done o.Context returns its error.
 func Tools(tools []Tool, parallel bool, o Options) (*Grammar, error) {
+	done, err := o.Cache.orDefault().enter(o.Context)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	t0 := time.Now()
 	call := &node{}
 	var c *compiler

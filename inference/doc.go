@@ -105,7 +105,7 @@
 //     Then logit_bias is added (−100 effectively bans a token).
 //   - Temperature 0 is greedy: argmax, ties to the lowest id.
 //   - Tokens more than 20·T below the best logit (weight < 2e-9 each) are
-//     ignored; see sampleCutoff for the error bound.
+//     ignored; package sample (inference/sample) gives the error bound.
 //   - A seed makes a request reproducible (same prompt, parameters and
 //     seed → same output); without one the engine draws a random seed.
 //   - Logprobs are the log-softmax of the raw logits, before penalties and

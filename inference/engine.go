@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures an Engine.
@@ -80,9 +82,8 @@ type Engine struct {
 	stalled    int       // sequences the last step could not grow
 	active     []*record // running, in arrival order
 	retained   []*seq    // finished sequences kept in the pool with their rows, oldest first
-	samplers   []*sampler
-	sampling   sampleWorkers // samples a step's decode rows in parallel
-	sampleJobs []sampleJob
+	sampling   *sample.Workers // samples rows; a step's decode rows in parallel
+	sampleJobs []sample.Job
 	turn       int // rotates the order of decode rows
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
@@ -122,7 +123,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
 		e.met.registerKV(cfg.Registerer, e.kv.store)
 	}
-	e.sampling.n = max(0, sampleHelpers(e.maxSeq))
+	e.sampling = sample.NewWorkers(sampleHelpers(e.maxSeq))
 	e.rates = ratePrior
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.worker()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // step runs one model step over the active sequences: gather, plan, one
@@ -99,12 +101,12 @@ func (e *Engine) consumeAll(ws []work, rows []Rows, t0, t1 time.Time) {
 			e.failStep([]*seq{w.s}, err)
 			continue
 		}
-		jobs = append(jobs, sampleJob{s: w.s, l: l})
+		jobs = append(jobs, sample.Job{S: w.s.smp, L: l, WantLP: w.s.g.wantLP, Top: w.s.g.top})
 		par = append(par, i)
 	}
-	e.sampling.run(jobs)
+	e.sampling.Run(jobs)
 	for n, j := range jobs {
-		e.takeDecode(&ws[par[n]], j.tok, j.lp, t0)
+		e.takeDecode(&ws[par[n]], j.Tok, j.LP, t0)
 	}
 	clear(jobs)
 	e.sampleJobs = jobs[:0]

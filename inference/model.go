@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hexserve/hexserve/internal/half"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // ModelInfo describes a loaded model to the engine.
@@ -28,49 +28,19 @@ type Model interface {
 	Close() error
 }
 
-// DType is the element type of a Logits buffer.
-type DType uint8
+// Logits is one position's lm-head output in the graph's native type (see
+// sample.Logits); DType and its constants name the types.
+type (
+	Logits = sample.Logits
+	DType  = sample.DType
+)
 
 // The logit element types the lm-head graph may produce.
 const (
-	F32 DType = iota // float32
-	F16              // IEEE 754 half precision, raw bits
-	U16              // unsigned 16-bit fixed point: real = (q + Offset) * Scale
+	F32 = sample.F32
+	F16 = sample.F16
+	U16 = sample.U16
 )
-
-// Logits is one position's lm-head output in the graph's native type, so the
-// sampler can read it without a conversion pass. Exactly one of F32 and Raw16
-// is set, per Type.
-type Logits struct {
-	Type   DType
-	F32    []float32
-	Raw16  []uint16
-	Scale  float32 // U16 only
-	Offset int32   // U16 only
-}
-
-// Len is the number of logits (the vocabulary size).
-func (l Logits) Len() int {
-	if l.Type == F32 {
-		return len(l.F32)
-	}
-	return len(l.Raw16)
-}
-
-// At returns logit i as float32.
-func (l Logits) At(i int) float32 {
-	switch l.Type {
-	case F32:
-		return l.F32[i]
-	case F16:
-		return HalfToFloat(l.Raw16[i])
-	default:
-		return (float32(l.Raw16[i]) + float32(l.Offset)) * l.Scale
-	}
-}
-
-// HalfToFloat converts IEEE 754 half-precision bits to float32.
-func HalfToFloat(h uint16) float32 { return half.ToFloat32(h) }
 
 // Optional model capabilities (GraphTimer, SeqKVSnapshotter,
 // SeqTokenRecorder) are discovered with a type assertion on the Model; a

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // status is where a request or one of its sequences is in its life
@@ -77,7 +79,7 @@ type seq struct {
 	// Fork took from it: a request that takes it over keeps at least those.
 	shared, lent int
 
-	smp *sampler
+	smp *sample.Sampler
 	det detok
 	dr  drafter
 	con Constraint
@@ -143,17 +145,17 @@ func (e *Engine) admitted(g *record) {
 func (e *Engine) newSeq(g *record) *seq {
 	s := &seq{g: g, c: g.next, status: running}
 	g.next++
-	s.smp = e.getSampler()
+	s.smp = sample.New(e.info.VocabSize)
 	// Each choice has its own random stream, so the choices of a seeded
 	// request are reproducible however they interleave.
-	s.smp.reset(g.req.Sampling, g.req.Prompt, g.seed+uint64(s.c)*0x9e3779b97f4a7c15)
-	s.smp.startChoice()
+	s.smp.Reset(g.req.Sampling, g.req.Prompt, g.seed+uint64(s.c)*0x9e3779b97f4a7c15)
+	s.smp.StartChoice()
 	stops := g.req.Stop
 	if g.req.Constrain != nil {
 		s.con, stops = g.req.Constrain(), nil
 	}
 	s.det.reset(e.vocab, stops)
-	s.dr.reset(e.vocab, g.req.Prediction, e.cfg.Speculative.PromptLookup, &g.rates)
+	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)
 	return s
 }
@@ -170,7 +172,7 @@ func (s *seq) prefilling() bool { return s.committed < s.target() }
 // emission. It reports whether the choice finished.
 func (e *Engine) take(s *seq, tok int32, lp *Logprob) bool {
 	g := s.g
-	s.smp.accept(tok)
+	s.smp.Accept(tok)
 	s.dr.push(tok)
 	s.generated++
 	g.usage.CompletionTokens++
@@ -222,11 +224,11 @@ func abnormal(f FinishReason) bool { return f != "" && f != FinishStop && f != F
 func (e *Engine) sampleRow(s *seq, l Logits) (int32, *Logprob, bool) {
 	g := s.g
 	if s.con == nil {
-		tok, lp := s.smp.sample(l, g.wantLP, g.top)
+		tok, lp := s.smp.Sample(e.sampling.Scratch(), l, g.wantLP, g.top)
 		return tok, lp, true
 	}
 	t0 := e.now()
-	tok, lp := s.smp.sampleConstrained(l, g.wantLP, g.top, s.con)
+	tok, lp := s.smp.SampleConstrained(e.sampling.Scratch(), l, g.wantLP, g.top, s.con)
 	if tok < 0 || s.con.Accept(tok) != nil {
 		e.endSeq(s, FinishError, errors.New("inference: the constraint allows no token"))
 		return 0, nil, false

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Request is one generation job: a tokenized prompt and how to continue it.
@@ -30,6 +32,10 @@ type Request struct {
 	// draft for speculative decoding on models that verify drafts. It never
 	// changes the output, only how fast it comes.
 	Prediction string
+	// PredictionTokens is Prediction tokenised (without BOS), done before
+	// the request is queued so the step never tokenises the whole of it;
+	// nil: the drafter tokenises what it needs as it goes.
+	PredictionTokens []int32
 	// CacheKey is the client's hint for the KV store (prompt_cache_key, else
 	// user): the owner's entry saved under the same key is replaced by this
 	// request's, so a conversation keeps one branch. It never widens what a
@@ -50,22 +56,9 @@ type Constraint interface {
 	Complete() bool
 }
 
-// Sampling holds the per-request sampling parameters. The zero value is greedy.
-type Sampling struct {
-	Temperature       float32 // 0: greedy
-	TopK              int     // 0: off
-	TopP              float32 // 0 or 1: off
-	MinP              float32 // 0: off
-	PresencePenalty   float32 // OpenAI semantics
-	FrequencyPenalty  float32 // OpenAI semantics
-	RepetitionPenalty float32 // llama.cpp semantics; 0 or 1: off
-	// RepeatLastN, when > 0, limits the repetition penalty to the last N
-	// tokens of the sequence (prompt and output, llama.cpp's repeat_last_n);
-	// 0: the whole sequence.
-	RepeatLastN int
-	LogitBias   map[int32]float32
-	Seed        *int64 // nil: random
-}
+// Sampling holds the per-request sampling parameters (see sample.Params).
+// The zero value is greedy.
+type Sampling = sample.Params
 
 // Limits on a request's options.
 const (
@@ -85,18 +78,12 @@ const (
 	FinishError     FinishReason = "error"     // the model failed; Event.Err says why
 )
 
-// TokenLogprob is the log-probability of one token (log-softmax of the raw logits).
-type TokenLogprob struct {
-	ID      int32
-	Bytes   []byte // the token's decoded bytes
-	Logprob float32
-}
-
-// Logprob describes one generated token: the chosen token and the top alternatives.
-type Logprob struct {
-	TokenLogprob
-	Top []TokenLogprob
-}
+// Logprob describes one generated token: the chosen token and the top
+// alternatives, log-softmax of the raw logits; TokenLogprob is one of them.
+type (
+	Logprob      = sample.Logprob
+	TokenLogprob = sample.TokenLogprob
+)
 
 // Usage counts tokens of a finished request.
 type Usage struct {

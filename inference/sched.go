@@ -11,7 +11,7 @@ import (
 // ended (their contexts end with ErrClosed).
 func (e *Engine) worker() {
 	defer close(e.exited)
-	defer e.sampling.stop()
+	defer e.sampling.Stop()
 	defer e.releaseRetained() // the model outlives the engine
 	for {
 		closed := e.admit()
@@ -404,7 +404,6 @@ func (e *Engine) reap() {
 			if !e.retain(s) {
 				e.model.Release(s.id)
 			}
-			e.putSampler(s.smp)
 			s.smp = nil
 		}
 		clear(g.seqs[len(live):])
@@ -418,26 +417,6 @@ func (e *Engine) reap() {
 	clear(e.active[len(kept):])
 	e.active = kept
 	e.setActive(e.openSeqs())
-}
-
-func (e *Engine) getSampler() *sampler {
-	if n := len(e.samplers); n > 0 {
-		s := e.samplers[n-1]
-		e.samplers = e.samplers[:n-1]
-		return s
-	}
-	return newSampler(e.info.VocabSize)
-}
-
-// putSampler keeps one idle sampler for the next sequence; the others
-// (≈ 9.5 MiB each at V = 128,256) go back to the garbage collector, so an
-// idle engine holds what one sequence needs.
-func (e *Engine) putSampler(s *sampler) {
-	if len(e.samplers) > 0 {
-		return
-	}
-	s.clear()
-	e.samplers = append(e.samplers, s)
 }
 
 // fits reports whether running sequence s has a slot for its next row,

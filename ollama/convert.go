@@ -2,9 +2,7 @@ package ollama
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,21 +10,13 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
 )
 
 // MaxStops is the most stop strings a request may give.
 const MaxStops = inference.MaxStops
-
-// Params is what converting a request needs from the server: OpenAI's
-// conversion parameters and the model's window.
-type Params struct {
-	openai.Params
-	// ContextLen is the model's window in tokens; num_ctx is clamped to it.
-	ContextLen int
-}
 
 // Generation is a validated request: the engine request plus what building
 // the reply needs.
@@ -50,7 +40,7 @@ type Generation struct {
 
 // FromChatRequest validates r and renders its messages with the Llama-3.2
 // template.
-func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
+func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 	g := &Generation{Chat: true, Stream: r.Stream == nil || *r.Stream}
 	if err := common(&r.Common, g); err != nil {
 		return nil, err
@@ -58,11 +48,11 @@ func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
 	if len(r.Messages) == 0 {
 		return load(g, r.KeepAlive), nil
 	}
-	names, err := toolNames(r.Tools)
+	names, err := front.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
 	}
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := p.ChatOptions()
 	if len(r.Tools) > 0 {
 		opt.Tools, g.Tools = r.Tools, names
 	}
@@ -70,7 +60,7 @@ func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = openai.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
+	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
 		return nil, err
 	}
 	return g, finish(g, r.Format, r.Options, p)
@@ -79,7 +69,7 @@ func FromChatRequest(r *ChatRequest, p Params) (*Generation, error) {
 // FromGenerateRequest validates r and builds its prompt: the prompt (and
 // system) rendered as one user turn, or with raw the prompt text itself,
 // special tokens parsed and begin-of-text prepended unless it starts with it.
-func FromGenerateRequest(r *GenerateRequest, p Params) (*Generation, error) {
+func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error) {
 	g := &Generation{Stream: r.Stream == nil || *r.Stream}
 	if err := common(&r.Common, g); err != nil {
 		return nil, err
@@ -99,20 +89,15 @@ func FromGenerateRequest(r *GenerateRequest, p Params) (*Generation, error) {
 	}
 	tok := p.Tokenizer
 	if r.Raw {
-		ids := tok.Encode(r.Prompt, false, true)
-		if bos := tok.Specials().BOS; bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
-			ids = append([]int32{bos}, ids...)
-		}
-		g.Request.Prompt = ids
+		g.Request.Prompt = front.EncodeText(tok, r.Prompt)
 	} else {
 		var msgs []chat.Message
 		if r.System != "" {
 			msgs = append(msgs, chat.Message{Role: "system", Content: r.System})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
-		opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 		var err error
-		if g.Request.Prompt, err = openai.EncodeChat(tok, msgs, opt, ""); err != nil {
+		if g.Request.Prompt, err = front.EncodeChat(tok, msgs, p.ChatOptions(), ""); err != nil {
 			return nil, err
 		}
 	}
@@ -120,20 +105,15 @@ func FromGenerateRequest(r *GenerateRequest, p Params) (*Generation, error) {
 }
 
 // finish applies the options and the format once the prompt is known.
-func finish(g *Generation, format json.RawMessage, o *Options, p Params) error {
+func finish(g *Generation, format json.RawMessage, o *Options, p front.Params) error {
 	if err := options(g, o, p); err != nil {
 		return err
 	}
 	gr, err := formatGrammar(format, p.GrammarOptions())
-	if err != nil || gr == nil {
+	if err != nil {
 		return err
 	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("format", "format is not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "format", "format is not available on this server")
 }
 
 // common checks the fields accepted and not acted on.
@@ -179,48 +159,44 @@ func keepAlive(raw json.RawMessage) (*time.Duration, error) {
 		if d, err := time.ParseDuration(s); err == nil {
 			return &d, nil
 		}
-		if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(n, 0) {
-			d := time.Duration(n * float64(time.Second))
-			return &d, nil
+		if n, err := strconv.ParseFloat(s, 64); err == nil {
+			return seconds(n)
 		}
 		return nil, invalid("keep_alive", "keep_alive %q is not a duration (like \"5m\" or \"-1s\") or a number of seconds", s)
 	}
 	var n float64
-	if err := json.Unmarshal(raw, &n); err != nil || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds")
+	}
+	return seconds(n)
+}
+
+// seconds is keep_alive's number of seconds as a duration, the same for a
+// number and a numeric string: NaN, an infinity or more seconds than a
+// duration holds (about 292 years) is a 400, never a conversion that
+// wraps (to forever on amd64, to 0 on arm64).
+func seconds(n float64) (*time.Duration, error) {
+	if math.IsNaN(n) || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds within ±%d", math.MaxInt64/int64(time.Second))
 	}
 	d := time.Duration(n * float64(time.Second))
 	return &d, nil
 }
 
 // options sets g's sampling and limits from o over the server defaults.
-func options(g *Generation, o *Options, p Params) error {
+func options(g *Generation, o *Options, p front.Params) error {
 	s := p.Defaults
 	s.LogitBias = nil
 	if o == nil {
 		o = &Options{}
 	}
-	f32 := func(v *float64, name string, lo, hi float64, loOpen bool, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			return invalid("options."+name, "options.%s must be in %s%g, %g], got %g", name, open, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, err := range []error{
-		f32(o.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		f32(o.TopP, "top_p", 0, 1, true, &s.TopP),
-		f32(o.MinP, "min_p", 0, 1, false, &s.MinP),
-		f32(o.RepeatPenalty, "repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
-		f32(o.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		f32(o.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		front.InRange(o.Temperature, "options.temperature", 0, 2, false, &s.Temperature),
+		front.InRange(o.TopP, "options.top_p", 0, 1, true, &s.TopP),
+		front.InRange(o.MinP, "options.min_p", 0, 1, false, &s.MinP),
+		front.InRange(o.RepeatPenalty, "options.repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
+		front.InRange(o.PresencePenalty, "options.presence_penalty", -2, 2, false, &s.PresencePenalty),
+		front.InRange(o.FrequencyPenalty, "options.frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
 	} {
 		if err != nil {
 			return err
@@ -265,7 +241,7 @@ const defaultRepeatLastN = 64
 
 // limits sets the output limit from num_predict and num_ctx: the prompt and
 // the output together stay within num_ctx, at most the model's window.
-func limits(g *Generation, o *Options, p Params) error {
+func limits(g *Generation, o *Options, p front.Params) error {
 	g.Request.MaxTokens = p.MaxTokens
 	if o.NumPredict != nil {
 		switch n := *o.NumPredict; {
@@ -321,44 +297,9 @@ func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, er
 	o.Strict = true // keys in schema order, as Ollama generates them
 	g, err := grammar.Compile(raw, o)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, err // the client left
-		}
-		if e, ok := err.(*grammar.Error); ok {
-			param := "format"
-			if e.Path != "" {
-				param += "." + e.Path
-			}
-			return nil, invalid(param, "invalid schema in format at %s: %s", param, e.Message)
-		}
-		return nil, invalid("format", "invalid schema in format: %v", err)
+		return nil, front.SchemaError("format", err)
 	}
 	return g, nil
-}
-
-// toolNames checks the tool definitions ({"type": "function", "function":
-// {"name", ...}}) and returns their function names.
-func toolNames(tools []json.RawMessage) ([]string, error) {
-	names := make([]string, 0, len(tools))
-	for i, raw := range tools {
-		var t struct {
-			Type     string `json:"type"`
-			Function *struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
-		}
-		switch {
-		case t.Type != "" && t.Type != "function":
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", t.Type)
-		case t.Function == nil || t.Function.Name == "":
-			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tool has no function name")
-		}
-		names = append(names, t.Function.Name)
-	}
-	return names, nil
 }
 
 // toChatMessages converts the wire messages; roles are case-insensitive as
@@ -390,11 +331,7 @@ func toChatMessages(msgs []Message) ([]chat.Message, error) {
 	return out, nil
 }
 
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
-func invalid(param, format string, args ...any) error {
-	return &inference.InvalidRequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+var (
+	invalid = front.Invalid
+	isNull  = front.IsNull
+)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -24,7 +24,7 @@ func testTok(t *testing.T) *tokenizer.Tokenizer {
 func TestOptions(t *testing.T) {
 	tok := testTok(t)
 	defaults := inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1.1}
-	p := Params{Params: openai.Params{Tokenizer: tok, Defaults: defaults}, ContextLen: 512}
+	p := front.Params{Tokenizer: tok, Defaults: defaults, ContextLen: 512}
 	seed := int64(7)
 	tests := []struct {
 		name    string

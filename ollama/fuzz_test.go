@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -38,8 +38,8 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p := Params{Params: openai.Params{Tokenizer: tok, Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9}, Date: "26 Jul 2024",
-		MaxPromptBytes: 512 * tok.MaxPieceBytes()}, ContextLen: 512}
+	p := front.Params{Tokenizer: tok, Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9}, Date: "26 Jul 2024",
+		MaxPromptBytes: 512 * tok.MaxPieceBytes(), ContextLen: 512}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var cr ChatRequest
 		if json.Unmarshal(body, &cr) == nil {

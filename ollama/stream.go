@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -133,7 +134,7 @@ func doneReason(f inference.FinishReason) string {
 // parseToolCalls parses the whole output as calls of the offered tools; ok is
 // false when it is ordinary content.
 func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	calls, ok := chat.OfferedToolCalls(text, tools)
+	calls, ok := front.ParseToolCalls(text, tools, true)
 	if !ok {
 		return nil, false
 	}

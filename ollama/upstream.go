@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/upstream/chatwire"
 )
 
 // The conversions below serve an Ollama request from an upstream model (an
@@ -18,18 +18,18 @@ import (
 // (top_k, min_p, repeat_penalty, repeat_last_n, num_ctx) are the
 // upstream's to choose; images are refused as on a local model.
 func ChatToOpenAI(req *ChatRequest) ([]byte, error) {
-	out := openai.UpstreamChat{Model: req.Model}
+	out := chatwire.UpstreamChat{Model: req.Model}
 	for i, m := range req.Messages {
 		if len(m.Images) > 0 {
 			return nil, invalid(fmt.Sprintf("messages[%d].images", i), "images are not supported: the model reads text only")
 		}
-		om := openai.Message{Role: m.Role, Content: openai.TextContent(m.Content), ToolCallID: m.ToolCallID}
+		om := chatwire.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
 		if m.Role == "tool" && m.ToolCallID == "" {
 			om.Name = m.ToolName
 		}
 		for j, c := range m.ToolCalls {
-			tc := openai.ToolCall{ID: c.ID, Type: "function",
-				Function: openai.FunctionCall{Name: c.Function.Name, Arguments: openai.Arguments(c.Function.Arguments)}}
+			tc := chatwire.ToolCall{ID: c.ID, Type: "function",
+				Function: chatwire.FunctionCall{Name: c.Function.Name, Arguments: string(c.Function.Arguments)}}
 			if tc.ID == "" {
 				tc.ID = fmt.Sprintf("call_%d_%d", i, j)
 			}
@@ -56,15 +56,15 @@ func GenerateToOpenAI(req *GenerateRequest) ([]byte, error) {
 	case len(req.Images) > 0:
 		return nil, invalid("images", "images are not supported: the model reads text only")
 	}
-	out := openai.UpstreamChat{Model: req.Model}
+	out := chatwire.UpstreamChat{Model: req.Model}
 	if req.System != "" {
-		out.Messages = append(out.Messages, openai.Message{Role: "system", Content: openai.TextContent(req.System)})
+		out.Messages = append(out.Messages, chatwire.Message{Role: "system", Content: req.System})
 	}
-	out.Messages = append(out.Messages, openai.Message{Role: "user", Content: openai.TextContent(req.Prompt)})
+	out.Messages = append(out.Messages, chatwire.Message{Role: "user", Content: req.Prompt})
 	return openAIFinish(out, req.Format, req.Options)
 }
 
-func openAIFinish(out openai.UpstreamChat, format json.RawMessage, o *Options) ([]byte, error) {
+func openAIFinish(out chatwire.UpstreamChat, format json.RawMessage, o *Options) ([]byte, error) {
 	switch f := strings.TrimSpace(string(format)); {
 	case f == "" || f == "null" || f == `""`:
 	case f == `"json"`:
@@ -90,7 +90,7 @@ type Relay struct {
 	Model string // the model name the client asked for
 	Start time.Time
 
-	rd    openai.ChunkReader
+	rd    chatwire.ChunkReader
 	first time.Time // the first chunk: the end of the prompt's evaluation
 }
 

@@ -2,9 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,9 +10,8 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/grammar"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // Limits of this server that are stricter or looser than OpenAI's.
@@ -27,39 +23,6 @@ const (
 	// /v1/completions, used when neither the request nor the server sets one.
 	DefaultCompletionMaxTokens = 16
 )
-
-// Params is what converting a request needs from the server.
-type Params struct {
-	Tokenizer *tokenizer.Tokenizer
-	// Defaults are the sampling parameters a request leaves out.
-	Defaults inference.Sampling
-	// MaxTokens is the default completion limit; 0: until the context ends.
-	MaxTokens int
-	// Vocab is the model's grammar vocabulary for structured outputs
-	// (response_format, forced tool calls), called for each structured
-	// request before it is queued, so it may build the index lazily; nil:
-	// structured outputs are refused. Each choice's matcher stops when
-	// Context is done.
-	Vocab func() *grammar.Vocab
-	// Compiled, when set, is told each structured request's compiled
-	// grammar (for the compile metrics).
-	Compiled func(*grammar.Grammar)
-	// Grammar bounds compiling their grammars and each mask (Limits) and
-	// holds the shared Cache; its Context is Params.Context.
-	Grammar grammar.Options
-	// Date is the chat template's date when the request gives none; ""
-	// means the template default (chat.DefaultDate).
-	Date string
-	// MaxPromptBytes, when > 0, stops rendering a chat prompt longer than
-	// this (see PromptByteLimit).
-	MaxPromptBytes int
-	// Context, when set, stops rendering a chat prompt once it is done.
-	Context context.Context
-}
-
-// PromptByteLimit is the rendered length past which a prompt cannot fit a
-// context of ctxLen tokens, since no token is longer than maxPieceBytes.
-func PromptByteLimit(ctxLen, maxPieceBytes int) int { return ctxLen * maxPieceBytes }
 
 // Generation is a validated request: the engine request plus what building
 // the response needs.
@@ -78,7 +41,7 @@ type Generation struct {
 // FromChatCompletionRequest validates r and builds the prompt: messages are
 // rendered with chat.RenderSegments and encoded segment by segment, so
 // special-token text inside message content stays plain text.
-func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation, error) {
+func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Generation, error) {
 	g := &Generation{}
 	if err := rejectUnsupportedChat(r); err != nil {
 		return nil, err
@@ -109,11 +72,11 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	names, err := toolNames(r.Tools)
+	names, err := front.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
 	}
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := p.ChatOptions()
 	tools, err := r.ChatTemplateKwargs.Apply(&opt, r.Tools)
 	if err != nil {
 		return nil, err
@@ -126,7 +89,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 		opt.Tools = tools
 		g.Tools = names
 	}
-	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.grammarOptions())
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.GrammarOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +98,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 			return nil, invalid("response_format", "response_format cannot be combined with tool_choice %q", "required")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.grammarOptions()); err != nil {
+		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.GrammarOptions()); err != nil {
 			return nil, err
 		}
 	}
@@ -146,7 +109,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
+	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -155,7 +118,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p Params) (*Generation,
 // FromCompletionRequest validates r and tokenizes its prompt. A string
 // prompt is encoded with special-token parsing and BOS prepended unless it
 // already starts with one; a token-id prompt is used exactly as given.
-func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) {
+func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, error) {
 	g := &Generation{}
 	switch {
 	case r.Suffix != nil && *r.Suffix != "":
@@ -172,7 +135,7 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	if err := setMaxTokens(g, r.MaxTokens, "max_tokens", p); err != nil {
 		return nil, err
 	}
-	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.grammarOptions())
+	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.GrammarOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +159,7 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	case len(pr.Texts) > 1 || len(pr.Tokens) > 1:
 		return nil, invalid("prompt", "only one prompt per request is supported; send several prompts as separate requests")
 	case len(pr.Texts) == 1:
-		ids := tok.Encode(pr.Texts[0], false, true)
-		if bos := tok.Specials().BOS; bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
-			ids = append([]int32{bos}, ids...)
-		}
-		g.Request.Prompt = ids
+		g.Request.Prompt = front.EncodeText(tok, pr.Texts[0])
 		g.Echo = pr.Texts[0]
 	case len(pr.Tokens) == 1:
 		ids := pr.Tokens[0]
@@ -225,7 +184,7 @@ func FromCompletionRequest(r *CompletionRequest, p Params) (*Generation, error) 
 	return g, nil
 }
 
-func setMaxTokens(g *Generation, v *int, param string, p Params) error {
+func setMaxTokens(g *Generation, v *int, param string, p front.Params) error {
 	g.Request.MaxTokens = p.MaxTokens
 	if v != nil {
 		if *v < 1 {
@@ -237,46 +196,27 @@ func setMaxTokens(g *Generation, v *int, param string, p Params) error {
 }
 
 // cacheKey is the KV store's hint: prompt_cache_key, else user (which
-// OpenAI's prompt_cache_key replaces); a long one is kept as its hash.
+// OpenAI's prompt_cache_key replaces).
 func cacheKey(c *CommonParams) string {
-	k := c.PromptCacheKey
-	if k == "" {
-		k = c.User
+	if c.PromptCacheKey != "" {
+		return front.CacheKey(c.PromptCacheKey)
 	}
-	if len(k) > 64 {
-		sum := sha256.Sum256([]byte(k))
-		k = "sha256:" + hex.EncodeToString(sum[:16])
-	}
-	return k
+	return front.CacheKey(c.User)
 }
 
 // common validates the shared parameters into g.
-func common(c *CommonParams, p Params, g *Generation) error {
+func common(c *CommonParams, p front.Params, g *Generation) error {
 	s := p.Defaults
 	if s.LogitBias != nil {
 		s.LogitBias = nil // defaults never carry a bias
 	}
-	f32 := func(v *float64, param string, lo, hi float64, loOpen bool, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			return invalid(param, "%s must be in %s%g, %g], got %g", param, open, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, err := range []error{
-		f32(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		f32(c.TopP, "top_p", 0, 1, true, &s.TopP),
-		f32(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		f32(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
-		f32(c.MinP, "min_p", 0, 1, false, &s.MinP),
-		f32(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
+		front.InRange(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
+		front.InRange(c.TopP, "top_p", 0, 1, true, &s.TopP),
+		front.InRange(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
+		front.InRange(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		front.InRange(c.MinP, "min_p", 0, 1, false, &s.MinP),
+		front.InRange(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
 	} {
 		if err != nil {
 			return err
@@ -382,11 +322,6 @@ func prediction(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
-}
-
 // rejectUnsupportedChat refuses the options this server cannot honour.
 func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 	switch {
@@ -405,7 +340,6 @@ func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 	return nil
 }
 
-// toolNames checks the tool definitions and returns their function names.
 // Apply sets the template options the kwargs give (k may be nil) and returns
 // the tools the template renders: custom_tools when present, else tools.
 func (k *TemplateKwargs) Apply(opt *chat.Options, tools []json.RawMessage) ([]json.RawMessage, error) {
@@ -447,27 +381,4 @@ func customToolNames(tools []json.RawMessage) []string {
 		}
 	}
 	return slices.DeleteFunc(names, func(s string) bool { return s == "" })
-}
-
-func toolNames(tools []json.RawMessage) ([]string, error) {
-	names := make([]string, 0, len(tools))
-	for i, raw := range tools {
-		var t struct {
-			Type     string `json:"type"`
-			Function *struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
-		}
-		switch {
-		case t.Type != "function":
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", t.Type)
-		case t.Function == nil || t.Function.Name == "":
-			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tool has no function name")
-		}
-		names = append(names, t.Function.Name)
-	}
-	return names, nil
 }

@@ -3,6 +3,7 @@ package openai_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/hexserve/hexserve/front"
 	"math"
 	"sync"
 	"testing"
@@ -19,13 +20,13 @@ var (
 	fuzzTokErr  error
 )
 
-func fuzzParams(t *testing.T) openai.Params {
+func fuzzParams(t *testing.T) front.Params {
 	t.Helper()
 	fuzzTokOnce.Do(func() { fuzzTok, fuzzTokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
 	if fuzzTokErr != nil {
 		t.Fatalf("load tokenizer: %v", fuzzTokErr)
 	}
-	return openai.Params{Tokenizer: fuzzTok, Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+	return front.Params{Tokenizer: fuzzTok, Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		MaxTokens: 0, Date: "26 Jul 2024"}
 }
 
@@ -124,7 +125,7 @@ func checkRefusal(t *testing.T, err error) {
 	}
 }
 
-func checkGeneration(t *testing.T, g *openai.Generation, p openai.Params) {
+func checkGeneration(t *testing.T, g *openai.Generation, p front.Params) {
 	t.Helper()
 	r := g.Request
 	vocab := p.Tokenizer.VocabSize()

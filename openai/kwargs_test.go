@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"github.com/hexserve/hexserve/front"
 	"slices"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestTemplateKwargsTools(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"hi"}],`+tt.body+`}`), &r); err != nil {
 			t.Fatal(err)
 		}
-		g, err := FromChatCompletionRequest(&r, Params{Tokenizer: testTok(t)})
+		g, err := FromChatCompletionRequest(&r, front.Params{Tokenizer: testTok(t)})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/front"
 )
 
 // Message is one chat message as the Chat Completions API sends it.
@@ -170,6 +170,7 @@ func (c Content) text(param string) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-func invalid(param, format string, args ...any) error {
-	return &inference.InvalidRequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+var (
+	invalid = front.Invalid
+	isNull  = front.IsNull
+)

@@ -3,11 +3,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -21,7 +19,7 @@ type Meta struct {
 
 // NewMeta returns a fresh id with prefix ("chatcmpl-" or "cmpl-").
 func NewMeta(prefix, model string, now time.Time) Meta {
-	return Meta{ID: prefix + strings.ReplaceAll(uuid.NewString(), "-", ""), Created: now.Unix(), Model: model, Fingerprint: Fingerprint}
+	return Meta{ID: front.NewID(prefix), Created: now.Unix(), Model: model, Fingerprint: Fingerprint}
 }
 
 // Fingerprint is the system_fingerprint of every response.
@@ -300,7 +298,7 @@ func finishReason(f inference.FinishReason) string {
 // ParseToolCalls parses a choice's whole text as tool calls of the given
 // functions; ok is false when it is ordinary content.
 func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	calls, ok := chat.OfferedToolCalls(text, tools)
+	calls, ok := front.ParseToolCalls(text, tools, true)
 	if !ok {
 		return nil, false
 	}

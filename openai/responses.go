@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,10 +9,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // ResponseRequest is the body of POST /v1/responses. Unknown keys are
@@ -80,6 +78,7 @@ type Item struct {
 	Role      string          `json:"role,omitempty"`
 	Content   ItemContent     `json:"content,omitzero"`
 	CallID    string          `json:"call_id,omitempty"`
+	Namespace string          `json:"namespace,omitempty"` // a function_call of a namespace tool's function
 	Name      string          `json:"name,omitempty"`
 	Arguments *string         `json:"arguments,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
@@ -209,12 +208,6 @@ func (s *StoredResponse) Conversation() []Item {
 	return out
 }
 
-// ResponseParams is what converting a Responses request needs from the server.
-type ResponseParams struct {
-	Params
-	ContextLen int // tokens the context holds
-}
-
 // ResponseGeneration is a validated Responses request.
 type ResponseGeneration struct {
 	Generation
@@ -222,6 +215,12 @@ type ResponseGeneration struct {
 	Input    []Item    // this request's input items, with ids
 	History  []Item    // the conversation before Input
 	Store    bool
+	// LeftOut are the hosted tool types of the request (web_search,
+	// file_search, …) that the server cannot run: they are not offered to
+	// the model. The server logs each type once.
+	LeftOut []string
+
+	namespaced map[string]qualifiedName // offered name → a namespace's function
 }
 
 // MinOutputTokens is OpenAI's lower bound for max_output_tokens.
@@ -229,37 +228,33 @@ const MinOutputTokens = 16
 
 // FromResponseRequest validates r and renders the conversation, prev's
 // (when continuing) followed by r's input, through the chat template.
-func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponseParams, id string, created int64) (*ResponseGeneration, error) {
+func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Params, id string, created int64) (*ResponseGeneration, error) {
 	if err := rejectUnsupportedResponse(r); err != nil {
 		return nil, err
 	}
 	g := &ResponseGeneration{Store: r.Store == nil || *r.Store}
 	c := CommonParams{Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User}
 	c.PromptCacheKey = r.PromptCacheKey // the KV store's hint, as on chat completions
-	if err := common(&c, p.Params, &g.Generation); err != nil {
+	if err := common(&c, p, &g.Generation); err != nil {
 		return nil, err
 	}
 	if v := r.MaxOutputTokens; v != nil && *v < MinOutputTokens {
 		return nil, invalid("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", MinOutputTokens, *v)
 	}
-	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p.Params); err != nil {
+	if err := setMaxTokens(&g.Generation, r.MaxOutputTokens, "max_output_tokens", p); err != nil {
 		return nil, err
 	}
-	tools, err := responseTools(r.Tools)
+	rt, err := responseTools(r.Tools)
 	if err != nil {
 		return nil, err
 	}
-	mode, err := toolChoice(r.ToolChoice)
+	g.LeftOut, g.namespaced = rt.hosted, rt.namespaced
+	mode, err := rt.choice(r.ToolChoice)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		var f struct{ Function struct{ Name string } }
-		_ = json.Unmarshal(t, &f)
-		names[i] = f.Function.Name
-	}
-	if err := constrainResponse(&g.Generation, r, tools, names, mode, p.Params); err != nil {
+	tools, names := rt.tools, rt.names
+	if err := constrainResponse(&g.Generation, r, tools, names, mode, p); err != nil {
 		return nil, err
 	}
 	truncation := "disabled"
@@ -285,7 +280,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p ResponsePar
 		g.History = prev.Conversation()
 	}
 
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := p.ChatOptions()
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools = names
@@ -343,12 +338,12 @@ func optional(s string) *string {
 // constrainResponse applies text.format (json_object, json_schema) or a
 // forced tool call (tool_choice "required" or a named function) through the
 // constrained decoder, as chat completions' response_format and tool_choice.
-func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p Params) error {
+func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p front.Params) error {
 	var format json.RawMessage
 	if r.Text != nil {
 		format = r.Text.Format
 	}
-	gr, err := FormatGrammar(format, "text.format", true, p.grammarOptions())
+	gr, err := FormatGrammar(format, "text.format", true, p.GrammarOptions())
 	if err != nil {
 		return err
 	}
@@ -357,7 +352,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 			return invalid("text.format", "text.format cannot be combined with a forced tool_choice")
 		}
 		parallel := r.ParallelToolCalls == nil || *r.ParallelToolCalls
-		if gr, err = toolGrammar(tools, names, mode, parallel, p.grammarOptions()); err != nil {
+		if gr, err = toolGrammar(tools, names, mode, parallel, p.GrammarOptions()); err != nil {
 			return err
 		}
 	}
@@ -399,53 +394,6 @@ func rejectUnsupportedResponse(r *ResponseRequest) error {
 		}
 	}
 	return nil
-}
-
-// responseTools converts Responses function tools ({type, name, description,
-// parameters, strict}) to the chat template's tool objects.
-func responseTools(raw []json.RawMessage) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(raw))
-	for i, t := range raw {
-		var f struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		}
-		if err := json.Unmarshal(t, &f); err != nil {
-			return nil, invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
-		}
-		switch {
-		case f.Type != "function":
-			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", f.Type)
-		case f.Name == "":
-			return nil, invalid(fmt.Sprintf("tools[%d].name", i), "function tool has no name")
-		}
-		out = append(out, FunctionTool(f.Name, f.Description, f.Parameters))
-	}
-	return out, nil
-}
-
-// FunctionTool is the chat template's tool object
-// {"type":"function","function":{"name":…,"description":…,"parameters":…}}
-// for a function of another API's tool list; a nil description and null or
-// empty parameters are left out.
-func FunctionTool(name string, description *string, parameters json.RawMessage) chat.Tool {
-	n, _ := json.Marshal(name)
-	var b bytes.Buffer
-	b.WriteString(`{"type":"function","function":{"name":`)
-	b.Write(n)
-	if description != nil {
-		d, _ := json.Marshal(*description)
-		b.WriteString(`,"description":`)
-		b.Write(d)
-	}
-	if !isNull(parameters) {
-		b.WriteString(`,"parameters":`)
-		b.Write(bytes.TrimSpace(parameters))
-	}
-	b.WriteString("}}")
-	return b.Bytes()
 }
 
 // normalizeItem checks an input item and gives it OpenAI's stored form:
@@ -573,7 +521,7 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 			if a := strings.TrimSpace(*it.Arguments); a != "" {
 				args = json.RawMessage(a)
 			}
-			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: it.Name, Arguments: args}}})
+			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: qualify(it.Namespace, it.Name), Arguments: args}}})
 		case "function_call_output":
 			text, err := outputText(it.Output, "output")
 			if err != nil {
@@ -589,7 +537,7 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 // With auto, it drops the oldest items after the first user message: as
 // few as fit, found by a binary search over their number (a prompt of n
 // items costs O(log n) renders, not n).
-func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, opt chat.Options) ([]int32, error) {
+func truncate(items []Item, system []chat.Message, auto bool, p front.Params, opt chat.Options) ([]int32, error) {
 	keep := firstUserEnd(items)
 	// render drops d items; fits reports that the prompt fits.
 	render := func(d int) (prompt []int32, fits bool, err error) {
@@ -601,7 +549,7 @@ func truncate(items []Item, system []chat.Message, auto bool, p ResponseParams, 
 		if len(msgs)+len(system) == 0 {
 			return nil, false, invalid("input", "input must contain at least one item")
 		}
-		prompt, err = EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
+		prompt, err = front.EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
 		var le *chat.LengthError
 		if errors.As(err, &le) && auto && d < len(items)-keep {
 			return nil, false, nil // too long to render: cut more
@@ -652,34 +600,11 @@ func firstUserEnd(items []Item) int {
 	return 0
 }
 
-// EncodeChat renders msgs with the chat template and tokenizes them segment
-// by segment, so special-token text inside content stays plain text; tail,
-// when not empty, follows the template as plain text (an assistant prefill).
-func EncodeChat(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options, tail string) ([]int32, error) {
-	segs, err := chat.RenderSegments(msgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	tsegs := make([]tokenizer.Segment, len(segs), len(segs)+1)
-	for i, s := range segs {
-		tsegs[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	if tail != "" {
-		tsegs = append(tsegs, tokenizer.Segment{Text: tail})
-	}
-	return tok.EncodeSegments(tsegs, false), nil // the template emits BOS
-}
-
 func orNewID(id, prefix string) string {
 	if id != "" {
 		return id
 	}
-	return NewResponseID(prefix)
-}
-
-// NewResponseID returns prefix followed by 32 hex digits ("resp_…", "msg_…").
-func NewResponseID(prefix string) string {
-	return prefix + strings.ReplaceAll(uuid.NewString(), "-", "")
+	return front.NewID(prefix)
 }
 
 // FinishResponse fills in g.Response from the engine's result: the output
@@ -693,10 +618,10 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	}
 	if calls, ok := g.parseCalls(text); ok {
 		for _, c := range calls {
-			resp.Output = append(resp.Output, functionCallItem(c))
+			resp.Output = append(resp.Output, g.functionCallItem(c))
 		}
 	} else {
-		resp.Output = append(resp.Output, messageItem(NewResponseID("msg_"), text, "completed"))
+		resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), text, "completed"))
 	}
 	finish := res.Finish
 	if len(res.Choices) > 0 {
@@ -709,12 +634,8 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 // parseCalls parses text as calls of the offered tools; with
 // parallel_tool_calls false only the first call is kept, as OpenAI
 // guarantees at most one.
-func (g *ResponseGeneration) parseCalls(text string) ([]ToolCall, bool) {
-	calls, ok := ParseToolCalls(text, g.Tools)
-	if ok && !g.Response.ParallelToolCalls {
-		calls = calls[:1]
-	}
-	return calls, ok
+func (g *ResponseGeneration) parseCalls(text string) ([]chat.ToolCall, bool) {
+	return front.ParseToolCalls(text, g.Tools, g.Response.ParallelToolCalls)
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
@@ -744,7 +665,13 @@ func messageItem(id, text, status string) Item {
 		Content: ItemContent{{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}}}
 }
 
-func functionCallItem(c ToolCall) Item {
-	args := string(c.Function.Arguments)
-	return Item{Type: "function_call", ID: NewResponseID("fc_"), Status: "completed", CallID: c.ID, Name: c.Function.Name, Arguments: &args}
+// functionCallItem is the function_call item of a parsed call; a call of
+// a namespace's function names it as OpenAI does, by namespace and name.
+func (g *ResponseGeneration) functionCallItem(c chat.ToolCall) Item {
+	args := string(c.Arguments)
+	it := Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
+	if q, ok := g.namespaced[c.Name]; ok {
+		it.Namespace, it.Name = q.namespace, q.name
+	}
+	return it
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -104,7 +105,7 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 		text := s.det.Buffered()
 		if calls, ok := s.g.parseCalls(text); ok {
 			for _, c := range calls {
-				out = s.functionCall(out, functionCallItem(c))
+				out = s.functionCall(out, s.g.functionCallItem(c))
 			}
 			return out
 		}
@@ -162,7 +163,7 @@ func (s *ResponseStream) itemEvent(typ string, index int, it Item) *ResponseEven
 func (s *ResponseStream) textDelta(out []*ResponseEvent, delta string) []*ResponseEvent {
 	index, zero := len(s.g.Response.Output), 0
 	if s.msg == nil {
-		s.msg = &Item{Type: "message", ID: NewResponseID("msg_"), Status: "in_progress", Role: "assistant", Content: ItemContent{}}
+		s.msg = &Item{Type: "message", ID: front.NewID("msg_"), Status: "in_progress", Role: "assistant", Content: ItemContent{}}
 		out = append(out, s.itemEvent("response.output_item.added", index, *s.msg))
 		e := s.event("response.content_part.added")
 		e.OutputIndex, e.ContentIndex, e.ItemID = &index, &zero, s.msg.ID

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"github.com/hexserve/hexserve/front"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // as assistant tool calls, outputs as tool messages, function tools as the
 // template's tool objects).
 func TestResponseRendersLikeChat(t *testing.T) {
-	p := Params{Tokenizer: testTok(t), Date: "26 Jul 2024"}
+	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
 	for _, tc := range []struct{ name, resp, chat string }{
 		{"string input",
 			`{"input":"Hi"}`,
@@ -48,7 +49,7 @@ func TestResponseRendersLikeChat(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.chat), &cr); err != nil {
 				t.Fatal(err)
 			}
-			rg, err := FromResponseRequest(&rr, nil, ResponseParams{Params: p, ContextLen: 4096}, "resp_x", 0)
+			rg, err := FromResponseRequest(&rr, nil, p, "resp_x", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestResponseRendersLikeChat(t *testing.T) {
 // conversation (without the previous instructions) before the new input,
 // and that auto truncation keeps the instructions and the first user message.
 func TestResponseContinuation(t *testing.T) {
-	p := ResponseParams{Params: Params{Tokenizer: testTok(t), Date: "26 Jul 2024"}, ContextLen: 4096}
+	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
 	first := &ResponseRequest{Instructions: ptr("Old rules."), Input: ResponseInput{Set: true, Items: []Item{userItem("one")}}}
 	g, err := FromResponseRequest(first, nil, p, "resp_1", 0)
 	if err != nil {
@@ -125,7 +126,7 @@ func userItem(text string) Item {
 // #32's F6: 4.9 s of re-rendering, once per dropped item) costs at most
 // 0.2 s of CPU, and keeps exactly as many items as the one-at-a-time cut.
 func TestTruncationOnePass(t *testing.T) {
-	p := ResponseParams{Params: Params{Tokenizer: testTok(t), Date: "26 Jul 2024"}, ContextLen: 512}
+	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 512}
 	build := func(n int) *ResponseRequest {
 		items := []Item{userItem("FIRST")}
 		for range n {
@@ -155,7 +156,7 @@ func TestTruncationOnePass(t *testing.T) {
 		var want []int32
 		for d := 0; ; d++ {
 			msgs, _ := itemMessages(append(items[:1:1], items[1+d:]...))
-			want, _ = EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
+			want, _ = front.EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
 			if len(want)+1 <= p.ContextLen {
 				break
 			}

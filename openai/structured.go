@@ -2,14 +2,12 @@ package openai
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
-	"github.com/hexserve/hexserve/inference"
 )
 
 var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -64,23 +62,9 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool, o grammar.Optio
 	o.Strict = js.Strict != nil && *js.Strict
 	g, err := grammar.Compile(schema, o)
 	if err != nil {
-		return nil, schemaError(sp+".schema", err)
+		return nil, front.SchemaError(sp+".schema", err)
 	}
 	return g, nil
-}
-
-func schemaError(param string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err // the client left
-	}
-	e, ok := err.(*grammar.Error)
-	if !ok {
-		return invalid(param, "%v", err)
-	}
-	if e.Path != "" {
-		param += "." + e.Path
-	}
-	return invalid(param, "invalid schema for structured outputs at %s: %s", param, e.Message)
 }
 
 // toolMode is what tool_choice asks for.
@@ -129,7 +113,7 @@ func toolChoice(raw json.RawMessage) (toolMode, error) {
 // toolGrammar compiles the forced tool call of mode over tools.
 func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, parallel bool, o grammar.Options) (*grammar.Grammar, error) {
 	var ts []grammar.Tool
-	var idx []int
+	var params []string
 	for i, raw := range tools {
 		if mode.name != "" && names[i] != mode.name {
 			continue
@@ -148,7 +132,7 @@ func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, paralle
 			p = bytes.Clone(t.Function.Parameters)
 		}
 		ts = append(ts, grammar.Tool{Name: names[i], Parameters: p, Strict: t.Function.Strict != nil && *t.Function.Strict})
-		idx = append(idx, i)
+		params = append(params, fmt.Sprintf("tools[%d].function.parameters", i))
 	}
 	if len(ts) == 0 {
 		if mode.name != "" {
@@ -156,54 +140,10 @@ func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, paralle
 		}
 		return nil, invalid("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
 	}
-	g, err := grammar.Tools(ts, parallel, o)
-	if te, ok := err.(*grammar.ToolError); ok {
-		return nil, schemaError(fmt.Sprintf("tools[%d].function.parameters", idx[te.Index]), te.Err)
-	}
-	return g, err
+	return front.ToolGrammar(ts, params, parallel, o)
 }
-
-// grammarOptions are the compile options of p's request.
-func (p Params) grammarOptions() grammar.Options {
-	o := p.Grammar
-	o.Context = p.Context
-	return o
-}
-
-// GrammarOptions are the compile options of p's request, for the other API
-// packages that compile grammars (anthropic/, ollama/).
-func (p Params) GrammarOptions() grammar.Options { return p.grammarOptions() }
-
-// SchemaError is the 400 for a schema the constrained decoder cannot
-// enforce, naming param and the keyword's path; a client that went away
-// passes through.
-func SchemaError(param string, err error) error { return schemaError(param, err) }
 
 // constrain sets g's constraint to gr (nil: none).
-func constrain(g *Generation, gr *grammar.Grammar, p Params) error {
-	if gr == nil {
-		return nil
-	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("response_format", "structured outputs are not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
-}
-
-// Constraint is the engine's per-choice constraint factory for gr (for
-// every API package that compiles grammars: anthropic/ and ollama/ too): each choice
-// matches gr against the tokens of p.Vocab, stopping when p.Context is
-// done, and p.Compiled is told of gr. ok is false when p has no vocabulary
-// (structured outputs are off).
-func (p Params) Constraint(gr *grammar.Grammar) (c func() inference.Constraint, ok bool) {
-	if p.Vocab == nil {
-		return nil, false
-	}
-	if p.Compiled != nil {
-		p.Compiled(gr)
-	}
-	v, ctx := p.Vocab(), p.Context
-	return func() inference.Constraint { return gr.NewMatcherContext(ctx, v) }, true
+func constrain(g *Generation, gr *grammar.Grammar, p front.Params) error {
+	return p.Constrain(&g.Request, gr, "response_format", "structured outputs are not available on this server")
 }

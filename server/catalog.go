@@ -131,28 +131,23 @@ func (s *Server) Resolve(name string) (ModelState, bool) {
 // HeaderLoadTime carries the seconds a request waited for its model to load.
 const HeaderLoadTime = "X-Hexserve-Model-Load-Time"
 
-// acquire resolves the requested model name and holds the model for r
-// (loading it first when needed). notFound is the API's unknown-model error.
-// The caller must call the lease's Release.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string, notFound func(string) error) (*Lease, error) {
+// hold holds model id (a served id, resolved by resolveFor) for r,
+// loading it first when needed. The caller must call the lease's Release.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request, id string) (*Lease, error) {
 	c, err := s.catalogOrLoading()
 	if err != nil {
 		return nil, err
 	}
-	st, ok := s.Resolve(name)
-	if !ok {
-		return nil, notFound(name)
-	}
-	l, err := c.Acquire(r.Context(), st.ID)
+	l, err := c.Acquire(r.Context(), id)
 	if err != nil {
 		if ctxErr := r.Context().Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, loadFailed(st.ID, err)
+		return nil, loadFailed(id, err)
 	}
 	if l.Loaded > 0 {
 		w.Header().Set(HeaderLoadTime, strconv.FormatFloat(l.Loaded.Seconds(), 'f', 3, 64))
-		s.metrics.modelWait.WithLabelValues(st.ID).Observe(l.Loaded.Seconds())
+		s.metrics.modelWait.WithLabelValues(id).Observe(l.Loaded.Seconds())
 	}
 	return l, nil
 }

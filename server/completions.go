@@ -4,83 +4,53 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 )
 
 // chatCompletions is POST /v1/chat/completions.
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req openai.ChatCompletionRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.openAIModel(w, r, req.Model)
-	if err != nil {
-		return err
-	}
-	defer l.Release(nil)
-	m := l.Model
-	g, err := openai.FromChatCompletionRequest(&req, s.params(r, m))
-	if err != nil {
-		return err
-	}
-	meta := openai.NewMeta("chatcmpl-", m.ID, time.Now())
-	return s.generate(w, r, m, &g.Request, g.Stream, reply{
-		whole: func(res inference.Result) any { return openai.ToChatCompletion(g, meta, res) },
-		stream: func() eventStream {
-			return chunkStream{newSSE(w, s.opts.StreamWriteTimeout), openai.NewChatStream(g, meta)}
-		},
-	})
+func (s *Server) chatCompletions(c *call, req *openai.ChatCompletionRequest) error {
+	return openAIChunks(c, "chatcmpl-", func(p front.Params) (*openai.Generation, error) {
+		return openai.FromChatCompletionRequest(req, p)
+	}, openai.ToChatCompletion, openai.NewChatStream)
 }
 
 // completions is POST /v1/completions.
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req openai.CompletionRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.openAIModel(w, r, req.Model)
-	if err != nil {
-		return err
-	}
-	defer l.Release(nil)
-	m := l.Model
-	g, err := openai.FromCompletionRequest(&req, s.params(r, m))
-	if err != nil {
-		return err
-	}
-	meta := openai.NewMeta("cmpl-", m.ID, time.Now())
-	return s.generate(w, r, m, &g.Request, g.Stream, reply{
-		whole: func(res inference.Result) any { return openai.ToCompletion(g, meta, res) },
-		stream: func() eventStream {
-			return chunkStream{newSSE(w, s.opts.StreamWriteTimeout), openai.NewCompletionStream(g, meta)}
-		},
-	})
+func (s *Server) completions(c *call, req *openai.CompletionRequest) error {
+	return openAIChunks(c, "cmpl-", func(p front.Params) (*openai.Generation, error) {
+		return openai.FromCompletionRequest(req, p)
+	}, openai.ToCompletion, openai.NewCompletionStream)
 }
 
-// openAIModel holds the model an OpenAI request names (loading it when
-// needed); an unknown one is OpenAI's 404.
-func (s *Server) openAIModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
-	if name == "" {
-		return nil, invalid("model", "you must provide a model parameter")
+// openAIChunks converts a chat or completions request on c's model and
+// answers it: the whole response, or the stream of its chunks (ids with
+// prefix).
+func openAIChunks[T any](c *call, prefix string, convert func(front.Params) (*openai.Generation, error),
+	whole func(*openai.Generation, openai.Meta, inference.Result) T, stream func(*openai.Generation, openai.Meta) *openai.Stream) error {
+	m, err := c.model()
+	if err != nil {
+		return err
 	}
-	return s.acquire(w, r, name, func(id string) error { return ModelNotFound(id, "model") })
+	g, err := convert(c.params())
+	if err != nil {
+		return err
+	}
+	meta := openai.NewMeta(prefix, m.ID, time.Now())
+	return c.generate(&g.Request, g.Stream, reply{
+		whole:  func(res inference.Result) any { return whole(g, meta, res) },
+		stream: func() eventStream { return chunkStream{c.sse(), stream(g, meta)} },
+	})
 }
 
 // params are the conversion parameters for request r on model m; rendering
 // stops when r's client goes away or the prompt cannot fit m's context.
-func (s *Server) params(r *http.Request, m *Model) openai.Params {
-	return openai.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
-		Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
+func (s *Server) params(r *http.Request, m *Model) front.Params {
+	return front.Params{Tokenizer: m.Tokenizer, Defaults: s.opts.Sampling, MaxTokens: s.opts.MaxTokens,
+		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
-		MaxPromptBytes: openai.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
+		MaxPromptBytes: front.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
 // compiled records a structured request's compile time and steps.

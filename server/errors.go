@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/upstream"
 	"github.com/rs/zerolog"
@@ -94,6 +95,9 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 			typ = TypeInvalidRequest
 		}
 		return &APIError{Status: upErr.Status, Type: typ, Code: upErr.Code, Message: upErr.Message, RetryAfter: upErr.RetryAfter}, false
+	case errors.Is(err, grammar.ErrBusy):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
+			Message: "The server is compiling too many structured-output schemas at once (structured.max_compiles), please retry shortly.", RetryAfter: 1}, false
 	case errors.Is(err, inference.ErrBusy):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
 			Message: "The server is busy with other requests, please retry shortly.", RetryAfter: 1}, false
@@ -136,14 +140,22 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 // API. Unexpected errors are logged with their details; the client sees a
 // generic message.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	api, unexpected := shapeOf(r).mapErr(err, promptParam(r))
+	writeAPIError(w, r, mapError(r, err, "request failed"))
+}
+
+// mapError maps err with r's API's mapping and logs it: an unexpected
+// error with its details at error level (what names the failure), the rest
+// at debug level.
+func mapError(r *http.Request, err error, what string) *APIError {
+	a := apiOf(r)
+	api, unexpected := a.mapErr(err, a.prompt)
 	log := zerolog.Ctx(r.Context())
 	if unexpected {
-		log.Error().Err(err).Str("path", r.URL.Path).Msg("request failed")
+		log.Error().Err(err).Str("path", r.URL.Path).Msg(what)
 	} else {
-		log.Debug().Err(err).Int("status", api.Status).Msg("request error")
+		log.Debug().Err(err).Int("status", api.Status).Msg(what)
 	}
-	writeAPIError(w, r, api)
+	return api
 }
 
 // writeAPIError writes api in the error shape of r's API.
@@ -151,33 +163,7 @@ func writeAPIError(w http.ResponseWriter, r *http.Request, api *APIError) {
 	if api.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter))
 	}
-	writeJSON(w, api.Status, shapeOf(r).body(api))
-}
-
-// errorShape is how one client API spells errors: mapErr maps an error to
-// its status and message (errorFor, adjusted to the API's conventions), and
-// body is the JSON body of the result.
-type errorShape struct {
-	mapErr func(err error, promptParam string) (*APIError, bool)
-	body   func(*APIError) any
-}
-
-var (
-	openAIErrors    = errorShape{mapErr: errorFor, body: (*APIError).Body}
-	ollamaErrors    = errorShape{mapErr: errorFor, body: ollamaError}
-	anthropicErrors = errorShape{mapErr: anthropicErrorFor, body: func(api *APIError) any { return anthropicBody(api) }}
-)
-
-// shapeOf is the error shape of r's API: Ollama's under /api/, Anthropic's
-// on its routes (/v1/messages…), OpenAI's everywhere else.
-func shapeOf(r *http.Request) errorShape {
-	switch p := r.URL.Path; {
-	case isOllamaPath(p):
-		return ollamaErrors
-	case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
-		return anthropicErrors
-	}
-	return openAIErrors
+	writeJSON(w, api.Status, apiOf(r).body(api))
 }
 
 // paramMessage is api's message led by the offending field's path when the
@@ -187,17 +173,6 @@ func paramMessage(api *APIError) string {
 		return api.Param + ": " + api.Message
 	}
 	return api.Message
-}
-
-// promptParam names the field holding the prompt of r's endpoint.
-func promptParam(r *http.Request) string {
-	switch r.URL.Path {
-	case "/v1/completions", "/api/generate":
-		return "prompt"
-	case "/v1/responses":
-		return "input"
-	}
-	return "messages"
 }
 
 // writeJSON writes v as a JSON response with the given status.

@@ -60,7 +60,7 @@ func TestErrorFor(t *testing.T) {
 
 func TestWriteError(t *testing.T) {
 	req := httptest.NewRequest("POST", "/v1/completions", nil)
-	req = req.WithContext(zerolog.Nop().WithContext(req.Context()))
+	req = withAPI(req.WithContext(zerolog.Nop().WithContext(req.Context())), openAIAPI.at("prompt"))
 	rec := httptest.NewRecorder()
 	writeError(rec, req, &inference.ContextLengthError{PromptTokens: 9, ContextLen: 8})
 	e := apiErr(t, rec)

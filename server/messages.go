@@ -4,86 +4,52 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
+func messagesModel(req *anthropic.MessagesRequest) string { return req.Model }
+
 // messages is POST /v1/messages, the Anthropic Messages API.
-func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
-	l, req, err := s.anthropicRequest(w, r)
+func (s *Server) messages(c *call, req *anthropic.MessagesRequest) error {
+	g, err := convertMessages(c, req, anthropic.FromMessagesRequest)
 	if err != nil {
 		return err
 	}
-	defer l.Release(nil)
-	m := l.Model
-	g, err := anthropic.FromMessagesRequest(req, s.params(r, m))
-	if err != nil {
-		return windowError(err, m)
-	}
 	id := anthropic.NewMessageID()
-	return s.generate(w, r, m, &g.Request, g.Stream, reply{
-		whole: func(res inference.Result) any { return anthropic.ToMessage(g, id, res) },
-		stream: func() eventStream {
-			return messageStream{newSSE(w, s.opts.StreamWriteTimeout), anthropic.NewStream(g, id)}
-		},
+	return c.generate(&g.Request, g.Stream, reply{
+		whole:  func(res inference.Result) any { return anthropic.ToMessage(g, id, res) },
+		stream: func() eventStream { return messageStream{c.sse(), anthropic.NewStream(g, id)} },
 	})
 }
 
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens
 // /v1/messages would feed the model for the same body.
-func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) error {
-	l, req, err := s.anthropicRequest(w, r)
+func (s *Server) countTokens(c *call, req *anthropic.MessagesRequest) error {
+	n, err := convertMessages(c, req, anthropic.CountTokens)
 	if err != nil {
 		return err
 	}
-	defer l.Release(nil)
-	m := l.Model
-	n, err := anthropic.CountTokens(req, s.params(r, m))
-	if err != nil {
-		return windowError(err, m)
-	}
-	writeJSON(w, http.StatusOK, anthropic.TokenCount{InputTokens: n})
+	writeJSON(c.w, http.StatusOK, anthropic.TokenCount{InputTokens: n})
 	return nil
 }
 
-// anthropicRequest decodes a Messages body and holds the model it names
-// (loading it when needed); the caller releases the lease.
-func (s *Server) anthropicRequest(w http.ResponseWriter, r *http.Request) (*Lease, *anthropic.MessagesRequest, error) {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return nil, nil, err
-	}
-	var req anthropic.MessagesRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return nil, nil, err
-	}
-	if req.Model == "" {
-		return nil, nil, invalid("model", "Field required")
-	}
-	if u := s.upstreamFor(req.Model); u != nil { // /v1/messages relays them before this; count_tokens cannot
-		return nil, nil, invalid("model", "The model `%s` is served by an upstream: count_tokens counts with this server's tokenizer "+
-			"and is not available for it.", u.ID)
-	}
-	l, err := s.acquire(w, r, req.Model, s.anthropicNotFound)
+// convertMessages holds c's model and converts req with convert; a prompt
+// past the window's byte bound is Anthropic's prompt-too-long error.
+func convertMessages[T any](c *call, req *anthropic.MessagesRequest, convert func(*anthropic.MessagesRequest, front.Params) (T, error)) (T, error) {
+	var zero T
+	m, err := c.model()
 	if err != nil {
-		return nil, nil, err
+		return zero, err
 	}
-	return l, &req, nil
-}
-
-// anthropicNotFound is Anthropic's 404 for an unknown model, naming the
-// served ones.
-func (s *Server) anthropicNotFound(name string) error {
-	var ids []string
-	if c, err := s.catalogOrLoading(); err == nil {
-		for _, st := range c.Models() {
-			ids = append(ids, st.ID)
-		}
+	out, err := convert(req, c.params())
+	if err != nil {
+		return zero, windowError(err, m)
 	}
-	return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found",
-		Message: fmt.Sprintf("model: %s (this server serves %s; server.model_aliases maps other names to it)", name, strings.Join(ids, ", "))}
+	return out, nil
 }
 
 // messageStream is the Messages stream: named events, a ping while
@@ -144,12 +110,6 @@ type promptTooLong struct{ contextLen int }
 
 func (e *promptTooLong) Error() string {
 	return fmt.Sprintf("the prompt has more than %d tokens", e.contextLen)
-}
-
-// anthropicBody is Anthropic's error body for api (its message led by the
-// field's path, paramMessage).
-func anthropicBody(api *APIError) anthropic.ErrorResponse {
-	return anthropic.NewError(api.Status, paramMessage(api))
 }
 
 // windowError turns a render past the window's byte bound into

@@ -3,42 +3,35 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/ollama"
 )
 
-// ollamaRoutes are the Ollama API under /api/.
+// ollamaRoutes are the Ollama API (the routes of the /api subrouter).
 func (s *Server) ollamaRoutes(r chi.Router) {
-	r.Post("/api/chat", s.handle(s.relayed("", s.ollamaChat)))
-	r.Post("/api/generate", s.handle(s.relayed("", s.ollamaGenerate)))
-	r.Get("/api/tags", s.handle(s.ollamaTags))
-	r.Head("/api/tags", s.handle(s.ollamaTags))
-	r.Get("/api/ps", s.handle(s.ollamaPs))
-	r.Post("/api/show", s.handle(s.ollamaShow))
+	r.Post("/chat", s.endpoint("messages", s.ollamaUpstream(false), modelRoute(s, func(req *ollama.ChatRequest) string { return req.Model }, s.ollamaChat)))
+	r.Post("/generate", s.endpoint("prompt", s.ollamaUpstream(true), modelRoute(s, func(req *ollama.GenerateRequest) string { return req.Model }, s.ollamaGenerate)))
+	r.Get("/tags", s.handle(s.ollamaTags))
+	r.Head("/tags", s.handle(s.ollamaTags))
+	r.Get("/ps", s.handle(s.ollamaPs))
+	r.Post("/show", s.handle(s.ollamaShow))
 	version := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ollama.VersionResponse{Version: ollama.Version, Hexserve: s.opts.Version})
 	}
-	r.Get("/api/version", version)
-	r.Head("/api/version", version)
-	for _, p := range []string{"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/blobs/{digest}"} {
+	r.Get("/version", version)
+	r.Head("/version", version)
+	for _, p := range []string{"/pull", "/push", "/create", "/copy", "/blobs/{digest}"} {
 		r.Post(p, s.handle(errModelFiles))
 	}
-	r.Head("/api/blobs/{digest}", s.handle(errModelFiles))
-	r.Delete("/api/delete", s.handle(errModelFiles))
-	r.Post("/api/embed", s.handle(errNoEmbeddings))
-	r.Post("/api/embeddings", s.handle(errNoEmbeddings))
+	r.Head("/blobs/{digest}", s.handle(errModelFiles))
+	r.Delete("/delete", s.handle(errModelFiles))
+	r.Post("/embed", s.handle(errNoEmbeddings))
+	r.Post("/embeddings", s.handle(errNoEmbeddings))
 }
-
-func isOllamaPath(p string) bool { return strings.HasPrefix(p, "/api/") }
-
-// ollamaError is Ollama's error body: the message, after the name of the
-// offending field when the message does not say it.
-func ollamaError(api *APIError) any { return ollama.ErrorResponse{Error: paramMessage(api)} }
 
 func errModelFiles(_ http.ResponseWriter, r *http.Request) error {
 	return &APIError{Status: http.StatusNotImplemented, Type: TypeInvalidRequest, Message: fmt.Sprintf(
@@ -51,135 +44,52 @@ func errNoEmbeddings(_ http.ResponseWriter, r *http.Request) error {
 		"%s is not supported: the served model is a chat model, there is no embedding model", r.URL.Path)}
 }
 
-// ollamaName resolves a request's model name: a served id, an alias, or
-// either with Ollama's default tag ":latest". An unknown one is Ollama's 404.
-func (s *Server) ollamaName(name string) (ModelState, error) {
-	if name == "" {
-		return ModelState{}, invalid("model", "model is required")
-	}
-	if st, ok := s.Resolve(name); ok {
-		return st, nil
-	}
-	if base, ok := strings.CutSuffix(name, ":latest"); ok {
-		if st, ok := s.Resolve(base); ok {
-			return st, nil
-		}
-	}
-	return ModelState{}, errOllamaNotFound(name)
-}
-
-func errOllamaNotFound(name string) error {
-	return &APIError{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found", Param: "model",
-		Message: fmt.Sprintf("model %q not found", name)}
-}
-
-// ollamaModel holds the model an Ollama request names (loading it when
-// needed).
-func (s *Server) ollamaModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
-	st, err := s.ollamaName(name)
-	if err != nil {
-		return nil, err
-	}
-	return s.acquire(w, r, st.ID, errOllamaNotFound)
-}
-
-// ollamaParams are the conversion parameters for request r on model m.
-func (s *Server) ollamaParams(r *http.Request, m *Model) ollama.Params {
-	return ollama.Params{Params: s.params(r, m), ContextLen: m.ContextLen}
-}
-
 // ollamaChat is POST /api/chat.
-func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
-	start := time.Now()
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req ollama.ChatRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	if len(req.Messages) == 0 { // load or unload: no tokenizer needed
-		g, err := ollama.FromChatRequest(&req, ollama.Params{})
-		if err != nil {
-			return err
-		}
-		return s.ollamaLoad(w, r, req.Model, g, ollama.Meta{Model: req.Model, Start: start})
-	}
-	l, err := s.ollamaModel(w, r, req.Model)
-	if err != nil {
-		return err
-	}
-	g, err := ollama.FromChatRequest(&req, s.ollamaParams(r, l.Model))
-	if err != nil {
-		l.Release(nil)
-		return err
-	}
-	return s.ollamaReply(w, r, l, g, ollama.Meta{Model: req.Model, Start: start})
+func (s *Server) ollamaChat(c *call, req *ollama.ChatRequest) error {
+	return s.ollamaReply(c, ollama.Meta{Model: req.Model, Start: c.start}, len(req.Messages) == 0,
+		func(p front.Params) (*ollama.Generation, error) { return ollama.FromChatRequest(req, p) })
 }
 
 // ollamaGenerate is POST /api/generate.
-func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
-	start := time.Now()
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req ollama.GenerateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	if req.Prompt == "" {
-		g, err := ollama.FromGenerateRequest(&req, ollama.Params{})
+func (s *Server) ollamaGenerate(c *call, req *ollama.GenerateRequest) error {
+	return s.ollamaReply(c, ollama.Meta{Model: req.Model, Start: c.start}, req.Prompt == "",
+		func(p front.Params) (*ollama.Generation, error) { return ollama.FromGenerateRequest(req, p) })
+}
+
+// ollamaReply converts an Ollama request and answers it. A request with
+// nothing to generate (load) loads the model and keeps it for keep_alive,
+// or, with keep_alive 0, unloads it if it is loaded and idle (without
+// loading one that is not). The others go through the one submit path,
+// whole or as an NDJSON stream: errors before the first line go back to the
+// handler (a status and an error body), after it they are a last
+// {"error": …} line. The model is released with the request's keep_alive.
+func (s *Server) ollamaReply(c *call, meta ollama.Meta, load bool, convert func(front.Params) (*ollama.Generation, error)) error {
+	if load { // no tokenizer needed
+		g, err := convert(front.Params{})
 		if err != nil {
 			return err
 		}
-		return s.ollamaLoad(w, r, req.Model, g, ollama.Meta{Model: req.Model, Start: start})
-	}
-	l, err := s.ollamaModel(w, r, req.Model)
-	if err != nil {
-		return err
-	}
-	g, err := ollama.FromGenerateRequest(&req, s.ollamaParams(r, l.Model))
-	if err != nil {
-		l.Release(nil)
-		return err
-	}
-	return s.ollamaReply(w, r, l, g, ollama.Meta{Model: req.Model, Start: start})
-}
-
-// ollamaLoad answers a request with nothing to generate: it loads the model
-// and keeps it for keep_alive, or, with keep_alive 0, unloads it if it is
-// loaded and idle (without loading one that is not).
-func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, name string, g *ollama.Generation, meta ollama.Meta) error {
-	st, err := s.ollamaName(name)
-	if err != nil {
-		return err
-	}
-	if g.KeepAlive == nil || *g.KeepAlive != 0 || st.Status == StatusLoaded {
-		l, err := s.acquire(w, r, st.ID, errOllamaNotFound)
-		if err != nil {
-			return err
+		c.keepAlive = g.KeepAlive
+		if g.KeepAlive == nil || *g.KeepAlive != 0 || c.state.Status == StatusLoaded {
+			if _, err := c.model(); err != nil {
+				return err
+			}
 		}
-		l.Release(g.KeepAlive)
-	}
-	writeJSON(w, http.StatusOK, ollama.NewStream(g, meta).Load())
-	return nil
-}
-
-// ollamaReply submits g through the one submit path and writes the whole
-// reply or an NDJSON stream. Errors before the first line go back to the
-// handler (a status and an error body); after it they are a last
-// {"error": …} line. The lease is released, with the request's keep_alive,
-// when the reply ends.
-func (s *Server) ollamaReply(w http.ResponseWriter, r *http.Request, l *Lease, g *ollama.Generation, meta ollama.Meta) error {
-	defer l.Release(g.KeepAlive)
-	st := ollama.NewStream(g, meta)
-	if g.Load {
-		writeJSON(w, http.StatusOK, st.Load())
+		writeJSON(c.w, http.StatusOK, ollama.NewStream(g, meta).Load())
 		return nil
 	}
-	return s.generate(w, r, l.Model, &g.Request, g.Stream, reply{
+	if _, err := c.model(); err != nil {
+		return err
+	}
+	g, err := convert(c.params())
+	if err != nil {
+		return err
+	}
+	c.keepAlive = g.KeepAlive
+	st := ollama.NewStream(g, meta)
+	return c.generate(&g.Request, g.Stream, reply{
 		whole:  func(res inference.Result) any { return st.Response(res) },
-		stream: func() eventStream { return ollamaStream{newNDJSON(w, s.opts.StreamWriteTimeout), st} },
+		stream: func() eventStream { return ollamaStream{newNDJSON(c.w, s.opts.StreamWriteTimeout), st} },
 	})
 }
 
@@ -265,7 +175,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) error {
 	if name == "" {
 		name = req.Name
 	}
-	st, err := s.ollamaName(name)
+	st, err := s.resolveFor(r, name)
 	if err != nil {
 		return err
 	}

@@ -11,26 +11,19 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 )
 
 // createResponse is POST /v1/responses.
-func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req openai.ResponseRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.openAIModel(w, r, req.Model)
+func (s *Server) createResponse(c *call, req *openai.ResponseRequest) error {
+	m, err := c.model()
 	if err != nil {
 		return err
 	}
-	defer l.Release(nil)
-	m := l.Model
+	r := c.r
 	owner := requestOwner(r.Context())
 	var prev *openai.StoredResponse
 	if id := req.PreviousResponseID; id != nil && *id != "" {
@@ -39,18 +32,21 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 				Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", *id)}
 		}
 	}
-	g, err := openai.FromResponseRequest(&req, prev, openai.ResponseParams{Params: s.params(r, m), ContextLen: m.ContextLen},
-		openai.NewResponseID("resp_"), time.Now().Unix())
+	g, err := openai.FromResponseRequest(req, prev, c.params(), front.NewID("resp_"), time.Now().Unix())
 	if err != nil {
 		return err
 	}
 	g.Response.Model = m.ID
-	return s.generate(w, r, m, &g.Request, g.Stream, reply{
-		whole: func(res inference.Result) any { return openai.FinishResponse(g, res) },
-		stream: func() eventStream {
-			return responseStream{newSSE(w, s.opts.StreamWriteTimeout), openai.NewResponseStream(g)}
-		},
-		done: func() { s.storeResponse(r, g, owner) },
+	for _, t := range g.LeftOut {
+		if _, logged := s.leftOut.LoadOrStore(t, true); !logged {
+			zerolog.Ctx(r.Context()).Info().Str("tool_type", t).
+				Msg("hosted tool left out of the prompt: this server cannot run it (logged once per type)")
+		}
+	}
+	return c.generate(&g.Request, g.Stream, reply{
+		whole:  func(res inference.Result) any { return openai.FinishResponse(g, res) },
+		stream: func() eventStream { return responseStream{c.sse(), openai.NewResponseStream(g)} },
+		done:   func() { s.storeResponse(r, g, owner) },
 	})
 }
 
@@ -86,7 +82,7 @@ func (s *Server) storeResponse(r *http.Request, g *openai.ResponseGeneration, ow
 	}
 	data, err := json.Marshal(openai.StoredResponse{Response: g.Response, Input: g.Input, History: g.History})
 	if err == nil {
-		err = s.responses.Put(g.Response.ID, owner, data)
+		err = s.store.Put(g.Response.ID, owner, data)
 	}
 	if err != nil {
 		zerolog.Ctx(r.Context()).Warn().Err(err).Str("response_id", g.Response.ID).Msg("response not stored")
@@ -95,7 +91,7 @@ func (s *Server) storeResponse(r *http.Request, g *openai.ResponseGeneration, ow
 
 // storedResponse loads a stored response of owner.
 func (s *Server) storedResponse(id, owner string) (*openai.StoredResponse, error) {
-	data, ok := s.responses.Get(id, owner)
+	data, ok := s.store.Get(id, owner)
 	if !ok {
 		return nil, errResponseNotFound(id)
 	}
@@ -127,7 +123,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 // deleteResponse is DELETE /v1/responses/{id}.
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "id")
-	if !s.responses.Delete(id, requestOwner(r.Context())) {
+	if !s.store.Delete(id, requestOwner(r.Context())) {
 		return errResponseNotFound(id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
@@ -192,7 +188,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 }
 
 // defaultResponseStore is the store of a server given none.
-func defaultResponseStore() *responses.Store {
-	st, _ := responses.Open(responses.Options{}) // memory only: cannot fail
+func defaultResponseStore() *respstore.Store {
+	st, _ := respstore.Open(respstore.Options{}) // memory only: cannot fail
 	return st
 }

@@ -63,7 +63,17 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "function_call without call_id", body: `{"model":"` + modelID + `","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, status: 400, param: "input[0].call_id"},
 		{name: "function_call bad arguments", body: `{"model":"` + modelID + `","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{oops"}]}`, status: 400, param: "input[0].arguments"},
 		{name: "function_call_output without output", body: `{"model":"` + modelID + `","input":[{"type":"function_call_output","call_id":"c"}]}`, status: 400, param: "input[0].output"},
-		{name: "web search tool", body: respBody(`"tools":[{"type":"web_search_preview"}]`), status: 400, param: "tools[0].type", contains: "web_search_preview"},
+		{name: "custom tool", body: respBody(`"tools":[{"type":"custom","name":"apply_patch"}]`), status: 400, param: "tools[0].type", contains: `"custom"`},
+		{name: "local_shell tool", body: respBody(`"tools":[{"type":"local_shell"}]`), status: 400, param: "tools[0].type", contains: `"local_shell"`},
+		{name: "forced hosted tool", body: respBody(`"tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}`), status: 400, param: "tool_choice", contains: `hosted tool "web_search"`},
+		{name: "forced dated hosted tool", body: respBody(`"tool_choice":{"type":"web_search_preview_2025_03_11"}`), status: 400, param: "tool_choice", contains: "cannot run"},
+		{name: "namespace without tools", body: respBody(`"tools":[{"type":"namespace","name":"crm","description":"CRM"}]`), status: 400, param: "tools[0].tools"},
+		{name: "namespace with a custom tool", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"custom","name":"x"}]}]`), status: 400, param: "tools[0].tools[0].type"},
+		{name: "namespace function without name", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function"}]}]`), status: 400, param: "tools[0].tools[0].name"},
+		{name: "namespace bad name", body: respBody(`"tools":[{"type":"namespace","name":"a.b","tools":[{"type":"function","name":"f"}]}]`), status: 400, param: "tools[0].name", contains: "a-zA-Z0-9"},
+		{name: "duplicate function", body: respBody(`"tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]`), status: 400, param: "tools[1].name", contains: "duplicate"},
+		{name: "forced unknown namespace function", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f"}]}],"tool_choice":{"type":"function","namespace":"crm","name":"g"}`), status: 400, param: "tool_choice.function.name", contains: "crm.g"},
+		{name: "hosted tools left out", body: respBody(`"tools":[{"type":"web_search","external_web_access":false},{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"},{"type":"mcp","server_label":"x"},{"type":"computer_use_preview"}]`), status: 200},
 		{name: "function tool without name", body: respBody(`"tools":[{"type":"function","parameters":{}}]`), status: 400, param: "tools[0].name"},
 		{name: "tool_choice required", body: respBody(`"tool_choice":"required"`), status: 400, param: "tool_choice"},
 		{name: "json_schema without a name", body: respBody(`"text":{"format":{"type":"json_schema","schema":{}}}`), status: 400, param: "text.format.name"},
@@ -370,6 +380,54 @@ func TestResponsesFunctionCall(t *testing.T) {
 	// Without a stored response, the whole conversation can be sent as items.
 	items := (`"input":[{"role":"user","content":"Weather?"},{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_text","text":"18C"}]}],"store":false`)
 	decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(items)))
+}
+
+// codexTools is the shape of Codex CLI's default tool list: functions, a
+// namespace of functions and a hosted web_search.
+const codexTools = `"tools":[{"type":"function","name":"exec_command","description":"Runs a command","strict":false,"parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}},` +
+	`{"type":"namespace","name":"multi_agent_v1","description":"Tools for sub-agents.","tools":[` +
+	`{"type":"function","name":"spawn_agent","description":"Spawn an agent","strict":false,"parameters":{"type":"object","properties":{"message":{"type":"string"}}}},` +
+	`{"type":"function","name":"close_agent","description":"Close an agent","strict":false,"parameters":{"type":"object","properties":{"target":{"type":"string"}}}}]},` +
+	`{"type":"web_search","external_web_access":false}]`
+
+// TestResponsesNamespaceCall: a namespace's function is offered under its
+// qualified name, and the model's call of it comes back as OpenAI sends
+// it, namespace and name apart (whole and streamed); the call sent back as
+// input renders, and a function of the namespace can be forced.
+func TestResponsesNamespaceCall(t *testing.T) {
+	tok := loadTok(t)
+	r := newRig(t, rigOptions{script: tok.Encode(`{"name": "multi_agent_v1.spawn_agent", "parameters": {"message": "hi"}}`, false, false)})
+	resp := decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(codexTools)))
+	if len(resp.Output) != 1 {
+		t.Fatalf("output %+v", resp.Output)
+	}
+	call := resp.Output[0]
+	if call.Type != "function_call" || call.Namespace != "multi_agent_v1" || call.Name != "spawn_agent" || *call.Arguments != `{"message":"hi"}` {
+		t.Fatalf("call %+v", call)
+	}
+	if !strings.Contains(string(r.do(t, "POST", "/v1/responses", respBody(codexTools)).Body), `"namespace":"multi_agent_v1","name":"spawn_agent"`) {
+		t.Fatal("the call's JSON does not carry namespace and name")
+	}
+	evs := readEvents(t, r.URL, respBody(codexTools+`,"stream":true`))
+	done := evs[len(evs)-2].Data["item"].(map[string]any)
+	if done["namespace"] != "multi_agent_v1" || done["name"] != "spawn_agent" {
+		t.Fatalf("streamed item %s", evs[len(evs)-2].Raw)
+	}
+
+	// Sent back as input with its output, the call renders: the prompt
+	// grows by the call and the result.
+	base := decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(codexTools+`,"store":false,"tool_choice":"none"`)))
+	items := `"input":[{"role":"user","content":"Hello"},{"type":"function_call","call_id":"call_1","namespace":"multi_agent_v1","name":"spawn_agent","arguments":"{\"message\":\"hi\"}"},{"type":"function_call_output","call_id":"call_1","output":"agent a1"}],"store":false`
+	next := decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(codexTools+`,`+items)))
+	if next.Usage.InputTokens <= base.Usage.InputTokens {
+		t.Fatalf("input tokens %d with the call, %d without", next.Usage.InputTokens, base.Usage.InputTokens)
+	}
+
+	// A namespace's function forced by namespace and name.
+	forced := decodeResponse(t, r.do(t, "POST", "/v1/responses", respBody(codexTools+`,"tool_choice":{"type":"function","namespace":"multi_agent_v1","name":"spawn_agent"}`)))
+	if c := forced.Output[0]; c.Type != "function_call" || c.Namespace != "multi_agent_v1" || c.Name != "spawn_agent" {
+		t.Fatalf("forced call %+v", forced.Output)
+	}
 }
 
 func TestResponsesTruncation(t *testing.T) {

@@ -1,7 +1,12 @@
-// Package server is hexserve's HTTP layer: the chi router, its middleware
+// Package server is hexserve's HTTP layer: the chi router, with one route
+// group per client API (OpenAI's, Anthropic's Messages API under
+// /v1/messages, Ollama's under /api) that decides, at routing, how the API
+// writes errors, which field holds a prompt, its 404 for an unknown model
+// and how a request naming an upstream model is relayed; the middleware
 // (request id, access log, metrics, panic recovery, CORS, API keys, body
-// limit), the handlers of the OpenAI and Ollama APIs, and the one mapping
-// from errors to statuses, written in the error shape of the request's API.
+// limit); the handlers, which share one preamble (modelRoute) and one
+// submit path (generate); the relay to upstream models and fallbacks; and
+// the one mapping from errors to statuses.
 package server
 
 import (
@@ -20,7 +25,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -58,9 +64,9 @@ type Options struct {
 	MaxTokens int
 	// WebUI serves the chat page at / (config server.web_ui).
 	WebUI bool
-	// Responses keeps stored /v1/responses responses; nil: an in-memory
-	// store with the default limits.
-	Responses *responses.Store
+	// ResponseStore keeps stored /v1/responses responses; nil: an
+	// in-memory store with the default limits.
+	ResponseStore *respstore.Store
 	// Version is hexserve's version (/api/version's "hexserve").
 	Version string
 	// Structured bounds compiling each structured-output grammar and each
@@ -70,6 +76,9 @@ type Options struct {
 	// StructuredCache is the byte budget of the cache of compiled patterns
 	// and masks shared by all requests; <= 0: grammar.DefaultCacheBytes.
 	StructuredCache int64
+	// StructuredCompiles bounds the schemas compiled at once (<= 0:
+	// grammar.DefaultMaxCompiles); one that waits a second more gets 503.
+	StructuredCompiles int
 	// Upstreams are models served by other servers; requests naming them
 	// on the OpenAI endpoints are forwarded (config models[].upstream).
 	Upstreams []Upstream
@@ -134,8 +143,10 @@ type Server struct {
 	catalog atomic.Pointer[Catalog]
 	// grammars caches compiled patterns and masks for all requests.
 	grammars *grammar.Cache
-	// responses keeps stored /v1/responses responses.
-	responses *responses.Store
+	// store keeps stored /v1/responses responses.
+	store *respstore.Store
+	// leftOut holds the hosted tool types already logged as left out.
+	leftOut sync.Map
 }
 
 // New builds the router and its middleware.
@@ -149,11 +160,12 @@ func New(opts Options) *Server {
 	if opts.DateString == nil {
 		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
 	}
-	if opts.Responses == nil {
-		opts.Responses = defaultResponseStore()
+	if opts.ResponseStore == nil {
+		opts.ResponseStore = defaultResponseStore()
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, store: opts.ResponseStore,
 		grammars: grammar.NewCache(opts.StructuredCache)}
+	s.grammars.LimitCompiles(opts.StructuredCompiles)
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
 	return s
@@ -168,57 +180,60 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
+// routes builds the router. The API of a request is decided here, once: the
+// OpenAI routes (and the server's own) are one group, Anthropic's Messages
+// API and Ollama's API subrouters, each with its api (error shape, 404 of
+// an unknown model) and each endpoint with its prompt field and upstream
+// mapping (endpoint).
 func (s *Server) routes() {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverer, s.cors, s.auth, s.limitBody)
-	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
+	r.Use(routedAPI, s.requestID, s.accessLog, s.recoverer, s.cors)
+	unknown := s.group(openAIAPI, false)
+	r.NotFound(unknown(http.HandlerFunc(s.notFound)).ServeHTTP)
+	r.MethodNotAllowed(unknown(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
 
-	r.Get("/health", s.health)
-	r.Head("/health", s.health) // health checkers probe with HEAD; net/http drops the body
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	r.Get("/v1/models", s.handle(s.listModels))
-	r.Get("/v1/models/{id}", s.handle(s.getModel))
-	r.Post("/v1/chat/completions", s.handle(s.relayed("/chat/completions", s.chatCompletions)))
-	r.Post("/v1/completions", s.handle(s.relayed("/completions", s.completions)))
-	r.Post("/v1/responses", s.handle(s.relayed("/responses", s.createResponse)))
-	r.Post("/v1/messages", s.handle(s.relayed("", s.messages)))
-	r.Post("/v1/messages/count_tokens", s.handle(s.countTokens))
-	r.Get("/v1/responses/{id}", s.handle(s.getResponse))
-	r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
-	r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
-	r.Post("/tokenize", s.handle(s.tokenize))
-	r.Post("/detokenize", s.handle(s.detokenize))
-	r.Post("/apply-template", s.handle(s.applyTemplate))
-	s.ollamaRoutes(r)
-	s.webUIRoutes(r)
+	r.Group(func(r chi.Router) { // no key needed
+		r.Use(s.group(openAIAPI, true))
+		r.Get("/health", s.health)
+		r.Head("/health", s.health) // health checkers probe with HEAD; net/http drops the body
+		s.webUIRoutes(r)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.group(openAIAPI, false))
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+		r.Get("/v1/models", s.handle(s.listModels))
+		r.Get("/v1/models/{id}", s.handle(s.getModel))
+		r.Post("/v1/chat/completions", s.endpoint("messages", s.forwardTo("/chat/completions"),
+			modelRoute(s, func(req *openai.ChatCompletionRequest) string { return req.Model }, s.chatCompletions)))
+		r.Post("/v1/completions", s.endpoint("prompt", s.forwardTo("/completions"),
+			modelRoute(s, func(req *openai.CompletionRequest) string { return req.Model }, s.completions)))
+		r.Post("/v1/responses", s.endpoint("input", s.forwardTo("/responses"),
+			modelRoute(s, func(req *openai.ResponseRequest) string { return req.Model }, s.createResponse)))
+		r.Get("/v1/responses/{id}", s.handle(s.getResponse))
+		r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
+		r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
+		r.Post("/tokenize", s.handle(modelRoute(s, func(req *tokenizeRequest) string { return s.defaultModel(req.Model) }, s.tokenize)))
+		r.Post("/detokenize", s.handle(modelRoute(s, func(req *detokenizeRequest) string { return s.defaultModel(req.Model) }, s.detokenize)))
+		r.Post("/apply-template", s.handle(modelRoute(s, func(req *applyTemplateRequest) string { return s.defaultModel(req.Model) }, s.applyTemplate)))
+	})
+	r.Route("/v1/messages", s.apiRouter(anthropicAPI, func(r chi.Router) {
+		r.Post("/", s.endpoint("messages", s.anthropicUpstream, modelRoute(s, messagesModel, s.messages)))
+		r.Post("/count_tokens", s.handle(modelRoute(s, messagesModel, s.countTokens)))
+	}))
+	r.Route("/api", s.apiRouter(ollamaAPI, s.ollamaRoutes))
 	s.router = r
 }
 
-// handle adapts a handler that returns an error; errors go through writeError.
-func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			writeError(w, r, err)
+// defaultModel is the model name of a request to the routes whose requests
+// may name none (tokenize, detokenize, apply-template): name, or the first
+// configured model when name is "".
+func (s *Server) defaultModel(name string) string {
+	if c, err := s.catalogOrLoading(); err == nil && name == "" {
+		if ms := c.Models(); len(ms) > 0 {
+			return ms[0].ID
 		}
 	}
-}
-
-// defaultModel holds the first configured model for r, for the routes whose
-// requests name none (tokenize, detokenize, apply-template) when name is "".
-func (s *Server) defaultModel(w http.ResponseWriter, r *http.Request, name string) (*Lease, error) {
-	c, err := s.catalogOrLoading()
-	if err != nil {
-		return nil, err
-	}
-	if name == "" {
-		ms := c.Models()
-		if len(ms) == 0 {
-			return nil, errLoading
-		}
-		name = ms[0].ID
-	}
-	return s.acquire(w, r, name, func(id string) error { return ModelNotFound(id, "model") })
+	return name
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

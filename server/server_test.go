@@ -155,7 +155,7 @@ func TestModels(t *testing.T) {
 	}
 	rec = do(s, "GET", "/v1/models/gpt-5", "")
 	e := apiErr(t, rec)
-	if rec.Code != 404 || str(e.Code) != "model_not_found" || e.Message != "The model `gpt-5` does not exist or you do not have access to it." {
+	if rec.Code != 404 || str(e.Code) != "model_not_found" || e.Message != "The model `gpt-5` does not exist or you do not have access to it. This server serves llama-3.2-1b-instruct; server.model_aliases maps other names to them." {
 		t.Fatalf("unknown: %d %s", rec.Code, rec.Body)
 	}
 }

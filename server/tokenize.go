@@ -30,20 +30,11 @@ type tokenizeResponse struct {
 // add_special_tokens adds BOS; parse_special (default true) turns
 // special-token text such as "<|eot_id|>" into its id. with_pieces adds each
 // token's decoded text (invalid UTF-8 bytes become U+FFFD).
-func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req tokenizeRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.defaultModel(w, r, req.Model)
+func (s *Server) tokenize(c *call, req *tokenizeRequest) error {
+	m, err := c.model()
 	if err != nil {
 		return err
 	}
-	defer l.Release(nil)
-	m := l.Model
 	text := req.Content
 	if text == nil {
 		text = req.Prompt
@@ -63,28 +54,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 			resp.Pieces[i] = string(m.Tokenizer.Piece(id))
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(c.w, http.StatusOK, resp)
 	return nil
 }
 
 // detokenize is POST /detokenize: token ids → text, special tokens included.
-func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
-		return err
-	}
-	var req struct {
-		Tokens *[]int64 `json:"tokens"`
-		Model  string   `json:"model"` // "": the first configured model
-	}
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.defaultModel(w, r, req.Model)
+func (s *Server) detokenize(c *call, req *detokenizeRequest) error {
+	m, err := c.model()
 	if err != nil {
 		return err
 	}
-	defer l.Release(nil)
-	m := l.Model
 	if req.Tokens == nil {
 		return invalid("tokens", "'tokens' is required and must be an array of token ids.")
 	}
@@ -98,8 +77,13 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 		}
 		ids[i] = int32(id)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": m.Tokenizer.Decode(ids, false)})
+	writeJSON(c.w, http.StatusOK, map[string]string{"content": m.Tokenizer.Decode(ids, false)})
 	return nil
+}
+
+type detokenizeRequest struct {
+	Tokens *[]int64 `json:"tokens"`
+	Model  string   `json:"model"` // "": the first configured model
 }
 
 func badToken(i int, id int64, m *Model) error {
@@ -119,26 +103,15 @@ type applyTemplateRequest struct {
 // rendered prompt text. The date is chat_template_kwargs.date_string, else
 // the configured one; custom_tools and tools_in_user_message work as in chat
 // completions. Other template kwargs are ignored.
-func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.catalogOrLoading(); err != nil {
+func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
+	if _, err := c.model(); err != nil {
 		return err
 	}
-	var req applyTemplateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		return err
-	}
-	l, err := s.defaultModel(w, r, req.Model)
-	if err != nil {
-		return err
-	}
-	defer l.Release(nil)
-	m := l.Model
 	msgs, err := openai.ToChatMessages(req.Messages)
 	if err != nil {
 		return err
 	}
-	p := s.params(r, m)
-	opt := chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	opt := c.params().ChatOptions()
 	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
 		return err
 	}
@@ -149,6 +122,6 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
+	writeJSON(c.w, http.StatusOK, map[string]string{"prompt": prompt})
 	return nil
 }

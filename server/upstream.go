@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,9 +81,10 @@ func fallbackReason(code string) string {
 }
 
 // fallbackFor returns the upstream a request for local model name goes to
-// after err, and why; nil when no policy covers it.
-func (s *Server) fallbackFor(name string, err error) (*Upstream, string) {
-	api, _ := anthropicErrorFor(err, "") // errorFor, and /v1/messages' promptTooLong
+// after err, and why; nil when no policy covers it. err is read by r's
+// API's mapping (Anthropic's knows its own prompt-too-long error).
+func (s *Server) fallbackFor(r *http.Request, name string, err error) (*Upstream, string) {
+	api, _ := apiOf(r).mapErr(err, "")
 	reason := fallbackReason(api.Code)
 	if reason == "" {
 		return nil, ""
@@ -95,7 +97,7 @@ func (s *Server) fallbackFor(name string, err error) (*Upstream, string) {
 		if f.Model != id && !names(f.Model, f.Aliases, name) {
 			continue
 		}
-		if len(f.When) > 0 && !contains(f.When, reason) {
+		if len(f.When) > 0 && !slices.Contains(f.When, reason) {
 			return nil, ""
 		}
 		return s.upstreamFor(f.To), reason
@@ -103,23 +105,25 @@ func (s *Server) fallbackFor(name string, err error) (*Upstream, string) {
 	return nil, ""
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
+// relayFunc serves a request (its body already read) from upstream u: as
+// is (forwardTo) or converted to a streamed chat request (the Anthropic
+// and Ollama APIs). fallback: u serves a local model's request.
+type relayFunc func(w http.ResponseWriter, r *http.Request, u *Upstream, body []byte, fallback bool) error
+
+// forwardTo relays an OpenAI endpoint's request as is to the upstream's
+// path (under /v1).
+func (s *Server) forwardTo(path string) relayFunc {
+	return func(w http.ResponseWriter, r *http.Request, u *Upstream, body []byte, _ bool) error {
+		return s.forward(w, r, u, path, body)
 	}
-	return false
 }
 
-// relayed routes a request of an OpenAI endpoint (path: its path under
-// /v1) naming an upstream model to that upstream, and a local model's
-// request that fails before its reply started to the model's fallback
-// when its policy covers the failure. path "" is an endpoint that is not
-// relayed as is but converted to a streamed chat request: the Ollama API's
-// (ollamaUpstream) and Anthropic's (anthropicUpstream). Without upstreams
-// it is h.
-func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+// relayed serves with relay a request naming an upstream model, and a local
+// model's request that fails before its reply started when the model's
+// fallback policy covers the failure. A request continuing a stored
+// response (previous_response_id) is never relayed: the upstream does not
+// have it. Without upstreams it is h.
+func (s *Server) relayed(relay relayFunc, h handlerFunc) handlerFunc {
 	if len(s.opts.Upstreams) == 0 {
 		return h
 	}
@@ -137,39 +141,31 @@ func (s *Server) relayed(path string, h func(http.ResponseWriter, *http.Request)
 			return h(w, r)
 		}
 		forwardable := len(peek.Previous) == 0 || string(peek.Previous) == "null"
-		converted := s.ollamaUpstream
 		name := peek.Model
-		if isOllamaPath(r.URL.Path) {
+		if apiOf(r).latest {
 			name = strings.TrimSuffix(name, ":latest")
-		} else {
-			converted = s.anthropicUpstream
 		}
-		if u := s.upstreamFor(name); u != nil && path == "" {
-			return converted(w, r, u, false)
-		}
-		if u := s.upstreamFor(peek.Model); u != nil && path != "" {
+		if u := s.upstreamFor(name); u != nil {
 			if !forwardable {
 				return invalid("previous_response_id", "The model `%s` is served by an upstream, where hexserve keeps no responses: "+
 					"previous_response_id is not supported for it; send the conversation in input.", u.ID)
 			}
-			return s.forward(w, r, u, path, body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return relay(w, r, u, body, false)
 		}
 		err = h(w, r)
 		if err == nil || started(w) || !forwardable {
 			return err
 		}
-		u, reason := s.fallbackFor(peek.Model, err)
+		u, reason := s.fallbackFor(r, peek.Model, err)
 		if u == nil {
 			return err
 		}
 		s.metrics.fallbacks.WithLabelValues(peek.Model, u.ID, reason).Inc()
 		zerolog.Ctx(r.Context()).Info().Str("model", peek.Model).Str("to", u.ID).Str("reason", reason).Msg("fallback")
 		w.Header().Set(HeaderFallback, reason)
-		if path == "" { // the Ollama and Anthropic APIs: converted
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return converted(w, r, u, true)
-		}
-		return s.forward(w, r, u, path, body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return relay(w, r, u, body, true)
 	}
 }
 
@@ -241,12 +237,17 @@ func upstreamObject(id string) modelObject {
 // startTime is the created time of upstream models.
 var startTime = time.Now()
 
-// ollamaUpstream serves an Ollama chat or generate request from upstream
-// u: converted to an OpenAI chat request, streamed from u, its chunks
-// turned into Ollama's lines (or, with stream false, one reply) naming the
-// model as requested, or u's id for a fallback.
-func (s *Server) ollamaUpstream(w http.ResponseWriter, r *http.Request, u *Upstream, fallback bool) error {
-	generate := r.URL.Path == "/api/generate"
+// ollamaUpstream serves an Ollama chat (or, with generate, generate)
+// request from upstream u: converted to an OpenAI chat request, streamed
+// from u, its chunks turned into Ollama's lines (or, with stream false, one
+// reply) naming the model as requested, or u's id for a fallback.
+func (s *Server) ollamaUpstream(generate bool) relayFunc {
+	return func(w http.ResponseWriter, r *http.Request, u *Upstream, _ []byte, fallback bool) error {
+		return s.ollamaRelay(w, r, u, generate, fallback)
+	}
+}
+
+func (s *Server) ollamaRelay(w http.ResponseWriter, r *http.Request, u *Upstream, generate, fallback bool) error {
 	var (
 		out    []byte
 		err    error
@@ -342,7 +343,7 @@ func badChunk(r *http.Request, u *Upstream, err error) error {
 // to an OpenAI chat request, streamed from u, its chunks turned into
 // Anthropic's events (or, without stream, one Message) naming the model as
 // requested, or u's id for a fallback.
-func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Upstream, fallback bool) error {
+func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Upstream, _ []byte, fallback bool) error {
 	var req anthropic.MessagesRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
@@ -371,7 +372,7 @@ func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Up
 	case err != nil && !sse.started:
 		return err
 	case err != nil:
-		api, _ := anthropicErrorFor(err, "messages")
+		api := mapError(r, err, "relayed stream failed")
 		sendNamed(sse, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
 		return nil
 	case !req.Stream:

@@ -48,10 +48,3 @@ func wantsHTML(r *http.Request) bool {
 	}
 	return false
 }
-
-// isPublicPath reports whether p needs no API key, like /health: / (the
-// page and the Ollama probe hold no data; the page asks for the key itself)
-// and the page's assets.
-func (s *Server) isPublicPath(p string) bool {
-	return p == "/health" || p == "/" || s.opts.WebUI && strings.HasPrefix(p, webui.Prefix)
-}

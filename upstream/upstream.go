@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Options configure a Client.
@@ -38,16 +39,22 @@ type Options struct {
 	// ConnectTimeout bounds connecting. <= 0: 5 min and 10 s.
 	Timeout        time.Duration
 	ConnectTimeout time.Duration
-	// MaxInFlight caps the requests forwarded at once; 0: no limit.
+	// MaxInFlight caps the requests forwarded at once; <= 0:
+	// DefaultMaxInFlight.
 	MaxInFlight int
 	// RootCAs, when not nil, replaces the system's certificate authorities.
 	RootCAs *x509.CertPool
 	// StreamWriteTimeout drops a relayed stream whose client stops reading
 	// for this long; <= 0: 30 s.
 	StreamWriteTimeout time.Duration
-	// MaxResponseBytes caps a reply that is not a stream, and a converted one
-	// (Chunks: the Ollama and Anthropic relays) in all; <= 0: 64 MiB.
+	// MaxResponseBytes caps a reply that is not a stream, one line of a
+	// stream, and a converted reply (Chunks: the Ollama and Anthropic
+	// relays) in all; <= 0: 64 MiB.
 	MaxResponseBytes int64
+	// Budget, shared by every Client of a server, bounds the memory all
+	// their buffered replies hold at once; nil: no bound beyond
+	// MaxResponseBytes per request.
+	Budget *Budget
 	// Metrics, when not nil, records the relay's series.
 	Metrics *Metrics
 	// Transport replaces the client's transport (tests); nil: one built
@@ -63,6 +70,9 @@ type Client struct {
 	hc    *http.Client
 	slots chan struct{} // nil: no in-flight limit
 	scrub *strings.Replacer
+	// secrets are what scrub replaces (their escaped forms contain the
+	// hostname, which is one of them).
+	secrets [][]byte
 	// health caches the last probe.
 	healthMu  sync.Mutex
 	healthAt  time.Time
@@ -142,21 +152,32 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, base: base, hc: &http.Client{Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	if opts.MaxInFlight > 0 {
-		c.slots = make(chan struct{}, opts.MaxInFlight)
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
 	}
-	secrets := []string{opts.BaseURL, base.String(), base.Host, base.Hostname()}
-	if opts.APIKey != "" {
-		secrets = append([]string{opts.APIKey}, secrets...)
-	}
+	c.slots = make(chan struct{}, opts.MaxInFlight)
+	c.scrub, c.secrets = scrubber(opts.APIKey, opts.BaseURL, base)
+	c.opts = opts
+	return c, nil
+}
+
+// scrubber replaces the key and every spelling of the address (the URL,
+// host:port, host, each also as JSON may escape it, "\/" for "/") with
+// "[upstream]"; longer secrets first, so a URL goes whole.
+func scrubber(key, baseURL string, base *url.URL) (*strings.Replacer, [][]byte) {
 	var pairs []string
-	for _, s := range secrets {
-		if s != "" {
-			pairs = append(pairs, s, "[upstream]")
+	var secrets [][]byte
+	for _, s := range []string{key, baseURL, base.String(), base.Host, base.Hostname()} {
+		if s == "" {
+			continue
+		}
+		pairs = append(pairs, s, "[upstream]")
+		secrets = append(secrets, []byte(s))
+		if esc := strings.ReplaceAll(s, "/", `\/`); esc != s {
+			pairs = append(pairs, esc, "[upstream]")
 		}
 	}
-	c.scrub = strings.NewReplacer(pairs...)
-	return c, nil
+	return strings.NewReplacer(pairs...), secrets
 }
 
 // ID is the id hexserve serves the model as.
@@ -177,52 +198,104 @@ func (e *Error) Error() string { return e.Message }
 // Unwrap is the transport's error (it names the address: log it only).
 func (e *Error) Unwrap() error { return e.cause }
 
+// call is one request on its way to the upstream: its in-flight slot
+// held, its context bounded by the timeout, its response's headers read.
+type call struct {
+	resp   *http.Response
+	stream bool // the client asked for a stream
+	hold   hold // the memory its buffered bytes hold from the budget
+	done   func()
+}
+
+// open prepares and sends a request, the same way for Forward and Chunks:
+// an in-flight slot (503 when none is free), the model replaced, the
+// timeout, the upstream's key, the request id. A redirect is an *Error.
+// The caller must call done.
+func (c *Client) open(w http.ResponseWriter, r *http.Request, path string, body []byte) (*call, error) {
+	release := func() {}
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+			release = func() { <-c.slots }
+		default:
+			c.count("", "busy")
+			return nil, &Error{Status: http.StatusServiceUnavailable, Code: "upstream_busy", RetryAfter: 1,
+				Message: fmt.Sprintf("The model `%s` is busy with other requests, please retry shortly.", c.opts.ID)}
+		}
+	}
+	out, stream, err := replaceModel(body, c.opts.Model)
+	if err != nil {
+		release()
+		return nil, &Error{Status: http.StatusBadRequest, Code: "invalid_json", Message: "We could not parse the JSON body of your request.", cause: c.scrubErr(err)}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.opts.Timeout)
+	resp, err := c.send(ctx, w, r, path, out)
+	if err != nil {
+		cancel()
+		release()
+		return nil, err
+	}
+	cl := &call{resp: resp, stream: stream, hold: hold{b: c.opts.Budget, max: c.opts.MaxResponseBytes + 1}}
+	cl.done = func() {
+		resp.Body.Close()
+		cancel()
+		cl.hold.release()
+		release()
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		cl.done()
+		return nil, c.redirected(resp)
+	}
+	return cl, nil
+}
+
 // Forward sends body, a client's JSON request to the endpoint at path under
 // the base URL ("/chat/completions"), with its model replaced by the
 // upstream's name, and writes the reply to w with the model named servedAs.
 // The request's context cancels the upstream request. An error returned
 // means nothing was written: it is an *Error, or r's context error when the
 // client left. Once the reply has started, failures end it in the stream
-// (OpenAI's error frame) and Forward returns nil.
+// (OpenAI's error frame) and Forward returns nil. The key and the address
+// never reach w: every byte relayed is scrubbed of them.
 func (c *Client) Forward(w http.ResponseWriter, r *http.Request, path string, body []byte, servedAs string) error {
-	if c.slots != nil {
-		select {
-		case c.slots <- struct{}{}:
-			defer func() { <-c.slots }()
-		default:
-			c.count("", "busy")
-			return &Error{Status: http.StatusServiceUnavailable, Code: "upstream_busy", RetryAfter: 1,
-				Message: fmt.Sprintf("The model `%s` is busy with other requests, please retry shortly.", c.opts.ID)}
-		}
-	}
-	out, err := replaceModel(body, c.opts.Model)
-	if err != nil {
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_json", Message: "We could not parse the JSON body of your request.", cause: err}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.opts.Timeout)
-	defer cancel()
-	resp, err := c.send(ctx, w, r, path, out)
+	cl, err := c.open(w, r, path, body)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	rw := &relay{c: c, w: w, rc: http.NewResponseController(w), from: c.modelField(c.opts.Model), to: c.modelField(servedAs)}
+	defer cl.done()
+	resp := cl.resp
+	rw := &relay{c: c, w: w, rc: http.NewResponseController(w), from: c.modelField(c.opts.Model), to: c.modelField(servedAs), hold: &cl.hold}
 	rw.spaced = bytes.Replace(rw.from, []byte(`":`), []byte(`": `), 1)
 	if servedAs == c.opts.Model {
 		rw.from = nil
 	}
 	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return c.redirected(resp)
 	case resp.StatusCode >= 400:
 		return c.relayError(rw, r, resp)
-	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+	case isStream(resp):
 		c.count(strconv.Itoa(resp.StatusCode), "")
 		return rw.stream(r, resp)
+	case cl.stream:
+		return c.broken(r, resp, "answered a stream request with a reply that is not a stream")
 	default:
-		c.count(strconv.Itoa(resp.StatusCode), "")
-		return rw.whole(r, resp)
+		return rw.whole(r, resp, path)
 	}
+}
+
+func isStream(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+}
+
+// broken is the 502 for a 2xx reply that cannot be what was asked for
+// (what: how it is broken); its body is not read.
+func (c *Client) broken(r *http.Request, resp *http.Response, what string) error {
+	if cerr := r.Context().Err(); cerr != nil {
+		c.count("499", "cancelled")
+		return cerr
+	}
+	c.count("502", "invalid")
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
+		Message: fmt.Sprintf("The model `%s` %s.", c.opts.ID, what)}
 }
 
 // send posts out to path and returns the upstream's response (its
@@ -254,58 +327,44 @@ func (c *Client) send(ctx context.Context, w http.ResponseWriter, r *http.Reques
 
 // Chunks sends body, an OpenAI request that asks for a stream, with its
 // model replaced, and calls each with the data of every SSE event as it
-// arrives, up to [DONE]; each's error ends the stream. Errors before the
-// first event are an *Error (an upstream that refused the request: its
-// status and message, scrubbed) or r's context error; after it, an error
-// that a client may see.
+// arrives (scrubbed of the key and address), up to [DONE]; each's error
+// ends the stream. Errors before the first event are an *Error (an
+// upstream that refused the request: its status and message, scrubbed; a
+// reply that is not a stream, or has no event: 502) or r's context error;
+// after it, an error that a client may see. Every byte read is held from
+// the budget until Chunks returns, as the caller may collect the reply.
 func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, body []byte, each func([]byte) error) error {
-	if c.slots != nil {
-		select {
-		case c.slots <- struct{}{}:
-			defer func() { <-c.slots }()
-		default:
-			c.count("", "busy")
-			return &Error{Status: http.StatusServiceUnavailable, Code: "upstream_busy", RetryAfter: 1,
-				Message: fmt.Sprintf("The model `%s` is busy with other requests, please retry shortly.", c.opts.ID)}
-		}
-	}
-	out, err := replaceModel(body, c.opts.Model)
+	cl, err := c.open(w, r, path, body)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.opts.Timeout)
-	defer cancel()
-	resp, err := c.send(ctx, w, r, path, out)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return c.redirected(resp)
-	case resp.StatusCode >= 400:
+	defer cl.done()
+	resp := cl.resp
+	if resp.StatusCode >= 400 {
 		return c.refused(r, resp)
 	}
+	if !isStream(resp) {
+		return c.broken(r, resp, "answered a stream request with a reply that is not a stream")
+	}
 	c.count(strconv.Itoa(resp.StatusCode), "")
-	// A converted reply is bounded like a whole one: a hostile upstream's
-	// endless line or endless stream ends at MaxResponseBytes.
-	br := bufio.NewReaderSize(io.LimitReader(resp.Body, c.opts.MaxResponseBytes+1), 64<<10)
-	var total int64
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	events := 0
 	for {
-		line, err := readLine(br)
+		line, err := readLine(br, &cl.hold)
 		c.opts.Metrics.addBytes(c.opts.ID, "received", len(line))
-		if total += int64(len(line)); total > c.opts.MaxResponseBytes {
-			c.count("", "size")
-			return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
-				Message: fmt.Sprintf("The reply of model `%s` is larger than %d bytes.", c.opts.ID, c.opts.MaxResponseBytes)}
-		}
-		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
-			data = bytes.TrimSpace(data)
-			if string(data) == "[DONE]" {
-				return nil
-			}
-			if eachErr := each(data); eachErr != nil {
-				return eachErr
+		if err == nil || errors.Is(err, io.EOF) {
+			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+				data = bytes.TrimSpace(data)
+				if string(data) == "[DONE]" {
+					return nil
+				}
+				events++
+				if data, err = c.clean(data, &cl.hold); err != nil {
+					return c.cut(err)
+				}
+				if eachErr := each(data); eachErr != nil {
+					return eachErr
+				}
 			}
 		}
 		if err != nil {
@@ -313,29 +372,57 @@ func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, bod
 				return cerr
 			}
 			if errors.Is(err, io.EOF) {
+				if events == 0 {
+					return c.broken(r, resp, "ended its stream without an event")
+				}
 				return nil
 			}
-			e := &Error{Status: http.StatusBadGateway, Code: "upstream_error", cause: err,
-				Message: fmt.Sprintf("The model `%s` stopped answering.", c.opts.ID)}
-			kind := "stream"
-			if errors.Is(err, context.DeadlineExceeded) {
-				e.Status, e.Code, kind = http.StatusGatewayTimeout, "upstream_timeout", "timeout"
-				e.Message = fmt.Sprintf("The model `%s` did not finish within %v.", c.opts.ID, c.opts.Timeout)
-			}
-			c.count("", kind)
-			return e
+			return c.cut(err)
 		}
 	}
 }
 
+// cut is the *Error for a stream that ended early: err is the reader's
+// (the timeout, the budget, the size limit, or the transport's).
+func (c *Client) cut(err error) *Error {
+	e := &Error{Status: http.StatusBadGateway, Code: "upstream_error", cause: c.scrubErr(err),
+		Message: fmt.Sprintf("The model `%s` stopped answering.", c.opts.ID)}
+	kind := "stream"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		e.Status, e.Code, kind = http.StatusGatewayTimeout, "upstream_timeout", "timeout"
+		e.Message = fmt.Sprintf("The model `%s` did not finish within %v.", c.opts.ID, c.opts.Timeout)
+	case errors.Is(err, errTooLarge):
+		kind = "size"
+		e.Message = fmt.Sprintf("The reply of model `%s` is larger than %d bytes.", c.opts.ID, c.opts.MaxResponseBytes)
+	case errors.Is(err, errBudget):
+		e.Status, e.Code, e.RetryAfter, kind = http.StatusServiceUnavailable, "upstream_busy", 1, "memory"
+		e.Message = "The server is holding too many upstream replies (server.relay_memory), please retry shortly."
+	}
+	c.count("", kind)
+	return e
+}
+
 // readLine reads up to and including the next newline, like ReadBytes, but
-// from a reader the caller bounds (ReadBytes itself grows without limit).
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
+// with every byte beyond the reader's buffer reserved in h first (ReadBytes
+// itself grows without limit).
+func readLine(br *bufio.Reader, h *hold) ([]byte, error) {
+	var p pieces
 	for {
 		part, err := br.ReadSlice('\n')
-		line = append(line, part...)
+		if gerr := h.grow(int64(len(part))); gerr != nil {
+			return nil, gerr
+		}
+		if len(p.list) == 0 && !errors.Is(err, bufio.ErrBufferFull) {
+			return append([]byte(nil), part...), err // the common case: one part
+		}
+		p.list = append(p.list, append([]byte(nil), part...))
+		p.n += len(part)
 		if !errors.Is(err, bufio.ErrBufferFull) {
+			line, jerr := p.join(h)
+			if jerr != nil {
+				return nil, jerr
+			}
 			return line, err
 		}
 	}
@@ -355,7 +442,7 @@ func (c *Client) redirected(resp *http.Response) error {
 func (c *Client) refused(r *http.Request, resp *http.Response) error {
 	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
 	var body struct {
 		Error json.RawMessage `json:"error"`
@@ -412,11 +499,11 @@ func (c *Client) fail(r *http.Request, err error) error {
 	var netErr net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
 		c.count("504", "timeout")
-		return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", cause: err,
+		return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", cause: c.scrubErr(err),
 			Message: fmt.Sprintf("The model `%s` did not answer within %v.", c.opts.ID, c.opts.Timeout)}
 	}
 	c.count("502", "unreachable")
-	return &Error{Status: http.StatusBadGateway, Code: "upstream_unreachable", cause: err,
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_unreachable", cause: c.scrubErr(err),
 		Message: fmt.Sprintf("The model `%s` could not be reached.", c.opts.ID)}
 }
 
@@ -436,25 +523,82 @@ func (c *Client) modelField(name string) []byte {
 	return append([]byte(`"model":`), b...)
 }
 
-// replaceModel sets body's top-level "model" to name.
-func replaceModel(body []byte, name string) ([]byte, error) {
+// replaceModel sets body's top-level "model" to name and reports whether
+// the request asks for a stream.
+func replaceModel(body []byte, name string) ([]byte, bool, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b, _ := json.Marshal(name)
 	obj["model"] = b
-	return json.Marshal(obj)
+	out, err := json.Marshal(obj)
+	return out, string(obj["stream"]) == "true", err
 }
+
+// maxErrorBody bounds the error reply of an upstream read (each is
+// relayed whole, scrubbed, or replaced).
+const maxErrorBody = 1 << 20
 
 // addrPattern matches what scrubbing the configured address could miss
 // in an upstream's error text: other URLs and IP:port pairs.
-var addrPattern = regexp.MustCompile(`(?i)\bhttps?://[^\s"'\\]+|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\[[0-9a-f:]+\](:\d+)?`)
+var addrPattern = regexp.MustCompile(`(?i)\bhttps?:(//|\\/\\/)[^\s"'\\]+|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\[[0-9a-f:]+\](:\d+)?`)
 
-// Scrub removes the upstream's key and address from text.
+// Scrub removes the upstream's key and address from text, and any other
+// URL or IP address.
 func (c *Client) Scrub(text string) string {
 	return addrPattern.ReplaceAllString(c.scrub.Replace(text), "[upstream]")
 }
+
+// clean scrubs one reply, frame or line before it goes to a client or a
+// log: the key and the configured address always; any URL or IP address
+// too in an error (a JSON text with an "error" member or value), whose
+// message may name the upstream's other addresses. A model's own text
+// keeps its URLs. It returns b itself when there is nothing to scrub; a
+// scrubbed copy is reserved in h first.
+func (c *Client) clean(b []byte, h *hold) ([]byte, error) {
+	named := false
+	for _, s := range c.secrets {
+		if bytes.Contains(b, s) {
+			named = true
+			break
+		}
+	}
+	other := bytes.Contains(b, []byte(`"error"`)) && addrPattern.Match(b)
+	if !named && !other {
+		return b, nil
+	}
+	if err := h.grow(2 * int64(len(b))); err != nil {
+		return nil, err
+	}
+	if named {
+		var buf bytes.Buffer
+		buf.Grow(len(b) + len(b)/4)
+		_, _ = c.scrub.WriteString(&buf, unsafe.String(unsafe.SliceData(b), len(b)))
+		b = buf.Bytes()
+	}
+	if other {
+		b = addrPattern.ReplaceAll(b, []byte("[upstream]"))
+	}
+	return b, nil
+}
+
+// scrubErr is err with its text scrubbed (a transport error names the
+// address); it still unwraps to err.
+func (c *Client) scrubErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &scrubbed{msg: c.Scrub(err.Error()), err: err}
+}
+
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s *scrubbed) Error() string { return s.msg }
+func (s *scrubbed) Unwrap() error { return s.err }
 
 // relayError passes an upstream's error reply on: its status (5xx other
 // than 503 and 504 become 502), Retry-After, and its body scrubbed of the
@@ -463,7 +607,7 @@ func (c *Client) Scrub(text string) string {
 func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) error {
 	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
 	if err != nil {
 		return c.fail(r, err)
@@ -493,6 +637,7 @@ type relay struct {
 	rc       *http.ResponseController
 	from, to []byte // the model member to replace; from nil: none
 	spaced   []byte // from with a space after the colon
+	hold     *hold  // the memory the reply being relayed holds
 }
 
 // rename replaces the upstream's model name in one JSON text, as compact
@@ -501,25 +646,56 @@ func (rw *relay) rename(b []byte) []byte {
 	if rw.from == nil {
 		return b
 	}
-	b = bytes.ReplaceAll(b, rw.from, rw.to)
-	return bytes.ReplaceAll(b, rw.spaced, rw.to)
+	if bytes.Contains(b, rw.from) {
+		b = bytes.ReplaceAll(b, rw.from, rw.to)
+	}
+	if bytes.Contains(b, rw.spaced) {
+		b = bytes.ReplaceAll(b, rw.spaced, rw.to)
+	}
+	return b
 }
 
-// whole relays a reply that is not a stream.
-func (rw *relay) whole(r *http.Request, resp *http.Response) error {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, rw.c.opts.MaxResponseBytes+1))
-	rw.c.opts.Metrics.addBytes(rw.c.opts.ID, "received", len(b))
-	if err != nil {
-		return rw.c.fail(r, err)
+// replyMember is the member a whole reply of each endpoint must have
+// (by the path's last element: chat/completions and completions answer with
+// choices, responses with output).
+var replyMember = map[string]string{"completions": "choices", "responses": "output"}
+
+// present records that a member is there without copying it.
+type present bool
+
+func (p *present) UnmarshalJSON([]byte) error { *p = true; return nil }
+
+// whole relays a reply that is not a stream: read whole within the
+// request's limit and the server's budget, a JSON object (with the
+// endpoint's choices or output) or a 502, scrubbed.
+func (rw *relay) whole(r *http.Request, resp *http.Response, path string) error {
+	c := rw.c
+	b, err := rw.hold.readAll(resp.Body)
+	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
+	switch {
+	case errors.Is(err, errTooLarge), errors.Is(err, errBudget):
+		return c.cut(err)
+	case err != nil:
+		return c.fail(r, err)
+	case int64(len(b)) > c.opts.MaxResponseBytes:
+		return c.cut(errTooLarge)
 	}
-	if int64(len(b)) > rw.c.opts.MaxResponseBytes {
-		return &Error{Status: http.StatusBadGateway, Code: "upstream_error",
-			Message: fmt.Sprintf("The reply of model `%s` is larger than %d bytes.", rw.c.opts.ID, rw.c.opts.MaxResponseBytes)}
+	var members struct {
+		Choices present `json:"choices"`
+		Output  present `json:"output"`
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		rw.w.Header().Set("Content-Type", ct)
+	if json.Unmarshal(b, &members) != nil {
+		return c.broken(r, resp, "sent a reply that is not a JSON object")
 	}
+	if m := replyMember[path[strings.LastIndex(path, "/")+1:]]; m == "choices" && !members.Choices || m == "output" && !members.Output {
+		return c.broken(r, resp, fmt.Sprintf("sent a reply without %s", m))
+	}
+	if b, err = c.clean(b, rw.hold); err != nil {
+		return c.cut(err)
+	}
+	c.count(strconv.Itoa(resp.StatusCode), "")
 	b = rw.rename(b)
+	rw.w.Header().Set("Content-Type", "application/json")
 	rw.w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	rw.w.WriteHeader(resp.StatusCode)
 	_, _ = rw.w.Write(b)
@@ -528,12 +704,14 @@ func (rw *relay) whole(r *http.Request, resp *http.Response) error {
 
 // stream relays an SSE reply line by line, flushing at the end of each
 // event, so every frame reaches the client as soon as the upstream sends
-// it. A client that stops reading (the write deadline) or leaves ends the
-// relay, which cancels the upstream request; an upstream that breaks off
-// or times out ends the stream with an error frame.
+// it. Each line is scrubbed whole (held from the budget while it is read),
+// and an event whose data is not JSON ends the stream. A client that stops
+// reading (the write deadline) or leaves ends the relay, which cancels the
+// upstream request; an upstream that breaks off, times out or sends what
+// cannot be relayed ends the stream with an error frame.
 func (rw *relay) stream(r *http.Request, resp *http.Response) error {
 	h := rw.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	rw.w.WriteHeader(resp.StatusCode)
@@ -543,20 +721,25 @@ func (rw *relay) stream(r *http.Request, resp *http.Response) error {
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	var pending bool // bytes written since the last flush
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) { // a frame longer than the buffer: pass it through in parts
-			rw.c.opts.Metrics.addBytes(rw.c.opts.ID, "received", len(line))
-			if _, werr := rw.w.Write(line); werr != nil {
+		line, err := readLine(br, rw.hold)
+		rw.c.opts.Metrics.addBytes(rw.c.opts.ID, "received", len(line))
+		if err != nil && !errors.Is(err, io.EOF) {
+			line = nil // a part of a line: never relayed
+		}
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			if data = bytes.TrimSpace(data); string(data) != "[DONE]" && !json.Valid(data) {
+				rw.end(r, errors.New("not JSON"), "sent an event that is not JSON")
 				return nil
 			}
-			pending = true
-			continue
 		}
+		line, cerr := rw.c.clean(line, rw.hold)
+		if cerr != nil {
+			rw.end(r, cerr, "")
+			return nil
+		}
+		line = rw.rename(line)
+		rw.hold.release()
 		if len(line) > 0 {
-			rw.c.opts.Metrics.addBytes(rw.c.opts.ID, "received", len(line))
-			if bytes.HasPrefix(line, []byte("data:")) {
-				line = rw.rename(line)
-			}
 			if _, werr := rw.w.Write(line); werr != nil {
 				return nil // the client is gone: returning cancels the upstream request
 			}
@@ -573,7 +756,7 @@ func (rw *relay) stream(r *http.Request, resp *http.Response) error {
 				_ = rw.flush()
 			}
 			if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
-				rw.broken(r, err)
+				rw.end(r, err, "")
 			}
 			return nil
 		}
@@ -586,19 +769,18 @@ func (rw *relay) flush() error {
 	return rw.rc.Flush()
 }
 
-// broken ends a stream the upstream broke off (or that outlived the
-// timeout) with an error frame in the endpoint's shape.
-func (rw *relay) broken(r *http.Request, err error) {
-	code, msg := "upstream_error", fmt.Sprintf("The model `%s` stopped answering.", rw.c.opts.ID)
-	kind := "stream"
-	if errors.Is(err, context.DeadlineExceeded) {
-		code, msg, kind = "upstream_timeout", fmt.Sprintf("The model `%s` did not finish within %v.", rw.c.opts.ID, rw.c.opts.Timeout), "timeout"
+// end ends a stream the upstream broke off (or that outlived the timeout,
+// or that sent what cannot be relayed: what says how) with an error frame
+// in the endpoint's shape.
+func (rw *relay) end(r *http.Request, err error, what string) {
+	e := rw.c.cut(err)
+	if what != "" {
+		e.Message = fmt.Sprintf("The model `%s` %s.", rw.c.opts.ID, what)
 	}
-	rw.c.count("", kind)
-	fields := map[string]any{"message": msg, "type": "server_error", "param": nil, "code": code}
+	fields := map[string]any{"message": e.Message, "type": "server_error", "param": nil, "code": e.Code}
 	var frame []byte
 	if strings.HasSuffix(r.URL.Path, "/responses") {
-		b, _ := json.Marshal(map[string]any{"type": "error", "code": code, "message": msg, "param": nil})
+		b, _ := json.Marshal(map[string]any{"type": "error", "code": e.Code, "message": e.Message, "param": nil})
 		frame = append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
 	} else {
 		b, _ := json.Marshal(map[string]any{"error": fields})

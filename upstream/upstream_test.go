@@ -80,7 +80,7 @@ func TestForward(t *testing.T) {
 			fmt.Fprint(w, `{"id":"x","model":"remote","choices":[{"text":"\"model\":\"remote\" stays"}]}`)
 		case "spaced":
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"id": "x", "model": "remote"}`)
+			fmt.Fprint(w, `{"id": "x", "model": "remote", "choices": []}`)
 		case "bad":
 			w.WriteHeader(400)
 			fmt.Fprintf(w, `{"error":{"message":"key %s at http://%s/v1 or 10.1.2.3:8000 refused","param":"temperature"}}`, testKey, addr)
@@ -102,7 +102,7 @@ func TestForward(t *testing.T) {
 		want   string
 	}{
 		{"ok", 200, `{"id":"x","model":"local","choices":[{"text":"\"model\":\"remote\" stays"}]}`},
-		{"spaced", 200, `{"id": "x", "model":"local"}`},
+		{"spaced", 200, `{"id": "x", "model":"local", "choices": []}`},
 		{"bad", 400, `{"error":{"message":"key [upstream] at [upstream] or [upstream] refused","param":"temperature"}}`},
 		{"crash", 502, "The model `local` failed with status 500."},
 		{"denied", 502, "The model `local` refused this server's upstream key (status 401); check upstream.api_key_env or api_key_file."},
@@ -212,7 +212,7 @@ func TestMaxInFlight(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-release
-		fmt.Fprint(w, `{}`)
+		fmt.Fprint(w, `{"choices":[]}`)
 	}))
 	defer up.Close()
 	c := newClient(t, up.URL, Options{MaxInFlight: 1})

@@ -104,7 +104,7 @@ func runCaptured(t *testing.T, args []string) (int, string) {
 	case "version":
 		code = runVersion(rest, &out, &errb)
 	case "serve":
-		cfg, c := serveConfig(rest, &errb, func(string) string { return "" })
+		cfg, c := serveConfig(rest, &out, &errb, func(string) string { return "" })
 		if cfg != nil {
 			t.Fatalf("serve %q parsed", rest)
 		}

@@ -72,6 +72,7 @@ type catalog struct {
 	mu         sync.Mutex
 	ids        []string // served ids ("" until known)
 	contextLen []int    // probed at start (0: unknown), the engine's once loaded
+	generated  []string // the files' own note that the weights are random ("": real weights)
 	preloading []bool
 }
 
@@ -80,6 +81,7 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 	n := len(c.entries)
 	c.single = n == 1
 	c.details, c.ids, c.contextLen, c.preloading = make([]server.ModelDetails, n), make([]string, n), make([]int, n), make([]bool, n)
+	c.generated = make([]string, n)
 	var entries []registry.Entry[*loaded]
 	for i, e := range c.entries {
 		c.ids[i] = e.ID
@@ -87,18 +89,23 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 		if name == "" {
 			name = filepath.Base(e.Location())
 		}
-		d, err := modelDetails(e.Location(), name)
-		if err != nil {
-			log.Warn().Err(err).Str("model", e.Location()).Msg("model details for the listings")
-		}
-		// What the files tell without loading: a failure leaves it unknown
-		// (the load, which reports it, may still succeed or fail as it will).
-		if pr, err := probeModel(e); err != nil {
-			log.Warn().Err(err).Str("model", e.Location()).Msg("probing the model for the listings")
+		var d server.ModelDetails
+		if err := checkModelPath(e.Location()); err != nil {
+			log.Warn().Err(err).Msg("this model cannot load until the path is fixed") // one line, not one per look
 		} else {
-			c.contextLen[i] = pr.ContextLen
-			if pr.Family != "" {
-				d.Family = pr.Family
+			if d, err = modelDetails(e.Location(), name); err != nil {
+				log.Warn().Err(err).Str("model", e.Location()).Msg("model details for the listings")
+			}
+			// What the files tell without loading: a failure leaves it unknown
+			// (the load, which reports it, may still succeed or fail as it will).
+			if pr, err := probeModel(e); err != nil {
+				log.Warn().Err(err).Str("model", e.Location()).Msg("probing the model for the listings")
+			} else {
+				c.contextLen[i] = pr.ContextLen
+				c.generated[i] = pr.Generated
+				if pr.Family != "" {
+					d.Family = pr.Family
+				}
 			}
 		}
 		c.details[i] = d
@@ -193,13 +200,14 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout, MaxSequences: cfg.Engine.MaxSequences,
 			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
 			Registerer:  metrics, Logger: log.With().Str("component", "engine").Logger()}
-		mem := c.details[i].Size
+		mem, storeMem := c.details[i].Size, int64(0)
 		if b, ok := model.(interface{ BufferBytes() int64 }); ok {
 			mem += b.BufferBytes()
 		}
 		if store != nil {
 			ecfg.KVStore = store
-			mem += int64(kv.Memory)
+			storeMem = int64(kv.Memory)
+			mem += storeMem
 		}
 		engine := inference.New(model, tok, ecfg)
 		ctxLen := engine.Info().ContextLen // the engine's: a slot pool may hold fewer rows than the model
@@ -208,9 +216,26 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		c.mu.Unlock()
 		srv := &server.Model{ID: id, Aliases: e.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(), ContextLen: ctxLen,
 			Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: c.details[i]}
-		log.Info().Float64("load_s", time.Since(start).Seconds()).Int64("memory", mem).Msg("ready")
+		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, c.generated[i])
 		return &loaded{model: model, engine: engine, store: store, srv: srv, metrics: metrics, log: log}, mem, nil
 	}
+}
+
+// servedIDs are the ids requests name: the local models' (known once
+// loaded, when the config gives none) and the upstreams'.
+func (c *catalog) servedIDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []string
+	for _, id := range c.ids {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	for _, e := range c.cfg.UpstreamEntries() {
+		ids = append(ids, e.ID)
+	}
+	return ids
 }
 
 // index is the entry serving id, or -1.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,19 +19,14 @@ import (
 // it prints every graph of a bundle's (or one file's) context binaries with
 // its inputs and outputs, as the QNN system library reports them; for an
 // ExecuTorch .pte it prints the container too (inspect_pte.go).
-func runInspect(args []string) int {
-	return inspect(args, os.Stdout, os.Stderr)
-}
-
 func inspect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("inspect", stdout, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	backend := fs.String("backend", "", "path of libQnnHtp.so (default: hostsim's under build/hostsim/<goarch>/ when built, else libQnnHtp.so)")
 	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
 	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
+		fmt.Fprintln(fs.Output(), "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,39 +21,37 @@ import (
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
-// runMkmodel implements `hexserve mkmodel`: it writes a bundle for a
-// deterministic tiny Llama (testdata/tinyllama/SPEC.md) as hostsim context
-// binaries, the f16 embedding table, the tokenizer and the manifest.
-func runMkmodel(args []string) int {
-	return mkmodel(args, os.Stdout, os.Stderr)
-}
-
 // mkmodelOptions are the parsed mkmodel flags.
 type mkmodelOptions struct {
 	config, preset, out, name, tokenizer, arch string
 	weights, contract, io, kv, mask, layout    string
-	format, logits, tensors                    string
-	prefillChunk, ctx, shards                  int
+	format, logits, tensors, precision         string
+	prefillChunk, ctx, shards, parts           int
 }
 
 // Flags that only one --format takes.
 var (
 	bundleOnly = []string{"contract", "io", "mask", "tensors", "layout", "arch"}
 	pteOnly    = []string{"logits", "shards"}
+	genieOnly  = []string{"precision", "parts"}
 )
 
+// mkmodel implements `hexserve mkmodel`: it writes a model with the
+// deterministic generated weights of testdata/tinyllama/SPEC.md as hostsim
+// context binaries: a QHexRT bundle or an ExecuTorch .pte.
 func mkmodel(args []string, stdout, stderr io.Writer) int {
 	var o mkmodelOptions
-	fs := flag.NewFlagSet("mkmodel", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("mkmodel", stdout, stderr)
 	fs.StringVar(&o.config, "config", "", "Hugging Face config.json with init_seed (or a golden file: its \"config\" key is used)")
-	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/) or pte (ExecuTorch static-llama OUT/NAME.pte)")
+	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/), pte (ExecuTorch static-llama OUT/NAME.pte) or genie (Qualcomm AI Hub Genie bundle, OUT/)")
+	fs.StringVar(&o.precision, "precision", "w4a16", "genie only: w4a16 (uint16 activations and logits, uint8 KV, calibrated scales), w4 (float16 I/O and KV) or f32 (float32 I/O and KV: golden logits)")
+	fs.IntVar(&o.parts, "parts", 3, "genie only: context binaries (part 1 the embedding, the layers spread over the others, the last ending in logits)")
 	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model), llama-3.2-1b or llama-3.2-3b (full shapes)")
 	fs.StringVar(&o.out, "out", "", "directory to write (required); a bundle goes to OUT/ARCH/, a .pte to OUT/NAME.pte")
 	fs.StringVar(&o.name, "name", "", "model name: the manifest's model.name, or the .pte file name (default from the preset or config)")
 	fs.StringVar(&o.weights, "weights", "int8", "weight storage: f16 or int8 (per-row, like W8A16 bundles)")
 	fs.IntVar(&o.prefillChunk, "prefill-chunk", 128, "rows per prefill call (AR)")
-	fs.IntVar(&o.ctx, "ctx", 0, "context length (KV slots, max_ctx; the .pte mask width) (default 512 for bundle, 2048 for pte)")
+	fs.IntVar(&o.ctx, "ctx", 0, "context length (KV slots, max_ctx; the .pte and Genie mask width) (default 512 for bundle, 2048 for pte, 4096 for genie)")
 	fs.StringVar(&o.contract, "contract", "qhexrt", "bundle only: graph contract, qhexrt or chunked")
 	fs.StringVar(&o.io, "io", "f16", "bundle only: graph I/O data type for x, cos, sin, y and logits, f32, f16 or u16 (16-bit fixed point)")
 	fs.StringVar(&o.kv, "kv", "", "KV cache data type: bundle f32 or f16 (default f16); pte u8, u16 or f32 (default u8)")
@@ -64,11 +63,16 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.tokenizer, "tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json", "tokenizer.json to copy (LICENSE and NOTICE are copied from its folder)")
 	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte] [flags]")
-		fmt.Fprintln(stderr, "Writes a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim:")
-		fmt.Fprintln(stderr, "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
-		fmt.Fprintln(stderr, "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
-		fmt.Fprintln(stderr, "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
+		fmt.Fprintln(fs.Output(), "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte|genie] [flags]")
+		fmt.Fprintln(fs.Output(), "Writes a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim:")
+		fmt.Fprintln(fs.Output(), "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
+		fmt.Fprintln(fs.Output(), "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
+		fmt.Fprintln(fs.Output(), "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
+		fmt.Fprintln(fs.Output(), "  --format genie:  DIR/{NAME_part_K_of_N.bin, genie_config.json, htp_backend_ext_config.json, tokenizer.json,")
+		fmt.Fprintln(fs.Output(), "                   config.json, metadata.yaml, tool-versions.yaml, LICENSE, NOTICE}, a Qualcomm AI Hub Genie bundle")
+		fmt.Fprintln(fs.Output(), "Disk it writes (default --weights int8): tiny 15 MB; llama-3.2-1b bundle 2.8 GB, pte 1.3 GB;")
+		fmt.Fprintln(fs.Output(), "llama-3.2-3b bundle 6.9 GB, pte 3.7 GB (f16 weights: about twice). Weights stream to disk: memory")
+		fmt.Fprintln(fs.Output(), "stays under 100 MB for any preset. Progress goes to stderr. A sample --config: configs/mkmodel-small.json.")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -81,14 +85,16 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	wrong := pteOnly
+	wrong := append(slices.Clip(pteOnly), genieOnly...)
 	switch o.format {
 	case "bundle":
 		o.ctx, o.kv = cmp.Or(o.ctx, 512), cmp.Or(o.kv, "f16")
 	case "pte":
-		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), bundleOnly
+		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), append(slices.Clip(bundleOnly), genieOnly...)
+	case "genie":
+		o.ctx, wrong = cmp.Or(o.ctx, 4096), append(append(slices.Clip(bundleOnly), pteOnly...), "kv")
 	default:
-		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle or pte\n", o.format)
+		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle, pte or genie\n", o.format)
 		return 2
 	}
 	for _, f := range wrong {
@@ -99,12 +105,18 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	write := writeBundle
-	if o.format == "pte" {
+	switch o.format {
+	case "pte":
 		write = writePTE
+	case "genie":
+		write = writeGenie
 	}
 	dir, err := write(o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	var total int64
@@ -117,6 +129,11 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "wrote %s (%d files, %.1f MB) in %.1fs\n", dir, len(entries), float64(total)/1e6, time.Since(start).Seconds())
 	return 0
 }
+
+// usageError is a mkmodel error in the flags (exit 2), not in the writing.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 // ioTypes maps the --io and --kv values to QNN data types.
 var ioTypes = map[string]simfile.DType{"f32": simfile.F32, "f16": simfile.F16, "u16": simfile.UFixed16}
@@ -262,7 +279,7 @@ func parseTensorNames(s string) (bundle.Tensors, error) {
 func writeBundle(o mkmodelOptions, stderr io.Writer) (string, error) {
 	b, err := bundleOptions(o)
 	if err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	b.Progress = stderr
 	dir := filepath.Join(o.out, o.arch)

@@ -5,14 +5,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 )
 
-// runMkmodel stands in for the test-model writers in a build without them
+// mkmodel stands in for the test-model writers in a build without them
 // (-tags nomkmodel, as `make android` builds): a phone serves models, it
 // does not generate hostsim ones.
-func runMkmodel(args []string) int { return mkmodel(args, os.Stdout, os.Stderr) }
-
 func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "hexserve mkmodel: not in this build (built with -tags nomkmodel); use a host build")
 	return 2

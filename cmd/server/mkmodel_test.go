@@ -329,27 +329,31 @@ func TestMkmodelErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"--help"}, 0, "usage: hexserve mkmodel"},
-		{[]string{"--out", out}, 1, "--preset or --config"},
-		{[]string{"--preset", "tiny"}, 1, "--out is required"},
-		{[]string{"--preset", "tiny", "--config", "x.json", "--out", out}, 1, "not both"},
-		{[]string{"--preset", "huge", "--out", out}, 1, "unknown preset"},
-		{[]string{"--preset", "tiny", "--out", out, "--weights", "int4"}, 1, "--weights"},
-		{[]string{"--preset", "tiny", "--out", out, "--io", "bf16"}, 1, "--io"},
-		{[]string{"--preset", "tiny", "--out", out, "--kv", "u16"}, 1, "--kv"},
-		{[]string{"--preset", "tiny", "--out", out, "--mask", "bool"}, 1, "--mask"},
-		{[]string{"--preset", "tiny", "--out", out, "--contract", "x"}, 1, "--contract"},
-		{[]string{"--preset", "tiny", "--out", out, "--layout", "x"}, 1, "--layout"},
-		{[]string{"--preset", "tiny", "--out", out, "--tensors", "q=query"}, 1, "--tensors \"q=query\""},
-		{[]string{"--preset", "tiny", "--out", out, "--tensors", "x"}, 1, "--tensors \"x\""},
-		{[]string{"--preset", "tiny", "--out", out, "--tensors", "past_k=kcache"}, 1, "needs {i}"},
-		{[]string{"--preset", "tiny", "--out", out, "--prefill-chunk", "600"}, 1, "--prefill-chunk"},
-		{[]string{"--preset", "tiny", "--out", out, "--tokenizer", filepath.Join(out, "none.json")}, 1, "none.json"},
-		{[]string{"--config", filepath.Join(out, "missing.json"), "--out", out}, 1, "missing.json"},
+		{[]string{"--out", out}, 2, "--preset or --config"},
+		{[]string{"--preset", "tiny"}, 2, "--out is required"},
+		{[]string{"--preset", "tiny", "--config", "x.json", "--out", out}, 2, "not both"},
+		{[]string{"--preset", "huge", "--out", out}, 2, "unknown preset"},
+		{[]string{"--preset", "tiny", "--out", out, "--weights", "int4"}, 2, "--weights"},
+		{[]string{"--preset", "tiny", "--out", out, "--io", "bf16"}, 2, "--io"},
+		{[]string{"--preset", "tiny", "--out", out, "--kv", "u16"}, 2, "--kv"},
+		{[]string{"--preset", "tiny", "--out", out, "--mask", "bool"}, 2, "--mask"},
+		{[]string{"--preset", "tiny", "--out", out, "--contract", "x"}, 2, "--contract"},
+		{[]string{"--preset", "tiny", "--out", out, "--layout", "x"}, 2, "--layout"},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "q=query"}, 2, "--tensors \"q=query\""},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "x"}, 2, "--tensors \"x\""},
+		{[]string{"--preset", "tiny", "--out", out, "--tensors", "past_k=kcache"}, 2, "needs {i}"},
+		{[]string{"--preset", "tiny", "--out", out, "--prefill-chunk", "600"}, 2, "--prefill-chunk"},
+		{[]string{"--preset", "tiny", "--out", out, "--tokenizer", filepath.Join(out, "none.json")}, 2, "none.json"},
+		{[]string{"--config", filepath.Join(out, "missing.json"), "--out", out}, 2, "missing.json"},
 		{[]string{"--preset", "tiny", "--out", out, "extra"}, 2, "unexpected argument"},
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
 	}
+	// Every mistake in the flags is a usage error: exit 2, like a bad flag.
 	for _, c := range tests {
 		code, stdout, stderr := runMk(t, c.args...)
+		if c.code == 0 && (stderr != "" || !strings.Contains(stdout, c.msg)) {
+			t.Errorf("%v: --help wrote stdout %q, stderr %q; want the usage on stdout only", c.args, stdout, stderr)
+		}
 		if code != c.code || !strings.Contains(stdout+stderr, c.msg) {
 			t.Errorf("%v: exit %d, output %q; want %d and %q", c.args, code, stdout+stderr, c.code, c.msg)
 		}

@@ -97,39 +97,52 @@ func pteHyper(c tinyllama.Config, ctx int) simfile.Hyper {
 	return h
 }
 
-// writePTE writes OUT/<name>.pte with the tokenizer and licence files and returns OUT.
+// writePTE writes OUT/<name>.pte with the tokenizer and licence files and returns OUT. The
+// shards stream into the file: memory stays flat whatever the model's size.
 func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 	cfg, _, err := modelConfig(&o)
 	if err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	wf, err := weightFormat(o.weights)
 	if err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	if _, err := tokenizerDir(o); err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	s, err := pteSpec(o, cfg)
 	if err != nil {
 		return "", err
 	}
+	h := pteHyper(cfg, o.ctx)
+	var size int64
+	for i := range s.Shards {
+		n, err := simfile.ETShardSize(h, s, i, wf)
+		if err != nil {
+			return "", err
+		}
+		size += n
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return "", err
 	}
 	path := filepath.Join(o.out, o.name+".pte")
+	fmt.Fprintf(stderr, "hexserve mkmodel: writing %s (%s)\n", path, humanSize(size))
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return "", err
 	}
-	err = ptesim.Write(f, pteHyper(cfg, o.ctx), s, wf, func(name string, start int, dst []uint16) error {
+	pw := newProgressWriter(f, stderr, filepath.Base(path), size)
+	err = ptesim.Write(pw, h, s, wf, func(name string, start int, dst []uint16) error {
 		return tinyllama.Fill(cfg, name, start, dst)
 	}, func(i, size int) {
 		if s.Shards > 1 {
-			fmt.Fprintf(stderr, "hexserve mkmodel: shard %d/%d: %.1f MB\n", i+1, s.Shards, float64(size)/1e6)
+			pw.Note("shard %d/%d: %.1f MB", i+1, s.Shards, float64(size)/1e6)
 		}
-	})
+	}, map[string]string{tinyllama.GeneratedKey: tinyllama.GeneratedNote(cfg)})
+	pw.Done()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

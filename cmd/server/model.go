@@ -24,6 +24,7 @@ type modelKind int
 const (
 	kindBundle modelKind = iota // QHexRT bundle: folder, arch folder or manifest
 	kindPTE                     // ExecuTorch .pte
+	kindGenie                   // Qualcomm AI Hub Genie bundle: folder with genie_config.json
 )
 
 // locateModel detects what path names, from the content: a file starting
@@ -35,6 +36,9 @@ func locateModel(path string) (modelKind, string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return 0, "", fmt.Errorf("model %s: %w", path, err)
+	}
+	if dir, ok := genieDir(path, st); ok {
+		return kindGenie, dir, nil
 	}
 	if !st.IsDir() {
 		// Only a regular file is opened here (a FIFO would block); the
@@ -125,6 +129,8 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		loaded  *zerolog.Event
 	)
 	switch kind {
+	case kindGenie:
+		model, tok, tokPath, loaded, err = openGenie(m, file, rt, log)
 	case kindPTE:
 		tok, tokPath = pte.tok, pte.path
 		var runner *executorch.Runner

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/pte"
 )
+
+// generatedKey is tinyllama.GeneratedKey (the serving build does not link
+// the test-model writers; a test checks they agree).
+const generatedKey = "hexserve_generated_weights"
 
 // modelProbe is what a model's files tell without loading it.
 type modelProbe struct {
@@ -15,6 +21,10 @@ type modelProbe struct {
 	// inference.ModelInfo.ContextLen reports it; 0: the files do not say.
 	ContextLen int
 	Family     string // the manifest's model.family; "" unknown
+	// Generated is the files' own note that the weights are generated
+	// (generatedKey, written by hexserve mkmodel); "" for real
+	// weights.
+	Generated string
 }
 
 // probeModel reads what can be known of model m at start, cheaply: a
@@ -30,8 +40,11 @@ func probeModel(m config.Model) (modelProbe, error) {
 	if err != nil {
 		return modelProbe{}, err
 	}
-	if kind == kindPTE {
+	switch kind {
+	case kindPTE:
 		return probePTE(file)
+	case kindGenie:
+		return probeGenie(file)
 	}
 	// The device's arch is unknown without the runtime: a bundle with one
 	// arch folder is read as it is, one with several as v79 (loadModel's
@@ -43,7 +56,24 @@ func probeModel(m config.Model) (modelProbe, error) {
 			return modelProbe{}, err
 		}
 	}
-	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family}, nil
+	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family, Generated: bundleGenerated(b.Manifest)}, nil
+}
+
+// bundleGenerated is the manifest's note of generated weights: the
+// "mkmodel" note's generatedKey, or, in bundles written before
+// it, the note itself ("generator": "hexserve mkmodel").
+func bundleGenerated(m *bundle.Manifest) string {
+	var note map[string]any
+	if json.Unmarshal(m.Extra["mkmodel"], &note) != nil {
+		return ""
+	}
+	if s, ok := note[generatedKey].(string); ok && s != "" {
+		return s
+	}
+	if note["generator"] == "hexserve mkmodel" {
+		return "hexserve mkmodel"
+	}
+	return ""
 }
 
 // probePTE reads a .pte's get_max_context_len.
@@ -60,5 +90,25 @@ func probePTE(file string) (modelProbe, error) {
 	if cl := v[0].Int; cl < 2 || cl > bundle.MaxContext+1 {
 		return modelProbe{}, fmt.Errorf("pte: %s: get_max_context_len %d is out of range", file, cl)
 	}
-	return modelProbe{ContextLen: int(v[0].Int) - 1}, nil
+	pr := modelProbe{ContextLen: int(v[0].Int) - 1}
+	if g := f.Metadata[generatedKey]; len(g) == 1 && g[0].Kind == pte.KindString {
+		pr.Generated = g[0].String
+	}
+	return pr, nil
+}
+
+// probeGenie reads a Genie bundle's note of generated weights from its
+// config.json (geniesim writes generatedKey there); the context length is
+// left to the load.
+func probeGenie(dir string) (modelProbe, error) {
+	data, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes)
+	if err != nil {
+		return modelProbe{}, nil // config.json is optional here
+	}
+	var c map[string]any
+	if json.Unmarshal(data, &c) != nil {
+		return modelProbe{}, nil
+	}
+	g, _ := c[generatedKey].(string)
+	return modelProbe{Generated: g}, nil
 }

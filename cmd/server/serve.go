@@ -24,23 +24,26 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/hexserve/hexserve/upstream"
 )
 
-// runServe implements `hexserve serve`.
-func runServe(args []string) int {
-	cfg, code := serveConfig(args, os.Stderr, os.Getenv)
+// serveMain implements `hexserve serve`.
+func serveMain(args []string, stdout, stderr io.Writer) int {
+	cfg, code := serveConfig(args, stdout, stderr, os.Getenv)
 	if cfg == nil {
 		return code
 	}
-	log := newLogger(cfg.Log, os.Stderr)
+	log := newLogger(cfg.Log, stderr)
+	if dir := useHostsim(cfg); dir != "" {
+		log.Info().Str("dir", dir).Msg("model.libraries not set: using hostsim's libraries (the CPU stand-in for the NPU) built by make")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, *cfg, log, nil, nil); err != nil {
-		log.Error().Err(err).Msg("hexserve stopped")
+		log.Error().Err(libraryHint(err, *cfg)).Msg("hexserve stopped")
 		return 1
 	}
 	return 0
@@ -48,16 +51,15 @@ func runServe(args []string) int {
 
 // serveConfig parses the flags and the config file, applies the flag and
 // environment overrides and validates. nil means exit with the code.
-func serveConfig(args []string, stderr io.Writer, getenv func(string) string) (*config.Config, int) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func serveConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) (*config.Config, int) {
+	fs := newFlags("serve", stdout, stderr)
 	path := fs.String("config", "", "YAML config `file` (see config.example.yaml); absent keys take their defaults")
 	addr := fs.String("addr", "", "listen `address` host:port (overrides server.listen)")
 	modelPath := fs.String("model", "", "model `path`: QHexRT bundle dir, arch folder or manifest, a .pte, or a folder holding one .pte (replaces model.path and models)")
 	fs.StringVar(modelPath, "bundle", "", "alias of --model")
-	queue := fs.Int("queue", 0, "requests that may wait behind the running one (overrides engine.queue_length)")
+	queue := fs.Int("queue", 0, "requests that may wait for a free sequence slot (overrides engine.queue_length)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -125,10 +127,15 @@ type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenize
 func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load modelLoader, onListen func(addr string)) error {
 	if load == nil {
 		load = loadModel
+		if es := cfg.Entries(); len(es) == 1 {
+			if err := checkModelPath(es[0].Location()); err != nil {
+				return err // one line, before anything else is said
+			}
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
+	store, err := respstore.Open(respstore.Options{MaxCount: cfg.Responses.MaxCount,
 		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
 	if err != nil {
 		return err
@@ -150,13 +157,14 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },
 		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
-		MaxTokens: cfg.Sampling.MaxTokens,
-		WebUI:     cfg.Server.WebUIOn(),
-		Responses: store,
-		Version:   version,
+		MaxTokens:     cfg.Sampling.MaxTokens,
+		WebUI:         cfg.Server.WebUIOn(),
+		ResponseStore: store,
+		Version:       version,
 		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
 			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
-		StructuredCache: int64(cfg.Structured.Memory),
+		StructuredCache:    int64(cfg.Structured.Memory),
+		StructuredCompiles: cfg.Structured.MaxCompiles,
 	})
 	hs, ln, tlsOn, err := listen(cfg, log, srv)
 	if err != nil {
@@ -176,6 +184,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}()
 
 	models := newCatalog(cfg, load, reg, log)
+	if models.single {
+		log.Info().Str("model", models.entries[0].Location()).Str("addr", ln.Addr().String()).
+			Msg("loading the model; /health answers 503 until it is ready")
+	}
 	loaded := make(chan error, 1)
 	go func() { loaded <- startModels(ctx, models, srv, log) }()
 
@@ -187,6 +199,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		if runErr != nil {
 			break
 		}
+		logReady(log, ln.Addr().String(), tlsOn, cfg.Server.WebUIOn(), models.servedIDs())
 		select {
 		case <-ctx.Done():
 		case runErr = <-serveErr:
@@ -221,9 +234,9 @@ func listen(cfg config.Config, log zerolog.Logger, srv *server.Server) (*http.Se
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, listenHint(err, cfg.Server.Listen)
 	}
-	log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsOn).Str("version", version).Msg("listening")
+	log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsOn).Str("version", version).Msg("hexserve started")
 	if !config.IsLoopback(cfg.Server.Listen) && len(cfg.Server.APIKeys) == 0 {
 		log.Warn().Str("addr", cfg.Server.Listen).
 			Msg("LISTENING BEYOND LOOPBACK WITHOUT API KEYS: anyone who can reach this address can use the model; set server.api_keys or HEXSERVE_API_KEYS")
@@ -301,7 +314,11 @@ func openKVStore(c config.KVCache, model inference.Model, log zerolog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("engine.kv_cache: %w", err)
 	}
-	log.Info().Int64("memory", int64(c.Memory)).Str("dir", c.Dir).Int64("disk", int64(c.Disk)).Msg("KV store on")
+	ev := log.Info().Str("memory", humanSize(int64(c.Memory)))
+	if c.Dir != "" { // the disk budget only matters with a disk store
+		ev = ev.Str("dir", c.Dir).Str("disk", humanSize(int64(c.Disk)))
+	}
+	ev.Msg("KV store on")
 	return st, nil
 }
 
@@ -313,6 +330,7 @@ func upstreams(cfg config.Config, reg prometheus.Registerer) ([]server.Upstream,
 		return nil, nil
 	}
 	metrics := upstream.NewMetrics(reg)
+	budget := upstream.NewBudget(int64(cfg.Server.RelayMemory)) // shared by every upstream
 	var out []server.Upstream
 	for _, e := range entries {
 		u := e.Upstream
@@ -322,7 +340,7 @@ func upstreams(cfg config.Config, reg prometheus.Registerer) ([]server.Upstream,
 		}
 		opts := upstream.Options{ID: e.ID, BaseURL: u.BaseURL, APIKey: key, Model: u.Model,
 			Timeout: u.Timeout, ConnectTimeout: u.ConnectTimeout, MaxInFlight: u.MaxInFlight,
-			StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Metrics: metrics}
+			StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Metrics: metrics, Budget: budget}
 		if opts.Timeout == 0 {
 			opts.Timeout = cfg.Engine.Timeout
 		}

@@ -68,12 +68,12 @@ func TestServeConfig(t *testing.T) {
 		{"bad addr", []string{"--bundle", "/b", "--addr", "nope"}, "", 2, nil, "server.listen"},
 		{"unknown flag", []string{"--nope"}, "", 2, nil, "flag provided but not defined"},
 		{"extra argument", []string{"--bundle", "/b", "x"}, "", 2, nil, "unexpected argument"},
-		{"help", []string{"--help"}, "", 0, nil, "Usage: hexserve serve"},
+		{"help", []string{"--help"}, "", 0, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			cfg, code := serveConfig(tt.args, &stderr, func(k string) string {
+			var stdout, stderr bytes.Buffer
+			cfg, code := serveConfig(tt.args, &stdout, &stderr, func(k string) string {
 				if k == "HEXSERVE_API_KEYS" {
 					return tt.env
 				}
@@ -87,6 +87,9 @@ func TestServeConfig(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tt.wantErr) {
 				t.Fatalf("stderr %q lacks %q", &stderr, tt.wantErr)
+			}
+			if help := tt.name == "help"; help != strings.Contains(stdout.String(), "Usage: hexserve serve") {
+				t.Fatalf("stdout %q: want the usage there for --help only", &stdout)
 			}
 		})
 	}
@@ -106,12 +109,47 @@ func TestRunDispatch(t *testing.T) {
 	}
 }
 
-// TestSubcommandHelp: every subcommand answers --help with its usage and exit code 0.
+// TestSubcommandHelp: every subcommand answers --help, -h and `hexserve
+// help NAME` with its usage on stdout (nothing on stderr) and exit code 0.
 func TestSubcommandHelp(t *testing.T) {
 	for name := range subcommands {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			var out, errb bytes.Buffer
+			if code := run(args, &out, &errb); code != 0 || out.Len() == 0 || errb.Len() != 0 || !strings.Contains(strings.ToLower(out.String()), "usage") {
+				t.Errorf("hexserve %s: exit %d, stdout %.60q, stderr %q; want 0 and the usage on stdout", strings.Join(args, " "), code, &out, &errb)
+			}
+		}
+	}
+}
+
+// TestCLIConventions: --version and -v print the version; help names its
+// command; usage errors exit 2 with the usage on stderr.
+func TestCLIConventions(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		out, errSW string
+	}{
+		{[]string{"--version"}, 0, "hexserve dev (go1.", ""},
+		{[]string{"-v"}, 0, "hexserve dev (go1.", ""},
+		{[]string{"help"}, 0, "hexserve help [command]", ""},
+		{[]string{"--help"}, 0, "hexserve help [command]", ""},
+		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		{[]string{"help", "serve", "x"}, 2, "", `unexpected argument "x"`},
+		{[]string{"--version", "x"}, 2, "", `unexpected argument "x"`},
+		{[]string{"serve", "--nope"}, 2, "", "Usage: hexserve serve"},
+		{[]string{"inspect", "--nope"}, 2, "", "usage: hexserve inspect"},
+		{[]string{"mkmodel", "--nope"}, 2, "", "usage: hexserve mkmodel"},
+		{[]string{"bench", "--nope"}, 2, "", "Usage: hexserve bench"},
+		{[]string{"version", "--nope"}, 2, "", "Usage: hexserve version"},
+	} {
 		var out, errb bytes.Buffer
-		if code := run([]string{name, "--help"}, &out, &errb); code != 0 {
-			t.Errorf("hexserve %s --help: exit %d", name, code)
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.HasPrefix(out.String(), tc.out) && !strings.Contains(out.String(), tc.out) || !strings.Contains(errb.String(), tc.errSW) {
+			t.Errorf("hexserve %s: exit %d, stdout %.80q, stderr %.120q; want %d, %q, %q", strings.Join(tc.args, " "), code, &out, &errb, tc.code, tc.out, tc.errSW)
+		}
+		if tc.code != 0 && out.Len() != 0 {
+			t.Errorf("hexserve %s: a usage error wrote stdout %q", strings.Join(tc.args, " "), &out)
 		}
 	}
 }
@@ -250,8 +288,9 @@ func TestServeListenError(t *testing.T) {
 	defer taken.Close()
 	cfg := config.Default()
 	cfg.Server.Listen = taken.Addr().String()
-	cfg.Model.Bundle = "x"
-	if err := serve(context.Background(), cfg, zerolog.Nop(), nil, nil); err == nil || !strings.Contains(err.Error(), "address already in use") {
-		t.Fatalf("err = %v, want address already in use", err)
+	cfg.Model.Bundle = fakeBundle(t)
+	err = serve(context.Background(), cfg, zerolog.Nop(), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "pick another address with --addr HOST:PORT") {
+		t.Fatalf("err = %v, want address already in use and a hint at --addr", err)
 	}
 }

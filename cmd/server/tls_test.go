@@ -172,7 +172,7 @@ func TestServeTLSBadFiles(t *testing.T) {
 			cfg := config.Default()
 			cfg.Server.Listen = "127.0.0.1:0"
 			cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile = files[0], files[1]
-			cfg.Model.Bundle = "fake"
+			cfg.Model.Bundle = fakeBundle(t)
 			err := serve(context.Background(), cfg, zerolog.Nop(), nil, nil)
 			if err == nil || !strings.Contains(err.Error(), "server.tls_cert_file/tls_key_file") {
 				t.Fatalf("err = %v", err)

@@ -11,10 +11,9 @@ import (
 var version = "dev"
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("version", stdout, stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: hexserve version\n\nPrints the hexserve version, the Go version and the platform.")
+		fmt.Fprintln(fs.Output(), "Usage: hexserve version\n\nPrints the hexserve version, the Go version and the platform.")
 	}
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -32,6 +31,9 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 // arguments alike ("inspect BUNDLE --json"), and returns the positional
 // arguments in order. Everything after "--" is positional.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	if u, ok := fs.Output().(*usageOut); ok {
+		u.help = wantsHelp(args)
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

@@ -115,8 +115,9 @@ func (r *Runner) Release(id inference.SeqID) {
 }
 
 // StepCost is the cheaper of one prefill_forward call and rows kv_forward
-// calls (measured means over all shards), each with a re-striding when the
-// caches are in the other graph's layout.
+// calls, each priced by its recent measured time (GraphStats.Recent, all
+// shards: the hardware's cost, which follows load and latency changes), with
+// a re-striding when the caches are in the other graph's layout.
 func (r *Runner) StepCost(rows int) time.Duration {
 	return min(r.prefillStepCost(), r.decodeStepCost(rows))
 }
@@ -128,25 +129,21 @@ func (r *Runner) restrideCost() time.Duration {
 	return r.stats.Restride / time.Duration(r.stats.Restrides)
 }
 
-// callCosts are the mean measured times of one prefill_forward call and
-// one kv_forward step, over all shards (before any call: 8 ms, and decode
-// as dear as prefill).
-func (r *Runner) callCosts() (prefill, decode time.Duration) {
-	s := r.Stats()
-	shards := time.Duration(len(r.pre.calls))
-	prefill, decode = s.Graphs[r.pre.method].Mean()*shards, s.Graphs[r.dec.method].Mean()*shards
-	if prefill == 0 {
-		prefill = 8 * time.Millisecond
+// callCost is one call of m (all shards) from its recent measured times;
+// before any, 8 ms for prefill_forward and decode as dear as prefill.
+func (r *Runner) callCost(m *method) time.Duration {
+	if g := r.stats.Graphs[m.method]; g.Calls > g.Failed {
+		return g.Recent * time.Duration(m.shards)
 	}
-	if decode == 0 {
-		decode = prefill
+	if m == r.dec {
+		return r.callCost(r.pre)
 	}
-	return prefill, decode
+	return 8 * time.Millisecond
 }
 
 // prefillStepCost prices one prefill_forward call.
 func (r *Runner) prefillStepCost() time.Duration {
-	pre, _ := r.callCosts()
+	pre := r.callCost(r.pre)
 	if r.stride != r.cl-r.pre.ar {
 		pre += r.restrideCost()
 	}
@@ -155,8 +152,7 @@ func (r *Runner) prefillStepCost() time.Duration {
 
 // decodeStepCost prices rows kv_forward calls.
 func (r *Runner) decodeStepCost(rows int) time.Duration {
-	_, dec := r.callCosts()
-	d := time.Duration(rows) * dec
+	d := time.Duration(rows) * r.callCost(r.dec)
 	if r.stride != r.cl-r.dec.ar {
 		d += r.restrideCost()
 	}
@@ -293,7 +289,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 		}
 	}
 	r.batchToks = toks
-	// Padding rows repeat the last row's position; their outputs are unused.
+	// Padding rows repeat the last row's position; their mask rows are
+	// closed, so the graph skips them and their outputs are never read.
 	for i := o; i < m.ar; i++ {
 		m.posBuf[i] = m.posBuf[o-1]
 	}
@@ -314,7 +311,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 
 // writeBatchMask writes every row's mask: its sequence's slots of rows
 // [0, Start), and, causally, its run's earlier rows in the new block.
-// Padding rows attend only to themselves.
+// Padding rows attend to nothing, as Genie masks them (docs/executorch.md):
+// the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	b := m.vals[m.mask].Bytes()
 	cl, S := m.cl, m.cl-m.ar
@@ -328,9 +326,6 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
-	}
-	for i := o; i < m.ar; i++ {
-		m.masks.Fill(b, i*cl+S+i, i*cl+S+i+1, true)
 	}
 	m.open = -1
 }

@@ -80,7 +80,7 @@ func writePTE(t testing.TB, o pteOpts) string {
 	}
 	err = ptesim.Write(f, h, s, simfile.WeightF16, func(name string, start int, dst []uint16) error {
 		return tinyllama.Fill(c, name, start, dst)
-	}, nil)
+	}, nil, nil)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

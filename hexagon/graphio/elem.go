@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // Elem is a tensor's element encoding: a QNN data type plus the scale and
@@ -181,7 +182,7 @@ func (e Elem) Get(dst []float32, src []byte) {
 	case qnn.Float16:
 		s := U16(src)
 		for i := range dst {
-			dst[i] = HalfToFloat(s[i])
+			dst[i] = half.ToFloat32(s[i])
 		}
 	case qnn.Uint16:
 		s := U16(src)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 func TestFloatToHalf(t *testing.T) {
@@ -43,8 +44,8 @@ func TestFloatToHalf(t *testing.T) {
 		if h&0x7c00 == 0x7c00 {
 			continue
 		}
-		if got := FloatToHalf(HalfToFloat(uint16(h))); got != uint16(h) {
-			t.Fatalf("round trip %#04x → %g → %#04x", h, HalfToFloat(uint16(h)), got)
+		if got := FloatToHalf(half.ToFloat32(uint16(h))); got != uint16(h) {
+			t.Fatalf("round trip %#04x → %g → %#04x", h, half.ToFloat32(uint16(h)), got)
 		}
 	}
 }

@@ -38,9 +38,6 @@ func F32Bytes(s []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
 }
 
-// HalfToFloat converts IEEE 754 half-precision bits to float32.
-func HalfToFloat(h uint16) float32 { return half.ToFloat32(h) }
-
 // FloatToHalf converts float32 to half precision, rounding to nearest even
 // and saturating to ±65504 (NaN stays NaN): an infinity fed to a graph
 // would turn attention into NaNs.

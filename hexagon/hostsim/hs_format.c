@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_genie.h"
 #include "hs_pte.h"
 #include "qnn_abi.h"
 
@@ -162,13 +163,14 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
     const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
     if (hs_dtype_bytes(t->dtype) == 0)
       return fail(err, n, "graph %s: tensor %s: unsupported data type 0x%04x", g->name, t->name, t->dtype);
-    if (t->dtype == QNN_DATATYPE_INT_32 && !hs_is_et(g->kind))
+    if (t->dtype == QNN_DATATYPE_INT_32 && !hs_is_et(g->kind) && g->kind != HS_KIND_GENIE)
       return fail(err, n, "graph %s: tensor %s: INT_32 is only for ExecuTorch graphs", g->name, t->name);
     if ((t->dtype & 0xff00) == 0x0300 || (t->dtype & 0xff00) == 0x0400) {
       if (!(t->scale > 0)) return fail(err, n, "graph %s: tensor %s: fixed point needs scale > 0", g->name, t->name);
     }
   }
   if (hs_is_et(g->kind)) return hs_et_check(d, g, err, n); /* ExecuTorch graphs: roles by name and position */
+  if (g->kind == HS_KIND_GENIE) return hs_genie_check(d, g, err, n); /* Genie graphs: tensors by name */
   if (check_names(d, g, err, n)) return -1;
   uint64_t H = d->hidden, D = d->head_dim, CTX = d->ctx, V = d->vocab, KV = (uint64_t)d->kv_heads * d->head_dim;
   char nm[64];

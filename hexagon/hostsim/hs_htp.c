@@ -16,6 +16,7 @@
 #include "hs_format.h"
 #include "hs_io.h"
 #include "hs_model.h"
+#include "hs_genie.h"
 #include "hs_pte.h"
 #include "qnn_abi.h"
 
@@ -32,6 +33,7 @@ typedef struct {
 } reg_entry;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_exec = PTHREAD_MUTEX_INITIALIZER;
+static int64_t g_npu_free; /* CLOCK_MONOTONIC µs when the emulated NPU is free (v79 floors); under g_exec */
 static reg_entry *g_reg;
 static size_t g_nreg, g_capreg;
 static int64_t g_live[8];
@@ -207,7 +209,10 @@ static int64_t g_exec_calls, g_exec_kind[3], g_exec_failed, g_exec_injected;
 static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
-static int g_et_pending; /* an ExecuTorch prefill peeked the next script token */
+/* ExecuTorch script state (et_script_first) */
+static long g_et_offer = -1;     /* the token the last call offered, -1 none */
+static int32_t g_et_next = -1;   /* the position right after that call's last valid row */
+static long g_et_call_tok = -1;  /* the token this call (its last shard) writes */
 
 /* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
 static const char *sw(const char *name, char *buf, size_t n) {
@@ -275,7 +280,8 @@ EXPORT void hostsim_reset(void) {
   g_exec_calls = g_exec_failed = g_exec_injected = 0;
   memset(g_exec_kind, 0, sizeof g_exec_kind);
   g_script_pos = 0;
-  g_et_pending = 0;
+  g_et_offer = g_et_call_tok = -1;
+  g_et_next = -1;
   free(g_script_path);
   g_script_path = NULL;
   pthread_mutex_unlock(&g_mu);
@@ -643,6 +649,7 @@ static void mem_release(hs_mem *m) {
 static Qnn_ErrorHandle_t contextFree(void *h, void *profile) {
   (void)profile;
   pthread_mutex_lock(&g_exec);
+  hs_et_forget();
   pthread_mutex_lock(&g_mu);
   int ok = reg_has(h, T_CONTEXT);
   hs_context *c = h;
@@ -818,6 +825,7 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
 static Qnn_ErrorHandle_t memDeRegister(void **handles, uint32_t n) {
   if (!handles || n == 0) return set_err(QNN_MEM_ERROR_INVALID_ARGUMENT, "memDeRegister: NULL handles or n = 0");
   pthread_mutex_lock(&g_exec);
+  hs_et_forget();
   pthread_mutex_lock(&g_mu);
   for (uint32_t i = 0; i < n; i++)
     if (!reg_has(handles[i], T_MEM)) {
@@ -947,6 +955,8 @@ static long script_next(const char *path) {
     free(g_script);
     g_script = NULL;
     g_script_n = g_script_pos = 0;
+    g_et_offer = g_et_call_tok = -1; /* a new script: nothing offered yet */
+    g_et_next = -1;
     FILE *f = fopen(path, "r");
     if (f) {
       size_t cap = 0;
@@ -998,6 +1008,18 @@ static float mask_value(const hs_tensor *t, const void *p, size_t i) {
   return v <= -1000.0f || isnan(v) ? -INFINITY : v;
 }
 
+/* store_live stores the nl compacted rows of src ([nl, inner]) at rows live[a] of an [AR, inner]
+ * output and poisons the other rows (padding, hs_poison). */
+static void store_live(const hs_tensor *t, void *p, int AR, int nl, const int *live, int inner, const float *src) {
+  int r = 0;
+  for (int a = 0; a < nl; a++, r++) {
+    if (live[a] > r) hs_poison(t, p, (size_t)r * inner, (size_t)(live[a] - r) * inner);
+    r = live[a];
+    hs_store(t, p, (size_t)r * inner, (size_t)inner, src + (size_t)a * inner);
+  }
+  if (r < AR) hs_poison(t, p, (size_t)r * inner, (size_t)(AR - r) * inner);
+}
+
 static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   const hs_model *m = &gh->ctx->model;
   const hs_desc *d = &m->d;
@@ -1016,7 +1038,7 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   float **nk = calloc((size_t)L + 1, sizeof(float *)), **nv = calloc((size_t)L + 1, sizeof(float *));
   float **pk = calloc((size_t)L + 1, sizeof(float *)), **pv = calloc((size_t)L + 1, sizeof(float *));
   float *pmask = NULL;
-  int npast = 0;
+  int npast = 0, *live = NULL;
   Qnn_ErrorHandle_t e = QNN_SUCCESS;
   if (!x || !cs || !sn || !y || !smask || (past && (!pfull || !open)) || !nk || !nv || !pk || !pv) goto oom;
   hs_load(&g->in[ix], in[ix], 0, (size_t)AR * H, x);
@@ -1034,6 +1056,19 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   } else {
     for (size_t i = 0; i < (size_t)AR * AR; i++) smask[i] = mask_value(mt, in[im], i);
   }
+  /* A window row that opens nothing is padding (hs_live): not computed, its outputs poisoned. Decode
+   * always attends its own token. */
+  live = malloc(sizeof(int) * (size_t)AR);
+  unsigned char *opens = calloc((size_t)AR, 1);
+  if (!live || !opens) { free(opens); goto oom; }
+  for (int i = 0; i < AR; i++) {
+    for (int j = 0; j < AR && !opens[i]; j++) opens[i] = smask[(size_t)i * AR + j] != -INFINITY;
+    for (int j = 0; past && j < CTX && !opens[i]; j++) opens[i] = pfull[(size_t)i * CTX + j] != -INFINITY;
+  }
+  if (g->kind == HS_KIND_DECODE) opens[0] = 1;
+  int nl = hs_live(AR, opens, smask, live);
+  free(opens);
+  if (nl < 0) goto oom;
   if (past) {
     for (int j = 0; j < CTX; j++) {
       int o = 0;
@@ -1045,9 +1080,10 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
     for (int i = 0; i < AR; i++)
       for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = pfull[(size_t)i * CTX + open[p]];
   }
+  hs_compact(AR, nl, live, x, H, cs, sn, D, pmask, npast, smask);
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * (size_t)AR * KV);
-    nv[l] = malloc(sizeof(float) * (size_t)AR * KV);
+    nk[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
+    nv[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
     if (!nk[l] || !nv[l]) goto oom;
     if (past) {
       pk[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
@@ -1060,12 +1096,12 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
       }
     }
   }
-  hs_forward(m, AR, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
-  hs_store(&g->out[iy], out[iy], 0, (size_t)AR * H, y);
+  hs_forward(m, nl, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
+  store_live(&g->out[iy], out[iy], AR, nl, live, H, y);
   for (int l = 0; l < L; l++) {
     int ok = OUT(HS_ROLE_NEW_K, (uint32_t)l), ov = OUT(HS_ROLE_NEW_V, (uint32_t)l);
-    hs_store(&g->out[ok], out[ok], 0, (size_t)AR * KV, nk[l]);
-    hs_store(&g->out[ov], out[ov], 0, (size_t)AR * KV, nv[l]);
+    store_live(&g->out[ok], out[ok], AR, nl, live, KV, nk[l]);
+    store_live(&g->out[ov], out[ov], AR, nl, live, KV, nv[l]);
   }
   goto done;
 oom:
@@ -1073,29 +1109,51 @@ oom:
 done:
   for (int l = 0; l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
   free(nk); free(nv); free(pk); free(pv);
-  free(x); free(cs); free(sn); free(y); free(smask); free(pfull); free(open); free(pmask);
+  free(x); free(cs); free(sn); free(y); free(smask); free(pfull); free(open); free(pmask); free(live);
   return e;
 #undef IN
 #undef OUT
 }
 
-/* et_script_next returns the HOSTSIM_SCRIPT token for an ExecuTorch call: a prefill_forward peeks the
- * next token (its chunk may not be the last), the following kv_forward consumes it and then the next. */
-static long et_script_next(const hs_graph *g) {
+/* HOSTSIM_SCRIPT on ExecuTorch graphs: a script's reply starts where the reply starts, whatever calls
+ * read the prompt. Every call offers the script's current token (written by its last shard into every
+ * logits row); the script advances only when that offer was taken:
+ *  - a later call feeds the offered token back at the position right after the offering call's last
+ *    row (decoding: the host sampled it), or
+ *  - a later call starts anywhere else (a new prompt, or rows read again: the offer was the last token
+ *    of a reply).
+ * A call that continues the same prompt right after the offering call's rows (the next prefill chunk,
+ * or prompt rows through kv_forward) offers the same token again. The first shard, which sees the
+ * tokens, positions and mask, decides; the last shard writes the token. Caller holds no lock. */
+
+static long et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
   char path[1024];
   const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
+  int AR = (int)io->ar, CL = (int)io->cl, first = -1, taken = 0;
+  int32_t last = -1;
+  const int32_t *tok = in[io->tokens], *pos = in[io->pos];
+  float *row = malloc(sizeof(float) * (size_t)CL);
   pthread_mutex_lock(&g_mu);
-  long t = -1;
-  if (g->kind == HS_KIND_ET_PREFILL) {
-    t = script_next(sp);
-    if (t >= 0) g_script_pos--;
-    g_et_pending = t >= 0;
-  } else {
-    if (g_et_pending) script_next(sp);
-    g_et_pending = 0;
-    t = script_next(sp);
+  long t = script_next(sp); /* loads the script; the position is kept below */
+  if (t >= 0) g_script_pos--;
+  for (int i = 0; row && t >= 0 && i < AR; i++) {
+    hs_load(&g->in[io->mask], in[io->mask], (size_t)i * CL, (size_t)CL, row);
+    int valid = 0;
+    for (int j = 0; j < CL && !valid; j++) valid = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
+    if (!valid) continue; /* a padding row */
+    if (first < 0) first = i;
+    if (pos[i] > last) last = pos[i];
+    if (g_et_offer >= 0 && pos[i] == g_et_next && tok[i] == g_et_offer) taken = 1;
   }
+  if (t >= 0 && first >= 0) {
+    if (g_et_offer >= 0 && (taken || pos[first] != g_et_next)) g_script_pos++;
+    t = g_script[g_script_pos % g_script_n];
+    g_et_offer = t;
+    g_et_next = last + 1;
+  } else if (t >= 0) t = g_et_offer; /* no valid row: nothing is sampled from this call */
+  g_et_call_tok = t;
   pthread_mutex_unlock(&g_mu);
+  free(row);
   return t;
 }
 
@@ -1105,16 +1163,26 @@ static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
   char err[512];
   if (hs_et_bind(&m->d, gh->g, &io, err, sizeof err)) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "%s", err);
   int last = io.last;
+  long t = -1;
+  if (io.first && io.tokens >= 0 && io.pos >= 0 && io.mask >= 0) t = et_script_first(gh->g, &io, in);
+  else if (last) {
+    pthread_mutex_lock(&g_mu);
+    t = g_et_call_tok;
+    pthread_mutex_unlock(&g_mu);
+  }
   hs_et_io_free(&io);
-  uint32_t code = hs_et_run(m, gh->g, in, out, last ? et_script_next(gh->g) : -1, err, sizeof err);
+  uint32_t code = hs_et_run(m, gh->g, in, out, last ? t : -1, err, sizeof err);
   return code ? set_err(code, "%s", err) : QNN_SUCCESS;
 }
 
 static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, uint32_t nIn, Qnn_Tensor_t *outputs,
                                       uint32_t nOut, void *profile, void *signal) {
   (void)profile;
-  int64_t t0 = now_us();
   pthread_mutex_lock(&g_exec);
+  /* The emulated NPU runs one call at a time: this one starts when it has the NPU (now, or when the
+   * previous call's emulated time ends) and lasts at least its floor, the compute included. */
+  int64_t t0 = now_us(), until = 0;
+  if (t0 < g_npu_free) t0 = g_npu_free;
   pthread_mutex_lock(&g_mu);
   int64_t call = ++g_exec_calls;
   int ok = reg_has(graph, T_GRAPH);
@@ -1146,6 +1214,12 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
     e = run_et(gh, inp, outp);
     kind = kind == HS_KIND_ET_PREFILL ? HS_KIND_PREFILL : HS_KIND_DECODE;
     shards = gh->ctx->model.d.shards;
+  } else if (kind == HS_KIND_GENIE) {
+    char gerr[512];
+    uint32_t code = hs_genie_run(&gh->ctx->model, gh->g, inp, outp, gerr, sizeof gerr);
+    e = code ? set_err(code, "%s", gerr) : QNN_SUCCESS;
+    kind = gh->g->window == 1 ? HS_KIND_DECODE : HS_KIND_PREFILL; /* a part gets 1/N of the step's floor */
+    shards = gh->ctx->model.d.shards;
   } else e = kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
   if (!e) {
     pthread_mutex_lock(&g_mu);
@@ -1163,13 +1237,15 @@ end:
   }
   free(inp);
   free(outp);
-  pthread_mutex_unlock(&g_exec);
   if (lat) {
-    int64_t want = atoll(lat) / (shards ? shards : 1), left = want - (now_us() - t0); /* a shard gets 1/N */
-    if (left > 0) {
-      struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
-      while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
-    }
+    until = t0 + atoll(lat) / (shards ? shards : 1); /* a shard gets 1/N of the floor */
+    if (until > g_npu_free) g_npu_free = until;
+  }
+  pthread_mutex_unlock(&g_exec);
+  int64_t left = until - now_us(); /* only the remainder after the compute is slept */
+  if (left > 0) {
+    struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
   }
   return e;
 }

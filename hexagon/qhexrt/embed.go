@@ -8,6 +8,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/half"
 )
 
 // embedTable is the f16 embedding table [vocab, hidden], mmap'd read-only so
@@ -59,7 +60,7 @@ func (t *embedTable) put(dst []byte, id int32, et graphio.Elem, scratch []float3
 		return nil
 	}
 	for i, h := range r {
-		scratch[i] = graphio.HalfToFloat(h)
+		scratch[i] = half.ToFloat32(h)
 	}
 	et.Put(dst, scratch[:t.hidden])
 	return nil

@@ -468,11 +468,27 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 		hs.reset()
 		hs.Set(t, "HOSTSIM_SCRIPT", script)
 		defer hs.Set(t, "HOSTSIM_SCRIPT", "")
-		// Two prefill chunks (the second one sampled), then two decode steps.
-		out := newETHost(t, r, c, paths, s).run(seq, 10)[9:] // rows 9 (last prompt row), and none after
+		// Two prefill chunks (the second one sampled), then two decode steps that feed the sampled
+		// tokens back: the reply is the script, 7 9 11.
 		h := newETHost(t, r, c, paths, s)
-		rows := [][]float32{out[0], h.step("kv_forward", seq[9:10], 9)[0], h.step("kv_forward", seq[9:10], 10)[0]}
-		for i, want := range []int{7, 9, 11} {
+		out := h.run(seq, 10)[9:] // row 9 (the last prompt row)
+		rows := [][]float32{out[0], h.step("kv_forward", []int{7}, 10)[0], h.step("kv_forward", []int{9}, 11)[0]}
+		// A new prompt read row by row through kv_forward (as a runner does when that is cheaper):
+		// the reply after it starts at the script's next token, not one token per prompt row later.
+		for p := range 4 {
+			rows = append(rows, h.step("kv_forward", seq[p:p+1], p)[0])
+		}
+		rows = append(rows, h.step("kv_forward", []int{7}, 4)[0])
+		// The same prompt read again (a re-read from row 0): the offer 9 was the reply's last token.
+		rows = append(rows, h.run(seq, 10)[9])
+		// A new script path starts its script afresh, whatever the previous one offered.
+		script2 := filepath.Join(t.TempDir(), "script2")
+		if err := os.WriteFile(script2, []byte("5 6"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hs.Set(t, "HOSTSIM_SCRIPT", script2)
+		rows = append(rows, h.run(seq, 10)[9], h.step("kv_forward", []int{5}, 10)[0])
+		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6} {
 			if got := argmax32(rows[i]); got != want {
 				t.Errorf("sample %d: argmax %d, want scripted %d", i, got, want)
 			}

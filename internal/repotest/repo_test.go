@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,7 @@ type pkg struct {
 	Doc        string
 	Name       string
 	Deps       []string
+	Imports    []string
 	Error      *struct{ Err string }
 }
 
@@ -67,8 +69,8 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // (hexagon/pte, runner siblings) are covered without editing this table.
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
-	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
-	{"upstream", "pure"},
+	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
+	{"upstream", "pure"}, {"front", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"hexagon/graphio", "support"}, {"hexagon/plan", "support"},
@@ -151,6 +153,24 @@ func basePath(importPath string) string {
 	return strings.TrimSuffix(p, "_test")
 }
 
+// apiPackages convert one client API each; what they share is in front/.
+var apiPackages = []string{module + "/openai", module + "/anthropic", module + "/ollama"}
+
+// apiSiblings returns the deps of package path, when it is an API package,
+// that are another API package.
+func apiSiblings(path string, deps []string) []string {
+	if !slices.Contains(apiPackages, path) {
+		return nil
+	}
+	var bad []string
+	for _, d := range deps {
+		if d := basePath(d); d != path && slices.Contains(apiPackages, d) {
+			bad = append(bad, d)
+		}
+	}
+	return bad
+}
+
 func TestLayerRules(t *testing.T) {
 	for _, c := range []struct{ path, layer string }{
 		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
@@ -179,6 +199,9 @@ func TestLayerRules(t *testing.T) {
 		if got := strings.Join(violations(c.layer, c.deps), " "); got != c.want {
 			t.Errorf("violations(%s, %v) = %q, want %q", c.layer, c.deps, got, c.want)
 		}
+	}
+	if got := apiSiblings(module+"/ollama", []string{module + "/front", module + "/openai"}); !slices.Equal(got, []string{module + "/openai"}) {
+		t.Errorf("apiSiblings(ollama) = %v, want openai", got)
 	}
 	if layerOf(module+"/hexagon/graphio") != "support" || layerOf(module+"/hexagon/plan") != "support" {
 		t.Error("the runners' shared packages are not support packages")
@@ -217,6 +240,9 @@ func TestLayering(t *testing.T) {
 			t.Errorf("%s (%s) imports %s (directly or indirectly); %s packages may not depend on %s",
 				p.ImportPath, layer, strings.Join(bad, ", "), layer, strings.Join(forbidden[layer], ", "))
 		}
+		if bad := apiSiblings(path, p.Deps); len(bad) > 0 {
+			t.Errorf("API package %s imports the API package %s; what the APIs share is in front/", path, strings.Join(bad, ", "))
+		}
 		if layer == "runner" {
 			if bad := siblings(path, p.Deps); len(bad) > 0 {
 				t.Errorf("runner %s imports the sibling runner %s; share code through hexagon/graphio or hexagon/plan", path, strings.Join(bad, ", "))
@@ -226,6 +252,29 @@ func TestLayering(t *testing.T) {
 	for _, l := range []string{"pure", "app", "support", "runner", "main"} {
 		if !seen[l] {
 			t.Errorf("no package in layer %s: go list output changed?", l)
+		}
+	}
+}
+
+// TestImportRules: the wire packages (the APIs' conversions, what they
+// share, the upstream chat client's types) import no net/http, since the
+// server decodes, calls the conversions and writes; chat imports only the
+// standard library (in particular not tokenizer: callers convert Segments
+// themselves).
+func TestImportRules(t *testing.T) {
+	for _, p := range goList(t, "./openai", "./anthropic", "./ollama", "./front", "./upstream/chatwire", "./chat") {
+		if p.Error != nil {
+			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
+			continue
+		}
+		for _, imp := range p.Imports {
+			first, _, _ := strings.Cut(imp, "/")
+			switch {
+			case p.ImportPath == module+"/chat" && strings.Contains(first, "."):
+				t.Errorf("chat imports %s; it imports only the standard library", imp)
+			case imp == "net/http" || strings.HasPrefix(imp, "net/http/"):
+				t.Errorf("%s imports %s; the wire packages leave HTTP to server/", p.ImportPath, imp)
+			}
 		}
 	}
 }
@@ -285,7 +334,7 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 // testModelWriters are the packages that write hostsim test models (context
 // binaries, bundles, .pte files) and the tiny-Llama weights: `hexserve
 // mkmodel`'s, left out of the phone binary by -tags nomkmodel.
-var testModelWriters = []string{"hexagon/hostsim", "hexagon/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "internal/tinyllama"}
+var testModelWriters = []string{"hexagon/hostsim", "hexagon/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "hexagon/genie/geniesim", "internal/tinyllama"}
 
 // writersIn returns the deps that are test-model writers.
 func writersIn(deps []string) []string {
@@ -325,6 +374,49 @@ func TestAndroidBuildDeps(t *testing.T) {
 				c.tags, strings.Join(bad, ", "))
 		case c.writers && len(bad) == 0:
 			t.Errorf("the android build without nomkmodel links no test-model writer: the check cannot see them")
+		}
+	}
+}
+
+// README.md's Layout table names every user-facing package: as `dir/`, or,
+// for a sub-package, its last element in backticks on its parent's row
+// (`hexagon/pte/` … `ptesim`). Internal packages, tests and the binary's
+// own folder are left out.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(data), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ## Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range goList(t, "./...") {
+		rel, err := filepath.Rel(root, p.Dir)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/") || strings.HasPrefix(rel, "e2e") || strings.HasSuffix(rel, "test") || rel == "cmd/server" {
+			continue
+		}
+		if strings.Contains(layout, "`"+rel+"/`") {
+			continue
+		}
+		parent, name := filepath.ToSlash(filepath.Dir(rel)), filepath.Base(rel)
+		found := false
+		for _, row := range strings.Split(layout, "\n") {
+			if strings.Contains(row, "`"+parent+"/`") && strings.Contains(row, "`"+name+"`") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md's Layout table does not name %s/: add a row (or `%s` on %s/'s row)", rel, name, parent)
 		}
 	}
 }

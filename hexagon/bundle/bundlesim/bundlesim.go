@@ -144,7 +144,7 @@ func (p *plan) manifest() *bundle.Manifest {
 	nh, nkv, window, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, o.PrefillChunk, cfg.RMSNormEps
 	contract, mask, tensors := o.Contract, o.Mask, o.Tensors
 	note := map[string]any{"generator": "hexserve mkmodel", "source": o.Source, "init_seed": cfg.InitSeed,
-		"intermediate_size": cfg.IntermediateSize}
+		"intermediate_size": cfg.IntermediateSize, tinyllama.GeneratedKey: tinyllama.GeneratedNote(cfg)}
 	for k, v := range o.Note {
 		note[k] = v
 	}
@@ -217,7 +217,10 @@ func (p *plan) writeContext(path string, graphs []simfile.Graph, weights []simfi
 	name := filepath.Base(path)
 	err = simfile.WriteWith(f, p.hyper, graphs, weights, simfile.Options{
 		Format: p.o.Weights,
-		Source: func(_ int, w simfile.Weight) ([]uint16, error) { return tinyllama.Generate(p.o.Config, w.Name) },
+		// Row blocks, not whole tensors: the 3B lm-head alone is 788 MB of float16.
+		SourceRows: func(_ int, w simfile.Weight, row0 int, dst []uint16) error {
+			return tinyllama.Fill(p.o.Config, w.Name, row0*w.Cols, dst)
+		},
 		Progress: func(done, total int64) {
 			pr.update(name, done, total)
 		},

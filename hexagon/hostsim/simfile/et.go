@@ -211,3 +211,13 @@ func WriteETShard(w io.Writer, h Hyper, s ETSpec, i int, f WeightFormat, fill fu
 		return fill(names[j], row0*wt.Cols, dst)
 	}})
 }
+
+// ETShardSize is the size of the context binary WriteETShard writes for shard i.
+func ETShardSize(h Hyper, s ETSpec, i int, f WeightFormat) (int64, error) {
+	sh, gs, err := ETShard(h, s, i)
+	if err != nil {
+		return 0, err
+	}
+	ws, _ := ETWeightSpecs(sh, i == s.Shards-1)
+	return SizeWith(sh, gs, ws, f)
+}

@@ -27,7 +27,7 @@ const (
 	SFixed16 DType = 0x0316
 	UFixed8  DType = 0x0408
 	UInt16   DType = 0x0116
-	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos only
+	Int32    DType = 0x0032 // ExecuTorch graphs' tokens and input_pos, Genie graphs' input_ids only
 )
 
 // Size is the element size in bytes (0 if unsupported).
@@ -57,6 +57,8 @@ const (
 	// ETPrefill and ETDecode are ExecuTorch static-llama graphs (prefill_forward, kv_forward); see ETGraphs.
 	ETPrefill Kind = 3
 	ETDecode  Kind = 4
+	// Genie is a Qualcomm AI Hub Genie graph (prompt_ar{A}_cl{C}_{k}_of_{N} or token_ar1_…); see GeniePart.
+	Genie Kind = 5
 )
 
 // Contract is the prefill graph contract (docs/architecture.md, "The graph contract").
@@ -216,20 +218,10 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	if len(graphs) == 0 {
 		return errors.New("simfile: no graphs")
 	}
-	// Layout: header, graphs, index, then data.
-	gsize, err := graphsSize(graphs)
+	gsize, dataOff, entries, total, err := layout(graphs, weights, opt.Format)
 	if err != nil {
 		return err
 	}
-	isize := int64(0)
-	for _, wt := range weights {
-		if wt.Rows <= 0 || wt.Cols <= 0 {
-			return fmt.Errorf("simfile: weight %s: bad shape [%d,%d]", wt.Name, wt.Rows, wt.Cols)
-		}
-		isize += strLen(wt.Name) + 3*4 + 3*8
-	}
-	dataOff := pad(headerSize + gsize + isize)
-	entries, total := layoutWeights(opt.Format, weights, dataOff)
 
 	bw := bufio.NewWriterSize(w, 1<<20)
 	wr := &lew{w: bw}
@@ -268,6 +260,37 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	return bw.Flush()
 }
 
+// SizeWith is the size of the file WriteWith writes for the same arguments,
+// without writing it (a container can lay out its segments first and then
+// stream the file into place).
+func SizeWith(h Hyper, graphs []Graph, weights []Weight, f WeightFormat) (int64, error) {
+	if f == 0 {
+		f = WeightF16
+	}
+	if err := h.validate(); err != nil {
+		return 0, err
+	}
+	_, _, _, total, err := layout(graphs, weights, f)
+	return total, err
+}
+
+// layout is the file's layout: header, graphs, index, then data.
+func layout(graphs []Graph, weights []Weight, f WeightFormat) (gsize, dataOff int64, entries []entry, total int64, err error) {
+	if gsize, err = graphsSize(graphs); err != nil {
+		return 0, 0, nil, 0, err
+	}
+	isize := int64(0)
+	for _, wt := range weights {
+		if wt.Rows <= 0 || wt.Cols <= 0 {
+			return 0, 0, nil, 0, fmt.Errorf("simfile: weight %s: bad shape [%d,%d]", wt.Name, wt.Rows, wt.Cols)
+		}
+		isize += strLen(wt.Name) + 3*4 + 3*8
+	}
+	dataOff = pad(headerSize + gsize + isize)
+	entries, total = layoutWeights(f, weights, dataOff)
+	return gsize, dataOff, entries, total, nil
+}
+
 // graphsSize checks the graphs' tensors and returns the size of their
 // section.
 func graphsSize(graphs []Graph) (int64, error) {
@@ -275,7 +298,7 @@ func graphsSize(graphs []Graph) (int64, error) {
 	for _, g := range graphs {
 		gsize += strLen(g.Name) + 7*4
 		for _, t := range append(append([]Tensor{}, g.Inputs...), g.Outputs...) {
-			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode) {
+			if t.DType.Size() == 0 || (t.DType == Int32 && g.Kind != ETPrefill && g.Kind != ETDecode && g.Kind != Genie) {
 				return 0, fmt.Errorf("simfile: graph %s tensor %s: unsupported data type %#x", g.Name, t.Name, uint32(t.DType))
 			}
 			if t.DType.Fixed() && !(t.Scale > 0) {

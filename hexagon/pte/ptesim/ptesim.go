@@ -5,8 +5,8 @@
 package ptesim
 
 import (
-	"bytes"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"strconv"
@@ -19,24 +19,54 @@ import (
 
 // Write writes the .pte of a whole model (header h) with graphs s. fill supplies float16 values
 // of a whole-model tensor starting at element start; progress, if set, is called after each shard.
+// meta adds string metadata methods (a marker of generated weights, ...).
+// The shards stream into w one after another (their sizes are known beforehand), so memory stays
+// flat whatever the model's size.
 func Write(w io.Writer, h simfile.Hyper, s simfile.ETSpec, f simfile.WeightFormat,
-	fill func(name string, start int, dst []uint16) error, progress func(shard, size int)) error {
-	var bins [][]byte
+	fill func(name string, start int, dst []uint16) error, progress func(shard, size int), meta map[string]string) error {
+	var ctxs []ptewrite.Context
 	for i := range s.Shards {
-		var b bytes.Buffer
-		if err := simfile.WriteETShard(&b, h, s, i, f, fill); err != nil {
+		size, err := simfile.ETShardSize(h, s, i, f)
+		if err != nil {
 			return fmt.Errorf("ptesim: shard %d: %w", i, err)
 		}
-		bins = append(bins, b.Bytes())
-		if progress != nil {
-			progress(i, b.Len())
+		sig, err := signature(h, s, i, f, fill)
+		if err != nil {
+			return fmt.Errorf("ptesim: shard %d: %w", i, err)
 		}
+		ctxs = append(ctxs, ptewrite.Context{Size: size, Signature: sig, Stream: func(w io.Writer) error {
+			if err := simfile.WriteETShard(w, h, s, i, f, fill); err != nil {
+				return fmt.Errorf("ptesim: shard %d: %w", i, err)
+			}
+			if progress != nil {
+				progress(i, int(size))
+			}
+			return nil
+		}})
 	}
-	p, err := Program(h, s, bins)
+	p, err := Program(h, s, nil)
 	if err != nil {
 		return err
 	}
+	p.Contexts = ctxs
+	for k, v := range meta {
+		p.Metadata[k] = []pte.Value{pte.StringValue(v)}
+	}
 	return ptewrite.Write(w, p)
+}
+
+// signature identifies shard i's binary without holding it: an FNV-1a hash of what decides its
+// bytes (the header, the graph spec, the weight format) and of the first values fill gives for
+// the embedding table, which differ between seeds.
+func signature(h simfile.Hyper, s simfile.ETSpec, i int, f simfile.WeightFormat,
+	fill func(name string, start int, dst []uint16) error) (int64, error) {
+	sample := make([]uint16, 64)
+	if err := fill("model.embed_tokens.weight", 0, sample); err != nil {
+		return 0, err
+	}
+	hs := fnv.New64a()
+	fmt.Fprintf(hs, "%+v|%+v|%d|%d|%v", h, s, i, f, sample)
+	return int64(hs.Sum64() >> 1), nil
 }
 
 // scalarOf is the plan-level type of a graph tensor (#19146: plans carry the quantised types).

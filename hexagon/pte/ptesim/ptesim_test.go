@@ -26,7 +26,7 @@ func write(t *testing.T, s simfile.ETSpec) *pte.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = Write(f, small, s, simfile.WeightF16, func(string, int, []uint16) error { return nil }, nil)
+	err = Write(f, small, s, simfile.WeightF16, func(string, int, []uint16) error { return nil }, nil, map[string]string{"note": "generated"})
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +121,25 @@ func TestProgramShards(t *testing.T) {
 	}
 	if len(m.Outputs) != 7 || m.Values[m.Outputs[0]].Tensor.Sizes[2] != 64 {
 		t.Errorf("outputs %v", m.Outputs)
+	}
+}
+
+// TestStreamedShards: the shards stream into the file at the sizes laid out beforehand
+// (simfile.ETShardSize), and the string metadata is there.
+func TestStreamedShards(t *testing.T) {
+	s := spec(simfile.UFixed8, 2)
+	f := write(t, s)
+	m := f.Method(pte.MethodDecode)
+	for i, d := range m.Delegates {
+		want, err := simfile.ETShardSize(small, s, i, simfile.WeightF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(d.Header.Size) != want || d.Header.Signature <= 0 {
+			t.Errorf("shard %d: size %d signature %d; want size %d and a signature", i, d.Header.Size, d.Header.Signature, want)
+		}
+	}
+	if v := f.Metadata["note"]; len(v) != 1 || v[0].Kind != pte.KindString || v[0].String != "generated" {
+		t.Errorf("metadata note = %+v", v)
 	}
 }

@@ -54,11 +54,16 @@ type Delegate struct {
 	Options pte.QNNOptions
 }
 
-// Context is a QNN context binary and its payload header.
+// Context is a QNN context binary and its payload header: Binary, or a
+// binary of Size bytes that Stream writes when its turn comes (so a
+// multi-gigabyte model is never held in memory).
 type Context struct {
 	Binary []byte
+	Size   int64
+	Stream func(io.Writer) error
 	// Signature identifies the payload (ExecuTorch writes the AOT time in ns);
-	// 0 means "derive one from the binary's bytes".
+	// 0 means "derive one from the binary's bytes" (a streamed context must
+	// set one).
 	Signature int64
 	// Legacy writes the 20-byte payload header used before ExecuTorch
 	// #17326 instead of the 256-byte one.
@@ -75,15 +80,13 @@ func Write(w io.Writer, p Program) error {
 		return fmt.Errorf("ptewrite: %w", err)
 	}
 	// Segment 0 is the empty constant segment; context i is segment i+1.
-	var data []byte
+	var dataLen int64
 	segs := []*table{new(table)}
 	for _, c := range p.Contexts {
-		for len(data)%SegmentAlignment != 0 {
-			data = append(data, 0)
-		}
-		off := len(data)
-		data = appendPayload(data, c)
-		segs = append(segs, new(table).u64(0, uint64(off)).u64(1, uint64(len(data)-off)))
+		dataLen = alignUp(dataLen)
+		n := payloadHeaderLen(c) + c.size()
+		segs = append(segs, new(table).u64(0, uint64(dataLen)).u64(1, uint64(n)))
+		dataLen += n
 	}
 
 	var plans []*table
@@ -122,16 +125,70 @@ func Write(w io.Writer, p Program) error {
 	base := (progSize + SegmentAlignment - 1) / SegmentAlignment * SegmentAlignment
 	binary.LittleEndian.PutUint64(b.buf[16:], uint64(progSize))
 	binary.LittleEndian.PutUint64(b.buf[24:], uint64(base))
-	binary.LittleEndian.PutUint64(b.buf[32:], uint64(len(data)))
+	binary.LittleEndian.PutUint64(b.buf[32:], uint64(dataLen))
 	b.buf = append(b.buf, make([]byte, base-progSize)...)
 	if _, err := w.Write(b.buf); err != nil {
 		return err
 	}
-	_, err := w.Write(data)
-	return err
+	var at int64
+	for i, c := range p.Contexts {
+		if pad := alignUp(at) - at; pad > 0 {
+			if _, err := w.Write(make([]byte, pad)); err != nil {
+				return err
+			}
+			at += pad
+		}
+		hdr := payloadHeader(c)
+		if _, err := w.Write(hdr); err != nil {
+			return err
+		}
+		if c.Stream == nil {
+			if _, err := w.Write(c.Binary); err != nil {
+				return err
+			}
+		} else {
+			cw := &countingWriter{w: w}
+			if err := c.Stream(cw); err != nil {
+				return fmt.Errorf("ptewrite: context %d: %w", i, err)
+			}
+			if cw.n != c.Size {
+				return fmt.Errorf("ptewrite: context %d: streamed %d bytes, declared %d", i, cw.n, c.Size)
+			}
+		}
+		at += int64(len(hdr)) + c.size()
+	}
+	return nil
+}
+
+func alignUp(n int64) int64 {
+	return (n + SegmentAlignment - 1) / SegmentAlignment * SegmentAlignment
+}
+
+func (c Context) size() int64 {
+	if c.Stream != nil {
+		return c.Size
+	}
+	return int64(len(c.Binary))
+}
+
+// countingWriter counts what a streamed context writes.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func check(p Program) error {
+	for i, c := range p.Contexts {
+		if c.Stream != nil && (c.Signature == 0 || c.Binary != nil) {
+			return fmt.Errorf("context %d: a streamed context needs a Signature and no Binary", i)
+		}
+	}
 	seen := map[string]bool{}
 	for _, m := range p.Methods {
 		if m.Name == "" {
@@ -212,21 +269,25 @@ func checkValue(v pte.Value) error {
 	return nil
 }
 
-// appendPayload appends c behind QnnContextCustomProtocol's header: magic,
+func payloadHeaderLen(c Context) int64 {
+	if c.Legacy {
+		return pte.LegacyPayloadHeaderSize
+	}
+	return pte.PayloadHeaderSize
+}
+
+// payloadHeader is QnnContextCustomProtocol's header in front of c: magic,
 // signature, size, then zeros up to 256 (or 20 when Legacy).
-func appendPayload(dst []byte, c Context) []byte {
+func payloadHeader(c Context) []byte {
 	sig := c.Signature
 	if sig == 0 {
 		sig = signature(c.Binary)
 	}
-	hdr := make([]byte, pte.PayloadHeaderSize)
-	if c.Legacy {
-		hdr = hdr[:pte.LegacyPayloadHeaderSize]
-	}
+	hdr := make([]byte, payloadHeaderLen(c))
 	binary.LittleEndian.PutUint32(hdr[0:], pte.PayloadMagic)
 	binary.LittleEndian.PutUint64(hdr[4:], uint64(sig))
-	binary.LittleEndian.PutUint64(hdr[12:], uint64(len(c.Binary)))
-	return append(append(dst, hdr...), c.Binary...)
+	binary.LittleEndian.PutUint64(hdr[12:], uint64(c.size()))
+	return hdr
 }
 
 // signature is a positive FNV-1a hash of the binary, stable across runs.

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/genie"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/tokenizer"
+)
+
+// genieDir reports whether path is a Genie bundle (a folder holding genie_config.json, or that
+// file itself) and returns its folder.
+func genieDir(path string, st os.FileInfo) (string, bool) {
+	if st.IsDir() {
+		return path, genie.IsBundle(path)
+	}
+	if filepath.Base(path) == genie.ConfigFile && st.Mode().IsRegular() {
+		return filepath.Dir(path), true
+	}
+	return "", false
+}
+
+// openGenie opens a Genie bundle on rt: the tokenizer is dialog.tokenizer.path (model.tokenizer
+// overrides it).
+func openGenie(m config.Model, dir string, rt *qnn.Runtime, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
+	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger()})
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	path := runner.Tokenizer()
+	if m.Tokenizer != "" {
+		path = m.Tokenizer
+	}
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		runner.Close()
+		return nil, nil, "", nil, err
+	}
+	return &ownedGenie{Runner: runner, rt: rt}, tok, path, log.Info().Str("genie", dir), nil
+}
+
+// ownedGenie is a Genie runner that also owns its QNN runtime.
+type ownedGenie struct {
+	*genie.Runner
+	rt *qnn.Runtime
+}
+
+// BufferBytes is the runtime's buffer memory (I/O and KV).
+func (o *ownedGenie) BufferBytes() int64 { return o.rt.BufferBytes() }
+
+func (o *ownedGenie) Close() error {
+	return errors.Join(o.Runner.Close(), o.rt.Close())
+}

@@ -1,0 +1,85 @@
+package front
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
+)
+
+// FunctionTool is the chat template's tool object
+// {"type":"function","function":{"name":…,"description":…,"parameters":…}}
+// for a function of an API's tool list; a nil description and null or
+// empty parameters are left out.
+func FunctionTool(name string, description *string, parameters json.RawMessage) chat.Tool {
+	n, _ := json.Marshal(name)
+	var b bytes.Buffer
+	b.WriteString(`{"type":"function","function":{"name":`)
+	b.Write(n)
+	if description != nil {
+		d, _ := json.Marshal(*description)
+		b.WriteString(`,"description":`)
+		b.Write(d)
+	}
+	if !IsNull(parameters) {
+		b.WriteString(`,"parameters":`)
+		b.Write(bytes.TrimSpace(parameters))
+	}
+	b.WriteString("}}")
+	return b.Bytes()
+}
+
+// ToolNames checks tool definitions in the OpenAI form ({"type":
+// "function", "function": {"name", ...}}, which chat completions and the
+// Ollama API share) and returns their function names. As OpenAI does, a
+// tool needs its type: a missing one is refused like any other than
+// "function".
+func ToolNames(tools []json.RawMessage) ([]string, error) {
+	names := make([]string, 0, len(tools))
+	for i, raw := range tools {
+		var t struct {
+			Type     *string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, Invalid(fmt.Sprintf("tools[%d]", i), "tool must be an object: %v", err)
+		}
+		switch {
+		case t.Type == nil:
+			return nil, Invalid(fmt.Sprintf("tools[%d].type", i), "Missing required parameter: 'tools[%d].type'.", i)
+		case *t.Type != "function":
+			return nil, Invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported; only \"function\"", *t.Type)
+		case t.Function == nil || t.Function.Name == "":
+			return nil, Invalid(fmt.Sprintf("tools[%d].function.name", i), "tool has no function name")
+		}
+		names = append(names, t.Function.Name)
+	}
+	return names, nil
+}
+
+// ParseToolCalls parses a choice's whole text as calls of the offered
+// functions (chat.OfferedToolCalls); ok is false when it is ordinary
+// content (or nothing was offered). With parallel false only the first
+// call is kept, as the APIs promise at most one.
+func ParseToolCalls(text string, offered []string, parallel bool) ([]chat.ToolCall, bool) {
+	calls, ok := chat.OfferedToolCalls(text, offered)
+	if ok && !parallel {
+		calls = calls[:1]
+	}
+	return calls, ok
+}
+
+// ToolGrammar compiles a forced call of one of tools (several in a row when
+// parallel); a schema the decoder cannot enforce is a 400 naming
+// params[i], the field of the offending tool's schema.
+func ToolGrammar(tools []grammar.Tool, params []string, parallel bool, o grammar.Options) (*grammar.Grammar, error) {
+	g, err := grammar.Tools(tools, parallel, o)
+	if te, ok := err.(*grammar.ToolError); ok {
+		return nil, SchemaError(params[te.Index], te.Err)
+	}
+	return g, err
+}

@@ -1,0 +1,340 @@
+package genie
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// The Runner as an inference.Batcher. The cache is a pool of CL − A slots (A the largest AR):
+// every graph sees them all whatever its stride. A sequence owns one contiguous range of slots
+// and, when forked, reads its parent's shared ones. A Step is one call of one AR's graphs (all
+// parts in turn): its rows carry their own input ids, cos/sin rows (their positions) and mask
+// rows opening only their sequence's slots and their run's earlier rows in the call (Genie's
+// SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
+// run's new K/V rows are copied into its slots.
+
+func (r *Runner) initPool() {
+	if r.pool == nil {
+		r.pool = graphio.NewPool(r.slots, maxPoolSequences)
+	}
+}
+
+// BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − A slots.
+func (r *Runner) BatchLimits() inference.BatchLimits {
+	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.ars[len(r.ars)-1].ar, Slots: r.slots}
+}
+
+// Open starts a sequence with reserve slots of its own.
+func (r *Runner) Open(reserve int) (inference.SeqID, error) {
+	if r.life.Closed() {
+		return 0, ErrClosed
+	}
+	r.initPool()
+	id, err := r.pool.New(reserve)
+	if err != nil {
+		return 0, fmt.Errorf("genie: %w", err)
+	}
+	return id, nil
+}
+
+// Fork shares parent's rows [0, rows) and reserves slots above them.
+func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
+	if r.life.Closed() {
+		return 0, ErrClosed
+	}
+	r.initPool()
+	id, err := r.pool.Fork(parent, rows, reserve)
+	if err != nil {
+		return 0, fmt.Errorf("genie: %w", err)
+	}
+	return id, nil
+}
+
+// Grow extends id's own range, moving its committed rows when the slots after it are taken.
+func (r *Runner) Grow(id inference.SeqID, rows int) error {
+	r.initPool()
+	mv, err := r.pool.Grow(id, rows)
+	if err != nil {
+		return fmt.Errorf("genie: %w", err)
+	}
+	if mv != nil {
+		for l := range r.layers {
+			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
+			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
+		}
+		r.stats.KVMoves++
+	}
+	return nil
+}
+
+// Release frees id's slots.
+func (r *Runner) Release(id inference.SeqID) {
+	if r.pool != nil {
+		r.pool.Release(id)
+	}
+}
+
+// callCost is the measured cost of one call of g (all parts), plus a re-striding when the cache
+// is in another graph's layout; ok is false until every part's graph has run.
+func (r *Runner) callCost(g *arGraph) (d time.Duration, ok bool) {
+	for _, n := range g.names {
+		gs := r.stats.Graphs[n]
+		if gs.Calls <= gs.Failed {
+			return 0, false
+		}
+		d += gs.Recent
+	}
+	if r.stride != g.p && r.stats.Restrides > 0 {
+		d += r.stats.Restride / time.Duration(r.stats.Restrides)
+	}
+	return d, true
+}
+
+// pick chooses the graphs for a step of rows rows: among the ARs that hold them, an unmeasured
+// one first (the smallest), else the cheapest by measured cost.
+func (r *Runner) pick(rows int) *arGraph {
+	var best *arGraph
+	var bestCost time.Duration
+	for _, g := range r.ars {
+		if g.ar < rows {
+			continue
+		}
+		c, ok := r.callCost(g)
+		if !ok {
+			return g
+		}
+		if best == nil || c < bestCost {
+			best, bestCost = g, c
+		}
+	}
+	return best
+}
+
+// StepCost is the measured cost of the call a step of rows would make (1 ms per part until measured).
+func (r *Runner) StepCost(rows int) time.Duration {
+	g := r.pick(max(rows, 1))
+	if g == nil {
+		g = r.ars[len(r.ars)-1]
+	}
+	if c, ok := r.callCost(g); ok {
+		return c
+	}
+	return time.Duration(len(r.parts)) * time.Millisecond
+}
+
+// Step evaluates runs in one call of one AR's graphs.
+func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	if err := r.life.Check(); err != nil {
+		return nil, err
+	}
+	r.initPool()
+	g := r.ars[len(r.ars)-1]
+	if err := r.pool.Check(runs, g.ar, r.bc.NVocab); err != nil {
+		return nil, fmt.Errorf("genie: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	defer r.board.Publish(r.stats)
+	rows := 0
+	for _, run := range runs {
+		rows += len(run.Tokens)
+	}
+	g = r.pick(rows)
+	if err := r.run(ctx, g, runs); err != nil {
+		return nil, err
+	}
+	out := make([]inference.Rows, len(runs))
+	o := 0
+	for i, run := range runs {
+		out[i] = batchRows{g: g, off: o, n: len(run.Tokens), vocab: r.bc.NVocab}
+		o += len(run.Tokens)
+		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
+	}
+	return out, nil
+}
+
+// run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
+// ids, cos/sin and mask rows, execute the parts in order, copy the new K/V rows to their slots.
+func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) error {
+	st := &r.stats
+	t0 := time.Now()
+	if g.p != r.stride {
+		keep := min(r.pool.High(), r.stride, g.p)
+		for l := range r.layers {
+			r.kS.Restride(r.k[l], r.stride, g.p, keep)
+			r.vS.Restride(r.v[l], r.stride, g.p, keep)
+		}
+		r.stride = g.p
+		st.Restrides++
+		st.Restride += time.Since(t0)
+		t0 = time.Now()
+	}
+	ids := make([]int32, g.ar) // padding rows: id 0, position 0 (fully masked: not computed)
+	cos, sin := g.rowsE[:g.ar*r.half], make([]float32, g.ar*r.half)
+	for i := range g.ar {
+		copy(cos[i*r.half:(i+1)*r.half], r.rope[:r.half])
+		copy(sin[i*r.half:(i+1)*r.half], r.rope[r.cl*r.half:r.cl*r.half+r.half])
+	}
+	o := 0
+	for _, run := range runs {
+		for i, t := range run.Tokens {
+			p := run.Start + i
+			ids[o+i] = t
+			copy(cos[(o+i)*r.half:(o+i+1)*r.half], r.rope[p*r.half:(p+1)*r.half])
+			copy(sin[(o+i)*r.half:(o+i+1)*r.half], r.rope[(r.cl+p)*r.half:(r.cl+p+1)*r.half])
+		}
+		o += len(run.Tokens)
+	}
+	if err := g.idsE.PutInts(g.bufs["input_ids"].Bytes(), ids); err != nil {
+		return fmt.Errorf("genie: input_ids: %w", err)
+	}
+	t1 := time.Now()
+	g.cosE.Put(g.bufs["position_ids_cos"].Bytes(), cos)
+	g.sinE.Put(g.bufs["position_ids_sin"].Bytes(), sin)
+	t2 := time.Now()
+	r.writeMask(g, runs)
+	t3 := time.Now()
+	st.Embed += t1.Sub(t0)
+	st.Rope += t2.Sub(t1)
+	st.Mask += t3.Sub(t2)
+	for k, c := range g.calls {
+		if k > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		name, part := g.names[k], filepath.Base(r.parts[k].path)
+		if err := r.life.Execute(name, c, func(err error) error { return &ExecError{Graph: name, Part: part, Err: err} }); err != nil {
+			return err
+		}
+	}
+	t4 := time.Now()
+	o = 0
+	for _, run := range runs {
+		slot := r.pool.Seq(run.Seq).Slot(run.Start)
+		for l := range r.layers {
+			r.kS.Copy(r.k[l], r.stride, slot, g.kOut[l], g.ar, o, len(run.Tokens))
+			r.vS.Copy(r.v[l], r.stride, slot, g.vOut[l], g.ar, o, len(run.Tokens))
+		}
+		o += len(run.Tokens)
+	}
+	st.KVCopy += time.Since(t4)
+	return nil
+}
+
+// writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
+// run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.
+func (r *Runner) writeMask(g *arGraph, runs []inference.Run) {
+	b := g.bufs["attention_mask"].Bytes()
+	cl, p := r.cl, g.p
+	g.masks.Fill(b, 0, g.ar*cl, false)
+	o := 0
+	for _, run := range runs {
+		s := r.pool.Seq(run.Seq)
+		for i := range run.Tokens {
+			row := (o + i) * cl
+			g.masks.OpenRows(b, row, s, run.Start)
+			g.masks.Fill(b, row+p+o, row+p+o+i+1, true)
+		}
+		o += len(run.Tokens)
+	}
+}
+
+// batchRows are one run's logits rows of a Step's call.
+type batchRows struct {
+	g             *arGraph
+	off, n, vocab int
+}
+
+func (w batchRows) Len() int { return w.n }
+
+// Held: every row is in the call's output buffer until the next call.
+func (w batchRows) Held() bool { return true }
+
+func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= w.n {
+		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
+	}
+	return graphio.Row(w.g.logits, w.off+i, w.vocab), nil
+}
+
+// KVLayout is one row over all layers, K then V, in the cache's native type; the identity names
+// the bundle's binaries, the cache shape and the caches' quantisation.
+func (r *Runner) KVLayout() inference.KVLayout {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s L%d kv%d hd%d cl%d %s", r.name, r.layers, r.nkv, r.hd, r.cl, r.kvE)
+	for _, p := range r.parts {
+		fmt.Fprintf(h, " %s", filepath.Base(p.path))
+	}
+	for _, g := range r.ars {
+		for _, info := range g.infos {
+			for _, t := range info.Inputs {
+				if _, _, in, ok := kvName(t.Name); ok && in {
+					fmt.Fprintf(h, " %s %g/%d", t.Name, t.Quant.Scale, t.Quant.Offset)
+				}
+			}
+		}
+	}
+	return inference.KVLayout{Identity: "genie:" + hex.EncodeToString(h.Sum(nil)[:16]), RowBytes: r.rowBytes()}
+}
+
+func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
+
+// SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into dst.
+func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
+	if r.life.Closed() {
+		return ErrClosed
+	}
+	r.initPool()
+	s := r.pool.Seq(id)
+	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
+		return fmt.Errorf("genie: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
+	}
+	r.kvSlots(s.Slot, from, to, dst, false)
+	return nil
+}
+
+// RestoreSeqKV scatters src into rows from… of sequence id; they are then committed.
+func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
+	if r.life.Closed() {
+		return ErrClosed
+	}
+	r.initPool()
+	s := r.pool.Seq(id)
+	rb := r.rowBytes()
+	n := len(src) / rb
+	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
+		return fmt.Errorf("genie: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
+	}
+	r.kvSlots(s.Slot, from, from+n, src, true)
+	s.N = from + n
+	return nil
+}
+
+// kvSlots copies rows [from, to), row i in slot slotOf(i), between the cache and buf (per row,
+// per layer: K then V).
+func (r *Runner) kvSlots(slotOf func(int) int, from, to int, buf []byte, restore bool) {
+	kb, vb := r.kS.Bytes(1), r.vS.Bytes(1)
+	o := 0
+	for i := from; i < to; i++ {
+		slot := slotOf(i)
+		for l := range r.layers {
+			if restore {
+				r.kS.Copy(r.k[l], r.stride, slot, buf[o:o+kb], 1, 0, 1)
+				r.vS.Copy(r.v[l], r.stride, slot, buf[o+kb:o+kb+vb], 1, 0, 1)
+			} else {
+				r.kS.Copy(buf[o:o+kb], 1, 0, r.k[l], r.stride, slot, 1)
+				r.vS.Copy(buf[o+kb:o+kb+vb], 1, 0, r.v[l], r.stride, slot, 1)
+			}
+			o += kb + vb
+		}
+	}
+}

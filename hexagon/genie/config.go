@@ -1,0 +1,411 @@
+package genie
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ConfigFile is the file that makes a folder a Genie bundle.
+const ConfigFile = "genie_config.json"
+
+// BundleConfig is what hexserve reads from a Genie bundle's genie_config.json (and config.json),
+// checked: every error names the file and the field.
+type BundleConfig struct {
+	Dir       string
+	Size      int     // dialog.context.size: CL
+	NVocab    int     // dialog.context.n-vocab
+	BOS       int32   // dialog.context.bos-token (−1: none)
+	EOS       []int32 // dialog.context.eos-token
+	Sampler   Sampler // dialog.sampler: the model's defaults
+	Tokenizer string  // dialog.tokenizer.path, absolute
+	UseMmap   bool    // engine.backend.QnnHtp.use-mmap
+	MmapMB    int     // mmap-budget (MB, 0 off)
+	SpillFill int64   // spill-fill-bufsize (bytes, 0 off)
+	KVDim     int     // kv-dim: checked against the binaries
+	Bins      []string
+	Rope      Rope   // from config.json when it has rope scaling (AI Hub's genie_config says factor 8), else genie_config
+	RopeNote  string // set when genie_config and config.json disagree
+	HTP       HTPConfig
+	Family    string // config.json model_type
+}
+
+// Sampler is dialog.sampler.
+type Sampler struct {
+	Seed float64 `json:"seed"`
+	Temp float64 `json:"temp"`
+	TopK int     `json:"top-k"`
+	TopP float64 `json:"top-p"`
+}
+
+// Rope is the positional encoding: rope-dim frequencies, theta, and llama3 scaling (Factor 0: none).
+type Rope struct {
+	Dim                                   int
+	Theta                                 float64
+	Type                                  string
+	Factor, LowFreqFactor, HighFreqFactor float64
+	OriginalMaxPositions                  int
+}
+
+// HTPConfig is the part of htp_backend_ext_config.json hexserve maps onto its QNN calls.
+type HTPConfig struct {
+	PerfProfile   string // devices[0].cores[0].perf_profile
+	RPCLatencyUS  int    // rpc_control_latency
+	WeightSharing bool   // context.weight_sharing_enabled
+	MemType       string // memory.mem_type
+	SocModel      int
+	DSPArch       string
+}
+
+type rawGenie struct {
+	Dialog *struct {
+		Version *int    `json:"version"`
+		Type    *string `json:"type"`
+		Context *struct {
+			Version *int            `json:"version"`
+			Size    *int            `json:"size"`
+			NVocab  *int            `json:"n-vocab"`
+			BOS     *int            `json:"bos-token"`
+			EOS     json.RawMessage `json:"eos-token"`
+		} `json:"context"`
+		Sampler *struct {
+			Version *int `json:"version"`
+			Sampler
+		} `json:"sampler"`
+		Tokenizer *struct {
+			Version *int    `json:"version"`
+			Path    *string `json:"path"`
+		} `json:"tokenizer"`
+		Engine *struct {
+			Version  *int `json:"version"`
+			NThreads int  `json:"n-threads"`
+			Backend  *struct {
+				Version *int    `json:"version"`
+				Type    *string `json:"type"`
+				QnnHtp  *struct {
+					Version        *int    `json:"version"`
+					UseMmap        *bool   `json:"use-mmap"`
+					SpillFill      int64   `json:"spill-fill-bufsize"`
+					MmapBudget     int     `json:"mmap-budget"`
+					Poll           bool    `json:"poll"`
+					CPUMask        string  `json:"cpu-mask"`
+					KVDim          *int    `json:"kv-dim"`
+					AllowAsyncInit bool    `json:"allow-async-init"`
+					PosIDDim       int     `json:"pos-id-dim"`
+					RopeTheta      float64 `json:"rope-theta"`
+				} `json:"QnnHtp"`
+				Extensions string `json:"extensions"`
+			} `json:"backend"`
+			Model *struct {
+				Version *int    `json:"version"`
+				Type    *string `json:"type"`
+				Binary  *struct {
+					Version *int     `json:"version"`
+					CtxBins []string `json:"ctx-bins"`
+				} `json:"binary"`
+				PosEnc *struct {
+					Type    string  `json:"type"`
+					RopeDim int     `json:"rope-dim"`
+					Theta   float64 `json:"rope-theta"`
+					Scaling *struct {
+						Type   string  `json:"rope-type"`
+						Factor float64 `json:"factor"`
+						Low    float64 `json:"low-freq-factor"`
+						High   float64 `json:"high-freq-factor"`
+						Orig   int     `json:"original-max-position-embeddings"`
+					} `json:"rope-scaling"`
+				} `json:"positional-encoding"`
+			} `json:"model"`
+		} `json:"engine"`
+	} `json:"dialog"`
+}
+
+// dialogTypes names the dialog types Genie has and hexserve does not run.
+var dialogTypes = map[string]string{
+	"ssd":         "self-speculative decoding",
+	"spd":         "speculative decoding with a draft model",
+	"lade":        "lookahead decoding",
+	"multistream": "multistream",
+	"kv-share":    "KV sharing between two engines",
+	"eaglet":      "EAGLE speculative decoding",
+}
+
+// LoadConfig reads and checks dir/genie_config.json, its tokenizer, extensions and the
+// checkpoint's config.json (family, rope scaling).
+func LoadConfig(dir string) (*BundleConfig, error) {
+	path := filepath.Join(dir, ConfigFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("genie: %w", err)
+	}
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("genie: %s: %s: %s", path, field, fmt.Sprintf(format, a...))
+	}
+	var raw rawGenie
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("genie: %s: %w", path, err)
+	}
+	version := func(field string, v *int) error {
+		if v == nil {
+			return bad(field+".version", "missing")
+		}
+		if *v != 1 {
+			return bad(field+".version", "unknown config version %d (hexserve reads version 1)", *v)
+		}
+		return nil
+	}
+	d := raw.Dialog
+	if d == nil {
+		return nil, bad("dialog", "missing")
+	}
+	if err := version("dialog", d.Version); err != nil {
+		return nil, err
+	}
+	if d.Type == nil {
+		return nil, bad("dialog.type", "missing")
+	}
+	if *d.Type != "basic" {
+		if what, ok := dialogTypes[*d.Type]; ok {
+			return nil, bad("dialog.type", "%q (%s) is not supported: hexserve runs \"basic\" dialogs (it has its own speculative decoding)", *d.Type, what)
+		}
+		return nil, bad("dialog.type", "%q is not supported: hexserve runs \"basic\" dialogs", *d.Type)
+	}
+	c := &BundleConfig{Dir: dir}
+	ctx := d.Context
+	switch {
+	case ctx == nil:
+		return nil, bad("dialog.context", "missing")
+	case version("dialog.context", ctx.Version) != nil:
+		return nil, version("dialog.context", ctx.Version)
+	case ctx.Size == nil || *ctx.Size < 2:
+		return nil, bad("dialog.context.size", "missing or below 2")
+	case ctx.NVocab == nil || *ctx.NVocab < 1:
+		return nil, bad("dialog.context.n-vocab", "missing or below 1")
+	}
+	c.Size, c.NVocab, c.BOS = *ctx.Size, *ctx.NVocab, -1
+	if ctx.BOS != nil && *ctx.BOS >= 0 {
+		if *ctx.BOS >= c.NVocab {
+			return nil, bad("dialog.context.bos-token", "%d is outside n-vocab %d", *ctx.BOS, c.NVocab)
+		}
+		c.BOS = int32(*ctx.BOS)
+	}
+	if len(ctx.EOS) > 0 {
+		var one int
+		var many []int
+		if json.Unmarshal(ctx.EOS, &one) == nil {
+			many = []int{one}
+		} else if err := json.Unmarshal(ctx.EOS, &many); err != nil {
+			return nil, bad("dialog.context.eos-token", "want a token id or a list of them")
+		}
+		for _, t := range many {
+			if t < 0 || t >= c.NVocab {
+				return nil, bad("dialog.context.eos-token", "%d is outside n-vocab %d", t, c.NVocab)
+			}
+			c.EOS = append(c.EOS, int32(t))
+		}
+	}
+	if s := d.Sampler; s != nil {
+		if err := version("dialog.sampler", s.Version); err != nil {
+			return nil, err
+		}
+		c.Sampler = s.Sampler
+	}
+	if d.Tokenizer == nil || d.Tokenizer.Path == nil || *d.Tokenizer.Path == "" {
+		return nil, bad("dialog.tokenizer.path", "missing")
+	}
+	c.Tokenizer = *d.Tokenizer.Path
+	if !filepath.IsAbs(c.Tokenizer) {
+		c.Tokenizer = filepath.Join(dir, c.Tokenizer)
+	}
+	if _, err := os.Stat(c.Tokenizer); err != nil {
+		return nil, bad("dialog.tokenizer.path", "%v", err)
+	}
+	e := d.Engine
+	if e == nil {
+		return nil, bad("dialog.engine", "missing")
+	}
+	if err := version("dialog.engine", e.Version); err != nil {
+		return nil, err
+	}
+	be := e.Backend
+	switch {
+	case be == nil:
+		return nil, bad("dialog.engine.backend", "missing")
+	case version("dialog.engine.backend", be.Version) != nil:
+		return nil, version("dialog.engine.backend", be.Version)
+	case be.Type == nil || *be.Type != "QnnHtp":
+		return nil, bad("dialog.engine.backend.type", "want \"QnnHtp\" (hexserve runs the HTP backend)")
+	case be.QnnHtp == nil:
+		return nil, bad("dialog.engine.backend.QnnHtp", "missing")
+	case version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version) != nil:
+		return nil, version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version)
+	case be.QnnHtp.KVDim == nil || *be.QnnHtp.KVDim < 2:
+		return nil, bad("dialog.engine.backend.QnnHtp.kv-dim", "missing or below 2")
+	case be.QnnHtp.MmapBudget < 0 || be.QnnHtp.SpillFill < 0:
+		return nil, bad("dialog.engine.backend.QnnHtp", "mmap-budget and spill-fill-bufsize must be ≥ 0")
+	}
+	q := be.QnnHtp
+	c.UseMmap = q.UseMmap == nil || *q.UseMmap
+	c.MmapMB, c.SpillFill, c.KVDim = q.MmapBudget, q.SpillFill, *q.KVDim
+	if be.Extensions != "" {
+		p := be.Extensions
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if c.HTP, err = loadHTP(p); err != nil {
+			return nil, err
+		}
+	}
+	m := e.Model
+	switch {
+	case m == nil:
+		return nil, bad("dialog.engine.model", "missing")
+	case version("dialog.engine.model", m.Version) != nil:
+		return nil, version("dialog.engine.model", m.Version)
+	case m.Type == nil || *m.Type != "binary":
+		return nil, bad("dialog.engine.model.type", "want \"binary\" (QNN context binaries)")
+	case m.Binary == nil || len(m.Binary.CtxBins) == 0:
+		return nil, bad("dialog.engine.model.binary.ctx-bins", "missing or empty")
+	case version("dialog.engine.model.binary", m.Binary.Version) != nil:
+		return nil, version("dialog.engine.model.binary", m.Binary.Version)
+	}
+	for i, bin := range m.Binary.CtxBins {
+		if !filepath.IsAbs(bin) {
+			bin = filepath.Join(dir, bin)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return nil, bad(fmt.Sprintf("dialog.engine.model.binary.ctx-bins[%d]", i), "%v", err)
+		}
+		c.Bins = append(c.Bins, bin)
+	}
+	pe := m.PosEnc
+	if pe == nil {
+		if q.RopeTheta <= 0 || q.PosIDDim <= 0 {
+			return nil, bad("dialog.engine.model.positional-encoding", "missing (and no QnnHtp pos-id-dim/rope-theta)")
+		}
+		c.Rope = Rope{Dim: q.PosIDDim, Theta: q.RopeTheta}
+	} else {
+		if pe.Type != "rope" {
+			return nil, bad("dialog.engine.model.positional-encoding.type", "%q: hexserve runs \"rope\"", pe.Type)
+		}
+		if pe.RopeDim < 1 || pe.Theta <= 0 {
+			return nil, bad("dialog.engine.model.positional-encoding", "rope-dim and rope-theta must be positive")
+		}
+		c.Rope = Rope{Dim: pe.RopeDim, Theta: pe.Theta}
+		if s := pe.Scaling; s != nil {
+			if s.Type != "llama3" {
+				return nil, bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\"", s.Type)
+			}
+			if s.Factor < 1 || s.High <= s.Low || s.Low <= 0 || s.Orig < 1 {
+				return nil, bad("dialog.engine.model.positional-encoding.rope-scaling", "bad llama3 parameters")
+			}
+			c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions = s.Type, s.Factor, s.Low, s.High, s.Orig
+		}
+	}
+	if err := c.readHF(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readHF reads config.json: the family (only Llama is served) and the checkpoint's rope scaling,
+// which wins over genie_config's (AI Hub writes factor 8 there; Llama 3.2's checkpoint says 32).
+func (c *BundleConfig) readHF() error {
+	path := filepath.Join(c.Dir, "config.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // the documented minimal bundle has none: genie_config's values stand
+	}
+	if err != nil {
+		return fmt.Errorf("genie: %w", err)
+	}
+	var hf struct {
+		ModelType     string   `json:"model_type"`
+		Architectures []string `json:"architectures"`
+		RopeTheta     float64  `json:"rope_theta"`
+		RopeScaling   *struct {
+			Type   string  `json:"rope_type"`
+			Factor float64 `json:"factor"`
+			Low    float64 `json:"low_freq_factor"`
+			High   float64 `json:"high_freq_factor"`
+			Orig   int     `json:"original_max_position_embeddings"`
+		} `json:"rope_scaling"`
+	}
+	if err := json.Unmarshal(b, &hf); err != nil {
+		return fmt.Errorf("genie: %s: %w", path, err)
+	}
+	c.Family = hf.ModelType
+	family := hf.ModelType
+	if family == "" && len(hf.Architectures) > 0 {
+		family = hf.Architectures[0]
+	}
+	if family != "" && family != "llama" && !strings.HasPrefix(family, "Llama") {
+		return fmt.Errorf("genie: %s: model_type: the bundle is a %q model; hexserve serves Llama 3.x (its tokenizer and chat template)", path, family)
+	}
+	if rs := hf.RopeScaling; rs != nil && rs.Type == "llama3" && rs.Factor >= 1 && rs.High > rs.Low && rs.Low > 0 {
+		hfRope := c.Rope
+		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = rs.Type, rs.Factor, rs.Low, rs.High, rs.Orig
+		if hf.RopeTheta > 0 {
+			hfRope.Theta = hf.RopeTheta
+		}
+		if hfRope != c.Rope {
+			c.RopeNote = fmt.Sprintf("config.json's rope scaling (factor %g, theta %g) differs from genie_config.json's (factor %g, theta %g): following config.json, as the checkpoint was calibrated with it",
+				hfRope.Factor, hfRope.Theta, c.Rope.Factor, c.Rope.Theta)
+		}
+		c.Rope = hfRope
+	}
+	return nil
+}
+
+// loadHTP reads htp_backend_ext_config.json.
+func loadHTP(path string) (HTPConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return HTPConfig{}, fmt.Errorf("genie: dialog.engine.backend.extensions: %w", err)
+	}
+	var raw struct {
+		Devices []struct {
+			SocModel int    `json:"soc_model"`
+			DSPArch  string `json:"dsp_arch"`
+			Cores    []struct {
+				PerfProfile string `json:"perf_profile"`
+				RPCLatency  int    `json:"rpc_control_latency"`
+			} `json:"cores"`
+		} `json:"devices"`
+		Memory struct {
+			MemType string `json:"mem_type"`
+		} `json:"memory"`
+		Context struct {
+			WeightSharing bool `json:"weight_sharing_enabled"`
+		} `json:"context"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return HTPConfig{}, fmt.Errorf("genie: %s: %w", path, err)
+	}
+	h := HTPConfig{MemType: raw.Memory.MemType, WeightSharing: raw.Context.WeightSharing}
+	if len(raw.Devices) > 0 {
+		dv := raw.Devices[0]
+		h.SocModel, h.DSPArch = dv.SocModel, dv.DSPArch
+		if len(dv.Cores) > 0 {
+			h.PerfProfile, h.RPCLatencyUS = dv.Cores[0].PerfProfile, dv.Cores[0].RPCLatency
+		}
+	}
+	switch h.PerfProfile {
+	case "", "burst", "sustained_high_performance", "high_performance", "balanced", "power_saver", "low_balanced",
+		"high_power_saver", "low_power_saver", "extreme_power_saver", "default":
+	default:
+		return HTPConfig{}, fmt.Errorf("genie: %s: devices[0].cores[0].perf_profile: unknown profile %q", path, h.PerfProfile)
+	}
+	return h, nil
+}
+
+// IsBundle reports whether dir holds a genie_config.json.
+func IsBundle(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, ConfigFile))
+	return err == nil && st.Mode().IsRegular()
+}

@@ -1,0 +1,296 @@
+// Package geniesim writes Qualcomm AI Hub Genie bundles for hostsim (hexserve mkmodel --format
+// genie) from the deterministic test models of internal/tinyllama: AI Hub's file names
+// (<name>_part_<k>_of_<N>.bin, each with the weight-shared graphs prompt_ar<A>_cl<C>_<k>_of_<N> and
+// token_ar1_cl<C>_<k>_of_<N>, simfile.GeniePart), genie_config.json with every key of the published
+// schema, htp_backend_ext_config.json, tokenizer.json, config.json, metadata.yaml and
+// tool-versions.yaml (docs/genie.md).
+package geniesim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/tinyllama"
+)
+
+// Precisions: AI Hub's w4a16 (uint16 activations and logits, uint8 KV) and w4 (float16 I/O and
+// KV), and f32 (float32 I/O and KV: golden logits).
+var Precisions = map[string]struct{ Act, KV simfile.DType }{
+	"w4a16": {simfile.UFixed16, simfile.UFixed8},
+	"w4":    {simfile.F16, simfile.F16},
+	"f32":   {simfile.F32, simfile.F32},
+}
+
+// Options describe a bundle.
+type Options struct {
+	Config    tinyllama.Config
+	Name      string // file name stem: <Name>_part_<k>_of_<N>.bin
+	Precision string // w4a16, w4 or f32
+	Weights   simfile.WeightFormat
+	Parts     int // ≥ 2 (part 1 is the embedding)
+	PromptAR  int // rows of the prompt graphs
+	Ctx       int // CL
+	// Progress, if set, is called after each part with its size.
+	Progress func(part, parts int, size int64)
+}
+
+// Hyper is the whole model's hostsim header.
+func Hyper(c tinyllama.Config, ctx int) simfile.Hyper {
+	return simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
+		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
+		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings}
+}
+
+// Spec derives the graphs' spec; fixed-point ranges are calibrated on a sample prompt
+// (tinyllama.SampleRanges) with 25% headroom.
+func Spec(o Options) (simfile.GenieSpec, error) {
+	p, ok := Precisions[o.Precision]
+	if !ok {
+		return simfile.GenieSpec{}, fmt.Errorf("precision %q: want w4a16, w4 or f32", o.Precision)
+	}
+	c := o.Config
+	switch {
+	case o.Parts < 2 || o.Parts > c.NumHiddenLayers+2:
+		return simfile.GenieSpec{}, fmt.Errorf("%d parts: want 2 to %d (the embedding, then the %d layers)", o.Parts, c.NumHiddenLayers+2, c.NumHiddenLayers)
+	case o.PromptAR < 2 || o.PromptAR >= o.Ctx:
+		return simfile.GenieSpec{}, fmt.Errorf("need 1 < prefill chunk (%d) < context (%d)", o.PromptAR, o.Ctx)
+	case c.MaxPositionEmbeddings > 0 && o.Ctx > c.MaxPositionEmbeddings:
+		return simfile.GenieSpec{}, fmt.Errorf("context %d exceeds the model's max_position_embeddings %d", o.Ctx, c.MaxPositionEmbeddings)
+	}
+	s := simfile.GenieSpec{PromptAR: o.PromptAR, Parts: o.Parts, Act: p.Act, KV: p.KV}
+	if p.Act.Fixed() || p.KV.Fixed() {
+		r, err := tinyllama.SampleRanges(c)
+		if err != nil {
+			return s, err
+		}
+		for l := range r.K {
+			s.KRange, s.VRange = append(s.KRange, float32(1.25*r.K[l])), append(s.VRange, float32(1.25*r.V[l]))
+		}
+		s.LogitsRange, s.HiddenRange = float32(1.25*r.Logits), float32(1.25*r.Hidden)
+	}
+	return s, nil
+}
+
+// PartFile is AI Hub's file name of part k (1-based) of n.
+func PartFile(name string, k, n int) string { return fmt.Sprintf("%s_part_%d_of_%d.bin", name, k, n) }
+
+// Write writes the bundle's model files into dir: the parts, genie_config.json,
+// htp_backend_ext_config.json, config.json, metadata.yaml and tool-versions.yaml (the caller
+// copies tokenizer.json and its licence files).
+func Write(dir string, o Options) error {
+	s, err := Spec(o)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	h := Hyper(o.Config, o.Ctx)
+	var bins []string
+	for k := range o.Parts {
+		name := PartFile(o.Name, k+1, o.Parts)
+		bins = append(bins, name)
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path + ".tmp")
+		if err != nil {
+			return err
+		}
+		err = simfile.WriteGeniePart(f, h, s, k, o.Weights, func(name string, start int, dst []uint16) error {
+			return tinyllama.Fill(o.Config, name, start, dst)
+		})
+		var size int64
+		if st, serr := f.Stat(); serr == nil {
+			size = st.Size()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(path+".tmp", path)
+		}
+		if err != nil {
+			os.Remove(path + ".tmp")
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if o.Progress != nil {
+			o.Progress(k+1, o.Parts, size)
+		}
+	}
+	files := map[string][]byte{
+		"genie_config.json":           jsonBytes(GenieConfig(o.Config, o.Ctx, bins)),
+		"htp_backend_ext_config.json": jsonBytes(HTPConfig()),
+		"config.json":                 markGenerated(jsonBytes(HFConfig(o.Config)), o.Config),
+		"metadata.yaml":               Metadata(h, s, o),
+		"tool-versions.yaml":          []byte("tool_versions:\n  qairt: 2.42.0 (hostsim stand-in: hexserve mkmodel --format genie)\n"),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markGenerated adds tinyllama.GeneratedKey to the JSON object b: the
+// bundle's own note that its weights are generated (a server says its text
+// is gibberish by design).
+func markGenerated(b []byte, c tinyllama.Config) []byte {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	m[tinyllama.GeneratedKey] = tinyllama.GeneratedNote(c)
+	return jsonBytes(m)
+}
+
+func jsonBytes(v any) []byte {
+	b, _ := json.MarshalIndent(v, "", "    ")
+	return append(b, '\n')
+}
+
+// kv is an ordered JSON object (the published files' key order).
+type kv []struct {
+	K string
+	V any
+}
+
+func (o kv) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(e.K)
+		v, err := json.Marshal(e.V)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func obj(pairs ...any) kv {
+	o := make(kv, 0, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		o = append(o, struct {
+			K string
+			V any
+		}{pairs[i].(string), pairs[i+1]})
+	}
+	return o
+}
+
+// GenieConfig is genie_config.json with every key of AI Hub's published
+// llama_v3_2_1b_instruct config (llm_helpers.py create_genie_config) and this model's values:
+// kv-dim = head_dim, rope-dim = head_dim/2, the rope-scaling factor hard-coded to 8.0 as AI Hub
+// writes it (config.json keeps the checkpoint's).
+func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
+	eos := []int(c.EOSTokenIDs)
+	if eos == nil {
+		eos = []int{}
+	}
+	pe := obj("type", "rope", "rope-dim", c.HeadDim/2, "rope-theta", int(c.RopeTheta))
+	if rs := c.RopeScaling; rs != nil {
+		pe = append(pe, obj("rope-scaling", obj("rope-type", rs.RopeType, "factor", 8.0, "low-freq-factor", rs.LowFreqFactor,
+			"high-freq-factor", rs.HighFreqFactor, "original-max-position-embeddings", rs.OriginalMaxPositionEmbeddings))...)
+	}
+	return obj("dialog", obj(
+		"version", 1,
+		"type", "basic",
+		"context", obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", c.BOSTokenID, "eos-token", eos),
+		"sampler", obj("version", 1, "seed", 42, "temp", 0.8, "top-k", 40, "top-p", 0.95),
+		"tokenizer", obj("version", 1, "path", "tokenizer.json"),
+		"engine", obj("version", 1, "n-threads", 3,
+			"backend", obj("version", 1, "type", "QnnHtp",
+				"QnnHtp", obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", true,
+					"cpu-mask", "0xe0", "kv-dim", c.HeadDim, "allow-async-init", false),
+				"extensions", "htp_backend_ext_config.json"),
+			"model", obj("version", 1, "type", "binary",
+				"binary", obj("version", 1, "ctx-bins", bins),
+				"positional-encoding", pe))))
+}
+
+// HTPConfig is htp_backend_ext_config.json for the Snapdragon 8 Elite (soc_model 69, v79).
+func HTPConfig() any {
+	return obj("devices", []any{obj("soc_model", 69, "dsp_arch", "v79",
+		"cores", []any{obj("core_id", 0, "perf_profile", "burst", "rpc_control_latency", 100)})},
+		"memory", obj("mem_type", "shared_buffer"),
+		"context", obj("weight_sharing_enabled", true))
+}
+
+// HFConfig is the checkpoint's config.json (model_type llama, LlamaForCausalLM, its own rope
+// scaling).
+func HFConfig(c tinyllama.Config) tinyllama.Config {
+	if c.ModelType == "" {
+		c.ModelType = "llama"
+	}
+	if len(c.Architectures) == 0 {
+		c.Architectures = []string{"LlamaForCausalLM"}
+	}
+	return c
+}
+
+// dtypeName is metadata.yaml's dtype of a QNN data type.
+func dtypeName(d simfile.DType) string {
+	switch d {
+	case simfile.UFixed16:
+		return "uint16"
+	case simfile.UFixed8:
+		return "uint8"
+	case simfile.F16:
+		return "float16"
+	case simfile.Int32:
+		return "int32"
+	}
+	return "float32"
+}
+
+// Metadata is metadata.yaml in AI Hub's LLMMetadata schema: per component (prompt_1_of_3 …
+// token_3_of_3), every input's and output's shape, dtype and, for quantised tensors,
+// quantization_parameters {scale, zero_point} (zero_point = −QNN offset).
+func Metadata(h simfile.Hyper, s simfile.GenieSpec, o Options) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model_name: %s\nprecision: %s\ncontext_length: %d\nprompt_sequence_length: %d\nnum_splits: %d\ncomponents:\n",
+		o.Name, o.Precision, o.Ctx, o.PromptAR, o.Parts)
+	for _, prompt := range []bool{true, false} {
+		for k := range s.Parts {
+			_, gs, err := simfile.GeniePart(h, s, k)
+			if err != nil {
+				continue
+			}
+			g := gs[1]
+			kind := "token"
+			if prompt {
+				g, kind = gs[0], "prompt"
+			}
+			fmt.Fprintf(&b, "  %s_%d_of_%d:\n    graph_name: %s\n", kind, k+1, s.Parts, g.Name)
+			for _, side := range []struct {
+				name string
+				ts   []simfile.Tensor
+			}{{"inputs", g.Inputs}, {"outputs", g.Outputs}} {
+				fmt.Fprintf(&b, "    %s:\n", side.name)
+				for _, t := range side.ts {
+					dims := make([]string, len(t.Dims))
+					for i, d := range t.Dims {
+						dims[i] = fmt.Sprint(d)
+					}
+					fmt.Fprintf(&b, "      %s:\n        shape: [%s]\n        dtype: %s\n", t.Name, strings.Join(dims, ", "), dtypeName(t.DType))
+					if t.DType.Fixed() {
+						fmt.Fprintf(&b, "        quantization_parameters:\n          scale: %v\n          zero_point: %d\n", t.Scale, -t.Offset)
+					}
+				}
+			}
+		}
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,703 @@
+// Package genie serves Qualcomm AI Hub Genie bundles (docs/genie.md): a folder with
+// genie_config.json and the context binaries of an AI Hub export, each holding weight-shared
+// graphs prompt_ar{A}_cl{C}_{k}_of_{N} and token_ar1_cl{C}_{k}_of_{N}. Part 1 looks the input ids
+// up, the inner parts run layers, the last ends in logits; the hidden state passes between parts by
+// tensor name. The runner reads every graph, tensor, shape, data type and quantisation from the
+// binaries (QnnSystemContext_getBinaryInfo), keeps one KV cache that every graph reads (re-strided
+// between graphs of different AR), and implements the engine's inference.Batcher: several
+// sequences' rows in one call of the AR-A graphs, each row with its own mask over its sequence's
+// slots and its own position, or one AR-1 call when measured costs say so.
+package genie
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
+)
+
+// Config configures Open.
+type Config struct {
+	Dir     string       // the bundle folder (genie_config.json)
+	Runtime *qnn.Runtime // opened QNN runtime; the Runner does not close it
+	Logger  zerolog.Logger
+}
+
+// maxPoolSequences bounds the sequences open in the pool at once.
+const maxPoolSequences = 16
+
+// Runner runs a Genie bundle's graphs. It is not safe for concurrent use.
+type Runner struct {
+	cfg   Config
+	bc    *BundleConfig
+	log   zerolog.Logger
+	rt    *qnn.Runtime
+	name  string
+	parts []*part
+	ars   []*arGraph // by AR, ascending
+
+	layers, nkv, hd, vocab, cl, hidden int
+	kvE                                graphio.Elem
+	es                                 int
+	kv                                 []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
+	k, v                               [][]byte
+	kS, vS                             graphio.Slots
+	stride                             int       // past slots per row of the current layout
+	maxP                               int       // slots at the widest stride (CL − min AR)
+	slots                              int       // pool slots: CL − max AR (every graph sees them)
+	rope                               []float32 // [CL][half] cos then [CL][half] sin
+	half                               int
+	pool                               *graphio.Pool
+
+	stats plan.Stats
+	board plan.Board
+	life  graphio.Lifecycle
+}
+
+// part is one context binary.
+type part struct {
+	path   string
+	ctx    *qnn.Context
+	layers []int // global layer indices it holds
+	first  bool  // input_ids → hidden
+	last   bool  // → logits
+}
+
+// arGraph is the graphs of one AR over all parts, with their buffers and calls.
+type arGraph struct {
+	ar, p  int
+	names  []string // per part
+	infos  []qnn.GraphInfo
+	calls  []*qnn.Call
+	bufs   map[string]*qnn.Buffer // non-cache tensors by name (a hidden state's output and input share one)
+	idsE   graphio.Elem
+	maskE  graphio.Elem
+	masks  *graphio.Mask
+	cosE   graphio.Elem
+	sinE   graphio.Elem
+	kOut   [][]byte // per layer
+	vOut   [][]byte
+	logits inference.Logits
+	rowsE  []float32 // cos/sin scratch
+}
+
+var (
+	_ inference.Batcher          = (*Runner)(nil)
+	_ inference.SeqKVSnapshotter = (*Runner)(nil)
+	_ inference.GraphTimer       = (*Runner)(nil)
+)
+
+// ErrClosed is returned by a closed Runner.
+var ErrClosed = errors.New("genie: runner is closed")
+
+var graphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
+
+// Open loads a Genie bundle: the config, every ctx-bin (mmap'd), the graphs of each AR across
+// the parts, checked against each other and against the config.
+func Open(cfg Config) (_ *Runner, err error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("genie: no QNN runtime")
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime, name: filepath.Base(filepath.Clean(cfg.Dir))}
+	r.life = graphio.Lifecycle{Prefix: "genie", ErrClosed: ErrClosed, Log: cfg.Logger, Stats: &r.stats,
+		Reload: r.reload, Invalidate: func() {}}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.bc, err = LoadConfig(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if r.bc.RopeNote != "" {
+		r.log.Warn().Str("model", r.name).Msg("genie: " + r.bc.RopeNote)
+	}
+	if err := r.loadContexts(); err != nil {
+		return nil, err
+	}
+	if err := r.resolve(); err != nil {
+		return nil, err
+	}
+	if err := r.setup(); err != nil {
+		return nil, err
+	}
+	if err := r.bind(); err != nil {
+		return nil, err
+	}
+	var ars []string
+	for _, g := range r.ars {
+		ars = append(ars, strconv.Itoa(g.ar))
+	}
+	r.log.Info().Str("model", r.name).Int("parts", len(r.parts)).Int("layers", r.layers).Int("ctx", r.cl).
+		Str("ar", strings.Join(ars, ",")).Str("kv", r.kvE.String()).Str("logits", r.ars[0].logitsType()).
+		Msg("genie: bundle loaded")
+	return r, nil
+}
+
+func (g *arGraph) logitsType() string {
+	switch g.logits.Type {
+	case inference.F32:
+		return "float32"
+	case inference.F16:
+		return "float16"
+	}
+	return "ufixed16"
+}
+
+// errf names the bundle.
+func (r *Runner) errf(format string, a ...any) error {
+	return fmt.Errorf("genie: %s: %s", r.cfg.Dir, fmt.Sprintf(format, a...))
+}
+
+// loadContexts creates one context per ctx-bin, in the config's order (mmap'd: the weights
+// never enter the Go heap).
+func (r *Runner) loadContexts() error {
+	for i, path := range r.bc.Bins {
+		c, err := r.rt.LoadContext(path)
+		if err != nil {
+			return fmt.Errorf("genie: %s: dialog.engine.model.binary.ctx-bins[%d]: %w", filepath.Join(r.cfg.Dir, ConfigFile), i, err)
+		}
+		if i < len(r.parts) {
+			r.parts[i].ctx = c
+		} else {
+			r.parts = append(r.parts, &part{path: path, ctx: c})
+		}
+	}
+	return nil
+}
+
+// arOf is a graph's AR from its shapes: input_ids [1, AR] or the hidden state [1, AR, E].
+func arOf(g qnn.GraphInfo) (int, error) {
+	for _, t := range g.Inputs {
+		if t.Name == "input_ids" || !known(t.Name) {
+			if len(t.Dims) < 2 {
+				return 0, fmt.Errorf("graph %s: input %s has dims %v", g.Name, t.Name, t.Dims)
+			}
+			return int(t.Dims[1]), nil
+		}
+	}
+	return 0, fmt.Errorf("graph %s has neither input_ids nor a hidden-state input", g.Name)
+}
+
+// known reports whether name is one of the contract's fixed tensor names.
+func known(name string) bool {
+	switch name {
+	case "input_ids", "attention_mask", "position_ids_cos", "position_ids_sin", "logits":
+		return true
+	}
+	_, _, _, ok := kvName(name)
+	return ok
+}
+
+// kvName parses past_{key,value}_<l>_{in,out}.
+func kvName(name string) (isK bool, layer int, in bool, ok bool) {
+	rest, found := strings.CutPrefix(name, "past_key_")
+	if found {
+		isK = true
+	} else if rest, found = strings.CutPrefix(name, "past_value_"); !found {
+		return false, 0, false, false
+	}
+	num, dir, found := strings.Cut(rest, "_")
+	l, err := strconv.Atoi(num)
+	if !found || err != nil || l < 0 || (dir != "in" && dir != "out") {
+		return false, 0, false, false
+	}
+	return isK, l, dir == "in", true
+}
+
+// resolve groups the graphs by AR over the parts and checks them.
+func (r *Runner) resolve() error {
+	n := len(r.parts)
+	byAR := map[int][]qnn.GraphInfo{}
+	for i, p := range r.parts {
+		base := filepath.Base(p.path)
+		seen := map[int]bool{}
+		for _, g := range p.ctx.Graphs() {
+			if m := graphName.FindStringSubmatch(g.Name); m != nil {
+				k, _ := strconv.Atoi(m[4])
+				of, _ := strconv.Atoi(m[5])
+				if of != n || k != i+1 {
+					return r.errf("%s holds graph %s (part %d of %d) but is ctx-bins[%d] of %d in %s: a part is missing, extra or out of order",
+						base, g.Name, k, of, i, n, ConfigFile)
+				}
+			}
+			ar, err := arOf(g)
+			if err != nil {
+				return r.errf("%s: %v", base, err)
+			}
+			if seen[ar] {
+				return r.errf("%s holds two graphs of AR %d", base, ar)
+			}
+			seen[ar] = true
+			if len(byAR[ar]) != i {
+				return r.errf("%s has a graph of AR %d (%s) that earlier parts lack", base, ar, g.Name)
+			}
+			byAR[ar] = append(byAR[ar], g)
+		}
+		for ar, gs := range byAR {
+			if len(gs) != i+1 {
+				return r.errf("%s has no graph of AR %d (part 1 has %s): every ctx-bin holds the prompt and the token graph", base, ar, gs[0].Name)
+			}
+		}
+	}
+	if len(byAR) < 1 {
+		return r.errf("the context binaries hold no graphs")
+	}
+	for _, ar := range slices.Sorted(func(yield func(int) bool) {
+		for a := range byAR {
+			if !yield(a) {
+				return
+			}
+		}
+	}) {
+		g := &arGraph{ar: ar, infos: byAR[ar], bufs: map[string]*qnn.Buffer{}}
+		for _, gi := range g.infos {
+			g.names = append(g.names, gi.Name)
+		}
+		r.ars = append(r.ars, g)
+	}
+	return r.check()
+}
+
+// check validates every graph's tensors against the contract, each other and the config.
+func (r *Runner) check() error {
+	cfgPath := filepath.Join(r.cfg.Dir, ConfigFile)
+	r.cl, r.layers = -1, 0
+	layerPart := map[int]int{}
+	kvQ := map[string]qnn.TensorInfo{} // name → first seen (quantisation shared across graphs)
+	for gi, g := range r.ars {
+		for k, info := range g.infos {
+			p := r.parts[k]
+			base := filepath.Base(p.path)
+			where := func(t qnn.TensorInfo) string { return fmt.Sprintf("%s: graph %s: %s", base, info.Name, t.Name) }
+			_, hasIDs := info.Input("input_ids")
+			_, hasLogits := info.Output("logits")
+			if gi == 0 {
+				p.first, p.last = hasIDs, hasLogits
+			} else if p.first != hasIDs || p.last != hasLogits {
+				return r.errf("%s: graphs %s and %s do not play the same part", base, r.ars[0].names[k], info.Name)
+			}
+			if (k == 0) != hasIDs {
+				return r.errf("%s: graph %s: only part 1 takes input_ids", base, info.Name)
+			}
+			if (k == len(r.parts)-1) != hasLogits {
+				return r.errf("%s: graph %s: only the last part outputs logits", base, info.Name)
+			}
+			var layers []int
+			for _, t := range info.Inputs {
+				switch {
+				case t.Name == "input_ids":
+					if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
+						return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
+					}
+				case t.Name == "attention_mask":
+					if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
+						return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
+					}
+					cl := int(t.Dims[3])
+					if r.cl < 0 {
+						r.cl = cl
+					} else if cl != r.cl {
+						return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
+					}
+				case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
+					if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
+						return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
+					}
+					if r.half == 0 {
+						r.half = int(t.Dims[3])
+					} else if int(t.Dims[3]) != r.half {
+						return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
+					}
+				default:
+					isK, l, in, ok := kvName(t.Name)
+					if ok && !in {
+						return r.errf("%s: an output name among the inputs", where(t))
+					}
+					if !ok {
+						if k == 0 {
+							return r.errf("%s: part 1 takes only input_ids", where(t))
+						}
+						if !dimsAre(t, 1, g.ar, r.hiddenOf(t)) {
+							return r.errf("%s has dims %v, want [1,%d,hidden]", where(t), t.Dims, g.ar)
+						}
+						prev, ok := g.infos[k-1].Output(t.Name)
+						if !ok {
+							return r.errf("%s: part %d outputs no tensor of that name (it outputs %s): the hidden state passes between parts by name",
+								where(t), k, graphio.Names(g.infos[k-1].Outputs))
+						}
+						if prev.DataType != t.DataType || prev.Quant.Scale != t.Quant.Scale || prev.Quant.Offset != t.Quant.Offset || !slices.Equal(prev.Dims, t.Dims) {
+							return r.errf("%s is %s %v (scale %g, offset %d) but part %d outputs %s %v (scale %g, offset %d)", where(t),
+								t.DataType, t.Dims, t.Quant.Scale, t.Quant.Offset, k, prev.DataType, prev.Dims, prev.Quant.Scale, prev.Quant.Offset)
+						}
+						continue
+					}
+					if isK {
+						layers = append(layers, l)
+					}
+					out, ok := info.Output(kvOut(t.Name))
+					if !ok {
+						return r.errf("%s has no output %s", where(t), kvOut(t.Name))
+					}
+					if out.DataType != t.DataType || out.Quant.Scale != t.Quant.Scale || out.Quant.Offset != t.Quant.Offset {
+						return r.errf("%s: %s is %s (scale %g, offset %d) but %s is %s (scale %g, offset %d): the _in/_out KV pairs must share their quantisation (they share one cache)",
+							base, t.Name, t.DataType, t.Quant.Scale, t.Quant.Offset, out.Name, out.DataType, out.Quant.Scale, out.Quant.Offset)
+					}
+					if f, ok := kvQ[t.Name]; ok && (f.DataType != t.DataType || f.Quant.Scale != t.Quant.Scale || f.Quant.Offset != t.Quant.Offset) {
+						return r.errf("%s is quantised differently in the graphs of different AR (scale %g/%g, offset %d/%d)", where(t),
+							f.Quant.Scale, t.Quant.Scale, f.Quant.Offset, t.Quant.Offset)
+					} else if !ok {
+						kvQ[t.Name] = t
+					}
+					if len(t.Dims) != 4 || t.Dims[1] != 1 {
+						return r.errf("%s has dims %v, want [H,1,d,P] (keys) or [H,1,P,d] (values)", where(t), t.Dims)
+					}
+					h, d, pp := int(t.Dims[0]), int(t.Dims[2]), int(t.Dims[3])
+					od, oa := int(out.Dims[2]), int(out.Dims[3])
+					if !isK {
+						d, pp, od, oa = pp, d, oa, od
+					}
+					if r.nkv == 0 {
+						r.nkv, r.hd = h, d
+					}
+					if h != r.nkv || d != r.hd || od != d || oa != g.ar || int(out.Dims[0]) != h {
+						return r.errf("%s has dims %v and %s %v: want %d heads of %d and %d new rows", where(t), t.Dims, out.Name, out.Dims, r.nkv, r.hd, g.ar)
+					}
+					if g.p == 0 {
+						g.p = pp
+					} else if pp != g.p {
+						return r.errf("%s has %d past slots, other caches %d", where(t), pp, g.p)
+					}
+					if _, ok := layerPart[l]; ok && gi == 0 && layerPart[l] != k {
+						return r.errf("layer %d is in two parts", l)
+					}
+					if gi == 0 {
+						layerPart[l] = k
+					}
+				}
+			}
+			slices.Sort(layers)
+			if gi == 0 {
+				p.layers = layers
+			} else if !slices.Equal(p.layers, layers) {
+				return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
+			}
+			for _, t := range info.Outputs {
+				if _, _, in, ok := kvName(t.Name); ok && in {
+					return r.errf("%s: an input name among the outputs", where(t))
+				}
+				if t.Name == "logits" {
+					if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
+						return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
+					}
+					if v := int(t.Dims[2]); v != r.bc.NVocab {
+						return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, cfgPath, r.bc.NVocab)
+					}
+				}
+			}
+		}
+	}
+	r.layers = len(layerPart)
+	for l := range r.layers {
+		if _, ok := layerPart[l]; !ok {
+			return r.errf("no part holds layer %d (the parts hold %d layers)", l, r.layers)
+		}
+	}
+	switch {
+	case r.layers == 0:
+		return r.errf("no part holds a layer")
+	case r.cl < 0:
+		return r.errf("no graph has an attention_mask")
+	case r.cl != r.bc.Size:
+		return r.errf("the binaries' context length is %d but %s: dialog.context.size is %d", r.cl, cfgPath, r.bc.Size)
+	case r.hd != r.bc.KVDim:
+		return r.errf("the binaries' KV head dim is %d but %s: dialog.engine.backend.QnnHtp.kv-dim is %d", r.hd, cfgPath, r.bc.KVDim)
+	case 2*r.half != r.hd:
+		return r.errf("cos/sin hold %d frequencies for head dim %d (want half)", r.half, r.hd)
+	case r.bc.Rope.Dim != r.half:
+		return r.errf("%s: positional-encoding.rope-dim is %d but the binaries' cos/sin hold %d", cfgPath, r.bc.Rope.Dim, r.half)
+	case !r.parts[0].first || !r.parts[len(r.parts)-1].last:
+		return r.errf("part 1 must take input_ids and the last part output logits")
+	}
+	for _, g := range r.ars {
+		if g.p != r.cl-g.ar {
+			return r.errf("graph %s: %d past slots, want CL − AR = %d", g.names[len(g.names)-1], g.p, r.cl-g.ar)
+		}
+	}
+	return nil
+}
+
+// hiddenOf reads the hidden size off a hidden-state tensor (its last dim) and remembers it.
+func (r *Runner) hiddenOf(t qnn.TensorInfo) int {
+	if len(t.Dims) == 3 && r.hidden == 0 {
+		r.hidden = int(t.Dims[2])
+	}
+	return r.hidden
+}
+
+func dimsAre(t qnn.TensorInfo, dims ...int) bool {
+	if len(t.Dims) != len(dims) {
+		return false
+	}
+	for i, d := range dims {
+		if int(t.Dims[i]) != d {
+			return false
+		}
+	}
+	return true
+}
+
+func kvOut(in string) string { return strings.TrimSuffix(in, "_in") + "_out" }
+
+// setup allocates the cache (one K and one V buffer per layer, viewed by every graph with its
+// own stride), every graph's other tensors (a hidden state's output and the next part's input
+// share one buffer) and the RoPE table.
+func (r *Runner) setup() error {
+	kt, _ := r.ars[0].infos[r.partOf(0)].Input("past_key_0_in")
+	var err error
+	if r.kvE, err = graphio.ElemOf(kt); err != nil {
+		return r.errf("%s: %v", kt.Name, err)
+	}
+	r.es = r.kvE.Size()
+	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
+	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
+	r.maxP = r.cl - r.ars[0].ar
+	r.slots = r.cl - r.ars[len(r.ars)-1].ar
+	r.stride = r.slots // the prompt graphs' layout: prompts come first
+	n := r.nkv * r.hd * r.maxP * r.es
+	zero := make([]byte, r.es) // the empty slot: the zero point's code
+	r.kvE.Put(zero, []float32{0})
+	for range 2 * r.layers {
+		b, err := r.rt.AllocPool(n)
+		if err != nil {
+			return fmt.Errorf("genie: KV cache: %w", err)
+		}
+		bb := b.Bytes()[:n]
+		for i := 0; i < len(bb); i += r.es {
+			copy(bb[i:], zero)
+		}
+		r.kv = append(r.kv, b)
+	}
+	for l := range r.layers {
+		r.k = append(r.k, r.kv[2*l].Bytes()[:n])
+		r.v = append(r.v, r.kv[2*l+1].Bytes()[:n])
+	}
+	for _, g := range r.ars {
+		if err := r.setupGraph(g); err != nil {
+			return err
+		}
+	}
+	r.ropeTable()
+	return nil
+}
+
+// partOf is the index of the part holding layer l.
+func (r *Runner) partOf(l int) int {
+	for i, p := range r.parts {
+		if slices.Contains(p.layers, l) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Runner) setupGraph(g *arGraph) error {
+	g.kOut, g.vOut = make([][]byte, r.layers), make([][]byte, r.layers)
+	for k, info := range g.infos {
+		for _, t := range append(slices.Clip(info.Inputs), info.Outputs...) {
+			if _, _, in, ok := kvName(t.Name); ok && in {
+				continue
+			}
+			if g.bufs[t.Name] != nil {
+				continue // a shared tensor (mask, cos, sin in every part; a hidden state both sides)
+			}
+			b, err := r.rt.Alloc(t.Bytes())
+			if err != nil {
+				return fmt.Errorf("genie: graph %s: %s: %w", info.Name, t.Name, err)
+			}
+			g.bufs[t.Name] = b
+			var e graphio.Elem
+			if e, err = graphio.ElemOf(t); err != nil {
+				return r.errf("graph %s: %s: %v", info.Name, t.Name, err)
+			}
+			switch t.Name {
+			case "input_ids":
+				g.idsE = e
+			case "attention_mask":
+				g.maskE = e
+				if g.masks, err = graphio.NewMask(e, graphio.MaskAdditive); err != nil {
+					return r.errf("graph %s: attention_mask: %v", info.Name, err)
+				}
+			case "position_ids_cos":
+				g.cosE = e
+			case "position_ids_sin":
+				g.sinE = e
+			case "logits":
+				if g.logits, err = graphio.Logits(e, b.Bytes()[:t.Bytes()]); err != nil {
+					return r.errf("graph %s: logits: %v", info.Name, err)
+				}
+			default:
+				if isK, l, _, ok := kvName(t.Name); ok {
+					if isK {
+						g.kOut[l] = b.Bytes()[:t.Bytes()]
+					} else {
+						g.vOut[l] = b.Bytes()[:t.Bytes()]
+					}
+				}
+			}
+			_ = k
+		}
+	}
+	g.rowsE = make([]float32, g.ar*r.half)
+	return nil
+}
+
+// ropeTable is cos and sin of position·inv_freq for every position, with Llama-3 scaling, in
+// float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies: docs/genie.md).
+func (r *Runner) ropeTable() {
+	rp := r.bc.Rope
+	inv := make([]float64, r.half)
+	for i := range inv {
+		f := 1 / math.Pow(rp.Theta, float64(2*i)/float64(r.hd))
+		if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
+			orig := float64(rp.OriginalMaxPositions)
+			low, high := orig/rp.LowFreqFactor, orig/rp.HighFreqFactor
+			wave := 2 * math.Pi / f
+			switch {
+			case wave < high:
+			case wave > low:
+				f /= rp.Factor
+			default:
+				s := (orig/wave - rp.LowFreqFactor) / (rp.HighFreqFactor - rp.LowFreqFactor)
+				f = (1-s)*f/rp.Factor + s*f
+			}
+		}
+		inv[i] = f
+	}
+	r.rope = make([]float32, 2*r.cl*r.half)
+	for p := range r.cl {
+		for i, f := range inv {
+			a := float64(p) * f
+			r.rope[p*r.half+i] = float32(math.Cos(a))
+			r.rope[(r.cl+p)*r.half+i] = float32(math.Sin(a))
+		}
+	}
+}
+
+// bind builds every graph call (again after a reload).
+func (r *Runner) bind() error {
+	for _, g := range r.ars {
+		g.calls = make([]*qnn.Call, len(r.parts))
+		for k, p := range r.parts {
+			gr, err := p.ctx.Graph(g.names[k])
+			if err != nil {
+				return fmt.Errorf("genie: %w", err)
+			}
+			var in, out []qnn.Binding
+			for _, t := range g.infos[k].Inputs {
+				b := g.bufs[t.Name]
+				if isK, l, _, ok := kvName(t.Name); ok {
+					b = r.kv[2*l]
+					if !isK {
+						b = r.kv[2*l+1]
+					}
+				}
+				in = append(in, qnn.Binding{Name: t.Name, Buffer: b})
+			}
+			for _, t := range g.infos[k].Outputs {
+				out = append(out, qnn.Binding{Name: t.Name, Buffer: g.bufs[t.Name]})
+			}
+			if g.calls[k], err = gr.Bind(in, out); err != nil {
+				return fmt.Errorf("genie: binding %s of %s: %w", g.names[k], filepath.Base(p.path), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Info describes the model: the context is the slots every graph sees (CL − the largest AR).
+func (r *Runner) Info() inference.ModelInfo {
+	return inference.ModelInfo{Name: r.name, VocabSize: r.vocab0(), ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
+		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}
+}
+
+func (r *Runner) vocab0() int { return r.bc.NVocab }
+
+// Defaults are dialog.sampler's values, the model's defaults when a request sets none.
+func (r *Runner) Defaults() Sampler { return r.bc.Sampler }
+
+// Tokenizer is the bundle's tokenizer.json.
+func (r *Runner) Tokenizer() string { return r.bc.Tokenizer }
+
+// reload recreates the contexts and calls; buffers stay, the pool's rows are lost.
+func (r *Runner) reload() error {
+	r.closeGraphs()
+	if err := r.loadContexts(); err != nil {
+		return err
+	}
+	return r.bind()
+}
+
+func (r *Runner) closeGraphs() {
+	for _, g := range r.ars {
+		for i, c := range g.calls {
+			if c != nil {
+				c.Close()
+				g.calls[i] = nil
+			}
+		}
+	}
+	for _, p := range r.parts {
+		if p.ctx != nil {
+			p.ctx.Close()
+			p.ctx = nil
+		}
+	}
+}
+
+// Close releases the calls, contexts and buffers.
+func (r *Runner) Close() error {
+	if !r.life.Close() {
+		return nil
+	}
+	r.closeGraphs()
+	for _, g := range r.ars {
+		for _, b := range g.bufs {
+			b.Free()
+		}
+	}
+	for _, b := range r.kv {
+		b.Free()
+	}
+	return nil
+}
+
+// Stats returns the counters (graphs by name, every part's call counts) as of the end of the
+// last call; safe from any goroutine.
+func (r *Runner) Stats() plan.Stats { return r.board.Load() }
+
+// GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
+
+// ExecError is a failed graph execution.
+type ExecError struct {
+	Graph, Part string
+	Err         error
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("genie: executing graph %q of %s: %v", e.Graph, e.Part, e.Err)
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }

@@ -1,0 +1,380 @@
+package sample
+
+import (
+	"math"
+	"slices"
+
+	"github.com/hexserve/hexserve/internal/scan"
+)
+
+const (
+	// nbig buckets span [m − T·sampleCutoff, m]: a token is within
+	// w/2 = 10/nbig = 6.1e-4 (in units of T) of its bucket's centre, so the
+	// first-order expansion of its weight errs by less than w²/8 = 1.9e-7
+	// (relative), below the float32 rounding of (v − m)/T itself.
+	nbig = 16384
+	// bigMin is the number of candidates from which a step takes the
+	// histogram path.
+	bigMin = 8192
+)
+
+// bucketE[b] is the weight of bucket b's centre relative to the best token.
+var bucketE = func() *[nbig]float64 {
+	var e [nbig]float64
+	for b := range e {
+		e[b] = math.Exp((float64(b)+0.5)*sampleCutoff/nbig - sampleCutoff)
+	}
+	return &e
+}()
+
+// buckets is the state of the F32 bucket histogram (see hist).
+type buckets struct {
+	acc   *[nbig]bucketAcc // per bucket: count<<40 + sum of fractions, list of ids
+	bw    *[nbig]float64   // per bucket: mass
+	bblk  [nbig / 64]float64
+	next  []int32 // bucket lists: the next id+1 (0: end)
+	scale float32 // buckets per logit unit
+	bTop  int     // buckets above bTop are kept whole; the kept rest is in pbuf
+}
+
+func newBuckets(vocab int) buckets {
+	return buckets{acc: new([nbig]bucketAcc), bw: new([nbig]float64), next: make([]int32, vocab)}
+}
+
+// bucketOf returns the bucket of a logit v ≥ s.thr, as histF32 computes it.
+func (s *Sampler) bucketOf(v float32) int {
+	return int(min(int64((v-s.thr)*s.bk.scale), qMax) >> 16)
+}
+
+// hist prepares a step with many candidates (nearly flat logits), where
+// materialising and sorting them would cost milliseconds (F32 logits, and
+// F16 or U16 logits histCodes cannot serve). One pass finds the best logit
+// m; a second puts every logit within the cutoff into one of nbig equal
+// buckets over
+// [m − T·sampleCutoff, m], summing per bucket (in fixed point) the count and
+// the positions within the bucket, which give the first-order expansion of
+// the weights around its centre (no exp per token), and links each id into
+// its bucket's list. The touched ids are then taken out and added back with their
+// adjusted logits and exact weights. top_p walks the bucket masses from the
+// top (by blocks of 64) and resolves only the bucket where the cumulative
+// mass crosses p: its tokens are gathered, weighed exactly and sorted. It
+// reports false (nothing done) if the best logit is not finite.
+func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
+	_, mu := argmax(l, skip)
+	m := max(mu, mt)
+	if math.IsInf(float64(m), 0) || m != m {
+		return false
+	}
+	if s.bk.acc == nil || len(s.bk.next) < l.Len() {
+		s.bk = newBuckets(l.Len())
+	}
+	dS := s.p.Temperature * sampleCutoff
+	thr := m - dS
+	s.l, s.m, s.thr, s.bk.scale = l, m, thr, nbig*65536/dS
+	acc := s.bk.acc
+	clear(acc[:])
+	switch l.Type {
+	case F32:
+		histF32(l.F32, thr, s.bk.scale, acc, s.bk.next)
+	case F16:
+		histF16(l.Raw16, thr, s.bk.scale, acc, s.bk.next)
+	default:
+		histU16(l, thr, s.bk.scale, acc, s.bk.next)
+	}
+	for _, id := range s.tlist {
+		if t := (l.At(int(id)) - thr) * s.bk.scale; t >= 0 {
+			q := min(int64(t), qMax)
+			acc[q>>16].sum -= 1<<40 | uint64(q&0xffff) // still listed, but skipped
+		}
+	}
+	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
+	n := 0
+	for b, e := range acc {
+		a := e.sum
+		c, f := float64(a>>40), float64(a&(1<<40-1))
+		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
+		s.bk.bw[b] = bucketE[b] * (c*(1+dw*(0.5/65536-0.5)) + dw/65536*f)
+		n += int(a >> 40)
+	}
+	inv := 1 / s.p.Temperature
+	for _, x := range s.tv {
+		if x.v >= thr {
+			s.bk.bw[s.bucketOf(x.v)] += float64(expNeg((x.v - m) * inv))
+			n++
+		}
+	}
+	var z float64
+	for i := range s.bk.bblk {
+		var bz float64
+		for _, w := range s.bk.bw[i*64 : i*64+64] {
+			bz += w
+		}
+		s.bk.bblk[i] = bz
+		z += bz
+	}
+	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
+	s.bk.bTop, s.zk = -1, z
+	kept, kw := s.pbuf[:0], s.pw[:0]
+	if p := float64(s.p.TopP); p > 0 && p < 1 {
+		mass, cum := p*z, 0.0
+		for b := nbig - 1; b >= 0 && cum < mass; b-- {
+			if s.bk.bTop < 0 && b&63 == 63 && cum+s.bk.bblk[b>>6] < mass {
+				cum += s.bk.bblk[b>>6]
+				b -= 63
+				continue
+			}
+			if s.bk.bw[b] == 0 {
+				continue
+			}
+			if s.bk.bTop < 0 && cum+s.bk.bw[b] < mass {
+				cum += s.bk.bw[b]
+				continue
+			}
+			// The crossing bucket (or, if its exact weights fell short of
+			// the estimate, the next ones): keep its best tokens.
+			if s.bk.bTop < 0 {
+				s.bk.bTop = b
+			}
+			c, ws := s.bucket(b)
+			s.sortByBetter(c, ws)
+			for i, x := range c {
+				if cum >= mass {
+					break
+				}
+				kept = append(kept, x)
+				kw = append(kw, ws[i])
+				cum += ws[i]
+			}
+		}
+		if s.bk.bTop < 0 { // rounding: everything is kept
+			s.bk.bTop, s.zk = -1, z
+		} else {
+			s.zk = cum
+		}
+	}
+	s.pbuf, s.pw = kept, kw
+	return true
+}
+
+// bucket returns the candidates of bucket b (untouched from its list, then
+// the touched ones) and their exact weights, in s.kept and s.ws.
+func (s *Sampler) bucket(b int) ([]cand, []float64) {
+	s.gids = s.gids[:0]
+	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
+		if !skipped(s.touched, int(j-1)) {
+			s.gids = append(s.gids, j-1)
+		}
+	}
+	c, ws := s.kept[:0], s.ws[:0]
+	for _, id := range s.gids {
+		c = append(c, cand{id, val(s.l, id)})
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && s.bucketOf(x.v) == b {
+			c = append(c, x)
+		}
+	}
+	inv := 1 / s.p.Temperature
+	for _, x := range c {
+		ws = append(ws, float64(expNeg((x.v-s.m)*inv)))
+	}
+	s.kept, s.ws = c, ws
+	return c, ws
+}
+
+// sortByBetter sorts c (best first) and ws with it.
+func (s *Sampler) sortByBetter(c []cand, ws []float64) {
+	slices.SortFunc(c, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1
+	})
+	inv := 1 / s.p.Temperature
+	for i, x := range c {
+		ws[i] = float64(expNeg((x.v - s.m) * inv))
+	}
+}
+
+// sampleBig draws a token after hist: it walks the bucket masses to the
+// bucket holding the draw and weighs only that bucket's tokens exactly.
+func (s *Sampler) sampleBig() int32 {
+	u := s.rng.Float64() * s.zk
+	for b := nbig - 1; b > s.bk.bTop; b-- {
+		if b&63 == 63 && b-63 > s.bk.bTop && u >= s.bk.bblk[b>>6] {
+			u -= s.bk.bblk[b>>6]
+			b -= 63
+			continue
+		}
+		w := s.bk.bw[b]
+		if w == 0 {
+			continue
+		}
+		if u < w {
+			return s.pick(b, u)
+		}
+		u -= w
+	}
+	for i, w := range s.pw {
+		if u -= w; u < 0 {
+			return s.pbuf[i].id
+		}
+	}
+	if n := len(s.pbuf); n > 0 { // rounding
+		return s.pbuf[n-1].id
+	}
+	for b := s.bk.bTop + 1; b < nbig; b++ {
+		if s.bk.bw[b] > 0 {
+			return s.pick(b, math.Inf(1))
+		}
+	}
+	return 0
+}
+
+// pick returns the token of bucket b where the draw u (within the bucket's
+// mass) falls, walking its tokens (untouched from its list, then touched) and
+// weighing each exactly until u is used up; the last one if the exact
+// weights sum below u.
+func (s *Sampler) pick(b int, u float64) int32 {
+	inv := 1 / s.p.Temperature
+	last := int32(-1)
+	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
+		if i := j - 1; !skipped(s.touched, int(i)) {
+			last = i
+			if u -= float64(expNeg((val(s.l, i) - s.m) * inv)); u < 0 {
+				return i
+			}
+		}
+	}
+	for _, c := range s.tv {
+		if c.v >= s.thr && s.bucketOf(c.v) == b {
+			last = c.id
+			if u -= float64(expNeg((c.v - s.m) * inv)); u < 0 {
+				return last
+			}
+		}
+	}
+	return max(last, 0)
+}
+
+// keptBig materialises the kept tokens of a histogram step and their exact
+// weights (for tests; sampleBig never needs them all).
+func (s *Sampler) keptBig() ([]cand, []float64) {
+	inv := 1 / s.p.Temperature
+	var c []cand
+	var ws []float64
+	for i := range s.l.Len() {
+		if v := val(s.l, int32(i)); v >= s.thr && s.bucketOf(v) > s.bk.bTop && !skipped(s.touched, i) {
+			c = append(c, cand{int32(i), val(s.l, int32(i))})
+		}
+	}
+	for _, x := range s.tv {
+		if x.v >= s.thr && s.bucketOf(x.v) > s.bk.bTop {
+			c = append(c, x)
+		}
+	}
+	for _, x := range c {
+		ws = append(ws, float64(expNeg((x.v-s.m)*inv)))
+	}
+	return append(c, s.pbuf...), append(ws, s.pw...)
+}
+
+// The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
+// b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
+// bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
+// to acc[b].sum (the count and the sum of fractions: the first-order
+// expansion of the weights around the bucket's centre) and links id i into
+// the bucket's list (head and next hold id+1, 0 ends a list). Integer sums
+// make taking an id out again exact.
+
+const qMax = nbig<<16 - 1
+
+// bucketAcc is a bucket's sums and the head of its list of ids.
+type bucketAcc struct {
+	sum  uint64
+	head int32
+}
+
+// The hist functions gather, a block at a time, the ids whose logit is at
+// least thr (a superset of those with t ≥ 0, which addBucket checks exactly)
+// and bucket only those; once a block had many (flat logits), they bucket
+// every element of the rest.
+
+func histF32(x []float32, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (b[j]-thr)*scale)
+			}
+			continue
+		}
+		n := scan.GatherGEF32(b, thr, idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (b[j]-thr)*scale)
+		}
+		dense = n*4 > len(b)
+	}
+}
+
+func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	k := halfKeyCeil(thr) // value ≥ thr: key ≥ k (NaNs aside, which half2f makes -Inf)
+	if k > 0xffff {
+		return
+	}
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (half2f[b[j]]-thr)*scale)
+			}
+			continue
+		}
+		n := scan.GatherGEHalf(b, uint16(k), idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (half2f[b[j]]-thr)*scale)
+		}
+		dense = n*4 > len(b)
+	}
+}
+
+func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+	x := l.Raw16
+	c := u16Ceil(l, thr) // value ≥ thr: code ≥ c
+	if c > 0xffff {
+		return
+	}
+	var idx [block]int32
+	dense := false
+	for lo := 0; lo < len(x); lo += block {
+		b := x[lo:min(lo+block, len(x))]
+		if dense {
+			for j := range b {
+				addBucket(acc, next, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
+			}
+			continue
+		}
+		n := scan.GatherGEU16(b, uint16(c), idx[:])
+		for _, j := range idx[:n] {
+			addBucket(acc, next, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
+		}
+		dense = n*4 > len(b)
+	}
+}
+
+// addBucket adds id i at position t (in units of fractions of a bucket)
+// when t ≥ 0.
+func addBucket(acc *[nbig]bucketAcc, next []int32, i int, t float32) {
+	if !(t >= 0) {
+		return
+	}
+	q := min(int64(t), qMax)
+	e := &acc[q>>16]
+	e.sum += 1<<40 | uint64(q&0xffff)
+	next[i] = e.head
+	e.head = int32(i + 1)
+}
