@@ -78,10 +78,10 @@ type Engine struct {
 
 	// Worker-owned state.
 	maxSeq     int
-	grow       int       // slots a sequence reserves beyond its prompt, and grows by
-	stalled    int       // sequences the last step could not grow
-	active     []*record // running, in arrival order
-	retained   []*seq    // finished sequences kept in the pool with their rows, oldest first
+	grow       int             // slots a sequence reserves beyond its prompt, and grows by
+	stalled    int             // sequences the last step could not grow
+	active     []*record       // running, in arrival order
+	retained   []*seq          // finished sequences kept in the pool with their rows, oldest first
 	sampling   *sample.Workers // samples rows; a step's decode rows in parallel
 	sampleJobs []sample.Job
 	turn       int // rotates the order of decode rows
