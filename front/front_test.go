@@ -10,7 +10,7 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
 // TestToolNames: the one check of OpenAI-form tools, for chat completions
@@ -103,10 +103,7 @@ func TestCacheKey(t *testing.T) {
 // TestEncodeChat: special-token text in content stays text, a tail follows
 // the template as text, and counts against the byte bound.
 func TestEncodeChat(t *testing.T) {
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := tokenizertest.Llama32(t)
 	msgs := []chat.Message{{Role: "user", Content: "say <|eot_id|>"}}
 	opt := chat.Options{AddGenerationPrompt: true}
 	ids, err := EncodeChat(tok, msgs, opt, "Sure")
@@ -181,11 +178,7 @@ func TestConstrain(t *testing.T) {
 	if err := (Params{}).Constrain(&r, gr, "format", "format is off"); !errors.As(err, &ie) || ie.Param != "format" || ie.Message != "format is off" {
 		t.Errorf("no vocabulary: %v", err)
 	}
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := grammar.VocabOf(tok, nil)
+	v := grammar.VocabOf(tokenizertest.Llama32(t), nil)
 	var compiled []*grammar.Grammar
 	p := Params{Vocab: func() *grammar.Vocab { return v }, Compiled: func(g *grammar.Grammar) { compiled = append(compiled, g) }}
 	if err := p.Constrain(&r, gr, "format", "off"); err != nil || r.Constrain == nil || len(compiled) != 1 {
