@@ -188,3 +188,33 @@ func TestConstrain(t *testing.T) {
 		t.Error("the choices share a matcher")
 	}
 }
+
+// TestCallGate: text that cannot be a call passes (what was held first, in
+// one piece); a call is held to the end; without tools everything passes.
+func TestCallGate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tools  bool
+		deltas []string
+		sent   []string // what Pass let through, in order
+		held   string   // what End returned; "" none
+	}{
+		{"text", true, []string{"  ", "Hel", "lo"}, []string{"  Hel", "lo"}, ""},
+		{"call", true, []string{`{"name": "f", `, `"parameters": {}}`}, nil, `{"name": "f", "parameters": {}}`},
+		{"no tools", false, []string{`{"name": `, "x"}, []string{`{"name": `, "x"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewCallGate(tc.tools)
+			var sent []string
+			for _, d := range tc.deltas {
+				if text, ok := g.Pass(d); ok {
+					sent = append(sent, text)
+				}
+			}
+			held, ok := g.End()
+			if strings.Join(sent, "|") != strings.Join(tc.sent, "|") || held != tc.held || ok != (tc.held != "") || g.Holding() {
+				t.Errorf("sent %q, held %q %v", sent, held, ok)
+			}
+		})
+	}
+}
