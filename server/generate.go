@@ -198,6 +198,7 @@ func (s *Server) endStream(r *http.Request, w streamWriter) {
 		s.metrics.streamTimeouts.Inc()
 		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", w.writeTimeout()).Msg("stream dropped: the client stopped reading")
 	default:
+		clientGone(r)
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
 }

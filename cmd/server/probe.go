@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/bundle"
@@ -39,8 +40,11 @@ func probeModel(m config.Model) (modelProbe, error) {
 	if err != nil {
 		return modelProbe{}, err
 	}
-	if kind == kindPTE {
+	switch kind {
+	case kindPTE:
 		return probePTE(file)
+	case kindGenie:
+		return probeGenie(file)
 	}
 	// The device's arch is unknown without the runtime: a bundle with one
 	// arch folder is read as it is, one with several as v79 (loadModel's
@@ -91,4 +95,20 @@ func probePTE(file string) (modelProbe, error) {
 		pr.Generated = g[0].String
 	}
 	return pr, nil
+}
+
+// probeGenie reads a Genie bundle's note of generated weights from its
+// config.json (geniesim writes generatedKey there); the context length is
+// left to the load.
+func probeGenie(dir string) (modelProbe, error) {
+	data, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes)
+	if err != nil {
+		return modelProbe{}, nil // config.json is optional here
+	}
+	var c map[string]any
+	if json.Unmarshal(data, &c) != nil {
+		return modelProbe{}, nil
+	}
+	g, _ := c[generatedKey].(string)
+	return modelProbe{Generated: g}, nil
 }

@@ -377,3 +377,46 @@ func TestAndroidBuildDeps(t *testing.T) {
 		}
 	}
 }
+
+// README.md's Layout table names every user-facing package: as `dir/`, or,
+// for a sub-package, its last element in backticks on its parent's row
+// (`hexagon/pte/` … `ptesim`). Internal packages, tests and the binary's
+// own folder are left out.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(data), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ## Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range goList(t, "./...") {
+		rel, err := filepath.Rel(root, p.Dir)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/") || strings.HasPrefix(rel, "e2e") || strings.HasSuffix(rel, "test") || rel == "cmd/server" {
+			continue
+		}
+		if strings.Contains(layout, "`"+rel+"/`") {
+			continue
+		}
+		parent, name := filepath.ToSlash(filepath.Dir(rel)), filepath.Base(rel)
+		found := false
+		for _, row := range strings.Split(layout, "\n") {
+			if strings.Contains(row, "`"+parent+"/`") && strings.Contains(row, "`"+name+"`") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md's Layout table does not name %s/: add a row (or `%s` on %s/'s row)", rel, name, parent)
+		}
+	}
+}
