@@ -63,7 +63,11 @@ type Concurrency struct {
 	// carrying the 4 load rows and the short request's prompt.
 	Ceiling       map[string]float64 `json:"ceiling_x"`
 	TTFTCeilingMS float64            `json:"ttft_ceiling_ms"`
-	Error         string             `json:"error,omitempty"`
+	// CallCostMS is the runner's learned cost of one call of each graph at
+	// the end of the side-by-side runs (inference.GraphTotal.Cost: recent
+	// calls, all shards), what its StepCost weighs.
+	CallCostMS map[string]float64 `json:"graph_call_cost_ms,omitempty"`
+	Error      string             `json:"error,omitempty"`
 }
 
 // concurrencyKeys are the workloads in report order: streams side by side
@@ -173,6 +177,12 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 		}
 	}
 	c.ceilings(r.model.(inference.Batcher))
+	if gt, ok := r.model.(inference.GraphTimer); ok {
+		c.CallCostMS = map[string]float64{}
+		for _, g := range gt.GraphTotals() {
+			c.CallCostMS[g.Graph] = round3(ms(g.Cost))
+		}
+	}
 	return nil
 }
 
