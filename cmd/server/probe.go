@@ -39,8 +39,11 @@ func probeModel(m config.Model) (modelProbe, error) {
 	if err != nil {
 		return modelProbe{}, err
 	}
-	if kind == kindPTE {
+	switch kind {
+	case kindPTE:
 		return probePTE(file)
+	case kindGenie:
+		return probeGenie(file)
 	}
 	// The device's arch is unknown without the runtime: a bundle with one
 	// arch folder is read as it is, one with several as v79 (loadModel's

@@ -217,15 +217,19 @@ func HTPConfig() any {
 }
 
 // HFConfig is the checkpoint's config.json (model_type llama, LlamaForCausalLM, its own rope
-// scaling).
-func HFConfig(c tinyllama.Config) tinyllama.Config {
+// scaling), with tinyllama.GeneratedKey saying the weights are generated.
+func HFConfig(c tinyllama.Config) map[string]any {
 	if c.ModelType == "" {
 		c.ModelType = "llama"
 	}
 	if len(c.Architectures) == 0 {
 		c.Architectures = []string{"LlamaForCausalLM"}
 	}
-	return c
+	var m map[string]any
+	b, _ := json.Marshal(c)
+	json.Unmarshal(b, &m)
+	m[tinyllama.GeneratedKey] = tinyllama.GeneratedNote(c)
+	return m
 }
 
 // dtypeName is metadata.yaml's dtype of a QNN data type.
