@@ -103,6 +103,8 @@ var (
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("genie: runner is closed")
 
+var partFile = regexp.MustCompile(`^(.+)_part_\d+_of_\d+\.bin$`)
+
 var graphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
 // Open loads a Genie bundle: the config, every ctx-bin (mmap'd), the graphs of each AR across
@@ -124,6 +126,9 @@ func Open(cfg Config) (_ *Runner, err error) {
 	}
 	if r.bc.RopeNote != "" {
 		r.log.Warn().Str("model", r.name).Msg("genie: " + r.bc.RopeNote)
+	}
+	if m := partFile.FindStringSubmatch(filepath.Base(r.bc.Bins[0])); m != nil {
+		r.name = m[1] // AI Hub's <name>_part_1_of_N.bin
 	}
 	if err := r.loadContexts(); err != nil {
 		return nil, err
