@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 
@@ -36,11 +35,8 @@ const BillingHeaderPrefix = "x-anthropic-billing-header:"
 // FromMessagesRequest validates r and renders its conversation with the
 // chat template into g.Request.Prompt. p is the same as for chat completions.
 func FromMessagesRequest(r *MessagesRequest, p front.Params) (*Generation, error) {
-	if r.MaxTokens == nil {
-		return nil, invalid("max_tokens", "Field required")
-	}
-	if *r.MaxTokens < 1 {
-		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	if err := checkMaxTokens(r); err != nil {
+		return nil, err
 	}
 	g, err := convert(r, p)
 	if err != nil {
@@ -61,22 +57,40 @@ func CountTokens(r *MessagesRequest, p front.Params) (int, error) {
 	return len(g.Request.Prompt), nil
 }
 
-func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
-	g := &Generation{Model: r.Model}
+func checkMaxTokens(r *MessagesRequest) error {
+	if r.MaxTokens == nil {
+		return invalid("max_tokens", "Field required")
+	}
+	if *r.MaxTokens < 1 {
+		return invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	}
+	return nil
+}
+
+// check validates what serving r needs wherever it runs (here or on an
+// upstream): no MCP servers, the sampling fields and stop sequences (into
+// g, over p's defaults), thinking, the tools (as the template's tool
+// objects, and their names) and tool_choice (its type).
+func check(r *MessagesRequest, p front.Params, g *Generation) (tools []json.RawMessage, names []string, mode string, err error) {
 	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
-		return nil, invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
+		return nil, nil, "", invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
 	}
 	if err := sampling(r, p, g); err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if r.Thinking != nil && r.Thinking.Type == "" {
-		return nil, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+		return nil, nil, "", invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
 	}
-	tools, names, err := toolDefs(r.Tools)
-	if err != nil {
-		return nil, err
+	if tools, names, err = toolDefs(r.Tools); err != nil {
+		return nil, nil, "", err
 	}
-	mode, err := toolChoice(r.ToolChoice, names)
+	mode, err = toolChoice(r.ToolChoice, names)
+	return tools, names, mode, err
+}
+
+func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
+	g := &Generation{Model: r.Model}
+	tools, names, mode, err := check(r, p, g)
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +121,11 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 func sampling(r *MessagesRequest, p front.Params, g *Generation) error {
 	s := p.Defaults
 	s.LogitBias = nil
-	if v := r.Temperature; v != nil {
-		if math.IsNaN(*v) || *v < 0 || *v > 1 {
-			return invalid("temperature", "temperature must be in [0, 1], got %g", *v)
-		}
-		s.Temperature = float32(*v)
+	if err := front.InRange(r.Temperature, "temperature", 0, 1, false, &s.Temperature); err != nil {
+		return err
 	}
-	if v := r.TopP; v != nil {
-		if math.IsNaN(*v) || *v <= 0 || *v > 1 {
-			return invalid("top_p", "top_p must be in (0, 1], got %g", *v)
-		}
-		s.TopP = float32(*v)
+	if err := front.InRange(r.TopP, "top_p", 0, 1, true, &s.TopP); err != nil {
+		return err
 	}
 	if v := r.TopK; v != nil {
 		if *v < 0 {
@@ -237,15 +245,7 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 			return err
 		}
 	}
-	if gr == nil {
-		return nil
-	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("tool_choice", "forced tool use and JSON outputs are not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "tool_choice", "forced tool use and JSON outputs are not available on this server")
 }
 
 // chatMessages converts system and the turns to chat messages. A final

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -24,23 +23,10 @@ import (
 // upstream applies its own template and would answer it as a turn of its
 // own.
 func ToOpenAI(r *MessagesRequest) ([]byte, error) {
-	if r.MaxTokens == nil {
-		return nil, invalid("max_tokens", "Field required")
-	}
-	if *r.MaxTokens < 1 {
-		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
-	}
-	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
-		return nil, invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
-	}
-	if err := sampling(r, front.Params{}, &Generation{}); err != nil { // the ranges and stop sequences
+	if err := checkMaxTokens(r); err != nil {
 		return nil, err
 	}
-	tools, names, err := toolDefs(r.Tools)
-	if err != nil {
-		return nil, err
-	}
-	mode, err := toolChoice(r.ToolChoice, names)
+	tools, _, mode, err := check(r, front.Params{}, &Generation{})
 	if err != nil {
 		return nil, err
 	}

@@ -52,12 +52,20 @@ type Options struct {
 	// Bundle names the bundle in the report.
 	Bundle string
 	Quick  bool // fewer tokens and runs, emulation scaled to 1/10
-	HTTP   bool // also stream through the HTTP server to SSE clients
+	// Full runs the whole workload (about 15 minutes on the tiny bundle
+	// here): every measurement Runs times, the kvstore phase's 4
+	// conversations × 6 turns, every concurrency workload on every model
+	// kind, and the unmeasured requests (a conversation's first turn, what
+	// only fills a cache) at emulated speed. The default takes fewer,
+	// well-chosen runs (runner.fewRuns, runner.unmeasured) and says what it
+	// left out.
+	Full bool
+	HTTP bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
 	// phases (the caller passes the v79 figures, plan.V79Costs); zero: none.
 	Emulation    Latency
 	Tokens       int // decode tokens per request; 0: 64 (quick: 16)
-	Runs         int // requests per measurement; 0: 3 (quick: 1)
+	Runs         int // requests per measurement; 0: 3 (quick: 1); set: used everywhere, as with Full
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
@@ -88,12 +96,13 @@ var Settings = []struct {
 }
 
 type runner struct {
-	opt   Options
-	model Model
-	tok   *tokenizer.Tokenizer
-	info  inference.ModelInfo
-	emu   Latency
-	rep   *Report
+	opt     Options
+	allRuns bool // Full, or Runs given: every measurement runs Runs times
+	model   Model
+	tok     *tokenizer.Tokenizer
+	info    inference.ModelInfo
+	emu     Latency
+	rep     *Report
 }
 
 // Run executes the workload. Phases that cannot run on this model (too
@@ -108,13 +117,14 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			opt.Tokens = 16
 		}
 	}
+	runsSet := opt.Runs > 0
 	if opt.Runs <= 0 {
 		opt.Runs = 3
 		if opt.Quick {
 			opt.Runs = 1
 		}
 	}
-	r := &runner{opt: opt, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, GoVersion: runtime.Version(),
+	r := &runner{opt: opt, allRuns: opt.Full || runsSet, rep: &Report{Bundle: opt.Bundle, Quick: opt.Quick, Full: opt.Full, GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), Started: time.Now().UTC(),
 		Native: []Throughput{}, Host: []HostTime{}, Streaming: []Streaming{}, Speculative: []Speculative{}, Goals: []Goal{}}}
 	r.emu = opt.Emulation
@@ -182,6 +192,30 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r.rep.Goals = goals(r.rep)
 	r.progress("done in %.1f s", r.rep.Seconds)
 	return r.rep, nil
+}
+
+// fewRuns is how many times a measurement that averages many steps runs
+// (an aggregate over streams, a long decode): once by default, where one
+// run's figure is already a mean over hundreds of graph calls; Runs with
+// Full or an explicit Runs.
+func (r *runner) fewRuns() int {
+	if r.allRuns {
+		return r.opt.Runs
+	}
+	return 1
+}
+
+// unmeasured runs f, a request whose time is not reported (one that only
+// fills a cache or builds a conversation's history), at hostsim's own
+// speed instead of the emulated one, except with Full; the emulation
+// stays set as it was afterwards.
+func (r *runner) unmeasured(f func() error) error {
+	if r.opt.Full {
+		return f()
+	}
+	restore := setLatency(Latency{})
+	defer restore()
+	return f()
 }
 
 func (r *runner) progress(format string, a ...any) {

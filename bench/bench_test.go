@@ -435,6 +435,19 @@ func TestRunPhases(t *testing.T) {
 	if len(rep.Goals) != 1 || rep.Goals[0].Name != "go_side_rss_mb" {
 		t.Errorf("goals %+v, want only go_side_rss_mb", rep.Goals)
 	}
+	// Phases that did not run print nothing: no empty tables, no zeros.
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"THROUGHPUT", "HOST TIME", "PREFIX CACHE", "KV STORE", "SPECULATIVE", "CONCURRENCY", "TOKENIZER", "STRUCTURED", "0.000"} {
+		if strings.Contains(text.String(), absent) {
+			t.Errorf("the report of the stream phase alone has %q:\n%s", absent, text.String())
+		}
+	}
+	if !strings.Contains(text.String(), "STREAMING") {
+		t.Errorf("no STREAMING section:\n%s", text.String())
+	}
 }
 
 // snapModel gives a model a KV cache of 4-byte rows (their position) that
@@ -504,5 +517,36 @@ func TestCeilings(t *testing.T) {
 	c.ceilings(v79)
 	if _, ok := c.Ceiling["16"]; ok {
 		t.Errorf("ceiling for a workload that did not run: %v", c.Ceiling)
+	}
+}
+
+// TestRunFull: --full keeps the whole workload (4 conversations × 6 turns,
+// every turn timed); the default takes 2 × 3 and leaves turn 1 untimed.
+func TestRunFull(t *testing.T) {
+	tok := loadTokenizer(t)
+	script := tok.Encode(" The quick brown fox jumps over the lazy dog.", false, false)
+	for _, full := range []bool{false, true} {
+		rep, err := Run(context.Background(), Options{Full: full, Tokens: 8, Phases: []string{"kvstore"},
+			Load: func() (Loaded, error) {
+				m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
+				return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := rep.KVStore
+		convs, turns := 2, 3
+		if full {
+			convs, turns = kvConversations, kvTurns
+		}
+		if k.Conversations != convs || k.Turns != turns || len(k.Detail) != convs*turns || rep.Full != full {
+			t.Fatalf("full %v: %d × %d turns, %d details", full, k.Conversations, k.Turns, len(k.Detail))
+		}
+		if timed := k.Detail[0].TTFTWithMS > 0 && k.Detail[0].TTFTWithoutMS > 0; timed != full {
+			t.Errorf("full %v: turn 1 timed %v (%+v)", full, timed, k.Detail[0])
+		}
+		if d := k.Detail[len(k.Detail)-1]; d.TTFTWithMS <= 0 || d.TTFTWithoutMS <= 0 {
+			t.Errorf("full %v: last turn not timed: %+v", full, d)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -62,7 +63,11 @@ type Concurrency struct {
 	// carrying the 4 load rows and the short request's prompt.
 	Ceiling       map[string]float64 `json:"ceiling_x"`
 	TTFTCeilingMS float64            `json:"ttft_ceiling_ms"`
-	Error         string             `json:"error,omitempty"`
+	// CallCostMS is the runner's learned cost of one call of each graph at
+	// the end of the side-by-side runs (inference.GraphTotal.Cost: recent
+	// calls, all shards), what its StepCost weighs.
+	CallCostMS map[string]float64 `json:"graph_call_cost_ms,omitempty"`
+	Error      string             `json:"error,omitempty"`
 }
 
 // concurrencyKeys are the workloads in report order: streams side by side
@@ -91,9 +96,9 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 		emu = Latency{PrefillUS: r.emu.PrefillUS, DecodeUS: r.emu.DecodeUS + r.emu.LMHeadUS}
 	}
 	defer setLatency(emu)()
-	out := r.opt.Tokens
+	out, kind := r.opt.Tokens, modelKind(r.model)
 	prompt := r.tok.Encode("Write a short story about a lighthouse keeper and a storm.", true, false)
-	c := &Concurrency{Kind: modelKind(r.model), Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
+	c := &Concurrency{Kind: kind, Emulation: emu, PromptTokens: len(prompt), OutputTokens: out,
 		Serial: map[string]float64{}, SideBySide: map[string]float64{}, Ceiling: map[string]float64{},
 		CallsPerToken: map[string]float64{}, CallMS: map[string]float64{}, HostShare: map[string]float64{}, StepHostShare: map[string]float64{}}
 	r.rep.Concurrency = c
@@ -126,6 +131,9 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			if k.streams > wide {
 				continue
 			}
+			if !r.opt.Full && (mode.seqs == 1 && k.key == "4" || kind != "pte" && k.key != "1" && k.key != "4") {
+				continue // no goal reads them (a bundle's goals are its 4-stream ratio's); --full runs them
+			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
 			g0, t0 := graphTotals(r.model), time.Now()
 			h0, m0 := e.StepTimes()
@@ -149,6 +157,10 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			}
 			c.Runs = r.opt.Runs
 		}
+		if mode.seqs == 1 && !r.opt.Full {
+			e.Close() // one at a time, the short request waits for the whole load: --full measures it
+			continue
+		}
 		samples := 5
 		if mode.seqs == 1 {
 			samples = 1
@@ -165,6 +177,12 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 		}
 	}
 	c.ceilings(r.model.(inference.Batcher))
+	if gt, ok := r.model.(inference.GraphTimer); ok {
+		c.CallCostMS = map[string]float64{}
+		for _, g := range gt.GraphTotals() {
+			c.CallCostMS[g.Graph] = round3(ms(g.Cost))
+		}
+	}
 	return nil
 }
 
@@ -225,15 +243,18 @@ func streams(ctx context.Context, e *inference.Engine, req inference.Request, k 
 
 // ttftUnderLoad starts 4 streams of load, then sends samples short
 // requests (4 prompt tokens, 1 output token) one after another while they
-// run, and returns their times to first token.
+// run, and returns their times to first token. The load is cancelled once
+// the samples are in (what it would generate after them is not measured).
 func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Request, short []int32, samples int) (Dist, error) {
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	loadErr := make([]error, 4)
 	for i := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := e.Submit(ctx, load)
+			s, err := e.Submit(lctx, load)
 			if err == nil {
 				_, err = inference.Collect(s)
 			}
@@ -259,9 +280,11 @@ func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Requ
 			}
 		}
 	}
+	cancelled := lctx.Err() == nil && ctx.Err() == nil
+	stop()
 	wg.Wait()
 	for _, err := range loadErr {
-		if err != nil {
+		if err != nil && !(cancelled && errors.Is(err, context.Canceled)) {
 			return Dist{}, err
 		}
 	}
@@ -330,11 +353,16 @@ func graphTotals(m inference.Model) inference.GraphTotal {
 }
 
 // runsFor is how many times a workload runs (its median is reported):
-// Options.Runs for every side-by-side workload and for one stream alone;
-// once for the slow one-at-a-time multi-stream runs.
+// Options.Runs for one stream alone (the denominator of every ratio);
+// r.fewRuns() for the side-by-side multi-stream workloads (an aggregate
+// over 4 to 16 streams' steps); once for the slow one-at-a-time
+// multi-stream runs.
 func (r *runner) runsFor(seqs int, key string) int {
-	if seqs > 1 || key == "1" {
+	switch {
+	case key == "1":
 		return r.opt.Runs
+	case seqs > 1:
+		return r.fewRuns()
 	}
 	return 1
 }

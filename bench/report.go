@@ -9,6 +9,7 @@ type Report struct {
 	Bundle      string         `json:"bundle"`
 	Model       ModelSummary   `json:"model"`
 	Quick       bool           `json:"quick"`
+	Full        bool           `json:"full"`
 	GoVersion   string         `json:"go_version"`
 	CPUs        int            `json:"cpus"`
 	Started     time.Time      `json:"started"`

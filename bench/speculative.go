@@ -147,8 +147,8 @@ func (r *runner) speculativePhase(ctx context.Context) error {
 			b.WriteString(strconv.Itoa(int(id)) + "\n")
 		}
 		var on, off []float64
-		for run := range r.opt.Runs {
-			r.progress("  %s %d/%d", w.name, run+1, r.opt.Runs)
+		for run := range r.fewRuns() { // decode tok/s over the whole output: one run is already a mean
+			r.progress("  %s %d/%d", w.name, run+1, r.fewRuns())
 			for _, spec := range []bool{false, true} {
 				scripts++
 				path := filepath.Join(dir, fmt.Sprintf("script-%d.txt", scripts))

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -46,7 +48,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			k.Conversations, k.Turns, k.ReplyTokens, k.TTFTWithMS, k.TTFTWithoutMS, k.Ratio, k.ShortTurns, k.Store.Entries, mib(k.Store.Bytes))
 		p("  conversation/turn\tprompt\thistory\tcached with/without\tTTFT ms with/without")
 		for _, d := range k.Detail {
-			p("  %d/%d\t%d\t%d\t%d / %d\t%.1f / %.1f", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, d.TTFTWithMS, d.TTFTWithoutMS)
+			p("  %d/%d\t%d\t%d\t%d / %d\t%s / %s", d.Conversation, d.Turn, d.PromptTokens, d.HistoryTokens, d.CachedWith, d.CachedWithout, msOrDash(d.TTFTWithMS), msOrDash(d.TTFTWithoutMS))
 		}
 		p("")
 	}
@@ -121,6 +123,9 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 			p("  %s\t%s\t%.1f\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f%%", k, serial, side, x, c.Ceiling[k], c.CallsPerToken[k], c.CallMS[k], 100*c.HostShare[k])
 		}
 		p("  TTFT under 4-stream load\t%.0f ms\tp50 %.0f ms, p99 %.0f ms\t\tceiling %.0f ms (one step)", c.SerialTTFTMS, c.TTFTMS.P50, c.TTFTMS.P99, c.TTFTCeilingMS)
+		for _, g := range slices.Sorted(maps.Keys(c.CallCostMS)) {
+			p("  learned cost of one %s call\t%.1f ms", g, c.CallCostMS[g])
+		}
 		p("")
 	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
@@ -153,4 +158,12 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 		}
 		p("  %s\t%.3f %s\t%s %g %s\t%s\t%s", g.Name, g.Measured, g.Unit, g.Op, g.Target, g.Unit, res, ceiling)
 	}
+}
+
+// msOrDash prints a time in ms, or – for one not measured (0).
+func msOrDash(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

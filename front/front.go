@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/google/uuid"
@@ -165,4 +166,37 @@ func SchemaError(param string, err error) error {
 		param += "." + e.Path
 	}
 	return Invalid(param, "invalid schema for structured outputs at %s: %s", param, e.Message)
+}
+
+// InRange sets *dst to *v when v is given (not nil) and in [lo, hi] ((lo,
+// hi] with loOpen); outside, or NaN, it is the 400 "param must be in [lo,
+// hi], got v".
+func InRange(v *float64, param string, lo, hi float64, loOpen bool, dst *float32) error {
+	if v == nil {
+		return nil
+	}
+	if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
+		open := "["
+		if loOpen {
+			open = "("
+		}
+		return Invalid(param, "%s must be in %s%g, %g], got %g", param, open, lo, hi, *v)
+	}
+	*dst = float32(*v)
+	return nil
+}
+
+// Constrain makes r's choices follow gr (nil: no constraint). Without a
+// grammar vocabulary (structured outputs off) it is the 400 msg naming
+// param.
+func (p Params) Constrain(r *inference.Request, gr *grammar.Grammar, param, msg string) error {
+	if gr == nil {
+		return nil
+	}
+	c, ok := p.Constraint(gr)
+	if !ok {
+		return Invalid(param, "%s", msg)
+	}
+	r.Constrain = c
+	return nil
 }

@@ -3,10 +3,12 @@ package front
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
 )
@@ -133,5 +135,63 @@ func TestEncodeChat(t *testing.T) {
 	}
 	if _, err := EncodeChat(tok, msgs, opt, ""); err != nil {
 		t.Errorf("no tail: %v", err)
+	}
+}
+
+func TestInRange(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		v      *float64
+		loOpen bool
+		want   float32
+		msg    string // of the error; "" none
+	}{
+		{nil, false, 7, ""},
+		{f(0), false, 0, ""},
+		{f(1), false, 1, ""},
+		{f(0), true, 7, "top_p must be in (0, 1], got 0"},
+		{f(1.5), false, 7, "top_p must be in [0, 1], got 1.5"},
+		{f(math.NaN()), false, 7, "top_p must be in [0, 1], got NaN"},
+	} {
+		dst := float32(7)
+		err := InRange(tc.v, "top_p", 0, 1, tc.loOpen, &dst)
+		var ie *inference.InvalidRequestError
+		switch {
+		case tc.msg == "" && (err != nil || dst != tc.want):
+			t.Errorf("%v: %v, dst %g", tc.v, err, dst)
+		case tc.msg != "" && (!errors.As(err, &ie) || ie.Param != "top_p" || ie.Message != tc.msg || dst != 7):
+			t.Errorf("%v: %v, want %q", *tc.v, err, tc.msg)
+		}
+	}
+}
+
+// TestConstrain: no grammar is no constraint; without a vocabulary a
+// grammar is the 400 naming the field; with one, every choice gets its own
+// matcher and the compile hook hears of the grammar.
+func TestConstrain(t *testing.T) {
+	gr, err := grammar.Compile([]byte(`{"type":"object"}`), grammar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r inference.Request
+	if err := (Params{}).Constrain(&r, nil, "format", "off"); err != nil || r.Constrain != nil {
+		t.Errorf("no grammar: %v", err)
+	}
+	var ie *inference.InvalidRequestError
+	if err := (Params{}).Constrain(&r, gr, "format", "format is off"); !errors.As(err, &ie) || ie.Param != "format" || ie.Message != "format is off" {
+		t.Errorf("no vocabulary: %v", err)
+	}
+	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := grammar.VocabOf(tok, nil)
+	var compiled []*grammar.Grammar
+	p := Params{Vocab: func() *grammar.Vocab { return v }, Compiled: func(g *grammar.Grammar) { compiled = append(compiled, g) }}
+	if err := p.Constrain(&r, gr, "format", "off"); err != nil || r.Constrain == nil || len(compiled) != 1 {
+		t.Fatalf("vocabulary: %v, hook %d", err, len(compiled))
+	}
+	if a, b := r.Constrain(), r.Constrain(); a == nil || a == b {
+		t.Error("the choices share a matcher")
 	}
 }

@@ -57,17 +57,20 @@ func TestDrafterPrediction(t *testing.T) {
 		{"after an edit", "line one\nLINE 2\nline th", "ree\nthe end"}, // "th" is one token
 		{"past the end", pred, ""},
 	}
-	for _, tc := range tests {
-		var d drafter
-		rates := ratePrior
-		d.reset(thVocab{}, pred, false, &rates)
-		for i := range len(tc.out) {
-			d.push(int32(tc.out[i]))
-			d.draft(nil, 10) // realign after every token, as the engine does
-		}
-		draft, src := d.draft(nil, 10)
-		if got := textOf(thVocab{}, draft); got != tc.want || len(draft) > 0 && src != srcPrediction {
-			t.Errorf("%s: draft %q (source %d), want %q", tc.name, got, src, tc.want)
+	// The same with the prediction tokenised before the request was queued.
+	for _, toks := range [][]int32{nil, thVocab{}.Encode(pred, false, false)} {
+		for _, tc := range tests {
+			var d drafter
+			rates := ratePrior
+			d.reset(thVocab{}, pred, toks, false, &rates)
+			for i := range len(tc.out) {
+				d.push(int32(tc.out[i]))
+				d.draft(nil, 10) // realign after every token, as the engine does
+			}
+			draft, src := d.draft(nil, 10)
+			if got := textOf(thVocab{}, draft); got != tc.want || len(draft) > 0 && src != srcPrediction {
+				t.Errorf("%s (%d tokens given): draft %q (source %d), want %q", tc.name, len(toks), got, src, tc.want)
+			}
 		}
 	}
 }

@@ -126,7 +126,7 @@ func (e *Engine) newSeq(g *gen) *seq {
 		s.con, stops = g.req.Constrain(), nil
 	}
 	s.det.reset(e.vocab, stops)
-	s.dr.reset(e.vocab, g.req.Prediction, e.cfg.Speculative.PromptLookup, &g.rates)
+	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)
 	return s
 }

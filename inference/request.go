@@ -32,6 +32,10 @@ type Request struct {
 	// draft for speculative decoding on models that verify drafts. It never
 	// changes the output, only how fast it comes.
 	Prediction string
+	// PredictionTokens is Prediction tokenised (without BOS), done before
+	// the request is queued so the step never tokenises the whole of it;
+	// nil: the drafter tokenises what it needs as it goes.
+	PredictionTokens []int32
 	// CacheKey is the client's hint for the KV store (prompt_cache_key, else
 	// user): the owner's entry saved under the same key is replaced by this
 	// request's, so a conversation keeps one branch. It never widens what a

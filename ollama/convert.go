@@ -110,15 +110,10 @@ func finish(g *Generation, format json.RawMessage, o *Options, p front.Params) e
 		return err
 	}
 	gr, err := formatGrammar(format, p.GrammarOptions())
-	if err != nil || gr == nil {
+	if err != nil {
 		return err
 	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("format", "format is not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "format", "format is not available on this server")
 }
 
 // common checks the fields accepted and not acted on.
@@ -185,27 +180,13 @@ func options(g *Generation, o *Options, p front.Params) error {
 	if o == nil {
 		o = &Options{}
 	}
-	f32 := func(v *float64, name string, lo, hi float64, loOpen bool, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			return invalid("options."+name, "options.%s must be in %s%g, %g], got %g", name, open, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, err := range []error{
-		f32(o.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		f32(o.TopP, "top_p", 0, 1, true, &s.TopP),
-		f32(o.MinP, "min_p", 0, 1, false, &s.MinP),
-		f32(o.RepeatPenalty, "repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
-		f32(o.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		f32(o.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		front.InRange(o.Temperature, "options.temperature", 0, 2, false, &s.Temperature),
+		front.InRange(o.TopP, "options.top_p", 0, 1, true, &s.TopP),
+		front.InRange(o.MinP, "options.min_p", 0, 1, false, &s.MinP),
+		front.InRange(o.RepeatPenalty, "options.repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
+		front.InRange(o.PresencePenalty, "options.presence_penalty", -2, 2, false, &s.PresencePenalty),
+		front.InRange(o.FrequencyPenalty, "options.frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
 	} {
 		if err != nil {
 			return err

@@ -210,27 +210,13 @@ func common(c *CommonParams, p front.Params, g *Generation) error {
 	if s.LogitBias != nil {
 		s.LogitBias = nil // defaults never carry a bias
 	}
-	f32 := func(v *float64, param string, lo, hi float64, loOpen bool, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi || loOpen && *v == lo {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			return invalid(param, "%s must be in %s%g, %g], got %g", param, open, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, err := range []error{
-		f32(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		f32(c.TopP, "top_p", 0, 1, true, &s.TopP),
-		f32(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		f32(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
-		f32(c.MinP, "min_p", 0, 1, false, &s.MinP),
-		f32(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
+		front.InRange(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
+		front.InRange(c.TopP, "top_p", 0, 1, true, &s.TopP),
+		front.InRange(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
+		front.InRange(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		front.InRange(c.MinP, "min_p", 0, 1, false, &s.MinP),
+		front.InRange(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
 	} {
 		if err != nil {
 			return err

@@ -145,13 +145,5 @@ func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, paralle
 
 // constrain sets g's constraint to gr (nil: none).
 func constrain(g *Generation, gr *grammar.Grammar, p front.Params) error {
-	if gr == nil {
-		return nil
-	}
-	c, ok := p.Constraint(gr)
-	if !ok {
-		return invalid("response_format", "structured outputs are not available on this server")
-	}
-	g.Request.Constrain = c
-	return nil
+	return p.Constrain(&g.Request, gr, "response_format", "structured outputs are not available on this server")
 }

@@ -3,7 +3,8 @@
 // after its keep-alive, and a count limit and a memory budget decide which
 // idle model is unloaded first (least recently used; never one with requests
 // in flight). It knows nothing of what a model is: an entry's Load returns
-// any io.Closer (an engine over a file, later an upstream) and its size.
+// any io.Closer and its size (cmd/server loads an engine over a model's
+// files; upstream models are no entries: the server relays them).
 package registry
 
 import (

@@ -97,12 +97,17 @@ func (s *Server) group(a *api, public bool) func(http.Handler) http.Handler {
 
 // apiRouter is the subrouter of an API under its own prefix: its unknown
 // paths and methods are answered in its shape.
+// The group's layers run once the subrouter has routed, so a 401 or 413
+// is counted under its route, as the endpoint's answers are.
 func (s *Server) apiRouter(a *api, routes func(chi.Router)) func(chi.Router) {
 	return func(r chi.Router) {
-		r.Use(s.group(a, false))
-		r.NotFound(s.notFound)
-		r.MethodNotAllowed(s.methodNotAllowed)
-		routes(r)
+		g := s.group(a, false)
+		r.NotFound(g(http.HandlerFunc(s.notFound)).ServeHTTP)
+		r.MethodNotAllowed(g(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
+		r.Group(func(r chi.Router) {
+			r.Use(g)
+			routes(r)
+		})
 	}
 }
 

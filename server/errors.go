@@ -140,15 +140,22 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 // API. Unexpected errors are logged with their details; the client sees a
 // generic message.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	writeAPIError(w, r, mapError(r, err, "request failed"))
+}
+
+// mapError maps err with r's API's mapping and logs it: an unexpected
+// error with its details at error level (what names the failure), the rest
+// at debug level.
+func mapError(r *http.Request, err error, what string) *APIError {
 	a := apiOf(r)
 	api, unexpected := a.mapErr(err, a.prompt)
 	log := zerolog.Ctx(r.Context())
 	if unexpected {
-		log.Error().Err(err).Str("path", r.URL.Path).Msg("request failed")
+		log.Error().Err(err).Str("path", r.URL.Path).Msg(what)
 	} else {
-		log.Debug().Err(err).Int("status", api.Status).Msg("request error")
+		log.Debug().Err(err).Int("status", api.Status).Msg(what)
 	}
-	writeAPIError(w, r, api)
+	return api
 }
 
 // writeAPIError writes api in the error shape of r's API.

@@ -32,6 +32,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, req 
 	if m.Engine == nil {
 		return errLoading
 	}
+	if err := tokenisePrediction(req, m.Tokenizer, m.ContextLen); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	req.Owner = requestOwner(r.Context())
@@ -127,15 +130,7 @@ func (s *Server) stream(r *http.Request, cancel context.CancelFunc, events *infe
 		if !es.committed() {
 			return true, genErr
 		}
-		a := apiOf(r)
-		api, unexpected := a.mapErr(genErr, a.prompt)
-		log := zerolog.Ctx(r.Context())
-		if unexpected {
-			log.Error().Err(genErr).Str("path", r.URL.Path).Msg("stream failed")
-		} else {
-			log.Debug().Err(genErr).Msg("stream ended with an error")
-		}
-		es.fail(api)
+		es.fail(mapError(r, genErr, "stream failed"))
 	}
 	es.finish()
 	s.endStream(r, es)
@@ -203,6 +198,7 @@ func (s *Server) endStream(r *http.Request, w streamWriter) {
 		s.metrics.streamTimeouts.Inc()
 		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", w.writeTimeout()).Msg("stream dropped: the client stopped reading")
 	default:
+		clientGone(r)
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hexserve/hexserve/anthropic"
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -14,13 +15,9 @@ func messagesModel(req *anthropic.MessagesRequest) string { return req.Model }
 
 // messages is POST /v1/messages, the Anthropic Messages API.
 func (s *Server) messages(c *call, req *anthropic.MessagesRequest) error {
-	m, err := c.model()
+	g, err := convertMessages(c, req, anthropic.FromMessagesRequest)
 	if err != nil {
 		return err
-	}
-	g, err := anthropic.FromMessagesRequest(req, c.params())
-	if err != nil {
-		return windowError(err, m)
 	}
 	id := anthropic.NewMessageID()
 	return c.generate(&g.Request, g.Stream, reply{
@@ -32,16 +29,27 @@ func (s *Server) messages(c *call, req *anthropic.MessagesRequest) error {
 // countTokens is POST /v1/messages/count_tokens: the prompt tokens
 // /v1/messages would feed the model for the same body.
 func (s *Server) countTokens(c *call, req *anthropic.MessagesRequest) error {
-	m, err := c.model()
+	n, err := convertMessages(c, req, anthropic.CountTokens)
 	if err != nil {
 		return err
 	}
-	n, err := anthropic.CountTokens(req, c.params())
-	if err != nil {
-		return windowError(err, m)
-	}
 	writeJSON(c.w, http.StatusOK, anthropic.TokenCount{InputTokens: n})
 	return nil
+}
+
+// convertMessages holds c's model and converts req with convert; a prompt
+// past the window's byte bound is Anthropic's prompt-too-long error.
+func convertMessages[T any](c *call, req *anthropic.MessagesRequest, convert func(*anthropic.MessagesRequest, front.Params) (T, error)) (T, error) {
+	var zero T
+	m, err := c.model()
+	if err != nil {
+		return zero, err
+	}
+	out, err := convert(req, c.params())
+	if err != nil {
+		return zero, windowError(err, m)
+	}
+	return out, nil
 }
 
 // messageStream is the Messages stream: named events, a ping while

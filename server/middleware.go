@@ -59,6 +59,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		gone := new(bool)
+		r = r.WithContext(context.WithValue(r.Context(), goneKey{}, gone))
 		s.metrics.inFlight.Inc()
 		defer func() {
 			s.metrics.inFlight.Dec()
@@ -66,6 +68,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			status := ww.Status()
 			if status == 0 {
 				status = http.StatusOK // nothing written
+			}
+			if status < 300 && (*gone || r.Context().Err() != nil) {
+				status = StatusClientClosedRequest // a reply the client left before its end (a stream)
 			}
 			route := chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {
@@ -86,6 +91,17 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(ww, r)
 	})
+}
+
+type goneKey struct{}
+
+// clientGone records that r's client went away before its reply ended (a
+// write failed), for the access log and metrics: 499, not the 200 the
+// stream began with.
+func clientGone(r *http.Request) {
+	if g, ok := r.Context().Value(goneKey{}).(*bool); ok {
+		*g = true
+	}
 }
 
 // recoverer turns a handler panic into a 500 error in the shape of the
@@ -181,11 +197,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				Message: "You didn't provide an API key. Provide it in an Authorization header using Bearer auth (Authorization: Bearer YOUR_KEY) or in an x-api-key header."})
 			return
 		}
-		match := 0
-		for _, k := range keys { // no early exit: the time does not depend on which key matched
-			match |= subtle.ConstantTimeCompare([]byte(given), k)
-		}
-		if match != 1 {
+		if !keyIn(keys, given) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeAPIError(w, r, &APIError{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: "invalid_api_key",
 				Message: "Incorrect API key provided."})
@@ -193,6 +205,29 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, keyOwner(given))))
 	})
+}
+
+// keyIn reports whether given is one of keys, in a time that does not
+// depend on which one.
+func keyIn(keys [][]byte, given string) bool {
+	match := 0
+	for _, k := range keys { // no early exit
+		match |= subtle.ConstantTimeCompare([]byte(given), k)
+	}
+	return match == 1
+}
+
+// authorized reports whether r may see what /health tells a key holder:
+// there are no keys, or it presents one.
+func (s *Server) authorized(r *http.Request) bool {
+	if len(s.opts.APIKeys) == 0 {
+		return true
+	}
+	keys := make([][]byte, len(s.opts.APIKeys))
+	for i, k := range s.opts.APIKeys {
+		keys[i] = []byte(k)
+	}
+	return keyIn(keys, apiKey(r))
 }
 
 // apiKey is the key a request presents, as `Authorization: Bearer KEY` or

@@ -11,18 +11,29 @@ import (
 // loaded and every loaded engine is healthy (with the sequences it is
 // advancing now and at most), 503 with "loading" or "unhealthy" otherwise. With several models, "models" gives each one's
 // state; a model that failed to load or is unloaded does not fail the health
-// of the others.
+// of the others. With API keys set, a request without one learns only the
+// status (ok, loading or unhealthy): the rest tells of traffic.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	ups := s.upstreamHealth(r.Context()) // reported, never failing the local models' health
-	c, err := s.catalogOrLoading()
-	if err != nil {
+	code, body := s.healthBody(r)
+	if code == http.StatusServiceUnavailable && body["status"] == "loading" {
 		w.Header().Set("Retry-After", "5")
+	}
+	if !s.authorized(r) {
+		body = map[string]any{"status": body["status"]}
+	}
+	writeJSON(w, code, body)
+}
+
+// healthBody is /health's status code and full body.
+func (s *Server) healthBody(r *http.Request) (int, map[string]any) {
+	c, err := s.catalogOrLoading()
+	ups := s.upstreamHealth(r.Context()) // reported, never failing the local models' health
+	if err != nil {
 		body := map[string]any{"status": "loading"}
 		if ups != nil {
 			body["upstreams"] = ups
 		}
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
+		return http.StatusServiceUnavailable, body
 	}
 	states := c.Models()
 	status, code := "ok", http.StatusOK
@@ -55,17 +66,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if firstErr != nil {
 		status, code = "unhealthy", http.StatusServiceUnavailable
 	}
-	if status == "loading" {
-		w.Header().Set("Retry-After", "5")
-	}
 	body := map[string]any{"status": status}
 	if firstErr != nil {
 		body["error"] = firstErr.Error()
 	}
 	if len(states) == 1 { // one model: its engine's fields at the top, as before several models
 		if firstErr != nil {
-			writeJSON(w, code, map[string]string{"status": status, "error": firstErr.Error()})
-			return
+			return code, map[string]any{"status": status, "error": firstErr.Error()}
 		}
 		for _, k := range []string{"active_sequences", "max_sequences", "kv_cache"} {
 			if v, ok := per[states[0].ID].(map[string]any)[k]; ok {
@@ -78,7 +85,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if ups != nil {
 		body["upstreams"] = ups
 	}
-	writeJSON(w, code, body)
+	return code, body
 }
 
 // modelObject is OpenAI's model object.

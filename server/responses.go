@@ -14,7 +14,7 @@ import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 )
 
 // createResponse is POST /v1/responses.
@@ -82,7 +82,7 @@ func (s *Server) storeResponse(r *http.Request, g *openai.ResponseGeneration, ow
 	}
 	data, err := json.Marshal(openai.StoredResponse{Response: g.Response, Input: g.Input, History: g.History})
 	if err == nil {
-		err = s.responses.Put(g.Response.ID, owner, data)
+		err = s.store.Put(g.Response.ID, owner, data)
 	}
 	if err != nil {
 		zerolog.Ctx(r.Context()).Warn().Err(err).Str("response_id", g.Response.ID).Msg("response not stored")
@@ -91,7 +91,7 @@ func (s *Server) storeResponse(r *http.Request, g *openai.ResponseGeneration, ow
 
 // storedResponse loads a stored response of owner.
 func (s *Server) storedResponse(id, owner string) (*openai.StoredResponse, error) {
-	data, ok := s.responses.Get(id, owner)
+	data, ok := s.store.Get(id, owner)
 	if !ok {
 		return nil, errResponseNotFound(id)
 	}
@@ -123,7 +123,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 // deleteResponse is DELETE /v1/responses/{id}.
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "id")
-	if !s.responses.Delete(id, requestOwner(r.Context())) {
+	if !s.store.Delete(id, requestOwner(r.Context())) {
 		return errResponseNotFound(id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
@@ -188,7 +188,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 }
 
 // defaultResponseStore is the store of a server given none.
-func defaultResponseStore() *responses.Store {
-	st, _ := responses.Open(responses.Options{}) // memory only: cannot fail
+func defaultResponseStore() *respstore.Store {
+	st, _ := respstore.Open(respstore.Options{}) // memory only: cannot fail
 	return st
 }

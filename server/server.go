@@ -1,7 +1,12 @@
-// Package server is hexserve's HTTP layer: the chi router, its middleware
+// Package server is hexserve's HTTP layer: the chi router, with one route
+// group per client API (OpenAI's, Anthropic's Messages API under
+// /v1/messages, Ollama's under /api) that decides, at routing, how the API
+// writes errors, which field holds a prompt, its 404 for an unknown model
+// and how a request naming an upstream model is relayed; the middleware
 // (request id, access log, metrics, panic recovery, CORS, API keys, body
-// limit), the handlers of the OpenAI and Ollama APIs, and the one mapping
-// from errors to statuses, written in the error shape of the request's API.
+// limit); the handlers, which share one preamble (modelRoute) and one
+// submit path (generate); the relay to upstream models and fallbacks; and
+// the one mapping from errors to statuses.
 package server
 
 import (
@@ -21,7 +26,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,9 +64,9 @@ type Options struct {
 	MaxTokens int
 	// WebUI serves the chat page at / (config server.web_ui).
 	WebUI bool
-	// Responses keeps stored /v1/responses responses; nil: an in-memory
-	// store with the default limits.
-	Responses *responses.Store
+	// ResponseStore keeps stored /v1/responses responses; nil: an
+	// in-memory store with the default limits.
+	ResponseStore *respstore.Store
 	// Version is hexserve's version (/api/version's "hexserve").
 	Version string
 	// Structured bounds compiling each structured-output grammar and each
@@ -138,8 +143,8 @@ type Server struct {
 	catalog atomic.Pointer[Catalog]
 	// grammars caches compiled patterns and masks for all requests.
 	grammars *grammar.Cache
-	// responses keeps stored /v1/responses responses.
-	responses *responses.Store
+	// store keeps stored /v1/responses responses.
+	store *respstore.Store
 	// leftOut holds the hosted tool types already logged as left out.
 	leftOut sync.Map
 }
@@ -155,10 +160,10 @@ func New(opts Options) *Server {
 	if opts.DateString == nil {
 		opts.DateString = func() string { return time.Now().Format("02 Jan 2006") }
 	}
-	if opts.Responses == nil {
-		opts.Responses = defaultResponseStore()
+	if opts.ResponseStore == nil {
+		opts.ResponseStore = defaultResponseStore()
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, responses: opts.Responses,
+	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, store: opts.ResponseStore,
 		grammars: grammar.NewCache(opts.StructuredCache)}
 	s.grammars.LimitCompiles(opts.StructuredCompiles)
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)

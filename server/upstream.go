@@ -372,7 +372,7 @@ func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Up
 	case err != nil && !sse.started:
 		return err
 	case err != nil:
-		api, _ := anthropicErrorFor(err, "messages")
+		api := mapError(r, err, "relayed stream failed")
 		sendNamed(sse, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
 		return nil
 	case !req.Stream:

@@ -1,9 +1,12 @@
 package webui
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -78,12 +81,25 @@ func TestAsset(t *testing.T) {
 	}
 }
 
-// The page stays small: docs/webui.md states its size.
+// The page stays small, and docs/webui.md states its size (within 3%).
 func TestSize(t *testing.T) {
 	const budget = 32 << 10
-	if n := New().Size(); n > budget {
+	n := New().Size()
+	if n > budget {
 		t.Errorf("page and assets are %d bytes, over the %d budget", n, budget)
 	} else {
 		t.Logf("page and assets: %d bytes", n)
+	}
+	doc, err := os.ReadFile("../docs/webui.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`about \*\*([0-9.]+) KB\*\* in all`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/webui.md does not state the size as \"about **N KB** in all\"")
+	}
+	stated, _ := strconv.ParseFloat(string(m[1]), 64)
+	if got := float64(n) / 1000; math.Abs(got-stated) > 0.03*stated {
+		t.Errorf("docs/webui.md says %.1f KB; the page and assets are %.1f KB: update it", stated, got)
 	}
 }

@@ -30,9 +30,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
+	full := fs.Bool("full", false, "the whole workload (about 15 minutes on the tiny bundle): every measurement --runs times, 4 conversations × 6 turns, every concurrency workload, unmeasured requests at emulated speed (default: fewer, well-chosen runs, under 5 minutes)")
 	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (plan.V79Costs: prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
-	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1)")
+	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1; set, it applies to every measurement, as with --full)")
 	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
 	phases := fs.String("phases", "", "comma-separated `phases` to run: "+strings.Join(bench.PhaseKeys, ",")+" (default all; http needs --http)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
@@ -62,6 +63,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *quick && *full {
+		fmt.Fprintln(stderr, "hexserve bench: --quick and --full exclude each other")
 		return 2
 	}
 	if cfg.Model.Location() == "" {
@@ -104,7 +109,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	opt := bench.Options{
-		Bundle: cfg.Model.Location(), Quick: *quick, HTTP: *overHTTP, Emulation: emu,
+		Bundle: cfg.Model.Location(), Quick: *quick, Full: *full, HTTP: *overHTTP, Emulation: emu,
 		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}

@@ -25,6 +25,7 @@ func TestBenchFlags(t *testing.T) {
 		{"extra argument", []string{"--bundle", "x", "extra"}, 2, `unexpected argument "extra"`},
 		{"bad flag", []string{"--nope"}, 2, "flag provided but not defined"},
 		{"help", []string{"--help"}, 0, "Usage: hexserve bench"},
+		{"quick and full", []string{"--bundle", "x", "--quick", "--full"}, 2, "exclude each other"},
 		{"missing config", []string{"--config", "/nonexistent/bench.yaml"}, 2, "bench.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,21 +14,21 @@ import (
 func writeGenie(o mkmodelOptions, stderr io.Writer) (string, error) {
 	cfg, _, err := modelConfig(&o)
 	if err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	wf, err := weightFormat(o.weights)
 	if err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	if _, err := tokenizerDir(o); err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	g := geniesim.Options{Config: cfg, Name: o.name, Precision: o.precision, Weights: wf, Parts: o.parts,
 		PromptAR: o.prefillChunk, Ctx: o.ctx, Progress: func(k, n int, size int64) {
 			fmt.Fprintf(stderr, "hexserve mkmodel: part %d/%d: %.1f MB\n", k, n, float64(size)/1e6)
 		}}
 	if _, err := geniesim.Spec(g); err != nil {
-		return "", err
+		return "", usageError{err}
 	}
 	if err := geniesim.Write(o.out, g); err != nil {
 		return "", err

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/genie"
 )
 
 // modelKinds is what a model path may name, for the errors below.
@@ -52,19 +53,19 @@ func checkModelPath(path string) error {
 		name := e.Name()
 		switch {
 		case name == bundle.ManifestName, e.IsDir() && plausibleArchDir(name),
-			strings.HasSuffix(name, ".pte"), isGenieConfigName(name):
+			strings.HasSuffix(name, ".pte"), name == genie.ConfigFile:
 			return nil
 		}
 	}
 	return fmt.Errorf("model %s: not a model: the folder holds none of %s, an arch folder (v79/, …) with one, a .pte file, "+
-		"or a Genie bundle's genie_config.json (%s)", path, bundle.ManifestName, modelKinds)
+		"or a Genie bundle's %s (%s)", path, bundle.ManifestName, genie.ConfigFile, modelKinds)
 }
 
 // modelFile reports whether the regular file path is a model file: a .pte
-// (ExecuTorch's ET12 identifier), a bundle manifest (a JSON object with
-// schema_version) or a Genie config (a JSON object with dialog).
+// (ExecuTorch's ET12 identifier), a Genie bundle's genie_config.json or a
+// bundle manifest (a JSON object with schema_version).
 func modelFile(path string, size int64) bool {
-	if isPTE(path) {
+	if isPTE(path) || filepath.Base(path) == genie.ConfigFile {
 		return true
 	}
 	if size > bundle.MaxManifestBytes {
@@ -79,12 +80,5 @@ func modelFile(path string, size int64) bool {
 		return false
 	}
 	_, manifest := keys["schema_version"]
-	_, genie := keys["dialog"]
-	return manifest || genie
-}
-
-// isGenieConfigName is a Genie bundle's dialog config: genie_config.json
-// or NAME.genie_config.json, as published.
-func isGenieConfigName(name string) bool {
-	return name == "genie_config.json" || strings.HasSuffix(name, ".genie_config.json")
+	return manifest
 }

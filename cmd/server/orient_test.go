@@ -43,7 +43,7 @@ func TestCheckModelPath(t *testing.T) {
 	txt := write("notes.txt", "hello")
 	manifest := write("m/manifest.json", `{"schema_version":1}`)
 	odd := write("odd/model.json", `{"schema_version":2,"model":{}}`)
-	genie := write("g/llama.genie_config.json", `{"dialog":{}}`)
+	genie := write("g/genie_config.json", `{"dialog":{}}`)
 	pte := write("p/m.pte", "\x00\x00\x00\x00ET12rest")
 	empty := filepath.Join(dir, "empty")
 	os.Mkdir(empty, 0o755)
@@ -107,7 +107,11 @@ func TestGeneratedMarker(t *testing.T) {
 	if code, _, errOut := runMk(t, "--preset", "tiny", "--format", "pte", "--out", pteDir, "--tokenizer", testTokenizer, "--ctx", "64", "--prefill-chunk", "8"); code != 0 {
 		t.Fatalf("mkmodel pte: %s", errOut)
 	}
-	for _, p := range []string{dir, pteDir} {
+	genieDir := filepath.Join(t.TempDir(), "g")
+	if code, _, errOut := runMk(t, "--preset", "tiny", "--format", "genie", "--out", genieDir, "--tokenizer", testTokenizer, "--ctx", "64", "--prefill-chunk", "8"); code != 0 {
+		t.Fatalf("mkmodel genie: %s", errOut)
+	}
+	for _, p := range []string{dir, pteDir, genieDir} {
 		var m config.Model
 		m.SetLocation(p)
 		pr, err := probeModel(m)

@@ -24,7 +24,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/responses"
+	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/hexserve/hexserve/upstream"
@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, err := responses.Open(responses.Options{MaxCount: cfg.Responses.MaxCount,
+	store, err := respstore.Open(respstore.Options{MaxCount: cfg.Responses.MaxCount,
 		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
 	if err != nil {
 		return err
@@ -157,10 +157,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },
 		Sampling: inference.Sampling{Temperature: cfg.Sampling.Temperature, TopP: cfg.Sampling.TopP, TopK: cfg.Sampling.TopK,
 			MinP: cfg.Sampling.MinP, RepetitionPenalty: cfg.Sampling.RepetitionPenalty},
-		MaxTokens: cfg.Sampling.MaxTokens,
-		WebUI:     cfg.Server.WebUIOn(),
-		Responses: store,
-		Version:   version,
+		MaxTokens:     cfg.Sampling.MaxTokens,
+		WebUI:         cfg.Server.WebUIOn(),
+		ResponseStore: store,
+		Version:       version,
 		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
 			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
 		StructuredCache:    int64(cfg.Structured.Memory),

@@ -694,8 +694,8 @@ func (r *Runner) Close() error {
 // last call; safe from any goroutine.
 func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
-// GraphTotals implements inference.GraphTimer.
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals() }
+// GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
 
 // ExecError is a failed graph execution.
 type ExecError struct {

@@ -22,14 +22,7 @@ static uint32_t gfail(uint32_t code, char *err, size_t n, const char *fmt, ...) 
   return code;
 }
 
-static void row_of(const hs_mat *w, uint32_t r, float *out) {
-  size_t base = (size_t)r * w->cols;
-  for (uint32_t c = 0; c < w->cols; c++) {
-    if (w->storage == HS_W_F32) out[c] = w->f32[base + c];
-    else if (w->storage == HS_W_F16) out[c] = hs_f16_to_f32(w->f16[base + c]);
-    else out[c] = (float)w->i8[base + c] * w->scales[r];
-  }
-}
+static void row_of(const hs_mat *w, uint32_t r, float *out) { hs_mat_row(w, r, out); } /* any storage, packed too */
 
 /* poison overwrites elements [i, i+n) of tensor t's buffer p with values nobody should read:
  * NaN floats, all-ones codes. */

@@ -91,13 +91,18 @@ func (s Stats) Clone() Stats {
 	return s
 }
 
-// Totals lists the graphs' counts and times, by name (the engine exports
-// them as metrics through inference.GraphTimer).
-func (s Stats) Totals() []inference.GraphTotal {
+// Totals lists the graphs' counts and times, by name, with Recent × the
+// graph's executes per call (shards(name); nil: one) as the call's cost
+// (the engine exports them as metrics through inference.GraphTimer).
+func (s Stats) Totals(shards func(graph string) int) []inference.GraphTotal {
 	var out []inference.GraphTotal
 	for _, name := range slices.Sorted(maps.Keys(s.Graphs)) {
 		g := s.Graphs[name]
-		out = append(out, inference.GraphTotal{Graph: name, Calls: g.Calls, Time: g.Time})
+		n := 1
+		if shards != nil {
+			n = shards(name)
+		}
+		out = append(out, inference.GraphTotal{Graph: name, Calls: g.Calls, Time: g.Time, Cost: g.Recent * time.Duration(n)})
 	}
 	return out
 }

@@ -47,3 +47,22 @@ func TestBoard(t *testing.T) {
 		t.Errorf("Publish allocates %.0f times", n)
 	}
 }
+
+// TestTotalsCost: a graph's call cost is its recent time × the executes a
+// call makes (shards), zero until measured.
+func TestTotalsCost(t *testing.T) {
+	var s Stats
+	s.Observe("prefill_forward", 10*time.Millisecond, 0, false)
+	s.Observe("kv_forward", 4*time.Millisecond, 0, false)
+	s.Observe("lmhead", time.Millisecond, 0, true)
+	shards := func(g string) int { return map[string]int{"prefill_forward": 3, "kv_forward": 3, "lmhead": 1}[g] }
+	want := map[string]time.Duration{"prefill_forward": 30 * time.Millisecond, "kv_forward": 12 * time.Millisecond, "lmhead": 0}
+	for _, g := range s.Totals(shards) {
+		if g.Cost != want[g.Graph] {
+			t.Errorf("%s: cost %v, want %v", g.Graph, g.Cost, want[g.Graph])
+		}
+	}
+	if c := s.Totals(nil)[0].Cost; c != 4*time.Millisecond { // kv_forward, sorted first
+		t.Errorf("without shards: cost %v, want 4ms", c)
+	}
+}

@@ -481,7 +481,14 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 		rows = append(rows, h.step("kv_forward", []int{7}, 4)[0])
 		// The same prompt read again (a re-read from row 0): the offer 9 was the reply's last token.
 		rows = append(rows, h.run(seq, 10)[9])
-		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11} {
+		// A new script path starts its script afresh, whatever the previous one offered.
+		script2 := filepath.Join(t.TempDir(), "script2")
+		if err := os.WriteFile(script2, []byte("5 6"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hs.Set(t, "HOSTSIM_SCRIPT", script2)
+		rows = append(rows, h.run(seq, 10)[9], h.step("kv_forward", []int{5}, 10)[0])
+		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6} {
 			if got := argmax32(rows[i]); got != want {
 				t.Errorf("sample %d: argmax %d, want scripted %d", i, got, want)
 			}

@@ -55,6 +55,7 @@ func benchSample(b *testing.B, l Logits, p Params, lp bool, bigMinOpt ...int) {
 	for range 50 {
 		s.Accept(int32(r.IntN(llamaVocab)))
 	}
+	s.sample(l, lp, 5) // first use: buffers grow, pages are touched
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	c0, cpuOK := threadcpu.Time()

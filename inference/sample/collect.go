@@ -219,9 +219,10 @@ func grow(out []cand, n int) []cand {
 }
 
 // halfKey maps half-precision bits to a key with the same order as the
-// values they encode (NaNs aside; -0 sorts just below +0).
-func halfKey(h uint16) int { return int(h ^ (uint16(int16(h)>>15) | 0x8000)) }
+// values they encode (scan.HalfKey, as an int).
+func halfKey(h uint16) int { return int(scan.HalfKey(h)) }
 
+// keyHalf is halfKey's inverse.
 func keyHalf(k int) uint16 {
 	if k&0x8000 != 0 {
 		return uint16(k) ^ 0x8000

@@ -41,7 +41,7 @@ func (b *batch) work(sc *Scratch) {
 // Workers samples rows: the calling goroutine with its Scratch, and for a
 // step's rows up to n helper goroutines besides it, each with its own,
 // started on first use. Sampling memory is thus one Scratch per goroutine
-// (≈ 9 MiB at V = 128,256 once every path has run), whatever the number of
+// (≈ 7 MiB at V = 128,256 once every path has run), whatever the number of
 // sequences. Its methods are for one goroutine.
 type Workers struct {
 	n       int

@@ -21,6 +21,7 @@ type pkg struct {
 	Doc        string
 	Name       string
 	Deps       []string
+	Imports    []string
 	Error      *struct{ Err string }
 }
 
@@ -68,7 +69,7 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // (hexagon/pte, runner siblings) are covered without editing this table.
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
-	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"responses", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
+	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
 	{"upstream", "pure"}, {"front", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
@@ -255,6 +256,29 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// TestImportRules: the wire packages (the APIs' conversions, what they
+// share, the upstream chat client's types) import no net/http, since the
+// server decodes, calls the conversions and writes; chat imports only the
+// standard library (in particular not tokenizer: callers convert Segments
+// themselves).
+func TestImportRules(t *testing.T) {
+	for _, p := range goList(t, "./openai", "./anthropic", "./ollama", "./front", "./upstream/chatwire", "./chat") {
+		if p.Error != nil {
+			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
+			continue
+		}
+		for _, imp := range p.Imports {
+			first, _, _ := strings.Cut(imp, "/")
+			switch {
+			case p.ImportPath == module+"/chat" && strings.Contains(first, "."):
+				t.Errorf("chat imports %s; it imports only the standard library", imp)
+			case imp == "net/http" || strings.HasPrefix(imp, "net/http/"):
+				t.Errorf("%s imports %s; the wire packages leave HTTP to server/", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
 // The rules see real `go list` output: the NPU binding itself depends on
 // purego, which the pure layers may not reach.
 func TestLayeringDetects(t *testing.T) {
@@ -350,6 +374,49 @@ func TestAndroidBuildDeps(t *testing.T) {
 				c.tags, strings.Join(bad, ", "))
 		case c.writers && len(bad) == 0:
 			t.Errorf("the android build without nomkmodel links no test-model writer: the check cannot see them")
+		}
+	}
+}
+
+// README.md's Layout table names every user-facing package: as `dir/`, or,
+// for a sub-package, its last element in backticks on its parent's row
+// (`hexagon/pte/` … `ptesim`). Internal packages, tests and the binary's
+// own folder are left out.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(data), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ## Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range goList(t, "./...") {
+		rel, err := filepath.Rel(root, p.Dir)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/") || strings.HasPrefix(rel, "e2e") || strings.HasSuffix(rel, "test") || rel == "cmd/server" {
+			continue
+		}
+		if strings.Contains(layout, "`"+rel+"/`") {
+			continue
+		}
+		parent, name := filepath.ToSlash(filepath.Dir(rel)), filepath.Base(rel)
+		found := false
+		for _, row := range strings.Split(layout, "\n") {
+			if strings.Contains(row, "`"+parent+"/`") && strings.Contains(row, "`"+name+"`") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md's Layout table does not name %s/: add a row (or `%s` on %s/'s row)", rel, name, parent)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package responses
+package respstore
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package responses
+package respstore
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
-// Package responses keeps stored Responses API responses: a bounded LRU
+// Package respstore keeps stored Responses API responses: a bounded LRU
 // (count and bytes limits) of opaque documents, each owned by the API key
 // hash that created it, optionally persisted one file per entry in a
 // directory so they survive a restart.
-package responses
+package respstore
 
 import (
 	"container/list"
@@ -40,7 +40,7 @@ const (
 )
 
 // ErrTooLarge reports a document larger than the whole store.
-var ErrTooLarge = errors.New("responses: document larger than the store's byte limit")
+var ErrTooLarge = errors.New("respstore: document larger than the store's byte limit")
 
 // Store is safe for concurrent use.
 type Store struct {
@@ -72,7 +72,7 @@ func Open(o Options) (*Store, error) {
 		return s, nil
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("responses: %w", err)
+		return nil, fmt.Errorf("respstore: %w", err)
 	}
 	all, err := load(o)
 	if err != nil {
@@ -96,7 +96,7 @@ const fileOverhead = 4 << 10
 func load(o Options) ([]*entry, error) {
 	ents, err := os.ReadDir(o.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("responses: %w", err)
+		return nil, fmt.Errorf("respstore: %w", err)
 	}
 	type found struct {
 		name string
@@ -104,7 +104,7 @@ func load(o Options) ([]*entry, error) {
 	}
 	var files []found
 	refuse := func(name string, err error) {
-		o.Logger.Warn().Err(err).Str("file", filepath.Join(o.Dir, name)).Msg("responses: refusing a stored response")
+		o.Logger.Warn().Err(err).Str("file", filepath.Join(o.Dir, name)).Msg("respstore: refusing a stored response")
 	}
 	for _, e := range ents {
 		name := e.Name()
@@ -154,7 +154,7 @@ func load(o Options) ([]*entry, error) {
 		out = append(out, &e)
 	}
 	if dropped > 0 {
-		o.Logger.Info().Int("files", dropped).Str("dir", o.Dir).Msg("responses: dropped the least recently used stored responses beyond max_count/max_bytes")
+		o.Logger.Info().Int("files", dropped).Str("dir", o.Dir).Msg("respstore: dropped the least recently used stored responses beyond max_count/max_bytes")
 	}
 	return out, nil
 }
@@ -171,7 +171,7 @@ func ValidID(id string) bool {
 // to stay within the limits.
 func (s *Store) Put(id, owner string, data []byte) error {
 	if !ValidID(id) {
-		return fmt.Errorf("responses: invalid id %q", id)
+		return fmt.Errorf("respstore: invalid id %q", id)
 	}
 	if int64(len(data)) > s.opts.MaxBytes {
 		return ErrTooLarge
@@ -256,7 +256,7 @@ func (s *Store) write(e *entry) error {
 	}
 	tmp, err := os.CreateTemp(s.opts.Dir, ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("responses: %w", err)
+		return fmt.Errorf("respstore: %w", err)
 	}
 	_, err = tmp.Write(b)
 	if cerr := tmp.Close(); err == nil {
@@ -267,7 +267,7 @@ func (s *Store) write(e *entry) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("responses: %w", err)
+		return fmt.Errorf("respstore: %w", err)
 	}
 	return nil
 }
