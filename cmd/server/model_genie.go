@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
@@ -68,7 +69,7 @@ func probeGenie(dir string) (modelProbe, error) {
 	}
 	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family}
 	var hf map[string]any
-	if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil && json.Unmarshal(b, &hf) == nil {
+	if b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes); err == nil && json.Unmarshal(b, &hf) == nil {
 		pr.Generated, _ = hf[generatedKey].(string)
 	}
 	return pr, nil
