@@ -105,11 +105,11 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
 	}
-	wide := 8 // sequences side by side
-	if r.info.ContextLen >= conc16Context {
+	wide := 8                                 // sequences side by side
+	if r.info.ContextLen+1 >= conc16Context { // ContextLen is the window less the one token a reply needs
 		wide = 16
 	} else {
-		r.progress("  16 streams: skipped, the %d-token context is below %d (mkmodel --ctx %d)", r.info.ContextLen, conc16Context, conc16Context)
+		r.progress("  16 streams: skipped, the %d-token window is below %d (mkmodel --ctx %d)", r.info.ContextLen+1, conc16Context, conc16Context)
 	}
 	for _, mode := range []struct {
 		seqs int

@@ -306,9 +306,14 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		c.at = join(path, k)
 		c.paths[n] = c.at
 		if k == "oneOf" {
+			first := make([]uint8, len(n.alts))
+			for i, a := range n.alts {
+				first[i] = firstBytes(a, 0)
+			}
 			for i := range n.alts {
+				c.b.spend(int64(1 + i)) // branches² pairs: charged
 				for j := range i {
-					if firstBytes(n.alts[i], 0)&firstBytes(n.alts[j], 0) != 0 {
+					if first[i]&first[j] != 0 {
 						return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
 					}
 				}
@@ -663,13 +668,24 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 		case "exclusiveMaximum":
 			b = ce.Sub(ce, big.NewInt(1))
 		}
+		// Past the digits a number may have (maxDigits, FracDigits of them
+		// after the point for a number): a bound the other way clamps, but a
+		// minimum above the largest or a maximum below the smallest leaves
+		// no number at all (clamped, it would let the limit itself through).
 		lim := big.NewInt(maxBound(0))
+		upper := strings.HasPrefix(k, "max") || k == "exclusiveMaximum"
 		if b.Cmp(lim) > 0 {
+			if !upper {
+				n.types &^= tInt | tNum
+			}
 			b = lim
 		} else if b.Cmp(new(big.Int).Neg(lim)) < 0 {
+			if upper {
+				n.types &^= tInt | tNum
+			}
 			b = new(big.Int).Neg(lim)
 		}
-		if strings.HasPrefix(k, "max") || k == "exclusiveMaximum" {
+		if upper {
 			n.hi = min(n.hi, b.Int64())
 		} else {
 			n.lo = max(n.lo, b.Int64())
