@@ -105,8 +105,10 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 	req := func(n int) inference.Request {
 		return inference.Request{Prompt: prompt, MaxTokens: out, N: n, IgnoreEOS: true}
 	}
-	wide := 8                                 // sequences side by side
-	if r.info.ContextLen+1 >= conc16Context { // ContextLen is the window less the one token a reply needs
+	// Sequences side by side: 16 when the window holds them (ContextLen is
+	// the window less the one token a reply needs).
+	wide := 8
+	if r.info.ContextLen+1 >= conc16Context {
 		wide = 16
 	} else {
 		r.progress("  16 streams: skipped, the %d-token window is below %d (mkmodel --ctx %d)", r.info.ContextLen+1, conc16Context, conc16Context)
