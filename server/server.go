@@ -220,9 +220,12 @@ func (s *Server) routes() {
 		r.Get("/v1/responses/{id}", s.handle(s.getResponse))
 		r.Delete("/v1/responses/{id}", s.handle(s.deleteResponse))
 		r.Get("/v1/responses/{id}/input_items", s.handle(s.listInputItems))
-		r.Post("/tokenize", s.handle(modelRoute(s, func(req *tokenizeRequest) string { return s.defaultModel(req.Model) }, s.tokenize)))
-		r.Post("/detokenize", s.handle(modelRoute(s, func(req *detokenizeRequest) string { return s.defaultModel(req.Model) }, s.detokenize)))
-		r.Post("/apply-template", s.handle(modelRoute(s, func(req *applyTemplateRequest) string { return s.defaultModel(req.Model) }, s.applyTemplate)))
+		r.Post("/tokenize", s.handle(
+			modelRoute(s, func(req *tokenizeRequest) string { return s.defaultModel(req.Model) }, s.tokenize)))
+		r.Post("/detokenize", s.handle(
+			modelRoute(s, func(req *detokenizeRequest) string { return s.defaultModel(req.Model) }, s.detokenize)))
+		r.Post("/apply-template", s.handle(
+			modelRoute(s, func(req *applyTemplateRequest) string { return s.defaultModel(req.Model) }, s.applyTemplate)))
 	})
 	r.Route("/v1/messages", s.apiRouter(anthropicAPI, func(r chi.Router) {
 		r.Post("/", s.endpoint("messages", s.anthropicUpstream, modelRoute(s, messagesModel, s.messages)))
