@@ -306,9 +306,14 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		c.at = join(path, k)
 		c.paths[n] = c.at
 		if k == "oneOf" {
+			first := make([]uint8, len(n.alts))
+			for i, a := range n.alts {
+				first[i] = firstBytes(a, 0)
+			}
 			for i := range n.alts {
+				c.b.spend(int64(1 + i)) // branches² pairs: charged
 				for j := range i {
-					if firstBytes(n.alts[i], 0)&firstBytes(n.alts[j], 0) != 0 {
+					if first[i]&first[j] != 0 {
 						return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
 					}
 				}
@@ -409,6 +414,7 @@ func (c *compiler) ref(r any, path string) (*node, error) {
 	if n, ok := c.refs[s]; ok {
 		return n, nil
 	}
+	c.b.spend(int64(1 + len(s))) // the pointer's tokens, each looked up
 	target, err := pointer(c.doc, s[1:])
 	if err != nil {
 		return nil, &Error{Path: path, Message: err.Error()}
@@ -495,6 +501,10 @@ func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string
 				if annotations[k] {
 					continue
 				}
+				if l, ok := v.([]any); ok { // merged with what is there: required, type lists
+					c.b.spend(int64(1 + len(l)))
+				}
+				c.b.spend(1)
 				src[k] = append(src[k], i)
 				old, ok := out[k]
 				if !ok {
@@ -556,8 +566,17 @@ func mergeKey(k string, a, b any) (any, error) {
 		la, _ := a.([]any)
 		lb, _ := b.([]any)
 		r := slices.Clone(la)
+		seen := make(map[any]bool, len(la))
+		for _, x := range la {
+			if _, ok := x.(string); ok {
+				seen[x] = true
+			}
+		}
 		for _, x := range lb {
-			if !slices.Contains(r, x) {
+			if _, ok := x.(string); !ok { // refused when compiled
+				r = append(r, x)
+			} else if !seen[x] {
+				seen[x] = true
 				r = append(r, x)
 			}
 		}
@@ -663,13 +682,24 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 		case "exclusiveMaximum":
 			b = ce.Sub(ce, big.NewInt(1))
 		}
+		// Past the digits a number may have (maxDigits, FracDigits of them
+		// after the point for a number): a bound the other way clamps, but a
+		// minimum above the largest or a maximum below the smallest leaves
+		// no number at all (clamped, it would let the limit itself through).
 		lim := big.NewInt(maxBound(0))
+		upper := strings.HasPrefix(k, "max") || k == "exclusiveMaximum"
 		if b.Cmp(lim) > 0 {
+			if !upper {
+				n.types &^= tInt | tNum
+			}
 			b = lim
 		} else if b.Cmp(new(big.Int).Neg(lim)) < 0 {
+			if upper {
+				n.types &^= tInt | tNum
+			}
 			b = new(big.Int).Neg(lim)
 		}
-		if strings.HasPrefix(k, "max") || k == "exclusiveMaximum" {
+		if upper {
 			n.hi = min(n.hi, b.Int64())
 		} else {
 			n.lo = max(n.lo, b.Int64())
@@ -812,6 +842,9 @@ func (c *compiler) objects(n *node, s map[string]any, path string) error {
 			req = append(req, name)
 		}
 	}
+	// Each required name is looked up among the properties (at most
+	// maxProps), and each property among the required names.
+	c.b.spend(int64(len(req)) * int64(1+maxProps))
 	var names []string
 	if p, ok := s["properties"]; ok {
 		m, ok := p.(map[string]any)

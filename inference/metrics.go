@@ -14,11 +14,15 @@ type GraphTimer interface {
 	GraphTotals() []GraphTotal
 }
 
-// GraphTotal is one graph's cumulative execution count and time.
+// GraphTotal is one graph's cumulative execution count and time, and the
+// runner's current estimate of one call of it (learned from recent calls,
+// all shards of a step: what the runner's StepCost compares), exported as
+// hexserve_graph_call_cost_seconds{graph}; zero until measured.
 type GraphTotal struct {
 	Graph string
 	Calls int64
 	Time  time.Duration
+	Cost  time.Duration
 }
 
 type metrics struct {
@@ -35,6 +39,7 @@ type metrics struct {
 	maskTime        prometheus.Histogram
 	graphCalls      *prometheus.CounterVec
 	graphSeconds    *prometheus.CounterVec
+	graphCost       *prometheus.GaugeVec
 	kvHits          prometheus.Counter
 	kvMisses        prometheus.Counter
 	kvRestored      prometheus.Counter
@@ -83,6 +88,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "hexserve_graph_calls_total", Help: "Graph executions by graph."}, []string{"graph"}),
 		graphSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_graph_seconds_total", Help: "Graph execution time by graph."}, []string{"graph"}),
+		graphCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hexserve_graph_call_cost_seconds", Help: "The runner's estimate of one call of each graph, learned from recent calls (what it weighs when choosing one multi-row call or one-row calls)."}, []string{"graph"}),
 		kvHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hexserve_kv_store_hits_total", Help: "Requests that restored rows from the KV store."}),
 		kvMisses: prometheus.NewCounter(prometheus.CounterOpts{
@@ -109,7 +116,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
-			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.hostShare, m.maskTime, m.graphCalls, m.graphSeconds,
+			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.hostShare, m.maskTime, m.graphCalls, m.graphSeconds, m.graphCost,
 			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows)
 	}
 	return m
@@ -145,5 +152,8 @@ func (m *metrics) observeGraphs(model Model) {
 			m.graphSeconds.WithLabelValues(g.Graph).Add((g.Time - last.Time).Seconds())
 		}
 		m.lastGraph[g.Graph] = g
+		if g.Cost > 0 {
+			m.graphCost.WithLabelValues(g.Graph).Set(g.Cost.Seconds())
+		}
 	}
 }

@@ -159,15 +159,25 @@ func keepAlive(raw json.RawMessage) (*time.Duration, error) {
 		if d, err := time.ParseDuration(s); err == nil {
 			return &d, nil
 		}
-		if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(n, 0) {
-			d := time.Duration(n * float64(time.Second))
-			return &d, nil
+		if n, err := strconv.ParseFloat(s, 64); err == nil {
+			return seconds(n)
 		}
 		return nil, invalid("keep_alive", "keep_alive %q is not a duration (like \"5m\" or \"-1s\") or a number of seconds", s)
 	}
 	var n float64
-	if err := json.Unmarshal(raw, &n); err != nil || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds")
+	}
+	return seconds(n)
+}
+
+// seconds is keep_alive's number of seconds as a duration, the same for a
+// number and a numeric string: NaN, an infinity or more seconds than a
+// duration holds (about 292 years) is a 400, never a conversion that
+// wraps (to forever on amd64, to 0 on arm64).
+func seconds(n float64) (*time.Duration, error) {
+	if math.IsNaN(n) || math.Abs(n) > math.MaxInt64/float64(time.Second) {
+		return nil, invalid("keep_alive", "keep_alive must be a duration string or a number of seconds within ±%d", math.MaxInt64/int64(time.Second))
 	}
 	d := time.Duration(n * float64(time.Second))
 	return &d, nil

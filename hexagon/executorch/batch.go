@@ -115,8 +115,9 @@ func (r *Runner) Release(id inference.SeqID) {
 }
 
 // StepCost is the cheaper of one prefill_forward call and rows kv_forward
-// calls (measured means over all shards), each with a re-striding when the
-// caches are in the other graph's layout.
+// calls, each priced by its recent measured time (GraphStats.Recent, all
+// shards: the hardware's cost, which follows load and latency changes), with
+// a re-striding when the caches are in the other graph's layout.
 func (r *Runner) StepCost(rows int) time.Duration {
 	return min(r.prefillStepCost(), r.decodeStepCost(rows))
 }
@@ -128,9 +129,22 @@ func (r *Runner) restrideCost() time.Duration {
 	return r.stats.Restride / time.Duration(r.stats.Restrides)
 }
 
+// callCost is one call of m (all shards) from its recent measured times;
+// before any, Costs' defaults.
+func (r *Runner) callCost(m *method) time.Duration {
+	if g := r.stats.Graphs[m.method]; g.Calls > g.Failed {
+		return g.Recent * time.Duration(m.shards)
+	}
+	pre, dec := r.Costs(1)
+	if m == r.dec {
+		return dec
+	}
+	return pre
+}
+
 // prefillStepCost prices one prefill_forward call.
 func (r *Runner) prefillStepCost() time.Duration {
-	pre, _ := r.Costs(1)
+	pre := r.callCost(r.pre)
 	if r.stride != r.cl-r.pre.ar {
 		pre += r.restrideCost()
 	}
@@ -139,17 +153,24 @@ func (r *Runner) prefillStepCost() time.Duration {
 
 // decodeStepCost prices rows kv_forward calls.
 func (r *Runner) decodeStepCost(rows int) time.Duration {
-	_, dec := r.Costs(1)
-	d := time.Duration(rows) * dec
+	d := time.Duration(rows) * r.callCost(r.dec)
 	if r.stride != r.cl-r.dec.ar {
 		d += r.restrideCost()
 	}
 	return d
 }
 
+// remeasureSteps is how many Steps a graph may go unused before one is
+// given to it again, so that a cost measured once (a slow first call, a
+// loaded moment) does not keep it unused: its estimate is only renewed by
+// calls.
+const remeasureSteps = 32
+
 // Step evaluates runs in one prefill_forward call, or row by row through
 // kv_forward when that is cheaper by measured costs (a single row tries
-// kv_forward once first, so that both graphs get measured).
+// kv_forward once first, so that both graphs get measured, and again when
+// it has not run for remeasureSteps Steps; a multi-row Step likewise gives
+// prefill_forward a call when it has not run for that long).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
 		return nil, err
@@ -163,14 +184,25 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		rows += len(run.Tokens)
 	}
 	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
-	explore := rows == 1 && dg.Calls == 0
+	r.steps++
+	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureSteps)
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
+	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureSteps
+	if explore && dg.Calls > 0 {
+		r.stats.MarkStale(r.dec.method) // its new time replaces the old estimate
+	}
+	if remeasure {
+		r.stats.MarkStale(r.pre.method)
+	}
 	m := r.pre
 	switch {
-	case !explore && !r.tail(runs) && !(measured && r.decodeStepCost(rows) < r.prefillStepCost()):
+	case !explore && !r.tail(runs) && (remeasure || !(measured && r.decodeStepCost(rows) < r.prefillStepCost())):
+		r.preAt = r.steps
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
+		r.decAt = r.steps
 	default:
+		r.decAt = r.steps
 		return r.decodeRows(ctx, runs)
 	}
 	if err := r.runBatch(m, runs); err != nil {
@@ -277,7 +309,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 		}
 	}
 	r.batchToks = toks
-	// Padding rows repeat the last row's position; their outputs are unused.
+	// Padding rows repeat the last row's position; their mask rows are
+	// closed, so the graph skips them and their outputs are never read.
 	for i := o; i < m.ar; i++ {
 		m.posBuf[i] = m.posBuf[o-1]
 	}
@@ -298,7 +331,8 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 
 // writeBatchMask writes every row's mask: its sequence's slots of rows
 // [0, Start), and, causally, its run's earlier rows in the new block.
-// Padding rows attend only to themselves.
+// Padding rows attend to nothing, as Genie masks them (docs/executorch.md):
+// the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	b := m.vals[m.mask].Bytes()
 	cl, S := m.cl, m.cl-m.ar
@@ -312,9 +346,6 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
-	}
-	for i := o; i < m.ar; i++ {
-		m.masks.Fill(b, i*cl+S+i, i*cl+S+i+1, true)
 	}
 	m.open = -1
 }

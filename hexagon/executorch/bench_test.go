@@ -1,12 +1,17 @@
 package executorch
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference"
 )
 
 // Host-side work of one decode token at Llama-3.2-3B's shape (28 layers, 8 KV heads of 128, CL
@@ -131,4 +136,49 @@ func BenchmarkCopierOverhead(b *testing.B) {
 			wg.Wait()
 		}
 	})
+}
+
+// BenchmarkPrefillCall is one prefill_forward call of the public tiny model (AR 128, CL 512, float32
+// KV and logits: vocabulary 128,256) whose first valid rows carry tokens and the rest are padding:
+// hostsim's CPU cost per call and per valid row (docs/performance.md). The KV copies are waited for.
+// cpu-ms/op is the process's CPU time (every thread: hostsim's pool computes beside the caller),
+// which a loaded machine inflates less than the wall time.
+func BenchmarkPrefillCall(b *testing.B) {
+	rt := openRuntime(b)
+	path := writePTE(b, pteOpts{ctx: 512, ar: 128, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	r := openRunner(b, rt, path)
+	for _, valid := range []int{1, 8, 32, 128} {
+		b.Run(fmt.Sprintf("valid=%d", valid), func(b *testing.B) {
+			toks := make([]int32, valid)
+			for i := range toks {
+				toks[i] = int32(1000 + 7*i)
+			}
+			cpu0 := processCPU()
+			for b.Loop() {
+				id, err := r.Open(valid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runs := []inference.Run{{Seq: id, Start: 0, Tokens: toks}}
+				if err := r.checkRuns(runs); err != nil {
+					b.Fatal(err)
+				}
+				if err := r.runBatch(r.pre, runs); err != nil {
+					b.Fatal(err)
+				}
+				r.sync()
+				r.Release(id)
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// processCPU is the process's user + system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -14,8 +14,16 @@ func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
 func (r *Runner) publish() { r.board.Publish(r.stats) }
 
-// GraphTotals implements inference.GraphTimer.
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals() }
+// GraphTotals implements inference.GraphTimer: a call's cost is the recent
+// per-shard time × the shards a step runs (what StepCost weighs).
+func (r *Runner) GraphTotals() []inference.GraphTotal {
+	return r.Stats().Totals(func(graph string) int {
+		if graph == r.dec.method {
+			return r.dec.shards
+		}
+		return r.pre.shards
+	})
+}
 
 // BackgroundKVCopy is the copy workers' cumulative time copying new K/V
 // entries off the critical path, while a later shard's graph call or the

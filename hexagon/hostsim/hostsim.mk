@@ -7,10 +7,10 @@ HOSTSIM_DIR    := hexagon/hostsim
 HOSTSIM_CC     ?= gcc
 HOSTSIM_CC_ARM64 ?= aarch64-linux-gnu-gcc
 HOSTSIM_GOARCH ?= $(shell go env GOARCH 2>/dev/null || echo amd64)
-HOSTSIM_CFLAGS := -O2 -fPIC -shared -Wall -Wextra -Werror -pthread -fvisibility=hidden -std=gnu11
+HOSTSIM_CFLAGS := -O2 -ffp-contract=off -fPIC -shared -Wall -Wextra -Werror -pthread -fvisibility=hidden -std=gnu11
 HOSTSIM_HDRS   := $(wildcard $(HOSTSIM_DIR)/*.h)
-HOSTSIM_HTP_SRC := $(HOSTSIM_DIR)/hs_htp.c $(HOSTSIM_DIR)/hs_model.c $(HOSTSIM_DIR)/hs_io.c $(HOSTSIM_DIR)/hs_format.c \
-                   $(HOSTSIM_DIR)/hs_pte.c $(HOSTSIM_DIR)/hs_pte_format.c $(HOSTSIM_DIR)/hs_genie.c \
+HOSTSIM_HTP_SRC := $(HOSTSIM_DIR)/hs_htp.c $(HOSTSIM_DIR)/hs_model.c $(HOSTSIM_DIR)/hs_kernels.c $(HOSTSIM_DIR)/hs_io.c \
+                   $(HOSTSIM_DIR)/hs_format.c $(HOSTSIM_DIR)/hs_pte.c $(HOSTSIM_DIR)/hs_pte_format.c $(HOSTSIM_DIR)/hs_genie.c \
                    $(HOSTSIM_DIR)/hs_genie_format.c
 HOSTSIM_SYS_SRC := $(HOSTSIM_DIR)/hs_system.c $(HOSTSIM_DIR)/hs_format.c $(HOSTSIM_DIR)/hs_pte_format.c \
                    $(HOSTSIM_DIR)/hs_genie_format.c

@@ -33,6 +33,7 @@ typedef struct {
 } reg_entry;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_exec = PTHREAD_MUTEX_INITIALIZER;
+static int64_t g_npu_free; /* CLOCK_MONOTONIC µs when the emulated NPU is free (v79 floors); under g_exec */
 static reg_entry *g_reg;
 static size_t g_nreg, g_capreg;
 static int64_t g_live[8];
@@ -648,6 +649,7 @@ static void mem_release(hs_mem *m) {
 static Qnn_ErrorHandle_t contextFree(void *h, void *profile) {
   (void)profile;
   pthread_mutex_lock(&g_exec);
+  hs_et_forget();
   pthread_mutex_lock(&g_mu);
   int ok = reg_has(h, T_CONTEXT);
   hs_context *c = h;
@@ -823,6 +825,7 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
 static Qnn_ErrorHandle_t memDeRegister(void **handles, uint32_t n) {
   if (!handles || n == 0) return set_err(QNN_MEM_ERROR_INVALID_ARGUMENT, "memDeRegister: NULL handles or n = 0");
   pthread_mutex_lock(&g_exec);
+  hs_et_forget();
   pthread_mutex_lock(&g_mu);
   for (uint32_t i = 0; i < n; i++)
     if (!reg_has(handles[i], T_MEM)) {
@@ -1005,6 +1008,18 @@ static float mask_value(const hs_tensor *t, const void *p, size_t i) {
   return v <= -1000.0f || isnan(v) ? -INFINITY : v;
 }
 
+/* store_live stores the nl compacted rows of src ([nl, inner]) at rows live[a] of an [AR, inner]
+ * output and poisons the other rows (padding, hs_poison). */
+static void store_live(const hs_tensor *t, void *p, int AR, int nl, const int *live, int inner, const float *src) {
+  int r = 0;
+  for (int a = 0; a < nl; a++, r++) {
+    if (live[a] > r) hs_poison(t, p, (size_t)r * inner, (size_t)(live[a] - r) * inner);
+    r = live[a];
+    hs_store(t, p, (size_t)r * inner, (size_t)inner, src + (size_t)a * inner);
+  }
+  if (r < AR) hs_poison(t, p, (size_t)r * inner, (size_t)(AR - r) * inner);
+}
+
 static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   const hs_model *m = &gh->ctx->model;
   const hs_desc *d = &m->d;
@@ -1023,7 +1038,7 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   float **nk = calloc((size_t)L + 1, sizeof(float *)), **nv = calloc((size_t)L + 1, sizeof(float *));
   float **pk = calloc((size_t)L + 1, sizeof(float *)), **pv = calloc((size_t)L + 1, sizeof(float *));
   float *pmask = NULL;
-  int npast = 0;
+  int npast = 0, *live = NULL;
   Qnn_ErrorHandle_t e = QNN_SUCCESS;
   if (!x || !cs || !sn || !y || !smask || (past && (!pfull || !open)) || !nk || !nv || !pk || !pv) goto oom;
   hs_load(&g->in[ix], in[ix], 0, (size_t)AR * H, x);
@@ -1041,6 +1056,19 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   } else {
     for (size_t i = 0; i < (size_t)AR * AR; i++) smask[i] = mask_value(mt, in[im], i);
   }
+  /* A window row that opens nothing is padding (hs_live): not computed, its outputs poisoned. Decode
+   * always attends its own token. */
+  live = malloc(sizeof(int) * (size_t)AR);
+  unsigned char *opens = calloc((size_t)AR, 1);
+  if (!live || !opens) { free(opens); goto oom; }
+  for (int i = 0; i < AR; i++) {
+    for (int j = 0; j < AR && !opens[i]; j++) opens[i] = smask[(size_t)i * AR + j] != -INFINITY;
+    for (int j = 0; past && j < CTX && !opens[i]; j++) opens[i] = pfull[(size_t)i * CTX + j] != -INFINITY;
+  }
+  if (g->kind == HS_KIND_DECODE) opens[0] = 1;
+  int nl = hs_live(AR, opens, smask, live);
+  free(opens);
+  if (nl < 0) goto oom;
   if (past) {
     for (int j = 0; j < CTX; j++) {
       int o = 0;
@@ -1052,9 +1080,10 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
     for (int i = 0; i < AR; i++)
       for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = pfull[(size_t)i * CTX + open[p]];
   }
+  hs_compact(AR, nl, live, x, H, cs, sn, D, pmask, npast, smask);
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * (size_t)AR * KV);
-    nv[l] = malloc(sizeof(float) * (size_t)AR * KV);
+    nk[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
+    nv[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
     if (!nk[l] || !nv[l]) goto oom;
     if (past) {
       pk[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
@@ -1067,12 +1096,12 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
       }
     }
   }
-  hs_forward(m, AR, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
-  hs_store(&g->out[iy], out[iy], 0, (size_t)AR * H, y);
+  hs_forward(m, nl, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
+  store_live(&g->out[iy], out[iy], AR, nl, live, H, y);
   for (int l = 0; l < L; l++) {
     int ok = OUT(HS_ROLE_NEW_K, (uint32_t)l), ov = OUT(HS_ROLE_NEW_V, (uint32_t)l);
-    hs_store(&g->out[ok], out[ok], 0, (size_t)AR * KV, nk[l]);
-    hs_store(&g->out[ov], out[ov], 0, (size_t)AR * KV, nv[l]);
+    store_live(&g->out[ok], out[ok], AR, nl, live, KV, nk[l]);
+    store_live(&g->out[ov], out[ov], AR, nl, live, KV, nv[l]);
   }
   goto done;
 oom:
@@ -1080,7 +1109,7 @@ oom:
 done:
   for (int l = 0; l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
   free(nk); free(nv); free(pk); free(pv);
-  free(x); free(cs); free(sn); free(y); free(smask); free(pfull); free(open); free(pmask);
+  free(x); free(cs); free(sn); free(y); free(smask); free(pfull); free(open); free(pmask); free(live);
   return e;
 #undef IN
 #undef OUT
@@ -1149,8 +1178,11 @@ static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
 static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, uint32_t nIn, Qnn_Tensor_t *outputs,
                                       uint32_t nOut, void *profile, void *signal) {
   (void)profile;
-  int64_t t0 = now_us();
   pthread_mutex_lock(&g_exec);
+  /* The emulated NPU runs one call at a time: this one starts when it has the NPU (now, or when the
+   * previous call's emulated time ends) and lasts at least its floor, the compute included. */
+  int64_t t0 = now_us(), until = 0;
+  if (t0 < g_npu_free) t0 = g_npu_free;
   pthread_mutex_lock(&g_mu);
   int64_t call = ++g_exec_calls;
   int ok = reg_has(graph, T_GRAPH);
@@ -1205,13 +1237,15 @@ end:
   }
   free(inp);
   free(outp);
-  pthread_mutex_unlock(&g_exec);
   if (lat) {
-    int64_t want = atoll(lat) / (shards ? shards : 1), left = want - (now_us() - t0); /* a shard gets 1/N */
-    if (left > 0) {
-      struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
-      while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
-    }
+    until = t0 + atoll(lat) / (shards ? shards : 1); /* a shard gets 1/N of the floor */
+    if (until > g_npu_free) g_npu_free = until;
+  }
+  pthread_mutex_unlock(&g_exec);
+  int64_t left = until - now_us(); /* only the remainder after the compute is slept */
+  if (left > 0) {
+    struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
   }
   return e;
 }

@@ -84,3 +84,9 @@ void hs_store(const hs_tensor *t, void *p, size_t start, size_t n, const float *
   default: return;
   }
 }
+
+void hs_poison(const hs_tensor *t, void *p, size_t start, size_t n) {
+  uint32_t es = hs_dtype_bytes(t->dtype);
+  int fl = t->dtype == QNN_DATATYPE_FLOAT_32 || t->dtype == QNN_DATATYPE_FLOAT_16;
+  if (es) memset((uint8_t *)p + es * start, fl ? 0xFF : 0xA5, es * n);
+}

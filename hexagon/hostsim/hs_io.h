@@ -14,4 +14,9 @@ void hs_load_raw(const hs_tensor *t, const void *p, size_t start, size_t n, uint
 /* hs_store converts n floats into tensor t's buffer p at element `start`. */
 void hs_store(const hs_tensor *t, void *p, size_t start, size_t n, const float *src);
 
+/* hs_poison fills n elements from `start` with the padding pattern: every byte 0xFF for float types
+ * (a NaN: FLOAT_32 0xFFFFFFFF, FLOAT_16 0xFFFF), every byte 0xA5 for fixed-point and integer types
+ * (0xA5, 0xA5A5). */
+void hs_poison(const hs_tensor *t, void *p, size_t start, size_t n);
+
 #endif

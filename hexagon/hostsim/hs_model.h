@@ -5,15 +5,7 @@
 #include <stdint.h>
 
 #include "hs_format.h"
-
-typedef struct {
-  uint32_t storage; /* HS_W_F16 (kept as f16), HS_W_INT8, HS_W_F32 (also f16 converted at load) */
-  uint32_t rows, cols;
-  const float *f32;
-  const uint16_t *f16;
-  const int8_t *i8;
-  const float *scales;
-} hs_mat;
+#include "hs_kernels.h"
 
 typedef struct {
   hs_mat in_norm, q, k, v, o, post_norm, gate, up, down;
@@ -40,12 +32,22 @@ void hs_model_free(hs_model *m);
 void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const float *sin, int npast,
                 const float *pmask, float *const *pk, float *const *pv, const float *smask, float *y, float **newk,
                 float **newv);
+/* Padding rows. A window row whose mask attends no position (past slot or window row) is padding:
+ * hostsim skips its compute and poisons its outputs (hs_poison), as its numbers are never meant to
+ * be read. hs_live lists the rows that carry work: those with an open column, and the window rows
+ * they attend (transitively, so a live row always has its attended rows' K/V). opens[i] says whether
+ * row i has any open column; smask is [AR,AR] additive (-INFINITY = blocked). Returns the count,
+ * the indices ascending in live. */
+int hs_live(int AR, const unsigned char *opens, const float *smask, int *live);
+/* hs_compact moves the live rows to the front in place: x [AR,H], cs/sn [AR,D], pmask [AR,npast] row
+ * by row, smask [AR,AR] to [nl,nl] over the live rows. Each live row then runs exactly as it would
+ * among all AR rows (its attended columns keep their order). */
+void hs_compact(int AR, int nl, const int *live, float *x, int H, float *cs, float *sn, int D, float *pmask, int npast,
+                float *smask);
+
 /* hs_lmhead computes logits [V] = W · x. */
 void hs_lmhead(const hs_model *m, const float *x, float *logits);
 /* hs_lmhead_n computes n rows: logits [n,V] = x [n,H] · Wᵀ. */
 void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits);
-
-float hs_f16_to_f32(uint16_t h);
-uint16_t hs_f32_to_f16(float f);
 
 #endif

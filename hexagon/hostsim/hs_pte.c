@@ -22,16 +22,6 @@ static uint32_t efail(uint32_t code, char *err, size_t n, const char *fmt, ...) 
   return code;
 }
 
-/* row_of copies row r of weight w into out (cols values). */
-static void row_of(const hs_mat *w, uint32_t r, float *out) {
-  size_t base = (size_t)r * w->cols;
-  for (uint32_t c = 0; c < w->cols; c++) {
-    if (w->storage == HS_W_F32) out[c] = w->f32[base + c];
-    else if (w->storage == HS_W_F16) out[c] = hs_f16_to_f32(w->f16[base + c]);
-    else out[c] = (float)w->i8[base + c] * w->scales[r];
-  }
-}
-
 /* inv_freq with Llama-3 scaling (a factor of 1 leaves plain RoPE), in double like the reference. */
 static void inv_freq(const hs_desc *d, double *out) {
   int hd = (int)d->head_dim;
@@ -48,6 +38,95 @@ static void inv_freq(const hs_desc *d, double *out) {
   }
 }
 
+/* g_lg is the logits scratch of calls whose output is not float32 or whose live rows are not the
+ * leading ones; kept across calls (its pages are faulted in once). Executes are serialised by
+ * graphExecute's lock, so one buffer serves them all. */
+static float *g_lg;
+static size_t g_lg_cap;
+
+static float *lg_scratch(size_t n) {
+  if (n <= g_lg_cap) return g_lg;
+  float *p = realloc(g_lg, sizeof(float) * n);
+  if (!p) return NULL;
+  g_lg = p;
+  g_lg_cap = n;
+  return p;
+}
+
+/* poison_rows poisons rows i of an [outer, AR, inner] tensor that are not live (dead[i]), as runs. */
+static void poison_rows(const hs_tensor *t, void *p, int outer, int AR, int inner, const unsigned char *dead) {
+  for (int o = 0; o < outer; o++)
+    for (int i = 0; i < AR;) {
+      if (!dead[i]) { i++; continue; }
+      int e = i;
+      while (e < AR && dead[e]) e++;
+      hs_poison(t, p, ((size_t)o * AR + i) * inner, (size_t)(e - i) * inner);
+      i = e;
+    }
+}
+
+/* The logits output is the largest (AR × vocabulary): poisoning all its padding rows at every call
+ * would cost more than computing the rows that carry work. g_pois remembers, per output buffer, the
+ * rows this library last left poisoned; a call re-poisons only the others. A host that writes into an
+ * output buffer itself, or frees and reuses it, must be forgotten: memDeRegister and contextFree call
+ * hs_et_forget. Executes are serialised by graphExecute's lock. */
+#define POIS_BUFS 16
+static struct {
+  void *p;
+  int ar;
+  unsigned char *rows;
+} g_pois[POIS_BUFS];
+static int g_pois_next;
+
+void hs_et_forget(void) {
+  for (int i = 0; i < POIS_BUFS; i++) {
+    free(g_pois[i].rows);
+    g_pois[i].p = NULL;
+    g_pois[i].rows = NULL;
+  }
+}
+
+/* pois_rows returns the poisoned-rows record of buffer p (AR rows), all clear for a new one; NULL
+ * without memory. */
+static unsigned char *pois_rows(void *p, int AR) {
+  for (int i = 0; i < POIS_BUFS; i++)
+    if (g_pois[i].p == p && g_pois[i].ar == AR) return g_pois[i].rows;
+  int i = g_pois_next++ % POIS_BUFS;
+  unsigned char *r = calloc((size_t)AR, 1);
+  if (!r) return NULL;
+  free(g_pois[i].rows);
+  g_pois[i].p = p;
+  g_pois[i].ar = AR;
+  g_pois[i].rows = r;
+  return r;
+}
+
+/* poison_logits poisons the dead rows of a logits buffer that are not poisoned already and records
+ * which rows are. */
+static void poison_logits(const hs_tensor *t, void *p, int AR, int V, const unsigned char *dead) {
+  unsigned char *done = pois_rows(p, AR), *todo = malloc((size_t)AR);
+  if (!done || !todo) {
+    poison_rows(t, p, 1, AR, V, dead);
+    free(todo);
+    return;
+  }
+  for (int i = 0; i < AR; i++) todo[i] = dead[i] && !done[i];
+  poison_rows(t, p, 1, AR, V, todo);
+  memcpy(done, dead, (size_t)AR);
+  free(todo);
+}
+
+/* store_rows stores the nl compacted rows of src ([nl, inner]) at rows live[a] of an [AR, inner]
+ * tensor. */
+static void store_rows(const hs_tensor *t, void *p, int nl, const int *live, int inner, const float *src) {
+  for (int a = 0; a < nl;) {
+    int e = a + 1;
+    while (e < nl && live[e] == live[e - 1] + 1) e++; /* a run of consecutive live rows */
+    hs_store(t, p, (size_t)live[a] * inner, (size_t)(e - a) * inner, src + (size_t)a * inner);
+    a = e;
+  }
+}
+
 uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, long forced, char *err, size_t n) {
   const hs_desc *d = &m->d;
   hs_et_io io;
@@ -60,12 +139,13 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
   float *ch = calloc((size_t)AR * half, sizeof(float)), *shh = calloc((size_t)AR * half, sizeof(float));
   float *mask = calloc((size_t)AR * CL, sizeof(float)), *smask = calloc((size_t)AR * AR, sizeof(float));
   float *pmask = calloc((size_t)AR * S + 1, sizeof(float)), *kbuf = calloc((size_t)KVD * (S > AR ? S : AR) + 1, sizeof(float));
-  int *open = calloc((size_t)S + 1, sizeof(int));
+  int *open = calloc((size_t)S + 1, sizeof(int)), *live = calloc((size_t)AR, sizeof(int));
+  unsigned char *opens = calloc((size_t)AR, 1), *dead = calloc((size_t)AR, 1);
   float **nk = calloc((size_t)L, sizeof(float *)), **nv = calloc((size_t)L, sizeof(float *));
   float **pk = calloc((size_t)L, sizeof(float *)), **pv = calloc((size_t)L, sizeof(float *));
   double *inv = calloc((size_t)half, sizeof(double));
-  float *lg = NULL;
-  if (!x || !y || !cs || !sn || !ch || !shh || !mask || !smask || !pmask || !kbuf || !open || !nk || !nv || !pk || !pv || !inv)
+  if (!x || !y || !cs || !sn || !ch || !shh || !mask || !smask || !pmask || !kbuf || !open || !live || !opens || !dead || !nk ||
+      !nv || !pk || !pv || !inv)
     goto oom;
 
   /* Hidden state and RoPE tables: looked up (first shard) or carried in (later shards). */
@@ -83,11 +163,43 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
                      pos[i], CL);
         goto done;
       }
-      row_of(&m->embed, (uint32_t)tok[i], x + (size_t)i * H);
+    }
+  }
+
+  /* Mask, dequantised through the tensor's own scale/offset and added to the scores.
+   * Column j < S is cache slot j; column S + c is this call's row c. A row that opens nothing is
+   * padding (hs_live): it is not computed and its outputs are poisoned. */
+  hs_load(&g->in[io.mask], in[io.mask], 0, (size_t)AR * CL, mask);
+  for (int i = 0; i < AR; i++)
+    for (int j = 0; j < CL; j++) {
+      float *v = &mask[(size_t)i * CL + j];
+      if (*v <= ET_BLOCKED || isnan(*v)) *v = -INFINITY;
+      else opens[i] = 1;
+    }
+  for (int i = 0; i < AR; i++)
+    for (int c = 0; c < AR; c++) smask[(size_t)i * AR + c] = mask[(size_t)i * CL + S + c];
+  int nl = hs_live(AR, opens, smask, live);
+  if (nl < 0) goto oom;
+  for (int i = 0; i < AR; i++) dead[i] = 1;
+  for (int a = 0; a < nl; a++) dead[live[a]] = 0;
+  int npast = 0;
+  for (int j = 0; j < S; j++) {
+    int o = 0;
+    for (int i = 0; i < AR && !o; i++) o = mask[(size_t)i * CL + j] != -INFINITY;
+    if (o) open[npast++] = j;
+  }
+  for (int i = 0; i < AR; i++)
+    for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = mask[(size_t)i * CL + open[p]];
+
+  if (io.first) {
+    const int32_t *tok = in[io.tokens], *pos = in[io.pos];
+    for (int a = 0; a < nl; a++) {
+      int i = live[a];
+      hs_mat_row(&m->embed, (uint32_t)tok[i], x + (size_t)i * H);
       for (int j = 0; j < half; j++) {
-        double a = (double)pos[i] * inv[j];
-        ch[(size_t)i * half + j] = (float)cos(a);
-        shh[(size_t)i * half + j] = (float)sin(a);
+        double ang = (double)pos[i] * inv[j];
+        ch[(size_t)i * half + j] = (float)cos(ang);
+        shh[(size_t)i * half + j] = (float)sin(ang);
       }
     }
   } else {
@@ -100,27 +212,12 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
       cs[(size_t)i * HD + j] = cs[(size_t)i * HD + j + half] = ch[(size_t)i * half + j];
       sn[(size_t)i * HD + j] = sn[(size_t)i * HD + j + half] = shh[(size_t)i * half + j];
     }
-
-  /* Mask, dequantised through the tensor's own scale/offset and added to the scores.
-   * Column j < S is cache slot j; column S + c is this call's row c. */
-  hs_load(&g->in[io.mask], in[io.mask], 0, (size_t)AR * CL, mask);
-  for (size_t i = 0; i < (size_t)AR * CL; i++)
-    if (mask[i] <= ET_BLOCKED || isnan(mask[i])) mask[i] = -INFINITY;
-  int npast = 0;
-  for (int j = 0; j < S; j++) {
-    int o = 0;
-    for (int i = 0; i < AR && !o; i++) o = mask[(size_t)i * CL + j] != -INFINITY;
-    if (o) open[npast++] = j;
-  }
-  for (int i = 0; i < AR; i++) {
-    for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = mask[(size_t)i * CL + open[p]];
-    for (int c = 0; c < AR; c++) smask[(size_t)i * AR + c] = mask[(size_t)i * CL + S + c];
-  }
+  hs_compact(AR, nl, live, x, H, cs, sn, HD, pmask, npast, smask);
 
   /* Caches of the opened slots: K is [1,n_kv,hd,S] (transposed), V [1,n_kv,S,hd]. */
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * (size_t)AR * KVD);
-    nv[l] = malloc(sizeof(float) * (size_t)AR * KVD);
+    nk[l] = malloc(sizeof(float) * ((size_t)nl * KVD + 1));
+    nv[l] = malloc(sizeof(float) * ((size_t)nl * KVD + 1));
     pk[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
     pv[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
     if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) goto oom;
@@ -136,34 +233,44 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
         memcpy(pv[l] + (size_t)p * KVD + h * HD, kbuf + ((size_t)h * S + open[p]) * HD, sizeof(float) * HD);
   }
 
-  hs_forward(m, AR, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
+  hs_forward(m, nl, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
 
-  /* Outputs in graph order: V0, K0, V1, K1, ..., then logits or (hidden_state, cos, sin). */
+  /* Outputs in graph order: V0, K0, V1, K1, ..., then logits or (hidden_state, cos, sin); the live
+   * rows' values, the padding rows' poison. */
   for (int l = 0; l < L; l++) {
     for (int h = 0; h < NKV; h++)
       for (int dd = 0; dd < HD; dd++)
-        for (int i = 0; i < AR; i++) kbuf[(size_t)(h * HD + dd) * AR + i] = nk[l][(size_t)i * KVD + h * HD + dd];
+        for (int a = 0; a < nl; a++) kbuf[(size_t)(h * HD + dd) * AR + live[a]] = nk[l][(size_t)a * KVD + h * HD + dd];
     hs_store(&g->out[2 * l + 1], out[2 * l + 1], 0, (size_t)KVD * AR, kbuf);
+    poison_rows(&g->out[2 * l + 1], out[2 * l + 1], KVD, AR, 1, dead);
     for (int h = 0; h < NKV; h++)
-      for (int i = 0; i < AR; i++)
-        memcpy(kbuf + ((size_t)h * AR + i) * HD, nv[l] + (size_t)i * KVD + h * HD, sizeof(float) * HD);
+      for (int a = 0; a < nl; a++)
+        memcpy(kbuf + ((size_t)h * AR + live[a]) * HD, nv[l] + (size_t)a * KVD + h * HD, sizeof(float) * HD);
     hs_store(&g->out[2 * l], out[2 * l], 0, (size_t)KVD * AR, kbuf);
+    poison_rows(&g->out[2 * l], out[2 * l], NKV, AR, HD, dead);
   }
   if (io.last) {
-    lg = malloc(sizeof(float) * (size_t)AR * V);
+    const hs_tensor *lt = &g->out[2 * L];
+    /* Float32 logits whose live rows lead are computed in place; others through the scratch. */
+    int direct = lt->dtype == QNN_DATATYPE_FLOAT_32 && (nl == 0 || live[nl - 1] == nl - 1);
+    float *lg = direct ? out[2 * L] : lg_scratch((size_t)nl * V + 1);
     if (!lg) goto oom;
-    hs_lmhead_n(m, y, AR, lg);
+    hs_lmhead_n(m, y, nl, lg);
     if (forced >= 0 && forced < V)
-      for (int i = 0; i < AR; i++) {
-        float *r = lg + (size_t)i * V, mx = r[0];
+      for (int a = 0; a < nl; a++) {
+        float *r = lg + (size_t)a * V, mx = r[0];
         for (int t = 1; t < V; t++) if (r[t] > mx) mx = r[t];
         r[forced] = mx + 16.0f;
       }
-    hs_store(&g->out[2 * L], out[2 * L], 0, (size_t)AR * V, lg);
+    if (!direct) store_rows(lt, out[2 * L], nl, live, V, lg);
+    poison_logits(lt, out[2 * L], AR, V, dead);
   } else {
-    hs_store(&g->out[2 * L], out[2 * L], 0, (size_t)AR * H, x);
+    store_rows(&g->out[2 * L], out[2 * L], nl, live, H, x);
+    poison_rows(&g->out[2 * L], out[2 * L], 1, AR, H, dead);
     hs_store(&g->out[2 * L + 1], out[2 * L + 1], 0, (size_t)AR * half, ch);
     hs_store(&g->out[2 * L + 2], out[2 * L + 2], 0, (size_t)AR * half, shh);
+    poison_rows(&g->out[2 * L + 1], out[2 * L + 1], 1, AR, half, dead);
+    poison_rows(&g->out[2 * L + 2], out[2 * L + 2], 1, AR, half, dead);
   }
   goto done;
 oom:
@@ -172,7 +279,7 @@ done:
   for (int l = 0; nk && nv && pk && pv && l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
   free(nk); free(nv); free(pk); free(pv);
   free(x); free(y); free(cs); free(sn); free(ch); free(shh); free(mask); free(smask); free(pmask); free(kbuf);
-  free(open); free(inv); free(lg);
+  free(open); free(live); free(opens); free(dead); free(inv);
   hs_et_io_free(&io);
   return code;
 }

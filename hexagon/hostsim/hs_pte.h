@@ -32,6 +32,10 @@ void hs_et_io_free(hs_et_io *io);
  * Returns 0, or a QNN error code with the reason in err. */
 uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, long forced, char *err, size_t n);
 
+/* hs_et_forget drops what hs_et_run remembers about output buffers (which logits rows it left
+ * poisoned): call it when buffers may be released or reused. */
+void hs_et_forget(void);
+
 /* hs_group_config finds an HTP REGISTER_MULTI_CONTEXTS context config (custom option 2: firstGroupHandle
  * @8, maxSpillFillBuffer u64 @16), which sharded ExecuTorch exports pass when their compile spec has
  * use_multi_contexts and max_sf_buf_size. Returns 1 with *first / *spill_fill set, or 0 if absent. */

@@ -25,6 +25,9 @@ type GraphStats struct {
 	// first one; the planner's cost estimate, so plans follow latency
 	// changes instead of lifetime averages.
 	Recent time.Duration
+	// Stale makes the next successful execute's time replace Recent (a
+	// runner re-measuring a graph it has not called for a long time).
+	Stale bool
 }
 
 // RecentWeight is the weight of the newest call in GraphStats.Recent.
@@ -39,8 +42,8 @@ func (g *GraphStats) Observe(d, cpu time.Duration, failed bool) {
 		g.Failed++
 		return
 	}
-	if g.Calls-g.Failed == 1 {
-		g.Recent = d
+	if g.Calls-g.Failed == 1 || g.Stale {
+		g.Recent, g.Stale = d, false
 		return
 	}
 	g.Recent += time.Duration(RecentWeight * float64(d-g.Recent))
@@ -70,6 +73,14 @@ type Stats struct {
 	KVMoves   int64 // sequences moved within a slot pool to grow (.pte)
 }
 
+// MarkStale sets graph's Stale (see GraphStats.Stale).
+func (s *Stats) MarkStale(graph string) {
+	if g, ok := s.Graphs[graph]; ok {
+		g.Stale = true
+		s.Graphs[graph] = g
+	}
+}
+
 // Observe records one execute of graph.
 func (s *Stats) Observe(graph string, d, cpu time.Duration, failed bool) {
 	if s.Graphs == nil {
@@ -91,13 +102,18 @@ func (s Stats) Clone() Stats {
 	return s
 }
 
-// Totals lists the graphs' counts and times, by name (the engine exports
-// them as metrics through inference.GraphTimer).
-func (s Stats) Totals() []inference.GraphTotal {
+// Totals lists the graphs' counts and times, by name, with Recent × the
+// graph's executes per call (shards(name); nil: one) as the call's cost
+// (the engine exports them as metrics through inference.GraphTimer).
+func (s Stats) Totals(shards func(graph string) int) []inference.GraphTotal {
 	var out []inference.GraphTotal
 	for _, name := range slices.Sorted(maps.Keys(s.Graphs)) {
 		g := s.Graphs[name]
-		out = append(out, inference.GraphTotal{Graph: name, Calls: g.Calls, Time: g.Time})
+		n := 1
+		if shards != nil {
+			n = shards(name)
+		}
+		out = append(out, inference.GraphTotal{Graph: name, Calls: g.Calls, Time: g.Time, Cost: g.Recent * time.Duration(n)})
 	}
 	return out
 }

@@ -9,17 +9,22 @@ func TestGraphStatsRecent(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name  string
-		calls []time.Duration // a negative duration is a failed call of that length
+		calls []time.Duration // a negative duration is a failed call of that length, 0 marks the stats stale
 		want  GraphStats
 	}{
 		{"seeded with the first call", []time.Duration{5 * ms}, GraphStats{Calls: 1, Time: 5 * ms, Recent: 5 * ms}},
 		{"weight 0.2", []time.Duration{10 * ms, 20 * ms}, GraphStats{Calls: 2, Time: 30 * ms, Recent: 12 * ms}},
 		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, -50 * ms, 15 * ms}, GraphStats{Calls: 4, Failed: 2, Time: 76 * ms, Recent: 11 * ms}},
+		{"stale: the next call replaces it", []time.Duration{600 * ms, 0, 5 * ms}, GraphStats{Calls: 2, Time: 605 * ms, Recent: 5 * ms}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var g GraphStats
 			for _, d := range tt.calls {
+				if d == 0 { // a re-measure: MarkStale
+					g.Stale = true
+					continue
+				}
 				g.Observe(max(d, -d), 0, d < 0)
 			}
 			if g != tt.want {
@@ -45,5 +50,24 @@ func TestBoard(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { b.Publish(s) }); n != 0 {
 		t.Errorf("Publish allocates %.0f times", n)
+	}
+}
+
+// TestTotalsCost: a graph's call cost is its recent time × the executes a
+// call makes (shards), zero until measured.
+func TestTotalsCost(t *testing.T) {
+	var s Stats
+	s.Observe("prefill_forward", 10*time.Millisecond, 0, false)
+	s.Observe("kv_forward", 4*time.Millisecond, 0, false)
+	s.Observe("lmhead", time.Millisecond, 0, true)
+	shards := func(g string) int { return map[string]int{"prefill_forward": 3, "kv_forward": 3, "lmhead": 1}[g] }
+	want := map[string]time.Duration{"prefill_forward": 30 * time.Millisecond, "kv_forward": 12 * time.Millisecond, "lmhead": 0}
+	for _, g := range s.Totals(shards) {
+		if g.Cost != want[g.Graph] {
+			t.Errorf("%s: cost %v, want %v", g.Graph, g.Cost, want[g.Graph])
+		}
+	}
+	if c := s.Totals(nil)[0].Cost; c != 4*time.Millisecond { // kv_forward, sorted first
+		t.Errorf("without shards: cost %v, want 4ms", c)
 	}
 }

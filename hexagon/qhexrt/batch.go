@@ -484,7 +484,7 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 		o += len(run.Tokens)
 	}
 	clear(g.x.B[o*xs:])
-	// Padding rows sit at position 0; their outputs are unused.
+	// Padding rows sit at position 0; their mask rows are closed (poolMask).
 	for i := o; i < g.rows; i++ {
 		g.rope.rows(g.cos.B[i*rb:], g.sin.B[i*rb:], 0, 1)
 	}
@@ -512,7 +512,8 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 
 // poolMask writes every row's mask: its sequence's slots of rows
 // [0, Start), then (prefill graph) its run's earlier rows in the window,
-// causally; padding rows attend only to themselves. The decode graph's
+// causally; padding rows attend to nothing, as Genie masks them, so the
+// graph skips them and their outputs are never read. The decode graph's
 // mask is the past slots only (the row attends to itself).
 func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
 	ctx := r.spec.ctx
@@ -533,8 +534,5 @@ func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
 			}
 		}
 		o += len(run.Tokens)
-	}
-	for i := o; i < g.rows && g.role == rolePrefill; i++ {
-		g.masks.Fill(b, i*w+ctx+i, i*w+ctx+i+1, true)
 	}
 }

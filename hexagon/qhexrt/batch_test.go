@@ -207,7 +207,8 @@ func TestBatchIsolation(t *testing.T) {
 
 // checkPoolMask checks the prefill mask of a chunked Step of runs (ids,
 // starts, lengths, in order): row i of a run opens its sequence's slots of
-// rows [0, start) and window columns of its run up to itself.
+// rows [0, start) and window columns of its run up to itself; a padding
+// row opens nothing.
 func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens []int) {
 	t.Helper()
 	g := r.graphs[rolePrefill]
@@ -232,6 +233,13 @@ func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens 
 			}
 		}
 		o += lens[k]
+	}
+	for i := o; i < g.rows; i++ { // padding rows open nothing
+		for col := range w {
+			if e := (i*w + col) * es; string(g.mask.B[e:e+es]) == string(code) {
+				t.Fatalf("padding row %d opens column %d", i, col)
+			}
+		}
 	}
 }
 

@@ -75,4 +75,4 @@ func (r *Runner) measuredCosts() (plan.Costs, [nRoles]bool) {
 
 // GraphTotals implements inference.GraphTimer, so the engine exports the
 // runner's per-graph execution counts and times as metrics.
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals() }
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }

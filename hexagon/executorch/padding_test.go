@@ -1,0 +1,93 @@
+package executorch
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+)
+
+// TestPaddingRowsPoisoned: hostsim skips a call's padding rows (mask rows
+// that open nothing) and fills their outputs with NaN, so a runner that read
+// one (its logits, or its new K/V into a cache slot) would hand out NaN
+// logits or hold NaN in a committed cache row. Every prefill_forward call of
+// this drive has padding rows: every logits row handed out and every
+// committed cache entry must be finite, while the last call's padding rows do
+// hold the poison.
+func TestPaddingRowsPoisoned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	r := openRunner(t, rt, path)
+	ss := newBseqs(t, r, batchPrompts[:2], 4)
+	drive(t, r, ss, 5) // at most 5 of the 8 rows carry tokens
+	finite := func(what string, f float32) {
+		t.Helper()
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			t.Fatalf("%s is %v: a padding row was read", what, f)
+		}
+	}
+	for i, s := range ss {
+		for _, l := range s.logits {
+			for _, v := range l {
+				finite("a logit", v)
+			}
+		}
+		n := len(s.toks) - 1 // the last token was sampled, not evaluated
+		buf := make([]byte, n*r.rowBytes())
+		if err := r.SaveSeqKV(s.id, 0, n, buf); err != nil {
+			t.Fatalf("sequence %d: %v", i, err)
+		}
+		for o := 0; o < len(buf); o += 4 {
+			finite("a committed K/V entry", math.Float32frombits(binary.LittleEndian.Uint32(buf[o:])))
+		}
+	}
+	if r.Stats().Graphs[r.pre.method].Calls == 0 || r.pre.rows >= r.pre.ar {
+		t.Fatalf("no prefill_forward call with padding rows (last call: %d rows)", r.pre.rows)
+	}
+	if f := graphio.Row(r.pre.logits, r.pre.ar-1, r.pre.vocab).At(0); !math.IsNaN(float64(f)) {
+		t.Fatalf("the last call's padding row holds %v, not hostsim's poison", f)
+	}
+	// The learned call costs (what StepCost weighs, exported as metrics) are
+	// both shards' recent times.
+	st := r.Stats()
+	for _, g := range r.GraphTotals() {
+		if want := st.Graphs[g.Graph].Recent * 2; g.Cost != want || g.Cost <= 0 {
+			t.Errorf("%s: call cost %v, want %v (2 shards × recent)", g.Graph, g.Cost, want)
+		}
+	}
+	if c := r.callCost(r.pre); c != st.Graphs[r.pre.method].Recent*2 {
+		t.Errorf("prefill_forward priced at %v, want its recent time × 2", c)
+	}
+}
+
+// TestRemeasureStaleCost: a graph whose one measured call was slow (600 ms
+// of emulated latency for kv_forward) is given a call again after
+// remeasureSteps Steps without one, and once its new time is measured the
+// single-row Steps go back to it.
+func TestRemeasureStaleCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	r := openRunner(t, rt, path)
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
+	warm := newBseqs(t, r, [][]int32{{128000, 5}}, 2) // kv_forward measured once, at 600 ms
+	drive(t, r, warm, 8)
+	r.Release(warm[0].id)
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "5000") // now kv_forward is the cheaper graph for one row
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
+	dec := func() int64 { return r.Stats().Graphs[r.dec.method].Calls }
+	before := dec()
+	ss := newBseqs(t, r, [][]int32{{128000, 9, 10}}, 2*remeasureSteps+4)
+	drive(t, r, ss, 8)
+	if got := dec() - before; got < remeasureSteps { // 1 at most before step remeasureSteps + 1, then all
+		t.Fatalf("kv_forward ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again",
+			got, 2*remeasureSteps+4)
+	}
+}
