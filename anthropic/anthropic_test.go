@@ -5,29 +5,17 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
-)
-
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
 func params(t *testing.T) front.Params {
-	t.Helper()
-	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
-	if tokErr != nil {
-		t.Fatal(tokErr)
-	}
-	return front.Params{Tokenizer: tok, Date: "26 Jul 2024"}
+	return front.Params{Tokenizer: tokenizertest.Llama32(t), Date: "26 Jul 2024"}
 }
 
 func decode(t *testing.T, body string) *MessagesRequest {
@@ -86,7 +74,7 @@ func TestPrefillContinuesTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre := tok.Encode("Hello <|eot_id|>", false, false) // plain text: no special token
+	pre := p.Tokenizer.Encode("Hello <|eot_id|>", false, false) // plain text: no special token
 	if want := append(append([]int32{}, base.Request.Prompt...), pre...); !reflect.DeepEqual(g.Request.Prompt, want) {
 		t.Fatalf("prompt %v\nwant   %v", g.Request.Prompt, want)
 	}
@@ -117,7 +105,7 @@ func TestFromMessagesRequest(t *testing.T) {
 	case !reflect.DeepEqual(q.Stop, []string{"END"}) || !strings.HasPrefix(q.CacheKey, "sha256:") || q.Constrain != nil:
 		t.Fatalf("request %+v", q)
 	}
-	text := tok.Decode(q.Prompt, false)
+	text := tokenizertest.Llama32(t).Decode(q.Prompt, false)
 	if !strings.Contains(text, `"name": "get_weather"`) || !strings.Contains(text, `"parameters": {`) {
 		t.Fatalf("tools not rendered: %s", text)
 	}

@@ -1,7 +1,7 @@
 package anthropic
 
 import (
-	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -41,8 +41,7 @@ type MessageDelta struct {
 type Stream struct {
 	g      *Generation
 	id     string
-	det    chat.ToolCallDetector
-	detect bool
+	gate   front.CallGate
 	index  int  // the next block's index
 	open   bool // a text block is open
 	finish inference.FinishReason
@@ -52,7 +51,7 @@ type Stream struct {
 
 // NewStream streams g's reply as message id.
 func NewStream(g *Generation, id string) *Stream {
-	return &Stream{g: g, id: id, detect: g.Tools != nil}
+	return &Stream{g: g, id: id, gate: front.NewCallGate(g.Tools != nil)}
 }
 
 // Start returns message_start (usage: the whole prompt as input; the final
@@ -87,25 +86,15 @@ func (s *Stream) Event(ev inference.Event) []Event {
 		return nil
 	}
 	var out []Event
-	if ev.Text != "" {
-		switch {
-		case s.detect:
-			if s.det.Feed(ev.Text) == chat.Text {
-				s.detect = false
-				out = s.text(out, s.det.Buffered())
-			}
-		default:
-			out = s.text(out, ev.Text)
-		}
+	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
+		out = s.text(out, text)
 	}
 	switch ev.Finish {
 	case "", inference.FinishError, inference.FinishCancelled:
 		return out
 	}
 	s.finish, s.stop = ev.Finish, ev.Stop
-	if s.detect {
-		s.detect = false
-		text := s.det.Buffered()
+	if text, held := s.gate.End(); held {
 		if blocks, ok := s.g.toolUses(text); ok {
 			s.calls = true
 			for _, b := range blocks {

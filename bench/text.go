@@ -122,7 +122,11 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 			}
 			p("  %s\t%s\t%.1f\t%.2f\t%.2f\t%.3f\t%.1f\t%.1f%%", k, serial, side, x, c.Ceiling[k], c.CallsPerToken[k], c.CallMS[k], 100*c.HostShare[k])
 		}
-		p("  TTFT under 4-stream load\t%.0f ms\tp50 %.0f ms, p99 %.0f ms\t\tceiling %.0f ms (one step)", c.SerialTTFTMS, c.TTFTMS.P50, c.TTFTMS.P99, c.TTFTCeilingMS)
+		serial := "–" // not measured (the default run)
+		if c.SerialTTFTMS > 0 {
+			serial = fmt.Sprintf("%.0f ms", c.SerialTTFTMS)
+		}
+		p("  TTFT under 4-stream load\t%s\tp50 %.0f ms, p99 %.0f ms\t\tceiling %.0f ms (one step)", serial, c.TTFTMS.P50, c.TTFTMS.P99, c.TTFTCeilingMS)
 		for _, g := range slices.Sorted(maps.Keys(c.CallCostMS)) {
 			p("  learned cost of one %s call\t%.1f ms", g, c.CallCostMS[g])
 		}

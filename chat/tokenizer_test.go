@@ -9,16 +9,10 @@ import (
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
-func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
+var loadTokenizer = tokenizertest.Llama32
 
 func toTokenizerSegments(segs []chat.Segment) []tokenizer.Segment {
 	out := make([]tokenizer.Segment, len(segs))

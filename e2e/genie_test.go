@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,5 +73,69 @@ func TestGenieGolden(t *testing.T) {
 			s := serveGenie(t, mkgenie(t, tc.flags...))
 			checkGolden(t, s)
 		})
+	}
+}
+
+// TestGenieConcurrentEqualsAlone: requests side by side in shared AR-A calls answer exactly as alone.
+func TestGenieConcurrentEqualsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serves two servers and runs 20 requests (-short)")
+	}
+	concurrentEqualsAlone(t, mkgenie(t, "--precision", "f32", "--prefill-chunk", "32"))
+}
+
+// TestGenieAPIs: a w4a16 Genie bundle beside a .pte in one server (models:), through the OpenAI,
+// Anthropic and Ollama endpoints; its context is probed from genie_config before it loads; a bad
+// bundle fails with an error naming its file and field, and the others keep serving.
+func TestGenieAPIs(t *testing.T) {
+	g := mkgenie(t, "--prefill-chunk", "32")
+	pte := mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512")
+	bad := t.TempDir()
+	for _, name := range []string{"genie_config.json", "tokenizer.json", "config.json", "htp_backend_ext_config.json",
+		"tiny_part_1_of_3.bin", "tiny_part_2_of_3.bin", "tiny_part_3_of_3.bin"} {
+		b, err := os.ReadFile(filepath.Join(g, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "genie_config.json" {
+			b = []byte(strings.Replace(string(b), `"type": "basic"`, `"type": "ssd"`, 1))
+		}
+		if err := os.WriteFile(filepath.Join(bad, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := modelsConfig(t, []string{
+		fmt.Sprintf("{path: %q, id: genie}", g),
+		fmt.Sprintf("{path: %q, id: pte, preload: true}", pte),
+		fmt.Sprintf("{path: %q, id: bad-genie}", bad),
+	}, "", "")
+	s := serve(t, cfg, true)
+	checkProbedContext(t, s, map[string]int{"genie": 1023, "pte": 511})
+	chat := s.post(t, "/v1/chat/completions", `{"model":"genie","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}`)
+	if chat.Status != 200 || !strings.Contains(chat.Body, `"completion_tokens":8`) {
+		t.Errorf("OpenAI chat: %d %s", chat.Status, chat.Body)
+	}
+	msg := s.do(t, "POST", "/v1/messages", `{"model":"genie","max_tokens":6,"messages":[{"role":"user","content":"Say hello"}]}`,
+		"Content-Type", "application/json", "anthropic-version", "2023-06-01")
+	if msg.Status != 200 || !strings.Contains(msg.Body, `"output_tokens":6`) {
+		t.Errorf("Anthropic messages: %d %s", msg.Status, msg.Body)
+	}
+	ol := s.post(t, "/api/chat", `{"model":"genie","stream":false,"messages":[{"role":"user","content":"Say hello"}],"options":{"num_predict":5}}`)
+	if ol.Status != 200 || !strings.Contains(ol.Body, `"eval_count":5`) {
+		t.Errorf("Ollama chat: %d %s", ol.Status, ol.Body)
+	}
+	if show := s.post(t, "/api/show", `{"model":"genie"}`); show.Status != 200 || !strings.Contains(show.Body, `"format":"genie"`) {
+		t.Errorf("/api/show: %d %s", show.Status, show.Body)
+	}
+	short := goldenCases(t)[0]
+	if got, _ := s.greedy(t, "pte", short); !slices.Equal(got, goldenWant(short)) {
+		t.Errorf("the .pte beside the Genie bundle: %v", got)
+	}
+	r := s.post(t, "/v1/chat/completions", `{"model":"bad-genie","messages":[{"role":"user","content":"hi"}]}`)
+	if r.Status != 503 || !strings.Contains(r.Body, "dialog.type") || !strings.Contains(r.Body, "genie_config.json") || !strings.Contains(r.Body, "ssd") {
+		t.Errorf("bad bundle: %d %s", r.Status, r.Body)
+	}
+	if chat := s.post(t, "/v1/chat/completions", `{"model":"genie","messages":[{"role":"user","content":"Again"}],"max_tokens":4}`); chat.Status != 200 {
+		t.Errorf("genie after the bad bundle: %d %s", chat.Status, chat.Body)
 	}
 }

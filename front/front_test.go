@@ -1,7 +1,6 @@
 package front
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -10,87 +9,8 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
-
-// TestToolNames: the one check of OpenAI-form tools, for chat completions
-// and the Ollama API alike; a tool without a type is refused, as OpenAI
-// refuses it.
-func TestToolNames(t *testing.T) {
-	for _, tc := range []struct {
-		name, tools string
-		want        []string
-		param, msg  string // of the error
-	}{
-		{"functions", `[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]`, []string{"a", "b"}, "", ""},
-		{"none", `[]`, []string{}, "", ""},
-		{"missing type", `[{"function":{"name":"a"}}]`, nil, "tools[0].type", "Missing required parameter: 'tools[0].type'."},
-		{"other type", `[{"type":"function","function":{"name":"a"}},{"type":"web_search"}]`, nil, "tools[1].type", `tool type "web_search" is not supported`},
-		{"empty type", `[{"type":"","function":{"name":"a"}}]`, nil, "tools[0].type", `tool type "" is not supported`},
-		{"no name", `[{"type":"function","function":{}}]`, nil, "tools[0].function.name", "no function name"},
-		{"not an object", `[[1]]`, nil, "tools[0]", "must be an object"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var tools []json.RawMessage
-			if err := json.Unmarshal([]byte(tc.tools), &tools); err != nil {
-				t.Fatal(err)
-			}
-			got, err := ToolNames(tools)
-			var ie *inference.InvalidRequestError
-			switch {
-			case tc.param == "" && err != nil:
-				t.Fatalf("error %v", err)
-			case tc.param == "" && strings.Join(got, ",") != strings.Join(tc.want, ","):
-				t.Errorf("names %v, want %v", got, tc.want)
-			case tc.param != "" && (!errors.As(err, &ie) || ie.Param != tc.param || !strings.Contains(ie.Message, tc.msg)):
-				t.Errorf("error %#v, want param %s saying %q", err, tc.param, tc.msg)
-			}
-		})
-	}
-}
-
-func TestParseToolCalls(t *testing.T) {
-	text := `{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {}}`
-	for _, tc := range []struct {
-		name     string
-		offered  []string
-		parallel bool
-		want     []string // call names; nil: not calls
-	}{
-		{"both", []string{"a", "b"}, true, []string{"a", "b"}},
-		{"at most one", []string{"a", "b"}, false, []string{"a"}},
-		{"not offered", []string{"a"}, true, nil},
-		{"no tools", nil, true, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			calls, ok := ParseToolCalls(text, tc.offered, tc.parallel)
-			var names []string
-			for _, c := range calls {
-				names = append(names, c.Name)
-			}
-			if ok != (tc.want != nil) || strings.Join(names, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("calls %v ok %v, want %v", names, ok, tc.want)
-			}
-		})
-	}
-}
-
-func TestFunctionTool(t *testing.T) {
-	d := "adds"
-	for _, tc := range []struct {
-		name        string
-		description *string
-		parameters  string
-		want        string
-	}{
-		{"all", &d, ` {"type":"object"} `, `{"type":"function","function":{"name":"add","description":"adds","parameters":{"type":"object"}}}`},
-		{"bare", nil, `null`, `{"type":"function","function":{"name":"add"}}`},
-	} {
-		if got := string(FunctionTool("add", tc.description, json.RawMessage(tc.parameters))); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-		}
-	}
-}
 
 func TestCacheKey(t *testing.T) {
 	long := strings.Repeat("k", 65)
@@ -103,10 +23,7 @@ func TestCacheKey(t *testing.T) {
 // TestEncodeChat: special-token text in content stays text, a tail follows
 // the template as text, and counts against the byte bound.
 func TestEncodeChat(t *testing.T) {
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := tokenizertest.Llama32(t)
 	msgs := []chat.Message{{Role: "user", Content: "say <|eot_id|>"}}
 	opt := chat.Options{AddGenerationPrompt: true}
 	ids, err := EncodeChat(tok, msgs, opt, "Sure")
@@ -181,11 +98,7 @@ func TestConstrain(t *testing.T) {
 	if err := (Params{}).Constrain(&r, gr, "format", "format is off"); !errors.As(err, &ie) || ie.Param != "format" || ie.Message != "format is off" {
 		t.Errorf("no vocabulary: %v", err)
 	}
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := grammar.VocabOf(tok, nil)
+	v := grammar.VocabOf(tokenizertest.Llama32(t), nil)
 	var compiled []*grammar.Grammar
 	p := Params{Vocab: func() *grammar.Vocab { return v }, Compiled: func(g *grammar.Grammar) { compiled = append(compiled, g) }}
 	if err := p.Constrain(&r, gr, "format", "off"); err != nil || r.Constrain == nil || len(compiled) != 1 {

@@ -83,3 +83,43 @@ func ToolGrammar(tools []grammar.Tool, params []string, parallel bool, o grammar
 	}
 	return g, err
 }
+
+// CallGate holds a choice's streamed text back while it may still be a
+// call of the offered tools (chat.ToolCallDetector), so a stream sends
+// either text deltas or tool calls, never the start of a call as text.
+// The zero value holds nothing: every delta passes.
+type CallGate struct {
+	det  chat.ToolCallDetector
+	hold bool
+}
+
+// NewCallGate is a gate that holds the output back while tools are
+// offered.
+func NewCallGate(toolsOffered bool) CallGate { return CallGate{hold: toolsOffered} }
+
+// Holding reports whether the output may still be a tool call.
+func (g *CallGate) Holding() bool { return g.hold }
+
+// Pass feeds delta and returns the text to send now: delta itself once the
+// output is known to be text, everything held so far at the moment that
+// becomes known; ok is false while the text is held.
+func (g *CallGate) Pass(delta string) (text string, ok bool) {
+	if !g.hold {
+		return delta, true
+	}
+	if g.det.Feed(delta) != chat.Text {
+		return "", false
+	}
+	g.hold = false
+	return g.det.Buffered(), true
+}
+
+// End ends the output and returns the text still held (to parse as tool
+// calls); held is false when none was.
+func (g *CallGate) End() (text string, held bool) {
+	if !g.hold {
+		return "", false
+	}
+	g.hold = false
+	return g.det.Buffered(), true
+}

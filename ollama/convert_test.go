@@ -8,17 +8,10 @@ import (
 
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
-func testTok(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	tok, err := tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
+var testTok = tokenizertest.Llama32
 
 // TestOptions maps Ollama's options onto the engine's sampling and limits.
 func TestOptions(t *testing.T) {

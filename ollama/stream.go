@@ -3,7 +3,6 @@ package ollama
 import (
 	"time"
 
-	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -31,14 +30,13 @@ func (m Meta) now() time.Time {
 type Stream struct {
 	g      *Generation
 	m      Meta
-	det    chat.ToolCallDetector
-	detect bool // tools are offered and the output may still be a call
+	gate   front.CallGate // tools are offered and the output may still be a call
 	reason string
 }
 
 // NewStream streams the reply to g.
 func NewStream(g *Generation, m Meta) *Stream {
-	return &Stream{g: g, m: m, detect: g.Chat && g.Tools != nil}
+	return &Stream{g: g, m: m, gate: front.NewCallGate(g.Chat && g.Tools != nil)}
 }
 
 // Event returns the lines ev releases. For a Done event with Err set the
@@ -51,25 +49,15 @@ func (s *Stream) Event(ev inference.Event) []any {
 		return []any{s.line("", nil, true, s.metrics(ev.Usage, ev.Timings))}
 	}
 	var out []any
-	if ev.Text != "" {
-		switch {
-		case s.detect:
-			if s.det.Feed(ev.Text) == chat.Text {
-				s.detect = false
-				out = append(out, s.line(s.det.Buffered(), nil, false, nil))
-			}
-		default:
-			out = append(out, s.line(ev.Text, nil, false, nil))
-		}
+	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
+		out = append(out, s.line(text, nil, false, nil))
 	}
 	switch ev.Finish {
 	case "", inference.FinishError, inference.FinishCancelled:
 		return out
 	}
 	s.reason = doneReason(ev.Finish)
-	if s.detect {
-		s.detect = false
-		text := s.det.Buffered()
+	if text, held := s.gate.End(); held {
 		if calls, ok := parseToolCalls(text, s.g.Tools); ok {
 			out = append(out, s.line("", calls, false, nil))
 		} else if text != "" {

@@ -5,28 +5,16 @@ import (
 	"errors"
 	"github.com/hexserve/hexserve/front"
 	"math"
-	"sync"
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
-	"github.com/hexserve/hexserve/tokenizer"
-)
-
-var (
-	fuzzTokOnce sync.Once
-	fuzzTok     *tokenizer.Tokenizer
-	fuzzTokErr  error
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
 func fuzzParams(t *testing.T) front.Params {
-	t.Helper()
-	fuzzTokOnce.Do(func() { fuzzTok, fuzzTokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
-	if fuzzTokErr != nil {
-		t.Fatalf("load tokenizer: %v", fuzzTokErr)
-	}
-	return front.Params{Tokenizer: fuzzTok, Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+	return front.Params{Tokenizer: tokenizertest.Llama32(t), Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		MaxTokens: 0, Date: "26 Jul 2024"}
 }
 

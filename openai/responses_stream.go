@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -43,8 +42,7 @@ type ResponseEvent struct {
 type ResponseStream struct {
 	g      *ResponseGeneration
 	seq    int
-	det    chat.ToolCallDetector
-	detect bool
+	gate   front.CallGate
 	msg    *Item // the open message item
 	text   strings.Builder
 	finish inference.FinishReason
@@ -52,7 +50,7 @@ type ResponseStream struct {
 
 // NewResponseStream streams g's response.
 func NewResponseStream(g *ResponseGeneration) *ResponseStream {
-	return &ResponseStream{g: g, detect: g.Tools != nil}
+	return &ResponseStream{g: g, gate: front.NewCallGate(g.Tools != nil)}
 }
 
 // Response is the response built so far (complete after the terminal event).
@@ -80,16 +78,8 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 	if ev.Choice != 0 {
 		return nil
 	}
-	if ev.Text != "" {
-		switch {
-		case s.detect:
-			if s.det.Feed(ev.Text) == chat.Text {
-				s.detect = false
-				out = s.textDelta(out, s.det.Buffered())
-			}
-		default:
-			out = s.textDelta(out, ev.Text)
-		}
+	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
+		out = s.textDelta(out, text)
 	}
 	switch ev.Finish {
 	case "", inference.FinishError, inference.FinishCancelled:
@@ -100,9 +90,7 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 	if finishReason(ev.Finish) == "length" {
 		status = "incomplete"
 	}
-	if s.detect {
-		s.detect = false
-		text := s.det.Buffered()
+	if text, held := s.gate.End(); held {
 		if calls, ok := s.g.parseCalls(text); ok {
 			for _, c := range calls {
 				out = s.functionCall(out, s.g.functionCallItem(c))

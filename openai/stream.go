@@ -1,7 +1,7 @@
 package openai
 
 import (
-	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -28,8 +28,7 @@ type Stream struct {
 }
 
 type choiceState struct {
-	det    chat.ToolCallDetector
-	detect bool // tools are offered and the output may still be a call
+	gate   front.CallGate // tools are offered and the output may still be a call
 	ids    []int32
 	lps    []inference.Logprob
 	offset int // completions text_offset of the next token
@@ -44,7 +43,7 @@ func NewCompletionStream(g *Generation, m Meta) *Stream { return newStream(g, m,
 func newStream(g *Generation, m Meta, isChat bool) *Stream {
 	s := &Stream{g: g, m: m, chat: isChat, choices: make([]choiceState, max(g.Request.N, 1)), first: true}
 	for i := range s.choices {
-		s.choices[i].detect = isChat && g.Tools != nil
+		s.choices[i].gate = front.NewCallGate(isChat && g.Tools != nil)
 		s.choices[i].offset = len(g.Echo)
 	}
 	return s
@@ -82,12 +81,11 @@ func (s *Stream) Event(ev inference.Event) []Frame {
 		switch {
 		case !s.chat:
 			out = append(out, s.textDelta(ev.Choice, c, ev.Text, ev.Tokens, ev.Logprobs))
-		case c.detect:
+		case c.gate.Holding():
 			c.ids = append(c.ids, ev.Tokens...)
 			c.lps = append(c.lps, ev.Logprobs...)
-			if c.det.Feed(ev.Text) == chat.Text {
-				c.detect = false
-				out = append(out, s.contentDelta(ev.Choice, c.det.Buffered(), c.ids, c.lps))
+			if text, ok := c.gate.Pass(ev.Text); ok {
+				out = append(out, s.contentDelta(ev.Choice, text, c.ids, c.lps))
 				c.ids, c.lps = nil, nil
 			}
 		default:
@@ -100,9 +98,7 @@ func (s *Stream) Event(ev inference.Event) []Frame {
 		return s.release(out, nil)
 	}
 	reason := finishReason(ev.Finish)
-	if c.detect {
-		c.detect = false
-		text := c.det.Buffered()
+	if text, held := c.gate.End(); held {
 		if calls, ok := ParseToolCalls(text, s.g.Tools); ok {
 			out = append(out, s.toolCallDeltas(ev.Choice, calls, c.ids, c.lps)...)
 			reason = "tool_calls"
@@ -201,14 +197,20 @@ func (s *Stream) chatFrame(choices ...ChunkChoice) *ChatCompletionChunk {
 	if f.Choices == nil {
 		f.Choices = []ChunkChoice{}
 	}
+	s.stamp(&f.Usage, &f.PromptTokenIDs)
+	return f
+}
+
+// stamp fills in what every frame carries: a null usage when the final
+// usage frame was asked for, and the prompt's ids on the first frame.
+func (s *Stream) stamp(usage *FrameUsage, promptIDs *[]int32) {
 	if s.g.IncludeUsage {
-		f.Usage = FrameUsage{Null: true}
+		*usage = FrameUsage{Null: true}
 	}
 	if s.first && s.g.ReturnTokenIDs {
-		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
+		*promptIDs = nonNil(s.g.Request.Prompt)
 	}
 	s.first = false
-	return f
 }
 
 func (s *Stream) textFrame(choices ...CompletionChoice) *Completion {
@@ -217,12 +219,6 @@ func (s *Stream) textFrame(choices ...CompletionChoice) *Completion {
 	if f.Choices == nil {
 		f.Choices = []CompletionChoice{}
 	}
-	if s.g.IncludeUsage {
-		f.Usage = FrameUsage{Null: true}
-	}
-	if s.first && s.g.ReturnTokenIDs {
-		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
-	}
-	s.first = false
+	s.stamp(&f.Usage, &f.PromptTokenIDs)
 	return f
 }

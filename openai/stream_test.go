@@ -5,27 +5,13 @@ import (
 	"errors"
 	"github.com/hexserve/hexserve/front"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func testTok(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
-	if tokErr != nil {
-		t.Fatal(tokErr)
-	}
-	return tok
-}
+var testTok = tokenizertest.Llama32
 
 // frames renders a Stream's output as compact JSON lines.
 func frames(t *testing.T, s *Stream, evs []inference.Event) []string {

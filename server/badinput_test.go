@@ -15,30 +15,16 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/server"
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
 )
 
 const (
-	tokPath = "../testdata/tokenizer/llama3.2/tokenizer.json"
 	modelID = "llama-3.2-1b-instruct"
 	apiKey  = "sk-test-secret-key-0123456789"
 )
 
-var (
-	tokOnce sync.Once
-	tokVal  *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func loadTok(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	tokOnce.Do(func() { tokVal, tokErr = tokenizer.Load(tokPath) })
-	if tokErr != nil {
-		t.Fatalf("load tokenizer: %v", tokErr)
-	}
-	return tokVal
-}
+var loadTok = tokenizertest.Llama32
 
 // lockedBuffer is a log sink safe for concurrent writes.
 type lockedBuffer struct {

@@ -13,8 +13,10 @@ import (
 
 // ollamaRoutes are the Ollama API (the routes of the /api subrouter).
 func (s *Server) ollamaRoutes(r chi.Router) {
-	r.Post("/chat", s.endpoint("messages", s.ollamaUpstream(false), modelRoute(s, func(req *ollama.ChatRequest) string { return req.Model }, s.ollamaChat)))
-	r.Post("/generate", s.endpoint("prompt", s.ollamaUpstream(true), modelRoute(s, func(req *ollama.GenerateRequest) string { return req.Model }, s.ollamaGenerate)))
+	r.Post("/chat", s.endpoint("messages", s.ollamaUpstream(false),
+		modelRoute(s, func(req *ollama.ChatRequest) string { return req.Model }, s.ollamaChat)))
+	r.Post("/generate", s.endpoint("prompt", s.ollamaUpstream(true),
+		modelRoute(s, func(req *ollama.GenerateRequest) string { return req.Model }, s.ollamaGenerate)))
 	r.Get("/tags", s.handle(s.ollamaTags))
 	r.Head("/tags", s.handle(s.ollamaTags))
 	r.Get("/ps", s.handle(s.ollamaPs))

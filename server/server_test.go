@@ -13,24 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
 )
 
-var (
-	tokOnce sync.Once
-	tok     *tokenizer.Tokenizer
-	tokErr  error
-)
-
-func testTokenizer(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tokenizer/llama3.2/tokenizer.json") })
-	if tokErr != nil {
-		t.Fatalf("load tokenizer: %v", tokErr)
-	}
-	return tok
-}
+var testTokenizer = tokenizertest.Llama32
 
 func testModel(t testing.TB) *Model {
 	return &Model{ID: model, Aliases: []string{"gpt-4o-mini"}, Created: time.Unix(1700000000, 0),

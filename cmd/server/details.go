@@ -29,6 +29,8 @@ func modelDetails(path, name string) (server.ModelDetails, error) {
 	root := path
 	if kind == kindPTE {
 		d.Format, root = "pte", file
+	} else if kind == kindGenie {
+		d.Format, root = "genie", file
 	} else if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		root = filepath.Dir(path) // a manifest: its folder
 	}

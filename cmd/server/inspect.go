@@ -26,7 +26,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
 	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte")
+		fmt.Fprintln(fs.Output(), "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte|GENIE_DIR")
 		fs.PrintDefaults()
 	}
 	rest, err := parseFlags(fs, args)
@@ -44,6 +44,8 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	}
 	if kind, file, err := locateModel(rest[0]); err == nil && kind == kindPTE {
 		return inspectPTE(file, *asJSON, *backend, *system, stdout, stderr)
+	} else if err == nil && kind == kindGenie {
+		return inspectGenie(file, *asJSON, *backend, *system, stdout, stderr)
 	}
 	files, err := inspectFiles(rest[0], *arch)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
@@ -56,4 +58,19 @@ func (o *ownedGenie) BufferBytes() int64 { return o.rt.BufferBytes() }
 
 func (o *ownedGenie) Close() error {
 	return errors.Join(o.Runner.Close(), o.rt.Close())
+}
+
+// probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
+// dialog.context.size − 1, the runner's (the AR-1 graphs' past).
+func probeGenie(dir string) (modelProbe, error) {
+	c, err := genie.LoadConfig(dir)
+	if err != nil {
+		return modelProbe{}, err
+	}
+	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family}
+	var hf map[string]any
+	if b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes); err == nil && json.Unmarshal(b, &hf) == nil {
+		pr.Generated, _ = hf[generatedKey].(string)
+	}
+	return pr, nil
 }

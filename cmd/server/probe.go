@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/bundle"
@@ -95,20 +94,4 @@ func probePTE(file string) (modelProbe, error) {
 		pr.Generated = g[0].String
 	}
 	return pr, nil
-}
-
-// probeGenie reads a Genie bundle's note of generated weights from its
-// config.json (geniesim writes generatedKey there); the context length is
-// left to the load.
-func probeGenie(dir string) (modelProbe, error) {
-	data, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes)
-	if err != nil {
-		return modelProbe{}, nil // config.json is optional here
-	}
-	var c map[string]any
-	if json.Unmarshal(data, &c) != nil {
-		return modelProbe{}, nil
-	}
-	g, _ := c[generatedKey].(string)
-	return modelProbe{Generated: g}, nil
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// The Runner as an inference.Batcher. The cache is a pool of CL − A slots (A the largest AR):
-// every graph sees them all whatever its stride. A sequence owns one contiguous range of slots
+// The Runner as an inference.Batcher. The cache is a pool of CL − 1 slots (the AR-1 graphs' past;
+// generally CL − the smallest AR): a graph of AR A sees the first CL − A of them, so a step whose
+// sequences have rows from CL − A on runs through the AR-1 graphs (row by row). A sequence owns one contiguous range of slots
 // and, when forked, reads its parent's shared ones. A Step is one call of one AR's graphs (all
 // parts in turn): its rows carry their own input ids, cos/sin rows (their positions) and mask
 // rows opening only their sequence's slots and their run's earlier rows in the call (Genie's
@@ -26,7 +27,7 @@ func (r *Runner) initPool() {
 	}
 }
 
-// BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − A slots.
+// BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − 1 slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
 	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.ars[len(r.ars)-1].ar, Slots: r.slots}
 }
@@ -97,13 +98,14 @@ func (r *Runner) callCost(g *arGraph) (d time.Duration, ok bool) {
 	return d, true
 }
 
-// pick chooses the graphs for a step of rows rows: among the ARs that hold them, an unmeasured
-// one first (the smallest), else the cheapest by measured cost.
-func (r *Runner) pick(rows int) *arGraph {
+// pick chooses the graphs for a step of rows rows: among the ARs that hold them and see every
+// slot the step needs, an unmeasured one first (the smallest), else the cheapest by measured cost;
+// nil when none does.
+func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
 	var best *arGraph
 	var bestCost time.Duration
 	for _, g := range r.ars {
-		if g.ar < rows {
+		if g.ar < rows || !r.sees(g, runs) {
 			continue
 		}
 		c, ok := r.callCost(g)
@@ -117,9 +119,22 @@ func (r *Runner) pick(rows int) *arGraph {
 	return best
 }
 
+// sees reports whether g's past slots (CL − AR) hold every committed row and the runs' rows.
+func (r *Runner) sees(g *arGraph, runs []inference.Run) bool {
+	if r.pool != nil && r.pool.Beyond(g.p) {
+		return false
+	}
+	for _, run := range runs {
+		if r.pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= g.p {
+			return false
+		}
+	}
+	return true
+}
+
 // StepCost is the measured cost of the call a step of rows would make (1 ms per part until measured).
 func (r *Runner) StepCost(rows int) time.Duration {
-	g := r.pick(max(rows, 1))
+	g := r.pick(max(rows, 1), nil)
 	if g == nil {
 		g = r.ars[len(r.ars)-1]
 	}
@@ -147,7 +162,9 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for _, run := range runs {
 		rows += len(run.Tokens)
 	}
-	g = r.pick(rows)
+	if g = r.pick(rows, runs); g == nil {
+		return r.rowByRow(ctx, runs)
+	}
 	if err := r.run(ctx, g, runs); err != nil {
 		return nil, err
 	}
@@ -159,6 +176,62 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
 	}
 	return out, nil
+}
+
+// rowByRow evaluates runs one row per call of the smallest AR's graphs (the only ones that see
+// the slots from CL − A on), keeping a copy of each row's logits.
+func (r *Runner) rowByRow(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	g := r.ars[0]
+	out := make([]inference.Rows, len(runs))
+	k := 0
+	for i, run := range runs {
+		var cr copiedRows
+		for j := range run.Tokens {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
+			if err := r.run(ctx, g, []inference.Run{one}); err != nil {
+				return nil, err
+			}
+			r.pool.Seq(run.Seq).N = one.Start + 1
+			cr = append(cr, r.keep(k, graphio.Row(g.logits, 0, r.bc.NVocab)))
+			k++
+		}
+		out[i] = cr
+	}
+	return out, nil
+}
+
+// keep copies l into the runner's k-th kept-logits buffer.
+func (r *Runner) keep(k int, l inference.Logits) inference.Logits {
+	for len(r.kept) <= k {
+		r.kept = append(r.kept, inference.Logits{})
+	}
+	c := r.kept[k]
+	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
+	if l.Type == inference.F32 {
+		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
+	} else {
+		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
+	}
+	r.kept[k] = c
+	return c
+}
+
+// copiedRows are one run's logits rows kept from row-by-row calls.
+type copiedRows []inference.Logits
+
+func (w copiedRows) Len() int { return len(w) }
+
+// Held: the kept copies stay until the next Step.
+func (w copiedRows) Held() bool { return true }
+
+func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	if i < 0 || i >= len(w) {
+		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
+	}
+	return w[i], nil
 }
 
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write

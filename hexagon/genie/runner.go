@@ -53,10 +53,11 @@ type Runner struct {
 	kv                                 []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
 	k, v                               [][]byte
 	kS, vS                             graphio.Slots
-	stride                             int       // past slots per row of the current layout
-	maxP                               int       // slots at the widest stride (CL − min AR)
-	slots                              int       // pool slots: CL − max AR (every graph sees them)
-	rope                               []float32 // [CL][half] cos then [CL][half] sin
+	stride                             int                // past slots per row of the current layout
+	maxP                               int                // slots at the widest stride (CL − min AR)
+	slots                              int                // pool slots: CL − min AR (the AR-1 graphs' past)
+	kept                               []inference.Logits // rowByRow's logits copies
+	rope                               []float32          // [CL][half] cos then [CL][half] sin
 	half                               int
 	pool                               *graphio.Pool
 
@@ -101,6 +102,8 @@ var (
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("genie: runner is closed")
 
+var partFile = regexp.MustCompile(`^(.+)_part_\d+_of_\d+\.bin$`)
+
 var graphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
 // Open loads a Genie bundle: the config, every ctx-bin (mmap'd), the graphs of each AR across
@@ -122,6 +125,9 @@ func Open(cfg Config) (_ *Runner, err error) {
 	}
 	if r.bc.RopeNote != "" {
 		r.log.Warn().Str("model", r.name).Msg("genie: " + r.bc.RopeNote)
+	}
+	if m := partFile.FindStringSubmatch(filepath.Base(r.bc.Bins[0])); m != nil {
+		r.name = m[1] // AI Hub's <name>_part_1_of_N.bin
 	}
 	if err := r.loadContexts(); err != nil {
 		return nil, err
@@ -473,8 +479,8 @@ func (r *Runner) setup() error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
-	r.slots = r.cl - r.ars[len(r.ars)-1].ar
-	r.stride = r.slots // the prompt graphs' layout: prompts come first
+	r.slots = r.maxP
+	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
 	r.kvE.Put(zero, []float32{0})
@@ -626,7 +632,7 @@ func (r *Runner) bind() error {
 	return nil
 }
 
-// Info describes the model: the context is the slots every graph sees (CL − the largest AR).
+// Info describes the model: the context is the AR-1 graphs' past, CL − 1 (CL − the smallest AR).
 func (r *Runner) Info() inference.ModelInfo {
 	return inference.ModelInfo{Name: r.name, VocabSize: r.vocab0(), ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
 		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}

@@ -552,3 +552,34 @@ func writePart(t testing.TB, dir string, k int, hyper func(*simfile.Hyper, *simf
 		t.Fatal(err)
 	}
 }
+
+// TestTail: rows in slots from CL − AR on (beyond the AR-8 graphs' past) go through the AR-1
+// graphs row by row, and still equal the reference; the context is CL − 1.
+func TestTail(t *testing.T) {
+	rt := openRuntime(t)
+	r := openRunner(t, rt, writeBundle(t, "f32", 3))
+	if r.Info().ContextLen != testCtx-1 {
+		t.Fatalf("context %d, want %d", r.Info().ContextLen, testCtx-1)
+	}
+	toks := make([]int32, testCtx-1)
+	for i, d := range tinyllama.Draws(3, len(toks)) {
+		toks[i] = int32(d % 128000)
+	}
+	toks[0] = 128000
+	ref := reference(t, toks)
+	id, _ := r.Open(len(toks))
+	var got []inference.Logits
+	for s := 0; s < len(toks); {
+		n := min(testAR, len(toks)-s)
+		got = append(got, step(t, r, inference.Run{Seq: id, Start: s, Tokens: toks[s : s+n]})[0]...)
+		s += n
+	}
+	for i, l := range got {
+		if d := maxDiff(t, l, ref[i]); d > 1e-3 {
+			t.Errorf("row %d: max |Δlogit| %g", i, d)
+		}
+	}
+	if c := r.Stats().Graphs[r.ars[0].names[2]].Calls; c < int64(testCtx-1-(testCtx-testAR)) {
+		t.Errorf("the AR-1 graphs ran %d times; the last %d rows need them", c, testCtx-1-(testCtx-testAR))
+	}
+}

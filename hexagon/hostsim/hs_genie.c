@@ -24,13 +24,22 @@ static uint32_t gfail(uint32_t code, char *err, size_t n, const char *fmt, ...) 
 
 static void row_of(const hs_mat *w, uint32_t r, float *out) { hs_mat_row(w, r, out); } /* any storage, packed too */
 
-/* poison overwrites element i of tensor t's buffer p with a value nobody should read. */
-static void poison(const hs_tensor *t, void *p, size_t i) {
-  uint8_t *b = p;
-  switch (t->dtype) {
-  case QNN_DATATYPE_FLOAT_32: { float v = NAN; memcpy(b + 4 * i, &v, 4); return; }
-  case QNN_DATATYPE_FLOAT_16: { uint16_t v = 0x7e00; memcpy(b + 2 * i, &v, 2); return; }
-  default: memset(b + (size_t)hs_dtype_bytes(t->dtype) * i, 0xff, hs_dtype_bytes(t->dtype));
+/* poison overwrites elements [i, i+n) of tensor t's buffer p with values nobody should read:
+ * NaN floats, all-ones codes. */
+static void poison(const hs_tensor *t, void *p, size_t i, size_t n) {
+  size_t es = hs_dtype_bytes(t->dtype);
+  uint8_t *b = (uint8_t *)p + es * i;
+  if (t->dtype != QNN_DATATYPE_FLOAT_32 && t->dtype != QNN_DATATYPE_FLOAT_16) {
+    memset(b, 0xff, es * n);
+    return;
+  }
+  if (!n) return;
+  if (t->dtype == QNN_DATATYPE_FLOAT_32) { float v = NAN; memcpy(b, &v, 4); }
+  else { uint16_t v = 0x7e00; memcpy(b, &v, 2); }
+  for (size_t done = 1; done < n;) { /* doubling copies */
+    size_t k = done < n - done ? done : n - done;
+    memcpy(b + es * done, b, es * k);
+    done += k;
   }
 }
 
@@ -207,11 +216,10 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
     hs_store(vt, out[io.vout[l]], 0, (size_t)KVD * AR, obuf);
     for (int i = 0; i < AR; i++) {
       if (live[i]) continue;
-      for (int h = 0; h < NKV; h++)
-        for (int dd = 0; dd < HD; dd++) {
-          poison(kt, out[io.kout[l]], (size_t)(h * HD + dd) * AR + i);
-          poison(vt, out[io.vout[l]], ((size_t)h * AR + i) * HD + dd);
-        }
+      for (int h = 0; h < NKV; h++) {
+        for (int dd = 0; dd < HD; dd++) poison(kt, out[io.kout[l]], (size_t)(h * HD + dd) * AR + i, 1);
+        poison(vt, out[io.vout[l]], ((size_t)h * AR + i) * HD, (size_t)HD);
+      }
     }
   }
   const hs_tensor *ot = &g->out[io.last ? io.logits : io.hout];
@@ -224,8 +232,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   for (int r = 0; r < nl; r++)
     hs_store(ot, out[io.last ? io.logits : io.hout], (size_t)lr[r] * w, w, io.last ? lg + (size_t)r * V : x + (size_t)r * E);
   for (int i = 0; i < AR; i++)
-    if (!live[i])
-      for (size_t k = 0; k < w; k++) poison(ot, out[io.last ? io.logits : io.hout], (size_t)i * w + k);
+    if (!live[i]) poison(ot, out[io.last ? io.logits : io.hout], (size_t)i * w, w);
   goto done;
 oom:
   code = gfail(QNN_COMMON_ERROR_MEM_ALLOC, err, n, "graph %s: out of memory", g->name);

@@ -52,11 +52,13 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// ToolCall is an assistant's function call; Arguments is a JSON document
-// encoded as a string.
+// ToolCall is an assistant's function call (Arguments: a JSON document
+// encoded as a string), or in a chunk a piece of one: the first carries
+// its Index, id, type and name, later ones argument fragments.
 type ToolCall struct {
+	Index    int          `json:"index,omitempty"` // a chunk's; not sent
 	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type"`
+	Type     string       `json:"type,omitempty"`
 	Function FunctionCall `json:"function"`
 }
 
@@ -64,15 +66,6 @@ type ToolCall struct {
 type FunctionCall struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
-}
-
-// ToolCallDelta is a streamed piece of a tool call: the first carries id,
-// type and name, later ones argument fragments.
-type ToolCallDelta struct {
-	Index    int          `json:"index"`
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
-	Function FunctionCall `json:"function"`
 }
 
 // Usage is the part of the upstream's usage the conversions report.
@@ -88,7 +81,7 @@ type Usage struct {
 // calls (of the first choice; the converted requests ask for one).
 type ChunkDelta struct {
 	Text      string
-	ToolCalls []ToolCallDelta
+	ToolCalls []ToolCall
 }
 
 // ChunkReader reads an upstream's chat chunks (each SSE event's data) and
@@ -115,8 +108,8 @@ func (r *ChunkReader) Read(data []byte) (ChunkDelta, error) {
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
-				Content   *string         `json:"content"`
-				ToolCalls []ToolCallDelta `json:"tool_calls"`
+				Content   *string    `json:"content"`
+				ToolCalls []ToolCall `json:"tool_calls"`
 			} `json:"delta"`
 			FinishReason *string `json:"finish_reason"`
 			// vLLM's stop_reason and SGLang's matched_stop: the stop
@@ -165,7 +158,7 @@ func (r *ChunkReader) Read(data []byte) (ChunkDelta, error) {
 	return d, nil
 }
 
-func (r *ChunkReader) addCall(tc ToolCallDelta) {
+func (r *ChunkReader) addCall(tc ToolCall) {
 	if r.calls == nil {
 		r.calls = map[int]*ToolCall{}
 	}

@@ -124,7 +124,7 @@ func Write(dir string, o Options) error {
 	files := map[string][]byte{
 		"genie_config.json":           jsonBytes(GenieConfig(o.Config, o.Ctx, bins)),
 		"htp_backend_ext_config.json": jsonBytes(HTPConfig()),
-		"config.json":                 markGenerated(jsonBytes(HFConfig(o.Config)), o.Config),
+		"config.json":                 jsonBytes(HFConfig(o.Config)),
 		"metadata.yaml":               Metadata(h, s, o),
 		"tool-versions.yaml":          []byte("tool_versions:\n  qairt: 2.42.0 (hostsim stand-in: hexserve mkmodel --format genie)\n"),
 	}
@@ -134,18 +134,6 @@ func Write(dir string, o Options) error {
 		}
 	}
 	return nil
-}
-
-// markGenerated adds tinyllama.GeneratedKey to the JSON object b: the
-// bundle's own note that its weights are generated (a server says its text
-// is gibberish by design).
-func markGenerated(b []byte, c tinyllama.Config) []byte {
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil {
-		return b
-	}
-	m[tinyllama.GeneratedKey] = tinyllama.GeneratedNote(c)
-	return jsonBytes(m)
 }
 
 func jsonBytes(v any) []byte {
@@ -229,15 +217,19 @@ func HTPConfig() any {
 }
 
 // HFConfig is the checkpoint's config.json (model_type llama, LlamaForCausalLM, its own rope
-// scaling).
-func HFConfig(c tinyllama.Config) tinyllama.Config {
+// scaling), with tinyllama.GeneratedKey saying the weights are generated.
+func HFConfig(c tinyllama.Config) map[string]any {
 	if c.ModelType == "" {
 		c.ModelType = "llama"
 	}
 	if len(c.Architectures) == 0 {
 		c.Architectures = []string{"LlamaForCausalLM"}
 	}
-	return c
+	var m map[string]any
+	b, _ := json.Marshal(c)
+	json.Unmarshal(b, &m)
+	m[tinyllama.GeneratedKey] = tinyllama.GeneratedNote(c)
+	return m
 }
 
 // dtypeName is metadata.yaml's dtype of a QNN data type.

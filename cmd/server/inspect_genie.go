@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/hexserve/hexserve/hexagon/genie"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+)
+
+// inspectedGenie is `hexserve inspect DIR` of a Genie bundle: the config's values as hexserve reads
+// them, warnings, then each part's graphs (with their AR and CL) and every tensor.
+type inspectedGenie struct {
+	Dir      string              `json:"dir"`
+	Config   *genie.BundleConfig `json:"config"`
+	Warnings []string            `json:"warnings,omitempty"`
+	Parts    []inspectedFile     `json:"parts"`
+}
+
+var genieGraphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
+
+func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stderr io.Writer) int {
+	c, err := genie.LoadConfig(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve inspect:", err)
+		return 1
+	}
+	out := inspectedGenie{Dir: dir, Config: c}
+	if c.RopeNote != "" {
+		out.Warnings = append(out.Warnings, c.RopeNote)
+	}
+	be, sys := defaultQNNLibs(backend, system)
+	rt, err := qnn.Open(qnn.Config{Backend: be, System: sys})
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve inspect:", err)
+		return 1
+	}
+	defer rt.Close()
+	status := 0
+	for i, f := range c.Bins {
+		buf, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "hexserve inspect:", err)
+			status = 1
+			continue
+		}
+		graphs, err := rt.BinaryInfo(buf)
+		if err != nil {
+			fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)
+			status = 1
+			continue
+		}
+		for _, g := range graphs {
+			if m := genieGraphName.FindStringSubmatch(g.Name); m == nil {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: graph %s is not named {prompt|token}_ar{A}_cl{C}_{k}_of_{N}", filepath.Base(f), g.Name))
+			} else if m[4] != fmt.Sprint(i+1) || m[5] != fmt.Sprint(len(c.Bins)) {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: graph %s is part %s of %s, listed as ctx-bins[%d] of %d", filepath.Base(f), g.Name, m[4], m[5], i, len(c.Bins)))
+			}
+		}
+		out.Parts = append(out.Parts, newInspectedFile(f, graphs))
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return 1
+		}
+		return status
+	}
+	fmt.Fprintf(stdout, "Genie bundle %s\n  context %d, n-vocab %d, bos %d, eos %v, kv-dim %d\n", dir, c.Size, c.NVocab, c.BOS, c.EOS, c.KVDim)
+	fmt.Fprintf(stdout, "  rope: dim %d, theta %g, %s factor %g (low %g, high %g, original %d)\n", c.Rope.Dim, c.Rope.Theta,
+		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions)
+	fmt.Fprintf(stdout, "  sampler defaults: temp %g, top-k %d, top-p %g, seed %g\n", c.Sampler.Temp, c.Sampler.TopK, c.Sampler.TopP, c.Sampler.Seed)
+	fmt.Fprintf(stdout, "  htp: perf_profile %q, rpc_control_latency %d µs, weight sharing %v, use-mmap %v\n", c.HTP.PerfProfile,
+		c.HTP.RPCLatencyUS, c.HTP.WeightSharing, c.UseMmap)
+	fmt.Fprintf(stdout, "  tokenizer %s, family %q, %d parts\n", c.Tokenizer, c.Family, len(c.Bins))
+	for _, w := range out.Warnings {
+		fmt.Fprintln(stdout, "  warning:", w)
+	}
+	for _, f := range out.Parts {
+		printInspected(stdout, f)
+	}
+	return status
+}
