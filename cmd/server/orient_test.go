@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -176,5 +177,23 @@ func TestUseHostsim(t *testing.T) {
 	cfg.Model.Libraries.Backend = "/opt/qnn/libQnnHtp.so"
 	if got := useHostsim(&cfg); got != "" || cfg.Model.Libraries.Backend != "/opt/qnn/libQnnHtp.so" {
 		t.Errorf("configured: dir %q, libraries %+v", got, cfg.Model.Libraries)
+	}
+}
+
+// TestLibraryHint: a failure to open the default (bare-name) libraries names
+// what to do; configured libraries and other errors pass unchanged.
+func TestLibraryHint(t *testing.T) {
+	load := errors.New("qnn: load backend library libQnnHtp.so: libQnnHtp.so: cannot open shared object file")
+	cfg := config.Default()
+	if got := libraryHint(load, cfg).Error(); !strings.Contains(got, "hexserve serve --config configs/dev.yaml") || !strings.Contains(got, "model.libraries") {
+		t.Errorf("default libraries: %q", got)
+	}
+	cfg.Model.Libraries.Backend = "/opt/libQnnHtp.so"
+	if got := libraryHint(load, cfg); got != load {
+		t.Errorf("configured libraries: %v", got)
+	}
+	other := errors.New("bundle: bad manifest")
+	if got := libraryHint(other, config.Default()); got != other {
+		t.Errorf("other error: %v", got)
 	}
 }
