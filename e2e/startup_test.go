@@ -136,7 +136,7 @@ func TestStartupFailures(t *testing.T) {
 			}},
 		{name: "bundle is /dev/zero", bundle: "/dev/zero",
 			want: func(string) []string {
-				return []string{"model /dev/zero: not a model: it is a device (want a bundle folder"}
+				return []string{"/dev/zero is neither a bundle folder nor a manifest file: it is a device"}
 			}},
 		{name: "symlink loop",
 			breakIt: func(t *testing.T, b string) {

@@ -35,7 +35,7 @@ func checkModelPath(path string) error {
 	}
 	if !st.IsDir() {
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("model %s: not a model: it is a %s (%s)", path, fileKind(st.Mode()), modelKinds)
+			return nil // a device, a FIFO: the bundle reader says what it is, without opening it
 		}
 		if modelFile(path, st.Size()) {
 			return nil
@@ -51,35 +51,14 @@ func checkModelPath(path string) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		isDir := e.IsDir()
-		if e.Type()&fs.ModeSymlink != 0 && plausibleArchDir(name) {
-			st, err := os.Stat(filepath.Join(path, name)) // a link to the arch folder: follow it
-			if err != nil {
-				return fmt.Errorf("model %s: %w", path, err)
-			}
-			isDir = st.IsDir()
-		}
 		switch {
-		case name == bundle.ManifestName, isDir && plausibleArchDir(name),
+		case name == bundle.ManifestName, (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && plausibleArchDir(name),
 			strings.HasSuffix(name, ".pte"), name == genie.ConfigFile:
 			return nil
 		}
 	}
 	return fmt.Errorf("model %s: not a model: the folder holds none of %s, an arch folder (v79/, …) with one, a .pte file, "+
 		"or a Genie bundle's %s (%s)", path, bundle.ManifestName, genie.ConfigFile, modelKinds)
-}
-
-// fileKind names what a path that is neither a folder nor a regular file is.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }
 
 // modelFile reports whether the regular file path is a model file: a .pte
