@@ -160,9 +160,17 @@ func (r *Runner) decodeStepCost(rows int) time.Duration {
 	return d
 }
 
+// remeasureSteps is how many Steps a graph may go unused before one is
+// given to it again, so that a cost measured once (a slow first call, a
+// loaded moment) does not keep it unused: its estimate is only renewed by
+// calls.
+const remeasureSteps = 32
+
 // Step evaluates runs in one prefill_forward call, or row by row through
 // kv_forward when that is cheaper by measured costs (a single row tries
-// kv_forward once first, so that both graphs get measured).
+// kv_forward once first, so that both graphs get measured, and again when
+// it has not run for remeasureSteps Steps; a multi-row Step likewise gives
+// prefill_forward a call when it has not run for that long).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
 		return nil, err
@@ -176,14 +184,25 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		rows += len(run.Tokens)
 	}
 	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
-	explore := rows == 1 && dg.Calls == 0
+	r.steps++
+	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureSteps)
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
+	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureSteps
+	if explore && dg.Calls > 0 {
+		r.stats.MarkStale(r.dec.method) // its new time replaces the old estimate
+	}
+	if remeasure {
+		r.stats.MarkStale(r.pre.method)
+	}
 	m := r.pre
 	switch {
-	case !explore && !r.tail(runs) && !(measured && r.decodeStepCost(rows) < r.prefillStepCost()):
+	case !explore && !r.tail(runs) && (remeasure || !(measured && r.decodeStepCost(rows) < r.prefillStepCost())):
+		r.preAt = r.steps
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
+		r.decAt = r.steps
 	default:
+		r.decAt = r.steps
 		return r.decodeRows(ctx, runs)
 	}
 	if err := r.runBatch(m, runs); err != nil {

@@ -64,3 +64,30 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 		t.Errorf("prefill_forward priced at %v, want its recent time × 2", c)
 	}
 }
+
+// TestRemeasureStaleCost: a graph whose one measured call was slow (600 ms
+// of emulated latency for kv_forward) is given a call again after
+// remeasureSteps Steps without one, and once its new time is measured the
+// single-row Steps go back to it.
+func TestRemeasureStaleCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	r := openRunner(t, rt, path)
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
+	warm := newBseqs(t, r, [][]int32{{128000, 5}}, 2) // kv_forward measured once, at 600 ms
+	drive(t, r, warm, 8)
+	r.Release(warm[0].id)
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "5000") // now kv_forward is the cheaper graph for one row
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
+	dec := func() int64 { return r.Stats().Graphs[r.dec.method].Calls }
+	before := dec()
+	ss := newBseqs(t, r, [][]int32{{128000, 9, 10}}, 2*remeasureSteps+4)
+	drive(t, r, ss, 8)
+	if got := dec() - before; got < remeasureSteps { // 1 at most before step remeasureSteps + 1, then all
+		t.Fatalf("kv_forward ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again",
+			got, 2*remeasureSteps+4)
+	}
+}

@@ -61,6 +61,7 @@ type Runner struct {
 	pool                       *graphio.Pool      // the slot pool (Batcher)
 	batchToks                  []int32            // runBatch's scratch
 	kept                       []inference.Logits // logits rows kept by decodeRows
+	steps, preAt, decAt        int64              // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call

@@ -25,6 +25,9 @@ type GraphStats struct {
 	// first one; the planner's cost estimate, so plans follow latency
 	// changes instead of lifetime averages.
 	Recent time.Duration
+	// Stale makes the next successful execute's time replace Recent (a
+	// runner re-measuring a graph it has not called for a long time).
+	Stale bool
 }
 
 // RecentWeight is the weight of the newest call in GraphStats.Recent.
@@ -39,8 +42,8 @@ func (g *GraphStats) Observe(d, cpu time.Duration, failed bool) {
 		g.Failed++
 		return
 	}
-	if g.Calls-g.Failed == 1 {
-		g.Recent = d
+	if g.Calls-g.Failed == 1 || g.Stale {
+		g.Recent, g.Stale = d, false
 		return
 	}
 	g.Recent += time.Duration(RecentWeight * float64(d-g.Recent))
@@ -68,6 +71,14 @@ type Stats struct {
 	Restrides int64
 	Reloads   int64 // context reloads after device restarts
 	KVMoves   int64 // sequences moved within a slot pool to grow (.pte)
+}
+
+// MarkStale sets graph's Stale (see GraphStats.Stale).
+func (s *Stats) MarkStale(graph string) {
+	if g, ok := s.Graphs[graph]; ok {
+		g.Stale = true
+		s.Graphs[graph] = g
+	}
 }
 
 // Observe records one execute of graph.

@@ -9,17 +9,22 @@ func TestGraphStatsRecent(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name  string
-		calls []time.Duration // a negative duration is a failed call of that length
+		calls []time.Duration // a negative duration is a failed call of that length, 0 marks the stats stale
 		want  GraphStats
 	}{
 		{"seeded with the first call", []time.Duration{5 * ms}, GraphStats{Calls: 1, Time: 5 * ms, Recent: 5 * ms}},
 		{"weight 0.2", []time.Duration{10 * ms, 20 * ms}, GraphStats{Calls: 2, Time: 30 * ms, Recent: 12 * ms}},
 		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, -50 * ms, 15 * ms}, GraphStats{Calls: 4, Failed: 2, Time: 76 * ms, Recent: 11 * ms}},
+		{"stale: the next call replaces it", []time.Duration{600 * ms, 0, 5 * ms}, GraphStats{Calls: 2, Time: 605 * ms, Recent: 5 * ms}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var g GraphStats
 			for _, d := range tt.calls {
+				if d == 0 { // a re-measure: MarkStale
+					g.Stale = true
+					continue
+				}
 				g.Observe(max(d, -d), 0, d < 0)
 			}
 			if g != tt.want {
