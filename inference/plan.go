@@ -65,11 +65,17 @@ func plan(c candidates) stepPlan {
 	if len(c.prefill) > 0 && ndec == budget && (budget > 1 || (c.turn+1)%2 == 0) {
 		ndec--
 	}
-	if ndec > 0 && c.newPrompt() && c.additive() && !c.promptOnly {
-		// Runs take turns (each decode row costs a call of its own): a new
-		// prompt's first token would wait for every decode row, so the
-		// prompts get a step of their own, once; the streams lose one step.
-		ndec = 0
+	if ndec > 0 && c.additive() {
+		// Runs take turns (each decode row costs a call of its own), so a
+		// step of several decode rows costs no less than as many steps of
+		// one, and every token of it waits for the slowest: a step carries
+		// one decode row (round-robin), and a new prompt, which would wait
+		// behind it, gets a step of its own, once; the streams lose one
+		// row's time.
+		ndec = 1
+		if c.newPrompt() && !c.promptOnly {
+			ndec = 0
+		}
 	}
 	var p stepPlan
 	for _, w := range decode[:ndec] {
