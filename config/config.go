@@ -68,6 +68,9 @@ type Server struct {
 	// hold at once (whole replies, a stream's current line, converted
 	// replies); past it a request gets 503 upstream_busy.
 	RelayMemory ByteSize `yaml:"relay_memory"`
+	// BodyMemory bounds the bytes of all request bodies read and held at
+	// once; past it a request gets 503 server_overloaded.
+	BodyMemory ByteSize `yaml:"body_memory"`
 }
 
 // WebUIOn reports whether the chat page is served: server.web_ui when set,
@@ -350,6 +353,7 @@ func Default() Config {
 			Listen:             "127.0.0.1:8080",
 			BodyLimit:          1 << 20,
 			RelayMemory:        128 << 20, // upstream.DefaultBudget
+			BodyMemory:         128 << 20, // server.DefaultBodyMemory
 			ReadHeaderTimeout:  10 * time.Second,
 			BodyTimeout:        30 * time.Second,
 			IdleTimeout:        2 * time.Minute,
@@ -451,6 +455,7 @@ func (c *Config) Validate() error {
 		{!validOrigins(s.CORSOrigins), "server.cors_origins", `must be "*" or origins like "https://example.com"`},
 		{s.BodyLimit <= 0, "server.body_limit", "must be > 0"},
 		{s.RelayMemory <= 0, "server.relay_memory", "must be > 0"},
+		{s.BodyMemory < s.BodyLimit, "server.body_memory", "must be >= server.body_limit"},
 		{s.ReadHeaderTimeout <= 0, "server.read_header_timeout", "must be > 0"},
 		{s.BodyTimeout <= 0, "server.body_timeout", "must be > 0"},
 		{s.IdleTimeout <= 0, "server.idle_timeout", "must be > 0"},

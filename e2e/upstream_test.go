@@ -262,7 +262,7 @@ func testUpstreamForward(t *testing.T, r *upstreamRig) {
 		!strings.Contains(l.Body, `"owned_by":"upstream","status":"upstream","loaded":false,"upstream":true}`) {
 		t.Errorf("/v1/models: %s", l.Body)
 	}
-	h := r.front.health(t)
+	h := r.front.do(t, "GET", "/health", "", "Authorization", "Bearer "+apiKey) // with keys set, the figures are for key holders
 	if h.Status != 200 || !strings.Contains(h.Body, `"big":{"reachable":true}`) || !strings.Contains(h.Body, `"down":{"error":"unreachable","reachable":false}`) {
 		t.Errorf("/health: %d %s", h.Status, h.Body)
 	}

@@ -80,3 +80,32 @@ func TestMaxCompiles(t *testing.T) {
 	done()
 	wg.Wait()
 }
+
+// TestLongRequired: a required list of 60,000 names (a body limit's
+// worth), alone or merged across allOf parts (once a pairwise check that
+// took the square of the names, uncharged), is refused within the bound of
+// every hostile schema.
+func TestLongRequired(t *testing.T) {
+	var b strings.Builder
+	for i := range 60_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d"`, i)
+	}
+	req := b.String()
+	other := strings.ReplaceAll(req, `"p`, `"q`) // no name in common: each looked up in all the others
+	for name, schema := range map[string]string{
+		"required":       `{"type":"object","required":[` + req + `]}`,
+		"allOf required": `{"allOf":[{"required":[` + req + `]},{"required":[` + other + `]}]}`,
+	} {
+		var err error
+		cost := costtest.Measure(func() { _, err = Compile([]byte(schema), Options{}) })
+		t.Logf("%s: %v", name, err)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: Compile = %v, want an Error", name, err)
+		}
+		costtest.Within(t, name, cost, cpuBound, allocBound)
+	}
+}

@@ -414,6 +414,7 @@ func (c *compiler) ref(r any, path string) (*node, error) {
 	if n, ok := c.refs[s]; ok {
 		return n, nil
 	}
+	c.b.spend(int64(1 + len(s))) // the pointer's tokens, each looked up
 	target, err := pointer(c.doc, s[1:])
 	if err != nil {
 		return nil, &Error{Path: path, Message: err.Error()}
@@ -500,6 +501,10 @@ func mergeAllOf(s map[string]any, all any, c *compiler, path string) (map[string
 				if annotations[k] {
 					continue
 				}
+				if l, ok := v.([]any); ok { // merged with what is there: required, type lists
+					c.b.spend(int64(1 + len(l)))
+				}
+				c.b.spend(1)
 				src[k] = append(src[k], i)
 				old, ok := out[k]
 				if !ok {
@@ -561,8 +566,17 @@ func mergeKey(k string, a, b any) (any, error) {
 		la, _ := a.([]any)
 		lb, _ := b.([]any)
 		r := slices.Clone(la)
+		seen := make(map[any]bool, len(la))
+		for _, x := range la {
+			if _, ok := x.(string); ok {
+				seen[x] = true
+			}
+		}
 		for _, x := range lb {
-			if !slices.Contains(r, x) {
+			if _, ok := x.(string); !ok { // refused when compiled
+				r = append(r, x)
+			} else if !seen[x] {
+				seen[x] = true
 				r = append(r, x)
 			}
 		}
@@ -828,6 +842,9 @@ func (c *compiler) objects(n *node, s map[string]any, path string) error {
 			req = append(req, name)
 		}
 	}
+	// Each required name is looked up among the properties (at most
+	// maxProps), and each property among the required names.
+	c.b.spend(int64(len(req)) * int64(1+maxProps))
 	var names []string
 	if p, ok := s["properties"]; ok {
 		m, ok := p.(map[string]any)

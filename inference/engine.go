@@ -18,7 +18,7 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	QueueLen   int                   // requests waiting behind the running one; 0 means 8
+	QueueLen   int                   // requests waiting for a sequence slot; 0 means 8
 	Timeout    time.Duration         // default generation time limit; 0: none
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     zerolog.Logger

@@ -59,7 +59,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	lat := prometheus.ExponentialBuckets(0.001, 2, 16) // 1 ms … 33 s
 	m := &metrics{
 		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hexserve_queue_depth", Help: "Requests waiting for the model (the running one excluded)."}),
+			Name: "hexserve_queue_depth", Help: "Requests waiting for a sequence slot (running sequences excluded)."}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hexserve_running_requests", Help: "Requests being generated."}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -95,6 +95,9 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 			typ = TypeInvalidRequest
 		}
 		return &APIError{Status: upErr.Status, Type: typ, Code: upErr.Code, Message: upErr.Message, RetryAfter: upErr.RetryAfter}, false
+	case errors.Is(err, errBodyMemory):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
+			Message: "The server is reading too many request bodies at once (server.body_memory), please retry shortly.", RetryAfter: 1}, false
 	case errors.Is(err, grammar.ErrBusy):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_overloaded",
 			Message: "The server is compiling too many structured-output schemas at once (structured.max_compiles), please retry shortly.", RetryAfter: 1}, false

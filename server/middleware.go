@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -272,6 +274,8 @@ func metricMethod(m string) string {
 
 // limitBody refuses bodies larger than the limit: at once when
 // Content-Length says so, else when reading crosses it (decodeJSON → 413).
+// Every byte read is held from the server's body memory until the request
+// ends (what is decoded from it lives that long): past it, 503.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	limit := s.opts.BodyLimit
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -279,7 +283,40 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 			writeError(w, r, &http.MaxBytesError{Limit: limit})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		b := &heldBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), s: s}
+		defer b.release()
+		r.Body = b
 		next.ServeHTTP(w, r)
 	})
+}
+
+// DefaultBodyMemory is Options.BodyMemory's default (server.body_memory).
+const DefaultBodyMemory = 128 << 20
+
+// errBodyMemory is the read error of a body that would pass the server's
+// body memory.
+var errBodyMemory = errors.New("the server is holding too many request bodies (server.body_memory)")
+
+// heldBody counts the bytes read of a request body against the server's
+// body memory.
+type heldBody struct {
+	io.ReadCloser
+	s    *Server
+	held int64
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.held += int64(n)
+		if b.s.bodies.Add(int64(n)) > b.s.opts.BodyMemory {
+			return 0, errBodyMemory
+		}
+	}
+	return n, err
+}
+
+func (b *heldBody) release() {
+	b.s.bodies.Add(-b.held)
+	b.held = 0
 }

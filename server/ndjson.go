@@ -39,11 +39,7 @@ func (n *ndjsonWriter) Send(v any) error {
 		return n.err
 	}
 	if !n.started {
-		h := n.w.Header()
-		h.Set("Content-Type", "application/x-ndjson")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		n.w.WriteHeader(http.StatusOK)
+		startStream(n.w, "application/x-ndjson")
 		n.started = true
 	}
 	n.err = timedWrite(n.w, n.rc, n.timeout, n.buf.Bytes())

@@ -45,6 +45,10 @@ type Options struct {
 	CORSOrigins []string
 	// BodyLimit caps request bodies in bytes; <= 0 means 1 MiB.
 	BodyLimit int64
+	// BodyMemory caps the bytes of all request bodies read and held at
+	// once (each until its request ends); <= 0 means 128 MiB. Past it a
+	// request gets 503 server_overloaded.
+	BodyMemory int64
 	// BodyTimeout bounds the time to read a request body, so a client that
 	// trickles one cannot hold a connection; <= 0 means 30 s.
 	BodyTimeout time.Duration
@@ -135,6 +139,7 @@ func (m *Model) grammar() *grammar.Vocab {
 
 // Server routes HTTP requests. It is an http.Handler.
 type Server struct {
+	bodies  atomic.Int64 // bytes of request bodies read and held now (BodyMemory)
 	opts    Options
 	log     zerolog.Logger
 	reg     *prometheus.Registry
@@ -153,6 +158,9 @@ type Server struct {
 func New(opts Options) *Server {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.BodyMemory <= 0 {
+		opts.BodyMemory = DefaultBodyMemory
 	}
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = 1 << 20
@@ -266,7 +274,7 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
-	case errors.As(err, &tooLarge):
+	case errors.As(err, &tooLarge), errors.Is(err, errBodyMemory):
 		return err
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return &APIError{Status: http.StatusRequestTimeout, Type: TypeInvalidRequest, Code: "request_timeout",

@@ -64,17 +64,23 @@ func (s *sseWriter) Error(api *APIError) error { return s.Send(api.Body()) }
 // Done ends the stream.
 func (s *sseWriter) Done() error { return s.write([]byte("data: [DONE]\n\n")) }
 
+// startStream sends a stream's 200 and headers: its content type, no
+// caching, and no buffering by a proxy (nginx's X-Accel-Buffering).
+func startStream(w http.ResponseWriter, contentType string) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
 func (s *sseWriter) write(b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
 	if !s.started {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("Connection", "keep-alive")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
+		s.w.Header().Set("Connection", "keep-alive")
+		startStream(s.w, "text/event-stream")
 		s.started = true
 	}
 	s.err = timedWrite(s.w, s.rc, s.timeout, b)

@@ -24,7 +24,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model", "status"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hexserve_upstream_errors_total",
-			Help: "Upstream failures by model and kind: unreachable, timeout, status (it answered >= 400), stream (it broke off a stream), busy (max_in_flight), cancelled (the client left).",
+			Help: "Upstream failures by model and kind: unreachable, timeout, status (it answered >= 400), stream (it broke off a stream or sent an event that is not JSON), invalid (a 2xx reply that is not what was asked), size (a reply over 64 MiB), memory (server.relay_memory), busy (max_in_flight), cancelled (the client left).",
 		}, []string{"model", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hexserve_upstream_latency_seconds",

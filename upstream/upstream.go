@@ -341,7 +341,7 @@ func (c *Client) Chunks(w http.ResponseWriter, r *http.Request, path string, bod
 	defer cl.done()
 	resp := cl.resp
 	if resp.StatusCode >= 400 {
-		return c.refused(r, resp)
+		return c.refused(r, resp, &cl.hold)
 	}
 	if !isStream(resp) {
 		return c.broken(r, resp, "answered a stream request with a reply that is not a stream")
@@ -439,10 +439,10 @@ func (c *Client) redirected(resp *http.Response) error {
 
 // refused is the *Error for an upstream's error reply: its status (5xx
 // other than 503 and 504: 502) and its error message, scrubbed.
-func (c *Client) refused(r *http.Request, resp *http.Response) error {
+func (c *Client) refused(r *http.Request, resp *http.Response, h *hold) error {
 	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	b, _ := h.readAll(io.LimitReader(resp.Body, maxErrorBody))
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
 	var body struct {
 		Error json.RawMessage `json:"error"`
@@ -607,9 +607,12 @@ func (s *scrubbed) Unwrap() error { return s.err }
 func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) error {
 	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	b, err := rw.hold.readAll(io.LimitReader(resp.Body, maxErrorBody))
 	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
-	if err != nil {
+	switch {
+	case errors.Is(err, errTooLarge), errors.Is(err, errBudget):
+		return c.cut(err)
+	case err != nil:
 		return c.fail(r, err)
 	}
 	if e := c.keyRefused(resp.StatusCode); e != nil {
@@ -621,8 +624,8 @@ func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) err
 			Message: fmt.Sprintf("The model `%s` failed with status %d.", c.opts.ID, resp.StatusCode)}
 	}
 	h := rw.w.Header()
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		h.Set("Retry-After", ra)
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && ra >= 0 {
+		h.Set("Retry-After", strconv.Itoa(ra)) // only a number of seconds: no upstream text
 	}
 	h.Set("Content-Type", "application/json")
 	rw.w.WriteHeader(status)

@@ -70,8 +70,8 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
 		fmt.Fprintln(fs.Output(), "  --format genie:  DIR/{NAME_part_K_of_N.bin, genie_config.json, htp_backend_ext_config.json, tokenizer.json,")
 		fmt.Fprintln(fs.Output(), "                   config.json, metadata.yaml, tool-versions.yaml, LICENSE, NOTICE}, a Qualcomm AI Hub Genie bundle")
-		fmt.Fprintln(fs.Output(), "Disk it writes (default --weights int8): tiny 15 MB; llama-3.2-1b bundle 2.8 GB, pte 1.3 GB;")
-		fmt.Fprintln(fs.Output(), "llama-3.2-3b bundle 6.9 GB, pte 3.7 GB (f16 weights: about twice). Weights stream to disk: memory")
+		fmt.Fprintln(fs.Output(), "Disk it writes (default --weights int8): tiny 35 MB; llama-3.2-1b bundle 2.7 GB, pte 1.2 GB;")
+		fmt.Fprintln(fs.Output(), "llama-3.2-3b bundle 6.8 GB, pte 3.6 GB (f16 weights: about twice). Weights stream to disk: memory")
 		fmt.Fprintln(fs.Output(), "stays under 100 MB for any preset. Progress goes to stderr. A sample --config: configs/mkmodel-small.json.")
 		fs.PrintDefaults()
 	}

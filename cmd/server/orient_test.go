@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -50,6 +51,9 @@ func TestCheckModelPath(t *testing.T) {
 	arch := filepath.Join(dir, "b")
 	os.MkdirAll(filepath.Join(arch, "v79"), 0o755)
 	missing := filepath.Join(dir, "nowhere")
+	loop := filepath.Join(dir, "loop")
+	os.Mkdir(loop, 0o755)
+	os.Symlink("v79", filepath.Join(loop, "v79")) // the bundle reader reports the loop
 
 	for _, tc := range []struct {
 		path, want string
@@ -68,6 +72,8 @@ func TestCheckModelPath(t *testing.T) {
 		{pte, ""},
 		{filepath.Dir(pte), ""},
 		{arch, ""},
+		{loop, ""},
+		{"/dev/null", ""}, // not opened here: the bundle reader says it is a device
 	} {
 		err := checkModelPath(tc.path)
 		got := ""
@@ -176,5 +182,23 @@ func TestUseHostsim(t *testing.T) {
 	cfg.Model.Libraries.Backend = "/opt/qnn/libQnnHtp.so"
 	if got := useHostsim(&cfg); got != "" || cfg.Model.Libraries.Backend != "/opt/qnn/libQnnHtp.so" {
 		t.Errorf("configured: dir %q, libraries %+v", got, cfg.Model.Libraries)
+	}
+}
+
+// TestLibraryHint: a failure to open the default (bare-name) libraries names
+// what to do; configured libraries and other errors pass unchanged.
+func TestLibraryHint(t *testing.T) {
+	load := errors.New("qnn: load backend library libQnnHtp.so: libQnnHtp.so: cannot open shared object file")
+	cfg := config.Default()
+	if got := libraryHint(load, cfg).Error(); !strings.Contains(got, "hexserve serve --config configs/dev.yaml") || !strings.Contains(got, "model.libraries") {
+		t.Errorf("default libraries: %q", got)
+	}
+	cfg.Model.Libraries.Backend = "/opt/libQnnHtp.so"
+	if got := libraryHint(load, cfg); got != load {
+		t.Errorf("configured libraries: %v", got)
+	}
+	other := errors.New("bundle: bad manifest")
+	if got := libraryHint(other, config.Default()); got != other {
+		t.Errorf("other error: %v", got)
 	}
 }

@@ -152,6 +152,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		APIKeys:            cfg.Server.APIKeys,
 		CORSOrigins:        cfg.Server.CORSOrigins,
 		BodyLimit:          int64(cfg.Server.BodyLimit),
+		BodyMemory:         int64(cfg.Server.BodyMemory),
 		BodyTimeout:        cfg.Server.BodyTimeout,
 		StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
 		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },

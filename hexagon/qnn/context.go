@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -206,8 +207,11 @@ func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Cont
 	return c, nil
 }
 
-// createContext reads the binary's metadata and creates the context.
+// createContext reads the binary's metadata and creates the context. A
+// large or slow one is logged at info level as it is ready, so a model's
+// load shows its progress binary by binary (the rest at debug level).
 func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*Context, error) {
+	start := time.Now()
 	c := &Context{rt: r, path: name, graphs: map[string]*Graph{}, regs: map[regKey]*registration{}, calls: map[*Call]struct{}{}}
 	buf, size := unsafe.Pointer(&data[0]), uint64(len(data))
 	var err error
@@ -220,8 +224,22 @@ func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*
 	r.mu.Lock()
 	r.contexts[c] = struct{}{}
 	r.mu.Unlock()
+	took := time.Since(start)
+	ev := r.log.Debug()
+	if len(data) >= progressBytes || took >= progressTime {
+		ev = r.log.Info()
+	}
+	ev.Str("file", name).Str("size", fmt.Sprintf("%.1f MiB", float64(len(data))/(1<<20))).
+		Str("took", took.Round(time.Millisecond).String()).Msg("qnn: context binary loaded")
 	return c, nil
 }
+
+// Context binaries this large, or this slow to load, are logged at info
+// level.
+const (
+	progressBytes = 64 << 20
+	progressTime  = time.Second
+)
 
 // Path is the file the context was loaded from.
 func (c *Context) Path() string { return c.path }

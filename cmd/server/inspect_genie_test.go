@@ -1,0 +1,67 @@
+//go:build !nomkmodel
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/tinyllama"
+)
+
+// TestInspectGenie: inspect DIR of a Genie bundle prints the config's values, the rope-scaling
+// warning and every part's two graphs with their tensors' types and quantisation.
+func TestInspectGenie(t *testing.T) {
+	libs := hostsimLibDir(t)
+	dir := t.TempDir()
+	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "w4a16",
+		Weights: simfile.WeightInt8, Parts: 3, PromptAR: 8, Ctx: 64})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--backend", filepath.Join(libs, "libQnnHtp.so"), "--system", filepath.Join(libs, "libQnnSystem.so")}
+	var stdout, stderr bytes.Buffer
+	if code := inspect(append(append([]string{}, args...), "--json", dir), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, &stderr)
+	}
+	var got inspectedGenie
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Config == nil || got.Config.Size != 64 || got.Config.KVDim != 16 || len(got.Parts) != 3 || len(got.Warnings) != 1 ||
+		!strings.Contains(got.Warnings[0], "factor 32") {
+		t.Fatalf("inspect: %+v", got)
+	}
+	for k, p := range got.Parts {
+		if len(p.Graphs) != 2 || !strings.HasPrefix(p.Graphs[0].Name, "prompt_ar8_cl64_") || !strings.HasPrefix(p.Graphs[1].Name, "token_ar1_cl64_") {
+			t.Errorf("part %d: graphs %+v", k+1, p.Graphs)
+		}
+	}
+	kv := got.Parts[1].Graphs[0].Inputs
+	var q *inspectedQuant
+	for _, in := range kv {
+		if in.Name == "past_key_0_in" {
+			q = in.Quant
+			if in.DataType != "UFIXED_POINT_8" {
+				t.Errorf("past_key_0_in is %s", in.DataType)
+			}
+		}
+	}
+	if q == nil || q.Offset != -128 || !(q.Scale > 0) {
+		t.Errorf("past_key_0_in quantisation %+v", q)
+	}
+	stdout.Reset()
+	if code := inspect(append(args, dir), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Genie bundle") ||
+		!strings.Contains(stdout.String(), "warning: config.json's rope scaling") {
+		t.Errorf("text: exit %d\n%s", code, &stdout)
+	}
+}
