@@ -50,7 +50,7 @@ func TestRemeasureStaleCost(t *testing.T) {
 	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
 	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
 	drive(t, r, 2, &bseq{prompt: testPrompt(21, 3)}) // the decode graph measured once, at 600 ms
-	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "5000") // now decode is the cheaper graph for one row
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "5000")    // now decode is the cheaper graph for one row
 	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
 	key := r.spec.key(roleDecode)
 	before := r.Stats().Graphs[key].Calls
