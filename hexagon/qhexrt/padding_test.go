@@ -56,7 +56,7 @@ func TestRemeasureStaleCost(t *testing.T) {
 	before := r.Stats().Graphs[key].Calls
 	const steps = 2*remeasureSteps + 4
 	drive(t, r, steps, &bseq{prompt: testPrompt(22, 3)})
-	if got := r.Stats().Graphs[key].Calls - before; got < remeasureSteps {
+	if got := r.Stats().Graphs[key].Calls - before; got < 8 { // without re-measuring: none; with: most of the last 36 (noise aside)
 		t.Fatalf("the decode graph ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again", got, steps)
 	}
 }
