@@ -60,7 +60,7 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		r.progress("  %d conversations × %d turns, turn 1 only with the store (--full: %d × %d, every turn both ways)", convs, turns, kvConversations, kvTurns)
 	}
 	kb := KVStoreBench{Emulation: r.emu, Conversations: convs, Turns: turns, ReplyTokens: kvReplyTokens, Detail: []KVTurn{}}
-	if _, ok := r.model.(inference.KVSnapshotter); !ok {
+	if _, ok := r.model.(inference.SeqKVSnapshotter); !ok {
 		kb.Skipped = "the model cannot save its KV rows"
 		r.progress("  skipped: %s", kb.Skipped)
 		r.rep.KVStore = kb

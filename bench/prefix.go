@@ -86,7 +86,7 @@ func (r *runner) prefixPhase(ctx context.Context) error {
 func (r *runner) serverEngine() (*inference.Engine, *kvstore.Store, error) {
 	var cfg inference.Config
 	var store *kvstore.Store
-	if snap, ok := r.model.(inference.KVSnapshotter); ok {
+	if snap, ok := r.model.(inference.SeqKVSnapshotter); ok {
 		var err error
 		if store, err = kvstore.Open(kvstore.Config{Layout: snap.KVLayout(), Memory: kvMemory, Logger: zerolog.Nop()}); err != nil {
 			return nil, nil, err

@@ -170,8 +170,8 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 }
 
 // runnerCounters and pteCounters adapt the two runners' Stats to
-// bench.Counters; the runners' other methods (inference.Verifier, KV
-// snapshots) stay visible.
+// bench.Counters; the runners' other methods (KV snapshots, Contract)
+// stay visible.
 type runnerCounters struct{ *ownedRuntime }
 
 type pteCounters struct{ *ownedPTE }
