@@ -100,9 +100,6 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 		g.Tools = names
 	}
 	g.Single = r.ToolChoice != nil && r.ToolChoice.DisableParallelToolUse != nil && *r.ToolChoice.DisableParallelToolUse
-	if err := constrain(r, mode, names, g, p); err != nil {
-		return nil, err
-	}
 	msgs, prefill, err := chatMessages(r.System, r.Messages)
 	if err != nil {
 		return nil, err
@@ -111,6 +108,11 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 		return nil, invalid("messages", "messages must contain a user message")
 	}
 	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, prefill); err != nil {
+		return nil, err
+	}
+	// The grammar last: a prompt too long for the window is refused before
+	// a schema is compiled (cheap checks first).
+	if err := constrain(r, mode, names, g, p); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -54,11 +54,9 @@ type Options struct {
 	Quick  bool // fewer tokens and runs, emulation scaled to 1/10
 	// Full runs the whole workload (about 15 minutes on the tiny bundle
 	// here): every measurement Runs times, the kvstore phase's 4
-	// conversations × 6 turns, every concurrency workload on every model
-	// kind, and the unmeasured requests (a conversation's first turn, what
-	// only fills a cache) at emulated speed. The default takes fewer,
-	// well-chosen runs (runner.fewRuns, runner.unmeasured) and says what it
-	// left out.
+	// conversations × 6 turns both ways, every concurrency workload on
+	// every model kind. The default takes fewer, well-chosen runs
+	// (runner.fewRuns) and says what it left out.
 	Full bool
 	HTTP bool // also stream through the HTTP server to SSE clients
 	// Emulation sets hostsim's latency floors for the streaming and prefix
@@ -203,19 +201,6 @@ func (r *runner) fewRuns() int {
 		return r.opt.Runs
 	}
 	return 1
-}
-
-// unmeasured runs f, a request whose time is not reported (one that only
-// fills a cache or builds a conversation's history), at hostsim's own
-// speed instead of the emulated one, except with Full; the emulation
-// stays set as it was afterwards.
-func (r *runner) unmeasured(f func() error) error {
-	if r.opt.Full {
-		return f()
-	}
-	restore := setLatency(Latency{})
-	defer restore()
-	return f()
 }
 
 func (r *runner) progress(format string, a ...any) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -295,27 +296,28 @@ func TestDecodeSteps(t *testing.T) {
 	}
 }
 
-// copyingModel reports background KV copy time, 25 µs more after each Eval.
+// copyingModel reports background KV copy time, 25 µs more after each Step.
 type copyingModel struct {
 	Model
 	bg time.Duration
 }
 
-func (m *copyingModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+func (m *copyingModel) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	m.bg += 25 * time.Microsecond
-	return m.Model.Eval(ctx, seq, valid)
+	return m.Model.Step(ctx, runs)
 }
 
 func (m *copyingModel) BackgroundKVCopy() time.Duration { return m.bg }
 
 // TestRecorderBackgroundCopy: the recorder reads a model's background KV
-// copy time at each Eval's start, and decodeSteps takes the differences.
+// copy time at each Step's start, and decodeSteps takes the differences.
 func TestRecorderBackgroundCopy(t *testing.T) {
 	m := &copyingModel{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3}))}
-	rec := &recorder{m: m}
+	rec := &recorder{Model: m}
+	sess := inferencetest.NewSession(rec)
 	seq := []int32{128000}
 	for range 3 {
-		if _, _, err := rec.Eval(context.Background(), seq, len(seq)-1); err != nil {
+		if _, _, err := sess.Eval(context.Background(), seq, len(seq)-1); err != nil {
 			t.Fatal(err)
 		}
 		seq = append(seq, 1)
@@ -390,31 +392,43 @@ func TestHostGoalUsesThreadCPU(t *testing.T) {
 }
 
 // TestRecorded checks that the replay model returns the recorded logits in
-// order and refuses an Eval beyond them.
+// order and refuses a Step beyond them.
 func TestRecorded(t *testing.T) {
 	recs := []evalRec{{logits: inference.Logits{Type: inference.F32, F32: []float32{1, 0}}},
 		{logits: inference.Logits{Type: inference.F16, Raw16: []uint16{7}}}}
-	m := newRecorded(inference.ModelInfo{VocabSize: 2}, recs)
+	m := newRecorded(inference.ModelInfo{VocabSize: 2, ContextLen: 8}, recs)
+	ctx := context.Background()
+	step := func() error {
+		rows, err := m.Step(ctx, []inference.Run{{Seq: 1, Start: 2, Tokens: []int32{5}}})
+		if err == nil && rows[0].Len() != 1 {
+			err = errors.New("a row count other than the run's")
+		}
+		return err
+	}
 	for i, want := range []float32{1, 7} {
-		l, reused, err := m.Eval(context.Background(), make([]int32, 3), 2)
-		if err != nil || reused != 2 {
-			t.Fatalf("Eval %d: reused %d, %v", i, reused, err)
+		rows, err := m.Step(ctx, []inference.Run{{Seq: 1, Start: 2, Tokens: []int32{5}}})
+		if err != nil {
+			t.Fatalf("Step %d: %v", i, err)
+		}
+		l, err := rows[0].Logits(ctx, 0)
+		if err != nil {
+			t.Fatalf("Step %d: %v", i, err)
 		}
 		if got := l.At(0); l.Type == inference.F16 {
 			got = float32(l.Raw16[0])
 			if got != want {
-				t.Errorf("Eval %d: logits %+v", i, l)
+				t.Errorf("Step %d: logits %+v", i, l)
 			}
 		} else if got != want {
-			t.Errorf("Eval %d: logits %+v", i, l)
+			t.Errorf("Step %d: logits %+v", i, l)
 		}
 	}
-	if _, _, err := m.Eval(context.Background(), nil, 0); err == nil {
-		t.Error("an Eval beyond the recording should fail")
+	if err := step(); err == nil {
+		t.Error("a Step beyond the recording should fail")
 	}
-	m = newRecorded(inference.ModelInfo{VocabSize: 2}, recs)
+	m = newRecorded(inference.ModelInfo{VocabSize: 2, ContextLen: 8}, recs)
 	m.evict = make([]byte, 130)
-	m.Eval(context.Background(), nil, 0)
+	step()
 	if m.evict[0] != 1 || m.evict[64] != 1 || m.evict[128] != 1 || m.evict[1] != 0 {
 		t.Errorf("evict buffer %v: want one write per 64-byte line", m.evict)
 	}
@@ -450,34 +464,61 @@ func TestRunPhases(t *testing.T) {
 	}
 }
 
-// snapModel gives a model a KV cache of 4-byte rows (their position) that
-// the kvstore phase can save and restore.
+// snapModel gives a one-sequence model a KV cache of 4-byte rows (their
+// position) that the kvstore phase can save and restore. A restored
+// sequence's rows are evaluated by the model itself when it runs on (the
+// engine names their tokens: SeqTokenRecorder).
 type snapModel struct {
 	Model
-	rows  [512 * 4]byte
-	valid int
+	rows     [512 * 4]byte
+	restored []int32 // tokens of restored rows the model has not evaluated
+	id       inference.SeqID
 }
 
-func (m *snapModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	valid = min(valid, m.valid)
-	m.valid = len(seq)
-	l, _, err := m.Model.Eval(ctx, seq, valid)
-	return l, valid, err
+func (m *snapModel) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	if len(runs) != 1 || len(m.restored) == 0 || runs[0].Seq != m.id {
+		return m.Model.Step(ctx, runs)
+	}
+	r := runs[0]
+	toks := append(slices.Clone(m.restored[:r.Start]), r.Tokens...)
+	m.restored = nil
+	rows, err := m.Model.Step(ctx, []inference.Run{{Seq: r.Seq, Tokens: toks}})
+	if err != nil {
+		return nil, err
+	}
+	return []inference.Rows{tailRows{rows[0], r.Start}}, nil
+}
+
+// tailRows are rows from off on.
+type tailRows struct {
+	inference.Rows
+	off int
+}
+
+func (t tailRows) Len() int { return t.Rows.Len() - t.off }
+func (t tailRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+	return t.Rows.Logits(ctx, t.off+i)
 }
 
 func (m *snapModel) KVLayout() inference.KVLayout {
 	return inference.KVLayout{Identity: "scripted", RowBytes: 4}
 }
 
-func (m *snapModel) SaveKV(from, to int, dst []byte) error {
+func (m *snapModel) SaveSeqKV(_ inference.SeqID, from, to int, dst []byte) error {
 	copy(dst, m.rows[from*4:to*4])
 	return nil
 }
 
-func (m *snapModel) RestoreKV(from int, src []byte) error {
+func (m *snapModel) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	copy(m.rows[from*4:], src)
-	m.valid = from + len(src)/4
+	m.id = id
 	return nil
+}
+
+func (m *snapModel) RestoredTokens(id inference.SeqID, toks []int32) {
+	if id == m.id {
+		m.restored = slices.Clone(toks)
+	}
 }
 
 // costs prices steps as a .pte at v79 floors: a row through kv_forward

@@ -84,11 +84,11 @@ func workloadRows(key string) int {
 	return n
 }
 
-// concurrencyPhase measures issue 25's goals. It needs a model whose cache
-// is a slot pool (inference.Batcher); others are skipped.
+// concurrencyPhase measures issue 25's goals. It needs a model whose pool
+// holds several sequences; others are skipped.
 func (r *runner) concurrencyPhase(ctx context.Context) error {
-	if _, ok := r.model.(inference.Batcher); !ok {
-		r.progress("  skipped: the model runs one sequence at a time (no inference.Batcher)")
+	if r.model.BatchLimits().Sequences < 2 {
+		r.progress("  skipped: the model runs one sequence at a time (BatchLimits().Sequences is 1)")
 		return nil
 	}
 	emu := r.emu

@@ -17,24 +17,25 @@ type stepSample struct {
 	bg                          time.Duration // background KV copy
 	io                          Counters
 	cpu                         time.Duration   // thread CPU time outside graph calls
-	ioCPU, outsideCPU           time.Duration   // its parts inside Eval and after it
+	ioCPU, outsideCPU           time.Duration   // its parts inside Step and after it
 	use                         threadcpu.Usage // thread accounting over the step
-	engineUse                   threadcpu.Usage // and between the Evals
+	engineUse                   threadcpu.Usage // and between the Steps
 	cpuOK                       bool
 }
 
-// decodeSteps measures the decode tokens of one request's records: token i
-// (i ≥ 1) runs from Eval i's start to Eval i+1's start. The last token has
-// no next Eval and is left out. Thread figures need both records' thread
-// readings and, when graphs ran, their CPU time.
+// decodeSteps measures the decode tokens of one request's records: the
+// prompt's Steps come first (their last samples the first token), then
+// token i runs from decode Step i's start to Step i+1's start. The last
+// token has no next Step and is left out. Thread figures need both
+// records' thread readings and, when graphs ran, their CPU time.
 func decodeSteps(recs []evalRec) []stepSample {
 	var out []stepSample
-	for i := 1; i+1 < len(recs); i++ {
+	for i := prefillSteps(recs); i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
 		s := stepSample{wall: b.start.Sub(a.start), graph: a.d.Graph, outside: b.start.Sub(a.end),
 			detok: b.vocab - a.vocab, io: a.d, bg: b.bg - a.bg}
 		if a.useOK && b.useOK && (a.d.Graph == 0 || a.d.GraphCPU > 0) {
-			// Readings at Eval's end are left out: Eval runs to endUse.CPU, the engine from endCPU.
+			// Readings at Step's end are left out: Step runs to endUse.CPU, the engine from endCPU.
 			read := a.endCPU - a.endUse.CPU
 			s.cpu, s.use, s.cpuOK = b.use.CPU-a.cpu-a.d.GraphCPU-read, b.use.Sub(a.use), true
 			s.ioCPU, s.outsideCPU = a.endUse.CPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU
@@ -45,11 +46,21 @@ func decodeSteps(recs []evalRec) []stepSample {
 	return out
 }
 
+// prefillSteps is how many of a request's records evaluate its prompt (at
+// least one): those before the first one-row Step after the first.
+func prefillSteps(recs []evalRec) int {
+	k := 1
+	for k < len(recs) && recs[k].rows > 1 {
+		k++
+	}
+	return k
+}
+
 func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 	prompt := r.benchPrompt(promptN)
 	for _, set := range Settings {
 		tv := &timedVocab{v: r.tok}
-		rec := &recorder{m: r.model, v: tv, thread: true}
+		rec := &recorder{Model: r.model, v: tv, thread: true}
 		var steps []stepSample
 		var prefill, ttft []float64
 		var first []int32
@@ -72,8 +83,11 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			if len(arr) > 0 {
 				ttft = append(ttft, ms(arr[0].Sub(t0)))
 			}
-			n := recs[0].seqLen - recs[0].reused
-			prefill = append(prefill, float64(n)/recs[0].end.Sub(recs[0].start).Seconds())
+			k, n := prefillSteps(recs), 0
+			for _, rc := range recs[:k] {
+				n += rc.rows
+			}
+			prefill = append(prefill, float64(n)/recs[k-1].end.Sub(recs[0].start).Seconds())
 			steps = append(steps, decodeSteps(recs)...)
 			if first == nil && len(res.Choices) > 0 {
 				first = res.Choices[0].Tokens
@@ -143,14 +157,14 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 }
 
 // record runs the first request again (seed 1), unmeasured, keeping every
-// Eval's logits for the replays; it fails if the tokens differ from the
+// Step's logits for the replays; it fails if the tokens differ from the
 // measured run's.
 func (r *runner) record(ctx context.Context, p inference.Sampling, prompt, tokens []int32) ([]evalRec, error) {
 	if len(tokens) < 3 {
 		return nil, nil
 	}
 	r.progress("  recording the logits for the replays")
-	rec := &recorder{m: r.model, keep: true}
+	rec := &recorder{Model: r.model, keep: true}
 	e := inference.New(rec, r.tok, inference.Config{})
 	seed := int64(1)
 	p.Seed = &seed
@@ -171,7 +185,7 @@ const evictBytes = 64 << 20
 // replayEngine runs the engine again on the recorded logits of recs (same
 // prompt and sampling, seed 1, as the first request), with the caches
 // emptied before each step if cold, and returns its median thread CPU time
-// per decode token between Evals, µs. It fails if the replay does not
+// per decode token between Steps, µs. It fails if the replay does not
 // reproduce the recorded tokens.
 func (r *runner) replayEngine(ctx context.Context, p inference.Sampling, recs []evalRec, prompt, tokens []int32, cold bool) (float64, error) {
 	if len(recs) < 3 {
@@ -182,7 +196,7 @@ func (r *runner) replayEngine(ctx context.Context, p inference.Sampling, recs []
 	if cold {
 		m.evict = make([]byte, evictBytes)
 	}
-	rec := &recorder{m: m, v: tv, thread: true}
+	rec := &recorder{Model: m, v: tv, thread: true}
 	e := inference.New(rec, tv, inference.Config{})
 	runtime.GC()
 	seed := int64(1)
@@ -204,12 +218,12 @@ func (r *runner) replayEngine(ctx context.Context, p inference.Sampling, recs []
 	return median(out), nil
 }
 
-// engineUS is the engine's median time per decode token outside Eval, µs.
+// engineUS is the engine's median time per decode token outside Step, µs.
 type engineUS struct{ wall, cpu float64 }
 
 // baseline replays tokens on a near-free model over a vocabulary of only
 // the distinct tokens, with the same sampling settings and text, and
-// returns the engine's median time outside Eval per decode token (wall, and
+// returns the engine's median time outside Step per decode token (wall, and
 // the thread's CPU time): everything but the sampler's vocabulary-sized work.
 func (r *runner) baseline(ctx context.Context, p inference.Sampling, tokens []int32, promptN int) (engineUS, error) {
 	if len(tokens) < 3 {
@@ -218,7 +232,7 @@ func (r *runner) baseline(ctx context.Context, p inference.Sampling, tokens []in
 	script, ids := remap(tokens)
 	rp := newReplay(script, len(ids), r.info.ContextLen, promptN)
 	tv := &timedVocab{v: mappedVocab{v: r.tok, ids: ids}}
-	rec := &recorder{m: rp, v: tv, thread: true} // as the measured runs
+	rec := &recorder{Model: rp, v: tv, thread: true} // as the measured runs
 	var outside, outsideCPU []float64
 	for run := range max(r.opt.Runs, 2) {
 		e := inference.New(rec, tv, inference.Config{})

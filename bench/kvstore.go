@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
@@ -51,17 +50,17 @@ type KVTurn struct {
 	TTFTWithoutMS float64 `json:"ttft_without_ms"` // 0: not measured
 }
 
-// kvStorePhase runs the conversations twice on fresh engines, without and
-// then with a KV store, and compares the later turns' TTFT.
+// kvStorePhase runs the conversations twice on fresh engines, with and
+// without a KV store (the same prompts), and compares the later turns' TTFT.
 func (r *runner) kvStorePhase(ctx context.Context) error {
 	defer setLatency(r.emu)()
 	convs, turns := kvConversations, kvTurns
 	if !r.opt.Full {
 		convs, turns = 2, 3
-		r.progress("  %d conversations × %d turns, turn 1 at hostsim speed (--full: %d × %d, every turn emulated)", convs, turns, kvConversations, kvTurns)
+		r.progress("  %d conversations × %d turns, turn 1 only with the store (--full: %d × %d, every turn both ways)", convs, turns, kvConversations, kvTurns)
 	}
 	kb := KVStoreBench{Emulation: r.emu, Conversations: convs, Turns: turns, ReplyTokens: kvReplyTokens, Detail: []KVTurn{}}
-	if _, ok := r.model.(inference.KVSnapshotter); !ok {
+	if _, ok := r.model.(inference.SeqKVSnapshotter); !ok {
 		kb.Skipped = "the model cannot save its KV rows"
 		r.progress("  skipped: %s", kb.Skipped)
 		r.rep.KVStore = kb
@@ -77,7 +76,17 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		r.rep.KVStore = kb
 		return nil
 	}
-	for _, withStore := range []bool{false, true} {
+	// The first pass builds the conversations from its replies and
+	// records every turn's prompt; the second sends the same prompts.
+	// Without the store nothing is cached across requests, so by default
+	// the pass without it runs only the turns in the ratio (2…), after the
+	// pass with it; --full runs both passes whole, without the store first.
+	order := []bool{true, false}
+	if r.opt.Full {
+		order = []bool{false, true}
+	}
+	prompts := make([][][]int32, convs)
+	for pass, withStore := range order {
 		var e *inference.Engine
 		var store *kvstore.Store
 		if withStore {
@@ -95,26 +104,23 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 		hist := make([]int, convs)
 		for turn := 1; turn <= turns; turn++ {
 			for c := range convs {
+				if pass == 1 && turn == 1 && !r.opt.Full {
+					continue
+				}
 				r.progress("  %s: conversation %d, turn %d/%d", map[bool]string{false: "without the store", true: "with the store"}[withStore], c+1, turn, turns)
-				prompt := r.encode(msgs[c], true)
+				var prompt []int32
+				if pass == 0 {
+					prompt = r.encode(msgs[c], true)
+					prompts[c] = append(prompts[c], prompt)
+				} else {
+					prompt = prompts[c][turn-1]
+				}
 				if len(prompt)+kvReplyTokens > r.info.ContextLen {
 					e.Close()
 					return fmt.Errorf("conversation %d, turn %d: %d prompt tokens leave no room in the %d-token context", c+1, turn, len(prompt), r.info.ContextLen)
 				}
-				var res inference.Result
-				var t0 time.Time
-				var arr []time.Time
-				send := func() (err error) {
-					res, t0, arr, err = request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: kvReplyTokens, IgnoreEOS: true,
-						CacheKey: fmt.Sprint("conversation-", c)})
-					return err
-				}
-				var err error
-				if turn == 1 { // builds the history: its TTFT is not in the ratio
-					err = r.unmeasured(send)
-				} else {
-					err = send()
-				}
+				res, t0, arr, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: kvReplyTokens, IgnoreEOS: true,
+					CacheKey: fmt.Sprint("conversation-", c)})
 				if err != nil {
 					e.Close()
 					return err
@@ -124,20 +130,15 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 					return fmt.Errorf("conversation %d, turn %d: no tokens", c, turn)
 				}
 				ttft := ms(arr[0].Sub(t0))
-				if turn == 1 && !r.opt.Full {
-					ttft = 0 // at hostsim speed: not a figure
-				}
 				i := (turn-1)*convs + c
-				if !withStore {
-					kb.Detail = append(kb.Detail, KVTurn{Conversation: c + 1, Turn: turn, PromptTokens: len(prompt), HistoryTokens: hist[c],
-						CachedWithout: res.Usage.CachedTokens, TTFTWithoutMS: ttft})
-				} else {
-					d := &kb.Detail[i]
-					if d.PromptTokens != len(prompt) {
-						e.Close()
-						return fmt.Errorf("conversation %d, turn %d: %d prompt tokens with the store, %d without", c, turn, len(prompt), d.PromptTokens)
-					}
+				if pass == 0 {
+					kb.Detail = append(kb.Detail, KVTurn{Conversation: c + 1, Turn: turn, PromptTokens: len(prompt), HistoryTokens: hist[c]})
+				}
+				d := &kb.Detail[i]
+				if withStore {
 					d.CachedWith, d.TTFTWithMS = res.Usage.CachedTokens, ttft
+				} else {
+					d.CachedWithout, d.TTFTWithoutMS = res.Usage.CachedTokens, ttft
 				}
 				hist[c] = len(prompt)
 				reply := ""

@@ -84,8 +84,8 @@ type HostTime struct {
 
 // HostCPU splits CPUUS: the medians of its parts.
 type HostCPU struct {
-	ModelIO  float64 `json:"model_io"` // inside Eval outside graph calls: the runner's I/O and the calls' own overhead
-	Engine   float64 `json:"engine"`   // between Evals: sampling, detokenising, text, events
+	ModelIO  float64 `json:"model_io"` // inside Step outside graph calls: the runner's I/O and the calls' own overhead
+	Engine   float64 `json:"engine"`   // between Steps: sampling, detokenising, text, events
 	Sampling float64 `json:"sampling"` // Engine minus the small-vocabulary baseline's
 	// EngineWarm is Engine on a replay of the first request's logits
 	// (recorded by an unmeasured run of it) with
@@ -107,14 +107,14 @@ type ThreadUse struct {
 	VolSwitches   float64 `json:"voluntary_switches"`   // blocking: hostsim's caller waiting for its pool
 	MinorFaults   float64 `json:"minor_faults"`
 	RunDelayUS    float64 `json:"run_delay_us"` // runnable, waiting for a core
-	// EngineMinorFaults counts only the faults between Evals (the engine's own work).
+	// EngineMinorFaults counts only the faults between Steps (the engine's own work).
 	EngineMinorFaults float64 `json:"engine_minor_faults"`
 }
 
 // HostUS splits the host time per decode token: the median of each part
 // (medians need not add up to the total's).
 type HostUS struct {
-	Sampling   float64 `json:"sampling"`   // engine time outside Eval minus the small-vocabulary baseline's
+	Sampling   float64 `json:"sampling"`   // engine time outside Step minus the small-vocabulary baseline's
 	ModelIO    float64 `json:"model_io"`   // embedding, RoPE, mask, KV copy, lm-head input
 	Detokenise float64 `json:"detokenise"` // vocabulary lookups (Piece, IsSpecial)
 	Rest       float64 `json:"rest"`       // text, stop handling, events, bookkeeping
@@ -128,7 +128,7 @@ type IOSplit struct {
 	KVCopy float64 `json:"kv_copy"` // on the critical path (included in host time)
 	// KVCopyBackground is the KV copy the model ran on other threads, off
 	// the critical path (overlapping graph calls and sampling), between two
-	// Eval starts; not part of host time (or of the host thread's CPU time).
+	// Step starts; not part of host time (or of the host thread's CPU time).
 	KVCopyBackground float64 `json:"kv_copy_background"`
 	Convert          float64 `json:"convert"`
 }

@@ -108,8 +108,11 @@ func specWorkloads() []specWorkload {
 // speculativePhase runs each workload with speculation off and on, with the
 // latency emulation, and compares decode tok/s.
 func (r *runner) speculativePhase(ctx context.Context) error {
-	if v, ok := r.model.(inference.Verifier); !ok || v.MaxVerify(1) == 0 {
-		r.progress("  skipped: the model does not verify drafts (not a chunked bundle)")
+	// Drafts pay where a multi-row call takes the cache's past rows: a
+	// chunked bundle or a .pte (the runner with background KV copies).
+	_, pte := r.model.(backgroundCopier)
+	if r.model.BatchLimits().Rows < 2 || modelKind(r.model) != "chunked" && !pte {
+		r.progress("  skipped: the model does not verify drafts cheaply (not a chunked bundle or a .pte)")
 		return nil
 	}
 	defer setLatency(r.emu)()

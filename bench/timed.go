@@ -50,37 +50,36 @@ type noCounters struct{ inference.Model }
 
 func (noCounters) Counters() Counters { return Counters{} }
 
-// evalRec is one timed Eval.
+// evalRec is one timed model call (a Step).
 type evalRec struct {
 	start, end time.Time
-	seqLen     int
-	reused     int
+	rows       int           // tokens its runs carried
 	d          Counters      // counter deltas over the call
 	bg         time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
 	vocab      time.Duration // the vocabulary's cumulative time at start
 	// use is the calling thread's accounting at start, when the recorder
 	// locks it (useOK); cpu is its CPU time after reading it, so that the
-	// CPU time from one Eval's cpu to the next one's use.CPU leaves the
+	// CPU time from one Step's cpu to the next one's use.CPU leaves the
 	// recorder's own reading out.
 	use    threadcpu.Usage
 	cpu    time.Duration
 	endUse threadcpu.Usage // its accounting at end
 	endCPU time.Duration   // and its CPU time after reading that (the next interval's start)
 	useOK  bool
-	logits inference.Logits // a copy, with recorder.keep
+	logits inference.Logits // a copy of the last row read, with recorder.keep
 }
 
-// recorder wraps a Model and records every Eval.
+// recorder wraps a Model and records every Step.
 type recorder struct {
-	m Model
+	Model
 	v *timedVocab // may be nil
 	// thread locks the calling goroutine (the engine's worker) to its OS
-	// thread at its first Eval, for good (the worker ends with its engine;
+	// thread at its first Step, for good (the worker ends with its engine;
 	// its thread then ends too), and reads the thread's accounting at each
-	// Eval's start: between two starts that thread does all of the engine's
+	// Step's start: between two starts that thread does all of the engine's
 	// work for a token.
 	thread bool
-	// keep copies every Eval's logits into its record (evalRec.logits);
+	// keep copies every Step's logits into its record (evalRec.logits);
 	// the copies cost time and memory, so runs that are measured do not keep.
 	keep bool
 
@@ -89,10 +88,9 @@ type recorder struct {
 	locked bool // the current engine's worker is locked; take resets it
 }
 
-func (r *recorder) Info() inference.ModelInfo { return r.m.Info() }
-func (r *recorder) Close() error              { return nil } // the caller closes the model
+func (r *recorder) Close() error { return nil } // the caller closes the model
 
-func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	var vt time.Duration
 	if r.v != nil {
 		vt = r.v.total()
@@ -110,13 +108,13 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 		u, uOK = threadcpu.Read()
 		cpu, _ = threadcpu.Time()
 	}
-	c0 := r.m.Counters()
+	c0 := r.Counters()
 	var bg time.Duration
-	if b, ok := r.m.(backgroundCopier); ok {
+	if b, ok := r.Model.(backgroundCopier); ok {
 		bg = b.BackgroundKVCopy()
 	}
 	t0 := time.Now()
-	l, reused, err := r.m.Eval(ctx, seq, valid)
+	rows, err := r.Model.Step(ctx, runs)
 	t1 := time.Now()
 	var endCPU time.Duration
 	var endUse threadcpu.Usage
@@ -124,17 +122,42 @@ func (r *recorder) Eval(ctx context.Context, seq []int32, valid int) (inference.
 		endUse, _ = threadcpu.Read()
 		endCPU, _ = threadcpu.Time()
 	}
-	c1 := r.m.Counters()
-	var kept inference.Logits
-	if r.keep && err == nil {
-		kept = l
-		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
+	c1 := r.Counters()
+	n := 0
+	for _, run := range runs {
+		n += len(run.Tokens)
 	}
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, seqLen: len(seq), reused: reused, d: c1.sub(c0), bg: bg, vocab: vt,
-		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK, logits: kept})
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), bg: bg, vocab: vt,
+		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK})
+	i := len(r.recs) - 1
 	r.mu.Unlock()
-	return l, reused, err
+	if r.keep && err == nil {
+		for k := range rows {
+			rows[k] = keptRows{Rows: rows[k], r: r, i: i}
+		}
+	}
+	return rows, err
+}
+
+// keptRows copies each row the engine reads into record i (the last one
+// read stays: the engine reads one row per one-sequence Step).
+type keptRows struct {
+	inference.Rows
+	r *recorder
+	i int
+}
+
+func (k keptRows) Logits(ctx context.Context, row int) (inference.Logits, error) {
+	l, err := k.Rows.Logits(ctx, row)
+	if err == nil {
+		kept := l
+		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
+		k.r.mu.Lock()
+		k.r.recs[k.i].logits = kept
+		k.r.mu.Unlock()
+	}
+	return l, err
 }
 
 // take returns the records so far and starts a new list. With thread, the
@@ -169,10 +192,26 @@ func (t *timedVocab) IsSpecial(id int32) bool {
 
 func (t *timedVocab) total() time.Duration { return time.Duration(t.ns.Load()) }
 
+// onePool is the pool of a one-sequence fake model (replay, recorded):
+// a sequence may hold the whole context; a Step runs its one run.
+type onePool struct{ ctx int }
+
+func (p onePool) BatchLimits() inference.BatchLimits {
+	return inference.BatchLimits{Sequences: 1, Rows: p.ctx, Slots: p.ctx}
+}
+func (p onePool) Open(int) (inference.SeqID, error) { return 1, nil }
+func (p onePool) Fork(inference.SeqID, int, int) (inference.SeqID, error) {
+	return 0, inference.ErrNoSlots
+}
+func (p onePool) Grow(inference.SeqID, int) error { return nil }
+func (p onePool) Release(inference.SeqID)         {}
+func (p onePool) StepCost(int) time.Duration      { return time.Millisecond }
+
 // replay is a near-free model that generates a fixed token script over a
 // small vocabulary (one-hot logits), for the baseline that separates the
 // sampler's cost from the rest of the engine's host work.
 type replay struct {
+	onePool
 	info   inference.ModelInfo
 	script []int32
 	prompt int
@@ -181,7 +220,7 @@ type replay struct {
 }
 
 func newReplay(script []int32, vocab, ctxLen, prompt int) *replay {
-	r := &replay{info: inference.ModelInfo{Name: "replay", VocabSize: vocab, ContextLen: ctxLen, PrefillWindow: 128},
+	r := &replay{onePool: onePool{ctxLen}, info: inference.ModelInfo{Name: "replay", VocabSize: vocab, ContextLen: ctxLen, PrefillWindow: 128},
 		script: script, prompt: prompt, logits: make([]float32, vocab)}
 	for i := range r.logits {
 		r.logits[i] = -1000
@@ -193,20 +232,39 @@ func (r *replay) Info() inference.ModelInfo { return r.info }
 func (r *replay) Close() error              { return nil }
 func (r *replay) Counters() Counters        { return Counters{} }
 
-func (r *replay) Eval(_ context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	pos := max(len(seq)-r.prompt, 0)
+func (r *replay) Step(_ context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	out := make([]inference.Rows, len(runs))
+	for i, run := range runs {
+		out[i] = replayRows{r: r, start: run.Start, n: len(run.Tokens)}
+	}
+	return out, nil
+}
+
+// replayRows: the row after position p holds script[p+1−prompt].
+type replayRows struct {
+	r        *replay
+	start, n int
+}
+
+func (w replayRows) Len() int { return w.n }
+
+func (w replayRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+	r := w.r
+	pos := max(w.start+i+1-r.prompt, 0)
 	r.logits[r.last] = -1000
 	r.last = r.script[pos%len(r.script)]
 	r.logits[r.last] = 0
-	return inference.Logits{Type: inference.F32, F32: r.logits}, valid, nil
+	return inference.Logits{Type: inference.F32, F32: r.logits}, nil
 }
 
-// recorded is a model that returns recorded logits, one per Eval in
-// order: the engine runs on the same logits as the recorded run. With
-// evict, each Eval first writes a line in every 64 bytes of it (larger
-// than the caches), as a phone's NPU leaves the CPU caches with nothing of
-// the host's; without, nothing runs between the engine's steps.
+// recorded is a model that returns recorded logits, one per Step in
+// order (every row of a Step reads them): the engine runs on the same
+// logits as the recorded run. With evict, each Step first writes a line in
+// every 64 bytes of it (larger than the caches), as a phone's NPU leaves
+// the CPU caches with nothing of the host's; without, nothing runs between
+// the engine's steps.
 type recorded struct {
+	onePool
 	info   inference.ModelInfo
 	logits []inference.Logits
 	n      int
@@ -214,7 +272,7 @@ type recorded struct {
 }
 
 func newRecorded(info inference.ModelInfo, recs []evalRec) *recorded {
-	m := &recorded{info: info}
+	m := &recorded{onePool: onePool{info.ContextLen}, info: info}
 	for _, r := range recs {
 		m.logits = append(m.logits, r.logits)
 	}
@@ -225,16 +283,29 @@ func (m *recorded) Info() inference.ModelInfo { return m.info }
 func (m *recorded) Close() error              { return nil }
 func (m *recorded) Counters() Counters        { return Counters{} }
 
-func (m *recorded) Eval(_ context.Context, _ []int32, valid int) (inference.Logits, int, error) {
+func (m *recorded) Step(_ context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if m.n >= len(m.logits) {
-		return inference.Logits{}, 0, errors.New("bench: more Evals than recorded")
+		return nil, errors.New("bench: more Steps than recorded")
 	}
 	m.n++
 	for i := 0; i < len(m.evict); i += 64 { // the logits too: they come from memory, as the NPU's output does
 		m.evict[i]++
 	}
-	return m.logits[m.n-1], valid, nil
+	out := make([]inference.Rows, len(runs))
+	for i, run := range runs {
+		out[i] = sameRows{l: m.logits[m.n-1], n: len(run.Tokens)}
+	}
+	return out, nil
 }
+
+// sameRows are rows that all read the same logits.
+type sameRows struct {
+	l inference.Logits
+	n int
+}
+
+func (w sameRows) Len() int                                              { return w.n }
+func (w sameRows) Logits(context.Context, int) (inference.Logits, error) { return w.l, nil }
 
 // mappedVocab gives small ids the pieces of real tokens.
 type mappedVocab struct {

@@ -11,12 +11,13 @@ import (
 	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
-// burnModel spends CPU inside Eval as a graph call would and reports that
+// burnModel spends CPU inside Step as a graph call would and reports that
 // call's thread CPU time, as the hexagon runner does.
 type burnModel struct {
+	onePool
 	c     Counters
 	tids  []int
-	graph int // loop iterations per Eval
+	graph int // loop iterations per Step
 }
 
 func (m *burnModel) Info() inference.ModelInfo {
@@ -25,7 +26,7 @@ func (m *burnModel) Info() inference.ModelInfo {
 func (m *burnModel) Close() error       { return nil }
 func (m *burnModel) Counters() Counters { return m.c }
 
-func (m *burnModel) Eval(_ context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+func (m *burnModel) Step(_ context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	m.tids = append(m.tids, syscall.Gettid())
 	c0, _ := threadcpu.Time()
 	t0 := time.Now()
@@ -33,7 +34,8 @@ func (m *burnModel) Eval(_ context.Context, seq []int32, valid int) (inference.L
 	m.c.Graph += time.Since(t0)
 	c1, _ := threadcpu.Time()
 	m.c.GraphCPU += c1 - c0
-	return inference.Logits{Type: inference.F32, F32: make([]float32, 4)}, valid, nil
+	l := inference.Logits{Type: inference.F32, F32: make([]float32, 4)}
+	return []inference.Rows{sameRows{l: l, n: len(runs[0].Tokens)}}, nil
 }
 
 var sink float64
@@ -54,14 +56,14 @@ func TestRecorderThread(t *testing.T) {
 	if _, ok := threadcpu.Time(); !ok {
 		t.Skip("no thread CPU clock on " + runtime.GOOS)
 	}
-	m := &burnModel{graph: 20_000_000}
-	rec := &recorder{m: m, thread: true}
+	m := &burnModel{onePool: onePool{64}, graph: 20_000_000}
+	rec := &recorder{Model: m, thread: true}
 	var hostCPU []time.Duration
 	done := make(chan struct{})
 	go func() { // as the engine's worker, which ends after its request
 		defer close(done)
 		for i := range 3 {
-			if _, _, err := rec.Eval(context.Background(), make([]int32, i+1), i); err != nil {
+			if _, err := rec.Step(context.Background(), []inference.Run{{Seq: 1, Start: i, Tokens: []int32{0}}}); err != nil {
 				t.Error(err)
 			}
 			c0, _ := threadcpu.Time()

@@ -12,12 +12,13 @@ import (
 
 // TestKVStoreAcrossConversationsAndRestart: two conversations take turns
 // through the API; each turn's cached_tokens covers its own history
-// although the other evicted it from the NPU's cache. After a restart the
-// entries saved at shutdown are found in engine.kv_cache.dir.
+// although the other evicted it from the NPU's cache (max_sequences 1: the
+// engine keeps one finished sequence's rows in the pool). After a restart
+// the entries saved at shutdown are found in engine.kv_cache.dir.
 func TestKVStoreAcrossConversationsAndRestart(t *testing.T) {
 	libs := hostsimLibs(t)
 	dir := filepath.Join(t.TempDir(), "kv")
-	cfg := config{Bundle: bundle(t), Extra: fmt.Sprintf("engine:\n  kv_cache:\n    memory: 16MiB\n    dir: %q\n    disk: 64MiB\n", dir)}.write(t, libs)
+	cfg := config{Bundle: bundle(t), Extra: fmt.Sprintf("engine:\n  max_sequences: 1\n  kv_cache:\n    memory: 16MiB\n    dir: %q\n    disk: 64MiB\n", dir)}.write(t, libs)
 
 	prompt := func(base, n int) []int {
 		p := make([]int, n)

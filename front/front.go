@@ -200,3 +200,13 @@ func (p Params) Constrain(r *inference.Request, gr *grammar.Grammar, param, msg 
 	r.Constrain = c
 	return nil
 }
+
+// FinishReason is how a choice ended in the words OpenAI's and Ollama's
+// APIs share: "length" (a timeout reads as length too) or "stop".
+func FinishReason(f inference.FinishReason) string {
+	switch f {
+	case inference.FinishLength, inference.FinishTimeout:
+		return "length"
+	}
+	return "stop"
+}

@@ -108,3 +108,12 @@ func TestConstrain(t *testing.T) {
 		t.Error("the choices share a matcher")
 	}
 }
+
+func TestFinishReason(t *testing.T) {
+	for f, want := range map[inference.FinishReason]string{inference.FinishLength: "length", inference.FinishTimeout: "length",
+		inference.FinishStop: "stop", inference.FinishCancelled: "stop"} {
+		if got := FinishReason(f); got != want {
+			t.Errorf("%v: %s, want %s", f, got, want)
+		}
+	}
+}

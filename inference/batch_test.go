@@ -52,6 +52,19 @@ func submitAll(t *testing.T, e *inference.Engine, reqs []inference.Request) []in
 	return res
 }
 
+// openAfterClose closes e (its retained sequences are released) and
+// returns the sequences still open in m.
+func openAfterClose(e *inference.Engine, m *inferencetest.Pool) int {
+	e.Close()
+	open, _ := m.Sequences()
+	return open
+}
+
+func mostOpen(m *inferencetest.Pool) int {
+	_, most := m.Sequences()
+	return most
+}
+
 func choiceTokens(r inference.Result) [][]int32 {
 	var out [][]int32
 	for _, c := range r.Choices {
@@ -167,7 +180,7 @@ func TestPoolAdmission(t *testing.T) {
 				t.Fatalf("%+v %v", r, err)
 			}
 		}
-		if open, _ := m.Sequences(); open != 0 {
+		if open := openAfterClose(e, m); open != 0 {
 			t.Fatalf("%d sequences still open", open)
 		}
 	})
@@ -216,7 +229,7 @@ func TestPoolTimeout(t *testing.T) {
 		if res[1].Finish != inference.FinishLength || res[1].Usage.CompletionTokens != 10 {
 			t.Fatalf("the other: %+v", res[1])
 		}
-		if open, _ := m.Sequences(); open != 0 {
+		if open := openAfterClose(e, m); open != 0 {
 			t.Fatalf("%d sequences still open", open)
 		}
 	})
@@ -268,7 +281,7 @@ func TestPoolGrowAndPreempt(t *testing.T) {
 				t.Errorf("request %d: %v (%s), alone %v", i, got, r.Finish, alone[i])
 			}
 		}
-		if open, most := m.Sequences(); open != 0 || most < 2 {
+		if open, most := openAfterClose(e, m), mostOpen(m); open != 0 || most < 2 {
 			t.Errorf("%d open at the end, at most %d at once", open, most)
 		}
 		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
@@ -509,8 +522,8 @@ func TestPoolSharedPrefixAtOnce(t *testing.T) {
 }
 
 // TestPoolSharedPrefixFinished: a request queued behind max_sequences
-// forks the rows of a sequence of its owner that just finished (kept until
-// the next admission); another owner's queued request with the same
+// takes over the rows of a sequence of its owner that just finished (kept
+// in the pool: retained); another owner's queued request with the same
 // prompt prefix does not, though a sequence holding it is live.
 func TestPoolSharedPrefixFinished(t *testing.T) {
 	system := slices.Repeat([]int32{40, 41, 42, 43}, 5) // 20 rows
@@ -541,11 +554,36 @@ func TestPoolSharedPrefixFinished(t *testing.T) {
 		if c := res[3].Usage.CachedTokens; c != 0 {
 			t.Errorf("mallory's queued request: cached_tokens %d: alice's rows were shared", c)
 		}
-		if f := m.Forks(); len(f) != 1 || f[0].Rows != len(system) {
-			t.Errorf("forks %+v", f)
+		if f := m.Forks(); len(f) != 0 {
+			t.Errorf("forks %+v: alice's request should take the finished sequence over", f)
 		}
-		if open, _ := m.Sequences(); open != 0 {
+		if open := openAfterClose(e, m); open != 0 {
 			t.Errorf("%d sequences left open", open)
+		}
+	})
+}
+
+// TestBurstAdmission: a burst larger than QueueLen is refused only when the
+// sequence slots are taken too: with QueueLen 1 and MaxSequences 4, five
+// requests at once are all served and a sixth is refused.
+func TestBurstAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 4, QueueLen: 1})
+		var streams []*inference.Stream
+		for i := range 5 {
+			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 4})
+			if err != nil {
+				t.Fatalf("request %d of the burst: %v", i, err)
+			}
+			streams = append(streams, s)
+		}
+		if _, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{9}, MaxTokens: 4}); !errors.Is(err, inference.ErrBusy) {
+			t.Fatalf("a sixth request with four slots and one place in the queue: %v, want ErrBusy", err)
+		}
+		for i, s := range streams {
+			if r, err := inference.Collect(s); err != nil || r.Finish != inference.FinishLength {
+				t.Fatalf("request %d: %+v %v", i, r, err)
+			}
 		}
 	})
 }

@@ -5,33 +5,47 @@
 //
 // # Scheduling
 //
-// An Engine has one bounded FIFO queue (Config.QueueLen; active requests do
-// not count) and one worker goroutine that owns the Model. Submit validates
-// a request and queues it, or fails at once with ErrBusy when the queue is
-// full. Every queued request gets exactly one final Done event: a request
-// whose context ends while it waits leaves the queue immediately; an active
-// one stops at the next step and its sequences' slots are released at once.
-// Events go to a per-request unbounded buffer drained by a small goroutine,
-// so the worker never waits for a reader.
+// An Engine has one bounded FIFO queue and one worker goroutine that owns
+// the Model. Submit validates a request and queues it, or fails at once with
+// ErrBusy when the queue is full: it holds Config.QueueLen requests besides
+// one for each sequence slot free now (MaxSequences less the open
+// sequences), so a burst is refused only when the slots are taken too;
+// active requests do not count. Every queued
+// request gets exactly one final Done event: a request whose context ends
+// while it waits leaves the queue immediately; an active one stops at the
+// next step and its sequences' slots are released at once. Events go to a
+// per-request unbounded buffer drained by a small goroutine, so the worker
+// never waits for a reader.
 //
-// The worker runs steps. A request's generation is a gen (its choices are
-// seqs: one sequence each, with its own sampler, detokenizer, drafter,
-// constraint and stop strings). Each step:
+// There is one path: a Model is a Batcher (its KV cache a pool of slots
+// that sequences own), and one request at a time is MaxSequences 1 on the
+// same scheduler. A request is one record from Submit to Done; its status
+// (vLLM's RequestStatus) is waiting in the queue, running once admitted,
+// finished at the end. Its choices are seqs: one sequence each, with its
+// own sampler, detokenizer, drafter, constraint and stop strings, and a
+// status of its own: running (open in the pool), preempted (released to
+// make room) or finished with a FinishReason. Each step:
 //
-//  1. Admission: queued requests become active, in arrival order, while
-//     fewer than Config.MaxSequences sequences are active and the model's
-//     pool can hold them (Batcher.Open reserves the prompt plus up to
-//     growRows slots); when the head of the queue does not fit, it and
-//     everything behind it wait for a release (no large request starves
-//     behind small ones). A sequence grows (Batcher.Grow) as it generates;
-//     one that cannot waits, and when none can, the youngest is released
-//     and evaluates its rows again once there is room (no new request
+//  1. Admission: preempted sequences open again first, then queued
+//     requests become active, in arrival order, while fewer than
+//     Config.MaxSequences sequences are open and the model's pool can hold
+//     them (Batcher.Open reserves the prompt plus up to growRows slots:
+//     reserve); when the head of the queue does not fit, it and everything
+//     behind it wait for a release (no large request starves behind small
+//     ones). A sequence grows (Batcher.Grow) as it generates; one that
+//     cannot waits, and when none can, the youngest is preempted: released,
+//     its committed rows saved to the KV store (when there is one), and
+//     restored or evaluated again once there is room (no new request
 //     starts before it is back).
-//  2. Rows: every decoding sequence gets one row (all of them every step,
-//     round-robin from a rotating start when BatchLimits.Rows is smaller);
-//     the rows left go to prompt chunks, oldest request first; what is left
-//     after that goes to speculative draft rows (a Run of 1+k tokens),
-//     planned per sequence from the acceptance estimate and StepCost.
+//  2. Gather and plan: gather ends cancelled or timed-out requests, grows
+//     decoding sequences and asks the drafters for proposals; plan, a pure
+//     function of what gather found, returns the step as a value (each
+//     sequence's Run, draft and its source): one row for every decoding
+//     sequence (round-robin from a rotating start when BatchLimits.Rows is
+//     smaller, leaving a waiting prompt at least one), the rows left to
+//     prompt chunks, oldest request first, what is left after that to
+//     speculative draft rows (a Run of 1+k tokens), planned per sequence
+//     from the acceptance estimate and StepCost.
 //  3. One Batcher.Step carries all runs; the model picks its graph calls
 //     from measured costs (one multi-row call, or decode calls).
 //  4. Sampling: each run's rows are read in order and sampled by its
@@ -46,44 +60,29 @@
 // (its prompt goes in the next step's spare rows), no request waits for
 // another's whole answer, and every active sequence advances every step.
 // With Request.N > 1 the first choice prefills the prompt and the others
-// Fork its rows: the choices decode side by side. A new request (N = 1)
-// forks the longest prefix of its prompt, at least minShareRows, that a
-// live sequence of the same Request.Owner holds (a shared system prompt),
-// or one that just finished: a finished sequence whose rows a queued
-// request of its owner may fork stays in the pool until the next
-// admission;
-// when such a prefix is being evaluated and is at most shareWaitSteps
-// steps' rows away, the request waits at the head of the queue for it
-// (at most that many steps). Rows of different owners never share a Fork;
-// the model keeps every sequence's attention to its own rows. A sequence
-// released to make room is saved to the KV store first (when there is one)
-// and restored when it opens again; only the rows the store lost are
-// evaluated again.
-//
-// A Model without Batcher is driven through the same scheduler by an
-// adapter with one sequence (MaxSequences 1): a step is an Eval (or a
-// Verify), exactly as before the pool existed.
-//
-// # Prefix cache
-//
-// One request at a time, the engine remembers which tokens' KV rows the model holds and passes the
-// longest common prefix to Model.Eval as valid (at most len(seq)-1, since Eval
-// must produce logits); Usage.CachedTokens reports the prompt rows the model
-// reused. A failed Eval forgets the rows. On a model without Batcher,
-// choices (Request.N) run one after another and reuse the prompt's rows.
+// Fork its rows (or, when the pool cannot fork, open sequences of their own
+// that evaluate the prompt again): the choices decode side by side. A new
+// request (N = 1) forks the longest prefix of its prompt, at least
+// minShareRows, that a live sequence of the same Request.Owner holds (a
+// shared system prompt), or one that just finished: a finished sequence
+// whose rows a queued request of its owner may fork stays in the pool until
+// the next admission; when such a prefix is being evaluated and is at most
+// shareWaitSteps steps' rows away, the request waits at the head of the
+// queue for it (at most that many steps). Rows of different owners never
+// share a Fork; the model keeps every sequence's attention to its own rows.
 //
 // # KV store
 //
-// Side by side (a Batcher that is a SeqKVSnapshotter), the worker restores
-// the owner's longest saved prefix of a prompt into its new sequence before
-// its first Run, and saves the first choice's committed rows before its
-// Release. One request at a time: with Config.KVStore and a model that is a KVSnapshotter, the worker saves
-// the committed rows of each finished request (only those the store lacks)
-// under Request.Owner and Request.CacheKey, and before a request's first
-// Eval restores owner's longest saved prefix of the prompt when it beats the
-// resident match. Restored rows count as reused in Usage.CachedTokens. Both
-// happen on the worker between model calls, so no request sees a cache that
-// is partly restored.
+// With Config.KVStore and a model that is a SeqKVSnapshotter, the worker
+// restores the owner's longest saved prefix of a prompt (all but its last
+// token) into its new sequence before its first Run, and saves the first
+// choice's committed rows (never rejected draft rows) under Request.Owner
+// and Request.CacheKey before its Release; a preempted sequence's rows are
+// saved and restored the same way. Restored rows count in
+// Usage.CachedTokens. Both happen on the worker between Steps, so no
+// request sees a sequence that is partly restored. This is how a later
+// request reuses an earlier one's rows (one request at a time included):
+// without a store, only a live or lingering sequence's rows are forked.
 //
 // # Context policy
 //

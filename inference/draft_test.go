@@ -1,8 +1,6 @@
 package inference
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -117,13 +115,9 @@ func TestPlanDraft(t *testing.T) {
 	}
 }
 
-// costVerifier is a Verifier that only has costs (in µs).
+// costVerifier prices verify and decode calls (in µs).
 type costVerifier struct{ prefill, lmhead, decode int64 }
 
-func (c costVerifier) MaxVerify(int) int { return 128 }
-func (c costVerifier) Verify(context.Context, []int32, int) (Rows, error) {
-	return nil, errors.New("not a model")
-}
 func (c costVerifier) Costs(k int) (time.Duration, time.Duration) {
 	return time.Duration(c.prefill+int64(k)*c.lmhead) * time.Microsecond, time.Duration(c.decode+c.lmhead) * time.Microsecond
 }

@@ -18,20 +18,19 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	QueueLen   int                   // requests waiting for a sequence slot; 0 means 8
+	QueueLen   int                   // requests waiting for a sequence slot beyond the free ones (active ones excluded); 0 means 8
 	Timeout    time.Duration         // default generation time limit; 0: none
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     zerolog.Logger
 	Now        func() time.Time // clock for timings; nil: time.Now
-	// KVStore, when set and the model is a KVSnapshotter, keeps the rows of
-	// finished requests for later ones (see KVStore).
+	// KVStore, when set and the model is a SeqKVSnapshotter, keeps the rows
+	// of finished requests for later ones (see KVStore).
 	KVStore KVStore
 	// Speculative configures speculative decoding (zero: off).
 	Speculative Speculative
 	// MaxSequences is how many sequences (choices of active requests) may
-	// advance side by side on a model that is a Batcher; 0 means
-	// DefaultMaxSequences, 1 drives even a Batcher one request at a time
-	// (through Eval, with the resident prefix cache and the KV store).
+	// advance side by side; 0 means DefaultMaxSequences, 1 runs one
+	// sequence at a time on the same scheduler.
 	MaxSequences int
 }
 
@@ -50,8 +49,8 @@ const unhealthyAfter = 3
 
 var errTimeout = errors.New("inference: generation timed out")
 
-// Engine runs requests on one model: up to Config.MaxSequences side by side
-// on a Batcher, else one at a time, in arrival order (see the package doc).
+// Engine runs requests on one model: up to Config.MaxSequences sequences side
+// by side, in arrival order (see the package doc).
 type Engine struct {
 	model Model
 	info  ModelInfo
@@ -60,8 +59,7 @@ type Engine struct {
 	now   func() time.Time
 	log   zerolog.Logger
 	met   *metrics
-	kv    *kvStore    // nil: no store (one request at a time)
-	seqKV *seqKVStore // nil: no store (side by side)
+	kv    *kvStore // nil: no store
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -69,9 +67,9 @@ type Engine struct {
 	exited chan struct{} // closed when the worker returns
 
 	mu       sync.Mutex
-	queue    []*job
+	queue    []*record // waiting, in arrival order
 	closed   bool
-	failures int   // consecutive failed Evals
+	failures int   // consecutive failed Steps
 	lastErr  error // the latest of them
 
 	activeN atomic.Int64 // open sequences, for ActiveSequences
@@ -79,40 +77,17 @@ type Engine struct {
 	modelNS atomic.Int64 // model time of all steps
 
 	// Worker-owned state.
-	pool       Batcher
-	single     *single // the adapter when the model is driven one request at a time
 	maxSeq     int
 	grow       int             // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int             // sequences the last step could not grow
-	active     []*gen          // in arrival order
-	linger     []*seq          // finished sequences kept open for a queued request's Fork
+	active     []*record       // running, in arrival order
+	retained   []*seq          // finished sequences kept in the pool with their rows, oldest first
 	sampling   *sample.Workers // samples rows; a step's decode rows in parallel
-	jobs       []sample.Job
-	jobSeqs    []*seq // the sequence of each job
-	turn       int    // rotates the order of decode rows
+	sampleJobs []sample.Job
+	turn       int // rotates the order of decode rows
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
 	ratesOwner string            // the owner they were learnt from
-}
-
-type jobState uint8
-
-const (
-	queued jobState = iota
-	running
-	finished
-)
-
-type job struct {
-	ctx      context.Context
-	req      Request
-	s        *Stream
-	enqueued time.Time
-	state    jobState // guarded by Engine.mu
-	stop     func() bool
-	// shareWaits: the steps it waited at the head of the queue for a
-	// prefix to fork (worker only; at most shareWaitSteps).
-	shareWaits int
 }
 
 // New starts an engine on m. The caller keeps ownership of m: Close stops
@@ -139,23 +114,14 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	if e.maxSeq <= 0 {
 		e.maxSeq = DefaultMaxSequences
 	}
-	if b, ok := m.(Batcher); ok && e.maxSeq > 1 {
-		e.pool = b
-		lim := b.BatchLimits()
-		e.maxSeq = min(e.maxSeq, lim.Sequences)
-		// A sequence's rows live in the pool: a context longer than the
-		// pool cannot be held (the .pte pool spans the whole window).
-		e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
-		e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
-		if e.seqKV = newSeqKVStore(cfg.KVStore, m); e.seqKV != nil {
-			e.met.registerKV(cfg.Registerer, e.seqKV.store)
-		}
-	} else {
-		e.single = newSingle(e, m)
-		e.pool, e.maxSeq, e.grow = e.single, 1, e.info.ContextLen
-		if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
-			e.met.registerKV(cfg.Registerer, e.kv.store)
-		}
+	lim := m.BatchLimits()
+	e.maxSeq = min(e.maxSeq, lim.Sequences)
+	// A sequence's rows live in the pool: a context longer than the pool
+	// cannot be held (the .pte pool spans the whole window).
+	e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
+	e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
+	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
+		e.met.registerKV(cfg.Registerer, e.kv.store)
 	}
 	e.sampling = sample.NewWorkers(sampleHelpers(e.maxSeq))
 	e.rates = ratePrior
@@ -195,8 +161,8 @@ func (e *Engine) Healthy() error {
 	return nil
 }
 
-// Close stops the worker: queued requests end with ErrClosed, the running
-// one is cancelled (its Done event carries ErrClosed). It waits for the
+// Close stops the worker: queued requests end with ErrClosed, active ones
+// are cancelled (their Done events carry ErrClosed). It waits for the
 // worker to return. It does not close the model.
 func (e *Engine) Close() error {
 	e.mu.Lock()
@@ -208,14 +174,14 @@ func (e *Engine) Close() error {
 	e.closed = true
 	q := e.queue
 	e.queue = nil
-	for _, j := range q {
-		j.state = finished
+	for _, g := range q {
+		g.status = finished
 	}
 	e.mu.Unlock()
 	e.met.queueDepth.Set(0)
-	for _, j := range q {
-		j.stop()
-		e.finishEarly(j, FinishCancelled, ErrClosed)
+	for _, g := range q {
+		g.stop()
+		e.finishEarly(g, FinishCancelled, ErrClosed)
 	}
 	e.cancel()
 	<-e.exited
@@ -223,8 +189,8 @@ func (e *Engine) Close() error {
 }
 
 // Submit validates req and queues it. It fails with *InvalidRequestError,
-// *ContextLengthError, ErrBusy (the queue is full), ErrClosed, or ctx's
-// error. Ending ctx cancels the request, queued or running.
+// *ContextLengthError, ErrBusy (the queue holds QueueLen requests besides
+// one for each free sequence slot), ErrClosed, or ctx's error. Ending ctx cancels the request, queued or running.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.validate(&req); err != nil {
 		e.met.requests.WithLabelValues("invalid").Inc()
@@ -240,51 +206,55 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		seed := *req.Sampling.Seed
 		req.Sampling.Seed = &seed
 	}
-	j := &job{ctx: ctx, req: req, enqueued: e.now()}
+	g := &record{ctx: ctx, req: req, enqueued: e.now()}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if len(e.queue) >= e.cfg.QueueLen {
+	// The queue holds QueueLen requests beyond those the free sequence
+	// slots take at the next step: a burst is refused only when the slots
+	// are taken too.
+	if len(e.queue) >= e.cfg.QueueLen+max(0, e.maxSeq-int(e.activeN.Load())) {
 		e.mu.Unlock()
 		e.met.requests.WithLabelValues("busy").Inc()
 		return nil, ErrBusy
 	}
-	j.s = newStream(ctx)
-	e.queue = append(e.queue, j)
-	j.stop = context.AfterFunc(ctx, func() { e.dequeue(j) })
+	g.s = newStream(ctx)
+	e.queue = append(e.queue, g)
+	g.stop = context.AfterFunc(ctx, func() { e.dequeue(g) })
 	e.met.queueDepth.Set(float64(len(e.queue)))
 	e.mu.Unlock()
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
-	return j.s, nil
+	return g.s, nil
 }
 
 // dequeue removes a cancelled request that is still waiting.
-func (e *Engine) dequeue(j *job) {
+func (e *Engine) dequeue(g *record) {
 	e.mu.Lock()
-	if j.state != queued {
+	if g.status != waiting {
 		e.mu.Unlock()
 		return
 	}
-	j.state = finished
-	if i := slices.Index(e.queue, j); i >= 0 {
+	g.status = finished
+	if i := slices.Index(e.queue, g); i >= 0 {
 		e.queue = slices.Delete(e.queue, i, i+1)
 	}
 	e.met.queueDepth.Set(float64(len(e.queue)))
 	e.mu.Unlock()
-	e.finishEarly(j, FinishCancelled, context.Cause(j.ctx))
+	e.finishEarly(g, FinishCancelled, context.Cause(g.ctx))
 }
 
 // finishEarly ends a request that never ran.
-func (e *Engine) finishEarly(j *job, f FinishReason, err error) {
+func (e *Engine) finishEarly(g *record, f FinishReason, err error) {
+	g.status = finished
 	e.met.requests.WithLabelValues(string(f)).Inc()
-	j.s.push(Event{Done: true, Finish: f, Err: err,
-		Usage:   Usage{PromptTokens: len(j.req.Prompt)},
-		Timings: Timings{QueueWait: e.now().Sub(j.enqueued)}})
+	g.s.push(Event{Done: true, Finish: f, Err: err,
+		Usage:   Usage{PromptTokens: len(g.req.Prompt)},
+		Timings: Timings{QueueWait: e.now().Sub(g.enqueued)}})
 }
 
 func (e *Engine) validate(r *Request) error {
@@ -359,36 +329,8 @@ func (e *Engine) modelResult(err error) {
 	e.lastErr = err
 }
 
-// eval calls the model, turning a panic or a malformed result into an error.
-func (e *Engine) eval(ctx context.Context, seq []int32, valid int) (l Logits, reused int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in Eval: %v", r)
-		}
-	}()
-	l, reused, err = e.model.Eval(ctx, seq, valid)
-	if err == nil && l.Len() != e.info.VocabSize {
-		err = fmt.Errorf("Eval returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
-	}
-	return l, reused, err
-}
-
-// verify calls the model's Verify, turning a panic or a malformed result
+// row reads row i of a Step's run, turning a panic or a malformed result
 // into an error.
-func (e *Engine) verify(ctx context.Context, v Verifier, seq []int32, valid int) (rows Rows, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in Verify: %v", r)
-		}
-	}()
-	rows, err = v.Verify(ctx, seq, valid)
-	if err == nil && rows.Len() != len(seq)-valid {
-		err = fmt.Errorf("Verify returned %d rows for %d tokens", rows.Len(), len(seq)-valid)
-	}
-	return rows, err
-}
-
-// row reads row i of a Verify call, checked like eval's logits.
 func (e *Engine) row(ctx context.Context, rows Rows, i int) (l Logits, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -397,7 +339,7 @@ func (e *Engine) row(ctx context.Context, rows Rows, i int) (l Logits, err error
 	}()
 	l, err = rows.Logits(ctx, i)
 	if err == nil && l.Len() != e.info.VocabSize {
-		err = fmt.Errorf("Verify returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
+		err = fmt.Errorf("Step returned %d logits for a vocabulary of %d", l.Len(), e.info.VocabSize)
 	}
 	return l, err
 }
@@ -409,26 +351,26 @@ func b2i(b bool) int {
 	return 0
 }
 
-// stopReason classifies a cancelled run.
-func (e *Engine) stopReason(ctx context.Context, j *job) (FinishReason, error) {
-	switch cause := context.Cause(ctx); {
+// stopReason classifies a cancelled request.
+func (e *Engine) stopReason(g *record) (FinishReason, error) {
+	switch cause := context.Cause(g.run); {
 	case errors.Is(cause, errTimeout):
 		return FinishTimeout, nil
 	case errors.Is(cause, ErrClosed):
 		return FinishCancelled, ErrClosed
-	case j.ctx.Err() != nil:
-		return FinishCancelled, j.ctx.Err()
+	case g.ctx.Err() != nil:
+		return FinishCancelled, g.ctx.Err()
 	default:
 		return FinishCancelled, cause
 	}
 }
 
 // emit sends a delta (and the choice's finish) when there is anything to say.
-func (e *Engine) emit(j *job, choice int, out textOut, f FinishReason) {
+func (e *Engine) emit(g *record, choice int, out textOut, f FinishReason) {
 	if out.empty() && f == "" {
 		return
 	}
-	j.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop})
+	g.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop})
 }
 
 func commonPrefix(a, b []int32) int {

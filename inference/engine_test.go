@@ -76,33 +76,34 @@ func TestGenerate(t *testing.T) {
 	})
 }
 
+// TestPrefixCacheAndChoices: a request reuses the rows of an earlier one's
+// prompt (through the KV store) and its second choice evaluates the
+// prompt again (a one-sequence model cannot fork).
 func TestPrefixCacheAndChoices(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e, m := setup(t, []int32{1, 2}, inference.Config{})
-		if _, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 13}}); err != nil {
-			t.Fatal(err)
+	e, m := setupStore(t, []int32{1, 2})
+	if _, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 13}}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(m.calls)
+	r, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 20, 21}, N: 2, Sampling: inference.Sampling{Temperature: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Usage.CachedTokens != 3 || r.Usage.CompletionTokens != 6 || len(r.Choices) != 2 {
+		t.Fatalf("usage %+v, %d choices", r.Usage, len(r.Choices))
+	}
+	for i, c := range r.Choices {
+		if c.Text != "Hello" || c.Finish != inference.FinishStop {
+			t.Fatalf("choice %d: %q %s", i, c.Text, c.Finish)
 		}
-		n := len(m.Calls())
-		r, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 20, 21}, N: 2, Sampling: inference.Sampling{Temperature: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Usage.CachedTokens != 3 || r.Usage.CompletionTokens != 6 || len(r.Choices) != 2 {
-			t.Fatalf("usage %+v, %d choices", r.Usage, len(r.Choices))
-		}
-		for i, c := range r.Choices {
-			if c.Text != "Hello" || c.Finish != inference.FinishStop {
-				t.Fatalf("choice %d: %q %s", i, c.Text, c.Finish)
-			}
-		}
-		calls := m.Calls()[n:]
-		if calls[0].Valid != 3 {
-			t.Fatalf("first eval valid = %d, want 3", calls[0].Valid)
-		}
-		if c := calls[3]; len(c.Seq) != 5 || c.Valid != 4 { // second choice: prompt again
-			t.Fatalf("second choice eval %+v", c)
-		}
-	})
+	}
+	calls := m.calls[n:]
+	if calls[0].Valid != 3 {
+		t.Fatalf("first step starts at %d, want 3", calls[0].Valid)
+	}
+	if c := calls[3]; len(c.Seq) != 5 || c.Valid != 0 { // second choice: prompt again
+		t.Fatalf("second choice's first step %+v", c)
+	}
 }
 
 func TestContextPolicy(t *testing.T) {
@@ -482,23 +483,21 @@ func TestMetrics(t *testing.T) {
 }
 
 // badModel returns logits of the wrong length, then panics.
-type badModel struct{ calls int }
-
-func (m *badModel) Info() inference.ModelInfo {
-	return inference.ModelInfo{VocabSize: vocab, ContextLen: 64, EOS: []int32{eot}}
-}
-func (m *badModel) Close() error { return nil }
-func (m *badModel) Eval(context.Context, []int32, int) (inference.Logits, int, error) {
-	m.calls++
-	if m.calls == 1 {
-		return inference.Logits{Type: inference.F32, F32: make([]float32, 10)}, 0, nil
-	}
-	panic("kaput")
+func badModel() *seqModel {
+	calls := 0
+	return &seqModel{info: inference.ModelInfo{VocabSize: vocab, ContextLen: 64, EOS: []int32{eot}},
+		fill: func([]int32, int) inference.Logits {
+			calls++
+			if calls == 1 {
+				return inference.Logits{Type: inference.F32, F32: make([]float32, 10)}
+			}
+			panic("kaput")
+		}}
 }
 
 func TestMalformedModel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := inference.New(&badModel{}, inferencetest.NewVocab(words), inference.Config{})
+		e := inference.New(badModel(), inferencetest.NewVocab(words), inference.Config{})
 		defer e.Close()
 		for _, want := range []string{"10 logits", "kaput"} {
 			r, err := run(t, e, inference.Request{Prompt: []int32{1}})
@@ -519,33 +518,30 @@ func TestPrefixCacheOwners(t *testing.T) {
 		owner      string
 		prompt     []int32
 		wantCached int
-		wantValid  int
 	}{
-		{"same owner, right guess", "alice", []int32{10, 11, 12, 13, 14, 15, 20}, 6, 6},
-		{"same owner, wrong guess", "alice", []int32{10, 11, 12, 13, 99, 15, 20}, 4, 4},
-		{"other owner, right guess", "mallory", []int32{10, 11, 12, 13, 14, 15, 20}, 0, 0},
-		{"other owner, wrong guess", "mallory", []int32{10, 11, 12, 13, 99, 15, 20}, 0, 0},
-		{"no keys, after an owner", "", []int32{10, 11, 12, 13, 14, 15, 20}, 0, 0},
+		{"same owner, right guess", "alice", []int32{10, 11, 12, 13, 14, 15, 20}, 6},
+		{"same owner, wrong guess", "alice", []int32{10, 11, 12, 13, 99, 15, 20}, 4},
+		{"other owner, right guess", "mallory", []int32{10, 11, 12, 13, 14, 15, 20}, 0},
+		{"other owner, wrong guess", "mallory", []int32{10, 11, 12, 13, 99, 15, 20}, 0},
+		{"no keys, after an owner", "", []int32{10, 11, 12, 13, 14, 15, 20}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e, m := setup(t, []int32{1, eot}, inference.Config{})
-				if _, err := run(t, e, inference.Request{Prompt: secret, Owner: "alice"}); err != nil {
-					t.Fatal(err)
-				}
-				n := len(m.Calls())
-				r, err := run(t, e, inference.Request{Prompt: tt.prompt, Owner: tt.owner})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.Usage.CachedTokens != tt.wantCached {
-					t.Errorf("cached_tokens = %d, want %d", r.Usage.CachedTokens, tt.wantCached)
-				}
-				if v := m.Calls()[n].Valid; v != tt.wantValid {
-					t.Errorf("first eval reused %d rows, want %d", v, tt.wantValid)
-				}
-			})
+			e, m := setupStore(t, []int32{1, eot})
+			if _, err := run(t, e, inference.Request{Prompt: secret, Owner: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			n := len(m.calls)
+			r, err := run(t, e, inference.Request{Prompt: tt.prompt, Owner: tt.owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Usage.CachedTokens != tt.wantCached {
+				t.Errorf("cached_tokens = %d, want %d", r.Usage.CachedTokens, tt.wantCached)
+			}
+			if v := m.calls[n].Valid; v != tt.wantCached {
+				t.Errorf("first step reused %d rows, want %d", v, tt.wantCached)
+			}
 		})
 	}
 }

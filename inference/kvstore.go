@@ -1,9 +1,9 @@
 package inference
 
-// KVStore keeps the KV rows of many sequences beyond the one resident in the
-// model (package kvstore). The engine uses it only from its worker, between
-// model calls, so a restore is complete before the Eval that relies on it
-// and no other request runs in between.
+// KVStore keeps the KV rows of many sequences beyond those open in the
+// model's pool (package kvstore). The engine uses it only from its worker,
+// between model calls, so a restore is complete before the Step that relies
+// on it.
 type KVStore interface {
 	// Restore passes the rows [from, n) of owner's longest saved prefix of
 	// seq to put, in order, and returns n; n <= from: nothing to restore.
@@ -26,106 +26,58 @@ type KVStats struct {
 	DiskBudget  int64 `json:"disk_budget_bytes"`
 }
 
-// kvStore binds a store to the engine's model; nil when either is missing.
+// kvStore binds a store to the model's sequences; nil when either is
+// missing.
 type kvStore struct {
 	store KVStore
-	model KVSnapshotter
+	model SeqKVSnapshotter
 }
 
 func newKVStore(s KVStore, m Model) *kvStore {
-	snap, ok := m.(KVSnapshotter)
+	snap, ok := m.(SeqKVSnapshotter)
 	if s == nil || !ok {
 		return nil
 	}
 	return &kvStore{store: s, model: snap}
 }
 
-// restore copies the owner's longest saved prefix of seq into the model's
-// cache when it reaches beyond the valid resident rows, and returns the new
-// count of valid rows. At most len(seq)-1 rows are restored: the last token
-// must be evaluated for its logits.
-func (k *kvStore) restore(s *single, seq []int32, valid int) int {
-	if k == nil {
-		return valid
-	}
-	e := s.e
-	n, err := k.store.Restore(s.owner, seq[:len(seq)-1], valid, k.model.RestoreKV)
-	switch {
-	case err != nil:
-		// The resident rows from valid on may be partly overwritten.
-		e.log.Warn().Err(err).Msg("kv store: restore failed")
-		s.cached = s.cached[:min(len(s.cached), valid)]
-		e.met.kvMisses.Inc()
-		return valid
-	case n <= valid:
-		e.met.kvMisses.Inc()
-		return valid
-	}
-	e.met.kvHits.Inc()
-	e.met.kvRestored.Add(float64(n - valid))
-	s.cached = append(s.cached[:valid], seq[valid:n]...)
-	return n
-}
-
-// save stores the committed rows seq of a finished request.
-func (k *kvStore) save(e *Engine, req *Request, seq []int32) {
-	if k == nil {
-		return
-	}
-	if err := k.store.Save(req.Owner, req.CacheKey, seq, k.model.SaveKV); err != nil {
-		e.log.Warn().Err(err).Msg("kv store: save failed")
-	}
-}
-
-// seqKVStore binds a store to a pool model's sequences; nil when either is
-// missing.
-type seqKVStore struct {
-	store KVStore
-	model SeqKVSnapshotter
-}
-
-func newSeqKVStore(s KVStore, m Model) *seqKVStore {
-	snap, ok := m.(SeqKVSnapshotter)
-	if s == nil || !ok {
-		return nil
-	}
-	return &seqKVStore{store: s, model: snap}
-}
-
 // restore copies the owner's longest saved prefix of toks (rows to hold:
 // a prompt but its last token, or a preempted sequence's committed rows)
-// into the new sequence s and returns how many rows it holds then.
-func (k *seqKVStore) restore(e *Engine, s *seq, toks []int32) int {
-	if k == nil || len(toks) == 0 {
-		return 0
+// into sequence s, which holds rows [0, from) already, when the store
+// holds more; it returns how many rows s holds then.
+func (k *kvStore) restore(e *Engine, s *seq, toks []int32, from int) int {
+	if k == nil || len(toks) <= from {
+		return from
 	}
 	g := s.g
-	n, err := k.store.Restore(g.req.Owner, toks, 0, func(pos int, rows []byte) error {
+	n, err := k.store.Restore(g.req.Owner, toks, from, func(pos int, rows []byte) error {
 		return k.model.RestoreSeqKV(s.id, pos, rows)
 	})
-	if err != nil || n <= 0 {
+	if err != nil || n <= from {
 		if err != nil {
+			// Rows from from on may be partly overwritten: they are
+			// evaluated again.
 			e.log.Warn().Err(err).Msg("kv store: restore failed")
 		}
 		e.met.kvMisses.Inc()
-		return 0
+		return from
 	}
 	if r, ok := k.model.(SeqTokenRecorder); ok {
 		r.RestoredTokens(s.id, toks[:n])
 	}
 	e.met.kvHits.Inc()
-	e.met.kvRestored.Add(float64(n))
+	e.met.kvRestored.Add(float64(n - from))
 	return n
 }
 
 // save stores the committed rows of a finished sequence (tag: its
 // request's CacheKey) or of one released to make room ("").
-func (k *seqKVStore) save(e *Engine, s *seq, tag string) {
-	if k == nil || s.done == 0 {
+func (k *kvStore) save(e *Engine, s *seq, tag string) {
+	if k == nil || s.committed == 0 {
 		return
 	}
 	req := &s.g.req
-	err := k.store.Save(req.Owner, tag, s.toks[:s.done], func(from, to int, dst []byte) error {
+	err := k.store.Save(req.Owner, tag, s.toks[:s.committed], func(from, to int, dst []byte) error {
 		return k.model.SaveSeqKV(s.id, from, to, dst)
 	})
 	if err != nil {
@@ -135,11 +87,8 @@ func (k *seqKVStore) save(e *Engine, s *seq, tag string) {
 
 // KVStats reports the engine's KV store, if it has one.
 func (e *Engine) KVStats() (KVStats, bool) {
-	switch {
-	case e.kv != nil:
-		return e.kv.store.Stats(), true
-	case e.seqKV != nil:
-		return e.seqKV.store.Stats(), true
+	if e.kv == nil {
+		return KVStats{}, false
 	}
-	return KVStats{}, false
+	return e.kv.store.Stats(), true
 }

@@ -2,7 +2,6 @@ package inference_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,76 +14,10 @@ import (
 	"github.com/hexserve/hexserve/inference/kvstore"
 )
 
-// rowsModel is a scripted model with a KV cache it checks: row p holds a
-// hash of seq[:p+1], and Eval fails when a row it is told to reuse does not
-// hold the prefix it should (a stale or half-restored cache).
-type rowsModel struct {
-	*inferencetest.Model
-	mu    sync.Mutex
-	rows  []uint64
-	valid int
-}
-
-func prefixHashes(seq []int32) []uint64 {
-	h := make([]uint64, len(seq))
-	var x uint64 = 1469598103934665603
-	for i, t := range seq {
-		x = (x ^ uint64(uint32(t))) * 1099511628211
-		h[i] = x
-	}
-	return h
-}
-
-func (m *rowsModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	m.mu.Lock()
-	want := prefixHashes(seq)
-	valid = min(valid, m.valid)
-	for p := range valid {
-		if m.rows[p] != want[p] {
-			m.mu.Unlock()
-			return inference.Logits{}, 0, fmt.Errorf("row %d does not hold the sequence's prefix", p)
-		}
-	}
-	copy(m.rows[valid:], want[valid:])
-	m.valid = len(seq)
-	m.mu.Unlock()
-	l, _, err := m.Model.Eval(ctx, seq, valid)
-	return l, valid, err
-}
-
-func (m *rowsModel) KVLayout() inference.KVLayout {
-	return inference.KVLayout{Identity: "rows", RowBytes: 8}
-}
-
-func (m *rowsModel) SaveKV(from, to int, dst []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if to > m.valid {
-		return fmt.Errorf("SaveKV past the valid rows")
-	}
-	for p := from; p < to; p++ {
-		binary.LittleEndian.PutUint64(dst[(p-from)*8:], m.rows[p])
-	}
-	return nil
-}
-
-func (m *rowsModel) RestoreKV(from int, src []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if from > m.valid {
-		return fmt.Errorf("RestoreKV leaves a gap")
-	}
-	for i := 0; i*8 < len(src); i++ {
-		m.rows[from+i] = binary.LittleEndian.Uint64(src[i*8:])
-	}
-	m.valid = from + len(src)/8
-	return nil
-}
-
 func setupKV(t *testing.T, reg prometheus.Registerer) (*inference.Engine, *kvstore.Store) {
 	t.Helper()
-	m := &rowsModel{Model: inferencetest.NewScripted(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, []int32{1, 2, 3}),
-		rows: make([]uint64, 256)}
+	m := &seqModel{info: inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}},
+		fill: scriptFill(vocab, eot, []int32{1, 2, 3})}
 	st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +100,7 @@ func TestKVStoreOwners(t *testing.T) {
 }
 
 // TestKVStoreConcurrent: many clients of several owners at once. The model
-// fails any Eval whose reused rows do not hold the prompt's prefix, so a
+// fails any Step whose reused rows do not hold the prompt's prefix, so a
 // half-restored or foreign cache would fail a request.
 func TestKVStoreConcurrent(t *testing.T) {
 	e, st := setupKV(t, nil)
@@ -201,7 +134,7 @@ func TestKVStoreConcurrent(t *testing.T) {
 	}
 }
 
-// TestKVStoreNeedsSnapshotter: a model without KVSnapshotter keeps plain
+// TestKVStoreNeedsSnapshotter: a model without SeqKVSnapshotter keeps plain
 // behaviour (no store).
 func TestKVStoreNeedsSnapshotter(t *testing.T) {
 	m := inferencetest.NewScripted(inference.ModelInfo{VocabSize: vocab, ContextLen: 64, EOS: []int32{eot}}, []int32{1})

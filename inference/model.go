@@ -18,17 +18,13 @@ type ModelInfo struct {
 	EOS           []int32 // ids that end a turn (eot, eom, end_of_text)
 }
 
-// Model is what the engine needs from a model runner. hexagon implements it on
-// QNN graphs; tests use fakes. Calls are never concurrent.
+// Model is what the engine needs from a model runner: its description and
+// its KV cache as a pool of sequences (Batcher). hexagon implements it on QNN
+// graphs; tests use fakes. Calls are never concurrent. One request at a time
+// is MaxSequences 1 on the same scheduler, not another interface.
 type Model interface {
 	Info() ModelInfo
-	// Eval makes the KV cache hold seq and returns the logits after its last
-	// token. Rows [0, valid) already hold seq[:valid] from earlier calls; the
-	// model evaluates the rest, or recomputes from an earlier row when its cost
-	// model says that is cheaper. It returns how many rows it reused. The
-	// returned Logits alias the model's output buffer and are valid until the
-	// next call. ctx is checked between graph calls.
-	Eval(ctx context.Context, seq []int32, valid int) (logits Logits, reused int, err error)
+	Batcher
 	Close() error
 }
 
@@ -46,34 +42,11 @@ const (
 	U16 = sample.U16
 )
 
-// Optional model capabilities. The engine discovers them with a type
-// assertion on its Model; a model without one keeps plain behaviour. They are
-// designed together: speculative decoding (Verifier) writes rows past the
-// accepted tokens that the next call's valid count rolls back, and the KV
-// store (KVSnapshotter) only ever saves committed rows [0, valid). Batcher
-// generalises the three to a pool of sequences: a Verify is one sequence's
-// Run of 1+k rows in a shared Step, a rollback is the next Run's Start, and
-// SeqKVSnapshotter saves and restores one sequence's committed rows.
+// Optional model capabilities (GraphTimer, SeqKVSnapshotter,
+// SeqTokenRecorder) are discovered with a type assertion on the Model; a
+// model without one keeps plain behaviour.
 
-// Verifier evaluates several tokens in one multi-token graph call over the KV
-// cache, for speculative decoding. Models whose multi-token graph takes past
-// KV (chunked QHexRT bundles, ExecuTorch prefill_forward) implement it.
-type Verifier interface {
-	// MaxVerify is the most tokens one Verify call may evaluate when rows
-	// [0, valid) are committed (0: none fit, decode plainly).
-	MaxVerify(valid int) int
-	// Verify makes rows [valid, len(seq)) hold seq[valid:] in one graph call
-	// (the last accepted token plus the draft) and returns their logits,
-	// produced lazily and in order so a mismatch stops further lm-head work.
-	// Rows the caller does not accept are simply not committed: the next
-	// Eval or Verify passes a smaller valid.
-	Verify(ctx context.Context, seq []int32, valid int) (Rows, error)
-	// Costs are the model's current estimates of one Verify call of k tokens
-	// and of one plain decode step, for deciding the draft length.
-	Costs(k int) (verify, decode time.Duration)
-}
-
-// Rows are the per-token logits of one Verify call.
+// Rows are the per-token logits of one Run of a Step.
 type Rows interface {
 	Len() int
 	// Logits returns row i (the logits after seq[valid+i]); rows are asked
@@ -92,25 +65,6 @@ type HeldRows interface {
 	Held() bool
 }
 
-// KVSnapshotter copies committed KV rows out of the resident cache and back,
-// for a store of many conversations' prefixes (host memory or disk).
-type KVSnapshotter interface {
-	// KVLayout describes one cache row (all layers, K and V, native dtype).
-	KVLayout() KVLayout
-	// SaveKV copies rows [from, to) into dst, len(dst) = (to-from)*RowBytes.
-	// Only committed rows may be saved (to <= the rows valid after the last
-	// Eval; never rows a Verify wrote past the accepted tokens). The row
-	// format is the model's own but must be self-contained per row: a model
-	// whose cache is not row-major (the .pte runner's per-layer K is
-	// transposed, [n_kv, hd, S]) gathers each row's elements on save and
-	// scatters them on restore, so saved rows survive a change of graphs
-	// (re-striding) in between.
-	SaveKV(from, to int, dst []byte) error
-	// RestoreKV copies src into rows [from, from+len(src)/RowBytes); the
-	// next Eval may then pass valid up to that row.
-	RestoreKV(from int, src []byte) error
-}
-
 // KVLayout identifies the format of saved rows: a snapshot is restored only
 // into a model whose layout is equal.
 type KVLayout struct {
@@ -119,11 +73,9 @@ type KVLayout struct {
 }
 
 // Batcher is a model whose KV cache is a pool of slots that sequences own,
-// so that several sequences advance in one step. The engine asserts it on
-// its Model; a model without it serves one sequence at a time through Eval
-// (and Verifier, KVSnapshotter). An engine that uses Batcher never calls
-// Eval, Verify, SaveKV or RestoreKV on that model: the pool replaces the one
-// resident sequence. Calls are never concurrent.
+// so that several sequences advance in one step. Calls are never
+// concurrent. A speculative verify is one sequence's Run of 1+k rows in a
+// Step; a rollback of rejected draft rows is the next Run's Start.
 //
 // A sequence's rows are its positions 0, 1, …: the prompt, then generated
 // tokens. Where a row's K/V live (its slot) is the model's business; a slot
@@ -199,21 +151,27 @@ type Run struct {
 	Tokens []int32
 }
 
-// SeqTokenRecorder is optional for a SeqKVSnapshotter whose multi-token
-// graph only starts at position 0 (QHexRT-contract bundles): after a restore
-// the engine tells it which tokens the restored rows hold, so it evaluates
-// the rest of a prompt with the same graph calls as without the restore (on
-// 16-bit caches a row's bits depend on which graph wrote it).
+// SeqTokenRecorder is optional for a model whose multi-token graph only
+// starts at position 0 (QHexRT-contract bundles): after a restore, and when
+// a new request takes over a finished sequence's rows, the engine tells it
+// which tokens the rows it keeps hold, so it evaluates the rest of a prompt
+// with the same graph calls as without them (on 16-bit caches a row's bits
+// depend on which graph wrote it).
 type SeqTokenRecorder interface {
-	// RestoredTokens names the tokens of id's committed rows [0, len(toks)).
+	// RestoredTokens names the tokens of id's committed rows [0, len(toks));
+	// rows past them are no longer committed.
 	RestoredTokens(id SeqID, toks []int32)
 }
 
 // ErrNoSlots reports that a Batcher's pool cannot hold a sequence now.
 var ErrNoSlots = errors.New("inference: the model's cache pool has no free slots")
 
-// SeqKVSnapshotter is KVSnapshotter for a Batcher: the same row format
-// (KVLayout), per sequence. The engine saves a sequence's committed rows
+// SeqKVSnapshotter copies a sequence's committed KV rows out of the pool and
+// back, for a store of many conversations' prefixes (host memory or disk).
+// The row format is the model's own (KVLayout) but self-contained per row: a
+// model whose cache is not row-major (the .pte runner's per-layer K is
+// transposed, [n_kv, hd, S]) gathers each row's elements on save and
+// scatters them on restore. The engine saves a sequence's committed rows
 // before Release and restores a saved prefix into a new sequence before its
 // first Run.
 type SeqKVSnapshotter interface {

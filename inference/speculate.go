@@ -2,11 +2,13 @@ package inference
 
 import (
 	"bytes"
+	"slices"
 	"time"
 )
 
-// Speculative configures speculative decoding on models that implement
-// Verifier. The zero value turns it off; DefaultSpeculative is the default.
+// Speculative configures speculative decoding: draft rows in a sequence's
+// run (1+k tokens), verified in the same Step. The zero value turns it off;
+// DefaultSpeculative is the default.
 type Speculative struct {
 	Enabled bool // draft at all (a request's prediction or prompt lookup)
 	// PromptLookup drafts from earlier occurrences of the last generated
@@ -225,22 +227,13 @@ func lookup(seq []int32, max int) []int32 {
 	for n := min(3, len(seq)-1); n >= 1; n-- {
 		tail := seq[len(seq)-n:]
 		for i := len(seq) - n - 1; i >= 0; i-- {
-			if seq[i] == tail[0] && slicesEqual(seq[i:i+n], tail) {
+			if seq[i] == tail[0] && slices.Equal(seq[i:i+n], tail) {
 				next := seq[i+n:]
 				return next[:min(max, len(next))]
 			}
 		}
 	}
 	return nil
-}
-
-func slicesEqual(a, b []int32) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // observe updates a source's acceptance-rate estimate with a verified (or

@@ -1,7 +1,6 @@
 package inference_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +18,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// specVocab has single letters, some two-letter pieces (so one text has
+// specVocab has one-letter pieces, some two-letter pieces (so one text has
 // several tokenisations), space, newline and an end-of-turn token.
 var specPieces = func() []string {
 	p := []string{}
@@ -56,92 +55,44 @@ func (specVocab) Encode(text string, addBOS, parseSpecial bool) []int32 {
 	return ids
 }
 
-// specModel's logits are a function of the whole sequence so far: a
-// preferred successor of the last token plus noise hashed from the prefix.
-// It implements inference.Verifier with lazily computed rows.
-type specModel struct {
-	ctxLen   int
-	noVerify bool
-	logits   []float32
-	verifies int // Verify calls
-	rows     int // rows whose logits were asked for
-	evals    int
-	before   func(seq []int32, valid int) // called as each Eval and Verify starts
-}
+// specLogits is specFill's buffer (tests run one model call at a time).
+var specLogits = make([]float32, len(specPieces))
 
-func (m *specModel) Info() inference.ModelInfo {
-	return inference.ModelInfo{Name: "spec", VocabSize: len(specPieces), ContextLen: m.ctxLen, PrefillWindow: 16, EOS: []int32{specEOT}}
-}
-
-func (m *specModel) fill(prefix []int32) inference.Logits {
-	if m.logits == nil {
-		m.logits = make([]float32, len(specPieces))
-	}
+// specFill is the spec models' logits after prefix: a preferred successor
+// of the last token plus noise hashed from the prefix.
+func specFill(prefix []int32, _ int) inference.Logits {
 	h := fnv.New64a()
 	for _, id := range prefix {
 		fmt.Fprint(h, id, ",")
 	}
 	r := rand.New(rand.NewPCG(h.Sum64(), 7))
 	last := prefix[len(prefix)-1]
-	for i := range m.logits {
-		m.logits[i] = float32(r.NormFloat64())
+	for i := range specLogits {
+		specLogits[i] = float32(r.NormFloat64())
 	}
-	m.logits[(last*7+3)%specEOT] += 3
-	m.logits[specEOT] -= 2
-	return inference.Logits{Type: inference.F32, F32: m.logits}
+	specLogits[(last*7+3)%specEOT] += 3
+	specLogits[specEOT] -= 2
+	return inference.Logits{Type: inference.F32, F32: specLogits}
 }
 
-func (m *specModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	m.evals++
-	if m.before != nil {
-		m.before(seq, valid)
+// newSpecModel is a one-sequence model over specFill. Its verify rows are
+// cheap (a step of k rows costs 11 + k ms against 10 for one), or, with
+// costly, as dear as decoding them one by one, so that drafts never pay.
+func newSpecModel(ctxLen int, costly bool) *seqModel {
+	cost := func(rows int) time.Duration {
+		if rows <= 1 {
+			return 10 * time.Millisecond
+		}
+		return 11*time.Millisecond + time.Duration(rows)*time.Millisecond
 	}
-	return m.fill(seq), valid, nil
-}
-
-func (m *specModel) Close() error { return nil }
-
-func (m *specModel) MaxVerify(valid int) int {
-	if m.noVerify {
-		return 0
+	if costly {
+		cost = func(rows int) time.Duration { return time.Duration(rows) * 10 * time.Millisecond }
 	}
-	return min(8, m.ctxLen-valid)
+	return &seqModel{info: inference.ModelInfo{Name: "spec", VocabSize: len(specPieces), ContextLen: ctxLen, PrefillWindow: 16, EOS: []int32{specEOT}},
+		fill: specFill, cost: cost}
 }
 
-func (m *specModel) Verify(ctx context.Context, seq []int32, valid int) (inference.Rows, error) {
-	if len(seq)-valid > m.MaxVerify(valid) || len(seq) > m.ctxLen {
-		return nil, fmt.Errorf("verify of %d rows at %d", len(seq)-valid, valid)
-	}
-	m.verifies++
-	if m.before != nil {
-		m.before(seq, valid)
-	}
-	return &specRows{m: m, seq: slices.Clone(seq), valid: valid, next: 0}, nil
-}
-
-func (m *specModel) Costs(k int) (verify, decode time.Duration) {
-	return 11*time.Millisecond + time.Duration(k)*time.Millisecond, 10 * time.Millisecond
-}
-
-type specRows struct {
-	m     *specModel
-	seq   []int32
-	valid int
-	next  int
-}
-
-func (r *specRows) Len() int { return len(r.seq) - r.valid }
-
-func (r *specRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
-	if i < r.next {
-		return inference.Logits{}, errors.New("rows asked for out of order")
-	}
-	r.next = i + 1
-	r.m.rows++
-	return r.m.fill(r.seq[:r.valid+i+1]), nil
-}
-
-func specEngine(t *testing.T, m *specModel, spec inference.Speculative) *inference.Engine {
+func specEngine(t *testing.T, m *seqModel, spec inference.Speculative) *inference.Engine {
 	t.Helper()
 	e := inference.New(m, specVocab{}, inference.Config{Speculative: spec})
 	t.Cleanup(func() { e.Close() })
@@ -200,8 +151,8 @@ func TestSpeculativeEquivalence(t *testing.T) {
 	for _, sm := range samplings {
 		for _, pv := range preds {
 			t.Run(sm.name+"/"+pv.name, func(t *testing.T) {
-				off := specEngine(t, &specModel{ctxLen: 96}, inference.Speculative{})
-				on := &specModel{ctxLen: 96}
+				off := specEngine(t, newSpecModel(96, false), inference.Speculative{})
+				on := newSpecModel(96, false)
 				eon := specEngine(t, on, inference.DefaultSpeculative)
 				for trial := range 3 {
 					req := sm.req
@@ -268,10 +219,11 @@ func equalChoices(a, b []inference.Choice) bool {
 }
 
 // TestSpeculativeSavesCalls: a right prediction needs far fewer model calls
-// than tokens, and a model without Verifier (MaxVerify 0) decodes plainly.
+// than tokens, and a model whose verify rows cost what decoding them does
+// decodes plainly.
 func TestSpeculativeSavesCalls(t *testing.T) {
 	prompt := specPrompt(rand.New(rand.NewPCG(3, 4)), 20)
-	off := specEngine(t, &specModel{ctxLen: 128}, inference.Speculative{})
+	off := specEngine(t, newSpecModel(128, false), inference.Speculative{})
 	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 60, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
@@ -279,9 +231,9 @@ func TestSpeculativeSavesCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		noVerify bool
-	}{{"verifier", false}, {"no verify room", true}} {
+	}{{"verifier", false}, {"verify as dear as decode", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &specModel{ctxLen: 128, noVerify: tc.noVerify}
+			m := newSpecModel(128, tc.noVerify)
 			reg := prometheus.NewRegistry()
 			e := inference.New(m, specVocab{}, inference.Config{Speculative: inference.DefaultSpeculative, Registerer: reg})
 			t.Cleanup(func() { e.Close() })
@@ -292,12 +244,12 @@ func TestSpeculativeSavesCalls(t *testing.T) {
 			if got.Choices[0].Text != want.Choices[0].Text {
 				t.Fatalf("text %q, want %q", got.Choices[0].Text, want.Choices[0].Text)
 			}
-			calls := m.evals + m.verifies
+			calls := m.steps - 1 // the prompt's step samples the first token
 			switch {
-			case tc.noVerify && (m.verifies != 0 || calls != 60):
-				t.Errorf("%d evals and %d verifies, want 60 plain evals", m.evals, m.verifies)
+			case tc.noVerify && (m.verifies != 0 || calls != 59):
+				t.Errorf("%d steps and %d verifies, want 59 plain decode steps after the prompt's", calls, m.verifies)
 			case !tc.noVerify && calls > 60/4:
-				t.Errorf("%d evals and %d verifies for 60 tokens with a right prediction", m.evals, m.verifies)
+				t.Errorf("%d steps (%d verifies) for 60 tokens with a right prediction", calls, m.verifies)
 			case !tc.noVerify && got.Usage.AcceptedPredictionTokens < 50:
 				t.Errorf("accepted %d prediction tokens of 60", got.Usage.AcceptedPredictionTokens)
 			}
@@ -314,8 +266,8 @@ func TestSpeculativeSavesCalls(t *testing.T) {
 // by a chi-square test.
 func TestSpeculativeSamplingDistribution(t *testing.T) {
 	prompt := []int32{0, 1, 2, 3, 0, 1, 2, 3, 0, 1}
-	off := specEngine(t, &specModel{ctxLen: 64}, inference.Speculative{})
-	on := &specModel{ctxLen: 64}
+	off := specEngine(t, newSpecModel(64, false), inference.Speculative{})
+	on := newSpecModel(64, false)
 	eon := specEngine(t, on, inference.DefaultSpeculative)
 	const seeds = 400
 	var plain, spec []string
@@ -388,27 +340,28 @@ func chiSquare(a, b []string) (float64, int) {
 // reader before the next model call starts (no chunk waits on a call).
 func TestSpeculativeStreaming(t *testing.T) {
 	prompt := specPrompt(rand.New(rand.NewPCG(7, 8)), 12)
-	off := specEngine(t, &specModel{ctxLen: 128}, inference.Speculative{})
+	off := specEngine(t, newSpecModel(128, false), inference.Speculative{})
 	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var read atomic.Int64
 	var late atomic.Int64
-	m := &specModel{ctxLen: 128}
-	m.before = func(seq []int32, valid int) {
-		if valid < len(prompt) {
-			return // the prompt's call
+	m := newSpecModel(128, false)
+	m.before = func(_ []int32, start int) error {
+		if start < len(prompt) {
+			return nil // the prompt's call
 		}
-		emitted := int64(valid + 1 - len(prompt)) // tokens sampled so far
+		emitted := int64(start + 1 - len(prompt)) // tokens sampled so far
 		deadline := time.Now().Add(5 * time.Second)
 		for read.Load() < emitted {
 			if time.Now().After(deadline) {
 				late.Add(1)
-				return
+				return nil
 			}
 			time.Sleep(time.Millisecond)
 		}
+		return nil
 	}
 	e := specEngine(t, m, inference.DefaultSpeculative)
 	s, err := e.Submit(t.Context(), inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true, Prediction: want.Choices[0].Text})
@@ -432,43 +385,6 @@ func TestSpeculativeStreaming(t *testing.T) {
 		t.Logf("%d events carried several tokens", multi)
 	}
 }
-
-// kvSpecModel is a specModel with a checked KV cache: row p holds a hash of
-// seq[:p+1], written by Eval and Verify alike (a verify's rejected rows too).
-type kvSpecModel struct {
-	*specModel
-	rows  []uint64
-	valid int
-}
-
-func (m *kvSpecModel) write(seq []int32, valid int) {
-	copy(m.rows[valid:], prefixHashes(seq)[valid:])
-	m.valid = len(seq)
-}
-
-func (m *kvSpecModel) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	m.write(seq, min(valid, m.valid))
-	return m.specModel.Eval(ctx, seq, valid)
-}
-
-func (m *kvSpecModel) Verify(ctx context.Context, seq []int32, valid int) (inference.Rows, error) {
-	m.write(seq, min(valid, m.valid))
-	return m.specModel.Verify(ctx, seq, valid)
-}
-
-func (m *kvSpecModel) KVLayout() inference.KVLayout {
-	return inference.KVLayout{Identity: "rows", RowBytes: 8}
-}
-func (m *kvSpecModel) SaveKV(from, to int, dst []byte) error {
-	if to > m.valid {
-		return errors.New("SaveKV past the valid rows")
-	}
-	for p := from; p < to; p++ {
-		binary.LittleEndian.PutUint64(dst[(p-from)*8:], m.rows[p])
-	}
-	return nil
-}
-func (m *kvSpecModel) RestoreKV(from int, src []byte) error { return errors.New("not restored here") }
 
 // savingStore records what the engine saves and checks the rows it gets.
 type savingStore struct {
@@ -500,11 +416,10 @@ func (s *savingStore) Save(owner, tag string, seq []int32, get func(from, to int
 func TestSpeculativeKVStore(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	st := &savingStore{}
-	m := &kvSpecModel{specModel: &specModel{ctxLen: 128}, rows: make([]uint64, 128)}
+	m := newSpecModel(128, false)
 	e := inference.New(m, specVocab{}, inference.Config{Speculative: inference.DefaultSpeculative, KVStore: st})
 	t.Cleanup(func() { e.Close() })
 	rejected := 0
-	check := &specModel{ctxLen: 128}
 	for trial := range 12 {
 		prompt := specPrompt(r, 10)
 		// A stop string ends requests in the middle of a verify step.
@@ -521,7 +436,7 @@ func TestSpeculativeKVStore(t *testing.T) {
 			t.Fatalf("trial %d: saved %v does not start with the prompt", trial, last)
 		}
 		for p := len(prompt); p < len(last); p++ {
-			l := check.fill(last[:p])
+			l := specFill(last[:p], 0)
 			if best := int32(slices.Index(l.F32, slices.Max(l.F32))); last[p] != best {
 				t.Fatalf("trial %d: saved token %d at %d was not generated (greedy: %d)", trial, last[p], p, best)
 			}

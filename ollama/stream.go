@@ -56,7 +56,7 @@ func (s *Stream) Event(ev inference.Event) []any {
 	case "", inference.FinishError, inference.FinishCancelled:
 		return out
 	}
-	s.reason = doneReason(ev.Finish)
+	s.reason = front.FinishReason(ev.Finish)
 	if text, held := s.gate.End(); held {
 		if calls, ok := parseToolCalls(text, s.g.Tools); ok {
 			out = append(out, s.line("", calls, false, nil))
@@ -76,10 +76,10 @@ func (s *Stream) Load() any {
 // Response builds the whole (non-streamed) reply from the engine's result.
 func (s *Stream) Response(res inference.Result) any {
 	text := ""
-	s.reason = doneReason(res.Finish)
+	s.reason = front.FinishReason(res.Finish)
 	if len(res.Choices) > 0 {
 		text = res.Choices[0].Text
-		s.reason = doneReason(res.Choices[0].Finish)
+		s.reason = front.FinishReason(res.Choices[0].Finish)
 	}
 	var calls []ToolCall
 	if s.g.Chat {
@@ -108,15 +108,6 @@ func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
 	return &Metrics{TotalDuration: s.m.now().Sub(s.m.Start), LoadDuration: t.QueueWait,
 		PromptEvalCount: u.PromptTokens, PromptEvalDuration: t.PromptEval,
 		EvalCount: u.CompletionTokens, EvalDuration: t.Generation}
-}
-
-// doneReason maps the engine's finish reason to Ollama's.
-func doneReason(f inference.FinishReason) string {
-	switch f {
-	case inference.FinishLength, inference.FinishTimeout:
-		return "length"
-	}
-	return "stop"
 }
 
 // parseToolCalls parses the whole output as calls of the offered tools; ok is

@@ -89,6 +89,15 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		opt.Tools = tools
 		g.Tools = names
 	}
+	msgs, err := ToChatMessages(r.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
+		return nil, err
+	}
+	// The grammar last: a prompt too long for the window is refused before
+	// a schema is compiled (cheap checks first).
 	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.GrammarOptions())
 	if err != nil {
 		return nil, err
@@ -103,13 +112,6 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		}
 	}
 	if err := constrain(g, gr, p); err != nil {
-		return nil, err
-	}
-	msgs, err := ToChatMessages(r.Messages)
-	if err != nil {
-		return nil, err
-	}
-	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -287,13 +287,7 @@ func completionLogprobs(lps []inference.Logprob, offset int) *CompletionLogprobs
 }
 
 // finishReason maps the engine's reason to OpenAI's; a timeout reads as "length".
-func finishReason(f inference.FinishReason) string {
-	switch f {
-	case inference.FinishLength, inference.FinishTimeout:
-		return "length"
-	}
-	return "stop"
-}
+var finishReason = front.FinishReason
 
 // ParseToolCalls parses a choice's whole text as tool calls of the given
 // functions; ok is false when it is ordinary content.

@@ -15,8 +15,8 @@ import (
 )
 
 // api is what a request's client API decides, once, at routing: each API's
-// routes are a chi group (or subrouter) whose middleware puts its api in
-// the request context (apiOf), and an endpoint adds its prompt field
+// routes are a chi group (or subrouter) whose middleware records its api
+// for the request (apiOf), and an endpoint adds its prompt field
 // (endpoint). Nothing else looks at the URL to tell the APIs apart.
 type api struct {
 	// mapErr maps an error to its status and message (errorFor, adjusted

@@ -36,11 +36,14 @@ func TestLongEnumRequests(t *testing.T) {
 	}
 	enum := enumOf(80_000)
 	tool := `[{"name":"f","input_schema":{"type":"object","properties":{"c":{"enum":` + enum + `}}}}]`
+	forced := `{"model":"` + modelID + `","max_tokens":8,"messages":[{"role":"user","content":"Hi"}],"tools":` + tool +
+		`,"tool_choice":{"type":"tool","name":"f"}}`
 	cases := []struct{ name, path, body, want string }{
 		{"response_format", "/v1/chat/completions", schemaBody(`{"enum":` + enum + `}`), "response_format.json_schema.schema.enum"},
 		{"ollama format", "/api/chat", `{"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}],"format":{"enum":` + enum + `}}`, "format.enum"},
-		{"forced tool", "/v1/messages", `{"model":"` + modelID + `","max_tokens":8,"messages":[{"role":"user","content":"Hi"}],"tools":` + tool +
-			`,"tool_choice":{"type":"tool","name":"f"}}`, "properties.c.enum"},
+		// The tool's definition is rendered into the prompt: the cheap
+		// check (the prompt's length) answers before any compile.
+		{"forced tool", "/v1/messages", forced, "prompt is too long"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +60,14 @@ func TestLongEnumRequests(t *testing.T) {
 		})
 	}
 	r.assertHealthy(t)
+	// With a window the tool fits in, the compile refuses the enum.
+	wide := newRig(t, rigOptions{opts: server.Options{BodyLimit: 4 << 20}, model: func(m *server.Model) { m.ContextLen = 1 << 17 }})
+	var rep reply
+	cost := costtest.Measure(func() { rep = wide.do(t, "POST", "/v1/messages", forced) })
+	t.Logf("forced tool, wide window: %d in %v wall, %v CPU: %.120s", rep.Status, cost.Wall, cost.CPU, rep.Body)
+	if rep.Status != 400 || !strings.Contains(string(rep.Body), "properties.c.enum") {
+		t.Errorf("got %d %.300s, want a 400 naming tools[0].input_schema.properties.c.enum", rep.Status, rep.Body)
+	}
 }
 
 // TestCompilesAtOnce: with structured.max_compiles 1, a burst of costly

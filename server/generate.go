@@ -32,9 +32,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, req 
 	if m.Engine == nil {
 		return errLoading
 	}
-	if err := tokenisePrediction(req, m.Tokenizer, m.ContextLen); err != nil {
-		return err
-	}
+	tokenisePrediction(req, m.Tokenizer, m.ContextLen)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	req.Owner = requestOwner(r.Context())

@@ -27,7 +27,7 @@ var overloadLong = flag.Bool("overload.long", false, "run the long overload test
 
 func longTests() bool { return *overloadLong || os.Getenv("HEXSERVE_LONG_TESTS") == "1" }
 
-// cancelWatch wraps a model and records when an Eval returned because its
+// cancelWatch wraps a model and records when a Step returned because its
 // context ended.
 type cancelWatch struct {
 	inference.Model
@@ -36,20 +36,20 @@ type cancelWatch struct {
 	started   []time.Time
 }
 
-func (c *cancelWatch) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+func (c *cancelWatch) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	c.mu.Lock()
 	c.started = append(c.started, time.Now())
 	c.mu.Unlock()
-	l, n, err := c.Model.Eval(ctx, seq, valid)
+	rows, err := c.Model.Step(ctx, runs)
 	if err != nil && ctx.Err() != nil {
 		c.mu.Lock()
 		c.cancelled = append(c.cancelled, time.Now())
 		c.mu.Unlock()
 	}
-	return l, n, err
+	return rows, err
 }
 
-// lastStart is when the most recent Eval began.
+// lastStart is when the most recent Step began.
 func (c *cancelWatch) lastStart() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -12,31 +12,36 @@ import (
 const predictionChunk = 4 << 10
 
 // tokenisePrediction tokenises req's prediction before the request is
-// queued (the engine's step then never does), refusing one of more tokens
-// than the model's context holds: no output can be longer, and the drafter
-// realigns on the prediction's text at every step.
-func tokenisePrediction(req *inference.Request, tok *tokenizer.Tokenizer, contextLen int) error {
+// queued (the engine's step then never does). Like OpenAI, it accepts a
+// prediction of any length, but keeps only the tokens that fit the model's
+// context (no output can be longer): the text is cut where the kept tokens'
+// bytes end, so the drafter, which realigns on the text, sees the same
+// prediction as its tokens. Tokenising stops
+// there, so a huge prediction costs at most a context's worth of work.
+func tokenisePrediction(req *inference.Request, tok *tokenizer.Tokenizer, contextLen int) {
 	if req.Prediction == "" || tok == nil {
-		return nil
+		return
 	}
 	if contextLen <= 0 {
 		contextLen = 1 << 20
 	}
-	// A token is at most MaxPieceBytes long: past this, the bound is sure.
-	if maxBytes := contextLen * max(tok.MaxPieceBytes(), 1); len(req.Prediction) > maxBytes {
-		return tooLongPrediction(contextLen)
-	}
 	var toks []int32
-	for rest := req.Prediction; rest != ""; {
+	kept := 0
+	for kept < len(req.Prediction) {
+		rest := req.Prediction[kept:]
 		n := chunkEnd(rest, predictionChunk)
-		toks = append(toks, tok.Encode(rest[:n], false, false)...)
-		rest = rest[n:]
-		if len(toks) > contextLen {
-			return tooLongPrediction(contextLen)
+		more := tok.Encode(rest[:n], false, false)
+		if room := contextLen - len(toks); len(more) > room {
+			for _, id := range more[:room] {
+				kept += len(tok.Piece(id))
+			}
+			toks = append(toks, more[:room]...)
+			break
 		}
+		toks = append(toks, more...)
+		kept += n
 	}
-	req.PredictionTokens = toks
-	return nil
+	req.Prediction, req.PredictionTokens = req.Prediction[:kept], toks
 }
 
 // chunkEnd is where the first chunk of s of at most n bytes ends: before
@@ -59,8 +64,3 @@ func chunkEnd(s string, n int) int {
 }
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
-
-func tooLongPrediction(contextLen int) error {
-	return invalid("prediction", "prediction is longer than this model's context of %d tokens, which no output can exceed; "+
-		"send the part of the expected output that the reply can reach.", contextLen)
-}

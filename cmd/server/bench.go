@@ -30,7 +30,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "write the report as JSON on stdout (default: tables)")
 	overHTTP := fs.Bool("http", false, "also stream through the HTTP server on loopback to SSE clients")
 	quick := fs.Bool("quick", false, "a few seconds: fewer tokens and runs, latency emulation at 1/10")
-	full := fs.Bool("full", false, "the whole workload (about 15 minutes on the tiny bundle): every measurement --runs times, 4 conversations × 6 turns, every concurrency workload, unmeasured requests at emulated speed (default: fewer, well-chosen runs, under 5 minutes)")
+	full := fs.Bool("full", false, "the whole workload (about 15 minutes on the tiny bundle): every measurement --runs times, 4 conversations × 6 turns both ways, every concurrency workload (default: fewer, well-chosen runs, under 5 minutes on the tiny bundle)")
 	emulate := fs.Bool("emulate-v79", true, "set hostsim's latency floors to the v79 figures (plan.V79Costs: prefill 64.5 ms/call, decode 55 ms + lm-head 7.5 ms) for the streaming and prefix-cache phases")
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
 	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1; set, it applies to every measurement, as with --full)")
@@ -170,8 +170,8 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 }
 
 // runnerCounters and pteCounters adapt the two runners' Stats to
-// bench.Counters; the runners' other methods (inference.Verifier, KV
-// snapshots) stay visible.
+// bench.Counters; the runners' other methods (KV snapshots, Contract)
+// stay visible.
 type runnerCounters struct{ *ownedRuntime }
 
 type pteCounters struct{ *ownedPTE }

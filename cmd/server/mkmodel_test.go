@@ -21,6 +21,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -445,8 +446,9 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 
 			// Checked positions: logits of the top-20 golden tokens.
 			maxErr := 0.0
+			sess := inferencetest.NewSession(r)
 			for _, c := range short.Checks {
-				l, _, err := r.Eval(ctx, short.PromptIDs[:c.Pos+1], 0)
+				l, _, err := sess.Eval(ctx, short.PromptIDs[:c.Pos+1], 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -469,7 +471,7 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 					t.Logf("%s: stopping at greedy step %d: golden margin %.3g below the error bound", v.name, step, short.GreedyMargins[step])
 					break
 				}
-				l, _, err := r.Eval(ctx, seq, len(seq)-1)
+				l, _, err := sess.Eval(ctx, seq, len(seq)-1)
 				if err != nil {
 					t.Fatal(err)
 				}

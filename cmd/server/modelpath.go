@@ -35,7 +35,7 @@ func checkModelPath(path string) error {
 	}
 	if !st.IsDir() {
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("model %s: %w", path, errNotModel)
+			return nil // a device, a FIFO: the bundle reader says what it is, without opening it
 		}
 		if modelFile(path, st.Size()) {
 			return nil
@@ -52,7 +52,7 @@ func checkModelPath(path string) error {
 	for _, e := range ents {
 		name := e.Name()
 		switch {
-		case name == bundle.ManifestName, e.IsDir() && plausibleArchDir(name),
+		case name == bundle.ManifestName, (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && plausibleArchDir(name),
 			strings.HasSuffix(name, ".pte"), name == genie.ConfigFile:
 			return nil
 		}

@@ -51,6 +51,9 @@ func TestCheckModelPath(t *testing.T) {
 	arch := filepath.Join(dir, "b")
 	os.MkdirAll(filepath.Join(arch, "v79"), 0o755)
 	missing := filepath.Join(dir, "nowhere")
+	loop := filepath.Join(dir, "loop")
+	os.Mkdir(loop, 0o755)
+	os.Symlink("v79", filepath.Join(loop, "v79")) // the bundle reader reports the loop
 
 	for _, tc := range []struct {
 		path, want string
@@ -69,6 +72,8 @@ func TestCheckModelPath(t *testing.T) {
 		{pte, ""},
 		{filepath.Dir(pte), ""},
 		{arch, ""},
+		{loop, ""},
+		{"/dev/null", ""}, // not opened here: the bundle reader says it is a device
 	} {
 		err := checkModelPath(tc.path)
 		got := ""

@@ -306,7 +306,7 @@ func shutdown(cfg config.Config, log zerolog.Logger, hs *http.Server, models *ca
 // openKVStore opens the KV store configured by c for model: nil when it is
 // off (engine.kv_cache.memory 0) or the model cannot save its KV rows.
 func openKVStore(c config.KVCache, model inference.Model, log zerolog.Logger) (*kvstore.Store, error) {
-	snap, ok := model.(inference.KVSnapshotter)
+	snap, ok := model.(inference.SeqKVSnapshotter)
 	if c.Memory == 0 || !ok {
 		return nil, nil
 	}

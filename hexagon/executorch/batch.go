@@ -130,16 +130,15 @@ func (r *Runner) restrideCost() time.Duration {
 }
 
 // callCost is one call of m (all shards) from its recent measured times;
-// before any, Costs' defaults.
+// before any, 8 ms for prefill_forward and decode as dear as prefill.
 func (r *Runner) callCost(m *method) time.Duration {
 	if g := r.stats.Graphs[m.method]; g.Calls > g.Failed {
 		return g.Recent * time.Duration(m.shards)
 	}
-	pre, dec := r.Costs(1)
 	if m == r.dec {
-		return dec
+		return r.callCost(r.pre)
 	}
-	return pre
+	return 8 * time.Millisecond
 }
 
 // prefillStepCost prices one prefill_forward call.

@@ -71,7 +71,7 @@ func clone(l inference.Logits) inference.Logits {
 }
 
 // TestBehaviour covers a float32 .pte with AR 8 and CL 64: turns that switch graphs (re-striding
-// both ways), Verify with rollback, KV snapshots and recovery from QNN errors.
+// both ways), a verify run with rollback, KV snapshots and recovery from QNN errors.
 func TestBehaviour(t *testing.T) {
 	rt := openRuntime(t)
 	r := openRunner(t, rt, writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32}))
@@ -84,7 +84,7 @@ func TestBehaviour(t *testing.T) {
 	}
 	eval := func(s []int32, valid int) inference.Logits {
 		t.Helper()
-		l, _, err := r.Eval(ctx, s, valid)
+		l, _, err := evalOn(r).Eval(ctx, s, valid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,16 +106,10 @@ func TestBehaviour(t *testing.T) {
 
 	t.Run("verify", func(t *testing.T) {
 		eval(seq[:10], 0)
-		if n := r.MaxVerify(10); n != 8 {
-			t.Errorf("MaxVerify(10) = %d, want AR 8", n)
-		}
-		if n := r.MaxVerify(64 - 8 - 1); n != 0 {
-			t.Errorf("MaxVerify at CL−AR−1 = %d, want 0", n)
-		}
-		// Last accepted token plus a draft whose 3rd token is wrong.
+		// Last accepted token plus a draft whose 3rd token is wrong, in one run.
 		draft := slices.Clone(seq[:16])
 		draft[12] = (draft[12] + 1) % 1000
-		rows, err := r.Verify(ctx, draft, 9)
+		rows, err := evalOn(r).Step(ctx, draft, 9)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,22 +139,22 @@ func TestBehaviour(t *testing.T) {
 			t.Fatalf("row bytes %d, want %d (float32 K and V of every layer)", lay.RowBytes, want)
 		}
 		buf := make([]byte, 20*lay.RowBytes)
-		if err := r.SaveKV(0, 20, buf); err != nil {
+		if err := evalOn(r).Save(0, 20, buf); err != nil {
 			t.Fatal(err)
 		}
 		eval(seq[:3], 0) // another conversation overwrites the cache
-		if err := r.RestoreKV(0, buf); err != nil {
+		if err := evalOn(r).Restore(0, buf, seq); err != nil {
 			t.Fatal(err)
 		}
-		l, reused, err := r.Eval(ctx, seq[:24], 20)
+		l, reused, err := evalOn(r).Eval(ctx, seq[:24], 20)
 		if err != nil || reused != 20 {
 			t.Fatalf("Eval after restore: reused %d, %v", reused, err)
 		}
 		if !logitsEqual(l, cold) {
 			t.Error("logits after a restored prefix differ from a cold evaluation")
 		}
-		if err := r.SaveKV(0, 30, make([]byte, 30*lay.RowBytes)); err == nil {
-			t.Error("SaveKV past the valid slots succeeded")
+		if err := evalOn(r).Save(0, 30, make([]byte, 30*lay.RowBytes)); err == nil {
+			t.Error("a save past the committed rows succeeded")
 		}
 	})
 
@@ -170,7 +164,7 @@ func TestBehaviour(t *testing.T) {
 		for _, code := range []string{"1007", "1011", "6004"} {
 			set("HOSTSIM_FAIL_CODE", code)
 			set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(execs()+2, 10))
-			_, _, err := r.Eval(ctx, seq[:24], 10)
+			_, _, err := evalOn(r).Eval(ctx, seq[:24], 10)
 			set("HOSTSIM_FAIL_EXECUTE_AT", "")
 			set("HOSTSIM_FAIL_CODE", "")
 			var ee *ExecError
@@ -180,7 +174,7 @@ func TestBehaviour(t *testing.T) {
 			if restart := qnn.IsDeviceRestart(err); restart != (code != "6004") {
 				t.Errorf("code %s: IsDeviceRestart = %v", code, restart)
 			}
-			l, reused, err := r.Eval(ctx, seq[:24], 10)
+			l, reused, err := evalOn(r).Eval(ctx, seq[:24], 10)
 			if err != nil || reused != 0 {
 				t.Fatalf("code %s: Eval after the failure: reused %d, %v", code, reused, err)
 			}
@@ -194,15 +188,15 @@ func TestBehaviour(t *testing.T) {
 	})
 
 	t.Run("limits", func(t *testing.T) {
-		if _, _, err := r.Eval(ctx, make([]int32, 64), 0); err == nil {
+		if _, _, err := evalOn(r).Eval(ctx, make([]int32, 64), 0); err == nil {
 			t.Error("a sequence of CL tokens was accepted")
 		}
 		long := make([]int32, 63)
 		copy(long, seq)
-		if _, _, err := r.Eval(ctx, long, 0); err != nil { // prefill to CL−AR, decode to CL−1
+		if _, _, err := evalOn(r).Eval(ctx, long, 0); err != nil { // prefill to CL−AR, decode to CL−1
 			t.Errorf("CL−1 tokens: %v", err)
 		}
-		if _, _, err := r.Eval(ctx, []int32{int32(r.vocab)}, 0); err == nil {
+		if _, _, err := evalOn(r).Eval(ctx, []int32{int32(r.vocab)}, 0); err == nil {
 			t.Error("a token outside the vocabulary was accepted")
 		}
 	})

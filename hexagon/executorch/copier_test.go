@@ -120,8 +120,8 @@ func TestCopierWaitLayers(t *testing.T) {
 	}
 }
 
-// TestCopyAfterEval: the entry points right after an Eval see its copied
-// slots. With no copy workers every copy is still pending when Eval
+// TestCopyAfterEval: the entry points right after a Step see its copied
+// slots. With no copy workers every copy is still pending when Step
 // returns, so an entry point that did not wait would read stale slots or
 // have its writes overwritten; with workers the copies race the caller.
 func TestCopyAfterEval(t *testing.T) {
@@ -137,7 +137,7 @@ func TestCopyAfterEval(t *testing.T) {
 			_, seq := greedy(t, r, slices.Clone(c.PromptIDs), 0, 20) // Eval after Eval: decode reads the last copy
 			eval := func(s []int32, valid int) []float32 {
 				t.Helper()
-				l, _, err := r.Eval(ctx, s, valid)
+				l, _, err := evalOn(r).Eval(ctx, s, valid)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func TestCopyAfterEval(t *testing.T) {
 			save := func(n int) []byte {
 				t.Helper()
 				b := make([]byte, n*rb)
-				if err := r.SaveKV(0, n, b); err != nil {
+				if err := evalOn(r).Save(0, n, b); err != nil {
 					t.Fatal(err)
 				}
 				return b
@@ -159,15 +159,15 @@ func TestCopyAfterEval(t *testing.T) {
 			eval(seq[1:25], 0) // other contents in every slot
 			eval(seq[:24], 0)
 			if got := save(24); !bytes.Equal(got, want) {
-				t.Error("SaveKV right after Eval: the snapshot differs from the settled one")
+				t.Error("a save right after a Step: the snapshot differs from the settled one")
 			}
 
 			eval(seq[1:25], 0)
-			if err := r.RestoreKV(0, want[:20*rb]); err != nil { // Eval's copies must not land on it later
+			if err := evalOn(r).Restore(0, want[:20*rb], seq); err != nil { // the last Step's copies must not land on it later
 				t.Fatal(err)
 			}
 			if l := eval(seq[:24], 20); !slices.Equal(l, cold) {
-				t.Error("Eval after RestoreKV right after Eval differs from a cold evaluation")
+				t.Error("a Step after a restore right after a Step differs from a cold evaluation")
 			}
 			eval(seq[:10], 0)
 			r.Close() // waits for the copies before freeing the caches

@@ -28,41 +28,6 @@ func (r *Runner) KVLayout() inference.KVLayout {
 
 func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
 
-// SaveKV gathers slots [from, to) into dst: per slot, per layer, K
-// (n_kv·hd elements, from the transposed [n_kv, hd, S] cache) then V.
-func (r *Runner) SaveKV(from, to int, dst []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.sync()
-	if from < 0 || to > r.valid || from > to || len(dst) != (to-from)*r.rowBytes() {
-		return fmt.Errorf("executorch: SaveKV(%d, %d) with %d valid slots and %d bytes (want %d)", from, to, r.valid, len(dst), (to-from)*r.rowBytes())
-	}
-	r.kvRows(from, to, dst, false)
-	return nil
-}
-
-// RestoreKV scatters src into slots from…; the next Eval may pass valid up
-// to the last restored slot.
-func (r *Runner) RestoreKV(from int, src []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.sync()
-	rb := r.rowBytes()
-	n := len(src) / rb
-	if from+n > r.stride {
-		r.restride(r.maxS) // the decode layout holds every slot
-	}
-	if from < 0 || from > r.valid || len(src)%rb != 0 || from+n > r.stride {
-		return fmt.Errorf("executorch: RestoreKV at %d of %d bytes with %d valid slots (rows of %d bytes, %d slots)", from, len(src), r.valid, rb, r.stride)
-	}
-	r.kvRows(from, from+n, src, true)
-	r.valid = from + n
-	r.pre.open, r.dec.open = -1, -1
-	return nil
-}
-
 func (r *Runner) kvRows(from, to int, buf []byte, restore bool) {
 	r.kvSlots(func(i int) int { return i }, from, to, buf, restore)
 }

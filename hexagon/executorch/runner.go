@@ -2,11 +2,10 @@
 // (hybrid mode: prefill_forward over AR tokens and kv_forward over one, both
 // on the KV cache) on QNN, the way ExecuTorch's own runner drives them
 // (docs/executorch-pte.md §4–§5), without ExecuTorch's runtime. Runner implements
-// inference.Model, inference.Verifier and inference.KVSnapshotter.
+// inference.Model (a Batcher) and inference.SeqKVSnapshotter.
 package executorch
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -57,7 +56,7 @@ type Runner struct {
 	stride                     int                // slots per row of the current layout
 	valid                      int                // cache slots [0, valid) hold the last sequence
 	cp                         *copier            // the KV copies in flight
-	queued                     []layerCopy        // copyKV's scratch
+	queued                     []layerCopy        // copyRuns' scratch
 	pool                       *graphio.Pool      // the slot pool (Batcher)
 	batchToks                  []int32            // runBatch's scratch
 	kept                       []inference.Logits // logits rows kept by decodeRows
@@ -69,9 +68,8 @@ type Runner struct {
 }
 
 var (
-	_ inference.Model         = (*Runner)(nil)
-	_ inference.Verifier      = (*Runner)(nil)
-	_ inference.KVSnapshotter = (*Runner)(nil)
+	_ inference.Model            = (*Runner)(nil)
+	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
 // method is one graph family (prefill or decode) with its buffers and calls.
@@ -364,118 +362,6 @@ func (r *Runner) Info() inference.ModelInfo {
 
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("executorch: runner is closed")
-
-// check validates a call.
-func (r *Runner) check(seq []int32) error {
-	if err := r.life.Check(); err != nil {
-		return err
-	}
-	if len(seq) == 0 {
-		return errors.New("executorch: empty sequence")
-	}
-	if len(seq) > r.cl-1 {
-		return fmt.Errorf("executorch: %d tokens exceed the context length %d", len(seq), r.cl-1)
-	}
-	for i, t := range seq {
-		if t < 0 || int(t) >= r.vocab {
-			return fmt.Errorf("executorch: token %d at position %d is outside the vocabulary (%d)", t, i, r.vocab)
-		}
-	}
-	return nil
-}
-
-// Eval makes the cache hold seq and returns the logits after its last token:
-// prefill_forward in AR chunks while start + n ≤ CL − AR, the rest through
-// kv_forward one token at a time (see inference.Model). The last call's KV
-// copy may still run when Eval returns; the next call waits for it.
-func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	if err := r.check(seq); err != nil {
-		return inference.Logits{}, 0, err
-	}
-	n := len(seq)
-	p := r.planner()
-	from := p.From(n, min(max(valid, 0), r.valid))
-	r.valid = from
-	defer r.publish()
-	var last *method
-	var err error
-	p.Each(n, from, func(s plan.Step) {
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			return
-		}
-		m := r.dec
-		if s.Prefill {
-			m = r.pre
-		}
-		if err = r.run(m, seq[s.Start:s.Start+s.N], s.Start); err == nil {
-			last = m
-		}
-	})
-	if err != nil {
-		return inference.Logits{}, 0, err
-	}
-	return graphio.Row(last.logits, last.rows-1, last.vocab), from, nil
-}
-
-// planner is the shared planner over this model's limits (prefill windows
-// end by CL − AR) and costs. Until both graphs have run, any run of two or
-// more tokens goes through prefill_forward, as in ExecuTorch's runner;
-// after that their measured per-call times (all shards) decide, with two
-// re-stridings added to a prefill call when the caches are in kv_forward's
-// layout.
-func (r *Runner) planner() plan.Planner {
-	p := plan.Planner{Chunked: true, Window: r.pre.ar, Limit: r.cl - r.pre.ar, Costs: plan.Costs{Prefill: 1, Decode: 1}}
-	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
-	if pg.Calls > pg.Failed && dg.Calls > dg.Failed {
-		p.Costs = plan.Costs{Prefill: pg.Recent * time.Duration(r.pre.shards), Decode: dg.Recent * time.Duration(r.dec.shards)}
-		if r.stride != r.cl-r.pre.ar && r.stats.Restrides > 0 {
-			p.Costs.Prefill += 2 * r.stats.Restride / time.Duration(r.stats.Restrides)
-		}
-		p.DecodeMeasured = true
-	}
-	return p
-}
-
-// run evaluates tokens (at most AR) at positions start… with one call of m:
-// re-stride the caches if m's stride differs, write tokens, positions and
-// the SmartMask, execute every step, queue the copy of each shard's new
-// entries into slots start… once its delegate call has run, and record the
-// row of the last real token. A step waits only for the copies of its own
-// layers: a shard's copy overlaps the next shard's call, and the last
-// shard's what the caller does next and the next call's earlier shards.
-func (r *Runner) run(m *method, tokens []int32, start int) error {
-	st := &r.stats
-	t0 := time.Now()
-	if s := r.cl - m.ar; s != r.stride {
-		r.sync()
-		t0 = time.Now()
-		r.restride(s)
-		st.Restrides++
-		st.Restride += time.Since(t0)
-		t0 = time.Now()
-	}
-	for i := range m.posBuf {
-		m.posBuf[i] = int32(start + i)
-	}
-	// Padding rows keep the last call's ids; their outputs are never used.
-	if err := errors.Join(m.tokE.PutInts(m.vals[m.tokens].Bytes(), tokens), m.posE.PutInts(m.vals[m.pos].Bytes(), m.posBuf)); err != nil {
-		return fmt.Errorf("executorch: %s: %w", m.method, err)
-	}
-	t1 := time.Now()
-	m.writeMask(m.vals[m.mask].Bytes(), start)
-	t2 := time.Now()
-	st.Embed += t1.Sub(t0)
-	st.Mask += t2.Sub(t1)
-	if err := r.runSteps(m, func(layers []int) { r.copyKV(m, layers, start, len(tokens)) }); err != nil {
-		return err
-	}
-	r.valid = start + len(tokens)
-	m.rows = len(tokens)
-	return nil
-}
 
 // runSteps executes m's steps in order, each after the copies of its own
 // layers, and calls copyFinal with the layers whose last write a step made

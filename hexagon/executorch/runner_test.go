@@ -123,7 +123,7 @@ func greedy(t testing.TB, m inference.Model, seq []int32, valid, n int) ([]int32
 	t.Helper()
 	var out []int32
 	for range n {
-		l, _, err := m.Eval(context.Background(), seq, valid)
+		l, _, err := evalOn(m).Eval(context.Background(), seq, valid)
 		if err != nil {
 			t.Fatalf("Eval(%d tokens, valid %d): %v", len(seq), valid, err)
 		}
@@ -209,7 +209,7 @@ func TestQuantizedTolerance(t *testing.T) {
 		for _, c := range g.Cases {
 			valid := 0 // checks are in order: each continues the cache of the last
 			for _, ch := range c.Checks {
-				l, _, err := r.Eval(context.Background(), c.PromptIDs[:ch.Pos+1], valid)
+				l, _, err := evalOn(r).Eval(context.Background(), c.PromptIDs[:ch.Pos+1], valid)
 				valid = ch.Pos + 1
 				if err != nil {
 					t.Fatal(err)

@@ -38,7 +38,6 @@ func (r *Runner) Open(reserve int) (inference.SeqID, error) {
 		return 0, ErrClosed
 	}
 	r.initPool()
-	r.dropEval()
 	id, err := r.pool.New(reserve)
 	if err != nil {
 		return 0, fmt.Errorf("genie: %w", err)
@@ -52,7 +51,6 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 		return 0, ErrClosed
 	}
 	r.initPool()
-	r.dropEval()
 	id, err := r.pool.Fork(parent, rows, reserve)
 	if err != nil {
 		return 0, fmt.Errorf("genie: %w", err)

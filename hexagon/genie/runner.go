@@ -58,7 +58,6 @@ type Runner struct {
 	maxP                               int                // slots at the widest stride (CL − min AR)
 	slots                              int                // pool slots: CL − min AR (the AR-1 graphs' past)
 	kept                               []inference.Logits // rowByRow's logits copies
-	evalSeq                            inference.SeqID    // Eval's sequence + 1 (0: none)
 	rope                               []float32          // [CL][half] cos then [CL][half] sin
 	half                               int
 	pool                               *graphio.Pool

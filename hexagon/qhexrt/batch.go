@@ -29,9 +29,9 @@ import (
 //     recomputed, to the same bits); other rows are decode calls. Fork
 //     copies the parent's rows into the new set.
 //
-// Either way the engine's Eval path and the Batcher share the cache (set 0
-// is Eval's cache on a QHexRT-contract bundle): opening a sequence forgets
-// what Eval held.
+// Either way the golden-test path (evalAll) and the Batcher share the cache
+// (set 0 is the resident cache on a QHexRT-contract bundle): opening a
+// sequence forgets what evalAll held.
 var (
 	_ inference.Batcher          = (*Runner)(nil)
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
@@ -52,7 +52,7 @@ type kvSet struct {
 	id       inference.SeqID   // its sequence; 0: free
 	n        int               // committed rows
 	toks     []int32           // tokens of rows [0, len(toks)) (fewer after a restore)
-	resident bool              // set 0: the Eval cache, freed by Close
+	resident bool              // set 0: the resident cache, freed by Close
 	restored bool              // rows came from the KV store: the next run finishes a prompt
 }
 
@@ -63,11 +63,12 @@ type batch struct {
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
 	steps uint64          // Steps run: Rows of an earlier Step refuse reads
+	decAt uint64          // the Step the decode graph last ran at (chunked)
 	hid   []byte          // hidden rows kept for the lm-head, one Step's
 }
 
 // invalidate is the cache rule after a failed graph call (graphio.
-// Lifecycle): no row is valid, Eval's nor any open sequence's (their Steps
+// Lifecycle): no row is valid, evalAll's nor any open sequence's (their Steps
 // fail from now on; the engine releases them).
 func (r *Runner) invalidate() {
 	r.valid = 0
@@ -81,7 +82,7 @@ func (r *Runner) chunked() bool { return r.spec.contract == ContractChunked }
 func (r *Runner) kvSetBytes() int64 { return int64(2*len(r.kvK)) * int64(r.spec.ctx*r.kvRow) }
 
 // maxSets is how many KV sets fit the configured (or default) budget; set
-// 0 is the Eval cache, so at least one.
+// 0 is the resident cache, so at least one.
 func (r *Runner) maxSets() int {
 	budget := r.cfg.SeqKVBytes
 	if budget <= 0 {
@@ -101,9 +102,9 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 	return inference.BatchLimits{Sequences: n, Rows: r.window, Slots: n * r.spec.ctx}
 }
 
-// initBatch starts the Batcher state; the Eval path's rows are forgotten.
+// initBatch starts the Batcher state; evalAll's rows are forgotten.
 func (r *Runner) initBatch() {
-	r.valid, r.next, r.contFrom = 0, 0, 0
+	r.valid = 0
 	if r.batch.pool == nil && r.chunked() {
 		r.batch.pool = graphio.NewPool(r.spec.ctx, maxPoolSequences)
 	}
@@ -224,7 +225,7 @@ func (r *Runner) ioBindings(g *graphIO, ks, vs []*graphio.Tensor) (in, out []qnn
 	return in, out
 }
 
-// free releases a set's call and (unless it is the Eval cache) buffers.
+// free releases a set's call and (unless it is the resident cache) buffers.
 func (s *kvSet) free() {
 	if s.resident {
 		return
@@ -439,16 +440,28 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	return nil
 }
 
+// remeasureSteps is how many Steps the decode graph may go unused before a
+// single-row Step is given to it again (its new time replacing the old
+// estimate), so that one slow measured call does not keep it unused.
+const remeasureSteps = 32
+
 // stepPool runs a chunked bundle's Step: one decode call for a single row
 // when that is cheaper by measured costs (tried once first, so both graphs
-// get measured), else one prefill call over all runs.
+// get measured, and again after remeasureSteps Steps without it), else one
+// prefill call over all runs.
 func (r *Runner) stepPool(runs []inference.Run) ([]inference.Rows, error) {
 	g := r.graphs[rolePrefill]
 	if len(runs) == 1 && len(runs[0].Tokens) == 1 {
-		d, p := r.stats.Graphs[r.spec.key(roleDecode)], r.stats.Graphs[r.spec.key(rolePrefill)]
+		dk := r.spec.key(roleDecode)
+		d, p := r.stats.Graphs[dk], r.stats.Graphs[r.spec.key(rolePrefill)]
 		c, _ := r.measuredCosts()
-		if d.Calls == 0 || p.Calls > p.Failed && c.Decode < c.Prefill {
+		stale := d.Calls > 0 && r.batch.steps-r.batch.decAt > remeasureSteps
+		if d.Calls == 0 || stale || p.Calls > p.Failed && c.Decode < c.Prefill {
 			g = r.graphs[roleDecode]
+			r.batch.decAt = r.batch.steps
+			if stale {
+				r.stats.MarkStale(dk)
+			}
 		}
 	}
 	if err := r.poolCall(g, runs); err != nil {

@@ -236,12 +236,12 @@ func (r *Runner) seqRows(id inference.SeqID) (ks, vs []*graphio.Tensor, slot fun
 }
 
 // RestoredTokens records the tokens of a QHexRT-contract sequence's restored
-// rows, so that the rest of its prompt is one prefill call from 0 as it is
-// without the restore (inference.SeqTokenRecorder). Pool sequences need no
+// (or kept) rows, so that the rest of its prompt is one prefill call from 0
+// as it is without them (inference.SeqTokenRecorder). Pool sequences need no
 // tokens: their prefill graph starts anywhere.
 func (r *Runner) RestoredTokens(id inference.SeqID, toks []int32) {
-	if s := r.set(id); s != nil && r.batch.pool == nil && len(toks) == s.n {
+	if s := r.set(id); s != nil && r.batch.pool == nil && len(toks) <= s.n {
 		s.toks = append(s.toks[:0], toks...)
-		s.restored = true
+		s.n, s.restored = len(toks), true
 	}
 }

@@ -108,10 +108,10 @@ func TestDevice(t *testing.T) {
 	}
 
 	// Prefix reuse: Eval over a cached prefix matches the fresh evaluation.
-	if _, _, err := r.Eval(ctx, c.PromptIDs[:n-3], 0); err != nil {
+	if _, _, err := evalOn(r).Eval(ctx, c.PromptIDs[:n-3], 0); err != nil {
 		t.Fatal(err)
 	}
-	l, reused, err := r.Eval(ctx, c.PromptIDs, n-3)
+	l, reused, err := evalOn(r).Eval(ctx, c.PromptIDs, n-3)
 	if err != nil {
 		t.Fatal(err)
 	}

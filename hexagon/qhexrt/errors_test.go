@@ -46,7 +46,7 @@ func TestPrefixReuse(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			r := openTiny(t, v)
 			for _, n := range []int{5, 16, 40} {
-				l, reused, err := r.Eval(ctx, seq[:n+3], 0)
+				l, reused, err := evalOn(r).Eval(ctx, seq[:n+3], 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -54,10 +54,10 @@ func TestPrefixReuse(t *testing.T) {
 					t.Fatalf("fresh eval reused %d rows", reused)
 				}
 				fresh := copyLogits(l)
-				if _, _, err := r.Eval(ctx, seq[:n], 0); err != nil {
+				if _, _, err := evalOn(r).Eval(ctx, seq[:n], 0); err != nil {
 					t.Fatal(err)
 				}
-				l, reused, err = r.Eval(ctx, seq[:n+3], n)
+				l, reused, err = evalOn(r).Eval(ctx, seq[:n+3], n)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -69,7 +69,7 @@ func TestPrefixReuse(t *testing.T) {
 					t.Errorf("prefix %d: reused %d", n, reused)
 				}
 				// A full hit re-runs only the last token.
-				if _, reused, err = r.Eval(ctx, seq[:n+3], n+3); err != nil || reused > n+2 {
+				if _, reused, err = evalOn(r).Eval(ctx, seq[:n+3], n+3); err != nil || reused > n+2 {
 					t.Errorf("full hit: reused %d, err %v", reused, err)
 				}
 			}
@@ -88,14 +88,13 @@ func TestPlannerUsesReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.fixedCosts = true
 	seq := loadGolden(t).get(t, "cross128").PromptIDs[:20] // longer than the window
 	ctx := context.Background()
-	if _, _, err := r.Eval(ctx, seq[:18], 0); err != nil {
+	if _, _, err := evalOn(r).Eval(ctx, seq[:18], 0); err != nil {
 		t.Fatal(err)
 	}
 	before := r.Stats()
-	if _, reused, err := r.Eval(ctx, seq, 18); err != nil || reused != 18 {
+	if _, reused, err := evalOn(r).Eval(ctx, seq, 18); err != nil || reused != 18 {
 		t.Fatalf("reused %d, err %v", reused, err)
 	}
 	after := r.Stats()
@@ -197,7 +196,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, _, err := r.Eval(ctx, c.PromptIDs[:3], 0); err != nil {
+	if _, _, err := evalOn(r).Eval(ctx, c.PromptIDs[:3], 0); err != nil {
 		t.Fatal(err)
 	}
 	// Fail the 2nd execute from now: the first decode step's lm-head... or
@@ -205,7 +204,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 	for _, code := range []string{"1007", "1011", "6004"} {
 		ctl.Set("HOSTSIM_FAIL_CODE", code)
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(ctl.Stats().ExecCalls+2, 10))
-		_, _, err = r.Eval(ctx, c.PromptIDs, 3)
+		_, _, err = evalOn(r).Eval(ctx, c.PromptIDs, 3)
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", "")
 		var ee *ExecError
 		if !errors.As(err, &ee) {
@@ -217,7 +216,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 		}
 		t.Logf("code %s: %v", code, err)
 		// The next Eval works (after a restart it re-prefills: nothing reused).
-		l, reused, err := r.Eval(ctx, c.PromptIDs, 3)
+		l, reused, err := evalOn(r).Eval(ctx, c.PromptIDs, 3)
 		if err != nil {
 			t.Fatalf("code %s: Eval after the failure: %v", code, err)
 		}
@@ -242,19 +241,19 @@ func TestExecuteFailureRecovery(t *testing.T) {
 	t.Cleanup(func() { os.Rename(bin+".away", bin) })
 	ctl.Set("HOSTSIM_FAIL_CODE", "1007")
 	ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(ctl.Stats().ExecCalls+1, 10))
-	_, _, err = r.Eval(ctx, c.PromptIDs, 0)
+	_, _, err = evalOn(r).Eval(ctx, c.PromptIDs, 0)
 	ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", "")
 	ctl.Set("HOSTSIM_FAIL_CODE", "")
 	if err == nil || !strings.Contains(err.Error(), "reloading after a device restart") {
 		t.Fatalf("failed reload: %v", err)
 	}
-	if _, _, err := r.Eval(ctx, c.PromptIDs, 0); err == nil || !strings.Contains(err.Error(), "unavailable") {
+	if _, _, err := evalOn(r).Eval(ctx, c.PromptIDs, 0); err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("Eval while the graphs are unavailable: %v", err)
 	}
 	if err := os.Rename(bin+".away", bin); err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := r.Eval(ctx, c.PromptIDs, 0)
+	l, _, err := evalOn(r).Eval(ctx, c.PromptIDs, 0)
 	if err != nil {
 		t.Fatalf("Eval once the binary is back: %v", err)
 	}
@@ -264,7 +263,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.Eval(ctx, c.PromptIDs, 0); !errors.Is(err, ErrClosed) {
+	if _, _, err := evalOn(r).Eval(ctx, c.PromptIDs, 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("Eval after Close: %v", err)
 	}
 	s := ctl.Stats()
@@ -288,10 +287,10 @@ func TestEvalCanceled(t *testing.T) {
 	r := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := r.Eval(ctx, []int32{1, 2, 3}, 0); !errors.Is(err, context.Canceled) {
+	if _, _, err := evalOn(r).Eval(ctx, []int32{1, 2, 3}, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, _, err := r.Eval(context.Background(), make([]int32, 513), 0); err == nil {
+	if _, _, err := evalOn(r).Eval(context.Background(), make([]int32, 513), 0); err == nil {
 		t.Fatal("513 tokens accepted for a 512-token context")
 	}
 }

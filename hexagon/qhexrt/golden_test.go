@@ -104,7 +104,7 @@ func greedy(t *testing.T, r *Runner, c goldenCase, steps int) []int32 {
 	valid := 0
 	var out []int32
 	for range steps {
-		l, reused, err := r.Eval(context.Background(), seq, valid)
+		l, reused, err := evalOn(r).Eval(context.Background(), seq, valid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,12 +3,14 @@ package qhexrt
 import (
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 )
 
@@ -83,3 +85,12 @@ func (c *hostsimCtl) Set(name, value string) {
 }
 
 var _ = unsafe.Sizeof(hostsimStats{}) // 96 bytes, as hostsim_stats_t
+
+// sessions are the test sessions of runners: evalOn(r).Eval evaluates a
+// token sequence on one sequence of r's pool, as the engine's Steps would.
+var sessions sync.Map // *Runner → *inferencetest.Session
+
+func evalOn(r *Runner) *inferencetest.Session {
+	s, _ := sessions.LoadOrStore(r, inferencetest.NewSession(r))
+	return s.(*inferencetest.Session)
+}

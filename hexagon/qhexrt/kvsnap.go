@@ -14,8 +14,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-var _ inference.KVSnapshotter = (*Runner)(nil)
-
 // identityHead is how much of each context binary the layout identity hashes.
 const identityHead = 64 << 10
 
@@ -63,21 +61,6 @@ func fileHead(path string) (int64, string) {
 	return info.Size(), hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// SaveKV copies the committed rows [from, to) into dst (see KVLayout for the
-// row format). Rows at or beyond the valid count are refused.
-func (r *Runner) SaveKV(from, to int, dst []byte) error {
-	rb := r.kvRowAll()
-	switch {
-	case r.life.Closed():
-		return ErrClosed
-	case from < 0 || to < from || to > r.valid:
-		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d): only [0, %d) are valid", from, to, r.valid)
-	case len(dst) != (to-from)*rb:
-		return fmt.Errorf("qhexrt: SaveKV rows [%d, %d) need %d bytes, got %d", from, to, (to-from)*rb, len(dst))
-	}
-	return r.saveRows(r.kvK, r.kvV, func(p int) int { return p }, from, to, dst)
-}
-
 // saveRows copies rows [from, to) of caches ks, vs, row p in slot slot(p),
 // into dst.
 func (r *Runner) saveRows(ks, vs []*graphio.Tensor, slot func(int) int, from, to int, dst []byte) error {
@@ -93,26 +76,6 @@ func (r *Runner) saveRows(ks, vs []*graphio.Tensor, slot func(int) int, from, to
 			copy(row[(2*i+1)*kr:(2*i+2)*kr], vs[i].B[q*kr:(q+1)*kr])
 		}
 	}
-	return nil
-}
-
-// RestoreKV copies saved rows into the cache from row from, which must not
-// be beyond the valid rows; afterwards rows [0, from+n) are valid.
-func (r *Runner) RestoreKV(from int, src []byte) error {
-	rb := r.kvRowAll()
-	n := len(src) / rb
-	switch {
-	case r.life.Closed():
-		return ErrClosed
-	case len(src)%rb != 0:
-		return fmt.Errorf("qhexrt: RestoreKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)
-	case from < 0 || from > r.valid:
-		return fmt.Errorf("qhexrt: RestoreKV from row %d: only [0, %d) are valid", from, r.valid)
-	case from+n > r.spec.ctx:
-		return fmt.Errorf("qhexrt: RestoreKV rows [%d, %d) exceed the context length %d", from, from+n, r.spec.ctx)
-	}
-	r.restoreRows(r.kvK, r.kvV, func(p int) int { return p }, from, src)
-	r.valid = from + n
 	return nil
 }
 

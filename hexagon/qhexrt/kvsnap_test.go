@@ -35,27 +35,27 @@ func TestKVSnapshotRestore(t *testing.T) {
 			fresh := lastLogits(t, a, seq)
 			for _, n := range []int{1, 40, 100} {
 				// Reference: seq[:n] evaluated, then continued on the resident rows.
-				if _, _, err := a.Eval(ctx, seq[:n], 0); err != nil {
+				if _, _, err := evalOn(a).Eval(ctx, seq[:n], 0); err != nil {
 					t.Fatal(err)
 				}
 				rows := make([]byte, n*a.KVLayout().RowBytes)
-				if err := a.SaveKV(0, n, rows); err != nil {
+				if err := evalOn(a).Save(0, n, rows); err != nil {
 					t.Fatal(err)
 				}
-				l, reused, err := a.Eval(ctx, seq, n)
+				l, reused, err := evalOn(a).Eval(ctx, seq, n)
 				if err != nil || reused != n {
 					t.Fatalf("resident continuation: reused %d, err %v", reused, err)
 				}
 				want := copyLogits(l)
 
 				// b's cache holds another sequence; restore over it and continue.
-				if _, _, err := b.Eval(ctx, other, 0); err != nil {
+				if _, _, err := evalOn(b).Eval(ctx, other, 0); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.RestoreKV(0, rows); err != nil {
+				if err := evalOn(b).Restore(0, rows, seq); err != nil {
 					t.Fatal(err)
 				}
-				l, reused, err = b.Eval(ctx, seq, n)
+				l, reused, err = evalOn(b).Eval(ctx, seq, n)
 				if err != nil || reused != n {
 					t.Fatalf("restored continuation: reused %d, err %v", reused, err)
 				}
@@ -78,21 +78,23 @@ func TestKVSnapshotRestore(t *testing.T) {
 func TestKVSnapshotBounds(t *testing.T) {
 	r := openFixed(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
 	seq := loadGolden(t).get(t, "short").PromptIDs
-	if _, _, err := r.Eval(context.Background(), seq, 0); err != nil {
+	if _, _, err := evalOn(r).Eval(context.Background(), seq, 0); err != nil {
 		t.Fatal(err)
 	}
 	rb := r.KVLayout().RowBytes
 	n := len(seq)
+	id := evalOn(r).ID()
 	tests := []struct {
 		name string
 		err  error
 	}{
-		{"save within valid", r.SaveKV(0, n, make([]byte, n*rb))},
-		{"save past valid", r.SaveKV(0, n+1, make([]byte, (n+1)*rb))},
-		{"save with a short buffer", r.SaveKV(0, n, make([]byte, n*rb-1))},
-		{"restore a partial row", r.RestoreKV(0, make([]byte, rb+1))},
-		{"restore past the valid rows", r.RestoreKV(n+1, make([]byte, rb))},
-		{"restore past the context", r.RestoreKV(0, make([]byte, (r.spec.ctx+1)*rb))},
+		{"save within valid", r.SaveSeqKV(id, 0, n, make([]byte, n*rb))},
+		{"save past valid", r.SaveSeqKV(id, 0, n+1, make([]byte, (n+1)*rb))},
+		{"save with a short buffer", r.SaveSeqKV(id, 0, n, make([]byte, n*rb-1))},
+		{"restore a partial row", r.RestoreSeqKV(id, 0, make([]byte, rb+1))},
+		{"restore past the valid rows", r.RestoreSeqKV(id, n+1, make([]byte, rb))},
+		{"restore past the context", r.RestoreSeqKV(id, 0, make([]byte, (r.spec.ctx+1)*rb))},
+		{"save of an unknown sequence", r.SaveSeqKV(id+1, 0, 1, make([]byte, rb))},
 	}
 	for i, tc := range tests {
 		if (tc.err == nil) != (i == 0) {
@@ -113,7 +115,6 @@ func openFixed(t *testing.T, v variant) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.fixedCosts = true
 	t.Cleanup(func() { r.Close() })
 	return r
 }

@@ -62,48 +62,6 @@ func TestPlanFollowsLatency(t *testing.T) {
 	}
 }
 
-// TestPlanFollowsHostsimLatency is TestPlanFollowsLatency through hostsim's
-// emulated latency switches: the plan for 16 more tokens after a cached
-// window (chunked, window 16) moves from decode steps to a prefill window
-// when decode becomes slow. (A prompt within one window is always one
-// prefill call: TestSeedColdWarmRunner.)
-func TestPlanFollowsHostsimLatency(t *testing.T) {
-	cfg := hostsimConfig(t)
-	ctl := openHostsimCtl(t, cfg)
-	t.Cleanup(func() {
-		ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
-		ctl.Set("HOSTSIM_LATENCY_US_DECODE", "")
-	})
-	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
-	ctx := context.Background()
-	seq := loadGolden(t).get(t, "cross128").PromptIDs[:48]
-	eval := func(n, valid int) (prefills, decodes int64) {
-		before := r.Stats().Graphs
-		if _, _, err := r.Eval(ctx, seq[:n], valid); err != nil {
-			t.Fatal(err)
-		}
-		after := r.Stats().Graphs
-		return after[r.GraphKey("prefill")].Calls - before[r.GraphKey("prefill")].Calls, after[r.GraphKey("decode")].Calls - before[r.GraphKey("decode")].Calls
-	}
-	// A slow prefill and fast decode steps: 16 tokens go to decode.
-	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "200000") // far above 16 decode steps even under qemu
-	eval(16, 0)
-	for n := 17; n <= 40; n++ {
-		eval(n, n-1)
-	}
-	if p, d := eval(32, 16); p != 0 || d != 16 {
-		t.Fatalf("fast decode: %d prefill windows, %d decode steps; want 16 decode steps (costs %+v)", p, d, r.Estimates())
-	}
-	// Decode becomes slow (30 ms): the next plan after those 16 slow steps prefills.
-	ctl.Set("HOSTSIM_LATENCY_US_PREFILL", "")
-	ctl.Set("HOSTSIM_LATENCY_US_DECODE", "30000")
-	eval(32, 16)
-	if p, d := eval(32, 16); p != 1 || d != 0 {
-		st := r.Stats().Graphs[r.GraphKey("decode")]
-		t.Fatalf("slow decode: %d prefill windows, %d decode steps; want one prefill window (costs %+v, decode recent %v, mean %v)", p, d, r.Estimates(), st.Recent, st.Mean())
-	}
-}
-
 // TestGraphCPU: on a thread-locked caller, the CPU time recorded inside
 // graph executes is positive (hostsim computes on the calling thread too)
 // and within the thread's CPU time over the whole Eval.
@@ -122,7 +80,7 @@ func TestGraphCPU(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	seq := loadGolden(t).get(t, "cross128").PromptIDs[:20]
 	c0, _ := threadcpu.Time()
-	if _, _, err := r.Eval(context.Background(), seq, 0); err != nil {
+	if _, _, err := evalOn(r).Eval(context.Background(), seq, 0); err != nil {
 		t.Fatal(err)
 	}
 	c1, _ := threadcpu.Time()

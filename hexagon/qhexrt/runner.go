@@ -69,15 +69,11 @@ type Runner struct {
 	window   int
 
 	plan        plan.Planner
-	fixedCosts  bool
-	valid       int // cache rows [0, valid) hold the last evaluated sequence
-	next        int // the length of an Eval that continues the last one by one token
-	contFrom    int // after a Verify: Evals of length [contFrom, next] continue it too
+	valid       int // cache rows [0, valid) hold the sequence evalAll evaluated
 	calls       uint64
-	rows        verifyRows // the last Verify's
 	convScratch []float32
 	stats       plan.Stats        // updated by the worker without locking
-	board       plan.Board        // a copy for Stats, published after each Eval
+	board       plan.Board        // a copy for Stats, published after each Step
 	life        graphio.Lifecycle // check, execute, reload, close
 	batch       batch             // the Batcher's sequences
 }
@@ -325,62 +321,6 @@ func (r *Runner) Contract() string { return r.spec.contract }
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("qhexrt: runner is closed")
 
-// Eval makes the KV cache hold seq and returns the logits after its last
-// token (see inference.Model).
-func (r *Runner) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
-	if err := r.check(seq); err != nil {
-		return inference.Logits{}, 0, err
-	}
-	valid = min(max(valid, 0), r.valid, len(seq))
-	if !r.fixedCosts {
-		var m [nRoles]bool
-		r.plan.Costs, m = r.measuredCosts()
-		r.plan.DecodeMeasured = m[roleDecode]
-	}
-	n := len(seq)
-	cont := valid == n-1 && (n == r.next || r.contFrom > 0 && n >= r.contFrom && n <= r.next)
-	r.next, r.contFrom = 0, 0
-	r.calls++
-	var from int
-	var one *plan.Step // the whole plan when it is one graph call
-	switch {
-	case n <= r.window && cont:
-		// A decode step, always: the same graph cold or warm.
-		from, one = valid, &plan.Step{Start: valid, N: 1}
-	case n <= r.window:
-		// A new prompt that fits one prefill window is evaluated the way a
-		// cold cache must (one prefill call from 0, which costs about one
-		// decode step on v79), whatever rows are cached: the logits and the
-		// rows are then a function of the tokens alone, so a seeded request
-		// gives the same text cold or warm. Rows are not reused.
-		from, one = 0, &plan.Step{Prefill: true, N: n}
-	default:
-		from = r.plan.From(n, valid)
-	}
-	r.valid = min(r.valid, from)
-	defer r.publish()
-	var err error
-	do := func(s plan.Step) {
-		if err != nil {
-			return
-		}
-		if err = ctx.Err(); err != nil {
-			return
-		}
-		err = r.run(seq, s, s.Start+s.N == n, nil, nil)
-	}
-	if one != nil {
-		do(*one)
-	} else {
-		r.plan.Each(n, from, do)
-	}
-	if err != nil {
-		return inference.Logits{}, 0, err
-	}
-	r.next = n + 1
-	return r.graphs[roleLMHead].logits, from, nil
-}
-
 // check validates a sequence.
 func (r *Runner) check(seq []int32) error {
 	if err := r.life.Check(); err != nil {
@@ -406,7 +346,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 	if from > r.valid {
 		return fmt.Errorf("qhexrt: start %d beyond the %d valid rows", from, r.valid)
 	}
-	r.valid, r.next, r.contFrom = from, 0, 0
+	r.valid = from
 	r.calls++
 	defer r.publish()
 	p := plan.Planner{Chunked: r.plan.Chunked, Window: r.window, Costs: plan.Costs{Prefill: 1, Decode: 1 << 40}, DecodeMeasured: true}

@@ -290,7 +290,7 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 	valid := 0
 	var got []int32
 	for range n {
-		l, _, err := r.Eval(context.Background(), seq, valid)
+		l, _, err := evalOn(r).Eval(context.Background(), seq, valid)
 		if err != nil {
 			t.Fatal(err)
 		}

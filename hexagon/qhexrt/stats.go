@@ -8,7 +8,7 @@ import (
 )
 
 // Stats returns the cumulative counters (graphs by name) as of the end of
-// the last Eval. It may be called from any goroutine, also while an Eval
+// the last Step. It may be called from any goroutine, also while a Step
 // runs.
 func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// plainGreedy decodes n tokens after prompt one Eval at a time and returns
+// plainGreedy decodes n tokens after prompt one decode run at a time and returns
 // the tokens and a copy of the logits that chose each.
 func plainGreedy(t *testing.T, r *Runner, prompt []int32, n int) ([]int32, [][]float32) {
 	t.Helper()
@@ -18,7 +18,7 @@ func plainGreedy(t *testing.T, r *Runner, prompt []int32, n int) ([]int32, [][]f
 	var logits [][]float32
 	valid := 0
 	for range n {
-		l, _, err := r.Eval(context.Background(), seq, valid)
+		l, _, err := evalOn(r).Eval(context.Background(), seq, valid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,8 @@ func argmaxOf(x []float32) int {
 }
 
 // TestVerifyMatchesDecode: on a chunked f32 bundle, each row of a verify
-// call over the last accepted token and a draft has bit for bit the logits
+// run (one Step run over the last accepted token and a draft) has bit for
+// bit the logits
 // plain decoding computes there, for an accepted prefix of every length; the
 // decode step after a partly accepted verify continues exactly.
 func TestVerifyMatchesDecode(t *testing.T) {
@@ -54,12 +55,12 @@ func TestVerifyMatchesDecode(t *testing.T) {
 		for i := accepted; i < len(draft); i++ {
 			draft[i] = (draft[i] + 1) % int32(r.Info().VocabSize)
 		}
-		if _, _, err := r.Eval(ctx, prompt, 0); err != nil {
+		if _, _, err := evalOn(r).Eval(ctx, prompt, 0); err != nil {
 			t.Fatal(err)
 		}
 		valid := len(prompt)
 		seq := append(append(slices.Clone(prompt), toks[0]), draft...)
-		rows, err := r.Verify(ctx, seq, valid)
+		rows, err := evalOn(r).Step(ctx, seq, valid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestVerifyMatchesDecode(t *testing.T) {
 		}
 		// The next decode step, over the committed rows only.
 		committed := append(append(slices.Clone(prompt), toks[:accepted+1]...), toks[accepted+1])
-		l, _, err := r.Eval(ctx, committed, len(committed)-1)
+		l, _, err := evalOn(r).Eval(ctx, committed, len(committed)-1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,45 +91,33 @@ func TestVerifyMatchesDecode(t *testing.T) {
 	}
 }
 
-// TestVerifyLimits: qhexrt bundles do not verify; chunked ones verify at
-// most a window within the context, and rows come in order.
+// TestVerifyLimits: a verify run carries at most a window of tokens and
+// starts within the committed rows.
 func TestVerifyLimits(t *testing.T) {
-	q := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
-	if n := q.MaxVerify(10); n != 0 {
-		t.Errorf("qhexrt MaxVerify = %d, want 0", n)
-	}
 	ctx := context.Background()
 	prompt := []int32{1, 450, 4996}
-	if _, err := q.Verify(ctx, append(slices.Clone(prompt), 5, 6), len(prompt)); err == nil {
-		t.Error("qhexrt Verify succeeded")
+	for _, v := range []variant{f32(simfile.QHexRT, 16, simfile.MaskAdditive), f32(simfile.Chunked, 16, simfile.MaskAdditive)} {
+		t.Run(v.String(), func(t *testing.T) {
+			r := openTiny(t, v)
+			s := evalOn(r)
+			if _, _, err := s.Eval(ctx, prompt, 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Step(ctx, append(slices.Clone(prompt), make([]int32, 17)...), len(prompt)); err == nil {
+				t.Error("a run of 17 tokens on a 16-token window succeeded")
+			}
+			if _, err := s.Step(ctx, append(slices.Clone(prompt), 5, 6, 7, 8), len(prompt)+1); err == nil {
+				t.Error("a run past the committed rows succeeded")
+			}
+			rows, err := s.Step(ctx, append(slices.Clone(prompt), 5, 6, 7), len(prompt)-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rows.Logits(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
-	ctxLen := r.Info().ContextLen
-	for _, tc := range []struct{ valid, want int }{{0, 0}, {3, 16}, {ctxLen - 5, 5}, {ctxLen, 0}} {
-		if got := r.MaxVerify(tc.valid); got != tc.want {
-			t.Errorf("MaxVerify(%d) = %d, want %d", tc.valid, got, tc.want)
-		}
-	}
-	if _, _, err := r.Eval(ctx, prompt, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Verify(ctx, append(slices.Clone(prompt), make([]int32, 17)...), len(prompt)); err == nil {
-		t.Error("a verify of 17 tokens on a 16-token window succeeded")
-	}
-	if _, err := r.Verify(ctx, append(slices.Clone(prompt), 5, 6, 7, 8), len(prompt)+1); err == nil {
-		t.Error("a verify past the valid rows succeeded")
-	}
-	rows, err := r.Verify(ctx, append(slices.Clone(prompt), 5, 6, 7), len(prompt)-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rows.Logits(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rows.Logits(ctx, 0); err == nil {
-		t.Error("row 0 after row 1 succeeded")
-	}
-	var _ inference.Verifier = r
 }
 
 // TestVerifyNearTies measures how often a verify row's greedy token differs
@@ -154,17 +143,17 @@ func TestVerifyNearTies(t *testing.T) {
 			if i == 0 {
 				valid = 0 // the rows hold the previous prompt
 			}
-			l, _, err := r.Eval(ctx, seq, valid)
+			l, _, err := evalOn(r).Eval(ctx, seq, valid)
 			if err != nil {
 				t.Fatal(err)
 			}
 			seq = append(seq, int32(argmax16(l)))
 		}
 		// The same tokens verified in one call after the prompt's first token.
-		if _, _, err := r.Eval(ctx, prompt, 0); err != nil {
+		if _, _, err := evalOn(r).Eval(ctx, prompt, 0); err != nil {
 			t.Fatal(err)
 		}
-		vr, err := r.Verify(ctx, seq[:len(prompt)+15], len(prompt))
+		vr, err := evalOn(r).Step(ctx, seq[:len(prompt)+15], len(prompt))
 		if err != nil {
 			t.Fatal(err)
 		}

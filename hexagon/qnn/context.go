@@ -229,7 +229,7 @@ func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*
 	if len(data) >= progressBytes || took >= progressTime {
 		ev = r.log.Info()
 	}
-	ev.Str("file", name).Str("size", fmt.Sprintf("%.1f MB", float64(len(data))/1e6)).
+	ev.Str("file", name).Str("size", fmt.Sprintf("%.1f MiB", float64(len(data))/(1<<20))).
 		Str("took", took.Round(time.Millisecond).String()).Msg("qnn: context binary loaded")
 	return c, nil
 }

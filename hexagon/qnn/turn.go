@@ -9,8 +9,8 @@ import "sync"
 // after its whole request. The zero Turn is ready to use.
 //
 // It works at the graph call, below the engines' scheduling, so it needs
-// nothing from them and covers every call an engine makes (plain Eval,
-// speculative Verify, batched steps) without wrappers that would have to
+// nothing from them and covers every call an engine makes (prompt,
+// decode and verify rows of its Steps) without wrappers that would have to
 // forward each optional model interface.
 type Turn struct {
 	mu      sync.Mutex

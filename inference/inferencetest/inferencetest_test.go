@@ -19,24 +19,42 @@ func TestScripted(t *testing.T) {
 		}
 		return int32(best)
 	}
+	ctx := context.Background()
+	id, err := m.Open(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Open(8); !errors.Is(err, inference.ErrNoSlots) {
+		t.Fatalf("a second sequence: %v, want ErrNoSlots", err)
+	}
 	seq := []int32{1, 2}
+	start := 0
 	for _, want := range []int32{3, 4, 9, 9} {
-		l, reused, err := m.Eval(context.Background(), seq, len(seq)-1)
-		if err != nil || reused != len(seq)-1 || argmax(l) != want {
+		rows, err := m.Step(ctx, []inference.Run{{Seq: id, Start: start, Tokens: seq[start:]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := rows[0].Logits(ctx, rows[0].Len()-1)
+		if err != nil || argmax(l) != want {
 			t.Fatalf("seq %v: %d %v, want %d", seq, argmax(l), err, want)
 		}
+		start = len(seq)
 		seq = append(seq, want)
 	}
 	boom := errors.New("boom")
 	m.Fail(boom)
-	if _, _, err := m.Eval(context.Background(), []int32{1}, 0); !errors.Is(err, boom) {
+	if _, err := m.Step(ctx, []inference.Run{{Seq: id, Start: start, Tokens: seq[start:]}}); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	if l, _, _ := m.Eval(context.Background(), []int32{1}, 0); argmax(l) != 3 {
+	m.Release(id)
+	id, _ = m.Open(8)
+	if rows, err := m.Step(ctx, []inference.Run{{Seq: id, Tokens: []int32{1}}}); err != nil {
+		t.Fatal(err)
+	} else if l, _ := rows[0].Logits(ctx, 0); argmax(l) != 3 {
 		t.Fatal("a new prompt restarts the script")
 	}
-	if len(m.Calls()) != 6 {
-		t.Fatalf("%d calls", len(m.Calls()))
+	if c := m.Calls(); len(c) != 6 || c[1].Valid != 2 || len(c[1].Seq) != 3 {
+		t.Fatalf("calls %+v", c)
 	}
 	v := NewVocab(map[int32]string{1: "hi", 2: "<|eot_id|>"})
 	if string(v.Piece(1)) != "hi" || v.IsSpecial(1) || !v.IsSpecial(2) || len(v.Piece(5)) != 0 {

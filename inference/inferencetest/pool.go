@@ -49,7 +49,7 @@ type Fork struct {
 }
 
 var (
-	_ inference.Batcher          = (*Pool)(nil)
+	_ inference.Model            = (*Pool)(nil)
 	_ inference.SeqKVSnapshotter = (*Pool)(nil)
 )
 
@@ -89,11 +89,6 @@ func (p *Pool) Sequences() (open, most int) {
 
 func (p *Pool) Info() inference.ModelInfo { return p.info }
 func (p *Pool) Close() error              { return nil }
-
-// Eval is never called by an engine that uses the pool.
-func (p *Pool) Eval(context.Context, []int32, int) (inference.Logits, int, error) {
-	return inference.Logits{}, 0, fmt.Errorf("inferencetest: Eval on a pool model")
-}
 
 func (p *Pool) BatchLimits() inference.BatchLimits { return p.lim }
 

@@ -9,7 +9,7 @@
 // eviction of leaves; evicted leaves spill to disk when a directory is set.
 //
 // A Store is safe for concurrent use, but the engine calls Save and Restore
-// from its single worker only, so the model's cache is never seen half
+// from its one worker only, so the model's cache is never seen half
 // restored.
 package kvstore
 

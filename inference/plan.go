@@ -1,0 +1,154 @@
+package inference
+
+import (
+	"slices"
+	"time"
+)
+
+// work is one sequence's part of a step: its run and the draft it carries.
+type work struct {
+	s     *seq
+	run   Run
+	draft []int32 // the drafter's proposal (shadow-checked when k = 0)
+	src   int     // its source
+	k     int     // draft tokens the run carries
+}
+
+// decoding reports whether w is a decode (or verify) run rather than
+// prompt rows (or a preempted sequence's rows evaluated again).
+func (w *work) decoding() bool { return !w.s.prefilling() }
+
+// stepPlan is one step as plan chose it: the work in run order.
+type stepPlan struct {
+	work []work
+	rows int // tokens over all runs
+}
+
+// runs are the plan's runs for Batcher.Step.
+func (p *stepPlan) runs() []Run {
+	runs := make([]Run, len(p.work))
+	for i := range p.work {
+		runs[i] = p.work[i].run
+	}
+	return runs
+}
+
+// candidates are what a step may run, as gather found them.
+type candidates struct {
+	decode  []work // decoding sequences with their draft proposals, in arrival order
+	prefill []*seq // sequences with rows to evaluate, oldest request first
+	rows    int    // BatchLimits().Rows
+	turn    int    // rotates the order of decode rows when they are short
+	drafts  bool   // speculative decoding is on
+	cost    func(rows int) time.Duration
+}
+
+// plan chooses a step's runs from c, changing nothing: one decode row for
+// every decoding sequence (round-robin from a rotating start when rows are
+// short, leaving a waiting prompt at least one), then prompt chunks, oldest
+// request first, then draft rows where the acceptance estimate and the
+// model's step costs say they pay.
+func plan(c candidates) stepPlan {
+	budget := c.rows
+	decode := c.decode
+	if len(decode) > 0 {
+		r := c.turn % len(decode)
+		decode = append(slices.Clip(decode[r:]), decode[:r]...)
+	}
+	// When decode rows alone would fill the step, a waiting prompt still
+	// gets a row (every other step when a step holds one row), so it
+	// never starves behind decoding sequences.
+	ndec := min(len(decode), budget)
+	if len(c.prefill) > 0 && ndec == budget && (budget > 1 || (c.turn+1)%2 == 0) {
+		ndec--
+	}
+	var p stepPlan
+	for _, w := range decode[:ndec] {
+		s := w.s
+		w.run = Run{Seq: s.id, Start: s.committed, Tokens: s.toks[s.committed : s.committed+1]}
+		p.work = append(p.work, w)
+	}
+	budget -= ndec
+	for _, s := range c.prefill {
+		if budget == 0 {
+			break
+		}
+		n := min(budget, s.target()-s.committed)
+		p.work = append(p.work, work{s: s, run: Run{Seq: s.id, Start: s.committed, Tokens: s.toks[s.committed : s.committed+n]}})
+		budget -= n
+	}
+	p.rows = c.rows - budget
+	if c.drafts {
+		costs := stepCosts{c.cost, p.rows}
+		for i := range ndec {
+			w := &p.work[i]
+			if budget <= 0 || len(w.draft) == 0 {
+				continue
+			}
+			w.k = planDraft(costs, w.s.g.rates[w.src], len(w.draft), budget+1)
+			w.run.Tokens = append(slices.Clip(w.run.Tokens), w.draft[:w.k]...)
+			budget -= w.k
+			p.rows += w.k
+		}
+	}
+	return p
+}
+
+// stepCosts prices a sequence's 1+k rows in a step that already carries
+// base rows (its own one included): the step's time either way.
+type stepCosts struct {
+	cost func(rows int) time.Duration
+	base int
+}
+
+func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
+	return c.cost(c.base - 1 + k), c.cost(c.base)
+}
+
+// gather finds the step's candidates: it ends the choices of cancelled,
+// timed-out or failed requests, grows decoding sequences that need a slot
+// (counting in e.stalled those that cannot have one) and asks the drafters
+// for proposals.
+func (e *Engine) gather() candidates {
+	c := candidates{rows: e.model.BatchLimits().Rows, turn: e.turn,
+		drafts: e.cfg.Speculative.Enabled, cost: e.model.StepCost}
+	e.stalled = 0
+	for _, g := range e.active {
+		if err := g.run.Err(); err != nil && g.abort == "" {
+			g.abort, g.runErr = e.stopReason(g)
+		}
+		if g.abort != "" {
+			for _, s := range g.seqs {
+				e.endSeq(s, g.abort, nil)
+			}
+			continue
+		}
+		for _, s := range g.seqs {
+			switch {
+			case s.status != running:
+			case s.prefilling():
+				c.prefill = append(c.prefill, s)
+			case e.fits(s):
+				c.decode = append(c.decode, e.propose(s))
+			default:
+				e.stalled++
+			}
+		}
+	}
+	return c
+}
+
+// propose is decoding sequence s's work before planning: its drafter's
+// proposal when speculative decoding is on.
+func (e *Engine) propose(s *seq) work {
+	w := work{s: s}
+	if !e.cfg.Speculative.Enabled {
+		return w
+	}
+	room := min(s.limit()-len(s.toks), e.info.ContextLen-len(s.toks), s.cap-s.committed) - 1
+	if m := e.cfg.Speculative.MaxDraft; m > 0 {
+		room = min(room, m)
+	}
+	w.draft, w.src = s.dr.draft(s.toks, room)
+	return w
+}
