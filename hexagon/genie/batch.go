@@ -66,6 +66,7 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 		return fmt.Errorf("genie: %w", err)
 	}
 	if mv != nil {
+		r.sync()
 		for l := range r.layers {
 			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
 			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
@@ -237,6 +238,7 @@ func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
 // ids, cos/sin and mask rows, execute the parts in order, copy the new K/V rows to their slots.
 func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) error {
+	r.sync()
 	st := &r.stats
 	t0 := time.Now()
 	if g.p != r.stride {
@@ -289,19 +291,49 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 			return err
 		}
 	}
-	t4 := time.Now()
+	// The new K/V rows go into their slots in the background, while the engine samples; the next
+	// call on the cache waits for them (sync).
+	cp := r.copies[:0]
 	o = 0
 	for _, run := range runs {
-		slot := r.pool.Seq(run.Seq).Slot(run.Start)
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, slot, g.kOut[l], g.ar, o, len(run.Tokens))
-			r.vS.Copy(r.v[l], r.stride, slot, g.vOut[l], g.ar, o, len(run.Tokens))
-		}
+		cp = append(cp, kvCopy{slot: r.pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
 		o += len(run.Tokens)
 	}
-	st.KVCopy += time.Since(t4)
+	r.copies = cp
+	done := make(chan struct{})
+	r.copyDone = done
+	go func() {
+		t := time.Now()
+		for _, c := range cp {
+			for l := range r.layers {
+				r.kS.Copy(r.k[l], r.stride, c.slot, g.kOut[l], g.ar, c.from, c.n)
+				r.vS.Copy(r.v[l], r.stride, c.slot, g.vOut[l], g.ar, c.from, c.n)
+			}
+		}
+		r.bgCopy.Add(int64(time.Since(t)))
+		close(done)
+	}()
 	return nil
 }
+
+// kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
+type kvCopy struct{ slot, from, n int }
+
+// sync waits for the background KV copy; the wait is the copy's share of the critical path
+// (Stats().KVCopy). Everything that reads or writes the cache or the new-row outputs calls it first.
+func (r *Runner) sync() {
+	if r.copyDone == nil {
+		return
+	}
+	t := time.Now()
+	<-r.copyDone
+	r.copyDone = nil
+	r.stats.KVCopy += time.Since(t)
+}
+
+// BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
+// from any goroutine.
+func (r *Runner) BackgroundKVCopy() time.Duration { return time.Duration(r.bgCopy.Load()) }
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
 // run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.
@@ -371,6 +403,7 @@ func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
 	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
 		return fmt.Errorf("genie: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
 	}
+	r.sync()
 	r.kvSlots(s.Slot, from, to, dst, false)
 	return nil
 }
@@ -387,6 +420,7 @@ func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
 		return fmt.Errorf("genie: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
 	}
+	r.sync()
 	r.kvSlots(s.Slot, from, from+n, src, true)
 	s.N = from + n
 	return nil
