@@ -146,20 +146,32 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 			v.keys = append(v.keys, k)
 			v.elem = append(v.elem, e)
 		}
-		p.skipSpace()
-		if p.i >= len(p.s) {
-			return jsonValue{}, p.errorf("unexpected end of object")
+		done, err := p.next('}', "object")
+		if err != nil {
+			return jsonValue{}, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if done {
 			return v, nil
-		default:
-			return jsonValue{}, p.errorf("expected ',' or '}'")
 		}
 	}
+}
+
+// next reads what follows a member or an element: ',' (more follow) or
+// end (done); of names the object or array in the error.
+func (p *jsonParser) next(end byte, of string) (done bool, err error) {
+	p.skipSpace()
+	if p.i >= len(p.s) {
+		return false, p.errorf("unexpected end of %s", of)
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case end:
+		p.i++
+		return true, nil
+	}
+	return false, p.errorf("expected ',' or '%c'", end)
 }
 
 func lookupKey(keys []string, index map[string]int, k string) (int, bool) {
@@ -193,18 +205,12 @@ func (p *jsonParser) array(depth int) (jsonValue, error) {
 			return jsonValue{}, err
 		}
 		v.elem = append(v.elem, e)
-		p.skipSpace()
-		if p.i >= len(p.s) {
-			return jsonValue{}, p.errorf("unexpected end of array")
+		done, err := p.next(']', "array")
+		if err != nil {
+			return jsonValue{}, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		if done {
 			return v, nil
-		default:
-			return jsonValue{}, p.errorf("expected ',' or ']'")
 		}
 	}
 }

@@ -152,7 +152,8 @@ test('errors: unknown model, bad options, images, model management', async () =>
   await assert.rejects(ollama.chat({ model: 'llama3.2:3b', messages }), (err) => {
     assert.equal(err.name, 'ResponseError');
     assert.equal(err.status_code, 404);
-    assert.equal(err.error, 'model "llama3.2:3b" not found');
+    // names the served ids
+    assert.equal(err.error, `model "llama3.2:3b" not found; this server serves ${model}; server.model_aliases maps other names to them`);
     return true;
   });
   await assert.rejects(ollama.generate({ model: 'nope', prompt: 'x', stream: true }), (err) => err.status_code === 404);

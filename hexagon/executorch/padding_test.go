@@ -86,7 +86,7 @@ func TestRemeasureStaleCost(t *testing.T) {
 	before := dec()
 	ss := newBseqs(t, r, [][]int32{{128000, 9, 10}}, 2*remeasureSteps+4)
 	drive(t, r, ss, 8)
-	if got := dec() - before; got < remeasureSteps { // 1 at most before step remeasureSteps + 1, then all
+	if got := dec() - before; got < 8 { // without re-measuring: none; with: most of the last 36 (noise aside)
 		t.Fatalf("kv_forward ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again",
 			got, 2*remeasureSteps+4)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
@@ -66,6 +67,7 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 		return fmt.Errorf("genie: %w", err)
 	}
 	if mv != nil {
+		r.sync()
 		for l := range r.layers {
 			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
 			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
@@ -237,6 +239,7 @@ func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
 // ids, cos/sin and mask rows, execute the parts in order, copy the new K/V rows to their slots.
 func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) error {
+	r.sync()
 	st := &r.stats
 	t0 := time.Now()
 	if g.p != r.stride {
@@ -289,19 +292,70 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 			return err
 		}
 	}
-	t4 := time.Now()
+	// The new K/V rows go into their slots in the background, while the engine samples; the next
+	// call on the cache waits for them (sync).
+	cp := r.copies[:0]
 	o = 0
 	for _, run := range runs {
-		slot := r.pool.Seq(run.Seq).Slot(run.Start)
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, slot, g.kOut[l], g.ar, o, len(run.Tokens))
-			r.vS.Copy(r.v[l], r.stride, slot, g.vOut[l], g.ar, o, len(run.Tokens))
-		}
+		cp = append(cp, kvCopy{slot: r.pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
 		o += len(run.Tokens)
 	}
-	st.KVCopy += time.Since(t4)
+	r.copies = cp
+	job := &copyJob{g: g, cp: cp, done: make(chan struct{})}
+	r.copyJob = job
+	go func() {
+		if job.claim.CompareAndSwap(false, true) {
+			t := time.Now()
+			r.copyKV(job)
+			r.bgCopy.Add(int64(time.Since(t)))
+			close(job.done)
+		}
+	}()
 	return nil
 }
+
+// copyJob is one call's KV write-back: done by a goroutine while the engine samples, or by the
+// next call on the cache if that goroutine has not started yet (whoever claims it first).
+type copyJob struct {
+	g     *arGraph
+	cp    []kvCopy
+	claim atomic.Bool
+	done  chan struct{}
+}
+
+// copyKV copies each run's new rows into its slots.
+func (r *Runner) copyKV(j *copyJob) {
+	for _, c := range j.cp {
+		for l := range r.layers {
+			r.kS.Copy(r.k[l], r.stride, c.slot, j.g.kOut[l], j.g.ar, c.from, c.n)
+			r.vS.Copy(r.v[l], r.stride, c.slot, j.g.vOut[l], j.g.ar, c.from, c.n)
+		}
+	}
+}
+
+// kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
+type kvCopy struct{ slot, from, n int }
+
+// sync finishes the last call's KV write-back: waits for the goroutine doing it, or does it when
+// the goroutine has not started; that time is the copy's share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the new-row outputs calls it first.
+func (r *Runner) sync() {
+	j := r.copyJob
+	if j == nil {
+		return
+	}
+	r.copyJob = nil
+	t := time.Now()
+	if j.claim.CompareAndSwap(false, true) {
+		r.copyKV(j) // not started yet: do it here
+	} else {
+		<-j.done
+	}
+	r.stats.KVCopy += time.Since(t)
+}
+
+// BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
+// from any goroutine.
+func (r *Runner) BackgroundKVCopy() time.Duration { return time.Duration(r.bgCopy.Load()) }
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
 // run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.
@@ -371,6 +425,7 @@ func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
 	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
 		return fmt.Errorf("genie: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
 	}
+	r.sync()
 	r.kvSlots(s.Slot, from, to, dst, false)
 	return nil
 }
@@ -387,6 +442,7 @@ func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
 		return fmt.Errorf("genie: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
 	}
+	r.sync()
 	r.kvSlots(s.Slot, from, from+n, src, true)
 	s.N = from + n
 	return nil

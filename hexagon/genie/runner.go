@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -60,6 +61,10 @@ type Runner struct {
 	rope                               []float32          // [CL][half] cos then [CL][half] sin
 	half                               int
 	pool                               *graphio.Pool
+
+	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
+	copyJob *copyJob     // the last call's KV write-back; nil: none pending
+	bgCopy  atomic.Int64 // background copy time (ns)
 
 	stats plan.Stats
 	board plan.Board
@@ -677,6 +682,7 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
+	r.sync()
 	r.closeGraphs()
 	for _, g := range r.ars {
 		for _, b := range g.bufs {

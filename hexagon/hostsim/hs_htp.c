@@ -209,10 +209,7 @@ static int64_t g_exec_calls, g_exec_kind[3], g_exec_failed, g_exec_injected;
 static char *g_script_path;
 static uint32_t *g_script;
 static size_t g_script_n, g_script_pos;
-/* ExecuTorch script state (et_script_first) */
-static long g_et_offer = -1;     /* the token the last call offered, -1 none */
-static int32_t g_et_next = -1;   /* the position right after that call's last valid row */
-static long g_et_call_tok = -1;  /* the token this call (its last shard) writes */
+static void et_reset(void); /* ExecuTorch script state (et_script_first) */
 
 /* sw copies switch `name` (a hostsim_set override, else the environment) into buf; NULL if unset. */
 static const char *sw(const char *name, char *buf, size_t n) {
@@ -280,8 +277,7 @@ EXPORT void hostsim_reset(void) {
   g_exec_calls = g_exec_failed = g_exec_injected = 0;
   memset(g_exec_kind, 0, sizeof g_exec_kind);
   g_script_pos = 0;
-  g_et_offer = g_et_call_tok = -1;
-  g_et_next = -1;
+  et_reset();
   free(g_script_path);
   g_script_path = NULL;
   pthread_mutex_unlock(&g_mu);
@@ -955,8 +951,7 @@ static long script_next(const char *path) {
     free(g_script);
     g_script = NULL;
     g_script_n = g_script_pos = 0;
-    g_et_offer = g_et_call_tok = -1; /* a new script: nothing offered yet */
-    g_et_next = -1;
+    et_reset(); /* a new script: nothing offered yet */
     FILE *f = fopen(path, "r");
     if (f) {
       size_t cap = 0;
@@ -1116,45 +1111,117 @@ done:
 }
 
 /* HOSTSIM_SCRIPT on ExecuTorch graphs: a script's reply starts where the reply starts, whatever calls
- * read the prompt. Every call offers the script's current token (written by its last shard into every
- * logits row); the script advances only when that offer was taken:
- *  - a later call feeds the offered token back at the position right after the offering call's last
- *    row (decoding: the host sampled it), or
- *  - a later call starts anywhere else (a new prompt, or rows read again: the offer was the last token
- *    of a reply).
- * A call that continues the same prompt right after the offering call's rows (the next prefill chunk,
- * or prompt rows through kv_forward) offers the same token again. The first shard, which sees the
- * tokens, positions and mask, decides; the last shard writes the token. Caller holds no lock. */
+ * read the prompt, and a verify call's rows follow the script while their drafts do. A call's rows
+ * (valid ones, whose mask row attends to something, in call order) get script[base], then
+ * script[base + 1], … while each row's input is the token the row before it got (the chain), and after
+ * the chain breaks the chain's last token; every row's token is an offer (the next call may feed it
+ * back, at the position after its row). base advances only when an offer was taken:
+ *  - a later call's first row feeds an offered token back at the position right after its row
+ *    (decoding, or the correction after a rejected draft): base = that offer's index + 1;
+ *  - a later call starts anywhere else (a new prompt, or rows read again: the reply ended with the
+ *    furthest chained offer): base = that offer's index + 1.
+ * A call that continues the same prompt right after the last call's rows (the next prefill chunk, or
+ * prompt rows through kv_forward) keeps base. The first shard, which sees the tokens, positions and
+ * mask, decides; the last shard writes the tokens into the valid rows. */
 
-static long et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
+/* et_offer is one offered token: the next call takes it by feeding tok at pos. */
+typedef struct {
+  int32_t pos;
+  long tok;
+  size_t idx; /* its script index */
+} et_offer;
+
+static et_offer *g_et_offers; /* the last call's offers, one per valid row */
+static int g_et_noffers, g_et_far;   /* count, index of the furthest chained offer */
+static int32_t g_et_after = -1;      /* the position after the last call's last valid row */
+static size_t g_et_base;             /* the last call's base */
+static long *g_et_rowtok;            /* per row of this call: the token its last shard writes, -1 none */
+static int g_et_rows;
+
+static void et_reset(void) { /* caller holds g_mu */
+  g_et_noffers = g_et_far = 0;
+  g_et_after = -1;
+  g_et_base = 0;
+  for (int i = 0; i < g_et_rows; i++) g_et_rowtok[i] = -1;
+}
+
+static void et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
   char path[1024];
   const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
-  int AR = (int)io->ar, CL = (int)io->cl, first = -1, taken = 0;
-  int32_t last = -1;
+  int AR = (int)io->ar, CL = (int)io->cl;
   const int32_t *tok = in[io->tokens], *pos = in[io->pos];
   float *row = malloc(sizeof(float) * (size_t)CL);
+  int *valid = malloc(sizeof(int) * (size_t)AR);
   pthread_mutex_lock(&g_mu);
-  long t = script_next(sp); /* loads the script; the position is kept below */
-  if (t >= 0) g_script_pos--;
-  for (int i = 0; row && t >= 0 && i < AR; i++) {
-    hs_load(&g->in[io->mask], in[io->mask], (size_t)i * CL, (size_t)CL, row);
-    int valid = 0;
-    for (int j = 0; j < CL && !valid; j++) valid = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
-    if (!valid) continue; /* a padding row */
-    if (first < 0) first = i;
-    if (pos[i] > last) last = pos[i];
-    if (g_et_offer >= 0 && pos[i] == g_et_next && tok[i] == g_et_offer) taken = 1;
+  if (g_et_rows < AR) {
+    long *n = realloc(g_et_rowtok, sizeof(long) * (size_t)AR);
+    et_offer *o = realloc(g_et_offers, sizeof(et_offer) * ((size_t)AR + 2));
+    if (n) g_et_rowtok = n;
+    if (o) g_et_offers = o;
+    if (n && o) g_et_rows = AR;
   }
-  if (t >= 0 && first >= 0) {
-    if (g_et_offer >= 0 && (taken || pos[first] != g_et_next)) g_script_pos++;
-    t = g_script[g_script_pos % g_script_n];
-    g_et_offer = t;
-    g_et_next = last + 1;
-  } else if (t >= 0) t = g_et_offer; /* no valid row: nothing is sampled from this call */
-  g_et_call_tok = t;
+  for (int i = 0; i < g_et_rows; i++) g_et_rowtok[i] = -1;
+  long t = script_next(sp); /* loads the script (a new path resets the state); the position is unused */
+  if (t < 0 || !row || !valid || g_et_rows < AR) goto done;
+  int nv = 0;
+  for (int i = 0; i < AR; i++) {
+    hs_load(&g->in[io->mask], in[io->mask], (size_t)i * CL, (size_t)CL, row);
+    int v = 0;
+    for (int j = 0; j < CL && !v; j++) v = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
+    if (v) valid[nv++] = i; /* else a padding row */
+  }
+  if (!nv) goto done;
+  int f = valid[0];
+  size_t base = g_et_base;
+  if (g_et_noffers) {
+    int hit = -1;
+    for (int k = 0; k < g_et_noffers && hit < 0; k++)
+      if (g_et_offers[k].pos == pos[f] && g_et_offers[k].tok == tok[f]) hit = k;
+    if (hit >= 0) base = g_et_offers[hit].idx + 1;
+    else if (pos[f] != g_et_after) base = g_et_offers[g_et_far].idx + 1;
+  }
+  size_t n = g_script_n, c = 0;
+  int chained = 1, no = 0;
+  int32_t lastpos = pos[f];
+  g_et_far = 0;
+  for (int k = 0; k < nv; k++) {
+    int i = valid[k];
+    if (k > 0 && chained && tok[i] == (long)g_script[(base + c) % n]) c++;
+    else if (k > 0) chained = 0;
+    size_t idx = base + c;
+    if (pos[i] > lastpos) lastpos = pos[i];
+    g_et_rowtok[i] = g_script[idx % n];
+    g_et_offers[no] = (et_offer){pos[i] + 1, g_et_rowtok[i], idx};
+    if (k == 0 || chained) g_et_far = no;
+    no++;
+  }
+  g_et_noffers = no;
+  g_et_after = lastpos + 1;
+  g_et_base = base;
+done:
   pthread_mutex_unlock(&g_mu);
   free(row);
-  return t;
+  free(valid);
+}
+
+/* et_force writes this call's script tokens into its valid logits rows: max(row) + 16. */
+static void et_force(const hs_model *m, const hs_graph *g, void **out, int ar) {
+  uint32_t V = m->d.vocab;
+  const hs_tensor *lt = &g->out[g->nout - 1];
+  float *buf = NULL;
+  pthread_mutex_lock(&g_mu);
+  for (int i = 0; i < ar && i < g_et_rows; i++) {
+    long t = g_et_rowtok[i];
+    if (t < 0 || t >= (long)V) continue;
+    if (!buf && !(buf = malloc(sizeof(float) * V))) break;
+    hs_load(lt, out[g->nout - 1], (size_t)i * V, V, buf);
+    float mx = buf[0];
+    for (uint32_t j = 1; j < V; j++) if (buf[j] > mx) mx = buf[j];
+    buf[t] = mx + 16.0f;
+    hs_store(lt, out[g->nout - 1], (size_t)i * V, V, buf);
+  }
+  pthread_mutex_unlock(&g_mu);
+  free(buf);
 }
 
 static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
@@ -1162,16 +1229,11 @@ static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
   hs_et_io io;
   char err[512];
   if (hs_et_bind(&m->d, gh->g, &io, err, sizeof err)) return set_err(QNN_GRAPH_ERROR_INVALID_TENSOR, "%s", err);
-  int last = io.last;
-  long t = -1;
-  if (io.first && io.tokens >= 0 && io.pos >= 0 && io.mask >= 0) t = et_script_first(gh->g, &io, in);
-  else if (last) {
-    pthread_mutex_lock(&g_mu);
-    t = g_et_call_tok;
-    pthread_mutex_unlock(&g_mu);
-  }
+  int last = io.last, ar = (int)io.ar;
+  if (io.first && io.tokens >= 0 && io.pos >= 0 && io.mask >= 0) et_script_first(gh->g, &io, in);
   hs_et_io_free(&io);
-  uint32_t code = hs_et_run(m, gh->g, in, out, last ? t : -1, err, sizeof err);
+  uint32_t code = hs_et_run(m, gh->g, in, out, -1, err, sizeof err);
+  if (!code && last) et_force(m, gh->g, out, ar);
   return code ? set_err(code, "%s", err) : QNN_SUCCESS;
 }
 

@@ -63,6 +63,7 @@ type batch struct {
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
 	steps uint64          // Steps run: Rows of an earlier Step refuse reads
+	decAt uint64          // the Step the decode graph last ran at (chunked)
 	hid   []byte          // hidden rows kept for the lm-head, one Step's
 }
 
@@ -439,16 +440,28 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	return nil
 }
 
+// remeasureSteps is how many Steps the decode graph may go unused before a
+// single-row Step is given to it again (its new time replacing the old
+// estimate), so that one slow measured call does not keep it unused.
+const remeasureSteps = 32
+
 // stepPool runs a chunked bundle's Step: one decode call for a single row
 // when that is cheaper by measured costs (tried once first, so both graphs
-// get measured), else one prefill call over all runs.
+// get measured, and again after remeasureSteps Steps without it), else one
+// prefill call over all runs.
 func (r *Runner) stepPool(runs []inference.Run) ([]inference.Rows, error) {
 	g := r.graphs[rolePrefill]
 	if len(runs) == 1 && len(runs[0].Tokens) == 1 {
-		d, p := r.stats.Graphs[r.spec.key(roleDecode)], r.stats.Graphs[r.spec.key(rolePrefill)]
+		dk := r.spec.key(roleDecode)
+		d, p := r.stats.Graphs[dk], r.stats.Graphs[r.spec.key(rolePrefill)]
 		c, _ := r.measuredCosts()
-		if d.Calls == 0 || p.Calls > p.Failed && c.Decode < c.Prefill {
+		stale := d.Calls > 0 && r.batch.steps-r.batch.decAt > remeasureSteps
+		if d.Calls == 0 || stale || p.Calls > p.Failed && c.Decode < c.Prefill {
 			g = r.graphs[roleDecode]
+			r.batch.decAt = r.batch.steps
+			if stale {
+				r.stats.MarkStale(dk)
+			}
 		}
 	}
 	if err := r.poolCall(g, runs); err != nil {

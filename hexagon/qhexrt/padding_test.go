@@ -38,3 +38,25 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 		t.Fatalf("the last prefill call's padding row holds %v, not hostsim's poison", f)
 	}
 }
+
+// TestRemeasureStaleCost: on a chunked bundle, a decode graph whose one
+// measured call was slow (600 ms of emulated latency) is given a single-row
+// Step again after remeasureSteps Steps without one, and once its new time is
+// measured the single-row Steps go back to it.
+func TestRemeasureStaleCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
+	drive(t, r, 2, &bseq{prompt: testPrompt(21, 3)}) // the decode graph measured once, at 600 ms
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "5000")    // now decode is the cheaper graph for one row
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
+	key := r.spec.key(roleDecode)
+	before := r.Stats().Graphs[key].Calls
+	const steps = 2*remeasureSteps + 4
+	drive(t, r, steps, &bseq{prompt: testPrompt(22, 3)})
+	if got := r.Stats().Graphs[key].Calls - before; got < 8 { // without re-measuring: none; with: most of the last 36 (noise aside)
+		t.Fatalf("the decode graph ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again", got, steps)
+	}
+}

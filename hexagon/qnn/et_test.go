@@ -483,12 +483,17 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 		rows = append(rows, h.run(seq, 10)[9])
 		// A new script path starts its script afresh, whatever the previous one offered.
 		script2 := filepath.Join(t.TempDir(), "script2")
-		if err := os.WriteFile(script2, []byte("5 6"), 0o644); err != nil {
+		if err := os.WriteFile(script2, []byte("5 6 8 10"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		hs.Set(t, "HOSTSIM_SCRIPT", script2)
-		rows = append(rows, h.run(seq, 10)[9], h.step("kv_forward", []int{5}, 10)[0])
-		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6} {
+		rows = append(rows, h.run(seq, 10)[9])
+		// A verify call (speculative decoding): the sampled 5 and two drafts, the first right (6), the
+		// second wrong (99). Its rows follow the script while the drafts do: 6, 8, then 8 again; the
+		// correction 8 fed back at position 12 takes the script on to 10.
+		verify := h.step("prefill_forward", []int{5, 6, 99}, 10)
+		rows = append(rows, verify[0], verify[1], verify[2], h.step("kv_forward", []int{8}, 12)[0])
+		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6, 8, 8, 10} {
 			if got := argmax32(rows[i]); got != want {
 				t.Errorf("sample %d: argmax %d, want scripted %d", i, got, want)
 			}
