@@ -36,7 +36,7 @@ type Config struct {
 }
 
 // maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 16
+const maxPoolSequences = 64
 
 // Runner runs a Genie bundle's graphs. It is not safe for concurrent use.
 type Runner struct {
@@ -62,9 +62,9 @@ type Runner struct {
 	half                               int
 	pool                               *graphio.Pool
 
-	copies   []kvCopy      // the last call's KV copies (the background copy reads them)
-	copyDone chan struct{} // closed when the background copy is done; nil: none in flight
-	bgCopy   atomic.Int64  // background copy time (ns)
+	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
+	copyJob *copyJob     // the last call's KV write-back; nil: none pending
+	bgCopy  atomic.Int64 // background copy time (ns)
 
 	stats plan.Stats
 	board plan.Board
