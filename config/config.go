@@ -471,7 +471,7 @@ func (c *Config) Validate() error {
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
-		{e.MaxSequences < 1 || e.MaxSequences > 16, "engine.max_sequences", "must be between 1 and 16"},
+		{e.MaxSequences < 1 || e.MaxSequences > 64, "engine.max_sequences", "must be between 1 and 64"},
 		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: 64)"},
 		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: 64)"},
 		{len(c.local()) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},

@@ -177,3 +177,25 @@ func ask(base string, req map[string]any) ([]string, error) {
 	}
 	return texts, sc.Err()
 }
+
+// TestBurstAdmission: a burst larger than queue_length is refused only when
+// the sequence slots are taken too: with queue_length 1 and max_sequences
+// 4, five simultaneous requests all get 200.
+func TestBurstAdmission(t *testing.T) {
+	libs := hostsimLibs(t)
+	s := serve(t, config{Bundle: bundle(t), Extra: "engine:\n  queue_length: 1\n  max_sequences: 4"}.write(t, libs), true)
+	status := make([]int, 5)
+	var wg sync.WaitGroup
+	for i := range status {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":"tinyllama-public","prompt":"Burst %d","max_tokens":8,"temperature":0}`, i)
+			status[i] = s.post(t, "/v1/completions", body).Status
+		})
+	}
+	wg.Wait()
+	for i, st := range status {
+		if st != 200 {
+			t.Errorf("request %d of the burst: %d, want 200 (statuses %v)", i, st, status)
+		}
+	}
+}

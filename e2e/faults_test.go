@@ -103,7 +103,9 @@ func TestExecuteFailures(t *testing.T) {
 func TestSlowNPU(t *testing.T) {
 	libs := hostsimLibs(t)
 	tiny := bundle(t)
-	cfg := config{Bundle: tiny, Extra: "engine:\n  queue_length: 1"}.write(t, libs)
+	// One sequence at a time: the queue's one place is all there is (with
+	// free sequence slots a burst is admitted beyond queue_length).
+	cfg := config{Bundle: tiny, Extra: "engine:\n  queue_length: 1\n  max_sequences: 1"}.write(t, libs)
 	p := serve(t, cfg, true, "HOSTSIM_LATENCY_US_DECODE=50000", "HOSTSIM_LATENCY_US_LMHEAD=50000")
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -587,3 +587,56 @@ func TestBurstAdmission(t *testing.T) {
 		}
 	})
 }
+
+// additivePool is a Pool whose step costs the sum of its rows (as a
+// QHexRT-contract bundle's steps, whose sequences take turns).
+type additivePool struct{ *inferencetest.Pool }
+
+func (p additivePool) StepCost(rows int) time.Duration { return time.Duration(rows) * stepLatency }
+
+// TestPromptStepOnAdditiveModel: on a model whose rows cost calls of their
+// own, a step carries one decode row (round-robin) and a new prompt gets a
+// step without any (its first token comes one short step after it is
+// admitted), once. On a multi-row model the prompt shares the step with
+// every stream's decode row.
+func TestPromptStepOnAdditiveModel(t *testing.T) {
+	for _, additive := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			pool := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, poolLimits)
+			pool.SetLatency(stepLatency)
+			var m inference.Model = pool
+			if additive {
+				m = additivePool{pool}
+			}
+			e := inference.New(m, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4})
+			defer e.Close()
+			var streams []*inference.Stream
+			for i := range 2 {
+				s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
+				if err != nil {
+					t.Fatal(err)
+				}
+				streams = append(streams, s)
+			}
+			time.Sleep(5 * stepLatency)
+			before := len(pool.Steps())
+			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, s)
+			for _, s := range streams {
+				if _, err := inference.Collect(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps := pool.Steps()[before:]
+			switch {
+			case additive && (len(steps) < 2 || steps[0] != 3 || slices.ContainsFunc(steps[1:], func(n int) bool { return n != 1 })):
+				t.Errorf("additive: steps %v, want the prompt's 3 rows alone, then one decode row a step", steps)
+			case !additive && (len(steps) < 1 || steps[0] != 5):
+				t.Errorf("multi-row: steps %v, want the prompt's rows beside the streams'", steps)
+			}
+		})
+	}
+}

@@ -45,7 +45,13 @@
 //     smaller, leaving a waiting prompt at least one), the rows left to
 //     prompt chunks, oldest request first, what is left after that to
 //     speculative draft rows (a Run of 1+k tokens), planned per sequence
-//     from the acceptance estimate and StepCost.
+//     from the acceptance estimate and StepCost. On a model whose step
+//     costs the sum of its rows (StepCost(2) ≈ 2·StepCost(1): a
+//     QHexRT-contract bundle runs each sequence's rows as calls of their
+//     own), a step carries one decode row, round-robin, and a new prompt
+//     gets a step without any, once in a row: grouping rows saves nothing
+//     there and would make the prompt's first token wait for every
+//     stream's call.
 //  3. One Batcher.Step carries all runs; the model picks its graph calls
 //     from measured costs (one multi-row call, or decode calls).
 //  4. Sampling: each run's rows are read in order and sampled by its

@@ -84,7 +84,8 @@ type Engine struct {
 	retained   []*seq          // finished sequences kept in the pool with their rows, oldest first
 	sampling   *sample.Workers // samples rows; a step's decode rows in parallel
 	sampleJobs []sample.Job
-	turn       int // rotates the order of decode rows
+	turn       int  // rotates the order of decode rows
+	promptOnly bool // the last step ran prompt rows alone while sequences waited to decode
 	stepNo     int
 	rates      [nSources]float64 // acceptance estimates (prompt lookup's carries over)
 	ratesOwner string            // the owner they were learnt from

@@ -18,6 +18,7 @@ func (e *Engine) step() bool {
 	if len(c.decode) > 0 {
 		e.turn++
 	}
+	e.promptOnly = len(c.decode) > 0 && len(p.work) > 0 && !p.work[0].decoding()
 	if len(p.work) == 0 {
 		n := len(e.active)
 		preempted := e.stalled > 0 && e.preempt()

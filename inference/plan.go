@@ -41,6 +41,9 @@ type candidates struct {
 	turn    int    // rotates the order of decode rows when they are short
 	drafts  bool   // speculative decoding is on
 	cost    func(rows int) time.Duration
+	// promptOnly: the last step ran prompt rows alone while sequences
+	// waited to decode (at most one such step in a row).
+	promptOnly bool
 }
 
 // plan chooses a step's runs from c, changing nothing: one decode row for
@@ -61,6 +64,18 @@ func plan(c candidates) stepPlan {
 	ndec := min(len(decode), budget)
 	if len(c.prefill) > 0 && ndec == budget && (budget > 1 || (c.turn+1)%2 == 0) {
 		ndec--
+	}
+	if ndec > 0 && c.additive() {
+		// Runs take turns (each decode row costs a call of its own), so a
+		// step of several decode rows costs no less than as many steps of
+		// one, and every token of it waits for the slowest: a step carries
+		// one decode row (round-robin), and a new prompt, which would wait
+		// behind it, gets a step of its own, once; the streams lose one
+		// row's time.
+		ndec = 1
+		if c.newPrompt() && !c.promptOnly {
+			ndec = 0
+		}
 	}
 	var p stepPlan
 	for _, w := range decode[:ndec] {
@@ -94,6 +109,24 @@ func plan(c candidates) stepPlan {
 	return p
 }
 
+// newPrompt reports whether a prompt waits for its request's first token.
+func (c *candidates) newPrompt() bool {
+	for _, s := range c.prefill {
+		if s.generated == 0 && s.g.firstStep == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// additive reports whether the model's step cost is the sum of its rows'
+// (a QHexRT-contract bundle runs each sequence's rows as calls of their
+// own) rather than one multi-row call's.
+func (c *candidates) additive() bool {
+	one := c.cost(1)
+	return one > 0 && c.cost(2) >= one*19/10
+}
+
 // stepCosts prices a sequence's 1+k rows in a step that already carries
 // base rows (its own one included): the step's time either way.
 type stepCosts struct {
@@ -111,7 +144,7 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 // for proposals.
 func (e *Engine) gather() candidates {
 	c := candidates{rows: e.model.BatchLimits().Rows, turn: e.turn,
-		drafts: e.cfg.Speculative.Enabled, cost: e.model.StepCost}
+		drafts: e.cfg.Speculative.Enabled, cost: e.model.StepCost, promptOnly: e.promptOnly}
 	e.stalled = 0
 	for _, g := range e.active {
 		if err := g.run.Err(); err != nil && g.abort == "" {

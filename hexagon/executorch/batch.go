@@ -11,7 +11,7 @@ import (
 )
 
 // maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 16
+const maxPoolSequences = 64
 
 // The Runner as an inference.Batcher: the shared caches become a pool of
 // the decode layout's CL − 1 slots (those from CL − AR on only through

@@ -36,7 +36,7 @@ type Config struct {
 }
 
 // maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 16
+const maxPoolSequences = 64
 
 // Runner runs a Genie bundle's graphs. It is not safe for concurrent use.
 type Runner struct {

@@ -86,11 +86,18 @@ void hs_et_forget(void) {
   }
 }
 
-/* pois_rows returns the poisoned-rows record of buffer p (AR rows), all clear for a new one; NULL
+/* pois_rows returns the poisoned-rows record of buffer p (AR rows), all clear for a new one (which
+ * drops records of p under another row count: a graph of another window shares the buffer); NULL
  * without memory. */
 static unsigned char *pois_rows(void *p, int AR) {
   for (int i = 0; i < POIS_BUFS; i++)
     if (g_pois[i].p == p && g_pois[i].ar == AR) return g_pois[i].rows;
+  for (int i = 0; i < POIS_BUFS; i++) /* another graph's view of the same buffer wrote into it */
+    if (g_pois[i].p == p) {
+      free(g_pois[i].rows);
+      g_pois[i].p = NULL;
+      g_pois[i].rows = NULL;
+    }
   int i = g_pois_next++ % POIS_BUFS;
   unsigned char *r = calloc((size_t)AR, 1);
   if (!r) return NULL;

@@ -38,7 +38,7 @@ var (
 )
 
 // maxPoolSequences bounds the sequences open at once on a chunked bundle.
-const maxPoolSequences = 16
+const maxPoolSequences = 64
 
 // defaultSeqKVBytes is the KV-set budget when Config.SeqKVBytes is 0. Sets
 // are allocated when sequences open, so the budget costs nothing until
@@ -91,7 +91,7 @@ func (r *Runner) maxSets() int {
 	return int(min(max(budget/r.kvSetBytes(), 1), maxPoolSequences))
 }
 
-// BatchLimits: on a chunked bundle up to 16 sequences, a prefill window
+// BatchLimits: on a chunked bundle up to 64 sequences, a prefill window
 // of rows per Step and the CTX slots of the cache; on a QHexRT-contract
 // bundle as many sequences as KV sets fit the budget, each with CTX slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
