@@ -48,19 +48,19 @@ type Runner struct {
 	parts []*part
 	ars   []*arGraph // by AR, ascending
 
-	layers, nkv, hd, vocab, cl, hidden int
-	kvE                                graphio.Elem
-	es                                 int
-	kv                                 []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
-	k, v                               [][]byte
-	kS, vS                             graphio.Slots
-	stride                             int                // past slots per row of the current layout
-	maxP                               int                // slots at the widest stride (CL − min AR)
-	slots                              int                // pool slots: CL − min AR (the AR-1 graphs' past)
-	kept                               []inference.Logits // rowByRow's logits copies
-	rope                               []float32          // [CL][half] cos then [CL][half] sin
-	half                               int
-	pool                               *graphio.Pool
+	layers, nkv, hd, cl, hidden int
+	kvE                         graphio.Elem
+	es                          int
+	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
+	k, v                        [][]byte
+	kS, vS                      graphio.Slots
+	stride                      int                // past slots per row of the current layout
+	maxP                        int                // slots at the widest stride (CL − min AR)
+	slots                       int                // pool slots: CL − min AR (the AR-1 graphs' past)
+	kept                        []inference.Logits // rowByRow's logits copies
+	rope                        []float32          // [CL][half] cos then [CL][half] sin
+	half                        int
+	pool                        *graphio.Pool
 
 	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
 	copyJob *copyJob     // the last call's KV write-back; nil: none pending
@@ -525,7 +525,7 @@ func (r *Runner) partOf(l int) int {
 
 func (r *Runner) setupGraph(g *arGraph) error {
 	g.kOut, g.vOut = make([][]byte, r.layers), make([][]byte, r.layers)
-	for k, info := range g.infos {
+	for _, info := range g.infos {
 		for _, t := range append(slices.Clip(info.Inputs), info.Outputs...) {
 			if _, _, in, ok := kvName(t.Name); ok && in {
 				continue
@@ -567,7 +567,6 @@ func (r *Runner) setupGraph(g *arGraph) error {
 					}
 				}
 			}
-			_ = k
 		}
 	}
 	g.rowsE = make([]float32, g.ar*r.half)
@@ -639,11 +638,9 @@ func (r *Runner) bind() error {
 
 // Info describes the model: the context is the AR-1 graphs' past, CL − 1 (CL − the smallest AR).
 func (r *Runner) Info() inference.ModelInfo {
-	return inference.ModelInfo{Name: r.name, VocabSize: r.vocab0(), ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
+	return inference.ModelInfo{Name: r.name, VocabSize: r.bc.NVocab, ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
 		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}
 }
-
-func (r *Runner) vocab0() int { return r.bc.NVocab }
 
 // Defaults are dialog.sampler's values, the model's defaults when a request sets none.
 func (r *Runner) Defaults() Sampler { return r.bc.Sampler }

@@ -1145,13 +1145,21 @@ static void et_reset(void) { /* caller holds g_mu */
   for (int i = 0; i < g_et_rows; i++) g_et_rowtok[i] = -1;
 }
 
+/* script_rows is et_script_first's decision for a call of AR rows: the rows' tokens and positions,
+ * and which rows are valid (valid[0..nv)); NULL valid: decide which from the mask rows (ExecuTorch). */
+static void script_rows(int AR, const int32_t *tok, const int32_t *pos, const int *gvalid, int gnv,
+                        const hs_tensor *mt, const void *mbuf, int CL);
+
 static void et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
+  script_rows((int)io->ar, in[io->tokens], in[io->pos], NULL, 0, &g->in[io->mask], in[io->mask], (int)io->cl);
+}
+
+static void script_rows(int AR, const int32_t *tok, const int32_t *pos, const int *gvalid, int gnv,
+                        const hs_tensor *mt, const void *mbuf, int CL) {
   char path[1024];
   const char *sp = sw("HOSTSIM_SCRIPT", path, sizeof path);
-  int AR = (int)io->ar, CL = (int)io->cl;
-  const int32_t *tok = in[io->tokens], *pos = in[io->pos];
-  float *row = malloc(sizeof(float) * (size_t)CL);
-  int *valid = malloc(sizeof(int) * (size_t)AR);
+  float *row = gvalid ? NULL : malloc(sizeof(float) * (size_t)CL);
+  int *valid = malloc(sizeof(int) * (size_t)AR + 1);
   pthread_mutex_lock(&g_mu);
   if (g_et_rows < AR) {
     long *n = realloc(g_et_rowtok, sizeof(long) * (size_t)AR);
@@ -1162,14 +1170,18 @@ static void et_script_first(const hs_graph *g, const hs_et_io *io, void **in) {
   }
   for (int i = 0; i < g_et_rows; i++) g_et_rowtok[i] = -1;
   long t = script_next(sp); /* loads the script (a new path resets the state); the position is unused */
-  if (t < 0 || !row || !valid || g_et_rows < AR) goto done;
+  if (t < 0 || (!row && !gvalid) || !valid || g_et_rows < AR) goto done;
   int nv = 0;
-  for (int i = 0; i < AR; i++) {
-    hs_load(&g->in[io->mask], in[io->mask], (size_t)i * CL, (size_t)CL, row);
-    int v = 0;
-    for (int j = 0; j < CL && !v; j++) v = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
-    if (v) valid[nv++] = i; /* else a padding row */
-  }
+  if (gvalid) {
+    memcpy(valid, gvalid, sizeof(int) * (size_t)gnv);
+    nv = gnv;
+  } else
+    for (int i = 0; i < AR; i++) {
+      hs_load(mt, mbuf, (size_t)i * CL, (size_t)CL, row);
+      int v = 0;
+      for (int j = 0; j < CL && !v; j++) v = row[j] > -100.0f && !isnan(row[j]); /* ET_BLOCKED */
+      if (v) valid[nv++] = i; /* else a padding row */
+    }
   if (!nv) goto done;
   int f = valid[0];
   size_t base = g_et_base;
@@ -1237,6 +1249,63 @@ static Qnn_ErrorHandle_t run_et(hs_graph_h *gh, void **in, void **out) {
   return code ? set_err(code, "%s", err) : QNN_SUCCESS;
 }
 
+/* HOSTSIM_SCRIPT on Genie graphs follows the ExecuTorch rules above. Part 1 records the input ids;
+ * the part holding layer 0 decides from its mask: a row attending nothing is padding, and a row's
+ * position is the number of columns it attends minus one (it attends its sequence's rows 0…p). The
+ * last part writes the tokens. */
+static int32_t *g_genie_ids;
+static int g_genie_nids;
+
+static void genie_script_first(const hs_model *m, const hs_graph *g, void **in) {
+  char path[1024];
+  if (!sw("HOSTSIM_SCRIPT", path, sizeof path)) {
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < g_et_rows; i++) g_et_rowtok[i] = -1; /* no script: the last part forces nothing */
+    pthread_mutex_unlock(&g_mu);
+    return;
+  }
+  hs_genie_io io;
+  char err[256];
+  if (hs_genie_bind(&m->d, g, &io, err, sizeof err)) return;
+  int AR = (int)io.ar, CL = (int)io.cl;
+  if (io.first) {
+    pthread_mutex_lock(&g_mu);
+    int32_t *n = g_genie_nids < AR ? realloc(g_genie_ids, sizeof(int32_t) * (size_t)AR) : g_genie_ids;
+    if (n) {
+      g_genie_ids = n;
+      if (g_genie_nids < AR) g_genie_nids = AR;
+      memcpy(g_genie_ids, in[io.ids], sizeof(int32_t) * (size_t)AR);
+    }
+    pthread_mutex_unlock(&g_mu);
+  } else if (io.mask >= 0 && m->d.layer0 == 0 && g_genie_nids >= AR) {
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)AR), *pos = malloc(sizeof(int32_t) * (size_t)AR);
+    int *valid = malloc(sizeof(int) * (size_t)AR);
+    float *row = malloc(sizeof(float) * (size_t)CL);
+    int nv = 0;
+    if (tok && pos && valid && row) {
+      pthread_mutex_lock(&g_mu);
+      memcpy(tok, g_genie_ids, sizeof(int32_t) * (size_t)AR);
+      pthread_mutex_unlock(&g_mu);
+      const hs_tensor *mt = &g->in[io.mask];
+      for (int i = 0; i < AR; i++) {
+        int open = 0;
+        if (mt->dtype == QNN_DATATYPE_UFIXED_POINT_16) {
+          const uint16_t *q = (const uint16_t *)in[io.mask] + (size_t)i * CL;
+          for (int j = 0; j < CL; j++) open += q[j] == 65535;
+        } else {
+          hs_load(mt, in[io.mask], (size_t)i * CL, (size_t)CL, row);
+          for (int j = 0; j < CL; j++) open += row[j] == 0;
+        }
+        pos[i] = open ? open - 1 : 0;
+        if (open) valid[nv++] = i;
+      }
+      script_rows(AR, tok, pos, valid, nv, NULL, NULL, CL);
+    }
+    free(tok); free(pos); free(valid); free(row);
+  }
+  hs_genie_io_free(&io);
+}
+
 static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, uint32_t nIn, Qnn_Tensor_t *outputs,
                                       uint32_t nOut, void *profile, void *signal) {
   (void)profile;
@@ -1278,8 +1347,10 @@ static Qnn_ErrorHandle_t graphExecute(void *graph, const Qnn_Tensor_t *inputs, u
     shards = gh->ctx->model.d.shards;
   } else if (kind == HS_KIND_GENIE) {
     char gerr[512];
+    genie_script_first(&gh->ctx->model, gh->g, inp);
     uint32_t code = hs_genie_run(&gh->ctx->model, gh->g, inp, outp, gerr, sizeof gerr);
     e = code ? set_err(code, "%s", gerr) : QNN_SUCCESS;
+    if (!e && !strcmp(gh->g->out[gh->g->nout - 1].name, "logits")) et_force(&gh->ctx->model, gh->g, outp, (int)gh->g->window);
     kind = gh->g->window == 1 ? HS_KIND_DECODE : HS_KIND_PREFILL; /* a part gets 1/N of the step's floor */
     shards = gh->ctx->model.d.shards;
   } else e = kind == HS_KIND_LMHEAD ? run_lmhead(gh, inp, outp) : run_llama(gh, inp, outp);
