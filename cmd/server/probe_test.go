@@ -1,3 +1,5 @@
+//go:build !nomkmodel
+
 package main
 
 import (

@@ -87,9 +87,20 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 			acc[q>>16].sum -= 1<<40 | uint64(q&0xffff) // still listed, but skipped
 		}
 	}
+	n, z := s.bucketWeights(thr, m)
+	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
+	s.bk.bTop, s.zk = -1, z
+	s.topPBuckets(z)
+	return true
+}
+
+// bucketWeights turns the histogram into each bucket's estimated weight
+// (bk.bw) and each block of 64 buckets' sum (bk.bblk), adds the touched
+// ids' exact weights, and returns how many candidates lie above thr and
+// their total weight.
+func (s *Sampler) bucketWeights(thr, m float32) (n int, z float64) {
 	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
-	n := 0
-	for b, e := range acc {
+	for b, e := range s.bk.acc {
 		a := e.sum
 		c, f := float64(a>>40), float64(a&(1<<40-1))
 		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
@@ -103,7 +114,6 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 			n++
 		}
 	}
-	var z float64
 	for i := range s.bk.bblk {
 		var bz float64
 		for _, w := range s.bk.bw[i*64 : i*64+64] {
@@ -112,8 +122,14 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 		s.bk.bblk[i] = bz
 		z += bz
 	}
-	s.big, s.wasBig, s.inRange = true, n >= s.bigMin, n
-	s.bk.bTop, s.zk = -1, z
+	return n, z
+}
+
+// topPBuckets keeps, when top_p applies, the best candidates whose mass
+// reaches p·z (s.pbuf and s.pw): whole buckets from the top are passed by
+// their estimated mass, and only the bucket where the cumulative mass
+// crosses p is gathered, weighed exactly and sorted.
+func (s *Sampler) topPBuckets(z float64) {
 	kept, kw := s.pbuf[:0], s.pw[:0]
 	if p := float64(s.p.TopP); p > 0 && p < 1 {
 		mass, cum := p*z, 0.0
@@ -153,7 +169,6 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 		}
 	}
 	s.pbuf, s.pw = kept, kw
-	return true
 }
 
 // bucket returns the candidates of bucket b (untouched from its list, then
