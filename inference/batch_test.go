@@ -640,3 +640,42 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 		})
 	}
 }
+
+// geniePool costs one AR-1 call for a row and one AR-128 call (twice that) for any more: two rows
+// are as dear as two calls, four rows are not.
+type geniePool struct{ *inferencetest.Pool }
+
+func (p geniePool) StepCost(rows int) time.Duration {
+	if rows <= 1 {
+		return stepLatency
+	}
+	return 2 * stepLatency
+}
+
+// TestDecodeRowsOnGenieCosts: with four streams decoding on a model whose multi-row call costs two
+// single-row calls, a step carries all four decode rows (the additive test asks about the step's
+// own rows, not about two).
+func TestDecodeRowsOnGenieCosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, poolLimits)
+		pool.SetLatency(stepLatency)
+		e := inference.New(geniePool{pool}, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4})
+		defer e.Close()
+		var streams []*inference.Stream
+		for i := range 4 {
+			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, s)
+		}
+		for _, s := range streams {
+			if _, err := inference.Collect(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(pool.Steps()); n > 30 {
+			t.Errorf("%d steps for four streams of 20 tokens (%v): their decode rows did not share steps", n, pool.Steps())
+		}
+	})
+}
