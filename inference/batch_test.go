@@ -21,11 +21,27 @@ const stepLatency = 10 * time.Millisecond
 
 func setupPool(t *testing.T, lim inference.BatchLimits, cfg inference.Config) (*inference.Engine, *inferencetest.Pool) {
 	t.Helper()
-	m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
-	m.SetLatency(stepLatency)
+	m := newPool(lim)
 	e := inference.New(m, inferencetest.NewVocab(words), cfg)
 	t.Cleanup(func() { e.Close() })
 	return e, m
+}
+
+// newPool returns a scripted pool with limits lim whose steps take stepLatency.
+func newPool(lim inference.BatchLimits) *inferencetest.Pool {
+	m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
+	m.SetLatency(stepLatency)
+	return m
+}
+
+// collectAll collects every stream, failing on an error.
+func collectAll(t *testing.T, streams []*inference.Stream) {
+	t.Helper()
+	for _, s := range streams {
+		if _, err := inference.Collect(s); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 var poolLimits = inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 1024}
@@ -65,6 +81,19 @@ func mostOpen(m *inferencetest.Pool) int {
 	return most
 }
 
+// aloneTokens runs each request by itself on a fresh pool engine with cfg
+// and returns each one's choices' tokens.
+func aloneTokens(t *testing.T, cfg inference.Config, reqs []inference.Request) [][][]int32 {
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, cfg)
+			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+		})
+	}
+	return alone
+}
+
 func choiceTokens(r inference.Result) [][]int32 {
 	var out [][]int32
 	for _, c := range r.Choices {
@@ -84,13 +113,7 @@ func TestPoolSideBySide(t *testing.T) {
 		{Prompt: slices.Repeat([]int32{7}, 40), MaxTokens: 8}, // a prompt longer than a step's rows
 		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Prediction: "Hello"},
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{Speculative: inference.DefaultSpeculative}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative, MaxSequences: 8})
 		start := time.Now()
@@ -265,13 +288,7 @@ func TestPoolGrowAndPreempt(t *testing.T) {
 	for i := range 4 {
 		reqs = append(reqs, inference.Request{Prompt: []int32{int32(30 + i), 2}, MaxTokens: 40})
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}, inference.Config{MaxSequences: 4, Registerer: reg})
@@ -284,24 +301,10 @@ func TestPoolGrowAndPreempt(t *testing.T) {
 		if open, most := openAfterClose(e, m), mostOpen(m); open != 0 || most < 2 {
 			t.Errorf("%d open at the end, at most %d at once", open, most)
 		}
-		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_preemptions_total"); n == 0 {
 			t.Error("no preemption: the test does not exercise it")
 		}
 	})
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // TestPoolParallelSampling: seeded requests sampled by up to four
@@ -317,14 +320,8 @@ func TestPoolParallelSampling(t *testing.T) {
 		reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i), 2}, MaxTokens: 24, N: 1 + i%2,
 			Sampling: inference.Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}})
 	}
-	alone := make([][][]int32, len(reqs))
 	restore := inference.SetSampleHelpers(0)
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	restore()
 	defer inference.SetSampleHelpers(3)()
 	synctest.Test(t, func(t *testing.T) {
@@ -350,24 +347,10 @@ func TestPoolParallelSampling(t *testing.T) {
 		if model <= 0 || host < 0 {
 			t.Errorf("step times: host %v, model %v", host, model)
 		}
-		if n := histCount(t, reg, "hexserve_step_host_share"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_step_host_share"); n == 0 {
 			t.Error("no host share observed")
 		}
 	})
-}
-
-func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
 }
 
 // TestSeededLogitBiasRepeats: a seeded request with logit_bias gives the
@@ -400,13 +383,7 @@ func TestPoolSharedPrefix(t *testing.T) {
 		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "alice"},
 		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "mallory"},
 	}
-	alone := make([][][]int32, len(later))
-	for i, r := range later {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, later)
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, poolLimits, inference.Config{Registerer: reg})
@@ -435,7 +412,7 @@ func TestPoolSharedPrefix(t *testing.T) {
 		if c := res[1].Usage.CachedTokens; c != 0 {
 			t.Errorf("mallory's cached_tokens %d: another owner's rows were shared", c)
 		}
-		if n := counter(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
+		if n := metricValue(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
 			t.Errorf("shared rows %v", n)
 		}
 	})
@@ -461,8 +438,7 @@ func TestPoolPreemptRestores(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
-		m.SetLatency(stepLatency)
+		m := newPool(lim)
 		st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
@@ -474,7 +450,7 @@ func TestPoolPreemptRestores(t *testing.T) {
 				t.Errorf("request %d: %v (%s), without the store %v", i, got, r.Finish, alone[i])
 			}
 		}
-		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_preemptions_total"); n == 0 {
 			t.Fatal("no preemption: the test does not exercise it")
 		}
 		if m.RestoredRows() == 0 || m.Rows() >= plainRows {
@@ -493,13 +469,7 @@ func TestPoolSharedPrefixAtOnce(t *testing.T) {
 	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
 		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(60+i)), MaxTokens: 8, Owner: owner})
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{})
 		res := submitAll(t, e, reqs)
@@ -533,13 +503,7 @@ func TestPoolSharedPrefixFinished(t *testing.T) {
 		{Prompt: append(slices.Clone(system), 61), MaxTokens: 4, Owner: "alice"},
 		{Prompt: append(slices.Clone(system), 62), MaxTokens: 4, Owner: "mallory"},
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{MaxSequences: 2})
 		res := submitAll(t, e, reqs)
@@ -602,8 +566,7 @@ func (p additivePool) StepCost(rows int) time.Duration { return time.Duration(ro
 func TestPromptStepOnAdditiveModel(t *testing.T) {
 	for _, additive := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			pool := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, poolLimits)
-			pool.SetLatency(stepLatency)
+			pool := newPool(poolLimits)
 			var m inference.Model = pool
 			if additive {
 				m = additivePool{pool}
@@ -625,11 +588,7 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			streams = append(streams, s)
-			for _, s := range streams {
-				if _, err := inference.Collect(s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			collectAll(t, streams)
 			steps := pool.Steps()[before:]
 			switch {
 			case additive && (len(steps) < 2 || steps[0] != 3 || slices.ContainsFunc(steps[1:], func(n int) bool { return n != 1 })):
@@ -657,8 +616,7 @@ func (p geniePool) StepCost(rows int) time.Duration {
 // own rows, not about two).
 func TestDecodeRowsOnGenieCosts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pool := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, poolLimits)
-		pool.SetLatency(stepLatency)
+		pool := newPool(poolLimits)
 		e := inference.New(geniePool{pool}, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4})
 		defer e.Close()
 		var streams []*inference.Stream
@@ -669,11 +627,7 @@ func TestDecodeRowsOnGenieCosts(t *testing.T) {
 			}
 			streams = append(streams, s)
 		}
-		for _, s := range streams {
-			if _, err := inference.Collect(s); err != nil {
-				t.Fatal(err)
-			}
-		}
+		collectAll(t, streams)
 		if n := len(pool.Steps()); n > 30 {
 			t.Errorf("%d steps for four streams of 20 tokens (%v): their decode rows did not share steps", n, pool.Steps())
 		}

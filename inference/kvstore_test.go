@@ -152,7 +152,8 @@ func TestKVStoreNeedsSnapshotter(t *testing.T) {
 	}
 }
 
-// metricValue reads a registered counter or gauge.
+// metricValue reads a registered counter or gauge, or a histogram's count
+// of observations.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -162,7 +163,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			m := mf.GetMetric()[0]
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	t.Fatalf("metric %s not registered", name)
