@@ -46,28 +46,6 @@ func collectAll(t *testing.T, streams []*inference.Stream) {
 
 var poolLimits = inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 1024}
 
-// submitAll submits reqs at once and collects their results.
-func submitAll(t *testing.T, e *inference.Engine, reqs []inference.Request) []inference.Result {
-	t.Helper()
-	res := make([]inference.Result, len(reqs))
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		s, err := e.Submit(t.Context(), r)
-		if err != nil {
-			t.Fatalf("Submit %d: %v", i, err)
-		}
-		wg.Go(func() { res[i], errs[i] = inference.Collect(s) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-	}
-	return res
-}
-
 // openAfterClose closes e (its retained sequences are released) and
 // returns the sequences still open in m.
 func openAfterClose(e *inference.Engine, m *inferencetest.Pool) int {
@@ -88,18 +66,10 @@ func aloneTokens(t *testing.T, cfg inference.Config, reqs []inference.Request) [
 	for i, r := range reqs {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := setupPool(t, poolLimits, cfg)
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+			alone[i] = inferencetest.Tokens(inferencetest.RunAll(t, e, []inference.Request{r})[0])
 		})
 	}
 	return alone
-}
-
-func choiceTokens(r inference.Result) [][]int32 {
-	var out [][]int32
-	for _, c := range r.Choices {
-		out = append(out, c.Tokens)
-	}
-	return out
 }
 
 // TestPoolSideBySide: four requests advance together (one step per token
@@ -117,10 +87,10 @@ func TestPoolSideBySide(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative, MaxSequences: 8})
 		start := time.Now()
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		took := time.Since(start)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
 			}
 			if r.Usage.CompletionTokens != 8*max(reqs[i].N, 1) {
@@ -215,14 +185,14 @@ func TestPoolOwners(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{})
 		p := []int32{10, 11, 12}
-		submitAll(t, e, []inference.Request{
+		inferencetest.RunAll(t, e, []inference.Request{
 			{Prompt: p, MaxTokens: 3, Owner: "alice"},
 			{Prompt: p, MaxTokens: 3, Owner: "mallory"},
 		})
 		if f := m.Forks(); len(f) != 0 {
 			t.Fatalf("forks across requests: %+v", f)
 		}
-		r := submitAll(t, e, []inference.Request{{Prompt: p, MaxTokens: 3, N: 3, Owner: "alice"}})[0]
+		r := inferencetest.RunAll(t, e, []inference.Request{{Prompt: p, MaxTokens: 3, N: 3, Owner: "alice"}})[0]
 		if f := m.Forks(); len(f) != 2 || len(r.Choices) != 3 {
 			t.Fatalf("forks %+v for n = 3", f)
 		}
@@ -268,10 +238,10 @@ func TestPoolNoStarvation(t *testing.T) {
 			reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i)}, MaxTokens: 30})
 		}
 		var wg sync.WaitGroup
-		wg.Go(func() { submitAll(t, e, reqs) })
+		wg.Go(func() { inferencetest.RunAll(t, e, reqs) })
 		time.Sleep(10 * stepLatency)
 		t0 := time.Now()
-		r := submitAll(t, e, []inference.Request{{Prompt: []int32{1, 2, 3, 4}, MaxTokens: 1}})[0]
+		r := inferencetest.RunAll(t, e, []inference.Request{{Prompt: []int32{1, 2, 3, 4}, MaxTokens: 1}})[0]
 		if d := time.Since(t0); r.Usage.CompletionTokens != 1 || d > 8*stepLatency {
 			t.Fatalf("a new prompt behind 3 decoding sequences on 2-row steps: %v, %+v", d, r.Usage)
 		}
@@ -292,9 +262,9 @@ func TestPoolGrowAndPreempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}, inference.Config{MaxSequences: 4, Registerer: reg})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
 				t.Errorf("request %d: %v (%s), alone %v", i, got, r.Finish, alone[i])
 			}
 		}
@@ -327,10 +297,10 @@ func TestPoolParallelSampling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 8, Registerer: reg})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		distinct := map[int32]bool{}
 		for i, r := range res {
-			got := choiceTokens(r)
+			got := inferencetest.Tokens(r)
 			if !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
 			}
@@ -363,7 +333,7 @@ func TestSeededLogitBiasRepeats(t *testing.T) {
 	for i := range 8 {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := setupPool(t, poolLimits, inference.Config{})
-			got := choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+			got := inferencetest.Tokens(inferencetest.RunAll(t, e, []inference.Request{r})[0])
 			if i == 0 {
 				first = got
 			} else if !slices.EqualFunc(got, first, slices.Equal) {
@@ -394,12 +364,12 @@ func TestPoolSharedPrefix(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { _, err := inference.Collect(s); done <- err }()
 		time.Sleep(5 * stepLatency) // its prompt is in, it decodes
-		res := submitAll(t, e, later)
+		res := inferencetest.RunAll(t, e, later)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, later[i].Owner, got, alone[i])
 			}
 		}
@@ -431,8 +401,8 @@ func TestPoolPreemptRestores(t *testing.T) {
 	var alone [][][]int32
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, lim, inference.Config{MaxSequences: 4})
-		for _, r := range submitAll(t, e, reqs) {
-			alone = append(alone, choiceTokens(r))
+		for _, r := range inferencetest.RunAll(t, e, reqs) {
+			alone = append(alone, inferencetest.Tokens(r))
 		}
 		plainRows = m.Rows()
 	})
@@ -445,8 +415,8 @@ func TestPoolPreemptRestores(t *testing.T) {
 		}
 		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4, KVStore: st, Registerer: reg})
 		defer e.Close()
-		for i, r := range submitAll(t, e, reqs) {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+		for i, r := range inferencetest.RunAll(t, e, reqs) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
 				t.Errorf("request %d: %v (%s), without the store %v", i, got, r.Finish, alone[i])
 			}
 		}
@@ -472,9 +442,9 @@ func TestPoolSharedPrefixAtOnce(t *testing.T) {
 	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
 			}
 			if want := map[bool]int{true: len(system), false: 0}[i == 1 || i == 2]; r.Usage.CachedTokens != want {
@@ -506,9 +476,9 @@ func TestPoolSharedPrefixFinished(t *testing.T) {
 	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{MaxSequences: 2})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
 			}
 		}

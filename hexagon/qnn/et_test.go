@@ -302,11 +302,7 @@ func TestHostsimExecuTorchTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	t.Logf("calibrated ranges: K %.3g V %.3g hidden %.3g logits %.3g", ranges.K, ranges.V, ranges.Hidden, ranges.Logits)
 	u8, u16, f32 := simfile.UFixed8, simfile.UFixed16, simfile.F32
 	// tol is the documented bound (FORMAT.md) on |logit − reference| over the whole vocabulary,
@@ -380,11 +376,7 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	s := etSpec(t, ranges, simfile.UFixed8, simfile.UFixed16, simfile.UFixed16, 1)
 	paths := writeET(t, t.TempDir(), c, s)
 	base := newETHost(t, r, c, paths, s).run(seq, 8)
@@ -592,11 +584,7 @@ func TestLoadContextDataGroup(t *testing.T) {
 		}
 		bins = append(bins, b)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	g := &Group{SpillFill: 1 << 20}
 	first, err := r.LoadContextData("shard0", bins[0], g)
 	if err != nil || g.First != first {

@@ -112,3 +112,22 @@ func (h *hostsimLib) Set(t testing.TB, name, value string) {
 	}
 	t.Cleanup(func() { h.set(&n[0], nil) })
 }
+
+// openRuntime opens a runtime on cfg, closed when the test ends; then,
+// when h is not nil, hostsim must hold nothing of it.
+func openRuntime(t *testing.T, cfg Config, h *hostsimLib) *Runtime {
+	t.Helper()
+	r, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+		if h != nil {
+			checkNoLeaks(t, h)
+		}
+	})
+	return r
+}

@@ -37,16 +37,7 @@ func TestHostsimRegistrationKinds(t *testing.T) {
 	h := openHostsimLib(t, dir)
 	m := newLMHeadModel(8, 16) // x [1 8], logits [1 16], float32
 	path := m.write(t, t.TempDir())
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-		checkNoLeaks(t, h)
-	}()
+	r := openRuntime(t, hostsimConfig(dir), h)
 	ctx, err := r.LoadContext(path)
 	if err != nil {
 		t.Fatal(err)
@@ -127,16 +118,7 @@ func TestHostsimRegisterFallback(t *testing.T) {
 	lg := zerolog.New(&logs)
 	cfg := hostsimConfig(dir)
 	cfg.Logger = &lg
-	r, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-		checkNoLeaks(t, h)
-	}()
+	r := openRuntime(t, cfg, h)
 	x, err := r.Alloc(32)
 	if err != nil {
 		t.Fatal(err)
