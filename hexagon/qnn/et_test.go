@@ -85,10 +85,7 @@ func newETHost(t testing.TB, r *Runtime, c tinyllama.Config, paths []string, s s
 	h := &etHost{t: t, r: r, c: c, es: s.KV.Size()}
 	h.first, _ = simfile.ShardLayers(c.NumHiddenLayers, s.Shards)
 	for _, p := range paths {
-		ctx, err := r.LoadContext(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ctx := loadContext(t, r, p)
 		t.Cleanup(func() { ctx.Close() })
 		h.ctxs = append(h.ctxs, ctx)
 	}

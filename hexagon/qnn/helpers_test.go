@@ -131,3 +131,23 @@ func openRuntime(t *testing.T, cfg Config, h *hostsimLib) *Runtime {
 	})
 	return r
 }
+
+// loadContext loads the context binary at path into r, failing t on an error.
+func loadContext(t testing.TB, r *Runtime, path string) *Context {
+	t.Helper()
+	ctx, err := r.LoadContext(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// graph returns ctx's graph name, failing t on an error.
+func graph(t testing.TB, ctx *Context, name string) *Graph {
+	t.Helper()
+	g, err := ctx.Graph(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}

@@ -244,15 +244,9 @@ func TestHostsimExecute(t *testing.T) {
 				cfg.RPCMem = ""
 			}
 			r := openRuntime(t, cfg, h)
-			ctx, err := r.LoadContext(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx := loadContext(t, r, path)
 			gi := ctx.Graphs()[0]
-			g, err := ctx.Graph("lmhead")
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := graph(t, ctx, "lmhead")
 			xb, yb := gi.Inputs[0].Bytes(), gi.Outputs[0].Bytes()
 			var in, out []Binding
 			var xbuf, ybuf []byte
@@ -320,17 +314,11 @@ func TestHostsimBindAndExecuteErrors(t *testing.T) {
 		r.Close()
 		checkNoLeaks(t, h)
 	}()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := loadContext(t, r, path)
 	if _, err := ctx.Graph("prefill"); err == nil || !strings.Contains(err.Error(), `"prefill"`) || !strings.Contains(err.Error(), "lmhead") {
 		t.Errorf("unknown graph: %v", err)
 	}
-	g, err := ctx.Graph("lmhead")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := graph(t, ctx, "lmhead")
 	small, _ := r.Alloc(16)
 	bx, _ := r.Alloc(32)
 	by, _ := r.Alloc(64)
@@ -426,10 +414,7 @@ func TestHostsimTinyLlama(t *testing.T) {
 	hs.reset()
 	path, h := tinyLlama(t, t.TempDir())
 	r := openRuntime(t, hostsimConfig(dir), hs)
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := loadContext(t, r, path)
 	gs := ctx.Graphs()
 	if len(gs) != 3 || gs[0].Name != "prefill" || gs[1].Name != "decode" || gs[2].Name != "lmhead" {
 		t.Fatalf("graphs: %v", gs)
@@ -549,10 +534,7 @@ func TestHostsimSetenvReachesC(t *testing.T) {
 	m := newLMHeadModel(8, 16)
 	path := m.write(t, t.TempDir())
 	r := openRuntime(t, hostsimConfig(dir), nil)
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := loadContext(t, r, path)
 	g, _ := ctx.Graph("lmhead")
 	x, _ := r.Alloc(32)
 	y, _ := r.Alloc(64)
