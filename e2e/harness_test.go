@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -425,4 +426,29 @@ func (s *hexserve) health(t testing.TB) reply {
 func (s *hexserve) metrics(t testing.TB) string {
 	t.Helper()
 	return s.do(t, "GET", "/metrics", "").Body
+}
+
+// errorCase is a call the server must refuse with an OpenAI error of this
+// status, code and param (and a message).
+type errorCase struct {
+	name        string
+	call        func() error
+	status      int
+	code, param string
+}
+
+// checkErrors makes each case's call and checks the error it returns.
+func checkErrors(t *testing.T, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		err := tc.call()
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) {
+			t.Errorf("%s: error %v is not an *openai.Error", tc.name, err)
+			continue
+		}
+		if apiErr.StatusCode != tc.status || apiErr.Code != tc.code || apiErr.Param != tc.param || apiErr.Message == "" {
+			t.Errorf("%s: %d code=%q param=%q: %s", tc.name, apiErr.StatusCode, apiErr.Code, apiErr.Param, apiErr.RawJSON())
+		}
+	}
 }
