@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,6 +114,16 @@ type reply struct {
 	Status int
 	Header http.Header
 	Body   []byte
+}
+
+// expect does the request and fails t unless the reply's status is status.
+func (r *rig) expect(t testing.TB, status int, method, path, body string, hdr ...string) reply {
+	t.Helper()
+	rep := r.do(t, method, path, body, hdr...)
+	if rep.Status != status {
+		t.Fatalf("status %d, want %d; body %s", rep.Status, status, rep.Body)
+	}
+	return rep
 }
 
 func (r *rig) do(t testing.TB, method, path, body string, hdr ...string) reply {
@@ -355,18 +366,8 @@ func TestBadInput(t *testing.T) {
 			if c.bug != "" {
 				t.Skip(c.bug)
 			}
-			rg := c.rig
-			if rg == nil {
-				rg = r
-			}
-			method := c.method
-			if method == "" {
-				method = "POST"
-			}
-			rep := rg.do(t, method, c.path, c.body, c.hdr...)
-			if rep.Status != c.status {
-				t.Fatalf("status %d, want %d; body %s", rep.Status, c.status, rep.Body)
-			}
+			rg := cmp.Or(c.rig, r)
+			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), c.path, c.body, c.hdr...)
 			if c.status == 200 {
 				rg.assertHealthy(t)
 				return

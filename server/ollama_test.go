@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +173,7 @@ func TestOllamaGenerate(t *testing.T) {
 		calls := g.fm.Calls()
 		seq := calls[len(calls)-1].Seq
 		want := append([]int32{128000}, tok.Encode("The sky is", false, false)...)
-		if len(seq) < len(want) || !equalIDs(seq[:len(want)], want) || seq[1] == 128000 {
+		if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) || seq[1] == 128000 {
 			t.Fatalf("raw %q: prompt %v, want %v (%s)", raw, seq, want, body)
 		}
 	}
@@ -187,18 +188,6 @@ func TestOllamaGenerate(t *testing.T) {
 			t.Fatalf("keep_alive %q: %s", ka, body)
 		}
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestOllamaBadInput: every bad request gets its status and Ollama's
