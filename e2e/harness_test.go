@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/internal/hostsimtest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -204,32 +204,15 @@ type hexserve struct {
 	URL    string // http://127.0.0.1:PORT
 	Model  string // the served model id (set by start)
 	cmd    *exec.Cmd
-	log    *syncBuffer // stdout and stderr
+	log    *syncbuf.Buffer // stdout and stderr
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // launch runs `hexserve serve --config cfg` with extra environment and
 // waits until its log says where it listens.
 func launch(bin, cfg string, env ...string) (*hexserve, error) {
-	s := &hexserve{log: &syncBuffer{}, exited: make(chan struct{})}
+	s := &hexserve{log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, "serve", "--config", cfg)
 	s.cmd.Dir = root
 	s.cmd.Env = append(os.Environ(), env...)

@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
@@ -27,24 +27,6 @@ const (
 
 var loadTok = tokenizertest.Llama32
 
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // rig is a real server (router, middleware, engine) on a loopback
 // httptest listener, serving the scripted fake model with the real
 // Llama-3.2 tokenizer.
@@ -52,7 +34,7 @@ type rig struct {
 	URL    string
 	Model  *inferencetest.Model
 	Engine *inference.Engine
-	Log    *lockedBuffer
+	Log    *syncbuf.Buffer
 	srv    *httptest.Server
 }
 
@@ -78,7 +60,7 @@ func newRig(t testing.TB, ro rigOptions) *rig {
 	specials := tok.Specials()
 	fake := inferencetest.NewScripted(inference.ModelInfo{Name: "fake", VocabSize: 128256, ContextLen: 512,
 		BOS: specials.BOS, EOS: []int32{128009}}, script)
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	if ro.logLevel == 0 {
 		ro.logLevel = zerolog.InfoLevel
 	}

@@ -19,14 +19,8 @@ import (
 // the content type and that every line is one JSON object.
 func (g *genServer) ndjsonLines(t *testing.T, path, body string) []map[string]any {
 	t.Helper()
-	resp, err := http.Post(g.URL+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := g.postStream(t, path, body, "application/x-ndjson")
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
-		t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
 	var lines []map[string]any
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
