@@ -116,17 +116,11 @@ func TestPoolSideBySide(t *testing.T) {
 func TestPoolNewRequestStartsSoon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := setupPool(t, poolLimits, inference.Config{})
-		long, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{1}, MaxTokens: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
+		long := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{1}, MaxTokens: 100})
 		go inference.Collect(long)
 		time.Sleep(5*stepLatency + stepLatency/2)
 		t0 := time.Now()
-		s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{2, 3}, MaxTokens: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{2, 3}, MaxTokens: 1})
 		r, err := inference.Collect(s)
 		if err != nil || len(r.Choices[0].Tokens) != 1 {
 			t.Fatalf("%+v %v", r, err)
@@ -209,10 +203,7 @@ func TestPoolTimeout(t *testing.T) {
 			{Prompt: []int32{1}, MaxTokens: 20, Timeout: 55 * time.Millisecond},
 			{Prompt: []int32{2}, MaxTokens: 10},
 		} {
-			s, err := e.Submit(t.Context(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := inferencetest.Submit(t, e, req)
 			wg.Go(func() { res[i], _ = inference.Collect(s) })
 		}
 		wg.Wait()
@@ -357,10 +348,7 @@ func TestPoolSharedPrefix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, poolLimits, inference.Config{Registerer: reg})
-		s, err := e.Submit(t.Context(), long)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := inferencetest.Submit(t, e, long)
 		done := make(chan error, 1)
 		go func() { _, err := inference.Collect(s); done <- err }()
 		time.Sleep(5 * stepLatency) // its prompt is in, it decodes
@@ -545,18 +533,12 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 			defer e.Close()
 			var streams []*inference.Stream
 			for i := range 2 {
-				s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
 				streams = append(streams, s)
 			}
 			time.Sleep(5 * stepLatency)
 			before := len(pool.Steps())
-			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
 			streams = append(streams, s)
 			collectAll(t, streams)
 			steps := pool.Steps()[before:]
@@ -591,10 +573,7 @@ func TestDecodeRowsOnGenieCosts(t *testing.T) {
 		defer e.Close()
 		var streams []*inference.Stream
 		for i := range 4 {
-			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 20})
 			streams = append(streams, s)
 		}
 		collectAll(t, streams)

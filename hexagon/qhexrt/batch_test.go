@@ -33,14 +33,21 @@ type bseq struct {
 	logits [][]float32
 }
 
-// eachVariant runs f on the tiny model of every batch variant; a numeric
-// test, it is skipped under -short (the full, non-race pass runs it).
+// eachVariant runs f on the tiny model of every batch variant (a numeric
+// test: see skipNumeric).
 func eachVariant(t *testing.T, f func(t *testing.T, r *Runner)) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
+	skipNumeric(t)
 	for _, v := range batchVariants {
 		t.Run(v.String(), func(t *testing.T) { f(t, openTiny(t, v)) })
+	}
+}
+
+// skipNumeric skips a numeric model run under -short: the full (non-race)
+// pass runs it.
+func skipNumeric(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
 	}
 }
 

@@ -7,14 +7,20 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// Run submits req to e and collects its result, failing t on an error.
-func Run(t testing.TB, e *inference.Engine, req inference.Request) inference.Result {
+// Submit submits req to e, failing t on an error.
+func Submit(t testing.TB, e *inference.Engine, req inference.Request) *inference.Stream {
 	t.Helper()
 	s, err := e.Submit(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := inference.Collect(s)
+	return s
+}
+
+// Run submits req to e and collects its result, failing t on an error.
+func Run(t testing.TB, e *inference.Engine, req inference.Request) inference.Result {
+	t.Helper()
+	res, err := inference.Collect(Submit(t, e, req))
 	if err != nil {
 		t.Fatal(err)
 	}
