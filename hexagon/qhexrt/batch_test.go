@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // batchVariants are the float32 tiny bundles of both contracts with a
@@ -112,7 +113,7 @@ func drive(t *testing.T, r *Runner, steps int, seqs ...*bseq) {
 			}
 			f := copyLogits(l)
 			s.logits = append(s.logits, f)
-			s.toks = append(s.toks, int32(argmaxOf(f)))
+			s.toks = append(s.toks, int32(tinyllama.Argmax(f)))
 		}
 	}
 	for _, s := range seqs {
@@ -204,7 +205,7 @@ func TestBatchIsolation(t *testing.T) {
 					t.Fatalf("row %d of a changed with b's rows garbled (max %g)", j, maxDiff(got, want[j]))
 				}
 				start = len(toks)
-				toks = append(toks, int32(argmaxOf(want[j])))
+				toks = append(toks, int32(tinyllama.Argmax(want[j])))
 			}
 		})
 	}

@@ -483,7 +483,7 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 		verify := h.step("prefill_forward", []int{5, 6, 99}, 10)
 		rows = append(rows, verify[0], verify[1], verify[2], h.step("kv_forward", []int{8}, 12)[0])
 		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6, 8, 8, 10} {
-			if got := argmax32(rows[i]); got != want {
+			if got := tinyllama.Argmax(rows[i]); got != want {
 				t.Errorf("sample %d: argmax %d, want scripted %d", i, got, want)
 			}
 		}
@@ -517,16 +517,6 @@ func toF64(a [][]float32) [][]float64 {
 		}
 	}
 	return out
-}
-
-func argmax32(v []float32) int {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // executeZero runs g once with zero-filled buffers (tokens 0, positions 0).
