@@ -106,9 +106,7 @@ func TestKVStoreConcurrent(t *testing.T) {
 	e, st := setupKV(t, nil)
 	var wg sync.WaitGroup
 	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			owner := fmt.Sprint("owner", c%3)
 			for i := range 6 {
 				p := append(ids(int32(100*(c%3)), 40+i), int32(c))
@@ -126,7 +124,7 @@ func TestKVStoreConcurrent(t *testing.T) {
 					t.Errorf("client %d: cached %d of %d", c, r.Usage.CachedTokens, len(p))
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if s := st.Stats(); s.Entries == 0 {

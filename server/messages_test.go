@@ -319,11 +319,9 @@ func TestMessagesOverloaded(t *testing.T) {
 	var wg sync.WaitGroup
 	reps := make(chan reply, 4)
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			reps <- r.do(t, "POST", msgPath, msgBody(`"max_tokens":3`))
-		}()
+		})
 	}
 	wg.Wait()
 	close(reps)
