@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/syncbuf"
 )
 
 // docMarker, on the line before a ```sh fence in README.md or docs/*.md,
@@ -125,7 +127,7 @@ func serveDev(t *testing.T, bin string) *hexserve {
 			t.Fatal(err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		s = &hexserve{log: &syncBuffer{}, exited: make(chan struct{}), URL: "http://" + addr}
+		s = &hexserve{log: &syncbuf.Buffer{}, exited: make(chan struct{}), URL: "http://" + addr}
 		s.cmd = exec.Command(bin, "serve", "--config", "configs/dev.yaml", "--addr", addr)
 		s.cmd.Dir = root
 		pr, pw, perr := os.Pipe()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,6 +128,14 @@ func TestGenieAPIs(t *testing.T) {
 	if show := s.post(t, "/api/show", `{"model":"genie"}`); show.Status != 200 || !strings.Contains(show.Body, `"format":"genie"`) {
 		t.Errorf("/api/show: %d %s", show.Status, show.Body)
 	}
+	// dialog.sampler (temp 0.8, top-k 40, top-p 0.95, seed 42) are the bundle's defaults, shown by
+	// /api/show; the .pte keeps the server's (TestGenieSamplerDefaults checks that they apply).
+	if show := s.post(t, "/api/show", `{"model":"genie"}`); !strings.Contains(show.Body, `temperature 0.8`) || !strings.Contains(show.Body, `top_k 40`) {
+		t.Errorf("/api/show of the Genie bundle lacks dialog.sampler's defaults: %s", show.Body)
+	}
+	if show := s.post(t, "/api/show", `{"model":"pte"}`); strings.Contains(show.Body, `temperature 0.8`) {
+		t.Errorf("/api/show of the .pte shows the Genie bundle's defaults: %s", show.Body)
+	}
 	short := goldenCases(t)[0]
 	if got, _ := s.greedy(t, "pte", short); !slices.Equal(got, goldenWant(short)) {
 		t.Errorf("the .pte beside the Genie bundle: %v", got)
@@ -137,5 +146,33 @@ func TestGenieAPIs(t *testing.T) {
 	}
 	if chat := s.post(t, "/v1/chat/completions", `{"model":"genie","messages":[{"role":"user","content":"Again"}],"max_tokens":4}`); chat.Status != 200 {
 		t.Errorf("genie after the bad bundle: %d %s", chat.Status, chat.Body)
+	}
+}
+
+// TestGenieSamplerDefaults: dialog.sampler's values apply to a request that sets none: its seed
+// 42 repeats a sampled text (on the float32 bundle, where a reused prompt row is bit-identical),
+// a request's own seed or temperature 0 overrides them.
+func TestGenieSamplerDefaults(t *testing.T) {
+	s := serveGenie(t, mkgenie(t, "--precision", "f32", "--prefill-chunk", "32"))
+	sampled := func(extra string) string {
+		r := s.post(t, "/v1/completions", `{"model":"x","prompt":"Once upon a time","max_tokens":24`+extra+`}`)
+		if r.Status != 200 {
+			t.Fatalf("completion: %d %s", r.Status, r.Body)
+		}
+		var c struct{ Choices []struct{ Text string } }
+		if err := json.Unmarshal([]byte(r.Body), &c); err != nil || len(c.Choices) != 1 {
+			t.Fatalf("completion: %v %s", err, r.Body)
+		}
+		return c.Choices[0].Text
+	}
+	a, b := sampled(""), sampled("")
+	if a != b {
+		t.Errorf("without a seed, dialog.sampler's seed 42 should repeat the text: %q, then %q", a, b)
+	}
+	if c := sampled(`,"seed":42,"temperature":0.8,"top_k":40,"top_p":0.95`); c != a {
+		t.Errorf("dialog.sampler's values given explicitly: %q, by default: %q", c, a)
+	}
+	if g := sampled(`,"temperature":0`); g == a {
+		t.Errorf("temperature 0 gave the sampled text %q", g)
 	}
 }

@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/internal/hostsimtest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -203,32 +204,15 @@ type hexserve struct {
 	URL    string // http://127.0.0.1:PORT
 	Model  string // the served model id (set by start)
 	cmd    *exec.Cmd
-	log    *syncBuffer // stdout and stderr
+	log    *syncbuf.Buffer // stdout and stderr
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // launch runs `hexserve serve --config cfg` with extra environment and
 // waits until its log says where it listens.
 func launch(bin, cfg string, env ...string) (*hexserve, error) {
-	s := &hexserve{log: &syncBuffer{}, exited: make(chan struct{})}
+	s := &hexserve{log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, "serve", "--config", cfg)
 	s.cmd.Dir = root
 	s.cmd.Env = append(os.Environ(), env...)
@@ -425,4 +409,29 @@ func (s *hexserve) health(t testing.TB) reply {
 func (s *hexserve) metrics(t testing.TB) string {
 	t.Helper()
 	return s.do(t, "GET", "/metrics", "").Body
+}
+
+// errorCase is a call the server must refuse with an OpenAI error of this
+// status, code and param (and a message).
+type errorCase struct {
+	name        string
+	call        func() error
+	status      int
+	code, param string
+}
+
+// checkErrors makes each case's call and checks the error it returns.
+func checkErrors(t *testing.T, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		err := tc.call()
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) {
+			t.Errorf("%s: error %v is not an *openai.Error", tc.name, err)
+			continue
+		}
+		if apiErr.StatusCode != tc.status || apiErr.Code != tc.code || apiErr.Param != tc.param || apiErr.Message == "" {
+			t.Errorf("%s: %d code=%q param=%q: %s", tc.name, apiErr.StatusCode, apiErr.Code, apiErr.Param, apiErr.RawJSON())
+		}
+	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,12 +161,7 @@ func TestCompletionsTokenIDs(t *testing.T) {
 func TestErrors(t *testing.T) {
 	s := sharedServer(t)
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name        string
-		call        func() error
-		status      int
-		code, param string
-	}{
+	checkErrors(t, []errorCase{
 		{"bad temperature", func() error {
 			c := s.client()
 			p := chatParams(s.Model)
@@ -198,17 +192,7 @@ func TestErrors(t *testing.T) {
 			_, err := c.Chat.Completions.New(ctx, p)
 			return err
 		}, 400, "", "tool_choice"},
-	} {
-		err := tc.call()
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) {
-			t.Errorf("%s: error %v is not an *openai.Error", tc.name, err)
-			continue
-		}
-		if apiErr.StatusCode != tc.status || apiErr.Code != tc.code || apiErr.Param != tc.param || apiErr.Message == "" {
-			t.Errorf("%s: %d code=%q param=%q: %s", tc.name, apiErr.StatusCode, apiErr.Code, apiErr.Param, apiErr.RawJSON())
-		}
-	}
+	})
 }
 
 func weatherTool() openai.ChatCompletionToolUnionParam {

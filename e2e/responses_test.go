@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,12 +142,7 @@ func TestResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tc := range []struct {
-		name        string
-		call        func() error
-		status      int
-		code, param string
-	}{
+	checkErrors(t, []errorCase{
 		{"get deleted", func() error { _, err := c.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{}); return err }, 404, "", ""},
 		{"delete deleted", func() error { return c.Responses.Delete(ctx, resp.ID) }, 404, "", ""},
 		{"continue deleted", func() error {
@@ -175,17 +169,7 @@ func TestResponses(t *testing.T) {
 			_, err := wrong.Responses.New(ctx, responseParams(s.Model, "Hi"))
 			return err
 		}, 401, "invalid_api_key", ""},
-	} {
-		err := tc.call()
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) {
-			t.Errorf("%s: error %v is not an *openai.Error", tc.name, err)
-			continue
-		}
-		if apiErr.StatusCode != tc.status || apiErr.Code != tc.code || apiErr.Param != tc.param || apiErr.Message == "" {
-			t.Errorf("%s: %d code=%q param=%q: %s", tc.name, apiErr.StatusCode, apiErr.Code, apiErr.Param, apiErr.RawJSON())
-		}
-	}
+	})
 }
 
 // scriptFile writes a HOSTSIM_SCRIPT of the given texts, each followed by

@@ -52,6 +52,24 @@ func (s *hexserve) chat(t *testing.T, body string) reply {
 	return s.do(t, "POST", "/v1/chat/completions", body, "Content-Type", "application/json", "Authorization", "Bearer "+apiKey)
 }
 
+// firstChoice posts a chat completion that must succeed and returns its
+// first choice.
+func (s *hexserve) firstChoice(t *testing.T, body string) chatChoice {
+	t.Helper()
+	r := s.chat(t, body)
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	var resp struct{ Choices []chatChoice }
+	if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Choices) == 0 {
+		t.Fatalf("no choices: %s", r.Body)
+	}
+	return resp.Choices[0]
+}
+
 type chatChoice struct {
 	Message struct {
 		Content   string `json:"content"`
@@ -110,15 +128,7 @@ func TestStructuredOutputs(t *testing.T) {
 				return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Give me JSON."}],"temperature":1,"seed":%d,"max_tokens":80,"stream":%v,`+
 					`"response_format":{"type":"json_schema","json_schema":{"name":"s%d","strict":true,"schema":%s}}}`, s.Model, seed, stream, i, schema)
 			}
-			r := s.chat(t, body(false))
-			if r.Status != 200 {
-				t.Fatalf("status %d: %s", r.Status, r.Body)
-			}
-			var resp struct{ Choices []chatChoice }
-			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
-				t.Fatal(err)
-			}
-			c := resp.Choices[0]
+			c := s.firstChoice(t, body(false))
 			switch c.FinishReason {
 			case "stop":
 				stops++
@@ -155,15 +165,7 @@ func TestForcedToolCalls(t *testing.T) {
 		for seed := range 10 {
 			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":1,"seed":%d,"max_tokens":80,"tools":%s,"tool_choice":%s,"parallel_tool_calls":false}`,
 				s.Model, seed, tools, choice)
-			r := s.chat(t, body)
-			if r.Status != 200 {
-				t.Fatalf("status %d: %s", r.Status, r.Body)
-			}
-			var resp struct{ Choices []chatChoice }
-			if err := json.Unmarshal([]byte(r.Body), &resp); err != nil {
-				t.Fatal(err)
-			}
-			c := resp.Choices[0]
+			c := s.firstChoice(t, body)
 			if c.FinishReason == "length" {
 				continue
 			}

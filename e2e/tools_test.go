@@ -95,11 +95,9 @@ func TestHostileTools(t *testing.T) {
 	start := time.Now()
 	for i := range 6 {
 		c := cases[i%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			check(t, "concurrent "+c.name, s.post(t, c.path, c.body), c.param, c.code)
-		}()
+		})
 	}
 	wg.Wait()
 	t.Logf("six concurrent: %v", time.Since(start).Round(time.Millisecond))

@@ -505,9 +505,7 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := 0; i < 2; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, "POST", r.front.URL+"/v1/completions",
 				strings.NewReader(`{"model":"tiny","prompt":"The sea is","temperature":0,"max_tokens":100,"stream":true}`))
 			req.Header.Set("Authorization", "Bearer "+apiKey)
@@ -515,7 +513,7 @@ func testUpstreamFallback(t *testing.T, r *upstreamRig) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
-		}()
+		})
 	}
 	for end := time.Now().Add(10 * time.Second); !queued.MatchString(r.frontMetrics(t)); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {

@@ -69,13 +69,11 @@ func TestMaxCompiles(t *testing.T) {
 		t.Fatalf("Tools = %v, want ErrBusy", err)
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if _, err := Compile([]byte(`{"type":"string"}`), Options{Cache: c}); err != nil {
 			t.Errorf("a compile that waits its turn: %v", err)
 		}
-	}()
+	})
 	time.Sleep(50 * time.Millisecond)
 	done()
 	wg.Wait()

@@ -407,6 +407,29 @@ func str(a *arena, t *stk, b byte, out []*stk) []*stk {
 	return push(a, f, t.up, out)
 }
 
+// utf8Lead returns, for a valid UTF-8 lead byte b (0xc2..0xf4), how many
+// continuation bytes follow and the range [lo, hi] of the first of them.
+func utf8Lead(b byte) (need int, lo, hi byte) {
+	need, lo, hi = 1, 0x80, 0xbf
+	switch {
+	case b >= 0xf0:
+		need = 3
+	case b >= 0xe0:
+		need = 2
+	}
+	switch b {
+	case 0xe0:
+		lo = 0xa0
+	case 0xed:
+		hi = 0x9f
+	case 0xf0:
+		lo = 0x90
+	case 0xf4:
+		hi = 0x8f
+	}
+	return need, lo, hi
+}
+
 // strChar steps a string's (or key's) content byte other than the closing
 // quote: a UTF-8 lead byte sets the continuation bytes f still needs, a
 // backslash starts an escape (not in keys), and the content counts against
@@ -421,23 +444,8 @@ func strChar(f *frame, b byte, key bool) bool {
 		}
 		f.st = sEsc
 	case b >= 0xc2:
-		f.need, f.lo, f.hi = 1, 0x80, 0xbf
-		switch {
-		case b >= 0xf0:
-			f.need = 3
-		case b >= 0xe0:
-			f.need = 2
-		}
-		switch b {
-		case 0xe0:
-			f.lo = 0xa0
-		case 0xed:
-			f.hi = 0x9f
-		case 0xf0:
-			f.lo = 0x90
-		case 0xf4:
-			f.hi = 0x8f
-		}
+		need, lo, hi := utf8Lead(b)
+		f.need, f.lo, f.hi = uint8(need), lo, hi
 	}
 	if !key {
 		if f.n.maxLen >= 0 && int(f.cnt) >= f.n.maxLen {

@@ -90,9 +90,7 @@ func TestPatternMaskConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan string, 4)
 	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			m := g.NewMatcher(v)
 			mask := make([]uint64, (v.Size()+63)/64)
 			for _, tok := range [][]byte{nil, []byte(`{"s":"`), []byte("ab")} { // nil: the document start, a cached structural state
@@ -107,7 +105,7 @@ func TestPatternMaskConcurrent(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

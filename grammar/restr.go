@@ -154,23 +154,8 @@ func (d *dfa) loops(s int32, bu *budget) bool {
 	}
 	var work []pend
 	for b := 0xc2; b <= 0xf4; b++ {
-		p := pend{s: d.step(s, byte(b)), need: 1, lo: 0x80, hi: 0xbf}
-		switch {
-		case b >= 0xf0:
-			p.need = 3
-		case b >= 0xe0:
-			p.need = 2
-		}
-		switch b {
-		case 0xe0:
-			p.lo = 0xa0
-		case 0xed:
-			p.hi = 0x9f
-		case 0xf0:
-			p.lo = 0x90
-		case 0xf4:
-			p.hi = 0x8f
-		}
+		need, lo, hi := utf8Lead(byte(b))
+		p := pend{s: d.step(s, byte(b)), need: need, lo: lo, hi: hi}
 		work = append(work, p)
 	}
 	seen := map[pend]bool{}

@@ -631,6 +631,23 @@ func sameSchema(a, b any) bool {
 	return !ok1 && !ok2 && a == b
 }
 
+// bounds reads the counts minKey into *lo (0 when absent) and maxKey into
+// *hi (left as it is when absent).
+func bounds(s map[string]any, minKey, maxKey, path string, lo, hi *int) error {
+	var err error
+	if *lo, _, err = count(s, minKey, path); err != nil {
+		return err
+	}
+	m, ok, err := count(s, maxKey, path)
+	if err != nil {
+		return err
+	}
+	if ok {
+		*hi = m
+	}
+	return nil
+}
+
 func count(s map[string]any, k, path string) (int, bool, error) {
 	v, ok := s[k]
 	if !ok {
@@ -709,16 +726,9 @@ func (c *compiler) numbers(n *node, s map[string]any, path string) error {
 }
 
 func (c *compiler) strings(n *node, s map[string]any, path string) error {
-	var err error
-	if n.minLen, _, err = count(s, "minLength", path); err != nil {
-		return err
-	}
-	m, ok, err := count(s, "maxLength", path)
+	err := bounds(s, "minLength", "maxLength", path, &n.minLen, &n.maxLen)
 	if err != nil {
 		return err
-	}
-	if ok {
-		n.maxLen = m
 	}
 	var k reKey // the string's regex, if any
 	if f, ok := s["format"]; ok {
@@ -777,16 +787,9 @@ func (c *compiler) strings(n *node, s map[string]any, path string) error {
 }
 
 func (c *compiler) arrays(n *node, s map[string]any, path string) error {
-	var err error
-	if n.minItems, _, err = count(s, "minItems", path); err != nil {
-		return err
-	}
-	m, ok, err := count(s, "maxItems", path)
+	err := bounds(s, "minItems", "maxItems", path, &n.minItems, &n.maxItems)
 	if err != nil {
 		return err
-	}
-	if ok {
-		n.maxItems = m
 	}
 	if p, ok := s["prefixItems"]; ok {
 		l, ok := p.([]any)

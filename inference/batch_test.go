@@ -21,36 +21,30 @@ const stepLatency = 10 * time.Millisecond
 
 func setupPool(t *testing.T, lim inference.BatchLimits, cfg inference.Config) (*inference.Engine, *inferencetest.Pool) {
 	t.Helper()
-	m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
-	m.SetLatency(stepLatency)
+	m := newPool(lim)
 	e := inference.New(m, inferencetest.NewVocab(words), cfg)
 	t.Cleanup(func() { e.Close() })
 	return e, m
 }
 
-var poolLimits = inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 1024}
-
-// submitAll submits reqs at once and collects their results.
-func submitAll(t *testing.T, e *inference.Engine, reqs []inference.Request) []inference.Result {
-	t.Helper()
-	res := make([]inference.Result, len(reqs))
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		s, err := e.Submit(t.Context(), r)
-		if err != nil {
-			t.Fatalf("Submit %d: %v", i, err)
-		}
-		wg.Go(func() { res[i], errs[i] = inference.Collect(s) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-	}
-	return res
+// newPool returns a scripted pool with limits lim whose steps take stepLatency.
+func newPool(lim inference.BatchLimits) *inferencetest.Pool {
+	m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
+	m.SetLatency(stepLatency)
+	return m
 }
+
+// collectAll collects every stream, failing on an error.
+func collectAll(t *testing.T, streams []*inference.Stream) {
+	t.Helper()
+	for _, s := range streams {
+		if _, err := inference.Collect(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var poolLimits = inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 1024}
 
 // openAfterClose closes e (its retained sequences are released) and
 // returns the sequences still open in m.
@@ -65,12 +59,17 @@ func mostOpen(m *inferencetest.Pool) int {
 	return most
 }
 
-func choiceTokens(r inference.Result) [][]int32 {
-	var out [][]int32
-	for _, c := range r.Choices {
-		out = append(out, c.Tokens)
+// aloneTokens runs each request by itself on a fresh pool engine with cfg
+// and returns each one's choices' tokens.
+func aloneTokens(t *testing.T, cfg inference.Config, reqs []inference.Request) [][][]int32 {
+	alone := make([][][]int32, len(reqs))
+	for i, r := range reqs {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, poolLimits, cfg)
+			alone[i] = inferencetest.Tokens(inferencetest.RunAll(t, e, []inference.Request{r})[0])
+		})
 	}
-	return out
+	return alone
 }
 
 // TestPoolSideBySide: four requests advance together (one step per token
@@ -84,20 +83,14 @@ func TestPoolSideBySide(t *testing.T) {
 		{Prompt: slices.Repeat([]int32{7}, 40), MaxTokens: 8}, // a prompt longer than a step's rows
 		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Prediction: "Hello"},
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{Speculative: inference.DefaultSpeculative}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{Speculative: inference.DefaultSpeculative, MaxSequences: 8})
 		start := time.Now()
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		took := time.Since(start)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
 			}
 			if r.Usage.CompletionTokens != 8*max(reqs[i].N, 1) {
@@ -123,17 +116,11 @@ func TestPoolSideBySide(t *testing.T) {
 func TestPoolNewRequestStartsSoon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := setupPool(t, poolLimits, inference.Config{})
-		long, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{1}, MaxTokens: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
+		long := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{1}, MaxTokens: 100})
 		go inference.Collect(long)
 		time.Sleep(5*stepLatency + stepLatency/2)
 		t0 := time.Now()
-		s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{2, 3}, MaxTokens: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{2, 3}, MaxTokens: 1})
 		r, err := inference.Collect(s)
 		if err != nil || len(r.Choices[0].Tokens) != 1 {
 			t.Fatalf("%+v %v", r, err)
@@ -192,14 +179,14 @@ func TestPoolOwners(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{})
 		p := []int32{10, 11, 12}
-		submitAll(t, e, []inference.Request{
+		inferencetest.RunAll(t, e, []inference.Request{
 			{Prompt: p, MaxTokens: 3, Owner: "alice"},
 			{Prompt: p, MaxTokens: 3, Owner: "mallory"},
 		})
 		if f := m.Forks(); len(f) != 0 {
 			t.Fatalf("forks across requests: %+v", f)
 		}
-		r := submitAll(t, e, []inference.Request{{Prompt: p, MaxTokens: 3, N: 3, Owner: "alice"}})[0]
+		r := inferencetest.RunAll(t, e, []inference.Request{{Prompt: p, MaxTokens: 3, N: 3, Owner: "alice"}})[0]
 		if f := m.Forks(); len(f) != 2 || len(r.Choices) != 3 {
 			t.Fatalf("forks %+v for n = 3", f)
 		}
@@ -216,10 +203,7 @@ func TestPoolTimeout(t *testing.T) {
 			{Prompt: []int32{1}, MaxTokens: 20, Timeout: 55 * time.Millisecond},
 			{Prompt: []int32{2}, MaxTokens: 10},
 		} {
-			s, err := e.Submit(t.Context(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := inferencetest.Submit(t, e, req)
 			wg.Go(func() { res[i], _ = inference.Collect(s) })
 		}
 		wg.Wait()
@@ -245,10 +229,10 @@ func TestPoolNoStarvation(t *testing.T) {
 			reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i)}, MaxTokens: 30})
 		}
 		var wg sync.WaitGroup
-		wg.Go(func() { submitAll(t, e, reqs) })
+		wg.Go(func() { inferencetest.RunAll(t, e, reqs) })
 		time.Sleep(10 * stepLatency)
 		t0 := time.Now()
-		r := submitAll(t, e, []inference.Request{{Prompt: []int32{1, 2, 3, 4}, MaxTokens: 1}})[0]
+		r := inferencetest.RunAll(t, e, []inference.Request{{Prompt: []int32{1, 2, 3, 4}, MaxTokens: 1}})[0]
 		if d := time.Since(t0); r.Usage.CompletionTokens != 1 || d > 8*stepLatency {
 			t.Fatalf("a new prompt behind 3 decoding sequences on 2-row steps: %v, %+v", d, r.Usage)
 		}
@@ -265,43 +249,23 @@ func TestPoolGrowAndPreempt(t *testing.T) {
 	for i := range 4 {
 		reqs = append(reqs, inference.Request{Prompt: []int32{int32(30 + i), 2}, MaxTokens: 40})
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, inference.BatchLimits{Sequences: 8, Rows: 16, Slots: 64}, inference.Config{MaxSequences: 4, Registerer: reg})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
 				t.Errorf("request %d: %v (%s), alone %v", i, got, r.Finish, alone[i])
 			}
 		}
 		if open, most := openAfterClose(e, m), mostOpen(m); open != 0 || most < 2 {
 			t.Errorf("%d open at the end, at most %d at once", open, most)
 		}
-		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_preemptions_total"); n == 0 {
 			t.Error("no preemption: the test does not exercise it")
 		}
 	})
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // TestPoolParallelSampling: seeded requests sampled by up to four
@@ -317,23 +281,17 @@ func TestPoolParallelSampling(t *testing.T) {
 		reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i), 2}, MaxTokens: 24, N: 1 + i%2,
 			Sampling: inference.Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}})
 	}
-	alone := make([][][]int32, len(reqs))
 	restore := inference.SetSampleHelpers(0)
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	restore()
 	defer inference.SetSampleHelpers(3)()
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, _ := setupPool(t, poolLimits, inference.Config{MaxSequences: 8, Registerer: reg})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		distinct := map[int32]bool{}
 		for i, r := range res {
-			got := choiceTokens(r)
+			got := inferencetest.Tokens(r)
 			if !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d: together %v, alone %v", i, got, alone[i])
 			}
@@ -350,24 +308,10 @@ func TestPoolParallelSampling(t *testing.T) {
 		if model <= 0 || host < 0 {
 			t.Errorf("step times: host %v, model %v", host, model)
 		}
-		if n := histCount(t, reg, "hexserve_step_host_share"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_step_host_share"); n == 0 {
 			t.Error("no host share observed")
 		}
 	})
-}
-
-func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
 }
 
 // TestSeededLogitBiasRepeats: a seeded request with logit_bias gives the
@@ -380,7 +324,7 @@ func TestSeededLogitBiasRepeats(t *testing.T) {
 	for i := range 8 {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := setupPool(t, poolLimits, inference.Config{})
-			got := choiceTokens(submitAll(t, e, []inference.Request{r})[0])
+			got := inferencetest.Tokens(inferencetest.RunAll(t, e, []inference.Request{r})[0])
 			if i == 0 {
 				first = got
 			} else if !slices.EqualFunc(got, first, slices.Equal) {
@@ -400,29 +344,20 @@ func TestPoolSharedPrefix(t *testing.T) {
 		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "alice"},
 		{Prompt: append(slices.Clone(system), 60, 61, 62), MaxTokens: 6, Owner: "mallory"},
 	}
-	alone := make([][][]int32, len(later))
-	for i, r := range later {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, later)
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		e, m := setupPool(t, poolLimits, inference.Config{Registerer: reg})
-		s, err := e.Submit(t.Context(), long)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := inferencetest.Submit(t, e, long)
 		done := make(chan error, 1)
 		go func() { _, err := inference.Collect(s); done <- err }()
 		time.Sleep(5 * stepLatency) // its prompt is in, it decodes
-		res := submitAll(t, e, later)
+		res := inferencetest.RunAll(t, e, later)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, later[i].Owner, got, alone[i])
 			}
 		}
@@ -435,7 +370,7 @@ func TestPoolSharedPrefix(t *testing.T) {
 		if c := res[1].Usage.CachedTokens; c != 0 {
 			t.Errorf("mallory's cached_tokens %d: another owner's rows were shared", c)
 		}
-		if n := counter(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
+		if n := metricValue(t, reg, "hexserve_shared_prefix_rows_total"); n != float64(len(system)) {
 			t.Errorf("shared rows %v", n)
 		}
 	})
@@ -454,27 +389,26 @@ func TestPoolPreemptRestores(t *testing.T) {
 	var alone [][][]int32
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, lim, inference.Config{MaxSequences: 4})
-		for _, r := range submitAll(t, e, reqs) {
-			alone = append(alone, choiceTokens(r))
+		for _, r := range inferencetest.RunAll(t, e, reqs) {
+			alone = append(alone, inferencetest.Tokens(r))
 		}
 		plainRows = m.Rows()
 	})
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, lim)
-		m.SetLatency(stepLatency)
+		m := newPool(lim)
 		st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4, KVStore: st, Registerer: reg})
 		defer e.Close()
-		for i, r := range submitAll(t, e, reqs) {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
+		for i, r := range inferencetest.RunAll(t, e, reqs) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) || r.Finish != inference.FinishLength {
 				t.Errorf("request %d: %v (%s), without the store %v", i, got, r.Finish, alone[i])
 			}
 		}
-		if n := counter(t, reg, "hexserve_preemptions_total"); n == 0 {
+		if n := metricValue(t, reg, "hexserve_preemptions_total"); n == 0 {
 			t.Fatal("no preemption: the test does not exercise it")
 		}
 		if m.RestoredRows() == 0 || m.Rows() >= plainRows {
@@ -493,18 +427,12 @@ func TestPoolSharedPrefixAtOnce(t *testing.T) {
 	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
 		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(60+i)), MaxTokens: 8, Owner: owner})
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
 			}
 			if want := map[bool]int{true: len(system), false: 0}[i == 1 || i == 2]; r.Usage.CachedTokens != want {
@@ -533,18 +461,12 @@ func TestPoolSharedPrefixFinished(t *testing.T) {
 		{Prompt: append(slices.Clone(system), 61), MaxTokens: 4, Owner: "alice"},
 		{Prompt: append(slices.Clone(system), 62), MaxTokens: 4, Owner: "mallory"},
 	}
-	alone := make([][][]int32, len(reqs))
-	for i, r := range reqs {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := setupPool(t, poolLimits, inference.Config{})
-			alone[i] = choiceTokens(submitAll(t, e, []inference.Request{r})[0])
-		})
-	}
+	alone := aloneTokens(t, inference.Config{}, reqs)
 	synctest.Test(t, func(t *testing.T) {
 		e, m := setupPool(t, poolLimits, inference.Config{MaxSequences: 2})
-		res := submitAll(t, e, reqs)
+		res := inferencetest.RunAll(t, e, reqs)
 		for i, r := range res {
-			if got := choiceTokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, alone[i], slices.Equal) {
 				t.Errorf("request %d (%s): %v, alone %v", i, reqs[i].Owner, got, alone[i])
 			}
 		}
@@ -602,8 +524,7 @@ func (p additivePool) StepCost(rows int) time.Duration { return time.Duration(ro
 func TestPromptStepOnAdditiveModel(t *testing.T) {
 	for _, additive := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			pool := inferencetest.NewPool(inference.ModelInfo{VocabSize: vocab, ContextLen: 256, EOS: []int32{eot}}, poolLimits)
-			pool.SetLatency(stepLatency)
+			pool := newPool(poolLimits)
 			var m inference.Model = pool
 			if additive {
 				m = additivePool{pool}
@@ -612,24 +533,14 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 			defer e.Close()
 			var streams []*inference.Stream
 			for i := range 2 {
-				s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
 				streams = append(streams, s)
 			}
 			time.Sleep(5 * stepLatency)
 			before := len(pool.Steps())
-			s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
 			streams = append(streams, s)
-			for _, s := range streams {
-				if _, err := inference.Collect(s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			collectAll(t, streams)
 			steps := pool.Steps()[before:]
 			switch {
 			case additive && (len(steps) < 2 || steps[0] != 3 || slices.ContainsFunc(steps[1:], func(n int) bool { return n != 1 })):
@@ -639,4 +550,35 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// geniePool costs one AR-1 call for a row and one AR-128 call (twice that) for any more: two rows
+// are as dear as two calls, four rows are not.
+type geniePool struct{ *inferencetest.Pool }
+
+func (p geniePool) StepCost(rows int) time.Duration {
+	if rows <= 1 {
+		return stepLatency
+	}
+	return 2 * stepLatency
+}
+
+// TestDecodeRowsOnGenieCosts: with four streams decoding on a model whose multi-row call costs two
+// single-row calls, a step carries all four decode rows (the additive test asks about the step's
+// own rows, not about two).
+func TestDecodeRowsOnGenieCosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool := newPool(poolLimits)
+		e := inference.New(geniePool{pool}, inferencetest.NewVocab(words), inference.Config{MaxSequences: 4})
+		defer e.Close()
+		var streams []*inference.Stream
+		for i := range 4 {
+			s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 20})
+			streams = append(streams, s)
+		}
+		collectAll(t, streams)
+		if n := len(pool.Steps()); n > 30 {
+			t.Errorf("%d steps for four streams of 20 tokens (%v): their decode rows did not share steps", n, pool.Steps())
+		}
+	})
 }

@@ -46,7 +46,8 @@
 //     prompt chunks, oldest request first, what is left after that to
 //     speculative draft rows (a Run of 1+k tokens), planned per sequence
 //     from the acceptance estimate and StepCost. On a model whose step
-//     costs the sum of its rows (StepCost(2) ≈ 2·StepCost(1): a
+//     costs the sum of its rows (StepCost(n) ≈ n·StepCost(1) for the
+//     step's n decode rows, n ≥ 2: a
 //     QHexRT-contract bundle runs each sequence's rows as calls of their
 //     own), a step carries one decode row, round-robin, and a new prompt
 //     gets a step without any, once in a row: grouping rows saves nothing

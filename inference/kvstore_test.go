@@ -106,9 +106,7 @@ func TestKVStoreConcurrent(t *testing.T) {
 	e, st := setupKV(t, nil)
 	var wg sync.WaitGroup
 	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			owner := fmt.Sprint("owner", c%3)
 			for i := range 6 {
 				p := append(ids(int32(100*(c%3)), 40+i), int32(c))
@@ -126,7 +124,7 @@ func TestKVStoreConcurrent(t *testing.T) {
 					t.Errorf("client %d: cached %d of %d", c, r.Usage.CachedTokens, len(p))
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if s := st.Stats(); s.Entries == 0 {
@@ -152,7 +150,8 @@ func TestKVStoreNeedsSnapshotter(t *testing.T) {
 	}
 }
 
-// metricValue reads a registered counter or gauge.
+// metricValue reads a registered counter or gauge, or a histogram's count
+// of observations.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -162,7 +161,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			m := mf.GetMetric()[0]
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	t.Fatalf("metric %s not registered", name)

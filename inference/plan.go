@@ -65,7 +65,7 @@ func plan(c candidates) stepPlan {
 	if len(c.prefill) > 0 && ndec == budget && (budget > 1 || (c.turn+1)%2 == 0) {
 		ndec--
 	}
-	if ndec > 0 && c.additive() {
+	if ndec > 0 && c.additive(ndec) {
 		// Runs take turns (each decode row costs a call of its own), so a
 		// step of several decode rows costs no less than as many steps of
 		// one, and every token of it waits for the slowest: a step carries
@@ -119,12 +119,15 @@ func (c *candidates) newPrompt() bool {
 	return false
 }
 
-// additive reports whether the model's step cost is the sum of its rows'
-// (a QHexRT-contract bundle runs each sequence's rows as calls of their
-// own) rather than one multi-row call's.
-func (c *candidates) additive() bool {
+// additive reports whether a step of n decode rows (at least 2) costs the
+// sum of its rows' (a QHexRT-contract bundle runs each sequence's rows as
+// calls of their own) rather than one multi-row call's. It asks about the
+// step's own rows: on a Genie bundle two rows cost as much as two AR-1
+// calls (AR-128 37 ms, AR-1 18.6 ms), eight rows still one AR-128 call.
+func (c *candidates) additive(n int) bool {
+	n = max(n, 2)
 	one := c.cost(1)
-	return one > 0 && c.cost(2) >= one*19/10
+	return one > 0 && c.cost(n) >= time.Duration(n)*one*19/20
 }
 
 // stepCosts prices a sequence's 1+k rows in a step that already carries

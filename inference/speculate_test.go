@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 )
 
 // specVocab has one-letter pieces, some two-letter pieces (so one text has
@@ -364,10 +365,7 @@ func TestSpeculativeStreaming(t *testing.T) {
 		return nil
 	}
 	e := specEngine(t, m, inference.DefaultSpeculative)
-	s, err := e.Submit(t.Context(), inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true, Prediction: want.Choices[0].Text})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := inferencetest.Submit(t, e, inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true, Prediction: want.Choices[0].Text})
 	multi := 0
 	for ev := range s.Events() {
 		if len(ev.Tokens) > 1 {

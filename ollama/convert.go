@@ -205,7 +205,11 @@ func options(g *Generation, o *Options, p front.Params) error {
 	if o.TopK != nil {
 		s.TopK = max(*o.TopK, 0) // llama.cpp: 0 or less is off
 	}
-	if o.Seed != nil && *o.Seed != -1 { // -1: random, Ollama's default
+	switch {
+	case o.Seed == nil: // the model's default seed, if it has one
+	case *o.Seed == -1: // random, Ollama's default
+		s.Seed = nil
+	default:
 		seed := *o.Seed
 		s.Seed = &seed
 	}

@@ -133,9 +133,7 @@ func TestStoreConcurrent(t *testing.T) {
 	s, _ := Open(Options{MaxCount: 8, Dir: t.TempDir()})
 	var wg sync.WaitGroup
 	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 50 {
 				id := fmt.Sprintf("r%d_%d", g, i%10)
 				_ = s.Put(id, "o", []byte(id))
@@ -144,7 +142,7 @@ func TestStoreConcurrent(t *testing.T) {
 					s.Delete(id, "o")
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if n, _ := s.Len(); n > 8 {

@@ -2,18 +2,19 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
@@ -26,24 +27,6 @@ const (
 
 var loadTok = tokenizertest.Llama32
 
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // rig is a real server (router, middleware, engine) on a loopback
 // httptest listener, serving the scripted fake model with the real
 // Llama-3.2 tokenizer.
@@ -51,7 +34,7 @@ type rig struct {
 	URL    string
 	Model  *inferencetest.Model
 	Engine *inference.Engine
-	Log    *lockedBuffer
+	Log    *syncbuf.Buffer
 	srv    *httptest.Server
 }
 
@@ -77,7 +60,7 @@ func newRig(t testing.TB, ro rigOptions) *rig {
 	specials := tok.Specials()
 	fake := inferencetest.NewScripted(inference.ModelInfo{Name: "fake", VocabSize: 128256, ContextLen: 512,
 		BOS: specials.BOS, EOS: []int32{128009}}, script)
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	if ro.logLevel == 0 {
 		ro.logLevel = zerolog.InfoLevel
 	}
@@ -113,6 +96,16 @@ type reply struct {
 	Status int
 	Header http.Header
 	Body   []byte
+}
+
+// expect does the request and fails t unless the reply's status is status.
+func (r *rig) expect(t testing.TB, status int, method, path, body string, hdr ...string) reply {
+	t.Helper()
+	rep := r.do(t, method, path, body, hdr...)
+	if rep.Status != status {
+		t.Fatalf("status %d, want %d; body %s", rep.Status, status, rep.Body)
+	}
+	return rep
 }
 
 func (r *rig) do(t testing.TB, method, path, body string, hdr ...string) reply {
@@ -355,18 +348,8 @@ func TestBadInput(t *testing.T) {
 			if c.bug != "" {
 				t.Skip(c.bug)
 			}
-			rg := c.rig
-			if rg == nil {
-				rg = r
-			}
-			method := c.method
-			if method == "" {
-				method = "POST"
-			}
-			rep := rg.do(t, method, c.path, c.body, c.hdr...)
-			if rep.Status != c.status {
-				t.Fatalf("status %d, want %d; body %s", rep.Status, c.status, rep.Body)
-			}
+			rg := cmp.Or(c.rig, r)
+			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), c.path, c.body, c.hdr...)
 			if c.status == 200 {
 				rg.assertHealthy(t)
 				return

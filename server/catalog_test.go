@@ -98,9 +98,8 @@ func newCatalogServer(t *testing.T) (*httptest.Server, *fakeCatalog) {
 
 func TestCatalog(t *testing.T) {
 	srv, c := newCatalogServer(t)
-	post := func(path, body string) (*http.Response, map[string]any) {
+	decode := func(path string, resp *http.Response, err error) map[string]any {
 		t.Helper()
-		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,19 +108,18 @@ func TestCatalog(t *testing.T) {
 		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
+		return v
+	}
+	post := func(path, body string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		v := decode(path, resp, err)
 		return resp, v
 	}
 	get := func(path string) (int, map[string]any) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		v := decode(path, resp, err)
 		return resp.StatusCode, v
 	}
 	chat := func(model string) string {

@@ -89,17 +89,26 @@ func (r *sseReader) next() string {
 	return strings.TrimSuffix(data, "\n")
 }
 
-func (g *genServer) stream(t *testing.T, path, body string) []string {
+// postStream posts body to path and fails t unless the reply is a 200
+// stream of content type ctype; the caller closes its body.
+func (g *genServer) postStream(t *testing.T, path, body, ctype string) *http.Response {
 	t.Helper()
 	resp, err := http.Post(g.URL+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ctype {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		resp.Body.Close()
+		t.Fatalf("status %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
+	return resp
+}
+
+func (g *genServer) stream(t *testing.T, path, body string) []string {
+	t.Helper()
+	resp := g.postStream(t, path, body, "text/event-stream")
+	defer resp.Body.Close()
 	r := &sseReader{t: t, br: bufio.NewReader(resp.Body)}
 	var frames []string
 	for {

@@ -83,15 +83,13 @@ func TestCompilesAtOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	statuses := make(chan int, 8)
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rep := r.do(t, "POST", "/v1/chat/completions", body)
 			if rep.Status == 503 && rep.Header.Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
 			}
 			statuses <- rep.Status
-		}()
+		})
 	}
 	start := time.Now()
 	plain := r.do(t, "POST", "/v1/chat/completions", chatBody(`"max_tokens":2`))

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -189,20 +190,8 @@ func TestMessagesBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rg, method, path := c.rig, c.method, c.path
-			if rg == nil {
-				rg = r
-			}
-			if method == "" {
-				method = "POST"
-			}
-			if path == "" {
-				path = msgPath
-			}
-			rep := rg.do(t, method, path, c.body, c.hdr...)
-			if rep.Status != c.status {
-				t.Fatalf("status %d, want %d; body %s", rep.Status, c.status, rep.Body)
-			}
+			rg := cmp.Or(c.rig, r)
+			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), cmp.Or(c.path, msgPath), c.body, c.hdr...)
 			if c.status == 200 {
 				if !bytes.Contains(rep.Body, []byte(`"type":"message"`)) {
 					t.Fatalf("body %s", rep.Body)
@@ -330,11 +319,9 @@ func TestMessagesOverloaded(t *testing.T) {
 	var wg sync.WaitGroup
 	reps := make(chan reply, 4)
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			reps <- r.do(t, "POST", msgPath, msgBody(`"max_tokens":3`))
-		}()
+		})
 	}
 	wg.Wait()
 	close(reps)

@@ -131,7 +131,7 @@ func (s *Server) card(st ModelState) ollama.Card {
 	}
 	return ollama.Card{Name: st.ID, Format: d.Format, Family: d.Family, ParameterSize: d.ParameterSize,
 		Quantization: d.Quantization, Size: d.Size, Digest: d.Digest, ModifiedAt: d.ModifiedAt,
-		ContextLen: st.ContextLen, VocabSize: vocab, Defaults: s.opts.Sampling, Date: s.opts.DateString(),
+		ContextLen: st.ContextLen, VocabSize: vocab, Defaults: s.samplingFor(st.Model), Date: s.opts.DateString(),
 		ExpiresAt: st.ExpiresAt}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +19,8 @@ import (
 // the content type and that every line is one JSON object.
 func (g *genServer) ndjsonLines(t *testing.T, path, body string) []map[string]any {
 	t.Helper()
-	resp, err := http.Post(g.URL+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := g.postStream(t, path, body, "application/x-ndjson")
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
-		t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
 	var lines []map[string]any
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -172,7 +167,7 @@ func TestOllamaGenerate(t *testing.T) {
 		calls := g.fm.Calls()
 		seq := calls[len(calls)-1].Seq
 		want := append([]int32{128000}, tok.Encode("The sky is", false, false)...)
-		if len(seq) < len(want) || !equalIDs(seq[:len(want)], want) || seq[1] == 128000 {
+		if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) || seq[1] == 128000 {
 			t.Fatalf("raw %q: prompt %v, want %v (%s)", raw, seq, want, body)
 		}
 	}
@@ -187,18 +182,6 @@ func TestOllamaGenerate(t *testing.T) {
 			t.Fatalf("keep_alive %q: %s", ka, body)
 		}
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestOllamaBadInput: every bad request gets its status and Ollama's

@@ -222,9 +222,7 @@ func TestOverload(t *testing.T) {
 				}
 			}
 			start := time.Duration(rng.IntN(300)) * time.Millisecond // arrivals spread over 0.3 s
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				time.Sleep(start)
 				o, err := streamClient(context.Background(), client, r.URL, disc, delay)
 				if err != nil {
@@ -232,7 +230,7 @@ func TestOverload(t *testing.T) {
 					return
 				}
 				counts[o].Add(1)
-			}()
+			})
 		}
 		// /health keeps answering 200 during the storm.
 		stopProbe := make(chan struct{})

@@ -84,9 +84,7 @@ func TestRelayMemoryRSS(t *testing.T) {
 	var wg sync.WaitGroup
 	statuses := make(chan int, 40)
 	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			body := fmt.Sprintf(`{"model":"big%d","messages":[{"role":"user","content":"hi"}]}`, i%4)
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 			if err != nil {
@@ -96,7 +94,7 @@ func TestRelayMemoryRSS(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			statuses <- resp.StatusCode
-		}()
+		})
 	}
 	wg.Wait()
 	close(stop)

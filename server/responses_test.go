@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -98,21 +99,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "unknown fields ignored, reasoning accepted", body: respBody(`"reasoning":{"effort":"high"},"frobnicate":1,"max_output_tokens":16`), status: 200},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rg := c.rig
-			if rg == nil {
-				rg = r
-			}
-			method, p := c.method, c.path
-			if method == "" {
-				method = "POST"
-			}
-			if p == "" {
-				p = path
-			}
-			rep := rg.do(t, method, p, c.body, c.hdr...)
-			if rep.Status != c.status {
-				t.Fatalf("status %d, want %d; body %s", rep.Status, c.status, rep.Body)
-			}
+			rg := cmp.Or(c.rig, r)
+			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), cmp.Or(c.path, path), c.body, c.hdr...)
 			if c.status == 200 {
 				rg.assertHealthy(t)
 				return

@@ -109,6 +109,10 @@ type Model struct {
 	Health func() error
 	// Details describe the model's files (the Ollama listings show them).
 	Details ModelDetails
+	// Sampling, when set, are the model's own defaults for the sampling
+	// parameters a request leaves out (a Genie bundle's dialog.sampler),
+	// in place of Options.Sampling.
+	Sampling *inference.Sampling
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output

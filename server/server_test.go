@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,10 +8,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
 )
@@ -25,24 +24,13 @@ func testModel(t testing.TB) *Model {
 }
 
 // newTest returns a server with the model loaded and a buffer holding its log.
-func newTest(t *testing.T, opts Options) (*Server, *bytes.Buffer) {
+func newTest(t *testing.T, opts Options) (*Server, *syncbuf.Buffer) {
 	t.Helper()
-	var logBuf bytes.Buffer
-	opts.Logger = zerolog.New(&syncWriter{w: &logBuf}).Level(zerolog.DebugLevel)
+	var logBuf syncbuf.Buffer
+	opts.Logger = zerolog.New(&logBuf).Level(zerolog.DebugLevel)
 	s := New(opts)
 	s.SetModel(testModel(t))
 	return s, &logBuf
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func do(h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {

@@ -85,10 +85,7 @@ func TestCatalogLoadUnloadCycles(t *testing.T) {
 	libs := hostsimLibDir(t)
 	bundleDir, _ := tinyBundle(t)
 	pteDir := filepath.Join(testTmp, "cycles-pte")
-	if code, _, stderr := runMk(t, "--format", "pte", "--preset", "tiny", "--out", pteDir, "--tokenizer", testTokenizer,
-		"--ctx", "64", "--prefill-chunk", "16"); code != 0 {
-		t.Fatalf("mkmodel pte: %s", stderr)
-	}
+	mkTiny(t, "pte", pteDir, "--ctx", "64", "--prefill-chunk", "16")
 	probe := hostsimProbe(t, libs)
 	cfg := config.Default()
 	cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),

@@ -74,7 +74,8 @@ func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stder
 	fmt.Fprintf(stdout, "Genie bundle %s\n  context %d, n-vocab %d, bos %d, eos %v, kv-dim %d\n", dir, c.Size, c.NVocab, c.BOS, c.EOS, c.KVDim)
 	fmt.Fprintf(stdout, "  rope: dim %d, theta %g, %s factor %g (low %g, high %g, original %d)\n", c.Rope.Dim, c.Rope.Theta,
 		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions)
-	fmt.Fprintf(stdout, "  sampler defaults: temp %g, top-k %d, top-p %g, seed %g\n", c.Sampler.Temp, c.Sampler.TopK, c.Sampler.TopP, c.Sampler.Seed)
+	fmt.Fprintf(stdout, "  sampler defaults: temp %s, top-k %s, top-p %s, seed %s\n", orUnset(c.Sampler.Temp), orUnset(c.Sampler.TopK),
+		orUnset(c.Sampler.TopP), orUnset(c.Sampler.Seed))
 	fmt.Fprintf(stdout, "  htp: perf_profile %q, rpc_control_latency %d µs, weight sharing %v, use-mmap %v\n", c.HTP.PerfProfile,
 		c.HTP.RPCLatencyUS, c.HTP.WeightSharing, c.UseMmap)
 	fmt.Fprintf(stdout, "  tokenizer %s, family %q, %d parts\n", c.Tokenizer, c.Family, len(c.Bins))
@@ -85,4 +86,12 @@ func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stder
 		printInspected(stdout, f)
 	}
 	return status
+}
+
+// orUnset formats a config value the file may leave out.
+func orUnset[T int | float64](v *T) string {
+	if v == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*v)
 }

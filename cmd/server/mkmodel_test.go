@@ -46,6 +46,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// mkTiny writes the tiny preset in format to dir with the repository's
+// tokenizer and the extra flags, failing t if mkmodel does.
+func mkTiny(t *testing.T, format, dir string, extra ...string) {
+	t.Helper()
+	args := append([]string{"--format", format, "--preset", "tiny", "--out", dir, "--tokenizer", testTokenizer}, extra...)
+	if code, _, stderr := runMk(t, args...); code != 0 {
+		t.Fatalf("mkmodel %s: %s", format, stderr)
+	}
+}
+
 var tiny struct {
 	once             sync.Once
 	dir, out, errOut string

@@ -74,3 +74,34 @@ func probeGenie(dir string) (modelProbe, error) {
 	}
 	return pr, nil
 }
+
+// samplingDefaults are config sampling's defaults for the parameters a request leaves out.
+func samplingDefaults(c config.Sampling) inference.Sampling {
+	return inference.Sampling{Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP,
+		RepetitionPenalty: c.RepetitionPenalty}
+}
+
+// modelSampling is a model's own sampling defaults, nil for a model that has none: a Genie
+// bundle's dialog.sampler (temp, top-k, top-p, seed) in place of config sampling's values,
+// as genie-t2t-run applies them to a dialog that sets none.
+func modelSampling(model inference.Model, c config.Sampling) *inference.Sampling {
+	g, ok := model.(*ownedGenie)
+	if !ok {
+		return nil
+	}
+	d, s := g.Defaults(), samplingDefaults(c)
+	if d.Temp != nil {
+		s.Temperature = float32(*d.Temp)
+	}
+	if d.TopK != nil {
+		s.TopK = max(*d.TopK, 0)
+	}
+	if d.TopP != nil {
+		s.TopP = float32(*d.TopP)
+	}
+	if d.Seed != nil {
+		seed := int64(*d.Seed)
+		s.Seed = &seed
+	}
+	return &s
+}

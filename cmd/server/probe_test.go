@@ -20,10 +20,7 @@ func TestProbeMatchesLoad(t *testing.T) {
 	libs := hostsimLibDir(t)
 	bundleDir, _ := tinyBundle(t)
 	pteDir := filepath.Join(testTmp, "probe-pte")
-	if code, _, stderr := runMk(t, "--format", "pte", "--preset", "tiny", "--out", pteDir, "--tokenizer", testTokenizer,
-		"--ctx", "96", "--prefill-chunk", "16"); code != 0 {
-		t.Fatalf("mkmodel pte: %s", stderr)
-	}
+	mkTiny(t, "pte", pteDir, "--ctx", "96", "--prefill-chunk", "16")
 	for _, tc := range []struct{ name, path string }{{"bundle", bundleDir}, {"pte", pteDir}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -154,23 +154,6 @@ func TestCLIConventions(t *testing.T) {
 	}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	tok, err := tokenizer.Load("../../testdata/tokenizer/llama3.2/tokenizer.json")
 	if err != nil {
@@ -211,7 +194,7 @@ func TestServeLifecycle(t *testing.T) {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Model.Bundle = "fake"
-	var logs syncBuf
+	var logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
@@ -270,7 +253,7 @@ func TestServeLoadFailure(t *testing.T) {
 	cfg := config.Default()
 	cfg.Server.Listen = "0.0.0.0:0"
 	cfg.Model.Bundle = "/nowhere"
-	var logs syncBuf
+	var logs syncbuf.Buffer
 	err := serve(context.Background(), cfg, zerolog.New(&logs), load, nil)
 	if err == nil || !strings.Contains(err.Error(), "model /nowhere failed to load: qnn: libQnnHtp.so") {
 		t.Fatalf("err = %v", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -106,7 +107,7 @@ func TestServeTLS(t *testing.T) {
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile = certFile, keyFile
 	cfg.Model.Bundle = "fake"
-	var logs syncBuf
+	var logs syncbuf.Buffer
 	addr, stop := startServe(t, cfg, &logs)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
@@ -189,7 +190,7 @@ func TestServeClearTextWarning(t *testing.T) {
 		cfg.Server.Listen = listen
 		cfg.Server.APIKeys = []string{"k"}
 		cfg.Model.Bundle = "fake"
-		var logs syncBuf
+		var logs syncbuf.Buffer
 		_, stop := startServe(t, cfg, &logs)
 		if err := stop(); err != nil {
 			t.Fatal(err)

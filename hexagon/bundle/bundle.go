@@ -54,35 +54,28 @@ func (h *Hexserve) Merge(o *Hexserve) *Hexserve {
 	if o == nil {
 		return &out
 	}
-	if o.Contract != nil {
-		out.Contract = o.Contract
-	}
-	if o.NHeads != nil {
-		out.NHeads = o.NHeads
-	}
-	if o.NKVHeads != nil {
-		out.NKVHeads = o.NKVHeads
-	}
-	if o.PrefillWindow != nil {
-		out.PrefillWindow = o.PrefillWindow
-	}
-	if o.RMSEps != nil {
-		out.RMSEps = o.RMSEps
-	}
-	if o.RopeScaling != nil {
-		out.RopeScaling = o.RopeScaling
-	}
+	override(&out.Contract, o.Contract)
+	override(&out.NHeads, o.NHeads)
+	override(&out.NKVHeads, o.NKVHeads)
+	override(&out.PrefillWindow, o.PrefillWindow)
+	override(&out.RMSEps, o.RMSEps)
+	override(&out.RopeScaling, o.RopeScaling)
 	if o.EOSTokenIDs != nil {
 		out.EOSTokenIDs = o.EOSTokenIDs
 	}
-	if o.Mask != nil {
-		out.Mask = o.Mask
-	}
+	override(&out.Mask, o.Mask)
 	if o.Tensors != nil {
 		t := mergeTensors(out.Tensors, *o.Tensors)
 		out.Tensors = &t
 	}
 	return &out
+}
+
+// override sets *dst to v when v is set.
+func override[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
 }
 
 func mergeTensors(base *Tensors, o Tensors) Tensors {

@@ -34,12 +34,12 @@ type BundleConfig struct {
 	Family    string // config.json model_type
 }
 
-// Sampler is dialog.sampler.
+// Sampler is dialog.sampler; a key the config leaves out is nil.
 type Sampler struct {
-	Seed float64 `json:"seed"`
-	Temp float64 `json:"temp"`
-	TopK int     `json:"top-k"`
-	TopP float64 `json:"top-p"`
+	Seed *float64 `json:"seed,omitempty"`
+	Temp *float64 `json:"temp,omitempty"`
+	TopK *int     `json:"top-k,omitempty"`
+	TopP *float64 `json:"top-p,omitempty"`
 }
 
 // Rope is the positional encoding: rope-dim frequencies, theta, and llama3 scaling (Factor 0: none).

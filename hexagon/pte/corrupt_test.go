@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,10 +71,10 @@ func TestWriteShardedRoundTrip(t *testing.T) {
 			t.Fatalf("method %s missing", wm.Name)
 		}
 		if len(m.Values) != len(wm.Values) || len(m.Instructions) != 3 || m.Instructions[1].Kind != pte.KernelCall ||
-			m.Operators[0] != pte.FallbackOp || !slicesEqual(m.Instructions[1].Args, []int32{3, 4, 4}) {
+			m.Operators[0] != pte.FallbackOp || !slices.Equal(m.Instructions[1].Args, []int32{3, 4, 4}) {
 			t.Errorf("%s: %+v", m.Name, m)
 		}
-		if m.Values[9].Kind != pte.KindIntList || !slicesEqual(m.Values[9].List, []int64{1, -1}) || m.Values[8].Kind != pte.KindNull {
+		if m.Values[9].Kind != pte.KindIntList || !slices.Equal(m.Values[9].List, []int64{1, -1}) || m.Values[8].Kind != pte.KindNull {
 			t.Errorf("%s: values 8, 9 = %+v %+v", m.Name, m.Values[8], m.Values[9])
 		}
 		for i, d := range m.Delegates {
@@ -96,18 +97,6 @@ func TestWriteShardedRoundTrip(t *testing.T) {
 	if len(f.Metadata) != 4 {
 		t.Errorf("metadata %v, want 4 methods", f.Metadata)
 	}
-}
-
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestWriteRejects(t *testing.T) {

@@ -148,21 +148,16 @@ func (t tbl) bytes(id int, what string) []byte {
 	return t.f.b[p : p+n : p+n]
 }
 
-func (t tbl) i32s(id int, what string) []int32 {
-	p, n := t.vec(id, 4, what)
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(t.f.u32(p + 4*i))
-	}
-	return out
-}
+func (t tbl) i32s(id int, what string) []int32 { return ints[int32](t, id, what) }
 
-func (t tbl) i64s(id int, what string) []int64 {
-	p, n := t.vec(id, 8, what)
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = int64(t.f.u64(p + 8*i))
-	}
+func (t tbl) i64s(id int, what string) []int64 { return ints[int64](t, id, what) }
+
+// ints reads vector field id of little-endian int32s or int64s.
+func ints[T int32 | int64](t tbl, id int, what string) []T {
+	size := binary.Size(T(0))
+	p, n := t.vec(id, size, what)
+	out := make([]T, n)
+	binary.Decode(t.f.b[p:p+n*size], binary.LittleEndian, out)
 	return out
 }
 

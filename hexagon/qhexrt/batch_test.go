@@ -8,14 +8,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // batchVariants are the float32 tiny bundles of both contracts with a
@@ -31,6 +32,34 @@ type bseq struct {
 	toks   []int32 // prompt and sampled tokens
 	done   int     // rows committed
 	logits [][]float32
+}
+
+// eachVariant runs f on the tiny model of every batch variant (a numeric
+// test: see skipNumeric).
+func eachVariant(t *testing.T, f func(t *testing.T, r *Runner)) {
+	skipNumeric(t)
+	for _, v := range batchVariants {
+		t.Run(v.String(), func(t *testing.T) { f(t, openTiny(t, v)) })
+	}
+}
+
+// skipNumeric skips a numeric model run under -short: the full (non-race)
+// pass runs it.
+func skipNumeric(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+}
+
+// mustStep runs one step, failing the test on an error.
+func mustStep(t *testing.T, r *Runner, runs []inference.Run) []inference.Rows {
+	t.Helper()
+	out, err := r.Step(context.Background(), runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // drive runs seqs side by side as the engine would, greedily, for steps
@@ -84,7 +113,7 @@ func drive(t *testing.T, r *Runner, steps int, seqs ...*bseq) {
 			}
 			f := copyLogits(l)
 			s.logits = append(s.logits, f)
-			s.toks = append(s.toks, int32(argmaxOf(f)))
+			s.toks = append(s.toks, int32(tinyllama.Argmax(f)))
 		}
 	}
 	for _, s := range seqs {
@@ -105,34 +134,28 @@ func testPrompt(seed uint64, n int) []int32 {
 // different steps, prompts split over steps and crossing windows) are
 // bit-identical to the same sequence alone.
 func TestBatchBitIdentical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	for _, v := range batchVariants {
-		t.Run(v.String(), func(t *testing.T) {
-			r := openTiny(t, v)
-			const steps = 6
-			prompts := [][]int32{testPrompt(1, 5), testPrompt(2, 13), testPrompt(3, 3), testPrompt(4, 21)}
-			alone := make([][][]float32, len(prompts))
-			for i, p := range prompts {
-				s := &bseq{prompt: p}
-				drive(t, r, steps, s)
-				alone[i] = s.logits
-			}
-			var ss []*bseq
-			for i, p := range prompts {
-				ss = append(ss, &bseq{prompt: p, arrive: []int{0, 0, 2, 3}[i]})
-			}
-			drive(t, r, steps, ss...)
-			for i, s := range ss {
-				for j := range alone[i] {
-					if !slices.Equal(s.logits[j], alone[i][j]) {
-						t.Fatalf("sequence %d row %d: side by side differs from alone (max %g)", i, j, maxDiff(s.logits[j], alone[i][j]))
-					}
+	eachVariant(t, func(t *testing.T, r *Runner) {
+		const steps = 6
+		prompts := [][]int32{testPrompt(1, 5), testPrompt(2, 13), testPrompt(3, 3), testPrompt(4, 21)}
+		alone := make([][][]float32, len(prompts))
+		for i, p := range prompts {
+			s := &bseq{prompt: p}
+			drive(t, r, steps, s)
+			alone[i] = s.logits
+		}
+		var ss []*bseq
+		for i, p := range prompts {
+			ss = append(ss, &bseq{prompt: p, arrive: []int{0, 0, 2, 3}[i]})
+		}
+		drive(t, r, steps, ss...)
+		for i, s := range ss {
+			for j := range alone[i] {
+				if !slices.Equal(s.logits[j], alone[i][j]) {
+					t.Fatalf("sequence %d row %d: side by side differs from alone (max %g)", i, j, maxDiff(s.logits[j], alone[i][j]))
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestBatchIsolation: a row never reads another sequence's rows. Garbage
@@ -150,9 +173,7 @@ func TestBatchIsolation(t *testing.T) {
 			ida, _ := r.Open(16)
 			idb, _ := r.Open(16)
 			pb := testPrompt(6, 6)
-			if _, err := r.Step(ctx, []inference.Run{{Seq: ida, Tokens: a.prompt[:4]}, {Seq: idb, Tokens: pb}}); err != nil {
-				t.Fatal(err)
-			}
+			mustStep(t, r, []inference.Run{{Seq: ida, Tokens: a.prompt[:4]}, {Seq: idb, Tokens: pb}})
 			if r.chunked() {
 				checkPoolMask(t, r, []inference.SeqID{ida, idb}, []int{0, 0}, []int{4, 6})
 			}
@@ -175,10 +196,7 @@ func TestBatchIsolation(t *testing.T) {
 			toks := slices.Clone(a.prompt)
 			start := 4
 			for j := range want {
-				out, err := r.Step(ctx, []inference.Run{{Seq: ida, Start: start, Tokens: toks[start:]}, {Seq: idb, Start: 6 + j, Tokens: []int32{int32(j + 20)}}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				out := mustStep(t, r, []inference.Run{{Seq: ida, Start: start, Tokens: toks[start:]}, {Seq: idb, Start: 6 + j, Tokens: []int32{int32(j + 20)}}})
 				l, err := out[0].Logits(ctx, out[0].Len()-1)
 				if err != nil {
 					t.Fatal(err)
@@ -187,7 +205,7 @@ func TestBatchIsolation(t *testing.T) {
 					t.Fatalf("row %d of a changed with b's rows garbled (max %g)", j, maxDiff(got, want[j]))
 				}
 				start = len(toks)
-				toks = append(toks, int32(argmaxOf(want[j])))
+				toks = append(toks, int32(tinyllama.Argmax(want[j])))
 			}
 		})
 	}
@@ -235,110 +253,86 @@ func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens 
 // prefix would alone; released sequences free their slots (or KV sets) at
 // once, and a full pool says ErrNoSlots.
 func TestBatchForkRelease(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
 	ctx := context.Background()
-	for _, v := range batchVariants {
-		t.Run(v.String(), func(t *testing.T) {
-			r := openTiny(t, v)
-			p := testPrompt(8, 9)
-			alone := &bseq{prompt: append(slices.Clone(p), 77)}
-			drive(t, r, 0, alone)
-			pa, _ := r.Open(12)
-			if _, err := r.Step(ctx, []inference.Run{{Seq: pa, Tokens: p}}); err != nil {
-				t.Fatal(err)
-			}
-			f, err := r.Fork(pa, len(p), 3)
+	eachVariant(t, func(t *testing.T, r *Runner) {
+		p := testPrompt(8, 9)
+		alone := &bseq{prompt: append(slices.Clone(p), 77)}
+		drive(t, r, 0, alone)
+		pa, _ := r.Open(12)
+		mustStep(t, r, []inference.Run{{Seq: pa, Tokens: p}})
+		f, err := r.Fork(pa, len(p), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := mustStep(t, r, []inference.Run{{Seq: pa, Start: len(p), Tokens: []int32{5}}, {Seq: f, Start: len(p), Tokens: []int32{77}}})
+		l, err := out[1].Logits(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
+			t.Fatalf("fork's row differs from the prefix alone (max %g)", maxDiff(got, alone.logits[0]))
+		}
+		if _, err := r.Step(ctx, []inference.Run{{Seq: f, Start: len(p) - 1, Tokens: []int32{1}}}); err == nil && r.chunked() {
+			t.Fatal("a run rewriting a fork's shared row was accepted")
+		}
+		r.Release(pa)
+		r.Release(f)
+		r.Release(f) // unknown: a no-op
+		lim := r.BatchLimits()
+		var ids []inference.SeqID
+		for range lim.Sequences {
+			id, err := r.Open(lim.Slots / lim.Sequences)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("open %d of %d after releases: %v", len(ids)+1, lim.Sequences, err)
 			}
-			out, err := r.Step(ctx, []inference.Run{{Seq: pa, Start: len(p), Tokens: []int32{5}}, {Seq: f, Start: len(p), Tokens: []int32{77}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := out[1].Logits(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
-				t.Fatalf("fork's row differs from the prefix alone (max %g)", maxDiff(got, alone.logits[0]))
-			}
-			if _, err := r.Step(ctx, []inference.Run{{Seq: f, Start: len(p) - 1, Tokens: []int32{1}}}); err == nil && r.chunked() {
-				t.Fatal("a run rewriting a fork's shared row was accepted")
-			}
-			r.Release(pa)
-			r.Release(f)
-			r.Release(f) // unknown: a no-op
-			lim := r.BatchLimits()
-			var ids []inference.SeqID
-			for range lim.Sequences {
-				id, err := r.Open(lim.Slots / lim.Sequences)
-				if err != nil {
-					t.Fatalf("open %d of %d after releases: %v", len(ids)+1, lim.Sequences, err)
-				}
-				ids = append(ids, id)
-			}
-			if _, err := r.Open(1); !errors.Is(err, inference.ErrNoSlots) {
-				t.Fatalf("open on a full pool: %v, want ErrNoSlots", err)
-			}
-			r.Release(ids[0])
-			if _, err := r.Open(lim.Slots / lim.Sequences); err != nil {
-				t.Fatalf("open after a release: %v", err)
-			}
-		})
-	}
+			ids = append(ids, id)
+		}
+		if _, err := r.Open(1); !errors.Is(err, inference.ErrNoSlots) {
+			t.Fatalf("open on a full pool: %v, want ErrNoSlots", err)
+		}
+		r.Release(ids[0])
+		if _, err := r.Open(lim.Slots / lim.Sequences); err != nil {
+			t.Fatalf("open after a release: %v", err)
+		}
+	})
 }
 
 // TestSeqKVRoundTrip: a sequence's rows saved and restored into another
 // sequence continue to the same bits; bad ranges are refused.
 func TestSeqKVRoundTrip(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
 	ctx := context.Background()
-	for _, v := range batchVariants {
-		t.Run(v.String(), func(t *testing.T) {
-			r := openTiny(t, v)
-			p := testPrompt(9, 18)
-			alone := &bseq{prompt: append(slices.Clone(p), 3)}
-			drive(t, r, 0, alone)
-			a, _ := r.Open(20)
-			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Tokens: p[:16]}}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Start: 16, Tokens: p[16:]}}); err != nil {
-				t.Fatal(err)
-			}
-			rb := r.KVLayout().RowBytes
-			buf := make([]byte, len(p)*rb)
-			if err := r.SaveSeqKV(a, 0, len(p), buf); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.SaveSeqKV(a, 0, len(p)+1, make([]byte, (len(p)+1)*rb)); err == nil {
-				t.Fatal("saving an uncommitted row was accepted")
-			}
-			r.Release(a)
-			b, _ := r.Open(20)
-			if err := r.RestoreSeqKV(b, 1, buf); err == nil {
-				t.Fatal("restoring past the committed rows was accepted")
-			}
-			if err := r.RestoreSeqKV(b, 0, buf); err != nil {
-				t.Fatal(err)
-			}
-			out, err := r.Step(ctx, []inference.Run{{Seq: b, Start: len(p), Tokens: []int32{3}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := out[0].Logits(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
-				t.Fatalf("restored rows continue differently (max %g)", maxDiff(got, alone.logits[0]))
-			}
-		})
-	}
+	eachVariant(t, func(t *testing.T, r *Runner) {
+		p := testPrompt(9, 18)
+		alone := &bseq{prompt: append(slices.Clone(p), 3)}
+		drive(t, r, 0, alone)
+		a, _ := r.Open(20)
+		mustStep(t, r, []inference.Run{{Seq: a, Tokens: p[:16]}})
+		mustStep(t, r, []inference.Run{{Seq: a, Start: 16, Tokens: p[16:]}})
+		rb := r.KVLayout().RowBytes
+		buf := make([]byte, len(p)*rb)
+		if err := r.SaveSeqKV(a, 0, len(p), buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SaveSeqKV(a, 0, len(p)+1, make([]byte, (len(p)+1)*rb)); err == nil {
+			t.Fatal("saving an uncommitted row was accepted")
+		}
+		r.Release(a)
+		b, _ := r.Open(20)
+		if err := r.RestoreSeqKV(b, 1, buf); err == nil {
+			t.Fatal("restoring past the committed rows was accepted")
+		}
+		if err := r.RestoreSeqKV(b, 0, buf); err != nil {
+			t.Fatal(err)
+		}
+		out := mustStep(t, r, []inference.Run{{Seq: b, Start: len(p), Tokens: []int32{3}}})
+		l, err := out[0].Logits(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
+			t.Fatalf("restored rows continue differently (max %g)", maxDiff(got, alone.logits[0]))
+		}
+	})
 }
 
 // TestBatchNoLeak: open/step/release cycles allocate KV sets once and keep
@@ -406,35 +400,18 @@ func TestEngineSideBySide(t *testing.T) {
 		{Prompt: testPrompt(22, 3), MaxTokens: 7, IgnoreEOS: true, Sampling: inference.Sampling{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
 		{Prompt: testPrompt(20, 6), MaxTokens: 8, IgnoreEOS: true, Prediction: "<1><2><3>"},
 	}
-	collect := func(t *testing.T, e *inference.Engine, parallel bool) [][][]int32 {
-		out := make([][][]int32, len(reqs))
-		errs := make([]error, len(reqs))
-		var wg sync.WaitGroup
-		for i, req := range reqs {
-			wg.Add(1)
-			f := func() {
-				defer wg.Done()
-				s, err := e.Submit(context.Background(), req)
-				if err == nil {
-					var res inference.Result
-					res, err = inference.Collect(s)
-					for _, c := range res.Choices {
-						out[i] = append(out[i], c.Tokens)
-					}
-				}
-				errs[i] = err
-			}
-			if parallel {
-				go f()
-			} else {
-				f()
+	collect := func(t *testing.T, e *inference.Engine, together bool) [][][]int32 {
+		var res []inference.Result
+		if together {
+			res = inferencetest.RunAll(t, e, reqs)
+		} else {
+			for _, req := range reqs {
+				res = append(res, inferencetest.Run(t, e, req))
 			}
 		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
+		out := make([][][]int32, len(res))
+		for i, r := range res {
+			out[i] = inferencetest.Tokens(r)
 		}
 		return out
 	}
@@ -465,51 +442,40 @@ func TestEngineSideBySide(t *testing.T) {
 // TestBatchGrow: a sequence grows in place or, when a neighbour holds the
 // slots after it, moves its rows, and continues to the same bits as alone.
 func TestBatchGrow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
 	ctx := context.Background()
-	for _, v := range batchVariants {
-		t.Run(v.String(), func(t *testing.T) {
-			r := openTiny(t, v)
-			p := testPrompt(30, 5)
-			alone := &bseq{prompt: p}
-			drive(t, r, 3, alone)
-			a, _ := r.Open(5)
-			b, _ := r.Open(5) // right after a's slots
-			if _, err := r.Step(ctx, []inference.Run{{Seq: a, Tokens: p}, {Seq: b, Tokens: testPrompt(31, 5)}}); err != nil {
+	eachVariant(t, func(t *testing.T, r *Runner) {
+		p := testPrompt(30, 5)
+		alone := &bseq{prompt: p}
+		drive(t, r, 3, alone)
+		a, _ := r.Open(5)
+		b, _ := r.Open(5) // right after a's slots
+		mustStep(t, r, []inference.Run{{Seq: a, Tokens: p}, {Seq: b, Tokens: testPrompt(31, 5)}})
+		var before int
+		if r.chunked() {
+			before = r.batch.pool.Seq(a).Lo
+		}
+		if err := r.Grow(a, 9); err != nil {
+			t.Fatal(err)
+		}
+		if r.chunked() && r.batch.pool.Seq(a).Lo == before {
+			t.Fatal("a grew in place over b's slots")
+		}
+		toks := append(slices.Clone(p), alone.toks[len(p):]...)
+		for j := range 3 {
+			pos := len(p) + j
+			out := mustStep(t, r, []inference.Run{{Seq: a, Start: pos, Tokens: toks[pos : pos+1]}})
+			l, err := out[0].Logits(ctx, 0)
+			if err != nil {
 				t.Fatal(err)
 			}
-			var before int
-			if r.chunked() {
-				before = r.batch.pool.Seq(a).Lo
+			if got := copyLogits(l); !slices.Equal(got, alone.logits[j+1]) {
+				t.Fatalf("row %d after growing differs from alone (max %g)", pos, maxDiff(got, alone.logits[j+1]))
 			}
-			if err := r.Grow(a, 9); err != nil {
-				t.Fatal(err)
-			}
-			if r.chunked() && r.batch.pool.Seq(a).Lo == before {
-				t.Fatal("a grew in place over b's slots")
-			}
-			toks := append(slices.Clone(p), alone.toks[len(p):]...)
-			for j := range 3 {
-				pos := len(p) + j
-				out, err := r.Step(ctx, []inference.Run{{Seq: a, Start: pos, Tokens: toks[pos : pos+1]}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := out[0].Logits(ctx, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := copyLogits(l); !slices.Equal(got, alone.logits[j+1]) {
-					t.Fatalf("row %d after growing differs from alone (max %g)", pos, maxDiff(got, alone.logits[j+1]))
-				}
-			}
-			if err := r.Grow(a, r.spec.ctx+1); !errors.Is(err, inference.ErrNoSlots) {
-				t.Fatalf("growing past the context: %v, want ErrNoSlots", err)
-			}
-		})
-	}
+		}
+		if err := r.Grow(a, r.spec.ctx+1); !errors.Is(err, inference.ErrNoSlots) {
+			t.Fatalf("growing past the context: %v, want ErrNoSlots", err)
+		}
+	})
 }
 
 // TestEngineSideBySideKVStore: side by side, a finished request's rows go
@@ -517,51 +483,33 @@ func TestBatchGrow(t *testing.T) {
 // them restores them (cached_tokens), with the same tokens as without the
 // store; another owner restores nothing. Both contracts.
 func TestEngineSideBySideKVStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
 	p := testPrompt(40, 9)
 	turn1 := inference.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
-	run := func(t *testing.T, e *inference.Engine, req inference.Request) inference.Result {
-		t.Helper()
-		s, err := e.Submit(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := inference.Collect(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
 	turn2 := func(r inference.Result, owner string) inference.Request {
 		q := append(slices.Clone(p), r.Choices[0].Tokens...)
 		return inference.Request{Prompt: append(q, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
 	}
-	for _, v := range batchVariants {
-		t.Run(v.String(), func(t *testing.T) {
-			r := openTiny(t, v)
-			ep := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4})
-			r1 := run(t, ep, turn1)
-			want := run(t, ep, turn2(r1, "alice"))
-			ep.Close()
-			store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 16 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
-			defer e.Close()
-			run(t, e, turn1)
-			got := run(t, e, turn2(r1, "alice"))
-			if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
-				t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
-			}
-			if c, least := got.Usage.CachedTokens, len(p)+5; c < least {
-				t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, least)
-			}
-			if other := run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
-				t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
-			}
-		})
-	}
+	eachVariant(t, func(t *testing.T, r *Runner) {
+		ep := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4})
+		r1 := inferencetest.Run(t, ep, turn1)
+		want := inferencetest.Run(t, ep, turn2(r1, "alice"))
+		ep.Close()
+		store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 16 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
+		defer e.Close()
+		inferencetest.Run(t, e, turn1)
+		got := inferencetest.Run(t, e, turn2(r1, "alice"))
+		if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
+			t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
+		}
+		if c, least := got.Usage.CachedTokens, len(p)+5; c < least {
+			t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, least)
+		}
+		if other := inferencetest.Run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
+			t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
+		}
+	})
 }

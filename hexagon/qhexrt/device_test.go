@@ -11,6 +11,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestDevice runs the golden-style checks against real QNN libraries on a
@@ -103,8 +104,8 @@ func TestDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("prefill vs decode-only: max logit difference %.4g", worst)
-	if top1 != argmaxF(viaPrefill) {
-		t.Errorf("next token: prefill path %d, decode path %d", argmaxF(viaPrefill), top1)
+	if top1 != int32(tinyllama.Argmax(viaPrefill)) {
+		t.Errorf("next token: prefill path %d, decode path %d", int32(tinyllama.Argmax(viaPrefill)), top1)
 	}
 
 	// Prefix reuse: Eval over a cached prefix matches the fresh evaluation.
@@ -116,21 +117,11 @@ func TestDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("prefix reuse: reused %d rows, top-1 %d", reused, argmax(l))
-	if argmax(l) != argmaxF(viaPrefill) {
-		t.Errorf("after prefix reuse the next token is %d, want %d", argmax(l), argmaxF(viaPrefill))
+	if argmax(l) != int32(tinyllama.Argmax(viaPrefill)) {
+		t.Errorf("after prefix reuse the next token is %d, want %d", argmax(l), int32(tinyllama.Argmax(viaPrefill)))
 	}
 	st := r.Stats()
 	t.Logf("per call: prefill %v (%d), decode %v (%d), lm-head %v (%d); host %v",
 		st.Graphs[r.GraphKey("prefill")].Mean(), st.Graphs[r.GraphKey("prefill")].Calls, st.Graphs[r.GraphKey("decode")].Mean(), st.Graphs[r.GraphKey("decode")].Calls,
 		st.Graphs[r.GraphKey("lmhead")].Mean(), st.Graphs[r.GraphKey("lmhead")].Calls, st.Host())
-}
-
-func argmaxF(v []float32) int32 {
-	bi := 0
-	for i := range v {
-		if v[i] > v[bi] {
-			bi = i
-		}
-	}
-	return int32(bi)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // golden is testdata/tinyllama/golden_tiny_public.json.
@@ -52,7 +53,7 @@ func topError(l inference.Logits, top [][]float64) (maxErr float64, top1 bool) {
 
 func argmax(l inference.Logits) int32 {
 	if l.Type == inference.F32 {
-		return argmaxF(l.F32)
+		return int32(tinyllama.Argmax(l.F32))
 	}
 	best, bi := float32(math.Inf(-1)), 0
 	for i := range l.Len() {

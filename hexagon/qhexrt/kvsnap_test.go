@@ -152,15 +152,7 @@ func TestKVStoreThroughEngine(t *testing.T) {
 	defer e.Close()
 	collect := func(e *inference.Engine, p []int32) inference.Result {
 		t.Helper()
-		s, err := e.Submit(context.Background(), inference.Request{Prompt: p, MaxTokens: 3, Logprobs: true, TopLogprobs: 5, IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := inference.Collect(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return inferencetest.Run(t, e, inference.Request{Prompt: p, MaxTokens: 3, Logprobs: true, TopLogprobs: 5, IgnoreEOS: true})
 	}
 	first := collect(e, hist)
 	collect(e, other)

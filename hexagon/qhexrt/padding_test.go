@@ -14,9 +14,7 @@ import (
 // rows; every row's logits must stay finite, while the last prefill call's
 // padding rows do hold the poison.
 func TestPaddingRowsPoisoned(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
+	skipNumeric(t)
 	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
 	ss := []*bseq{{prompt: testPrompt(11, 5)}, {prompt: testPrompt(12, 9), arrive: 1}, {prompt: testPrompt(13, 3), arrive: 3}}
 	drive(t, r, 6, ss...)
@@ -44,9 +42,7 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 // Step again after remeasureSteps Steps without one, and once its new time is
 // measured the single-row Steps go back to it.
 func TestRemeasureStaleCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
+	skipNumeric(t)
 	r := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
 	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
 	drive(t, r, 2, &bseq{prompt: testPrompt(21, 3)}) // the decode graph measured once, at 600 ms

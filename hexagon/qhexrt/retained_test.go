@@ -17,9 +17,7 @@ import (
 // forked sequence), every answer is the one it gives alone, on a chunked
 // bundle (shared slots) and a QHexRT-contract one (copies).
 func TestEngineRetainedRows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
+	skipNumeric(t)
 	sys := testPrompt(50, 25)
 	pr := func(tail ...int32) []int32 { return append(slices.Clone(sys), tail...) }
 	a := inference.Request{Prompt: pr(11, 12, 13, 14, 15, 16), MaxTokens: 8, IgnoreEOS: true, Logprobs: true}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // plainGreedy decodes n tokens after prompt one decode run at a time and returns
@@ -24,19 +24,9 @@ func plainGreedy(t *testing.T, r *Runner, prompt []int32, n int) ([]int32, [][]f
 		}
 		logits = append(logits, slices.Clone(l.F32))
 		valid = len(seq)
-		seq = append(seq, int32(argmaxOf(l.F32)))
+		seq = append(seq, int32(tinyllama.Argmax(l.F32)))
 	}
 	return seq[len(prompt):], logits
-}
-
-func argmaxOf(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // TestVerifyMatchesDecode: on a chunked f32 bundle, each row of a verify
@@ -147,7 +137,7 @@ func TestVerifyNearTies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seq = append(seq, int32(argmax16(l)))
+			seq = append(seq, argmax(l))
 		}
 		// The same tokens verified in one call after the prompt's first token.
 		if _, _, err := evalOn(r).Eval(ctx, prompt, 0); err != nil {
@@ -163,7 +153,7 @@ func TestVerifyNearTies(t *testing.T) {
 				t.Fatal(err)
 			}
 			rows++
-			if int32(argmax16(l)) != seq[len(prompt)+i+1] {
+			if argmax(l) != seq[len(prompt)+i+1] {
 				flips++
 			}
 		}
@@ -172,15 +162,4 @@ func TestVerifyNearTies(t *testing.T) {
 	if flips*20 > rows {
 		t.Errorf("%d of %d rows flipped (more than 5%%)", flips, rows)
 	}
-}
-
-// argmax16 is the greedy token of any logits type.
-func argmax16(l inference.Logits) int {
-	best := 0
-	for i := range l.Len() {
-		if l.At(i) > l.At(best) {
-			best = i
-		}
-	}
-	return best
 }

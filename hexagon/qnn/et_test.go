@@ -85,10 +85,7 @@ func newETHost(t testing.TB, r *Runtime, c tinyllama.Config, paths []string, s s
 	h := &etHost{t: t, r: r, c: c, es: s.KV.Size()}
 	h.first, _ = simfile.ShardLayers(c.NumHiddenLayers, s.Shards)
 	for _, p := range paths {
-		ctx, err := r.LoadContext(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ctx := loadContext(t, r, p)
 		t.Cleanup(func() { ctx.Close() })
 		h.ctxs = append(h.ctxs, ctx)
 	}
@@ -302,11 +299,7 @@ func TestHostsimExecuTorchTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	t.Logf("calibrated ranges: K %.3g V %.3g hidden %.3g logits %.3g", ranges.K, ranges.V, ranges.Hidden, ranges.Logits)
 	u8, u16, f32 := simfile.UFixed8, simfile.UFixed16, simfile.F32
 	// tol is the documented bound (FORMAT.md) on |logit − reference| over the whole vocabulary,
@@ -380,11 +373,7 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	s := etSpec(t, ranges, simfile.UFixed8, simfile.UFixed16, simfile.UFixed16, 1)
 	paths := writeET(t, t.TempDir(), c, s)
 	base := newETHost(t, r, c, paths, s).run(seq, 8)
@@ -494,7 +483,7 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 		verify := h.step("prefill_forward", []int{5, 6, 99}, 10)
 		rows = append(rows, verify[0], verify[1], verify[2], h.step("kv_forward", []int{8}, 12)[0])
 		for i, want := range []int{7, 9, 11, 7, 7, 7, 7, 9, 11, 5, 6, 8, 8, 10} {
-			if got := argmax32(rows[i]); got != want {
+			if got := tinyllama.Argmax(rows[i]); got != want {
 				t.Errorf("sample %d: argmax %d, want scripted %d", i, got, want)
 			}
 		}
@@ -528,16 +517,6 @@ func toF64(a [][]float32) [][]float64 {
 		}
 	}
 	return out
-}
-
-func argmax32(v []float32) int {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // executeZero runs g once with zero-filled buffers (tokens 0, positions 0).
@@ -592,11 +571,7 @@ func TestLoadContextDataGroup(t *testing.T) {
 		}
 		bins = append(bins, b)
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	g := &Group{SpillFill: 1 << 20}
 	first, err := r.LoadContextData("shard0", bins[0], g)
 	if err != nil || g.First != first {

@@ -112,3 +112,42 @@ func (h *hostsimLib) Set(t testing.TB, name, value string) {
 	}
 	t.Cleanup(func() { h.set(&n[0], nil) })
 }
+
+// openRuntime opens a runtime on cfg, closed when the test ends; then,
+// when h is not nil, hostsim must hold nothing of it.
+func openRuntime(t *testing.T, cfg Config, h *hostsimLib) *Runtime {
+	t.Helper()
+	r, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+		if h != nil {
+			checkNoLeaks(t, h)
+		}
+	})
+	return r
+}
+
+// loadContext loads the context binary at path into r, failing t on an error.
+func loadContext(t testing.TB, r *Runtime, path string) *Context {
+	t.Helper()
+	ctx, err := r.LoadContext(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// graph returns ctx's graph name, failing t on an error.
+func graph(t testing.TB, ctx *Context, name string) *Graph {
+	t.Helper()
+	g, err := ctx.Graph(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}

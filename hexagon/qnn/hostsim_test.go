@@ -172,11 +172,7 @@ func TestHostsimPartialOpen(t *testing.T) {
 
 func TestHostsimBinaryInfo(t *testing.T) {
 	dir := hostsimDir(t)
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	m := newLMHeadModel(8, 32)
 	m.XType, m.Scale, m.Off = simfile.UFixed16, 0.001, -32768
 	data, err := os.ReadFile(m.write(t, t.TempDir()))
@@ -213,11 +209,7 @@ func TestHostsimArch(t *testing.T) {
 			t.Fatalf("hostsim's %s is %d, the public QnnHtpDevice.h layout used here has %d", l.name, v, l.got)
 		}
 	}
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	arch, err := r.Arch()
 	if err != nil || arch != "v79" {
 		t.Fatalf("Arch() = %q, %v", arch, err)
@@ -251,25 +243,10 @@ func TestHostsimExecute(t *testing.T) {
 			if !tc.rpc {
 				cfg.RPCMem = ""
 			}
-			r, err := Open(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := r.Close(); err != nil {
-					t.Error(err)
-				}
-				checkNoLeaks(t, h)
-			}()
-			ctx, err := r.LoadContext(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := openRuntime(t, cfg, h)
+			ctx := loadContext(t, r, path)
 			gi := ctx.Graphs()[0]
-			g, err := ctx.Graph("lmhead")
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := graph(t, ctx, "lmhead")
 			xb, yb := gi.Inputs[0].Bytes(), gi.Outputs[0].Bytes()
 			var in, out []Binding
 			var xbuf, ybuf []byte
@@ -337,17 +314,11 @@ func TestHostsimBindAndExecuteErrors(t *testing.T) {
 		r.Close()
 		checkNoLeaks(t, h)
 	}()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := loadContext(t, r, path)
 	if _, err := ctx.Graph("prefill"); err == nil || !strings.Contains(err.Error(), `"prefill"`) || !strings.Contains(err.Error(), "lmhead") {
 		t.Errorf("unknown graph: %v", err)
 	}
-	g, err := ctx.Graph("lmhead")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := graph(t, ctx, "lmhead")
 	small, _ := r.Alloc(16)
 	bx, _ := r.Alloc(32)
 	by, _ := r.Alloc(64)
@@ -421,14 +392,10 @@ func TestHostsimBindAndExecuteErrors(t *testing.T) {
 
 func TestHostsimLoadContextErrors(t *testing.T) {
 	dir := hostsimDir(t)
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	bad := filepath.Join(t.TempDir(), "bad.bin")
 	os.WriteFile(bad, bytes.Repeat([]byte{7}, 256), 0o644)
-	_, err = r.LoadContext(bad)
+	_, err := r.LoadContext(bad)
 	if CodeOf(err) != CodeSystemMalformedBinary || !strings.Contains(err.Error(), "bad.bin") {
 		t.Errorf("malformed: %v", err)
 	}
@@ -446,20 +413,8 @@ func TestHostsimTinyLlama(t *testing.T) {
 	hs := openHostsimLib(t, dir)
 	hs.reset()
 	path, h := tinyLlama(t, t.TempDir())
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-		checkNoLeaks(t, hs)
-	}()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openRuntime(t, hostsimConfig(dir), hs)
+	ctx := loadContext(t, r, path)
 	gs := ctx.Graphs()
 	if len(gs) != 3 || gs[0].Name != "prefill" || gs[1].Name != "decode" || gs[2].Name != "lmhead" {
 		t.Fatalf("graphs: %v", gs)
@@ -578,15 +533,8 @@ func TestHostsimSetenvReachesC(t *testing.T) {
 	hs := openHostsimLib(t, dir)
 	m := newLMHeadModel(8, 16)
 	path := m.write(t, t.TempDir())
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openRuntime(t, hostsimConfig(dir), nil)
+	ctx := loadContext(t, r, path)
 	g, _ := ctx.Graph("lmhead")
 	x, _ := r.Alloc(32)
 	y, _ := r.Alloc(64)
@@ -607,11 +555,7 @@ func TestHostsimSetenvReachesC(t *testing.T) {
 // file whose roles are missing, repeated or out of range is refused.
 func TestHostsimTensorRoles(t *testing.T) {
 	dir := hostsimDir(t)
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRuntime(t, hostsimConfig(dir), nil)
 	h := simfile.Hyper{Hidden: 16, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 64, Ctx: 16, RMSEps: 1e-5}
 	ws := simfile.WeightSpecs(h, true, false)
 	for i := range ws {

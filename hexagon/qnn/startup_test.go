@@ -13,14 +13,8 @@ import (
 // lmheadCall loads m into r and binds its graph to x and y.
 func lmheadCall(t *testing.T, r *Runtime, path string, x, y *Buffer) *Call {
 	t.Helper()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := ctx.Graph("lmhead")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := loadContext(t, r, path)
+	g := graph(t, ctx, "lmhead")
 	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
 	if err != nil {
 		t.Fatal(err)
@@ -37,24 +31,9 @@ func TestHostsimRegistrationKinds(t *testing.T) {
 	h := openHostsimLib(t, dir)
 	m := newLMHeadModel(8, 16) // x [1 8], logits [1 16], float32
 	path := m.write(t, t.TempDir())
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-		checkNoLeaks(t, h)
-	}()
-	ctx, err := r.LoadContext(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := ctx.Graph("lmhead")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openRuntime(t, hostsimConfig(dir), h)
+	ctx := loadContext(t, r, path)
+	g := graph(t, ctx, "lmhead")
 	alloc := func(pool bool, n int) *Buffer {
 		t.Helper()
 		f := r.Alloc
@@ -127,16 +106,7 @@ func TestHostsimRegisterFallback(t *testing.T) {
 	lg := zerolog.New(&logs)
 	cfg := hostsimConfig(dir)
 	cfg.Logger = &lg
-	r, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-		checkNoLeaks(t, h)
-	}()
+	r := openRuntime(t, cfg, h)
 	x, err := r.Alloc(32)
 	if err != nil {
 		t.Fatal(err)

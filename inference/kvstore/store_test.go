@@ -304,20 +304,9 @@ func TestDiskRefusesForeignAndCorrupted(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			w, err := Open(Config{Layout: tc.layout, Memory: 1 << 20, Dir: dir, Disk: 1 << 20, Logger: zerolog.Nop()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seq := count(20, 1)
-			save(t, w, "", "", seq)
-			w.Close()
-			files, _ := filepath.Glob(filepath.Join(dir, "*.kv"))
-			if len(files) != 1 {
-				t.Fatalf("%d files written", len(files))
-			}
+			dir, file, seq := savedOne(t, tc.layout)
 			if tc.spoil != nil {
-				tc.spoil(t, files[0])
+				tc.spoil(t, file)
 			}
 			s := open(t, 1<<20, dir)
 			if n := restore(t, s, "", seqOf(seq, 1), 0); n != 0 {
@@ -328,6 +317,26 @@ func TestDiskRefusesForeignAndCorrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// savedOne saves one sequence through a store with layout in a new
+// directory and returns the directory, the one file written and the
+// sequence.
+func savedOne(t *testing.T, layout inference.KVLayout) (dir, file string, seq []int32) {
+	t.Helper()
+	dir = t.TempDir()
+	w, err := Open(Config{Layout: layout, Memory: 1 << 20, Dir: dir, Disk: 1 << 20, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq = count(20, 1)
+	save(t, w, "", "", seq)
+	w.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.kv"))
+	if len(files) != 1 {
+		t.Fatalf("%d files written", len(files))
+	}
+	return dir, files[0], seq
 }
 
 func TestDiskBudget(t *testing.T) {

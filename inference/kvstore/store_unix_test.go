@@ -18,22 +18,11 @@ import (
 // blocked start-up; it and a symlink out of the directory are now refused
 // with a log line (and left alone: they are not the store's).
 func TestDiskRefusesSpecialFiles(t *testing.T) {
-	dir := t.TempDir()
-	w, err := Open(Config{Layout: layout, Memory: 1 << 20, Dir: dir, Disk: 1 << 20, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := count(20, 1)
-	save(t, w, "", "", seq)
-	w.Close()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.kv"))
-	if len(files) != 1 {
-		t.Fatalf("%d files written", len(files))
-	}
+	dir, file, seq := savedOne(t, layout)
 	// The saved file moves out of the directory; a symlink to it and a FIFO take its place.
 	outside := filepath.Join(t.TempDir(), "saved.kv")
-	os.Rename(files[0], outside)
-	os.Symlink(outside, files[0])
+	os.Rename(file, outside)
+	os.Symlink(outside, file)
 	if err := syscall.Mkfifo(filepath.Join(dir, "x.kv"), 0o600); err != nil {
 		t.Skip("no FIFOs here:", err)
 	}
@@ -58,7 +47,7 @@ func TestDiskRefusesSpecialFiles(t *testing.T) {
 	if n := restore(t, s, "", seqOf(seq, 1), 0); n != 0 {
 		t.Fatalf("restored %d rows through a symlink", n)
 	}
-	for _, name := range []string{"x.kv", filepath.Base(files[0])} {
+	for _, name := range []string{"x.kv", filepath.Base(file)} {
 		if !strings.Contains(log.String(), name) {
 			t.Errorf("no log line names %s: %s", name, log.String())
 		}

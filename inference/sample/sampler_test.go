@@ -119,12 +119,7 @@ func TestFilterMatchesReference(t *testing.T) {
 					if want := hist && s.histOK(f32(x), false); s.big != want {
 						t.Fatalf("histogram path %v, want %v", s.big, want)
 					}
-					kept, _ := s.filter()
-					var got []int32
-					for _, c := range kept {
-						got = append(got, c.id)
-					}
-					slices.Sort(got)
+					got := keptIDs(s)
 					want := reference(x, tc.p)
 					if !slices.Equal(got, want) {
 						t.Fatalf("trial %d: kept %d tokens, reference %d", trial, len(got), len(want))
@@ -283,10 +278,7 @@ func TestLogprobs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	raw := randLogits(r, V, 3)
 	for _, l := range []Logits{f32(raw), toU16(raw)} {
-		x := make([]float32, V)
-		for i := range x {
-			x[i] = l.At(i)
-		}
+		x := values(l, V)
 		s := newSampler(V)
 		// Penalties must not change the raw log-probabilities.
 		s.Reset(Params{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{9: 5}}, nil, 1)
@@ -470,12 +462,7 @@ func TestFilterWithPenaltiesMatchesReference(t *testing.T) {
 					}
 				}
 				s.prepare(l, false)
-				kept, _ := s.filter()
-				var got []int32
-				for _, c := range kept {
-					got = append(got, c.id)
-				}
-				slices.Sort(got)
+				got := keptIDs(s)
 				want := reference(adjustAll(ref, p, prompt, gen), p)
 				if !slices.Equal(got, want) {
 					var diff []string
@@ -555,26 +542,14 @@ func TestHistogramPath(t *testing.T) {
 			prompt[i] = int32(r.IntN(llamaVocab))
 		}
 		gen := []int32{int32(trial), 5, 5, 9}
-		s.Reset(p, prompt, uint64(trial))
-		s.StartChoice()
-		for _, id := range gen {
-			s.Accept(id)
-		}
+		startAfter(s, p, prompt, uint64(trial), gen)
 		for _, l := range []Logits{f32(x), toF16(x), toU16(x)} {
-			ref := make([]float32, llamaVocab)
-			for i := range ref {
-				ref[i] = l.At(i)
-			}
+			ref := values(l, llamaVocab)
 			s.prepare(l, false)
 			if !s.big || s.code != (l.Type != F32) {
 				t.Fatalf("trial %d %v: %d candidates, histogram path %v, code path %v", trial, l.Type, s.inRange, s.big, s.code)
 			}
-			kept, _ := s.filter()
-			got := make([]int32, 0, len(kept))
-			for _, c := range kept {
-				got = append(got, c.id)
-			}
-			slices.Sort(got)
+			got := keptIDs(s)
 			if want := reference(adjustAll(ref, p, prompt, gen), p); !slices.Equal(got, want) {
 				t.Fatalf("trial %d %v: kept %d tokens, reference %d", trial, l.Type, len(got), len(want))
 			}
@@ -629,25 +604,13 @@ func TestHistogramTies(t *testing.T) {
 		}
 		gen := []int32{int32(r.IntN(V)), int32(r.IntN(V))}
 		for _, l := range tiedLogits(r, V, -2-float32(trial%3)) {
-			s.Reset(p, nil, uint64(trial))
-			s.StartChoice()
-			for _, id := range gen {
-				s.Accept(id)
-			}
-			ref := make([]float32, V)
-			for i := range ref {
-				ref[i] = l.At(i)
-			}
+			startAfter(s, p, nil, uint64(trial), gen)
+			ref := values(l, V)
 			s.prepare(l, false)
 			if !s.big || !s.code {
 				t.Fatalf("trial %d %v: code-histogram path not taken", trial, l.Type)
 			}
-			kept, _ := s.filter()
-			got := make([]int32, 0, len(kept))
-			for _, c := range kept {
-				got = append(got, c.id)
-			}
-			slices.Sort(got)
+			got := keptIDs(s)
 			if want := reference(adjustAll(ref, p, nil, gen), p); !slices.Equal(got, want) {
 				t.Fatalf("trial %d %v (%+v): kept %d tokens, reference %d", trial, l.Type, p, len(got), len(want))
 			}
@@ -679,15 +642,8 @@ func TestCodeFrequencies(t *testing.T) {
 		for _, l := range tiedLogits(r, V, -2) {
 			s := newSampler(V)
 			s.bigMin = 0
-			s.Reset(p, nil, uint64(trial))
-			s.StartChoice()
-			for _, id := range gen {
-				s.Accept(id)
-			}
-			ref := make([]float32, V)
-			for i := range ref {
-				ref[i] = l.At(i)
-			}
+			startAfter(s, p, nil, uint64(trial), gen)
+			ref := values(l, V)
 			adj := adjustAll(ref, p, nil, gen)
 			want := map[int32]float64{}
 			var z float64
@@ -739,20 +695,12 @@ func TestHistogramU16Fallback(t *testing.T) {
 		l.Raw16[7] = 65535
 		s.Reset(tc.p, nil, 1)
 		s.StartChoice()
-		ref := make([]float32, V)
-		for i := range ref {
-			ref[i] = l.At(i)
-		}
+		ref := values(l, V)
 		s.prepare(l, false)
 		if !s.big || s.code {
 			t.Fatalf("%s: histogram path %v, code path %v; want the bucket path", tc.name, s.big, s.code)
 		}
-		kept, _ := s.filter()
-		got := make([]int32, 0, len(kept))
-		for _, c := range kept {
-			got = append(got, c.id)
-		}
-		slices.Sort(got)
+		got := keptIDs(s)
 		if want := reference(adjustAll(ref, tc.p, nil, nil), tc.p); !slices.Equal(got, want) {
 			t.Fatalf("%s: kept %d tokens, reference %d", tc.name, len(got), len(want))
 		}
@@ -882,12 +830,7 @@ func TestU16MatchesF32(t *testing.T) {
 					if !pr.s.big {
 						t.Fatalf("%s, %v: histogram path not taken", tc.name, pr.l.Type)
 					}
-					kept, _ := pr.s.filter()
-					got := make([]int32, 0, len(kept))
-					for _, c := range kept {
-						got = append(got, c.id)
-					}
-					slices.Sort(got)
+					got := keptIDs(pr.s)
 					if !slices.Equal(got, want) {
 						t.Fatalf("%s, %v, step %d: kept %d tokens, reference %d", tc.name, pr.l.Type, step, len(got), len(want))
 					}
@@ -934,6 +877,36 @@ const maxTop = 20
 
 // newSampler is New with a Scratch of its own, for the tests that call the
 // step's parts (prepare, filter) directly.
+// keptIDs returns the ids s's filter keeps, in order.
+func keptIDs(s *Sampler) []int32 {
+	kept, _ := s.filter()
+	got := make([]int32, 0, len(kept))
+	for _, c := range kept {
+		got = append(got, c.id)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// values returns l's first n values as float32s.
+func values(l Logits, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = l.At(i)
+	}
+	return x
+}
+
+// startAfter resets s for a choice of a request with p, prompt and seed
+// that has generated gen so far.
+func startAfter(s *Sampler, p Params, prompt []int32, seed uint64, gen []int32) {
+	s.Reset(p, prompt, seed)
+	s.StartChoice()
+	for _, id := range gen {
+		s.Accept(id)
+	}
+}
+
 func newSampler(vocab int) *Sampler {
 	s := New(vocab)
 	s.scratch = new(scratch)

@@ -253,7 +253,7 @@ func (m *Model) Greedy(prompt []int, n int) ([]int, error) {
 }
 
 // Argmax is the index of the largest value (the first on ties).
-func Argmax(v []float64) int {
+func Argmax[T float32 | float64](v []T) int {
 	bi := 0
 	for i, x := range v {
 		if x > v[bi] {

@@ -158,22 +158,11 @@ func bytesVec(v []byte, align int) object {
 	}
 }
 
-func i32Vec(v []int32) object {
+// intVec is a vector of little-endian int32s or int64s.
+func intVec[T int32 | int64](v []T) object {
 	return func(b *builder) int {
-		at := b.vectorHead(len(v), 4)
-		for _, x := range v {
-			b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(x))
-		}
-		return at
-	}
-}
-
-func i64Vec(v []int64) object {
-	return func(b *builder) int {
-		at := b.vectorHead(len(v), 8)
-		for _, x := range v {
-			b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(x))
-		}
+		at := b.vectorHead(len(v), binary.Size(T(0)))
+		b.buf, _ = binary.Append(b.buf, binary.LittleEndian, v)
 		return at
 	}
 }

@@ -111,7 +111,7 @@ func Write(w io.Writer, p Program) error {
 		ref(2, tables(nil)).
 		ref(3, tables(nil)).
 		ref(4, tables(segs)).
-		ref(5, new(table).ref(1, i64Vec([]int64{0})).object())
+		ref(5, new(table).ref(1, intVec([]int64{0})).object())
 
 	// Header: root offset, ET12, then the 32-byte eh00 header; the root's
 	// vtable and table follow.
@@ -306,7 +306,7 @@ func plan(m Method) *table {
 	}
 	instrs := make([]*table, len(m.Instructions))
 	for i, in := range m.Instructions {
-		call := new(table).ref(1, i32Vec(in.Args))
+		call := new(table).ref(1, intVec(in.Args))
 		if in.Kind == pte.KernelCall {
 			call.i32(0, in.Op)
 		} else {
@@ -336,17 +336,17 @@ func plan(m Method) *table {
 		}
 	}
 	// ExecuTorch leaves the chain's inputs and outputs empty.
-	chain := new(table).ref(0, i32Vec(nil)).ref(1, i32Vec(nil)).ref(2, tables(instrs))
+	chain := new(table).ref(0, intVec[int32](nil)).ref(1, intVec[int32](nil)).ref(2, tables(instrs))
 	return new(table).
 		ref(0, str(m.Name)).
 		ref(1, new(table).ref(0, str("")).ref(1, str("")).object()).
 		ref(2, tables(values)).
-		ref(3, i32Vec(m.Inputs)).
-		ref(4, i32Vec(m.Outputs)).
+		ref(3, intVec(m.Inputs)).
+		ref(4, intVec(m.Outputs)).
 		ref(5, tables([]*table{chain})).
 		ref(6, tables(ops)).
 		ref(7, tables(dels)).
-		ref(8, i64Vec(bufferSizes))
+		ref(8, intVec(bufferSizes))
 }
 
 func evalue(v pte.Value) *table {
@@ -363,7 +363,7 @@ func evalue(v pte.Value) *table {
 	case pte.KindString:
 		val = new(table).ref(0, str(v.String))
 	case pte.KindIntList:
-		val = new(table).ref(0, i64Vec(v.List))
+		val = new(table).ref(0, intVec(v.List))
 	case pte.KindTensor:
 		t := v.Tensor
 		order := t.DimOrder
@@ -373,7 +373,7 @@ func evalue(v pte.Value) *table {
 				order[i] = uint8(i)
 			}
 		}
-		val = new(table).u8(0, uint8(t.Type)).ref(2, i32Vec(t.Sizes)).ref(3, bytesVec(slices.Clone(order), 1))
+		val = new(table).u8(0, uint8(t.Type)).ref(2, intVec(t.Sizes)).ref(3, bytesVec(slices.Clone(order), 1))
 	}
 	return new(table).u8(0, uint8(v.Kind)).ref(1, val.object())
 }
