@@ -24,9 +24,14 @@ func (c *seqConstraint) Allowed(id int32) bool {
 
 func (c *seqConstraint) Mask(allowed []uint64) {
 	*c.masks++
+	maskOf(allowed, vocab, c.Allowed)
+}
+
+// maskOf sets allowed to the bitmask of the ids below n that ok allows.
+func maskOf(allowed []uint64, n int32, ok func(int32) bool) {
 	clear(allowed)
-	for id := range int32(vocab) {
-		if c.Allowed(id) {
+	for id := range n {
+		if ok(id) {
 			allowed[id>>6] |= 1 << (id & 63)
 		}
 	}

@@ -193,14 +193,7 @@ func TestSpeculativeEquivalence(t *testing.T) {
 type banConstraint struct{ n int }
 
 func (c *banConstraint) Allowed(id int32) bool { return id == specEOT || id%3 != 0 }
-func (c *banConstraint) Mask(allowed []uint64) {
-	clear(allowed)
-	for id := range specEOT + 1 {
-		if c.Allowed(id) {
-			allowed[id>>6] |= 1 << (id & 63)
-		}
-	}
-}
+func (c *banConstraint) Mask(allowed []uint64) { maskOf(allowed, specEOT+1, c.Allowed) }
 func (c *banConstraint) Accept(id int32) error {
 	if !c.Allowed(id) {
 		return errors.New("banned")

@@ -15,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/syncbuf"
+	"github.com/hexserve/hexserve/internal/testhttp"
 	"github.com/hexserve/hexserve/server"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 	"github.com/rs/zerolog"
@@ -92,11 +93,7 @@ func newRig(t testing.TB, ro rigOptions) *rig {
 	return &rig{URL: hs.URL, Model: fake, Engine: eng, Log: log, srv: hs}
 }
 
-type reply struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
+type reply = testhttp.Reply
 
 // expect does the request and fails t unless the reply's status is status.
 func (r *rig) expect(t testing.TB, status int, method, path, body string, hdr ...string) reply {
@@ -110,26 +107,10 @@ func (r *rig) expect(t testing.TB, status int, method, path, body string, hdr ..
 
 func (r *rig) do(t testing.TB, method, path, body string, hdr ...string) reply {
 	t.Helper()
-	req, err := http.NewRequest(method, r.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		hdr = append([]string{"Content-Type", "application/json"}, hdr...)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return reply{resp.StatusCode, resp.Header, b}
+	return testhttp.Do(t, method, r.URL+path, body, hdr...)
 }
 
 // openAIError is the OpenAI error envelope with nullable fields kept as such.
@@ -546,7 +527,7 @@ func TestBodyLimitChunked(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	rep := reply{resp.StatusCode, resp.Header, b}
+	rep := reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	if rep.Status != 413 {
 		t.Fatalf("status %d: %s", rep.Status, b)
 	}

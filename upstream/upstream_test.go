@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/testhttp"
 )
 
 const testKey = "sk-up-7f3a"
@@ -49,17 +51,8 @@ func newClient(t testing.TB, base string, opts Options) *Client {
 
 func post(t testing.TB, url, body string, header ...string) (int, http.Header, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	r := testhttp.Do(t, "POST", url, body, header...)
+	return r.Status, r.Header, string(r.Body)
 }
 
 // TestForward checks what goes up (the model renamed, the upstream's key

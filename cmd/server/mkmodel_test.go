@@ -20,7 +20,6 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
-	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -465,8 +464,8 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 				for _, tl := range c.Top {
 					maxErr = max(maxErr, math.Abs(float64(l.At(int(tl[0])))-tl[1]))
 				}
-				if v.exact && argmax(l) != int(c.Top[0][0]) {
-					t.Errorf("pos %d: top-1 %d, golden %d", c.Pos, argmax(l), int(c.Top[0][0]))
+				if v.exact && inferencetest.Argmax(l) != int(c.Top[0][0]) {
+					t.Errorf("pos %d: top-1 %d, golden %d", c.Pos, inferencetest.Argmax(l), int(c.Top[0][0]))
 				}
 			}
 			t.Logf("%s: max |logit error| over the checked top-20 = %.3g", v.name, maxErr)
@@ -485,23 +484,13 @@ func TestMkmodelGoldenThroughHostsim(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := argmax(l); got != int(want) {
+				if got := inferencetest.Argmax(l); got != int(want) {
 					t.Fatalf("greedy step %d: %d, golden %d (margin %.3g)", step, got, want, short.GreedyMargins[step])
 				}
 				seq = append(seq, want)
 			}
 		})
 	}
-}
-
-func argmax(l inference.Logits) int {
-	best := 0
-	for i := 1; i < l.Len(); i++ {
-		if l.At(i) > l.At(best) {
-			best = i
-		}
-	}
-	return best
 }
 
 func TestMkmodelCustomConfig(t *testing.T) {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/syncbuf"
+	"github.com/hexserve/hexserve/internal/testhttp"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -164,20 +163,8 @@ func loadTokenizer(t *testing.T) *tokenizer.Tokenizer {
 
 func get(t *testing.T, url string, hdr ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	r := testhttp.Do(t, "GET", url, "", hdr...)
+	return r.Status, strings.TrimSpace(string(r.Body))
 }
 
 // serve with a fake model: 503 loading while the loader blocks, then ready

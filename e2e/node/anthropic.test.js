@@ -157,12 +157,13 @@ async function startScripted() {
   const ids = [...(await tokenize('{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}')), eot, ...(await tokenize(answer)), eot];
   dir = mkdtempSync(join(tmpdir(), 'hexserve-node-anthropic-'));
   writeFileSync(join(dir, 'script.txt'), ids.join(' ') + '\n');
-  // configs/dev.yaml plus the aliases and a queue of one.
+  // configs/dev.yaml plus the aliases, one sequence at a time and a queue of one (a request is
+  // refused only when the queue and the free sequence slots are both full).
   writeFileSync(join(dir, 'config.yaml'), [
     'server:', `  model_aliases: {"claude-*": ${model}}`,
     'model:', '  bundle: build/models/tiny', '  libraries:', '    backend: build/hostsim/amd64/libQnnHtp.so',
     '    system: build/hostsim/amd64/libQnnSystem.so', '    rpcmem: build/hostsim/amd64/libcdsprpc.so',
-    'engine:', '  queue_length: 1', 'chat:', '  date: 26 Jul 2024', '',
+    'engine:', '  queue_length: 1', '  max_sequences: 1', 'chat:', '  date: 26 Jul 2024', '',
   ].join('\n'));
   const port = await freePort();
   const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', join(dir, 'config.yaml'), '--addr', `127.0.0.1:${port}`], {
@@ -235,7 +236,7 @@ test('tool_use → tool_result → answer through a claude-* alias, streamed and
     return true;
   });
 
-  // A queue of one: of four concurrent requests, some are refused.
+  // One sequence and a queue of one: of four concurrent requests, some are refused.
   const results = await Promise.allSettled([0, 1, 2, 3].map(() => c.messages.create({ ...first, tools: undefined, max_tokens: 40 })));
   const refused = results.filter((r) => r.status === 'rejected');
   assert.ok(refused.length >= 1, 'no request was refused');

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/internal/tinyllama"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 )
 
 // golden is testdata/tinyllama/golden_tiny_public.json.
@@ -51,18 +51,8 @@ func topError(l inference.Logits, top [][]float64) (maxErr float64, top1 bool) {
 	return maxErr, argmax(l) == int32(top[0][0])
 }
 
-func argmax(l inference.Logits) int32 {
-	if l.Type == inference.F32 {
-		return int32(tinyllama.Argmax(l.F32))
-	}
-	best, bi := float32(math.Inf(-1)), 0
-	for i := range l.Len() {
-		if v := l.At(i); v > best {
-			best, bi = v, i
-		}
-	}
-	return int32(bi)
-}
+// argmax is l's greedy token.
+func argmax(l inference.Logits) int32 { return int32(inferencetest.Argmax(l)) }
 
 // checkPositions evaluates c's prompt from position 0 (prefill windows or
 // decode steps only) and returns the worst top-20 error and the number of

@@ -10,15 +10,7 @@ import (
 
 func TestScripted(t *testing.T) {
 	m := NewScripted(inference.ModelInfo{VocabSize: 10, EOS: []int32{9}}, []int32{3, 4})
-	argmax := func(l inference.Logits) int32 {
-		best := 0
-		for i, v := range l.F32 {
-			if v > l.F32[best] {
-				best = i
-			}
-		}
-		return int32(best)
-	}
+	argmax := func(l inference.Logits) int32 { return int32(Argmax(l)) }
 	ctx := context.Background()
 	id, err := m.Open(8)
 	if err != nil {

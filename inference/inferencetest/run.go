@@ -58,3 +58,15 @@ func Tokens(r inference.Result) [][]int32 {
 	}
 	return out
 }
+
+// Argmax is l's greedy token: the index of its largest value (the first on
+// ties).
+func Argmax(l inference.Logits) int {
+	best := 0
+	for i := 1; i < l.Len(); i++ {
+		if l.At(i) > l.At(best) {
+			best = i
+		}
+	}
+	return best
+}
