@@ -1,9 +1,7 @@
 package tinyllama
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 )
 
@@ -23,16 +21,10 @@ type goldenCase struct {
 // public goldens: top-20 logits, logsumexp and the first hidden values at
 // every checked position, and every greedy token.
 func TestReferenceMatchesGolden(t *testing.T) {
-	data, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var g struct {
 		Cases []goldenCase `json:"cases"`
 	}
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, goldenPath, &g)
 	m, err := NewModel(Tiny())
 	if err != nil {
 		t.Fatal(err)

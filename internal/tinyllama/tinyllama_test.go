@@ -27,15 +27,21 @@ type golden struct {
 
 func loadGolden(t *testing.T) golden {
 	t.Helper()
-	data, err := os.ReadFile(goldenPath)
+	var g golden
+	readJSON(t, goldenPath, &g)
+	return g
+}
+
+// readJSON decodes the JSON file at path into v, failing t on an error.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g golden
-	if err := json.Unmarshal(data, &g); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatal(err)
 	}
-	return g
 }
 
 func TestTinyMatchesGoldenConfig(t *testing.T) {
@@ -159,16 +165,10 @@ func TestInvFreq(t *testing.T) {
 	g := loadGolden(t)
 	checkClose(t, "tiny", InvFreq(Tiny()), g.InvFreq)
 
-	data, err := os.ReadFile("../../testdata/tinyllama/rope_llama32_1b.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r struct {
 		InvFreq []float64 `json:"inv_freq"`
 	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, "../../testdata/tinyllama/rope_llama32_1b.json", &r)
 	checkClose(t, "1b", InvFreq(Llama32_1B()), r.InvFreq)
 }
 
