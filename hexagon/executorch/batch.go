@@ -350,7 +350,7 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 }
 
 // copyRuns queues the copies of layers' new entries of each run into its
-// slots (contiguous: a run's rows are all its own).
+// slots (contiguous: a run's rows are all its own); runSteps starts them.
 func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	q := r.queued[:0]
 	o := 0
@@ -361,7 +361,7 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 		}
 		o += len(run.Tokens)
 	}
-	r.cp.submit(q...)
+	r.cp.Queue(q...)
 	r.queued = q
 }
 

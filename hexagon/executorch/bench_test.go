@@ -22,8 +22,8 @@ func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
 	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
 		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
-	r.cp = newCopier(layers, workers, r.copyLayer)
-	b.Cleanup(r.cp.close)
+	r.cp = graphio.NewCopier(layers, workers, copyKey, r.copyLayer)
+	b.Cleanup(r.cp.Close)
 	for range layers {
 		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))
 		r.v = append(r.v, make([]byte, nkv*hd*(cl-1)))
@@ -56,7 +56,7 @@ func BenchmarkDecodeHost(b *testing.B) {
 		for _, w := range []struct {
 			name    string
 			workers int
-		}{{"split", copyWorkers()}, {"serial", 0}} {
+		}{{"split", graphio.CopyWorkers()}, {"serial", 0}} {
 			b.Run(cache+"/"+w.name, func(b *testing.B) {
 				r, m := shape3B(b, 1000, w.workers)
 				mask := make([]byte, 2*r.cl)
@@ -116,15 +116,15 @@ func BenchmarkCopierOverhead(b *testing.B) {
 	var sink atomic.Int64
 	work := func(t layerCopy) { sink.Add(int64(t.layer)) }
 	b.Run("persistent", func(b *testing.B) {
-		c := newCopier(layers, copyWorkers(), work)
-		defer c.close()
+		c := graphio.NewCopier(layers, graphio.CopyWorkers(), copyKey, work)
+		defer c.Close()
 		ts := make([]layerCopy, layers)
 		for l := range ts {
 			ts[l].layer = l
 		}
 		for range b.N {
-			c.submit(ts...)
-			c.waitAll()
+			c.Submit(ts...)
+			c.WaitAll()
 		}
 	})
 	b.Run("spawn", func(b *testing.B) {

@@ -33,8 +33,8 @@ func TestCopierMatchesSerial(t *testing.T) {
 			st := cl - tc.ar
 			r := &Runner{layers: layers, es: tc.es, stride: st,
 				kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: tc.es}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: tc.es}}
-			r.cp = newCopier(layers, tc.workers, r.copyLayer)
-			defer r.cp.close()
+			r.cp = graphio.NewCopier(layers, tc.workers, copyKey, r.copyLayer)
+			defer r.cp.Close()
 			m := &method{layout: &layout{ar: tc.ar}}
 			var wantK, wantV [][]byte
 			for range layers {
@@ -55,8 +55,8 @@ func TestCopierMatchesSerial(t *testing.T) {
 					t.Fatalf("layer %d: caches differ from a direct copy", l)
 				}
 			}
-			if tc.workers == 0 && r.cp.offPath() != 0 {
-				t.Errorf("no workers, yet %v of background copying", r.cp.offPath())
+			if tc.workers == 0 && r.cp.OffPath() != 0 {
+				t.Errorf("no workers, yet %v of background copying", r.cp.OffPath())
 			}
 		})
 	}
@@ -97,26 +97,26 @@ func TestStepLayers(t *testing.T) {
 	}
 }
 
-// TestCopierWaitLayers: waiting for some layers runs queued copies (oldest
-// first) until those are done and leaves the rest queued.
-func TestCopierWaitLayers(t *testing.T) {
-	var ran []int
-	c := newCopier(5, 0, func(t layerCopy) { ran = append(ran, t.layer) })
-	defer c.close()
-	for l := range 5 {
-		c.submit(layerCopy{layer: l})
-	}
-	if !c.wait([]int{1}) || !slices.Equal(ran, []int{0, 1}) || c.pending != 3 {
-		t.Fatalf("wait(1) ran %v, %d pending; want [0 1], 3", ran, c.pending)
-	}
-	if c.wait([]int{0, 1}) {
-		t.Error("wait for finished layers waited")
-	}
-	if c.wait(nil) {
-		t.Error("wait for no layers waited")
-	}
-	if !c.waitAll() || !slices.Equal(ran, []int{0, 1, 2, 3, 4}) || c.pending != 0 {
-		t.Fatalf("waitAll ran %v, %d pending", ran, c.pending)
+// TestStartSteps: the queued copies start after the last-but-one and the
+// last delegate call (and any step after them), not after every shard.
+func TestStartSteps(t *testing.T) {
+	call := func(d int) lstep { return lstep{delegate: d} }
+	cp := lstep{delegate: -1}
+	for _, tc := range []struct {
+		name  string
+		steps []lstep
+		want  []bool
+	}{
+		{"one shard", []lstep{call(0)}, []bool{true}},
+		{"two shards", []lstep{call(0), call(1)}, []bool{true, true}},
+		{"three shards", []lstep{call(0), call(1), call(2)}, []bool{false, true, true}},
+		{"three shards and copies", []lstep{call(0), cp, call(1), cp, call(2), cp}, []bool{false, false, true, true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := startSteps(&layout{steps: tc.steps}); !slices.Equal(got, tc.want) {
+				t.Errorf("startSteps = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -128,11 +128,11 @@ func TestCopyAfterEval(t *testing.T) {
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
 	c := loadGolden(t)[0]
-	for _, workers := range []int{0, copyWorkers()} {
+	for _, workers := range []int{0, graphio.CopyWorkers()} {
 		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
 			r := openRunner(t, rt, path)
-			r.cp.close()
-			r.cp = newCopier(r.layers, workers, r.copyLayer)
+			r.cp.Close()
+			r.cp = graphio.NewCopier(r.layers, workers, copyKey, r.copyLayer)
 			ctx := context.Background()
 			_, seq := greedy(t, r, slices.Clone(c.PromptIDs), 0, 20) // Eval after Eval: decode reads the last copy
 			eval := func(s []int32, valid int) []float32 {

@@ -29,6 +29,16 @@ func (m *method) writeMask(b []byte, start int) {
 	}
 }
 
+// layerCopy copies one layer's n new entries (K and V) from entry from…
+// of method m's outputs into cache slots start… of caches of stride slots
+// per row: one job of the runner's graphio.Copier, keyed by layer.
+type layerCopy struct {
+	m                         *method
+	layer, start, from, n, st int
+}
+
+func copyKey(c layerCopy) int { return c.layer }
+
 // copyLayer copies the first n new entries of one layer from m's outputs
 // into cache slots start… of caches of stride slots per row
 // (docs/executorch-pte.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
@@ -39,14 +49,14 @@ func (r *Runner) copyLayer(c layerCopy) {
 	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, c.from, c.n)
 }
 
-// copyKV queues the copies of layers into slots start… of the current
+// copyKV submits the copies of layers into slots start… of the current
 // layout; they run in the background until the next sync.
 func (r *Runner) copyKV(m *method, layers []int, start, n int) {
 	q := r.queued[:0]
 	for _, l := range layers {
 		q = append(q, layerCopy{m: m, layer: l, start: start, n: n, st: r.stride})
 	}
-	r.cp.submit(q...)
+	r.cp.Submit(q...)
 	r.queued = q
 }
 
@@ -55,7 +65,7 @@ func (r *Runner) copyKV(m *method, layers []int, start, n int) {
 // reads or writes the caches or the new-entry outputs calls it first.
 func (r *Runner) sync() {
 	t0 := time.Now()
-	if r.cp.waitAll() {
+	if r.cp.WaitAll() {
 		r.stats.KVCopy += time.Since(t0)
 	}
 }
@@ -63,7 +73,7 @@ func (r *Runner) sync() {
 // syncLayers is sync for the copies of some layers only.
 func (r *Runner) syncLayers(layers []int) {
 	t0 := time.Now()
-	if r.cp.wait(layers) {
+	if r.cp.Wait(layers) {
 		r.stats.KVCopy += time.Since(t0)
 	}
 }
@@ -95,6 +105,21 @@ func stepLayers(l *layout, layers int) (touched, final [][]int) {
 		final[i] = append(final[i], j)
 	}
 	return touched, final
+}
+
+// startSteps marks the steps after which runSteps starts the queued
+// copies: those with at most one delegate call after them (the last-but-one
+// and the last shard's calls, and any copy step after the last).
+func startSteps(l *layout) []bool {
+	start := make([]bool, len(l.steps))
+	after := 0
+	for i := len(l.steps) - 1; i >= 0; i-- {
+		start[i] = after <= 1
+		if l.steps[i].delegate >= 0 {
+			after++
+		}
+	}
+	return start
 }
 
 // restride changes the caches' row length from r.stride to s slots,

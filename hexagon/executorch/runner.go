@@ -51,16 +51,16 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	kS, vS                     graphio.Slots      // K [n_kv·hd][S][1], V [n_kv][S][hd]
-	k, v                       [][]byte           // per layer views of kv
-	stride                     int                // slots per row of the current layout
-	valid                      int                // cache slots [0, valid) hold the last sequence
-	cp                         *copier            // the KV copies in flight
-	queued                     []layerCopy        // copyRuns' scratch
-	pool                       *graphio.Pool      // the slot pool (Batcher)
-	batchToks                  []int32            // runBatch's scratch
-	kept                       []inference.Logits // logits rows kept by decodeRows
-	steps, preAt, decAt        int64              // Steps, and the Step each graph last ran at
+	kS, vS                     graphio.Slots              // K [n_kv·hd][S][1], V [n_kv][S][hd]
+	k, v                       [][]byte                   // per layer views of kv
+	stride                     int                        // slots per row of the current layout
+	valid                      int                        // cache slots [0, valid) hold the last sequence
+	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
+	queued                     []layerCopy                // copyRuns' scratch
+	pool                       *graphio.Pool              // the slot pool (Batcher)
+	batchToks                  []int32                    // runBatch's scratch
+	kept                       []inference.Logits         // logits rows kept by decodeRows
+	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call
@@ -89,6 +89,9 @@ type method struct {
 	// Per step: the layers whose caches or new entries it touches, and the
 	// layers whose copy can start after it.
 	touched, final [][]int
+	// Per step: whether the copies queued so far start after it (see
+	// runSteps).
+	start []bool
 
 	kOut, vOut [][]byte // per layer views of the new-entry outputs
 }
@@ -242,7 +245,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
-	r.cp = newCopier(r.layers, copyWorkers(), r.copyLayer)
+	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
@@ -269,6 +272,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 func (r *Runner) newMethod(l *layout) (*method, error) {
 	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
 	m.touched, m.final = stepLayers(l, r.layers)
+	m.start = startSteps(l)
 	for i := range r.layers {
 		m.vals[l.kIn[i]], m.vals[l.vIn[i]] = r.kv[2*i], r.kv[2*i+1]
 	}
@@ -364,8 +368,12 @@ func (r *Runner) Info() inference.ModelInfo {
 var ErrClosed = errors.New("executorch: runner is closed")
 
 // runSteps executes m's steps in order, each after the copies of its own
-// layers, and calls copyFinal with the layers whose last write a step made
-// (timed as KVCopy).
+// layers, and calls copyFinal, which queues the copies of the layers whose
+// last write a step made (timed as KVCopy). The queued copies start (the
+// copy workers are woken) after the last-but-one and the last delegate
+// call only (startSteps): a wake costs the calling thread a system call,
+// and a copy started there is still done long before the next call that
+// reads its layer (the next token's same shard).
 func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 	for i, s := range m.steps {
 		r.syncLayers(m.touched[i])
@@ -377,7 +385,12 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 		if len(m.final[i]) > 0 {
 			t := time.Now()
 			copyFinal(m.final[i])
+			if m.start[i] {
+				r.cp.Start()
+			}
 			r.stats.KVCopy += time.Since(t)
+		} else if m.start[i] {
+			r.cp.Start() // copies queued by earlier steps
 		}
 	}
 	return nil
@@ -442,7 +455,7 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	if r.cp != nil {
-		r.cp.close()
+		r.cp.Close()
 	}
 	r.closeGraphs()
 	for _, m := range []*method{r.dec, r.pre} {

@@ -1,0 +1,194 @@
+package graphio
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxCopyWorkers bounds a Copier's goroutines: a runner's KV write-back is
+// bound by memory latency, and a few cores' outstanding misses are what it
+// can use; the caller's own core is one more.
+const maxCopyWorkers = 3
+
+// CopyWorkers is the Copier size for this process: GOMAXPROCS − 1 (the
+// caller helps), at most 3.
+func CopyWorkers() int { return min(runtime.GOMAXPROCS(0)-1, maxCopyWorkers) }
+
+// Copier is a runner's KV write-back off the critical path: copies of a
+// call's new K/V entries into the host-side cache, run by a small
+// persistent set of goroutines while the caller does its own work (the
+// engine's sampling, the next shard's graph call). Each copy has a key in
+// [0, keys) (a layer); Wait finishes the copies of some keys, WaitAll all,
+// and whoever comes first runs a queued copy: a waiting caller takes the
+// copies no worker has started, so a copy is never both waited for and
+// idle. Everything that reads or writes the cache or the new-entry outputs
+// waits first. With no workers the copies run at the next wait.
+//
+// Waking a sleeping worker costs the caller a system call (on a VM, an
+// inter-processor interrupt: tens of µs here), so copies are queued (Queue)
+// and the workers woken once for a batch (Start); Submit is both. A Copier
+// is safe for one caller and its workers; OffPath is safe from any
+// goroutine.
+type Copier[T any] struct {
+	run func(T)
+	key func(T) int
+
+	mu      sync.Mutex
+	work    sync.Cond // copies were started, or Close
+	idle    sync.Cond // a copy finished
+	queue   []T
+	head    int   // queue[head:] are not yet taken
+	started int   // queue[head:started] are started: the workers take them
+	pending int   // queued or running
+	busy    []int // per key: copies queued or running
+	closed  bool
+	exited  sync.WaitGroup
+
+	off atomic.Int64 // ns the workers spent copying
+}
+
+// NewCopier starts workers goroutines that run copies of keys [0, keys)
+// with run; key gives a copy's key.
+func NewCopier[T any](keys, workers int, key func(T) int, run func(T)) *Copier[T] {
+	c := &Copier[T]{run: run, key: key, busy: make([]int, keys)}
+	c.work.L, c.idle.L = &c.mu, &c.mu
+	for range workers {
+		c.exited.Add(1)
+		go c.worker()
+	}
+	return c
+}
+
+func (c *Copier[T]) worker() {
+	defer c.exited.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for c.head == c.started && !c.closed {
+			c.work.Wait()
+		}
+		if c.head == c.started {
+			return
+		}
+		t := c.take()
+		c.mu.Unlock()
+		t0 := time.Now()
+		c.run(t)
+		c.off.Add(int64(time.Since(t0)))
+		c.mu.Lock()
+		c.done(t)
+	}
+}
+
+// take pops the oldest queued copy; c.mu is held and the queue not empty.
+func (c *Copier[T]) take() T {
+	t := c.queue[c.head]
+	var zero T
+	c.queue[c.head] = zero
+	if c.head++; c.head == len(c.queue) {
+		c.queue, c.head, c.started = c.queue[:0], 0, 0
+	}
+	c.started = max(c.started, c.head)
+	return t
+}
+
+// done counts a finished copy; c.mu is held.
+func (c *Copier[T]) done(t T) {
+	c.pending--
+	c.busy[c.key(t)]--
+	c.idle.Broadcast()
+}
+
+// Queue adds copies without waking the workers: they take them after the
+// next Start; a wait runs them itself.
+func (c *Copier[T]) Queue(ts ...T) {
+	if len(ts) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, ts...)
+	c.pending += len(ts)
+	for _, t := range ts {
+		c.busy[c.key(t)]++
+	}
+	c.mu.Unlock()
+}
+
+// Start hands the copies queued since the last Start to the workers and
+// wakes them, if there are any.
+func (c *Copier[T]) Start() {
+	c.mu.Lock()
+	wake := c.started < len(c.queue)
+	c.started = len(c.queue)
+	c.mu.Unlock()
+	if wake {
+		c.work.Broadcast()
+	}
+}
+
+// Submit is Queue and Start.
+func (c *Copier[T]) Submit(ts ...T) {
+	c.Queue(ts...)
+	c.Start()
+}
+
+// Wait returns when every queued copy of keys has finished, running the
+// oldest queued copies on the calling goroutine meanwhile. It reports
+// whether it had to wait.
+func (c *Copier[T]) Wait(keys []int) bool {
+	return c.waitUntil(func() bool {
+		for _, k := range keys {
+			if c.busy[k] > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitAll is Wait for every key.
+func (c *Copier[T]) WaitAll() bool { return c.waitUntil(func() bool { return c.pending == 0 }) }
+
+// waitUntil runs queued copies, or waits for running ones, until done
+// (called with c.mu held) holds.
+func (c *Copier[T]) waitUntil(done func() bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waited := false
+	for !done() {
+		waited = true
+		if c.head < len(c.queue) {
+			t := c.take()
+			c.mu.Unlock()
+			c.run(t)
+			c.mu.Lock()
+			c.done(t)
+			continue
+		}
+		c.idle.Wait()
+	}
+	return waited
+}
+
+// Pending is the number of copies queued or running.
+func (c *Copier[T]) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending
+}
+
+// OffPath is the workers' cumulative time copying: the write-back's time
+// off the critical path.
+func (c *Copier[T]) OffPath() time.Duration { return time.Duration(c.off.Load()) }
+
+// Close finishes the queued copies and stops the workers.
+func (c *Copier[T]) Close() {
+	c.WaitAll()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.work.Broadcast()
+	c.exited.Wait()
+}
