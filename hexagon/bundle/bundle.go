@@ -71,6 +71,13 @@ func (h *Hexserve) Merge(o *Hexserve) *Hexserve {
 	return &out
 }
 
+// setFrom sets *dst to *v when v is set.
+func setFrom[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
 // override sets *dst to v when v is set.
 func override[T any](dst **T, v *T) {
 	if v != nil {
@@ -80,9 +87,7 @@ func override[T any](dst **T, v *T) {
 
 func mergeTensors(base *Tensors, o Tensors) Tensors {
 	var t Tensors
-	if base != nil {
-		t = *base
-	}
+	setFrom(&t, base)
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
@@ -420,27 +425,13 @@ func settings(m *Manifest, h *Hexserve) (Settings, error) {
 		Tensors:     mergeTensors(&Tensors{}, DefaultTensors()),
 		Graphs:      Graphs{Prefill: "prefill", Decode: "decode", LMHead: "lmhead"},
 	}
-	if h.Contract != nil {
-		s.Contract = *h.Contract
-	}
-	if h.Mask != nil {
-		s.Mask = *h.Mask
-	}
-	if h.NHeads != nil {
-		s.NHeads = *h.NHeads
-	}
-	if h.NKVHeads != nil {
-		s.NKVHeads = *h.NKVHeads
-	}
-	if h.PrefillWindow != nil {
-		s.PrefillWindow = *h.PrefillWindow
-	}
-	if h.RMSEps != nil {
-		s.RMSEps = *h.RMSEps
-	}
-	if h.RopeScaling != nil {
-		s.RopeScaling = *h.RopeScaling
-	}
+	setFrom(&s.Contract, h.Contract)
+	setFrom(&s.Mask, h.Mask)
+	setFrom(&s.NHeads, h.NHeads)
+	setFrom(&s.NKVHeads, h.NKVHeads)
+	setFrom(&s.PrefillWindow, h.PrefillWindow)
+	setFrom(&s.RMSEps, h.RMSEps)
+	setFrom(&s.RopeScaling, h.RopeScaling)
 	if h.Tensors != nil {
 		s.Tensors = mergeTensors(&s.Tensors, *h.Tensors)
 	}
@@ -454,9 +445,7 @@ func settings(m *Manifest, h *Hexserve) (Settings, error) {
 			s.EOSTokenIDs = append(s.EOSTokenIDs, id)
 		}
 	}
-	if m.Chat.BOS != nil {
-		s.BOS = *m.Chat.BOS
-	}
+	setFrom(&s.BOS, m.Chat.BOS)
 	g := m.Plan.Params
 	if g.Prefill != "" {
 		s.Graphs.Prefill = g.Prefill

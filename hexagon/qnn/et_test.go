@@ -521,25 +521,26 @@ func toF64(a [][]float32) [][]float64 {
 
 // executeZero runs g once with zero-filled buffers (tokens 0, positions 0).
 func executeZero(t testing.TB, r *Runtime, g *Graph) error {
+	var bufs []*Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	bind := func(tensors []TensorInfo) []Binding {
+		var bs []Binding
+		for _, ti := range tensors {
+			b, err := r.Alloc(ti.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs = append(bufs, b)
+			bs = append(bs, Binding{Name: ti.Name, Buffer: b})
+		}
+		return bs
+	}
 	info := g.Info()
-	var ins, outs []Binding
-	for _, ti := range info.Inputs {
-		b, err := r.Alloc(ti.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Free()
-		ins = append(ins, Binding{Name: ti.Name, Buffer: b})
-	}
-	for _, ti := range info.Outputs {
-		b, err := r.Alloc(ti.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Free()
-		outs = append(outs, Binding{Name: ti.Name, Buffer: b})
-	}
-	call, err := g.Bind(ins, outs)
+	call, err := g.Bind(bind(info.Inputs), bind(info.Outputs))
 	if err != nil {
 		t.Fatal(err)
 	}
