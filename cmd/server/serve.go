@@ -196,7 +196,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	case <-ctx.Done():
 	case runErr = <-serveErr:
 	case runErr = <-loaded:
-		if runErr != nil {
+		if ctx.Err() != nil && errors.Is(runErr, context.Canceled) {
+			runErr = nil // the shutdown cancelled the load: a clean stop
+		}
+		if runErr != nil || ctx.Err() != nil {
 			break
 		}
 		logReady(log, ln.Addr().String(), tlsOn, cfg.Server.WebUIOn(), models.servedIDs())
