@@ -19,6 +19,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -59,7 +60,7 @@ type Runner struct {
 	queued                     []layerCopy                // copyRuns' scratch
 	pool                       *graphio.Pool              // the slot pool (Batcher)
 	batchToks                  []int32                    // runBatch's scratch
-	kept                       []inference.Logits         // logits rows kept by decodeRows
+	kept                       []sample.Logits            // logits rows kept by decodeRows
 	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking
@@ -79,7 +80,7 @@ type method struct {
 	calls  []*qnn.Call // per delegate step, nil for copies
 	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
-	logits inference.Logits
+	logits sample.Logits
 	vocab  int // entries per logits row
 	shards int // delegate calls per evaluation
 	tokE   graphio.Elem

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // The Runner as an inference.Batcher. The cache is a pool of CL − 1 slots (the AR-1 graphs' past;
@@ -206,13 +207,13 @@ func (r *Runner) rowByRow(ctx context.Context, runs []inference.Run) ([]inferenc
 }
 
 // keep copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keep(k int, l inference.Logits) inference.Logits {
+func (r *Runner) keep(k int, l sample.Logits) sample.Logits {
 	for len(r.kept) <= k {
-		r.kept = append(r.kept, inference.Logits{})
+		r.kept = append(r.kept, sample.Logits{})
 	}
 	c := r.kept[k]
 	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == inference.F32 {
+	if l.Type == sample.F32 {
 		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
 	} else {
 		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
@@ -222,16 +223,16 @@ func (r *Runner) keep(k int, l inference.Logits) inference.Logits {
 }
 
 // copiedRows are one run's logits rows kept from row-by-row calls.
-type copiedRows []inference.Logits
+type copiedRows []sample.Logits
 
 func (w copiedRows) Len() int { return len(w) }
 
 // Held: the kept copies stay until the next Step.
 func (w copiedRows) Held() bool { return true }
 
-func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w copiedRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= len(w) {
-		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
+		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
 	}
 	return w[i], nil
 }
@@ -386,9 +387,9 @@ func (w batchRows) Len() int { return w.n }
 // Held: every row is in the call's output buffer until the next call.
 func (w batchRows) Held() bool { return true }
 
-func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w batchRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= w.n {
-		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
+		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
 	}
 	return graphio.Row(w.g.logits, w.off+i, w.vocab), nil
 }

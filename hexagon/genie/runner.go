@@ -26,6 +26,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -54,11 +55,11 @@ type Runner struct {
 	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
 	k, v                        [][]byte
 	kS, vS                      graphio.Slots
-	stride                      int                // past slots per row of the current layout
-	maxP                        int                // slots at the widest stride (CL − min AR)
-	slots                       int                // pool slots: CL − min AR (the AR-1 graphs' past)
-	kept                        []inference.Logits // rowByRow's logits copies
-	rope                        []float32          // [CL][half] cos then [CL][half] sin
+	stride                      int             // past slots per row of the current layout
+	maxP                        int             // slots at the widest stride (CL − min AR)
+	slots                       int             // pool slots: CL − min AR (the AR-1 graphs' past)
+	kept                        []sample.Logits // rowByRow's logits copies
+	rope                        []float32       // [CL][half] cos then [CL][half] sin
 	half                        int
 	pool                        *graphio.Pool
 
@@ -94,7 +95,7 @@ type arGraph struct {
 	sinE   graphio.Elem
 	kOut   [][]byte // per layer
 	vOut   [][]byte
-	logits inference.Logits
+	logits sample.Logits
 	rowsE  []float32 // cos/sin scratch
 }
 
@@ -158,9 +159,9 @@ func Open(cfg Config) (_ *Runner, err error) {
 
 func (g *arGraph) logitsType() string {
 	switch g.logits.Type {
-	case inference.F32:
+	case sample.F32:
 		return "float32"
-	case inference.F16:
+	case sample.F16:
 		return "float16"
 	}
 	return "ufixed16"
