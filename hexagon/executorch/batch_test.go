@@ -185,7 +185,7 @@ func TestBatchIsolation(t *testing.T) {
 		return bytes.Equal(mask[(row*m.cl+col)*es:(row*m.cl+col+1)*es], code)
 	}
 	S := m.cl - m.ar
-	sa, sb, sf := r.pool.Seq(a), r.pool.Seq(b), r.pool.Seq(f)
+	sa, sb, sf := r.Pool.Seq(a), r.Pool.Seq(b), r.Pool.Seq(f)
 	own := map[int][]int{ // row → the slots it may read
 		0: {sa.Slot(0), sa.Slot(1), sa.Slot(2)},
 		1: {sb.Slot(0), sb.Slot(1), sb.Slot(2), sb.Slot(3)},
@@ -359,7 +359,7 @@ func TestBatchGrow(t *testing.T) {
 	r := openRunner(t, rt, path)
 	ss := newBseqs(t, r, batchPrompts[:1], 2) // room for 9 rows
 	drive(t, r, ss, 8)
-	s := r.pool.Seq(ss[0].id)
+	s := r.Pool.Seq(ss[0].id)
 	if err := r.Grow(ss[0].id, 12); err != nil || s.Lo != 0 || s.Hi != 12 {
 		t.Fatalf("grow in place: %v, slots [%d, %d)", err, s.Lo, s.Hi)
 	}
@@ -473,7 +473,7 @@ func TestBatchWholeWindow(t *testing.T) {
 	for i, p := range prompts {
 		together = append(together, newBseqs(t, rb, [][]int32{p}, gens[i])...)
 	}
-	if s := rb.pool.Seq(together[1].id); s.Lo < rb.cl-rb.pre.ar {
+	if s := rb.Pool.Seq(together[1].id); s.Lo < rb.cl-rb.pre.ar {
 		t.Fatalf("the second sequence is in slots %d…, not past %d", s.Lo, rb.cl-rb.pre.ar)
 	}
 	drive(t, rb, together, 8)

@@ -25,6 +25,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -61,7 +62,6 @@ type Runner struct {
 	kept                        []sample.Logits // rowByRow's logits copies
 	rope                        []float32       // [CL][half] cos then [CL][half] sin
 	half                        int
-	pool                        *graphio.Pool
 
 	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
 	copyJob *copyJob     // the last call's KV write-back; nil: none pending
@@ -70,6 +70,8 @@ type Runner struct {
 	stats plan.Stats
 	board plan.Board
 	life  graphio.Lifecycle
+
+	slotpool.Batcher // the cache as a slot pool: Open, Fork, Grow, Release, SaveSeqKV, RestoreSeqKV
 }
 
 // part is one context binary.
@@ -486,6 +488,7 @@ func (r *Runner) setup() error {
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
 	r.slots = r.maxP
+	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
 	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code

@@ -249,7 +249,7 @@ func TestMaskRows(t *testing.T) {
 	step(t, r, inference.Run{Seq: ida, Start: 3, Tokens: prompt[3:5]}, inference.Run{Seq: idb, Start: 2, Tokens: prompt[2:3]})
 	g := r.ars[1]
 	m := graphio.U16(g.bufs["attention_mask"].Bytes())
-	sa, sb := r.pool.Seq(ida), r.pool.Seq(idb)
+	sa, sb := r.Pool.Seq(ida), r.Pool.Seq(idb)
 	want := func(row int) []int { // open columns
 		var cols []int
 		switch row {
