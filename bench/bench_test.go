@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/threadcpu"
 	"github.com/hexserve/hexserve/tokenizer"
 )
@@ -395,8 +397,8 @@ func TestHostGoalUsesThreadCPU(t *testing.T) {
 // TestRecorded checks that the replay model returns the recorded logits in
 // order and refuses a Step beyond them.
 func TestRecorded(t *testing.T) {
-	recs := []evalRec{{logits: inference.Logits{Type: inference.F32, F32: []float32{1, 0}}},
-		{logits: inference.Logits{Type: inference.F16, Raw16: []uint16{7}}}}
+	recs := []evalRec{{logits: sample.Logits{Type: sample.F32, F32: []float32{1, 0}}},
+		{logits: sample.Logits{Type: sample.F16, Raw16: []uint16{7}}}}
 	m := newRecorded(inference.ModelInfo{VocabSize: 2, ContextLen: 8}, recs)
 	ctx := context.Background()
 	step := func() error {
@@ -415,7 +417,7 @@ func TestRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Step %d: %v", i, err)
 		}
-		if got := l.At(0); l.Type == inference.F16 {
+		if got := l.At(0); l.Type == sample.F16 {
 			got = float32(l.Raw16[0])
 			if got != want {
 				t.Errorf("Step %d: logits %+v", i, l)
@@ -497,7 +499,7 @@ type tailRows struct {
 }
 
 func (t tailRows) Len() int { return t.Rows.Len() - t.off }
-func (t tailRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+func (t tailRows) Logits(ctx context.Context, i int) (sample.Logits, error) {
 	return t.Rows.Logits(ctx, t.off+i)
 }
 

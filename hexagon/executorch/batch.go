@@ -8,6 +8,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // maxPoolSequences bounds the sequences open in the pool at once.
@@ -29,12 +30,6 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-func (r *Runner) initPool() {
-	if r.pool == nil {
-		r.pool = graphio.NewPool(r.maxS, maxPoolSequences)
-	}
-}
-
 // BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
 // decode layout's CL − 1 slots (the whole window; slots from CL − AR on
 // are beyond prefill_forward's view: see tail).
@@ -49,69 +44,15 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 // the tail for sequences that need the whole window.
 func (r *Runner) tail(runs []inference.Run) bool {
 	S := r.cl - r.pre.ar
-	if r.pool.Beyond(S) {
+	if r.Pool.Beyond(S) {
 		return true
 	}
 	for _, run := range runs {
-		if r.pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= S {
+		if r.Pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= S {
 			return true
 		}
 	}
 	return false
-}
-
-// Open starts a sequence with reserve slots of its own.
-func (r *Runner) Open(reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.New(reserve)
-	if err != nil {
-		return 0, fmt.Errorf("executorch: %w", err)
-	}
-	return id, nil
-}
-
-// Fork shares parent's rows [0, rows) and reserves slots above them.
-func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.Fork(parent, rows, reserve)
-	if err != nil {
-		return 0, fmt.Errorf("executorch: %w", err)
-	}
-	return id, nil
-}
-
-// Grow extends id's own range to hold rows rows: in place when the slots
-// after it are free, else by moving its own committed rows to a free range
-// (above its shared rows, as any own range). A sequence whose rows a fork
-// shares does not move.
-func (r *Runner) Grow(id inference.SeqID, rows int) error {
-	r.initPool()
-	mv, err := r.pool.Grow(id, rows)
-	if err != nil {
-		return fmt.Errorf("executorch: %w", err)
-	}
-	if mv != nil {
-		r.sync()
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
-			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
-		}
-		r.stats.KVMoves++
-	}
-	return nil
-}
-
-// Release frees id's slots: its own range, and its hold on shared ones.
-func (r *Runner) Release(id inference.SeqID) {
-	if r.pool != nil {
-		r.pool.Release(id)
-	}
 }
 
 // StepCost is the cheaper of one prefill_forward call and rows kv_forward
@@ -212,7 +153,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for i, run := range runs {
 		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
 		o += len(run.Tokens)
-		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
+		r.Pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
 	}
 	return out, nil
 }
@@ -232,7 +173,7 @@ func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]infere
 			if err := r.runBatch(r.dec, []inference.Run{one}); err != nil {
 				return nil, err
 			}
-			r.pool.Seq(run.Seq).N = one.Start + 1
+			r.Pool.Seq(run.Seq).N = one.Start + 1
 			cr.rows = append(cr.rows, r.keepLogits(k, graphio.Row(r.dec.logits, 0, r.dec.vocab)))
 			k++
 		}
@@ -242,13 +183,13 @@ func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]infere
 }
 
 // keepLogits copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keepLogits(k int, l inference.Logits) inference.Logits {
+func (r *Runner) keepLogits(k int, l sample.Logits) sample.Logits {
 	for len(r.kept) <= k {
-		r.kept = append(r.kept, inference.Logits{})
+		r.kept = append(r.kept, sample.Logits{})
 	}
 	c := r.kept[k]
 	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == inference.F32 {
+	if l.Type == sample.F32 {
 		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
 	} else {
 		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
@@ -258,16 +199,16 @@ func (r *Runner) keepLogits(k int, l inference.Logits) inference.Logits {
 }
 
 // copiedRows are one run's logits rows kept from kv_forward calls.
-type copiedRows struct{ rows []inference.Logits }
+type copiedRows struct{ rows []sample.Logits }
 
 func (w copiedRows) Len() int { return len(w.rows) }
 
 // Held: the kept copies stay until the next Step.
 func (w copiedRows) Held() bool { return true }
 
-func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w copiedRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= len(w.rows) {
-		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
+		return sample.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
 	}
 	return w.rows[i], nil
 }
@@ -277,8 +218,7 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	if err := r.life.Check(); err != nil {
 		return err
 	}
-	r.initPool()
-	if err := r.pool.Check(runs, r.pre.ar, r.vocab); err != nil {
+	if err := r.Pool.Check(runs, r.pre.ar, r.vocab); err != nil {
 		return fmt.Errorf("executorch: %w", err)
 	}
 	return nil
@@ -292,7 +232,7 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	if s := r.cl - m.ar; s != r.stride {
 		r.sync()
 		t0 = time.Now()
-		r.valid = r.pool.High() // restride keeps the pool's slots
+		r.valid = r.Pool.High() // restride keeps the pool's slots
 		r.restride(s)
 		st.Restrides++
 		st.Restride += time.Since(t0)
@@ -338,10 +278,10 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	m.masks.Fill(b, 0, m.ar*cl, false)
 	o := 0
 	for _, run := range runs {
-		s := r.pool.Seq(run.Seq)
+		s := r.Pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * cl
-			m.masks.OpenRows(b, row, s, run.Start)
+			s.OpenRows(m.masks, b, row, run.Start)
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
@@ -355,7 +295,7 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	q := r.queued[:0]
 	o := 0
 	for _, run := range runs {
-		start := r.pool.Seq(run.Seq).Slot(run.Start)
+		start := r.Pool.Seq(run.Seq).Slot(run.Start)
 		for _, l := range layers {
 			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
 		}
@@ -376,44 +316,9 @@ func (w batchRows) Len() int { return w.n }
 // Held: every row is in the call's output buffer until the next call.
 func (w batchRows) Held() bool { return true }
 
-func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w batchRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= w.n {
-		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
+		return sample.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
 	}
 	return graphio.Row(w.m.logits, w.off+i, w.m.vocab), nil
-}
-
-// SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into
-// dst, in KVLayout's row format.
-func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
-		return fmt.Errorf("executorch: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
-	}
-	r.sync()
-	r.kvSlots(s.Slot, from, to, dst, false)
-	return nil
-}
-
-// RestoreSeqKV scatters src into rows from… of sequence id (its own rows:
-// from ≥ its shared rows, within its slots); they are then committed.
-func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	rb := r.rowBytes()
-	n := len(src) / rb
-	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
-		return fmt.Errorf("executorch: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
-	}
-	r.sync()
-	r.kvSlots(s.Slot, from, from+n, src, true)
-	s.N = from + n
-	return nil
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
 // The Runner as an inference.Batcher, per contract:
 //
 //   - Chunked bundles keep one resident cache and treat its CTX slots as a
-//     graphio.Pool. A Step is one prefill-graph call whose rows carry their
+//     slotpool.Pool. A Step is one prefill-graph call whose rows carry their
 //     own tokens, cos/sin (from each row's position) and mask row (its
 //     sequence's slots, then its run's earlier rows in the window), or, for
 //     a single row when measured costs say so, one decode call. The lm-head,
@@ -58,7 +59,7 @@ type kvSet struct {
 
 // batch is the Batcher state.
 type batch struct {
-	pool  *graphio.Pool   // chunked
+	pool  *slotpool.Pool  // chunked
 	sets  []*kvSet        // QHexRT contract, allocated on demand
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
@@ -106,7 +107,7 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 func (r *Runner) initBatch() {
 	r.valid = 0
 	if r.batch.pool == nil && r.chunked() {
-		r.batch.pool = graphio.NewPool(r.spec.ctx, maxPoolSequences)
+		r.batch.pool = slotpool.New(r.spec.ctx, maxPoolSequences)
 	}
 	if r.batch.sets == nil && !r.chunked() {
 		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, resident: true}}
@@ -541,7 +542,7 @@ func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
 		s := r.batch.pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * w
-			g.masks.OpenRows(b, row, s, run.Start)
+			s.OpenRows(g.masks, b, row, run.Start)
 			if g.role == rolePrefill {
 				g.masks.Fill(b, row+ctx+o, row+ctx+o+i+1, true)
 			}

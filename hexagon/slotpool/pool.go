@@ -1,8 +1,14 @@
-package graphio
+// Package slotpool keeps the slots of a KV cache that several sequences
+// share: the allocator (Pool: sequences' ranges, forks, growth, run checks),
+// the cache's rows as the pool indexes them (KV), and the Batcher methods
+// built on both, which the runners holding one cache for many sequences
+// (.pte, Genie and chunked QHexRT bundles) embed or call.
+package slotpool
 
 import (
 	"fmt"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -12,9 +18,9 @@ import (
 // forked, also reads its parent's slots of the shared rows. Every range of
 // a sequence lies above the ones it reads, so a row's attended slots come
 // in position order, which keeps its logits bit-identical whatever the
-// neighbours (attention sums its columns in slot order). Both runners that
-// hold one cache for many sequences (.pte and chunked QHexRT bundles) use
-// it.
+// neighbours (attention sums its columns in slot order). The runners that
+// hold one cache for many sequences (.pte, Genie and chunked QHexRT
+// bundles) use it.
 type Pool struct {
 	ref  []int32 // holders per slot; 0: free
 	seqs map[inference.SeqID]*Seq
@@ -42,8 +48,8 @@ func (s *Seq) Slot(i int) int {
 // Cap is the most rows the sequence may hold.
 func (s *Seq) Cap() int { return s.Shared + s.Hi - s.Lo }
 
-// NewPool is a pool of slots for up to sequences open at once.
-func NewPool(slots, sequences int) *Pool {
+// New is a pool of slots for up to sequences open at once.
+func New(slots, sequences int) *Pool {
 	return &Pool{ref: make([]int32, slots), seqs: map[inference.SeqID]*Seq{}, max: sequences}
 }
 
@@ -254,9 +260,9 @@ func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
 	return nil
 }
 
-// OpenRows opens, in the mask row whose element at is slot 0, the slots of
-// s's rows [0, n): its shared rows' slots and its own.
-func (m *Mask) OpenRows(b []byte, at int, s *Seq, n int) {
+// OpenRows opens, in the mask row b of m whose element at is slot 0, the
+// slots of s's rows [0, n): its shared rows' slots and its own.
+func (s *Seq) OpenRows(m *graphio.Mask, b []byte, at, n int) {
 	if sh := min(s.Shared, n); sh > 0 {
 		m.Fill(b, at+s.Base, at+s.Base+sh, true)
 	}
