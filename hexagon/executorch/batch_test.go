@@ -15,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // bseq is a test sequence driven through the Batcher greedily.
@@ -27,7 +28,7 @@ type bseq struct {
 	gen    int               // tokens to generate
 }
 
-func snapshot(l inference.Logits) []float32 {
+func snapshot(l sample.Logits) []float32 {
 	out := make([]float32, l.Len())
 	for i := range out {
 		out[i] = l.At(i)
@@ -240,8 +241,8 @@ func TestEngineSideBySide(t *testing.T) {
 	seed := int64(3)
 	reqs := []inference.Request{
 		{Prompt: batchPrompts[0], MaxTokens: 8, IgnoreEOS: true},
-		{Prompt: batchPrompts[1], MaxTokens: 6, IgnoreEOS: true, N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}},
-		{Prompt: batchPrompts[2], MaxTokens: 7, IgnoreEOS: true, Sampling: inference.Sampling{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
+		{Prompt: batchPrompts[1], MaxTokens: 6, IgnoreEOS: true, N: 2, Sampling: sample.Params{Temperature: 1, Seed: &seed}},
+		{Prompt: batchPrompts[2], MaxTokens: 7, IgnoreEOS: true, Sampling: sample.Params{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
 		{Prompt: batchPrompts[0], MaxTokens: 8, IgnoreEOS: true, Prediction: "<1><2><3>"},
 	}
 	tokens := func(r inference.Result) [][]int32 {
@@ -506,7 +507,7 @@ func TestEngineSharedPrefix(t *testing.T) {
 	var reqs []inference.Request
 	for i, owner := range []string{"alice", "alice", "alice", "mallory"} {
 		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(400+i), 13), MaxTokens: 6, IgnoreEOS: true,
-			Owner: owner, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed}})
+			Owner: owner, Sampling: sample.Params{Temperature: 0.7, Seed: &seed}})
 	}
 	collect := func(e *inference.Engine) []inference.Result {
 		out := make([]inference.Result, len(reqs))

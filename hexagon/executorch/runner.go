@@ -20,6 +20,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -80,7 +81,7 @@ type method struct {
 	calls  []*qnn.Call // per delegate step, nil for copies
 	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
-	logits inference.Logits
+	logits sample.Logits
 	vocab  int // entries per logits row
 	shards int // delegate calls per evaluation
 	tokE   graphio.Elem

@@ -27,6 +27,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -95,7 +96,7 @@ type arGraph struct {
 	sinE   graphio.Elem
 	kOut   [][]byte // per layer
 	vOut   [][]byte
-	logits inference.Logits
+	logits sample.Logits
 	rowsE  []float32 // cos/sin scratch
 }
 
@@ -159,9 +160,9 @@ func Open(cfg Config) (_ *Runner, err error) {
 
 func (g *arGraph) logitsType() string {
 	switch g.logits.Type {
-	case inference.F32:
+	case sample.F32:
 		return "float32"
-	case inference.F16:
+	case sample.F16:
 		return "float16"
 	}
 	return "ufixed16"
@@ -643,6 +644,10 @@ func (r *Runner) Info() inference.ModelInfo {
 	return inference.ModelInfo{Name: r.name, VocabSize: r.bc.NVocab, ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
 		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}
 }
+
+// Contract names the runner's model contract, "genie", as a QHexRT runner's
+// Contract names its bundle's (bench keys its goals on it).
+func (r *Runner) Contract() string { return "genie" }
 
 // Defaults are dialog.sampler's values, the model's defaults when a request sets none.
 func (r *Runner) Defaults() Sampler { return r.bc.Sampler }

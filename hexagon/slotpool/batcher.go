@@ -5,6 +5,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // KV is a KV cache as a Pool's slots index it: per layer a K and a V
@@ -58,7 +59,7 @@ type Batcher struct {
 
 	life  *graphio.Lifecycle
 	cache func() KV
-	kept  []inference.Logits // RowByRow's logits copies
+	kept  []sample.Logits // RowByRow's logits copies
 }
 
 // NewBatcher is a Batcher for a runner whose lifecycle is life (its Prefix

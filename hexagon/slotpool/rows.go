@@ -6,12 +6,13 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Commit marks every run's rows committed after one call evaluated them
 // all, and returns each run's logits rows: in logits (the call's output,
 // vocab entries per row), run i's follow the runs before it.
-func (b *Batcher) Commit(runs []inference.Run, logits inference.Logits, vocab int) []inference.Rows {
+func (b *Batcher) Commit(runs []inference.Run, logits sample.Logits, vocab int) []inference.Rows {
 	out := make([]inference.Rows, len(runs))
 	o := 0
 	for i, run := range runs {
@@ -26,7 +27,7 @@ func (b *Batcher) Commit(runs []inference.Run, logits inference.Logits, vocab in
 // row, whose logits it leaves in logits (vocab entries per row). Each row is
 // committed after its call, and a copy of its logits kept until the next
 // RowByRow (the next call overwrites the output).
-func (b *Batcher) RowByRow(ctx context.Context, runs []inference.Run, logits inference.Logits, vocab int, call func(one inference.Run) error) ([]inference.Rows, error) {
+func (b *Batcher) RowByRow(ctx context.Context, runs []inference.Run, logits sample.Logits, vocab int, call func(one inference.Run) error) ([]inference.Rows, error) {
 	out := make([]inference.Rows, len(runs))
 	k := 0
 	for i, run := range runs {
@@ -49,13 +50,13 @@ func (b *Batcher) RowByRow(ctx context.Context, runs []inference.Run, logits inf
 }
 
 // keep copies l into the k-th kept-logits buffer.
-func (b *Batcher) keep(k int, l inference.Logits) inference.Logits {
+func (b *Batcher) keep(k int, l sample.Logits) sample.Logits {
 	for len(b.kept) <= k {
-		b.kept = append(b.kept, inference.Logits{})
+		b.kept = append(b.kept, sample.Logits{})
 	}
 	c := b.kept[k]
 	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == inference.F32 {
+	if l.Type == sample.F32 {
 		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
 	} else {
 		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
@@ -67,7 +68,7 @@ func (b *Batcher) keep(k int, l inference.Logits) inference.Logits {
 // callRows are one run's logits rows of a call's output.
 type callRows struct {
 	prefix        string
-	logits        inference.Logits
+	logits        sample.Logits
 	vocab, off, n int
 }
 
@@ -76,9 +77,9 @@ func (w callRows) Len() int { return w.n }
 // Held: every row is in the call's output buffer until the next call.
 func (w callRows) Held() bool { return true }
 
-func (w callRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w callRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= w.n {
-		return inference.Logits{}, fmt.Errorf("%s: row %d of %d", w.prefix, i, w.n)
+		return sample.Logits{}, fmt.Errorf("%s: row %d of %d", w.prefix, i, w.n)
 	}
 	return graphio.Row(w.logits, w.off+i, w.vocab), nil
 }
@@ -86,7 +87,7 @@ func (w callRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 // keptRows are one run's logits rows kept from one-row calls.
 type keptRows struct {
 	prefix string
-	rows   []inference.Logits
+	rows   []sample.Logits
 }
 
 func (w keptRows) Len() int { return len(w.rows) }
@@ -94,9 +95,9 @@ func (w keptRows) Len() int { return len(w.rows) }
 // Held: the kept copies stay until the next RowByRow.
 func (w keptRows) Held() bool { return true }
 
-func (w keptRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w keptRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= len(w.rows) {
-		return inference.Logits{}, fmt.Errorf("%s: row %d of %d", w.prefix, i, len(w.rows))
+		return sample.Logits{}, fmt.Errorf("%s: row %d of %d", w.prefix, i, len(w.rows))
 	}
 	return w.rows[i], nil
 }
