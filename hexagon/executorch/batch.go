@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -104,10 +105,26 @@ func (r *Runner) decodeStepCost(rows int) time.Duration {
 // calls.
 const remeasureSteps = 32
 
+// remeasureSoon is remeasureSteps for a graph whose estimate is still
+// warming (plan.GraphStats.Warming: fewer than plan.WarmExecutes calls):
+// a slow first call, such as the first after a build or load with cold
+// caches, would otherwise keep the graph unused for remeasureSteps Steps
+// (a 4-stream bench run once stuck on one-row calls for most of its steps).
+const remeasureSoon = 4
+
+// remeasureAfter is how many Steps g may go unused before it gets a call
+// again.
+func remeasureAfter(g plan.GraphStats) int64 {
+	if g.Warming() {
+		return remeasureSoon
+	}
+	return remeasureSteps
+}
+
 // Step evaluates runs in one prefill_forward call, or row by row through
 // kv_forward when that is cheaper by measured costs (a single row tries
 // kv_forward once first, so that both graphs get measured, and again when
-// it has not run for remeasureSteps Steps; a multi-row Step likewise gives
+// it has not run for remeasureAfter Steps; a multi-row Step likewise gives
 // prefill_forward a call when it has not run for that long).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
@@ -123,13 +140,15 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	}
 	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
 	r.steps++
-	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureSteps)
+	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureAfter(dg))
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
-	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureSteps
-	if explore && dg.Calls > 0 {
-		r.stats.MarkStale(r.dec.method) // its new time replaces the old estimate
+	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureAfter(pg)
+	// A re-measured time replaces the old estimate; while the estimate is
+	// warming it joins its smallest (plan.GraphStats.Recent).
+	if explore && dg.Calls > 0 && !dg.Warming() {
+		r.stats.MarkStale(r.dec.method)
 	}
-	if remeasure {
+	if remeasure && !pg.Warming() {
 		r.stats.MarkStale(r.pre.method)
 	}
 	m := r.pre
