@@ -101,15 +101,9 @@ func (p *jsonParser) value(depth int) (jsonValue, error) {
 }
 
 func (p *jsonParser) object(depth int) (jsonValue, error) {
-	if depth > p.maxDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
-	}
-	p.i++ // '{'
 	v := jsonValue{kind: jsonObject}
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return v, nil
+	if empty, err := p.open(depth, '}'); err != nil || empty {
+		return v, err
 	}
 	var index map[string]int
 	for {
@@ -187,16 +181,25 @@ func lookupKey(keys []string, index map[string]int, k string) (int, bool) {
 	return 0, false
 }
 
-func (p *jsonParser) array(depth int) (jsonValue, error) {
+// open enters the object or array at p.i: past its opening bracket, and
+// past its closing one (end) too when it is empty.
+func (p *jsonParser) open(depth int, end byte) (empty bool, err error) {
 	if depth > p.maxDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
+		return false, p.errorf("nesting deeper than %d", p.maxDepth)
 	}
-	p.i++ // '['
-	v := jsonValue{kind: jsonArray}
+	p.i++
 	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
+	if p.i < len(p.s) && p.s[p.i] == end {
 		p.i++
-		return v, nil
+		return true, nil
+	}
+	return false, nil
+}
+
+func (p *jsonParser) array(depth int) (jsonValue, error) {
+	v := jsonValue{kind: jsonArray}
+	if empty, err := p.open(depth, ']'); err != nil || empty {
+		return v, err
 	}
 	for {
 		p.skipSpace()
