@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -282,15 +283,9 @@ var finishReason = front.FinishReason
 // ParseToolCalls parses a choice's whole text as tool calls of the given
 // functions; ok is false when it is ordinary content.
 func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	calls, ok := front.ParseToolCalls(text, tools, true)
-	if !ok {
-		return nil, false
-	}
-	out := make([]ToolCall, len(calls))
-	for i, c := range calls {
-		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
-	}
-	return out, true
+	return front.ToolCallsAs(text, tools, true, func(_ int, c chat.ToolCall) ToolCall {
+		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
+	})
 }
 
 // whole is a non-streaming response with res's usage and timings, and the
