@@ -161,19 +161,19 @@ func (r *rig) assertHealthy(t testing.TB) {
 
 // chatBody is a valid chat request with extra top-level fields merged in.
 func chatBody(extra string) string {
-	b := `{"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}]`
+	return object(`"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}]`, extra)
+}
+
+// object is the JSON object of members and, unless it is "", extra.
+func object(members, extra string) string {
 	if extra != "" {
-		b += "," + extra
+		members += "," + extra
 	}
-	return b + "}"
+	return "{" + members + "}"
 }
 
 func complBody(extra string) string {
-	b := `{"model":"` + modelID + `","prompt":"Once upon a time"`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"` + modelID + `","prompt":"Once upon a time"`, extra)
 }
 
 // TestBadInput sends malformed and out-of-range requests over HTTP and

@@ -125,11 +125,15 @@ func (g *genServer) stream(t *testing.T, path, body string) []string {
 }
 
 func chatBody(extra string) string {
-	b := `{"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"temperature":0`
+	return object(`"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"temperature":0`, extra)
+}
+
+// object is the JSON object of members and, unless it is "", extra.
+func object(members, extra string) string {
 	if extra != "" {
-		b += "," + extra
+		members += "," + extra
 	}
-	return b + "}"
+	return "{" + members + "}"
 }
 
 func TestChatCompletion(t *testing.T) {

@@ -34,11 +34,7 @@ func (g *genServer) ndjsonLines(t *testing.T, path, body string) []map[string]an
 }
 
 func ollamaChatBody(extra string) string {
-	b := `{"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"options":{"temperature":0}`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"options":{"temperature":0}`, extra)
 }
 
 var metricKeys = []string{"total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration"}

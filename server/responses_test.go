@@ -14,11 +14,7 @@ import (
 )
 
 func respBody(extra string) string {
-	b := `{"model":"` + modelID + `","input":"Hi"`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"` + modelID + `","input":"Hi"`, extra)
 }
 
 // TestResponsesBadInput is the bad-input table of /v1/responses: each case
