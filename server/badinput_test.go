@@ -161,7 +161,7 @@ func (r *rig) assertHealthy(t testing.TB) {
 
 // chatBody is a valid chat request with extra top-level fields merged in.
 func chatBody(extra string) string {
-	return object(`"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}]`, extra)
+	return object(`"model":"`+modelID+`","messages":[{"role":"user","content":"Hi"}]`, extra)
 }
 
 // object is the JSON object of members and, unless it is "", extra.
@@ -173,7 +173,7 @@ func object(members, extra string) string {
 }
 
 func complBody(extra string) string {
-	return object(`"model":"` + modelID + `","prompt":"Once upon a time"`, extra)
+	return object(`"model":"`+modelID+`","prompt":"Once upon a time"`, extra)
 }
 
 // TestBadInput sends malformed and out-of-range requests over HTTP and

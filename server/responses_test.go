@@ -14,7 +14,7 @@ import (
 )
 
 func respBody(extra string) string {
-	return object(`"model":"` + modelID + `","input":"Hi"`, extra)
+	return object(`"model":"`+modelID+`","input":"Hi"`, extra)
 }
 
 // TestResponsesBadInput is the bad-input table of /v1/responses: each case
