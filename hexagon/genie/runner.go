@@ -646,6 +646,10 @@ func (r *Runner) Info() inference.ModelInfo {
 		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}
 }
 
+// Contract names the runner's model contract, "genie", as a QHexRT runner's
+// Contract names its bundle's (bench keys its goals on it).
+func (r *Runner) Contract() string { return "genie" }
+
 // Defaults are dialog.sampler's values, the model's defaults when a request sets none.
 func (r *Runner) Defaults() Sampler { return r.bc.Sampler }
 
