@@ -60,7 +60,6 @@ type Runner struct {
 	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
 	queued                     []layerCopy                // copyRuns' scratch
 	batchToks                  []int32                    // runBatch's scratch
-	kept                       []sample.Logits            // logits rows kept by decodeRows
 	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking

@@ -9,10 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // The Runner as an inference.Batcher. The cache is a pool of CL − 1 slots (the AR-1 graphs' past;
@@ -109,75 +107,17 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		rows += len(run.Tokens)
 	}
 	if g = r.pick(rows, runs); g == nil {
-		return r.rowByRow(ctx, runs)
+		// One row per call of the smallest AR's graphs (the only ones that see the slots from
+		// CL − A on): the next call overwrites the output buffer.
+		g = r.ars[0]
+		return r.RowByRow(ctx, runs, g.logits, r.bc.NVocab, func(one inference.Run) error {
+			return r.run(ctx, g, []inference.Run{one})
+		})
 	}
 	if err := r.run(ctx, g, runs); err != nil {
 		return nil, err
 	}
-	out := make([]inference.Rows, len(runs))
-	o := 0
-	for i, run := range runs {
-		out[i] = batchRows{g: g, off: o, n: len(run.Tokens), vocab: r.bc.NVocab}
-		o += len(run.Tokens)
-		r.Pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
-	}
-	return out, nil
-}
-
-// rowByRow evaluates runs one row per call of the smallest AR's graphs (the only ones that see
-// the slots from CL − A on), keeping a copy of each row's logits.
-func (r *Runner) rowByRow(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
-	g := r.ars[0]
-	out := make([]inference.Rows, len(runs))
-	k := 0
-	for i, run := range runs {
-		var cr copiedRows
-		for j := range run.Tokens {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
-			if err := r.run(ctx, g, []inference.Run{one}); err != nil {
-				return nil, err
-			}
-			r.Pool.Seq(run.Seq).N = one.Start + 1
-			cr = append(cr, r.keep(k, graphio.Row(g.logits, 0, r.bc.NVocab)))
-			k++
-		}
-		out[i] = cr
-	}
-	return out, nil
-}
-
-// keep copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keep(k int, l sample.Logits) sample.Logits {
-	for len(r.kept) <= k {
-		r.kept = append(r.kept, sample.Logits{})
-	}
-	c := r.kept[k]
-	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == sample.F32 {
-		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
-	} else {
-		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
-	}
-	r.kept[k] = c
-	return c
-}
-
-// copiedRows are one run's logits rows kept from row-by-row calls.
-type copiedRows []sample.Logits
-
-func (w copiedRows) Len() int { return len(w) }
-
-// Held: the kept copies stay until the next Step.
-func (w copiedRows) Held() bool { return true }
-
-func (w copiedRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= len(w) {
-		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
-	}
-	return w[i], nil
+	return r.Commit(runs, g.logits, r.bc.NVocab), nil
 }
 
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
@@ -317,24 +257,6 @@ func (r *Runner) writeMask(g *arGraph, runs []inference.Run) {
 		}
 		o += len(run.Tokens)
 	}
-}
-
-// batchRows are one run's logits rows of a Step's call.
-type batchRows struct {
-	g             *arGraph
-	off, n, vocab int
-}
-
-func (w batchRows) Len() int { return w.n }
-
-// Held: every row is in the call's output buffer until the next call.
-func (w batchRows) Held() bool { return true }
-
-func (w batchRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= w.n {
-		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
-	}
-	return graphio.Row(w.g.logits, w.off+i, w.vocab), nil
 }
 
 // KVLayout is one row over all layers, K then V, in the cache's native type; the identity names

@@ -56,11 +56,10 @@ type Runner struct {
 	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
 	k, v                        [][]byte
 	kS, vS                      graphio.Slots
-	stride                      int             // past slots per row of the current layout
-	maxP                        int             // slots at the widest stride (CL − min AR)
-	slots                       int             // pool slots: CL − min AR (the AR-1 graphs' past)
-	kept                        []sample.Logits // rowByRow's logits copies
-	rope                        []float32       // [CL][half] cos then [CL][half] sin
+	stride                      int       // past slots per row of the current layout
+	maxP                        int       // slots at the widest stride (CL − min AR)
+	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
+	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	half                        int
 
 	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
