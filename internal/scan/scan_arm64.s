@@ -22,6 +22,14 @@
 	MOVD x_len+8(FP), R1 \
 	AND  $MASK, R1, R1
 
+// NEXT(STEP) ends a kernel's loop: R2 moves on by a block of STEP
+// elements, and the loop goes on while whole blocks remain.
+#define NEXT(STEP) \
+	ADD $STEP, R2 \
+check: \
+	CMP R1, R2 \
+	BLT loop
+
 // INDEX(STEP, BLOCK) runs BLOCK over the blocks of STEP elements from
 // element 0 (R2) until BLOCK branches to done or the blocks end, and
 // returns R2.
@@ -30,10 +38,7 @@
 	B    check \
 loop: \
 	BLOCK \
-	ADD  $STEP, R2 \
-check: \
-	CMP  R1, R2 \
-	BLT  loop \
+	NEXT(STEP) \
 done: \
 	MOVD R2, ret+32(FP) \
 	RET
@@ -126,10 +131,7 @@ loop: \
 	MOVD R2, R5 \
 	LANES \
 next: \
-	ADD  $STEP, R2 \
-check: \
-	CMP  R1, R2 \
-	BLT  loop \
+	NEXT(STEP) \
 	MOVD R2, i+64(FP) \
 	MOVD R8, n+72(FP) \
 	RET
