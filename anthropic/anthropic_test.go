@@ -11,6 +11,7 @@ import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
@@ -87,7 +88,7 @@ func TestPrefillContinuesTheTurn(t *testing.T) {
 // TestFromMessagesRequest checks the mapping of the request fields.
 func TestFromMessagesRequest(t *testing.T) {
 	p := params(t)
-	p.Defaults = inference.Sampling{Temperature: 0.6, TopP: 0.9}
+	p.Defaults = sample.Params{Temperature: 0.6, TopP: 0.9}
 	g, err := FromMessagesRequest(decode(t, `{"model":"claude-x","max_tokens":128000,"temperature":0.2,"top_k":5,"stop_sequences":["END"],"stream":true,
 		"metadata":{"user_id":"`+strings.Repeat("u", 80)+`"},"thinking":{"type":"adaptive"},"context_management":{"edits":[]},"output_config":{"effort":"medium"},
 		"tools":[{"name":"get_weather","description":"Weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -87,10 +89,10 @@ type Loaded struct {
 // Settings are the two sampling configurations measured.
 var Settings = []struct {
 	Name string
-	P    inference.Sampling
+	P    sample.Params
 }{
-	{"greedy", inference.Sampling{}},
-	{"t0.7_p0.9_penalties", inference.Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}},
+	{"greedy", sample.Params{}},
+	{"t0.7_p0.9_penalties", sample.Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}},
 }
 
 type runner struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/threadcpu"
 	"github.com/hexserve/hexserve/tokenizer"
 )
@@ -394,8 +397,8 @@ func TestHostGoalUsesThreadCPU(t *testing.T) {
 // TestRecorded checks that the replay model returns the recorded logits in
 // order and refuses a Step beyond them.
 func TestRecorded(t *testing.T) {
-	recs := []evalRec{{logits: inference.Logits{Type: inference.F32, F32: []float32{1, 0}}},
-		{logits: inference.Logits{Type: inference.F16, Raw16: []uint16{7}}}}
+	recs := []evalRec{{logits: sample.Logits{Type: sample.F32, F32: []float32{1, 0}}},
+		{logits: sample.Logits{Type: sample.F16, Raw16: []uint16{7}}}}
 	m := newRecorded(inference.ModelInfo{VocabSize: 2, ContextLen: 8}, recs)
 	ctx := context.Background()
 	step := func() error {
@@ -414,7 +417,7 @@ func TestRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Step %d: %v", i, err)
 		}
-		if got := l.At(0); l.Type == inference.F16 {
+		if got := l.At(0); l.Type == sample.F16 {
 			got = float32(l.Raw16[0])
 			if got != want {
 				t.Errorf("Step %d: logits %+v", i, l)
@@ -496,7 +499,7 @@ type tailRows struct {
 }
 
 func (t tailRows) Len() int { return t.Rows.Len() - t.off }
-func (t tailRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+func (t tailRows) Logits(ctx context.Context, i int) (sample.Logits, error) {
 	return t.Rows.Logits(ctx, t.off+i)
 }
 
@@ -558,6 +561,57 @@ func TestCeilings(t *testing.T) {
 	c.ceilings(v79)
 	if _, ok := c.Ceiling["16"]; ok {
 		t.Errorf("ceiling for a workload that did not run: %v", c.Ceiling)
+	}
+}
+
+// TestConcurrencyGoalsByKind: each model kind is judged by its own stream
+// goals (a Genie bundle's 4 and 8 streams ≥ 1.8× and 3.5×, not a .pte's),
+// and a default run runs the workloads those goals read.
+func TestConcurrencyGoalsByKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		want map[string]float64 // goal → target
+		runs []string           // side-by-side workloads a default run runs
+	}{
+		{"pte", map[string]float64{"concurrency_4_streams_x": GoalConc4X, "concurrency_8_streams_x": GoalConc8X,
+			"concurrency_16_streams_x": GoalConc16X, "concurrency_n4_x": GoalConcN4X}, []string{"1", "4", "8", "16", "n4"}},
+		{"genie", map[string]float64{"concurrency_4_streams_x": GoalConc4XGenie, "concurrency_8_streams_x": GoalConc8XGenie},
+			[]string{"1", "4", "8"}},
+		{"chunked", map[string]float64{"concurrency_4_streams_x": GoalConc4XChunked}, []string{"1", "4"}},
+		{"qhexrt", map[string]float64{"concurrency_4_streams_x": GoalConc4XQHexRT}, []string{"1", "4"}},
+	} {
+		c := &Concurrency{Kind: tc.kind, SideBySide: map[string]float64{"1": 10, "4": 19, "8": 36, "16": 70, "n4": 30},
+			Serial: map[string]float64{"1": 10, "n4": 10}}
+		got := map[string]float64{}
+		for _, g := range concurrencyGoals(c) {
+			if strings.HasPrefix(g.Name, "concurrency_") && strings.HasSuffix(g.Name, "_x") && g.Name != "concurrency_one_stream_x" {
+				got[g.Name] = g.Target
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s: goals %v, want %v", tc.kind, got, tc.want)
+		}
+		var runs []string
+		for _, k := range []string{"1", "4", "8", "16", "n4"} {
+			if goalReads(tc.kind, true, k) {
+				runs = append(runs, k)
+			}
+		}
+		if !slices.Equal(runs, tc.runs) {
+			t.Errorf("%s: side-by-side workloads run %v, want %v", tc.kind, runs, tc.runs)
+		}
+		if n4 := goalReads(tc.kind, false, "n4"); n4 != (tc.kind == "pte") || !goalReads(tc.kind, false, "1") || goalReads(tc.kind, false, "4") {
+			t.Errorf("%s: one-at-a-time workloads: n4 %v, 1 %v, 4 %v", tc.kind, n4, goalReads(tc.kind, false, "1"), goalReads(tc.kind, false, "4"))
+		}
+	}
+	// 4 streams at 1.9× pass on a Genie bundle and fail on a .pte.
+	for kind, pass := range map[string]bool{"genie": true, "pte": false} {
+		c := &Concurrency{Kind: kind, SideBySide: map[string]float64{"1": 10, "4": 19}, Serial: map[string]float64{"1": 10}}
+		for _, g := range concurrencyGoals(c) {
+			if g.Name == "concurrency_4_streams_x" && g.Pass != pass {
+				t.Errorf("%s: 4 streams 1.9× pass %v, want %v", kind, g.Pass, pass)
+			}
+		}
 	}
 }
 

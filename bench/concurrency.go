@@ -11,13 +11,15 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
-// Concurrency goals (issue 25; the stream and n goals are .pte's, a QHexRT
-// bundle's 4-stream goal is GoalConc4XChunked or GoalConc4XQHexRT).
+// Concurrency goals (issue 25; the stream and n goals are .pte's, each
+// other kind's are in streamGoals).
 const (
 	GoalConc4X        = 3.5  // 4 streams' aggregate tok/s ÷ one stream
 	GoalConc4XChunked = 2.3  // on a chunked bundle (ceiling ≈ 2.65× at v79 costs)
 	GoalConc4XQHexRT  = 0.95 // on a QHexRT-contract bundle (sequences take turns)
+	GoalConc4XGenie   = 1.8  // on a Genie bundle (issue 42)
 	GoalConc8X        = 6    // 8 streams
+	GoalConc8XGenie   = 3.5  // 8 streams on a Genie bundle
 	GoalConc16X       = 12   // 16 streams, on a context of conc16Context or more
 	GoalConcN4X       = 3    // n = 4 side by side ÷ n = 4 one after another
 	GoalConcTTFT      = 0.5  // s, p50 TTFT of a short request during 4-stream load
@@ -29,8 +31,9 @@ const (
 // engine that runs one request at a time (max_sequences 1, today's
 // behaviour) and on one that runs up to 8 sequences side by side.
 type Concurrency struct {
-	// Kind is the model kind the goals are for: "pte", or a QHexRT
-	// bundle's contract ("chunked", "qhexrt").
+	// Kind is the model kind the goals are for (modelKind): "pte", or
+	// the runner's contract ("genie"; a QHexRT bundle's "chunked",
+	// "qhexrt").
 	Kind         string  `json:"kind"`
 	Emulation    Latency `json:"emulation"`
 	PromptTokens int     `json:"prompt_tokens"`
@@ -133,8 +136,8 @@ func (r *runner) concurrencyPhase(ctx context.Context) error {
 			if k.streams > wide {
 				continue
 			}
-			if !r.opt.Full && (mode.seqs == 1 && k.key == "4" || kind != "pte" && k.key != "1" && k.key != "4") {
-				continue // no goal reads them (a bundle's goals are its 4-stream ratio's); --full runs them
+			if !r.opt.Full && !goalReads(kind, mode.seqs > 1, k.key) {
+				continue // no goal reads it; --full runs it
 			}
 			r.progress("  max_sequences %d: %s", mode.seqs, k.key)
 			g0, t0 := graphTotals(r.model), time.Now()
@@ -293,31 +296,71 @@ func ttftUnderLoad(ctx context.Context, e *inference.Engine, load inference.Requ
 	return newDist(xs), nil
 }
 
-// concurrencyGoals evaluates the phase against issue 25's goals.
+// streamGoal is a goal on a side-by-side workload's aggregate tok/s ÷ one
+// stream's ("n4": ÷ n = 4 one after another).
+type streamGoal struct {
+	key string // the workload: "4", "8", "16" streams or "n4"
+	min float64
+}
+
+// streamGoals are each model kind's workload goals; a kind not listed
+// takes the .pte's.
+var streamGoals = map[string][]streamGoal{
+	"pte":     {{"4", GoalConc4X}, {"8", GoalConc8X}, {"16", GoalConc16X}, {"n4", GoalConcN4X}},
+	"genie":   {{"4", GoalConc4XGenie}, {"8", GoalConc8XGenie}},
+	"chunked": {{"4", GoalConc4XChunked}},
+	"qhexrt":  {{"4", GoalConc4XQHexRT}},
+}
+
+func kindGoals(kind string) []streamGoal {
+	if gs, ok := streamGoals[kind]; ok {
+		return gs
+	}
+	return streamGoals["pte"]
+}
+
+// goalReads reports whether a goal of kind reads workload key on the
+// side-by-side engine (sideBySide) or the one-at-a-time one: one stream
+// on both, the kind's workloads side by side, n = 4 on both where the
+// kind has its goal.
+func goalReads(kind string, sideBySide bool, key string) bool {
+	for _, g := range kindGoals(kind) {
+		if g.key == key && (sideBySide || key == "n4") {
+			return true
+		}
+	}
+	return key == "1"
+}
+
+// concurrencyGoals evaluates the phase against issue 25's goals (issue 42's
+// for a Genie bundle).
 func concurrencyGoals(c *Concurrency) []Goal {
 	if c == nil || c.Error != "" || c.SideBySide["1"] == 0 || c.Serial["1"] == 0 {
 		return nil
 	}
 	one := c.SideBySide["1"]
-	g4 := map[string]float64{"chunked": GoalConc4XChunked, "qhexrt": GoalConc4XQHexRT}[c.Kind]
 	withCeiling := func(g Goal, key string) Goal {
 		g.Ceiling = c.Ceiling[key]
 		return g
 	}
 	var gs []Goal
-	if g4 == 0 {
-		gs = []Goal{
-			withCeiling(goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", GoalConc4X, "×", "aggregate tok/s of 4 streams ÷ one stream, side by side"), "4"),
-			withCeiling(goal("concurrency_8_streams_x", round3(c.SideBySide["8"]/one), ">=", GoalConc8X, "×", "aggregate tok/s of 8 streams ÷ one stream"), "8"),
+	for _, sg := range kindGoals(c.Kind) {
+		v, ok := c.SideBySide[sg.key]
+		if !ok && sg.key == "16" {
+			continue // the window is below conc16Context: not run
 		}
-		if v, ok := c.SideBySide["16"]; ok {
-			gs = append(gs, withCeiling(goal("concurrency_16_streams_x", round3(v/one), ">=", GoalConc16X, "×",
-				fmt.Sprintf("aggregate tok/s of 16 streams ÷ one stream, context ≥ %d", conc16Context)), "16"))
+		name, den := "concurrency_"+sg.key+"_streams_x", one
+		what := fmt.Sprintf("aggregate tok/s of %s streams ÷ one stream, side by side", sg.key)
+		switch sg.key {
+		case "16":
+			what += fmt.Sprintf(", context ≥ %d", conc16Context)
+		case "n4":
+			name, den, what = "concurrency_n4_x", c.Serial["n4"], "n = 4 side by side ÷ n = 4 one after another"
 		}
-		gs = append(gs, withCeiling(goal("concurrency_n4_x", round3(c.SideBySide["n4"]/c.Serial["n4"]), ">=", GoalConcN4X, "×", "n = 4 side by side ÷ n = 4 one after another"), "n4"))
-	} else {
-		gs = []Goal{withCeiling(goal("concurrency_4_streams_x", round3(c.SideBySide["4"]/one), ">=", g4, "×",
-			fmt.Sprintf("aggregate tok/s of 4 streams ÷ one stream, side by side, %s bundle", c.Kind)), "4")}
+		if c.Kind != "pte" {
+			what += ", " + c.Kind + " bundle"
+		}
+		gs = append(gs, withCeiling(goal(name, round3(v/den), ">=", sg.min, "×", what), sg.key))
 	}
 	note := fmt.Sprintf("4-token request during 4-stream load; p99 %.3f s", c.TTFTMS.P99/1000)
 	if c.SerialTTFTMS > 0 {

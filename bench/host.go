@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
@@ -159,7 +161,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 // record runs the first request again (seed 1), unmeasured, keeping every
 // Step's logits for the replays; it fails if the tokens differ from the
 // measured run's.
-func (r *runner) record(ctx context.Context, p inference.Sampling, prompt, tokens []int32) ([]evalRec, error) {
+func (r *runner) record(ctx context.Context, p sample.Params, prompt, tokens []int32) ([]evalRec, error) {
 	if len(tokens) < 3 {
 		return nil, nil
 	}
@@ -187,7 +189,7 @@ const evictBytes = 64 << 20
 // emptied before each step if cold, and returns its median thread CPU time
 // per decode token between Steps, µs. It fails if the replay does not
 // reproduce the recorded tokens.
-func (r *runner) replayEngine(ctx context.Context, p inference.Sampling, recs []evalRec, prompt, tokens []int32, cold bool) (float64, error) {
+func (r *runner) replayEngine(ctx context.Context, p sample.Params, recs []evalRec, prompt, tokens []int32, cold bool) (float64, error) {
 	if len(recs) < 3 {
 		return 0, nil
 	}
@@ -225,7 +227,7 @@ type engineUS struct{ wall, cpu float64 }
 // the distinct tokens, with the same sampling settings and text, and
 // returns the engine's median time outside Step per decode token (wall, and
 // the thread's CPU time): everything but the sampler's vocabulary-sized work.
-func (r *runner) baseline(ctx context.Context, p inference.Sampling, tokens []int32, promptN int) (engineUS, error) {
+func (r *runner) baseline(ctx context.Context, p sample.Params, tokens []int32, promptN int) (engineUS, error) {
 	if len(tokens) < 3 {
 		return engineUS{}, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
@@ -66,7 +68,7 @@ type evalRec struct {
 	endUse threadcpu.Usage // its accounting at end
 	endCPU time.Duration   // and its CPU time after reading that (the next interval's start)
 	useOK  bool
-	logits inference.Logits // a copy of the last row read, with recorder.keep
+	logits sample.Logits // a copy of the last row read, with recorder.keep
 }
 
 // recorder wraps a Model and records every Step.
@@ -148,7 +150,7 @@ type keptRows struct {
 	i int
 }
 
-func (k keptRows) Logits(ctx context.Context, row int) (inference.Logits, error) {
+func (k keptRows) Logits(ctx context.Context, row int) (sample.Logits, error) {
 	l, err := k.Rows.Logits(ctx, row)
 	if err == nil {
 		kept := l
@@ -248,13 +250,13 @@ type replayRows struct {
 
 func (w replayRows) Len() int { return w.n }
 
-func (w replayRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (w replayRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	r := w.r
 	pos := max(w.start+i+1-r.prompt, 0)
 	r.logits[r.last] = -1000
 	r.last = r.script[pos%len(r.script)]
 	r.logits[r.last] = 0
-	return inference.Logits{Type: inference.F32, F32: r.logits}, nil
+	return sample.Logits{Type: sample.F32, F32: r.logits}, nil
 }
 
 // recorded is a model that returns recorded logits, one per Step in
@@ -266,7 +268,7 @@ func (w replayRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 type recorded struct {
 	onePool
 	info   inference.ModelInfo
-	logits []inference.Logits
+	logits []sample.Logits
 	n      int
 	evict  []byte
 }
@@ -300,12 +302,12 @@ func (m *recorded) Step(_ context.Context, runs []inference.Run) ([]inference.Ro
 
 // sameRows are rows that all read the same logits.
 type sameRows struct {
-	l inference.Logits
+	l sample.Logits
 	n int
 }
 
-func (w sameRows) Len() int                                              { return w.n }
-func (w sameRows) Logits(context.Context, int) (inference.Logits, error) { return w.l, nil }
+func (w sameRows) Len() int                                           { return w.n }
+func (w sameRows) Logits(context.Context, int) (sample.Logits, error) { return w.l, nil }
 
 // mappedVocab gives small ids the pieces of real tokens.
 type mappedVocab struct {

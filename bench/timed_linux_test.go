@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/threadcpu"
 )
 
@@ -34,7 +36,7 @@ func (m *burnModel) Step(_ context.Context, runs []inference.Run) ([]inference.R
 	m.c.Graph += time.Since(t0)
 	c1, _ := threadcpu.Time()
 	m.c.GraphCPU += c1 - c0
-	l := inference.Logits{Type: inference.F32, F32: make([]float32, 4)}
+	l := sample.Logits{Type: sample.F32, F32: make([]float32, 4)}
 	return []inference.Rows{sameRows{l: l, n: len(runs[0].Tokens)}}, nil
 }
 

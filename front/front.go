@@ -22,6 +22,7 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -29,7 +30,7 @@ import (
 type Params struct {
 	Tokenizer *tokenizer.Tokenizer
 	// Defaults are the sampling parameters a request leaves out.
-	Defaults inference.Sampling
+	Defaults sample.Params
 	// MaxTokens is the default completion limit; 0: until the context ends.
 	MaxTokens int
 	// ContextLen is the model's window in tokens (0: unknown).

@@ -13,8 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 const stepLatency = 10 * time.Millisecond
@@ -79,7 +81,7 @@ func TestPoolSideBySide(t *testing.T) {
 	seed := int64(9)
 	reqs := []inference.Request{
 		{Prompt: []int32{1, 2, 3}, MaxTokens: 8},
-		{Prompt: []int32{4, 5}, MaxTokens: 8, N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}},
+		{Prompt: []int32{4, 5}, MaxTokens: 8, N: 2, Sampling: sample.Params{Temperature: 1, Seed: &seed}},
 		{Prompt: slices.Repeat([]int32{7}, 40), MaxTokens: 8}, // a prompt longer than a step's rows
 		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Prediction: "Hello"},
 	}
@@ -279,7 +281,7 @@ func TestPoolParallelSampling(t *testing.T) {
 	for i := range 6 {
 		seed := int64(100 + i)
 		reqs = append(reqs, inference.Request{Prompt: []int32{int32(20 + i), 2}, MaxTokens: 24, N: 1 + i%2,
-			Sampling: inference.Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}})
+			Sampling: sample.Params{Temperature: 1, Seed: &seed, LogitBias: bias}})
 	}
 	restore := inference.SetSampleHelpers(0)
 	alone := aloneTokens(t, inference.Config{}, reqs)
@@ -318,7 +320,7 @@ func TestPoolParallelSampling(t *testing.T) {
 // same tokens every run (the bias map's order does not steer the draw).
 func TestSeededLogitBiasRepeats(t *testing.T) {
 	seed := int64(103)
-	r := inference.Request{Prompt: []int32{23, 2}, MaxTokens: 24, Sampling: inference.Sampling{Temperature: 1, Seed: &seed,
+	r := inference.Request{Prompt: []int32{23, 2}, MaxTokens: 24, Sampling: sample.Params{Temperature: 1, Seed: &seed,
 		LogitBias: map[int32]float32{3: 99, 4: 99.5, 5: 99, 6: 98.5, 7: 99.2, 8: 98}}}
 	var first [][]int32
 	for i := range 8 {

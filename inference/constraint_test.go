@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // seqConstraint allows exactly want, then end-of-turn.
@@ -61,8 +63,8 @@ func TestConstraint(t *testing.T) {
 		{"script allowed: no mask", []int32{3, 4, 5, eot}, inference.Request{}, " world!", inference.FinishStop, 0},
 		{"stop strings do not cut the value", []int32{3, 4, 5, eot}, inference.Request{Stop: []string{"wor"}}, " world!", inference.FinishStop, 0},
 		{"max_tokens ends it early", []int32{1, 1, 1}, inference.Request{MaxTokens: 2}, " world", inference.FinishLength, 2},
-		{"sampled, two choices", []int32{1, 2, 6, 1, 2}, inference.Request{N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}}, " world!", inference.FinishStop, 8},
-		{"penalties and bias", []int32{1, 2, 6, 1, 2}, inference.Request{Logprobs: true, Sampling: inference.Sampling{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{3: -100}}}, " world!", inference.FinishStop, 4},
+		{"sampled, two choices", []int32{1, 2, 6, 1, 2}, inference.Request{N: 2, Sampling: sample.Params{Temperature: 1, Seed: &seed}}, " world!", inference.FinishStop, 8},
+		{"penalties and bias", []int32{1, 2, 6, 1, 2}, inference.Request{Logprobs: true, Sampling: sample.Params{Temperature: 0.7, FrequencyPenalty: 1, LogitBias: map[int32]float32{3: -100}}}, " world!", inference.FinishStop, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

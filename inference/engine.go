@@ -332,7 +332,7 @@ func (e *Engine) modelResult(err error) {
 
 // row reads row i of a Step's run, turning a panic or a malformed result
 // into an error.
-func (e *Engine) row(ctx context.Context, rows Rows, i int) (l Logits, err error) {
+func (e *Engine) row(ctx context.Context, rows Rows, i int) (l sample.Logits, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic in Rows.Logits: %v", r)

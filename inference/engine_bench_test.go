@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // BenchmarkDecodeStep measures the engine's whole host side of a decode step
@@ -23,15 +25,15 @@ func BenchmarkDecodeStep(b *testing.B) {
 	for k := range 40 {
 		bg[r.IntN(len(bg))] = 22 - 0.4*float32(k) + float32(r.NormFloat64())
 	}
-	nucleus := inference.Sampling{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
+	nucleus := sample.Params{Temperature: 0.7, TopP: 0.9, PresencePenalty: 0.5, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1}
 	for _, tc := range []struct {
 		name string
-		p    inference.Sampling
+		p    sample.Params
 		bg   []float32
 	}{
-		{"greedy", inference.Sampling{}, nil},
+		{"greedy", sample.Params{}, nil},
 		{"nucleus+penalties", nucleus, nil},
-		{"greedy/peaked", inference.Sampling{}, bg},
+		{"greedy/peaked", sample.Params{}, bg},
 		{"nucleus+penalties/peaked", nucleus, bg},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 const (
@@ -85,7 +87,7 @@ func TestPrefixCacheAndChoices(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(m.calls)
-	r, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 20, 21}, N: 2, Sampling: inference.Sampling{Temperature: 1}})
+	r, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 20, 21}, N: 2, Sampling: sample.Params{Temperature: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +149,8 @@ func TestValidation(t *testing.T) {
 			{"n", inference.Request{Prompt: []int32{1}, N: inference.MaxChoices + 1}},
 			{"stop", inference.Request{Prompt: []int32{1}, Stop: make([]string, 17)}},
 			{"top_logprobs", inference.Request{Prompt: []int32{1}, Logprobs: true, TopLogprobs: 21}},
-			{"temperature", inference.Request{Prompt: []int32{1}, Sampling: inference.Sampling{Temperature: -1}}},
-			{"logit_bias", inference.Request{Prompt: []int32{1}, Sampling: inference.Sampling{LogitBias: map[int32]float32{vocab: 1}}}},
+			{"temperature", inference.Request{Prompt: []int32{1}, Sampling: sample.Params{Temperature: -1}}},
+			{"logit_bias", inference.Request{Prompt: []int32{1}, Sampling: sample.Params{LogitBias: map[int32]float32{vocab: 1}}}},
 		}
 		for _, tc := range cases {
 			_, err := e.Submit(t.Context(), tc.req)
@@ -416,7 +418,7 @@ func TestSeededRequests(t *testing.T) {
 		m.SetBackground(bg, 0.5) // a flat distribution: the sampler decides
 		tokens := func(seed int64) [][]int32 {
 			req := inference.Request{Prompt: []int32{1}, MaxTokens: 20, N: 2,
-				Sampling: inference.Sampling{Temperature: 1, TopP: 0.95, Seed: &seed}}
+				Sampling: sample.Params{Temperature: 1, TopP: 0.95, Seed: &seed}}
 			res, err := run(t, e, req)
 			if err != nil {
 				t.Fatal(err)
@@ -486,10 +488,10 @@ func TestMetrics(t *testing.T) {
 func badModel() *seqModel {
 	calls := 0
 	return &seqModel{info: inference.ModelInfo{VocabSize: vocab, ContextLen: 64, EOS: []int32{eot}},
-		fill: func([]int32, int) inference.Logits {
+		fill: func([]int32, int) sample.Logits {
 			calls++
 			if calls == 1 {
-				return inference.Logits{Type: inference.F32, F32: make([]float32, 10)}
+				return sample.Logits{Type: sample.F32, F32: make([]float32, 10)}
 			}
 			panic("kaput")
 		}}

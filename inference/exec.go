@@ -126,7 +126,7 @@ func (e *Engine) parallelRow(w *work, r Rows) bool {
 
 // takeDecode takes the token sampled from a plain decode row (as
 // consumeDecode does for a run without draft rows).
-func (e *Engine) takeDecode(w *work, tok int32, lp *Logprob, t0 time.Time) {
+func (e *Engine) takeDecode(w *work, tok int32, lp *sample.Logprob, t0 time.Time) {
 	s := w.s
 	s.committed = w.run.Start + 1
 	e.take(s, tok, lp)

@@ -28,20 +28,6 @@ type Model interface {
 	Close() error
 }
 
-// Logits is one position's lm-head output in the graph's native type (see
-// sample.Logits); DType and its constants name the types.
-type (
-	Logits = sample.Logits
-	DType  = sample.DType
-)
-
-// The logit element types the lm-head graph may produce.
-const (
-	F32 = sample.F32
-	F16 = sample.F16
-	U16 = sample.U16
-)
-
 // Optional model capabilities (GraphTimer, SeqKVSnapshotter,
 // SeqTokenRecorder) are discovered with a type assertion on the Model; a
 // model without one keeps plain behaviour.
@@ -52,7 +38,7 @@ type Rows interface {
 	// Logits returns row i (the logits after seq[valid+i]); rows are asked
 	// for in ascending order. The result is valid until the next call on
 	// Rows or the model.
-	Logits(ctx context.Context, i int) (Logits, error)
+	Logits(ctx context.Context, i int) (sample.Logits, error)
 }
 
 // HeldRows are Rows whose Logits all stay valid until the next call on the

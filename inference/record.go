@@ -170,7 +170,7 @@ func (s *seq) prefilling() bool { return s.committed < s.target() }
 
 // take handles one sampled token: penalties, usage, stop handling and
 // emission. It reports whether the choice finished.
-func (e *Engine) take(s *seq, tok int32, lp *Logprob) bool {
+func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 	g := s.g
 	s.smp.Accept(tok)
 	s.dr.push(tok)
@@ -221,7 +221,7 @@ func abnormal(f FinishReason) bool { return f != "" && f != FinishStop && f != F
 
 // sampleRow samples the next token of s from l. It reports false when the
 // choice ended because the constraint allows no token.
-func (e *Engine) sampleRow(s *seq, l Logits) (int32, *Logprob, bool) {
+func (e *Engine) sampleRow(s *seq, l sample.Logits) (int32, *sample.Logprob, bool) {
 	g := s.g
 	if s.con == nil {
 		tok, lp := s.smp.Sample(e.sampling.Scratch(), l, g.wantLP, g.top)

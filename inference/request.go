@@ -13,7 +13,7 @@ type Request struct {
 	Prompt      []int32 // token ids, BOS included when wanted
 	MaxTokens   int     // 0: until the context ends; larger than the room left: clamped
 	N           int     // choices from the same prompt rows: side by side on a Batcher, else one after another (0 means 1)
-	Sampling    Sampling
+	Sampling    sample.Params
 	Stop        []string      // up to MaxStops strings; the emitted text never contains one
 	Logprobs    bool          // report the chosen token's logprob
 	TopLogprobs int           // and up to MaxTopLogprobs alternatives
@@ -56,10 +56,6 @@ type Constraint interface {
 	Complete() bool
 }
 
-// Sampling holds the per-request sampling parameters (see sample.Params).
-// The zero value is greedy.
-type Sampling = sample.Params
-
 // Limits on a request's options.
 const (
 	MaxStops       = 16
@@ -76,13 +72,6 @@ const (
 	FinishCancelled FinishReason = "cancelled" // the client went away
 	FinishTimeout   FinishReason = "timeout"   // the generation time limit
 	FinishError     FinishReason = "error"     // the model failed; Event.Err says why
-)
-
-// Logprob describes one generated token: the chosen token and the top
-// alternatives, log-softmax of the raw logits; TokenLogprob is one of them.
-type (
-	Logprob      = sample.Logprob
-	TokenLogprob = sample.TokenLogprob
 )
 
 // Usage counts tokens of a finished request.
@@ -125,9 +114,9 @@ func rate(n int, d time.Duration) float64 {
 // has Done set with Usage and Timings (and Err when it failed).
 type Event struct {
 	Choice   int
-	Text     string    // new text, UTF-8 complete, stop strings withheld
-	Tokens   []int32   // ids generated since the previous event of this choice
-	Logprobs []Logprob // one per token in Tokens, when requested
+	Text     string           // new text, UTF-8 complete, stop strings withheld
+	Tokens   []int32          // ids generated since the previous event of this choice
+	Logprobs []sample.Logprob // one per token in Tokens, when requested
 	Finish   FinishReason
 	// Stop is the stop string that ended the choice (Finish is FinishStop);
 	// "" when an end-of-turn token ended it.

@@ -1,5 +1,7 @@
 package inference
 
+import "github.com/hexserve/hexserve/inference/sample"
+
 // Result is a whole request's output, gathered by Collect.
 type Result struct {
 	Choices []Choice // indexed by Event.Choice
@@ -12,7 +14,7 @@ type Result struct {
 type Choice struct {
 	Text     string
 	Tokens   []int32
-	Logprobs []Logprob // when requested, one per token
+	Logprobs []sample.Logprob // when requested, one per token
 	Finish   FinishReason
 	Stop     string // the stop string that ended it (Event.Stop)
 }

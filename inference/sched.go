@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // worker runs steps until Close, and then until the active requests have
@@ -357,7 +359,7 @@ func (e *Engine) openChoice(g *record, open int) bool {
 
 // forkChoices starts g's waiting choices on the rows of parent's prompt
 // and samples their first token from l, its last row's logits.
-func (e *Engine) forkChoices(g *record, parent *seq, l Logits) {
+func (e *Engine) forkChoices(g *record, parent *seq, l sample.Logits) {
 	open := e.openSeqs()
 	p := len(g.req.Prompt)
 	rows := e.reserve(p, p+g.maxNew)

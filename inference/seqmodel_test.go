@@ -13,8 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // seqModel is a one-sequence test Model (and SeqKVSnapshotter) whose
@@ -25,7 +27,7 @@ import (
 // half-restored cache) fails, and saved rows carry the hashes.
 type seqModel struct {
 	info   inference.ModelInfo
-	fill   func(prefix []int32, prompt int) inference.Logits
+	fill   func(prefix []int32, prompt int) sample.Logits
 	cost   func(rows int) time.Duration        // nil: a millisecond a row
 	before func(toks []int32, start int) error // as each Step starts: the sequence's tokens after it
 
@@ -163,9 +165,9 @@ type seqRows struct {
 
 func (r *seqRows) Len() int { return len(r.toks) - r.start }
 
-func (r *seqRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (r *seqRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < r.next || i >= r.Len() {
-		return inference.Logits{}, fmt.Errorf("row %d asked for out of order or out of %d", i, r.Len())
+		return sample.Logits{}, fmt.Errorf("row %d asked for out of order or out of %d", i, r.Len())
 	}
 	r.next = i + 1
 	r.m.mu.Lock()
@@ -231,15 +233,15 @@ func setupStore(t *testing.T, script []int32) (*inference.Engine, *seqModel) {
 
 // scriptFill returns logits peaked (100) at script[k] for the k-th row
 // after the prompt (EOS after the script), F32 and vocab sized.
-func scriptFill(vocab int, eos int32, script []int32) func([]int32, int) inference.Logits {
+func scriptFill(vocab int, eos int32, script []int32) func([]int32, int) sample.Logits {
 	l := make([]float32, vocab)
-	return func(prefix []int32, prompt int) inference.Logits {
+	return func(prefix []int32, prompt int) sample.Logits {
 		clear(l)
 		next := eos
 		if k := len(prefix) - prompt; k >= 0 && k < len(script) {
 			next = script[k]
 		}
 		l[next] = 100
-		return inference.Logits{Type: inference.F32, F32: l}
+		return sample.Logits{Type: sample.F32, F32: l}
 	}
 }

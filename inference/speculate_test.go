@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hexserve/hexserve/inference"
+
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // specVocab has one-letter pieces, some two-letter pieces (so one text has
@@ -61,7 +63,7 @@ var specLogits = make([]float32, len(specPieces))
 
 // specFill is the spec models' logits after prefix: a preferred successor
 // of the last token plus noise hashed from the prefix.
-func specFill(prefix []int32, _ int) inference.Logits {
+func specFill(prefix []int32, _ int) sample.Logits {
 	h := fnv.New64a()
 	for _, id := range prefix {
 		fmt.Fprint(h, id, ",")
@@ -73,7 +75,7 @@ func specFill(prefix []int32, _ int) inference.Logits {
 	}
 	specLogits[(last*7+3)%specEOT] += 3
 	specLogits[specEOT] -= 2
-	return inference.Logits{Type: inference.F32, F32: specLogits}
+	return sample.Logits{Type: sample.F32, F32: specLogits}
 }
 
 // newSpecModel is a one-sequence model over specFill. Its verify rows are
@@ -140,12 +142,12 @@ func TestSpeculativeEquivalence(t *testing.T) {
 	}{
 		{"greedy", inference.Request{MaxTokens: 40}},
 		{"greedy logprobs", inference.Request{MaxTokens: 40, Logprobs: true, TopLogprobs: 3}},
-		{"seeded", inference.Request{MaxTokens: 40, Sampling: inference.Sampling{Temperature: 0.9, TopP: 0.95, Seed: &seed}}},
-		{"penalties and bias", inference.Request{MaxTokens: 40, N: 2, Sampling: inference.Sampling{Temperature: 0.7, Seed: &seed,
+		{"seeded", inference.Request{MaxTokens: 40, Sampling: sample.Params{Temperature: 0.9, TopP: 0.95, Seed: &seed}}},
+		{"penalties and bias", inference.Request{MaxTokens: 40, N: 2, Sampling: sample.Params{Temperature: 0.7, Seed: &seed,
 			PresencePenalty: 0.5, FrequencyPenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: map[int32]float32{4: 2}}}},
 		{"stop", inference.Request{MaxTokens: 40, Stop: []string{"th"}}},
 		{"constrained", inference.Request{MaxTokens: 40, Constrain: func() inference.Constraint { return &banConstraint{} }}},
-		{"constrained seeded", inference.Request{MaxTokens: 40, Sampling: inference.Sampling{Temperature: 1, Seed: &seed},
+		{"constrained seeded", inference.Request{MaxTokens: 40, Sampling: sample.Params{Temperature: 1, Seed: &seed},
 			Constrain: func() inference.Constraint { return &banConstraint{} }}},
 		{"to the end of the context", inference.Request{}},
 	}
@@ -206,7 +208,7 @@ func (c *banConstraint) Complete() bool { return true }
 func equalChoices(a, b []inference.Choice) bool {
 	return slices.EqualFunc(a, b, func(x, y inference.Choice) bool {
 		return x.Text == y.Text && x.Finish == y.Finish && slices.Equal(x.Tokens, y.Tokens) &&
-			slices.EqualFunc(x.Logprobs, y.Logprobs, func(p, q inference.Logprob) bool {
+			slices.EqualFunc(x.Logprobs, y.Logprobs, func(p, q sample.Logprob) bool {
 				return p.ID == q.ID && p.Logprob == q.Logprob && len(p.Top) == len(q.Top)
 			})
 	})
@@ -268,7 +270,7 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 	for i := range seeds {
 		plainSeed, specSeed := int64(i), int64(seeds+i) // independent samples
 		req := inference.Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true,
-			Sampling: inference.Sampling{Temperature: 1.5, TopK: 4, Seed: &plainSeed}}
+			Sampling: sample.Params{Temperature: 1.5, TopK: 4, Seed: &plainSeed}}
 		a, err := run(t, off, req)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Vocab gives the engine the bytes of a token. tokenizer.Tokenizer implements it.
@@ -15,7 +17,7 @@ type Vocab interface {
 type pendingTok struct {
 	id    int32
 	start int // offset of the token's first byte in the choice's text
-	lp    *Logprob
+	lp    *sample.Logprob
 }
 
 // textOut is what one token releases: complete UTF-8 text, and the tokens
@@ -23,7 +25,7 @@ type pendingTok struct {
 type textOut struct {
 	text string
 	ids  []int32
-	lps  []Logprob
+	lps  []sample.Logprob
 	stop string // the stop string that ended the choice
 }
 
@@ -54,7 +56,7 @@ func (d *detok) reset(v Vocab, stops []string) {
 
 // add appends token id and returns what can be released; stopped reports a
 // stop string: the text before it is released and everything after dropped.
-func (d *detok) add(id int32, lp *Logprob) (out textOut, stopped bool) {
+func (d *detok) add(id int32, lp *sample.Logprob) (out textOut, stopped bool) {
 	d.pend = append(d.pend, pendingTok{id: id, start: d.emitted + len(d.held), lp: lp})
 	if !d.vocab.IsSpecial(id) {
 		d.held = append(d.held, d.vocab.Piece(id)...)

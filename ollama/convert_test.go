@@ -8,6 +8,7 @@ import (
 
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
@@ -16,7 +17,7 @@ var testTok = tokenizertest.Llama32
 // TestOptions maps Ollama's options onto the engine's sampling and limits.
 func TestOptions(t *testing.T) {
 	tok := testTok(t)
-	defaults := inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1.1}
+	defaults := sample.Params{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1.1}
 	p := front.Params{Tokenizer: tok, Defaults: defaults, ContextLen: 512}
 	seed := int64(7)
 	tests := []struct {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Version is the Ollama API version /api/version reports: the release whose
@@ -26,7 +26,7 @@ type Card struct {
 	ContextLen    int
 	VocabSize     int
 	// Defaults are the server's sampling defaults (the Modelfile parameters).
-	Defaults inference.Sampling
+	Defaults sample.Params
 	// Date is the template's date (for the template text).
 	Date string
 	// ExpiresAt is when the loaded model will be unloaded (/api/ps); zero:

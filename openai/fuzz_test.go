@@ -9,12 +9,13 @@ import (
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
 func fuzzParams(t *testing.T) front.Params {
-	return front.Params{Tokenizer: tokenizertest.Llama32(t), Defaults: inference.Sampling{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+	return front.Params{Tokenizer: tokenizertest.Llama32(t), Defaults: sample.Params{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		MaxTokens: 0, Date: "26 Jul 2024"}
 }
 

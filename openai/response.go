@@ -7,6 +7,7 @@ import (
 
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Meta is fixed for one response or stream.
@@ -253,7 +254,7 @@ func byteInts(b []byte) []int {
 	return out
 }
 
-func chatLogprobs(lps []inference.Logprob) *ChatLogprobs {
+func chatLogprobs(lps []sample.Logprob) *ChatLogprobs {
 	out := &ChatLogprobs{Content: make([]TokenLogprob, len(lps))}
 	for i, lp := range lps {
 		t := TokenLogprob{Token: string(lp.Bytes), Logprob: float64(lp.Logprob), Bytes: byteInts(lp.Bytes),
@@ -267,7 +268,7 @@ func chatLogprobs(lps []inference.Logprob) *ChatLogprobs {
 }
 
 // completionLogprobs converts lps; offset is the text offset of the first token.
-func completionLogprobs(lps []inference.Logprob, offset int) *CompletionLogprobs {
+func completionLogprobs(lps []sample.Logprob, offset int) *CompletionLogprobs {
 	out := &CompletionLogprobs{Tokens: make([]string, len(lps)), TokenLogprobs: make([]float64, len(lps)),
 		TopLogprobs: make([]map[string]float64, len(lps)), TextOffset: make([]int, len(lps))}
 	for i, lp := range lps {

@@ -3,6 +3,7 @@ package openai
 import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Frame is one stream frame: a *ChatCompletionChunk or a *Completion.
@@ -30,7 +31,7 @@ type Stream struct {
 type choiceState struct {
 	gate   front.CallGate // tools are offered and the output may still be a call
 	ids    []int32
-	lps    []inference.Logprob
+	lps    []sample.Logprob
 	offset int // completions text_offset of the next token
 }
 
@@ -149,13 +150,13 @@ func (s *Stream) done(ev inference.Event) []Frame {
 	return out
 }
 
-func (s *Stream) contentDelta(i int, text string, ids []int32, lps []inference.Logprob) Frame {
+func (s *Stream) contentDelta(i int, text string, ids []int32, lps []sample.Logprob) Frame {
 	ch := ChunkChoice{Index: i, Delta: Delta{Content: &text}}
 	s.decorate(&ch.Logprobs, &ch.TokenIDs, ids, lps)
 	return s.chatFrame(ch)
 }
 
-func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []inference.Logprob) []Frame {
+func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []sample.Logprob) []Frame {
 	var out []Frame
 	for j, call := range calls {
 		head := ChunkChoice{Index: i, Delta: Delta{ToolCalls: []ToolCallDelta{{Index: j, ID: call.ID, Type: "function",
@@ -170,7 +171,7 @@ func (s *Stream) toolCallDeltas(i int, calls []ToolCall, ids []int32, lps []infe
 	return out
 }
 
-func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []inference.Logprob) {
+func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []sample.Logprob) {
 	if s.g.Request.Logprobs {
 		*lp = chatLogprobs(lps)
 	}
@@ -179,7 +180,7 @@ func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []i
 	}
 }
 
-func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []inference.Logprob) Frame {
+func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []sample.Logprob) Frame {
 	ch := CompletionChoice{Text: text, Index: i}
 	if s.g.Request.Logprobs {
 		ch.Logprobs = completionLogprobs(lps, c.offset)

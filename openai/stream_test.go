@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
@@ -116,12 +118,12 @@ func TestStreamChoicesAndErrors(t *testing.T) {
 func TestCompletionStreamEchoAndOffsets(t *testing.T) {
 	g := &Generation{Request: inference.Request{N: 1, Logprobs: true}, Echo: "Hi", ReturnTokenIDs: true}
 	s := NewCompletionStream(g, Meta{ID: "cmpl-1"})
-	lp := func(s string) inference.Logprob {
-		return inference.Logprob{TokenLogprob: inference.TokenLogprob{Bytes: []byte(s)}}
+	lp := func(s string) sample.Logprob {
+		return sample.Logprob{TokenLogprob: sample.TokenLogprob{Bytes: []byte(s)}}
 	}
 	out := frames(t, s, []inference.Event{
-		{Text: " there", Tokens: []int32{1}, Logprobs: []inference.Logprob{lp(" there")}},
-		{Text: " you", Tokens: []int32{2}, Logprobs: []inference.Logprob{lp(" you")}},
+		{Text: " there", Tokens: []int32{1}, Logprobs: []sample.Logprob{lp(" there")}},
+		{Text: " you", Tokens: []int32{2}, Logprobs: []sample.Logprob{lp(" you")}},
 		{Finish: inference.FinishStop}, {Done: true},
 	})
 	if len(out) != 4 || !strings.Contains(out[0], `"text":"Hi"`) || !strings.Contains(out[0], `"prompt_token_ids":[]`) ||

@@ -7,6 +7,7 @@ import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/openai"
 )
 
@@ -101,7 +102,7 @@ func sendAll(sse *sseWriter, frames []openai.Frame) {
 }
 
 // samplingFor is the sampling defaults of requests to m (nil: the server's).
-func (s *Server) samplingFor(m *Model) inference.Sampling {
+func (s *Server) samplingFor(m *Model) sample.Params {
 	if m != nil && m.Sampling != nil {
 		return *m.Sampling
 	}

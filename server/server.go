@@ -25,6 +25,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -64,7 +65,7 @@ type Options struct {
 	DateString func() string
 	// Sampling and MaxTokens are the defaults for parameters a completion
 	// request leaves out (config `sampling`).
-	Sampling  inference.Sampling
+	Sampling  sample.Params
 	MaxTokens int
 	// WebUI serves the chat page at / (config server.web_ui).
 	WebUI bool
@@ -112,7 +113,7 @@ type Model struct {
 	// Sampling, when set, are the model's own defaults for the sampling
 	// parameters a request leaves out (a Genie bundle's dialog.sampler),
 	// in place of Options.Sampling.
-	Sampling *inference.Sampling
+	Sampling *sample.Params
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output

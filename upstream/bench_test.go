@@ -129,3 +129,19 @@ func BenchmarkRelayRequest(b *testing.B) {
 	}
 	report(b, "request", direct, relayed)
 }
+
+// BenchmarkScrubCrafted: a 1 MiB reply made to cost the scrubber most,
+// near-misses of the key and host written with JSON escapes; the cost is
+// linear in its size (bytes/s).
+func BenchmarkScrubCrafted(b *testing.B) {
+	c := newClient(b, "http://127.0.0.1:1/v1", Options{})
+	near := uEscape(testKey[:len(testKey)-1] + "_127.0.0._")
+	text := []byte(strings.Repeat(near[1:len(near)-1], 1<<20/(len(near)-2)))
+	h := hold{max: 1 << 40}
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, err := c.clean(text, &h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,27 +15,34 @@ import (
 
 // echoing is an upstream that names its key and address in everything it
 // sends: error events inside a 200 stream, a whole reply's error member, a
-// streamed chunk's text. The path picks the reply.
+// streamed chunk's text. The path picks the reply; a path ending in
+// "-escaped" writes the JSON strings with every other letter and digit as
+// a \uXXXX escape (and "/" as "\/"), as an encoder may.
 func echoing(t *testing.T) (*httptest.Server, *string) {
 	t.Helper()
 	addr := new(string)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		leak := fmt.Sprintf("key=Bearer %s url=http://%s/v1 at %s, escaped http:\\/\\/%s\\/v1", testKey, *addr, *addr, *addr)
+		quote := strconv.Quote
+		path, escaped := strings.CutSuffix(r.URL.Path, "-escaped")
+		if escaped {
+			quote = uEscape
+		}
 		switch {
-		case strings.HasSuffix(r.URL.Path, "/stream-error"):
+		case strings.HasSuffix(path, "/stream-error"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n")
-			fmt.Fprintf(w, "data: {\"error\":{\"message\":%q}}\n\n", leak)
+			fmt.Fprintf(w, "data: {\"error\":{\"message\":%s}}\n\n", quote(leak))
 			fmt.Fprint(w, "data: [DONE]\n\n")
-		case strings.HasSuffix(r.URL.Path, "/stream-text"):
+		case strings.HasSuffix(path, "/stream-text"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, ": comment %s\n\n", leak)
-			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", leak)
+			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%s}}]}\n\n", quote(leak))
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		default:
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"choices":[],"error":{"message":%q}}`, leak)
+			fmt.Fprintf(w, `{"choices":[],"error":{"message":%s}}`, quote(leak))
 		}
 	}))
 	t.Cleanup(up.Close)
@@ -41,12 +50,44 @@ func echoing(t *testing.T) (*httptest.Server, *string) {
 	return up, addr
 }
 
-// leaks reports what of the key and the address s holds.
+// uEscape is s as a JSON string with every other letter or digit written
+// as a \uXXXX escape (in both hex cases) and each "/" as "\/".
+func uEscape(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i, c := range []byte(strconv.Quote(s)[1 : len(strconv.Quote(s))-1]) {
+		switch {
+		case c == '/':
+			b.WriteString(`\/`)
+		case i%2 == 0 && ('a' <= c && c <= 'z' || '0' <= c && c <= '9'):
+			fmt.Fprintf(&b, `\u%04x`, c)
+		case i%2 == 0 && 'A' <= c && c <= 'Z':
+			fmt.Fprintf(&b, `\u%04X`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// jsonEscape matches a JSON \uXXXX or \/ escape.
+var jsonEscape = regexp.MustCompile(`\\u[0-9a-fA-F]{4}|\\/`)
+
+// leaks reports what of the key and the address s holds, as written or
+// with JSON escapes.
 func leaks(s, addr string) []string {
 	host, port, _ := strings.Cut(addr, ":")
+	decoded := jsonEscape.ReplaceAllStringFunc(s, func(e string) string {
+		if e == `\/` {
+			return "/"
+		}
+		r, _ := strconv.ParseUint(e[2:], 16, 32)
+		return string(rune(r))
+	})
 	var out []string
 	for _, secret := range []string{testKey, addr, host, ":" + port} {
-		if strings.Contains(s, secret) {
+		if strings.Contains(s, secret) || strings.Contains(decoded, secret) {
 			out = append(out, secret)
 		}
 	}
@@ -60,7 +101,7 @@ func leaks(s, addr string) []string {
 func TestNoLeak(t *testing.T) {
 	up, addr := echoing(t)
 	c := newClient(t, up.URL+"/v1", Options{})
-	for _, path := range []string{"/stream-error", "/stream-text", "/whole"} {
+	for _, path := range []string{"/stream-error", "/stream-text", "/whole", "/stream-error-escaped", "/stream-text-escaped", "/whole-escaped"} {
 		t.Run("forward"+path, func(t *testing.T) {
 			status, hdr, body := post(t, front(t, c, path).URL, `{"model":"local"}`)
 			if status != 200 || !strings.Contains(body, "[upstream]") {
@@ -212,5 +253,27 @@ func TestBudget(t *testing.T) {
 	}
 	if u := budget.Used(); u != 0 {
 		t.Errorf("%d bytes still held", u)
+	}
+}
+
+// TestScrub: the key and the address go however JSON spells them, whole
+// (a URL with its host), and nothing else does.
+func TestScrub(t *testing.T) {
+	c, err := New(Options{ID: "local", BaseURL: "http://10.1.2.3:8080/v1", APIKey: "sk-\u00e9\U0001F600z", Model: "remote"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"plain sk-\u00e9\U0001F600z", "plain [upstream]"},
+		{`hex \u0073k-\u00E9\ud83d\ude00\u007a`, `hex [upstream]`},
+		{`url http:\/\/10.1.2.3:8080\/v1 and 10.1.2.3`, `url [upstream] and [upstream]`},
+		{`esc http\u003a//\u0031\u0030.1.2.3:8080/v1!`, `esc [upstream]!`},
+		{`twice 10.1.2.310.1.2.3`, `twice [upstream][upstream]`},
+		{`not an escape \\u0073k-\u00e9\ud83d\ude00z`, `not an escape \\u0073k-\u00e9\ud83d\ude00z`},
+		{`not json \u00zz \u0031\u0030.1.2.3 "\n"`, `not json \u00zz [upstream] "\n"`},
+	} {
+		if got := c.Scrub(tc.in); got != tc.want {
+			t.Errorf("Scrub(%s) = %s, want %s", tc.in, got, tc.want)
+		}
 	}
 }

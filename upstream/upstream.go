@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // Options configure a Client.
@@ -69,10 +68,8 @@ type Client struct {
 	base  *url.URL
 	hc    *http.Client
 	slots chan struct{} // nil: no in-flight limit
-	scrub *strings.Replacer
-	// secrets are what scrub replaces (their escaped forms contain the
-	// hostname, which is one of them).
-	secrets [][]byte
+	// secrets are what scrubbing replaces.
+	secrets *secrets
 	// health caches the last probe.
 	healthMu  sync.Mutex
 	healthAt  time.Time
@@ -156,28 +153,9 @@ func New(opts Options) (*Client, error) {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	c.slots = make(chan struct{}, opts.MaxInFlight)
-	c.scrub, c.secrets = scrubber(opts.APIKey, opts.BaseURL, base)
+	c.secrets = newSecrets(opts.APIKey, opts.BaseURL, base)
 	c.opts = opts
 	return c, nil
-}
-
-// scrubber replaces the key and every spelling of the address (the URL,
-// host:port, host, each also as JSON may escape it, "\/" for "/") with
-// "[upstream]"; longer secrets first, so a URL goes whole.
-func scrubber(key, baseURL string, base *url.URL) (*strings.Replacer, [][]byte) {
-	var pairs []string
-	var secrets [][]byte
-	for _, s := range []string{key, baseURL, base.String(), base.Host, base.Hostname()} {
-		if s == "" {
-			continue
-		}
-		pairs = append(pairs, s, "[upstream]")
-		secrets = append(secrets, []byte(s))
-		if esc := strings.ReplaceAll(s, "/", `\/`); esc != s {
-			pairs = append(pairs, esc, "[upstream]")
-		}
-	}
-	return strings.NewReplacer(pairs...), secrets
 }
 
 // ID is the id hexserve serves the model as.
@@ -547,7 +525,13 @@ var addrPattern = regexp.MustCompile(`(?i)\bhttps?:(//|\\/\\/)[^\s"'\\]+|\b\d{1,
 // Scrub removes the upstream's key and address from text, and any other
 // URL or IP address.
 func (c *Client) Scrub(text string) string {
-	return addrPattern.ReplaceAllString(c.scrub.Replace(text), "[upstream]")
+	b := []byte(text)
+	if sp := c.secrets.spans(b); len(sp) > 0 {
+		var buf bytes.Buffer
+		mask(&buf, b, sp)
+		text = buf.String()
+	}
+	return addrPattern.ReplaceAllString(text, "[upstream]")
 }
 
 // clean scrubs one reply, frame or line before it goes to a client or a
@@ -557,24 +541,18 @@ func (c *Client) Scrub(text string) string {
 // keeps its URLs. It returns b itself when there is nothing to scrub; a
 // scrubbed copy is reserved in h first.
 func (c *Client) clean(b []byte, h *hold) ([]byte, error) {
-	named := false
-	for _, s := range c.secrets {
-		if bytes.Contains(b, s) {
-			named = true
-			break
-		}
-	}
+	named := c.secrets.spans(b)
 	other := bytes.Contains(b, []byte(`"error"`)) && addrPattern.Match(b)
-	if !named && !other {
+	if len(named) == 0 && !other {
 		return b, nil
 	}
 	if err := h.grow(2 * int64(len(b))); err != nil {
 		return nil, err
 	}
-	if named {
+	if len(named) > 0 {
 		var buf bytes.Buffer
 		buf.Grow(len(b) + len(b)/4)
-		_, _ = c.scrub.WriteString(&buf, unsafe.String(unsafe.SliceData(b), len(b)))
+		mask(&buf, b, named)
 		b = buf.Bytes()
 	}
 	if other {

@@ -13,6 +13,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -76,15 +77,15 @@ func probeGenie(dir string) (modelProbe, error) {
 }
 
 // samplingDefaults are config sampling's defaults for the parameters a request leaves out.
-func samplingDefaults(c config.Sampling) inference.Sampling {
-	return inference.Sampling{Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP,
+func samplingDefaults(c config.Sampling) sample.Params {
+	return sample.Params{Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP,
 		RepetitionPenalty: c.RepetitionPenalty}
 }
 
 // modelSampling is a model's own sampling defaults, nil for a model that has none: a Genie
 // bundle's dialog.sampler (temp, top-k, top-p, seed) in place of config sampling's values,
 // as genie-t2t-run applies them to a dialog that sets none.
-func modelSampling(model inference.Model, c config.Sampling) *inference.Sampling {
+func modelSampling(model inference.Model, c config.Sampling) *sample.Params {
 	g, ok := model.(*ownedGenie)
 	if !ok {
 		return nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -29,12 +29,6 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-func (r *Runner) initPool() {
-	if r.pool == nil {
-		r.pool = graphio.NewPool(r.maxS, maxPoolSequences)
-	}
-}
-
 // BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
 // decode layout's CL − 1 slots (the whole window; slots from CL − AR on
 // are beyond prefill_forward's view: see tail).
@@ -49,69 +43,15 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 // the tail for sequences that need the whole window.
 func (r *Runner) tail(runs []inference.Run) bool {
 	S := r.cl - r.pre.ar
-	if r.pool.Beyond(S) {
+	if r.Pool.Beyond(S) {
 		return true
 	}
 	for _, run := range runs {
-		if r.pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= S {
+		if r.Pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= S {
 			return true
 		}
 	}
 	return false
-}
-
-// Open starts a sequence with reserve slots of its own.
-func (r *Runner) Open(reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.New(reserve)
-	if err != nil {
-		return 0, fmt.Errorf("executorch: %w", err)
-	}
-	return id, nil
-}
-
-// Fork shares parent's rows [0, rows) and reserves slots above them.
-func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.Fork(parent, rows, reserve)
-	if err != nil {
-		return 0, fmt.Errorf("executorch: %w", err)
-	}
-	return id, nil
-}
-
-// Grow extends id's own range to hold rows rows: in place when the slots
-// after it are free, else by moving its own committed rows to a free range
-// (above its shared rows, as any own range). A sequence whose rows a fork
-// shares does not move.
-func (r *Runner) Grow(id inference.SeqID, rows int) error {
-	r.initPool()
-	mv, err := r.pool.Grow(id, rows)
-	if err != nil {
-		return fmt.Errorf("executorch: %w", err)
-	}
-	if mv != nil {
-		r.sync()
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
-			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
-		}
-		r.stats.KVMoves++
-	}
-	return nil
-}
-
-// Release frees id's slots: its own range, and its hold on shared ones.
-func (r *Runner) Release(id inference.SeqID) {
-	if r.pool != nil {
-		r.pool.Release(id)
-	}
 }
 
 // StepCost is the cheaper of one prefill_forward call and rows kv_forward
@@ -165,10 +105,26 @@ func (r *Runner) decodeStepCost(rows int) time.Duration {
 // calls.
 const remeasureSteps = 32
 
+// remeasureSoon is remeasureSteps for a graph whose estimate is still
+// warming (plan.GraphStats.Warming: fewer than plan.WarmExecutes calls):
+// a slow first call, such as the first after a build or load with cold
+// caches, would otherwise keep the graph unused for remeasureSteps Steps
+// (a 4-stream bench run once stuck on one-row calls for most of its steps).
+const remeasureSoon = 4
+
+// remeasureAfter is how many Steps g may go unused before it gets a call
+// again.
+func remeasureAfter(g plan.GraphStats) int64 {
+	if g.Warming() {
+		return remeasureSoon
+	}
+	return remeasureSteps
+}
+
 // Step evaluates runs in one prefill_forward call, or row by row through
 // kv_forward when that is cheaper by measured costs (a single row tries
 // kv_forward once first, so that both graphs get measured, and again when
-// it has not run for remeasureSteps Steps; a multi-row Step likewise gives
+// it has not run for remeasureAfter Steps; a multi-row Step likewise gives
 // prefill_forward a call when it has not run for that long).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
@@ -184,13 +140,15 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	}
 	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
 	r.steps++
-	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureSteps)
+	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureAfter(dg))
 	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
-	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureSteps
-	if explore && dg.Calls > 0 {
-		r.stats.MarkStale(r.dec.method) // its new time replaces the old estimate
+	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureAfter(pg)
+	// A re-measured time replaces the old estimate; while the estimate is
+	// warming it joins its smallest (plan.GraphStats.Recent).
+	if explore && dg.Calls > 0 && !dg.Warming() {
+		r.stats.MarkStale(r.dec.method)
 	}
-	if remeasure {
+	if remeasure && !pg.Warming() {
 		r.stats.MarkStale(r.pre.method)
 	}
 	m := r.pre
@@ -202,74 +160,15 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		r.decAt = r.steps
 	default:
 		r.decAt = r.steps
-		return r.decodeRows(ctx, runs)
+		// One row per kv_forward call: the next call overwrites the output buffer.
+		return r.RowByRow(ctx, runs, r.dec.logits, r.dec.vocab, func(one inference.Run) error {
+			return r.runBatch(r.dec, []inference.Run{one})
+		})
 	}
 	if err := r.runBatch(m, runs); err != nil {
 		return nil, err
 	}
-	out := make([]inference.Rows, len(runs))
-	o := 0
-	for i, run := range runs {
-		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
-		o += len(run.Tokens)
-		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
-	}
-	return out, nil
-}
-
-// decodeRows evaluates runs one row per kv_forward call, keeping a copy of
-// each row's logits (the next call overwrites the output buffer).
-func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
-	out := make([]inference.Rows, len(runs))
-	k := 0
-	for i, run := range runs {
-		cr := copiedRows{}
-		for j := range run.Tokens {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
-			if err := r.runBatch(r.dec, []inference.Run{one}); err != nil {
-				return nil, err
-			}
-			r.pool.Seq(run.Seq).N = one.Start + 1
-			cr.rows = append(cr.rows, r.keepLogits(k, graphio.Row(r.dec.logits, 0, r.dec.vocab)))
-			k++
-		}
-		out[i] = cr
-	}
-	return out, nil
-}
-
-// keepLogits copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keepLogits(k int, l inference.Logits) inference.Logits {
-	for len(r.kept) <= k {
-		r.kept = append(r.kept, inference.Logits{})
-	}
-	c := r.kept[k]
-	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == inference.F32 {
-		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
-	} else {
-		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
-	}
-	r.kept[k] = c
-	return c
-}
-
-// copiedRows are one run's logits rows kept from kv_forward calls.
-type copiedRows struct{ rows []inference.Logits }
-
-func (w copiedRows) Len() int { return len(w.rows) }
-
-// Held: the kept copies stay until the next Step.
-func (w copiedRows) Held() bool { return true }
-
-func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
-	if i < 0 || i >= len(w.rows) {
-		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
-	}
-	return w.rows[i], nil
+	return r.Commit(runs, m.logits, m.vocab), nil
 }
 
 // checkRuns validates a Step.
@@ -277,8 +176,7 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	if err := r.life.Check(); err != nil {
 		return err
 	}
-	r.initPool()
-	if err := r.pool.Check(runs, r.pre.ar, r.vocab); err != nil {
+	if err := r.Pool.Check(runs, r.pre.ar, r.vocab); err != nil {
 		return fmt.Errorf("executorch: %w", err)
 	}
 	return nil
@@ -292,7 +190,7 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	if s := r.cl - m.ar; s != r.stride {
 		r.sync()
 		t0 = time.Now()
-		r.valid = r.pool.High() // restride keeps the pool's slots
+		r.valid = r.Pool.High() // restride keeps the pool's slots
 		r.restride(s)
 		st.Restrides++
 		st.Restride += time.Since(t0)
@@ -338,10 +236,10 @@ func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	m.masks.Fill(b, 0, m.ar*cl, false)
 	o := 0
 	for _, run := range runs {
-		s := r.pool.Seq(run.Seq)
+		s := r.Pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * cl
-			m.masks.OpenRows(b, row, s, run.Start)
+			s.OpenRows(m.masks, b, row, run.Start)
 			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
 		}
 		o += len(run.Tokens)
@@ -355,7 +253,7 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	q := r.queued[:0]
 	o := 0
 	for _, run := range runs {
-		start := r.pool.Seq(run.Seq).Slot(run.Start)
+		start := r.Pool.Seq(run.Seq).Slot(run.Start)
 		for _, l := range layers {
 			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
 		}
@@ -363,57 +261,4 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	}
 	r.cp.Queue(q...)
 	r.queued = q
-}
-
-// batchRows are one run's logits rows of a Step's call.
-type batchRows struct {
-	m      *method
-	off, n int
-}
-
-func (w batchRows) Len() int { return w.n }
-
-// Held: every row is in the call's output buffer until the next call.
-func (w batchRows) Held() bool { return true }
-
-func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
-	if i < 0 || i >= w.n {
-		return inference.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
-	}
-	return graphio.Row(w.m.logits, w.off+i, w.m.vocab), nil
-}
-
-// SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into
-// dst, in KVLayout's row format.
-func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
-		return fmt.Errorf("executorch: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
-	}
-	r.sync()
-	r.kvSlots(s.Slot, from, to, dst, false)
-	return nil
-}
-
-// RestoreSeqKV scatters src into rows from… of sequence id (its own rows:
-// from ≥ its shared rows, within its slots); they are then committed.
-func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	rb := r.rowBytes()
-	n := len(src) / rb
-	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
-		return fmt.Errorf("executorch: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
-	}
-	r.sync()
-	r.kvSlots(s.Slot, from, from+n, src, true)
-	s.N = from + n
-	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -53,7 +53,7 @@ func hostsimSet(t testing.TB) (set func(name, value string), execs func() int64)
 	return set, execs
 }
 
-func logitsEqual(a, b inference.Logits) bool {
+func logitsEqual(a, b sample.Logits) bool {
 	if a.Type != b.Type || a.Len() != b.Len() {
 		return false
 	}
@@ -65,7 +65,7 @@ func logitsEqual(a, b inference.Logits) bool {
 	return true
 }
 
-func clone(l inference.Logits) inference.Logits {
+func clone(l sample.Logits) sample.Logits {
 	l.F32, l.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
 	return l
 }
@@ -82,7 +82,7 @@ func TestBehaviour(t *testing.T) {
 	if !slices.Equal(ref, c.Greedy[:20]) {
 		t.Fatalf("greedy %v, golden %v", ref, c.Greedy[:20])
 	}
-	eval := func(s []int32, valid int) inference.Logits {
+	eval := func(s []int32, valid int) sample.Logits {
 		t.Helper()
 		l, _, err := evalOn(r).Eval(ctx, s, valid)
 		if err != nil {

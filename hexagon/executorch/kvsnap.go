@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -28,26 +29,9 @@ func (r *Runner) KVLayout() inference.KVLayout {
 
 func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
 
-func (r *Runner) kvRows(from, to int, buf []byte, restore bool) {
-	r.kvSlots(func(i int) int { return i }, from, to, buf, restore)
-}
-
-// kvSlots copies rows [from, to), row i in cache slot slot(i), between the
-// caches and buf (per row, per layer: K then V).
-func (r *Runner) kvSlots(slotOf func(int) int, from, to int, buf []byte, restore bool) {
-	kb, vb := r.kS.Bytes(1), r.vS.Bytes(1)
-	o := 0
-	for i := from; i < to; i++ {
-		slot := slotOf(i)
-		for l := range r.layers {
-			if restore {
-				r.kS.Copy(r.k[l], r.stride, slot, buf[o:o+kb], 1, 0, 1)
-				r.vS.Copy(r.v[l], r.stride, slot, buf[o+kb:o+kb+vb], 1, 0, 1)
-			} else {
-				r.kS.Copy(buf[o:o+kb], 1, 0, r.k[l], r.stride, slot, 1)
-				r.vS.Copy(buf[o+kb:o+kb+vb], 1, 0, r.v[l], r.stride, slot, 1)
-			}
-			o += kb + vb
-		}
-	}
+// cache is the caches as the slot pool indexes them, once the copies into
+// them in flight are done.
+func (r *Runner) cache() slotpool.KV {
+	r.sync()
+	return slotpool.KV{K: r.k, V: r.v, KS: r.kS, VS: r.vS, Stride: r.stride}
 }

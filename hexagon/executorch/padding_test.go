@@ -91,3 +91,31 @@ func TestRemeasureStaleCost(t *testing.T) {
 			got, 2*remeasureSteps+4)
 	}
 }
+
+// TestSlowFirstPrefillDoesNotStick: a prefill_forward whose first call was
+// slow (600 ms: cold caches after a build) gets a call again after
+// 4 multi-row Steps, not remeasureSteps, and once its real
+// cost is measured the multi-row Steps go to it (the first 4-stream bench
+// run after a build once stayed on one-row calls).
+func TestSlowFirstPrefillDoesNotStick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	rt := openRuntime(t)
+	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	r := openRunner(t, rt, path)
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "600000")
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "20000")
+	warm := newBseqs(t, r, [][]int32{{128000, 5}}, 2) // prefill_forward measured once, at 600 ms
+	drive(t, r, warm, 8)
+	r.Release(warm[0].id)
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "5000") // its real cost: below two kv_forward calls
+	pre := func() int64 { return r.Stats().Graphs[r.pre.method].Calls }
+	ss := newBseqs(t, r, [][]int32{{128000, 9}, {128000, 10}}, remeasureSoon+8)
+	before := pre()
+	drive(t, r, ss, 8)                  // 1 prompt Step, then remeasureSoon+8 Steps of 2 rows
+	if got := pre() - before; got < 6 { // the first Steps go to kv_forward, then prefill_forward from the re-measure on
+		t.Fatalf("prefill_forward ran %d times in %d two-row Steps after its slow first call, want it re-measured within %d Steps and chosen after",
+			got, remeasureSoon+9, remeasureSoon)
+	}
+}

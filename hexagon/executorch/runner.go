@@ -18,7 +18,9 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -57,14 +59,14 @@ type Runner struct {
 	valid                      int                        // cache slots [0, valid) hold the last sequence
 	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
 	queued                     []layerCopy                // copyRuns' scratch
-	pool                       *graphio.Pool              // the slot pool (Batcher)
 	batchToks                  []int32                    // runBatch's scratch
-	kept                       []inference.Logits         // logits rows kept by decodeRows
 	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call
 	life  graphio.Lifecycle // check, execute, reload, close
+
+	slotpool.Batcher // the caches as a slot pool: Open, Fork, Grow, Release, SaveSeqKV, RestoreSeqKV
 }
 
 var (
@@ -79,7 +81,7 @@ type method struct {
 	calls  []*qnn.Call // per delegate step, nil for copies
 	masks  *graphio.Mask
 	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
-	logits inference.Logits
+	logits sample.Logits
 	vocab  int // entries per logits row
 	shards int // delegate calls per evaluation
 	tokE   graphio.Elem
@@ -245,6 +247,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
+	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, maxPoolSequences, r.cache)
 	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es

@@ -15,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/pte/ptesim"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -108,7 +109,7 @@ func loadGolden(t testing.TB) []goldenCase {
 	return g.Cases
 }
 
-func argmax(l inference.Logits) int32 {
+func argmax(l sample.Logits) int32 {
 	best, bi := float32(math.Inf(-1)), 0
 	for i := range l.Len() {
 		if v := l.At(i); v > best {
@@ -214,7 +215,7 @@ func TestQuantizedTolerance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if l.Type != inference.U16 {
+				if l.Type != sample.U16 {
 					t.Fatalf("logits type %v, want U16", l.Type)
 				}
 				for _, e := range ch.Top {

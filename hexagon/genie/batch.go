@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -22,66 +22,9 @@ import (
 // SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
 // run's new K/V rows are copied into its slots.
 
-func (r *Runner) initPool() {
-	if r.pool == nil {
-		r.pool = graphio.NewPool(r.slots, maxPoolSequences)
-	}
-}
-
 // BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − 1 slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
 	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.ars[len(r.ars)-1].ar, Slots: r.slots}
-}
-
-// Open starts a sequence with reserve slots of its own.
-func (r *Runner) Open(reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.New(reserve)
-	if err != nil {
-		return 0, fmt.Errorf("genie: %w", err)
-	}
-	return id, nil
-}
-
-// Fork shares parent's rows [0, rows) and reserves slots above them.
-func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
-	if r.life.Closed() {
-		return 0, ErrClosed
-	}
-	r.initPool()
-	id, err := r.pool.Fork(parent, rows, reserve)
-	if err != nil {
-		return 0, fmt.Errorf("genie: %w", err)
-	}
-	return id, nil
-}
-
-// Grow extends id's own range, moving its committed rows when the slots after it are taken.
-func (r *Runner) Grow(id inference.SeqID, rows int) error {
-	r.initPool()
-	mv, err := r.pool.Grow(id, rows)
-	if err != nil {
-		return fmt.Errorf("genie: %w", err)
-	}
-	if mv != nil {
-		r.sync()
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, mv.To, r.k[l], r.stride, mv.From, mv.N)
-			r.vS.Copy(r.v[l], r.stride, mv.To, r.v[l], r.stride, mv.From, mv.N)
-		}
-		r.stats.KVMoves++
-	}
-	return nil
-}
-
-// Release frees id's slots.
-func (r *Runner) Release(id inference.SeqID) {
-	if r.pool != nil {
-		r.pool.Release(id)
-	}
 }
 
 // callCost is the measured cost of one call of g (all parts), plus a re-striding when the cache
@@ -123,11 +66,11 @@ func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
 
 // sees reports whether g's past slots (CL − AR) hold every committed row and the runs' rows.
 func (r *Runner) sees(g *arGraph, runs []inference.Run) bool {
-	if r.pool != nil && r.pool.Beyond(g.p) {
+	if r.Pool.Beyond(g.p) {
 		return false
 	}
 	for _, run := range runs {
-		if r.pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= g.p {
+		if r.Pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= g.p {
 			return false
 		}
 	}
@@ -151,9 +94,8 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	if err := r.life.Check(); err != nil {
 		return nil, err
 	}
-	r.initPool()
 	g := r.ars[len(r.ars)-1]
-	if err := r.pool.Check(runs, g.ar, r.bc.NVocab); err != nil {
+	if err := r.Pool.Check(runs, g.ar, r.bc.NVocab); err != nil {
 		return nil, fmt.Errorf("genie: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -165,75 +107,17 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		rows += len(run.Tokens)
 	}
 	if g = r.pick(rows, runs); g == nil {
-		return r.rowByRow(ctx, runs)
+		// One row per call of the smallest AR's graphs (the only ones that see the slots from
+		// CL − A on): the next call overwrites the output buffer.
+		g = r.ars[0]
+		return r.RowByRow(ctx, runs, g.logits, r.bc.NVocab, func(one inference.Run) error {
+			return r.run(ctx, g, []inference.Run{one})
+		})
 	}
 	if err := r.run(ctx, g, runs); err != nil {
 		return nil, err
 	}
-	out := make([]inference.Rows, len(runs))
-	o := 0
-	for i, run := range runs {
-		out[i] = batchRows{g: g, off: o, n: len(run.Tokens), vocab: r.bc.NVocab}
-		o += len(run.Tokens)
-		r.pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
-	}
-	return out, nil
-}
-
-// rowByRow evaluates runs one row per call of the smallest AR's graphs (the only ones that see
-// the slots from CL − A on), keeping a copy of each row's logits.
-func (r *Runner) rowByRow(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
-	g := r.ars[0]
-	out := make([]inference.Rows, len(runs))
-	k := 0
-	for i, run := range runs {
-		var cr copiedRows
-		for j := range run.Tokens {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
-			if err := r.run(ctx, g, []inference.Run{one}); err != nil {
-				return nil, err
-			}
-			r.pool.Seq(run.Seq).N = one.Start + 1
-			cr = append(cr, r.keep(k, graphio.Row(g.logits, 0, r.bc.NVocab)))
-			k++
-		}
-		out[i] = cr
-	}
-	return out, nil
-}
-
-// keep copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keep(k int, l inference.Logits) inference.Logits {
-	for len(r.kept) <= k {
-		r.kept = append(r.kept, inference.Logits{})
-	}
-	c := r.kept[k]
-	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == inference.F32 {
-		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
-	} else {
-		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
-	}
-	r.kept[k] = c
-	return c
-}
-
-// copiedRows are one run's logits rows kept from row-by-row calls.
-type copiedRows []inference.Logits
-
-func (w copiedRows) Len() int { return len(w) }
-
-// Held: the kept copies stay until the next Step.
-func (w copiedRows) Held() bool { return true }
-
-func (w copiedRows) Logits(_ context.Context, i int) (inference.Logits, error) {
-	if i < 0 || i >= len(w) {
-		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
-	}
-	return w[i], nil
+	return r.Commit(runs, g.logits, r.bc.NVocab), nil
 }
 
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
@@ -243,7 +127,7 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	st := &r.stats
 	t0 := time.Now()
 	if g.p != r.stride {
-		keep := min(r.pool.High(), r.stride, g.p)
+		keep := min(r.Pool.High(), r.stride, g.p)
 		for l := range r.layers {
 			r.kS.Restride(r.k[l], r.stride, g.p, keep)
 			r.vS.Restride(r.v[l], r.stride, g.p, keep)
@@ -297,7 +181,7 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	cp := r.copies[:0]
 	o = 0
 	for _, run := range runs {
-		cp = append(cp, kvCopy{slot: r.pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
+		cp = append(cp, kvCopy{slot: r.Pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
 		o += len(run.Tokens)
 	}
 	r.copies = cp
@@ -365,32 +249,14 @@ func (r *Runner) writeMask(g *arGraph, runs []inference.Run) {
 	g.masks.Fill(b, 0, g.ar*cl, false)
 	o := 0
 	for _, run := range runs {
-		s := r.pool.Seq(run.Seq)
+		s := r.Pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * cl
-			g.masks.OpenRows(b, row, s, run.Start)
+			s.OpenRows(g.masks, b, row, run.Start)
 			g.masks.Fill(b, row+p+o, row+p+o+i+1, true)
 		}
 		o += len(run.Tokens)
 	}
-}
-
-// batchRows are one run's logits rows of a Step's call.
-type batchRows struct {
-	g             *arGraph
-	off, n, vocab int
-}
-
-func (w batchRows) Len() int { return w.n }
-
-// Held: every row is in the call's output buffer until the next call.
-func (w batchRows) Held() bool { return true }
-
-func (w batchRows) Logits(_ context.Context, i int) (inference.Logits, error) {
-	if i < 0 || i >= w.n {
-		return inference.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
-	}
-	return graphio.Row(w.g.logits, w.off+i, w.vocab), nil
 }
 
 // KVLayout is one row over all layers, K then V, in the cache's native type; the identity names
@@ -415,55 +281,9 @@ func (r *Runner) KVLayout() inference.KVLayout {
 
 func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
 
-// SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into dst.
-func (r *Runner) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*r.rowBytes() {
-		return fmt.Errorf("genie: SaveSeqKV(%d, %d, %d) with %d bytes", id, from, to, len(dst))
-	}
+// cache is the cache as the slot pool indexes it, once the write-back in
+// flight is done.
+func (r *Runner) cache() slotpool.KV {
 	r.sync()
-	r.kvSlots(s.Slot, from, to, dst, false)
-	return nil
-}
-
-// RestoreSeqKV scatters src into rows from… of sequence id; they are then committed.
-func (r *Runner) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.initPool()
-	s := r.pool.Seq(id)
-	rb := r.rowBytes()
-	n := len(src) / rb
-	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
-		return fmt.Errorf("genie: RestoreSeqKV(%d, %d) of %d bytes (rows of %d bytes)", id, from, len(src), rb)
-	}
-	r.sync()
-	r.kvSlots(s.Slot, from, from+n, src, true)
-	s.N = from + n
-	return nil
-}
-
-// kvSlots copies rows [from, to), row i in slot slotOf(i), between the cache and buf (per row,
-// per layer: K then V).
-func (r *Runner) kvSlots(slotOf func(int) int, from, to int, buf []byte, restore bool) {
-	kb, vb := r.kS.Bytes(1), r.vS.Bytes(1)
-	o := 0
-	for i := from; i < to; i++ {
-		slot := slotOf(i)
-		for l := range r.layers {
-			if restore {
-				r.kS.Copy(r.k[l], r.stride, slot, buf[o:o+kb], 1, 0, 1)
-				r.vS.Copy(r.v[l], r.stride, slot, buf[o+kb:o+kb+vb], 1, 0, 1)
-			} else {
-				r.kS.Copy(buf[o:o+kb], 1, 0, r.k[l], r.stride, slot, 1)
-				r.vS.Copy(buf[o+kb:o+kb+vb], 1, 0, r.v[l], r.stride, slot, 1)
-			}
-			o += kb + vb
-		}
-	}
+	return slotpool.KV{K: r.k, V: r.v, KS: r.kS, VS: r.vS, Stride: r.stride}
 }

@@ -25,7 +25,9 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -54,13 +56,11 @@ type Runner struct {
 	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
 	k, v                        [][]byte
 	kS, vS                      graphio.Slots
-	stride                      int                // past slots per row of the current layout
-	maxP                        int                // slots at the widest stride (CL − min AR)
-	slots                       int                // pool slots: CL − min AR (the AR-1 graphs' past)
-	kept                        []inference.Logits // rowByRow's logits copies
-	rope                        []float32          // [CL][half] cos then [CL][half] sin
+	stride                      int       // past slots per row of the current layout
+	maxP                        int       // slots at the widest stride (CL − min AR)
+	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
+	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	half                        int
-	pool                        *graphio.Pool
 
 	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
 	copyJob *copyJob     // the last call's KV write-back; nil: none pending
@@ -69,6 +69,8 @@ type Runner struct {
 	stats plan.Stats
 	board plan.Board
 	life  graphio.Lifecycle
+
+	slotpool.Batcher // the cache as a slot pool: Open, Fork, Grow, Release, SaveSeqKV, RestoreSeqKV
 }
 
 // part is one context binary.
@@ -94,7 +96,7 @@ type arGraph struct {
 	sinE   graphio.Elem
 	kOut   [][]byte // per layer
 	vOut   [][]byte
-	logits inference.Logits
+	logits sample.Logits
 	rowsE  []float32 // cos/sin scratch
 }
 
@@ -158,9 +160,9 @@ func Open(cfg Config) (_ *Runner, err error) {
 
 func (g *arGraph) logitsType() string {
 	switch g.logits.Type {
-	case inference.F32:
+	case sample.F32:
 		return "float32"
-	case inference.F16:
+	case sample.F16:
 		return "float16"
 	}
 	return "ufixed16"
@@ -485,6 +487,7 @@ func (r *Runner) setup() error {
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
 	r.slots = r.maxP
+	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
 	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
@@ -641,6 +644,10 @@ func (r *Runner) Info() inference.ModelInfo {
 	return inference.ModelInfo{Name: r.name, VocabSize: r.bc.NVocab, ContextLen: r.slots, PrefillWindow: r.ars[len(r.ars)-1].ar,
 		BOS: r.bc.BOS, EOS: slices.Clone(r.bc.EOS)}
 }
+
+// Contract names the runner's model contract, "genie", as a QHexRT runner's
+// Contract names its bundle's (bench keys its goals on it).
+func (r *Runner) Contract() string { return "genie" }
 
 // Defaults are dialog.sampler's values, the model's defaults when a request sets none.
 func (r *Runner) Defaults() Sampler { return r.bc.Sampler }

@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -119,7 +120,7 @@ func reference(t testing.TB, toks []int32) [][]float64 {
 	return out
 }
 
-func maxDiff(t testing.TB, l inference.Logits, ref []float64) float64 {
+func maxDiff(t testing.TB, l sample.Logits, ref []float64) float64 {
 	t.Helper()
 	if l.Len() != len(ref) {
 		t.Fatalf("logits of %d entries, want %d", l.Len(), len(ref))
@@ -131,7 +132,7 @@ func maxDiff(t testing.TB, l inference.Logits, ref []float64) float64 {
 	return d
 }
 
-func argmax(l inference.Logits) int {
+func argmax(l sample.Logits) int {
 	best := 0
 	for i := range l.Len() {
 		if l.At(i) > l.At(best) {
@@ -144,15 +145,15 @@ func argmax(l inference.Logits) int {
 var prompt = []int32{128000, 9906, 11, 1917, 0, 578, 4062, 14198, 39935, 35308, 927}
 
 // step runs one Step and returns every row's logits, copied.
-func step(t testing.TB, r *Runner, runs ...inference.Run) [][]inference.Logits {
+func step(t testing.TB, r *Runner, runs ...inference.Run) [][]sample.Logits {
 	t.Helper()
 	rows, err := r.Step(context.Background(), runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out [][]inference.Logits
+	var out [][]sample.Logits
 	for _, rs := range rows {
-		var ls []inference.Logits
+		var ls []sample.Logits
 		for i := range rs.Len() {
 			l, err := rs.Logits(context.Background(), i)
 			if err != nil {
@@ -248,7 +249,7 @@ func TestMaskRows(t *testing.T) {
 	step(t, r, inference.Run{Seq: ida, Start: 3, Tokens: prompt[3:5]}, inference.Run{Seq: idb, Start: 2, Tokens: prompt[2:3]})
 	g := r.ars[1]
 	m := graphio.U16(g.bufs["attention_mask"].Bytes())
-	sa, sb := r.pool.Seq(ida), r.pool.Seq(idb)
+	sa, sb := r.Pool.Seq(ida), r.Pool.Seq(idb)
 	want := func(row int) []int { // open columns
 		var cols []int
 		switch row {
@@ -303,7 +304,7 @@ func TestQuantized(t *testing.T) {
 	}
 	worst := 0.0
 	for i, l := range got {
-		if l.Type != inference.U16 {
+		if l.Type != sample.U16 {
 			t.Fatalf("logits type %d, want U16", l.Type)
 		}
 		worst = max(worst, maxDiff(t, l, ref[i]))
@@ -568,7 +569,7 @@ func TestTail(t *testing.T) {
 	toks[0] = 128000
 	ref := reference(t, toks)
 	id, _ := r.Open(len(toks))
-	var got []inference.Logits
+	var got []sample.Logits
 	for s := 0; s < len(toks); {
 		n := min(testAR, len(toks)-s)
 		got = append(got, step(t, r, inference.Run{Seq: id, Start: s, Tokens: toks[s : s+n]})[0]...)

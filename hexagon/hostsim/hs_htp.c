@@ -50,6 +50,12 @@ static int reg_add(void *p, int type) {
   g_live[type]++;
   return 0;
 }
+/* reg_add_locked is reg_add under g_mu. */
+static void reg_add_locked(void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  reg_add(p, type);
+  pthread_mutex_unlock(&g_mu);
+}
 static int reg_has(const void *p, int type) {
   if (!p) return 0;
   for (size_t i = 0; i < g_nreg; i++)
@@ -400,9 +406,7 @@ static Qnn_ErrorHandle_t logCreate(QnnLog_Callback_t cb, uint32_t level, void **
   if (!l) return QNN_COMMON_ERROR_MEM_ALLOC;
   l->cb = cb;
   l->level = level;
-  pthread_mutex_lock(&g_mu);
-  reg_add(l, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(l, T_LOG);
   *out = l;
   log_msg(l, LOG_VERBOSE, "hostsim: log created (level %u)", level);
   return QNN_SUCCESS;
@@ -446,9 +450,7 @@ static Qnn_ErrorHandle_t backendCreate(void *log, const QnnBackend_Config_t **cf
   hs_backend *b = calloc(1, sizeof *b);
   if (!b) return QNN_COMMON_ERROR_MEM_ALLOC;
   b->log = log;
-  pthread_mutex_lock(&g_mu);
-  reg_add(b, T_BACKEND);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(b, T_BACKEND);
   *out = b;
   log_msg(b->log, LOG_INFO, "hostsim: backend created, build id %s, core API %d.%d.%d", BUILD_ID, 2, 32, 0);
   return QNN_SUCCESS;
@@ -524,9 +526,7 @@ static Qnn_ErrorHandle_t deviceCreate(void *log, const QnnDevice_Config_t **cfg,
   hs_device *d = calloc(1, sizeof *d);
   if (!d) return QNN_COMMON_ERROR_MEM_ALLOC;
   d->log = log;
-  pthread_mutex_lock(&g_mu);
-  reg_add(d, T_DEVICE);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(d, T_DEVICE);
   *out = d;
   log_msg(d->log, LOG_INFO, "hostsim: device created (v%u, SoC %u)", 79, 69);
   return QNN_SUCCESS;
@@ -563,9 +563,7 @@ static Qnn_ErrorHandle_t deviceGetPlatformInfo(void *log, const QnnDevice_Platfo
   b->pi.version = 1;
   b->pi.v1.numHwDevices = 1;
   b->pi.v1.hwDevices = &b->hw;
-  pthread_mutex_lock(&g_mu);
-  reg_add(b, T_PLATFORM);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(b, T_PLATFORM);
   *out = &b->pi;
   return QNN_SUCCESS;
 }
@@ -810,9 +808,7 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
       for (uint32_t k = 0; k < i; k++) handles[k] = NULL;
       return e;
     }
-    pthread_mutex_lock(&g_mu);
-    reg_add(m, T_MEM);
-    pthread_mutex_unlock(&g_mu);
+    reg_add_locked(m, T_MEM);
     handles[i] = m;
   }
   return QNN_SUCCESS;

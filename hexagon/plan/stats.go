@@ -20,10 +20,11 @@ type GraphStats struct {
 	// the caller's goroutine is locked to its OS thread (bench locks it);
 	// otherwise the two readings may come from different threads.
 	CPU time.Duration
-	// Recent is the exponentially weighted moving average (weight
-	// RecentWeight) of the successful executes' times, seeded with the
-	// first one; the planner's cost estimate, so plans follow latency
-	// changes instead of lifetime averages.
+	// Recent is the smallest of the first WarmExecutes successful
+	// executes' times (a first call slowed by cold caches or a loaded
+	// moment does not stick), then their exponentially weighted moving
+	// average (weight RecentWeight); the planner's cost estimate, so plans
+	// follow latency changes instead of lifetime averages.
 	Recent time.Duration
 	// Stale makes the next successful execute's time replace Recent (a
 	// runner re-measuring a graph it has not called for a long time).
@@ -32,6 +33,18 @@ type GraphStats struct {
 
 // RecentWeight is the weight of the newest call in GraphStats.Recent.
 const RecentWeight = 0.2
+
+// WarmExecutes is how many successful executes GraphStats.Recent takes the
+// smallest of before it averages.
+const WarmExecutes = 4
+
+// Warming reports whether g has run, but fewer than WarmExecutes times
+// successfully: its estimate may still be one slow call's, so a runner
+// that stopped choosing the graph gives it a call again sooner.
+func (g GraphStats) Warming() bool {
+	n := g.Calls - g.Failed
+	return n > 0 && n < WarmExecutes
+}
 
 // Observe records one execute of d taking cpu of the calling thread.
 func (g *GraphStats) Observe(d, cpu time.Duration, failed bool) {
@@ -42,11 +55,14 @@ func (g *GraphStats) Observe(d, cpu time.Duration, failed bool) {
 		g.Failed++
 		return
 	}
-	if g.Calls-g.Failed == 1 || g.Stale {
+	switch n := g.Calls - g.Failed; {
+	case n == 1 || g.Stale:
 		g.Recent, g.Stale = d, false
-		return
+	case n <= WarmExecutes:
+		g.Recent = min(g.Recent, d)
+	default:
+		g.Recent += time.Duration(RecentWeight * float64(d-g.Recent))
 	}
-	g.Recent += time.Duration(RecentWeight * float64(d-g.Recent))
 }
 
 // Mean is the average time per call.

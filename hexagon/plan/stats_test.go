@@ -13,9 +13,10 @@ func TestGraphStatsRecent(t *testing.T) {
 		want  GraphStats
 	}{
 		{"seeded with the first call", []time.Duration{5 * ms}, GraphStats{Calls: 1, Time: 5 * ms, Recent: 5 * ms}},
-		{"weight 0.2", []time.Duration{10 * ms, 20 * ms}, GraphStats{Calls: 2, Time: 30 * ms, Recent: 12 * ms}},
-		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, -50 * ms, 15 * ms}, GraphStats{Calls: 4, Failed: 2, Time: 76 * ms, Recent: 11 * ms}},
-		{"stale: the next call replaces it", []time.Duration{600 * ms, 0, 5 * ms}, GraphStats{Calls: 2, Time: 605 * ms, Recent: 5 * ms}},
+		{"a slow first call does not stick: the smallest of the first calls", []time.Duration{600 * ms, 10 * ms, 12 * ms}, GraphStats{Calls: 3, Time: 622 * ms, Recent: 10 * ms}},
+		{"then weight 0.2", []time.Duration{10 * ms, 10 * ms, 10 * ms, 10 * ms, 20 * ms}, GraphStats{Calls: 5, Time: 60 * ms, Recent: 12 * ms}},
+		{"failures are counted, not averaged", []time.Duration{-ms, 10 * ms, 10 * ms, 10 * ms, -50 * ms, 10 * ms, 15 * ms}, GraphStats{Calls: 7, Failed: 2, Time: 106 * ms, Recent: 11 * ms}},
+		{"stale: the next call replaces it", []time.Duration{5 * ms, 5 * ms, 5 * ms, 5 * ms, 0, 600 * ms}, GraphStats{Calls: 5, Time: 620 * ms, Recent: 600 * ms}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,6 +32,21 @@ func TestGraphStatsRecent(t *testing.T) {
 				t.Errorf("stats = %+v, want %+v", g, tt.want)
 			}
 		})
+	}
+}
+
+// TestGraphStatsWarming: a graph is warming from its first successful
+// execute until its WarmExecutes-th.
+func TestGraphStatsWarming(t *testing.T) {
+	var g GraphStats
+	for i, want := range []bool{false, true, true, true, false, false} {
+		if g.Warming() != want {
+			t.Errorf("after %d executes: warming %v, want %v", i, !want, want)
+		}
+		g.Observe(time.Millisecond, 0, false)
+	}
+	if f := (GraphStats{Calls: 5, Failed: 4}); !f.Warming() {
+		t.Error("one success among five calls: not warming")
 	}
 }
 

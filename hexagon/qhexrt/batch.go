@@ -8,13 +8,14 @@ import (
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
 // The Runner as an inference.Batcher, per contract:
 //
 //   - Chunked bundles keep one resident cache and treat its CTX slots as a
-//     graphio.Pool. A Step is one prefill-graph call whose rows carry their
+//     slotpool.Pool. A Step is one prefill-graph call whose rows carry their
 //     own tokens, cos/sin (from each row's position) and mask row (its
 //     sequence's slots, then its run's earlier rows in the window), or, for
 //     a single row when measured costs say so, one decode call. The lm-head,
@@ -58,7 +59,7 @@ type kvSet struct {
 
 // batch is the Batcher state.
 type batch struct {
-	pool  *graphio.Pool   // chunked
+	pool  *slotpool.Pool  // chunked
 	sets  []*kvSet        // QHexRT contract, allocated on demand
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
@@ -106,7 +107,7 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 func (r *Runner) initBatch() {
 	r.valid = 0
 	if r.batch.pool == nil && r.chunked() {
-		r.batch.pool = graphio.NewPool(r.spec.ctx, maxPoolSequences)
+		r.batch.pool = slotpool.New(r.spec.ctx, maxPoolSequences)
 	}
 	if r.batch.sets == nil && !r.chunked() {
 		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, resident: true}}
@@ -410,34 +411,13 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	if r.chunked() {
 		return r.batch.pool.Check(runs, r.window, r.spec.vocab)
 	}
-	rows := 0
-	seen := map[inference.SeqID]bool{}
-	for _, run := range runs {
-		s := r.set(run.Seq)
-		switch {
-		case s == nil:
-			return fmt.Errorf("step on unknown sequence %d", run.Seq)
-		case seen[run.Seq]:
-			return fmt.Errorf("two runs of sequence %d in one step", run.Seq)
-		case len(run.Tokens) == 0:
-			return fmt.Errorf("an empty run of sequence %d", run.Seq)
-		case run.Start < 0 || run.Start > s.n:
-			return fmt.Errorf("run at %d of sequence %d (%d committed rows)", run.Start, run.Seq, s.n)
-		case run.Start+len(run.Tokens) > r.spec.ctx:
-			return fmt.Errorf("run to %d of sequence %d beyond the context (%d)", run.Start+len(run.Tokens), run.Seq, r.spec.ctx)
+	// A sequence's own buffers hold the whole context.
+	return slotpool.CheckRuns(runs, r.window, r.spec.vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
+		if s := r.set(id); s != nil {
+			return 0, s.n, r.spec.ctx, true
 		}
-		for i, t := range run.Tokens {
-			if t < 0 || int(t) >= r.spec.vocab {
-				return fmt.Errorf("token %d at position %d is outside the vocabulary (%d)", t, run.Start+i, r.spec.vocab)
-			}
-		}
-		seen[run.Seq] = true
-		rows += len(run.Tokens)
-	}
-	if rows == 0 || rows > r.window {
-		return fmt.Errorf("a step of %d rows (1 to %d)", rows, r.window)
-	}
-	return nil
+		return 0, 0, 0, false
+	})
 }
 
 // remeasureSteps is how many Steps the decode graph may go unused before a
@@ -541,7 +521,7 @@ func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
 		s := r.batch.pool.Seq(run.Seq)
 		for i := range run.Tokens {
 			row := (o + i) * w
-			g.masks.OpenRows(b, row, s, run.Start)
+			s.OpenRows(g.masks, b, row, run.Start)
 			if g.role == rolePrefill {
 				g.masks.Fill(b, row+ctx+o, row+ctx+o+i+1, true)
 			}

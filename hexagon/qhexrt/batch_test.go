@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -396,8 +397,8 @@ func TestEngineSideBySide(t *testing.T) {
 	seed := int64(3)
 	reqs := []inference.Request{
 		{Prompt: testPrompt(20, 6), MaxTokens: 8, IgnoreEOS: true},
-		{Prompt: testPrompt(21, 19), MaxTokens: 6, IgnoreEOS: true, N: 2, Sampling: inference.Sampling{Temperature: 1, Seed: &seed}},
-		{Prompt: testPrompt(22, 3), MaxTokens: 7, IgnoreEOS: true, Sampling: inference.Sampling{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
+		{Prompt: testPrompt(21, 19), MaxTokens: 6, IgnoreEOS: true, N: 2, Sampling: sample.Params{Temperature: 1, Seed: &seed}},
+		{Prompt: testPrompt(22, 3), MaxTokens: 7, IgnoreEOS: true, Sampling: sample.Params{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
 		{Prompt: testPrompt(20, 6), MaxTokens: 8, IgnoreEOS: true, Prediction: "<1><2><3>"},
 	}
 	collect := func(t *testing.T, e *inference.Engine, together bool) [][][]int32 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // stepSets runs a QHexRT-contract bundle's Step: each run in turn on its
@@ -153,21 +154,21 @@ func (w *lazyRows) Len() int { return w.n }
 
 // Logits runs the lm-head on row i; the result is valid until the next
 // call on the Runner.
-func (w *lazyRows) Logits(ctx context.Context, i int) (inference.Logits, error) {
+func (w *lazyRows) Logits(ctx context.Context, i int) (sample.Logits, error) {
 	r := w.r
 	switch {
 	case r.batch.steps != w.step:
-		return inference.Logits{}, fmt.Errorf("qhexrt: step rows read after a later step")
+		return sample.Logits{}, fmt.Errorf("qhexrt: step rows read after a later step")
 	case i < 0 || i >= w.n:
-		return inference.Logits{}, fmt.Errorf("qhexrt: row %d of %d", i, w.n)
+		return sample.Logits{}, fmt.Errorf("qhexrt: row %d of %d", i, w.n)
 	}
 	if err := ctx.Err(); err != nil {
-		return inference.Logits{}, err
+		return sample.Logits{}, err
 	}
 	defer r.publish()
 	ys := len(w.y) / w.n
 	if err := r.lmheadOn(w.y[i*ys:(i+1)*ys], w.e); err != nil {
-		return inference.Logits{}, err
+		return sample.Logits{}, err
 	}
 	return r.graphs[roleLMHead].logits, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -77,7 +77,7 @@ func TestDevice(t *testing.T) {
 	n := len(c.PromptIDs)
 	last := func(pos int) bool { return pos == n-1 }
 	viaPrefill := make([]float32, info.VocabSize)
-	if err := r.evalAll(ctx, c.PromptIDs, 0, true, last, func(pos int, l inference.Logits) {
+	if err := r.evalAll(ctx, c.PromptIDs, 0, true, last, func(pos int, l sample.Logits) {
 		if pos == n-1 {
 			for i := range viaPrefill {
 				viaPrefill[i] = l.At(i)
@@ -88,7 +88,7 @@ func TestDevice(t *testing.T) {
 	}
 	var worst float64
 	var top1 int32
-	if err := r.evalAll(ctx, c.PromptIDs, 0, false, last, func(pos int, l inference.Logits) {
+	if err := r.evalAll(ctx, c.PromptIDs, 0, false, last, func(pos int, l sample.Logits) {
 		if pos != n-1 {
 			return
 		}

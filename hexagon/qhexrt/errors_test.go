@@ -16,11 +16,11 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
-	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // copyLogits converts l to float32.
-func copyLogits(l inference.Logits) []float32 {
+func copyLogits(l sample.Logits) []float32 {
 	out := make([]float32, l.Len())
 	for i := range out {
 		out[i] = l.At(i)

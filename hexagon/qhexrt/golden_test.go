@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // golden is testdata/tinyllama/golden_tiny_public.json.
@@ -44,7 +44,7 @@ func (g golden) get(t testing.TB, name string) goldenCase {
 
 // topError is the largest |logit - golden| over a check's top-20, and
 // whether the argmax of l is the golden top-1.
-func topError(l inference.Logits, top [][]float64) (maxErr float64, top1 bool) {
+func topError(l sample.Logits, top [][]float64) (maxErr float64, top1 bool) {
 	for _, e := range top {
 		maxErr = max(maxErr, math.Abs(float64(l.At(int(e[0])))-e[1]))
 	}
@@ -52,7 +52,7 @@ func topError(l inference.Logits, top [][]float64) (maxErr float64, top1 bool) {
 }
 
 // argmax is l's greedy token.
-func argmax(l inference.Logits) int32 { return int32(inferencetest.Argmax(l)) }
+func argmax(l sample.Logits) int32 { return int32(inferencetest.Argmax(l)) }
 
 // checkPositions evaluates c's prompt from position 0 (prefill windows or
 // decode steps only) and returns the worst top-20 error and the number of
@@ -65,7 +65,7 @@ func checkPositions(t *testing.T, r *Runner, c goldenCase, prefill bool) (worst 
 	}
 	seen := 0
 	wanted := func(pos int) bool { _, ok := want[pos]; return ok }
-	err := r.evalAll(context.Background(), c.PromptIDs, 0, prefill, wanted, func(pos int, l inference.Logits) {
+	err := r.evalAll(context.Background(), c.PromptIDs, 0, prefill, wanted, func(pos int, l sample.Logits) {
 		top, ok := want[pos]
 		if !ok {
 			return

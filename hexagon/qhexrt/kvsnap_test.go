@@ -13,6 +13,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // TestKVSnapshotRestore: rows saved from one runner and restored into
@@ -125,7 +126,7 @@ func lastLogits(t *testing.T, r *Runner, seq []int32) []float32 {
 	t.Helper()
 	var out []float32
 	err := r.evalAll(context.Background(), seq, 0, true, func(pos int) bool { return pos == len(seq)-1 },
-		func(_ int, l inference.Logits) { out = copyLogits(l) })
+		func(_ int, l sample.Logits) { out = copyLogits(l) })
 	if err != nil || out == nil {
 		t.Fatalf("fresh evaluation: %v", err)
 	}

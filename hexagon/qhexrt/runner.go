@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Config configures Open.
@@ -95,7 +96,7 @@ type graphIO struct {
 	rope                 *ropeTable
 	masks                *graphio.Mask
 	rows                 int // AR for prefill, 1 otherwise
-	logits               inference.Logits
+	logits               sample.Logits
 }
 
 // Open loads a bundle: the manifest, the runtime (unless given), each
@@ -339,7 +340,7 @@ func (r *Runner) check(seq []int32) error {
 // windows where the contract allows, or decode steps only) and calls f with
 // the logits at every position from..len(seq)-1 that want accepts (nil: all).
 // It is the golden-test path.
-func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, want func(pos int) bool, f func(pos int, l inference.Logits)) error {
+func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, want func(pos int) bool, f func(pos int, l sample.Logits)) error {
 	if err := r.check(seq); err != nil {
 		return err
 	}
@@ -366,7 +367,7 @@ func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill boo
 
 // run executes one plan step. With logits it runs the lm-head on the last
 // row (or, with f, on every row that want accepts and calls f for each).
-func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool, f func(int, inference.Logits)) error {
+func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool, f func(int, sample.Logits)) error {
 	role := roleDecode
 	if s.Prefill {
 		role = rolePrefill

@@ -2,7 +2,9 @@ package qnn
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -311,10 +313,7 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
-	calls := make([]*Call, 0, len(c.calls))
-	for k := range c.calls {
-		calls = append(calls, k)
-	}
+	calls := slices.Collect(maps.Keys(c.calls))
 	c.mu.Unlock()
 
 	var first error

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Model is a scripted inference.Model: a pool of one sequence at a time
@@ -283,9 +285,9 @@ type scriptRows struct {
 func (r scriptRows) Len() int { return r.n }
 
 // Logits peaks at the script's token for the row; the buffer is reused.
-func (r scriptRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (r scriptRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= r.n {
-		return inference.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
+		return sample.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
 	}
 	m := r.m
 	m.mu.Lock()
@@ -299,7 +301,7 @@ func (r scriptRows) Logits(_ context.Context, i int) (inference.Logits, error) {
 	m.logits[m.hot] = m.bg
 	m.hot, m.bg = next, m.logits[next]
 	m.logits[next] = m.peak
-	return inference.Logits{Type: inference.F32, F32: m.logits}, nil
+	return sample.Logits{Type: sample.F32, F32: m.logits}, nil
 }
 
 // GraphTotals implements inference.GraphTimer: one graph, "fake", with the

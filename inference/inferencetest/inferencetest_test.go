@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 func TestScripted(t *testing.T) {
 	m := NewScripted(inference.ModelInfo{VocabSize: 10, EOS: []int32{9}}, []int32{3, 4})
-	argmax := func(l inference.Logits) int32 { return int32(Argmax(l)) }
+	argmax := func(l sample.Logits) int32 { return int32(Argmax(l)) }
 	ctx := context.Background()
 	id, err := m.Open(8)
 	if err != nil {

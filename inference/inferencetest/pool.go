@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Pool is a fake inference.Batcher. Each row's logits depend only on its
@@ -204,13 +206,13 @@ func (r poolRows) Len() int { return r.n }
 // Held: every Logits call returns a fresh buffer.
 func (r poolRows) Held() bool { return true }
 
-func (r poolRows) Logits(_ context.Context, i int) (inference.Logits, error) {
+func (r poolRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 	if i < 0 || i >= r.n {
-		return inference.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
+		return sample.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
 	}
 	l := make([]float32, r.p.vocab)
 	l[r.p.Next(r.toks[:r.start+i+1])] = 100
-	return inference.Logits{Type: inference.F32, F32: l}, nil
+	return sample.Logits{Type: sample.F32, F32: l}, nil
 }
 
 func (p *Pool) Grow(id inference.SeqID, rows int) error {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Submit submits req to e, failing t on an error.
@@ -61,7 +63,7 @@ func Tokens(r inference.Result) [][]int32 {
 
 // Argmax is l's greedy token: the index of its largest value (the first on
 // ties).
-func Argmax(l inference.Logits) int {
+func Argmax(l sample.Logits) int {
 	best := 0
 	for i := 1; i < l.Len(); i++ {
 		if l.At(i) > l.At(best) {

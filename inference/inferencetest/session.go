@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hexserve/hexserve/inference"
+
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // Session drives one sequence of a model's pool for runner tests: Eval
@@ -28,12 +30,12 @@ func (s *Session) ID() inference.SeqID { return s.id }
 // Eval evaluates seq[start:] where start is the longest prefix of seq the
 // sequence holds, at most valid and len(seq)-1, and returns the last row's
 // logits (valid until the next call on the model) and start.
-func (s *Session) Eval(ctx context.Context, seq []int32, valid int) (inference.Logits, int, error) {
+func (s *Session) Eval(ctx context.Context, seq []int32, valid int) (sample.Logits, int, error) {
 	if len(seq) == 0 {
-		return inference.Logits{}, 0, fmt.Errorf("inferencetest: empty sequence")
+		return sample.Logits{}, 0, fmt.Errorf("inferencetest: empty sequence")
 	}
 	if err := s.reserve(len(seq)); err != nil {
-		return inference.Logits{}, 0, err
+		return sample.Logits{}, 0, err
 	}
 	start, most := 0, min(max(valid, 0), len(seq)-1, len(s.toks))
 	for start < most && s.toks[start] == seq[start] {
@@ -41,7 +43,7 @@ func (s *Session) Eval(ctx context.Context, seq []int32, valid int) (inference.L
 	}
 	s.toks = s.toks[:start]
 	rowsPer := s.M.BatchLimits().Rows
-	var l inference.Logits
+	var l sample.Logits
 	for at := start; at < len(seq); {
 		n := min(rowsPer, len(seq)-at)
 		rows, err := s.M.Step(ctx, []inference.Run{{Seq: s.id, Start: at, Tokens: seq[at : at+n]}})
@@ -50,7 +52,7 @@ func (s *Session) Eval(ctx context.Context, seq []int32, valid int) (inference.L
 		}
 		if err != nil {
 			s.Close()
-			return inference.Logits{}, 0, err
+			return sample.Logits{}, 0, err
 		}
 		at += n
 		s.toks = append(s.toks, seq[at-n:at]...)

@@ -29,16 +29,16 @@ var bucketE = func() *[nbig]float64 {
 
 // buckets is the state of the F32 bucket histogram (see hist).
 type buckets struct {
-	acc   *[nbig]bucketAcc // per bucket: count<<40 + sum of fractions, list of ids
-	bw    *[nbig]float64   // per bucket: mass
+	acc   *[nbig]uint64  // per bucket: count<<40 + sum of fractions
+	bw    *[nbig]float64 // per bucket: mass
 	bblk  [nbig / 64]float64
-	next  []int32 // bucket lists: the next id+1 (0: end)
-	scale float32 // buckets per logit unit
-	bTop  int     // buckets above bTop are kept whole; the kept rest is in pbuf
+	of    []uint16 // per id: its bucket + 1 (0: below thr, or touched)
+	scale float32  // buckets per logit unit
+	bTop  int      // buckets above bTop are kept whole; the kept rest is in pbuf
 }
 
 func newBuckets(vocab int) buckets {
-	return buckets{acc: new([nbig]bucketAcc), bw: new([nbig]float64), next: make([]int32, vocab)}
+	return buckets{acc: new([nbig]uint64), bw: new([nbig]float64), of: make([]uint16, vocab)}
 }
 
 // bucketOf returns the bucket of a logit v ≥ s.thr, as histF32 computes it.
@@ -53,8 +53,8 @@ func (s *Sampler) bucketOf(v float32) int {
 // buckets over
 // [m − T·sampleCutoff, m], summing per bucket (in fixed point) the count and
 // the positions within the bucket, which give the first-order expansion of
-// the weights around its centre (no exp per token), and links each id into
-// its bucket's list. The touched ids are then taken out and added back with their
+// the weights around its centre (no exp per token), and notes each id's
+// bucket (bk.of). The touched ids are then taken out and added back with their
 // adjusted logits and exact weights. top_p walks the bucket masses from the
 // top (by blocks of 64) and resolves only the bucket where the cumulative
 // mass crosses p: its tokens are gathered, weighed exactly and sorted. It
@@ -65,26 +65,27 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	if math.IsInf(float64(m), 0) || m != m {
 		return false
 	}
-	if s.bk.acc == nil || len(s.bk.next) < l.Len() {
+	if s.bk.acc == nil || len(s.bk.of) < l.Len() {
 		s.bk = newBuckets(l.Len())
 	}
 	dS := s.p.Temperature * sampleCutoff
 	thr := m - dS
 	s.l, s.m, s.thr, s.bk.scale = l, m, thr, nbig*65536/dS
-	acc := s.bk.acc
+	acc, of := s.bk.acc, s.bk.of[:l.Len()]
 	clear(acc[:])
 	switch l.Type {
 	case F32:
-		histF32(l.F32, thr, s.bk.scale, acc, s.bk.next)
+		histF32(l.F32, thr, s.bk.scale, acc, of)
 	case F16:
-		histF16(l.Raw16, thr, s.bk.scale, acc, s.bk.next)
+		histF16(l.Raw16, thr, s.bk.scale, acc, of)
 	default:
-		histU16(l, thr, s.bk.scale, acc, s.bk.next)
+		histU16(l, thr, s.bk.scale, acc, of)
 	}
 	for _, id := range s.tlist {
 		if t := (l.At(int(id)) - thr) * s.bk.scale; t >= 0 {
 			q := min(int64(t), qMax)
-			acc[q>>16].sum -= 1<<40 | uint64(q&0xffff) // still listed, but skipped
+			acc[q>>16] -= 1<<40 | uint64(q&0xffff)
+			of[id] = 0
 		}
 	}
 	n, z := s.bucketWeights(thr, m)
@@ -100,8 +101,11 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 // their total weight.
 func (s *Sampler) bucketWeights(thr, m float32) (n int, z float64) {
 	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
-	for b, e := range s.bk.acc {
-		a := e.sum
+	for b, a := range s.bk.acc {
+		if a == 0 { // (flat logits leave the lowest buckets empty)
+			s.bk.bw[b] = 0
+			continue
+		}
 		c, f := float64(a>>40), float64(a&(1<<40-1))
 		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
 		s.bk.bw[b] = bucketE[b] * (c*(1+dw*(0.5/65536-0.5)) + dw/65536*f)
@@ -171,15 +175,16 @@ func (s *Sampler) topPBuckets(z float64) {
 	s.pbuf, s.pw = kept, kw
 }
 
-// bucket returns the candidates of bucket b (untouched from its list, then
-// the touched ones) and their exact weights, in s.kept and s.ws.
+// bucketIDs gathers the untouched ids of bucket b into s.gids, in id order.
+func (s *Sampler) bucketIDs(b int) []int32 {
+	s.gids = codeIDs(s.bk.of[:s.l.Len()], uint16(b+1), uint16(b+1), nil, s.gids[:0], int(s.bk.acc[b]>>40))
+	return s.gids
+}
+
+// bucket returns the candidates of bucket b (untouched, then the touched
+// ones) and their exact weights, in s.kept and s.ws.
 func (s *Sampler) bucket(b int) ([]cand, []float64) {
-	s.gids = s.gids[:0]
-	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
-		if !skipped(s.touched, int(j-1)) {
-			s.gids = append(s.gids, j-1)
-		}
-	}
+	s.bucketIDs(b)
 	c, ws := s.kept[:0], s.ws[:0]
 	for _, id := range s.gids {
 		c = append(c, cand{id, val(s.l, id)})
@@ -247,18 +252,18 @@ func (s *Sampler) sampleBig() int32 {
 }
 
 // pick returns the token of bucket b where the draw u (within the bucket's
-// mass) falls, walking its tokens (untouched from its list, then touched) and
-// weighing each exactly until u is used up; the last one if the exact
-// weights sum below u.
+// mass) falls, walking its tokens (untouched from the highest id down, then
+// touched) and weighing each exactly until u is used up; the last one if the
+// exact weights sum below u.
 func (s *Sampler) pick(b int, u float64) int32 {
 	inv := 1 / s.p.Temperature
 	last := int32(-1)
-	for j := s.bk.acc[b].head; j != 0; j = s.bk.next[j-1] {
-		if i := j - 1; !skipped(s.touched, int(i)) {
-			last = i
-			if u -= float64(expNeg((val(s.l, i) - s.m) * inv)); u < 0 {
-				return i
-			}
+	ids := s.bucketIDs(b)
+	for k := len(ids) - 1; k >= 0; k-- {
+		i := ids[k]
+		last = i
+		if u -= float64(expNeg((val(s.l, i) - s.m) * inv)); u < 0 {
+			return i
 		}
 	}
 	for _, c := range s.tv {
@@ -297,44 +302,40 @@ func (s *Sampler) keptBig() ([]cand, []float64) {
 // The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
 // b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
 // bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
-// to acc[b].sum (the count and the sum of fractions: the first-order
-// expansion of the weights around the bucket's centre) and links id i into
-// the bucket's list (head and next hold id+1, 0 ends a list). Integer sums
-// make taking an id out again exact.
+// to acc[b] (the count and the sum of fractions: the first-order
+// expansion of the weights around the bucket's centre) and sets of[i] to
+// b+1; every other id's of[i] is 0. Integer sums make taking an id out
+// again exact. A bucket's ids are found again by scanning of (bucketIDs),
+// which only the bucket where top_p or the draw falls needs.
 
 const qMax = nbig<<16 - 1
 
-// bucketAcc is a bucket's sums and the head of its list of ids.
-type bucketAcc struct {
-	sum  uint64
-	head int32
-}
-
 // The hist functions gather, a block at a time, the ids whose logit is at
 // least thr (a superset of those with t ≥ 0, which addBucket checks exactly)
-// and bucket only those; once a block had many (flat logits), they bucket
-// every element of the rest.
+// and bucket only those (the block's other ids get of 0); once a block had
+// many (flat logits), they bucket every element of the rest.
 
-func histF32(x []float32, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+func histF32(x []float32, thr, scale float32, acc *[nbig]uint64, of []uint16) {
 	var idx [block]int32
 	dense := false
 	for lo := 0; lo < len(x); lo += block {
 		b := x[lo:min(lo+block, len(x))]
 		if dense {
 			for j := range b {
-				addBucket(acc, next, lo+j, (b[j]-thr)*scale)
+				addBucket(acc, of, lo+j, (b[j]-thr)*scale)
 			}
 			continue
 		}
+		clear(of[lo : lo+len(b)])
 		n := scan.GatherGEF32(b, thr, idx[:])
 		for _, j := range idx[:n] {
-			addBucket(acc, next, lo+int(j), (b[j]-thr)*scale)
+			addBucket(acc, of, lo+int(j), (b[j]-thr)*scale)
 		}
 		dense = n*4 > len(b)
 	}
 }
 
-func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+func histF16(x []uint16, thr, scale float32, acc *[nbig]uint64, of []uint16) {
 	k := halfKeyCeil(thr) // value ≥ thr: key ≥ k (NaNs aside, which half2f makes -Inf)
 	if k > 0xffff {
 		return
@@ -345,19 +346,20 @@ func histF16(x []uint16, thr, scale float32, acc *[nbig]bucketAcc, next []int32)
 		b := x[lo:min(lo+block, len(x))]
 		if dense {
 			for j := range b {
-				addBucket(acc, next, lo+j, (half2f[b[j]]-thr)*scale)
+				addBucket(acc, of, lo+j, (half2f[b[j]]-thr)*scale)
 			}
 			continue
 		}
+		clear(of[lo : lo+len(b)])
 		n := scan.GatherGEHalf(b, uint16(k), idx[:])
 		for _, j := range idx[:n] {
-			addBucket(acc, next, lo+int(j), (half2f[b[j]]-thr)*scale)
+			addBucket(acc, of, lo+int(j), (half2f[b[j]]-thr)*scale)
 		}
 		dense = n*4 > len(b)
 	}
 }
 
-func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
+func histU16(l Logits, thr, scale float32, acc *[nbig]uint64, of []uint16) {
 	x := l.Raw16
 	c := u16Ceil(l, thr) // value ≥ thr: code ≥ c
 	if c > 0xffff {
@@ -369,27 +371,27 @@ func histU16(l Logits, thr, scale float32, acc *[nbig]bucketAcc, next []int32) {
 		b := x[lo:min(lo+block, len(x))]
 		if dense {
 			for j := range b {
-				addBucket(acc, next, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
+				addBucket(acc, of, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
 			}
 			continue
 		}
+		clear(of[lo : lo+len(b)])
 		n := scan.GatherGEU16(b, uint16(c), idx[:])
 		for _, j := range idx[:n] {
-			addBucket(acc, next, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
+			addBucket(acc, of, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
 		}
 		dense = n*4 > len(b)
 	}
 }
 
 // addBucket adds id i at position t (in units of fractions of a bucket)
-// when t ≥ 0.
-func addBucket(acc *[nbig]bucketAcc, next []int32, i int, t float32) {
+// when t ≥ 0, and sets of[i] (0 when t < 0).
+func addBucket(acc *[nbig]uint64, of []uint16, i int, t float32) {
 	if !(t >= 0) {
+		of[i] = 0
 		return
 	}
 	q := min(int64(t), qMax)
-	e := &acc[q>>16]
-	e.sum += 1<<40 | uint64(q&0xffff)
-	next[i] = e.head
-	e.head = int32(i + 1)
+	acc[q>>16] += 1<<40 | uint64(q&0xffff)
+	of[i] = uint16(q>>16 + 1)
 }

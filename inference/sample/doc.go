@@ -18,7 +18,6 @@
 // ignored (see sampleCutoff for the error bound); greedy, top_k and min_p
 // are exact. The vocabulary scans are internal/scan's vector kernels.
 //
-// package inference drives it and re-exports its value types (Logits as
-// inference.Logits, Params as inference.Sampling, Logprob), so the engine's
-// users need one import.
+// package inference drives it; its requests, results and models use this
+// package's value types (Logits, Params, Logprob) directly.
 package sample

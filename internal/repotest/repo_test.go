@@ -73,7 +73,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 	{"upstream", "pure"}, {"front", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
-	{"hexagon/graphio", "support"}, {"hexagon/plan", "support"},
+	{"hexagon/graphio", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
 	{"internal", "support"},
 	{"hexagon", "runner"},
 	{"cmd", "main"}, {"e2e", "main"},
@@ -88,7 +88,8 @@ var layerPrefixes = []struct{ prefix, layer string }{
 //   - support packages never import a runner or the app;
 //   - runners never import the app (the binary wires them together), nor a
 //     sibling runner (hexagon/qhexrt and hexagon/executorch share only the
-//     support packages: hexagon/qnn, hexagon/graphio, hexagon/plan).
+//     support packages: hexagon/qnn, hexagon/graphio, hexagon/slotpool,
+//     hexagon/plan).
 var forbidden = map[string][]string{
 	"pure":    {"runner", "support:hexagon", "app", "main", "purego"},
 	"app":     {"runner", "support:hexagon/qnn", "support:hexagon/hostsim", "main", "purego"},

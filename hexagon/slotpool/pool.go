@@ -1,8 +1,14 @@
-package graphio
+// Package slotpool keeps the slots of a KV cache that several sequences
+// share: the allocator (Pool: sequences' ranges, forks, growth, run checks),
+// the cache's rows as the pool indexes them (KV), and the Batcher methods
+// built on both, which the runners holding one cache for many sequences
+// (.pte, Genie and chunked QHexRT bundles) embed or call.
+package slotpool
 
 import (
 	"fmt"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -12,9 +18,9 @@ import (
 // forked, also reads its parent's slots of the shared rows. Every range of
 // a sequence lies above the ones it reads, so a row's attended slots come
 // in position order, which keeps its logits bit-identical whatever the
-// neighbours (attention sums its columns in slot order). Both runners that
-// hold one cache for many sequences (.pte and chunked QHexRT bundles) use
-// it.
+// neighbours (attention sums its columns in slot order). The runners that
+// hold one cache for many sequences (.pte, Genie and chunked QHexRT
+// bundles) use it.
 type Pool struct {
 	ref  []int32 // holders per slot; 0: free
 	seqs map[inference.SeqID]*Seq
@@ -42,8 +48,8 @@ func (s *Seq) Slot(i int) int {
 // Cap is the most rows the sequence may hold.
 func (s *Seq) Cap() int { return s.Shared + s.Hi - s.Lo }
 
-// NewPool is a pool of slots for up to sequences open at once.
-func NewPool(slots, sequences int) *Pool {
+// New is a pool of slots for up to sequences open at once.
+func New(slots, sequences int) *Pool {
 	return &Pool{ref: make([]int32, slots), seqs: map[inference.SeqID]*Seq{}, max: sequences}
 }
 
@@ -219,26 +225,40 @@ func (p *Pool) Release(id inference.SeqID) {
 	}
 }
 
-// Check validates a Step's runs against the pool: known sequences, one run
-// each, non-empty, starting within the committed rows and above the shared
-// ones, ending within the reserve, tokens in [0, vocab), 1 to maxRows rows
-// in all.
+// Check validates a Step's runs against the pool (see CheckRuns): a run
+// starts within its sequence's committed rows and above the shared ones,
+// and ends within its reserve.
 func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
-	rows := 0
+	return CheckRuns(runs, maxRows, vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
+		s := p.seqs[id]
+		if s == nil {
+			return 0, 0, 0, false
+		}
+		return s.Shared, s.N, s.Cap(), true
+	})
+}
+
+// CheckRuns validates a Step's runs: known sequences, one run each,
+// non-empty, starting within the sequence's committed rows but not in
+// the ones it shares, ending within its capacity (rows reports these of a
+// sequence, ok false for an unknown one), tokens in [0, vocab), 1 to
+// maxRows rows in all.
+func CheckRuns(runs []inference.Run, maxRows, vocab int, rows func(inference.SeqID) (shared, n, capacity int, ok bool)) error {
+	total := 0
 	seen := map[inference.SeqID]bool{}
 	for _, run := range runs {
-		s := p.seqs[run.Seq]
+		shared, n, capacity, ok := rows(run.Seq)
 		switch {
-		case s == nil:
+		case !ok:
 			return fmt.Errorf("step on unknown sequence %d", run.Seq)
 		case seen[run.Seq]:
 			return fmt.Errorf("two runs of sequence %d in one step", run.Seq)
 		case len(run.Tokens) == 0:
 			return fmt.Errorf("an empty run of sequence %d", run.Seq)
-		case run.Start < s.Shared || run.Start > s.N:
-			return fmt.Errorf("run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, s.Shared, s.N)
-		case run.Start+len(run.Tokens) > s.Cap():
-			return fmt.Errorf("run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, s.Cap())
+		case run.Start < shared || run.Start > n:
+			return fmt.Errorf("run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, shared, n)
+		case run.Start+len(run.Tokens) > capacity:
+			return fmt.Errorf("run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, capacity)
 		}
 		for i, t := range run.Tokens {
 			if t < 0 || int(t) >= vocab {
@@ -246,17 +266,17 @@ func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
 			}
 		}
 		seen[run.Seq] = true
-		rows += len(run.Tokens)
+		total += len(run.Tokens)
 	}
-	if rows == 0 || rows > maxRows {
-		return fmt.Errorf("a step of %d rows (1 to %d)", rows, maxRows)
+	if total == 0 || total > maxRows {
+		return fmt.Errorf("a step of %d rows (1 to %d)", total, maxRows)
 	}
 	return nil
 }
 
-// OpenRows opens, in the mask row whose element at is slot 0, the slots of
-// s's rows [0, n): its shared rows' slots and its own.
-func (m *Mask) OpenRows(b []byte, at int, s *Seq, n int) {
+// OpenRows opens, in the mask row b of m whose element at is slot 0, the
+// slots of s's rows [0, n): its shared rows' slots and its own.
+func (s *Seq) OpenRows(m *graphio.Mask, b []byte, at, n int) {
 	if sh := min(s.Shared, n); sh > 0 {
 		m.Fill(b, at+s.Base, at+s.Base+sh, true)
 	}

@@ -1,4 +1,4 @@
-package graphio
+package slotpool
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 // TestPool: first-fit ranges, forks above their parent's shared rows,
 // growth in place and by a move, release, and the run checks.
 func TestPool(t *testing.T) {
-	p := NewPool(16, 3)
+	p := New(16, 3)
 	a, err := p.New(4) // [0, 4)
 	if err != nil {
 		t.Fatal(err)
