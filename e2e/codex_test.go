@@ -36,15 +36,8 @@ func TestCodexCLI(t *testing.T) {
 	if codex == "" {
 		t.Skip("set HEXSERVE_CODEX to a codex binary (npm install @openai/codex, outside the repository) to run Codex CLI against hexserve")
 	}
-	bin := binary(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	mk := exec.CommandContext(ctx, bin, "mkmodel", "--format", "pte", "--preset", "tiny", "--ctx", "32768", "--out", filepath.Join(dir, "pte"))
-	mk.Dir = root
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	mkmodel(t, filepath.Join(dir, "pte"), "--format", "pte", "--preset", "tiny", "--ctx", "32768")
 	const answer = "The command printed hexserve-codex-ok."
 	script := scriptFile(t, `{"name": "multi_agent_v1.close_agent", "parameters": {"target": "nobody"}}`,
 		`{"name": "exec_command", "parameters": {"cmd": "echo hexserve-codex-ok"}}`, answer)

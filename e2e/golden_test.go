@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -30,18 +27,10 @@ func TestGoldenGreedy(t *testing.T) {
 // checks the golden greedy continuations through it.
 func TestGoldenRenamedTensors(t *testing.T) {
 	libs := hostsimLibs(t)
-	bin := binary(t)
 	dir := filepath.Join(t.TempDir(), "renamed")
 	names := "x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out," +
 		"past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", dir, "--contract", "chunked",
-		"--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	mkmodel(t, dir, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
 	var m struct {
 		Hexserve struct {
 			Tensors map[string]string `json:"tensors"`

@@ -1,53 +1,24 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // ExecuTorch .pte models of the public tiny model (mkmodel --format pte) served through the real
 // binary: `serve --model FILE.pte` detection, the runner behind the engine and the API.
 
-var (
-	pteMu    sync.Mutex
-	pteFiles = map[string]string{}
-)
-
 // mkpte writes (once per flag set) a tiny .pte with float16 weights and returns its path.
 func mkpte(t testing.TB, flags ...string) string {
 	t.Helper()
-	bin := binary(t)
 	hostsimLibs(t)
-	key := strings.Join(flags, " ")
-	pteMu.Lock()
-	defer pteMu.Unlock()
-	if p, ok := pteFiles[key]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp(tmpRoot, "pte-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args := append([]string{"mkmodel", "--preset", "tiny", "--format", "pte", "--weights", "f16", "--name", "tiny", "--out", dir}, flags...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel %v: %v\n%s", args, err, out)
-	}
-	p := filepath.Join(dir, "tiny.pte")
-	pteFiles[key] = p
-	return p
+	dir := mkmodelOnce(t, append([]string{"--preset", "tiny", "--format", "pte", "--weights", "f16", "--name", "tiny"}, flags...)...)
+	return filepath.Join(dir, "tiny.pte")
 }
 
 // servePTE serves model (a .pte or its folder) through model.path.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -37,14 +36,7 @@ type upstreamRig struct {
 func ctxBundle(t *testing.T, ctx int) string {
 	t.Helper()
 	dir := filepath.Join(tmpRoot, fmt.Sprintf("tiny-ctx%d", ctx))
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := append([]string{"mkmodel", "--out", dir, "--ctx", fmt.Sprint(ctx)}, tinyFlags...)
-	cmd := exec.CommandContext(c, binary(t), args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	mkmodel(t, dir, append([]string{"--ctx", fmt.Sprint(ctx)}, tinyFlags...)...)
 	return dir
 }
 

@@ -231,19 +231,7 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 // Padding rows attend to nothing, as Genie masks them (docs/executorch.md):
 // the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
-	b := m.vals[m.mask].Bytes()
-	cl, S := m.cl, m.cl-m.ar
-	m.masks.Fill(b, 0, m.ar*cl, false)
-	o := 0
-	for _, run := range runs {
-		s := r.Pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * cl
-			s.OpenRows(m.masks, b, row, run.Start)
-			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
-		}
-		o += len(run.Tokens)
-	}
+	r.Pool.WriteMask(m.masks, m.vals[m.mask].Bytes(), runs, m.ar, m.cl, m.cl-m.ar)
 	m.open = -1
 }
 

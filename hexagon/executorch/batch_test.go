@@ -112,11 +112,7 @@ var batchPrompts = [][]int32{
 // same bits alone and next to others (prompt chunks beside decode rows,
 // several sequences' rows in one call), and its greedy tokens are Eval's.
 func TestBatchBitIdentical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 2)
 	const gen = 6
 	alone := map[int]*bseq{}
 	ra := openRunner(t, rt, path)
@@ -309,11 +305,7 @@ func TestEngineSideBySide(t *testing.T) {
 // dearer than a kv_forward call per row, a step runs its rows (prompt
 // chunks included) through kv_forward, with the same bits.
 func TestBatchDecodeRows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	ra := openRunner(t, rt, path)
 	var alone []*bseq
 	for _, p := range batchPrompts[:2] {
@@ -353,11 +345,7 @@ func TestBatchDecodeRows(t *testing.T) {
 // free, moves (with its rows, bit for bit) when they are not, and refuses
 // to move while a fork shares its rows.
 func TestBatchGrow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	ra := openRunner(t, rt, path)
 	alone := newBseqs(t, ra, batchPrompts[:1], 12)
 	drive(t, ra, alone, 8)
@@ -402,11 +390,7 @@ func TestBatchGrow(t *testing.T) {
 // to the KV store and a later prompt that starts with them restores them
 // (cached_tokens), with the same tokens as without the store.
 func TestEngineSideBySideKVStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	turn1 := inference.Request{Prompt: batchPrompts[2], MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
 	run := func(e *inference.Engine, req inference.Request) inference.Result {
 		t.Helper()
@@ -455,11 +439,7 @@ func TestEngineSideBySideKVStore(t *testing.T) {
 // kv_forward, for their own sequence and their neighbours, with the same
 // bits as alone, and a long sequence gets Eval's tokens.
 func TestBatchWholeWindow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	long := []int32{128000}
 	for i := range 49 {
 		long = append(long, int32(100+(37*i)%5000))
@@ -503,11 +483,7 @@ func TestBatchWholeWindow(t *testing.T) {
 // prompt, sent at once, fork its rows (cached_tokens) and give the tokens
 // a one-at-a-time engine gives; another owner's request shares nothing.
 func TestEngineSharedPrefix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	system := slices.Concat(batchPrompts[2], batchPrompts[0][1:], batchPrompts[1][1:]) // 19 tokens
 	seed := int64(5)
 	var reqs []inference.Request
@@ -556,11 +532,7 @@ func TestEngineSharedPrefix(t *testing.T) {
 // sequences, the one set aside is saved to the KV store and restored from
 // it (not evaluated again), with the tokens of a one-at-a-time engine.
 func TestEnginePreemptRestore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	var reqs []inference.Request
 	for i := range 3 {
 		reqs = append(reqs, inference.Request{Prompt: batchPrompts[i], MaxTokens: 80 - i, IgnoreEOS: true})

@@ -244,19 +244,7 @@ func (r *Runner) BackgroundKVCopy() time.Duration { return time.Duration(r.bgCop
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
 // run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.
 func (r *Runner) writeMask(g *arGraph, runs []inference.Run) {
-	b := g.bufs["attention_mask"].Bytes()
-	cl, p := r.cl, g.p
-	g.masks.Fill(b, 0, g.ar*cl, false)
-	o := 0
-	for _, run := range runs {
-		s := r.Pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * cl
-			s.OpenRows(g.masks, b, row, run.Start)
-			g.masks.Fill(b, row+p+o, row+p+o+i+1, true)
-		}
-		o += len(run.Tokens)
-	}
+	r.Pool.WriteMask(g.masks, g.bufs["attention_mask"].Bytes(), runs, g.ar, r.cl, g.p)
 }
 
 // KVLayout is one row over all layers, K then V, in the cache's native type; the identity names

@@ -121,6 +121,24 @@ int hs_want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t
   return hs_fail(err, n, "graph %s: tensor %s: data type 0x%04x not allowed here", g->name, t->name, t->dtype);
 }
 
+int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, int last, char *err, size_t n) {
+  static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                             "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                             "mlp.down_proj"};
+  char nm[96];
+  for (uint32_t l = 0; l < L; l++)
+    for (size_t j = 0; j < sizeof lw / sizeof lw[0]; j++) {
+      snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
+      if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s", g->name, nm);
+    }
+  if (first && !hs_find_weight(d, "model.embed_tokens.weight"))
+    return hs_fail(err, n, "graph %s needs weight model.embed_tokens.weight", g->name);
+  if (last && (!hs_find_weight(d, "model.norm.weight") ||
+               !hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight")))
+    return hs_fail(err, n, "graph %s needs model.norm.weight and the lm-head weight", g->name);
+  return 0;
+}
+
 static int read_tensors(rd *r, hs_tensor *ts, uint32_t n, uint32_t *nextid) {
   for (uint32_t i = 0; i < n; i++) {
     hs_tensor *t = &ts[i];

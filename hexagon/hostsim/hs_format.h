@@ -75,5 +75,9 @@ int hs_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(pri
  * the allowed list types (0-terminated); 0, or -1 with the reason in err. */
 int hs_want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t *dims, const uint32_t *types,
             char *err, size_t n);
+/* hs_want_weights checks that d holds the weights graph g needs: those of layers [0, L), the
+ * embedding when first, the final norm and the lm-head (tied: the embedding) when last; 0, or -1
+ * with the reason in err. */
+int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, int last, char *err, size_t n);
 
 #endif

@@ -143,24 +143,7 @@ int hs_et_check(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
         hs_want(g, &g->out[2 * L + 2], 2, cd, t_io, err, n))
       goto out;
   }
-  static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                             "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                             "mlp.down_proj"};
-  char nm[96];
-  for (uint32_t l = 0; l < L; l++)
-    for (size_t j = 0; j < sizeof lw / sizeof lw[0]; j++) {
-      snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
-      if (!hs_find_weight(d, nm)) { hs_fail(err, n, "graph %s needs weight %s", g->name, nm); goto out; }
-    }
-  if (io.first && !hs_find_weight(d, "model.embed_tokens.weight")) {
-    hs_fail(err, n, "graph %s needs weight model.embed_tokens.weight", g->name);
-    goto out;
-  }
-  if (io.last && (!hs_find_weight(d, "model.norm.weight") ||
-                  !hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight"))) {
-    hs_fail(err, n, "graph %s needs model.norm.weight and the lm-head weight", g->name);
-    goto out;
-  }
+  if (hs_want_weights(d, g, L, io.first, io.last, err, n)) goto out;
   rc = 0;
 out:
   hs_et_io_free(&io);

@@ -509,23 +509,9 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 // graph skips them and their outputs are never read. The decode graph's
 // mask is the past slots only (the row attends to itself).
 func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
-	ctx := r.spec.ctx
-	w := ctx
+	w, block := r.spec.ctx, -1
 	if g.role == rolePrefill {
-		w += g.rows
+		w, block = r.spec.ctx+g.rows, r.spec.ctx
 	}
-	b := g.mask.B
-	g.masks.Fill(b, 0, g.rows*w, false)
-	o := 0
-	for _, run := range runs {
-		s := r.batch.pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * w
-			s.OpenRows(g.masks, b, row, run.Start)
-			if g.role == rolePrefill {
-				g.masks.Fill(b, row+ctx+o, row+ctx+o+i+1, true)
-			}
-		}
-		o += len(run.Tokens)
-	}
+	r.batch.pool.WriteMask(g.masks, g.mask.B, runs, g.rows, w, block)
 }

@@ -242,20 +242,14 @@ func (r *Runtime) loadBackend() error {
 		return errors.New("qnn: Config.Backend (path of libQnnHtp.so) is empty")
 	}
 	// Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t*** providerList, uint32_t* numProviders)
-	ps, err := r.providers(&r.backendLib, "backend", path, "QnnInterface_getProviders")
-	if err != nil {
-		return err
-	}
-	vs := make([]providerVersion, len(ps))
-	for i, p := range ps {
+	pp, err := r.openProvider(&r.backendLib, "backend", path, "QnnInterface_getProviders", func(p unsafe.Pointer) providerVersion {
 		c := (*cInterface)(p)
-		vs[i] = providerVersion{c.backendID, Version(c.coreAPI)}
-	}
-	i, err := selectProvider(vs, backendIDHTP, minCoreMajor, minCoreMinor, "backend "+path)
+		return providerVersion{c.backendID, Version(c.coreAPI)}
+	}, backendIDHTP, minCoreMajor, minCoreMinor)
 	if err != nil {
 		return err
 	}
-	p := (*cInterface)(ps[i])
+	p := (*cInterface)(pp)
 	if p.coreAPI.Minor > maxTestedCoreMinor {
 		r.log.Info().Str("core_api", Version(p.coreAPI).String()).Msg("qnn: core API newer than any checked layout; later SDKs are expected to append slots only")
 	}
@@ -275,20 +269,14 @@ func (r *Runtime) loadSystem() error {
 		return errors.New("qnn: Config.System (path of libQnnSystem.so) is empty")
 	}
 	// Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t*** providerList, uint32_t* numProviders)
-	ps, err := r.providers(&r.systemLib, "system", path, "QnnSystemInterface_getProviders")
-	if err != nil {
-		return err
-	}
-	vs := make([]providerVersion, len(ps))
-	for i, p := range ps {
+	pp, err := r.openProvider(&r.systemLib, "system", path, "QnnSystemInterface_getProviders", func(p unsafe.Pointer) providerVersion {
 		c := (*cSystemInterface)(p)
-		vs[i] = providerVersion{c.backendID, Version(c.systemAPI)}
-	}
-	i, err := selectProvider(vs, 0, minSystemMajor, 0, "system "+path)
+		return providerVersion{c.backendID, Version(c.systemAPI)}
+	}, 0, minSystemMajor, 0)
 	if err != nil {
 		return err
 	}
-	p := (*cSystemInterface)(ps[i])
+	p := (*cSystemInterface)(pp)
 	r.provider.System = Version(p.systemAPI)
 	if err := loadSystemFuncs(&r.system, unsafe.Add(unsafe.Pointer(p), systemTableOffset)); err != nil {
 		return fmt.Errorf("%w (system %s, API %s)", err, path, r.provider.System)
@@ -296,9 +284,11 @@ func (r *Runtime) loadSystem() error {
 	return nil
 }
 
-// providers opens the kind ("backend" or "system") library at path into
-// *lib and lists its interface providers with its getProviders symbol sym.
-func (r *Runtime) providers(lib *uintptr, kind, path, sym string) ([]unsafe.Pointer, error) {
+// openProvider opens the kind ("backend" or "system") library at path into
+// *lib, lists its interface providers with its getProviders symbol sym, and
+// picks one by the backend ID and API version that version reads from each
+// (selectProvider).
+func (r *Runtime) openProvider(lib *uintptr, kind, path, sym string, version func(unsafe.Pointer) providerVersion, backendID, major, minMinor uint32) (unsafe.Pointer, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("qnn: load %s library %s: %w", kind, path, err)
@@ -318,7 +308,16 @@ func (r *Runtime) providers(lib *uintptr, kind, path, sym string) ([]unsafe.Poin
 	if list == nil {
 		n = 0
 	}
-	return unsafe.Slice((*unsafe.Pointer)(list), n), nil
+	ps := unsafe.Slice((*unsafe.Pointer)(list), n)
+	vs := make([]providerVersion, n)
+	for i, p := range ps {
+		vs[i] = version(p)
+	}
+	i, err := selectProvider(vs, backendID, major, minMinor, kind+" "+path)
+	if err != nil {
+		return nil, err
+	}
+	return ps[i], nil
 }
 
 // loadRPCMem loads libcdsprpc.so when configured; failure falls back to

@@ -284,3 +284,24 @@ func (s *Seq) OpenRows(m *graphio.Mask, b []byte, at, n int) {
 		m.Fill(b, at+s.Lo, at+s.Lo+own, true)
 	}
 }
+
+// WriteMask writes the mask b (rows rows of width columns, slot 0 at each
+// row's column 0) of one call for runs, whose rows come in order: each row
+// opens its sequence's slots of rows [0, Start) and, when the call's new
+// entries are a block at column block (-1: none), its run's rows in the
+// block up to itself. Everything else, padding rows included, is closed.
+func (p *Pool) WriteMask(m *graphio.Mask, b []byte, runs []inference.Run, rows, width, block int) {
+	m.Fill(b, 0, rows*width, false)
+	o := 0
+	for _, run := range runs {
+		s := p.seqs[run.Seq]
+		for i := range run.Tokens {
+			row := (o + i) * width
+			s.OpenRows(m, b, row, run.Start)
+			if block >= 0 {
+				m.Fill(b, row+block+o, row+block+o+i+1, true)
+			}
+		}
+		o += len(run.Tokens)
+	}
+}
