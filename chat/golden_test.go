@@ -1,11 +1,11 @@
 package chat
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/testjsonl"
 )
 
 // Golden is one line of testdata/chat/golden_public.jsonl (exported for
@@ -53,28 +53,7 @@ const goldenPath = "../testdata/chat/golden_public.jsonl"
 
 func LoadGoldens(t testing.TB) []Golden {
 	t.Helper()
-	f, err := os.Open(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var gs []Golden
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var g Golden
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatalf("%s line %d: %v", goldenPath, len(gs)+1, err)
-		}
-		gs = append(gs, g)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(gs) == 0 {
-		t.Fatal("no goldens")
-	}
-	return gs
+	return testjsonl.Read[Golden](t, goldenPath)
 }
 
 func TestGoldens(t *testing.T) {

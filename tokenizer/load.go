@@ -175,11 +175,17 @@ func component(raw json.RawMessage, what string) (componentJSON, error) {
 	return c, nil
 }
 
-func checkPreTokenizer(raw json.RawMessage) error {
+// required is component for one that must be there: null is refused
+// (need says what is supported).
+func required(raw json.RawMessage, what, need string) (componentJSON, error) {
 	if isNull(raw) {
-		return fmt.Errorf("unsupported pre_tokenizer null (need Split with the Llama-3 regex then ByteLevel)")
+		return componentJSON{}, fmt.Errorf("unsupported %s null (need %s)", what, need)
 	}
-	c, err := component(raw, "pre_tokenizer")
+	return component(raw, what)
+}
+
+func checkPreTokenizer(raw json.RawMessage) error {
+	c, err := required(raw, "pre_tokenizer", "Split with the Llama-3 regex then ByteLevel")
 	if err != nil {
 		return err
 	}
@@ -216,10 +222,7 @@ func checkPreTokenizer(raw json.RawMessage) error {
 }
 
 func checkDecoder(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("unsupported decoder null (need ByteLevel)")
-	}
-	c, err := component(raw, "decoder")
+	c, err := required(raw, "decoder", "ByteLevel")
 	if err != nil {
 		return err
 	}
