@@ -61,32 +61,55 @@ func TestGoldenRenamedTensors(t *testing.T) {
 	checkGolden(t, s)
 }
 
+// goldenCase is a case of testdata/tinyllama/golden_tiny_public.json.
+type goldenCase struct {
+	Name          string    `json:"name"`
+	PromptIDs     []int64   `json:"prompt_ids"`
+	Greedy        []int64   `json:"greedy"`
+	GreedyMargins []float64 `json:"greedy_margins"`
+}
+
+func goldenCases(t testing.TB) []goldenCase {
+	var g struct{ Cases []goldenCase }
+	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &g)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Cases
+}
+
+// eosIDs are the tiny model's end-of-turn tokens.
+var eosIDs = []int64{128001, 128008, 128009}
+
+// goldenWant is c's greedy tokens up to the first end-of-turn.
+func goldenWant(c goldenCase) []int64 {
+	want := c.Greedy
+	if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
+		want = want[:i]
+	}
+	return want
+}
+
+// int32s converts token ids.
+func int32s(ids []int64) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
 // checkGolden runs every golden case's prompt through /v1/completions with
 // temperature 0 and compares the continuation token by token.
 func checkGolden(t *testing.T, s *hexserve) {
 	t.Helper()
-	var golden struct {
-		Cases []struct {
-			Name      string  `json:"name"`
-			PromptIDs []int64 `json:"prompt_ids"`
-			Greedy    []int64 `json:"greedy"`
-		} `json:"cases"`
-	}
-	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &golden); err != nil {
-		t.Fatal(err)
-	}
-	eos := []int64{128001, 128008, 128009}
 	client := s.client()
-	for _, c := range golden.Cases {
+	for _, c := range goldenCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			want := c.Greedy
-			if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eos, id) }); i >= 0 {
-				want = want[:i] // the server stops at an end-of-turn token
-			}
+			want := goldenWant(c) // the server stops at an end-of-turn token
 			resp, err := client.Completions.New(t.Context(), openai.CompletionNewParams{
 				Model:       openai.CompletionNewParamsModel(s.Model),
 				Prompt:      openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: c.PromptIDs},

@@ -68,15 +68,6 @@ func (s *hexserve) greedy(t *testing.T, model string, c goldenCase) ([]int64, re
 	return got.Choices[0].TokenIDs, r
 }
 
-// goldenWant is c's greedy tokens up to the first end-of-turn.
-func goldenWant(c goldenCase) []int64 {
-	want := c.Greedy
-	if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
-		want = want[:i]
-	}
-	return want
-}
-
 // states is /v1/models as id → status.
 func (s *hexserve) states(t *testing.T) map[string]string {
 	t.Helper()

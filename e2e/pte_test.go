@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,25 +27,6 @@ func servePTE(t *testing.T, model string) *hexserve {
 	return serve(t, cfg, true)
 }
 
-type goldenCase struct {
-	Name          string    `json:"name"`
-	PromptIDs     []int64   `json:"prompt_ids"`
-	Greedy        []int64   `json:"greedy"`
-	GreedyMargins []float64 `json:"greedy_margins"`
-}
-
-func goldenCases(t testing.TB) []goldenCase {
-	var g struct{ Cases []goldenCase }
-	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &g)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g.Cases
-}
-
 // completion sends a token-id prompt with greedy sampling and returns the generated ids and
 // the finish reason.
 func (s *hexserve) completion(t testing.TB, prompt []int64, maxTokens int) ([]int64, string) {
@@ -66,8 +46,6 @@ func (s *hexserve) completion(t testing.TB, prompt []int64, maxTokens int) ([]in
 	return got.Choices[0].TokenIDs, got.Choices[0].FinishReason
 }
 
-var eosIDs = []int64{128001, 128008, 128009}
-
 // TestPTEGolden: float32 KV and logits give exactly the golden greedy tokens of every case, with
 // the default prefill chunk, --prefill-chunk 16 and --shards 2 (the long case's prompt crosses
 // CL − AR, so its tail goes through kv_forward).
@@ -83,10 +61,7 @@ func TestPTEGolden(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			s := servePTE(t, mkpte(t, append([]string{"--kv", "f32", "--logits", "f32", "--ctx", "512"}, v.flags...)...))
 			for _, c := range goldenCases(t) {
-				want := c.Greedy
-				if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
-					want = want[:i]
-				}
+				want := goldenWant(c)
 				got, _ := s.completion(t, c.PromptIDs, len(want))
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: greedy continuation of %d prompt tokens:\n got  %v\n want %v", c.Name, len(c.PromptIDs), got, want)
