@@ -172,7 +172,7 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 			}
 		}
 		name, part := g.names[k], filepath.Base(r.parts[k].path)
-		if err := r.life.Execute(name, c, func(err error) error { return &ExecError{Graph: name, Part: part, Err: err} }); err != nil {
+		if err := r.life.Execute(name, c, name, func() string { return part }); err != nil {
 			return err
 		}
 	}

@@ -705,15 +705,3 @@ func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
 // GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
 func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
-
-// ExecError is a failed graph execution.
-type ExecError struct {
-	Graph, Part string
-	Err         error
-}
-
-func (e *ExecError) Error() string {
-	return fmt.Sprintf("genie: executing graph %q of %s: %v", e.Graph, e.Part, e.Err)
-}
-
-func (e *ExecError) Unwrap() error { return e.Err }

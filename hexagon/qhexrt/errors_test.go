@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -206,7 +207,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(ctl.Stats().ExecCalls+2, 10))
 		_, _, err = evalOn(r).Eval(ctx, c.PromptIDs, 3)
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", "")
-		var ee *ExecError
+		var ee *graphio.ExecError
 		if !errors.As(err, &ee) {
 			t.Fatalf("code %s: error %v is not an *ExecError", code, err)
 		}
