@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { eot, startScripted, tokenize } from './scripted.js';
+import { startScripted, turns } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const sharedKey = process.env.HEXSERVE_API_KEY || 'unused';
@@ -132,7 +132,7 @@ let scripted;
 // time and a queue of one (a request is refused only when the queue and the free sequence slots
 // are both full).
 async function startAliased() {
-  const ids = [...(await tokenize(url, '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}')), eot, ...(await tokenize(url, answer)), eot];
+  const ids = await turns(url, '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}', answer);
   const config = [
     'server:', `  model_aliases: {"claude-*": ${model}}`,
     'model:', '  bundle: build/models/tiny', '  libraries:', '    backend: build/hostsim/amd64/libQnnHtp.so',

@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..', '..');
-export const eot = 128009;
+const eot = 128009;
 
 // tokenize returns the ids of content (no special tokens added) from the
 // server at url.
-export async function tokenize(url, content) {
+async function tokenize(url, content) {
   const r = await fetch(url + '/tokenize', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (process.env.HEXSERVE_API_KEY || 'unused') },
@@ -21,6 +21,16 @@ export async function tokenize(url, content) {
   });
   assert.equal(r.status, 200);
   return (await r.json()).tokens;
+}
+
+// turns returns the script of texts (tokenized by the server at url), each
+// ended by an end-of-turn token.
+export async function turns(url, ...texts) {
+  const ids = [];
+  for (const text of texts) {
+    ids.push(...(await tokenize(url, text)), eot);
+  }
+  return ids;
 }
 
 async function freePort() {
