@@ -27,10 +27,9 @@ func TestGoldenGreedy(t *testing.T) {
 // checks the golden greedy continuations through it.
 func TestGoldenRenamedTensors(t *testing.T) {
 	libs := hostsimLibs(t)
-	dir := filepath.Join(t.TempDir(), "renamed")
 	names := "x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out," +
 		"past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"
-	mkmodel(t, dir, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
+	dir := mkmodelOnce(t, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
 	var m struct {
 		Hexserve struct {
 			Tensors map[string]string `json:"tensors"`
