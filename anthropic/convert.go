@@ -335,26 +335,20 @@ func userMessages(blocks []Block, p string) ([]chat.Message, error) {
 			texts = nil
 		}
 	}
-	err := eachBlock(blocks, p, &texts, func(b Block, bp string) error {
-		switch b.Type {
-		case "tool_result":
-			if b.ToolUseID == "" {
-				return invalid(bp+".tool_use_id", "a tool_result block needs tool_use_id")
-			}
-			text, err := resultText(b.Content, bp+".content")
-			if err != nil {
-				return err
-			}
-			if b.IsError != nil && *b.IsError {
-				text = "Error: " + text
-			}
-			flush()
-			out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: b.ToolUseID})
-			return nil
-		case "tool_use":
-			return invalid(bp+".type", "tool_use blocks belong in assistant messages")
+	err := eachBlock(blocks, p, &texts, "tool_result", func(b Block, bp string) error {
+		if b.ToolUseID == "" {
+			return invalid(bp+".tool_use_id", "a tool_result block needs tool_use_id")
 		}
-		return blockError(b.Type, bp+".type")
+		text, err := resultText(b.Content, bp+".content")
+		if err != nil {
+			return err
+		}
+		if b.IsError != nil && *b.IsError {
+			text = "Error: " + text
+		}
+		flush()
+		out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: b.ToolUseID})
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -369,28 +363,22 @@ func userMessages(blocks []Block, p string) ([]chat.Message, error) {
 func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
 	var texts []string
 	var calls []chat.Message
-	err := eachBlock(blocks, p, &texts, func(b Block, bp string) error {
-		switch b.Type {
-		case "tool_use":
-			switch {
-			case b.Name == "":
-				return invalid(bp+".name", "a tool_use block needs name")
-			case b.ID == "":
-				return invalid(bp+".id", "a tool_use block needs id")
-			}
-			input := bytes.TrimSpace(b.Input)
-			if isNull(input) {
-				input = []byte("{}")
-			}
-			if input[0] != '{' {
-				return invalid(bp+".input", "tool_use input must be an object")
-			}
-			calls = append(calls, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: b.ID, Name: b.Name, Arguments: input}}})
-			return nil
-		case "tool_result":
-			return invalid(bp+".type", "tool_result blocks belong in user messages")
+	err := eachBlock(blocks, p, &texts, "tool_use", func(b Block, bp string) error {
+		switch {
+		case b.Name == "":
+			return invalid(bp+".name", "a tool_use block needs name")
+		case b.ID == "":
+			return invalid(bp+".id", "a tool_use block needs id")
 		}
-		return blockError(b.Type, bp+".type")
+		input := bytes.TrimSpace(b.Input)
+		if isNull(input) {
+			input = []byte("{}")
+		}
+		if input[0] != '{' {
+			return invalid(bp+".input", "tool_use input must be an object")
+		}
+		calls = append(calls, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: b.ID, Name: b.Name, Arguments: input}}})
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -403,9 +391,10 @@ func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
 }
 
 // eachBlock walks a turn's content blocks: a text block's text is appended
-// to *texts (a text block needs text), thinking blocks are dropped, and
-// every other block goes to other with its param path.
-func eachBlock(blocks []Block, p string, texts *[]string, other func(b Block, bp string) error) error {
+// to *texts (a text block needs text), thinking blocks are dropped, each
+// block of the turn's own type (tool_result for a user, tool_use for an
+// assistant) goes to do with its param path, and any other is refused.
+func eachBlock(blocks []Block, p string, texts *[]string, own string, do func(b Block, bp string) error) error {
 	for j, b := range blocks {
 		bp := fmt.Sprintf("%s.content[%d]", p, j)
 		switch b.Type {
@@ -415,10 +404,16 @@ func eachBlock(blocks []Block, p string, texts *[]string, other func(b Block, bp
 			}
 			*texts = append(*texts, *b.Text)
 		case "thinking", "redacted_thinking":
-		default:
-			if err := other(b, bp); err != nil {
+		case own:
+			if err := do(b, bp); err != nil {
 				return err
 			}
+		case "tool_use":
+			return invalid(bp+".type", "tool_use blocks belong in assistant messages")
+		case "tool_result":
+			return invalid(bp+".type", "tool_result blocks belong in user messages")
+		default:
+			return blockError(b.Type, bp+".type")
 		}
 	}
 	return nil

@@ -287,143 +287,17 @@ func (r *Runner) resolve() error {
 func (r *Runner) check() error {
 	cfgPath := filepath.Join(r.cfg.Dir, ConfigFile)
 	r.cl, r.layers = -1, 0
-	layerPart := map[int]int{}
-	kvQ := map[string]qnn.TensorInfo{} // name → first seen (quantisation shared across graphs)
+	gc := graphCheck{cfgPath: cfgPath, layerPart: map[int]int{}, kvQ: map[string]qnn.TensorInfo{}}
 	for gi, g := range r.ars {
 		for k, info := range g.infos {
-			p := r.parts[k]
-			base := filepath.Base(p.path)
-			where := func(t qnn.TensorInfo) string { return fmt.Sprintf("%s: graph %s: %s", base, info.Name, t.Name) }
-			_, hasIDs := info.Input("input_ids")
-			_, hasLogits := info.Output("logits")
-			if gi == 0 {
-				p.first, p.last = hasIDs, hasLogits
-			} else if p.first != hasIDs || p.last != hasLogits {
-				return r.errf("%s: graphs %s and %s do not play the same part", base, r.ars[0].names[k], info.Name)
-			}
-			if (k == 0) != hasIDs {
-				return r.errf("%s: graph %s: only part 1 takes input_ids", base, info.Name)
-			}
-			if (k == len(r.parts)-1) != hasLogits {
-				return r.errf("%s: graph %s: only the last part outputs logits", base, info.Name)
-			}
-			var layers []int
-			for _, t := range info.Inputs {
-				switch {
-				case t.Name == "input_ids":
-					if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
-						return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
-					}
-				case t.Name == "attention_mask":
-					if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
-						return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
-					}
-					cl := int(t.Dims[3])
-					if r.cl < 0 {
-						r.cl = cl
-					} else if cl != r.cl {
-						return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
-					}
-				case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
-					if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
-						return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
-					}
-					if r.half == 0 {
-						r.half = int(t.Dims[3])
-					} else if int(t.Dims[3]) != r.half {
-						return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
-					}
-				default:
-					isK, l, in, ok := kvName(t.Name)
-					if ok && !in {
-						return r.errf("%s: an output name among the inputs", where(t))
-					}
-					if !ok {
-						if k == 0 {
-							return r.errf("%s: part 1 takes only input_ids", where(t))
-						}
-						if !dimsAre(t, 1, g.ar, r.hiddenOf(t)) {
-							return r.errf("%s has dims %v, want [1,%d,hidden]", where(t), t.Dims, g.ar)
-						}
-						prev, ok := g.infos[k-1].Output(t.Name)
-						if !ok {
-							return r.errf("%s: part %d outputs no tensor of that name (it outputs %s): the hidden state passes between parts by name",
-								where(t), k, graphio.Names(g.infos[k-1].Outputs))
-						}
-						if prev.DataType != t.DataType || prev.Quant.Scale != t.Quant.Scale || prev.Quant.Offset != t.Quant.Offset || !slices.Equal(prev.Dims, t.Dims) {
-							return r.errf("%s is %s %v (scale %g, offset %d) but part %d outputs %s %v (scale %g, offset %d)", where(t),
-								t.DataType, t.Dims, t.Quant.Scale, t.Quant.Offset, k, prev.DataType, prev.Dims, prev.Quant.Scale, prev.Quant.Offset)
-						}
-						continue
-					}
-					if isK {
-						layers = append(layers, l)
-					}
-					out, ok := info.Output(kvOut(t.Name))
-					if !ok {
-						return r.errf("%s has no output %s", where(t), kvOut(t.Name))
-					}
-					if out.DataType != t.DataType || out.Quant.Scale != t.Quant.Scale || out.Quant.Offset != t.Quant.Offset {
-						return r.errf("%s: %s is %s (scale %g, offset %d) but %s is %s (scale %g, offset %d): the _in/_out KV pairs must share their quantisation (they share one cache)",
-							base, t.Name, t.DataType, t.Quant.Scale, t.Quant.Offset, out.Name, out.DataType, out.Quant.Scale, out.Quant.Offset)
-					}
-					if f, ok := kvQ[t.Name]; ok && (f.DataType != t.DataType || f.Quant.Scale != t.Quant.Scale || f.Quant.Offset != t.Quant.Offset) {
-						return r.errf("%s is quantised differently in the graphs of different AR (scale %g/%g, offset %d/%d)", where(t),
-							f.Quant.Scale, t.Quant.Scale, f.Quant.Offset, t.Quant.Offset)
-					} else if !ok {
-						kvQ[t.Name] = t
-					}
-					if len(t.Dims) != 4 || t.Dims[1] != 1 {
-						return r.errf("%s has dims %v, want [H,1,d,P] (keys) or [H,1,P,d] (values)", where(t), t.Dims)
-					}
-					h, d, pp := int(t.Dims[0]), int(t.Dims[2]), int(t.Dims[3])
-					od, oa := int(out.Dims[2]), int(out.Dims[3])
-					if !isK {
-						d, pp, od, oa = pp, d, oa, od
-					}
-					if r.nkv == 0 {
-						r.nkv, r.hd = h, d
-					}
-					if h != r.nkv || d != r.hd || od != d || oa != g.ar || int(out.Dims[0]) != h {
-						return r.errf("%s has dims %v and %s %v: want %d heads of %d and %d new rows", where(t), t.Dims, out.Name, out.Dims, r.nkv, r.hd, g.ar)
-					}
-					if g.p == 0 {
-						g.p = pp
-					} else if pp != g.p {
-						return r.errf("%s has %d past slots, other caches %d", where(t), pp, g.p)
-					}
-					if _, ok := layerPart[l]; ok && gi == 0 && layerPart[l] != k {
-						return r.errf("layer %d is in two parts", l)
-					}
-					if gi == 0 {
-						layerPart[l] = k
-					}
-				}
-			}
-			slices.Sort(layers)
-			if gi == 0 {
-				p.layers = layers
-			} else if !slices.Equal(p.layers, layers) {
-				return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
-			}
-			for _, t := range info.Outputs {
-				if _, _, in, ok := kvName(t.Name); ok && in {
-					return r.errf("%s: an input name among the outputs", where(t))
-				}
-				if t.Name == "logits" {
-					if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
-						return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
-					}
-					if v := int(t.Dims[2]); v != r.bc.NVocab {
-						return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, cfgPath, r.bc.NVocab)
-					}
-				}
+			if err := r.checkGraph(&gc, gi, g, k, info); err != nil {
+				return err
 			}
 		}
 	}
-	r.layers = len(layerPart)
+	r.layers = len(gc.layerPart)
 	for l := range r.layers {
-		if _, ok := layerPart[l]; !ok {
+		if _, ok := gc.layerPart[l]; !ok {
 			return r.errf("no part holds layer %d (the parts hold %d layers)", l, r.layers)
 		}
 	}
@@ -447,6 +321,166 @@ func (r *Runner) check() error {
 		if g.p != r.cl-g.ar {
 			return r.errf("graph %s: %d past slots, want CL − AR = %d", g.names[len(g.names)-1], g.p, r.cl-g.ar)
 		}
+	}
+	return nil
+}
+
+// graphCheck is check's state across the graphs.
+type graphCheck struct {
+	cfgPath   string
+	layerPart map[int]int               // layer → the part holding it
+	kvQ       map[string]qnn.TensorInfo // KV input name → first seen (quantisation shared across graphs)
+}
+
+// checkGraph checks graph info, part k of g (the gi-th AR): the part's role (the first takes
+// input_ids, the last outputs logits), each input and output, and the layers it holds.
+func (r *Runner) checkGraph(gc *graphCheck, gi int, g *arGraph, k int, info qnn.GraphInfo) error {
+	p := r.parts[k]
+	base := filepath.Base(p.path)
+	where := func(t qnn.TensorInfo) string { return fmt.Sprintf("%s: graph %s: %s", base, info.Name, t.Name) }
+	_, hasIDs := info.Input("input_ids")
+	_, hasLogits := info.Output("logits")
+	if gi == 0 {
+		p.first, p.last = hasIDs, hasLogits
+	} else if p.first != hasIDs || p.last != hasLogits {
+		return r.errf("%s: graphs %s and %s do not play the same part", base, r.ars[0].names[k], info.Name)
+	}
+	if (k == 0) != hasIDs {
+		return r.errf("%s: graph %s: only part 1 takes input_ids", base, info.Name)
+	}
+	if (k == len(r.parts)-1) != hasLogits {
+		return r.errf("%s: graph %s: only the last part outputs logits", base, info.Name)
+	}
+	var layers []int
+	for _, t := range info.Inputs {
+		switch {
+		case t.Name == "input_ids":
+			if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
+				return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
+			}
+		case t.Name == "attention_mask":
+			if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
+				return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
+			}
+			cl := int(t.Dims[3])
+			if r.cl < 0 {
+				r.cl = cl
+			} else if cl != r.cl {
+				return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
+			}
+		case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
+			if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
+				return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
+			}
+			if r.half == 0 {
+				r.half = int(t.Dims[3])
+			} else if int(t.Dims[3]) != r.half {
+				return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
+			}
+		default:
+			isK, l, in, ok := kvName(t.Name)
+			switch {
+			case ok && !in:
+				return r.errf("%s: an output name among the inputs", where(t))
+			case !ok:
+				if err := r.checkHidden(g, k, t, where(t)); err != nil {
+					return err
+				}
+				continue
+			}
+			if isK {
+				layers = append(layers, l)
+			}
+			if err := r.checkKV(gc, g, k, info, t, isK, where(t)); err != nil {
+				return err
+			}
+			if _, ok := gc.layerPart[l]; ok && gi == 0 && gc.layerPart[l] != k {
+				return r.errf("layer %d is in two parts", l)
+			}
+			if gi == 0 {
+				gc.layerPart[l] = k
+			}
+		}
+	}
+	slices.Sort(layers)
+	if gi == 0 {
+		p.layers = layers
+	} else if !slices.Equal(p.layers, layers) {
+		return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
+	}
+	for _, t := range info.Outputs {
+		if _, _, in, ok := kvName(t.Name); ok && in {
+			return r.errf("%s: an input name among the outputs", where(t))
+		}
+		if t.Name == "logits" {
+			if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
+				return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
+			}
+			if v := int(t.Dims[2]); v != r.bc.NVocab {
+				return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, gc.cfgPath, r.bc.NVocab)
+			}
+		}
+	}
+	return nil
+}
+
+// checkHidden checks t, a hidden-state input of part k of g (named where): [1, AR, hidden], as
+// part k − 1 outputs it under the same name.
+func (r *Runner) checkHidden(g *arGraph, k int, t qnn.TensorInfo, where string) error {
+	if k == 0 {
+		return r.errf("%s: part 1 takes only input_ids", where)
+	}
+	if !dimsAre(t, 1, g.ar, r.hiddenOf(t)) {
+		return r.errf("%s has dims %v, want [1,%d,hidden]", where, t.Dims, g.ar)
+	}
+	prev, ok := g.infos[k-1].Output(t.Name)
+	if !ok {
+		return r.errf("%s: part %d outputs no tensor of that name (it outputs %s): the hidden state passes between parts by name",
+			where, k, graphio.Names(g.infos[k-1].Outputs))
+	}
+	if prev.DataType != t.DataType || prev.Quant.Scale != t.Quant.Scale || prev.Quant.Offset != t.Quant.Offset || !slices.Equal(prev.Dims, t.Dims) {
+		return r.errf("%s is %s %v (scale %g, offset %d) but part %d outputs %s %v (scale %g, offset %d)", where,
+			t.DataType, t.Dims, t.Quant.Scale, t.Quant.Offset, k, prev.DataType, prev.Dims, prev.Quant.Scale, prev.Quant.Offset)
+	}
+	return nil
+}
+
+// checkKV checks t, a past_{key,value}_<l>_in input (a key when isK; named where) of graph info,
+// part k of g, against its _out output and the other graphs' caches: one quantisation, n_kv
+// heads of head dim, g's past slots and AR new rows.
+func (r *Runner) checkKV(gc *graphCheck, g *arGraph, k int, info qnn.GraphInfo, t qnn.TensorInfo, isK bool, where string) error {
+	out, ok := info.Output(kvOut(t.Name))
+	if !ok {
+		return r.errf("%s has no output %s", where, kvOut(t.Name))
+	}
+	if out.DataType != t.DataType || out.Quant.Scale != t.Quant.Scale || out.Quant.Offset != t.Quant.Offset {
+		return r.errf("%s: %s is %s (scale %g, offset %d) but %s is %s (scale %g, offset %d): the _in/_out KV pairs must share their quantisation (they share one cache)",
+			filepath.Base(r.parts[k].path), t.Name, t.DataType, t.Quant.Scale, t.Quant.Offset, out.Name, out.DataType, out.Quant.Scale, out.Quant.Offset)
+	}
+	if f, ok := gc.kvQ[t.Name]; ok && (f.DataType != t.DataType || f.Quant.Scale != t.Quant.Scale || f.Quant.Offset != t.Quant.Offset) {
+		return r.errf("%s is quantised differently in the graphs of different AR (scale %g/%g, offset %d/%d)", where,
+			f.Quant.Scale, t.Quant.Scale, f.Quant.Offset, t.Quant.Offset)
+	} else if !ok {
+		gc.kvQ[t.Name] = t
+	}
+	if len(t.Dims) != 4 || t.Dims[1] != 1 {
+		return r.errf("%s has dims %v, want [H,1,d,P] (keys) or [H,1,P,d] (values)", where, t.Dims)
+	}
+	h, d, pp := int(t.Dims[0]), int(t.Dims[2]), int(t.Dims[3])
+	od, oa := int(out.Dims[2]), int(out.Dims[3])
+	if !isK {
+		d, pp, od, oa = pp, d, oa, od
+	}
+	if r.nkv == 0 {
+		r.nkv, r.hd = h, d
+	}
+	if h != r.nkv || d != r.hd || od != d || oa != g.ar || int(out.Dims[0]) != h {
+		return r.errf("%s has dims %v and %s %v: want %d heads of %d and %d new rows", where, t.Dims, out.Name, out.Dims, r.nkv, r.hd, g.ar)
+	}
+	if g.p == 0 {
+		g.p = pp
+	} else if pp != g.p {
+		return r.errf("%s has %d past slots, other caches %d", where, pp, g.p)
 	}
 	return nil
 }
