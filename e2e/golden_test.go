@@ -27,10 +27,9 @@ func TestGoldenGreedy(t *testing.T) {
 // checks the golden greedy continuations through it.
 func TestGoldenRenamedTensors(t *testing.T) {
 	libs := hostsimLibs(t)
-	dir := filepath.Join(t.TempDir(), "renamed")
 	names := "x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out," +
 		"past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"
-	mkmodel(t, dir, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
+	dir := mkmodelOnce(t, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
 	var m struct {
 		Hexserve struct {
 			Tensors map[string]string `json:"tensors"`
@@ -102,6 +101,38 @@ func int32s(ids []int64) []int32 {
 	return out
 }
 
+// tokenCompletion is what the greedy checks read of a /v1/completions reply.
+type tokenCompletion struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		TokenIDs     []int64 `json:"token_ids"`
+		FinishReason string  `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// complete sends a token-id prompt to model with greedy sampling, the token ids returned; it
+// fails t unless the reply is a 200 with one choice.
+func (s *hexserve) complete(t testing.TB, model string, prompt []int64, maxTokens int) (tokenCompletion, reply) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0,
+		"return_token_ids": true})
+	r := s.post(t, "/v1/completions", string(body))
+	if r.Status != 200 {
+		t.Fatalf("completion on %s: %d %s", model, r.Status, r.Body)
+	}
+	return choiceOf(t, r.Body), r
+}
+
+// choiceOf decodes a completion reply, failing t unless it has one choice.
+func choiceOf(t testing.TB, body string) tokenCompletion {
+	t.Helper()
+	var got tokenCompletion
+	if err := json.Unmarshal([]byte(body), &got); err != nil || len(got.Choices) != 1 {
+		t.Fatalf("completion reply %s: %v", body, err)
+	}
+	return got
+}
+
 // checkGolden runs every golden case's prompt through /v1/completions with
 // temperature 0 and compares the continuation token by token.
 func checkGolden(t *testing.T, s *hexserve) {
@@ -119,15 +150,7 @@ func checkGolden(t *testing.T, s *hexserve) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got struct {
-				Choices []struct {
-					TokenIDs []int64 `json:"token_ids"`
-				} `json:"choices"`
-			}
-			if err := json.Unmarshal([]byte(resp.RawJSON()), &got); err != nil || len(got.Choices) != 1 {
-				t.Fatalf("response %s: %v", resp.RawJSON(), err)
-			}
-			if ids := got.Choices[0].TokenIDs; !slices.Equal(ids, want) {
+			if ids := choiceOf(t, resp.RawJSON()).Choices[0].TokenIDs; !slices.Equal(ids, want) {
 				t.Errorf("greedy continuation of %d prompt tokens:\n got  %v\n want %v", len(c.PromptIDs), ids, want)
 			}
 		})

@@ -122,14 +122,6 @@ func bundle(t testing.TB) string {
 	return bundlePath
 }
 
-// mkmodel writes a model with `hexserve mkmodel --out dir args...`.
-func mkmodel(t testing.TB, dir string, args ...string) {
-	t.Helper()
-	if err := runMkmodel(binary(t), dir, args); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // runMkmodel runs bin's mkmodel from the repository root, where the default
 // tokenizer path is relative to.
 func runMkmodel(bin, dir string, args []string) error {
@@ -163,7 +155,9 @@ func mkmodelOnce(t testing.TB, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkmodel(t, dir, args...)
+	if err := runMkmodel(binary(t), dir, args); err != nil {
+		t.Fatal(err)
+	}
 	models[key] = dir
 	return dir
 }

@@ -27,22 +27,11 @@ func servePTE(t *testing.T, model string) *hexserve {
 	return serve(t, cfg, true)
 }
 
-// completion sends a token-id prompt with greedy sampling and returns the generated ids and
-// the finish reason.
+// completion sends a token-id prompt to the served model x with greedy sampling and returns
+// the generated ids and the finish reason.
 func (s *hexserve) completion(t testing.TB, prompt []int64, maxTokens int) ([]int64, string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "x", "prompt": prompt, "max_tokens": maxTokens, "temperature": 0,
-		"return_token_ids": true})
-	r := s.post(t, "/v1/completions", string(body))
-	var got struct {
-		Choices []struct {
-			TokenIDs     []int64 `json:"token_ids"`
-			FinishReason string  `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &got) != nil || len(got.Choices) != 1 {
-		t.Fatalf("completion: %d %s", r.Status, r.Body)
-	}
+	got, _ := s.complete(t, "x", prompt, maxTokens)
 	return got.Choices[0].TokenIDs, got.Choices[0].FinishReason
 }
 

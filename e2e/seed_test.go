@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 )
 
@@ -20,8 +19,7 @@ func TestSeedColdWarm(t *testing.T) {
 	}
 	for _, weights := range []string{"f16", "int8"} {
 		t.Run(weights, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "b")
-			mkmodel(t, dir, "--preset", "tiny", "--weights", weights, "--io", "f16", "--kv", "f16")
+			dir := mkmodelOnce(t, "--preset", "tiny", "--weights", weights, "--io", "f16", "--kv", "f16")
 			cfg := config{Bundle: dir}.write(t, libs)
 			texts := map[string][]string{}
 			// Each server answers one prompt first (cold), then every

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,8 +16,7 @@ import (
 // mostly accepted.
 func TestSpeculativeEquivalence(t *testing.T) {
 	libs := hostsimLibs(t)
-	dir := filepath.Join(t.TempDir(), "chunked")
-	mkmodel(t, dir, "--preset", "tiny", "--contract", "chunked", "--weights", "f16", "--io", "f32", "--kv", "f32")
+	dir := mkmodelOnce(t, "--preset", "tiny", "--contract", "chunked", "--weights", "f16", "--io", "f32", "--kv", "f32")
 	off := serve(t, config{Bundle: dir, Extra: "engine:\n  speculative:\n    enabled: false"}.write(t, libs), true)
 	// v79 latency floors make the graphs' costs those of a phone, where
 	// verifying pays (on hostsim alone the lm-head's CPU time dominates and

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -35,9 +34,7 @@ type upstreamRig struct {
 // ctxBundle writes the tiny bundle with another context length.
 func ctxBundle(t *testing.T, ctx int) string {
 	t.Helper()
-	dir := filepath.Join(tmpRoot, fmt.Sprintf("tiny-ctx%d", ctx))
-	mkmodel(t, dir, append([]string{"--ctx", fmt.Sprint(ctx)}, tinyFlags...)...)
-	return dir
+	return mkmodelOnce(t, append([]string{"--ctx", fmt.Sprint(ctx)}, tinyFlags...)...)
 }
 
 // TestUpstream runs the upstream checks on one rig.
