@@ -98,6 +98,22 @@ func newBseqs(t *testing.T, r *Runner, prompts [][]int32, gen int) []*bseq {
 	return out
 }
 
+// sameAsAlone fails t unless each sequence of got has the tokens and the
+// logits bits of the same sequence of alone.
+func sameAsAlone(t *testing.T, got, alone []*bseq) {
+	t.Helper()
+	for i, s := range got {
+		if !slices.Equal(s.toks, alone[i].toks) {
+			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
+		}
+		for pos, l := range alone[i].logits {
+			if !equalBits(s.logits[pos], l) {
+				t.Fatalf("sequence %d: logits after row %d differ from alone", i, pos)
+			}
+		}
+	}
+}
+
 func equalBits(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }
@@ -114,7 +130,7 @@ var batchPrompts = [][]int32{
 func TestBatchBitIdentical(t *testing.T) {
 	rt, path := numericPTE(t, 64, 2)
 	const gen = 6
-	alone := map[int]*bseq{}
+	alone := make([]*bseq, len(batchPrompts))
 	ra := openRunner(t, rt, path)
 	for i, p := range batchPrompts {
 		ss := newBseqs(t, ra, [][]int32{p}, gen)
@@ -125,17 +141,7 @@ func TestBatchBitIdentical(t *testing.T) {
 	rb := openRunner(t, rt, path)
 	together := newBseqs(t, rb, batchPrompts, gen)
 	drive(t, rb, together, 8)
-	for i, s := range together {
-		a := alone[i]
-		if !slices.Equal(s.toks, a.toks) {
-			t.Fatalf("sequence %d: together %v, alone %v", i, s.toks, a.toks)
-		}
-		for pos, l := range a.logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ together and alone", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, together, alone)
 	// And the tokens are those of today's one-sequence path.
 	re := openRunner(t, rt, path)
 	for i, p := range batchPrompts {
@@ -294,16 +300,7 @@ func TestBatchDecodeRows(t *testing.T) {
 	if p, d := rb.Stats().Graphs[rb.pre.method].Calls-pre, rb.Stats().Graphs[rb.dec.method].Calls-dec; p != 0 || d != int64(rows) {
 		t.Fatalf("%d prefill_forward and %d kv_forward calls, want 0 and %d", p, d, rows)
 	}
-	for i, s := range ss {
-		if !slices.Equal(s.toks, alone[i].toks) {
-			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
-		}
-		for pos, l := range alone[i].logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, ss, alone)
 }
 
 // TestBatchGrow: a sequence grows in place when the slots after it are
@@ -331,14 +328,7 @@ func TestBatchGrow(t *testing.T) {
 	}
 	ss[0].gen = 12
 	drive(t, r, ss, 8)
-	if !slices.Equal(ss[0].toks, alone[0].toks) {
-		t.Fatalf("after the move: %v, alone %v", ss[0].toks, alone[0].toks)
-	}
-	for pos, l := range alone[0].logits {
-		if !equalBits(ss[0].logits[pos], l) {
-			t.Fatalf("logits after row %d differ after the move", pos)
-		}
-	}
+	sameAsAlone(t, ss[:1], alone) // after the move
 	if _, err := r.Fork(ss[0].id, 3, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -416,16 +406,7 @@ func TestBatchWholeWindow(t *testing.T) {
 		t.Fatalf("the second sequence is in slots %d…, not past %d", s.Lo, rb.cl-rb.pre.ar)
 	}
 	drive(t, rb, together, 8)
-	for i, s := range together {
-		if !slices.Equal(s.toks, alone[i].toks) {
-			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
-		}
-		for pos, l := range alone[i].logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, together, alone)
 	re := openRunner(t, rt, path)
 	if toks, _ := greedy(t, re, long, 0, gens[0]); !slices.Equal(toks, together[0].toks[len(long):]) {
 		t.Fatalf("Eval %v, Step %v", toks, together[0].toks[len(long):])
