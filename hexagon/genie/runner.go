@@ -28,6 +28,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Config configures Open.
@@ -136,17 +137,10 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if m := partFile.FindStringSubmatch(filepath.Base(r.bc.Bins[0])); m != nil {
 		r.name = m[1] // AI Hub's <name>_part_1_of_N.bin
 	}
-	if err := r.loadContexts(); err != nil {
-		return nil, err
-	}
-	if err := r.resolve(); err != nil {
-		return nil, err
-	}
-	if err := r.setup(); err != nil {
-		return nil, err
-	}
-	if err := r.bind(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.loadContexts, r.resolve, r.setup, r.bind} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	var ars []string
 	for _, g := range r.ars {
@@ -614,24 +608,12 @@ func (r *Runner) setupGraph(g *arGraph) error {
 // float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies: docs/genie.md).
 func (r *Runner) ropeTable() {
 	rp := r.bc.Rope
-	inv := make([]float64, r.half)
-	for i := range inv {
-		f := 1 / math.Pow(rp.Theta, float64(2*i)/float64(r.hd))
-		if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
-			orig := float64(rp.OriginalMaxPositions)
-			low, high := orig/rp.LowFreqFactor, orig/rp.HighFreqFactor
-			wave := 2 * math.Pi / f
-			switch {
-			case wave < high:
-			case wave > low:
-				f /= rp.Factor
-			default:
-				s := (orig/wave - rp.LowFreqFactor) / (rp.HighFreqFactor - rp.LowFreqFactor)
-				f = (1-s)*f/rp.Factor + s*f
-			}
-		}
-		inv[i] = f
+	var s *rope.Llama3
+	if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
+		s = &rope.Llama3{Factor: rp.Factor, LowFreqFactor: rp.LowFreqFactor, HighFreqFactor: rp.HighFreqFactor,
+			OriginalMaxPositions: float64(rp.OriginalMaxPositions)}
 	}
+	inv := rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
 	r.rope = make([]float32, 2*r.cl*r.half)
 	for p := range r.cl {
 		for i, f := range inv {

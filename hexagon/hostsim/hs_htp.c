@@ -70,6 +70,21 @@ static void reg_del(const void *p, int type) {
       return;
     }
 }
+/* reg_has_locked is reg_has under g_mu. */
+static int reg_has_locked(const void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  int ok = reg_has(p, type);
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+/* reg_take removes p from the registry, under g_mu, and reports whether it was there. */
+static int reg_take(const void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  int ok = reg_has(p, type);
+  if (ok) reg_del(p, type);
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
 
 typedef struct {
   QnnLog_Callback_t cb;
@@ -421,19 +436,14 @@ static Qnn_ErrorHandle_t logSetLogLevel(void *h, uint32_t level) {
   return QNN_SUCCESS;
 }
 static Qnn_ErrorHandle_t logFree(void *h) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(h, T_LOG);
-  if (ok) reg_del(h, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_take(h, T_LOG);
   if (!ok) return set_err(QNN_LOG_ERROR_INVALID_HANDLE, "logFree: invalid log handle");
   free(h);
   return QNN_SUCCESS;
 }
 /* live_log returns lg if it is still a live log handle (callers hold no lock). */
 static hs_log *live_log(hs_log *lg) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(lg, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(lg, T_LOG);
   return ok ? lg : NULL;
 }
 
@@ -568,18 +578,13 @@ static Qnn_ErrorHandle_t deviceGetPlatformInfo(void *log, const QnnDevice_Platfo
   return QNN_SUCCESS;
 }
 static Qnn_ErrorHandle_t deviceGetInfo(void *dev, const QnnDevice_PlatformInfo_t **out) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(dev, T_DEVICE);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(dev, T_DEVICE);
   if (!ok) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceGetInfo: invalid device handle");
   return deviceGetPlatformInfo(NULL, out);
 }
 static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_PlatformInfo_t *p) {
   (void)log;
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(p, T_PLATFORM);
-  if (ok) reg_del(p, T_PLATFORM);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_take(p, T_PLATFORM);
   if (!ok) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceFreePlatformInfo: not a platform info from this backend");
   free((void *)p);
   return QNN_SUCCESS;
@@ -669,9 +674,7 @@ static Qnn_ErrorHandle_t contextFree(void *h, void *profile) {
 }
 
 static Qnn_ErrorHandle_t contextGetProperty(void *h, QnnContext_Property_t **props) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(h, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(h, T_CONTEXT);
   if (!ok) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextGetProperty: invalid context handle");
   if (!props) return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty: NULL property list");
   hs_context *c = h;
@@ -690,9 +693,7 @@ static Qnn_ErrorHandle_t contextGetProperty(void *h, QnnContext_Property_t **pro
 }
 
 static Qnn_ErrorHandle_t graphRetrieve(void *ctx, const char *name, void **out) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(ctx, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(ctx, T_CONTEXT);
   if (!ok) return set_err(QNN_GRAPH_ERROR_INVALID_HANDLE, "graphRetrieve: invalid context handle");
   if (!name || !*name) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: empty graph name");
   if (!out) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: NULL graph handle pointer");
@@ -736,9 +737,7 @@ static Qnn_ErrorHandle_t mem_conflict(const void *ctx, const Qnn_MemDescriptor_t
 }
 
 static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs, uint32_t n, void **handles) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(ctx, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(ctx, T_CONTEXT);
   if (handles) /* the header: on failure every handle is NULL; on success each is set below */
     for (uint32_t k = 0; k < n; k++) handles[k] = NULL;
   if (!ok) return set_err(QNN_MEM_ERROR_INVALID_HANDLE, "memRegister: invalid context handle");

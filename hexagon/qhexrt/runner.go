@@ -138,14 +138,10 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if r.spec, err = newSpec(b); err != nil {
 		return nil, fmt.Errorf("qhexrt: manifest %s: %w", b.ManifestPath, err)
 	}
-	if err := r.loadGraphs(); err != nil {
-		return nil, err
-	}
-	if err := r.allocate(); err != nil {
-		return nil, err
-	}
-	if err := r.bind(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.loadGraphs, r.allocate, r.bind} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	if r.embed, err = openEmbed(r.spec.embed, r.spec.vocab, r.spec.hidden); err != nil {
 		return nil, fmt.Errorf("qhexrt: %w", err)

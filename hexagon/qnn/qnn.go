@@ -197,14 +197,10 @@ func Open(cfg Config) (_ *Runtime, err error) {
 	if _, err := loadLibc(); err != nil {
 		return nil, err
 	}
-	if err := r.setADSPLibraryPath(); err != nil {
-		return nil, err
-	}
-	if err := r.loadBackend(); err != nil {
-		return nil, err
-	}
-	if err := r.loadSystem(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.setADSPLibraryPath, r.loadBackend, r.loadSystem} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	r.loadRPCMem()
 	if cfg.Logger != nil && r.core.logCreate != nil {
