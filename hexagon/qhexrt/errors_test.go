@@ -18,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/testerr"
 )
 
 // copyLogits converts l to float32.
@@ -141,11 +142,7 @@ func TestOpenErrors(t *testing.T) {
 				r.Close()
 				t.Fatal("Open succeeded")
 			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			testerr.Mentions(t, err, tt.want...)
 		})
 	}
 }
