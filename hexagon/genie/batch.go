@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/slotpool"
@@ -176,8 +175,8 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 			return err
 		}
 	}
-	// The new K/V rows go into their slots in the background, while the engine samples; the next
-	// call on the cache waits for them (sync).
+	// The new K/V rows go into their slots in the background, layer by layer, while the engine
+	// samples; the next call on the cache waits for them (sync).
 	cp := r.copies[:0]
 	o = 0
 	for _, run := range runs {
@@ -185,61 +184,56 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 		o += len(run.Tokens)
 	}
 	r.copies = cp
-	job := &copyJob{g: g, cp: cp, done: make(chan struct{})}
-	r.copyJob = job
-	go func() {
-		if job.claim.CompareAndSwap(false, true) {
-			t := time.Now()
-			r.copyKV(job)
-			r.bgCopy.Add(int64(time.Since(t)))
-			close(job.done)
-		}
-	}()
-	return nil
-}
-
-// copyJob is one call's KV write-back: done by a goroutine while the engine samples, or by the
-// next call on the cache if that goroutine has not started yet (whoever claims it first).
-type copyJob struct {
-	g     *arGraph
-	cp    []kvCopy
-	claim atomic.Bool
-	done  chan struct{}
-}
-
-// copyKV copies each run's new rows into its slots.
-func (r *Runner) copyKV(j *copyJob) {
-	for _, c := range j.cp {
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, c.slot, j.g.kOut[l], j.g.ar, c.from, c.n)
-			r.vS.Copy(r.v[l], r.stride, c.slot, j.g.vOut[l], j.g.ar, c.from, c.n)
-		}
+	q := r.queued[:0]
+	for l := range r.layers {
+		q = append(q, layerCopy{g: g, layer: l, stride: r.stride})
 	}
+	r.cp.Submit(q...)
+	r.queued = q
+	return nil
 }
 
 // kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
 type kvCopy struct{ slot, from, n int }
 
-// sync finishes the last call's KV write-back: waits for the goroutine doing it, or does it when
-// the goroutine has not started; that time is the copy's share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the new-row outputs calls it first.
+// layerCopy copies one layer's new rows of g's outputs, each run's (r.copies, stable until the
+// next sync) into its slots of the cache at stride slots per row: one job of the runner's
+// graphio.Copier, keyed by layer.
+type layerCopy struct {
+	g             *arGraph
+	layer, stride int
+}
+
+func copyKey(c layerCopy) int { return c.layer }
+
+func (r *Runner) copyLayer(c layerCopy) {
+	for _, k := range r.copies {
+		r.kS.Copy(r.k[c.layer], c.stride, k.slot, c.g.kOut[c.layer], c.g.ar, k.from, k.n)
+		r.vS.Copy(r.v[c.layer], c.stride, k.slot, c.g.vOut[c.layer], c.g.ar, k.from, k.n)
+	}
+}
+
+// sync finishes the last call's KV write-back, helping with it; the time it waited is the copy's
+// share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the
+// new-row outputs calls it first.
 func (r *Runner) sync() {
-	j := r.copyJob
-	if j == nil {
+	if r.cp == nil {
 		return
 	}
-	r.copyJob = nil
 	t := time.Now()
-	if j.claim.CompareAndSwap(false, true) {
-		r.copyKV(j) // not started yet: do it here
-	} else {
-		<-j.done
+	if r.cp.WaitAll() {
+		r.stats.KVCopy += time.Since(t)
 	}
-	r.stats.KVCopy += time.Since(t)
 }
 
 // BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
 // from any goroutine.
-func (r *Runner) BackgroundKVCopy() time.Duration { return time.Duration(r.bgCopy.Load()) }
+func (r *Runner) BackgroundKVCopy() time.Duration {
+	if r.cp == nil {
+		return 0
+	}
+	return r.cp.OffPath()
+}
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
 // run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.

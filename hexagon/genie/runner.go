@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -63,9 +62,9 @@ type Runner struct {
 	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	half                        int
 
-	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
-	copyJob *copyJob     // the last call's KV write-back; nil: none pending
-	bgCopy  atomic.Int64 // background copy time (ns)
+	copies []kvCopy                   // the last call's runs' new rows (the background copies read them)
+	cp     *graphio.Copier[layerCopy] // the KV write-back in flight
+	queued []layerCopy                // run's scratch
 
 	stats plan.Stats
 	board plan.Board
@@ -517,6 +516,7 @@ func (r *Runner) setup() error {
 	r.slots = r.maxP
 	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
 	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
+	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
 	r.kvE.Put(zero, []float32{0})
@@ -702,7 +702,9 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
-	r.sync()
+	if r.cp != nil {
+		r.cp.Close() // finishes the write-back
+	}
 	r.closeGraphs()
 	for _, g := range r.ars {
 		for _, b := range g.bufs {
