@@ -335,33 +335,23 @@ func userMessages(blocks []Block, p string) ([]chat.Message, error) {
 			texts = nil
 		}
 	}
-	for j, b := range blocks {
-		bp := fmt.Sprintf("%s.content[%d]", p, j)
-		switch b.Type {
-		case "text":
-			if b.Text == nil {
-				return nil, invalid(bp+".text", "a text block needs text")
-			}
-			texts = append(texts, *b.Text)
-		case "tool_result":
-			if b.ToolUseID == "" {
-				return nil, invalid(bp+".tool_use_id", "a tool_result block needs tool_use_id")
-			}
-			text, err := resultText(b.Content, bp+".content")
-			if err != nil {
-				return nil, err
-			}
-			if b.IsError != nil && *b.IsError {
-				text = "Error: " + text
-			}
-			flush()
-			out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: b.ToolUseID})
-		case "thinking", "redacted_thinking":
-		case "tool_use":
-			return nil, invalid(bp+".type", "tool_use blocks belong in assistant messages")
-		default:
-			return nil, blockError(b.Type, bp+".type")
+	err := eachBlock(blocks, p, &texts, "tool_result", func(b Block, bp string) error {
+		if b.ToolUseID == "" {
+			return invalid(bp+".tool_use_id", "a tool_result block needs tool_use_id")
 		}
+		text, err := resultText(b.Content, bp+".content")
+		if err != nil {
+			return err
+		}
+		if b.IsError != nil && *b.IsError {
+			text = "Error: " + text
+		}
+		flush()
+		out = append(out, chat.Message{Role: "tool", Content: text, ToolCallID: b.ToolUseID})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	flush()
 	return out, nil
@@ -373,41 +363,60 @@ func userMessages(blocks []Block, p string) ([]chat.Message, error) {
 func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
 	var texts []string
 	var calls []chat.Message
-	for j, b := range blocks {
-		bp := fmt.Sprintf("%s.content[%d]", p, j)
-		switch b.Type {
-		case "text":
-			if b.Text == nil {
-				return nil, invalid(bp+".text", "a text block needs text")
-			}
-			texts = append(texts, *b.Text)
-		case "tool_use":
-			switch {
-			case b.Name == "":
-				return nil, invalid(bp+".name", "a tool_use block needs name")
-			case b.ID == "":
-				return nil, invalid(bp+".id", "a tool_use block needs id")
-			}
-			input := bytes.TrimSpace(b.Input)
-			if isNull(input) {
-				input = []byte("{}")
-			}
-			if input[0] != '{' {
-				return nil, invalid(bp+".input", "tool_use input must be an object")
-			}
-			calls = append(calls, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: b.ID, Name: b.Name, Arguments: input}}})
-		case "thinking", "redacted_thinking":
-		case "tool_result":
-			return nil, invalid(bp+".type", "tool_result blocks belong in user messages")
-		default:
-			return nil, blockError(b.Type, bp+".type")
+	err := eachBlock(blocks, p, &texts, "tool_use", func(b Block, bp string) error {
+		switch {
+		case b.Name == "":
+			return invalid(bp+".name", "a tool_use block needs name")
+		case b.ID == "":
+			return invalid(bp+".id", "a tool_use block needs id")
 		}
+		input := bytes.TrimSpace(b.Input)
+		if isNull(input) {
+			input = []byte("{}")
+		}
+		if input[0] != '{' {
+			return invalid(bp+".input", "tool_use input must be an object")
+		}
+		calls = append(calls, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: b.ID, Name: b.Name, Arguments: input}}})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []chat.Message
 	if texts != nil {
 		out = append(out, chat.Message{Role: "assistant", Content: strings.Join(texts, "\n")})
 	}
 	return append(out, calls...), nil
+}
+
+// eachBlock walks a turn's content blocks: a text block's text is appended
+// to *texts (a text block needs text), thinking blocks are dropped, each
+// block of the turn's own type (tool_result for a user, tool_use for an
+// assistant) goes to do with its param path, and any other is refused.
+func eachBlock(blocks []Block, p string, texts *[]string, own string, do func(b Block, bp string) error) error {
+	for j, b := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", p, j)
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return invalid(bp+".text", "a text block needs text")
+			}
+			*texts = append(*texts, *b.Text)
+		case "thinking", "redacted_thinking":
+		case own:
+			if err := do(b, bp); err != nil {
+				return err
+			}
+		case "tool_use":
+			return invalid(bp+".type", "tool_use blocks belong in assistant messages")
+		case "tool_result":
+			return invalid(bp+".type", "tool_result blocks belong in user messages")
+		default:
+			return blockError(b.Type, bp+".type")
+		}
+	}
+	return nil
 }
 
 // resultText reads a tool_result's content: absent, a string or text blocks.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -77,16 +78,9 @@ func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *s
 // toolUses parses text as calls of g's tools (at most one with Single) and
 // returns them as tool_use blocks; ok is false for ordinary text.
 func (g *Generation) toolUses(text string) ([]ContentBlock, bool) {
-	calls, ok := front.ParseToolCalls(text, g.Tools, !g.Single)
-	if !ok {
-		return nil, false
-	}
-	out := make([]ContentBlock, len(calls))
-	for i, c := range calls {
-		out[i] = ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"),
-			Name: c.Name, Input: c.Arguments}
-	}
-	return out, true
+	return front.ToolCallsAs(text, g.Tools, !g.Single, func(_ int, c chat.ToolCall) ContentBlock {
+		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
+	})
 }
 
 // ToMessage builds the non-streaming response with id.

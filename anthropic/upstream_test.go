@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/upstream/chatwire/chatwiretest"
 )
 
 // TestToOpenAI: what a Messages request becomes upstream.
@@ -46,25 +48,7 @@ func TestToOpenAI(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := ToOpenAI(decode(t, c.body))
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err %v, want %q", err, c.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("%s\nlacks %s", out, w)
-				}
-			}
-			for _, n := range c.not {
-				if strings.Contains(string(out), n) {
-					t.Errorf("%s\nholds %s", out, n)
-				}
-			}
+			chatwiretest.Check(t, out, err, c.err, c.want, c.not)
 		})
 	}
 }

@@ -1,10 +1,10 @@
 package chat
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/testjsonl"
 )
 
 // TestJinja2Random renders random conversations (tricky whitespace, special
@@ -19,16 +19,10 @@ func TestJinja2Random(t *testing.T) {
 }
 
 func checkJinja2File(t *testing.T, path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	line, errs := 0, 0
-	for sc.Scan() {
-		line++
+	lines := testjsonl.Read[json.RawMessage](t, path)
+	errs := 0
+	for i, raw := range lines {
+		line := i + 1
 		var c struct {
 			Messages []struct {
 				Role      string
@@ -48,7 +42,7 @@ func checkJinja2File(t *testing.T, path string) {
 			Rendered            *string
 			Error               *string
 		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+		if err := json.Unmarshal(raw, &c); err != nil {
 			t.Fatalf("line %d: %v", line, err)
 		}
 		var msgs []Message
@@ -68,7 +62,7 @@ func checkJinja2File(t *testing.T, path string) {
 		}
 		// custom_tools, when given, replaces tools (null: no tools).
 		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(sc.Bytes(), &keys)
+		_ = json.Unmarshal(raw, &keys)
 		if _, ok := keys["custom_tools"]; ok {
 			opt.Tools = nil
 			if c.CustomTools != nil {
@@ -100,10 +94,7 @@ func checkJinja2File(t *testing.T, path string) {
 			t.Errorf("line %d mismatch\n got: %q\nwant: %q", line, got, *c.Rendered)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if line < 100 || errs == 0 {
-		t.Fatalf("only %d cases (%d errors): regenerate %s", line, errs, path)
+	if len(lines) < 100 || errs == 0 {
+		t.Fatalf("only %d cases (%d errors): regenerate %s", len(lines), errs, path)
 	}
 }

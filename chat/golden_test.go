@@ -1,15 +1,16 @@
 package chat
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/testjsonl"
 )
 
-// golden is one line of testdata/chat/golden_public.jsonl.
-type golden struct {
+// Golden is one line of testdata/chat/golden_public.jsonl (exported for
+// the external tests).
+type Golden struct {
 	Name     string `json:"name"`
 	Messages []struct {
 		Role      string  `json:"role"`
@@ -29,7 +30,7 @@ type golden struct {
 	RenderedIDs         []int32           `json:"rendered_ids"`
 }
 
-func (g golden) input() ([]Message, Options) {
+func (g Golden) Input() ([]Message, Options) {
 	var msgs []Message
 	for _, m := range g.Messages {
 		msg := Message{Role: m.Role}
@@ -50,36 +51,15 @@ func (g golden) input() ([]Message, Options) {
 
 const goldenPath = "../testdata/chat/golden_public.jsonl"
 
-func loadGoldens(t testing.TB) []golden {
+func LoadGoldens(t testing.TB) []Golden {
 	t.Helper()
-	f, err := os.Open(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var gs []golden
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var g golden
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatalf("%s line %d: %v", goldenPath, len(gs)+1, err)
-		}
-		gs = append(gs, g)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(gs) == 0 {
-		t.Fatal("no goldens")
-	}
-	return gs
+	return testjsonl.Read[Golden](t, goldenPath)
 }
 
 func TestGoldens(t *testing.T) {
-	for _, g := range loadGoldens(t) {
+	for _, g := range LoadGoldens(t) {
 		t.Run(g.Name, func(t *testing.T) {
-			msgs, opt := g.input()
+			msgs, opt := g.Input()
 			got, err := Render(msgs, opt)
 			if err != nil {
 				t.Fatal(err)

@@ -101,35 +101,25 @@ func (p *jsonParser) value(depth int) (jsonValue, error) {
 }
 
 func (p *jsonParser) object(depth int) (jsonValue, error) {
-	if depth > p.maxDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
-	}
-	p.i++ // '{'
 	v := jsonValue{kind: jsonObject}
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return v, nil
-	}
 	var index map[string]int
-	for {
-		p.skipSpace()
+	err := p.items(depth, '}', "object", func() error {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return jsonValue{}, p.errorf("expected object key")
+			return p.errorf("expected object key")
 		}
 		k, err := p.string()
 		if err != nil {
-			return jsonValue{}, err
+			return err
 		}
 		p.skipSpace()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return jsonValue{}, p.errorf("expected ':'")
+			return p.errorf("expected ':'")
 		}
 		p.i++
 		p.skipSpace()
 		e, err := p.value(depth)
 		if err != nil {
-			return jsonValue{}, err
+			return err
 		}
 		if index == nil && len(v.keys) >= 8 {
 			index = make(map[string]int, 2*len(v.keys))
@@ -146,14 +136,12 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 			v.keys = append(v.keys, k)
 			v.elem = append(v.elem, e)
 		}
-		done, err := p.next('}', "object")
-		if err != nil {
-			return jsonValue{}, err
-		}
-		if done {
-			return v, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return jsonValue{}, err
 	}
+	return v, nil
 }
 
 // next reads what follows a member or an element: ',' (more follow) or
@@ -187,32 +175,41 @@ func lookupKey(keys []string, index map[string]int, k string) (int, bool) {
 	return 0, false
 }
 
-func (p *jsonParser) array(depth int) (jsonValue, error) {
+// items reads the object or array at p.i (of names it in errors) up to
+// its end byte: each member or element by item, called at its first
+// non-space byte.
+func (p *jsonParser) items(depth int, end byte, of string, item func() error) error {
 	if depth > p.maxDepth {
-		return jsonValue{}, p.errorf("nesting deeper than %d", p.maxDepth)
+		return p.errorf("nesting deeper than %d", p.maxDepth)
 	}
-	p.i++ // '['
-	v := jsonValue{kind: jsonArray}
+	p.i++
 	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
+	if p.i < len(p.s) && p.s[p.i] == end {
 		p.i++
-		return v, nil
+		return nil
 	}
 	for {
 		p.skipSpace()
-		e, err := p.value(depth)
-		if err != nil {
-			return jsonValue{}, err
+		if err := item(); err != nil {
+			return err
 		}
-		v.elem = append(v.elem, e)
-		done, err := p.next(']', "array")
-		if err != nil {
-			return jsonValue{}, err
-		}
-		if done {
-			return v, nil
+		if done, err := p.next(end, of); err != nil || done {
+			return err
 		}
 	}
+}
+
+func (p *jsonParser) array(depth int) (jsonValue, error) {
+	v := jsonValue{kind: jsonArray}
+	err := p.items(depth, ']', "array", func() error {
+		e, err := p.value(depth)
+		v.elem = append(v.elem, e)
+		return err
+	})
+	if err != nil {
+		return jsonValue{}, err
+	}
+	return v, nil
 }
 
 func (p *jsonParser) number() (jsonValue, error) {

@@ -1,9 +1,6 @@
 package chat_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
@@ -27,48 +24,8 @@ func toTokenizerSegments(segs []chat.Segment) []tokenizer.Segment {
 // encoding of the whole rendered string with special tokens parsed.
 func TestGoldenIDs(t *testing.T) {
 	tok := loadTokenizer(t)
-	f, err := os.Open("../testdata/chat/golden_public.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	n := 0
-	for sc.Scan() {
-		n++
-		var g struct {
-			Name     string
-			Messages []struct {
-				Role      string
-				Content   string
-				ToolCalls []struct {
-					Function struct {
-						Name      string
-						Arguments json.RawMessage
-					}
-				} `json:"tool_calls"`
-			}
-			Tools               []json.RawMessage
-			AddGenerationPrompt bool    `json:"add_generation_prompt"`
-			DateString          *string `json:"date_string"`
-			RenderedIDs         []int32 `json:"rendered_ids"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
-		var msgs []chat.Message
-		for _, m := range g.Messages {
-			msg := chat.Message{Role: m.Role, Content: m.Content}
-			for _, tc := range m.ToolCalls {
-				msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-			}
-			msgs = append(msgs, msg)
-		}
-		opt := chat.Options{Tools: g.Tools, AddGenerationPrompt: g.AddGenerationPrompt}
-		if g.DateString != nil {
-			opt.DateString = *g.DateString
-		}
+	for _, g := range chat.LoadGoldens(t) {
+		msgs, opt := g.Input()
 		segs, err := chat.RenderSegments(msgs, opt)
 		if err != nil {
 			t.Fatalf("%s: %v", g.Name, err)
@@ -80,9 +37,6 @@ func TestGoldenIDs(t *testing.T) {
 		if ids := tok.Encode(text, false, true); !slices.Equal(ids, g.RenderedIDs) {
 			t.Errorf("%s: Encode(rendered) ids differ", g.Name)
 		}
-	}
-	if n == 0 {
-		t.Fatal("no goldens")
 	}
 }
 

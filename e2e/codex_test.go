@@ -36,19 +36,12 @@ func TestCodexCLI(t *testing.T) {
 	if codex == "" {
 		t.Skip("set HEXSERVE_CODEX to a codex binary (npm install @openai/codex, outside the repository) to run Codex CLI against hexserve")
 	}
-	bin := binary(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	mk := exec.CommandContext(ctx, bin, "mkmodel", "--format", "pte", "--preset", "tiny", "--ctx", "32768", "--out", filepath.Join(dir, "pte"))
-	mk.Dir = root
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	pte := filepath.Join(mkmodelOnce(t, "--format", "pte", "--preset", "tiny", "--ctx", "32768"), "tinyllama-public.pte")
 	const answer = "The command printed hexserve-codex-ok."
 	script := scriptFile(t, `{"name": "multi_agent_v1.close_agent", "parameters": {"target": "nobody"}}`,
 		`{"name": "exec_command", "parameters": {"cmd": "echo hexserve-codex-ok"}}`, answer)
-	s := serve(t, config{Model: fmt.Sprintf("  path: %q", filepath.Join(dir, "pte", "tinyllama-public.pte"))}.write(t, hostsimLibs(t)),
+	s := serve(t, config{Model: fmt.Sprintf("  path: %q", pte)}.write(t, hostsimLibs(t)),
 		true, "HOSTSIM_SCRIPT="+script)
 
 	// A recording proxy in front of the server keeps what Codex sends.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,41 +14,38 @@ import (
 	"time"
 )
 
-// TestPTEConcurrentEqualsAlone: on a float32 .pte, greedy and seeded
-// requests (streaming and not, n = 2, with a prediction) give the same
-// text when 4 or 8 clients ask at once on a side-by-side engine as when
-// each runs alone on a one-at-a-time engine.
-func TestPTEConcurrentEqualsAlone(t *testing.T) {
+// TestConcurrentEqualsAlone: greedy and seeded requests (streaming and
+// not, n = 2, with a prediction) give the same text when 4 or 8 clients ask
+// at once on a side-by-side engine as when each runs alone on a
+// one-at-a-time engine, on every model kind: a float32 .pte, float32 QHexRT
+// bundles (a chunked one: rows of several requests per prefill call; a
+// QHexRT-contract one: the requests take turns on their own KV buffers) and
+// a Genie bundle (the requests side by side in shared AR-A calls).
+func TestConcurrentEqualsAlone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("serves two .pte models and runs 12 requests on each (-short)")
+		t.Skip("serves two servers per model and runs 12 requests on each (-short)")
 	}
-	concurrentEqualsAlone(t, mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16"))
-}
-
-// TestBundleConcurrentEqualsAlone: the same on float32 QHexRT bundles, a
-// chunked one (rows of several requests per prefill call) and a
-// QHexRT-contract one (the requests take turns on their own KV buffers).
-func TestBundleConcurrentEqualsAlone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("serves four bundles' servers and runs 12 requests on each (-short)")
+	bundle := func(contract string) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			return mkmodelOnce(t, "--preset", "tiny", "--name", "tiny", "--contract", contract, "--weights", "f16", "--io", "f32", "--kv", "f32")
+		}
 	}
-	for _, contract := range []string{"chunked", "qhexrt"} {
-		t.Run(contract, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), contract)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, binary(t), "mkmodel", "--out", dir, "--preset", "tiny", "--name", "tiny",
-				"--contract", contract, "--weights", "f16", "--io", "f32", "--kv", "f32")
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("mkmodel: %v\n%s", err, out)
-			}
-			concurrentEqualsAlone(t, dir)
-		})
+	for _, tc := range []struct {
+		name  string
+		model func(t *testing.T) string // a path for model.path
+	}{
+		{"pte", func(t *testing.T) string {
+			return mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16")
+		}},
+		{"chunked", bundle("chunked")},
+		{"qhexrt", bundle("qhexrt")},
+		{"genie", func(t *testing.T) string { return mkgenie(t, "--precision", "f32", "--prefill-chunk", "32") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { concurrentEqualsAlone(t, tc.model(t)) })
 	}
 }
 
-// concurrentEqualsAlone checks model (a path for model.path) as above.
+// concurrentEqualsAlone checks model (a path for model.path) as TestConcurrentEqualsAlone does.
 func concurrentEqualsAlone(t *testing.T, model string) {
 	libs := hostsimLibs(t)
 	serial := serve(t, config{Model: fmt.Sprintf("  path: %q", model), Extra: "engine:\n  max_sequences: 1"}.write(t, libs), true)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/testwait"
 )
 
 // One token prompt, one generated token: exactly two graph executes (the
@@ -153,13 +155,8 @@ func TestSlowNPU(t *testing.T) {
 
 	cancel()
 	resp.Body.Close()
-	select {
-	case rep := <-queued:
-		if rep.Status != 200 {
-			t.Fatalf("queued request: %d %s", rep.Status, rep.Body)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the queued request did not run within 5s of the disconnect")
+	if rep := testwait.Recv(t, queued, 5*time.Second, "the queued request after the disconnect"); rep.Status != 200 {
+		t.Fatalf("queued request: %d %s", rep.Status, rep.Body)
 	}
 	// The abandoned request (≥ 200 × 100 ms left) frees the model: the next
 	// one-token request finishes in a few graph calls.

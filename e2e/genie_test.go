@@ -1,53 +1,24 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // Qualcomm AI Hub Genie bundles of the public tiny model (mkmodel --format genie) served through
 // the real binary: detection of a folder holding genie_config.json, the runner behind the engine.
 
-var (
-	genieMu   sync.Mutex
-	genieDirs = map[string]string{}
-)
-
 // mkgenie writes (once per flag set) a tiny Genie bundle with float16 weights and returns its folder.
 func mkgenie(t testing.TB, flags ...string) string {
 	t.Helper()
-	bin := binary(t)
 	hostsimLibs(t)
-	key := strings.Join(flags, " ")
-	genieMu.Lock()
-	defer genieMu.Unlock()
-	if p, ok := genieDirs[key]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp(tmpRoot, "genie-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args := append([]string{"mkmodel", "--preset", "tiny", "--format", "genie", "--weights", "f16", "--name", "tiny",
-		"--ctx", "1024", "--out", dir}, flags...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel %v: %v\n%s", args, err, out)
-	}
-	genieDirs[key] = dir
-	return dir
+	return mkmodelOnce(t, append([]string{"--preset", "tiny", "--format", "genie", "--weights", "f16", "--name", "tiny",
+		"--ctx", "1024"}, flags...)...)
 }
 
 // serveGenie serves a Genie bundle folder through model.path.
@@ -75,14 +46,6 @@ func TestGenieGolden(t *testing.T) {
 			checkGolden(t, s)
 		})
 	}
-}
-
-// TestGenieConcurrentEqualsAlone: requests side by side in shared AR-A calls answer exactly as alone.
-func TestGenieConcurrentEqualsAlone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("serves two servers and runs 20 requests (-short)")
-	}
-	concurrentEqualsAlone(t, mkgenie(t, "--precision", "f32", "--prefill-chunk", "32"))
 }
 
 // TestGenieAPIs: a w4a16 Genie bundle beside a .pte in one server (models:), through the OpenAI,

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -30,18 +27,9 @@ func TestGoldenGreedy(t *testing.T) {
 // checks the golden greedy continuations through it.
 func TestGoldenRenamedTensors(t *testing.T) {
 	libs := hostsimLibs(t)
-	bin := binary(t)
-	dir := filepath.Join(t.TempDir(), "renamed")
 	names := "x=h_in,cos=rope.cos,sin=rope.sin,cmask=attn_mask,y=h_out," +
 		"past_k=L{i}.k_cache,past_v=L{i}.v_cache,new_k=L{i}.k_new,new_v=L{i}.v_new"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", dir, "--contract", "chunked",
-		"--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	dir := mkmodelOnce(t, append([]string{"--contract", "chunked", "--prefill-chunk", "16", "--tensors", names}, tinyFlags...)...)
 	var m struct {
 		Hexserve struct {
 			Tensors map[string]string `json:"tensors"`
@@ -72,32 +60,87 @@ func TestGoldenRenamedTensors(t *testing.T) {
 	checkGolden(t, s)
 }
 
+// goldenCase is a case of testdata/tinyllama/golden_tiny_public.json.
+type goldenCase struct {
+	Name          string    `json:"name"`
+	PromptIDs     []int64   `json:"prompt_ids"`
+	Greedy        []int64   `json:"greedy"`
+	GreedyMargins []float64 `json:"greedy_margins"`
+}
+
+func goldenCases(t testing.TB) []goldenCase {
+	var g struct{ Cases []goldenCase }
+	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &g)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Cases
+}
+
+// eosIDs are the tiny model's end-of-turn tokens.
+var eosIDs = []int64{128001, 128008, 128009}
+
+// goldenWant is c's greedy tokens up to the first end-of-turn.
+func goldenWant(c goldenCase) []int64 {
+	want := c.Greedy
+	if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
+		want = want[:i]
+	}
+	return want
+}
+
+// int32s converts token ids.
+func int32s(ids []int64) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// tokenCompletion is what the greedy checks read of a /v1/completions reply.
+type tokenCompletion struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		TokenIDs     []int64 `json:"token_ids"`
+		FinishReason string  `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// complete sends a token-id prompt to model with greedy sampling, the token ids returned; it
+// fails t unless the reply is a 200 with one choice.
+func (s *hexserve) complete(t testing.TB, model string, prompt []int64, maxTokens int) (tokenCompletion, reply) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0,
+		"return_token_ids": true})
+	r := s.post(t, "/v1/completions", string(body))
+	if r.Status != 200 {
+		t.Fatalf("completion on %s: %d %s", model, r.Status, r.Body)
+	}
+	return choiceOf(t, r.Body), r
+}
+
+// choiceOf decodes a completion reply, failing t unless it has one choice.
+func choiceOf(t testing.TB, body string) tokenCompletion {
+	t.Helper()
+	var got tokenCompletion
+	if err := json.Unmarshal([]byte(body), &got); err != nil || len(got.Choices) != 1 {
+		t.Fatalf("completion reply %s: %v", body, err)
+	}
+	return got
+}
+
 // checkGolden runs every golden case's prompt through /v1/completions with
 // temperature 0 and compares the continuation token by token.
 func checkGolden(t *testing.T, s *hexserve) {
 	t.Helper()
-	var golden struct {
-		Cases []struct {
-			Name      string  `json:"name"`
-			PromptIDs []int64 `json:"prompt_ids"`
-			Greedy    []int64 `json:"greedy"`
-		} `json:"cases"`
-	}
-	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &golden); err != nil {
-		t.Fatal(err)
-	}
-	eos := []int64{128001, 128008, 128009}
 	client := s.client()
-	for _, c := range golden.Cases {
+	for _, c := range goldenCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			want := c.Greedy
-			if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eos, id) }); i >= 0 {
-				want = want[:i] // the server stops at an end-of-turn token
-			}
+			want := goldenWant(c) // the server stops at an end-of-turn token
 			resp, err := client.Completions.New(t.Context(), openai.CompletionNewParams{
 				Model:       openai.CompletionNewParamsModel(s.Model),
 				Prompt:      openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: c.PromptIDs},
@@ -107,15 +150,7 @@ func checkGolden(t *testing.T, s *hexserve) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got struct {
-				Choices []struct {
-					TokenIDs []int64 `json:"token_ids"`
-				} `json:"choices"`
-			}
-			if err := json.Unmarshal([]byte(resp.RawJSON()), &got); err != nil || len(got.Choices) != 1 {
-				t.Fatalf("response %s: %v", resp.RawJSON(), err)
-			}
-			if ids := got.Choices[0].TokenIDs; !slices.Equal(ids, want) {
+			if ids := choiceOf(t, resp.RawJSON()).Choices[0].TokenIDs; !slices.Equal(ids, want) {
 				t.Errorf("greedy continuation of %d prompt tokens:\n got  %v\n want %v", len(c.PromptIDs), ids, want)
 			}
 		})

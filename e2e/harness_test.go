@@ -113,19 +113,53 @@ func bundle(t testing.TB) string {
 	}
 	bundleOnce.Do(func() {
 		bundlePath = filepath.Join(tmpRoot, "tiny")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
 		// The same flags as the Makefile's build/models/tiny: the exact float32 path.
-		cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", bundlePath}, tinyFlags...)...)
-		cmd.Dir = root // the default tokenizer path is relative to the repository
-		if out, err := cmd.CombinedOutput(); err != nil {
-			bundleErr = fmt.Errorf("mkmodel: %v\n%s", err, out)
-		}
+		bundleErr = runMkmodel(bin, bundlePath, tinyFlags)
 	})
 	if bundleErr != nil {
 		t.Fatal(bundleErr)
 	}
 	return bundlePath
+}
+
+// runMkmodel runs bin's mkmodel from the repository root, where the default
+// tokenizer path is relative to.
+func runMkmodel(bin, dir string, args []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"mkmodel", "--out", dir}, args...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkmodel %v: %v\n%s", args, err, out)
+	}
+	return nil
+}
+
+var (
+	modelsMu sync.Mutex
+	models   = map[string]string{}
+)
+
+// mkmodelOnce writes a model with mkmodel args once per run (and argument
+// list) into a new folder under tmpRoot, and returns the folder. Tests must
+// not modify it.
+func mkmodelOnce(t testing.TB, args ...string) string {
+	t.Helper()
+	key := strings.Join(args, " ")
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	if dir, ok := models[key]; ok {
+		return dir
+	}
+	dir, err := os.MkdirTemp(tmpRoot, "model-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runMkmodel(binary(t), dir, args); err != nil {
+		t.Fatal(err)
+	}
+	models[key] = dir
+	return dir
 }
 
 // config is a serve config for bundle through the hostsim libraries,

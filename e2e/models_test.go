@@ -48,33 +48,15 @@ log:
 // greedy asks model for the greedy continuation of c and returns the ids and the reply.
 func (s *hexserve) greedy(t *testing.T, model string, c goldenCase) ([]int64, reply) {
 	t.Helper()
-	want := goldenWant(c)
-	body, _ := json.Marshal(map[string]any{"model": model, "prompt": c.PromptIDs, "max_tokens": len(want), "temperature": 0,
-		"return_token_ids": true})
-	r := s.post(t, "/v1/completions", string(body))
-	var got struct {
-		Model   string `json:"model"`
-		Choices []struct {
-			TokenIDs []int64 `json:"token_ids"`
-		} `json:"choices"`
-	}
+	got, r := s.complete(t, model, c.PromptIDs, len(goldenWant(c)))
 	served := map[string]string{"fast": "tiny-1b", "chat": "tiny-3b"}[model]
 	if served == "" {
 		served = model
 	}
-	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &got) != nil || len(got.Choices) != 1 || got.Model != served {
-		t.Fatalf("completion on %s: %d %s", model, r.Status, r.Body)
+	if got.Model != served {
+		t.Fatalf("completion on %s served by %s: %s", model, got.Model, r.Body)
 	}
 	return got.Choices[0].TokenIDs, r
-}
-
-// goldenWant is c's greedy tokens up to the first end-of-turn.
-func goldenWant(c goldenCase) []int64 {
-	want := c.Greedy
-	if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
-		want = want[:i]
-	}
-	return want
 }
 
 // states is /v1/models as id → status.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -31,34 +30,16 @@ func TestOllamaGoldenRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var golden struct {
-		Cases []struct {
-			Name      string  `json:"name"`
-			PromptIDs []int32 `json:"prompt_ids"`
-			Greedy    []int32 `json:"greedy"`
-		} `json:"cases"`
-	}
-	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &golden)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	eos := []int32{128001, 128008, 128009}
-	for _, c := range golden.Cases {
+	for _, c := range goldenCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			want := c.Greedy
-			if i := slices.IndexFunc(want, func(id int32) bool { return slices.Contains(eos, id) }); i >= 0 {
-				want = want[:i]
-			}
-			prompt := tok.Decode(c.PromptIDs, false)
+			golden, want := int32s(c.PromptIDs), int32s(goldenWant(c))
+			prompt := tok.Decode(golden, false)
 			ids := tok.Encode(prompt, false, true)
-			if !slices.Equal(ids, c.PromptIDs) {
+			if !slices.Equal(ids, golden) {
 				if testing.Short() && len(ids) > 200 {
 					t.Skip("-short: the reference forward pass over a long prompt is left to the full run")
 				}
-				want = referenceGreedy(t, ids, len(want), eos)
+				want = referenceGreedy(t, ids, len(want), int32s(eosIDs))
 				t.Logf("the text encodes to %d ids, not the golden %d: checking %d reference greedy tokens", len(ids), len(c.PromptIDs), len(want))
 			}
 			body, _ := json.Marshal(map[string]any{"model": s.Model, "prompt": prompt, "raw": true, "stream": false,

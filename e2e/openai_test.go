@@ -146,14 +146,8 @@ func TestCompletionsTokenIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var extra2 struct {
-			Choices []struct {
-				TokenIDs []int64 `json:"token_ids"`
-			} `json:"choices"`
-		}
-		_ = json.Unmarshal([]byte(resp2.RawJSON()), &extra2)
-		if !slices.Equal(extra2.Choices[0].TokenIDs, ids[1:]) {
-			t.Fatalf("extended prompt gave %v, want %v", extra2.Choices[0].TokenIDs, ids[1:])
+		if got := choiceOf(t, resp2.RawJSON()).Choices[0].TokenIDs; !slices.Equal(got, ids[1:]) {
+			t.Fatalf("extended prompt gave %v, want %v", got, ids[1:])
 		}
 	}
 }

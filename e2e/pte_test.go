@@ -1,53 +1,23 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // ExecuTorch .pte models of the public tiny model (mkmodel --format pte) served through the real
 // binary: `serve --model FILE.pte` detection, the runner behind the engine and the API.
 
-var (
-	pteMu    sync.Mutex
-	pteFiles = map[string]string{}
-)
-
 // mkpte writes (once per flag set) a tiny .pte with float16 weights and returns its path.
 func mkpte(t testing.TB, flags ...string) string {
 	t.Helper()
-	bin := binary(t)
 	hostsimLibs(t)
-	key := strings.Join(flags, " ")
-	pteMu.Lock()
-	defer pteMu.Unlock()
-	if p, ok := pteFiles[key]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp(tmpRoot, "pte-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args := append([]string{"mkmodel", "--preset", "tiny", "--format", "pte", "--weights", "f16", "--name", "tiny", "--out", dir}, flags...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel %v: %v\n%s", args, err, out)
-	}
-	p := filepath.Join(dir, "tiny.pte")
-	pteFiles[key] = p
-	return p
+	dir := mkmodelOnce(t, append([]string{"--preset", "tiny", "--format", "pte", "--weights", "f16", "--name", "tiny"}, flags...)...)
+	return filepath.Join(dir, "tiny.pte")
 }
 
 // servePTE serves model (a .pte or its folder) through model.path.
@@ -57,45 +27,13 @@ func servePTE(t *testing.T, model string) *hexserve {
 	return serve(t, cfg, true)
 }
 
-type goldenCase struct {
-	Name          string    `json:"name"`
-	PromptIDs     []int64   `json:"prompt_ids"`
-	Greedy        []int64   `json:"greedy"`
-	GreedyMargins []float64 `json:"greedy_margins"`
-}
-
-func goldenCases(t testing.TB) []goldenCase {
-	var g struct{ Cases []goldenCase }
-	data, err := os.ReadFile(filepath.Join(root, "testdata", "tinyllama", "golden_tiny_public.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &g)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g.Cases
-}
-
-// completion sends a token-id prompt with greedy sampling and returns the generated ids and
-// the finish reason.
+// completion sends a token-id prompt to the served model x with greedy sampling and returns
+// the generated ids and the finish reason.
 func (s *hexserve) completion(t testing.TB, prompt []int64, maxTokens int) ([]int64, string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "x", "prompt": prompt, "max_tokens": maxTokens, "temperature": 0,
-		"return_token_ids": true})
-	r := s.post(t, "/v1/completions", string(body))
-	var got struct {
-		Choices []struct {
-			TokenIDs     []int64 `json:"token_ids"`
-			FinishReason string  `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &got) != nil || len(got.Choices) != 1 {
-		t.Fatalf("completion: %d %s", r.Status, r.Body)
-	}
+	got, _ := s.complete(t, "x", prompt, maxTokens)
 	return got.Choices[0].TokenIDs, got.Choices[0].FinishReason
 }
-
-var eosIDs = []int64{128001, 128008, 128009}
 
 // TestPTEGolden: float32 KV and logits give exactly the golden greedy tokens of every case, with
 // the default prefill chunk, --prefill-chunk 16 and --shards 2 (the long case's prompt crosses
@@ -112,10 +50,7 @@ func TestPTEGolden(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			s := servePTE(t, mkpte(t, append([]string{"--kv", "f32", "--logits", "f32", "--ctx", "512"}, v.flags...)...))
 			for _, c := range goldenCases(t) {
-				want := c.Greedy
-				if i := slices.IndexFunc(want, func(id int64) bool { return slices.Contains(eosIDs, id) }); i >= 0 {
-					want = want[:i]
-				}
+				want := goldenWant(c)
 				got, _ := s.completion(t, c.PromptIDs, len(want))
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: greedy continuation of %d prompt tokens:\n got  %v\n want %v", c.Name, len(c.PromptIDs), got, want)

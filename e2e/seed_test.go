@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestSeedColdWarm checks that a seeded request's text is a function of the
@@ -15,7 +11,6 @@ import (
 // (cold) and repeated or after other prompts (warm, the prompt's rows
 // reused). The prompts fit one prefill window.
 func TestSeedColdWarm(t *testing.T) {
-	bin := binary(t)
 	libs := hostsimLibs(t)
 	prompts := []string{
 		"Tell me a story about a lighthouse keeper.",
@@ -24,14 +19,7 @@ func TestSeedColdWarm(t *testing.T) {
 	}
 	for _, weights := range []string{"f16", "int8"} {
 		t.Run(weights, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "b")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "mkmodel", "--out", dir, "--preset", "tiny", "--weights", weights, "--io", "f16", "--kv", "f16")
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("mkmodel: %v\n%s", err, out)
-			}
+			dir := mkmodelOnce(t, "--preset", "tiny", "--weights", weights, "--io", "f16", "--kv", "f16")
 			cfg := config{Bundle: dir}.write(t, libs)
 			texts := map[string][]string{}
 			// Each server answers one prompt first (cold), then every

@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSpeculativeEquivalence: on a chunked float32-KV bundle, greedy output
@@ -19,17 +15,8 @@ import (
 // seeded sampled request gives the same text too. A right prediction is
 // mostly accepted.
 func TestSpeculativeEquivalence(t *testing.T) {
-	bin := binary(t)
 	libs := hostsimLibs(t)
-	dir := filepath.Join(t.TempDir(), "chunked")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "mkmodel", "--out", dir, "--preset", "tiny", "--contract", "chunked",
-		"--weights", "f16", "--io", "f32", "--kv", "f32")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
+	dir := mkmodelOnce(t, "--preset", "tiny", "--contract", "chunked", "--weights", "f16", "--io", "f32", "--kv", "f32")
 	off := serve(t, config{Bundle: dir, Extra: "engine:\n  speculative:\n    enabled: false"}.write(t, libs), true)
 	// v79 latency floors make the graphs' costs those of a phone, where
 	// verifying pays (on hostsim alone the lm-head's CPU time dominates and

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -14,27 +13,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/testjson"
 )
 
 // editManifest rewrites a bundle's manifest through edit.
 func editManifest(t *testing.T, bundle string, edit func(m map[string]any)) {
 	t.Helper()
-	p := filepath.Join(bundle, "v79", "manifest.json")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	edit(m)
-	if b, err = json.MarshalIndent(m, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testjson.Edit(t, filepath.Join(bundle, "v79", "manifest.json"), edit)
 }
 
 // editParam sets params.key in a bundle's manifest.

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -36,16 +34,7 @@ type upstreamRig struct {
 // ctxBundle writes the tiny bundle with another context length.
 func ctxBundle(t *testing.T, ctx int) string {
 	t.Helper()
-	dir := filepath.Join(tmpRoot, fmt.Sprintf("tiny-ctx%d", ctx))
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := append([]string{"mkmodel", "--out", dir, "--ctx", fmt.Sprint(ctx)}, tinyFlags...)
-	cmd := exec.CommandContext(c, binary(t), args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkmodel: %v\n%s", err, out)
-	}
-	return dir
+	return mkmodelOnce(t, append([]string{"--ctx", fmt.Sprint(ctx)}, tinyFlags...)...)
 }
 
 // TestUpstream runs the upstream checks on one rig.

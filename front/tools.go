@@ -73,6 +73,20 @@ func ParseToolCalls(text string, offered []string, parallel bool) ([]chat.ToolCa
 	return calls, ok
 }
 
+// ToolCallsAs is ParseToolCalls with each call (and its index) converted
+// to an API's wire type by as.
+func ToolCallsAs[T any](text string, offered []string, parallel bool, as func(i int, c chat.ToolCall) T) ([]T, bool) {
+	calls, ok := ParseToolCalls(text, offered, parallel)
+	if !ok {
+		return nil, false
+	}
+	out := make([]T, len(calls))
+	for i, c := range calls {
+		out[i] = as(i, c)
+	}
+	return out, true
+}
+
 // ToolGrammar compiles a forced call of one of tools (several in a row when
 // parallel); a schema the decoder cannot enforce is a 400 naming
 // params[i], the field of the offending tool's schema.

@@ -80,10 +80,7 @@ func (b *budget) spend(n int64) {
 	if b == nil {
 		return
 	}
-	b.left -= n
-	if b.left < 0 {
-		panic(budgetError{fmt.Errorf("%w: it needs more than %d steps of work (structured.compile_budget)", ErrBudget, b.lim.Steps)})
-	}
+	take(&b.left, n, "it needs more than %d steps of work (structured.compile_budget)", b.lim.Steps)
 	if b.check -= n; b.check <= 0 {
 		b.check = ctxEvery
 		if b.ctx != nil {
@@ -94,15 +91,24 @@ func (b *budget) spend(n int64) {
 	}
 }
 
+// take counts n against *left; past zero it panics with ErrBudget and the
+// limit passed (format names it, %d standing for limit).
+func take(left *int64, n int64, format string, limit int64) {
+	if *left -= n; *left < 0 {
+		over(format, limit)
+	}
+}
+
+func over(format string, limit int64) {
+	panic(budgetError{fmt.Errorf("%w: "+format, ErrBudget, limit)})
+}
+
 // alloc takes n bytes of automaton tables.
 func (b *budget) alloc(n int64) {
 	if b == nil {
 		return
 	}
-	b.mem -= n
-	if b.mem < 0 {
-		panic(budgetError{fmt.Errorf("%w: its automaton tables need more than %d bytes (structured.memory)", ErrBudget, b.lim.Memory)})
-	}
+	take(&b.mem, n, "its automaton tables need more than %d bytes (structured.memory)", b.lim.Memory)
 	b.spend(n / 256)
 }
 

@@ -373,13 +373,3 @@ func (e *Engine) emit(g *record, choice int, out textOut, f FinishReason) {
 	}
 	g.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop})
 }
-
-func commonPrefix(a, b []int32) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}

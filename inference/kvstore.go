@@ -26,6 +26,18 @@ type KVStats struct {
 	DiskBudget  int64 `json:"disk_budget_bytes"`
 }
 
+// CommonPrefix is how many leading tokens a and b share: the KV rows one's
+// sequence holds that serve the other.
+func CommonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
 // kvStore binds a store to the model's sequences; nil when either is
 // missing.
 type kvStore struct {

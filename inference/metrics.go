@@ -57,62 +57,34 @@ type metrics struct {
 // (unless r is nil, when they are kept but never exported).
 func newMetrics(r prometheus.Registerer) *metrics {
 	lat := prometheus.ExponentialBuckets(0.001, 2, 16) // 1 ms … 33 s
+	host := prometheus.ExponentialBuckets(1e-6, 2, 16) // 1 µs … 33 ms
 	m := &metrics{
-		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hexserve_queue_depth", Help: "Requests waiting for a sequence slot (running sequences excluded)."}),
-		running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hexserve_running_requests", Help: "Requests being generated."}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hexserve_requests_total", Help: "Finished or refused requests by outcome (finish reason, busy, invalid)."},
-			[]string{"outcome"}),
-		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_prompt_tokens_total", Help: "Prompt tokens of requests that ran."}),
-		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_cached_prompt_tokens_total", Help: "Prompt tokens whose KV rows were reused."}),
-		generatedTokens: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_generated_tokens_total", Help: "Sampled tokens."}),
-		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_time_to_first_token_seconds", Help: "From the start of a run to its first token.", Buckets: lat}),
-		tpot: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_time_per_output_token_seconds", Help: "Decode step time, model and host.", Buckets: lat}),
-		hostTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_host_seconds_per_token", Help: "Host-side time of a decode step (sampling, text, events).",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
-		hostShare: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_step_host_share", Help: "The host's share of a model step's time (planning, sampling, text, events; the rest is the model's Step call).",
-			Buckets: []float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}}),
-		maskTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_constraint_seconds_per_token", Help: "Structured outputs: time to sample a token the constraint allows and advance it (check, mask when rejected).",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16)}), // 1 µs … 33 ms
-		graphCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hexserve_graph_calls_total", Help: "Graph executions by graph."}, []string{"graph"}),
-		graphSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hexserve_graph_seconds_total", Help: "Graph execution time by graph."}, []string{"graph"}),
-		graphCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hexserve_graph_call_cost_seconds", Help: "The runner's estimate of one call of each graph, learned from recent calls (what it weighs when choosing one multi-row call or one-row calls)."}, []string{"graph"}),
-		kvHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_kv_store_hits_total", Help: "Requests that restored rows from the KV store."}),
-		kvMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_kv_store_misses_total", Help: "Requests the KV store had nothing longer than the resident cache for."}),
-		kvRestored: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_kv_store_restored_tokens_total", Help: "KV rows copied from the store into the model's cache."}),
-		verifyCalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_verify_calls_total", Help: "Speculative decoding: multi-token verify calls."}),
-		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hexserve_draft_tokens_total", Help: "Speculative decoding: verified draft tokens by source (prediction, lookup) and result (accepted, rejected)."},
-			[]string{"source", "result"}),
-		activeSeqs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hexserve_active_sequences", Help: "Sequences (choices of active requests) the model is advancing side by side."}),
-		stepRows: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_step_rows", Help: "Rows (tokens of all sequences) per model step.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 9)}), // 1 … 256
-		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hexserve_queue_wait_seconds", Help: "From Submit to the start of a request's generation.", Buckets: lat}),
-		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_preemptions_total", Help: "Sequences released to make room for others' growth, their rows evaluated again later."}),
-		sharedRows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hexserve_shared_prefix_rows_total", Help: "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."}),
-		lastGraph: map[string]GraphTotal{},
+		queueDepth:      gauge("hexserve_queue_depth", "Requests waiting for a sequence slot (running sequences excluded)."),
+		running:         gauge("hexserve_running_requests", "Requests being generated."),
+		requests:        counterVec("hexserve_requests_total", "Finished or refused requests by outcome (finish reason, busy, invalid).", "outcome"),
+		promptTokens:    counter("hexserve_prompt_tokens_total", "Prompt tokens of requests that ran."),
+		cachedTokens:    counter("hexserve_cached_prompt_tokens_total", "Prompt tokens whose KV rows were reused."),
+		generatedTokens: counter("hexserve_generated_tokens_total", "Sampled tokens."),
+		ttft:            histogram("hexserve_time_to_first_token_seconds", "From the start of a run to its first token.", lat),
+		tpot:            histogram("hexserve_time_per_output_token_seconds", "Decode step time, model and host.", lat),
+		hostTime:        histogram("hexserve_host_seconds_per_token", "Host-side time of a decode step (sampling, text, events).", host),
+		hostShare: histogram("hexserve_step_host_share", "The host's share of a model step's time (planning, sampling, text, events; the rest is the model's Step call).",
+			[]float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}),
+		maskTime:     histogram("hexserve_constraint_seconds_per_token", "Structured outputs: time to sample a token the constraint allows and advance it (check, mask when rejected).", host),
+		graphCalls:   counterVec("hexserve_graph_calls_total", "Graph executions by graph.", "graph"),
+		graphSeconds: counterVec("hexserve_graph_seconds_total", "Graph execution time by graph.", "graph"),
+		graphCost:    gaugeVec("hexserve_graph_call_cost_seconds", "The runner's estimate of one call of each graph, learned from recent calls (what it weighs when choosing one multi-row call or one-row calls).", "graph"),
+		kvHits:       counter("hexserve_kv_store_hits_total", "Requests that restored rows from the KV store."),
+		kvMisses:     counter("hexserve_kv_store_misses_total", "Requests the KV store had nothing longer than the resident cache for."),
+		kvRestored:   counter("hexserve_kv_store_restored_tokens_total", "KV rows copied from the store into the model's cache."),
+		verifyCalls:  counter("hexserve_verify_calls_total", "Speculative decoding: multi-token verify calls."),
+		draftTokens:  counterVec("hexserve_draft_tokens_total", "Speculative decoding: verified draft tokens by source (prediction, lookup) and result (accepted, rejected).", "source", "result"),
+		activeSeqs:   gauge("hexserve_active_sequences", "Sequences (choices of active requests) the model is advancing side by side."),
+		stepRows:     histogram("hexserve_step_rows", "Rows (tokens of all sequences) per model step.", prometheus.ExponentialBuckets(1, 2, 9)), // 1 … 256 rows
+		queueWait:    histogram("hexserve_queue_wait_seconds", "From Submit to the start of a request's generation.", lat),
+		preemptions:  counter("hexserve_preemptions_total", "Sequences released to make room for others' growth, their rows evaluated again later."),
+		sharedRows:   counter("hexserve_shared_prefix_rows_total", "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."),
+		lastGraph:    map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
@@ -120,6 +92,28 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows)
 	}
 	return m
+}
+
+// The engine's collectors: a name and help, and labels or buckets.
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
 // registerKV exports the KV store's counters and size on r (nil: nothing).

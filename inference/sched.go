@@ -161,7 +161,7 @@ func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
 	p := req.Prompt[:len(req.Prompt)-1]
 	best, n := -1, 0
 	for i, s := range e.retained {
-		rows := commonPrefix(p, s.toks[:s.committed])
+		rows := CommonPrefix(p, s.toks[:s.committed])
 		if s.g.req.Owner != req.Owner || rows <= n || rows < max(s.shared, s.lent) || req.N > 1 && s.shared > 0 {
 			continue // a run may not rewrite rows a Fork shares (its parent's, or its own lent to forks)
 		}
@@ -234,7 +234,7 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 // shareable is how many of s's committed rows a Fork for prompt prefix p
 // may share.
 func (s *seq) shareable(p []int32) int {
-	rows := commonPrefix(p, s.toks[:s.committed])
+	rows := CommonPrefix(p, s.toks[:s.committed])
 	if s.shared > 0 {
 		rows = min(rows, s.shared) // a fork shares on only its parent's rows
 	}
@@ -290,7 +290,7 @@ func (e *Engine) pendingShare(req *Request, steps int) bool {
 			if s.status != running || s.shared > 0 || !s.prefilling() {
 				continue
 			}
-			n := commonPrefix(p, s.toks[:s.target()])
+			n := CommonPrefix(p, s.toks[:s.target()])
 			if n >= minShareRows && n > held && n > s.committed && n-s.committed <= rows {
 				return true
 			}

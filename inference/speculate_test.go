@@ -102,6 +102,19 @@ func specEngine(t *testing.T, m *seqModel, spec inference.Speculative) *inferenc
 	return e
 }
 
+// specPlain is a prompt of n tokens drawn from src and its plain
+// (not speculative) greedy continuation of max tokens.
+func specPlain(t *testing.T, src rand.Source, n, max int) ([]int32, inference.Result) {
+	t.Helper()
+	prompt := specPrompt(rand.New(src), n)
+	off := specEngine(t, newSpecModel(128, false), inference.Speculative{})
+	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: max, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prompt, want
+}
+
 func specPrompt(r *rand.Rand, n int) []int32 {
 	p := make([]int32, n)
 	for i := range p {
@@ -218,12 +231,7 @@ func equalChoices(a, b []inference.Choice) bool {
 // than tokens, and a model whose verify rows cost what decoding them does
 // decodes plainly.
 func TestSpeculativeSavesCalls(t *testing.T) {
-	prompt := specPrompt(rand.New(rand.NewPCG(3, 4)), 20)
-	off := specEngine(t, newSpecModel(128, false), inference.Speculative{})
-	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 60, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prompt, want := specPlain(t, rand.NewPCG(3, 4), 20, 60)
 	for _, tc := range []struct {
 		name     string
 		noVerify bool
@@ -335,12 +343,7 @@ func chiSquare(a, b []string) (float64, int) {
 // TestSpeculativeStreaming: every token a step accepted has reached the
 // reader before the next model call starts (no chunk waits on a call).
 func TestSpeculativeStreaming(t *testing.T) {
-	prompt := specPrompt(rand.New(rand.NewPCG(7, 8)), 12)
-	off := specEngine(t, newSpecModel(128, false), inference.Speculative{})
-	want, err := run(t, off, inference.Request{Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prompt, want := specPlain(t, rand.NewPCG(7, 8), 12, 40)
 	var read atomic.Int64
 	var late atomic.Int64
 	m := newSpecModel(128, false)

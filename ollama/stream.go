@@ -3,6 +3,7 @@ package ollama
 import (
 	"time"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -113,13 +114,7 @@ func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
 // parseToolCalls parses the whole output as calls of the offered tools; ok is
 // false when it is ordinary content.
 func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	calls, ok := front.ParseToolCalls(text, tools, true)
-	if !ok {
-		return nil, false
-	}
-	out := make([]ToolCall, len(calls))
-	for i, c := range calls {
-		out[i] = ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
-	}
-	return out, true
+	return front.ToolCallsAs(text, tools, true, func(i int, c chat.ToolCall) ToolCall {
+		return ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
+	})
 }

@@ -2,8 +2,9 @@ package ollama
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/upstream/chatwire/chatwiretest"
 )
 
 func TestChatToOpenAI(t *testing.T) {
@@ -28,23 +29,8 @@ func TestChatToOpenAI(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, err := ChatToOpenAI(&req)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err %v, want %q", err, c.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("%s\nlacks %s", out, w)
-				}
-			}
-			if strings.Contains(string(out), "max_tokens") {
-				t.Errorf("num_predict -1 (no limit) became max_tokens: %s", out)
-			}
+			// None asks for a limit (num_predict -1 is none): no max_tokens.
+			chatwiretest.Check(t, out, err, c.err, c.want, []string{"max_tokens"})
 		})
 	}
 }

@@ -42,21 +42,7 @@ var fuzzSeeds = []string{
 // error with a message, and an accepted request satisfies the limits the
 // engine relies on.
 func FuzzChatRequest(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		p := fuzzParams(t)
-		var req openai.ChatCompletionRequest
-		if json.Unmarshal(body, &req) != nil {
-			return
-		}
-		g, err := openai.FromChatCompletionRequest(&req, p)
-		if err != nil {
-			checkRefusal(t, err)
-			return
-		}
-		checkGeneration(t, g, p)
+	fuzzRequest(f, openai.FromChatCompletionRequest, func(t *testing.T, _ *openai.ChatCompletionRequest, g *openai.Generation) {
 		if g.Request.TopLogprobs > 0 && !g.Request.Logprobs {
 			t.Fatalf("top_logprobs %d without logprobs", g.Request.TopLogprobs)
 		}
@@ -65,21 +51,7 @@ func FuzzChatRequest(f *testing.F) {
 
 // FuzzCompletionRequest is FuzzChatRequest for /v1/completions bodies.
 func FuzzCompletionRequest(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		p := fuzzParams(t)
-		var req openai.CompletionRequest
-		if json.Unmarshal(body, &req) != nil {
-			return
-		}
-		g, err := openai.FromCompletionRequest(&req, p)
-		if err != nil {
-			checkRefusal(t, err)
-			return
-		}
-		checkGeneration(t, g, p)
+	fuzzRequest(f, openai.FromCompletionRequest, func(t *testing.T, req *openai.CompletionRequest, g *openai.Generation) {
 		if g.Echo != "" && !req.Echo {
 			t.Fatalf("echo text without echo")
 		}
@@ -93,6 +65,29 @@ func FuzzCompletionRequest(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// fuzzRequest decodes each body as an R and converts it with from: a
+// refusal is checked by checkRefusal, an accepted request by
+// checkGeneration and then check.
+func fuzzRequest[R any](f *testing.F, from func(*R, front.Params) (*openai.Generation, error), check func(*testing.T, *R, *openai.Generation)) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p := fuzzParams(t)
+		var req R
+		if json.Unmarshal(body, &req) != nil {
+			return
+		}
+		g, err := from(&req, p)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		checkGeneration(t, g, p)
+		check(t, &req, g)
 	})
 }
 

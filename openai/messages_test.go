@@ -10,27 +10,38 @@ import (
 	"github.com/hexserve/hexserve/inference"
 )
 
+// TestToChatMessages: the messages each body becomes, or the param a
+// refusal names.
 func TestToChatMessages(t *testing.T) {
 	tests := []struct {
-		name string
-		json string
-		want []chat.Message
+		name  string
+		json  string
+		want  []chat.Message
+		param string // of the refusal; "": accepted
 	}{
 		{"string content", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]`,
-			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}},
+			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}, ""},
 		{"developer is system", `[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]`,
-			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}},
+			[]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}, ""},
 		{"text parts joined", `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]`,
-			[]chat.Message{{Role: "user", Content: "a\nb"}}},
+			[]chat.Message{{Role: "user", Content: "a\nb"}}, ""},
 		{"null content with tool call (string arguments)",
 			`[{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]}]`,
-			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: json.RawMessage(`{"x": 1}`)}}}}},
+			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: json.RawMessage(`{"x": 1}`)}}}}, ""},
 		{"object arguments", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":{"x":1}}}]}]`,
-			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f", Arguments: json.RawMessage(`{"x":1}`)}}}}},
+			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f", Arguments: json.RawMessage(`{"x":1}`)}}}}, ""},
 		{"empty arguments", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":""}}]}]`,
-			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f"}}}}},
+			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f"}}}}, ""},
 		{"tool result", `[{"role":"tool","tool_call_id":"call_1","name":"f","content":"{\"ok\":true}"}]`,
-			[]chat.Message{{Role: "tool", ToolCallID: "call_1", Name: "f", Content: `{"ok":true}`}}},
+			[]chat.Message{{Role: "tool", ToolCallID: "call_1", Name: "f", Content: `{"ok":true}`}}, ""},
+		{"no messages", `[]`, nil, "messages"},
+		{"image part", `[{"role":"user","content":"x"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:"}}]}]`, nil, "messages[1].content[0].type"},
+		{"audio part", `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"input_audio"}]}]`, nil, "messages[0].content[1].type"},
+		{"part without type", `[{"role":"user","content":[{"text":"a"}]}]`, nil, "messages[0].content[0].type"},
+		{"unknown part type", `[{"role":"user","content":[{"type":"video"}]}]`, nil, "messages[0].content[0].type"},
+		{"arguments not JSON", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{oops"}}]}]`, nil, "messages[0].tool_calls[0].function.arguments"},
+		{"call without name", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]`, nil, "messages[0].tool_calls[0].function.name"},
+		{"call of another type", `[{"role":"assistant","tool_calls":[{"type":"retrieval","function":{"name":"f"}}]}]`, nil, "messages[0].tool_calls[0].type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,37 +50,18 @@ func TestToChatMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := ToChatMessages(msgs)
+			if tt.param != "" {
+				var inv *inference.InvalidRequestError
+				if !errors.As(err, &inv) || inv.Param != tt.param {
+					t.Fatalf("err = %v, want param %q", err, tt.param)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestToChatMessagesErrors(t *testing.T) {
-	tests := []struct{ json, param string }{
-		{`[]`, "messages"},
-		{`[{"role":"user","content":"x"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:"}}]}]`, "messages[1].content[0].type"},
-		{`[{"role":"user","content":[{"type":"text","text":"a"},{"type":"input_audio"}]}]`, "messages[0].content[1].type"},
-		{`[{"role":"user","content":[{"text":"a"}]}]`, "messages[0].content[0].type"},
-		{`[{"role":"user","content":[{"type":"video"}]}]`, "messages[0].content[0].type"},
-		{`[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{oops"}}]}]`, "messages[0].tool_calls[0].function.arguments"},
-		{`[{"role":"assistant","tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]`, "messages[0].tool_calls[0].function.name"},
-		{`[{"role":"assistant","tool_calls":[{"type":"retrieval","function":{"name":"f"}}]}]`, "messages[0].tool_calls[0].type"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.param, func(t *testing.T) {
-			var msgs []Message
-			if err := json.Unmarshal([]byte(tt.json), &msgs); err != nil {
-				t.Fatal(err)
-			}
-			_, err := ToChatMessages(msgs)
-			var inv *inference.InvalidRequestError
-			if !errors.As(err, &inv) || inv.Param != tt.param {
-				t.Fatalf("err = %v, want param %q", err, tt.param)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -90,18 +91,34 @@ func ToTimings(u inference.Usage, t inference.Timings) *Timings {
 	return out
 }
 
-// ChatCompletion is a non-streaming chat response.
-type ChatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"` // "chat.completion"
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []ChatChoice `json:"choices"`
-	Usage             *Usage       `json:"usage"`
-	Timings           *Timings     `json:"timings,omitempty"`
-	PromptTokenIDs    []int32      `json:"prompt_token_ids,omitzero"`
+// Envelope is a chat or completions response or stream frame: the members
+// around its choices, of type C.
+type Envelope[C any] struct {
+	ID                string     `json:"id"`
+	Object            string     `json:"object"` // "chat.completion", "chat.completion.chunk", "text_completion"
+	Created           int64      `json:"created"`
+	Model             string     `json:"model"`
+	SystemFingerprint string     `json:"system_fingerprint"`
+	Choices           []C        `json:"choices"`
+	Usage             FrameUsage `json:"usage,omitzero"`
+	Timings           *Timings   `json:"timings,omitempty"`
+	PromptTokenIDs    []int32    `json:"prompt_token_ids,omitzero"`
 }
+
+// newEnvelope is an Envelope of m with the given object and choices.
+func newEnvelope[C any](m Meta, object string, choices []C) *Envelope[C] {
+	return &Envelope[C]{ID: m.ID, Object: object, Created: m.Created, Model: m.Model,
+		SystemFingerprint: m.Fingerprint, Choices: choices}
+}
+
+// The responses and frames of each endpoint: a non-streaming chat
+// response, a streamed chat frame, and a /v1/completions response or (with
+// the same object "text_completion", as OpenAI does) one streamed frame.
+type (
+	ChatCompletion      = Envelope[ChatChoice]
+	ChatCompletionChunk = Envelope[ChunkChoice]
+	Completion          = Envelope[CompletionChoice]
+)
 
 // ChatChoice is one choice of a ChatCompletion.
 type ChatChoice struct {
@@ -139,19 +156,6 @@ type TopLogprob struct {
 	Token   string  `json:"token"`
 	Logprob float64 `json:"logprob"`
 	Bytes   []int   `json:"bytes"`
-}
-
-// ChatCompletionChunk is one streamed chat frame.
-type ChatCompletionChunk struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"` // "chat.completion.chunk"
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
-	SystemFingerprint string        `json:"system_fingerprint"`
-	Choices           []ChunkChoice `json:"choices"`
-	Usage             FrameUsage    `json:"usage,omitzero"`
-	Timings           *Timings      `json:"timings,omitempty"`
-	PromptTokenIDs    []int32       `json:"prompt_token_ids,omitzero"`
 }
 
 // FrameUsage is a response's or stream frame's usage: left out (the zero
@@ -212,20 +216,6 @@ type ToolCallDelta struct {
 type FunctionCallDelta struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments"`
-}
-
-// Completion is a /v1/completions response or (Object "text_completion"
-// too, as OpenAI does) one streamed frame of it.
-type Completion struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint"`
-	Choices           []CompletionChoice `json:"choices"`
-	Usage             FrameUsage         `json:"usage,omitzero"`
-	Timings           *Timings           `json:"timings,omitempty"`
-	PromptTokenIDs    []int32            `json:"prompt_token_ids,omitzero"`
 }
 
 // CompletionChoice is one completion; FinishReason is null in stream frames
@@ -293,25 +283,25 @@ var finishReason = front.FinishReason
 // ParseToolCalls parses a choice's whole text as tool calls of the given
 // functions; ok is false when it is ordinary content.
 func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	calls, ok := front.ParseToolCalls(text, tools, true)
-	if !ok {
-		return nil, false
+	return front.ToolCallsAs(text, tools, true, func(_ int, c chat.ToolCall) ToolCall {
+		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
+	})
+}
+
+// whole is a non-streaming response with res's usage and timings, and the
+// prompt's ids when asked for.
+func whole[C any](g *Generation, m Meta, object string, choices []C, res inference.Result) *Envelope[C] {
+	out := newEnvelope(m, object, choices)
+	out.Usage, out.Timings = FrameUsage{Usage: ToUsage(res.Usage)}, ToTimings(res.Usage, res.Timings)
+	if g.ReturnTokenIDs {
+		out.PromptTokenIDs = nonNil(g.Request.Prompt)
 	}
-	out := make([]ToolCall, len(calls))
-	for i, c := range calls {
-		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
-	}
-	return out, true
+	return out
 }
 
 // ToChatCompletion builds the non-streaming chat response.
 func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompletion {
-	out := &ChatCompletion{ID: m.ID, Object: "chat.completion", Created: m.Created, Model: m.Model,
-		SystemFingerprint: m.Fingerprint, Choices: make([]ChatChoice, len(res.Choices)),
-		Usage: ToUsage(res.Usage), Timings: ToTimings(res.Usage, res.Timings)}
-	if g.ReturnTokenIDs {
-		out.PromptTokenIDs = nonNil(g.Request.Prompt)
-	}
+	out := whole(g, m, "chat.completion", make([]ChatChoice, len(res.Choices)), res)
 	for i, c := range res.Choices {
 		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
 		if calls, ok := ParseToolCalls(c.Text, g.Tools); ok {
@@ -333,12 +323,7 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 
 // ToCompletion builds the non-streaming completions response.
 func ToCompletion(g *Generation, m Meta, res inference.Result) *Completion {
-	out := &Completion{ID: m.ID, Object: "text_completion", Created: m.Created, Model: m.Model,
-		SystemFingerprint: m.Fingerprint, Choices: make([]CompletionChoice, len(res.Choices)),
-		Usage: FrameUsage{Usage: ToUsage(res.Usage)}, Timings: ToTimings(res.Usage, res.Timings)}
-	if g.ReturnTokenIDs {
-		out.PromptTokenIDs = nonNil(g.Request.Prompt)
-	}
+	out := whole(g, m, "text_completion", make([]CompletionChoice, len(res.Choices)), res)
 	for i, c := range res.Choices {
 		f := finishReason(c.Finish)
 		ch := CompletionChoice{Text: g.Echo + c.Text, Index: i, FinishReason: &f}

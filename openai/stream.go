@@ -11,8 +11,7 @@ type Frame interface {
 	setTimings(*Timings)
 }
 
-func (c *ChatCompletionChunk) setTimings(t *Timings) { c.Timings = t }
-func (c *Completion) setTimings(t *Timings)          { c.Timings = t }
+func (e *Envelope[C]) setTimings(t *Timings) { e.Timings = t }
 
 // Stream turns one request's engine events into stream frames, in the order OpenAI sends them:
 // Start's frames, content (or tool-call) deltas, one finish frame per
@@ -193,33 +192,27 @@ func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps 
 }
 
 func (s *Stream) chatFrame(choices ...ChunkChoice) *ChatCompletionChunk {
-	f := &ChatCompletionChunk{ID: s.m.ID, Object: "chat.completion.chunk", Created: s.m.Created, Model: s.m.Model,
-		SystemFingerprint: s.m.Fingerprint, Choices: choices}
-	if f.Choices == nil {
-		f.Choices = []ChunkChoice{}
-	}
-	s.stamp(&f.Usage, &f.PromptTokenIDs)
-	return f
-}
-
-// stamp fills in what every frame carries: a null usage when the final
-// usage frame was asked for, and the prompt's ids on the first frame.
-func (s *Stream) stamp(usage *FrameUsage, promptIDs *[]int32) {
-	if s.g.IncludeUsage {
-		*usage = FrameUsage{Null: true}
-	}
-	if s.first && s.g.ReturnTokenIDs {
-		*promptIDs = nonNil(s.g.Request.Prompt)
-	}
-	s.first = false
+	return frame(s, "chat.completion.chunk", choices)
 }
 
 func (s *Stream) textFrame(choices ...CompletionChoice) *Completion {
-	f := &Completion{ID: s.m.ID, Object: "text_completion", Created: s.m.Created, Model: s.m.Model,
-		SystemFingerprint: s.m.Fingerprint, Choices: choices}
+	return frame(s, "text_completion", choices)
+}
+
+// frame is one of s's frames with the given choices (an empty list for
+// none) and what every frame carries: a null usage when the final usage
+// frame was asked for, and the prompt's ids on the first frame.
+func frame[C any](s *Stream, object string, choices []C) *Envelope[C] {
+	f := newEnvelope(s.m, object, choices)
 	if f.Choices == nil {
-		f.Choices = []CompletionChoice{}
+		f.Choices = []C{}
 	}
-	s.stamp(&f.Usage, &f.PromptTokenIDs)
+	if s.g.IncludeUsage {
+		f.Usage = FrameUsage{Null: true}
+	}
+	if s.first && s.g.ReturnTokenIDs {
+		f.PromptTokenIDs = nonNil(s.g.Request.Prompt)
+	}
+	s.first = false
 	return f
 }

@@ -161,19 +161,77 @@ func (r *rig) assertHealthy(t testing.TB) {
 
 // chatBody is a valid chat request with extra top-level fields merged in.
 func chatBody(extra string) string {
-	b := `{"model":"` + modelID + `","messages":[{"role":"user","content":"Hi"}]`
+	return object(`"model":"`+modelID+`","messages":[{"role":"user","content":"Hi"}]`, extra)
+}
+
+// object is the JSON object of members and, unless it is "", extra.
+func object(members, extra string) string {
 	if extra != "" {
-		b += "," + extra
+		members += "," + extra
 	}
-	return b + "}"
+	return "{" + members + "}"
 }
 
 func complBody(extra string) string {
-	b := `{"model":"` + modelID + `","prompt":"Once upon a time"`
-	if extra != "" {
-		b += "," + extra
+	return object(`"model":"`+modelID+`","prompt":"Once upon a time"`, extra)
+}
+
+// badCase is one row of an OpenAI bad-input table: a request and the
+// status and error body it gets.
+type badCase struct {
+	name     string
+	rig      *rig   // nil: the table's
+	method   string // "": POST
+	path     string // "": the table's
+	body     string
+	hdr      []string
+	status   int
+	typ      string // "": invalid_request_error
+	code     string // "" means null
+	param    string // "" means null; "*" means any
+	contains []string
+	bug      string // a known bug: the case is skipped with this text
+}
+
+// check sends c (with r and path unless c names its own) and checks the
+// status, the OpenAI error body and its headers, and that the server still
+// answers afterwards.
+func (c badCase) check(t *testing.T, r *rig, path string) {
+	if c.bug != "" {
+		t.Skip(c.bug)
 	}
-	return b + "}"
+	rg := cmp.Or(c.rig, r)
+	rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), cmp.Or(c.path, path), c.body, c.hdr...)
+	if c.status == 200 {
+		rg.assertHealthy(t)
+		return
+	}
+	e := decodeError(t, rep)
+	if typ := cmp.Or(c.typ, server.TypeInvalidRequest); e.Type != typ {
+		t.Errorf("type %q, want %q (%s)", e.Type, typ, rep.Body)
+	}
+	if got, want := orNull(e.Code), c.code; (want == "" && e.Code != nil) || (want != "" && got != want) {
+		t.Errorf("code %s, want %q (%s)", got, want, rep.Body)
+	}
+	switch {
+	case c.param == "*":
+	case c.param == "" && e.Param != nil:
+		t.Errorf("param %q, want null (%s)", *e.Param, rep.Body)
+	case c.param != "" && orNull(e.Param) != c.param:
+		t.Errorf("param %s, want %q (%s)", orNull(e.Param), c.param, rep.Body)
+	}
+	for _, s := range c.contains {
+		if !strings.Contains(e.Message, s) {
+			t.Errorf("message %q lacks %q", e.Message, s)
+		}
+	}
+	if c.status == 401 && rep.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("401 without WWW-Authenticate")
+	}
+	if c.status == 405 && rep.Header.Get("Allow") == "" {
+		t.Errorf("405 without Allow")
+	}
+	rg.assertHealthy(t)
 }
 
 // TestBadInput sends malformed and out-of-range requests over HTTP and
@@ -194,23 +252,9 @@ func TestBadInput(t *testing.T) {
 	}
 	stops17 := `"stop":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 17), ",") + `]`
 
-	type tc struct {
-		name     string
-		rig      *rig // nil: r
-		method   string
-		path     string
-		body     string
-		hdr      []string
-		status   int
-		typ      string
-		code     string // "" means null
-		param    string // "" means null; "*" means any
-		contains []string
-		bug      string // a known bug: the case is skipped with this text
-	}
 	chat, compl := "/v1/chat/completions", "/v1/completions"
 	inv, srvErr := server.TypeInvalidRequest, server.TypeServer
-	cases := []tc{
+	cases := []badCase{
 		{name: "invalid JSON", path: chat, body: `{"model":`, status: 400, typ: inv},
 		{name: "invalid JSON garbage", path: compl, body: `hello`, status: 400, typ: inv},
 		{name: "empty body", path: chat, body: ``, status: 400, typ: inv, contains: []string{"empty"}},
@@ -325,43 +369,7 @@ func TestBadInput(t *testing.T) {
 	}
 	_ = srvErr
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.bug != "" {
-				t.Skip(c.bug)
-			}
-			rg := cmp.Or(c.rig, r)
-			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), c.path, c.body, c.hdr...)
-			if c.status == 200 {
-				rg.assertHealthy(t)
-				return
-			}
-			e := decodeError(t, rep)
-			if e.Type != c.typ {
-				t.Errorf("type %q, want %q (%s)", e.Type, c.typ, rep.Body)
-			}
-			if got, want := orNull(e.Code), c.code; (want == "" && e.Code != nil) || (want != "" && got != want) {
-				t.Errorf("code %s, want %q (%s)", got, want, rep.Body)
-			}
-			switch {
-			case c.param == "*":
-			case c.param == "" && e.Param != nil:
-				t.Errorf("param %q, want null (%s)", *e.Param, rep.Body)
-			case c.param != "" && orNull(e.Param) != c.param:
-				t.Errorf("param %s, want %q (%s)", orNull(e.Param), c.param, rep.Body)
-			}
-			for _, s := range c.contains {
-				if !strings.Contains(e.Message, s) {
-					t.Errorf("message %q lacks %q", e.Message, s)
-				}
-			}
-			if c.status == 401 && rep.Header.Get("WWW-Authenticate") == "" {
-				t.Errorf("401 without WWW-Authenticate")
-			}
-			if c.status == 405 && rep.Header.Get("Allow") == "" {
-				t.Errorf("405 without Allow")
-			}
-			rg.assertHealthy(t)
-		})
+		t.Run(c.name, func(t *testing.T) { c.check(t, r, "") })
 	}
 	// After the whole matrix the server still generates.
 	for _, rg := range []*rig{r} {

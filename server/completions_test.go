@@ -65,6 +65,22 @@ func (g *genServer) post(t *testing.T, path, body string) (*http.Response, []byt
 	return resp, b
 }
 
+// prompt posts body to path, wants a 200, and returns the text of the
+// model's last call: the prompt the request rendered.
+func (g *genServer) prompt(t *testing.T, path, body string) string {
+	t.Helper()
+	if resp, b := g.post(t, path, body); resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	return g.lastPrompt(t)
+}
+
+// lastPrompt is the text of the model's last call.
+func (g *genServer) lastPrompt(t *testing.T) string {
+	calls := g.fm.Calls()
+	return testTokenizer(t).Decode(calls[len(calls)-1].Seq, false)
+}
+
 // sseReader reads SSE frames incrementally from a live response.
 type sseReader struct {
 	t  *testing.T
@@ -125,11 +141,15 @@ func (g *genServer) stream(t *testing.T, path, body string) []string {
 }
 
 func chatBody(extra string) string {
-	b := `{"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"temperature":0`
+	return object(`"model":"`+model+`","messages":[{"role":"user","content":"Hi"}],"temperature":0`, extra)
+}
+
+// object is the JSON object of members and, unless it is "", extra.
+func object(members, extra string) string {
 	if extra != "" {
-		b += "," + extra
+		members += "," + extra
 	}
-	return b + "}"
+	return "{" + members + "}"
 }
 
 func TestChatCompletion(t *testing.T) {
@@ -335,12 +355,7 @@ func TestToolCalls(t *testing.T) {
 	round := `{"model":"` + model + `","temperature":0,` + weatherTool + `,"messages":[{"role":"user","content":"Weather in Paris?"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"` + tc.ID + `","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
 		`{"role":"tool","tool_call_id":"` + tc.ID + `","content":"{\"temp_c\": 18}"}]}`
-	resp, body := g.post(t, "/v1/chat/completions", round)
-	if resp.StatusCode != 200 {
-		t.Fatalf("round trip: %d %s", resp.StatusCode, body)
-	}
-	calls := g.fm.Calls()
-	prompt := testTokenizer(t).Decode(calls[len(calls)-1].Seq, false)
+	prompt := g.prompt(t, "/v1/chat/completions", round)
 	if !strings.Contains(prompt, `<|start_header_id|>ipython<|end_header_id|>`+"\n\n"+`"{\"temp_c\": 18}"<|eot_id|>`) {
 		t.Fatalf("tool result not in the prompt: %q", prompt)
 	}

@@ -21,11 +21,7 @@ const msgPath = "/v1/messages"
 
 // msgBody is a valid Messages request with extra top-level fields merged in.
 func msgBody(extra string) string {
-	b := `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]`, extra)
 }
 
 // msgsBody is a Messages request with the given messages array.

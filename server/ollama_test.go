@@ -34,11 +34,7 @@ func (g *genServer) ndjsonLines(t *testing.T, path, body string) []map[string]an
 }
 
 func ollamaChatBody(extra string) string {
-	b := `{"model":"` + model + `","messages":[{"role":"user","content":"Hi"}],"options":{"temperature":0}`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"`+model+`","messages":[{"role":"user","content":"Hi"}],"options":{"temperature":0}`, extra)
 }
 
 var metricKeys = []string{"total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration"}
@@ -131,12 +127,7 @@ func TestOllamaToolCalls(t *testing.T) {
 	round := `{"model":"` + model + `","stream":false,` + weatherTool + `,"messages":[{"role":"user","content":"Weather in Paris?"},` +
 		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},` +
 		`{"role":"tool","tool_name":"get_weather","content":"18 degrees"}]}`
-	resp, body := g.post(t, "/api/chat", round)
-	if resp.StatusCode != 200 {
-		t.Fatalf("round trip: %d %s", resp.StatusCode, body)
-	}
-	all := g.fm.Calls()
-	prompt := testTokenizer(t).Decode(all[len(all)-1].Seq, false)
+	prompt := g.prompt(t, "/api/chat", round)
 	for _, want := range []string{`{"name": "get_weather", "parameters": {"city": "Paris"}}<|eot_id|>`,
 		`<|start_header_id|>ipython<|end_header_id|>` + "\n\n" + `"18 degrees"<|eot_id|>`} {
 		if !strings.Contains(prompt, want) {
@@ -149,24 +140,19 @@ func TestOllamaToolCalls(t *testing.T) {
 // or with raw sent as is, special tokens parsed and BOS added once.
 func TestOllamaGenerate(t *testing.T) {
 	g := newGenServer(t, "Once", Options{}, inference.Config{})
-	tok := testTokenizer(t)
-	last := func() string {
-		calls := g.fm.Calls()
-		return tok.Decode(calls[len(calls)-1].Seq, false)
-	}
 	_, body := g.post(t, "/api/generate", `{"model":"`+model+`","prompt":"Tell me","system":"Be brief.","stream":false}`)
 	var r ollama.GenerateResponse
 	if err := json.Unmarshal(body, &r); err != nil || r.Response != "Once" || !r.Done || r.DoneReason != "stop" || r.Metrics == nil {
 		t.Fatalf("%s", body)
 	}
-	if p := last(); !strings.Contains(p, "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nTell me<|eot_id|>") {
+	if p := g.lastPrompt(t); !strings.Contains(p, "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nTell me<|eot_id|>") {
 		t.Fatalf("prompt %q", p)
 	}
 	for _, raw := range []string{"The sky is", "<|begin_of_text|>The sky is"} {
 		_, body = g.post(t, "/api/generate", `{"model":"`+model+`","prompt":"`+raw+`","raw":true,"stream":false}`)
 		calls := g.fm.Calls()
 		seq := calls[len(calls)-1].Seq
-		want := append([]int32{128000}, tok.Encode("The sky is", false, false)...)
+		want := append([]int32{128000}, testTokenizer(t).Encode("The sky is", false, false)...)
 		if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) || seq[1] == 128000 {
 			t.Fatalf("raw %q: prompt %v, want %v (%s)", raw, seq, want, body)
 		}

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,11 +13,7 @@ import (
 )
 
 func respBody(extra string) string {
-	b := `{"model":"` + modelID + `","input":"Hi"`
-	if extra != "" {
-		b += "," + extra
-	}
-	return b + "}"
+	return object(`"model":"`+modelID+`","input":"Hi"`, extra)
 }
 
 // TestResponsesBadInput is the bad-input table of /v1/responses: each case
@@ -33,17 +28,9 @@ func TestResponsesBadInput(t *testing.T) {
 	}
 	meta17 := "{" + strings.Join(pairs, ",") + "}" // OpenAI allows 16
 	const path = "/v1/responses"
-	inv := server.TypeInvalidRequest
-	for _, c := range []struct {
-		name, method, path, body string
-		rig                      *rig
-		hdr                      []string
-		status                   int
-		code, param              string // "" means null
-		contains                 string
-	}{
+	for _, c := range []badCase{
 		{name: "invalid JSON", body: `{"model":`, status: 400},
-		{name: "empty body", body: ``, status: 400, contains: "empty"},
+		{name: "empty body", body: ``, status: 400, contains: []string{"empty"}},
 		{name: "missing model", body: `{"input":"Hi"}`, status: 400, param: "model"},
 		{name: "unknown model", body: `{"model":"nope","input":"Hi"}`, status: 404, code: "model_not_found", param: "model"},
 		{name: "missing input", body: `{"model":"` + modelID + `"}`, status: 400, param: "input"},
@@ -52,33 +39,33 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "wrong type temperature", body: respBody(`"temperature":"hot"`), status: 400, param: "temperature"},
 		{name: "temperature out of range", body: respBody(`"temperature":3`), status: 400, param: "temperature"},
 		{name: "top_p out of range", body: respBody(`"top_p":0`), status: 400, param: "top_p"},
-		{name: "max_output_tokens below 16", body: respBody(`"max_output_tokens":5`), status: 400, param: "max_output_tokens", contains: ">= 16"},
+		{name: "max_output_tokens below 16", body: respBody(`"max_output_tokens":5`), status: 400, param: "max_output_tokens", contains: []string{">= 16"}},
 		{name: "wrong type content", body: `{"model":"` + modelID + `","input":[{"role":"user","content":5}]}`, status: 400, param: "input.content"}, // nested decoding loses the index
 		{name: "wrong type item", body: `{"model":"` + modelID + `","input":[5]}`, status: 400, param: "input"},
 		{name: "wrong type tools", body: respBody(`"tools":"x"`), status: 400, param: "tools"},
 		{name: "wrong type metadata value", body: respBody(`"metadata":{"a":1}`), status: 400, param: "metadata"},
 		{name: "bad role", body: `{"model":"` + modelID + `","input":[{"role":"robot","content":"x"}]}`, status: 400, param: "input[0].role"},
-		{name: "image part", body: `{"model":"` + modelID + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, status: 400, param: "input[0].content[0].type", contains: "image"},
+		{name: "image part", body: `{"model":"` + modelID + `","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, status: 400, param: "input[0].content[0].type", contains: []string{"image"}},
 		{name: "unknown item type", body: `{"model":"` + modelID + `","input":[{"type":"web_search_call"}]}`, status: 400, param: "input[0].type"},
 		{name: "item_reference", body: `{"model":"` + modelID + `","input":[{"type":"item_reference","id":"msg_1"}]}`, status: 400, param: "input[0].type"},
 		{name: "function_call without call_id", body: `{"model":"` + modelID + `","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, status: 400, param: "input[0].call_id"},
 		{name: "function_call bad arguments", body: `{"model":"` + modelID + `","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{oops"}]}`, status: 400, param: "input[0].arguments"},
 		{name: "function_call_output without output", body: `{"model":"` + modelID + `","input":[{"type":"function_call_output","call_id":"c"}]}`, status: 400, param: "input[0].output"},
-		{name: "custom tool", body: respBody(`"tools":[{"type":"custom","name":"apply_patch"}]`), status: 400, param: "tools[0].type", contains: `"custom"`},
-		{name: "local_shell tool", body: respBody(`"tools":[{"type":"local_shell"}]`), status: 400, param: "tools[0].type", contains: `"local_shell"`},
-		{name: "forced hosted tool", body: respBody(`"tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}`), status: 400, param: "tool_choice", contains: `hosted tool "web_search"`},
-		{name: "forced dated hosted tool", body: respBody(`"tool_choice":{"type":"web_search_preview_2025_03_11"}`), status: 400, param: "tool_choice", contains: "cannot run"},
+		{name: "custom tool", body: respBody(`"tools":[{"type":"custom","name":"apply_patch"}]`), status: 400, param: "tools[0].type", contains: []string{`"custom"`}},
+		{name: "local_shell tool", body: respBody(`"tools":[{"type":"local_shell"}]`), status: 400, param: "tools[0].type", contains: []string{`"local_shell"`}},
+		{name: "forced hosted tool", body: respBody(`"tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}`), status: 400, param: "tool_choice", contains: []string{`hosted tool "web_search"`}},
+		{name: "forced dated hosted tool", body: respBody(`"tool_choice":{"type":"web_search_preview_2025_03_11"}`), status: 400, param: "tool_choice", contains: []string{"cannot run"}},
 		{name: "namespace without tools", body: respBody(`"tools":[{"type":"namespace","name":"crm","description":"CRM"}]`), status: 400, param: "tools[0].tools"},
 		{name: "namespace with a custom tool", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"custom","name":"x"}]}]`), status: 400, param: "tools[0].tools[0].type"},
 		{name: "namespace function without name", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function"}]}]`), status: 400, param: "tools[0].tools[0].name"},
-		{name: "namespace bad name", body: respBody(`"tools":[{"type":"namespace","name":"a.b","tools":[{"type":"function","name":"f"}]}]`), status: 400, param: "tools[0].name", contains: "a-zA-Z0-9"},
-		{name: "duplicate function", body: respBody(`"tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]`), status: 400, param: "tools[1].name", contains: "duplicate"},
-		{name: "forced unknown namespace function", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f"}]}],"tool_choice":{"type":"function","namespace":"crm","name":"g"}`), status: 400, param: "tool_choice.function.name", contains: "crm.g"},
+		{name: "namespace bad name", body: respBody(`"tools":[{"type":"namespace","name":"a.b","tools":[{"type":"function","name":"f"}]}]`), status: 400, param: "tools[0].name", contains: []string{"a-zA-Z0-9"}},
+		{name: "duplicate function", body: respBody(`"tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]`), status: 400, param: "tools[1].name", contains: []string{"duplicate"}},
+		{name: "forced unknown namespace function", body: respBody(`"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f"}]}],"tool_choice":{"type":"function","namespace":"crm","name":"g"}`), status: 400, param: "tool_choice.function.name", contains: []string{"crm.g"}},
 		{name: "hosted tools left out", body: respBody(`"tools":[{"type":"web_search","external_web_access":false},{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"},{"type":"mcp","server_label":"x"},{"type":"computer_use_preview"}]`), status: 200},
 		{name: "function tool without name", body: respBody(`"tools":[{"type":"function","parameters":{}}]`), status: 400, param: "tools[0].name"},
 		{name: "tool_choice required", body: respBody(`"tool_choice":"required"`), status: 400, param: "tool_choice"},
 		{name: "json_schema without a name", body: respBody(`"text":{"format":{"type":"json_schema","schema":{}}}`), status: 400, param: "text.format.name"},
-		{name: "json_schema unsupported keyword", body: respBody(`"text":{"format":{"type":"json_schema","name":"x","schema":{"not":{}}}}`), status: 400, param: "text.format.schema.not", contains: "not supported"},
+		{name: "json_schema unsupported keyword", body: respBody(`"text":{"format":{"type":"json_schema","name":"x","schema":{"not":{}}}}`), status: 400, param: "text.format.schema.not", contains: []string{"not supported"}},
 		{name: "format type", body: respBody(`"text":{"format":{"type":"yaml"}}`), status: 400, param: "text.format.type"},
 		{name: "bad truncation", body: respBody(`"truncation":"middle"`), status: 400, param: "truncation"},
 		{name: "too much metadata", body: respBody(`"metadata":` + meta17), status: 400, param: "metadata"},
@@ -87,7 +74,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "include logprobs", body: respBody(`"include":["message.output_text.logprobs"]`), status: 400, param: "include[0]"},
 		{name: "context exceeded", body: `{"model":"` + modelID + `","input":"` + long + `"}`, status: 400, code: "context_length_exceeded", param: "input"},
 		{name: "unknown previous id", body: respBody(`"previous_response_id":"resp_nope"`), status: 404, code: "previous_response_not_found", param: "previous_response_id"},
-		{name: "get unknown", method: "GET", path: path + "/resp_nope", status: 404, contains: "resp_nope"},
+		{name: "get unknown", method: "GET", path: path + "/resp_nope", status: 404, contains: []string{"resp_nope"}},
 		{name: "get traversal", method: "GET", path: path + "/..%2F..%2Fetc", status: 404},
 		{name: "delete unknown", method: "DELETE", path: path + "/resp_nope", status: 404},
 		{name: "input_items unknown", method: "GET", path: path + "/resp_nope/input_items", status: 404},
@@ -98,36 +85,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "wrong key", rig: rAuth, body: respBody(""), hdr: []string{"Authorization", "Bearer sk-wrong"}, status: 401, code: "invalid_api_key"},
 		{name: "unknown fields ignored, reasoning accepted", body: respBody(`"reasoning":{"effort":"high"},"frobnicate":1,"max_output_tokens":16`), status: 200},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			rg := cmp.Or(c.rig, r)
-			rep := rg.expect(t, c.status, cmp.Or(c.method, "POST"), cmp.Or(c.path, path), c.body, c.hdr...)
-			if c.status == 200 {
-				rg.assertHealthy(t)
-				return
-			}
-			e := decodeError(t, rep)
-			if e.Type != inv {
-				t.Errorf("type %q (%s)", e.Type, rep.Body)
-			}
-			if orNull(e.Code) != orNull(nullable(c.code)) {
-				t.Errorf("code %s, want %q (%s)", orNull(e.Code), c.code, rep.Body)
-			}
-			if orNull(e.Param) != orNull(nullable(c.param)) {
-				t.Errorf("param %s, want %q (%s)", orNull(e.Param), c.param, rep.Body)
-			}
-			if !strings.Contains(e.Message, c.contains) {
-				t.Errorf("message %q lacks %q", e.Message, c.contains)
-			}
-			rg.assertHealthy(t)
-		})
+		t.Run(c.name, func(t *testing.T) { c.check(t, r, path) })
 	}
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func decodeResponse(t *testing.T, rep reply) openai.Response {

@@ -1,11 +1,11 @@
 package server
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/testjsonl"
 )
 
 func TestTokenize(t *testing.T) {
@@ -85,26 +85,15 @@ func TestDetokenize(t *testing.T) {
 // The chat goldens go through /apply-template byte for byte.
 func TestApplyTemplateGoldens(t *testing.T) {
 	s, _ := newTest(t, Options{DateString: func() string { return "26 Jul 2024" }})
-	f, err := os.Open("../testdata/chat/golden_public.jsonl")
-	if err != nil {
-		t.Fatal(err)
+	type golden struct {
+		Name                string            `json:"name"`
+		Messages            json.RawMessage   `json:"messages"`
+		Tools               []json.RawMessage `json:"tools"`
+		AddGenerationPrompt bool              `json:"add_generation_prompt"`
+		DateString          *string           `json:"date_string"`
+		Rendered            string            `json:"rendered"`
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	n := 0
-	for sc.Scan() {
-		var g struct {
-			Name                string            `json:"name"`
-			Messages            json.RawMessage   `json:"messages"`
-			Tools               []json.RawMessage `json:"tools"`
-			AddGenerationPrompt bool              `json:"add_generation_prompt"`
-			DateString          *string           `json:"date_string"`
-			Rendered            string            `json:"rendered"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
+	for _, g := range testjsonl.Read[golden](t, "../testdata/chat/golden_public.jsonl") {
 		req := map[string]any{"messages": g.Messages, "tools": g.Tools, "add_generation_prompt": g.AddGenerationPrompt}
 		if g.DateString != nil {
 			req["chat_template_kwargs"] = map[string]any{"date_string": *g.DateString}
@@ -119,10 +108,6 @@ func TestApplyTemplateGoldens(t *testing.T) {
 		if resp.Prompt != g.Rendered {
 			t.Errorf("%s:\n got  %q\n want %q", g.Name, resp.Prompt, g.Rendered)
 		}
-		n++
-	}
-	if n == 0 {
-		t.Fatal("no goldens")
 	}
 }
 

@@ -19,13 +19,7 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func benchmarkEncode(b *testing.B) {
-	tok := llama3(b)
-	var para string
-	for _, g := range goldens(b) {
-		if g.Category == "paragraph_20k" {
-			para = g.Text
-		}
-	}
+	tok, para := llama3(b), paragraph(b)
 	if len(para) != 20495 {
 		b.Fatalf("paragraph is %d bytes, want 20495", len(para))
 	}
@@ -45,13 +39,7 @@ func benchmarkEncode(b *testing.B) {
 
 // BenchmarkEncodeParagraph encodes the single golden paragraph in one call.
 func BenchmarkEncodeParagraph(b *testing.B) {
-	tok := llama3(b)
-	var para string
-	for _, g := range goldens(b) {
-		if g.Category == "paragraph_20k" {
-			para = g.Text
-		}
-	}
+	tok, para := llama3(b), paragraph(b)
 	b.SetBytes(int64(len(para)))
 	for b.Loop() {
 		tok.Encode(para, false, false)
@@ -77,4 +65,15 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// paragraph is the golden paragraph_20k text.
+func paragraph(b *testing.B) string {
+	for _, g := range goldens(b) {
+		if g.Category == "paragraph_20k" {
+			return g.Text
+		}
+	}
+	b.Fatal("no paragraph_20k golden")
+	return ""
 }

@@ -165,13 +165,29 @@ func (t *Tokenizer) idOr(s string) int32 {
 	return -1
 }
 
-func checkPreTokenizer(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("unsupported pre_tokenizer null (need Split with the Llama-3 regex then ByteLevel)")
-	}
+// component decodes one of tokenizer.json's components (what names it in
+// the error).
+func component(raw json.RawMessage, what string) (componentJSON, error) {
 	var c componentJSON
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+		return c, fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return c, nil
+}
+
+// required is component for one that must be there: null is refused
+// (need says what is supported).
+func required(raw json.RawMessage, what, need string) (componentJSON, error) {
+	if isNull(raw) {
+		return componentJSON{}, fmt.Errorf("unsupported %s null (need %s)", what, need)
+	}
+	return component(raw, what)
+}
+
+func checkPreTokenizer(raw json.RawMessage) error {
+	c, err := required(raw, "pre_tokenizer", "Split with the Llama-3 regex then ByteLevel")
+	if err != nil {
+		return err
 	}
 	steps := []json.RawMessage{raw}
 	if c.Type == "Sequence" {
@@ -180,12 +196,13 @@ func checkPreTokenizer(raw json.RawMessage) error {
 	if len(steps) != 2 {
 		return fmt.Errorf("unsupported pre_tokenizer %q with %d steps (need Split with the Llama-3 regex then ByteLevel)", c.Type, len(steps))
 	}
-	var split, bl componentJSON
-	if err := json.Unmarshal(steps[0], &split); err != nil {
-		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+	split, err := component(steps[0], "pre_tokenizer")
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(steps[1], &bl); err != nil {
-		return fmt.Errorf("decoding pre_tokenizer: %w", err)
+	bl, err := component(steps[1], "pre_tokenizer")
+	if err != nil {
+		return err
 	}
 	switch {
 	case split.Type != "Split":
@@ -205,12 +222,9 @@ func checkPreTokenizer(raw json.RawMessage) error {
 }
 
 func checkDecoder(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("unsupported decoder null (need ByteLevel)")
-	}
-	var c componentJSON
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("decoding decoder: %w", err)
+	c, err := required(raw, "decoder", "ByteLevel")
+	if err != nil {
+		return err
 	}
 	if c.Type != "ByteLevel" {
 		return fmt.Errorf("unsupported decoder %q (need ByteLevel)", c.Type)
@@ -366,17 +380,17 @@ func (t *Tokenizer) setPostProcessor(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
-	var c componentJSON
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("decoding post_processor: %w", err)
+	c, err := component(raw, "post_processor")
+	if err != nil {
+		return err
 	}
 	steps := []componentJSON{c}
 	if c.Type == "Sequence" {
 		steps = steps[:0]
 		for _, r := range c.Processors {
-			var s componentJSON
-			if err := json.Unmarshal(r, &s); err != nil {
-				return fmt.Errorf("decoding post_processor: %w", err)
+			s, err := component(r, "post_processor")
+			if err != nil {
+				return err
 			}
 			steps = append(steps, s)
 		}

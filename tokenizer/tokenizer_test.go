@@ -1,16 +1,16 @@
 package tokenizer
 
 import (
-	"bufio"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hexserve/hexserve/internal/testjsonl"
 )
 
 const tokenizerPath = "../testdata/tokenizer/llama3.2/tokenizer.json"
@@ -38,31 +38,8 @@ type goldenLine struct {
 	Category         string  `json:"category"`
 }
 
-func readJSONL[T any](tb testing.TB, path string) []T {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			tb.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
 func goldens(tb testing.TB) []goldenLine {
-	return readJSONL[goldenLine](tb, "../testdata/tokenizer/golden_public.jsonl")
+	return testjsonl.Read[goldenLine](tb, "../testdata/tokenizer/golden_public.jsonl")
 }
 
 func TestGolden(t *testing.T) {
@@ -249,7 +226,7 @@ type chatGolden struct {
 // segments, and checks the ids equal HF's whole-string encoding.
 func TestSegmentsMatchChatGoldens(t *testing.T) {
 	tok := llama3(t)
-	for _, g := range readJSONL[chatGolden](t, "../testdata/chat/golden_public.jsonl") {
+	for _, g := range testjsonl.Read[chatGolden](t, "../testdata/chat/golden_public.jsonl") {
 		if whole := tok.Encode(g.Rendered, false, true); !slices.Equal(whole, g.RenderedIDs) {
 			t.Errorf("%s: whole-string encode differs from golden", g.Name)
 		}

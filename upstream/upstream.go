@@ -585,13 +585,9 @@ func (s *scrubbed) Unwrap() error { return s.err }
 func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) error {
 	status := relayStatus(resp.StatusCode)
 	c.count(strconv.Itoa(status), "status")
-	b, err := rw.hold.readAll(io.LimitReader(resp.Body, maxErrorBody))
-	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
-	switch {
-	case errors.Is(err, errTooLarge), errors.Is(err, errBudget):
-		return c.cut(err)
-	case err != nil:
-		return c.fail(r, err)
+	b, err := rw.read(r, io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return err
 	}
 	if e := c.keyRefused(resp.StatusCode); e != nil {
 		return e
@@ -609,6 +605,21 @@ func (c *Client) relayError(rw *relay, r *http.Request, resp *http.Response) err
 	rw.w.WriteHeader(status)
 	_, _ = rw.w.Write(clean)
 	return nil
+}
+
+// read reads an upstream reply's body whole within the hold, counting its
+// bytes; a failure is the Error for the client.
+func (rw *relay) read(r *http.Request, body io.Reader) ([]byte, error) {
+	c := rw.c
+	b, err := rw.hold.readAll(body)
+	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
+	switch {
+	case errors.Is(err, errTooLarge), errors.Is(err, errBudget):
+		return nil, c.cut(err)
+	case err != nil:
+		return nil, c.fail(r, err)
+	}
+	return b, nil
 }
 
 // relay writes an upstream reply to the client.
@@ -651,13 +662,10 @@ func (p *present) UnmarshalJSON([]byte) error { *p = true; return nil }
 // endpoint's choices or output) or a 502, scrubbed.
 func (rw *relay) whole(r *http.Request, resp *http.Response, path string) error {
 	c := rw.c
-	b, err := rw.hold.readAll(resp.Body)
-	c.opts.Metrics.addBytes(c.opts.ID, "received", len(b))
+	b, err := rw.read(r, resp.Body)
 	switch {
-	case errors.Is(err, errTooLarge), errors.Is(err, errBudget):
-		return c.cut(err)
 	case err != nil:
-		return c.fail(r, err)
+		return err
 	case int64(len(b)) > c.opts.MaxResponseBytes:
 		return c.cut(errTooLarge)
 	}

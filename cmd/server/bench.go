@@ -42,13 +42,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), "Usage: hexserve bench [flags]\n\nRuns the fixed workload of docs/performance.md on a bundle and reports\nthroughput, host time per token, streaming efficiency, prefix-cache gain,\nmemory and tokenizer speed against the goals. Progress goes to stderr.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return exitCode(err)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "hexserve bench: unexpected argument %q\n", rest[0])
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	cfg := config.Default()
 	if *path != "" {

@@ -63,15 +63,8 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	var out []inspectedFile
 	status := 0
 	for _, f := range files {
-		buf, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintln(stderr, "hexserve inspect:", err)
-			status = 1
-			continue
-		}
-		graphs, err := rt.BinaryInfo(buf)
-		if err != nil {
-			fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)
+		graphs, ok := binaryGraphs(rt, f, stderr)
+		if !ok {
 			status = 1
 			continue
 		}
@@ -139,6 +132,21 @@ func inspectFiles(path, arch string) ([]string, error) {
 		return nil, fmt.Errorf("%s: the manifest names no context binaries", path)
 	}
 	return files, nil
+}
+
+// binaryGraphs reads the context binary f and lists its graphs; a failure is reported on stderr.
+func binaryGraphs(rt *qnn.Runtime, f string, stderr io.Writer) ([]qnn.GraphInfo, bool) {
+	buf, err := os.ReadFile(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve inspect:", err)
+		return nil, false
+	}
+	graphs, err := rt.BinaryInfo(buf)
+	if err != nil {
+		fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)
+		return nil, false
+	}
+	return graphs, true
 }
 
 // defaultQNNLibs fills in hostsim's libraries when they are built, else the

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 
@@ -42,15 +41,8 @@ func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stder
 	defer rt.Close()
 	status := 0
 	for i, f := range c.Bins {
-		buf, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintln(stderr, "hexserve inspect:", err)
-			status = 1
-			continue
-		}
-		graphs, err := rt.BinaryInfo(buf)
-		if err != nil {
-			fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)
+		graphs, ok := binaryGraphs(rt, f, stderr)
+		if !ok {
 			status = 1
 			continue
 		}

@@ -12,16 +12,9 @@ import (
 // mkmodel --format genie: a Qualcomm AI Hub Genie bundle (docs/genie.md) whose context binaries are
 // hostsim's Genie graphs.
 func writeGenie(o mkmodelOptions, stderr io.Writer) (string, error) {
-	cfg, _, err := modelConfig(&o)
+	cfg, wf, err := modelInputs(&o)
 	if err != nil {
-		return "", usageError{err}
-	}
-	wf, err := weightFormat(o.weights)
-	if err != nil {
-		return "", usageError{err}
-	}
-	if _, err := tokenizerDir(o); err != nil {
-		return "", usageError{err}
+		return "", err
 	}
 	g := geniesim.Options{Config: cfg, Name: o.name, Precision: o.precision, Weights: wf, Parts: o.parts,
 		PromptAR: o.prefillChunk, Ctx: o.ctx, Progress: func(k, n int, size int64) {

@@ -169,6 +169,23 @@ func modelConfig(o *mkmodelOptions) (cfg tinyllama.Config, source string, err er
 	return cfg, source, nil
 }
 
+// modelInputs resolves the model (modelConfig) and --weights and checks the tokenizer files, for
+// the .pte and Genie writers; its errors are usage errors.
+func modelInputs(o *mkmodelOptions) (tinyllama.Config, simfile.WeightFormat, error) {
+	cfg, _, err := modelConfig(o)
+	if err != nil {
+		return cfg, 0, usageError{err}
+	}
+	wf, err := weightFormat(o.weights)
+	if err != nil {
+		return cfg, 0, usageError{err}
+	}
+	if _, err := tokenizerDir(*o); err != nil {
+		return cfg, 0, usageError{err}
+	}
+	return cfg, wf, nil
+}
+
 // weightFormat maps --weights.
 func weightFormat(w string) (simfile.WeightFormat, error) {
 	switch w {

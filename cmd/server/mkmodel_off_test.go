@@ -4,6 +4,9 @@ package main
 
 import "testing"
 
+// mkmodelBuilt says whether this build has the mkmodel subcommand.
+const mkmodelBuilt = false
+
 // runMk skips tests that need a generated model in a build without mkmodel.
 func runMk(t *testing.T, args ...string) (int, string, string) {
 	t.Skip("built with -tags nomkmodel: no mkmodel")

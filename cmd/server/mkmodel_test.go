@@ -24,6 +24,9 @@ import (
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
+// mkmodelBuilt says whether this build has the mkmodel subcommand.
+const mkmodelBuilt = true
+
 func runMk(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer

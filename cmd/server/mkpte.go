@@ -100,16 +100,9 @@ func pteHyper(c tinyllama.Config, ctx int) simfile.Hyper {
 // writePTE writes OUT/<name>.pte with the tokenizer and licence files and returns OUT. The
 // shards stream into the file: memory stays flat whatever the model's size.
 func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
-	cfg, _, err := modelConfig(&o)
+	cfg, wf, err := modelInputs(&o)
 	if err != nil {
-		return "", usageError{err}
-	}
-	wf, err := weightFormat(o.weights)
-	if err != nil {
-		return "", usageError{err}
-	}
-	if _, err := tokenizerDir(o); err != nil {
-		return "", usageError{err}
+		return "", err
 	}
 	s, err := pteSpec(o, cfg)
 	if err != nil {

@@ -62,13 +62,8 @@ func serveConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		fmt.Fprint(fs.Output(), "Usage: hexserve serve [flags]\n\nServes the OpenAI-compatible API. Environment: HEXSERVE_API_KEYS adds\ncomma-separated API keys to server.api_keys.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return nil, exitCode(err)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "hexserve serve: unexpected argument %q\n", rest[0])
-		return nil, 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return nil, code
 	}
 	cfg := config.Default()
 	if *path != "" {

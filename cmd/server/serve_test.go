@@ -18,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/syncbuf"
 	"github.com/hexserve/hexserve/internal/testhttp"
+	"github.com/hexserve/hexserve/internal/testwait"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -217,13 +218,8 @@ func TestServeLifecycle(t *testing.T) {
 		t.Fatalf("metrics: %d", code)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not return after cancel")
+	if err := testwait.Recv(t, done, 10*time.Second, "serve returning after cancel"); err != nil {
+		t.Fatal(err)
 	}
 	if !model.Closed() {
 		t.Error("model not closed at shutdown")

@@ -25,6 +25,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/internal/syncbuf"
+	"github.com/hexserve/hexserve/internal/testwait"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -88,13 +89,7 @@ func startServe(t *testing.T, cfg config.Config, logs io.Writer) (addr string, s
 	}
 	return addr, func() error {
 		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(10 * time.Second):
-			t.Fatal("serve did not return")
-			return nil
-		}
+		return testwait.Recv(t, done, 10*time.Second, "serve returning")
 	}
 }
 
@@ -220,15 +215,10 @@ func TestServeStopWhileLoading(t *testing.T) {
 	<-listening
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := time.Since(start); d > loadStopGrace+time.Second {
-			t.Fatalf("stopped after %v", d)
-		}
-	case <-time.After(loadStopGrace + 5*time.Second):
-		t.Fatal("serve still waits for the load after the shutdown")
+	if err := testwait.Recv(t, done, loadStopGrace+5*time.Second, "serve returning while the load still runs"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > loadStopGrace+time.Second {
+		t.Fatalf("stopped after %v", d)
 	}
 }

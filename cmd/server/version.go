@@ -15,13 +15,8 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: hexserve version\n\nPrints the hexserve version, the Go version and the platform.")
 	}
-	rest, err := parseFlags(fs, args)
-	if err != nil {
-		return exitCode(err)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "hexserve version: unexpected argument %q\n", rest[0])
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	fmt.Fprintf(stdout, "hexserve %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
@@ -48,6 +43,21 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// parseNoArgs parses args with fs for a command that takes no positional
+// arguments. ok is false when the command must stop with code: a flag
+// error or --help (exitCode), or an unexpected argument (2).
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return exitCode(err), false
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hexserve %s: unexpected argument %q\n", fs.Name(), rest[0])
+		return 2, false
+	}
+	return 0, true
 }
 
 // exitCode is 0 for --help and 2 for other flag errors.

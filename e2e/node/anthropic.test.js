@@ -6,17 +6,12 @@
 // emits the scripted tokens) runs the tool-use round trip, 401 and 529.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
+import { startScripted, turns } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const sharedKey = process.env.HEXSERVE_API_KEY || 'unused';
 const client = new Anthropic({ baseURL: url, apiKey: sharedKey, maxRetries: 0 });
-const root = resolve(import.meta.dirname, '..', '..');
 let model;
 
 before(async () => {
@@ -132,63 +127,25 @@ test('typed errors: 404 unknown model, 400 out of range, 400 prompt too long', a
 const answer = 'It is sunny in Paris.';
 const key = 'sk-node-anthropic';
 let scripted;
-let dir;
 
-async function freePort() {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function startScripted() {
-  const tokenize = async (content) => {
-    const r = await fetch(url + '/tokenize', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + sharedKey },
-      body: JSON.stringify({ content, add_special_tokens: false }),
-    });
-    assert.equal(r.status, 200);
-    return (await r.json()).tokens;
-  };
-  const eot = 128009;
-  const ids = [...(await tokenize('{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}')), eot, ...(await tokenize(answer)), eot];
-  dir = mkdtempSync(join(tmpdir(), 'hexserve-node-anthropic-'));
-  writeFileSync(join(dir, 'script.txt'), ids.join(' ') + '\n');
-  // configs/dev.yaml plus the aliases, one sequence at a time and a queue of one (a request is
-  // refused only when the queue and the free sequence slots are both full).
-  writeFileSync(join(dir, 'config.yaml'), [
+// startAliased starts the scripted server on configs/dev.yaml plus the aliases, one sequence at a
+// time and a queue of one (a request is refused only when the queue and the free sequence slots
+// are both full).
+async function startAliased() {
+  const ids = await turns(url, '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}', answer);
+  const config = [
     'server:', `  model_aliases: {"claude-*": ${model}}`,
     'model:', '  bundle: build/models/tiny', '  libraries:', '    backend: build/hostsim/amd64/libQnnHtp.so',
     '    system: build/hostsim/amd64/libQnnSystem.so', '    rpcmem: build/hostsim/amd64/libcdsprpc.so',
     'engine:', '  queue_length: 1', '  max_sequences: 1', 'chat:', '  date: 26 Jul 2024', '',
-  ].join('\n'));
-  const port = await freePort();
-  const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', join(dir, 'config.yaml'), '--addr', `127.0.0.1:${port}`], {
-    cwd: root,
-    env: { ...process.env, HOSTSIM_SCRIPT: join(dir, 'script.txt'), HEXSERVE_API_KEYS: key, HOSTSIM_LATENCY_US_DECODE: '3000' },
-    stdio: 'ignore',
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    try {
-      if ((await fetch(base + '/health')).status === 200) return { proc, base };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill();
-  throw new Error('the scripted hexserve was not healthy within 60s');
+  ].join('\n');
+  return startScripted(ids, key, { config, env: { HOSTSIM_LATENCY_US_DECODE: '3000' } });
 }
 
-after(() => {
-  scripted?.proc.kill();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => scripted?.stop());
 
 test('tool_use → tool_result → answer through a claude-* alias, streamed and not; 401; 529', async () => {
-  scripted = await startScripted();
+  scripted = await startAliased();
   const c = new Anthropic({ baseURL: scripted.base, apiKey: key, maxRetries: 0 });
   const first = {
     model: 'claude-sonnet-4-5', max_tokens: 64, temperature: 0, tools: [weatherTool],

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
-import { eot, startScripted, tokenize } from './scripted.js';
+import { startScripted, turns } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const headers = process.env.HEXSERVE_API_KEY ? { Authorization: 'Bearer ' + process.env.HEXSERVE_API_KEY } : undefined;
@@ -183,7 +183,7 @@ after(() => scripted?.stop());
 
 test('tool call → tool result → final text, streamed and not, and 401', async () => {
   const call = '{"name": "get_weather", "parameters": {"city": "Paris"}}';
-  scripted = await startScripted([...(await tokenize(url, call)), eot, ...(await tokenize(url, answer)), eot], key);
+  scripted = await startScripted(await turns(url, call, answer), key);
   const c = new Ollama({ host: scripted.base, headers: { Authorization: 'Bearer ' + key } });
   const tools = [{
     type: 'function',

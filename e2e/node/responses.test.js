@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { eot, startScripted, tokenize } from './scripted.js';
+import { startScripted, turns } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const client = new OpenAI({ baseURL: url + '/v1', apiKey: process.env.HEXSERVE_API_KEY || 'unused', maxRetries: 0 });
@@ -112,15 +112,10 @@ const answer = 'It is sunny in Paris.';
 const key = 'sk-node-responses';
 let scripted;
 
-async function startScriptedServer() {
-  const ids = [...(await tokenize(url, '{"name": "get_weather", "parameters": {"city": "Paris"}}')), eot, ...(await tokenize(url, answer)), eot];
-  return startScripted(ids, key);
-}
-
 after(() => scripted?.stop());
 
 test('function_call → function_call_output → final text, and 401', async () => {
-  scripted = await startScriptedServer();
+  scripted = await startScripted(await turns(url, '{"name": "get_weather", "parameters": {"city": "Paris"}}', answer), key);
   const c = new OpenAI({ baseURL: scripted.base + '/v1', apiKey: key, maxRetries: 0 });
   const tools = [{
     type: 'function', name: 'get_weather', description: 'Get the current weather in a city', strict: true,

@@ -1,5 +1,5 @@
 // A second hexserve for the tests that script the tiny model: it serves
-// configs/dev.yaml with HOSTSIM_SCRIPT (the lm-head then emits the script's
+// configs/dev.yaml (or a config of the test's) with HOSTSIM_SCRIPT (the lm-head then emits the script's
 // token ids in turn, cycling) and an API key, on a free loopback port.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..', '..');
-export const eot = 128009;
+const eot = 128009;
 
 // tokenize returns the ids of content (no special tokens added) from the
 // server at url.
-export async function tokenize(url, content) {
+async function tokenize(url, content) {
   const r = await fetch(url + '/tokenize', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (process.env.HEXSERVE_API_KEY || 'unused') },
@@ -21,6 +21,16 @@ export async function tokenize(url, content) {
   });
   assert.equal(r.status, 200);
   return (await r.json()).tokens;
+}
+
+// turns returns the script of texts (tokenized by the server at url), each
+// ended by an end-of-turn token.
+export async function turns(url, ...texts) {
+  const ids = [];
+  for (const text of texts) {
+    ids.push(...(await tokenize(url, text)), eot);
+  }
+  return ids;
 }
 
 async function freePort() {
@@ -33,14 +43,20 @@ async function freePort() {
 }
 
 // startScripted starts the server with the script ids and key; stop() ends
-// it and removes the script.
-export async function startScripted(ids, key) {
+// it and removes the script. config, when given, is the YAML config to serve
+// instead of configs/dev.yaml; env adds environment variables.
+export async function startScripted(ids, key, { config, env } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'hexserve-node-'));
   writeFileSync(join(dir, 'script.txt'), ids.join(' ') + '\n');
+  let cfg = 'configs/dev.yaml';
+  if (config) {
+    cfg = join(dir, 'config.yaml');
+    writeFileSync(cfg, config);
+  }
   const port = await freePort();
-  const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', 'configs/dev.yaml', '--addr', `127.0.0.1:${port}`], {
+  const proc = spawn(join(root, 'bin', 'hexserve'), ['serve', '--config', cfg, '--addr', `127.0.0.1:${port}`], {
     cwd: root,
-    env: { ...process.env, HOSTSIM_SCRIPT: join(dir, 'script.txt'), HEXSERVE_API_KEYS: key },
+    env: { ...process.env, HOSTSIM_SCRIPT: join(dir, 'script.txt'), HEXSERVE_API_KEYS: key, ...env },
     stdio: 'ignore',
   });
   const stop = () => {

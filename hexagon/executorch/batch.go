@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // maxPoolSequences bounds the sequences open in the pool at once.
@@ -162,74 +160,15 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		r.decAt = r.steps
 	default:
 		r.decAt = r.steps
-		return r.decodeRows(ctx, runs)
+		// One row per kv_forward call: the next call overwrites the output buffer.
+		return r.RowByRow(ctx, runs, r.dec.logits, r.dec.vocab, func(one inference.Run) error {
+			return r.runBatch(r.dec, []inference.Run{one})
+		})
 	}
 	if err := r.runBatch(m, runs); err != nil {
 		return nil, err
 	}
-	out := make([]inference.Rows, len(runs))
-	o := 0
-	for i, run := range runs {
-		out[i] = batchRows{m: m, off: o, n: len(run.Tokens)}
-		o += len(run.Tokens)
-		r.Pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
-	}
-	return out, nil
-}
-
-// decodeRows evaluates runs one row per kv_forward call, keeping a copy of
-// each row's logits (the next call overwrites the output buffer).
-func (r *Runner) decodeRows(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
-	out := make([]inference.Rows, len(runs))
-	k := 0
-	for i, run := range runs {
-		cr := copiedRows{}
-		for j := range run.Tokens {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
-			if err := r.runBatch(r.dec, []inference.Run{one}); err != nil {
-				return nil, err
-			}
-			r.Pool.Seq(run.Seq).N = one.Start + 1
-			cr.rows = append(cr.rows, r.keepLogits(k, graphio.Row(r.dec.logits, 0, r.dec.vocab)))
-			k++
-		}
-		out[i] = cr
-	}
-	return out, nil
-}
-
-// keepLogits copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keepLogits(k int, l sample.Logits) sample.Logits {
-	for len(r.kept) <= k {
-		r.kept = append(r.kept, sample.Logits{})
-	}
-	c := r.kept[k]
-	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == sample.F32 {
-		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
-	} else {
-		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
-	}
-	r.kept[k] = c
-	return c
-}
-
-// copiedRows are one run's logits rows kept from kv_forward calls.
-type copiedRows struct{ rows []sample.Logits }
-
-func (w copiedRows) Len() int { return len(w.rows) }
-
-// Held: the kept copies stay until the next Step.
-func (w copiedRows) Held() bool { return true }
-
-func (w copiedRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= len(w.rows) {
-		return sample.Logits{}, fmt.Errorf("executorch: row %d of %d", i, len(w.rows))
-	}
-	return w.rows[i], nil
+	return r.Commit(runs, m.logits, m.vocab), nil
 }
 
 // checkRuns validates a Step.
@@ -292,19 +231,7 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 // Padding rows attend to nothing, as Genie masks them (docs/executorch.md):
 // the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
-	b := m.vals[m.mask].Bytes()
-	cl, S := m.cl, m.cl-m.ar
-	m.masks.Fill(b, 0, m.ar*cl, false)
-	o := 0
-	for _, run := range runs {
-		s := r.Pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * cl
-			s.OpenRows(m.masks, b, row, run.Start)
-			m.masks.Fill(b, row+S+o, row+S+o+i+1, true)
-		}
-		o += len(run.Tokens)
-	}
+	r.Pool.WriteMask(m.masks, m.vals[m.mask].Bytes(), runs, m.ar, m.cl, m.cl-m.ar)
 	m.open = -1
 }
 
@@ -322,22 +249,4 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	}
 	r.cp.Queue(q...)
 	r.queued = q
-}
-
-// batchRows are one run's logits rows of a Step's call.
-type batchRows struct {
-	m      *method
-	off, n int
-}
-
-func (w batchRows) Len() int { return w.n }
-
-// Held: every row is in the call's output buffer until the next call.
-func (w batchRows) Held() bool { return true }
-
-func (w batchRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= w.n {
-		return sample.Logits{}, fmt.Errorf("executorch: row %d of %d", i, w.n)
-	}
-	return graphio.Row(w.m.logits, w.off+i, w.m.vocab), nil
 }

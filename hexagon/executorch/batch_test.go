@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -98,6 +98,22 @@ func newBseqs(t *testing.T, r *Runner, prompts [][]int32, gen int) []*bseq {
 	return out
 }
 
+// sameAsAlone fails t unless each sequence of got has the tokens and the
+// logits bits of the same sequence of alone.
+func sameAsAlone(t *testing.T, got, alone []*bseq) {
+	t.Helper()
+	for i, s := range got {
+		if !slices.Equal(s.toks, alone[i].toks) {
+			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
+		}
+		for pos, l := range alone[i].logits {
+			if !equalBits(s.logits[pos], l) {
+				t.Fatalf("sequence %d: logits after row %d differ from alone", i, pos)
+			}
+		}
+	}
+}
+
 func equalBits(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }
@@ -112,13 +128,9 @@ var batchPrompts = [][]int32{
 // same bits alone and next to others (prompt chunks beside decode rows,
 // several sequences' rows in one call), and its greedy tokens are Eval's.
 func TestBatchBitIdentical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 2)
 	const gen = 6
-	alone := map[int]*bseq{}
+	alone := make([]*bseq, len(batchPrompts))
 	ra := openRunner(t, rt, path)
 	for i, p := range batchPrompts {
 		ss := newBseqs(t, ra, [][]int32{p}, gen)
@@ -129,17 +141,7 @@ func TestBatchBitIdentical(t *testing.T) {
 	rb := openRunner(t, rt, path)
 	together := newBseqs(t, rb, batchPrompts, gen)
 	drive(t, rb, together, 8)
-	for i, s := range together {
-		a := alone[i]
-		if !slices.Equal(s.toks, a.toks) {
-			t.Fatalf("sequence %d: together %v, alone %v", i, s.toks, a.toks)
-		}
-		for pos, l := range a.logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ together and alone", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, together, alone)
 	// And the tokens are those of today's one-sequence path.
 	re := openRunner(t, rt, path)
 	for i, p := range batchPrompts {
@@ -247,54 +249,19 @@ func TestEngineSideBySide(t *testing.T) {
 		{Prompt: batchPrompts[2], MaxTokens: 7, IgnoreEOS: true, Sampling: sample.Params{Temperature: 0.8, TopP: 0.9, Seed: &seed}},
 		{Prompt: batchPrompts[0], MaxTokens: 8, IgnoreEOS: true, Prediction: "<1><2><3>"},
 	}
-	tokens := func(r inference.Result) [][]int32 {
-		var out [][]int32
-		for _, c := range r.Choices {
-			out = append(out, c.Tokens)
-		}
-		return out
-	}
-	collect := func(e *inference.Engine, parallel bool) [][][]int32 {
-		out := make([][][]int32, len(reqs))
-		errs := make([]error, len(reqs))
-		var wg sync.WaitGroup
-		for i, req := range reqs {
-			wg.Add(1)
-			f := func() {
-				defer wg.Done()
-				s, err := e.Submit(context.Background(), req)
-				if err == nil {
-					var r inference.Result
-					r, err = inference.Collect(s)
-					out[i] = tokens(r)
-				}
-				errs[i] = err
-			}
-			if parallel {
-				go f()
-			} else {
-				f()
-			}
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
 	ra := openRunner(t, rt, path)
 	ea := inference.New(ra, byteVocab{}, inference.Config{MaxSequences: 1, Speculative: inference.DefaultSpeculative})
-	alone := collect(ea, false)
+	var alone [][][]int32
+	for _, req := range reqs { // one after the other
+		alone = append(alone, inferencetest.Tokens(inferencetest.Run(t, ea, req)))
+	}
 	ea.Close()
 	rb := openRunner(t, rt, path)
 	eb := inference.New(rb, byteVocab{}, inference.Config{MaxSequences: 8, Speculative: inference.DefaultSpeculative})
 	defer eb.Close()
-	together := collect(eb, true)
-	for i := range reqs {
-		if !slices.EqualFunc(alone[i], together[i], slices.Equal) {
-			t.Errorf("request %d: alone %v, side by side %v", i, alone[i], together[i])
+	for i, res := range inferencetest.RunAll(t, eb, reqs) {
+		if together := inferencetest.Tokens(res); !slices.EqualFunc(alone[i], together, slices.Equal) {
+			t.Errorf("request %d: alone %v, side by side %v", i, alone[i], together)
 		}
 	}
 	if n := len(alone[1]); n != 2 || slices.Equal(alone[1][0], alone[1][1]) {
@@ -309,11 +276,7 @@ func TestEngineSideBySide(t *testing.T) {
 // dearer than a kv_forward call per row, a step runs its rows (prompt
 // chunks included) through kv_forward, with the same bits.
 func TestBatchDecodeRows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	ra := openRunner(t, rt, path)
 	var alone []*bseq
 	for _, p := range batchPrompts[:2] {
@@ -337,27 +300,14 @@ func TestBatchDecodeRows(t *testing.T) {
 	if p, d := rb.Stats().Graphs[rb.pre.method].Calls-pre, rb.Stats().Graphs[rb.dec.method].Calls-dec; p != 0 || d != int64(rows) {
 		t.Fatalf("%d prefill_forward and %d kv_forward calls, want 0 and %d", p, d, rows)
 	}
-	for i, s := range ss {
-		if !slices.Equal(s.toks, alone[i].toks) {
-			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
-		}
-		for pos, l := range alone[i].logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, ss, alone)
 }
 
 // TestBatchGrow: a sequence grows in place when the slots after it are
 // free, moves (with its rows, bit for bit) when they are not, and refuses
 // to move while a fork shares its rows.
 func TestBatchGrow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	ra := openRunner(t, rt, path)
 	alone := newBseqs(t, ra, batchPrompts[:1], 12)
 	drive(t, ra, alone, 8)
@@ -378,14 +328,7 @@ func TestBatchGrow(t *testing.T) {
 	}
 	ss[0].gen = 12
 	drive(t, r, ss, 8)
-	if !slices.Equal(ss[0].toks, alone[0].toks) {
-		t.Fatalf("after the move: %v, alone %v", ss[0].toks, alone[0].toks)
-	}
-	for pos, l := range alone[0].logits {
-		if !equalBits(ss[0].logits[pos], l) {
-			t.Fatalf("logits after row %d differ after the move", pos)
-		}
-	}
+	sameAsAlone(t, ss[:1], alone) // after the move
 	if _, err := r.Fork(ss[0].id, 3, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -402,32 +345,16 @@ func TestBatchGrow(t *testing.T) {
 // to the KV store and a later prompt that starts with them restores them
 // (cached_tokens), with the same tokens as without the store.
 func TestEngineSideBySideKVStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	turn1 := inference.Request{Prompt: batchPrompts[2], MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
-	run := func(e *inference.Engine, req inference.Request) inference.Result {
-		t.Helper()
-		s, err := e.Submit(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := inference.Collect(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
 	turn2 := func(r inference.Result, owner string) inference.Request {
 		p := append(slices.Clone(batchPrompts[2]), r.Choices[0].Tokens...)
 		return inference.Request{Prompt: append(p, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
 	}
 	plain := openRunner(t, rt, path)
 	ep := inference.New(plain, byteVocab{}, inference.Config{MaxSequences: 4})
-	r1 := run(ep, turn1)
-	want := run(ep, turn2(r1, "alice"))
+	r1 := inferencetest.Run(t, ep, turn1)
+	want := inferencetest.Run(t, ep, turn2(r1, "alice"))
 	ep.Close()
 
 	r := openRunner(t, rt, path)
@@ -437,15 +364,15 @@ func TestEngineSideBySideKVStore(t *testing.T) {
 	}
 	e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
 	defer e.Close()
-	run(e, turn1)
-	got := run(e, turn2(r1, "alice"))
+	inferencetest.Run(t, e, turn1)
+	got := inferencetest.Run(t, e, turn2(r1, "alice"))
 	if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
 		t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
 	}
 	if c, min := got.Usage.CachedTokens, len(batchPrompts[2])+5; c < min {
 		t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, min)
 	}
-	if other := run(e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
+	if other := inferencetest.Run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
 		t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
 	}
 }
@@ -455,11 +382,7 @@ func TestEngineSideBySideKVStore(t *testing.T) {
 // kv_forward, for their own sequence and their neighbours, with the same
 // bits as alone, and a long sequence gets Eval's tokens.
 func TestBatchWholeWindow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 1)
 	long := []int32{128000}
 	for i := range 49 {
 		long = append(long, int32(100+(37*i)%5000))
@@ -483,16 +406,7 @@ func TestBatchWholeWindow(t *testing.T) {
 		t.Fatalf("the second sequence is in slots %d…, not past %d", s.Lo, rb.cl-rb.pre.ar)
 	}
 	drive(t, rb, together, 8)
-	for i, s := range together {
-		if !slices.Equal(s.toks, alone[i].toks) {
-			t.Fatalf("sequence %d: %v, alone %v", i, s.toks, alone[i].toks)
-		}
-		for pos, l := range alone[i].logits {
-			if !equalBits(s.logits[pos], l) {
-				t.Fatalf("sequence %d: logits after row %d differ", i, pos)
-			}
-		}
-	}
+	sameAsAlone(t, together, alone)
 	re := openRunner(t, rt, path)
 	if toks, _ := greedy(t, re, long, 0, gens[0]); !slices.Equal(toks, together[0].toks[len(long):]) {
 		t.Fatalf("Eval %v, Step %v", toks, together[0].toks[len(long):])
@@ -503,11 +417,7 @@ func TestBatchWholeWindow(t *testing.T) {
 // prompt, sent at once, fork its rows (cached_tokens) and give the tokens
 // a one-at-a-time engine gives; another owner's request shares nothing.
 func TestEngineSharedPrefix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	system := slices.Concat(batchPrompts[2], batchPrompts[0][1:], batchPrompts[1][1:]) // 19 tokens
 	seed := int64(5)
 	var reqs []inference.Request
@@ -515,31 +425,12 @@ func TestEngineSharedPrefix(t *testing.T) {
 		reqs = append(reqs, inference.Request{Prompt: append(slices.Clone(system), int32(400+i), 13), MaxTokens: 6, IgnoreEOS: true,
 			Owner: owner, Sampling: sample.Params{Temperature: 0.7, Seed: &seed}})
 	}
-	collect := func(e *inference.Engine) []inference.Result {
-		out := make([]inference.Result, len(reqs))
-		errs := make([]error, len(reqs))
-		var wg sync.WaitGroup
-		for i, req := range reqs {
-			s, err := e.Submit(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() { out[i], errs[i] = inference.Collect(s) })
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
 	ea := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 1})
-	alone := collect(ea)
+	alone := inferencetest.RunAll(t, ea, reqs)
 	ea.Close()
 	eb := inference.New(openRunner(t, rt, path), byteVocab{}, inference.Config{MaxSequences: 8})
 	defer eb.Close()
-	together := collect(eb)
+	together := inferencetest.RunAll(t, eb, reqs)
 	for i := range reqs {
 		if !slices.Equal(alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens) {
 			t.Errorf("request %d: alone %v, side by side %v", i, alone[i].Choices[0].Tokens, together[i].Choices[0].Tokens)
@@ -556,37 +447,16 @@ func TestEngineSharedPrefix(t *testing.T) {
 // sequences, the one set aside is saved to the KV store and restored from
 // it (not evaluated again), with the tokens of a one-at-a-time engine.
 func TestEnginePreemptRestore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	var reqs []inference.Request
 	for i := range 3 {
 		reqs = append(reqs, inference.Request{Prompt: batchPrompts[i], MaxTokens: 80 - i, IgnoreEOS: true})
 	}
+	// The first choice's tokens of reqs, run side by side on e.
 	collect := func(e *inference.Engine) [][]int32 {
-		out := make([][]int32, len(reqs))
-		errs := make([]error, len(reqs))
-		var wg sync.WaitGroup
-		for i, req := range reqs {
-			s, err := e.Submit(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				var r inference.Result
-				r, errs[i] = inference.Collect(s)
-				if errs[i] == nil {
-					out[i] = r.Choices[0].Tokens
-				}
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
+		var out [][]int32
+		for _, res := range inferencetest.RunAll(t, e, reqs) {
+			out = append(out, res.Choices[0].Tokens)
 		}
 		return out
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -167,7 +168,7 @@ func TestBehaviour(t *testing.T) {
 			_, _, err := evalOn(r).Eval(ctx, seq[:24], 10)
 			set("HOSTSIM_FAIL_EXECUTE_AT", "")
 			set("HOSTSIM_FAIL_CODE", "")
-			var ee *ExecError
+			var ee *graphio.ExecError
 			if !errors.As(err, &ee) {
 				t.Fatalf("code %s: error %v is not an *ExecError", code, err)
 			}

@@ -50,11 +50,7 @@ func storiesGraph(name string, ar int) qnn.GraphInfo {
 // TestBindStories binds the real stories260K plans (docs/executorch-pte.md §1.3: DelegateCall args
 // [2,0,3,8,1,4,9,5,10,6,11,7,12 | 13…23]) to the §3.3 tensor table.
 func TestBindStories(t *testing.T) {
-	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openStories(t)
 	for _, tc := range []struct {
 		method string
 		ar     int
@@ -100,11 +96,7 @@ func TestBindStories(t *testing.T) {
 
 // TestBindErrors: bindings that cannot work are refused with the reason.
 func TestBindErrors(t *testing.T) {
-	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openStories(t)
 	m := f.Method(pte.MethodPrefill)
 	for _, tc := range []struct {
 		name   string
@@ -147,11 +139,7 @@ func TestBindErrors(t *testing.T) {
 // steps and sizes, refuses what it cannot bind, and leaves graph-shape
 // faults (here caches one slot short) to the check.
 func TestBinderAlone(t *testing.T) {
-	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openStories(t)
 	m := f.Method(pte.MethodPrefill)
 	short := storiesGraph(m.Name, 32)
 	for i := 0; i < 10; i += 2 {
@@ -190,11 +178,7 @@ func TestBinderAlone(t *testing.T) {
 // TestLayoutCheckAlone runs the check on a bound layout edited field by
 // field: each fault is found without the binder.
 func TestLayoutCheckAlone(t *testing.T) {
-	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openStories(t)
 	m := f.Method(pte.MethodDecode)
 	g := storiesGraph(m.Name, 1)
 	for _, tc := range []struct {
@@ -229,4 +213,16 @@ func TestLayoutCheckAlone(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// openStories opens the real stories260k .pte of hexagon/pte/testdata for
+// the test.
+func openStories(t *testing.T) *pte.File {
+	t.Helper()
+	f, err := pte.Open(filepath.Join("..", "pte", "testdata", "stories260k_hybrid_llama_qnn.pte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
-	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 )
 
 // TestPaddingRowsPoisoned: hostsim skips a call's padding rows (mask rows
@@ -17,11 +16,7 @@ import (
 // committed cache entry must be finite, while the last call's padding rows do
 // hold the poison.
 func TestPaddingRowsPoisoned(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 64, 2)
 	r := openRunner(t, rt, path)
 	ss := newBseqs(t, r, batchPrompts[:2], 4)
 	drive(t, r, ss, 5) // at most 5 of the 8 rows carry tokens
@@ -70,11 +65,7 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 // remeasureSteps Steps without one, and once its new time is measured the
 // single-row Steps go back to it.
 func TestRemeasureStaleCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	r := openRunner(t, rt, path)
 	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "600000")
 	warm := newBseqs(t, r, [][]int32{{128000, 5}}, 2) // kv_forward measured once, at 600 ms
@@ -98,11 +89,7 @@ func TestRemeasureStaleCost(t *testing.T) {
 // cost is measured the multi-row Steps go to it (the first 4-stream bench
 // run after a build once stayed on one-row calls).
 func TestSlowFirstPrefillDoesNotStick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("numeric model runs: the full (non-race) pass runs it")
-	}
-	rt := openRuntime(t)
-	path := writePTE(t, pteOpts{ctx: 128, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
+	rt, path := numericPTE(t, 128, 1)
 	r := openRunner(t, rt, path)
 	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "600000")
 	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "20000")

@@ -60,7 +60,6 @@ type Runner struct {
 	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
 	queued                     []layerCopy                // copyRuns' scratch
 	batchToks                  []int32                    // runBatch's scratch
-	kept                       []sample.Logits            // logits rows kept by decodeRows
 	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
 
 	stats plan.Stats        // updated by the worker without locking
@@ -404,23 +403,10 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 // (graphio.Lifecycle: timing per graph, the cache invalid after a failure,
 // a reload after a device restart).
 func (r *Runner) execute(m *method, i int) error {
-	return r.life.Execute(m.method, m.calls[i], func(err error) error {
-		return &ExecError{Graph: m.method, Context: r.binIndex(r.file.Method(m.method).Delegates[m.steps[i].delegate].Binary), Err: err}
+	return r.life.Execute(m.method, m.calls[i], m.method, func() string {
+		return fmt.Sprintf("context %d", r.binIndex(r.file.Method(m.method).Delegates[m.steps[i].delegate].Binary))
 	})
 }
-
-// ExecError is a failed graph execution.
-type ExecError struct {
-	Graph   string
-	Context int
-	Err     error
-}
-
-func (e *ExecError) Error() string {
-	return fmt.Sprintf("executorch: executing graph %q of context %d: %v", e.Graph, e.Context, e.Err)
-}
-
-func (e *ExecError) Unwrap() error { return e.Err }
 
 // reload recreates the contexts and calls; buffers stay, the cache is
 // invalid.

@@ -136,6 +136,17 @@ func greedy(t testing.TB, m inference.Model, seq []int32, valid, n int) ([]int32
 	return out, seq
 }
 
+// numericPTE skips in -short runs, else opens the runtime and writes a
+// float32 .pte (AR 8) of ctx slots over shards contexts: the model the
+// numeric batch tests drive.
+func numericPTE(t *testing.T, ctx, shards int) (*qnn.Runtime, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("numeric model runs: the full (non-race) pass runs it")
+	}
+	return openRuntime(t), writePTE(t, pteOpts{ctx: ctx, ar: 8, shards: shards, kv: simfile.F32, logits: simfile.F32})
+}
+
 func openRunner(t testing.TB, rt *qnn.Runtime, path string) *Runner {
 	t.Helper()
 	r, err := Open(Config{Path: path, Runtime: rt, EOS: []int32{128009}})

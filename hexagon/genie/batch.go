@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // The Runner as an inference.Batcher. The cache is a pool of CL − 1 slots (the AR-1 graphs' past;
@@ -109,75 +106,17 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		rows += len(run.Tokens)
 	}
 	if g = r.pick(rows, runs); g == nil {
-		return r.rowByRow(ctx, runs)
+		// One row per call of the smallest AR's graphs (the only ones that see the slots from
+		// CL − A on): the next call overwrites the output buffer.
+		g = r.ars[0]
+		return r.RowByRow(ctx, runs, g.logits, r.bc.NVocab, func(one inference.Run) error {
+			return r.run(ctx, g, []inference.Run{one})
+		})
 	}
 	if err := r.run(ctx, g, runs); err != nil {
 		return nil, err
 	}
-	out := make([]inference.Rows, len(runs))
-	o := 0
-	for i, run := range runs {
-		out[i] = batchRows{g: g, off: o, n: len(run.Tokens), vocab: r.bc.NVocab}
-		o += len(run.Tokens)
-		r.Pool.Seq(run.Seq).N = run.Start + len(run.Tokens)
-	}
-	return out, nil
-}
-
-// rowByRow evaluates runs one row per call of the smallest AR's graphs (the only ones that see
-// the slots from CL − A on), keeping a copy of each row's logits.
-func (r *Runner) rowByRow(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
-	g := r.ars[0]
-	out := make([]inference.Rows, len(runs))
-	k := 0
-	for i, run := range runs {
-		var cr copiedRows
-		for j := range run.Tokens {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			one := inference.Run{Seq: run.Seq, Start: run.Start + j, Tokens: run.Tokens[j : j+1]}
-			if err := r.run(ctx, g, []inference.Run{one}); err != nil {
-				return nil, err
-			}
-			r.Pool.Seq(run.Seq).N = one.Start + 1
-			cr = append(cr, r.keep(k, graphio.Row(g.logits, 0, r.bc.NVocab)))
-			k++
-		}
-		out[i] = cr
-	}
-	return out, nil
-}
-
-// keep copies l into the runner's k-th kept-logits buffer.
-func (r *Runner) keep(k int, l sample.Logits) sample.Logits {
-	for len(r.kept) <= k {
-		r.kept = append(r.kept, sample.Logits{})
-	}
-	c := r.kept[k]
-	c.Type, c.Scale, c.Offset = l.Type, l.Scale, l.Offset
-	if l.Type == sample.F32 {
-		c.F32, c.Raw16 = append(c.F32[:0], l.F32...), nil
-	} else {
-		c.Raw16, c.F32 = append(c.Raw16[:0], l.Raw16...), nil
-	}
-	r.kept[k] = c
-	return c
-}
-
-// copiedRows are one run's logits rows kept from row-by-row calls.
-type copiedRows []sample.Logits
-
-func (w copiedRows) Len() int { return len(w) }
-
-// Held: the kept copies stay until the next Step.
-func (w copiedRows) Held() bool { return true }
-
-func (w copiedRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= len(w) {
-		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, len(w))
-	}
-	return w[i], nil
+	return r.Commit(runs, g.logits, r.bc.NVocab), nil
 }
 
 // run makes one call of g's graphs for runs: re-stride the cache if g's stride differs, write
@@ -232,12 +171,12 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 			}
 		}
 		name, part := g.names[k], filepath.Base(r.parts[k].path)
-		if err := r.life.Execute(name, c, func(err error) error { return &ExecError{Graph: name, Part: part, Err: err} }); err != nil {
+		if err := r.life.Execute(name, c, name, func() string { return part }); err != nil {
 			return err
 		}
 	}
-	// The new K/V rows go into their slots in the background, while the engine samples; the next
-	// call on the cache waits for them (sync).
+	// The new K/V rows go into their slots in the background, layer by layer, while the engine
+	// samples; the next call on the cache waits for them (sync).
 	cp := r.copies[:0]
 	o = 0
 	for _, run := range runs {
@@ -245,96 +184,61 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 		o += len(run.Tokens)
 	}
 	r.copies = cp
-	job := &copyJob{g: g, cp: cp, done: make(chan struct{})}
-	r.copyJob = job
-	go func() {
-		if job.claim.CompareAndSwap(false, true) {
-			t := time.Now()
-			r.copyKV(job)
-			r.bgCopy.Add(int64(time.Since(t)))
-			close(job.done)
-		}
-	}()
-	return nil
-}
-
-// copyJob is one call's KV write-back: done by a goroutine while the engine samples, or by the
-// next call on the cache if that goroutine has not started yet (whoever claims it first).
-type copyJob struct {
-	g     *arGraph
-	cp    []kvCopy
-	claim atomic.Bool
-	done  chan struct{}
-}
-
-// copyKV copies each run's new rows into its slots.
-func (r *Runner) copyKV(j *copyJob) {
-	for _, c := range j.cp {
-		for l := range r.layers {
-			r.kS.Copy(r.k[l], r.stride, c.slot, j.g.kOut[l], j.g.ar, c.from, c.n)
-			r.vS.Copy(r.v[l], r.stride, c.slot, j.g.vOut[l], j.g.ar, c.from, c.n)
-		}
+	q := r.queued[:0]
+	for l := range r.layers {
+		q = append(q, layerCopy{g: g, layer: l, stride: r.stride})
 	}
+	r.cp.Submit(q...)
+	r.queued = q
+	return nil
 }
 
 // kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
 type kvCopy struct{ slot, from, n int }
 
-// sync finishes the last call's KV write-back: waits for the goroutine doing it, or does it when
-// the goroutine has not started; that time is the copy's share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the new-row outputs calls it first.
+// layerCopy copies one layer's new rows of g's outputs, each run's (r.copies, stable until the
+// next sync) into its slots of the cache at stride slots per row: one job of the runner's
+// graphio.Copier, keyed by layer.
+type layerCopy struct {
+	g             *arGraph
+	layer, stride int
+}
+
+func copyKey(c layerCopy) int { return c.layer }
+
+func (r *Runner) copyLayer(c layerCopy) {
+	for _, k := range r.copies {
+		r.kS.Copy(r.k[c.layer], c.stride, k.slot, c.g.kOut[c.layer], c.g.ar, k.from, k.n)
+		r.vS.Copy(r.v[c.layer], c.stride, k.slot, c.g.vOut[c.layer], c.g.ar, k.from, k.n)
+	}
+}
+
+// sync finishes the last call's KV write-back, helping with it; the time it waited is the copy's
+// share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the
+// new-row outputs calls it first.
 func (r *Runner) sync() {
-	j := r.copyJob
-	if j == nil {
+	if r.cp == nil {
 		return
 	}
-	r.copyJob = nil
 	t := time.Now()
-	if j.claim.CompareAndSwap(false, true) {
-		r.copyKV(j) // not started yet: do it here
-	} else {
-		<-j.done
+	if r.cp.WaitAll() {
+		r.stats.KVCopy += time.Since(t)
 	}
-	r.stats.KVCopy += time.Since(t)
 }
 
 // BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
 // from any goroutine.
-func (r *Runner) BackgroundKVCopy() time.Duration { return time.Duration(r.bgCopy.Load()) }
+func (r *Runner) BackgroundKVCopy() time.Duration {
+	if r.cp == nil {
+		return 0
+	}
+	return r.cp.OffPath()
+}
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
 // run's rows in the new block (columns CL − AR + j). Padding rows stay fully masked.
 func (r *Runner) writeMask(g *arGraph, runs []inference.Run) {
-	b := g.bufs["attention_mask"].Bytes()
-	cl, p := r.cl, g.p
-	g.masks.Fill(b, 0, g.ar*cl, false)
-	o := 0
-	for _, run := range runs {
-		s := r.Pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * cl
-			s.OpenRows(g.masks, b, row, run.Start)
-			g.masks.Fill(b, row+p+o, row+p+o+i+1, true)
-		}
-		o += len(run.Tokens)
-	}
-}
-
-// batchRows are one run's logits rows of a Step's call.
-type batchRows struct {
-	g             *arGraph
-	off, n, vocab int
-}
-
-func (w batchRows) Len() int { return w.n }
-
-// Held: every row is in the call's output buffer until the next call.
-func (w batchRows) Held() bool { return true }
-
-func (w batchRows) Logits(_ context.Context, i int) (sample.Logits, error) {
-	if i < 0 || i >= w.n {
-		return sample.Logits{}, fmt.Errorf("genie: row %d of %d", i, w.n)
-	}
-	return graphio.Row(w.g.logits, w.off+i, w.vocab), nil
+	r.Pool.WriteMask(g.masks, g.bufs["attention_mask"].Bytes(), runs, g.ar, r.cl, g.p)
 }
 
 // KVLayout is one row over all layers, K then V, in the cache's native type; the identity names

@@ -62,66 +62,68 @@ type HTPConfig struct {
 }
 
 type rawGenie struct {
-	Dialog *struct {
+	Dialog *rawDialog `json:"dialog"`
+}
+
+type rawDialog struct {
+	Version *int    `json:"version"`
+	Type    *string `json:"type"`
+	Context *struct {
+		Version *int            `json:"version"`
+		Size    *int            `json:"size"`
+		NVocab  *int            `json:"n-vocab"`
+		BOS     *int            `json:"bos-token"`
+		EOS     json.RawMessage `json:"eos-token"`
+	} `json:"context"`
+	Sampler *struct {
+		Version *int `json:"version"`
+		Sampler
+	} `json:"sampler"`
+	Tokenizer *struct {
 		Version *int    `json:"version"`
-		Type    *string `json:"type"`
-		Context *struct {
-			Version *int            `json:"version"`
-			Size    *int            `json:"size"`
-			NVocab  *int            `json:"n-vocab"`
-			BOS     *int            `json:"bos-token"`
-			EOS     json.RawMessage `json:"eos-token"`
-		} `json:"context"`
-		Sampler *struct {
-			Version *int `json:"version"`
-			Sampler
-		} `json:"sampler"`
-		Tokenizer *struct {
+		Path    *string `json:"path"`
+	} `json:"tokenizer"`
+	Engine *struct {
+		Version  *int `json:"version"`
+		NThreads int  `json:"n-threads"`
+		Backend  *struct {
 			Version *int    `json:"version"`
-			Path    *string `json:"path"`
-		} `json:"tokenizer"`
-		Engine *struct {
-			Version  *int `json:"version"`
-			NThreads int  `json:"n-threads"`
-			Backend  *struct {
-				Version *int    `json:"version"`
-				Type    *string `json:"type"`
-				QnnHtp  *struct {
-					Version        *int    `json:"version"`
-					UseMmap        *bool   `json:"use-mmap"`
-					SpillFill      int64   `json:"spill-fill-bufsize"`
-					MmapBudget     int     `json:"mmap-budget"`
-					Poll           bool    `json:"poll"`
-					CPUMask        string  `json:"cpu-mask"`
-					KVDim          *int    `json:"kv-dim"`
-					AllowAsyncInit bool    `json:"allow-async-init"`
-					PosIDDim       int     `json:"pos-id-dim"`
-					RopeTheta      float64 `json:"rope-theta"`
-				} `json:"QnnHtp"`
-				Extensions string `json:"extensions"`
-			} `json:"backend"`
-			Model *struct {
-				Version *int    `json:"version"`
-				Type    *string `json:"type"`
-				Binary  *struct {
-					Version *int     `json:"version"`
-					CtxBins []string `json:"ctx-bins"`
-				} `json:"binary"`
-				PosEnc *struct {
-					Type    string  `json:"type"`
-					RopeDim int     `json:"rope-dim"`
-					Theta   float64 `json:"rope-theta"`
-					Scaling *struct {
-						Type   string  `json:"rope-type"`
-						Factor float64 `json:"factor"`
-						Low    float64 `json:"low-freq-factor"`
-						High   float64 `json:"high-freq-factor"`
-						Orig   int     `json:"original-max-position-embeddings"`
-					} `json:"rope-scaling"`
-				} `json:"positional-encoding"`
-			} `json:"model"`
-		} `json:"engine"`
-	} `json:"dialog"`
+			Type    *string `json:"type"`
+			QnnHtp  *struct {
+				Version        *int    `json:"version"`
+				UseMmap        *bool   `json:"use-mmap"`
+				SpillFill      int64   `json:"spill-fill-bufsize"`
+				MmapBudget     int     `json:"mmap-budget"`
+				Poll           bool    `json:"poll"`
+				CPUMask        string  `json:"cpu-mask"`
+				KVDim          *int    `json:"kv-dim"`
+				AllowAsyncInit bool    `json:"allow-async-init"`
+				PosIDDim       int     `json:"pos-id-dim"`
+				RopeTheta      float64 `json:"rope-theta"`
+			} `json:"QnnHtp"`
+			Extensions string `json:"extensions"`
+		} `json:"backend"`
+		Model *struct {
+			Version *int    `json:"version"`
+			Type    *string `json:"type"`
+			Binary  *struct {
+				Version *int     `json:"version"`
+				CtxBins []string `json:"ctx-bins"`
+			} `json:"binary"`
+			PosEnc *struct {
+				Type    string  `json:"type"`
+				RopeDim int     `json:"rope-dim"`
+				Theta   float64 `json:"rope-theta"`
+				Scaling *struct {
+					Type   string  `json:"rope-type"`
+					Factor float64 `json:"factor"`
+					Low    float64 `json:"low-freq-factor"`
+					High   float64 `json:"high-freq-factor"`
+					Orig   int     `json:"original-max-position-embeddings"`
+				} `json:"rope-scaling"`
+			} `json:"positional-encoding"`
+		} `json:"model"`
+	} `json:"engine"`
 }
 
 // dialogTypes names the dialog types Genie has and hexserve does not run.
@@ -142,55 +144,83 @@ func LoadConfig(dir string) (*BundleConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("genie: %w", err)
 	}
-	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("genie: %s: %s: %s", path, field, fmt.Sprintf(format, a...))
-	}
 	var raw rawGenie
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&raw); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&raw); err != nil {
 		return nil, fmt.Errorf("genie: %s: %w", path, err)
 	}
-	version := func(field string, v *int) error {
-		if v == nil {
-			return bad(field+".version", "missing")
-		}
-		if *v != 1 {
-			return bad(field+".version", "unknown config version %d (hexserve reads version 1)", *v)
-		}
-		return nil
-	}
+	k := configCheck{path: path, c: &BundleConfig{Dir: dir}}
 	d := raw.Dialog
-	if d == nil {
-		return nil, bad("dialog", "missing")
+	for _, step := range []func(*rawDialog) error{k.dialog, k.context, k.tokenizer, k.backend, k.model, k.rope} {
+		if err := step(d); err != nil {
+			return nil, err
+		}
 	}
-	if err := version("dialog", d.Version); err != nil {
+	if err := k.c.readHF(); err != nil {
 		return nil, err
 	}
+	return k.c, nil
+}
+
+// configCheck reads a decoded genie_config.json into c, one section per method, in order:
+// each may rely on the ones before.
+type configCheck struct {
+	path string
+	c    *BundleConfig
+}
+
+// bad is an error naming the file and the field.
+func (k configCheck) bad(field, format string, a ...any) error {
+	return fmt.Errorf("genie: %s: %s: %s", k.path, field, fmt.Sprintf(format, a...))
+}
+
+// version checks a section's version: hexserve reads version 1.
+func (k configCheck) version(field string, v *int) error {
+	if v == nil {
+		return k.bad(field+".version", "missing")
+	}
+	if *v != 1 {
+		return k.bad(field+".version", "unknown config version %d (hexserve reads version 1)", *v)
+	}
+	return nil
+}
+
+// dialog: a version-1 "basic" dialog.
+func (k configCheck) dialog(d *rawDialog) error {
+	if d == nil {
+		return k.bad("dialog", "missing")
+	}
+	if err := k.version("dialog", d.Version); err != nil {
+		return err
+	}
 	if d.Type == nil {
-		return nil, bad("dialog.type", "missing")
+		return k.bad("dialog.type", "missing")
 	}
 	if *d.Type != "basic" {
 		if what, ok := dialogTypes[*d.Type]; ok {
-			return nil, bad("dialog.type", "%q (%s) is not supported: hexserve runs \"basic\" dialogs (it has its own speculative decoding)", *d.Type, what)
+			return k.bad("dialog.type", "%q (%s) is not supported: hexserve runs \"basic\" dialogs (it has its own speculative decoding)", *d.Type, what)
 		}
-		return nil, bad("dialog.type", "%q is not supported: hexserve runs \"basic\" dialogs", *d.Type)
+		return k.bad("dialog.type", "%q is not supported: hexserve runs \"basic\" dialogs", *d.Type)
 	}
-	c := &BundleConfig{Dir: dir}
-	ctx := d.Context
+	return nil
+}
+
+// context: CL, the vocabulary, BOS and EOS tokens, and the sampler's defaults.
+func (k configCheck) context(d *rawDialog) error {
+	c, ctx := k.c, d.Context
 	switch {
 	case ctx == nil:
-		return nil, bad("dialog.context", "missing")
-	case version("dialog.context", ctx.Version) != nil:
-		return nil, version("dialog.context", ctx.Version)
+		return k.bad("dialog.context", "missing")
+	case k.version("dialog.context", ctx.Version) != nil:
+		return k.version("dialog.context", ctx.Version)
 	case ctx.Size == nil || *ctx.Size < 2:
-		return nil, bad("dialog.context.size", "missing or below 2")
+		return k.bad("dialog.context.size", "missing or below 2")
 	case ctx.NVocab == nil || *ctx.NVocab < 1:
-		return nil, bad("dialog.context.n-vocab", "missing or below 1")
+		return k.bad("dialog.context.n-vocab", "missing or below 1")
 	}
 	c.Size, c.NVocab, c.BOS = *ctx.Size, *ctx.NVocab, -1
 	if ctx.BOS != nil && *ctx.BOS >= 0 {
 		if *ctx.BOS >= c.NVocab {
-			return nil, bad("dialog.context.bos-token", "%d is outside n-vocab %d", *ctx.BOS, c.NVocab)
+			return k.bad("dialog.context.bos-token", "%d is outside n-vocab %d", *ctx.BOS, c.NVocab)
 		}
 		c.BOS = int32(*ctx.BOS)
 	}
@@ -200,117 +230,136 @@ func LoadConfig(dir string) (*BundleConfig, error) {
 		if json.Unmarshal(ctx.EOS, &one) == nil {
 			many = []int{one}
 		} else if err := json.Unmarshal(ctx.EOS, &many); err != nil {
-			return nil, bad("dialog.context.eos-token", "want a token id or a list of them")
+			return k.bad("dialog.context.eos-token", "want a token id or a list of them")
 		}
 		for _, t := range many {
 			if t < 0 || t >= c.NVocab {
-				return nil, bad("dialog.context.eos-token", "%d is outside n-vocab %d", t, c.NVocab)
+				return k.bad("dialog.context.eos-token", "%d is outside n-vocab %d", t, c.NVocab)
 			}
 			c.EOS = append(c.EOS, int32(t))
 		}
 	}
 	if s := d.Sampler; s != nil {
-		if err := version("dialog.sampler", s.Version); err != nil {
-			return nil, err
+		if err := k.version("dialog.sampler", s.Version); err != nil {
+			return err
 		}
 		c.Sampler = s.Sampler
 	}
+	return nil
+}
+
+// tokenizer: the tokenizer file, which must exist.
+func (k configCheck) tokenizer(d *rawDialog) error {
 	if d.Tokenizer == nil || d.Tokenizer.Path == nil || *d.Tokenizer.Path == "" {
-		return nil, bad("dialog.tokenizer.path", "missing")
+		return k.bad("dialog.tokenizer.path", "missing")
 	}
-	c.Tokenizer = *d.Tokenizer.Path
-	if !filepath.IsAbs(c.Tokenizer) {
-		c.Tokenizer = filepath.Join(dir, c.Tokenizer)
+	k.c.Tokenizer = k.file(*d.Tokenizer.Path)
+	if _, err := os.Stat(k.c.Tokenizer); err != nil {
+		return k.bad("dialog.tokenizer.path", "%v", err)
 	}
-	if _, err := os.Stat(c.Tokenizer); err != nil {
-		return nil, bad("dialog.tokenizer.path", "%v", err)
+	return nil
+}
+
+// file is a path of the config: relative ones are in the bundle folder.
+func (k configCheck) file(p string) string {
+	if filepath.IsAbs(p) {
+		return p
 	}
+	return filepath.Join(k.c.Dir, p)
+}
+
+// backend: the engine on the HTP backend, its KV dimension, memory settings and extensions.
+func (k configCheck) backend(d *rawDialog) error {
 	e := d.Engine
 	if e == nil {
-		return nil, bad("dialog.engine", "missing")
+		return k.bad("dialog.engine", "missing")
 	}
-	if err := version("dialog.engine", e.Version); err != nil {
-		return nil, err
+	if err := k.version("dialog.engine", e.Version); err != nil {
+		return err
 	}
 	be := e.Backend
 	switch {
 	case be == nil:
-		return nil, bad("dialog.engine.backend", "missing")
-	case version("dialog.engine.backend", be.Version) != nil:
-		return nil, version("dialog.engine.backend", be.Version)
+		return k.bad("dialog.engine.backend", "missing")
+	case k.version("dialog.engine.backend", be.Version) != nil:
+		return k.version("dialog.engine.backend", be.Version)
 	case be.Type == nil || *be.Type != "QnnHtp":
-		return nil, bad("dialog.engine.backend.type", "want \"QnnHtp\" (hexserve runs the HTP backend)")
+		return k.bad("dialog.engine.backend.type", "want \"QnnHtp\" (hexserve runs the HTP backend)")
 	case be.QnnHtp == nil:
-		return nil, bad("dialog.engine.backend.QnnHtp", "missing")
-	case version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version) != nil:
-		return nil, version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version)
+		return k.bad("dialog.engine.backend.QnnHtp", "missing")
+	case k.version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version) != nil:
+		return k.version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version)
 	case be.QnnHtp.KVDim == nil || *be.QnnHtp.KVDim < 2:
-		return nil, bad("dialog.engine.backend.QnnHtp.kv-dim", "missing or below 2")
+		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "missing or below 2")
 	case be.QnnHtp.MmapBudget < 0 || be.QnnHtp.SpillFill < 0:
-		return nil, bad("dialog.engine.backend.QnnHtp", "mmap-budget and spill-fill-bufsize must be ≥ 0")
+		return k.bad("dialog.engine.backend.QnnHtp", "mmap-budget and spill-fill-bufsize must be ≥ 0")
 	}
-	q := be.QnnHtp
+	c, q := k.c, be.QnnHtp
 	c.UseMmap = q.UseMmap == nil || *q.UseMmap
 	c.MmapMB, c.SpillFill, c.KVDim = q.MmapBudget, q.SpillFill, *q.KVDim
 	if be.Extensions != "" {
-		p := be.Extensions
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if c.HTP, err = loadHTP(p); err != nil {
-			return nil, err
+		var err error
+		if c.HTP, err = loadHTP(k.file(be.Extensions)); err != nil {
+			return err
 		}
 	}
-	m := e.Model
+	return nil
+}
+
+// model: the context binaries, which must exist.
+func (k configCheck) model(d *rawDialog) error {
+	m := d.Engine.Model
 	switch {
 	case m == nil:
-		return nil, bad("dialog.engine.model", "missing")
-	case version("dialog.engine.model", m.Version) != nil:
-		return nil, version("dialog.engine.model", m.Version)
+		return k.bad("dialog.engine.model", "missing")
+	case k.version("dialog.engine.model", m.Version) != nil:
+		return k.version("dialog.engine.model", m.Version)
 	case m.Type == nil || *m.Type != "binary":
-		return nil, bad("dialog.engine.model.type", "want \"binary\" (QNN context binaries)")
+		return k.bad("dialog.engine.model.type", "want \"binary\" (QNN context binaries)")
 	case m.Binary == nil || len(m.Binary.CtxBins) == 0:
-		return nil, bad("dialog.engine.model.binary.ctx-bins", "missing or empty")
-	case version("dialog.engine.model.binary", m.Binary.Version) != nil:
-		return nil, version("dialog.engine.model.binary", m.Binary.Version)
+		return k.bad("dialog.engine.model.binary.ctx-bins", "missing or empty")
+	case k.version("dialog.engine.model.binary", m.Binary.Version) != nil:
+		return k.version("dialog.engine.model.binary", m.Binary.Version)
 	}
 	for i, bin := range m.Binary.CtxBins {
-		if !filepath.IsAbs(bin) {
-			bin = filepath.Join(dir, bin)
-		}
+		bin = k.file(bin)
 		if _, err := os.Stat(bin); err != nil {
-			return nil, bad(fmt.Sprintf("dialog.engine.model.binary.ctx-bins[%d]", i), "%v", err)
+			return k.bad(fmt.Sprintf("dialog.engine.model.binary.ctx-bins[%d]", i), "%v", err)
 		}
-		c.Bins = append(c.Bins, bin)
+		k.c.Bins = append(k.c.Bins, bin)
 	}
-	pe := m.PosEnc
+	return nil
+}
+
+// rope: the positional encoding (RoPE, llama3 scaling), or QnnHtp's pos-id-dim and rope-theta
+// without one.
+func (k configCheck) rope(d *rawDialog) error {
+	c, q := k.c, d.Engine.Backend.QnnHtp
+	pe := d.Engine.Model.PosEnc
 	if pe == nil {
 		if q.RopeTheta <= 0 || q.PosIDDim <= 0 {
-			return nil, bad("dialog.engine.model.positional-encoding", "missing (and no QnnHtp pos-id-dim/rope-theta)")
+			return k.bad("dialog.engine.model.positional-encoding", "missing (and no QnnHtp pos-id-dim/rope-theta)")
 		}
 		c.Rope = Rope{Dim: q.PosIDDim, Theta: q.RopeTheta}
-	} else {
-		if pe.Type != "rope" {
-			return nil, bad("dialog.engine.model.positional-encoding.type", "%q: hexserve runs \"rope\"", pe.Type)
-		}
-		if pe.RopeDim < 1 || pe.Theta <= 0 {
-			return nil, bad("dialog.engine.model.positional-encoding", "rope-dim and rope-theta must be positive")
-		}
-		c.Rope = Rope{Dim: pe.RopeDim, Theta: pe.Theta}
-		if s := pe.Scaling; s != nil {
-			if s.Type != "llama3" {
-				return nil, bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\"", s.Type)
-			}
-			if s.Factor < 1 || s.High <= s.Low || s.Low <= 0 || s.Orig < 1 {
-				return nil, bad("dialog.engine.model.positional-encoding.rope-scaling", "bad llama3 parameters")
-			}
-			c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions = s.Type, s.Factor, s.Low, s.High, s.Orig
-		}
+		return nil
 	}
-	if err := c.readHF(); err != nil {
-		return nil, err
+	if pe.Type != "rope" {
+		return k.bad("dialog.engine.model.positional-encoding.type", "%q: hexserve runs \"rope\"", pe.Type)
 	}
-	return c, nil
+	if pe.RopeDim < 1 || pe.Theta <= 0 {
+		return k.bad("dialog.engine.model.positional-encoding", "rope-dim and rope-theta must be positive")
+	}
+	c.Rope = Rope{Dim: pe.RopeDim, Theta: pe.Theta}
+	if s := pe.Scaling; s != nil {
+		if s.Type != "llama3" {
+			return k.bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\"", s.Type)
+		}
+		if s.Factor < 1 || s.High <= s.Low || s.Low <= 0 || s.Orig < 1 {
+			return k.bad("dialog.engine.model.positional-encoding.rope-scaling", "bad llama3 parameters")
+		}
+		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions = s.Type, s.Factor, s.Low, s.High, s.Orig
+	}
+	return nil
 }
 
 // readHF reads config.json: the family (only Llama is served) and the checkpoint's rope scaling,

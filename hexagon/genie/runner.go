@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Config configures Open.
@@ -56,16 +56,15 @@ type Runner struct {
 	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
 	k, v                        [][]byte
 	kS, vS                      graphio.Slots
-	stride                      int             // past slots per row of the current layout
-	maxP                        int             // slots at the widest stride (CL − min AR)
-	slots                       int             // pool slots: CL − min AR (the AR-1 graphs' past)
-	kept                        []sample.Logits // rowByRow's logits copies
-	rope                        []float32       // [CL][half] cos then [CL][half] sin
+	stride                      int       // past slots per row of the current layout
+	maxP                        int       // slots at the widest stride (CL − min AR)
+	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
+	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	half                        int
 
-	copies  []kvCopy     // the last call's KV copies (the background copy reads them)
-	copyJob *copyJob     // the last call's KV write-back; nil: none pending
-	bgCopy  atomic.Int64 // background copy time (ns)
+	copies []kvCopy                   // the last call's runs' new rows (the background copies read them)
+	cp     *graphio.Copier[layerCopy] // the KV write-back in flight
+	queued []layerCopy                // run's scratch
 
 	stats plan.Stats
 	board plan.Board
@@ -137,17 +136,10 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if m := partFile.FindStringSubmatch(filepath.Base(r.bc.Bins[0])); m != nil {
 		r.name = m[1] // AI Hub's <name>_part_1_of_N.bin
 	}
-	if err := r.loadContexts(); err != nil {
-		return nil, err
-	}
-	if err := r.resolve(); err != nil {
-		return nil, err
-	}
-	if err := r.setup(); err != nil {
-		return nil, err
-	}
-	if err := r.bind(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.loadContexts, r.resolve, r.setup, r.bind} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	var ars []string
 	for _, g := range r.ars {
@@ -288,143 +280,17 @@ func (r *Runner) resolve() error {
 func (r *Runner) check() error {
 	cfgPath := filepath.Join(r.cfg.Dir, ConfigFile)
 	r.cl, r.layers = -1, 0
-	layerPart := map[int]int{}
-	kvQ := map[string]qnn.TensorInfo{} // name → first seen (quantisation shared across graphs)
+	gc := graphCheck{cfgPath: cfgPath, layerPart: map[int]int{}, kvQ: map[string]qnn.TensorInfo{}}
 	for gi, g := range r.ars {
 		for k, info := range g.infos {
-			p := r.parts[k]
-			base := filepath.Base(p.path)
-			where := func(t qnn.TensorInfo) string { return fmt.Sprintf("%s: graph %s: %s", base, info.Name, t.Name) }
-			_, hasIDs := info.Input("input_ids")
-			_, hasLogits := info.Output("logits")
-			if gi == 0 {
-				p.first, p.last = hasIDs, hasLogits
-			} else if p.first != hasIDs || p.last != hasLogits {
-				return r.errf("%s: graphs %s and %s do not play the same part", base, r.ars[0].names[k], info.Name)
-			}
-			if (k == 0) != hasIDs {
-				return r.errf("%s: graph %s: only part 1 takes input_ids", base, info.Name)
-			}
-			if (k == len(r.parts)-1) != hasLogits {
-				return r.errf("%s: graph %s: only the last part outputs logits", base, info.Name)
-			}
-			var layers []int
-			for _, t := range info.Inputs {
-				switch {
-				case t.Name == "input_ids":
-					if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
-						return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
-					}
-				case t.Name == "attention_mask":
-					if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
-						return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
-					}
-					cl := int(t.Dims[3])
-					if r.cl < 0 {
-						r.cl = cl
-					} else if cl != r.cl {
-						return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
-					}
-				case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
-					if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
-						return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
-					}
-					if r.half == 0 {
-						r.half = int(t.Dims[3])
-					} else if int(t.Dims[3]) != r.half {
-						return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
-					}
-				default:
-					isK, l, in, ok := kvName(t.Name)
-					if ok && !in {
-						return r.errf("%s: an output name among the inputs", where(t))
-					}
-					if !ok {
-						if k == 0 {
-							return r.errf("%s: part 1 takes only input_ids", where(t))
-						}
-						if !dimsAre(t, 1, g.ar, r.hiddenOf(t)) {
-							return r.errf("%s has dims %v, want [1,%d,hidden]", where(t), t.Dims, g.ar)
-						}
-						prev, ok := g.infos[k-1].Output(t.Name)
-						if !ok {
-							return r.errf("%s: part %d outputs no tensor of that name (it outputs %s): the hidden state passes between parts by name",
-								where(t), k, graphio.Names(g.infos[k-1].Outputs))
-						}
-						if prev.DataType != t.DataType || prev.Quant.Scale != t.Quant.Scale || prev.Quant.Offset != t.Quant.Offset || !slices.Equal(prev.Dims, t.Dims) {
-							return r.errf("%s is %s %v (scale %g, offset %d) but part %d outputs %s %v (scale %g, offset %d)", where(t),
-								t.DataType, t.Dims, t.Quant.Scale, t.Quant.Offset, k, prev.DataType, prev.Dims, prev.Quant.Scale, prev.Quant.Offset)
-						}
-						continue
-					}
-					if isK {
-						layers = append(layers, l)
-					}
-					out, ok := info.Output(kvOut(t.Name))
-					if !ok {
-						return r.errf("%s has no output %s", where(t), kvOut(t.Name))
-					}
-					if out.DataType != t.DataType || out.Quant.Scale != t.Quant.Scale || out.Quant.Offset != t.Quant.Offset {
-						return r.errf("%s: %s is %s (scale %g, offset %d) but %s is %s (scale %g, offset %d): the _in/_out KV pairs must share their quantisation (they share one cache)",
-							base, t.Name, t.DataType, t.Quant.Scale, t.Quant.Offset, out.Name, out.DataType, out.Quant.Scale, out.Quant.Offset)
-					}
-					if f, ok := kvQ[t.Name]; ok && (f.DataType != t.DataType || f.Quant.Scale != t.Quant.Scale || f.Quant.Offset != t.Quant.Offset) {
-						return r.errf("%s is quantised differently in the graphs of different AR (scale %g/%g, offset %d/%d)", where(t),
-							f.Quant.Scale, t.Quant.Scale, f.Quant.Offset, t.Quant.Offset)
-					} else if !ok {
-						kvQ[t.Name] = t
-					}
-					if len(t.Dims) != 4 || t.Dims[1] != 1 {
-						return r.errf("%s has dims %v, want [H,1,d,P] (keys) or [H,1,P,d] (values)", where(t), t.Dims)
-					}
-					h, d, pp := int(t.Dims[0]), int(t.Dims[2]), int(t.Dims[3])
-					od, oa := int(out.Dims[2]), int(out.Dims[3])
-					if !isK {
-						d, pp, od, oa = pp, d, oa, od
-					}
-					if r.nkv == 0 {
-						r.nkv, r.hd = h, d
-					}
-					if h != r.nkv || d != r.hd || od != d || oa != g.ar || int(out.Dims[0]) != h {
-						return r.errf("%s has dims %v and %s %v: want %d heads of %d and %d new rows", where(t), t.Dims, out.Name, out.Dims, r.nkv, r.hd, g.ar)
-					}
-					if g.p == 0 {
-						g.p = pp
-					} else if pp != g.p {
-						return r.errf("%s has %d past slots, other caches %d", where(t), pp, g.p)
-					}
-					if _, ok := layerPart[l]; ok && gi == 0 && layerPart[l] != k {
-						return r.errf("layer %d is in two parts", l)
-					}
-					if gi == 0 {
-						layerPart[l] = k
-					}
-				}
-			}
-			slices.Sort(layers)
-			if gi == 0 {
-				p.layers = layers
-			} else if !slices.Equal(p.layers, layers) {
-				return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
-			}
-			for _, t := range info.Outputs {
-				if _, _, in, ok := kvName(t.Name); ok && in {
-					return r.errf("%s: an input name among the outputs", where(t))
-				}
-				if t.Name == "logits" {
-					if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
-						return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
-					}
-					if v := int(t.Dims[2]); v != r.bc.NVocab {
-						return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, cfgPath, r.bc.NVocab)
-					}
-				}
+			if err := r.checkGraph(&gc, gi, g, k, info); err != nil {
+				return err
 			}
 		}
 	}
-	r.layers = len(layerPart)
+	r.layers = len(gc.layerPart)
 	for l := range r.layers {
-		if _, ok := layerPart[l]; !ok {
+		if _, ok := gc.layerPart[l]; !ok {
 			return r.errf("no part holds layer %d (the parts hold %d layers)", l, r.layers)
 		}
 	}
@@ -448,6 +314,166 @@ func (r *Runner) check() error {
 		if g.p != r.cl-g.ar {
 			return r.errf("graph %s: %d past slots, want CL − AR = %d", g.names[len(g.names)-1], g.p, r.cl-g.ar)
 		}
+	}
+	return nil
+}
+
+// graphCheck is check's state across the graphs.
+type graphCheck struct {
+	cfgPath   string
+	layerPart map[int]int               // layer → the part holding it
+	kvQ       map[string]qnn.TensorInfo // KV input name → first seen (quantisation shared across graphs)
+}
+
+// checkGraph checks graph info, part k of g (the gi-th AR): the part's role (the first takes
+// input_ids, the last outputs logits), each input and output, and the layers it holds.
+func (r *Runner) checkGraph(gc *graphCheck, gi int, g *arGraph, k int, info qnn.GraphInfo) error {
+	p := r.parts[k]
+	base := filepath.Base(p.path)
+	where := func(t qnn.TensorInfo) string { return fmt.Sprintf("%s: graph %s: %s", base, info.Name, t.Name) }
+	_, hasIDs := info.Input("input_ids")
+	_, hasLogits := info.Output("logits")
+	if gi == 0 {
+		p.first, p.last = hasIDs, hasLogits
+	} else if p.first != hasIDs || p.last != hasLogits {
+		return r.errf("%s: graphs %s and %s do not play the same part", base, r.ars[0].names[k], info.Name)
+	}
+	if (k == 0) != hasIDs {
+		return r.errf("%s: graph %s: only part 1 takes input_ids", base, info.Name)
+	}
+	if (k == len(r.parts)-1) != hasLogits {
+		return r.errf("%s: graph %s: only the last part outputs logits", base, info.Name)
+	}
+	var layers []int
+	for _, t := range info.Inputs {
+		switch {
+		case t.Name == "input_ids":
+			if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
+				return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
+			}
+		case t.Name == "attention_mask":
+			if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
+				return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
+			}
+			cl := int(t.Dims[3])
+			if r.cl < 0 {
+				r.cl = cl
+			} else if cl != r.cl {
+				return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
+			}
+		case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
+			if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
+				return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
+			}
+			if r.half == 0 {
+				r.half = int(t.Dims[3])
+			} else if int(t.Dims[3]) != r.half {
+				return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
+			}
+		default:
+			isK, l, in, ok := kvName(t.Name)
+			switch {
+			case ok && !in:
+				return r.errf("%s: an output name among the inputs", where(t))
+			case !ok:
+				if err := r.checkHidden(g, k, t, where(t)); err != nil {
+					return err
+				}
+				continue
+			}
+			if isK {
+				layers = append(layers, l)
+			}
+			if err := r.checkKV(gc, g, k, info, t, isK, where(t)); err != nil {
+				return err
+			}
+			if _, ok := gc.layerPart[l]; ok && gi == 0 && gc.layerPart[l] != k {
+				return r.errf("layer %d is in two parts", l)
+			}
+			if gi == 0 {
+				gc.layerPart[l] = k
+			}
+		}
+	}
+	slices.Sort(layers)
+	if gi == 0 {
+		p.layers = layers
+	} else if !slices.Equal(p.layers, layers) {
+		return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
+	}
+	for _, t := range info.Outputs {
+		if _, _, in, ok := kvName(t.Name); ok && in {
+			return r.errf("%s: an input name among the outputs", where(t))
+		}
+		if t.Name == "logits" {
+			if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
+				return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
+			}
+			if v := int(t.Dims[2]); v != r.bc.NVocab {
+				return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, gc.cfgPath, r.bc.NVocab)
+			}
+		}
+	}
+	return nil
+}
+
+// checkHidden checks t, a hidden-state input of part k of g (named where): [1, AR, hidden], as
+// part k − 1 outputs it under the same name.
+func (r *Runner) checkHidden(g *arGraph, k int, t qnn.TensorInfo, where string) error {
+	if k == 0 {
+		return r.errf("%s: part 1 takes only input_ids", where)
+	}
+	if !dimsAre(t, 1, g.ar, r.hiddenOf(t)) {
+		return r.errf("%s has dims %v, want [1,%d,hidden]", where, t.Dims, g.ar)
+	}
+	prev, ok := g.infos[k-1].Output(t.Name)
+	if !ok {
+		return r.errf("%s: part %d outputs no tensor of that name (it outputs %s): the hidden state passes between parts by name",
+			where, k, graphio.Names(g.infos[k-1].Outputs))
+	}
+	if prev.DataType != t.DataType || prev.Quant.Scale != t.Quant.Scale || prev.Quant.Offset != t.Quant.Offset || !slices.Equal(prev.Dims, t.Dims) {
+		return r.errf("%s is %s %v (scale %g, offset %d) but part %d outputs %s %v (scale %g, offset %d)", where,
+			t.DataType, t.Dims, t.Quant.Scale, t.Quant.Offset, k, prev.DataType, prev.Dims, prev.Quant.Scale, prev.Quant.Offset)
+	}
+	return nil
+}
+
+// checkKV checks t, a past_{key,value}_<l>_in input (a key when isK; named where) of graph info,
+// part k of g, against its _out output and the other graphs' caches: one quantisation, n_kv
+// heads of head dim, g's past slots and AR new rows.
+func (r *Runner) checkKV(gc *graphCheck, g *arGraph, k int, info qnn.GraphInfo, t qnn.TensorInfo, isK bool, where string) error {
+	out, ok := info.Output(kvOut(t.Name))
+	if !ok {
+		return r.errf("%s has no output %s", where, kvOut(t.Name))
+	}
+	if out.DataType != t.DataType || out.Quant.Scale != t.Quant.Scale || out.Quant.Offset != t.Quant.Offset {
+		return r.errf("%s: %s is %s (scale %g, offset %d) but %s is %s (scale %g, offset %d): the _in/_out KV pairs must share their quantisation (they share one cache)",
+			filepath.Base(r.parts[k].path), t.Name, t.DataType, t.Quant.Scale, t.Quant.Offset, out.Name, out.DataType, out.Quant.Scale, out.Quant.Offset)
+	}
+	if f, ok := gc.kvQ[t.Name]; ok && (f.DataType != t.DataType || f.Quant.Scale != t.Quant.Scale || f.Quant.Offset != t.Quant.Offset) {
+		return r.errf("%s is quantised differently in the graphs of different AR (scale %g/%g, offset %d/%d)", where,
+			f.Quant.Scale, t.Quant.Scale, f.Quant.Offset, t.Quant.Offset)
+	} else if !ok {
+		gc.kvQ[t.Name] = t
+	}
+	if len(t.Dims) != 4 || t.Dims[1] != 1 {
+		return r.errf("%s has dims %v, want [H,1,d,P] (keys) or [H,1,P,d] (values)", where, t.Dims)
+	}
+	h, d, pp := int(t.Dims[0]), int(t.Dims[2]), int(t.Dims[3])
+	od, oa := int(out.Dims[2]), int(out.Dims[3])
+	if !isK {
+		d, pp, od, oa = pp, d, oa, od
+	}
+	if r.nkv == 0 {
+		r.nkv, r.hd = h, d
+	}
+	if h != r.nkv || d != r.hd || od != d || oa != g.ar || int(out.Dims[0]) != h {
+		return r.errf("%s has dims %v and %s %v: want %d heads of %d and %d new rows", where, t.Dims, out.Name, out.Dims, r.nkv, r.hd, g.ar)
+	}
+	if g.p == 0 {
+		g.p = pp
+	} else if pp != g.p {
+		return r.errf("%s has %d past slots, other caches %d", where, pp, g.p)
 	}
 	return nil
 }
@@ -490,6 +516,7 @@ func (r *Runner) setup() error {
 	r.slots = r.maxP
 	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
 	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
+	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
 	r.kvE.Put(zero, []float32{0})
@@ -581,24 +608,12 @@ func (r *Runner) setupGraph(g *arGraph) error {
 // float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies: docs/genie.md).
 func (r *Runner) ropeTable() {
 	rp := r.bc.Rope
-	inv := make([]float64, r.half)
-	for i := range inv {
-		f := 1 / math.Pow(rp.Theta, float64(2*i)/float64(r.hd))
-		if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
-			orig := float64(rp.OriginalMaxPositions)
-			low, high := orig/rp.LowFreqFactor, orig/rp.HighFreqFactor
-			wave := 2 * math.Pi / f
-			switch {
-			case wave < high:
-			case wave > low:
-				f /= rp.Factor
-			default:
-				s := (orig/wave - rp.LowFreqFactor) / (rp.HighFreqFactor - rp.LowFreqFactor)
-				f = (1-s)*f/rp.Factor + s*f
-			}
-		}
-		inv[i] = f
+	var s *rope.Llama3
+	if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
+		s = &rope.Llama3{Factor: rp.Factor, LowFreqFactor: rp.LowFreqFactor, HighFreqFactor: rp.HighFreqFactor,
+			OriginalMaxPositions: float64(rp.OriginalMaxPositions)}
 	}
+	inv := rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
 	r.rope = make([]float32, 2*r.cl*r.half)
 	for p := range r.cl {
 		for i, f := range inv {
@@ -687,7 +702,9 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
-	r.sync()
+	if r.cp != nil {
+		r.cp.Close() // finishes the write-back
+	}
 	r.closeGraphs()
 	for _, g := range r.ars {
 		for _, b := range g.bufs {
@@ -706,15 +723,3 @@ func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
 // GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
 func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
-
-// ExecError is a failed graph execution.
-type ExecError struct {
-	Graph, Part string
-	Err         error
-}
-
-func (e *ExecError) Error() string {
-	return fmt.Sprintf("genie: executing graph %q of %s: %v", e.Graph, e.Part, e.Err)
-}
-
-func (e *ExecError) Unwrap() error { return e.Err }

@@ -18,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
+	"github.com/hexserve/hexserve/internal/testerr"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -508,11 +509,7 @@ func TestBadBundles(t *testing.T) {
 				r.Close()
 				t.Fatal("opened")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
+			testerr.Mentions(t, err, tc.want...)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package graphio
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/internal/half"
@@ -63,56 +64,16 @@ func (e Elem) Same(o Elem) bool {
 }
 
 // Name names a QNN data type the way error messages spell it ("float32",
-// "ufixed16").
+// "ufixed16"): its QNN name in lower case, without "_POINT" and
+// underscores.
 func Name(t qnn.DataType) string {
-	switch t {
-	case qnn.Int8:
-		return "int8"
-	case qnn.Int16:
-		return "int16"
-	case qnn.Int32:
-		return "int32"
-	case qnn.Int64:
-		return "int64"
-	case qnn.Uint8:
-		return "uint8"
-	case qnn.Uint16:
-		return "uint16"
-	case qnn.Uint32:
-		return "uint32"
-	case qnn.Uint64:
-		return "uint64"
-	case qnn.Float16:
-		return "float16"
-	case qnn.BFloat16:
-		return "bfloat16"
-	case qnn.Float32:
-		return "float32"
-	case qnn.Float64:
-		return "float64"
-	case qnn.SFixed4:
-		return "sfixed4"
-	case qnn.SFixed8:
-		return "sfixed8"
-	case qnn.SFixed16:
-		return "sfixed16"
-	case qnn.SFixed32:
-		return "sfixed32"
-	case qnn.UFixed4:
-		return "ufixed4"
-	case qnn.UFixed8:
-		return "ufixed8"
-	case qnn.UFixed16:
-		return "ufixed16"
-	case qnn.UFixed32:
-		return "ufixed32"
-	case qnn.Bool8:
-		return "bool8"
-	case qnn.String:
-		return "string"
+	if t.Bits() == 0 { // undefined or unknown
+		return fmt.Sprintf("dtype(0x%04x)", uint32(t))
 	}
-	return fmt.Sprintf("dtype(0x%04x)", uint32(t))
+	return strings.ToLower(nameCut.Replace(t.String()))
 }
+
+var nameCut = strings.NewReplacer("_POINT", "", "_", "")
 
 // Range is the code range of a fixed-point or raw integer type.
 func (e Elem) Range() (lo, hi float64) {

@@ -22,7 +22,7 @@ import (
 //   - on a failed call, the one rule for the cache: it is invalid, so
 //     Invalidate resets the runner's valid rows to 0 and the next call
 //     evaluates from row 0, whatever valid its caller passes; the error is
-//     the runner's ExecError; a device restart (QNN 1007/1011) also reloads
+//     an ExecError; a device restart (QNN 1007/1011) also reloads
 //     the contexts and calls (the failed call still fails), and a reload
 //     that fails leaves the runner broken until a later Check reloads;
 //   - Close, once.
@@ -61,9 +61,10 @@ type Executor interface {
 	Execute() error
 }
 
-// Execute runs call, recording it under key. A failure is wrapped by
-// execErr (the runner's ExecError) and handled by the rule above.
-func (l *Lifecycle) Execute(key string, call Executor, execErr func(error) error) error {
+// Execute runs call, recording it under key. A failure is an ExecError
+// naming graph and where it lives (in, asked only then), handled by the
+// rule above.
+func (l *Lifecycle) Execute(key string, call Executor, graph string, in func() string) error {
 	c0, _ := threadcpu.Time()
 	t0 := time.Now()
 	err := call.Execute()
@@ -73,7 +74,7 @@ func (l *Lifecycle) Execute(key string, call Executor, execErr func(error) error
 	if err == nil {
 		return nil
 	}
-	err = execErr(err)
+	err = &ExecError{Runner: l.Prefix, Graph: graph, In: in(), Err: err}
 	l.Invalidate()
 	if qnn.IsDeviceRestart(err) {
 		l.Log.Warn().Err(err).Msg(l.Prefix + ": device restart, reloading the context binaries")
@@ -98,3 +99,16 @@ func (l *Lifecycle) Close() bool {
 
 // Closed reports whether Close was called.
 func (l *Lifecycle) Closed() bool { return l.closed }
+
+// ExecError is a failed graph execution: the runner (its package name),
+// the graph, and where the graph lives (its file, part or context).
+type ExecError struct {
+	Runner, Graph, In string
+	Err               error
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("%s: executing graph %q of %s: %v", e.Runner, e.Graph, e.In, e.Err)
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }

@@ -15,13 +15,8 @@ type fakeCall struct{ err error }
 
 func (c *fakeCall) Execute() error { return c.err }
 
-type wrapped struct{ err error }
-
-func (w *wrapped) Error() string { return "exec: " + w.err.Error() }
-func (w *wrapped) Unwrap() error { return w.err }
-
 // TestLifecycle drives the shared lifecycle with a fake call: every
-// failure invalidates the cache and comes back wrapped; a device restart
+// failure invalidates the cache and comes back as an ExecError; a device restart
 // also reloads; a failed reload leaves the runner broken until Check
 // reloads; Close happens once.
 func TestLifecycle(t *testing.T) {
@@ -31,7 +26,6 @@ func TestLifecycle(t *testing.T) {
 	l := &Lifecycle{Prefix: "test", ErrClosed: errClosed, Log: zerolog.Nop(), Stats: &stats,
 		Reload:     func() error { reloads++; return reloadErr },
 		Invalidate: func() { valid = 0 }}
-	wrap := func(err error) error { return &wrapped{err} }
 	call := &fakeCall{}
 	for _, tc := range []struct {
 		name      string
@@ -46,13 +40,13 @@ func TestLifecycle(t *testing.T) {
 		{"restart, reload fails", &qnn.Error{Code: qnn.CodeSystemCommunicationFatal}, errors.New("binary gone"), 1, 0},
 	} {
 		valid, reloads, reloadErr, call.err = 7, 0, tc.reloadErr, tc.err
-		err := l.Execute("g", call, wrap)
-		var w *wrapped
+		err := l.Execute("g", call, "graph", func() string { return "g.bin" })
+		var w *ExecError
 		switch {
 		case tc.err == nil && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.err != nil && (!errors.As(err, &w) || !errors.Is(err, tc.err)):
-			t.Errorf("%s: error %v is not the wrapped call error", tc.name, err)
+		case tc.err != nil && (!errors.As(err, &w) || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), `test: executing graph "graph" of g.bin: `)):
+			t.Errorf("%s: error %v is not the call error as an ExecError", tc.name, err)
 		case tc.reloadErr != nil && !strings.Contains(err.Error(), "test: reloading after a device restart: binary gone"):
 			t.Errorf("%s: error %v does not say the reload failed", tc.name, err)
 		}

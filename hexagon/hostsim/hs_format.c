@@ -92,12 +92,51 @@ void hs_desc_free(hs_desc *d) {
   memset(d, 0, sizeof *d);
 }
 
-static int fail(char *err, size_t n, const char *fmt, ...) {
+int hs_fail(char *err, size_t n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, n, fmt, ap);
   va_end(ap);
   return -1;
+}
+
+static void dims_str(uint32_t rank, const uint32_t *d, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "[");
+  for (uint32_t i = 0; i < rank && o < n; i++) o += (size_t)snprintf(buf + o, n - o, i ? ",%u" : "%u", d[i]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+int hs_want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t *dims, const uint32_t *types,
+            char *err, size_t n) {
+  char a[96], b[96];
+  int ok = t->rank == rank;
+  for (uint32_t i = 0; ok && i < rank; i++) ok = t->dims[i] == dims[i];
+  if (!ok) {
+    dims_str(t->rank, t->dims, a, sizeof a);
+    dims_str(rank, dims, b, sizeof b);
+    return hs_fail(err, n, "graph %s: tensor %s is %s, want %s", g->name, t->name, a, b);
+  }
+  for (int i = 0; types[i]; i++)
+    if (t->dtype == types[i]) return 0;
+  return hs_fail(err, n, "graph %s: tensor %s: data type 0x%04x not allowed here", g->name, t->name, t->dtype);
+}
+
+int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, int last, char *err, size_t n) {
+  static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                             "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                             "mlp.down_proj"};
+  char nm[96];
+  for (uint32_t l = 0; l < L; l++)
+    for (size_t j = 0; j < sizeof lw / sizeof lw[0]; j++) {
+      snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
+      if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s", g->name, nm);
+    }
+  if (first && !hs_find_weight(d, "model.embed_tokens.weight"))
+    return hs_fail(err, n, "graph %s needs weight model.embed_tokens.weight", g->name);
+  if (last && (!hs_find_weight(d, "model.norm.weight") ||
+               !hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight")))
+    return hs_fail(err, n, "graph %s needs model.norm.weight and the lm-head weight", g->name);
+  return 0;
 }
 
 static int read_tensors(rd *r, hs_tensor *ts, uint32_t n, uint32_t *nextid) {
@@ -131,10 +170,10 @@ static int check_role(const hs_graph *g, int input, uint32_t role, uint32_t laye
   const hs_tensor *ts = input ? g->in : g->out;
   uint32_t cnt = input ? g->nin : g->nout;
   int i = hs_find_role(ts, cnt, role, layer);
-  if (i < 0) return fail(err, n, "graph %s: no %s tensor with role %s (layer %u)", g->name, input ? "input" : "output",
+  if (i < 0) return hs_fail(err, n, "graph %s: no %s tensor with role %s (layer %u)", g->name, input ? "input" : "output",
                          role_names[role], layer);
   if (ts[i].nelem != nelem)
-    return fail(err, n, "graph %s: tensor %s (role %s) has %llu elements, want %llu", g->name, ts[i].name, role_names[role],
+    return hs_fail(err, n, "graph %s: tensor %s (role %s) has %llu elements, want %llu", g->name, ts[i].name, role_names[role],
                 (unsigned long long)ts[i].nelem, (unsigned long long)nelem);
   return 0;
 }
@@ -143,15 +182,15 @@ static int check_role(const hs_graph *g, int input, uint32_t role, uint32_t laye
 static int check_names(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
   for (uint32_t i = 0; i < g->nin + g->nout; i++) {
     const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
-    if (t->role >= HS_NUM_ROLES) return fail(err, n, "graph %s: tensor %s: unknown role %u", g->name, t->name, t->role);
+    if (t->role >= HS_NUM_ROLES) return hs_fail(err, n, "graph %s: tensor %s: unknown role %u", g->name, t->name, t->role);
     int per_layer = t->role == HS_ROLE_PAST_K || t->role == HS_ROLE_PAST_V || t->role == HS_ROLE_NEW_K || t->role == HS_ROLE_NEW_V;
     if (per_layer ? t->layer >= d->layers : t->layer != 0)
-      return fail(err, n, "graph %s: tensor %s: bad layer %u for role %s", g->name, t->name, t->layer, role_names[t->role]);
+      return hs_fail(err, n, "graph %s: tensor %s: bad layer %u for role %s", g->name, t->name, t->layer, role_names[t->role]);
     for (uint32_t k = 0; k < i; k++) {
       const hs_tensor *o = k < g->nin ? &g->in[k] : &g->out[k - g->nin];
-      if (!strcmp(o->name, t->name)) return fail(err, n, "graph %s: tensor name %s used twice", g->name, t->name);
+      if (!strcmp(o->name, t->name)) return hs_fail(err, n, "graph %s: tensor name %s used twice", g->name, t->name);
       if ((k < g->nin) == (i < g->nin) && o->role == t->role && o->layer == t->layer)
-        return fail(err, n, "graph %s: tensors %s and %s have the same role %s (layer %u)", g->name, o->name, t->name,
+        return hs_fail(err, n, "graph %s: tensors %s and %s have the same role %s (layer %u)", g->name, o->name, t->name,
                     role_names[t->role], t->layer);
     }
   }
@@ -162,11 +201,11 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
   for (uint32_t i = 0; i < g->nin + g->nout; i++) {
     const hs_tensor *t = i < g->nin ? &g->in[i] : &g->out[i - g->nin];
     if (hs_dtype_bytes(t->dtype) == 0)
-      return fail(err, n, "graph %s: tensor %s: unsupported data type 0x%04x", g->name, t->name, t->dtype);
+      return hs_fail(err, n, "graph %s: tensor %s: unsupported data type 0x%04x", g->name, t->name, t->dtype);
     if (t->dtype == QNN_DATATYPE_INT_32 && !hs_is_et(g->kind) && g->kind != HS_KIND_GENIE)
-      return fail(err, n, "graph %s: tensor %s: INT_32 is only for ExecuTorch graphs", g->name, t->name);
+      return hs_fail(err, n, "graph %s: tensor %s: INT_32 is only for ExecuTorch graphs", g->name, t->name);
     if ((t->dtype & 0xff00) == 0x0300 || (t->dtype & 0xff00) == 0x0400) {
-      if (!(t->scale > 0)) return fail(err, n, "graph %s: tensor %s: fixed point needs scale > 0", g->name, t->name);
+      if (!(t->scale > 0)) return hs_fail(err, n, "graph %s: tensor %s: fixed point needs scale > 0", g->name, t->name);
     }
   }
   if (hs_is_et(g->kind)) return hs_et_check(d, g, err, n); /* ExecuTorch graphs: roles by name and position */
@@ -175,18 +214,18 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
   uint64_t H = d->hidden, D = d->head_dim, CTX = d->ctx, V = d->vocab, KV = (uint64_t)d->kv_heads * d->head_dim;
   char nm[64];
   if (g->kind == HS_KIND_LMHEAD) {
-    if (g->nin != 1 || g->nout != 1) return fail(err, n, "graph %s: lmhead needs exactly 1 input and 1 output", g->name);
+    if (g->nin != 1 || g->nout != 1) return hs_fail(err, n, "graph %s: lmhead needs exactly 1 input and 1 output", g->name);
     if (check_role(g, 1, HS_ROLE_X, 0, H, err, n) || check_role(g, 0, HS_ROLE_LOGITS, 0, V, err, n)) return -1;
     if (!hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight"))
-      return fail(err, n, "graph %s: lm-head weight missing", g->name);
+      return hs_fail(err, n, "graph %s: lm-head weight missing", g->name);
     return 0;
   }
-  if (g->kind != HS_KIND_PREFILL && g->kind != HS_KIND_DECODE) return fail(err, n, "graph %s: bad kind %u", g->name, g->kind);
-  if (g->mask > HS_MASK_U16) return fail(err, n, "graph %s: bad mask encoding %u", g->name, g->mask);
+  if (g->kind != HS_KIND_PREFILL && g->kind != HS_KIND_DECODE) return hs_fail(err, n, "graph %s: bad kind %u", g->name, g->kind);
+  if (g->mask > HS_MASK_U16) return hs_fail(err, n, "graph %s: bad mask encoding %u", g->name, g->mask);
   uint64_t AR = g->kind == HS_KIND_DECODE ? 1 : g->window;
-  if (AR == 0) return fail(err, n, "graph %s: window 0", g->name);
+  if (AR == 0) return hs_fail(err, n, "graph %s: window 0", g->name);
   int past = g->kind == HS_KIND_DECODE || g->contract == HS_CONTRACT_CHUNKED;
-  if (g->kind == HS_KIND_PREFILL && g->contract > HS_CONTRACT_CHUNKED) return fail(err, n, "graph %s: bad contract", g->name);
+  if (g->kind == HS_KIND_PREFILL && g->contract > HS_CONTRACT_CHUNKED) return hs_fail(err, n, "graph %s: bad contract", g->name);
   uint64_t maskn = g->kind == HS_KIND_DECODE ? CTX : (past ? AR * (CTX + AR) : AR * AR);
   if (check_role(g, 1, HS_ROLE_X, 0, AR * H, err, n) || check_role(g, 1, HS_ROLE_COS, 0, AR * D, err, n) ||
       check_role(g, 1, HS_ROLE_SIN, 0, AR * D, err, n) || check_role(g, 1, HS_ROLE_CMASK, 0, maskn, err, n) ||
@@ -200,19 +239,19 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
     }
   if (past) wantin += 2 * d->layers;
   if (g->nin != wantin || g->nout != wantout)
-    return fail(err, n, "graph %s: %u inputs / %u outputs, want %u / %u", g->name, g->nin, g->nout, wantin, wantout);
+    return hs_fail(err, n, "graph %s: %u inputs / %u outputs, want %u / %u", g->name, g->nin, g->nout, wantin, wantout);
   int i = hs_find_role(g->in, g->nin, HS_ROLE_CMASK, 0);
   if (g->mask == HS_MASK_U16 && g->in[i].dtype != QNN_DATATYPE_UFIXED_POINT_16)
-    return fail(err, n, "graph %s: u16 mask needs a UFIXED_POINT_16 cmask", g->name);
+    return hs_fail(err, n, "graph %s: u16 mask needs a UFIXED_POINT_16 cmask", g->name);
   static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                              "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
                              "mlp.down_proj"};
   for (uint32_t l = 0; l < d->layers; l++)
     for (size_t j = 0; j < sizeof lw / sizeof lw[0]; j++) {
       snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
-      if (!hs_find_weight(d, nm)) return fail(err, n, "graph %s needs weight %s", g->name, nm);
+      if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s", g->name, nm);
     }
-  if (!hs_find_weight(d, "model.norm.weight")) return fail(err, n, "graph %s needs weight model.norm.weight", g->name);
+  if (!hs_find_weight(d, "model.norm.weight")) return hs_fail(err, n, "graph %s needs weight model.norm.weight", g->name);
   return 0;
 }
 
@@ -230,20 +269,20 @@ static int check_weight_shape(const hs_desc *d, const hs_weight_ref *w, char *er
   else if (strstr(s, "layernorm.")) r = 1, c = H;
   else return 0; /* unknown names are carried but unused */
   if (w->rows != r || w->cols != c)
-    return fail(err, n, "weight %s is [%u,%u], want [%llu,%llu]", s, w->rows, w->cols, (unsigned long long)r,
+    return hs_fail(err, n, "weight %s is [%u,%u], want [%llu,%llu]", s, w->rows, w->cols, (unsigned long long)r,
                 (unsigned long long)c);
   return 0;
 }
 
 int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);
-  if (!buf || size < 128) return fail(err, errlen, "binary too small (%llu bytes)", (unsigned long long)size);
-  if (memcmp(buf, "HSIMCTX\0", 8) != 0) return fail(err, errlen, "not a hostsim context binary (bad magic)");
+  if (!buf || size < 128) return hs_fail(err, errlen, "binary too small (%llu bytes)", (unsigned long long)size);
+  if (memcmp(buf, "HSIMCTX\0", 8) != 0) return hs_fail(err, errlen, "not a hostsim context binary (bad magic)");
   rd r = {buf, size, 8, 0};
   uint32_t version = rd_u32(&r), hsize = rd_u32(&r);
   if (version != 2)
-    return fail(err, errlen, "unsupported hostsim format version %u, want 2 (rewrite the file with hexserve mkmodel)", version);
-  if (hsize != 128) return fail(err, errlen, "bad header size %u", hsize);
+    return hs_fail(err, errlen, "unsupported hostsim format version %u, want 2 (rewrite the file with hexserve mkmodel)", version);
+  if (hsize != 128) return hs_fail(err, errlen, "bad header size %u", hsize);
   d->hidden = rd_u32(&r); d->layers = rd_u32(&r); d->heads = rd_u32(&r); d->kv_heads = rd_u32(&r);
   d->head_dim = rd_u32(&r); d->ffn = rd_u32(&r); d->vocab = rd_u32(&r); d->ctx = rd_u32(&r);
   d->eps = rd_f32(&r); d->flags = rd_u32(&r); d->ngraphs = rd_u32(&r); d->nweights = rd_u32(&r);
@@ -252,16 +291,16 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   d->file_size = rd_u64(&r);
   d->layer0 = rd_u32(&r); d->shards = rd_u32(&r); d->rope_theta = rd_f32(&r); d->rope_factor = rd_f32(&r);
   d->rope_lo = rd_f32(&r); d->rope_hi = rd_f32(&r); d->rope_orig = rd_u32(&r);
-  if (d->file_size > size) return fail(err, errlen, "binary truncated: %llu bytes, header says %llu",
+  if (d->file_size > size) return hs_fail(err, errlen, "binary truncated: %llu bytes, header says %llu",
                                        (unsigned long long)size, (unsigned long long)d->file_size);
   if (!d->hidden || !d->heads || !d->kv_heads || !d->head_dim || !d->vocab || !d->ctx || d->heads % d->kv_heads ||
       d->head_dim % 2 || !(d->eps > 0) || d->ngraphs == 0 || d->ngraphs > 64 || d->nweights > 100000)
-    return fail(err, errlen, "bad hyper-parameters in header");
-  if (d->layers && !d->ffn) return fail(err, errlen, "bad hyper-parameters in header (ffn)");
+    return hs_fail(err, errlen, "bad hyper-parameters in header");
+  if (d->layers && !d->ffn) return hs_fail(err, errlen, "bad hyper-parameters in header (ffn)");
   char *e = err;
   d->graphs = calloc(d->ngraphs, sizeof *d->graphs);
   d->weights = calloc(d->nweights ? d->nweights : 1, sizeof *d->weights);
-  if (!d->graphs || !d->weights) { hs_desc_free(d); return fail(err, errlen, "out of memory"); }
+  if (!d->graphs || !d->weights) { hs_desc_free(d); return hs_fail(err, errlen, "out of memory"); }
   r.pos = goff;
   uint32_t nextid = 1;
   for (uint32_t g = 0; g < d->ngraphs; g++) {
@@ -275,7 +314,7 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
     if (!gr->in || !gr->out) goto malformed;
     if (read_tensors(&r, gr->in, gr->nin, &nextid) || read_tensors(&r, gr->out, gr->nout, &nextid)) goto malformed;
     for (uint32_t h = 0; h < g; h++)
-      if (!strcmp(d->graphs[h].name, gr->name)) { fail(e, errlen, "duplicate graph name %s", gr->name); goto bad; }
+      if (!strcmp(d->graphs[h].name, gr->name)) { hs_fail(e, errlen, "duplicate graph name %s", gr->name); goto bad; }
   }
   r.pos = woff;
   for (uint32_t i = 0; i < d->nweights; i++) {
@@ -287,11 +326,11 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
     uint64_t es = w->storage == HS_W_F16 ? 2 : w->storage == HS_W_INT8 ? 1 : w->storage == HS_W_F32 ? 4 : 0;
     if (!es || !w->rows || !w->cols || w->size != (uint64_t)w->rows * w->cols * es || w->off % 64 ||
         w->off < d->data_off || w->off > size || size - w->off < w->size) {
-      fail(e, errlen, "weight %s: bad storage, shape or extent", w->name);
+      hs_fail(e, errlen, "weight %s: bad storage, shape or extent", w->name);
       goto bad;
     }
     if (w->storage == HS_W_INT8 && (w->soff % 64 || w->soff > size || size - w->soff < 4ull * w->rows)) {
-      fail(e, errlen, "weight %s: bad scales extent", w->name);
+      hs_fail(e, errlen, "weight %s: bad scales extent", w->name);
       goto bad;
     }
     if (check_weight_shape(d, w, e, errlen)) goto bad;
@@ -300,7 +339,7 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
     if (check_graph(d, &d->graphs[g], e, errlen)) goto bad;
   return 0;
 malformed:
-  fail(e, errlen, "malformed hostsim context binary (truncated or corrupt tables)");
+  hs_fail(e, errlen, "malformed hostsim context binary (truncated or corrupt tables)");
 bad:
   hs_desc_free(d);
   return -1;

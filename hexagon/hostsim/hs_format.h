@@ -69,4 +69,15 @@ int hs_find_tensor(const hs_tensor *ts, uint32_t n, const char *name);
 int hs_find_role(const hs_tensor *ts, uint32_t n, uint32_t role, uint32_t layer);
 const hs_weight_ref *hs_find_weight(const hs_desc *d, const char *name);
 
+/* hs_fail formats a message into err (n bytes) and returns -1. */
+int hs_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* hs_want checks tensor t of graph g: its dims against dims (rank of them), its data type against
+ * the allowed list types (0-terminated); 0, or -1 with the reason in err. */
+int hs_want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t *dims, const uint32_t *types,
+            char *err, size_t n);
+/* hs_want_weights checks that d holds the weights graph g needs: those of layers [0, L), the
+ * embedding when first, the final norm and the lm-head (tied: the embedding) when last; 0, or -1
+ * with the reason in err. */
+int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, int last, char *err, size_t n);
+
 #endif

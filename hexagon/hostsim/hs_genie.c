@@ -192,10 +192,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   for (int r = 0; r < nl; r++) {
     int i = lr[r];
     hs_load(&g->in[io.hin], in[io.hin], (size_t)i * E, (size_t)E, x + (size_t)r * E);
-    for (int j = 0; j < half; j++) {
-      cs[(size_t)r * HD + j] = cs[(size_t)r * HD + j + half] = ch[(size_t)i * half + j];
-      sn[(size_t)r * HD + j] = sn[(size_t)r * HD + j + half] = shh[(size_t)i * half + j];
-    }
+    hs_rope_row(cs + (size_t)r * HD, sn + (size_t)r * HD, ch + (size_t)i * half, shh + (size_t)i * half, half);
     for (int p = 0; p < npast; p++) pmask[(size_t)r * npast + p] = mask[(size_t)i * CL + open[p]];
     for (int c = 0; c < nl; c++) smask[(size_t)r * nl + c] = mask[(size_t)i * CL + P + lr[c]];
   }
@@ -208,9 +205,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
     if (!npast || !nl) continue;
     /* past_key [H,1,d,P] (transposed), past_value [H,1,P,d] */
     hs_load(&g->in[io.kin[l]], in[io.kin[l]], 0, (size_t)KVD * P, kbuf);
-    for (int h = 0; h < NKV; h++)
-      for (int dd = 0; dd < HD; dd++)
-        for (int p = 0; p < npast; p++) pk[l][(size_t)p * KVD + h * HD + dd] = kbuf[(size_t)(h * HD + dd) * P + open[p]];
+    hs_gather_k(pk[l], kbuf, KVD, P, open, npast);
     for (int h = 0; h < NKV; h++)
       for (int p = 0; p < npast; p++)
         hs_load(&g->in[io.vin[l]], in[io.vin[l]], ((size_t)h * P + open[p]) * HD, (size_t)HD, pv[l] + (size_t)p * KVD + h * HD);
@@ -221,14 +216,10 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   for (int l = 0; l < L; l++) {
     const hs_tensor *kt = &g->out[io.kout[l]], *vt = &g->out[io.vout[l]];
     memset(obuf, 0, sizeof(float) * (size_t)KVD * AR);
-    for (int r = 0; r < nl; r++)
-      for (int h = 0; h < NKV; h++)
-        for (int dd = 0; dd < HD; dd++) obuf[(size_t)(h * HD + dd) * AR + lr[r]] = nk[l][(size_t)r * KVD + h * HD + dd];
+    hs_scatter_k(obuf, nk[l], KVD, AR, lr, nl);
     hs_store(kt, out[io.kout[l]], 0, (size_t)KVD * AR, obuf);
     memset(obuf, 0, sizeof(float) * (size_t)KVD * AR);
-    for (int r = 0; r < nl; r++)
-      for (int h = 0; h < NKV; h++)
-        memcpy(obuf + ((size_t)h * AR + lr[r]) * HD, nv[l] + (size_t)r * KVD + h * HD, sizeof(float) * HD);
+    hs_scatter_v(obuf, nv[l], NKV, HD, AR, lr, nl);
     hs_store(vt, out[io.vout[l]], 0, (size_t)KVD * AR, obuf);
     for (int i = 0; i < AR; i++) {
       if (live[i]) continue;

@@ -50,6 +50,12 @@ static int reg_add(void *p, int type) {
   g_live[type]++;
   return 0;
 }
+/* reg_add_locked is reg_add under g_mu. */
+static void reg_add_locked(void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  reg_add(p, type);
+  pthread_mutex_unlock(&g_mu);
+}
 static int reg_has(const void *p, int type) {
   if (!p) return 0;
   for (size_t i = 0; i < g_nreg; i++)
@@ -63,6 +69,21 @@ static void reg_del(const void *p, int type) {
       g_live[type]--;
       return;
     }
+}
+/* reg_has_locked is reg_has under g_mu. */
+static int reg_has_locked(const void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  int ok = reg_has(p, type);
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+/* reg_take removes p from the registry, under g_mu, and reports whether it was there. */
+static int reg_take(const void *p, int type) {
+  pthread_mutex_lock(&g_mu);
+  int ok = reg_has(p, type);
+  if (ok) reg_del(p, type);
+  pthread_mutex_unlock(&g_mu);
+  return ok;
 }
 
 typedef struct {
@@ -400,9 +421,7 @@ static Qnn_ErrorHandle_t logCreate(QnnLog_Callback_t cb, uint32_t level, void **
   if (!l) return QNN_COMMON_ERROR_MEM_ALLOC;
   l->cb = cb;
   l->level = level;
-  pthread_mutex_lock(&g_mu);
-  reg_add(l, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(l, T_LOG);
   *out = l;
   log_msg(l, LOG_VERBOSE, "hostsim: log created (level %u)", level);
   return QNN_SUCCESS;
@@ -417,19 +436,14 @@ static Qnn_ErrorHandle_t logSetLogLevel(void *h, uint32_t level) {
   return QNN_SUCCESS;
 }
 static Qnn_ErrorHandle_t logFree(void *h) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(h, T_LOG);
-  if (ok) reg_del(h, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_take(h, T_LOG);
   if (!ok) return set_err(QNN_LOG_ERROR_INVALID_HANDLE, "logFree: invalid log handle");
   free(h);
   return QNN_SUCCESS;
 }
 /* live_log returns lg if it is still a live log handle (callers hold no lock). */
 static hs_log *live_log(hs_log *lg) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(lg, T_LOG);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(lg, T_LOG);
   return ok ? lg : NULL;
 }
 
@@ -446,9 +460,7 @@ static Qnn_ErrorHandle_t backendCreate(void *log, const QnnBackend_Config_t **cf
   hs_backend *b = calloc(1, sizeof *b);
   if (!b) return QNN_COMMON_ERROR_MEM_ALLOC;
   b->log = log;
-  pthread_mutex_lock(&g_mu);
-  reg_add(b, T_BACKEND);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(b, T_BACKEND);
   *out = b;
   log_msg(b->log, LOG_INFO, "hostsim: backend created, build id %s, core API %d.%d.%d", BUILD_ID, 2, 32, 0);
   return QNN_SUCCESS;
@@ -524,9 +536,7 @@ static Qnn_ErrorHandle_t deviceCreate(void *log, const QnnDevice_Config_t **cfg,
   hs_device *d = calloc(1, sizeof *d);
   if (!d) return QNN_COMMON_ERROR_MEM_ALLOC;
   d->log = log;
-  pthread_mutex_lock(&g_mu);
-  reg_add(d, T_DEVICE);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(d, T_DEVICE);
   *out = d;
   log_msg(d->log, LOG_INFO, "hostsim: device created (v%u, SoC %u)", 79, 69);
   return QNN_SUCCESS;
@@ -563,25 +573,18 @@ static Qnn_ErrorHandle_t deviceGetPlatformInfo(void *log, const QnnDevice_Platfo
   b->pi.version = 1;
   b->pi.v1.numHwDevices = 1;
   b->pi.v1.hwDevices = &b->hw;
-  pthread_mutex_lock(&g_mu);
-  reg_add(b, T_PLATFORM);
-  pthread_mutex_unlock(&g_mu);
+  reg_add_locked(b, T_PLATFORM);
   *out = &b->pi;
   return QNN_SUCCESS;
 }
 static Qnn_ErrorHandle_t deviceGetInfo(void *dev, const QnnDevice_PlatformInfo_t **out) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(dev, T_DEVICE);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(dev, T_DEVICE);
   if (!ok) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceGetInfo: invalid device handle");
   return deviceGetPlatformInfo(NULL, out);
 }
 static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_PlatformInfo_t *p) {
   (void)log;
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(p, T_PLATFORM);
-  if (ok) reg_del(p, T_PLATFORM);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_take(p, T_PLATFORM);
   if (!ok) return set_err(QNN_DEVICE_ERROR_INVALID_HANDLE, "deviceFreePlatformInfo: not a platform info from this backend");
   free((void *)p);
   return QNN_SUCCESS;
@@ -671,9 +674,7 @@ static Qnn_ErrorHandle_t contextFree(void *h, void *profile) {
 }
 
 static Qnn_ErrorHandle_t contextGetProperty(void *h, QnnContext_Property_t **props) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(h, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(h, T_CONTEXT);
   if (!ok) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextGetProperty: invalid context handle");
   if (!props) return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextGetProperty: NULL property list");
   hs_context *c = h;
@@ -692,9 +693,7 @@ static Qnn_ErrorHandle_t contextGetProperty(void *h, QnnContext_Property_t **pro
 }
 
 static Qnn_ErrorHandle_t graphRetrieve(void *ctx, const char *name, void **out) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(ctx, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(ctx, T_CONTEXT);
   if (!ok) return set_err(QNN_GRAPH_ERROR_INVALID_HANDLE, "graphRetrieve: invalid context handle");
   if (!name || !*name) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: empty graph name");
   if (!out) return set_err(QNN_GRAPH_ERROR_INVALID_NAME, "graphRetrieve: NULL graph handle pointer");
@@ -738,9 +737,7 @@ static Qnn_ErrorHandle_t mem_conflict(const void *ctx, const Qnn_MemDescriptor_t
 }
 
 static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs, uint32_t n, void **handles) {
-  pthread_mutex_lock(&g_mu);
-  int ok = reg_has(ctx, T_CONTEXT);
-  pthread_mutex_unlock(&g_mu);
+  int ok = reg_has_locked(ctx, T_CONTEXT);
   if (handles) /* the header: on failure every handle is NULL; on success each is set below */
     for (uint32_t k = 0; k < n; k++) handles[k] = NULL;
   if (!ok) return set_err(QNN_MEM_ERROR_INVALID_HANDLE, "memRegister: invalid context handle");
@@ -810,9 +807,7 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
       for (uint32_t k = 0; k < i; k++) handles[k] = NULL;
       return e;
     }
-    pthread_mutex_lock(&g_mu);
-    reg_add(m, T_MEM);
-    pthread_mutex_unlock(&g_mu);
+    reg_add_locked(m, T_MEM);
     handles[i] = m;
   }
   return QNN_SUCCESS;

@@ -306,3 +306,26 @@ void hs_model_free(hs_model *m) {
   hs_desc_free(&m->d);
   memset(m, 0, sizeof *m);
 }
+
+void hs_gather_k(float *dst, const float *kc, int KVD, int S, const int *open, int npast) {
+  for (int c = 0; c < KVD; c++)
+    for (int p = 0; p < npast; p++) dst[(size_t)p * KVD + c] = kc[(size_t)c * S + open[p]];
+}
+
+void hs_scatter_k(float *dst, const float *rows, int KVD, int AR, const int *at, int n) {
+  for (int c = 0; c < KVD; c++)
+    for (int a = 0; a < n; a++) dst[(size_t)c * AR + at[a]] = rows[(size_t)a * KVD + c];
+}
+
+void hs_scatter_v(float *dst, const float *rows, int NKV, int HD, int AR, const int *at, int n) {
+  for (int h = 0; h < NKV; h++)
+    for (int a = 0; a < n; a++)
+      memcpy(dst + ((size_t)h * AR + at[a]) * HD, rows + (size_t)a * NKV * HD + (size_t)h * HD, sizeof(float) * HD);
+}
+
+void hs_rope_row(float *cs, float *sn, const float *ch, const float *sh, int half) {
+  for (int j = 0; j < half; j++) {
+    cs[j] = cs[j + half] = ch[j];
+    sn[j] = sn[j + half] = sh[j];
+  }
+}

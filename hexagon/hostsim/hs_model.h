@@ -50,4 +50,15 @@ void hs_lmhead(const hs_model *m, const float *x, float *logits);
 /* hs_lmhead_n computes n rows: logits [n,V] = x [n,H] · Wᵀ. */
 void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits);
 
+/* The KV layouts of the graphs' caches and new entries: K transposed, [n_kv·hd][slots], V
+ * [n_kv][slots][hd]; the attention works on rows [n][n_kv·hd]. */
+/* hs_gather_k copies the K cache kc's ([KVD][S]) slots open[0..npast) into rows of dst. */
+void hs_gather_k(float *dst, const float *kc, int KVD, int S, const int *open, int npast);
+/* hs_scatter_k writes rows [n][KVD] into a K output [KVD][AR], row a into slot at[a]. */
+void hs_scatter_k(float *dst, const float *rows, int KVD, int AR, const int *at, int n);
+/* hs_scatter_v writes rows [n][n_kv·hd] into a V output [n_kv][AR][hd], row a into slot at[a]. */
+void hs_scatter_v(float *dst, const float *rows, int NKV, int HD, int AR, const int *at, int n);
+/* hs_rope_row expands a row's half-width cos/sin (ch, sh: half values) to both halves of cs, sn. */
+void hs_rope_row(float *cs, float *sn, const float *ch, const float *sh, int half);
+
 #endif

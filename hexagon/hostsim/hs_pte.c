@@ -215,10 +215,7 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
     hs_load(&g->in[io.sin], in[io.sin], 0, (size_t)AR * half, shh);
   }
   for (int i = 0; i < AR; i++)
-    for (int j = 0; j < half; j++) {
-      cs[(size_t)i * HD + j] = cs[(size_t)i * HD + j + half] = ch[(size_t)i * half + j];
-      sn[(size_t)i * HD + j] = sn[(size_t)i * HD + j + half] = shh[(size_t)i * half + j];
-    }
+    hs_rope_row(cs + (size_t)i * HD, sn + (size_t)i * HD, ch + (size_t)i * half, shh + (size_t)i * half, half);
   hs_compact(AR, nl, live, x, H, cs, sn, HD, pmask, npast, smask);
 
   /* Caches of the opened slots: K is [1,n_kv,hd,S] (transposed), V [1,n_kv,S,hd]. */
@@ -230,10 +227,7 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
     if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) goto oom;
     if (!npast) continue;
     hs_load(&g->in[io.k[l]], in[io.k[l]], 0, (size_t)KVD * S, kbuf);
-    for (int h = 0; h < NKV; h++)
-      for (int dd = 0; dd < HD; dd++)
-        for (int p = 0; p < npast; p++)
-          pk[l][(size_t)p * KVD + h * HD + dd] = kbuf[(size_t)(h * HD + dd) * S + open[p]];
+    hs_gather_k(pk[l], kbuf, KVD, S, open, npast);
     hs_load(&g->in[io.v[l]], in[io.v[l]], 0, (size_t)KVD * S, kbuf);
     for (int h = 0; h < NKV; h++)
       for (int p = 0; p < npast; p++)
@@ -245,14 +239,10 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
   /* Outputs in graph order: V0, K0, V1, K1, ..., then logits or (hidden_state, cos, sin); the live
    * rows' values, the padding rows' poison. */
   for (int l = 0; l < L; l++) {
-    for (int h = 0; h < NKV; h++)
-      for (int dd = 0; dd < HD; dd++)
-        for (int a = 0; a < nl; a++) kbuf[(size_t)(h * HD + dd) * AR + live[a]] = nk[l][(size_t)a * KVD + h * HD + dd];
+    hs_scatter_k(kbuf, nk[l], KVD, AR, live, nl);
     hs_store(&g->out[2 * l + 1], out[2 * l + 1], 0, (size_t)KVD * AR, kbuf);
     poison_rows(&g->out[2 * l + 1], out[2 * l + 1], KVD, AR, 1, dead);
-    for (int h = 0; h < NKV; h++)
-      for (int a = 0; a < nl; a++)
-        memcpy(kbuf + ((size_t)h * AR + live[a]) * HD, nv[l] + (size_t)a * KVD + h * HD, sizeof(float) * HD);
+    hs_scatter_v(kbuf, nv[l], NKV, HD, AR, live, nl);
     hs_store(&g->out[2 * l], out[2 * l], 0, (size_t)KVD * AR, kbuf);
     poison_rows(&g->out[2 * l], out[2 * l], NKV, AR, HD, dead);
   }

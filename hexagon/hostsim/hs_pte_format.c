@@ -1,6 +1,5 @@
 /* hs_pte_format.c - validation and tensor roles of the ExecuTorch static-llama graphs
  * (FORMAT.md "ExecuTorch graphs"); linked into libQnnHtp.so and libQnnSystem.so. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,13 +7,6 @@
 #include "hs_pte.h"
 #include "qnn_abi.h"
 
-static int fail(char *err, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 /* node returns the node name of an input `input_<k>_<node>@0` in buf, or NULL. */
 static const char *node(const char *name, char *buf, size_t n) {
@@ -39,33 +31,6 @@ void hs_et_io_free(hs_et_io *io) {
   io->k = io->v = NULL;
 }
 
-static int dims_are(const hs_tensor *t, uint32_t rank, const uint32_t *want) {
-  if (t->rank != rank) return 0;
-  for (uint32_t i = 0; i < rank; i++)
-    if (t->dims[i] != want[i]) return 0;
-  return 1;
-}
-
-static void dims_str(uint32_t rank, const uint32_t *d, char *buf, size_t n) {
-  size_t o = (size_t)snprintf(buf, n, "[");
-  for (uint32_t i = 0; i < rank && o < n; i++) o += (size_t)snprintf(buf + o, n - o, i ? ",%u" : "%u", d[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
-}
-
-/* want checks tensor t's dims, and its data type against the allowed list (0-terminated). */
-static int want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t *dims, const uint32_t *types,
-                char *err, size_t n) {
-  char a[96], b[96];
-  if (!dims_are(t, rank, dims)) {
-    dims_str(t->rank, t->dims, a, sizeof a);
-    dims_str(rank, dims, b, sizeof b);
-    return fail(err, n, "graph %s: tensor %s is %s, want %s", g->name, t->name, a, b);
-  }
-  for (int i = 0; types[i]; i++)
-    if (t->dtype == types[i]) return 0;
-  return fail(err, n, "graph %s: tensor %s: data type 0x%04x not allowed here", g->name, t->name, t->dtype);
-}
-
 static const uint32_t t_int[] = {QNN_DATATYPE_INT_32, 0};
 static const uint32_t t_mask[] = {QNN_DATATYPE_UFIXED_POINT_16, QNN_DATATYPE_UFIXED_POINT_8, QNN_DATATYPE_FLOAT_32, 0};
 static const uint32_t t_kv[] = {QNN_DATATYPE_UFIXED_POINT_8, QNN_DATATYPE_UFIXED_POINT_16, QNN_DATATYPE_FLOAT_32, 0};
@@ -77,7 +42,7 @@ int hs_et_bind(const hs_desc *d, const hs_graph *g, hs_et_io *io, char *err, siz
   uint32_t L = d->layers;
   io->k = malloc(sizeof(int) * (L + 1));
   io->v = malloc(sizeof(int) * (L + 1));
-  if (!io->k || !io->v) { hs_et_io_free(io); return fail(err, n, "out of memory"); }
+  if (!io->k || !io->v) { hs_et_io_free(io); return hs_fail(err, n, "out of memory"); }
   for (uint32_t l = 0; l < L; l++) io->k[l] = io->v[l] = -1;
   char nb[64];
   for (uint32_t i = 0; i < g->nin; i++) {
@@ -96,12 +61,12 @@ int hs_et_bind(const hs_desc *d, const hs_graph *g, hs_et_io *io, char *err, siz
       if (*end || end == nd + 5 || j >= 2ul * L) goto badname;
       slot = j < L ? &io->k[j] : &io->v[j - L];
     } else goto badname;
-    if (*slot >= 0) { hs_et_io_free(io); return fail(err, n, "graph %s: input %s given twice", g->name, nd); }
+    if (*slot >= 0) { hs_et_io_free(io); return hs_fail(err, n, "graph %s: input %s given twice", g->name, nd); }
     *slot = (int)i;
     continue;
   badname:
     hs_et_io_free(io);
-    return fail(err, n, "graph %s: input %s is not input_<k>_{tokens,input_pos,atten_mask,hidden_state,freqs_cos,"
+    return hs_fail(err, n, "graph %s: input %s is not input_<k>_{tokens,input_pos,atten_mask,hidden_state,freqs_cos,"
                         "freqs_sin,args_<j>}@0 (j < %u)", g->name, g->in[i].name, 2 * L);
   }
   io->first = io->tokens >= 0;
@@ -115,87 +80,70 @@ int hs_et_bind(const hs_desc *d, const hs_graph *g, hs_et_io *io, char *err, siz
 int hs_et_check(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
   hs_et_io io;
   uint32_t L = d->layers, AR = g->window, CL = d->ctx, NKV = d->kv_heads, HD = d->head_dim;
-  if (!L) return fail(err, n, "graph %s: an ExecuTorch shard needs at least one layer", g->name);
-  if (!AR || AR >= CL) return fail(err, n, "graph %s: AR %u must be in [1, ctx %u)", g->name, AR, CL);
-  if (g->kind == HS_KIND_ET_DECODE && AR != 1) return fail(err, n, "graph %s: kv_forward has AR 1, not %u", g->name, AR);
+  if (!L) return hs_fail(err, n, "graph %s: an ExecuTorch shard needs at least one layer", g->name);
+  if (!AR || AR >= CL) return hs_fail(err, n, "graph %s: AR %u must be in [1, ctx %u)", g->name, AR, CL);
+  if (g->kind == HS_KIND_ET_DECODE && AR != 1) return hs_fail(err, n, "graph %s: kv_forward has AR 1, not %u", g->name, AR);
   if (!(d->rope_theta > 0) || !(d->rope_factor >= 1) || !(d->rope_hi > d->rope_lo) || !(d->rope_lo > 0) || !d->rope_orig)
-    return fail(err, n, "graph %s: bad RoPE parameters in header", g->name);
-  if (!d->shards || d->layer0 >= 100000) return fail(err, n, "graph %s: bad shard fields in header", g->name);
+    return hs_fail(err, n, "graph %s: bad RoPE parameters in header", g->name);
+  if (!d->shards || d->layer0 >= 100000) return hs_fail(err, n, "graph %s: bad shard fields in header", g->name);
   if (hs_et_bind(d, g, &io, err, n)) return -1;
   int rc = -1;
   uint32_t S = io.s, nin = 0;
   if (g->nout != 2 * L + 1 && g->nout != 2 * L + 3) {
-    fail(err, n, "graph %s: %u outputs, want %u (V,K per layer + logits) or %u (+ hidden_state, cos, sin)", g->name,
+    hs_fail(err, n, "graph %s: %u outputs, want %u (V,K per layer + logits) or %u (+ hidden_state, cos, sin)", g->name,
          g->nout, 2 * L + 1, 2 * L + 3);
     goto out;
   }
   if (io.first) {
-    if (io.pos < 0) { fail(err, n, "graph %s: tokens without input_pos", g->name); goto out; }
-    if (io.h >= 0 || io.cos >= 0 || io.sin >= 0) { fail(err, n, "graph %s: a first shard takes no hidden_state/freqs", g->name); goto out; }
+    if (io.pos < 0) { hs_fail(err, n, "graph %s: tokens without input_pos", g->name); goto out; }
+    if (io.h >= 0 || io.cos >= 0 || io.sin >= 0) { hs_fail(err, n, "graph %s: a first shard takes no hidden_state/freqs", g->name); goto out; }
     uint32_t td[2] = {1, AR};
-    if (want(g, &g->in[io.tokens], 2, td, t_int, err, n) || want(g, &g->in[io.pos], 2, td, t_int, err, n)) goto out;
+    if (hs_want(g, &g->in[io.tokens], 2, td, t_int, err, n) || hs_want(g, &g->in[io.pos], 2, td, t_int, err, n)) goto out;
     nin += 2;
   } else {
     if (io.pos >= 0 || io.h < 0 || io.cos < 0 || io.sin < 0) {
-      fail(err, n, "graph %s: needs tokens+input_pos (first shard) or hidden_state+freqs_cos+freqs_sin", g->name);
+      hs_fail(err, n, "graph %s: needs tokens+input_pos (first shard) or hidden_state+freqs_cos+freqs_sin", g->name);
       goto out;
     }
     uint32_t hd3[3] = {1, AR, d->hidden}, cd[2] = {AR, HD / 2};
-    if (want(g, &g->in[io.h], 3, hd3, t_io, err, n) || want(g, &g->in[io.cos], 2, cd, t_io, err, n) ||
-        want(g, &g->in[io.sin], 2, cd, t_io, err, n))
+    if (hs_want(g, &g->in[io.h], 3, hd3, t_io, err, n) || hs_want(g, &g->in[io.cos], 2, cd, t_io, err, n) ||
+        hs_want(g, &g->in[io.sin], 2, cd, t_io, err, n))
       goto out;
     nin += 3;
   }
-  if (io.mask < 0) { fail(err, n, "graph %s: missing atten_mask", g->name); goto out; }
+  if (io.mask < 0) { hs_fail(err, n, "graph %s: missing atten_mask", g->name); goto out; }
   {
     const hs_tensor *mt = &g->in[io.mask];
     uint32_t m4[4] = {1, 1, AR, CL}, m3[3] = {1, AR, CL};
-    if (want(g, mt, mt->rank == 3 ? 3 : 4, mt->rank == 3 ? m3 : m4, t_mask, err, n)) goto out;
+    if (hs_want(g, mt, mt->rank == 3 ? 3 : 4, mt->rank == 3 ? m3 : m4, t_mask, err, n)) goto out;
     nin++;
   }
   for (uint32_t l = 0; l < L; l++) {
-    if (io.k[l] < 0 || io.v[l] < 0) { fail(err, n, "graph %s: missing cache input args_%u", g->name, io.k[l] < 0 ? l : L + l); goto out; }
+    if (io.k[l] < 0 || io.v[l] < 0) { hs_fail(err, n, "graph %s: missing cache input args_%u", g->name, io.k[l] < 0 ? l : L + l); goto out; }
     const hs_tensor *ki = &g->in[io.k[l]], *vi = &g->in[io.v[l]];
     const hs_tensor *vo = &g->out[2 * l], *ko = &g->out[2 * l + 1];
     uint32_t kd[4] = {1, NKV, HD, S}, vd[4] = {1, NKV, S, HD}, kod[4] = {1, NKV, HD, AR}, vod[4] = {1, NKV, AR, HD};
-    if (want(g, ki, 4, kd, t_kv, err, n) || want(g, vi, 4, vd, t_kv, err, n) || want(g, ko, 4, kod, t_kv, err, n) ||
-        want(g, vo, 4, vod, t_kv, err, n))
+    if (hs_want(g, ki, 4, kd, t_kv, err, n) || hs_want(g, vi, 4, vd, t_kv, err, n) || hs_want(g, ko, 4, kod, t_kv, err, n) ||
+        hs_want(g, vo, 4, vod, t_kv, err, n))
       goto out;
     if (ko->dtype != ki->dtype || ko->scale != ki->scale || ko->offset != ki->offset || vo->dtype != vi->dtype ||
         vo->scale != vi->scale || vo->offset != vi->offset) {
-      fail(err, n, "graph %s: layer %u: new K/V must have the cache's data type and quantization", g->name, l);
+      hs_fail(err, n, "graph %s: layer %u: new K/V must have the cache's data type and quantization", g->name, l);
       goto out;
     }
     nin += 2;
   }
-  if (g->nin != nin) { fail(err, n, "graph %s: %u inputs, want %u", g->name, g->nin, nin); goto out; }
+  if (g->nin != nin) { hs_fail(err, n, "graph %s: %u inputs, want %u", g->name, g->nin, nin); goto out; }
   if (io.last) {
     uint32_t ld[3] = {1, AR, d->vocab};
-    if (want(g, &g->out[2 * L], 3, ld, t_io, err, n)) goto out;
+    if (hs_want(g, &g->out[2 * L], 3, ld, t_io, err, n)) goto out;
   } else {
     uint32_t hd3[3] = {1, AR, d->hidden}, cd[2] = {AR, HD / 2};
-    if (want(g, &g->out[2 * L], 3, hd3, t_io, err, n) || want(g, &g->out[2 * L + 1], 2, cd, t_io, err, n) ||
-        want(g, &g->out[2 * L + 2], 2, cd, t_io, err, n))
+    if (hs_want(g, &g->out[2 * L], 3, hd3, t_io, err, n) || hs_want(g, &g->out[2 * L + 1], 2, cd, t_io, err, n) ||
+        hs_want(g, &g->out[2 * L + 2], 2, cd, t_io, err, n))
       goto out;
   }
-  static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                             "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                             "mlp.down_proj"};
-  char nm[96];
-  for (uint32_t l = 0; l < L; l++)
-    for (size_t j = 0; j < sizeof lw / sizeof lw[0]; j++) {
-      snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
-      if (!hs_find_weight(d, nm)) { fail(err, n, "graph %s needs weight %s", g->name, nm); goto out; }
-    }
-  if (io.first && !hs_find_weight(d, "model.embed_tokens.weight")) {
-    fail(err, n, "graph %s needs weight model.embed_tokens.weight", g->name);
-    goto out;
-  }
-  if (io.last && (!hs_find_weight(d, "model.norm.weight") ||
-                  !hs_find_weight(d, (d->flags & 1) ? "model.embed_tokens.weight" : "lm_head.weight"))) {
-    fail(err, n, "graph %s needs model.norm.weight and the lm-head weight", g->name);
-    goto out;
-  }
+  if (hs_want_weights(d, g, L, io.first, io.last, err, n)) goto out;
   rc = 0;
 out:
   hs_et_io_free(&io);

@@ -11,8 +11,8 @@ package pte
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
-	"syscall"
+
+	"github.com/hexserve/hexserve/internal/mmapfile"
 )
 
 // Header is the file header: the flatbuffer's root offset and identifier,
@@ -103,25 +103,17 @@ type File struct {
 // whose payloads carry the QNN context protocol header. Every error names
 // the file and what is wrong with it.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, err := mmapfile.Map(path)
 	if err != nil {
 		return nil, fmt.Errorf("pte: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("pte: %w", err)
-	}
-	if st.Size() < 8 {
-		return nil, fmt.Errorf("pte: %s: %d bytes is too short for a .pte file", path, st.Size())
-	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("pte: mmap %s: %w", path, err)
+	if len(data) < 8 {
+		mmapfile.Unmap(data)
+		return nil, fmt.Errorf("pte: %s: %d bytes is too short for a .pte file", path, len(data))
 	}
 	p, err := Parse(path, data)
 	if err != nil {
-		syscall.Munmap(data)
+		mmapfile.Unmap(data)
 		return nil, err
 	}
 	p.data = data
@@ -133,7 +125,7 @@ func (f *File) Close() error {
 	if f.data == nil {
 		return nil
 	}
-	err := syscall.Munmap(f.data)
+	err := mmapfile.Unmap(f.data)
 	f.data = nil
 	return err
 }

@@ -411,34 +411,13 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	if r.chunked() {
 		return r.batch.pool.Check(runs, r.window, r.spec.vocab)
 	}
-	rows := 0
-	seen := map[inference.SeqID]bool{}
-	for _, run := range runs {
-		s := r.set(run.Seq)
-		switch {
-		case s == nil:
-			return fmt.Errorf("step on unknown sequence %d", run.Seq)
-		case seen[run.Seq]:
-			return fmt.Errorf("two runs of sequence %d in one step", run.Seq)
-		case len(run.Tokens) == 0:
-			return fmt.Errorf("an empty run of sequence %d", run.Seq)
-		case run.Start < 0 || run.Start > s.n:
-			return fmt.Errorf("run at %d of sequence %d (%d committed rows)", run.Start, run.Seq, s.n)
-		case run.Start+len(run.Tokens) > r.spec.ctx:
-			return fmt.Errorf("run to %d of sequence %d beyond the context (%d)", run.Start+len(run.Tokens), run.Seq, r.spec.ctx)
+	// A sequence's own buffers hold the whole context.
+	return slotpool.CheckRuns(runs, r.window, r.spec.vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
+		if s := r.set(id); s != nil {
+			return 0, s.n, r.spec.ctx, true
 		}
-		for i, t := range run.Tokens {
-			if t < 0 || int(t) >= r.spec.vocab {
-				return fmt.Errorf("token %d at position %d is outside the vocabulary (%d)", t, run.Start+i, r.spec.vocab)
-			}
-		}
-		seen[run.Seq] = true
-		rows += len(run.Tokens)
-	}
-	if rows == 0 || rows > r.window {
-		return fmt.Errorf("a step of %d rows (1 to %d)", rows, r.window)
-	}
-	return nil
+		return 0, 0, 0, false
+	})
 }
 
 // remeasureSteps is how many Steps the decode graph may go unused before a
@@ -530,23 +509,9 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 // graph skips them and their outputs are never read. The decode graph's
 // mask is the past slots only (the row attends to itself).
 func (r *Runner) poolMask(g *graphIO, runs []inference.Run) {
-	ctx := r.spec.ctx
-	w := ctx
+	w, block := r.spec.ctx, -1
 	if g.role == rolePrefill {
-		w += g.rows
+		w, block = r.spec.ctx+g.rows, r.spec.ctx
 	}
-	b := g.mask.B
-	g.masks.Fill(b, 0, g.rows*w, false)
-	o := 0
-	for _, run := range runs {
-		s := r.batch.pool.Seq(run.Seq)
-		for i := range run.Tokens {
-			row := (o + i) * w
-			s.OpenRows(g.masks, b, row, run.Start)
-			if g.role == rolePrefill {
-				g.masks.Fill(b, row+ctx+o, row+ctx+o+i+1, true)
-			}
-		}
-		o += len(run.Tokens)
-	}
+	r.batch.pool.WriteMask(g.masks, g.mask.B, runs, g.rows, w, block)
 }

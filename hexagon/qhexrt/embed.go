@@ -2,13 +2,12 @@ package qhexrt
 
 import (
 	"fmt"
-	"os"
-	"syscall"
 	"unsafe"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/internal/half"
+	"github.com/hexserve/hexserve/internal/mmapfile"
 )
 
 // embedTable is the f16 embedding table [vocab, hidden], mmap'd read-only so
@@ -20,22 +19,13 @@ type embedTable struct {
 
 // openEmbed maps path and checks it holds vocab×hidden float16 values.
 func openEmbed(path string, vocab, hidden int) (*embedTable, error) {
-	f, err := os.Open(path)
+	data, err := mmapfile.Map(path)
 	if err != nil {
 		return nil, fmt.Errorf("embedding table: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("embedding table: %w", err)
-	}
-	want := int64(vocab) * int64(hidden) * 2
-	if st.Size() != want {
-		return nil, fmt.Errorf("embedding table %s: %d bytes, want %d (f16 [%d, %d])", path, st.Size(), want, vocab, hidden)
-	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(want), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("embedding table %s: mmap: %w", path, err)
+	if want := vocab * hidden * 2; len(data) != want {
+		mmapfile.Unmap(data)
+		return nil, fmt.Errorf("embedding table %s: %d bytes, want %d (f16 [%d, %d])", path, len(data), want, vocab, hidden)
 	}
 	return &embedTable{data: data, vocab: vocab, hidden: hidden}, nil
 }
@@ -71,7 +61,7 @@ func (t *embedTable) Close() error {
 	if t == nil || t.data == nil {
 		return nil
 	}
-	err := syscall.Munmap(t.data)
+	err := mmapfile.Unmap(t.data)
 	t.data = nil
 	return err
 }

@@ -13,10 +13,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/testerr"
 )
 
 // copyLogits converts l to float32.
@@ -140,11 +142,7 @@ func TestOpenErrors(t *testing.T) {
 				r.Close()
 				t.Fatal("Open succeeded")
 			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			testerr.Mentions(t, err, tt.want...)
 		})
 	}
 }
@@ -206,7 +204,7 @@ func TestExecuteFailureRecovery(t *testing.T) {
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", strconv.FormatInt(ctl.Stats().ExecCalls+2, 10))
 		_, _, err = evalOn(r).Eval(ctx, c.PromptIDs, 3)
 		ctl.Set("HOSTSIM_FAIL_EXECUTE_AT", "")
-		var ee *ExecError
+		var ee *graphio.ExecError
 		if !errors.As(err, &ee) {
 			t.Fatalf("code %s: error %v is not an *ExecError", code, err)
 		}

@@ -1,13 +1,12 @@
 package qhexrt
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/inferencetest"
 )
 
 // TestEngineRetainedRows: finished sequences stay in the pool (retained);
@@ -27,23 +26,11 @@ func TestEngineRetainedRows(t *testing.T) {
 	// logits must be the same, not only the tokens).
 	run := func(t *testing.T, e *inference.Engine, rs ...inference.Request) [][]float32 {
 		out := make([][]float32, len(rs))
-		var wg sync.WaitGroup
-		for i, req := range rs {
-			s, err := e.Submit(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
+		for i, res := range inferencetest.RunAll(t, e, rs) {
+			for _, lp := range res.Choices[0].Logprobs {
+				out[i] = append(out[i], lp.Logprob)
 			}
-			wg.Go(func() {
-				res, err := inference.Collect(s)
-				if err != nil {
-					t.Error(err)
-				}
-				for _, lp := range res.Choices[0].Logprobs {
-					out[i] = append(out[i], lp.Logprob)
-				}
-			})
 		}
-		wg.Wait()
 		return out
 	}
 	for _, v := range []variant{f32(simfile.Chunked, 16, simfile.MaskAdditive), f32(simfile.QHexRT, 16, simfile.MaskAdditive)} {

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // RopeScaling is the Llama-3 frequency scaling of RoPE (Hugging Face's
@@ -22,27 +23,11 @@ var Llama32Scaling = RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 
 // InvFreq returns the headDim/2 RoPE inverse frequencies for theta, with the
 // Llama-3 scaling applied (as Hugging Face's _compute_llama3_parameters).
 func InvFreq(headDim int, theta float64, s RopeScaling) []float64 {
-	inv := make([]float64, headDim/2)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(headDim))
-	}
 	if s.Factor == 0 || (s.RopeType != "" && s.RopeType != "llama3") {
-		return inv
+		return rope.InvFreq(headDim, theta, nil)
 	}
-	lowWavelen := s.OriginalMaxPositionEmbeddings / s.LowFreqFactor
-	highWavelen := s.OriginalMaxPositionEmbeddings / s.HighFreqFactor
-	for i, f := range inv {
-		wavelen := 2 * math.Pi / f
-		switch {
-		case wavelen < highWavelen:
-		case wavelen > lowWavelen:
-			inv[i] = f / s.Factor
-		default:
-			smooth := (s.OriginalMaxPositionEmbeddings/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
-			inv[i] = (1-smooth)*f/s.Factor + smooth*f
-		}
-	}
-	return inv
+	return rope.InvFreq(headDim, theta, &rope.Llama3{Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+		HighFreqFactor: s.HighFreqFactor, OriginalMaxPositions: s.OriginalMaxPositionEmbeddings})
 }
 
 // ropeRow writes the full-width cos and sin rows for position pos in the

@@ -138,14 +138,10 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if r.spec, err = newSpec(b); err != nil {
 		return nil, fmt.Errorf("qhexrt: manifest %s: %w", b.ManifestPath, err)
 	}
-	if err := r.loadGraphs(); err != nil {
-		return nil, err
-	}
-	if err := r.allocate(); err != nil {
-		return nil, err
-	}
-	if err := r.bind(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.loadGraphs, r.allocate, r.bind} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	if r.embed, err = openEmbed(r.spec.embed, r.spec.vocab, r.spec.hidden); err != nil {
 		return nil, fmt.Errorf("qhexrt: %w", err)
@@ -454,22 +450,8 @@ func (r *Runner) lmheadOn(y []byte, e graphio.Elem) error {
 // (graphio.Lifecycle: timing, the cache invalid after a failure, a reload
 // after a device restart).
 func (r *Runner) execute(g *graphIO) error {
-	return r.life.Execute(g.key, g.call, func(err error) error {
-		return &ExecError{Graph: g.ref.name, File: filepath.Base(g.ref.file), Err: err}
-	})
+	return r.life.Execute(g.key, g.call, g.ref.name, func() string { return filepath.Base(g.ref.file) })
 }
-
-// ExecError is a failed graph execution.
-type ExecError struct {
-	Graph, File string
-	Err         error
-}
-
-func (e *ExecError) Error() string {
-	return fmt.Sprintf("qhexrt: executing %s graph %q: %v", e.File, e.Graph, e.Err)
-}
-
-func (e *ExecError) Unwrap() error { return e.Err }
 
 // reload recreates the contexts, graphs and calls after a device restart.
 // The buffers and the cache stay (the cache is invalid: the lifecycle has

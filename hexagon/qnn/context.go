@@ -2,11 +2,13 @@ package qnn
 
 import (
 	"fmt"
-	"os"
+	"maps"
+	"slices"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/hexserve/hexserve/internal/mmapfile"
 )
 
 // BinaryInfo reads the graphs and their I/O tensors out of a context binary
@@ -120,25 +122,16 @@ func (r *Runtime) LoadContext(path string) (*Context, error) {
 	if closed || r.backend == 0 {
 		return nil, ErrClosed
 	}
-	f, err := os.Open(path)
+	data, err := mmapfile.Map(path)
 	if err != nil {
 		return nil, fmt.Errorf("qnn: load context: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("qnn: load context: %w", err)
-	}
-	if st.Size() == 0 {
+	if data == nil {
 		return nil, fmt.Errorf("qnn: load context %s: empty file", path)
-	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("qnn: mmap %s: %w", path, err)
 	}
 	c, err := r.createContext(path, data, nil)
 	if err != nil {
-		syscall.Munmap(data)
+		mmapfile.Unmap(data)
 		return nil, err
 	}
 	c.data = data
@@ -311,10 +304,7 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
-	calls := make([]*Call, 0, len(c.calls))
-	for k := range c.calls {
-		calls = append(calls, k)
-	}
+	calls := slices.Collect(maps.Keys(c.calls))
 	c.mu.Unlock()
 
 	var first error
@@ -338,7 +328,7 @@ func (c *Context) Close() error {
 		c.h = 0
 	}
 	if c.data != nil {
-		if err := syscall.Munmap(c.data); err != nil {
+		if err := mmapfile.Unmap(c.data); err != nil {
 			keep(fmt.Errorf("qnn: munmap %s: %w", c.path, err))
 		}
 		c.data = nil

@@ -45,8 +45,10 @@ package qnn
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -195,14 +197,10 @@ func Open(cfg Config) (_ *Runtime, err error) {
 	if _, err := loadLibc(); err != nil {
 		return nil, err
 	}
-	if err := r.setADSPLibraryPath(); err != nil {
-		return nil, err
-	}
-	if err := r.loadBackend(); err != nil {
-		return nil, err
-	}
-	if err := r.loadSystem(); err != nil {
-		return nil, err
+	for _, step := range []func() error{r.setADSPLibraryPath, r.loadBackend, r.loadSystem} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	r.loadRPCMem()
 	if cfg.Logger != nil && r.core.logCreate != nil {
@@ -239,36 +237,15 @@ func (r *Runtime) loadBackend() error {
 	if path == "" {
 		return errors.New("qnn: Config.Backend (path of libQnnHtp.so) is empty")
 	}
-	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return fmt.Errorf("qnn: load backend library %s: %w", path, err)
-	}
-	r.backendLib = lib
-	sym, err := purego.Dlsym(lib, "QnnInterface_getProviders")
-	if err != nil {
-		return fmt.Errorf("qnn: symbol QnnInterface_getProviders in %s: %w", path, err)
-	}
 	// Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t*** providerList, uint32_t* numProviders)
-	var getProviders func(list *unsafe.Pointer, n *uint32) uint64
-	purego.RegisterFunc(&getProviders, sym)
-	var list unsafe.Pointer
-	var n uint32
-	if err := r.status("QnnInterface_getProviders", getProviders(&list, &n)); err != nil {
-		return err
-	}
-	if list == nil {
-		n = 0
-	}
-	ifaces := unsafe.Slice((**cInterface)(list), n)
-	vs := make([]providerVersion, n)
-	for i, p := range ifaces {
-		vs[i] = providerVersion{p.backendID, Version(p.coreAPI)}
-	}
-	i, err := selectProvider(vs, backendIDHTP, minCoreMajor, minCoreMinor, "backend "+path)
+	pp, err := r.openProvider(&r.backendLib, "backend", path, "QnnInterface_getProviders", func(p unsafe.Pointer) providerVersion {
+		c := (*cInterface)(p)
+		return providerVersion{c.backendID, Version(c.coreAPI)}
+	}, backendIDHTP, minCoreMajor, minCoreMinor)
 	if err != nil {
 		return err
 	}
-	p := ifaces[i]
+	p := (*cInterface)(pp)
 	if p.coreAPI.Minor > maxTestedCoreMinor {
 		r.log.Info().Str("core_api", Version(p.coreAPI).String()).Msg("qnn: core API newer than any checked layout; later SDKs are expected to append slots only")
 	}
@@ -287,40 +264,56 @@ func (r *Runtime) loadSystem() error {
 	if path == "" {
 		return errors.New("qnn: Config.System (path of libQnnSystem.so) is empty")
 	}
-	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return fmt.Errorf("qnn: load system library %s: %w", path, err)
-	}
-	r.systemLib = lib
-	sym, err := purego.Dlsym(lib, "QnnSystemInterface_getProviders")
-	if err != nil {
-		return fmt.Errorf("qnn: symbol QnnSystemInterface_getProviders in %s: %w", path, err)
-	}
 	// Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t*** providerList, uint32_t* numProviders)
+	pp, err := r.openProvider(&r.systemLib, "system", path, "QnnSystemInterface_getProviders", func(p unsafe.Pointer) providerVersion {
+		c := (*cSystemInterface)(p)
+		return providerVersion{c.backendID, Version(c.systemAPI)}
+	}, 0, minSystemMajor, 0)
+	if err != nil {
+		return err
+	}
+	p := (*cSystemInterface)(pp)
+	r.provider.System = Version(p.systemAPI)
+	if err := loadSystemFuncs(&r.system, unsafe.Add(unsafe.Pointer(p), systemTableOffset)); err != nil {
+		return fmt.Errorf("%w (system %s, API %s)", err, path, r.provider.System)
+	}
+	return nil
+}
+
+// openProvider opens the kind ("backend" or "system") library at path into
+// *lib, lists its interface providers with its getProviders symbol sym, and
+// picks one by the backend ID and API version that version reads from each
+// (selectProvider).
+func (r *Runtime) openProvider(lib *uintptr, kind, path, sym string, version func(unsafe.Pointer) providerVersion, backendID, major, minMinor uint32) (unsafe.Pointer, error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, fmt.Errorf("qnn: load %s library %s: %w", kind, path, err)
+	}
+	*lib = h
+	fn, err := purego.Dlsym(h, sym)
+	if err != nil {
+		return nil, fmt.Errorf("qnn: symbol %s in %s: %w", sym, path, err)
+	}
 	var getProviders func(list *unsafe.Pointer, n *uint32) uint64
-	purego.RegisterFunc(&getProviders, sym)
+	purego.RegisterFunc(&getProviders, fn)
 	var list unsafe.Pointer
 	var n uint32
-	if err := r.status("QnnSystemInterface_getProviders", getProviders(&list, &n)); err != nil {
-		return err
+	if err := r.status(sym, getProviders(&list, &n)); err != nil {
+		return nil, err
 	}
 	if list == nil {
 		n = 0
 	}
-	ifaces := unsafe.Slice((**cSystemInterface)(list), n)
+	ps := unsafe.Slice((*unsafe.Pointer)(list), n)
 	vs := make([]providerVersion, n)
-	for i, p := range ifaces {
-		vs[i] = providerVersion{p.backendID, Version(p.systemAPI)}
+	for i, p := range ps {
+		vs[i] = version(p)
 	}
-	i, err := selectProvider(vs, 0, minSystemMajor, 0, "system "+path)
+	i, err := selectProvider(vs, backendID, major, minMinor, kind+" "+path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.provider.System = Version(ifaces[i].systemAPI)
-	if err := loadSystemFuncs(&r.system, unsafe.Add(unsafe.Pointer(ifaces[i]), systemTableOffset)); err != nil {
-		return fmt.Errorf("%w (system %s, API %s)", err, path, r.provider.System)
-	}
-	return nil
+	return ps[i], nil
 }
 
 // loadRPCMem loads libcdsprpc.so when configured; failure falls back to
@@ -374,14 +367,8 @@ func (r *Runtime) Close() error {
 		return nil
 	}
 	r.closed = true
-	ctxs := make([]*Context, 0, len(r.contexts))
-	for c := range r.contexts {
-		ctxs = append(ctxs, c)
-	}
-	bufs := make([]*Buffer, 0, len(r.buffers))
-	for b := range r.buffers {
-		bufs = append(bufs, b)
-	}
+	ctxs := slices.Collect(maps.Keys(r.contexts))
+	bufs := slices.Collect(maps.Keys(r.buffers))
 	r.mu.Unlock()
 
 	var errs []error

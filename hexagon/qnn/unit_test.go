@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/hexserve/hexserve/internal/testerr"
 )
 
 func TestHostsimMirrorSizes(t *testing.T) {
@@ -185,11 +187,7 @@ func TestOpenErrors(t *testing.T) {
 				r.Close()
 				t.Fatal("Open succeeded")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			testerr.Mentions(t, err, tc.want...)
 		})
 	}
 }

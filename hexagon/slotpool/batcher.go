@@ -5,6 +5,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/inference/sample"
 )
 
 // KV is a KV cache as a Pool's slots index it: per layer a K and a V
@@ -51,13 +52,14 @@ func (c KV) RowBytes() int { return len(c.K) * (c.KS.Bytes(1) + c.VS.Bytes(1)) }
 // Batcher is the sequence-keeping part of an inference.Batcher and an
 // inference.SeqKVSnapshotter whose sequences share one KV cache through a
 // Pool: Open, Fork, Grow, Release, SaveSeqKV and RestoreSeqKV. A runner
-// embeds the one NewBatcher makes when it loads; the runner's Step reads
-// and commits the sequences' rows through Pool.
+// embeds the one NewBatcher makes when it loads; the runner's Step checks
+// runs with Pool and commits their rows with Commit or RowByRow.
 type Batcher struct {
 	Pool *Pool
 
 	life  *graphio.Lifecycle
 	cache func() KV
+	kept  []sample.Logits // RowByRow's logits copies
 }
 
 // NewBatcher is a Batcher for a runner whose lifecycle is life (its Prefix

@@ -225,26 +225,40 @@ func (p *Pool) Release(id inference.SeqID) {
 	}
 }
 
-// Check validates a Step's runs against the pool: known sequences, one run
-// each, non-empty, starting within the committed rows and above the shared
-// ones, ending within the reserve, tokens in [0, vocab), 1 to maxRows rows
-// in all.
+// Check validates a Step's runs against the pool (see CheckRuns): a run
+// starts within its sequence's committed rows and above the shared ones,
+// and ends within its reserve.
 func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
-	rows := 0
+	return CheckRuns(runs, maxRows, vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
+		s := p.seqs[id]
+		if s == nil {
+			return 0, 0, 0, false
+		}
+		return s.Shared, s.N, s.Cap(), true
+	})
+}
+
+// CheckRuns validates a Step's runs: known sequences, one run each,
+// non-empty, starting within the sequence's committed rows but not in
+// the ones it shares, ending within its capacity (rows reports these of a
+// sequence, ok false for an unknown one), tokens in [0, vocab), 1 to
+// maxRows rows in all.
+func CheckRuns(runs []inference.Run, maxRows, vocab int, rows func(inference.SeqID) (shared, n, capacity int, ok bool)) error {
+	total := 0
 	seen := map[inference.SeqID]bool{}
 	for _, run := range runs {
-		s := p.seqs[run.Seq]
+		shared, n, capacity, ok := rows(run.Seq)
 		switch {
-		case s == nil:
+		case !ok:
 			return fmt.Errorf("step on unknown sequence %d", run.Seq)
 		case seen[run.Seq]:
 			return fmt.Errorf("two runs of sequence %d in one step", run.Seq)
 		case len(run.Tokens) == 0:
 			return fmt.Errorf("an empty run of sequence %d", run.Seq)
-		case run.Start < s.Shared || run.Start > s.N:
-			return fmt.Errorf("run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, s.Shared, s.N)
-		case run.Start+len(run.Tokens) > s.Cap():
-			return fmt.Errorf("run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, s.Cap())
+		case run.Start < shared || run.Start > n:
+			return fmt.Errorf("run at %d of sequence %d (%d shared, %d committed rows)", run.Start, run.Seq, shared, n)
+		case run.Start+len(run.Tokens) > capacity:
+			return fmt.Errorf("run to %d of sequence %d beyond its %d slots", run.Start+len(run.Tokens), run.Seq, capacity)
 		}
 		for i, t := range run.Tokens {
 			if t < 0 || int(t) >= vocab {
@@ -252,10 +266,10 @@ func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
 			}
 		}
 		seen[run.Seq] = true
-		rows += len(run.Tokens)
+		total += len(run.Tokens)
 	}
-	if rows == 0 || rows > maxRows {
-		return fmt.Errorf("a step of %d rows (1 to %d)", rows, maxRows)
+	if total == 0 || total > maxRows {
+		return fmt.Errorf("a step of %d rows (1 to %d)", total, maxRows)
 	}
 	return nil
 }
@@ -268,5 +282,26 @@ func (s *Seq) OpenRows(m *graphio.Mask, b []byte, at, n int) {
 	}
 	if own := n - s.Shared; own > 0 {
 		m.Fill(b, at+s.Lo, at+s.Lo+own, true)
+	}
+}
+
+// WriteMask writes the mask b (rows rows of width columns, slot 0 at each
+// row's column 0) of one call for runs, whose rows come in order: each row
+// opens its sequence's slots of rows [0, Start) and, when the call's new
+// entries are a block at column block (-1: none), its run's rows in the
+// block up to itself. Everything else, padding rows included, is closed.
+func (p *Pool) WriteMask(m *graphio.Mask, b []byte, runs []inference.Run, rows, width, block int) {
+	m.Fill(b, 0, rows*width, false)
+	o := 0
+	for _, run := range runs {
+		s := p.seqs[run.Seq]
+		for i := range run.Tokens {
+			row := (o + i) * width
+			s.OpenRows(m, b, row, run.Start)
+			if block >= 0 {
+				m.Fill(b, row+block+o, row+block+o+i+1, true)
+			}
+		}
+		o += len(run.Tokens)
 	}
 }

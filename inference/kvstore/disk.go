@@ -179,7 +179,7 @@ func (d *disk) best(owner string, seq []int32) (*diskFile, int) {
 		if f.owner != owner {
 			continue
 		}
-		if n := commonPrefix(f.toks, seq); n > bn {
+		if n := inference.CommonPrefix(f.toks, seq); n > bn {
 			bf, bn = f, n
 		}
 	}

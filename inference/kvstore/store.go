@@ -165,7 +165,7 @@ func (s *Store) match(owner string, seq []int32) ([]*node, int) {
 		if kid == nil {
 			break
 		}
-		k := commonPrefix(kid.toks, seq[n:])
+		k := inference.CommonPrefix(kid.toks, seq[n:])
 		path = append(path, kid)
 		n += k
 		if k < len(kid.toks) {
@@ -345,14 +345,4 @@ func (s *Store) loadFile(f *diskFile) error {
 		copy(dst, rows[from*rb:to*rb])
 		return nil
 	})
-}
-
-func commonPrefix(a, b []int32) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }

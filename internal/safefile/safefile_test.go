@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/testwait"
 )
 
 func TestRefused(t *testing.T) {
@@ -43,9 +45,5 @@ func TestRefused(t *testing.T) {
 			t.Error("a name with a path was read")
 		}
 	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("reading the directory blocked (on the FIFO?)")
-	}
+	testwait.Recv(t, done, 5*time.Second, "reading the directory (blocked on the FIFO?)")
 }

@@ -26,26 +26,3 @@ const (
 	blockF32 = 32 // four 8-float vectors
 	block16  = 64 // four 16-element vectors
 )
-
-//go:noescape
-func indexGEF32(x []float32, t float32) int
-
-//go:noescape
-func indexGEU16(x []uint16, t uint16) int
-
-//go:noescape
-func indexGEHalf(x []uint16, ks int16) int
-
-//go:noescape
-func indexEq16(x []uint16, a, b uint16) int
-
-// The gathers' kernels; see scan_amd64.s.
-
-//go:noescape
-func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n int)
-
-//go:noescape
-func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
-
-//go:noescape
-func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)

@@ -2,23 +2,124 @@
 
 #include "textflag.h"
 
-// Each kernel tests four vectors per iteration (32 floats or 64 16-bit
-// elements), ORs their match masks and, at the first block with a match,
-// finds the first matching element from the masks. See scan_native.go for
-// the contract.
+// Each index kernel tests four vectors per iteration (32 floats or 64
+// 16-bit elements), ORs their match masks and, at the first block with a
+// match, finds the first matching element from the masks. See
+// scan_native.go for the contract. The matches are written once per
+// element kind, as macros MATCH(X, T) that turn the elements in X into
+// their match mask (all ones where the element matches) with T as scratch,
+// and serve both the index kernels and the gathers.
+
+// GEF32(M, X) compares the 8 floats at M with the threshold in Y0 into X.
+// The match is !(t > x), that is !(x < t), true for NaNs (NGT_UQ).
+#define GEF32(M, X) VCMPPS $0x1a, M, Y0, X
+
+// GEU16: max(x, t) == x.
+#define GEU16(X, T) \
+	VPMAXUW  Y0, X, T \
+	VPCMPEQW T, X, X
+
+// GEHALF: the signed key sk = h ^ (h>>15 & 0x7fff); match: !(ks > sk)
+// (Y15 holds all ones).
+#define GEHALF(X, T) \
+	VPSRAW   $15, X, T \
+	VPSRLW   $1, T, T \
+	VPXOR    T, X, X \
+	VPCMPGTW X, Y0, X \
+	VPXOR    Y15, X, X
+
+// EQ16: x == a (Y0) or x == b (Y9).
+#define EQ16(X, T) \
+	VPCMPEQW Y9, X, T \
+	VPCMPEQW Y0, X, X \
+	VPOR     T, X, X
+
+// BLOCKS loads x (SI) and its length rounded down by AND $MASK to whole
+// blocks (DX).
+#define BLOCKS(MASK) \
+	MOVQ x_base+0(FP), SI \
+	MOVQ x_len+8(FP), DX \
+	ANDQ $MASK, DX
+
+// RETAX returns AX from an index kernel.
+#define RETAX \
+	MOVQ       AX, ret+32(FP) \
+	VZEROUPPER \
+	RET
+
+// NEXT(STEP) ends a kernel's loop: AX moves on by a block of STEP elements,
+// and the loop goes on while whole blocks remain.
+#define NEXT(STEP) \
+	ADDQ $STEP, AX \
+check: \
+	CMPQ AX, DX \
+	JB   loop
+
+// INDEX(STEP, BLOCK, FOUND) runs BLOCK (which sets ZF when nothing
+// matched) over the blocks of STEP elements from element 0 (AX), and FOUND
+// at the first block with a match; it returns AX at the end of the blocks.
+#define INDEX(STEP, BLOCK, FOUND) \
+	XORQ AX, AX \
+	JMP  check \
+loop: \
+	BLOCK \
+	JNZ  found \
+	NEXT(STEP) \
+	RETAX \
+found: \
+	FOUND
+
+// ANY(OR) ORs the masks in Y1..Y4 into Y5 (with OR, the ordinary or the
+// float one) and clears ZF if any lane is set.
+#define ANY(OR) \
+	OR     Y1, Y2, Y5 \
+	OR     Y3, Y4, Y6 \
+	OR     Y5, Y6, Y5 \
+	VPTEST Y5, Y5
+
+// F32BLOCK and F32FOUND: the float kernel compares straight from memory
+// and finds the match from the four 8-bit float masks.
+#define F32BLOCK \
+	GEF32((SI)(AX*4), Y1) \
+	GEF32(32(SI)(AX*4), Y2) \
+	GEF32(64(SI)(AX*4), Y3) \
+	GEF32(96(SI)(AX*4), Y4) \
+	ANY(VORPS)
+
+#define F32FOUND \
+	VMOVMSKPS Y1, CX \
+	VMOVMSKPS Y2, R8 \
+	VMOVMSKPS Y3, R9 \
+	VMOVMSKPS Y4, R10 \
+	SHLL      $8, R8 \
+	SHLL      $16, R9 \
+	SHLL      $24, R10 \
+	ORL       R8, CX \
+	ORL       R9, CX \
+	ORL       R10, CX \
+	BSFL      CX, CX \
+	ADDQ      CX, AX \
+	RETAX
+
+// BLOCK16(MATCH) loads 64 elements into Y1..Y4 and turns them into their
+// match masks.
+#define BLOCK16(MATCH) \
+	VMOVDQU (SI)(AX*2), Y1 \
+	VMOVDQU 32(SI)(AX*2), Y2 \
+	VMOVDQU 64(SI)(AX*2), Y3 \
+	VMOVDQU 96(SI)(AX*2), Y4 \
+	MATCH(Y1, Y5) \
+	MATCH(Y2, Y6) \
+	MATCH(Y3, Y7) \
+	MATCH(Y4, Y8) \
+	ANY(VPOR)
 
 // FOUND16 sets AX to the first match within the 64-element block at AX,
 // from the match masks in Y1..Y4, and returns.
 #define FOUND16 \
-	VPMOVMSKB Y1, CX \
-	TESTL     CX, CX \
-	JNZ       at0 \
-	VPMOVMSKB Y2, CX \
-	TESTL     CX, CX \
-	JNZ       at16 \
-	VPMOVMSKB Y3, CX \
-	TESTL     CX, CX \
-	JNZ       at32 \
+	VPMOVMSKB Y1, CX; TESTL CX, CX; JNZ at0 \
+	VPMOVMSKB Y2, CX; TESTL CX, CX; JNZ at16 \
+	VPMOVMSKB Y3, CX; TESTL CX, CX; JNZ at32 \
 	VPMOVMSKB Y4, CX \
 	ADDQ      $48, AX \
 	JMP       at0 \
@@ -28,15 +129,41 @@ at32: \
 at16: \
 	ADDQ $16, AX \
 at0: \
-	BSFL       CX, CX \
-	SHRL       $1, CX \
-	ADDQ       CX, AX \
-	MOVQ       AX, ret+32(FP) \
+	BSFL CX, CX \
+	SHRL $1, CX \
+	ADDQ CX, AX \
+	RETAX
+
+// The gathers take 8 elements at a time: their match mask (one bit per
+// element) picks a row of lut, the lane numbers of its set bits packed to
+// the front; the row plus the block's first index (Y10) is stored at
+// out[CX] and CX advances by the mask's popcount. Nothing branches on the
+// data, and every store stays within out[:len(x)] (CX <= AX).
+
+// GATHER(STEP, BLOCK) runs BLOCK over the blocks of STEP elements, from
+// element 0 (AX) with no index written (CX), and returns AX and CX. It
+// loads out (DI) and lut (R13), and sets Y10 (the block's first index, in
+// every lane) to 0 and Y11 to 8s.
+#define GATHER(STEP, BLOCK) \
+	MOVQ         out_base+32(FP), DI \
+	MOVQ         lut+56(FP), R13 \
+	VPXOR        Y10, Y10, Y10 \
+	MOVL         $8, R9 \
+	MOVQ         R9, X11 \
+	VPBROADCASTD X11, Y11 \
+	XORQ         AX, AX \
+	XORQ         CX, CX \
+	JMP          check \
+loop: \
+	BLOCK \
+	NEXT(STEP) \
+	MOVQ         AX, i+64(FP) \
+	MOVQ         CX, n+72(FP) \
 	VZEROUPPER \
 	RET
 
 // EMIT8 stores the indices of the set bits of R9 (8 bits) and moves Y10 on
-// to the next 8 elements. R13 holds lut, Y11 eight 8s.
+// to the next 8 elements.
 #define EMIT8 \
 	MOVQ    R9, R10 \
 	SHLQ    $5, R10 \
@@ -47,20 +174,17 @@ at0: \
 	ADDQ    R9, CX \
 	VPADDD  Y11, Y10, Y10
 
-// GATHERSETUP loads out and lut, and sets Y10 (the block's first index, in
-// every lane) to 0 and Y11 to 8s.
-#define GATHERSETUP \
-	MOVQ         out_base+32(FP), DI \
-	MOVQ         lut+56(FP), R13 \
-	VPXOR        Y10, Y10, Y10 \
-	MOVL         $8, R9 \
-	MOVQ         R9, X11 \
-	VPBROADCASTD X11, Y11 \
-	XORQ         AX, AX \
-	XORQ         CX, CX
+// GF32BLOCK emits the matches of 8 floats.
+#define GF32BLOCK \
+	GEF32((SI)(AX*4), Y1) \
+	VMOVMSKPS Y1, R9 \
+	EMIT8
 
-// EMIT16 stores the indices of the 16-bit match lanes of Y1 (16 elements).
-#define EMIT16 \
+// GATHER16(MATCH) emits the matches of 16 elements: their 16-bit masks
+// narrowed to bytes, 8 at a time.
+#define GATHER16(MATCH) \
+	VMOVDQU      (SI)(AX*2), Y1 \
+	MATCH(Y1, Y3) \
 	VEXTRACTI128 $1, Y1, X2 \
 	VPACKSSWB    X2, X1, X1 \
 	VPMOVMSKB    X1, R8 \
@@ -73,264 +197,45 @@ at0: \
 
 // func indexGEF32(x []float32, t float32) int
 TEXT ·indexGEF32(SB), NOSPLIT, $0-40
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-32, DX
+	BLOCKS(-32)
 	VBROADCASTSS t+24(FP), Y0
-	XORQ         AX, AX
-	JMP          f32check
-
-f32loop:
-	// match: !(t > x), that is !(x < t), true for NaNs (NGT_UQ)
-	VCMPPS $0x1a, (SI)(AX*4), Y0, Y1
-	VCMPPS $0x1a, 32(SI)(AX*4), Y0, Y2
-	VCMPPS $0x1a, 64(SI)(AX*4), Y0, Y3
-	VCMPPS $0x1a, 96(SI)(AX*4), Y0, Y4
-	VORPS  Y1, Y2, Y5
-	VORPS  Y3, Y4, Y6
-	VORPS  Y5, Y6, Y5
-	VPTEST Y5, Y5
-	JNZ    f32found
-	ADDQ   $32, AX
-
-f32check:
-	CMPQ AX, DX
-	JB   f32loop
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
-
-f32found:
-	VMOVMSKPS Y1, CX
-	VMOVMSKPS Y2, R8
-	VMOVMSKPS Y3, R9
-	VMOVMSKPS Y4, R10
-	SHLL      $8, R8
-	SHLL      $16, R9
-	SHLL      $24, R10
-	ORL       R8, CX
-	ORL       R9, CX
-	ORL       R10, CX
-	BSFL      CX, CX
-	ADDQ      CX, AX
-	MOVQ      AX, ret+32(FP)
-	VZEROUPPER
-	RET
+	INDEX(32, F32BLOCK, F32FOUND)
 
 // func indexGEU16(x []uint16, t uint16) int
 TEXT ·indexGEU16(SB), NOSPLIT, $0-40
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-64, DX
+	BLOCKS(-64)
 	VPBROADCASTW t+24(FP), Y0
-	XORQ         AX, AX
-	JMP          u16check
-
-u16loop:
-	// match: max(x, t) == x
-	VMOVDQU  (SI)(AX*2), Y1
-	VMOVDQU  32(SI)(AX*2), Y2
-	VMOVDQU  64(SI)(AX*2), Y3
-	VMOVDQU  96(SI)(AX*2), Y4
-	VPMAXUW  Y0, Y1, Y5
-	VPMAXUW  Y0, Y2, Y6
-	VPMAXUW  Y0, Y3, Y7
-	VPMAXUW  Y0, Y4, Y8
-	VPCMPEQW Y5, Y1, Y1
-	VPCMPEQW Y6, Y2, Y2
-	VPCMPEQW Y7, Y3, Y3
-	VPCMPEQW Y8, Y4, Y4
-	VPOR     Y1, Y2, Y5
-	VPOR     Y3, Y4, Y6
-	VPOR     Y5, Y6, Y5
-	VPTEST   Y5, Y5
-	JNZ      u16found
-	ADDQ     $64, AX
-
-u16check:
-	CMPQ AX, DX
-	JB   u16loop
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
-
-u16found:
-	FOUND16
+	INDEX(64, BLOCK16(GEU16), FOUND16)
 
 // func indexGEHalf(x []uint16, ks int16) int
 TEXT ·indexGEHalf(SB), NOSPLIT, $0-40
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-64, DX
+	BLOCKS(-64)
 	VPBROADCASTW ks+24(FP), Y0
 	VPCMPEQW     Y15, Y15, Y15
-	XORQ         AX, AX
-	JMP          halfcheck
-
-halfloop:
-	// the signed key sk = h ^ (h>>15 & 0x7fff); match: !(ks > sk)
-	VMOVDQU  (SI)(AX*2), Y1
-	VMOVDQU  32(SI)(AX*2), Y2
-	VMOVDQU  64(SI)(AX*2), Y3
-	VMOVDQU  96(SI)(AX*2), Y4
-	VPSRAW   $15, Y1, Y5
-	VPSRAW   $15, Y2, Y6
-	VPSRAW   $15, Y3, Y7
-	VPSRAW   $15, Y4, Y8
-	VPSRLW   $1, Y5, Y5
-	VPSRLW   $1, Y6, Y6
-	VPSRLW   $1, Y7, Y7
-	VPSRLW   $1, Y8, Y8
-	VPXOR    Y5, Y1, Y1
-	VPXOR    Y6, Y2, Y2
-	VPXOR    Y7, Y3, Y3
-	VPXOR    Y8, Y4, Y4
-	VPCMPGTW Y1, Y0, Y1
-	VPCMPGTW Y2, Y0, Y2
-	VPCMPGTW Y3, Y0, Y3
-	VPCMPGTW Y4, Y0, Y4
-	VPXOR    Y15, Y1, Y1
-	VPXOR    Y15, Y2, Y2
-	VPXOR    Y15, Y3, Y3
-	VPXOR    Y15, Y4, Y4
-	VPOR     Y1, Y2, Y5
-	VPOR     Y3, Y4, Y6
-	VPOR     Y5, Y6, Y5
-	VPTEST   Y5, Y5
-	JNZ      halffound
-	ADDQ     $64, AX
-
-halfcheck:
-	CMPQ AX, DX
-	JB   halfloop
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
-
-halffound:
-	FOUND16
+	INDEX(64, BLOCK16(GEHALF), FOUND16)
 
 // func indexEq16(x []uint16, a, b uint16) int
 TEXT ·indexEq16(SB), NOSPLIT, $0-40
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-64, DX
+	BLOCKS(-64)
 	VPBROADCASTW a+24(FP), Y0
 	VPBROADCASTW b+26(FP), Y9
-	XORQ         AX, AX
-	JMP          eqcheck
-
-eqloop:
-	VMOVDQU  (SI)(AX*2), Y1
-	VMOVDQU  32(SI)(AX*2), Y2
-	VMOVDQU  64(SI)(AX*2), Y3
-	VMOVDQU  96(SI)(AX*2), Y4
-	VPCMPEQW Y9, Y1, Y5
-	VPCMPEQW Y9, Y2, Y6
-	VPCMPEQW Y9, Y3, Y7
-	VPCMPEQW Y9, Y4, Y8
-	VPCMPEQW Y0, Y1, Y1
-	VPCMPEQW Y0, Y2, Y2
-	VPCMPEQW Y0, Y3, Y3
-	VPCMPEQW Y0, Y4, Y4
-	VPOR     Y5, Y1, Y1
-	VPOR     Y6, Y2, Y2
-	VPOR     Y7, Y3, Y3
-	VPOR     Y8, Y4, Y4
-	VPOR     Y1, Y2, Y5
-	VPOR     Y3, Y4, Y6
-	VPOR     Y5, Y6, Y5
-	VPTEST   Y5, Y5
-	JNZ      eqfound
-	ADDQ     $64, AX
-
-eqcheck:
-	CMPQ AX, DX
-	JB   eqloop
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
-
-eqfound:
-	FOUND16
-
-// The gathers take 8 elements at a time: their match mask (one bit per
-// element) picks a row of lut, the lane numbers of its set bits packed to
-// the front; the row plus the block's first index (Y10) is stored at
-// out[CX] and CX advances by the mask's popcount. Nothing branches on the
-// data, and every store stays within out[:len(x)] (CX <= AX).
+	INDEX(64, BLOCK16(EQ16), FOUND16)
 
 // func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n int)
 TEXT ·gatherGEF32(SB), NOSPLIT, $0-80
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-8, DX
+	BLOCKS(-8)
 	VBROADCASTSS t+24(FP), Y0
-	GATHERSETUP
-	JMP          gf32check
-
-gf32loop:
-	VCMPPS    $0x1a, (SI)(AX*4), Y0, Y1
-	VMOVMSKPS Y1, R9
-	EMIT8
-	ADDQ      $8, AX
-
-gf32check:
-	CMPQ AX, DX
-	JB   gf32loop
-	MOVQ AX, i+64(FP)
-	MOVQ CX, n+72(FP)
-	VZEROUPPER
-	RET
+	GATHER(8, GF32BLOCK)
 
 // func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
 TEXT ·gatherGEU16(SB), NOSPLIT, $0-80
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-16, DX
+	BLOCKS(-16)
 	VPBROADCASTW t+24(FP), Y0
-	GATHERSETUP
-	JMP          gu16check
-
-gu16loop:
-	VMOVDQU  (SI)(AX*2), Y1
-	VPMAXUW  Y0, Y1, Y3
-	VPCMPEQW Y3, Y1, Y1
-	EMIT16
-	ADDQ     $16, AX
-
-gu16check:
-	CMPQ AX, DX
-	JB   gu16loop
-	MOVQ AX, i+64(FP)
-	MOVQ CX, n+72(FP)
-	VZEROUPPER
-	RET
+	GATHER(16, GATHER16(GEU16))
 
 // func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
 TEXT ·gatherGEHalf(SB), NOSPLIT, $0-80
-	MOVQ         x_base+0(FP), SI
-	MOVQ         x_len+8(FP), DX
-	ANDQ         $-16, DX
+	BLOCKS(-16)
 	VPBROADCASTW ks+24(FP), Y0
 	VPCMPEQW     Y15, Y15, Y15
-	GATHERSETUP
-	JMP          ghalfcheck
-
-ghalfloop:
-	VMOVDQU  (SI)(AX*2), Y1
-	VPSRAW   $15, Y1, Y3
-	VPSRLW   $1, Y3, Y3
-	VPXOR    Y3, Y1, Y1
-	VPCMPGTW Y1, Y0, Y1
-	VPXOR    Y15, Y1, Y1
-	EMIT16
-	ADDQ     $16, AX
-
-ghalfcheck:
-	CMPQ AX, DX
-	JB   ghalfloop
-	MOVQ AX, i+64(FP)
-	MOVQ CX, n+72(FP)
-	VZEROUPPER
-	RET
+	GATHER(16, GATHER16(GEHALF))

@@ -12,6 +12,30 @@ var Native = native
 // block holding it on arm64, or the end of the last whole block. The Go
 // loop goes on from j.
 
+// The kernels, in scan_amd64.s and scan_arm64.s. lut is the gathers'
+// compress table on amd64 (nil on arm64, whose gathers take none).
+
+//go:noescape
+func indexGEF32(x []float32, t float32) int
+
+//go:noescape
+func indexGEU16(x []uint16, t uint16) int
+
+//go:noescape
+func indexGEHalf(x []uint16, ks int16) int
+
+//go:noescape
+func indexEq16(x []uint16, a, b uint16) int
+
+//go:noescape
+func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n int)
+
+//go:noescape
+func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
+
+//go:noescape
+func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
+
 // IndexGEF32 returns the first i where x[i] < t is false (x[i] ≥ t, or a
 // NaN in x[i] or t), or len(x).
 func IndexGEF32(x []float32, t float32) int {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/internal/half"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Tensor is one weight tensor's Hugging Face name and shape.
@@ -171,35 +172,28 @@ func stream(c Config, name string, start, n int) (uint64, *[2048]float64, error)
 // Fill writes elements [start, start+len(dst)) (row-major) of the named
 // tensor as float16 bits. Use it to stream large tensors in pieces.
 func Fill(c Config, name string, start int, dst []uint16) error {
-	state, values, err := stream(c, name, start, len(dst))
-	if err != nil {
-		return err
-	}
-	var table [2048]uint16
-	for i, v := range values {
-		table[i] = half.FromFloat32(float32(v))
-	}
-	for i := range dst {
-		state += gamma
-		dst[i] = table[mix(state)>>53] // the draw's top 11 bits are m + 1024
-	}
-	return nil
+	return fill(c, name, start, dst, func(v float64) uint16 { return half.FromFloat32(float32(v)) })
 }
 
 // FillFloat32 is Fill with float32 values (identical numbers: every value is
 // exact in float16 and float32).
 func FillFloat32(c Config, name string, start int, dst []float32) error {
+	return fill(c, name, start, dst, func(v float64) float32 { return float32(v) })
+}
+
+// fill is Fill with the values converted by conv.
+func fill[T any](c Config, name string, start int, dst []T, conv func(float64) T) error {
 	state, values, err := stream(c, name, start, len(dst))
 	if err != nil {
 		return err
 	}
-	var table [2048]float32
+	var table [2048]T
 	for i, v := range values {
-		table[i] = float32(v)
+		table[i] = conv(v)
 	}
 	for i := range dst {
 		state += gamma
-		dst[i] = table[mix(state)>>53]
+		dst[i] = table[mix(state)>>53] // the draw's top 11 bits are m + 1024
 	}
 	return nil
 }
@@ -218,28 +212,10 @@ func Generate(c Config, name string) ([]uint16, error) {
 // InvFreq returns the head_dim/2 RoPE inverse frequencies, with Llama-3
 // scaling when c.RopeScaling has rope_type "llama3".
 func InvFreq(c Config) []float64 {
-	d := c.HeadDim
-	out := make([]float64, d/2)
-	for i := range out {
-		out[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(d))
+	var s *rope.Llama3
+	if rs := c.RopeScaling; rs != nil && rs.RopeType == "llama3" {
+		s = &rope.Llama3{Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor,
+			OriginalMaxPositions: float64(rs.OriginalMaxPositionEmbeddings)}
 	}
-	rs := c.RopeScaling
-	if rs == nil || rs.RopeType != "llama3" {
-		return out
-	}
-	orig := float64(rs.OriginalMaxPositionEmbeddings)
-	lowWave := orig / rs.LowFreqFactor
-	highWave := orig / rs.HighFreqFactor
-	for i, f := range out {
-		wave := 2 * math.Pi / f
-		switch {
-		case wave < highWave:
-		case wave > lowWave:
-			out[i] = f / rs.Factor
-		default:
-			smooth := (orig/wave - rs.LowFreqFactor) / (rs.HighFreqFactor - rs.LowFreqFactor)
-			out[i] = (1-smooth)*f/rs.Factor + smooth*f
-		}
-	}
-	return out
+	return rope.InvFreq(c.HeadDim, c.RopeTheta, s)
 }

@@ -79,6 +79,13 @@ static void *read_file(const char *path, uint64_t *size) {
   return p;
 }
 
+/* read_in reads the file name in dir. */
+static void *read_in(const char *dir, const char *name, uint64_t *size) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return read_file(path, size);
+}
+
 /* ---- numeric conversions (what a client does with the binary's tensor metadata) ---- */
 static float f16f(uint16_t h) {
   uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, u;
@@ -400,12 +407,10 @@ static double now_s(void) {
 }
 
 static void open_runner(runner *r, const char *dir, const char *body, const char *lmfile, void *backend, void *device) {
-  char path[1024];
   uint64_t sz;
   graph gs[4];
   memset(gs, 0, sizeof gs);
-  snprintf(path, sizeof path, "%s/%s", dir, body);
-  void *buf = read_file(path, &sz);
+  void *buf = read_in(dir, body, &sz);
   int n = load_graphs(buf, sz, gs, 4);
   CHECK(n == 2, "%s: %d graphs", body, n);
   for (int i = 0; i < n; i++) {
@@ -416,8 +421,7 @@ static void open_runner(runner *r, const char *dir, const char *body, const char
   CHECK(e == 0, "contextCreateFromBinary %s: %llu %s", body, (unsigned long long)e, errtext(e));
   memset(buf, 0xA5, sz); /* the backend must have copied what it needs */
   free(buf);
-  snprintf(path, sizeof path, "%s/%s", dir, lmfile);
-  buf = read_file(path, &sz);
+  buf = read_in(dir, lmfile, &sz);
   memset(gs, 0, sizeof gs);
   n = load_graphs(buf, sz, gs, 4);
   CHECK(n == 1 && !strcmp(gs[0].name, "lmhead"), "%s graphs", lmfile);
@@ -888,12 +892,10 @@ static void validation(const char *dir, const char *body, const char *lmfile, vo
 
 /* smoke loads BODY + LMHEAD (any shape), prefills a short prompt and decodes a few tokens, with timings. */
 static int smoke(const char *dir, const char *body, const char *lmfile, void *backend, void *device) {
-  char path[1024];
   uint64_t sz;
   graph gs[4];
   memset(gs, 0, sizeof gs);
-  snprintf(path, sizeof path, "%s/%s", dir, body);
-  void *buf = read_file(path, &sz);
+  void *buf = read_in(dir, body, &sz);
   load_graphs(buf, sz, gs, 4);
   free(buf);
   graph *d = !strcmp(gs[0].name, "decode") ? &gs[0] : &gs[1];
@@ -904,8 +906,7 @@ static int smoke(const char *dir, const char *body, const char *lmfile, void *ba
   M.kvh = (int)pk->v2.dimensions[1] / M.D;
   M.L = (int)(d->nout - 1) / 2;
   for (int i = 0; i < M.D / 2; i++) M.inv[i] = pow(500000.0, -2.0 * i / M.D);
-  snprintf(path, sizeof path, "%s/%s", dir, lmfile);
-  buf = read_file(path, &sz);
+  buf = read_in(dir, lmfile, &sz);
   graph lg[2];
   memset(lg, 0, sizeof lg);
   load_graphs(buf, sz, lg, 2);
