@@ -346,35 +346,7 @@ func TestBatchGrow(t *testing.T) {
 // (cached_tokens), with the same tokens as without the store.
 func TestEngineSideBySideKVStore(t *testing.T) {
 	rt, path := numericPTE(t, 128, 1)
-	turn1 := inference.Request{Prompt: batchPrompts[2], MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
-	turn2 := func(r inference.Result, owner string) inference.Request {
-		p := append(slices.Clone(batchPrompts[2]), r.Choices[0].Tokens...)
-		return inference.Request{Prompt: append(p, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
-	}
-	plain := openRunner(t, rt, path)
-	ep := inference.New(plain, byteVocab{}, inference.Config{MaxSequences: 4})
-	r1 := inferencetest.Run(t, ep, turn1)
-	want := inferencetest.Run(t, ep, turn2(r1, "alice"))
-	ep.Close()
-
-	r := openRunner(t, rt, path)
-	store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
-	defer e.Close()
-	inferencetest.Run(t, e, turn1)
-	got := inferencetest.Run(t, e, turn2(r1, "alice"))
-	if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
-		t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
-	}
-	if c, min := got.Usage.CachedTokens, len(batchPrompts[2])+5; c < min {
-		t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, min)
-	}
-	if other := inferencetest.Run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
-		t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
-	}
+	inferencetest.KVStoreTurns(t, openRunner(t, rt, path), openRunner(t, rt, path), byteVocab{}, batchPrompts[2], 64<<20)
 }
 
 // TestBatchWholeWindow: the pool spans the whole window (CL − 1 slots);

@@ -15,7 +15,6 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
-	"github.com/hexserve/hexserve/inference/kvstore"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -484,33 +483,7 @@ func TestBatchGrow(t *testing.T) {
 // them restores them (cached_tokens), with the same tokens as without the
 // store; another owner restores nothing. Both contracts.
 func TestEngineSideBySideKVStore(t *testing.T) {
-	p := testPrompt(40, 9)
-	turn1 := inference.Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true, Owner: "alice"}
-	turn2 := func(r inference.Result, owner string) inference.Request {
-		q := append(slices.Clone(p), r.Choices[0].Tokens...)
-		return inference.Request{Prompt: append(q, 40, 1093), MaxTokens: 6, IgnoreEOS: true, Owner: owner}
-	}
 	eachVariant(t, func(t *testing.T, r *Runner) {
-		ep := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4})
-		r1 := inferencetest.Run(t, ep, turn1)
-		want := inferencetest.Run(t, ep, turn2(r1, "alice"))
-		ep.Close()
-		store, err := kvstore.Open(kvstore.Config{Layout: r.KVLayout(), Memory: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
-		defer e.Close()
-		inferencetest.Run(t, e, turn1)
-		got := inferencetest.Run(t, e, turn2(r1, "alice"))
-		if !slices.Equal(got.Choices[0].Tokens, want.Choices[0].Tokens) {
-			t.Fatalf("with the store %v, without %v", got.Choices[0].Tokens, want.Choices[0].Tokens)
-		}
-		if c, least := got.Usage.CachedTokens, len(p)+5; c < least {
-			t.Fatalf("cached_tokens %d, want at least %d (turn 1's rows)", c, least)
-		}
-		if other := inferencetest.Run(t, e, turn2(r1, "mallory")); other.Usage.CachedTokens != 0 {
-			t.Fatalf("another owner got %d cached tokens", other.Usage.CachedTokens)
-		}
+		inferencetest.KVStoreTurns(t, r, r, idVocab{}, testPrompt(40, 9), 16<<20)
 	})
 }
