@@ -87,73 +87,91 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 	}
 	prompts := make([][][]int32, convs)
 	for pass, withStore := range order {
-		var e *inference.Engine
-		var store *kvstore.Store
-		if withStore {
-			var err error
-			if e, store, err = r.serverEngine(); err != nil {
-				return err
-			}
-		} else {
-			e = inference.New(r.model, r.tok, inference.Config{})
+		if err := r.kvPass(ctx, &kb, prompts, pass, withStore, first); err != nil {
+			return err
 		}
-		msgs := make([][]chat.Message, convs)
-		for c := range msgs {
-			msgs[c] = r.conversation(c, first)
+	}
+	kb.summarise()
+	r.rep.KVStore = kb
+	return nil
+}
+
+// kvPass runs every conversation's turns on a fresh engine, with or
+// without a KV store, and notes each turn's cached tokens and TTFT in
+// kb.Detail. Pass 0 builds the conversations from its replies and records
+// their prompts; pass 1 sends the same prompts (by default not turn 1's).
+func (r *runner) kvPass(ctx context.Context, kb *KVStoreBench, prompts [][][]int32, pass int, withStore bool, first int) error {
+	convs, turns := kb.Conversations, kb.Turns
+	var e *inference.Engine
+	var store *kvstore.Store
+	if withStore {
+		var err error
+		if e, store, err = r.serverEngine(); err != nil {
+			return err
 		}
-		hist := make([]int, convs)
-		for turn := 1; turn <= turns; turn++ {
-			for c := range convs {
-				if pass == 1 && turn == 1 && !r.opt.Full {
-					continue
-				}
-				r.progress("  %s: conversation %d, turn %d/%d", map[bool]string{false: "without the store", true: "with the store"}[withStore], c+1, turn, turns)
-				var prompt []int32
-				if pass == 0 {
-					prompt = r.encode(msgs[c], true)
-					prompts[c] = append(prompts[c], prompt)
-				} else {
-					prompt = prompts[c][turn-1]
-				}
-				if len(prompt)+kvReplyTokens > r.info.ContextLen {
-					e.Close()
-					return fmt.Errorf("conversation %d, turn %d: %d prompt tokens leave no room in the %d-token context", c+1, turn, len(prompt), r.info.ContextLen)
-				}
-				res, t0, arr, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: kvReplyTokens, IgnoreEOS: true,
-					CacheKey: fmt.Sprint("conversation-", c)})
-				if err != nil {
-					e.Close()
-					return err
-				}
-				if len(arr) == 0 {
-					e.Close()
-					return fmt.Errorf("conversation %d, turn %d: no tokens", c, turn)
-				}
-				ttft := ms(arr[0].Sub(t0))
-				i := (turn-1)*convs + c
-				if pass == 0 {
-					kb.Detail = append(kb.Detail, KVTurn{Conversation: c + 1, Turn: turn, PromptTokens: len(prompt), HistoryTokens: hist[c]})
-				}
-				d := &kb.Detail[i]
-				if withStore {
-					d.CachedWith, d.TTFTWithMS = res.Usage.CachedTokens, ttft
-				} else {
-					d.CachedWithout, d.TTFTWithoutMS = res.Usage.CachedTokens, ttft
-				}
-				hist[c] = len(prompt)
-				reply := ""
-				if len(res.Choices) > 0 {
-					reply = res.Choices[0].Text
-				}
-				msgs[c] = append(msgs[c], chat.Message{Role: "assistant", Content: reply},
-					chat.Message{Role: "user", Content: fmt.Sprintf("And case %d?", c+1)})
-			}
-		}
+	} else {
+		e = inference.New(r.model, r.tok, inference.Config{})
+	}
+	defer func() {
 		e.Close()
 		if store != nil {
 			kb.Store = store.Stats()
 		}
+	}()
+	msgs := make([][]chat.Message, convs)
+	for c := range msgs {
+		msgs[c] = r.conversation(c, first)
 	}
+	hist := make([]int, convs)
+	for turn := 1; turn <= turns; turn++ {
+		for c := range convs {
+			if pass == 1 && turn == 1 && !r.opt.Full {
+				continue
+			}
+			r.progress("  %s: conversation %d, turn %d/%d", map[bool]string{false: "without the store", true: "with the store"}[withStore], c+1, turn, turns)
+			var prompt []int32
+			if pass == 0 {
+				prompt = r.encode(msgs[c], true)
+				prompts[c] = append(prompts[c], prompt)
+			} else {
+				prompt = prompts[c][turn-1]
+			}
+			if len(prompt)+kvReplyTokens > r.info.ContextLen {
+				return fmt.Errorf("conversation %d, turn %d: %d prompt tokens leave no room in the %d-token context", c+1, turn, len(prompt), r.info.ContextLen)
+			}
+			res, t0, arr, err := request(ctx, e, inference.Request{Prompt: prompt, MaxTokens: kvReplyTokens, IgnoreEOS: true,
+				CacheKey: fmt.Sprint("conversation-", c)})
+			if err != nil {
+				return err
+			}
+			if len(arr) == 0 {
+				return fmt.Errorf("conversation %d, turn %d: no tokens", c, turn)
+			}
+			ttft := ms(arr[0].Sub(t0))
+			if pass == 0 {
+				kb.Detail = append(kb.Detail, KVTurn{Conversation: c + 1, Turn: turn, PromptTokens: len(prompt), HistoryTokens: hist[c]})
+			}
+			d := &kb.Detail[(turn-1)*convs+c]
+			if withStore {
+				d.CachedWith, d.TTFTWithMS = res.Usage.CachedTokens, ttft
+			} else {
+				d.CachedWithout, d.TTFTWithoutMS = res.Usage.CachedTokens, ttft
+			}
+			hist[c] = len(prompt)
+			reply := ""
+			if len(res.Choices) > 0 {
+				reply = res.Choices[0].Text
+			}
+			msgs[c] = append(msgs[c], chat.Message{Role: "assistant", Content: reply},
+				chat.Message{Role: "user", Content: fmt.Sprintf("And case %d?", c+1)})
+		}
+	}
+	return nil
+}
+
+// summarise averages the later turns' TTFT with and without the store and
+// counts the turns that restored less than their history.
+func (kb *KVStoreBench) summarise() {
 	var with, without float64
 	for _, d := range kb.Detail {
 		if d.Turn < 2 {
@@ -165,13 +183,11 @@ func (r *runner) kvStorePhase(ctx context.Context) error {
 			kb.ShortTurns++
 		}
 	}
-	n := float64(convs * (turns - 1))
+	n := float64(kb.Conversations * (kb.Turns - 1))
 	kb.TTFTWithMS, kb.TTFTWithoutMS = round3(with/n), round3(without/n)
 	if without > 0 {
 		kb.Ratio = round3(with / without)
 	}
-	r.rep.KVStore = kb
-	return nil
 }
 
 // conversation c: its own system prompt and user/assistant pairs from the
