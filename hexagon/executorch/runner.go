@@ -389,14 +389,26 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 			t := time.Now()
 			copyFinal(m.final[i])
 			if m.start[i] {
-				r.cp.Start()
+				r.start(m)
 			}
 			r.stats.KVCopy += time.Since(t)
 		} else if m.start[i] {
-			r.cp.Start() // copies queued by earlier steps
+			r.start(m) // copies queued by earlier steps
 		}
 	}
 	return nil
+}
+
+// start hands the queued copies to the copy workers. On a file of several
+// shards a copy is needed only by the next evaluation's call of its shard,
+// a graph call or more away, so where wakes are dear polling workers take
+// it (graphio.Copier.Hand); one shard's are needed right after sampling.
+func (r *Runner) start(m *method) {
+	if m.shards > 1 {
+		r.cp.Hand()
+	} else {
+		r.cp.Start()
+	}
 }
 
 // execute runs step i of m through the shared lifecycle

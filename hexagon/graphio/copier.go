@@ -28,9 +28,16 @@ func CopyWorkers() int { return min(runtime.GOMAXPROCS(0)-1, maxCopyWorkers) }
 //
 // Waking a sleeping worker costs the caller a system call (on a VM, an
 // inter-processor interrupt: tens of µs here), so copies are queued (Queue)
-// and the workers woken once for a batch (Start); Submit is both. A Copier
-// is safe for one caller and its workers; OffPath is safe from any
-// goroutine.
+// and the workers woken once for a batch (Start); Submit is both. Where a
+// wake is measured to cost more than pollWake, the workers that just ran
+// copies handed over with Hand (copies not needed before the caller's next
+// graph call, as a sharded .pte's) keep looking for the next ones on a
+// timer instead (every quarter of the recent time between Hands, while
+// Hands keep coming), and a Hand finds them awake and wakes nobody: the
+// wake leaves the caller's critical path for a timer interrupt on the
+// worker's core. A copy no poll has reached yet is run by the caller's
+// wait, as always. A Copier is safe for one caller and its workers;
+// OffPath is safe from any goroutine.
 type Copier[T any] struct {
 	run func(T)
 	key func(T) int
@@ -46,13 +53,36 @@ type Copier[T any] struct {
 	closed  bool
 	exited  sync.WaitGroup
 
+	// Polling (see above): sleepers counts workers waiting on work (a
+	// Start or Hand must wake them); the rest poll. wake is the recent cost
+	// of a wake, gap the recent time between Hands that handed copies over,
+	// last the latest of those.
+	sleepers  int
+	wakes     int           // Starts and Hands that woke workers
+	dear      time.Duration // pollWake (tests change it)
+	wake, gap time.Duration
+	last      time.Time
+	kick      chan struct{} // Close ends the pollers' sleep
+	nudge     chan struct{} // a Start ends a poller's sleep
+
 	off atomic.Int64 // ns the workers spent copying
 }
+
+// Polling thresholds: workers poll when a wake costs more than pollWake,
+// at a quarter of the time between Hands (at least minPoll); a pause
+// longer than maxGap counts as maxGap, so that polling stops at most
+// 2·maxGap after the last Hand.
+const (
+	pollWake = 10 * time.Microsecond
+	minPoll  = 250 * time.Microsecond
+	maxGap   = 2 * time.Second
+)
 
 // NewCopier starts workers goroutines that run copies of keys [0, keys)
 // with run; key gives a copy's key.
 func NewCopier[T any](keys, workers int, key func(T) int, run func(T)) *Copier[T] {
-	c := &Copier[T]{run: run, key: key, busy: make([]int, keys)}
+	c := &Copier[T]{run: run, key: key, busy: make([]int, keys), dear: pollWake,
+		kick: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	c.work.L, c.idle.L = &c.mu, &c.mu
 	for range workers {
 		c.exited.Add(1)
@@ -65,9 +95,24 @@ func (c *Copier[T]) worker() {
 	defer c.exited.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		for c.head == c.started && !c.closed {
+			if p := c.poll(); p > 0 {
+				c.mu.Unlock()
+				timer.Reset(p)
+				select {
+				case <-timer.C:
+				case <-c.kick:
+				case <-c.nudge:
+				}
+				c.mu.Lock()
+				continue
+			}
+			c.sleepers++
 			c.work.Wait()
+			c.sleepers--
 		}
 		if c.head == c.started {
 			return
@@ -118,14 +163,65 @@ func (c *Copier[T]) Queue(ts ...T) {
 
 // Start hands the copies queued since the last Start to the workers and
 // wakes them, if there are any.
-func (c *Copier[T]) Start() {
+func (c *Copier[T]) Start() { c.start(false) }
+
+// Hand is Start for copies the caller will not wait for before its next
+// graph call: where wakes are dear, polling workers take them, and the
+// caller wakes nobody.
+func (c *Copier[T]) Hand() { c.start(true) }
+
+func (c *Copier[T]) start(hand bool) {
 	c.mu.Lock()
-	wake := c.started < len(c.queue)
+	if c.started == len(c.queue) {
+		c.mu.Unlock()
+		return
+	}
 	c.started = len(c.queue)
+	now := time.Now()
+	if hand {
+		if !c.last.IsZero() {
+			c.gap = ewma(c.gap, min(now.Sub(c.last), maxGap))
+		}
+		c.last = now
+	}
+	wake := c.sleepers > 0
 	c.mu.Unlock()
+	if !hand {
+		select { // a polling worker: Start's copies are needed soon
+		case c.nudge <- struct{}{}:
+		default:
+		}
+	}
 	if wake {
 		c.work.Broadcast()
+		d := time.Since(now)
+		c.mu.Lock()
+		c.wake = ewma(c.wake, d)
+		c.wakes++
+		c.mu.Unlock()
 	}
+}
+
+// ewma is avg moved a quarter of the way to d (d itself at first).
+func ewma(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return d
+	}
+	return avg + (d-avg)/4
+}
+
+// poll is the polling period while wakes are dear and Hands keep coming
+// (the last one less than two recent gaps ago), else 0: the workers sleep
+// until woken. c.mu is held.
+func (c *Copier[T]) poll() time.Duration {
+	if c.closed || c.wake <= c.dear || c.gap == 0 {
+		return 0
+	}
+	p := max(c.gap/4, minPoll)
+	if time.Since(c.last) > 2*c.gap+p {
+		return 0
+	}
+	return p
 }
 
 // Submit is Queue and Start.
@@ -189,6 +285,7 @@ func (c *Copier[T]) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	close(c.kick)
 	c.work.Broadcast()
 	c.exited.Wait()
 }

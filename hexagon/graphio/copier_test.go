@@ -76,3 +76,69 @@ func TestCopierCloseFinishes(t *testing.T) {
 		t.Errorf("after Close: %d pending, ran %v", c.Pending(), ran)
 	}
 }
+
+// TestCopierPolls: where a wake is dear, the workers that ran handed
+// copies poll for the next ones while Hands keep coming, so a Hand wakes
+// nobody; once Hands stop they sleep again, and Close ends them at once.
+// Where wakes are cheap, or the copies come with Start, every call wakes the
+// sleeping worker.
+func TestCopierPolls(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		dear      time.Duration // a wake costing more is dear
+		hand      bool          // Hand, not Start
+		wantWakes func(n int) bool
+	}{
+		// The first two Hands wake it (the second measures the gap);
+		// a loaded machine may let a poll lapse now and then.
+		{"dear", 0, true, func(n int) bool { return n <= 5 }},
+		{"cheap", time.Hour, true, func(n int) bool { return n == 20 }},
+		{"start", 0, false, func(n int) bool { return n == 20 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCopier(2, 1, func(k int) int { return k }, func(int) {})
+			c.mu.Lock()
+			c.dear = tc.dear
+			c.mu.Unlock()
+			sleeping := func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.sleepers == 1 && c.pending == 0
+			}
+			for deadline := time.Now().Add(10 * time.Second); !sleeping(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the worker did not start")
+				}
+			}
+			for i := range 20 {
+				c.Queue(i % 2)
+				if tc.hand {
+					c.Hand()
+				} else {
+					c.Start()
+				}
+				for deadline := time.Now().Add(10 * time.Second); c.Pending() > 0; time.Sleep(100 * time.Microsecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("copy %d not run by the worker", i)
+					}
+				}
+				time.Sleep(4 * time.Millisecond)
+				if !tc.hand && !sleeping() {
+					t.Fatalf("copy %d: the worker polls after a Start", i)
+				}
+			}
+			c.mu.Lock()
+			wakes := c.wakes
+			c.mu.Unlock()
+			if !tc.wantWakes(wakes) {
+				t.Errorf("20 calls woke the worker %d times", wakes)
+			}
+			for deadline := time.Now().Add(10 * time.Second); !sleeping(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the worker still polls long after the last Hand")
+				}
+			}
+			c.Close()
+		})
+	}
+}
