@@ -209,7 +209,7 @@ func (r *Runner) loadContexts() error {
 		r.group.First = nil
 	}
 	for i, b := range r.bins {
-		c, err := r.rt.LoadContextData(fmt.Sprintf("%s#context%d", filepath.Base(r.cfg.Path), i), b, r.group)
+		c, err := r.rt.LoadContextData(fmt.Sprintf("%s#context%d", filepath.Base(r.cfg.Path), i), b, qnn.ContextOptions{Group: r.group})
 		if err != nil {
 			return fmt.Errorf("executorch: %w", err)
 		}

@@ -167,10 +167,16 @@ func (r *Runner) errf(format string, a ...any) error {
 }
 
 // loadContexts creates one context per ctx-bin, in the config's order (mmap'd: the weights
-// never enter the Go heap).
+// never enter the Go heap), with the backend's mmap-budget and, when spill-fill-bufsize is set,
+// as one multi-context group sharing a spill-fill buffer of that size, as Genie loads them.
 func (r *Runner) loadContexts() error {
+	var group *qnn.Group
+	if r.bc.SpillFill > 0 {
+		group = &qnn.Group{SpillFill: uint64(r.bc.SpillFill)}
+	}
+	opts := qnn.ContextOptions{Group: group, ReadBudgetMB: uint64(r.bc.MmapMB)}
 	for i, path := range r.bc.Bins {
-		c, err := r.rt.LoadContext(path)
+		c, err := r.rt.LoadContext(path, opts)
 		if err != nil {
 			return fmt.Errorf("genie: %s: dialog.engine.model.binary.ctx-bins[%d]: %w", filepath.Join(r.cfg.Dir, ConfigFile), i, err)
 		}

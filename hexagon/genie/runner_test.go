@@ -1,11 +1,13 @@
 package genie
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/testerr"
 	"github.com/hexserve/hexserve/internal/tinyllama"
+	"github.com/rs/zerolog"
 )
 
 // The tiny public model (testdata/tinyllama) as Genie bundles on hostsim.
@@ -579,5 +582,47 @@ func TestTail(t *testing.T) {
 	}
 	if c := r.Stats().Graphs[r.ars[0].names[2]].Calls; c < int64(testCtx-1-(testCtx-testAR)) {
 		t.Errorf("the AR-1 graphs ran %d times; the last %d rows need them", c, testCtx-1-(testCtx-testAR))
+	}
+}
+
+// TestLoadOptions: a bundle whose QnnHtp backend sets spill-fill-bufsize and mmap-budget loads
+// its parts as Genie does: one multi-context group sharing a spill-fill buffer of that size (the
+// first part starts it, the others join it) and that read budget; it answers as before.
+func TestLoadOptions(t *testing.T) {
+	dir := writeBundle(t, "f32", 3)
+	editConfig(t, dir, "dialog.engine.backend.QnnHtp.spill-fill-bufsize", 1<<20)
+	editConfig(t, dir, "dialog.engine.backend.QnnHtp.mmap-budget", 25)
+	var logs bytes.Buffer
+	log := zerolog.New(&logs)
+	hs := hostsimtest.Dir(t)
+	rt, err := qnn.Open(qnn.Config{Backend: filepath.Join(hs, "libQnnHtp.so"), System: filepath.Join(hs, "libQnnSystem.so"),
+		RPCMem: filepath.Join(hs, "libcdsprpc.so"), Logger: &log, LogLevel: qnn.LogInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	r := openRunner(t, rt, dir)
+	created := regexp.MustCompile(`context created: .*spill-fill group (\w+) \((\d+) B\), read budget (\d+) MB`).FindAllStringSubmatch(logs.String(), -1)
+	if len(created) != 3 {
+		t.Fatalf("%d contexts created, want 3; log:\n%s", len(created), logs.String())
+	}
+	for i, m := range created {
+		want := "joined"
+		if i == 0 {
+			want = "started"
+		}
+		if m[1] != want || m[2] != "1048576" || m[3] != "25" {
+			t.Errorf("part %d: group %s (%s B), read budget %s MB; want %s (1048576 B), 25 MB", i, m[1], m[2], m[3], want)
+		}
+	}
+	ref := reference(t, prompt)
+	id, err := r.Open(len(prompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range step(t, r, inference.Run{Seq: id, Start: 0, Tokens: prompt[:7]})[0] {
+		if d := maxDiff(t, l, ref[i]); d > 1e-3 {
+			t.Errorf("row %d: max |Δlogit| %g against the reference", i, d)
+		}
 	}
 }

@@ -594,9 +594,17 @@ static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_Platf
 static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, const QnnContext_Config_t **cfg,
                                                  const void *buf, uint64_t size, void **out, void *profile) {
   (void)profile;
-  for (int i = 0; cfg && cfg[i]; i++)
+  uint64_t read_budget = 0; /* FILE_READ_MEMORY_BUDGET, MB */
+  for (int i = 0; cfg && cfg[i]; i++) {
     if (cfg[i]->option > QNN_CONTEXT_CONFIG_OPTION_LAST || (cfg[i]->option == QNN_CONTEXT_CONFIG_OPTION_CUSTOM && !cfg[i]->customConfig))
       return set_err(QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreateFromBinary: unknown context config option %u", cfg[i]->option);
+    if (cfg[i]->option != QNN_CONTEXT_CONFIG_OPTION_CUSTOM) continue;
+    uint32_t opt; /* QnnHtpContext_CustomConfig_t: option u32 @0, union @8; options 1 … 13 */
+    memcpy(&opt, cfg[i]->customConfig, 4);
+    if (opt < 1 || opt > 13)
+      return set_err(QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreateFromBinary: unknown HTP context custom option %u", opt);
+    if (opt == 3) memcpy(&read_budget, (const uint8_t *)cfg[i]->customConfig + 8, 8);
+  }
   pthread_mutex_lock(&g_mu);
   int okb = reg_has(backend, T_BACKEND), okd = !device || reg_has(device, T_DEVICE);
   pthread_mutex_unlock(&g_mu);
@@ -635,8 +643,9 @@ static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, co
   reg_add(c, T_CONTEXT);
   pthread_mutex_unlock(&g_mu);
   *out = c;
-  log_msg(live_log(be->log), LOG_INFO, "hostsim: context created: %u graphs, %llu weight bytes", c->model.d.ngraphs,
-          (unsigned long long)c->model.weight_bytes);
+  log_msg(live_log(be->log), LOG_INFO, "hostsim: context created: %u graphs, %llu weight bytes, spill-fill group %s (%llu B), read budget %llu MB",
+          c->model.d.ngraphs, (unsigned long long)c->model.weight_bytes, group ? "joined" : spill_fill ? "started" : "none",
+          (unsigned long long)spill_fill, (unsigned long long)read_budget);
   return QNN_SUCCESS;
 }
 

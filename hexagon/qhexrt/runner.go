@@ -167,7 +167,7 @@ func (r *Runner) loadGraphs() error {
 		c, ok := loaded[ref.file]
 		if !ok {
 			var err error
-			if c, err = r.rt.LoadContext(ref.file); err != nil {
+			if c, err = r.rt.LoadContext(ref.file, qnn.ContextOptions{}); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", ref.file, err))
 				loaded[ref.file] = nil
 				continue
@@ -464,7 +464,7 @@ func (r *Runner) reload() error {
 			continue
 		}
 		loaded[ref.file] = true
-		c, err := r.rt.LoadContext(ref.file)
+		c, err := r.rt.LoadContext(ref.file, qnn.ContextOptions{})
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ func BenchmarkExecute(b *testing.B) {
 			}
 			defer r.Close()
 			m := newLMHeadModel(16, 64)
-			ctx, err := r.LoadContext(m.write(b, b.TempDir()))
+			ctx, err := r.LoadContext(m.write(b, b.TempDir()), ContextOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

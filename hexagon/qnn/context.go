@@ -112,10 +112,20 @@ type Context struct {
 	calls  map[*Call]struct{}
 }
 
+// ContextOptions are a context's HTP custom configs at creation.
+type ContextOptions struct {
+	// Group registers the context in a multi-context group sharing one
+	// spill-fill buffer (REGISTER_MULTI_CONTEXTS); nil: none.
+	Group *Group
+	// ReadBudgetMB, when > 0, caps the memory the backend uses to read the
+	// binary (FILE_READ_MEMORY_BUDGET, in MB: Genie's mmap-budget).
+	ReadBudgetMB uint64
+}
+
 // LoadContext maps the context binary at path read-only (the bytes never
-// enter the Go heap), reads its graph metadata and creates the context.
-// The mapping stays until Close.
-func (r *Runtime) LoadContext(path string) (*Context, error) {
+// enter the Go heap), reads its graph metadata and creates the context with
+// o. The mapping stays until Close.
+func (r *Runtime) LoadContext(path string, o ContextOptions) (*Context, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -129,7 +139,7 @@ func (r *Runtime) LoadContext(path string) (*Context, error) {
 	if data == nil {
 		return nil, fmt.Errorf("qnn: load context %s: empty file", path)
 	}
-	c, err := r.createContext(path, data, nil)
+	c, err := r.createContextWith(path, data, o)
 	if err != nil {
 		mmapfile.Unmap(data)
 		return nil, err
@@ -147,10 +157,10 @@ type Group struct {
 }
 
 // LoadContextData creates a context from a context binary held in data
-// (for example a slice of a memory-mapped .pte), named name in errors.
-// data must stay valid and unchanged until the context is closed; the
-// context does not own it. A non-nil group registers the context in it.
-func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Context, error) {
+// (for example a slice of a memory-mapped .pte), named name in errors, with
+// o. data must stay valid and unchanged until the context is closed; the
+// context does not own it.
+func (r *Runtime) LoadContextData(name string, data []byte, o ContextOptions) (*Context, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -160,7 +170,17 @@ func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Cont
 	if len(data) == 0 {
 		return nil, fmt.Errorf("qnn: load context %s: empty binary", name)
 	}
-	var cfg unsafe.Pointer
+	return r.createContextWith(name, data, o)
+}
+
+// createContextWith is createContext with o's custom configs: a
+// QnnContext_Config_t* list of {option CUSTOM (0), customConfig} entries,
+// each a QnnHtpContext_CustomConfig_t {option u32 @0, union @8}:
+// REGISTER_MULTI_CONTEXTS (2: firstGroupHandle @8, maxSpillFillBuffer @16)
+// and FILE_READ_MEMORY_BUDGET (3: u64 MB @8). The first context created
+// with a Group starts it; later ones name it.
+func (r *Runtime) createContextWith(name string, data []byte, o ContextOptions) (*Context, error) {
+	group := o.Group
 	if group != nil && group.First != nil {
 		group.First.mu.Lock()
 		closed := group.First.closed
@@ -169,25 +189,36 @@ func (r *Runtime) LoadContextData(name string, data []byte, group *Group) (*Cont
 			return nil, fmt.Errorf("qnn: load context %s: the first context of its group (%s) is closed", name, group.First.path)
 		}
 	}
+	var customs []func(custom unsafe.Pointer)
 	if group != nil {
-		// QnnContext_Config_t* [2] → {option CUSTOM (0), customConfig} →
-		// QnnHtpContext_CustomConfig_t {option 2, firstGroupHandle @8, maxSpillFillBuffer @16}.
-		list := cAlloc(2 * unsafe.Sizeof(uintptr(0)))
+		customs = append(customs, func(custom unsafe.Pointer) {
+			*(*uint32)(custom) = 2
+			if group.First != nil {
+				*(*uintptr)(unsafe.Add(custom, 8)) = uintptr(group.First.h)
+			}
+			*(*uint64)(unsafe.Add(custom, 16)) = group.SpillFill
+		})
+	}
+	if o.ReadBudgetMB > 0 {
+		customs = append(customs, func(custom unsafe.Pointer) {
+			*(*uint32)(custom) = 3
+			*(*uint64)(unsafe.Add(custom, 8)) = o.ReadBudgetMB
+		})
+	}
+	var cfg unsafe.Pointer
+	if len(customs) > 0 {
+		ptr := unsafe.Sizeof(uintptr(0))
+		list := cAlloc(uintptr(len(customs)+1) * ptr)
 		defer cFree(list)
-		one := cAlloc(16)
-		defer cFree(one)
-		custom := cAlloc(24)
-		defer cFree(custom)
-		clear(unsafe.Slice((*byte)(one), 16))
-		clear(unsafe.Slice((*byte)(custom), 24))
-		*(*uint32)(custom) = 2
-		if group.First != nil {
-			*(*uintptr)(unsafe.Add(custom, 8)) = uintptr(group.First.h)
+		for i, set := range customs {
+			one, custom := cAlloc(16), cAlloc(24)
+			defer cFree(one)
+			defer cFree(custom)
+			set(custom)
+			*(*uintptr)(unsafe.Add(one, 8)) = uintptr(custom)
+			*(*uintptr)(unsafe.Add(list, uintptr(i)*ptr)) = uintptr(one)
 		}
-		*(*uint64)(unsafe.Add(custom, 16)) = group.SpillFill
-		*(*uintptr)(unsafe.Add(one, 8)) = uintptr(custom)
-		*(*uintptr)(list) = uintptr(one)
-		*(*uintptr)(unsafe.Add(list, unsafe.Sizeof(uintptr(0)))) = 0
+		*(*uintptr)(unsafe.Add(list, uintptr(len(customs))*ptr)) = 0
 		cfg = list
 	}
 	c, err := r.createContext(name, data, cfg)

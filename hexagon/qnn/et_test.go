@@ -443,7 +443,7 @@ func TestHostsimExecuTorchStrict(t *testing.T) {
 				t.Fatal(err)
 			}
 			// hostsim prints the reason (tc.want) on stderr; QNN reports a malformed binary.
-			if _, err = r.LoadContext(p); CodeOf(err) != 30010 {
+			if _, err = r.LoadContext(p, ContextOptions{}); CodeOf(err) != 30010 {
 				t.Errorf("%s: LoadContext error %v, want code 30010", tc.name, err)
 			}
 		}
@@ -574,11 +574,11 @@ func TestLoadContextDataGroup(t *testing.T) {
 	}
 	r := openRuntime(t, hostsimConfig(dir), nil)
 	g := &Group{SpillFill: 1 << 20}
-	first, err := r.LoadContextData("shard0", bins[0], g)
+	first, err := r.LoadContextData("shard0", bins[0], ContextOptions{Group: g})
 	if err != nil || g.First != first {
 		t.Fatalf("first context: %v (group first %p)", err, g.First)
 	}
-	second, err := r.LoadContextData("shard1", bins[1], g)
+	second, err := r.LoadContextData("shard1", bins[1], ContextOptions{Group: g})
 	if err != nil {
 		t.Fatalf("second context in the group: %v", err)
 	}
@@ -587,10 +587,10 @@ func TestLoadContextDataGroup(t *testing.T) {
 	}
 	second.Close()
 	first.Close()
-	if _, err := r.LoadContextData("shard1", bins[1], g); err == nil || !strings.Contains(err.Error(), "first context of its group (shard0) is closed") {
+	if _, err := r.LoadContextData("shard1", bins[1], ContextOptions{Group: g}); err == nil || !strings.Contains(err.Error(), "first context of its group (shard0) is closed") {
 		t.Errorf("a group whose first context is closed: %v", err)
 	}
-	if _, err := r.LoadContextData("empty", nil, nil); err == nil {
+	if _, err := r.LoadContextData("empty", nil, ContextOptions{}); err == nil {
 		t.Error("an empty binary was accepted")
 	}
 }

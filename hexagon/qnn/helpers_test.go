@@ -135,7 +135,7 @@ func openRuntime(t *testing.T, cfg Config, h *hostsimLib) *Runtime {
 // loadContext loads the context binary at path into r, failing t on an error.
 func loadContext(t testing.TB, r *Runtime, path string) *Context {
 	t.Helper()
-	ctx, err := r.LoadContext(path)
+	ctx, err := r.LoadContext(path, ContextOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestHostsimOpenClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	checkNoLeaks(t, h)
-	if _, err := r.LoadContext("x"); !errors.Is(err, ErrClosed) {
+	if _, err := r.LoadContext("x", ContextOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("LoadContext after Close: %v", err)
 	}
 }
@@ -395,11 +395,11 @@ func TestHostsimLoadContextErrors(t *testing.T) {
 	r := openRuntime(t, hostsimConfig(dir), nil)
 	bad := filepath.Join(t.TempDir(), "bad.bin")
 	os.WriteFile(bad, bytes.Repeat([]byte{7}, 256), 0o644)
-	_, err := r.LoadContext(bad)
+	_, err := r.LoadContext(bad, ContextOptions{})
 	if CodeOf(err) != CodeSystemMalformedBinary || !strings.Contains(err.Error(), "bad.bin") {
 		t.Errorf("malformed: %v", err)
 	}
-	if _, err := r.LoadContext(filepath.Join(t.TempDir(), "missing.bin")); err == nil || !strings.Contains(err.Error(), "missing.bin") {
+	if _, err := r.LoadContext(filepath.Join(t.TempDir(), "missing.bin"), ContextOptions{}); err == nil || !strings.Contains(err.Error(), "missing.bin") {
 		t.Errorf("missing file: %v", err)
 	}
 }

@@ -8,7 +8,7 @@
 //	rt, err := qnn.Open(qnn.Config{Backend: ".../libQnnHtp.so", System: ".../libQnnSystem.so",
 //		RPCMem: "libcdsprpc.so", PerfMode: qnn.PerfBurst})
 //	defer rt.Close()
-//	ctx, err := rt.LoadContext("decode.bin")   // mmap'd, never copied into the Go heap
+//	ctx, err := rt.LoadContext("decode.bin", qnn.ContextOptions{})   // mmap'd, never copied into the Go heap
 //	g, err := ctx.Graph("decode")
 //	x, err := rt.Alloc(ctx.Graphs()[0].Inputs[0].Bytes())
 //	call, err := g.Bind([]qnn.Binding{{Name: "x", Buffer: x}, ...}, outputs)
