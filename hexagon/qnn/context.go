@@ -139,7 +139,7 @@ func (r *Runtime) LoadContext(path string, o ContextOptions) (*Context, error) {
 	if data == nil {
 		return nil, fmt.Errorf("qnn: load context %s: empty file", path)
 	}
-	c, err := r.createContextWith(path, data, o)
+	c, err := r.createContext(path, data, o)
 	if err != nil {
 		mmapfile.Unmap(data)
 		return nil, err
@@ -170,16 +170,15 @@ func (r *Runtime) LoadContextData(name string, data []byte, o ContextOptions) (*
 	if len(data) == 0 {
 		return nil, fmt.Errorf("qnn: load context %s: empty binary", name)
 	}
-	return r.createContextWith(name, data, o)
+	return r.createContext(name, data, o)
 }
 
-// createContextWith is createContext with o's custom configs: a
-// QnnContext_Config_t* list of {option CUSTOM (0), customConfig} entries,
-// each a QnnHtpContext_CustomConfig_t {option u32 @0, union @8}:
-// REGISTER_MULTI_CONTEXTS (2: firstGroupHandle @8, maxSpillFillBuffer @16)
-// and FILE_READ_MEMORY_BUDGET (3: u64 MB @8). The first context created
-// with a Group starts it; later ones name it.
-func (r *Runtime) createContextWith(name string, data []byte, o ContextOptions) (*Context, error) {
+// createContext reads the binary's metadata and creates the context with
+// o's HTP custom configs (a Group's first context starts it; later ones
+// name it). A large or slow one is logged at info level as it is ready, so
+// a model's load shows its progress binary by binary (the rest at debug
+// level).
+func (r *Runtime) createContext(name string, data []byte, o ContextOptions) (*Context, error) {
 	group := o.Group
 	if group != nil && group.First != nil {
 		group.First.mu.Lock()
@@ -189,52 +188,10 @@ func (r *Runtime) createContextWith(name string, data []byte, o ContextOptions) 
 			return nil, fmt.Errorf("qnn: load context %s: the first context of its group (%s) is closed", name, group.First.path)
 		}
 	}
-	var customs []func(custom unsafe.Pointer)
-	if group != nil {
-		customs = append(customs, func(custom unsafe.Pointer) {
-			*(*uint32)(custom) = 2
-			if group.First != nil {
-				*(*uintptr)(unsafe.Add(custom, 8)) = uintptr(group.First.h)
-			}
-			*(*uint64)(unsafe.Add(custom, 16)) = group.SpillFill
-		})
+	cfg := configList(o.customs())
+	if cfg != nil {
+		defer cFree(cfg)
 	}
-	if o.ReadBudgetMB > 0 {
-		customs = append(customs, func(custom unsafe.Pointer) {
-			*(*uint32)(custom) = 3
-			*(*uint64)(unsafe.Add(custom, 8)) = o.ReadBudgetMB
-		})
-	}
-	var cfg unsafe.Pointer
-	if len(customs) > 0 {
-		ptr := unsafe.Sizeof(uintptr(0))
-		list := cAlloc(uintptr(len(customs)+1) * ptr)
-		defer cFree(list)
-		for i, set := range customs {
-			one, custom := cAlloc(16), cAlloc(24)
-			defer cFree(one)
-			defer cFree(custom)
-			set(custom)
-			*(*uintptr)(unsafe.Add(one, 8)) = uintptr(custom)
-			*(*uintptr)(unsafe.Add(list, uintptr(i)*ptr)) = uintptr(one)
-		}
-		*(*uintptr)(unsafe.Add(list, uintptr(len(customs))*ptr)) = 0
-		cfg = list
-	}
-	c, err := r.createContext(name, data, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if group != nil && group.First == nil {
-		group.First = c
-	}
-	return c, nil
-}
-
-// createContext reads the binary's metadata and creates the context. A
-// large or slow one is logged at info level as it is ready, so a model's
-// load shows its progress binary by binary (the rest at debug level).
-func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*Context, error) {
 	start := time.Now()
 	c := &Context{rt: r, path: name, graphs: map[string]*Graph{}, regs: map[regKey]*registration{}, calls: map[*Call]struct{}{}}
 	buf, size := unsafe.Pointer(&data[0]), uint64(len(data))
@@ -248,6 +205,9 @@ func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*
 	r.mu.Lock()
 	r.contexts[c] = struct{}{}
 	r.mu.Unlock()
+	if group != nil && group.First == nil {
+		group.First = c
+	}
 	took := time.Since(start)
 	ev := r.log.Debug()
 	if len(data) >= progressBytes || took >= progressTime {
@@ -256,6 +216,51 @@ func (r *Runtime) createContext(name string, data []byte, cfg unsafe.Pointer) (*
 	ev.Str("file", name).Str("size", fmt.Sprintf("%.1f MiB", float64(len(data))/(1<<20))).
 		Str("took", took.Round(time.Millisecond).String()).Msg("qnn: context binary loaded")
 	return c, nil
+}
+
+// htpCustom is one QnnHtpContext_CustomConfig_t (24 B: option u32 @0,
+// union @8): REGISTER_MULTI_CONTEXTS (2: firstGroupHandle @8,
+// maxSpillFillBuffer u64 @16) or FILE_READ_MEMORY_BUDGET (3: u64 MB @8).
+type htpCustom struct {
+	option    uint32
+	at8, at16 uint64
+}
+
+// customs are o's HTP custom context configs.
+func (o ContextOptions) customs() []htpCustom {
+	var cs []htpCustom
+	if g := o.Group; g != nil {
+		var first uint64 // the first context of a group passes a NULL handle
+		if g.First != nil {
+			first = uint64(uintptr(g.First.h))
+		}
+		cs = append(cs, htpCustom{option: 2, at8: first, at16: g.SpillFill})
+	}
+	if o.ReadBudgetMB > 0 {
+		cs = append(cs, htpCustom{option: 3, at8: o.ReadBudgetMB})
+	}
+	return cs
+}
+
+// configList writes cs as a NULL-terminated QnnContext_Config_t* list of
+// {option CUSTOM (0) @0, customConfig @8} entries, in one zeroed C
+// allocation the caller frees; nil when cs is empty.
+func configList(cs []htpCustom) unsafe.Pointer {
+	if len(cs) == 0 {
+		return nil
+	}
+	n, ptr := uintptr(len(cs)), unsafe.Sizeof(uintptr(0))
+	list := cAlloc((n+1)*ptr + n*16 + n*24) // the pointers (and NULL), the configs, the custom configs
+	for i, c := range cs {
+		one := unsafe.Add(list, (n+1)*ptr+uintptr(i)*16)
+		custom := unsafe.Add(list, (n+1)*ptr+n*16+uintptr(i)*24)
+		*(*uint32)(custom) = c.option
+		*(*uint64)(unsafe.Add(custom, 8)) = c.at8
+		*(*uint64)(unsafe.Add(custom, 16)) = c.at16
+		*(*unsafe.Pointer)(unsafe.Add(one, 8)) = custom
+		*(*unsafe.Pointer)(unsafe.Add(list, uintptr(i)*ptr)) = one
+	}
+	return list
 }
 
 // Context binaries this large, or this slow to load, are logged at info
