@@ -594,16 +594,27 @@ static Qnn_ErrorHandle_t deviceFreePlatformInfo(void *log, const QnnDevice_Platf
 static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, const QnnContext_Config_t **cfg,
                                                  const void *buf, uint64_t size, void **out, void *profile) {
   (void)profile;
-  uint64_t read_budget = 0; /* FILE_READ_MEMORY_BUDGET, MB */
+  /* HTP custom configs (QnnHtpContext_CustomConfig_t: option u32 @0, union @8; options 1 … 13):
+   * REGISTER_MULTI_CONTEXTS (2: firstGroupHandle @8, maxSpillFillBuffer u64 @16), which sharded ExecuTorch
+   * exports and Genie bundles with spill-fill-bufsize pass, and FILE_READ_MEMORY_BUDGET (3: u64 MB @8). */
+  int in_group = 0;
+  void *group = NULL;
+  uint64_t spill_fill = 0, read_budget = 0;
   for (int i = 0; cfg && cfg[i]; i++) {
     if (cfg[i]->option > QNN_CONTEXT_CONFIG_OPTION_LAST || (cfg[i]->option == QNN_CONTEXT_CONFIG_OPTION_CUSTOM && !cfg[i]->customConfig))
       return set_err(QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreateFromBinary: unknown context config option %u", cfg[i]->option);
     if (cfg[i]->option != QNN_CONTEXT_CONFIG_OPTION_CUSTOM) continue;
-    uint32_t opt; /* QnnHtpContext_CustomConfig_t: option u32 @0, union @8; options 1 … 13 */
-    memcpy(&opt, cfg[i]->customConfig, 4);
+    const uint8_t *cc = cfg[i]->customConfig;
+    uint32_t opt;
+    memcpy(&opt, cc, 4);
     if (opt < 1 || opt > 13)
       return set_err(QNN_CONTEXT_ERROR_INVALID_CONFIG, "contextCreateFromBinary: unknown HTP context custom option %u", opt);
-    if (opt == 3) memcpy(&read_budget, (const uint8_t *)cfg[i]->customConfig + 8, 8);
+    if (opt == 2) {
+      in_group = 1;
+      memcpy(&group, cc + 8, sizeof group);
+      memcpy(&spill_fill, cc + 16, 8);
+    }
+    if (opt == 3) memcpy(&read_budget, cc + 8, 8);
   }
   pthread_mutex_lock(&g_mu);
   int okb = reg_has(backend, T_BACKEND), okd = !device || reg_has(device, T_DEVICE);
@@ -611,15 +622,8 @@ static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, co
   if (!okb) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid backend handle");
   if (!okd) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextCreateFromBinary: invalid device handle");
   if (!out || !buf || !size) return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: NULL buffer, size 0 or NULL out");
-  void *group = NULL;
-  uint64_t spill_fill = 0;
-  if (hs_group_config((const void *const *)cfg, &group, &spill_fill)) { /* a multi-context group: its first context must live */
-    pthread_mutex_lock(&g_mu);
-    int okg = !group || reg_has(group, T_CONTEXT);
-    pthread_mutex_unlock(&g_mu);
-    if (!okg)
-      return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: REGISTER_MULTI_CONTEXTS firstGroupHandle %p is not a live context", group);
-  }
+  if (group && !reg_has_locked(group, T_CONTEXT)) /* a group's first context must live */
+    return set_err(QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "contextCreateFromBinary: REGISTER_MULTI_CONTEXTS firstGroupHandle %p is not a live context", group);
   hs_context *c = calloc(1, sizeof *c);
   if (!c) return QNN_COMMON_ERROR_MEM_ALLOC;
   char err[512];
@@ -644,7 +648,7 @@ static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, co
   pthread_mutex_unlock(&g_mu);
   *out = c;
   log_msg(live_log(be->log), LOG_INFO, "hostsim: context created: %u graphs, %llu weight bytes, spill-fill group %s (%llu B), read budget %llu MB",
-          c->model.d.ngraphs, (unsigned long long)c->model.weight_bytes, group ? "joined" : spill_fill ? "started" : "none",
+          c->model.d.ngraphs, (unsigned long long)c->model.weight_bytes, !in_group ? "none" : group ? "joined" : "started",
           (unsigned long long)spill_fill, (unsigned long long)read_budget);
   return QNN_SUCCESS;
 }

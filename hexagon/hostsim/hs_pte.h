@@ -36,9 +36,4 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
  * poisoned): call it when buffers may be released or reused. */
 void hs_et_forget(void);
 
-/* hs_group_config finds an HTP REGISTER_MULTI_CONTEXTS context config (custom option 2: firstGroupHandle
- * @8, maxSpillFillBuffer u64 @16), which sharded ExecuTorch exports pass when their compile spec has
- * use_multi_contexts and max_sf_buf_size. Returns 1 with *first / *spill_fill set, or 0 if absent. */
-int hs_group_config(const void *const *cfg, void **first, uint64_t *spill_fill);
-
 #endif

@@ -149,18 +149,3 @@ out:
   hs_et_io_free(&io);
   return rc;
 }
-
-int hs_group_config(const void *const *cfg, void **first, uint64_t *spill_fill) {
-  for (int i = 0; cfg && cfg[i]; i++) {
-    const QnnContext_Config_t *c = cfg[i];
-    if (c->option != 0 || !c->customConfig) continue; /* priority and others */
-    const uint8_t *cc = c->customConfig;
-    uint32_t opt;
-    memcpy(&opt, cc, 4);
-    if (opt != 2) continue;
-    memcpy(first, cc + 8, sizeof *first);
-    memcpy(spill_fill, cc + 16, 8);
-    return 1;
-  }
-  return 0;
-}
