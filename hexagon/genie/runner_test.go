@@ -3,7 +3,6 @@ package genie
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/testerr"
+	"github.com/hexserve/hexserve/internal/testjson"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 	"github.com/rs/zerolog"
 )
@@ -396,31 +396,18 @@ func TestStrict(t *testing.T) {
 // editConfig changes genie_config.json at a dotted path (nil deletes).
 func editConfig(t testing.TB, dir, path string, v any) {
 	t.Helper()
-	p := filepath.Join(dir, ConfigFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	keys := strings.Split(path, ".")
-	cur := m
-	for _, k := range keys[:len(keys)-1] {
-		cur = cur[k].(map[string]any)
-	}
-	if v == nil {
-		delete(cur, keys[len(keys)-1])
-	} else {
-		cur[keys[len(keys)-1]] = v
-	}
-	if b, err = json.Marshal(m); err == nil {
-		err = os.WriteFile(p, b, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testjson.Edit(t, filepath.Join(dir, ConfigFile), func(m map[string]any) {
+		keys := strings.Split(path, ".")
+		cur := m
+		for _, k := range keys[:len(keys)-1] {
+			cur = cur[k].(map[string]any)
+		}
+		if v == nil {
+			delete(cur, keys[len(keys)-1])
+		} else {
+			cur[keys[len(keys)-1]] = v
+		}
+	})
 }
 
 // TestBadBundles: every bad bundle is refused with an error naming the file and the field.
