@@ -11,7 +11,7 @@ HOSTSIM_CFLAGS := -O2 -ffp-contract=off -fPIC -shared -Wall -Wextra -Werror -pth
 HOSTSIM_HDRS   := $(wildcard $(HOSTSIM_DIR)/*.h)
 HOSTSIM_HTP_SRC := $(HOSTSIM_DIR)/hs_htp.c $(HOSTSIM_DIR)/hs_model.c $(HOSTSIM_DIR)/hs_kernels.c $(HOSTSIM_DIR)/hs_io.c \
                    $(HOSTSIM_DIR)/hs_format.c $(HOSTSIM_DIR)/hs_pte.c $(HOSTSIM_DIR)/hs_pte_format.c $(HOSTSIM_DIR)/hs_genie.c \
-                   $(HOSTSIM_DIR)/hs_genie_format.c
+                   $(HOSTSIM_DIR)/hs_genie_format.c $(HOSTSIM_DIR)/hs_scratch.c
 HOSTSIM_SYS_SRC := $(HOSTSIM_DIR)/hs_system.c $(HOSTSIM_DIR)/hs_format.c $(HOSTSIM_DIR)/hs_pte_format.c \
                    $(HOSTSIM_DIR)/hs_genie_format.c
 HOSTSIM_RPC_SRC := $(HOSTSIM_DIR)/hs_cdsprpc.c

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_scratch.h"
 #include "hs_genie.h"
 #include "hs_io.h"
 #include "qnn_abi.h"
@@ -96,6 +97,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   int AR = (int)io.ar, P = (int)io.p, CL = (int)io.cl, E = (int)d->hidden, HD = (int)d->head_dim, half = HD / 2;
   int NKV = (int)d->kv_heads, KVD = NKV * HD, L = (int)d->layers, V = (int)d->vocab;
   uint32_t code = 0;
+  size_t sm = hs_scratch_mark();
   float *x = NULL, *y = NULL, *cs = NULL, *sn = NULL, *ch = NULL, *shh = NULL, *mask = NULL, *smask = NULL;
   float *pmask = NULL, *kbuf = NULL, *obuf = NULL, *lg = NULL;
   int *open = NULL, *live = NULL, *lr = NULL;
@@ -103,7 +105,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
 
   if (io.first) { /* the embedding part: every row (it has no mask to tell padding) */
     const int32_t *ids = in[io.ids];
-    x = malloc(sizeof(float) * (size_t)AR * E);
+    x = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
     if (!x) goto oom;
     for (int i = 0; i < AR; i++) {
       if (ids[i] < 0 || ids[i] >= V) {
@@ -118,9 +120,9 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   }
 
   if (!L) { /* the head-only part: every row (it has no mask either) */
-    x = malloc(sizeof(float) * (size_t)AR * E);
-    y = malloc(sizeof(float) * (size_t)AR * E);
-    lg = malloc(sizeof(float) * (size_t)AR * V);
+    x = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
+    y = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
+    lg = hs_scratch_alloc(sizeof(float) * (size_t)AR * V);
     if (!x || !y || !lg) goto oom;
     hs_load(&g->in[io.hin], in[io.hin], 0, (size_t)AR * E, x);
     hs_forward(m, AR, x, NULL, NULL, 0, NULL, NULL, NULL, NULL, y, NULL, NULL);
@@ -128,12 +130,12 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
     store(&g->out[io.logits], out[io.logits], 0, (size_t)AR * V, lg);
     goto done;
   }
-  mask = malloc(sizeof(float) * (size_t)AR * CL);
-  live = calloc((size_t)AR, sizeof(int));
-  lr = malloc(sizeof(int) * (size_t)AR);
-  ch = malloc(sizeof(float) * (size_t)AR * half);
-  shh = malloc(sizeof(float) * (size_t)AR * half);
-  open = malloc(sizeof(int) * ((size_t)P + 1));
+  mask = hs_scratch_alloc(sizeof(float) * (size_t)AR * CL);
+  live = hs_scratch_calloc((size_t)AR, sizeof(int));
+  lr = hs_scratch_alloc(sizeof(int) * (size_t)AR);
+  ch = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
+  shh = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
+  open = hs_scratch_alloc(sizeof(int) * ((size_t)P + 1));
   if (!mask || !live || !lr || !ch || !shh || !open) goto oom;
   if (mask_decode(g, &g->in[io.mask], in[io.mask], (size_t)AR * CL, mask, err, n)) {
     code = QNN_GRAPH_ERROR_INVALID_TENSOR;
@@ -176,18 +178,18 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
     if (o) open[npast++] = j;
   }
   size_t nl1 = (size_t)nl + 1;
-  x = malloc(sizeof(float) * nl1 * E);
-  y = malloc(sizeof(float) * nl1 * E);
-  cs = malloc(sizeof(float) * nl1 * HD);
-  sn = malloc(sizeof(float) * nl1 * HD);
-  smask = malloc(sizeof(float) * nl1 * nl1);
-  pmask = malloc(sizeof(float) * (nl1 * npast + 1));
-  kbuf = malloc(sizeof(float) * ((size_t)KVD * P + 1));
-  obuf = malloc(sizeof(float) * ((size_t)KVD * AR + (size_t)AR * E + 1));
-  nk = calloc((size_t)L + 1, sizeof(float *));
-  nv = calloc((size_t)L + 1, sizeof(float *));
-  pk = calloc((size_t)L + 1, sizeof(float *));
-  pv = calloc((size_t)L + 1, sizeof(float *));
+  x = hs_scratch_alloc(sizeof(float) * nl1 * E);
+  y = hs_scratch_alloc(sizeof(float) * nl1 * E);
+  cs = hs_scratch_alloc(sizeof(float) * nl1 * HD);
+  sn = hs_scratch_alloc(sizeof(float) * nl1 * HD);
+  smask = hs_scratch_alloc(sizeof(float) * nl1 * nl1);
+  pmask = hs_scratch_alloc(sizeof(float) * (nl1 * npast + 1));
+  kbuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * P + 1));
+  obuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * AR + (size_t)AR * E + 1));
+  nk = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
+  nv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
+  pk = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
+  pv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
   if (!x || !y || !cs || !sn || !smask || !pmask || !kbuf || !obuf || !nk || !nv || !pk || !pv) goto oom;
   for (int r = 0; r < nl; r++) {
     int i = lr[r];
@@ -197,10 +199,10 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
     for (int c = 0; c < nl; c++) smask[(size_t)r * nl + c] = mask[(size_t)i * CL + P + lr[c]];
   }
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * nl1 * KVD);
-    nv[l] = malloc(sizeof(float) * nl1 * KVD);
-    pk[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
-    pv[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
+    nk[l] = hs_scratch_alloc(sizeof(float) * nl1 * KVD);
+    nv[l] = hs_scratch_alloc(sizeof(float) * nl1 * KVD);
+    pk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
+    pv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
     if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) goto oom;
     if (!npast || !nl) continue;
     /* past_key [H,1,d,P] (transposed), past_value [H,1,P,d] */
@@ -232,7 +234,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   const hs_tensor *ot = &g->out[io.last ? io.logits : io.hout];
   size_t w = io.last ? (size_t)V : (size_t)E;
   if (io.last) {
-    lg = malloc(sizeof(float) * nl1 * V);
+    lg = hs_scratch_alloc(sizeof(float) * nl1 * V);
     if (!lg) goto oom;
     if (nl) hs_lmhead_n(m, y, nl, lg);
   }
@@ -254,10 +256,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
 oom:
   code = gfail(QNN_COMMON_ERROR_MEM_ALLOC, err, n, "graph %s: out of memory", g->name);
 done:
-  for (int l = 0; nk && nv && pk && pv && l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
-  free(nk); free(nv); free(pk); free(pv);
-  free(x); free(y); free(cs); free(sn); free(ch); free(shh); free(mask); free(smask); free(pmask); free(kbuf);
-  free(obuf); free(lg); free(open); free(live); free(lr);
+  hs_scratch_release(sm);
   hs_genie_io_free(&io);
   return code;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hs_scratch.h"
 #include "hs_format.h"
 #include "hs_io.h"
 #include "hs_model.h"
@@ -677,6 +678,7 @@ static Qnn_ErrorHandle_t contextFree(void *h, void *profile) {
     }
     if (c->dev) c->dev->ctx_refs--;
   }
+  if (!g_live[T_CONTEXT]) hs_scratch_free(); /* the last context: no graph is left to run */
   pthread_mutex_unlock(&g_mu);
   pthread_mutex_unlock(&g_exec);
   if (!ok) return set_err(QNN_CONTEXT_ERROR_INVALID_HANDLE, "contextFree: invalid context handle");
@@ -1033,13 +1035,14 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
 #define IN(role, l) hs_find_role(g->in, g->nin, role, l)
 #define OUT(role, l) hs_find_role(g->out, g->nout, role, l)
   int ix = IN(HS_ROLE_X, 0), ic = IN(HS_ROLE_COS, 0), is = IN(HS_ROLE_SIN, 0), im = IN(HS_ROLE_CMASK, 0), iy = OUT(HS_ROLE_Y, 0);
-  float *x = malloc(sizeof(float) * (size_t)AR * H), *cs = malloc(sizeof(float) * (size_t)AR * D);
-  float *sn = malloc(sizeof(float) * (size_t)AR * D), *y = malloc(sizeof(float) * (size_t)AR * H);
-  float *smask = malloc(sizeof(float) * (size_t)AR * AR);
-  float *pfull = past ? malloc(sizeof(float) * (size_t)AR * CTX) : NULL;
-  int *open = past ? malloc(sizeof(int) * (size_t)CTX) : NULL;
-  float **nk = calloc((size_t)L + 1, sizeof(float *)), **nv = calloc((size_t)L + 1, sizeof(float *));
-  float **pk = calloc((size_t)L + 1, sizeof(float *)), **pv = calloc((size_t)L + 1, sizeof(float *));
+  size_t sm = hs_scratch_mark();
+  float *x = hs_scratch_alloc(sizeof(float) * (size_t)AR * H), *cs = hs_scratch_alloc(sizeof(float) * (size_t)AR * D);
+  float *sn = hs_scratch_alloc(sizeof(float) * (size_t)AR * D), *y = hs_scratch_alloc(sizeof(float) * (size_t)AR * H);
+  float *smask = hs_scratch_alloc(sizeof(float) * (size_t)AR * AR);
+  float *pfull = past ? hs_scratch_alloc(sizeof(float) * (size_t)AR * CTX) : NULL;
+  int *open = past ? hs_scratch_alloc(sizeof(int) * (size_t)CTX) : NULL;
+  float **nk = hs_scratch_calloc((size_t)L + 1, sizeof(float *)), **nv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
+  float **pk = hs_scratch_calloc((size_t)L + 1, sizeof(float *)), **pv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
   float *pmask = NULL;
   int npast = 0, *live = NULL;
   Qnn_ErrorHandle_t e = QNN_SUCCESS;
@@ -1061,16 +1064,15 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
   }
   /* A window row that opens nothing is padding (hs_live): not computed, its outputs poisoned. Decode
    * always attends its own token. */
-  live = malloc(sizeof(int) * (size_t)AR);
-  unsigned char *opens = calloc((size_t)AR, 1);
-  if (!live || !opens) { free(opens); goto oom; }
+  live = hs_scratch_alloc(sizeof(int) * (size_t)AR);
+  unsigned char *opens = hs_scratch_calloc((size_t)AR, 1);
+  if (!live || !opens) goto oom;
   for (int i = 0; i < AR; i++) {
     for (int j = 0; j < AR && !opens[i]; j++) opens[i] = smask[(size_t)i * AR + j] != -INFINITY;
     for (int j = 0; past && j < CTX && !opens[i]; j++) opens[i] = pfull[(size_t)i * CTX + j] != -INFINITY;
   }
   if (g->kind == HS_KIND_DECODE) opens[0] = 1;
   int nl = hs_live(AR, opens, smask, live);
-  free(opens);
   if (nl < 0) goto oom;
   if (past) {
     for (int j = 0; j < CTX; j++) {
@@ -1078,19 +1080,19 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
       for (int i = 0; i < AR && !o; i++) o = pfull[(size_t)i * CTX + j] != -INFINITY;
       if (o) open[npast++] = j;
     }
-    pmask = malloc(sizeof(float) * ((size_t)AR * npast + 1));
+    pmask = hs_scratch_alloc(sizeof(float) * ((size_t)AR * npast + 1));
     if (!pmask) goto oom;
     for (int i = 0; i < AR; i++)
       for (int p = 0; p < npast; p++) pmask[(size_t)i * npast + p] = pfull[(size_t)i * CTX + open[p]];
   }
   hs_compact(AR, nl, live, x, H, cs, sn, D, pmask, npast, smask);
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
-    nv[l] = malloc(sizeof(float) * ((size_t)nl * KV + 1));
+    nk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)nl * KV + 1));
+    nv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)nl * KV + 1));
     if (!nk[l] || !nv[l]) goto oom;
     if (past) {
-      pk[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
-      pv[l] = malloc(sizeof(float) * ((size_t)npast * KV + 1));
+      pk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KV + 1));
+      pv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KV + 1));
       if (!pk[l] || !pv[l]) goto oom;
       int ik = IN(HS_ROLE_PAST_K, (uint32_t)l), iv = IN(HS_ROLE_PAST_V, (uint32_t)l);
       for (int p = 0; p < npast; p++) {
@@ -1110,9 +1112,7 @@ static Qnn_ErrorHandle_t run_llama(hs_graph_h *gh, void **in, void **out) {
 oom:
   e = set_err(QNN_COMMON_ERROR_MEM_ALLOC, "graph %s: out of memory", g->name);
 done:
-  for (int l = 0; l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
-  free(nk); free(nv); free(pk); free(pv);
-  free(x); free(cs); free(sn); free(y); free(smask); free(pfull); free(open); free(pmask); free(live);
+  hs_scratch_release(sm);
   return e;
 #undef IN
 #undef OUT

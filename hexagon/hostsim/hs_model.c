@@ -1,4 +1,5 @@
 /* hs_model.c - weights and the Llama forward pass (float32 arithmetic; kernels in hs_kernels.c). */
+#include "hs_scratch.h"
 #include "hs_model.h"
 #include "hs_genie.h"
 #include "hs_kernels.h"
@@ -95,12 +96,13 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
   int H = (int)d->hidden, D = (int)d->head_dim, qd = (int)(d->heads * d->head_dim);
   int kvd = (int)(d->kv_heads * d->head_dim), F = (int)d->ffn;
   int big = qd > H ? qd : H;
-  float *h = malloc(sizeof(float) * (size_t)AR * H);
-  float *q = malloc(sizeof(float) * (size_t)AR * qd);
-  float *att = malloc(sizeof(float) * (size_t)AR * qd);
-  float *o = malloc(sizeof(float) * (size_t)AR * big);
-  float *g = malloc(sizeof(float) * (size_t)AR * F);
-  float *u = malloc(sizeof(float) * (size_t)AR * F);
+  size_t sm = hs_scratch_mark();
+  float *h = hs_scratch_alloc(sizeof(float) * (size_t)AR * H);
+  float *q = hs_scratch_alloc(sizeof(float) * (size_t)AR * qd);
+  float *att = hs_scratch_alloc(sizeof(float) * (size_t)AR * qd);
+  float *o = hs_scratch_alloc(sizeof(float) * (size_t)AR * big);
+  float *g = hs_scratch_alloc(sizeof(float) * (size_t)AR * F);
+  float *u = hs_scratch_alloc(sizeof(float) * (size_t)AR * F);
   for (uint32_t l = 0; l < d->layers; l++) {
     const hs_layer *L = &m->layers[l];
     for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &L->in_norm, d->eps, H, h + (size_t)i * H);
@@ -128,7 +130,7 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
   }
   if (m->norm.cols) /* absent in an ExecuTorch shard that is not the last */
     for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
-  free(h); free(q); free(att); free(o); free(g); free(u);
+  hs_scratch_release(sm);
 }
 
 int hs_live(int AR, const unsigned char *opens, const float *smask, int *live) {

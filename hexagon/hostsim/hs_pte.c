@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_scratch.h"
 #include "hs_io.h"
 #include "hs_pte.h"
 #include "qnn_abi.h"
@@ -141,16 +142,17 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
   int AR = (int)io.ar, S = (int)io.s, CL = (int)io.cl, H = (int)d->hidden, HD = (int)d->head_dim, half = HD / 2;
   int NKV = (int)d->kv_heads, KVD = NKV * HD, L = (int)d->layers, V = (int)d->vocab;
   uint32_t code = 0;
-  float *x = calloc((size_t)AR * H, sizeof(float)), *y = calloc((size_t)AR * H, sizeof(float));
-  float *cs = calloc((size_t)AR * HD, sizeof(float)), *sn = calloc((size_t)AR * HD, sizeof(float));
-  float *ch = calloc((size_t)AR * half, sizeof(float)), *shh = calloc((size_t)AR * half, sizeof(float));
-  float *mask = calloc((size_t)AR * CL, sizeof(float)), *smask = calloc((size_t)AR * AR, sizeof(float));
-  float *pmask = calloc((size_t)AR * S + 1, sizeof(float)), *kbuf = calloc((size_t)KVD * (S > AR ? S : AR) + 1, sizeof(float));
-  int *open = calloc((size_t)S + 1, sizeof(int)), *live = calloc((size_t)AR, sizeof(int));
-  unsigned char *opens = calloc((size_t)AR, 1), *dead = calloc((size_t)AR, 1);
-  float **nk = calloc((size_t)L, sizeof(float *)), **nv = calloc((size_t)L, sizeof(float *));
-  float **pk = calloc((size_t)L, sizeof(float *)), **pv = calloc((size_t)L, sizeof(float *));
-  double *inv = calloc((size_t)half, sizeof(double));
+  size_t sm = hs_scratch_mark();
+  float *x = hs_scratch_calloc((size_t)AR * H, sizeof(float)), *y = hs_scratch_calloc((size_t)AR * H, sizeof(float));
+  float *cs = hs_scratch_calloc((size_t)AR * HD, sizeof(float)), *sn = hs_scratch_calloc((size_t)AR * HD, sizeof(float));
+  float *ch = hs_scratch_calloc((size_t)AR * half, sizeof(float)), *shh = hs_scratch_calloc((size_t)AR * half, sizeof(float));
+  float *mask = hs_scratch_calloc((size_t)AR * CL, sizeof(float)), *smask = hs_scratch_calloc((size_t)AR * AR, sizeof(float));
+  float *pmask = hs_scratch_calloc((size_t)AR * S + 1, sizeof(float)), *kbuf = hs_scratch_calloc((size_t)KVD * (S > AR ? S : AR) + 1, sizeof(float));
+  int *open = hs_scratch_calloc((size_t)S + 1, sizeof(int)), *live = hs_scratch_calloc((size_t)AR, sizeof(int));
+  unsigned char *opens = hs_scratch_calloc((size_t)AR, 1), *dead = hs_scratch_calloc((size_t)AR, 1);
+  float **nk = hs_scratch_calloc((size_t)L, sizeof(float *)), **nv = hs_scratch_calloc((size_t)L, sizeof(float *));
+  float **pk = hs_scratch_calloc((size_t)L, sizeof(float *)), **pv = hs_scratch_calloc((size_t)L, sizeof(float *));
+  double *inv = hs_scratch_calloc((size_t)half, sizeof(double));
   if (!x || !y || !cs || !sn || !ch || !shh || !mask || !smask || !pmask || !kbuf || !open || !live || !opens || !dead || !nk ||
       !nv || !pk || !pv || !inv)
     goto oom;
@@ -220,10 +222,10 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
 
   /* Caches of the opened slots: K is [1,n_kv,hd,S] (transposed), V [1,n_kv,S,hd]. */
   for (int l = 0; l < L; l++) {
-    nk[l] = malloc(sizeof(float) * ((size_t)nl * KVD + 1));
-    nv[l] = malloc(sizeof(float) * ((size_t)nl * KVD + 1));
-    pk[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
-    pv[l] = malloc(sizeof(float) * ((size_t)npast * KVD + 1));
+    nk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)nl * KVD + 1));
+    nv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)nl * KVD + 1));
+    pk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
+    pv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
     if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) goto oom;
     if (!npast) continue;
     hs_load(&g->in[io.k[l]], in[io.k[l]], 0, (size_t)KVD * S, kbuf);
@@ -273,10 +275,7 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
 oom:
   code = efail(QNN_COMMON_ERROR_MEM_ALLOC, err, n, "graph %s: out of memory", g->name);
 done:
-  for (int l = 0; nk && nv && pk && pv && l < L; l++) { free(nk[l]); free(nv[l]); free(pk[l]); free(pv[l]); }
-  free(nk); free(nv); free(pk); free(pv);
-  free(x); free(y); free(cs); free(sn); free(ch); free(shh); free(mask); free(smask); free(pmask); free(kbuf);
-  free(open); free(live); free(opens); free(dead); free(inv);
+  hs_scratch_release(sm);
   hs_et_io_free(&io);
   return code;
 }
