@@ -179,8 +179,12 @@ func (c *Copier[T]) start(hand bool) {
 	c.started = len(c.queue)
 	now := time.Now()
 	if hand {
-		if !c.last.IsZero() {
-			c.gap = ewma(c.gap, min(now.Sub(c.last), maxGap))
+		// A pause after which the workers stopped polling is not a gap
+		// between Hands: folded in, it would make them poll too rarely for
+		// the copies of the next Hands (a request's first tokens after an
+		// idle spell), which the caller's Wait would then run itself.
+		if d := now.Sub(c.last); !c.last.IsZero() && (c.gap == 0 || d <= c.lapse()) {
+			c.gap = ewma(c.gap, min(d, maxGap))
 		}
 		c.last = now
 	}
@@ -217,12 +221,15 @@ func (c *Copier[T]) poll() time.Duration {
 	if c.closed || c.wake <= c.dear || c.gap == 0 {
 		return 0
 	}
-	p := max(c.gap/4, minPoll)
-	if time.Since(c.last) > 2*c.gap+p {
+	if time.Since(c.last) > c.lapse() {
 		return 0
 	}
-	return p
+	return max(c.gap/4, minPoll)
 }
+
+// lapse is how long after the last Hand the workers poll on: two recent
+// gaps and a period.
+func (c *Copier[T]) lapse() time.Duration { return 2*c.gap + max(c.gap/4, minPoll) }
 
 // Submit is Queue and Start.
 func (c *Copier[T]) Submit(ts ...T) {

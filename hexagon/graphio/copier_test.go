@@ -142,3 +142,32 @@ func TestCopierPolls(t *testing.T) {
 		})
 	}
 }
+
+// TestCopierPauseKeepsGap checks that a pause long enough for the workers to
+// stop polling does not count as a gap between Hands: after it they poll as
+// often as before it.
+func TestCopierPauseKeepsGap(t *testing.T) {
+	c := NewCopier(1, 1, func(k int) int { return k }, func(int) {})
+	defer c.Close()
+	c.mu.Lock()
+	c.dear = 0
+	c.mu.Unlock()
+	gap := func() time.Duration {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.gap
+	}
+	for range 8 {
+		c.Queue(0)
+		c.Hand()
+		time.Sleep(2 * time.Millisecond)
+	}
+	before := gap()
+	time.Sleep(300 * time.Millisecond) // well past 2·gap: polling stopped
+	c.Queue(0)
+	c.Hand()
+	if after := gap(); after != before {
+		t.Errorf("gap %v after a 300 ms pause, want %v as before it", after, before)
+	}
+	c.WaitAll()
+}
