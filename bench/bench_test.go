@@ -339,6 +339,8 @@ func TestDecodeStepsThread(t *testing.T) {
 	use := func(cpu time.Duration, faults int64) threadcpu.Usage {
 		return threadcpu.Usage{CPU: cpu, MinorFaults: faults, InvolSwitches: 1, RunDelay: 7 * us}
 	}
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	for _, tc := range []struct {
 		name   string
 		a, b   evalRec
@@ -347,11 +349,16 @@ func TestDecodeStepsThread(t *testing.T) {
 		faults int64
 	}{
 		{"graph CPU subtracted",
-			evalRec{use: use(1000*us, 3), cpu: 1002 * us, endUse: use(1832*us, 3), endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
-			evalRec{use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 98 * us, 2},
-		{"no graphs", evalRec{use: use(0, 0), cpu: 1 * us, endUse: use(11*us, 0), endCPU: 11 * us, useOK: true}, evalRec{use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
-		{"readings at Eval's end left out", evalRec{use: use(0, 0), cpu: 1 * us, endUse: use(9*us, 0), endCPU: 11 * us, useOK: true},
-			evalRec{use: use(53*us, 0), useOK: true}, true, 50 * us, 0},
+			evalRec{start: at(0), end: at(5100 * us), use: use(1000*us, 3), cpu: 1002 * us, endUse: use(1832*us, 3), endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
+			evalRec{start: at(5300 * us), use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 98 * us, 2},
+		{"no graphs", evalRec{start: at(0), end: at(20 * us), use: use(0, 0), cpu: 1 * us, endUse: use(11*us, 0), endCPU: 11 * us, useOK: true},
+			evalRec{start: at(100 * us), use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
+		{"readings at Eval's end left out", evalRec{start: at(0), end: at(20 * us), use: use(0, 0), cpu: 1 * us, endUse: use(9*us, 0), endCPU: 11 * us, useOK: true},
+			evalRec{start: at(100 * us), use: use(53*us, 0), useOK: true}, true, 50 * us, 0},
+		// The clock charges 262 µs of the graph call to Step's 40 µs outside it:
+		// model I/O is bounded by those 40 µs, the engine's 42 µs stand.
+		{"CPU beyond wall time bounded", evalRec{start: at(0), end: at(5040 * us), use: use(0, 0), cpu: 1 * us, endUse: use(1063*us, 0), endCPU: 1063 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
+			evalRec{start: at(5100 * us), use: use(1105*us, 0), useOK: true}, true, 82 * us, 0},
 		{"graph CPU unknown", evalRec{useOK: true, d: Counters{Graph: us}}, evalRec{useOK: true}, false, 0, 0},
 		{"no reading", evalRec{useOK: true}, evalRec{}, false, 0, 0},
 	} {

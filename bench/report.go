@@ -73,8 +73,13 @@ type HostTime struct {
 	// graph calls (the worker locked to its thread; Linux): the host's own
 	// work without time spent waiting for a core, which on a shared machine
 	// (and with hostsim's threads computing the graphs on the same cores)
-	// the wall figure includes. N = 0: not measured.
-	CPUUS    Dist      `json:"cpu_us"`
+	// the wall figure includes. Each part (inside Step, between Steps) is
+	// bounded by its wall time, see RawCPUUS. N = 0: not measured.
+	CPUUS Dist `json:"cpu_us"`
+	// RawCPUUS is CPUUS as the thread clock reads it, its parts not bounded
+	// by their wall times: on a VM whose clock charges part of a graph call
+	// after the call, more than the host did (docs/performance.md).
+	RawCPUUS Dist      `json:"cpu_raw_us"`
 	CPUSplit HostCPU   `json:"cpu_split_us"` // medians per token
 	Thread   ThreadUse `json:"thread"`       // what the scheduler and the kernel did to that thread
 	GraphMS  Dist      `json:"graph_ms"`     // inside graph execution, for scale

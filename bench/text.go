@@ -70,6 +70,11 @@ func writeHost(p func(string, ...any), host []HostTime) {
 			h.Thread.InvolSwitches, h.Thread.VolSwitches, h.Thread.MinorFaults, h.Thread.EngineMinorFaults, h.Thread.RunDelayUS)
 	}
 	for _, h := range host {
+		if h.RawCPUUS.N > 0 && h.RawCPUUS.P50 > h.CPUUS.P50 {
+			p("  %s: p50 %.1f as the thread clock reads it (parts not bounded by their wall time)", h.Sampling, h.RawCPUUS.P50)
+		}
+	}
+	for _, h := range host {
 		if h.IO.KVCopyBackground > 0 {
 			p("  %s: KV copy µs per decode token p50: %.1f on the critical path (in model I/O), %.1f in the background", h.Sampling, h.IO.KVCopy, h.IO.KVCopyBackground)
 		}
