@@ -153,7 +153,7 @@ func BenchmarkPrefillCall(b *testing.B) {
 			for i := range toks {
 				toks[i] = int32(1000 + 7*i)
 			}
-			cpu0, flt0 := processCPU(), processFaults()
+			cpu0, flt0 := processUse()
 			for b.Loop() {
 				id, err := r.Open(valid)
 				if err != nil {
@@ -169,26 +169,18 @@ func BenchmarkPrefillCall(b *testing.B) {
 				r.sync()
 				r.Release(id)
 			}
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(float64(processFaults()-flt0)/float64(b.N), "faults/op")
+			cpu1, flt1 := processUse()
+			b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(flt1-flt0)/float64(b.N), "faults/op")
 		})
 	}
 }
 
-// processFaults is the process's minor page faults so far.
-func processFaults() int64 {
+// processUse is the process's user + system CPU time and minor page faults so far.
+func processUse() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return ru.Minflt
-}
-
-// processCPU is the process's user + system CPU time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt
 }
