@@ -69,9 +69,9 @@ type Copier[T any] struct {
 }
 
 // Polling thresholds: workers poll when a wake costs more than pollWake,
-// at a quarter of the time between Hands (at least minPoll); a pause
-// longer than maxGap counts as maxGap, so that polling stops at most
-// 2·maxGap after the last Hand.
+// at a quarter of the time between Hands (at least minPoll); a gap counts
+// as at most maxGap, so that polling stops at most ≈ 2·maxGap after the
+// last Hand (a pause past that, see lapse, does not count at all).
 const (
 	pollWake = 10 * time.Microsecond
 	minPoll  = 250 * time.Microsecond
@@ -215,8 +215,8 @@ func ewma(avg, d time.Duration) time.Duration {
 }
 
 // poll is the polling period while wakes are dear and Hands keep coming
-// (the last one less than two recent gaps ago), else 0: the workers sleep
-// until woken. c.mu is held.
+// (the last one within lapse), else 0: the workers sleep until woken.
+// c.mu is held.
 func (c *Copier[T]) poll() time.Duration {
 	if c.closed || c.wake <= c.dear || c.gap == 0 {
 		return 0
