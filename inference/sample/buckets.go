@@ -12,7 +12,7 @@ const (
 	// w/2 = 10/nbig = 6.1e-4 (in units of T) of its bucket's centre, so the
 	// first-order expansion of its weight errs by less than w²/8 = 1.9e-7
 	// (relative), below the float32 rounding of (v − m)/T itself.
-	nbig = 16384
+	nbig = scan.HistBuckets
 	// bigMin is the number of candidates from which a step takes the
 	// histogram path.
 	bigMin = 8192
@@ -29,7 +29,7 @@ var bucketE = func() *[nbig]float64 {
 
 // buckets is the state of the F32 bucket histogram (see hist).
 type buckets struct {
-	acc   *[nbig]uint64  // per bucket: count<<40 + sum of fractions
+	acc   *scan.HistAcc  // per bucket: count<<40 + sum of fractions (then a sink)
 	bw    *[nbig]float64 // per bucket: mass
 	bblk  [nbig / 64]float64
 	of    []uint16 // per id: its bucket + 1 (0: below thr, or touched)
@@ -38,12 +38,13 @@ type buckets struct {
 }
 
 func newBuckets(vocab int) buckets {
-	return buckets{acc: new([nbig]uint64), bw: new([nbig]float64), of: make([]uint16, vocab)}
+	return buckets{acc: new(scan.HistAcc), bw: new([nbig]float64), of: make([]uint16, vocab)}
 }
 
-// bucketOf returns the bucket of a logit v ≥ s.thr, as histF32 computes it.
+// bucketOf returns the bucket of a logit v ≥ s.thr, as scan.HistF32 computes
+// it.
 func (s *Sampler) bucketOf(v float32) int {
-	return int(min(int64((v-s.thr)*s.bk.scale), qMax) >> 16)
+	return int(scan.HistPos((v-s.thr)*s.bk.scale) >> 16)
 }
 
 // hist prepares a step with many candidates (nearly flat logits), where
@@ -75,7 +76,7 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	clear(acc[:])
 	switch l.Type {
 	case F32:
-		histF32(l.F32, thr, s.bk.scale, acc, of)
+		scan.HistF32(l.F32, thr, s.bk.scale, acc, of)
 	case F16:
 		histF16(l.Raw16, thr, s.bk.scale, acc, of)
 	default:
@@ -83,7 +84,7 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 	}
 	for _, id := range s.tlist {
 		if t := (l.At(int(id)) - thr) * s.bk.scale; t >= 0 {
-			q := min(int64(t), qMax)
+			q := scan.HistPos(t)
 			acc[q>>16] -= 1<<40 | uint64(q&0xffff)
 			of[id] = 0
 		}
@@ -97,33 +98,27 @@ func (s *Sampler) hist(l Logits, skip []uint64, mt float32) bool {
 
 // bucketWeights turns the histogram into each bucket's estimated weight
 // (bk.bw) and each block of 64 buckets' sum (bk.bblk), adds the touched
-// ids' exact weights, and returns how many candidates lie above thr and
-// their total weight.
+// ids' exact weights to both, and returns how many candidates lie above thr
+// and their total weight.
 func (s *Sampler) bucketWeights(thr, m float32) (n int, z float64) {
-	const dw = float64(sampleCutoff) / nbig // bucket width in units of T
-	for b, a := range s.bk.acc {
-		if a == 0 { // (flat logits leave the lowest buckets empty)
-			s.bk.bw[b] = 0
-			continue
-		}
-		c, f := float64(a>>40), float64(a&(1<<40-1))
-		// Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw
-		s.bk.bw[b] = bucketE[b] * (c*(1+dw*(0.5/65536-0.5)) + dw/65536*f)
-		n += int(a >> 40)
-	}
+	const (
+		dw = float64(sampleCutoff) / nbig // bucket width in units of T
+		// per bucket Σ (1 + δ) with δ = ((f + ½)/65536 − ½)·dw is
+		// c·k0 + f·k1 (c its count, f its sum of fractions)
+		k0 = 1 + dw*(0.5/65536-0.5)
+		k1 = dw / 65536
+	)
+	n = scan.HistWeights(s.bk.acc, bucketE, k0, k1, s.bk.bw, &s.bk.bblk)
 	inv := 1 / s.p.Temperature
 	for _, x := range s.tv {
 		if x.v >= thr {
-			s.bk.bw[s.bucketOf(x.v)] += float64(expNeg((x.v - m) * inv))
+			b, w := s.bucketOf(x.v), float64(expNeg((x.v-m)*inv))
+			s.bk.bw[b] += w
+			s.bk.bblk[b/64] += w
 			n++
 		}
 	}
-	for i := range s.bk.bblk {
-		var bz float64
-		for _, w := range s.bk.bw[i*64 : i*64+64] {
-			bz += w
-		}
-		s.bk.bblk[i] = bz
+	for _, bz := range s.bk.bblk {
 		z += bz
 	}
 	return n, z
@@ -300,42 +295,21 @@ func (s *Sampler) keptBig() ([]cand, []float64) {
 }
 
 // The histogram path (see sampler.hist) puts every logit v ≥ thr in bucket
-// b = q>>16 of the fixed-point position q = ⌊(v−thr)·scale⌋ (16 fraction
-// bits; the top bucket takes everything above it), adds 1<<40 | (q & 0xffff)
-// to acc[b] (the count and the sum of fractions: the first-order
-// expansion of the weights around the bucket's centre) and sets of[i] to
-// b+1; every other id's of[i] is 0. Integer sums make taking an id out
-// again exact. A bucket's ids are found again by scanning of (bucketIDs),
-// which only the bucket where top_p or the draw falls needs.
+// b = q>>16 of the fixed-point position q = scan.HistPos((v−thr)·scale)
+// (16 fraction bits; the top bucket takes everything above it), adds
+// 1<<40 | (q & 0xffff) to acc[b] (the count and the sum of fractions: the
+// first-order expansion of the weights around the bucket's centre) and sets
+// of[i] to b+1; every other id's of[i] is 0. Integer sums make taking an id
+// out again exact. A bucket's ids are found again by scanning of
+// (bucketIDs), which only the bucket where top_p or the draw falls needs.
 
-const qMax = nbig<<16 - 1
+// F32 logits are bucketed by scan.HistF32 (a vector kernel on amd64). The
+// F16 and U16 hist functions gather, a block at a time, the ids whose logit
+// is at least thr (a superset of those with t ≥ 0, which scan.HistAdd checks
+// exactly) and bucket only those (the block's other ids get of 0); once a
+// block had many (flat logits), they bucket every element of the rest.
 
-// The hist functions gather, a block at a time, the ids whose logit is at
-// least thr (a superset of those with t ≥ 0, which addBucket checks exactly)
-// and bucket only those (the block's other ids get of 0); once a block had
-// many (flat logits), they bucket every element of the rest.
-
-func histF32(x []float32, thr, scale float32, acc *[nbig]uint64, of []uint16) {
-	var idx [block]int32
-	dense := false
-	for lo := 0; lo < len(x); lo += block {
-		b := x[lo:min(lo+block, len(x))]
-		if dense {
-			for j := range b {
-				addBucket(acc, of, lo+j, (b[j]-thr)*scale)
-			}
-			continue
-		}
-		clear(of[lo : lo+len(b)])
-		n := scan.GatherGEF32(b, thr, idx[:])
-		for _, j := range idx[:n] {
-			addBucket(acc, of, lo+int(j), (b[j]-thr)*scale)
-		}
-		dense = n*4 > len(b)
-	}
-}
-
-func histF16(x []uint16, thr, scale float32, acc *[nbig]uint64, of []uint16) {
+func histF16(x []uint16, thr, scale float32, acc *scan.HistAcc, of []uint16) {
 	k := halfKeyCeil(thr) // value ≥ thr: key ≥ k (NaNs aside, which half2f makes -Inf)
 	if k > 0xffff {
 		return
@@ -346,20 +320,20 @@ func histF16(x []uint16, thr, scale float32, acc *[nbig]uint64, of []uint16) {
 		b := x[lo:min(lo+block, len(x))]
 		if dense {
 			for j := range b {
-				addBucket(acc, of, lo+j, (half2f[b[j]]-thr)*scale)
+				scan.HistAdd(acc, of, lo+j, (half2f[b[j]]-thr)*scale)
 			}
 			continue
 		}
 		clear(of[lo : lo+len(b)])
 		n := scan.GatherGEHalf(b, uint16(k), idx[:])
 		for _, j := range idx[:n] {
-			addBucket(acc, of, lo+int(j), (half2f[b[j]]-thr)*scale)
+			scan.HistAdd(acc, of, lo+int(j), (half2f[b[j]]-thr)*scale)
 		}
 		dense = n*4 > len(b)
 	}
 }
 
-func histU16(l Logits, thr, scale float32, acc *[nbig]uint64, of []uint16) {
+func histU16(l Logits, thr, scale float32, acc *scan.HistAcc, of []uint16) {
 	x := l.Raw16
 	c := u16Ceil(l, thr) // value ≥ thr: code ≥ c
 	if c > 0xffff {
@@ -371,27 +345,15 @@ func histU16(l Logits, thr, scale float32, acc *[nbig]uint64, of []uint16) {
 		b := x[lo:min(lo+block, len(x))]
 		if dense {
 			for j := range b {
-				addBucket(acc, of, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
+				scan.HistAdd(acc, of, lo+j, (u16Val(l, int(b[j]))-thr)*scale)
 			}
 			continue
 		}
 		clear(of[lo : lo+len(b)])
 		n := scan.GatherGEU16(b, uint16(c), idx[:])
 		for _, j := range idx[:n] {
-			addBucket(acc, of, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
+			scan.HistAdd(acc, of, lo+int(j), (u16Val(l, int(b[j]))-thr)*scale)
 		}
 		dense = n*4 > len(b)
 	}
-}
-
-// addBucket adds id i at position t (in units of fractions of a bucket)
-// when t ≥ 0, and sets of[i] (0 when t < 0).
-func addBucket(acc *[nbig]uint64, of []uint16, i int, t float32) {
-	if !(t >= 0) {
-		of[i] = 0
-		return
-	}
-	q := min(int64(t), qMax)
-	acc[q>>16] += 1<<40 | uint64(q&0xffff)
-	of[i] = uint16(q>>16 + 1)
 }

@@ -1,6 +1,9 @@
 package scan
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // BenchmarkScans scans a Llama-3-sized vocabulary with no match (the whole
 // vector is read): compare with -tags purego for the Go forms.
@@ -42,4 +45,33 @@ func BenchmarkScans(b *testing.B) {
 			IndexEq16(x16, 1, 2)
 		}
 	})
+}
+
+// BenchmarkHistF32 buckets a Llama-3-sized vocabulary of flat logits (every
+// element within range: the sampler's worst case), of logits with most
+// within range, and with a tenth (the branches of a kernel that tested each
+// lane would mispredict most).
+func BenchmarkHistF32(b *testing.B) {
+	const V = 128256
+	r := rand.New(rand.NewPCG(3, 3))
+	acc, of := new(HistAcc), make([]uint16, V)
+	const dS = 14
+	for _, c := range []struct {
+		name  string
+		sigma float64
+	}{{"flat", 1}, {"most", 2.5}, {"tenth", 4.5}} {
+		x := make([]float32, V)
+		top := float32(0)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * c.sigma)
+			top = max(top, x[i])
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(4 * V)
+			for b.Loop() {
+				clear(acc[:])
+				HistF32(x, top-dS, HistBuckets*65536/dS, acc, of)
+			}
+		})
+	}
 }

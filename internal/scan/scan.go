@@ -3,14 +3,16 @@
 // codes: the first element at or above a threshold (which serves argmax and
 // the candidate collectors, whose threshold follows the running maximum),
 // the first element equal to one of two codes, the indices of the elements
-// at or above a threshold (gathers) and the code histogram of those
-// elements (counts).
+// at or above a threshold (gathers), the code histogram of those elements
+// (counts), and the sampler's fixed-point bucket histogram of float32
+// logits (HistF32, with HistWeights to weigh its buckets).
 //
 // Like the standard library's internal/bytealg, each scan has a pure-Go form
 // (scan_generic.go, also the reference the tests compare against) and, on
 // amd64 with AVX2 and on arm64 (NEON), an assembly kernel that skips whole
 // vectors of non-matching elements (or compresses the matching indices) and
-// leaves the last few elements to the Go loop.
+// leaves the last few elements to the Go loop. The histogram has an amd64
+// kernel only (hist_amd64.s); elsewhere its Go form (hist.go) runs.
 // Building with the tag purego selects the Go forms everywhere. Both forms
 // return the same index for every input.
 package scan
