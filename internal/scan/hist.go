@@ -43,11 +43,11 @@ func histF32Go(x []float32, thr, scale float32, acc *HistAcc, of []uint16) {
 	}
 }
 
-// histGather is HistF32 a block at a time: it gathers the indices of the
-// elements at or above thr (a superset of those with t ≥ 0) and buckets
-// only those (the block's others get of 0); once a block had many (flat
-// logits), it buckets every element of the rest with dense.
-func histGather(x []float32, thr, scale float32, acc *HistAcc, of []uint16, dense func([]float32, float32, float32, *HistAcc, []uint16)) {
+// histGather is HistF32 without its kernel, a block at a time: it gathers
+// the indices of the elements at or above thr (a superset of those with t ≥
+// 0) and buckets only those (the block's others get of 0); once a block had
+// many (flat logits), it buckets every element of the rest.
+func histGather(x []float32, thr, scale float32, acc *HistAcc, of []uint16) {
 	of = of[:len(x)]
 	var idx [histBlock]int32
 	for lo := 0; lo < len(x); lo += histBlock {
@@ -58,7 +58,7 @@ func histGather(x []float32, thr, scale float32, acc *HistAcc, of []uint16, dens
 			HistAdd(acc, of, lo+int(j), (b[j]-thr)*scale)
 		}
 		if n*4 > len(b) {
-			dense(x[lo+len(b):], thr, scale, acc, of[lo+len(b):])
+			histF32Go(x[lo+len(b):], thr, scale, acc, of[lo+len(b):])
 			return
 		}
 	}

@@ -20,7 +20,7 @@ func histF32(x []float32, thr, scale float32, acc *HistAcc, of []uint16, buf *[h
 // long as x.
 func HistF32(x []float32, thr, scale float32, acc *HistAcc, of []uint16) {
 	if !native {
-		histGather(x, thr, scale, acc, of, histF32Go)
+		histGather(x, thr, scale, acc, of)
 		return
 	}
 	of = of[:len(x)]

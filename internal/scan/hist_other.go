@@ -9,7 +9,7 @@ package scan
 // q>>16 + 1; every other element sets of[i] to 0. of must be at least as
 // long as x.
 func HistF32(x []float32, thr, scale float32, acc *HistAcc, of []uint16) {
-	histGather(x, thr, scale, acc, of, histF32Go)
+	histGather(x, thr, scale, acc, of)
 }
 
 // HistWeights turns HistF32's histogram into each bucket's weight, bw[b] =

@@ -58,7 +58,7 @@ func TestHistF32(t *testing.T) {
 			gotOf, gathOf := slices.Repeat([]uint16{0xbeef}, n), slices.Repeat([]uint16{0xbeef}, n)
 			histF32Go(x, c.thr, scale, want, wantOf)
 			HistF32(x, c.thr, scale, got, gotOf)
-			histGather(x, c.thr, scale, gath, gathOf, histF32Go)
+			histGather(x, c.thr, scale, gath, gathOf)
 			for _, g := range []struct {
 				name string
 				acc  *HistAcc
