@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -46,6 +47,14 @@ func TestHistF32(t *testing.T) {
 		{"none above", gauss(1000, 1), 50},
 		{"short", gauss(7, 1), -3},
 		{"empty", nil, 0},
+	}
+	for k := range 200 { // short and odd lengths, every threshold (the chunk and tail edges)
+		n := r.IntN(700)
+		cases = append(cases, struct {
+			name string
+			x    []float32
+			thr  float32
+		}{fmt.Sprintf("random %d", k), gauss(n, 0.5+3*r.Float64()), float32(r.NormFloat64() * 4)})
 	}
 	for _, c := range cases {
 		for _, n := range []int{len(c.x), max(len(c.x)-3, 0)} {
