@@ -224,12 +224,15 @@ func (c *Copier[T]) poll() time.Duration {
 	if time.Since(c.last) > c.lapse() {
 		return 0
 	}
-	return max(c.gap/4, minPoll)
+	return c.period()
 }
+
+// period is the polling period for the recent gap between Hands.
+func (c *Copier[T]) period() time.Duration { return max(c.gap/4, minPoll) }
 
 // lapse is how long after the last Hand the workers poll on: two recent
 // gaps and a period.
-func (c *Copier[T]) lapse() time.Duration { return 2*c.gap + max(c.gap/4, minPoll) }
+func (c *Copier[T]) lapse() time.Duration { return 2*c.gap + c.period() }
 
 // Submit is Queue and Start.
 func (c *Copier[T]) Submit(ts ...T) {
