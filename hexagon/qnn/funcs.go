@@ -47,7 +47,7 @@ type coreFuncs struct {
 	graphRetrieve func(c contextHandle, name *byte, out *graphHandle) uint64
 	// [21] Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t, const Qnn_Tensor_t* inputs, uint32_t numInputs,
 	//      Qnn_Tensor_t* outputs, uint32_t numOutputs, Qnn_ProfileHandle_t, Qnn_SignalHandle_t)
-	// The entry itself, called through graphExecute.
+	// The entry itself, called by graphExecute: the one call made per token.
 	graphExecuteFn uintptr
 	// [25] Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t*)
 	logCreate func(cb uintptr, level uint32, out *logHandle) uint64
@@ -71,10 +71,11 @@ type coreFuncs struct {
 	errorGetMessage func(err uint64, out **byte) uint64
 }
 
-// graphExecute calls QnnGraph_execute with no profile and no signal; in and
-// out are C memory. Runners make this call for every graph call, so it
-// calls the entry with purego.SyscallN: a RegisterFunc binding, through
-// reflection, took twice the time and seven allocations (BenchmarkExecute).
+// graphExecute calls QnnGraph_execute with no profile and no signal. It
+// calls the entry with purego.SyscallN: a RegisterFunc binding goes through
+// reflection, seven allocations and ≈ 5× the time per call
+// (BenchmarkExecute), and this is the call a runner makes per graph call.
+// in and out are C memory.
 func (f *coreFuncs) graphExecute(g graphHandle, in unsafe.Pointer, nIn uint32, out unsafe.Pointer, nOut uint32) uint64 {
 	st, _, _ := purego.SyscallN(f.graphExecuteFn, uintptr(g), uintptr(in), uintptr(nIn), uintptr(out), uintptr(nOut), 0, 0)
 	return uint64(st)
