@@ -225,7 +225,7 @@ func (c *Call) Execute() error {
 		t.Lock()
 		defer t.Unlock()
 	}
-	st := r.core.graphExecute(c.g.h, c.in, c.nIn, c.out, c.nOut)
+	st := r.core.graphExecute(c.g.h, c.in, c.nIn, c.out, c.nOut, 0, 0)
 	if st&0xFFFF != 0 {
 		return r.status(c.op, st)
 	}

@@ -47,8 +47,7 @@ type coreFuncs struct {
 	graphRetrieve func(c contextHandle, name *byte, out *graphHandle) uint64
 	// [21] Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t, const Qnn_Tensor_t* inputs, uint32_t numInputs,
 	//      Qnn_Tensor_t* outputs, uint32_t numOutputs, Qnn_ProfileHandle_t, Qnn_SignalHandle_t)
-	// The entry itself, called by graphExecute: the one call made per token.
-	graphExecuteFn uintptr
+	graphExecute func(g graphHandle, in unsafe.Pointer, nIn uint32, out unsafe.Pointer, nOut uint32, profile, signal uintptr) uint64
 	// [25] Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t*)
 	logCreate func(cb uintptr, level uint32, out *logHandle) uint64
 	// [27] Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t)
@@ -71,34 +70,19 @@ type coreFuncs struct {
 	errorGetMessage func(err uint64, out **byte) uint64
 }
 
-// graphExecute calls QnnGraph_execute with no profile and no signal. It
-// calls the entry with purego.SyscallN: a RegisterFunc binding goes through
-// reflection, seven allocations and ≈ 5× the time per call
-// (BenchmarkExecute), and this is the call a runner makes per graph call.
-// in and out are C memory.
-func (f *coreFuncs) graphExecute(g graphHandle, in unsafe.Pointer, nIn uint32, out unsafe.Pointer, nOut uint32) uint64 {
-	st, _, _ := purego.SyscallN(f.graphExecuteFn, uintptr(g), uintptr(in), uintptr(nIn), uintptr(out), uintptr(nOut), 0, 0)
-	return uint64(st)
-}
-
 // tableSlot reads entry slot of a function table.
 func tableSlot(table unsafe.Pointer, slot int) uintptr {
 	return *(*uintptr)(unsafe.Add(table, 8*slot))
 }
 
-// bindSlot binds fn to the table entry when it is not NULL: a *uintptr
-// gets the entry itself, a pointer to a func a purego binding. A NULL entry
-// leaves fn nil (0) and is an error only when required.
+// bindSlot binds fn to the table entry when it is not NULL. A NULL entry
+// leaves fn nil and is an error only when required.
 func bindSlot(fn any, table unsafe.Pointer, slot int, name string, required bool) error {
 	p := tableSlot(table, slot)
 	if p == 0 {
 		if required {
 			return fmt.Errorf("qnn: function table slot %d (%s) is NULL", slot, name)
 		}
-		return nil
-	}
-	if raw, ok := fn.(*uintptr); ok {
-		*raw = p
 		return nil
 	}
 	purego.RegisterFunc(fn, p)
@@ -119,7 +103,7 @@ func loadCoreFuncs(f *coreFuncs, table unsafe.Pointer) error {
 		{&f.contextCreateFromBinary, slotContextCreateFromBinary, "contextCreateFromBinary", true},
 		{&f.contextFree, slotContextFree, "contextFree", true},
 		{&f.graphRetrieve, slotGraphRetrieve, "graphRetrieve", true},
-		{&f.graphExecuteFn, slotGraphExecute, "graphExecute", true},
+		{&f.graphExecute, slotGraphExecute, "graphExecute", true},
 		{&f.logCreate, slotLogCreate, "logCreate", false},
 		{&f.logFree, slotLogFree, "logFree", false},
 		{&f.memRegister, slotMemRegister, "memRegister", false},
