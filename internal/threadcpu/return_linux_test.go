@@ -17,7 +17,7 @@ import (
 // its deep sleep, and sysmon then preempts the goroutine (it has run on that
 // P's time slice since before the call), which reschedules it. The
 // difference between the short and the long call is that cost
-// (docs/performance.md, "Returning from a long graph call").
+// (docs/performance.md, "Coming back from a long graph call").
 func BenchmarkCallReturn(b *testing.B) {
 	for _, d := range []time.Duration{time.Millisecond, 150 * time.Millisecond} {
 		b.Run(d.String(), func(b *testing.B) {
