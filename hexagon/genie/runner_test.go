@@ -613,3 +613,36 @@ func TestLoadOptions(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeStep: one sequence's one-row Steps (the decode loop) on the tiny float32
+// bundle in 3 parts, graphs and all; allocs/op is the runner's per-step garbage.
+func BenchmarkDecodeStep(b *testing.B) {
+	r := openRunner(b, openRuntime(b), writeBundle(b, "f32", 3))
+	ctx := context.Background()
+	var id inference.SeqID
+	pos := testCtx
+	b.ReportAllocs()
+	for b.Loop() {
+		if pos == testCtx-testAR {
+			b.StopTimer()
+			r.Release(id)
+			pos = testCtx
+		}
+		if pos == testCtx {
+			b.StopTimer()
+			var err error
+			if id, err = r.Open(testCtx - testAR); err != nil {
+				b.Fatal(err)
+			}
+			if _, err = r.Step(ctx, []inference.Run{{Seq: id, Tokens: prompt[:testAR]}}); err != nil {
+				b.Fatal(err)
+			}
+			pos = testAR
+			b.StartTimer()
+		}
+		if _, err := r.Step(ctx, []inference.Run{{Seq: id, Start: pos, Tokens: prompt[pos%len(prompt) : pos%len(prompt)+1]}}); err != nil {
+			b.Fatal(err)
+		}
+		pos++
+	}
+}
