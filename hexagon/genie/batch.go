@@ -136,8 +136,9 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
 	}
-	ids := make([]int32, g.ar) // padding rows: id 0, position 0 (fully masked: not computed)
-	cos, sin := g.rowsE[:g.ar*r.half], make([]float32, g.ar*r.half)
+	ids := g.ids // padding rows: id 0, position 0 (fully masked: not computed)
+	clear(ids)
+	cos, sin := g.rowsE[:g.ar*r.half], g.rowsE[g.ar*r.half:]
 	for i := range g.ar {
 		copy(cos[i*r.half:(i+1)*r.half], r.rope[:r.half])
 		copy(sin[i*r.half:(i+1)*r.half], r.rope[r.cl*r.half:r.cl*r.half+r.half])

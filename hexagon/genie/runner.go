@@ -97,7 +97,8 @@ type arGraph struct {
 	kOut   [][]byte // per layer
 	vOut   [][]byte
 	logits sample.Logits
-	rowsE  []float32 // cos/sin scratch
+	rowsE  []float32 // the call's cos rows, then its sin rows
+	ids    []int32   // the call's input ids
 }
 
 var (
@@ -606,7 +607,8 @@ func (r *Runner) setupGraph(g *arGraph) error {
 			}
 		}
 	}
-	g.rowsE = make([]float32, g.ar*r.half)
+	g.rowsE = make([]float32, 2*g.ar*r.half)
+	g.ids = make([]int32, g.ar)
 	return nil
 }
 
