@@ -103,7 +103,7 @@ func (s *Server) apiRouter(a *api, routes func(chi.Router)) func(chi.Router) {
 	return func(r chi.Router) {
 		g := s.group(a, false)
 		r.NotFound(g(http.HandlerFunc(s.notFound)).ServeHTTP)
-		r.MethodNotAllowed(g(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
+		r.MethodNotAllowed(g(methodNotAllowed(r)).ServeHTTP)
 		r.Group(func(r chi.Router) {
 			r.Use(g)
 			routes(r)

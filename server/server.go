@@ -203,7 +203,7 @@ func (s *Server) routes() {
 	r.Use(routedAPI, s.requestID, s.accessLog, s.recoverer, s.cors)
 	unknown := s.group(openAIAPI, false)
 	r.NotFound(unknown(http.HandlerFunc(s.notFound)).ServeHTTP)
-	r.MethodNotAllowed(unknown(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
+	r.MethodNotAllowed(unknown(methodNotAllowed(r)).ServeHTTP)
 
 	r.Group(func(r chi.Router) { // no key needed
 		r.Use(s.group(openAIAPI, true))
@@ -257,18 +257,28 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 }
 
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
-		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
-			allow = append(allow, m)
+// methodNotAllowed answers a request whose path routes has under other
+// methods, naming them in Allow. It matches the path as routes sees it (a
+// subrouter sees what follows its mount point): matched from the top, a
+// mount point's own path matches every method.
+func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+			path = rctx.RoutePath
 		}
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
+			if routes.Match(chi.NewRouteContext(), m, path) {
+				allow = append(allow, m)
+			}
+		}
+		for _, m := range allow {
+			w.Header().Add("Allow", m)
+		}
+		writeAPIError(w, r, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
+			Message: fmt.Sprintf("Method %s is not allowed for %s; allowed: %v", r.Method, r.URL.Path, allow)})
 	}
-	for _, m := range allow {
-		w.Header().Add("Allow", m)
-	}
-	writeAPIError(w, r, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeInvalidRequest, Code: "method_not_allowed",
-		Message: fmt.Sprintf("Method %s is not allowed for %s; allowed: %v", r.Method, r.URL.Path, allow)})
 }
 
 // decodeJSON reads the request body into v. Malformed JSON, a wrong field

@@ -205,9 +205,10 @@ func TestRouting(t *testing.T) {
 	if e := apiErr(t, rec); rec.Code != 405 || str(e.Code) != "method_not_allowed" || rec.Header().Get("Allow") != "GET" {
 		t.Fatalf("405: %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
-	rec = do(s, "GET", "/tokenize", "")
-	if rec.Code != 405 || rec.Header().Get("Allow") != "POST" {
-		t.Fatalf("405 tokenize: %d %v", rec.Code, rec.Header())
+	for _, path := range []string{"/tokenize", "/v1/messages", "/v1/messages/count_tokens", "/api/chat"} {
+		if rec := do(s, "GET", path, ""); rec.Code != 405 || strings.Join(rec.Header().Values("Allow"), ",") != "POST" {
+			t.Errorf("GET %s: %d, Allow %q", path, rec.Code, rec.Header().Values("Allow"))
+		}
 	}
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
 		if rec := do(s, "POST", path, "{}"); rec.Code == 404 || rec.Code == 405 {
