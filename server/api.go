@@ -86,13 +86,29 @@ func withAPI(r *http.Request, a *api) *http.Request {
 // then the layers whose errors are written in a's shape (API keys, the
 // body limit); public routes skip the key check.
 func (s *Server) group(a *api, public bool) func(http.Handler) http.Handler {
+	return s.groupFor(func(*http.Request) *api { return a }, public)
+}
+
+// groupFor is group for routes that two APIs share: pick tells the
+// request's.
+func (s *Server) groupFor(pick func(*http.Request) *api, public bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		h := s.limitBody(next)
 		if !public {
 			h = s.auth(h)
 		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, withAPI(r, a)) })
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, withAPI(r, pick(r))) })
 	}
+}
+
+// modelsAPI is the API of a /v1/models request: Anthropic's when it carries
+// the anthropic-version header that Anthropic's SDKs and Claude Code send
+// (their models endpoint has the same path), else OpenAI's.
+func modelsAPI(r *http.Request) *api {
+	if r.Header.Get("anthropic-version") != "" {
+		return anthropicAPI
+	}
+	return openAIAPI
 }
 
 // apiRouter is the subrouter of an API under its own prefix: its unknown

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUnknownModelNamesServedIDs: a request naming a model this server does
@@ -119,5 +120,94 @@ func TestAPIDecidedAtRouting(t *testing.T) {
 	}
 	if rec := do(keyed, "GET", "/health", ""); rec.Code == 401 {
 		t.Errorf("/health needs a key: %d", rec.Code)
+	}
+}
+
+// TestModelsAnthropicShape: GET /v1/models and /v1/models/{id} answer
+// Anthropic's clients (the anthropic-version header) with Anthropic's
+// objects and paging, and errors in Anthropic's shape; OpenAI's otherwise.
+func TestModelsAnthropicShape(t *testing.T) {
+	s, _ := newTest(t, Options{Upstreams: []Upstream{{ID: "big", Relay: &fakeRelay{}}}})
+	const local = "llama-3.2-1b-instruct"
+	type page struct {
+		Data []struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			DisplayName string `json:"display_name"`
+			CreatedAt   string `json:"created_at"`
+		} `json:"data"`
+		HasMore bool    `json:"has_more"`
+		First   *string `json:"first_id"`
+		Last    *string `json:"last_id"`
+	}
+	for _, tc := range []struct {
+		query   string
+		ids     []string
+		hasMore bool
+	}{
+		{"", []string{local, "big"}, false},
+		{"?limit=1", []string{local}, true},
+		{"?limit=1&after_id=" + local, []string{"big"}, false},
+		{"?after_id=big", nil, false},
+		{"?before_id=big", []string{local}, false},
+		{"?limit=1&before_id=big", []string{local}, false},
+	} {
+		rec := do(s, "GET", "/v1/models"+tc.query, "", "anthropic-version", "2023-06-01")
+		var p page
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); rec.Code != 200 || err != nil {
+			t.Fatalf("%s: %d %s", tc.query, rec.Code, rec.Body)
+		}
+		var ids []string
+		for _, m := range p.Data {
+			if _, err := time.Parse(time.RFC3339, m.CreatedAt); m.Type != "model" || m.DisplayName != m.ID || err != nil {
+				t.Errorf("%s: object %+v", tc.query, m)
+			}
+			ids = append(ids, m.ID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tc.ids, ",") || p.HasMore != tc.hasMore {
+			t.Errorf("%s: ids %v has_more %v, want %v %v", tc.query, ids, p.HasMore, tc.ids, tc.hasMore)
+		}
+		if len(ids) > 0 && (p.First == nil || *p.First != ids[0] || p.Last == nil || *p.Last != ids[len(ids)-1]) {
+			t.Errorf("%s: first_id/last_id %s", tc.query, rec.Body)
+		}
+		if strings.Contains(rec.Body.String(), `"object"`) {
+			t.Errorf("%s: an OpenAI field in %s", tc.query, rec.Body)
+		}
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string // the object's id, or the error message
+	}{
+		{"/v1/models/" + local, 200, local},
+		{"/v1/models/big", 200, "big"},
+		{"/v1/models/claude-x", 404, "model: claude-x"},
+		{"/v1/models?limit=0", 400, "limit"},
+		{"/v1/models?after_id=nope", 400, "after_id"},
+	} {
+		rec := do(s, "GET", tc.path, "", "anthropic-version", "2023-06-01")
+		if rec.Code != tc.status {
+			t.Fatalf("%s: %d %s", tc.path, rec.Code, rec.Body)
+		}
+		if tc.status != 200 {
+			if msg := errorMessage(t, "anthropic", rec.Body.Bytes()); !strings.Contains(msg, tc.want) {
+				t.Errorf("%s: message %q, want it to say %q", tc.path, msg, tc.want)
+			}
+			continue
+		}
+		var m map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &m)
+		if m["type"] != "model" || m["id"] != tc.want || m["display_name"] != tc.want {
+			t.Errorf("%s: %s", tc.path, rec.Body)
+		}
+	}
+	// Without the header: OpenAI's list.
+	rec := do(s, "GET", "/v1/models", "")
+	var list struct {
+		Object string
+		Data   []map[string]any
+	}
+	if json.Unmarshal(rec.Body.Bytes(), &list); list.Object != "list" || len(list.Data) != 2 || list.Data[0]["object"] != "model" {
+		t.Errorf("OpenAI list: %s", rec.Body)
 	}
 }

@@ -3,6 +3,9 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -142,10 +145,14 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	for _, st := range c.Models() {
 		data = append(data, stateObject(st, st.ID))
 	}
+	data = append(data, s.upstreamObjects()...)
+	if apiOf(r) == anthropicAPI {
+		return writeAnthropicModels(w, r, data)
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
-	}{"list", append(data, s.upstreamObjects()...)})
+	}{"list", data})
 	return nil
 }
 
@@ -156,14 +163,92 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := chi.URLParam(r, "id")
+	var o modelObject
 	if u := s.upstreamFor(id); u != nil {
-		writeJSON(w, http.StatusOK, upstreamObject(id))
+		o = upstreamObject(id)
+	} else if st, ok := s.Resolve(id); ok {
+		o = stateObject(st, id)
+	} else {
+		return apiOf(r).notFound(id, s.servedIDs())
+	}
+	if apiOf(r) == anthropicAPI {
+		writeJSON(w, http.StatusOK, anthropicModel(o))
 		return nil
 	}
-	st, ok := s.Resolve(id)
-	if !ok {
-		return openAINotFound(id, s.servedIDs())
+	writeJSON(w, http.StatusOK, o)
+	return nil
+}
+
+// anthropicModelObject is Anthropic's model object.
+type anthropicModelObject struct {
+	Type        string `json:"type"` // "model"
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"` // RFC 3339
+}
+
+func anthropicModel(o modelObject) anthropicModelObject {
+	return anthropicModelObject{Type: "model", ID: o.ID, DisplayName: o.ID,
+		CreatedAt: time.Unix(o.Created, 0).UTC().Format(time.RFC3339)}
+}
+
+// writeAnthropicModels writes Anthropic's model list: a page of at most
+// limit (1–1000, default 20) objects after after_id or before before_id.
+func writeAnthropicModels(w http.ResponseWriter, r *http.Request, all []modelObject) error {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return invalid("limit", "limit: must be an integer between 1 and 1000, got %q", v)
+		}
+		limit = n
 	}
-	writeJSON(w, http.StatusOK, stateObject(st, id))
+	at := func(param string) (int, error) {
+		i := slices.IndexFunc(all, func(o modelObject) bool { return o.ID == q.Get(param) })
+		if i < 0 {
+			return 0, invalid(param, "%s: no model with id %q", param, q.Get(param))
+		}
+		return i, nil
+	}
+	lo, hi := 0, len(all)
+	switch {
+	case q.Get("after_id") != "" && q.Get("before_id") != "":
+		return invalid("before_id", "before_id and after_id cannot both be set")
+	case q.Get("after_id") != "":
+		i, err := at("after_id")
+		if err != nil {
+			return err
+		}
+		lo = i + 1
+		hi = min(hi, lo+limit)
+	case q.Get("before_id") != "":
+		i, err := at("before_id")
+		if err != nil {
+			return err
+		}
+		hi = i
+		lo = max(0, hi-limit)
+	default:
+		hi = min(hi, limit)
+	}
+	page := struct {
+		Data    []anthropicModelObject `json:"data"`
+		HasMore bool                   `json:"has_more"`
+		FirstID *string                `json:"first_id"`
+		LastID  *string                `json:"last_id"`
+	}{Data: []anthropicModelObject{}}
+	for _, o := range all[lo:hi] {
+		page.Data = append(page.Data, anthropicModel(o))
+	}
+	if n := len(page.Data); n > 0 {
+		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[n-1].ID
+	}
+	if q.Get("before_id") != "" {
+		page.HasMore = lo > 0
+	} else {
+		page.HasMore = hi < len(all)
+	}
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }

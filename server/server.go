@@ -214,8 +214,6 @@ func (s *Server) routes() {
 	r.Group(func(r chi.Router) {
 		r.Use(s.group(openAIAPI, false))
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-		r.Get("/v1/models", s.handle(s.listModels))
-		r.Get("/v1/models/{id}", s.handle(s.getModel))
 		r.Post("/v1/chat/completions", s.endpoint("messages", s.forwardTo("/chat/completions"),
 			modelRoute(s, func(req *openai.ChatCompletionRequest) string { return req.Model }, s.chatCompletions)))
 		r.Post("/v1/completions", s.endpoint("prompt", s.forwardTo("/completions"),
@@ -231,6 +229,11 @@ func (s *Server) routes() {
 			modelRoute(s, func(req *detokenizeRequest) string { return s.defaultModel(req.Model) }, s.detokenize)))
 		r.Post("/apply-template", s.handle(
 			modelRoute(s, func(req *applyTemplateRequest) string { return s.defaultModel(req.Model) }, s.applyTemplate)))
+	})
+	r.Group(func(r chi.Router) { // OpenAI's model objects, or Anthropic's to its clients
+		r.Use(s.groupFor(modelsAPI, false))
+		r.Get("/v1/models", s.handle(s.listModels))
+		r.Get("/v1/models/{id}", s.handle(s.getModel))
 	})
 	r.Route("/v1/messages", s.apiRouter(anthropicAPI, func(r chi.Router) {
 		r.Post("/", s.endpoint("messages", s.anthropicUpstream, modelRoute(s, messagesModel, s.messages)))

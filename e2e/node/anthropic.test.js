@@ -19,6 +19,20 @@ before(async () => {
   model = (await r.json()).data[0].id;
 });
 
+test('models.list and models.retrieve in Anthropic\'s shape', async () => {
+  const ids = [];
+  for await (const m of client.models.list({ limit: 1 })) {
+    assert.equal(m.type, 'model');
+    assert.equal(m.display_name, m.id);
+    assert.ok(!Number.isNaN(Date.parse(m.created_at)), m.created_at);
+    ids.push(m.id);
+  }
+  assert.deepEqual(ids, [model]);
+  const m = await client.models.retrieve(model);
+  assert.equal(m.id, model);
+  await assert.rejects(client.models.retrieve('claude-nope'), (e) => e instanceof Anthropic.NotFoundError);
+});
+
 const ask = (extra = {}) => ({
   model,
   max_tokens: 12,
