@@ -3,7 +3,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
@@ -230,10 +232,68 @@ type CompletionChoice struct {
 
 // CompletionLogprobs is the legacy completions logprobs object.
 type CompletionLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
+	Tokens        []string    `json:"tokens"`
+	TokenLogprobs []float64   `json:"token_logprobs"`
+	TopLogprobs   []TopTokens `json:"top_logprobs"`
+	// TextOffset is each token's offset in characters (Unicode code
+	// points, as OpenAI's) into the choice's text, the echoed prompt
+	// included; a token that ends inside a character adds it only with the
+	// token that completes it.
+	TextOffset []int `json:"text_offset"`
+}
+
+// TopTokens is one token's alternatives in the legacy completions
+// logprobs: a JSON object from token to logprob whose keys come in the
+// sampler's order, most likely first, as OpenAI's (a Go map would sort
+// them by token).
+type TopTokens []TopLogprob
+
+// MarshalJSON writes the object, keys in order; a token seen twice keeps
+// its first entry.
+func (t TopTokens) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	seen := make(map[string]bool, len(t))
+	for _, e := range t {
+		if seen[e.Token] {
+			continue
+		}
+		seen[e.Token] = true
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(e.Token)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(e.Logprob)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the object, keys in order.
+func (t *TopTokens) UnmarshalJSON(b []byte) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("top_logprobs entry: want an object")
+	}
+	*t = (*t)[:0]
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return err
+		}
+		var v float64
+		if err := d.Decode(&v); err != nil {
+			return err
+		}
+		*t = append(*t, TopLogprob{Token: k.(string), Logprob: v})
+	}
+	_, err := d.Token()
+	return err
 }
 
 func byteInts(b []byte) []int {
@@ -257,24 +317,45 @@ func chatLogprobs(lps []sample.Logprob) *ChatLogprobs {
 	return out
 }
 
-// completionLogprobs converts lps; offset is the text offset of the first token.
-func completionLogprobs(lps []sample.Logprob, offset int) *CompletionLogprobs {
+// textOffset is the text offset (in characters) of a choice's next token.
+type textOffset struct {
+	chars   int    // complete characters so far
+	pending []byte // the bytes of a character not complete yet
+}
+
+// completionLogprobs converts lps, advancing at.
+func completionLogprobs(lps []sample.Logprob, at *textOffset) *CompletionLogprobs {
 	out := &CompletionLogprobs{Tokens: make([]string, len(lps)), TokenLogprobs: make([]float64, len(lps)),
-		TopLogprobs: make([]map[string]float64, len(lps)), TextOffset: make([]int, len(lps))}
+		TopLogprobs: make([]TopTokens, len(lps)), TextOffset: make([]int, len(lps))}
 	for i, lp := range lps {
 		out.Tokens[i] = string(lp.Bytes)
 		out.TokenLogprobs[i] = float64(lp.Logprob)
-		top := make(map[string]float64, len(lp.Top))
-		for _, alt := range lp.Top {
-			if _, dup := top[string(alt.Bytes)]; !dup {
-				top[string(alt.Bytes)] = float64(alt.Logprob)
-			}
+		top := make(TopTokens, len(lp.Top))
+		for j, alt := range lp.Top {
+			top[j] = TopLogprob{Token: string(alt.Bytes), Logprob: float64(alt.Logprob)}
 		}
 		out.TopLogprobs[i] = top
-		out.TextOffset[i] = offset
-		offset += len(lp.Bytes)
+		out.TextOffset[i] = at.chars
+		at.pending = append(at.pending, lp.Bytes...)
+		n := completeChars(at.pending)
+		at.chars += utf8.RuneCount(at.pending[:n])
+		at.pending = append(at.pending[:0], at.pending[n:]...)
 	}
 	return out
+}
+
+// completeChars is the length of b's longest prefix that does not end
+// inside a character: all of b but a last character still missing bytes.
+func completeChars(b []byte) int {
+	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+		if c := b[len(b)-k]; utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-k:]) {
+				return len(b) - k
+			}
+			break
+		}
+	}
+	return len(b)
 }
 
 // finishReason maps the engine's reason to OpenAI's; a timeout reads as "length".
@@ -328,7 +409,7 @@ func ToCompletion(g *Generation, m Meta, res inference.Result) *Completion {
 		f := finishReason(c.Finish)
 		ch := CompletionChoice{Text: g.Echo + c.Text, Index: i, FinishReason: &f}
 		if g.Request.Logprobs {
-			ch.Logprobs = completionLogprobs(c.Logprobs, len(g.Echo))
+			ch.Logprobs = completionLogprobs(c.Logprobs, &textOffset{chars: utf8.RuneCountInString(g.Echo)})
 		}
 		if g.ReturnTokenIDs {
 			ch.TokenIDs = nonNil(c.Tokens)

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"unicode/utf8"
+
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -31,7 +33,7 @@ type choiceState struct {
 	gate   front.CallGate // tools are offered and the output may still be a call
 	ids    []int32
 	lps    []sample.Logprob
-	offset int // completions text_offset of the next token
+	offset textOffset // completions text_offset of the next token
 }
 
 // NewChatStream streams a chat completion.
@@ -44,7 +46,7 @@ func newStream(g *Generation, m Meta, isChat bool) *Stream {
 	s := &Stream{g: g, m: m, chat: isChat, choices: make([]choiceState, max(g.Request.N, 1)), first: true}
 	for i := range s.choices {
 		s.choices[i].gate = front.NewCallGate(isChat && g.Tools != nil)
-		s.choices[i].offset = len(g.Echo)
+		s.choices[i].offset = textOffset{chars: utf8.RuneCountInString(g.Echo)}
 	}
 	return s
 }
@@ -182,9 +184,8 @@ func (s *Stream) decorate(lp **ChatLogprobs, tids *[]int32, ids []int32, lps []s
 func (s *Stream) textDelta(i int, c *choiceState, text string, ids []int32, lps []sample.Logprob) Frame {
 	ch := CompletionChoice{Text: text, Index: i}
 	if s.g.Request.Logprobs {
-		ch.Logprobs = completionLogprobs(lps, c.offset)
+		ch.Logprobs = completionLogprobs(lps, &c.offset)
 	}
-	c.offset += len(text)
 	if s.g.ReturnTokenIDs {
 		ch.TokenIDs = nonNil(ids)
 	}
