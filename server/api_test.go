@@ -211,3 +211,48 @@ func TestModelsAnthropicShape(t *testing.T) {
 		t.Errorf("OpenAI list: %s", rec.Body)
 	}
 }
+
+// TestTypeErrorMessages: a value of the wrong JSON type is a 400 naming it
+// by its path with array indices and saying, in JSON's words, what was
+// expected and what came (never a Go type), on each API.
+func TestTypeErrorMessages(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	const m = `"model":"llama-3.2-1b-instruct"`
+	for _, tc := range []struct {
+		path, body, shape, want string
+	}{
+		{"/v1/chat/completions", `{` + m + `,"messages":[{"role":"user","content":"a"},{"role":"user","content":5}]}`, "openai",
+			"Invalid type for 'messages[1].content': expected a string, an array or null, but got a number instead."},
+		{"/v1/chat/completions", `{` + m + `,"messages":[{"role":"user","content":{"a":1}}]}`, "openai",
+			"Invalid type for 'messages[0].content': expected a string, an array or null, but got an object instead."},
+		{"/v1/chat/completions", `{` + m + `,"messages":"hi"}`, "openai",
+			"Invalid type for 'messages': expected an array, but got a string instead."},
+		{"/v1/chat/completions", `{` + m + `,"messages":[{"role":5,"content":"a"}]}`, "openai",
+			"Invalid type for 'messages[0].role': expected a string, but got a number instead."},
+		{"/v1/completions", `{` + m + `,"prompt":"a","max_tokens":1.5}`, "openai",
+			"Invalid type for 'max_tokens': expected an integer, but got the number 1.5 instead."},
+		{"/v1/chat/completions", `[1]`, "openai",
+			"Invalid type for the request body: expected an object, but got an array instead."},
+		{"/v1/responses", `{` + m + `,"input":[{"role":"user","content":"a"},{"role":"user","content":true}]}`, "openai",
+			"Invalid type for 'input[1].content'"},
+		{"/v1/messages", `{` + m + `,"max_tokens":5,"messages":[{"role":"user","content":5}]}`, "anthropic",
+			"Invalid type for 'messages[0].content': expected a string or an array of content blocks, but got a number instead."},
+		{"/v1/messages", `{` + m + `,"max_tokens":5,"messages":[{"role":"user","content":"a"}],"tool_choice":5}`, "anthropic",
+			"Invalid type for 'tool_choice': expected an object, but got a number instead."},
+	} {
+		rec := do(s, "POST", tc.path, tc.body)
+		if rec.Code != 400 {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, rec.Code, rec.Body)
+			continue
+		}
+		msg := errorMessage(t, tc.shape, rec.Body.Bytes())
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s:\n message %q\n want    %q", tc.path, tc.body, msg, tc.want)
+		}
+		for _, goName := range []string{"openai.", "anthropic.", "[]", "int", "Go value"} {
+			if strings.Contains(strings.ReplaceAll(msg, "integer", ""), goName) && !strings.Contains(tc.want, goName) {
+				t.Errorf("%s %s: message %q names a Go type", tc.path, tc.body, msg)
+			}
+		}
+	}
+}

@@ -268,7 +268,7 @@ func TestBadInput(t *testing.T) {
 		{name: "wrong type max_tokens", path: compl, body: complBody(`"max_tokens":1.5`), status: 400, typ: inv, param: "max_tokens"},
 		{name: "wrong type stream", path: chat, body: chatBody(`"stream":"yes"`), status: 400, typ: inv, param: "stream"},
 		{name: "wrong type stop", path: chat, body: chatBody(`"stop":5`), status: 400, typ: inv, param: "stop"},
-		{name: "wrong type content", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":5}]}`, status: 400, typ: inv, param: "*"},
+		{name: "wrong type content", path: chat, body: `{"model":"` + modelID + `","messages":[{"role":"user","content":5}]}`, status: 400, typ: inv, param: "messages[0].content"},
 		{name: "wrong type prompt", path: compl, body: `{"model":"` + modelID + `","prompt":{"a":1}}`, status: 400, typ: inv, param: "prompt"},
 		{name: "missing messages", path: chat, body: `{"model":"` + modelID + `"}`, status: 400, typ: inv, param: "messages"},
 		{name: "empty messages", path: chat, body: `{"model":"` + modelID + `","messages":[]}`, status: 400, typ: inv, param: "messages"},

@@ -193,10 +193,17 @@ func nullType(t reflect.Type) bool {
 }
 
 func expected(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if t == nil {
 		return "a value"
 	}
 	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map:
+		return "an object"
 	case reflect.String:
 		return "a string"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -270,4 +277,137 @@ func skipRest(dec *json.Decoder, tok json.Token) {
 			return
 		}
 	}
+}
+
+// typeError is the 400 of a value of the wrong JSON type in body, naming it
+// by its path with array indices (messages[0].content) and saying what was
+// expected and given in JSON's terms, as OpenAI's does; encoding/json names
+// the field without indices and the types in Go's.
+func typeError(body []byte, e *json.UnmarshalTypeError) *APIError {
+	p := jsonParam(e.Field)
+	if e.Field == "" {
+		return invalid("", "Invalid type for the request body: expected an object, but got %s instead.", jsonKind(e.Value))
+	}
+	if p == "" {
+		return invalid("", "We could not parse the JSON body of your request (%v).", e)
+	}
+	want, got := expected(e.Type), jsonKind(e.Value)
+	if other, ok := strings.CutPrefix(e.Value, "a value other than "); ok {
+		want, got = other, "" // a type with its own decoder says what it takes
+	}
+	// encoding/json's offset finds the value, except after a type's own
+	// decoder (offset 0): then the first value at that path that does not
+	// decode is the one.
+	full, raw := "", []byte(nil)
+	if e.Offset > 0 {
+		if f := jsonPathAt(body, e.Offset); strings.HasSuffix(f, "."+lastKey(p)) || f == p {
+			full = f
+		}
+	} else if e.Type != nil {
+		full, raw = findUndecodable(json.NewDecoder(bytes.NewReader(body)), e.Type, p, "", "", 0)
+	}
+	if full != "" {
+		p = full
+	}
+	if got == "" && len(raw) > 0 {
+		got = rawKind(raw)
+	}
+	if got == "" {
+		return invalid(p, "Invalid type for '%s': expected %s.", p, want)
+	}
+	return invalid(p, "Invalid type for '%s': expected %s, but got %s instead.", p, want, got)
+}
+
+// jsonKind is encoding/json's name of a value's kind ("number", "string",
+// "bool", "array", "object", "number 1.5") in a message's words.
+func jsonKind(v string) string {
+	switch v {
+	case "number":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	}
+	if n, ok := strings.CutPrefix(v, "number "); ok {
+		return "the number " + n
+	}
+	return v
+}
+
+// rawKind is the kind of the JSON value raw in a message's words.
+func rawKind(raw []byte) string {
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// findUndecodable reads one JSON value from dec, at path (with array
+// indices) and bare (without), and returns the path and bytes of the first
+// value inside it at key path want (without indices) that does not decode
+// into a t; "" when there is none. Only keys on the way to want are
+// entered, and no deeper than 64 levels.
+func findUndecodable(dec *json.Decoder, t reflect.Type, want, path, bare string, depth int) (string, []byte) {
+	if bare == want {
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil || json.Unmarshal(raw, reflect.New(t).Interface()) == nil {
+			return "", nil
+		}
+		return path, raw
+	}
+	if depth >= 64 {
+		skipValue(dec)
+		return "", nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return "", nil
+	}
+	switch tok {
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if p, raw := findUndecodable(dec, t, want, fmt.Sprintf("%s[%d]", path, i), bare, depth+1); p != "" {
+				return p, raw
+			}
+		}
+		dec.Token() // ]
+	case json.Delim('{'):
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", nil
+			}
+			key, _ := kt.(string)
+			kb, kp := key, key
+			if bare != "" {
+				kb = bare + "." + key
+			}
+			if path != "" {
+				kp = path + "." + key
+			}
+			if !strings.HasPrefix(want+".", kb+".") {
+				skipValue(dec)
+				continue
+			}
+			if p, raw := findUndecodable(dec, t, want, kp, kb, depth+1); p != "" {
+				return p, raw
+			}
+		}
+		dec.Token() // }
+	}
+	return "", nil
 }

@@ -40,7 +40,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{name: "temperature out of range", body: respBody(`"temperature":3`), status: 400, param: "temperature"},
 		{name: "top_p out of range", body: respBody(`"top_p":0`), status: 400, param: "top_p"},
 		{name: "max_output_tokens below 16", body: respBody(`"max_output_tokens":5`), status: 400, param: "max_output_tokens", contains: []string{">= 16"}},
-		{name: "wrong type content", body: `{"model":"` + modelID + `","input":[{"role":"user","content":5}]}`, status: 400, param: "input.content"}, // nested decoding loses the index
+		{name: "wrong type content", body: `{"model":"` + modelID + `","input":[{"role":"user","content":5}]}`, status: 400, param: "input[0].content"},
 		{name: "wrong type item", body: `{"model":"` + modelID + `","input":[5]}`, status: 400, param: "input"},
 		{name: "wrong type tools", body: respBody(`"tools":"x"`), status: 400, param: "tools"},
 		{name: "wrong type metadata value", body: respBody(`"metadata":{"a":1}`), status: 400, param: "metadata"},

@@ -312,12 +312,8 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &typeErr) && jsonParam(typeErr.Field) != "":
-		p := jsonParam(typeErr.Field)
-		if full := jsonPathAt(body, typeErr.Offset); strings.HasSuffix(full, "."+lastKey(p)) || full == p {
-			p = full // with array indices, e.g. messages[0].role
-		}
-		return invalid(p, "Invalid type for '%s': expected %s, got %s.", p, typeErr.Type, typeErr.Value)
+	case errors.As(err, &typeErr):
+		return typeError(body, typeErr)
 	case errors.Is(err, io.EOF):
 		return invalid("", "The request body is empty; expected a JSON object.")
 	}

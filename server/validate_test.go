@@ -94,7 +94,7 @@ func TestCompletionValidation(t *testing.T) {
 		{cmplPath, cmplReq(`"echo":1`), 400, "echo", ""},
 		{cmplPath, cmplReq(`"temperature":"x"`), 400, "temperature", ""},
 		{cmplPath, cmplReq(`"stop":{}`), 400, "stop", ""},
-		{chatPath, `{"model":"` + model + `","messages":[{"role":"user","content":5}]}`, 400, "messages.content", ""},
+		{chatPath, `{"model":"` + model + `","messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", ""},
 		{cmplPath, cmplReq(`"max_tokens":0`), 400, "max_tokens", ""},
 		{cmplPath, `{"model":"nope","prompt":"x"}`, 404, "model", "model_not_found"},
 		{cmplPath, `{"model":"` + model + `","prompt":"` + strings.Repeat("word ", 600) + `"}`, 400, "prompt", "context_length_exceeded"},
