@@ -25,6 +25,9 @@ type Generation struct {
 	Tools []string
 	// Single keeps at most one tool_use (disable_parallel_tool_use).
 	Single bool
+	// Forced: tool_choice any or tool, so output that the token limit cut
+	// off is still read as tool uses (front.CutToolCalls).
+	Forced bool
 }
 
 // BillingHeaderPrefix starts the system block Claude Code sends first. It
@@ -246,6 +249,7 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 		if gr, err = front.ToolGrammar(ts, params, !g.Single, p.GrammarOptions()); err != nil {
 			return err
 		}
+		g.Forced = true
 	}
 	return p.Constrain(&g.Request, gr, "tool_choice", "forced tool use and JSON outputs are not available on this server")
 }

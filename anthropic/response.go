@@ -65,7 +65,7 @@ func toUsage(u inference.Usage) Usage {
 // stopReason maps how the choice ended; a timeout reads as max_tokens.
 func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *string) {
 	switch {
-	case toolUse:
+	case toolUse && f != inference.FinishLength && f != inference.FinishTimeout:
 		return StopToolUse, nil
 	case f == inference.FinishStop && stop != "":
 		return StopSequence, &stop
@@ -75,10 +75,14 @@ func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *s
 	return StopEndTurn, nil
 }
 
-// toolUses parses text as calls of g's tools (at most one with Single) and
-// returns them as tool_use blocks; ok is false for ordinary text.
-func (g *Generation) toolUses(text string) ([]ContentBlock, bool) {
-	return front.ToolCallsAs(text, g.Tools, !g.Single, func(_ int, c chat.ToolCall) ContentBlock {
+// toolUses parses text, which ended with f, as calls of g's tools (at most
+// one with Single) and returns them as tool_use blocks; ok is false for
+// ordinary text. A forced call that the token limit cut off is read as far
+// as it came: its block's input is the JSON text it got to (not valid JSON,
+// or empty), which a stream sends as is.
+func (g *Generation) toolUses(text string, f inference.FinishReason) ([]ContentBlock, bool) {
+	cut := g.Forced && (f == inference.FinishLength || f == inference.FinishTimeout)
+	return front.ToolCallsAs(text, g.Tools, !g.Single, cut, func(_ int, c chat.ToolCall) ContentBlock {
 		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
 	})
 }
@@ -90,10 +94,15 @@ func ToMessage(g *Generation, id string, res inference.Result) *Message {
 	if len(res.Choices) > 0 {
 		c = res.Choices[0]
 	}
-	blocks, toolUse := g.toolUses(c.Text)
+	blocks, toolUse := g.toolUses(c.Text, c.Finish)
 	if !toolUse && c.Text != "" {
 		text := c.Text
 		blocks = []ContentBlock{{Type: "text", Text: &text}}
+	}
+	for i, b := range blocks {
+		if b.Type == "tool_use" && !json.Valid(b.Input) {
+			blocks[i].Input = json.RawMessage(`{}`) // cut by the token limit: what it got to is not an object
+		}
 	}
 	m.Content = append(m.Content, blocks...)
 	reason, seq := stopReason(c.Finish, c.Stop, toolUse)

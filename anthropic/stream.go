@@ -95,7 +95,7 @@ func (s *Stream) Event(ev inference.Event) []Event {
 	}
 	s.finish, s.stop = ev.Finish, ev.Stop
 	if text, held := s.gate.End(); held {
-		if blocks, ok := s.g.toolUses(text); ok {
+		if blocks, ok := s.g.toolUses(text, ev.Finish); ok {
 			s.calls = true
 			for _, b := range blocks {
 				out = s.toolUse(out, b)

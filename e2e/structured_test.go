@@ -231,3 +231,122 @@ func TestStructuredCompletions(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedToolCallsCut: a forced tool call that max_tokens cuts off comes
+// back as a call with the arguments it got to and the API's length reason,
+// never as text holding the call's syntax, alike streamed and not, on chat
+// completions, the Messages API and the Responses API.
+func TestForcedToolCallsCut(t *testing.T) {
+	s := sharedServer(t)
+	auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + apiKey}
+	params := `{"type":"object","properties":{"city":{"type":"string"}}}`
+	post := func(path, body string) string {
+		r := s.do(t, "POST", path, body, auth...)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+		return r.Body
+	}
+	// data is the JSON of each SSE data line.
+	data := func(body string) []map[string]any {
+		var out []map[string]any
+		for _, line := range strings.Split(body, "\n") {
+			d, ok := strings.CutPrefix(line, "data: ")
+			if !ok || d == "[DONE]" {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(d), &m); err != nil {
+				t.Fatalf("frame %q: %v", d, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, max := range []int{1, 6, 30} {
+		// Chat completions.
+		chat := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":0,"max_tokens":%d,"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":%s}}]`, s.Model, max, params)
+		var c struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+				Message      struct {
+					Content   *string
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				}
+			}
+		}
+		json.Unmarshal([]byte(post("/v1/chat/completions", chat+`}`)), &c)
+		m := c.Choices[0]
+		if m.FinishReason != "length" || m.Message.Content != nil || len(m.Message.ToolCalls) != 1 || m.Message.ToolCalls[0].Function.Name != "get_weather" {
+			t.Fatalf("chat, max_tokens %d: %+v", max, m)
+		}
+		args := m.Message.ToolCalls[0].Function.Arguments
+		streamed, finish := "", ""
+		for _, f := range data(post("/v1/chat/completions", chat+`,"stream":true}`)) {
+			ch := f["choices"].([]any)[0].(map[string]any)
+			d := ch["delta"].(map[string]any)
+			if d["content"] != nil && d["content"] != "" {
+				t.Errorf("chat stream, max_tokens %d: content %q", max, d["content"])
+			}
+			for _, tc := range asList(d["tool_calls"]) {
+				if a, ok := tc.(map[string]any)["function"].(map[string]any)["arguments"].(string); ok {
+					streamed += a
+				}
+			}
+			if r, ok := ch["finish_reason"].(string); ok {
+				finish = r
+			}
+		}
+		if streamed != args || finish != "length" {
+			t.Errorf("chat stream, max_tokens %d: arguments %q finish %q, not streamed %q", max, streamed, finish, args)
+		}
+
+		// The Messages API.
+		msgs := fmt.Sprintf(`{"model":%q,"max_tokens":%d,"temperature":0,"messages":[{"role":"user","content":"Weather?"}],"tool_choice":{"type":"any"},"tools":[{"name":"get_weather","input_schema":%s}]`, s.Model, max, params)
+		var a struct {
+			StopReason string `json:"stop_reason"`
+			Content    []struct {
+				Type, Name string
+				Input      json.RawMessage
+			}
+		}
+		json.Unmarshal([]byte(post("/v1/messages", msgs+`}`)), &a)
+		if a.StopReason != "max_tokens" || len(a.Content) != 1 || a.Content[0].Type != "tool_use" || a.Content[0].Name != "get_weather" || !json.Valid(a.Content[0].Input) {
+			t.Errorf("messages, max_tokens %d: %+v", max, a)
+		}
+		partial, stop := "", ""
+		for _, e := range data(post("/v1/messages", msgs+`,"stream":true}`)) {
+			if d, ok := e["delta"].(map[string]any); ok {
+				if d["type"] == "text_delta" {
+					t.Errorf("messages stream, max_tokens %d: text %q", max, d["text"])
+				}
+				if p, ok := d["partial_json"].(string); ok {
+					partial += p
+				}
+				if r, ok := d["stop_reason"].(string); ok {
+					stop = r
+				}
+			}
+		}
+		if partial != args || stop != "max_tokens" {
+			t.Errorf("messages stream, max_tokens %d: partial_json %q stop %q, chat's arguments %q", max, partial, stop, args)
+		}
+
+		// The Responses API (max_output_tokens is at least 16).
+		if max < 16 {
+			continue
+		}
+		var rs struct {
+			Status string
+			Output []struct{ Type, Status, Name, Arguments string }
+		}
+		json.Unmarshal([]byte(post("/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":%d,"temperature":0,"input":"Weather?","tool_choice":"required","tools":[{"type":"function","name":"get_weather","parameters":%s}]}`, s.Model, max, params))), &rs)
+		if rs.Status != "incomplete" || len(rs.Output) != 1 || rs.Output[0].Type != "function_call" || rs.Output[0].Name != "get_weather" || rs.Output[0].Status != "incomplete" {
+			t.Errorf("responses, max_output_tokens %d: %+v", max, rs)
+		}
+	}
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/grammar"
@@ -73,10 +75,161 @@ func ParseToolCalls(text string, offered []string, parallel bool) ([]chat.ToolCa
 	return calls, ok
 }
 
+// CutToolCalls reads the output of a forced tool call (ToolGrammar's form)
+// that the token limit cut off, as the APIs return one: the calls it
+// completed, then the call it cut with its arguments as far as they came
+// (not valid JSON, or empty). A name the cut left partial is the one
+// offered name it begins; ok is false when it could be several, or when
+// the cut came before the first call's object began.
+func CutToolCalls(text string, offered []string, parallel bool) (calls []chat.ToolCall, ok bool) {
+	for _, st := range chat.StopTokens {
+		text = strings.ReplaceAll(text, st, "")
+	}
+	s := cutScanner{s: strings.TrimLeft(text, " \t\r\n")}
+	array := s.take('[')
+	for {
+		if !s.take('{') {
+			break
+		}
+		if !s.key("name") {
+			if s.endsIn("name") { // cut before the name began: the only tool offered
+				if name := onlyPrefixed(offered, ""); name != "" {
+					calls = append(calls, chat.ToolCall{ID: chat.NewCallID(), Name: name})
+				}
+			}
+			break
+		}
+		name, whole := s.str()
+		if !whole {
+			name = onlyPrefixed(offered, name)
+		}
+		if !slices.Contains(offered, name) {
+			break
+		}
+		c := chat.ToolCall{ID: chat.NewCallID(), Name: name}
+		calls = append(calls, c)
+		if !s.take(',') || !s.key("parameters") {
+			break
+		}
+		args, whole := s.value()
+		calls[len(calls)-1].Arguments = json.RawMessage(args)
+		if !whole || !s.take('}') || !array || !s.take(',') {
+			break
+		}
+	}
+	if len(calls) == 0 {
+		return nil, false
+	}
+	if !parallel {
+		calls = calls[:1]
+	}
+	return calls, true
+}
+
+// onlyPrefixed is the one name that begins with prefix, "" when there are
+// none or several.
+func onlyPrefixed(names []string, prefix string) string {
+	found := ""
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			if found != "" {
+				return ""
+			}
+			found = n
+		}
+	}
+	return found
+}
+
+// cutScanner reads JSON that may end anywhere.
+type cutScanner struct{ s string }
+
+func (c *cutScanner) space() { c.s = strings.TrimLeft(c.s, " \t\r\n") }
+
+// take consumes b after any whitespace.
+func (c *cutScanner) take(b byte) bool {
+	c.space()
+	if c.s == "" || c.s[0] != b {
+		return false
+	}
+	c.s = c.s[1:]
+	return true
+}
+
+// key consumes "k" and its colon.
+func (c *cutScanner) key(k string) bool {
+	c.space()
+	q, _ := json.Marshal(k)
+	if !strings.HasPrefix(c.s, string(q)) {
+		return false
+	}
+	c.s = c.s[len(q):]
+	return c.take(':')
+}
+
+// endsIn reports whether the rest of the text is the start of "k": (the
+// cut came inside it).
+func (c *cutScanner) endsIn(k string) bool {
+	c.space()
+	q, _ := json.Marshal(k)
+	return strings.HasPrefix(string(q)+":", strings.TrimRight(c.s, " \t\r\n"))
+}
+
+// str consumes a string; whole is false when the text ends inside it, and
+// v is then what came of it, escapes undecoded.
+func (c *cutScanner) str() (v string, whole bool) {
+	c.space()
+	if c.s == "" || c.s[0] != '"' {
+		return "", false
+	}
+	for i := 1; i < len(c.s); i++ {
+		switch c.s[i] {
+		case '\\':
+			i++
+		case '"':
+			err := json.Unmarshal([]byte(c.s[:i+1]), &v)
+			c.s = c.s[i+1:]
+			return v, err == nil
+		}
+	}
+	v, c.s = c.s[1:], ""
+	return v, false
+}
+
+// value consumes one value, an object or array up to its closing bracket,
+// and returns its text; whole is false when the text ends inside it.
+func (c *cutScanner) value() (v string, whole bool) {
+	c.space()
+	depth, in := 0, false
+	for i := 0; i < len(c.s); i++ {
+		switch b := c.s[i]; {
+		case in && b == '\\':
+			i++
+		case b == '"':
+			in = !in
+		case in:
+		case b == '{' || b == '[':
+			depth++
+		case b == '}' || b == ']':
+			depth--
+		}
+		if depth == 0 && !in && (c.s[i] == '}' || c.s[i] == ']' || c.s[i] == '"') {
+			v, c.s = c.s[:i+1], c.s[i+1:]
+			return v, true
+		}
+	}
+	v, c.s = c.s, ""
+	return v, false
+}
+
 // ToolCallsAs is ParseToolCalls with each call (and its index) converted
-// to an API's wire type by as.
-func ToolCallsAs[T any](text string, offered []string, parallel bool, as func(i int, c chat.ToolCall) T) ([]T, bool) {
+// to an API's wire type by as; with cut (a forced call that the token limit
+// cut off) text that is not whole calls is read by CutToolCalls.
+func ToolCallsAs[T any](text string, offered []string, parallel, cut bool, as func(i int, c chat.ToolCall) T) ([]T, bool) {
 	calls, ok := ParseToolCalls(text, offered, parallel)
+	if !ok && cut {
+		calls, ok = CutToolCalls(text, offered, parallel)
+	}
 	if !ok {
 		return nil, false
 	}

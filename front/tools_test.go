@@ -117,3 +117,49 @@ func TestCallGate(t *testing.T) {
 		})
 	}
 }
+
+// TestCutToolCalls: a forced call cut off by the token limit reads as the
+// calls it completed and the one it cut, arguments as far as they came;
+// before the first name is whole it is not a call.
+func TestCutToolCalls(t *testing.T) {
+	offered := []string{"get_weather", "get_time"}
+	for _, tc := range []struct {
+		name, text string
+		parallel   bool
+		want       []string // name=arguments per call; nil: not calls
+	}{
+		{"in the name", ` { "name": "get_wea`, true, []string{"get_weather="}},
+		{"in a name two begin", ` { "name": "get_`, true, nil},
+		{"before the name", ` { "na`, true, nil},
+		{"before the name, one offered", ` { "na`, true, []string{"get_weather="}},
+		{"before its colon, one offered", "{\"name\" \n", true, []string{"get_weather="}},
+		{"name whole", "{ \n\t\"name\":\r\n \"get_weather\"", true, []string{"get_weather="}},
+		{"in the arguments", `{"name": "get_weather", "parameters": {"city": "Par`, true, []string{`get_weather={"city": "Par`}},
+		{"a brace inside a string", `{"name": "get_weather", "parameters": {"city": "a}b\"}`, true, []string{`get_weather={"city": "a}b\"}`}},
+		{"arguments whole, object not", `{"name": "get_weather", "parameters": {"city": "Paris"}`, true, []string{`get_weather={"city": "Paris"}`}},
+		{"second call cut", `[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {"tz`, true,
+			[]string{`get_weather={"city": "Paris"}`, `get_time={"tz`}},
+		{"one call kept", `[{"name": "get_weather", "parameters": {}}, {"name": "get_time"`, false, []string{`get_weather={}`}},
+		{"not offered", `{"name": "rm_rf", "parameters": {"`, true, nil},
+		{"not a call", `Hello`, true, nil},
+		{"not a call, one offered", `{"nombre": "x"`, true, nil},
+		{"empty", ``, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls, ok := CutToolCalls(tc.text, offered, tc.parallel)
+			if strings.HasSuffix(tc.name, "one offered") {
+				calls, ok = CutToolCalls(tc.text, offered[:1], tc.parallel)
+			}
+			var got []string
+			for _, c := range calls {
+				if !strings.HasPrefix(c.ID, "call_") {
+					t.Errorf("id %q", c.ID)
+				}
+				got = append(got, c.Name+"="+string(c.Arguments))
+			}
+			if ok != (tc.want != nil) || strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("%v %q, want %q", ok, got, tc.want)
+			}
+		})
+	}
+}

@@ -114,7 +114,7 @@ func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
 // parseToolCalls parses the whole output as calls of the offered tools; ok is
 // false when it is ordinary content.
 func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	return front.ToolCallsAs(text, tools, true, func(i int, c chat.ToolCall) ToolCall {
+	return front.ToolCallsAs(text, tools, true, false, func(i int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
 	})
 }

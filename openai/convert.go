@@ -34,6 +34,9 @@ type Generation struct {
 	// Tools are the callable function names; nil: the output is never
 	// parsed as tool calls (no tools, or tool_choice "none").
 	Tools []string
+	// ForcedTools: tool_choice forces a call, so output that the token
+	// limit cut off is still read as calls (front.CutToolCalls).
+	ForcedTools bool
 	// Echo is the prompt text prepended to each completion (completions echo).
 	Echo string
 }
@@ -110,6 +113,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.GrammarOptions()); err != nil {
 			return nil, err
 		}
+		g.ForcedTools = true
 	}
 	if err := constrain(g, gr, p); err != nil {
 		return nil, err

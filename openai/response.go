@@ -361,12 +361,28 @@ func completeChars(b []byte) int {
 // finishReason maps the engine's reason to OpenAI's; a timeout reads as "length".
 var finishReason = front.FinishReason
 
-// ParseToolCalls parses a choice's whole text as tool calls of the given
-// functions; ok is false when it is ordinary content.
-func ParseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	return front.ToolCallsAs(text, tools, true, func(_ int, c chat.ToolCall) ToolCall {
+// ToolCalls parses a choice's whole text, which ended with f, as calls of
+// g's tools; ok is false when it is ordinary content. A forced call that
+// the token limit cut off is read as far as it came.
+func (g *Generation) ToolCalls(text string, f inference.FinishReason) ([]ToolCall, bool) {
+	return front.ToolCallsAs(text, g.Tools, true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
 	})
+}
+
+// cut reports whether a choice that ended with f is a forced call that
+// the token limit cut off.
+func (g *Generation) cut(f inference.FinishReason) bool {
+	return g.ForcedTools && finishReason(f) == "length"
+}
+
+// callsFinish is the finish_reason of a choice of tool calls: "tool_calls",
+// or "length" when the limit cut them.
+func callsFinish(reason string) string {
+	if reason == "length" {
+		return reason
+	}
+	return "tool_calls"
 }
 
 // whole is a non-streaming response with res's usage and timings, and the
@@ -385,8 +401,8 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 	out := whole(g, m, "chat.completion", make([]ChatChoice, len(res.Choices)), res)
 	for i, c := range res.Choices {
 		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
-		if calls, ok := ParseToolCalls(c.Text, g.Tools); ok {
-			ch.Message.ToolCalls, ch.FinishReason = calls, "tool_calls"
+		if calls, ok := g.ToolCalls(c.Text, c.Finish); ok {
+			ch.Message.ToolCalls, ch.FinishReason = calls, callsFinish(ch.FinishReason)
 		} else {
 			text := c.Text
 			ch.Message.Content = &text

@@ -355,6 +355,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 		if gr, err = toolGrammar(tools, names, mode, parallel, p.GrammarOptions()); err != nil {
 			return err
 		}
+		g.ForcedTools = true
 	}
 	return constrain(g, gr, p)
 }
@@ -612,30 +613,27 @@ func orNewID(id, prefix string) string {
 // the offered tools), status, usage and output_text.
 func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	resp := g.Response
-	text := ""
+	text, finish := "", res.Finish
 	if len(res.Choices) > 0 {
-		text = res.Choices[0].Text
+		text, finish = res.Choices[0].Text, res.Choices[0].Finish
 	}
-	if calls, ok := g.parseCalls(text); ok {
+	if calls, ok := g.parseCalls(text, finish); ok {
 		for _, c := range calls {
 			resp.Output = append(resp.Output, g.functionCallItem(c))
 		}
 	} else {
 		resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), text, "completed"))
 	}
-	finish := res.Finish
-	if len(res.Choices) > 0 {
-		finish = res.Choices[0].Finish
-	}
 	setStatus(resp, finish, res.Usage)
 	return resp
 }
 
-// parseCalls parses text as calls of the offered tools; with
-// parallel_tool_calls false only the first call is kept, as OpenAI
-// guarantees at most one.
-func (g *ResponseGeneration) parseCalls(text string) ([]chat.ToolCall, bool) {
-	return front.ParseToolCalls(text, g.Tools, g.Response.ParallelToolCalls)
+// parseCalls parses text, which ended with f, as calls of the offered
+// tools; with parallel_tool_calls false only the first call is kept, as
+// OpenAI guarantees at most one. A forced call that the token limit cut off
+// is read as far as it came.
+func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) ([]chat.ToolCall, bool) {
+	return front.ToolCallsAs(text, g.Tools, g.Response.ParallelToolCalls, g.cut(f), func(_ int, c chat.ToolCall) chat.ToolCall { return c })
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
@@ -670,6 +668,9 @@ func messageItem(id, text, status string) Item {
 func (g *ResponseGeneration) functionCallItem(c chat.ToolCall) Item {
 	args := string(c.Arguments)
 	it := Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
+	if !json.Valid(c.Arguments) { // a call the token limit cut
+		it.Status = "incomplete"
+	}
 	if q, ok := g.namespaced[c.Name]; ok {
 		it.Namespace, it.Name = q.namespace, q.name
 	}

@@ -91,7 +91,7 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 		status = "incomplete"
 	}
 	if text, held := s.gate.End(); held {
-		if calls, ok := s.g.parseCalls(text); ok {
+		if calls, ok := s.g.parseCalls(text, ev.Finish); ok {
 			for _, c := range calls {
 				out = s.functionCall(out, s.g.functionCallItem(c))
 			}

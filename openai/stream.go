@@ -101,9 +101,9 @@ func (s *Stream) Event(ev inference.Event) []Frame {
 	}
 	reason := finishReason(ev.Finish)
 	if text, held := c.gate.End(); held {
-		if calls, ok := ParseToolCalls(text, s.g.Tools); ok {
+		if calls, ok := s.g.ToolCalls(text, ev.Finish); ok {
 			out = append(out, s.toolCallDeltas(ev.Choice, calls, c.ids, c.lps)...)
-			reason = "tool_calls"
+			reason = callsFinish(reason)
 		} else if text != "" || len(c.ids) > 0 {
 			out = append(out, s.contentDelta(ev.Choice, text, c.ids, c.lps))
 		}

@@ -146,12 +146,12 @@ func TestParseToolCallsChecksNames(t *testing.T) {
 		`{"name": "f", "parameters": {}}<|eot_id|>`:                        true,
 		`hello`: false,
 	} {
-		calls, got := ParseToolCalls(text, []string{"f"})
+		calls, got := (&Generation{Tools: []string{"f"}}).ToolCalls(text, inference.FinishStop)
 		if got != ok || ok && (calls[0].Function.Name != "f" || calls[0].Type != "function") {
 			t.Errorf("%q: %v %+v", text, got, calls)
 		}
 	}
-	if _, ok := ParseToolCalls(`{"name": "f", "parameters": {}}`, nil); ok {
+	if _, ok := (&Generation{}).ToolCalls(`{"name": "f", "parameters": {}}`, inference.FinishStop); ok {
 		t.Error("parsed without tools")
 	}
 }
