@@ -350,3 +350,38 @@ func TestForcedToolCallsCut(t *testing.T) {
 }
 
 func asList(v any) []any { l, _ := v.([]any); return l }
+
+// TestOllamaFormatClosed: an Ollama format schema with properties and no
+// additionalProperties allows no other keys, as Ollama's does; the OpenAI
+// endpoints keep JSON Schema's default. Over seeds, every output that
+// stops is an object of the declared keys only.
+func TestOllamaFormatClosed(t *testing.T) {
+	s := sharedServer(t)
+	stopped := 0
+	for seed := range 12 {
+		r := s.do(t, "POST", "/api/chat", fmt.Sprintf(`{"model":%q,"stream":false,"messages":[{"role":"user","content":"hi"}],"options":{"num_predict":48,"temperature":1,"seed":%d},"format":{"type":"object","properties":{"a":{"type":"string","maxLength":6},"b":{"type":"integer","minimum":0,"maximum":9}},"required":["a"]}}`, s.Model, seed), "Authorization", "Bearer "+apiKey)
+		var out struct {
+			Message    struct{ Content string }
+			DoneReason string `json:"done_reason"`
+		}
+		if r.Status != 200 || json.Unmarshal([]byte(r.Body), &out) != nil {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		if out.DoneReason != "stop" {
+			continue
+		}
+		stopped++
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(out.Message.Content), &obj); err != nil {
+			t.Fatalf("seed %d: %q: %v", seed, out.Message.Content, err)
+		}
+		for k := range obj {
+			if k != "a" && k != "b" {
+				t.Errorf("seed %d: undeclared key %q in %s", seed, k, out.Message.Content)
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no output stopped")
+	}
+}

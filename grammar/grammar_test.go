@@ -137,6 +137,35 @@ func TestMatchString(t *testing.T) {
 	}
 }
 
+// TestClosed: with Options.Closed an object schema with properties and no
+// additionalProperties allows no other keys (llama.cpp's default, so
+// Ollama's); one without properties, or allowing more, is as without it.
+func TestClosed(t *testing.T) {
+	for _, tc := range []struct {
+		schema      string
+		open, shut  string // accepted without and with Closed
+		shutRejects string // accepted without Closed only ("" if none)
+	}{
+		{`{"type":"object","properties":{"a":{"type":"integer"}}}`, `{"a":1}`, `{"a":1}`, `{"a":1,"b":2}`},
+		{`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"integer"}}}}}`, `{"a":{"b":1}}`, `{"a":{"b":1}}`, `{"a":{"b":1,"c":2}}`},
+		{`{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":true}`, `{"a":1,"b":2}`, `{"a":1,"b":2}`, ""},
+		{`{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"string"}}`, `{"a":1,"b":"x"}`, `{"a":1,"b":"x"}`, ""},
+		{`{"type":"object"}`, `{"b":2}`, `{"b":2}`, ""},
+	} {
+		open := mustCompile(t, tc.schema, false)
+		shut, err := Compile([]byte(tc.schema), Options{Closed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !open.MatchString(tc.open) || !shut.MatchString(tc.shut) {
+			t.Errorf("%s: %q / %q rejected", tc.schema, tc.open, tc.shut)
+		}
+		if tc.shutRejects != "" && (!open.MatchString(tc.shutRejects) || shut.MatchString(tc.shutRejects)) {
+			t.Errorf("%s: %q: open %v, closed %v; want true, false", tc.schema, tc.shutRejects, open.MatchString(tc.shutRejects), shut.MatchString(tc.shutRejects))
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	tests := []struct{ schema, path string }{
 		{`{"properties":{"x":{"not":{}}}}`, "properties.x.not"},

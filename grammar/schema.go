@@ -86,6 +86,10 @@ func (e *Error) Unwrap() error { return e.err }
 type Options struct {
 	// Strict makes object keys follow the schema's property order.
 	Strict bool
+	// Closed makes an object schema with properties and no
+	// additionalProperties allow no other keys, as llama.cpp's schema
+	// grammars (and so Ollama's format) do; JSON Schema allows any.
+	Closed bool
 	// Context stops the compile with its error once it is done (a client
 	// that went away); nil: never.
 	Context context.Context
@@ -114,6 +118,7 @@ func (g *Grammar) CompileSteps() int64 { return g.steps }
 type compiler struct {
 	doc    any
 	strict bool
+	closed bool
 	refs   map[string]*node
 	orders map[uintptr][]string
 	b      *budget
@@ -153,7 +158,7 @@ func Compile(schema []byte, o Options) (g *Grammar, err error) {
 }
 
 func newCompiler(doc any, orders map[uintptr][]string, o Options) *compiler {
-	return &compiler{doc: doc, strict: o.Strict, refs: map[string]*node{}, orders: orders,
+	return &compiler{doc: doc, strict: o.Strict, closed: o.Closed, refs: map[string]*node{}, orders: orders,
 		b: newBudget(o.Context, o.Limits), cache: o.Cache.orDefault(), memo: map[uintptr]memoed{},
 		res: map[reKey]*strRE{}, nodes: map[string]*node{}, paths: map[*node]string{}}
 }
@@ -821,6 +826,9 @@ func (c *compiler) arrays(n *node, s map[string]any, path string) error {
 func (c *compiler) objects(n *node, s map[string]any, path string) error {
 	n.strict = c.strict
 	n.addl = anyNode
+	if _, props := s["properties"]; props && c.closed {
+		n.addl = nil
+	}
 	if a, ok := s["additionalProperties"]; ok {
 		if a == false {
 			n.addl = nil

@@ -299,6 +299,7 @@ func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, er
 		return nil, invalid("format", "format must be \"json\" or a JSON schema object")
 	}
 	o.Strict = true // keys in schema order, as Ollama generates them
+	o.Closed = true // no keys beyond the properties unless additionalProperties says so, as Ollama's
 	g, err := grammar.Compile(raw, o)
 	if err != nil {
 		return nil, front.SchemaError("format", err)
