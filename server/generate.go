@@ -62,16 +62,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, req 
 
 // streamWriter is what the submit path needs of an SSE or NDJSON writer.
 type streamWriter interface {
-	failure() error              // the first write failure (the client is gone or stalled)
-	end()                        // clears the write deadline after a complete stream
-	writeTimeout() time.Duration // the per-write limit
+	failure() error // the first write failure (the client is gone or stalled)
+	end()           // clears the write deadline after a complete stream
 }
 
-func (s *sseWriter) failure() error              { return s.err }
-func (s *sseWriter) writeTimeout() time.Duration { return s.timeout }
+func (s *sseWriter) failure() error { return s.err }
 
-func (n *ndjsonWriter) failure() error              { return n.err }
-func (n *ndjsonWriter) writeTimeout() time.Duration { return n.timeout }
+func (n *ndjsonWriter) failure() error { return n.err }
 
 // eventStream is one API's stream over engine events, on its writer.
 type eventStream interface {
@@ -187,14 +184,13 @@ func (it *idleTimer) stop() {
 }
 
 // endStream finishes a stream after its last frame: it clears the write
-// deadline, or logs (and counts) why writing failed.
+// deadline, or logs why writing failed (a stall is counted and logged by
+// writeDeadline).
 func (s *Server) endStream(r *http.Request, w streamWriter) {
 	switch writeErr := w.failure(); {
 	case writeErr == nil:
 		w.end()
 	case errors.Is(writeErr, errStalled):
-		s.metrics.streamTimeouts.Inc()
-		zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", w.writeTimeout()).Msg("stream dropped: the client stopped reading")
 	default:
 		clientGone(r)
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")

@@ -134,6 +134,64 @@ func TestPrefixCacheAcrossKeys(t *testing.T) {
 	}
 }
 
+// TestReplyClientStopsReading: a client that stops reading a whole (not
+// streamed) reply larger than the socket buffers is dropped after
+// server.stream_write_timeout: the handler ends, its request body's share of
+// server.body_memory is released, the drop is counted, and the server keeps
+// serving. Before, the handler waited for the client as long as it stayed
+// connected.
+func TestReplyClientStopsReading(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tok := loadTok(t)
+	r := newRig(t, rigOptions{
+		opts: server.Options{StreamWriteTimeout: timeout},
+		configure: func(hs *httptest.Server) {
+			hs.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+				if tc, ok := c.(*net.TCPConn); ok {
+					tc.SetWriteBuffer(4 << 10)
+				}
+				return ctx
+			}
+		},
+	})
+	// /detokenize of 20,000 copies of a long token: a reply of megabytes.
+	long, n := int32(0), 0
+	for id := range int32(128000) {
+		if l := len(tok.Decode([]int32{id}, false)); l > n {
+			long, n = id, l
+		}
+	}
+	ids := strings.TrimSuffix(strings.Repeat(strconv.Itoa(int(long))+",", 20000), ",")
+	body := `{"tokens":[` + ids + `]}`
+	inFlight := func() float64 {
+		return metric(string(r.do(t, "GET", "/metrics", "").Body), "hexserve_http_requests_in_flight")
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(r.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(conn, "POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Never read. Within the timeout and some, the handler is gone: only
+	// the /metrics request itself is in flight.
+	start := time.Now()
+	for inFlight() != 1 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("reply not dropped after %v (%v requests in flight)", time.Since(start), inFlight())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("dropped after %v (a %d-byte token, %d tokens)", time.Since(start), n, 20000)
+	if m := metric(string(r.do(t, "GET", "/metrics", "").Body), "hexserve_http_stream_write_timeouts_total"); m != 1 {
+		t.Errorf("write timeouts counted %v, want 1", m)
+	}
+	r.assertHealthy(t)
+	if rep := r.do(t, "POST", "/detokenize", `{"tokens":[9906]}`); rep.Status != 200 {
+		t.Fatalf("next request: %d %s", rep.Status, rep.Body)
+	}
+}
+
 // TestStreamClientStopsReading: a streaming client that stops reading is
 // dropped once a frame cannot be written for StreamWriteTimeout, its
 // generation is cancelled, the drop is counted, and the server keeps serving.

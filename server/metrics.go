@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, cache *grammar.Cache, vocabBytes func
 	}
 	m.streamTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hexserve_http_stream_write_timeouts_total",
-		Help: "Streams dropped because the client stopped reading for server.stream_write_timeout.",
+		Help: "Responses (streams, and whole replies) dropped because the client stopped reading for server.stream_write_timeout.",
 	})
 	m.modelWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hexserve_model_load_wait_seconds",

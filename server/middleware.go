@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -96,6 +98,71 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 }
 
 type goneKey struct{}
+
+// writeDeadline bounds each write of every response (a whole reply as a
+// stream's frames) by server.stream_write_timeout: a client that stops
+// reading a reply larger than the socket buffers no longer holds its
+// handler, its memory and its share of the server's budgets until it
+// disconnects. A deadline that a connection's previous response left is
+// cleared first; the last one set stays for the flush after the handler.
+func (s *Server) writeDeadline(next http.Handler) http.Handler {
+	timeout := s.opts.StreamWriteTimeout
+	if timeout <= 0 {
+		timeout = defaultStreamWriteTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Time{})
+		dw := &deadlineWriter{ResponseWriter: w, rc: rc, timeout: timeout}
+		next.ServeHTTP(dw, r)
+		if dw.stalled {
+			clientGone(r)
+			s.metrics.streamTimeouts.Inc()
+			zerolog.Ctx(r.Context()).Warn().Dur("stream_write_timeout", timeout).Msg("response dropped: the client stopped reading")
+		}
+	})
+}
+
+// deadlineWriter sets the write deadline before each write and records a
+// write or flush that the deadline cut (stalled); after that it writes
+// nothing more.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	stalled bool
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	if d.stalled {
+		return 0, errStalled
+	}
+	start := time.Now()
+	_ = d.rc.SetWriteDeadline(start.Add(d.timeout))
+	n, err := d.ResponseWriter.Write(b)
+	return n, d.check(start, err)
+}
+
+// FlushError flushes, as http.ResponseController asks it to.
+func (d *deadlineWriter) FlushError() error {
+	if d.stalled {
+		return errStalled
+	}
+	return d.check(time.Now(), d.rc.Flush())
+}
+
+// check marks a failure that the deadline caused as stalled: HTTP/1 reports
+// the deadline, HTTP/2 resets the stream instead.
+func (d *deadlineWriter) check(start time.Time, err error) error {
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= d.timeout) {
+		d.stalled = true
+		return fmt.Errorf("%w: %w", errStalled, err)
+	}
+	return err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // clientGone records that r's client went away before its reply ended (a
 // write failed), for the access log and metrics: 499, not the 200 the

@@ -200,7 +200,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 // mapping (endpoint).
 func (s *Server) routes() {
 	r := chi.NewRouter()
-	r.Use(routedAPI, s.requestID, s.accessLog, s.recoverer, s.cors)
+	r.Use(routedAPI, s.requestID, s.accessLog, s.writeDeadline, s.recoverer, s.cors)
 	unknown := s.group(openAIAPI, false)
 	r.NotFound(unknown(http.HandlerFunc(s.notFound)).ServeHTTP)
 	r.MethodNotAllowed(unknown(methodNotAllowed(r)).ServeHTTP)
