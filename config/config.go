@@ -71,6 +71,21 @@ type Server struct {
 	// BodyMemory bounds the bytes of all request bodies read and held at
 	// once; past it a request gets 503 server_overloaded.
 	BodyMemory ByteSize `yaml:"body_memory"`
+	// AllowedHosts are the Host names (no port) a request may name besides
+	// the loopback ones; see Hosts.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+}
+
+// Hosts is the server's Host check: nil (any Host) when listen is beyond
+// loopback and allowed_hosts is empty, else allowed_hosts (a request may
+// also name a loopback host). A server on loopback that answers any Host
+// is open to DNS rebinding: a web page whose name now resolves to
+// 127.0.0.1 reads it as its own origin.
+func (s Server) Hosts() []string {
+	if len(s.AllowedHosts) == 0 && !IsLoopback(s.Listen) {
+		return nil
+	}
+	return append([]string{}, s.AllowedHosts...)
 }
 
 // WebUIOn reports whether the chat page is served: server.web_ui when set,
@@ -406,7 +421,7 @@ func Parse(data []byte) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	lists := []*[]string{&cfg.Server.APIKeys, &cfg.Server.CORSOrigins, &cfg.Model.Aliases}
+	lists := []*[]string{&cfg.Server.APIKeys, &cfg.Server.CORSOrigins, &cfg.Server.AllowedHosts, &cfg.Model.Aliases}
 	for i := range cfg.Models {
 		lists = append(lists, &cfg.Models[i].Aliases)
 	}

@@ -365,3 +365,24 @@ func TestModelAliases(t *testing.T) {
 		t.Fatalf("unserved target: %v", err)
 	}
 }
+
+// TestHosts: the Host check is on for a loopback listener or with
+// allowed_hosts, off (nil) otherwise.
+func TestHosts(t *testing.T) {
+	for _, tc := range []struct {
+		listen  string
+		allowed []string
+		want    []string // nil: any Host
+	}{
+		{"127.0.0.1:8080", nil, []string{}},
+		{"[::1]:8080", nil, []string{}},
+		{"localhost:8080", []string{"proxy.lan"}, []string{"proxy.lan"}},
+		{"0.0.0.0:8080", nil, nil},
+		{"0.0.0.0:8080", []string{"phone.lan"}, []string{"phone.lan"}},
+	} {
+		got := Server{Listen: tc.listen, AllowedHosts: tc.allowed}.Hosts()
+		if (got == nil) != (tc.want == nil) || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s %v: %#v, want %#v", tc.listen, tc.allowed, got, tc.want)
+		}
+	}
+}

@@ -254,7 +254,8 @@ loop:
 // TestServeSecurity checks the binary's request-side limits and that keys
 // and prompts stay out of its info-level log: keys from HEXSERVE_API_KEYS
 // are required (except on /health), a body over server.body_limit is 413,
-// and no CORS headers are sent by default.
+// no CORS headers are sent by default, and a request from another page or
+// naming another Host than loopback is refused.
 func TestServeSecurity(t *testing.T) {
 	libs := hostsimLibs(t)
 	const key = "sk-e2e-secret-9f8e7d"
@@ -276,16 +277,21 @@ func TestServeSecurity(t *testing.T) {
 		t.Fatalf("/metrics without a key: %d", st)
 	}
 	auth := []string{"Authorization", "Bearer " + key, "Content-Type", "application/json"}
-	st, hdr, b := do("POST", "/v1/chat/completions",
-		`{"model":"tinyllama-public","messages":[{"role":"user","content":"`+prompt+`"}],"max_tokens":3}`,
-		append(auth, "Origin", "https://evil.example")...)
-	if st != 200 {
-		t.Fatalf("chat with the key: %d %s", st, b)
+	chat := `{"model":"tinyllama-public","messages":[{"role":"user","content":"` + prompt + `"}],"max_tokens":3}`
+	st, hdr, b := do("POST", "/v1/chat/completions", chat, append(auth, "Origin", "https://evil.example")...)
+	if st != 403 || !strings.Contains(b, "origin_not_allowed") {
+		t.Fatalf("chat with the key from another page: %d %s", st, b)
 	}
 	for k := range hdr {
 		if strings.HasPrefix(strings.ToLower(k), "access-control-") {
 			t.Errorf("CORS header %s sent by default", k)
 		}
+	}
+	if st, _, b := do("POST", "/v1/chat/completions", chat, auth...); st != 200 {
+		t.Fatalf("chat with the key: %d %s", st, b)
+	}
+	if st, _, b := do("GET", "/v1/models", "", "Authorization", "Bearer "+key, "Host", "attacker.example"); st != 403 || !strings.Contains(b, "host_not_allowed") {
+		t.Fatalf("a rebound Host on a loopback listener: %d %s", st, b)
 	}
 	big := `{"model":"tinyllama-public","prompt":"` + strings.Repeat("a", 5000) + `"}`
 	if st, _, b := do("POST", "/v1/completions", big, auth...); st != 413 || !strings.Contains(b, "request_too_large") {

@@ -97,6 +97,7 @@ func (s *Server) groupFor(pick func(*http.Request) *api, public bool) func(http.
 		if !public {
 			h = s.auth(h)
 		}
+		h = s.browserCheck(h)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, withAPI(r, pick(r))) })
 	}
 }

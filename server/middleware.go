@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -386,4 +388,65 @@ func (b *heldBody) Read(p []byte) (int, error) {
 func (b *heldBody) release() {
 	b.s.bodies.Add(-b.held)
 	b.held = 0
+}
+
+// browserCheck refuses (403, in the API's shape) what a web page could make
+// a browser send: a request from another origin than the server's own and
+// server.cors_origins (a form post or a text/plain fetch needs no CORS
+// preflight, so without this any page the user opens could run the model or
+// spend an upstream key), and, with Options.AllowedHosts, a Host that is
+// neither loopback nor allowed (DNS rebinding: a page whose name now
+// resolves to 127.0.0.1 is same-origin to the browser). Clients that are not
+// browsers send no Origin.
+func (s *Server) browserCheck(next http.Handler) http.Handler {
+	anyOrigin := slices.Contains(s.opts.CORSOrigins, "*")
+	var hosts map[string]bool
+	if s.opts.AllowedHosts != nil {
+		hosts = make(map[string]bool)
+		for _, h := range s.opts.AllowedHosts {
+			hosts[strings.ToLower(h)] = true
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hosts != nil && !loopbackHost(r.Host) && !hosts[strings.ToLower(hostOnly(r.Host))] {
+			writeAPIError(w, r, &APIError{Status: http.StatusForbidden, Type: TypeInvalidRequest, Code: "host_not_allowed",
+				Message: fmt.Sprintf("Host %q is not allowed: this server answers its loopback names; add the name to server.allowed_hosts.", hostOnly(r.Host))})
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !anyOrigin && !slices.Contains(s.opts.CORSOrigins, o) && !sameOrigin(o, r) {
+			writeAPIError(w, r, &APIError{Status: http.StatusForbidden, Type: TypeInvalidRequest, Code: "origin_not_allowed",
+				Message: fmt.Sprintf("Origin %q is not allowed: add it to server.cors_origins to call this server from that page.", o)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin is the one r was sent to (the chat
+// page's own requests).
+func sameOrigin(origin string, r *http.Request) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return strings.EqualFold(origin, scheme+r.Host)
+}
+
+// hostOnly is host:port without the port (and an IPv6 literal's brackets).
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback:
+// localhost, a *.localhost name (RFC 6761), or a loopback IP.
+func loopbackHost(hostport string) bool {
+	h := strings.ToLower(strings.TrimSuffix(hostOnly(hostport), "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

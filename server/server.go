@@ -42,8 +42,14 @@ type Options struct {
 	Registry *prometheus.Registry
 	// APIKeys, when not empty, are required on every route except /health.
 	APIKeys []string
-	// CORSOrigins are the allowed browser origins; "*" allows any.
+	// CORSOrigins are the allowed browser origins; "*" allows any. A
+	// request from any other origin than these and the server's own is
+	// refused (403): a web page cannot make the server work for it.
 	CORSOrigins []string
+	// AllowedHosts, when not nil, are the Host names a request may name
+	// besides the loopback ones (localhost, *.localhost, 127.0.0.0/8, ::1);
+	// others are refused (403), which stops DNS rebinding. nil: any Host.
+	AllowedHosts []string
 	// BodyLimit caps request bodies in bytes; <= 0 means 1 MiB.
 	BodyLimit int64
 	// BodyMemory caps the bytes of all request bodies read and held at

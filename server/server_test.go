@@ -249,8 +249,9 @@ func TestCORS(t *testing.T) {
 		wantAllow string
 	}{
 		{"allowed", []string{"http://app.test"}, "GET", []string{"Origin", "http://app.test"}, 200, "http://app.test"},
-		{"denied", []string{"http://app.test"}, "GET", []string{"Origin", "http://evil.test"}, 200, ""},
-		{"not configured", nil, "GET", []string{"Origin", "http://app.test"}, 200, ""},
+		{"denied", []string{"http://app.test"}, "GET", []string{"Origin", "http://evil.test"}, 403, ""},
+		{"not configured", nil, "GET", []string{"Origin", "http://app.test"}, 403, ""},
+		{"same origin, not configured", nil, "GET", []string{"Origin", "http://example.com"}, 200, ""},
 		{"wildcard", []string{"*"}, "GET", []string{"Origin", "http://any.test"}, 200, "*"},
 		{"preflight allowed", []string{"http://app.test"}, "OPTIONS",
 			[]string{"Origin", "http://app.test", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type"},
@@ -390,5 +391,68 @@ func TestJSONPathAt(t *testing.T) {
 		if got := jsonPathAt([]byte(tc.body), off); got != tc.want {
 			t.Errorf("jsonPathAt(%s, after %q) = %q, want %q", tc.body, tc.field, got, tc.want)
 		}
+	}
+}
+
+// TestBrowserCheck: a request from another origin than the server's own and
+// server.cors_origins, or (with AllowedHosts, as on a loopback listener)
+// naming a Host that is neither loopback nor allowed, is a 403 in the
+// shape of its API, keys or not; clients that send no Origin are served.
+func TestBrowserCheck(t *testing.T) {
+	s, _ := newTest(t, Options{AllowedHosts: []string{"phone.lan"}, CORSOrigins: []string{"http://app.test"}})
+	chat := `{"model":"llama-3.2-1b-instruct","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name, path, host, origin string
+		status                   int // 403, or 200: any other
+		shape, code              string
+	}{
+		{"loopback IP", "/v1/chat/completions", "127.0.0.1:8080", "", 200, "", ""},
+		{"localhost", "/v1/chat/completions", "localhost:8080", "", 200, "", ""},
+		{"IPv6 loopback", "/v1/chat/completions", "[::1]:8080", "", 200, "", ""},
+		{"a .localhost name", "/v1/chat/completions", "app.localhost", "", 200, "", ""},
+		{"an allowed name", "/v1/chat/completions", "PHONE.lan:8080", "", 200, "", ""},
+		{"a rebound name", "/v1/chat/completions", "attacker.example:8080", "", 403, "openai", "host_not_allowed"},
+		{"a rebound name, same origin", "/v1/chat/completions", "attacker.example:8080", "http://attacker.example:8080", 403, "openai", "host_not_allowed"},
+		{"a rebound name on Messages", "/v1/messages", "attacker.example", "", 403, "anthropic", ""},
+		{"a rebound name on /health", "/health", "attacker.example", "", 403, "openai", "host_not_allowed"},
+		{"another page", "/v1/chat/completions", "127.0.0.1:8080", "http://evil.test", 403, "openai", "origin_not_allowed"},
+		{"another page on Ollama's API", "/api/chat", "127.0.0.1:8080", "http://evil.test", 403, "ollama", ""},
+		{"the server's own page", "/v1/chat/completions", "127.0.0.1:8080", "http://127.0.0.1:8080", 200, "", ""},
+		{"a configured origin", "/v1/chat/completions", "127.0.0.1:8080", "http://app.test", 200, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tc.path, strings.NewReader(chat))
+			if tc.path == "/health" {
+				req = httptest.NewRequest("GET", tc.path, nil)
+			}
+			req.Host = tc.host
+			req.Header.Set("Content-Type", "text/plain") // what a page sends without a preflight
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if (rec.Code == 403) != (tc.status == 403) { // (the test server has no model loaded: 503 past the check)
+				t.Fatalf("%d %s, want %d", rec.Code, rec.Body, tc.status)
+			}
+			if tc.status == 403 {
+				msg := errorMessage(t, tc.shape, rec.Body.Bytes())
+				if !strings.Contains(msg, "allowed") {
+					t.Errorf("message %q", msg)
+				}
+				if tc.code != "" && !strings.Contains(rec.Body.String(), `"code":"`+tc.code+`"`) {
+					t.Errorf("code: %s", rec.Body)
+				}
+			}
+		})
+	}
+	// Without AllowedHosts (a listener beyond loopback) any Host is served.
+	open, _ := newTest(t, Options{})
+	req := httptest.NewRequest("GET", "/v1/models", nil)
+	req.Host = "phone.lan:8080"
+	rec := httptest.NewRecorder()
+	open.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("any Host: %d %s", rec.Code, rec.Body)
 	}
 }

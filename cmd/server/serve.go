@@ -146,6 +146,7 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 		Registry:           reg,
 		APIKeys:            cfg.Server.APIKeys,
 		CORSOrigins:        cfg.Server.CORSOrigins,
+		AllowedHosts:       cfg.Server.Hosts(),
 		BodyLimit:          int64(cfg.Server.BodyLimit),
 		BodyMemory:         int64(cfg.Server.BodyMemory),
 		BodyTimeout:        cfg.Server.BodyTimeout,
