@@ -1,7 +1,9 @@
-// Package respstore keeps stored Responses API responses: a bounded LRU
-// (count and bytes limits) of opaque documents, each owned by the API key
-// hash that created it, optionally persisted one file per entry in a
-// directory so they survive a restart.
+// Package respstore keeps stored Responses API responses: opaque documents
+// within count and bytes limits, each owned by the API key hash that created
+// it, optionally persisted one file per entry in a directory so they survive
+// a restart. Past a limit the owner holding the most gives up its least
+// recently used entry: one key storing many responses evicts its own, not
+// another key's.
 package respstore
 
 import (
@@ -44,10 +46,17 @@ var ErrTooLarge = errors.New("respstore: document larger than the store's byte l
 
 // Store is safe for concurrent use.
 type Store struct {
-	opts  Options
-	mu    sync.Mutex
+	opts   Options
+	mu     sync.Mutex
+	owners map[string]*owned
+	byID   map[string]*list.Element
+	count  int
+	bytes  int64
+}
+
+// owned is one owner's entries, least recently used last.
+type owned struct {
 	lru   *list.List // front: most recently used; values are *entry
-	byID  map[string]*list.Element
 	bytes int64
 }
 
@@ -67,7 +76,7 @@ func Open(o Options) (*Store, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	s := &Store{opts: o, lru: list.New(), byID: make(map[string]*list.Element)}
+	s := &Store{opts: o, owners: make(map[string]*owned), byID: make(map[string]*list.Element)}
 	if o.Dir == "" {
 		return s, nil
 	}
@@ -199,7 +208,7 @@ func (s *Store) Get(id, owner string) ([]byte, bool) {
 	if !ok || el.Value.(*entry).Owner != owner {
 		return nil, false
 	}
-	s.lru.MoveToFront(el)
+	s.owners[owner].lru.MoveToFront(el)
 	if s.opts.Dir != "" {
 		now := time.Now()
 		_ = os.Chtimes(s.path(id), now, now) // keeps the LRU order across restarts
@@ -223,23 +232,60 @@ func (s *Store) Delete(id, owner string) bool {
 func (s *Store) Len() (count int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lru.Len(), s.bytes
+	return s.count, s.bytes
 }
 
-// insert adds e at the front and evicts from the back; s.mu is held.
+// insert adds e as its owner's most recently used entry, then evicts while
+// over a limit; s.mu is held.
 func (s *Store) insert(e *entry) {
-	s.byID[e.ID] = s.lru.PushFront(e)
-	s.bytes += int64(len(e.Data))
-	for s.lru.Len() > s.opts.MaxCount || s.bytes > s.opts.MaxBytes {
-		s.remove(s.lru.Back(), true)
+	o := s.owners[e.Owner]
+	if o == nil {
+		o = &owned{lru: list.New()}
+		s.owners[e.Owner] = o
 	}
+	s.byID[e.ID] = o.lru.PushFront(e)
+	o.bytes += int64(len(e.Data))
+	s.count++
+	s.bytes += int64(len(e.Data))
+	for s.count > s.opts.MaxCount || s.bytes > s.opts.MaxBytes {
+		s.remove(s.heaviest(s.count > s.opts.MaxCount).lru.Back(), true)
+	}
+}
+
+// heaviest is the owner with the most entries (byCount) or bytes, the
+// first by owner hash among equals; s.mu is held and there is one.
+func (s *Store) heaviest(byCount bool) *owned {
+	var top *owned
+	topName := ""
+	for name, o := range s.owners {
+		a, b := o.bytes, int64(0)
+		if top != nil {
+			b = top.bytes
+		}
+		if byCount {
+			a, b = int64(o.lru.Len()), 0
+			if top != nil {
+				b = int64(top.lru.Len())
+			}
+		}
+		if top == nil || a > b || a == b && name < topName {
+			top, topName = o, name
+		}
+	}
+	return top
 }
 
 // remove drops el, and its file when unlink; s.mu is held.
 func (s *Store) remove(el *list.Element, unlink bool) {
 	e := el.Value.(*entry)
-	s.lru.Remove(el)
+	o := s.owners[e.Owner]
+	o.lru.Remove(el)
+	o.bytes -= int64(len(e.Data))
+	if o.lru.Len() == 0 {
+		delete(s.owners, e.Owner)
+	}
 	delete(s.byID, e.ID)
+	s.count--
 	s.bytes -= int64(len(e.Data))
 	if unlink && s.opts.Dir != "" {
 		_ = os.Remove(s.path(e.ID))

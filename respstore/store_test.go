@@ -178,3 +178,49 @@ func TestStoreLoadBounded(t *testing.T) {
 		t.Error("the newest response was not the one kept")
 	}
 }
+
+// TestEvictionSparesLightOwners: past a limit the owner holding the most
+// gives up its least recently used entry, so one key storing many
+// responses evicts its own and not another key's; alone, an owner's
+// entries go least recently used first.
+func TestEvictionSparesLightOwners(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      Options
+		puts      []string // owner/id, each with 10 bytes of data
+		wantThere []string
+		wantGone  []string
+	}{
+		{"count", Options{MaxCount: 4}, []string{"alice/a1", "bob/b1", "bob/b2", "bob/b3", "bob/b4", "bob/b5", "bob/b6"},
+			[]string{"alice/a1", "bob/b4", "bob/b5", "bob/b6"}, []string{"bob/b1", "bob/b2", "bob/b3"}},
+		{"bytes", Options{MaxBytes: 45}, []string{"alice/a1", "alice/a2", "bob/b1", "bob/b2", "bob/b3", "bob/b4"},
+			[]string{"alice/a1", "alice/a2", "bob/b3", "bob/b4"}, []string{"bob/b1", "bob/b2"}},
+		{"the heavier gives first", Options{MaxCount: 3}, []string{"alice/a1", "alice/a2", "alice/a3", "bob/b1", "bob/b2"},
+			[]string{"alice/a3", "bob/b1", "bob/b2"}, []string{"alice/a1", "alice/a2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.puts {
+				owner, id, _ := strings.Cut(p, "/")
+				if err := s.Put(id, owner, []byte(`"12345678"`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range tc.wantThere {
+				if owner, id, _ := strings.Cut(p, "/"); !has(s, id, owner) {
+					t.Errorf("%s evicted", p)
+				}
+			}
+			for _, p := range tc.wantGone {
+				if owner, id, _ := strings.Cut(p, "/"); has(s, id, owner) {
+					t.Errorf("%s kept", p)
+				}
+			}
+		})
+	}
+}
+
+func has(s *Store, id, owner string) bool { _, ok := s.Get(id, owner); return ok }
