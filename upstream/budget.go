@@ -70,31 +70,45 @@ var (
 	errBudget   = errors.New("the server's relay memory is in use")
 )
 
-// hold is the memory one request reserves from a Budget, up to its own
-// limit; release returns all of it.
+// hold is the memory one request reserves from a Budget: the upstream's
+// bytes up to the request's limit (max), and the copies made of them
+// (copies, bounded by the Budget alone); release returns all of it.
 type hold struct {
 	b          *Budget
 	held, max  int64
+	copies     int64
 	overBudget bool
 }
 
-// grow reserves n more bytes: errTooLarge past the request's limit,
-// errBudget when the server's budget is spent.
+// grow reserves n more bytes read from the upstream: errTooLarge past the
+// request's limit, errBudget when the server's budget is spent.
 func (h *hold) grow(n int64) error {
 	if h.held+n > h.max {
 		return errTooLarge
 	}
-	if !h.b.take(n) {
-		h.overBudget = true
-		return errBudget
+	if err := h.copy(n); err != nil {
+		return err
 	}
+	h.copies -= n
 	h.held += n
 	return nil
 }
 
+// copy reserves n bytes for a copy of bytes already held (a joined line, a
+// scrubbed reply): errBudget when the server's budget is spent. A copy
+// does not count toward the request's limit, which caps the reply's size.
+func (h *hold) copy(n int64) error {
+	if !h.b.take(n) {
+		h.overBudget = true
+		return errBudget
+	}
+	h.copies += n
+	return nil
+}
+
 func (h *hold) release() {
-	h.b.give(h.held)
-	h.held = 0
+	h.b.give(h.held + h.copies)
+	h.held, h.copies = 0, 0
 }
 
 // readAll reads r to its end, each byte reserved in h first: a reply
@@ -105,10 +119,14 @@ func (h *hold) release() {
 func (h *hold) readAll(r io.Reader) ([]byte, error) {
 	var p pieces
 	for {
-		if err := h.grow(pieceSize); err != nil {
+		size := min(pieceSize, h.max-h.held)
+		if size <= 0 {
+			return nil, errTooLarge
+		}
+		if err := h.grow(size); err != nil {
 			return nil, err
 		}
-		buf := make([]byte, pieceSize)
+		buf := make([]byte, size)
 		n, err := io.ReadFull(r, buf)
 		p.list = append(p.list, buf[:n])
 		p.n += n
@@ -139,7 +157,7 @@ func (p *pieces) join(h *hold) ([]byte, error) {
 	case 1:
 		return p.list[0], nil
 	}
-	if err := h.grow(int64(p.n)); err != nil {
+	if err := h.copy(int64(p.n)); err != nil {
 		return nil, err
 	}
 	out := make([]byte, 0, p.n)

@@ -546,7 +546,7 @@ func (c *Client) clean(b []byte, h *hold) ([]byte, error) {
 	if len(named) == 0 && !other {
 		return b, nil
 	}
-	if err := h.grow(2 * int64(len(b))); err != nil {
+	if err := h.copy(2 * int64(len(b))); err != nil {
 		return nil, err
 	}
 	if len(named) > 0 {

@@ -329,3 +329,45 @@ func TestHostileUpstream(t *testing.T) {
 		}
 	})
 }
+
+// TestReplySizeLimit: MaxResponseBytes caps the reply's own size, a reply
+// of exactly that size relays whole, one byte more is a 502; the copies
+// made of it (joining its pieces, scrubbing) count toward the server's
+// budget only. Before, the joined copy counted against the request's limit
+// too, so a reply over about half the limit was refused.
+func TestReplySizeLimit(t *testing.T) {
+	const limit = 1 << 20
+	var size int
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		pad := size - len(`{"choices":[],"x":""}`)
+		fmt.Fprintf(w, `{"choices":[],"x":"%s"}`, strings.Repeat("a", pad))
+	}))
+	defer up.Close()
+	budget := NewBudget(3 * limit)
+	c := newClient(t, up.URL, Options{MaxResponseBytes: limit, Budget: budget, Timeout: 20 * time.Second})
+	f := front(t, c, "/chat/completions")
+	for _, tc := range []struct {
+		size   int
+		status int
+	}{
+		{limit * 6 / 10, 200},
+		{limit, 200},
+		{limit + 1, http.StatusBadGateway},
+	} {
+		size = tc.size
+		status, _, body := post(t, f.URL, `{"model":"local"}`)
+		if status != tc.status || status == 200 && len(body) != tc.size {
+			t.Errorf("a %d-byte reply: %d, %d bytes; want %d", tc.size, status, len(body), tc.status)
+		}
+		// (The relay releases its hold as Forward returns, just after the
+		// client has the reply.)
+		for deadline := time.Now().Add(5 * time.Second); budget.Used() != 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if used := budget.Used(); used != 0 {
+			t.Errorf("a %d-byte reply: %d bytes of the budget still held", tc.size, used)
+		}
+	}
+}
