@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -196,13 +195,9 @@ func anthropicModel(o modelObject) anthropicModelObject {
 // limit (1–1000, default 20) objects after after_id or before before_id.
 func writeAnthropicModels(w http.ResponseWriter, r *http.Request, all []modelObject) error {
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return invalid("limit", "limit: must be an integer between 1 and 1000, got %q", v)
-		}
-		limit = n
+	limit, err := queryLimit(q, 1000)
+	if err != nil {
+		return err
 	}
 	at := func(param string) (int, error) {
 		i := slices.IndexFunc(all, func(o modelObject) bool { return o.ID == q.Get(param) })

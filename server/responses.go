@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -144,13 +145,9 @@ type inputItemList struct {
 // order=asc, paged by limit (1–100, default 20) and after (an item id).
 func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return invalid("limit", "limit must be an integer between 1 and 100, got %q", v)
-		}
-		limit = n
+	limit, err := queryLimit(q, 100)
+	if err != nil {
+		return err
 	}
 	order := q.Get("order")
 	if order == "" {
@@ -191,4 +188,17 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 func defaultResponseStore() *respstore.Store {
 	st, _ := respstore.Open(respstore.Options{}) // memory only: cannot fail
 	return st
+}
+
+// queryLimit is a list's limit query parameter: 1 to most, 20 when absent.
+func queryLimit(q url.Values, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 20, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, invalid("limit", "limit must be an integer between 1 and %d, got %q", most, v)
+	}
+	return n, nil
 }
