@@ -67,6 +67,11 @@ func (s *Server) detokenize(c *call, req *detokenizeRequest) error {
 	if req.Tokens == nil {
 		return invalid("tokens", "'tokens' is required and must be an array of token ids.")
 	}
+	if n := len(*req.Tokens); m.ContextLen > 0 && n > m.ContextLen {
+		// The text of a token can be 128 bytes and more once escaped: a
+		// body of ids would otherwise ask for a reply 20 times its size.
+		return invalid("tokens", "%d tokens is more than the model's context of %d tokens.", n, m.ContextLen)
+	}
 	ids := make([]int32, len(*req.Tokens))
 	for i, id := range *req.Tokens {
 		if id < 0 || id > math.MaxInt32 {

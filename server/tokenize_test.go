@@ -58,9 +58,10 @@ func TestTokenizeErrors(t *testing.T) {
 		{"/detokenize", `{"tokens":[9906,1917,128256]}`, "tokens[2]"},
 		{"/detokenize", `{"tokens":[99999999999]}`, "tokens[0]"},
 		{"/detokenize", `{"tokens":"abc"}`, "tokens"},
+		{"/detokenize", `{"tokens":[` + strings.Repeat("9906,", 512) + `9906]}`, "tokens"}, // more than the context of 512
 	}
 	for _, tt := range tests {
-		t.Run(tt.path+" "+tt.body, func(t *testing.T) {
+		t.Run(tt.path+" "+tt.body[:min(len(tt.body), 40)], func(t *testing.T) {
 			rec := do(s, "POST", tt.path, tt.body)
 			e := apiErr(t, rec)
 			if rec.Code != 400 || e.Type != TypeInvalidRequest || str(e.Param) != tt.param {
