@@ -5,8 +5,10 @@
 // Sequences live in a radix tree over token ids, one tree per owner: a
 // lookup only sees its owner's entries, and entries that share a prefix
 // share its rows (a cache row depends only on the tokens up to and
-// including its position). Memory is bounded by a byte budget with LRU
-// eviction of leaves; evicted leaves spill to disk when a directory is set.
+// including its position). Memory is bounded by a byte budget: past it the
+// owner holding the most rows loses its least recently used leaf (one key
+// saving many conversations evicts its own, not another key's); evicted
+// leaves spill to disk when a directory is set.
 //
 // A Store is safe for concurrent use, but the engine calls Save and Restore
 // from its one worker only, so the model's cache is never seen half
@@ -14,8 +16,11 @@
 package kvstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -39,6 +44,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	roots     map[string]*node // per owner
+	owned     map[string]int64 // rows held in memory, per owner
 	clock     uint64           // LRU time
 	bytes     int64            // rows held in memory
 	entries   int              // leaves
@@ -72,7 +78,7 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Memory <= 0 {
 		return nil, errors.New("kvstore: the memory budget must be > 0")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, roots: map[string]*node{}}
+	s := &Store{cfg: cfg, log: cfg.Logger, roots: map[string]*node{}, owned: map[string]int64{}}
 	if cfg.Dir != "" {
 		if cfg.Disk <= 0 {
 			return nil, errors.New("kvstore: the disk budget must be > 0")
@@ -92,14 +98,14 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disk == nil {
-		s.roots, s.entries, s.bytes = map[string]*node{}, 0, 0
+		s.roots, s.owned, s.entries, s.bytes = map[string]*node{}, map[string]int64{}, 0, 0
 		return nil
 	}
 	var errs []error
 	ev := s.evictions
 	for s.entries > 0 {
 		// A parent left behind as a leaf is a prefix of a written file: not written again.
-		if err := s.evictOldest(); err != nil {
+		if _, err := s.evict(nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -228,13 +234,18 @@ func (s *Store) insert(owner, tag string, seq []int32, get func(from, to int, ds
 		}
 		parent.kids[seq[n]] = leaf
 		s.bytes += int64(len(rows))
+		s.owned[owner] += int64(len(rows))
 	}
 	if tag != "" {
 		s.dropTag(root, tag, leaf)
 		leaf.tag = tag
 	}
 	for s.bytes > s.cfg.Memory && s.entries > 0 {
-		if err := s.evictOldest(); err != nil {
+		removed, err := s.evict(leaf)
+		if !removed { // the entry just saved is the only one
+			_, err = s.evict(nil)
+		}
+		if err != nil {
 			s.log.Warn().Err(err).Msg("kvstore: spilling an entry to disk")
 		}
 	}
@@ -273,14 +284,28 @@ func (s *Store) dropTag(root *node, tag string, keep *node) {
 	}
 }
 
-// evictOldest removes the least recently used leaf of any owner, writing
-// it (its whole path) to disk first when a directory is set.
-func (s *Store) evictOldest() error {
+// evict removes the least recently used leaf of the owner holding the most
+// rows (so one key saving many conversations evicts its own, not another
+// key's), other than keep (the entry just saved), writing it (its whole
+// path) to disk first when a directory is set. An owner whose only leaf is
+// keep yields to the next; removed is false when keep is the only leaf.
+func (s *Store) evict(keep *node) (removed bool, err error) {
+	owners := make([]string, 0, len(s.roots))
+	for o := range s.roots {
+		owners = append(owners, o)
+	}
+	slices.SortFunc(owners, func(a, b string) int {
+		if c := cmp.Compare(s.owned[b], s.owned[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	var old *node
-	for _, r := range s.roots {
+	for _, o := range owners {
+		r := s.roots[o]
 		var walk func(*node)
 		walk = func(nd *node) {
-			if len(nd.kids) == 0 && nd != r && (old == nil || nd.used < old.used) {
+			if len(nd.kids) == 0 && nd != r && nd != keep && (old == nil || nd.used < old.used) {
 				old = nd
 			}
 			for _, k := range nd.kids {
@@ -288,18 +313,20 @@ func (s *Store) evictOldest() error {
 			}
 		}
 		walk(r)
+		if old != nil {
+			break
+		}
 	}
 	if old == nil {
-		return nil
+		return false, nil
 	}
-	var err error
 	if s.disk != nil {
 		toks, rows := s.pathOf(old)
 		err = s.disk.write(old.owner, old.tag, toks, rows)
 	}
 	s.remove(old)
 	s.evictions++
-	return err
+	return true, err
 }
 
 // pathOf returns the tokens and rows from the root to nd.
@@ -323,6 +350,9 @@ func (s *Store) remove(nd *node) {
 	p := nd.parent
 	delete(p.kids, nd.toks[0])
 	s.bytes -= int64(len(nd.rows))
+	if s.owned[nd.owner] -= int64(len(nd.rows)); s.owned[nd.owner] <= 0 {
+		delete(s.owned, nd.owner)
+	}
 	switch {
 	case p.parent == nil:
 		s.entries--

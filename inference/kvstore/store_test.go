@@ -180,6 +180,13 @@ func TestBudgetUnderFlood(t *testing.T) {
 		if got := s.heldBytes(); got != st.Bytes || s.leaves() != st.Entries {
 			t.Fatalf("after %d saves: counted %d bytes/%d entries, the tree holds %d/%d", i+1, st.Bytes, st.Entries, got, s.leaves())
 		}
+		var owned int64
+		for _, b := range s.owned {
+			owned += b
+		}
+		if owned != st.Bytes {
+			t.Fatalf("after %d saves: the owners' bytes add up to %d, the store holds %d", i+1, owned, st.Bytes)
+		}
 	}
 	if st := s.Stats(); st.Evictions == 0 || st.Entries == 0 {
 		t.Fatalf("stats %+v: want evictions and entries", st)
@@ -212,6 +219,43 @@ func TestLRUKeepsRecentlyUsed(t *testing.T) {
 		if n := restore(t, s, "", seqOf(tc.seq, 1), 0); n != tc.want {
 			t.Fatalf("seq %d…: matched %d, want %d", tc.seq[0], n, tc.want)
 		}
+	}
+}
+
+// TestEvictionSparesLightOwners: past the budget the owner holding the most
+// rows loses its least recently used entry, so a key saving many
+// conversations evicts its own and not another key's; an entry just saved
+// goes only when it is all the store holds.
+func TestEvictionSparesLightOwners(t *testing.T) {
+	s := open(t, 4*10*rowBytes, "") // four 10-token entries
+	alice := count(10, 100)
+	save(t, s, "alice", "", alice)
+	var bobs [][]int32
+	for i := range 6 {
+		b := count(10, int32(1000+100*i))
+		bobs = append(bobs, b)
+		save(t, s, "bob", "", b)
+	}
+	if n := restore(t, s, "alice", seqOf(alice, 1), 0); n != 10 {
+		t.Errorf("alice's entry matched %d, want 10: bob's saves evicted it", n)
+	}
+	for i, b := range bobs {
+		want := 0
+		if i >= 3 { // bob keeps his three newest
+			want = 10
+		}
+		if n := restore(t, s, "bob", seqOf(b, 1), 0); n != want {
+			t.Errorf("bob's entry %d matched %d, want %d", i, n, want)
+		}
+	}
+	// An entry larger than everything else held stays; the others go.
+	big := count(35, 5000)
+	save(t, s, "carol", "", big)
+	if n := restore(t, s, "carol", seqOf(big, 1), 0); n != 35 {
+		t.Errorf("carol's entry matched %d, want 35", n)
+	}
+	if st := s.Stats(); st.Bytes > 4*10*rowBytes {
+		t.Errorf("%d bytes over the budget", st.Bytes)
 	}
 }
 
