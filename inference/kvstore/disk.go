@@ -105,7 +105,7 @@ func openDisk(dir string, budget int64, layout inference.KVLayout, log zerolog.L
 		d.files = append(d.files, x.f)
 		d.bytes += x.f.size
 	}
-	d.trim()
+	d.trim(nil)
 	log.Info().Int("entries", len(d.files)).Int64("bytes", d.bytes).Str("dir", dir).Msg("kvstore: disk entries indexed")
 	return d, nil
 }
@@ -260,9 +260,10 @@ func (d *disk) write(owner, tag string, toks []int32, rows []byte) error {
 		}
 	}
 	d.serial++
-	d.files = append(d.files, &diskFile{name: name, owner: owner, tag: tag, toks: slices.Clone(toks), size: size, serial: d.serial})
+	f := &diskFile{name: name, owner: owner, tag: tag, toks: slices.Clone(toks), size: size, serial: d.serial}
+	d.files = append(d.files, f)
 	d.bytes += size
-	d.trim()
+	d.trim(f)
 	return nil
 }
 
@@ -274,11 +275,31 @@ func (d *disk) drop(f *diskFile) {
 	}
 }
 
-// trim removes the oldest files until the directory is within its budget.
-func (d *disk) trim() {
+// trim removes files until the directory is within its budget: the oldest
+// of the owner holding the most bytes (one key spilling many conversations
+// removes its own, not another key's), keep (the file just written) only
+// when it is all there is.
+func (d *disk) trim(keep *diskFile) {
+	owned := map[string]int64{}
+	for _, f := range d.files {
+		owned[f.owner] += f.size
+	}
 	for d.bytes > d.budget && len(d.files) > 0 {
-		f := d.files[0] // files are kept in write order
-		d.drop(f)
-		os.Remove(filepath.Join(d.dir, f.name))
+		var victim *diskFile
+		for _, f := range d.files { // in write order: an owner's first is its oldest
+			if f == keep {
+				continue
+			}
+			if victim == nil || owned[f.owner] > owned[victim.owner] ||
+				owned[f.owner] == owned[victim.owner] && f.owner < victim.owner {
+				victim = f
+			}
+		}
+		if victim == nil {
+			victim = keep
+		}
+		owned[victim.owner] -= victim.size
+		d.drop(victim)
+		os.Remove(filepath.Join(d.dir, victim.name))
 	}
 }

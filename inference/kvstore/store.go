@@ -8,7 +8,8 @@
 // including its position). Memory is bounded by a byte budget: past it the
 // owner holding the most rows loses its least recently used leaf (one key
 // saving many conversations evicts its own, not another key's); evicted
-// leaves spill to disk when a directory is set.
+// leaves spill to disk when a directory is set, whose budget is kept the
+// same way.
 //
 // A Store is safe for concurrent use, but the engine calls Save and Restore
 // from its one worker only, so the model's cache is never seen half

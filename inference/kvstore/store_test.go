@@ -404,6 +404,36 @@ func TestDiskBudget(t *testing.T) {
 	}
 }
 
+// TestDiskEvictionSparesLightOwners: past the disk budget the owner whose
+// files hold the most bytes loses its oldest, so a key spilling many
+// conversations removes its own files and not another key's.
+func TestDiskEvictionSparesLightOwners(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Layout: layout, Memory: 10 * rowBytes, Dir: dir, Disk: 4096, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := count(8, 7000)
+	save(t, s, "alice", "", alice)
+	var last []int32
+	for i := range 50 {
+		last = count(8, int32(i*100))
+		save(t, s, "bob", "", last) // each spills the one before to disk
+	}
+	if st := s.Stats(); st.DiskBytes > 4096 {
+		t.Fatalf("%d bytes on disk, budget 4096", st.DiskBytes)
+	}
+	if n := restore(t, s, "alice", seqOf(alice, 1), 0); n != 8 {
+		t.Errorf("alice's entry matched %d, want 8: bob's spills removed it", n)
+	}
+	if n := restore(t, s, "bob", seqOf(count(8, 0), 1), 0); n != 0 {
+		t.Errorf("bob's oldest entry matched %d, want 0 (removed)", n)
+	}
+	if n := restore(t, s, "bob", seqOf(last, 1), 0); n != 8 {
+		t.Errorf("bob's newest entry matched %d, want 8", n)
+	}
+}
+
 // heldBytes and leaves recount the tree.
 func (s *Store) heldBytes() int64 {
 	var n int64
