@@ -188,7 +188,7 @@ func (c *call) generate(req *inference.Request, stream bool, rep reply) error {
 }
 
 // sse is an SSE writer of the reply.
-func (c *call) sse() *sseWriter { return newSSE(c.w, c.s.opts.StreamWriteTimeout) }
+func (c *call) sse() *sseWriter { return newSSE(c.w) }
 
 func (c *call) release() {
 	if c.lease != nil {

@@ -63,7 +63,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, req 
 // streamWriter is what the submit path needs of an SSE or NDJSON writer.
 type streamWriter interface {
 	failure() error // the first write failure (the client is gone or stalled)
-	end()           // clears the write deadline after a complete stream
 }
 
 func (s *sseWriter) failure() error { return s.err }
@@ -183,14 +182,11 @@ func (it *idleTimer) stop() {
 	}
 }
 
-// endStream finishes a stream after its last frame: it clears the write
-// deadline, or logs why writing failed (a stall is counted and logged by
-// writeDeadline).
+// endStream finishes a stream after its last frame: it logs why writing
+// failed, unless it stalled (writeDeadline counts and logs that).
 func (s *Server) endStream(r *http.Request, w streamWriter) {
 	switch writeErr := w.failure(); {
-	case writeErr == nil:
-		w.end()
-	case errors.Is(writeErr, errStalled):
+	case writeErr == nil, errors.Is(writeErr, errStalled):
 	default:
 		clientGone(r)
 		zerolog.Ctx(r.Context()).Debug().Err(writeErr).Msg("stream write failed")

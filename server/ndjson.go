@@ -4,27 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"time"
 )
 
 // ndjsonWriter writes a newline-delimited JSON stream (Ollama's): one JSON
-// value per line, each flushed at once and within timeout, like sseWriter's
-// frames. The first failure sticks: later lines are not written and return
-// it.
+// value per line, each flushed at once and within the write timeout, like
+// sseWriter's frames. The first failure sticks: later lines are not written
+// and return it.
 type ndjsonWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
 	err     error
 }
 
-func newNDJSON(w http.ResponseWriter, timeout time.Duration) *ndjsonWriter {
-	if timeout <= 0 {
-		timeout = defaultStreamWriteTimeout
-	}
-	return &ndjsonWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+func newNDJSON(w http.ResponseWriter) *ndjsonWriter {
+	return &ndjsonWriter{w: w, rc: http.NewResponseController(w)}
 }
 
 // Send writes v as one line; the first call sends the headers.
@@ -42,9 +37,6 @@ func (n *ndjsonWriter) Send(v any) error {
 		startStream(n.w, "application/x-ndjson")
 		n.started = true
 	}
-	n.err = timedWrite(n.w, n.rc, n.timeout, n.buf.Bytes())
+	n.err = writeFlush(n.w, n.rc, n.buf.Bytes())
 	return n.err
 }
-
-// end clears the write deadline after a complete stream.
-func (n *ndjsonWriter) end() { _ = n.rc.SetWriteDeadline(time.Time{}) }

@@ -91,7 +91,7 @@ func (s *Server) ollamaReply(c *call, meta ollama.Meta, load bool, convert func(
 	st := ollama.NewStream(g, meta)
 	return c.generate(&g.Request, g.Stream, reply{
 		whole:  func(res inference.Result) any { return st.Response(res) },
-		stream: func() eventStream { return ollamaStream{newNDJSON(c.w, s.opts.StreamWriteTimeout), st} },
+		stream: func() eventStream { return ollamaStream{newNDJSON(c.w), st} },
 	})
 }
 

@@ -4,22 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"time"
 )
 
 // sseWriter writes a Server-Sent Events stream of OpenAI frames: each
 // `data: {json}\n\n` frame is flushed at once, a failure after the stream
 // started is a `data: {"error": …}` frame, and the stream ends with
-// `data: [DONE]`. Each frame must reach the connection within timeout, so a
-// client that stops reading cannot hold its request (and the model) forever.
-// The first failure sticks: later frames are not written and return it.
+// `data: [DONE]`. Each frame must reach the connection within the write
+// timeout (writeDeadline), so a client that stops reading cannot hold its
+// request (and the model) forever. The first failure sticks: later frames
+// are not written and return it.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
 	err     error // the first failure
@@ -28,11 +26,8 @@ type sseWriter struct {
 // defaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
 const defaultStreamWriteTimeout = 30 * time.Second
 
-func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
-	if timeout <= 0 {
-		timeout = defaultStreamWriteTimeout
-	}
-	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+func newSSE(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
 // Send writes v as one data frame; the first call sends the headers.
@@ -83,31 +78,19 @@ func (s *sseWriter) write(b []byte) error {
 		startStream(s.w, "text/event-stream")
 		s.started = true
 	}
-	s.err = timedWrite(s.w, s.rc, s.timeout, b)
+	s.err = writeFlush(s.w, s.rc, b)
 	return s.err
 }
 
-// timedWrite writes b and flushes it within timeout; a write that cannot
-// finish in time is errStalled.
-func timedWrite(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration, b []byte) error {
-	// Without support (a test recorder) frames are written without a deadline.
-	start := time.Now()
-	_ = rc.SetWriteDeadline(start.Add(timeout))
-	_, err := w.Write(b)
-	if err == nil {
-		err = rc.Flush()
+// writeFlush writes b and flushes it; writeDeadline bounds both, and a
+// write that cannot finish in time is errStalled.
+func writeFlush(w http.ResponseWriter, rc *http.ResponseController, b []byte) error {
+	if _, err := w.Write(b); err != nil {
+		return err
 	}
-	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) >= timeout) {
-		// HTTP/1 reports the deadline; HTTP/2 resets the stream instead.
-		err = fmt.Errorf("%w: %w", errStalled, err)
-	}
-	return err
+	return rc.Flush()
 }
 
-// errStalled is a frame that could not be written within the stream write
-// timeout: the client stopped reading.
+// errStalled is a write that could not finish within the write timeout:
+// the client stopped reading.
 var errStalled = errors.New("the client stopped reading")
-
-// end clears the write deadline after a complete stream, so it does not
-// cut a later response on the same keep-alive connection.
-func (s *sseWriter) end() { _ = s.rc.SetWriteDeadline(time.Time{}) }

@@ -291,7 +291,7 @@ func (s *Server) ollamaRelay(w http.ResponseWriter, r *http.Request, u *Upstream
 			Message: ollama.Message{Role: "assistant", Content: text, ToolCalls: rel.ToolCalls()}}
 	}
 	streaming := stream == nil || *stream
-	nd := newNDJSON(w, s.opts.StreamWriteTimeout)
+	nd := newNDJSON(w)
 	err = s.chunks(w, r, u, out, func(data []byte) error {
 		text, err := rel.Chunk(data)
 		if err != nil {
@@ -312,9 +312,7 @@ func (s *Server) ollamaRelay(w http.ResponseWriter, r *http.Request, u *Upstream
 		writeJSON(w, http.StatusOK, line(rel.Text(), true))
 		return nil
 	}
-	if nd.Send(line("", true)) == nil {
-		nd.end()
-	}
+	_ = nd.Send(line("", true))
 	return nil
 }
 
@@ -356,7 +354,7 @@ func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Up
 	if fallback {
 		rel.Model = u.ID
 	}
-	sse := newSSE(w, s.opts.StreamWriteTimeout)
+	sse := newSSE(w)
 	err = s.chunks(w, r, u, out, func(data []byte) error {
 		evs, err := rel.Chunk(data)
 		if err != nil {
@@ -380,8 +378,5 @@ func (s *Server) anthropicUpstream(w http.ResponseWriter, r *http.Request, u *Up
 		return nil
 	}
 	sendNamed(sse, rel.End())
-	if sse.failure() == nil {
-		sse.end()
-	}
 	return nil
 }
