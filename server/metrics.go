@@ -11,7 +11,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
-	// streamTimeouts counts streams dropped after Options.StreamWriteTimeout.
+	// streamTimeouts counts responses dropped after Options.StreamWriteTimeout.
 	streamTimeouts prometheus.Counter
 	compile        prometheus.Histogram
 	compileSteps   prometheus.Histogram

@@ -62,9 +62,9 @@ type Options struct {
 	// PingInterval is how long an Anthropic stream may send nothing (a
 	// long prompt being read) before a ping event; <= 0 means 10 s.
 	PingInterval time.Duration
-	// StreamWriteTimeout drops a stream whose next frame cannot be written
-	// for this long (the client stopped reading) and cancels its
-	// generation; <= 0 means 30 s.
+	// StreamWriteTimeout drops a response whose next write cannot finish
+	// for this long (the client stopped reading): a stream's frame (its
+	// generation is cancelled) or a whole reply; <= 0 means 30 s.
 	StreamWriteTimeout time.Duration
 	// DateString gives the chat template's date when a request has none.
 	// nil: today's local date.

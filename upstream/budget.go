@@ -86,23 +86,21 @@ func (h *hold) grow(n int64) error {
 	if h.held+n > h.max {
 		return errTooLarge
 	}
-	if err := h.copy(n); err != nil {
-		return err
-	}
-	h.copies -= n
-	h.held += n
-	return nil
+	return h.take(n, &h.held)
 }
 
 // copy reserves n bytes for a copy of bytes already held (a joined line, a
 // scrubbed reply): errBudget when the server's budget is spent. A copy
 // does not count toward the request's limit, which caps the reply's size.
-func (h *hold) copy(n int64) error {
+func (h *hold) copy(n int64) error { return h.take(n, &h.copies) }
+
+// take reserves n bytes from the budget and adds them to *into.
+func (h *hold) take(n int64, into *int64) error {
 	if !h.b.take(n) {
 		h.overBudget = true
 		return errBudget
 	}
-	h.copies += n
+	*into += n
 	return nil
 }
 
