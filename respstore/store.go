@@ -255,20 +255,16 @@ func (s *Store) insert(e *entry) {
 // heaviest is the owner with the most entries (byCount) or bytes, the
 // first by owner hash among equals; s.mu is held and there is one.
 func (s *Store) heaviest(byCount bool) *owned {
+	weight := func(o *owned) int64 {
+		if byCount {
+			return int64(o.lru.Len())
+		}
+		return o.bytes
+	}
 	var top *owned
 	topName := ""
 	for name, o := range s.owners {
-		a, b := o.bytes, int64(0)
-		if top != nil {
-			b = top.bytes
-		}
-		if byCount {
-			a, b = int64(o.lru.Len()), 0
-			if top != nil {
-				b = int64(top.lru.Len())
-			}
-		}
-		if top == nil || a > b || a == b && name < topName {
+		if top == nil || weight(o) > weight(top) || weight(o) == weight(top) && name < topName {
 			top, topName = o, name
 		}
 	}

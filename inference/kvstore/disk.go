@@ -285,18 +285,15 @@ func (d *disk) trim(keep *diskFile) {
 		owned[f.owner] += f.size
 	}
 	for d.bytes > d.budget && len(d.files) > 0 {
-		var victim *diskFile
-		for _, f := range d.files { // in write order: an owner's first is its oldest
-			if f == keep {
-				continue
+		victim := keep
+	owners:
+		for _, o := range heaviestFirst(owned) {
+			for _, f := range d.files { // in write order: an owner's first is its oldest
+				if f.owner == o && f != keep {
+					victim = f
+					break owners
+				}
 			}
-			if victim == nil || owned[f.owner] > owned[victim.owner] ||
-				owned[f.owner] == owned[victim.owner] && f.owner < victim.owner {
-				victim = f
-			}
-		}
-		if victim == nil {
-			victim = keep
 		}
 		owned[victim.owner] -= victim.size
 		d.drop(victim)

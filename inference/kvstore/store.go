@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -291,18 +292,8 @@ func (s *Store) dropTag(root *node, tag string, keep *node) {
 // path) to disk first when a directory is set. An owner whose only leaf is
 // keep yields to the next; removed is false when keep is the only leaf.
 func (s *Store) evict(keep *node) (removed bool, err error) {
-	owners := make([]string, 0, len(s.roots))
-	for o := range s.roots {
-		owners = append(owners, o)
-	}
-	slices.SortFunc(owners, func(a, b string) int {
-		if c := cmp.Compare(s.owned[b], s.owned[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
 	var old *node
-	for _, o := range owners {
+	for _, o := range heaviestFirst(s.owned) {
 		r := s.roots[o]
 		var walk func(*node)
 		walk = func(nd *node) {
@@ -328,6 +319,19 @@ func (s *Store) evict(keep *node) (removed bool, err error) {
 	s.remove(old)
 	s.evictions++
 	return true, err
+}
+
+// heaviestFirst is the owners of owned, the most bytes first, then by
+// name: the order in which both tiers evict.
+func heaviestFirst(owned map[string]int64) []string {
+	owners := slices.Collect(maps.Keys(owned))
+	slices.SortFunc(owners, func(a, b string) int {
+		if c := cmp.Compare(owned[b], owned[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return owners
 }
 
 // pathOf returns the tokens and rows from the root to nd.
