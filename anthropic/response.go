@@ -65,14 +65,20 @@ func toUsage(u inference.Usage) Usage {
 // stopReason maps how the choice ended; a timeout reads as max_tokens.
 func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *string) {
 	switch {
-	case toolUse && f != inference.FinishLength && f != inference.FinishTimeout:
+	case cutOff(f):
+		return StopMaxTokens, nil
+	case toolUse:
 		return StopToolUse, nil
 	case f == inference.FinishStop && stop != "":
 		return StopSequence, &stop
-	case f == inference.FinishLength || f == inference.FinishTimeout:
-		return StopMaxTokens, nil
 	}
 	return StopEndTurn, nil
+}
+
+// cutOff reports whether a choice that ended with f was cut by the token
+// limit (or the time limit, which reads the same).
+func cutOff(f inference.FinishReason) bool {
+	return f == inference.FinishLength || f == inference.FinishTimeout
 }
 
 // toolUses parses text, which ended with f, as calls of g's tools (at most
@@ -81,8 +87,7 @@ func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *s
 // as it came: its block's input is the JSON text it got to (not valid JSON,
 // or empty), which a stream sends as is.
 func (g *Generation) toolUses(text string, f inference.FinishReason) ([]ContentBlock, bool) {
-	cut := g.Forced && (f == inference.FinishLength || f == inference.FinishTimeout)
-	return front.ToolCallsAs(text, g.Tools, !g.Single, cut, func(_ int, c chat.ToolCall) ContentBlock {
+	return front.ToolCallsAs(text, g.Tools, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
 		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
 	})
 }

@@ -66,9 +66,14 @@ func ToolNames(tools []json.RawMessage) ([]string, error) {
 // ParseToolCalls parses a choice's whole text as calls of the offered
 // functions (chat.OfferedToolCalls); ok is false when it is ordinary
 // content (or nothing was offered). With parallel false only the first
-// call is kept, as the APIs promise at most one.
-func ParseToolCalls(text string, offered []string, parallel bool) ([]chat.ToolCall, bool) {
+// call is kept, as the APIs promise at most one. With cut (a forced call
+// that the token limit cut off) text that is not whole calls is read by
+// CutToolCalls.
+func ParseToolCalls(text string, offered []string, parallel, cut bool) ([]chat.ToolCall, bool) {
 	calls, ok := chat.OfferedToolCalls(text, offered)
+	if !ok && cut {
+		return CutToolCalls(text, offered, parallel)
+	}
 	if ok && !parallel {
 		calls = calls[:1]
 	}
@@ -223,13 +228,9 @@ func (c *cutScanner) value() (v string, whole bool) {
 }
 
 // ToolCallsAs is ParseToolCalls with each call (and its index) converted
-// to an API's wire type by as; with cut (a forced call that the token limit
-// cut off) text that is not whole calls is read by CutToolCalls.
+// to an API's wire type by as.
 func ToolCallsAs[T any](text string, offered []string, parallel, cut bool, as func(i int, c chat.ToolCall) T) ([]T, bool) {
-	calls, ok := ParseToolCalls(text, offered, parallel)
-	if !ok && cut {
-		calls, ok = CutToolCalls(text, offered, parallel)
-	}
+	calls, ok := ParseToolCalls(text, offered, parallel, cut)
 	if !ok {
 		return nil, false
 	}

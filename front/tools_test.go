@@ -59,7 +59,7 @@ func TestParseToolCalls(t *testing.T) {
 		{"no tools", nil, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls, ok := ParseToolCalls(text, tc.offered, tc.parallel)
+			calls, ok := ParseToolCalls(text, tc.offered, tc.parallel, false)
 			var names []string
 			for _, c := range calls {
 				names = append(names, c.Name)

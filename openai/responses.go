@@ -633,7 +633,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 // OpenAI guarantees at most one. A forced call that the token limit cut off
 // is read as far as it came.
 func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) ([]chat.ToolCall, bool) {
-	return front.ToolCallsAs(text, g.Tools, g.Response.ParallelToolCalls, g.cut(f), func(_ int, c chat.ToolCall) chat.ToolCall { return c })
+	return front.ParseToolCalls(text, g.Tools, g.Response.ParallelToolCalls, g.cut(f))
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
