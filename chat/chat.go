@@ -60,6 +60,10 @@ type Message struct {
 	ToolCalls  []ToolCall
 	ToolCallID string
 	Name       string
+	// ReasoningContent is an assistant turn's earlier reasoning (vLLM's
+	// reasoning_content), whatever form the client sent it in; a template
+	// that knows it (Qwen3) decides whether it is rendered.
+	ReasoningContent string
 }
 
 // ToolCall is a function call made by the assistant. Arguments holds a JSON
@@ -92,6 +96,10 @@ type Options struct {
 	// Context, when set, stops rendering with its error once it is done (a
 	// client that went away).
 	Context context.Context
+	// Kwargs are the template's own keyword arguments (vLLM's
+	// chat_template_kwargs), e.g. Qwen3's enable_thinking; the request's
+	// reasoning controls are mapped onto them before rendering.
+	Kwargs map[string]any
 }
 
 // MaxToolDepth bounds the nesting of a tool definition: deeper schemas are
