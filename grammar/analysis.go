@@ -28,6 +28,9 @@ func children(n *node, f func(*node)) {
 	for _, a := range n.alts {
 		f(a)
 	}
+	for _, a := range n.seq {
+		f(a)
+	}
 	for _, p := range n.prefix {
 		f(p)
 	}

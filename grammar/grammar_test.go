@@ -236,3 +236,61 @@ func TestTools(t *testing.T) {
 
 // h253 is a hostname of 253 characters, the format's limit.
 var h253 = strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("a", 61)
+
+// TestToolsSyntax checks the family syntaxes of forced calls: Hermes wraps
+// each call in <tool_call> lines (several with parallel, one per block),
+// Granite puts one JSON array after <|tool_call|>; both name the arguments
+// "arguments". Each grammar accepts exactly its own syntax.
+func TestToolsSyntax(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)},
+		{Name: "now"},
+	}
+	hermes := CallSyntax{ArgsKey: "arguments", Open: "<tool_call>\n", Close: "\n</tool_call>", Sep: "\n"}
+	granite := CallSyntax{ArgsKey: "arguments", Prefix: "<|tool_call|>"}
+	call := `{"name": "get_weather", "arguments": {"city": "Paris"}}`
+	now := `{"name": "now", "arguments": {}}`
+	tests := []struct {
+		name     string
+		syntax   CallSyntax
+		parallel bool
+		ok, bad  []string
+	}{
+		{"hermes", hermes, false,
+			[]string{"<tool_call>\n" + call + "\n</tool_call>", "<tool_call>\n" + now + "\n</tool_call>", " <tool_call>\n" + now + "\n</tool_call>\n"},
+			[]string{call, "<tool_call>" + call + "</tool_call>", "<tool_call>\n" + call + "\n</tool_call>\n<tool_call>\n" + now + "\n</tool_call>",
+				"<tool_call>\n" + call, "<tool_call>\n" + `{"name": "other", "arguments": {}}` + "\n</tool_call>",
+				"<tool_call>\n" + `{"name": "now", "parameters": {}}` + "\n</tool_call>", "<tool_call>\n" + `{"arguments": {}, "name": "now"}` + "\n</tool_call>",
+				"<tool_call>\n" + `{"name": "get_weather", "arguments": {}}` + "\n</tool_call>", "<tool_call>\n[" + now + "]\n</tool_call>"}},
+		{"hermes parallel", hermes, true,
+			[]string{"<tool_call>\n" + call + "\n</tool_call>", "<tool_call>\n" + call + "\n</tool_call>\n<tool_call>\n" + now + "\n</tool_call>",
+				"<tool_call>\n" + now + "\n</tool_call>\n<tool_call>\n" + now + "\n</tool_call>\n<tool_call>\n" + call + "\n</tool_call>"},
+			[]string{"<tool_call>\n" + call + "\n</tool_call><tool_call>\n" + now + "\n</tool_call>",
+				"<tool_call>\n" + call + "\n</tool_call>\n\n<tool_call>\n" + now + "\n</tool_call>x", ""}},
+		{"granite", granite, false,
+			[]string{"<|tool_call|>[" + call + "]", "<|tool_call|>[ " + now + " ]"},
+			[]string{"<|tool_call|>[" + call + "," + now + "]", "<|tool_call|>" + call, "[" + call + "]", "<|tool_call|>[]"}},
+		{"granite parallel", granite, true,
+			[]string{"<|tool_call|>[" + call + ", " + now + "]"},
+			[]string{"<|tool_call|>[]", "<|tool_call|>" + now}},
+		{"json", CallSyntax{ArgsKey: "arguments"}, true,
+			[]string{call, "[" + call + "," + now + "]"},
+			[]string{`{"name": "now", "parameters": {}}`, "<tool_call>\n" + now + "\n</tool_call>"}},
+	}
+	for _, tc := range tests {
+		g, err := Tools(tools, tc.parallel, Options{Calls: tc.syntax})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tc.ok {
+			if !g.MatchString(s) {
+				t.Errorf("%s: %q rejected", tc.name, s)
+			}
+		}
+		for _, s := range tc.bad {
+			if g.MatchString(s) {
+				t.Errorf("%s: %q accepted", tc.name, s)
+			}
+		}
+	}
+}

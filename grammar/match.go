@@ -14,6 +14,7 @@ const (
 	fLit
 	fArr
 	fObj
+	fSeq // a node's seq: cnt parts done
 )
 
 // Sub-states.
@@ -151,6 +152,8 @@ func feed(a *arena, t *stk, b byte, out []*stk) []*stk {
 		return arr(a, t, b, out)
 	case fObj:
 		return obj(a, t, b, out)
+	case fSeq:
+		return start(a, f.n.seq[f.cnt], a.new(f, t.up), b, out)
 	}
 	return out
 }
@@ -165,6 +168,9 @@ func start(a *arena, n *node, parent *stk, b byte, out []*stk) []*stk {
 			out = start(a, alt, parent, b, out)
 		}
 		return out
+	}
+	if n.seq != nil {
+		return start(a, n.seq[0], a.new(frame{k: fSeq, n: n}, parent), b, out)
 	}
 	if n.lits != nil {
 		for _, l := range n.lits {
@@ -208,6 +214,10 @@ func pop(a *arena, parent *stk, c *frame, out []*stk) []*stk {
 	f := parent.f
 	f.ws = 0
 	switch f.k {
+	case fSeq:
+		if f.cnt++; int(f.cnt) == len(f.n.seq) {
+			return pop(a, parent.up, &f, out)
+		}
 	case fDoc:
 		f.st = sAfter
 	case fArr:

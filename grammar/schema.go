@@ -39,8 +39,8 @@ const (
 	maxDigits  = 18 // integer plus fraction digits of a number
 )
 
-// node is a compiled schema. Exactly one of ref, alts, lits or the typed
-// fields applies (in that order).
+// node is a compiled schema. Exactly one of ref, alts, seq, lits or the
+// typed fields applies (in that order).
 type node struct {
 	ref   *node
 	alts  []*node  // anyOf
@@ -60,6 +60,8 @@ type node struct {
 	props  []prop
 	addl   *node // nil: no additional properties
 	strict bool  // keys in schema order
+
+	seq []*node // parts matched one after the other, with no gap (tool-call markers around a call)
 }
 
 type prop struct {
@@ -98,6 +100,8 @@ type Options struct {
 	// Cache keeps compiled patterns and masks across grammars; nil: the
 	// package's default (DefaultCacheBytes).
 	Cache *Cache
+	// Calls is how Tools writes forced calls; the zero value is Llama 3's.
+	Calls CallSyntax
 }
 
 // Grammar is a compiled schema; it is immutable and safe to share.
