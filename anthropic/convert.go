@@ -28,6 +28,8 @@ type Generation struct {
 	// Forced: tool_choice any or tool, so output that the token limit cut
 	// off is still read as tool uses (front.CutToolCalls).
 	Forced bool
+	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
+	ToolFormat front.ToolFormat
 }
 
 // BillingHeaderPrefix starts the system block Claude Code sends first. It
@@ -100,7 +102,7 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 	opt := p.ChatOptions()
 	if mode != "none" && len(tools) > 0 {
 		opt.Tools = tools
-		g.Tools = names
+		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
 	g.Single = r.ToolChoice != nil && r.ToolChoice.DisableParallelToolUse != nil && *r.ToolChoice.DisableParallelToolUse
 	msgs, prefill, err := chatMessages(r.System, r.Messages)

@@ -82,14 +82,19 @@ func cutOff(f inference.FinishReason) bool {
 }
 
 // toolUses parses text, which ended with f, as calls of g's tools (at most
-// one with Single) and returns them as tool_use blocks; ok is false for
-// ordinary text. A forced call that the token limit cut off is read as far
-// as it came: its block's input is the JSON text it got to (not valid JSON,
-// or empty), which a stream sends as is.
+// one with Single) and returns them as tool_use blocks, after a text block
+// of the content before them; ok is false for ordinary text. A forced call
+// that the token limit cut off is read as far as it came: its block's
+// input is the JSON text it got to (not valid JSON, or empty), which a
+// stream sends as is.
 func (g *Generation) toolUses(text string, f inference.FinishReason) ([]ContentBlock, bool) {
-	return front.ToolCallsAs(text, g.Tools, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
+	content, blocks, ok := front.ToolCallsAs(g.ToolFormat, text, g.Tools, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
 		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
 	})
+	if content != "" {
+		blocks = append([]ContentBlock{{Type: "text", Text: &content}}, blocks...)
+	}
+	return blocks, ok
 }
 
 // ToMessage builds the non-streaming response with id.

@@ -51,7 +51,7 @@ type Stream struct {
 
 // NewStream streams g's reply as message id.
 func NewStream(g *Generation, id string) *Stream {
-	return &Stream{g: g, id: id, gate: front.NewCallGate(g.Tools != nil)}
+	return &Stream{g: g, id: id, gate: front.NewFormatGate(g.ToolFormat, g.Tools != nil)}
 }
 
 // Start returns message_start (usage: the whole prompt as input; the final
@@ -97,7 +97,7 @@ func (s *Stream) Event(ev inference.Event) []Event {
 	if text, held := s.gate.End(); held {
 		if blocks, ok := s.g.toolUses(text, ev.Finish); ok {
 			s.calls = true
-			for _, b := range blocks {
+			for _, b := range blocks { // the gate sent the content before them
 				out = s.toolUse(out, b)
 			}
 			return out

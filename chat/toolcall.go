@@ -39,7 +39,7 @@ func ParseToolCalls(text string) (calls []ToolCall, ok bool) {
 			return nil, false
 		}
 		for _, e := range v.elem {
-			c, ok := toolCallFrom(e)
+			c, ok := toolCallFrom(e, false)
 			if !ok {
 				return nil, false
 			}
@@ -57,7 +57,7 @@ func ParseToolCalls(text string) (calls []ToolCall, ok bool) {
 		if err != nil {
 			return nil, false
 		}
-		c, ok := toolCallFrom(v)
+		c, ok := toolCallFrom(v, false)
 		if !ok {
 			return nil, false
 		}
@@ -99,7 +99,33 @@ func OfferedToolCalls(text string, offered []string) ([]ToolCall, bool) {
 	return calls, true
 }
 
-func toolCallFrom(v jsonValue) (ToolCall, bool) {
+// ParseCallJSON parses s, after trimming whitespace, as one call object
+// {"name": "f", "arguments": {...}} or, with list, also a non-empty JSON
+// array of them: the JSON of Hermes' <tool_call> blocks and of Granite's
+// <|tool_call|> list. As vLLM's parsers do, it ignores keys other than
+// "name" and "arguments" ("parameters" is accepted instead); arguments
+// must be an object (missing means {}). ok is false for anything else.
+func ParseCallJSON(s string, list bool) (calls []ToolCall, ok bool) {
+	v, err := parseJSON(pyStrip(s))
+	if err != nil {
+		return nil, false
+	}
+	elems := []jsonValue{v}
+	if v.kind == jsonArray && list {
+		elems = v.elem
+	}
+	for _, e := range elems {
+		c, ok := toolCallFrom(e, true)
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	return calls, len(calls) > 0
+}
+
+// toolCallFrom reads a call object; lenient ignores other keys.
+func toolCallFrom(v jsonValue, lenient bool) (ToolCall, bool) {
 	if v.kind != jsonObject {
 		return ToolCall{}, false
 	}
@@ -120,11 +146,13 @@ func toolCallFrom(v jsonValue) (ToolCall, bool) {
 			}
 			args = e
 		case "type":
-			if e.kind != jsonString || e.str != "function" {
+			if !lenient && (e.kind != jsonString || e.str != "function") {
 				return ToolCall{}, false
 			}
 		default:
-			return ToolCall{}, false
+			if !lenient {
+				return ToolCall{}, false
+			}
 		}
 	}
 	if !hasName {

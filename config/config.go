@@ -124,6 +124,10 @@ type Model struct {
 	// Overrides are the manifest's `hexserve` object for bundles that lack
 	// it; set keys win over the manifest's.
 	Overrides *bundle.Hexserve `yaml:"overrides"`
+	// ToolParser is the model's tool-call format, as vLLM names them:
+	// llama3_json, hermes, granite or json; "" detects it from the chat
+	// template's markers (then config.json's model_type).
+	ToolParser string `yaml:"tool_parser"`
 
 	// The keys below override the engine's for this model (on model.* with
 	// a models: list, for every entry).
@@ -244,6 +248,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.PerfMode, d.PerfMode)
 		inherit(&e.ADSPLibraryPath, d.ADSPLibraryPath)
 		inherit(&e.SeqKVMB, d.SeqKVMB)
+		inherit(&e.ToolParser, d.ToolParser)
 		if e.Overrides == nil {
 			e.Overrides = d.Overrides
 		}
@@ -268,6 +273,12 @@ func inherit[T comparable](v *T, def T) {
 		*v = def
 	}
 }
+
+// ToolParsers are the values of model.tool_parser: the tool-call formats
+// front.ToolFormats holds, by vLLM's names.
+var ToolParsers = []string{"llama3_json", "hermes", "granite", "json"}
+
+const toolParserWhat = "must be llama3_json, hermes, granite or json (unset: detected from the chat template)"
 
 // Libraries are the QNN shared libraries. Bare names are resolved by the
 // dynamic loader (LD_LIBRARY_PATH, the vendor paths on a phone).
@@ -485,6 +496,7 @@ func (c *Config) Validate() error {
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
 		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
+		{m.ToolParser != "" && !slices.Contains(ToolParsers, m.ToolParser), "model.tool_parser", toolParserWhat},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
 		{e.MaxSequences < 1 || e.MaxSequences > 64, "engine.max_sequences", "must be between 1 and 64"},
 		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: 64)"},
@@ -555,6 +567,7 @@ func (c *Config) validateModels() error {
 			{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
 			{e.PerfMode != "" && !oneOf(e.PerfMode, "burst", "sustained", "balanced"), key + ".perf_mode", "must be burst, sustained or balanced"},
 			{e.SeqKVMB < 0 || e.SeqKVMB > 1<<20, key + ".seq_kv_mb", "must be between 0 and 1048576 (unset: model.seq_kv_mb)"},
+			{e.ToolParser != "" && !slices.Contains(ToolParsers, e.ToolParser), key + ".tool_parser", toolParserWhat},
 			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},
 			{e.Timeout < 0, key + ".timeout", "must be > 0 (unset: engine.timeout)"},
 		}

@@ -130,6 +130,8 @@ func TestParseBad(t *testing.T) {
 		{"models:\n  - {path: a, id: a}\n  - {path: b, id: b, aliases: [a]}\n", `config: models[1].aliases[0]: "a" is already models[0].id`},
 		{"models:\n  - {path: a, id: x/y}\n", "config: models[0].id: must not contain"},
 		{"models:\n  - {path: a, perf_mode: turbo}\n", "config: models[0].perf_mode:"},
+		{"model:\n  tool_parser: qwen\n", "config: model.tool_parser: must be llama3_json, hermes, granite or json"},
+		{"models:\n  - {path: a, tool_parser: pythonic}\n", "config: models[0].tool_parser: must be llama3_json"},
 		{"models:\n  - {path: a, keep_alive: soon}\n", "config: models[0].keep_alive:"},
 		{"model:\n  path: a\nmodels:\n  - {path: b}\n", "config: model.path: set either model.path"},
 		{"server:\n  max_loaded_models: -1\n", "config: server.max_loaded_models: must be >= 0"},
@@ -174,9 +176,10 @@ func TestEntries(t *testing.T) {
   libraries: {backend: /q/libQnnHtp.so}
   tokenizer: /t.json
   timeout: 1m
+  tool_parser: json
 models:
   - {path: /m/a.pte, id: a, aliases: [x], preload: true, queue_length: 2}
-  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced}
+  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +194,11 @@ models:
 	}{
 		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", true, min(5), 2, time.Minute},
 		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", false, min(0), 8, time.Minute},
+	}
+	for i, parser := range []string{"json", "hermes"} { // inherited, then the entry's own
+		if got[i].ToolParser != parser {
+			t.Errorf("entry %d tool_parser %q, want %q", i, got[i].ToolParser, parser)
+		}
 	}
 	for i, w := range want {
 		e := got[i]

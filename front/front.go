@@ -56,6 +56,9 @@ type Params struct {
 	// Context, when set, stops rendering a chat prompt (and compiling a
 	// grammar) once it is done.
 	Context context.Context
+	// ToolFormat is how the model writes tool calls, for parsing replies
+	// and forcing calls; nil: Llama3JSON.
+	ToolFormat ToolFormat
 }
 
 // PromptByteLimit is the rendered length past which a prompt cannot fit a
@@ -68,10 +71,14 @@ func (p Params) ChatOptions() chat.Options {
 	return chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 }
 
-// GrammarOptions are the compile options of p's request.
+// GrammarOptions are the compile options of p's request: forced calls
+// in p's ToolFormat.
 func (p Params) GrammarOptions() grammar.Options {
 	o := p.Grammar
 	o.Context = p.Context
+	if p.ToolFormat != nil {
+		o.Calls = p.ToolFormat.Syntax()
+	}
 	return o
 }
 

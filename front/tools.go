@@ -63,35 +63,71 @@ func ToolNames(tools []json.RawMessage) ([]string, error) {
 	return names, nil
 }
 
-// ParseToolCalls parses a choice's whole text as calls of the offered
-// functions (chat.OfferedToolCalls); ok is false when it is ordinary
-// content (or nothing was offered). With parallel false only the first
-// call is kept, as the APIs promise at most one. With cut (a forced call
-// that the token limit cut off) text that is not whole calls is read by
-// CutToolCalls.
+// ParseToolCalls is ParseReply's calls in Llama 3's format.
 func ParseToolCalls(text string, offered []string, parallel, cut bool) ([]chat.ToolCall, bool) {
-	calls, ok := chat.OfferedToolCalls(text, offered)
+	_, calls, ok := ParseReply(Llama3JSON, text, offered, parallel, cut)
+	return calls, ok
+}
+
+// ParseReply parses a choice's whole text in format f (nil: Llama3JSON) as
+// content followed by calls of the offered functions; ok is false when it
+// is all content (or nothing was offered). With parallel false only the
+// first call is kept, as the APIs promise at most one. With cut (a forced
+// call that the token limit cut off) text that is not whole calls is read
+// by cutCalls.
+func ParseReply(f ToolFormat, text string, offered []string, parallel, cut bool) (content string, calls []chat.ToolCall, ok bool) {
+	if f == nil {
+		f = Llama3JSON
+	}
+	content, calls, ok = f.Calls(text, offered)
 	if !ok && cut {
-		return CutToolCalls(text, offered, parallel)
+		calls, ok = cutCalls(text, offered, parallel, f.Syntax())
+		return "", calls, ok
 	}
 	if ok && !parallel {
 		calls = calls[:1]
 	}
-	return calls, ok
+	return content, calls, ok
 }
 
-// CutToolCalls reads the output of a forced tool call (ToolGrammar's form)
-// that the token limit cut off, as the APIs return one: the calls it
-// completed, then the call it cut with its arguments as far as they came
-// (not valid JSON, or empty). A name the cut left partial is the one
-// offered name it begins; ok is false when it could be several, or when
-// the cut came before the first call's object began.
+// CutToolCalls is cutCalls in Llama 3's syntax.
 func CutToolCalls(text string, offered []string, parallel bool) (calls []chat.ToolCall, ok bool) {
-	for _, st := range chat.StopTokens {
-		text = strings.ReplaceAll(text, st, "")
+	return cutCalls(text, offered, parallel, grammar.CallSyntax{})
+}
+
+// cutCalls reads the output of a forced tool call (ToolGrammar's form in
+// syntax syn) that the token limit cut off, as the APIs return one: the
+// calls it completed, then the call it cut with its arguments as far as
+// they came (not valid JSON, or empty). A name the cut left partial is the
+// one offered name it begins; ok is false when it could be several, or
+// when the cut came before the first call's object began (in a syntax with
+// markers, a cut in or right after the first marker is a call of the only
+// tool offered).
+func cutCalls(text string, offered []string, parallel bool, syn grammar.CallSyntax) (calls []chat.ToolCall, ok bool) {
+	text = strings.TrimLeft(withoutStops(text), " \t\r\n")
+	argsKey, array := syn.ArgsKey, false
+	if argsKey == "" {
+		argsKey = "parameters"
 	}
-	s := cutScanner{s: strings.TrimLeft(text, " \t\r\n")}
-	array := s.take('[')
+	marked := syn.Prefix + syn.Open
+	if marked != "" && strings.HasPrefix(marked+"[", text) {
+		return onlyCall(offered)
+	}
+	if syn.Prefix != "" {
+		rest, found := strings.CutPrefix(text, syn.Prefix)
+		if !found {
+			return nil, false
+		}
+		text, array = rest, true
+	}
+	if syn.Open != "" { // the wrapped calls read as objects in a row
+		text = strings.ReplaceAll(strings.ReplaceAll(text, syn.Open, ""), syn.Close, "")
+	}
+	s := cutScanner{s: text}
+	array = s.take('[') || array
+	if s.space(); marked != "" && s.s == "" {
+		return onlyCall(offered)
+	}
 	for {
 		if !s.take('{') {
 			break
@@ -113,12 +149,12 @@ func CutToolCalls(text string, offered []string, parallel bool) (calls []chat.To
 		}
 		c := chat.ToolCall{ID: chat.NewCallID(), Name: name}
 		calls = append(calls, c)
-		if !s.take(',') || !s.key("parameters") {
+		if !s.take(',') || !s.key(argsKey) {
 			break
 		}
 		args, whole := s.value()
 		calls[len(calls)-1].Arguments = json.RawMessage(args)
-		if !whole || !s.take('}') || !array || !s.take(',') {
+		if !whole || !s.take('}') || !(array && s.take(',') || syn.Open != "") {
 			break
 		}
 	}
@@ -129,6 +165,14 @@ func CutToolCalls(text string, offered []string, parallel bool) (calls []chat.To
 		calls = calls[:1]
 	}
 	return calls, true
+}
+
+// onlyCall is a call of the only tool offered, its arguments not begun.
+func onlyCall(offered []string) ([]chat.ToolCall, bool) {
+	if name := onlyPrefixed(offered, ""); name != "" {
+		return []chat.ToolCall{{ID: chat.NewCallID(), Name: name}}, true
+	}
+	return nil, false
 }
 
 // onlyPrefixed is the one name that begins with prefix, "" when there are
@@ -227,18 +271,18 @@ func (c *cutScanner) value() (v string, whole bool) {
 	return v, false
 }
 
-// ToolCallsAs is ParseToolCalls with each call (and its index) converted
-// to an API's wire type by as.
-func ToolCallsAs[T any](text string, offered []string, parallel, cut bool, as func(i int, c chat.ToolCall) T) ([]T, bool) {
-	calls, ok := ParseToolCalls(text, offered, parallel, cut)
+// ToolCallsAs is ParseReply with each call (and its index) converted to
+// an API's wire type by as.
+func ToolCallsAs[T any](f ToolFormat, text string, offered []string, parallel, cut bool, as func(i int, c chat.ToolCall) T) (content string, out []T, ok bool) {
+	content, calls, ok := ParseReply(f, text, offered, parallel, cut)
 	if !ok {
-		return nil, false
+		return "", nil, false
 	}
-	out := make([]T, len(calls))
+	out = make([]T, len(calls))
 	for i, c := range calls {
 		out[i] = as(i, c)
 	}
-	return out, true
+	return content, out, true
 }
 
 // ToolGrammar compiles a forced call of one of tools (several in a row when
@@ -253,33 +297,79 @@ func ToolGrammar(tools []grammar.Tool, params []string, parallel bool, o grammar
 }
 
 // CallGate holds a choice's streamed text back while it may still be a
-// call of the offered tools (chat.ToolCallDetector), so a stream sends
-// either text deltas or tool calls, never the start of a call as text.
+// call of the offered tools, so a stream sends either text deltas or tool
+// calls, never the start of a call as text. For a format whose calls
+// follow content after a marker (ToolFormat.Start) the text before the
+// marker passes, except an end that may begin it (and the whitespace
+// before that, which ParseReply trims from content); from the marker on
+// all is held. Otherwise chat.ToolCallDetector decides from the start.
 // The zero value holds nothing: every delta passes.
 type CallGate struct {
-	det  chat.ToolCallDetector
-	hold bool
+	det   chat.ToolCallDetector
+	start string          // the format's marker; "": the detector decides
+	buf   strings.Builder // with start: the text held
+	found bool            // with start: the marker came
+	hold  bool
 }
 
-// NewCallGate is a gate that holds the output back while tools are
+// NewCallGate is a Llama 3 gate that holds the output back while tools are
 // offered.
-func NewCallGate(toolsOffered bool) CallGate { return CallGate{hold: toolsOffered} }
+func NewCallGate(toolsOffered bool) CallGate { return NewFormatGate(Llama3JSON, toolsOffered) }
+
+// NewFormatGate is the gate of format f (nil: Llama3JSON) that holds the
+// output back while tools are offered.
+func NewFormatGate(f ToolFormat, toolsOffered bool) CallGate {
+	if f == nil {
+		f = Llama3JSON
+	}
+	return CallGate{hold: toolsOffered, start: f.Start()}
+}
 
 // Holding reports whether the output may still be a tool call.
 func (g *CallGate) Holding() bool { return g.hold }
 
 // Pass feeds delta and returns the text to send now: delta itself once the
 // output is known to be text, everything held so far at the moment that
-// becomes known; ok is false while the text is held.
+// becomes known, or with a marker the text known to come before it; ok is
+// false while nothing is released.
 func (g *CallGate) Pass(delta string) (text string, ok bool) {
-	if !g.hold {
+	switch {
+	case !g.hold:
 		return delta, true
-	}
-	if g.det.Feed(delta) != chat.Text {
+	case g.start != "":
+		return g.passMarked(delta)
+	case g.det.Feed(delta) != chat.Text:
 		return "", false
 	}
 	g.hold = false
 	return g.det.Buffered(), true
+}
+
+// passMarked is Pass for a format with a start marker.
+func (g *CallGate) passMarked(delta string) (string, bool) {
+	g.buf.WriteString(delta)
+	if g.found {
+		return "", false
+	}
+	s := g.buf.String()
+	cut := len(s) // what may be content: before the marker or a start of it
+	if i := strings.Index(s, g.start); i >= 0 {
+		cut, g.found = i, true
+	} else {
+		for k := min(len(g.start)-1, len(s)); k > 0; k-- {
+			if strings.HasSuffix(s, g.start[:k]) {
+				cut = len(s) - k
+				break
+			}
+		}
+	}
+	cut = len(strings.TrimRight(s[:cut], " \t\r\n"))
+	if cut == 0 {
+		return "", false
+	}
+	g.buf.Reset()
+	g.buf.WriteString(s[cut:])
+	return s[:cut], true
 }
 
 // End ends the output and returns the text still held (to parse as tool
@@ -289,5 +379,8 @@ func (g *CallGate) End() (text string, held bool) {
 		return "", false
 	}
 	g.hold = false
+	if g.start != "" {
+		return g.buf.String(), g.buf.Len() > 0
+	}
 	return g.det.Buffered(), true
 }

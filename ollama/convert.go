@@ -28,6 +28,8 @@ type Generation struct {
 	// Tools are the offered function names; nil: output is never parsed as
 	// tool calls.
 	Tools []string
+	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
+	ToolFormat front.ToolFormat
 	// Load is a request with nothing to generate (no messages, or an empty
 	// prompt): Ollama clients send one to load a model. The reply is a single
 	// done line with done_reason "load", or "unload" for keep_alive 0.
@@ -54,7 +56,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 	}
 	opt := p.ChatOptions()
 	if len(r.Tools) > 0 {
-		opt.Tools, g.Tools = r.Tools, names
+		opt.Tools, g.Tools, g.ToolFormat = r.Tools, names, p.ToolFormat
 	}
 	msgs, err := toChatMessages(r.Messages)
 	if err != nil {

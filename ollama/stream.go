@@ -37,7 +37,7 @@ type Stream struct {
 
 // NewStream streams the reply to g.
 func NewStream(g *Generation, m Meta) *Stream {
-	return &Stream{g: g, m: m, gate: front.NewCallGate(g.Chat && g.Tools != nil)}
+	return &Stream{g: g, m: m, gate: front.NewFormatGate(g.ToolFormat, g.Chat && g.Tools != nil)}
 }
 
 // Event returns the lines ev releases. For a Done event with Err set the
@@ -59,7 +59,7 @@ func (s *Stream) Event(ev inference.Event) []any {
 	}
 	s.reason = front.FinishReason(ev.Finish)
 	if text, held := s.gate.End(); held {
-		if calls, ok := parseToolCalls(text, s.g.Tools); ok {
+		if _, calls, ok := s.parseToolCalls(text); ok { // the gate sent the content before them
 			out = append(out, s.line("", calls, false, nil))
 		} else if text != "" {
 			out = append(out, s.line(text, nil, false, nil))
@@ -84,8 +84,8 @@ func (s *Stream) Response(res inference.Result) any {
 	}
 	var calls []ToolCall
 	if s.g.Chat {
-		if c, ok := parseToolCalls(text, s.g.Tools); ok {
-			text, calls = "", c
+		if content, c, ok := s.parseToolCalls(text); ok {
+			text, calls = content, c
 		}
 	}
 	return s.line(text, calls, true, s.metrics(res.Usage, res.Timings))
@@ -111,10 +111,10 @@ func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
 		EvalCount: u.CompletionTokens, EvalDuration: t.Generation}
 }
 
-// parseToolCalls parses the whole output as calls of the offered tools; ok is
-// false when it is ordinary content.
-func parseToolCalls(text string, tools []string) ([]ToolCall, bool) {
-	return front.ToolCallsAs(text, tools, true, false, func(i int, c chat.ToolCall) ToolCall {
+// parseToolCalls parses the whole output as content and calls of the
+// offered tools; ok is false when it is ordinary content.
+func (s *Stream) parseToolCalls(text string) (string, []ToolCall, bool) {
+	return front.ToolCallsAs(s.g.ToolFormat, text, s.g.Tools, true, false, func(i int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
 	})
 }

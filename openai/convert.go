@@ -37,6 +37,8 @@ type Generation struct {
 	// ForcedTools: tool_choice forces a call, so output that the token
 	// limit cut off is still read as calls (front.CutToolCalls).
 	ForcedTools bool
+	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
+	ToolFormat front.ToolFormat
 	// Echo is the prompt text prepended to each completion (completions echo).
 	Echo string
 }
@@ -90,7 +92,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	}
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
-		g.Tools = names
+		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {

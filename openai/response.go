@@ -365,7 +365,13 @@ var finishReason = front.FinishReason
 // g's tools; ok is false when it is ordinary content. A forced call that
 // the token limit cut off is read as far as it came.
 func (g *Generation) ToolCalls(text string, f inference.FinishReason) ([]ToolCall, bool) {
-	return front.ToolCallsAs(text, g.Tools, true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
+	_, calls, ok := g.reply(text, f)
+	return calls, ok
+}
+
+// reply is ToolCalls with the content before the calls.
+func (g *Generation) reply(text string, f inference.FinishReason) (string, []ToolCall, bool) {
+	return front.ToolCallsAs(g.ToolFormat, text, g.Tools, true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
 	})
 }
@@ -401,8 +407,11 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 	out := whole(g, m, "chat.completion", make([]ChatChoice, len(res.Choices)), res)
 	for i, c := range res.Choices {
 		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
-		if calls, ok := g.ToolCalls(c.Text, c.Finish); ok {
+		if content, calls, ok := g.reply(c.Text, c.Finish); ok {
 			ch.Message.ToolCalls, ch.FinishReason = calls, callsFinish(ch.FinishReason)
+			if content != "" {
+				ch.Message.Content = &content
+			}
 		} else {
 			text := c.Text
 			ch.Message.Content = &text

@@ -283,7 +283,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	opt := p.ChatOptions()
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
-		g.Tools = names
+		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
 	var system []chat.Message
 	if r.Instructions != nil && *r.Instructions != "" {
@@ -617,7 +617,10 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	if len(res.Choices) > 0 {
 		text, finish = res.Choices[0].Text, res.Choices[0].Finish
 	}
-	if calls, ok := g.parseCalls(text, finish); ok {
+	if content, calls, ok := g.parseCalls(text, finish); ok {
+		if content != "" {
+			resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), content, "completed"))
+		}
 		for _, c := range calls {
 			resp.Output = append(resp.Output, g.functionCallItem(c))
 		}
@@ -628,12 +631,12 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	return resp
 }
 
-// parseCalls parses text, which ended with f, as calls of the offered
-// tools; with parallel_tool_calls false only the first call is kept, as
-// OpenAI guarantees at most one. A forced call that the token limit cut off
-// is read as far as it came.
-func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) ([]chat.ToolCall, bool) {
-	return front.ParseToolCalls(text, g.Tools, g.Response.ParallelToolCalls, g.cut(f))
+// parseCalls parses text, which ended with f, as content and calls of the
+// offered tools; with parallel_tool_calls false only the first call is
+// kept, as OpenAI guarantees at most one. A forced call that the token
+// limit cut off is read as far as it came.
+func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) (string, []chat.ToolCall, bool) {
+	return front.ParseReply(g.ToolFormat, text, g.Tools, g.Response.ParallelToolCalls, g.cut(f))
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {

@@ -50,7 +50,7 @@ type ResponseStream struct {
 
 // NewResponseStream streams g's response.
 func NewResponseStream(g *ResponseGeneration) *ResponseStream {
-	return &ResponseStream{g: g, gate: front.NewCallGate(g.Tools != nil)}
+	return &ResponseStream{g: g, gate: front.NewFormatGate(g.ToolFormat, g.Tools != nil)}
 }
 
 // Response is the response built so far (complete after the terminal event).
@@ -91,7 +91,10 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 		status = "incomplete"
 	}
 	if text, held := s.gate.End(); held {
-		if calls, ok := s.g.parseCalls(text, ev.Finish); ok {
+		if _, calls, ok := s.g.parseCalls(text, ev.Finish); ok {
+			if s.msg != nil { // the content before the calls
+				out = s.closeMessage(out, status)
+			}
 			for _, c := range calls {
 				out = s.functionCall(out, s.g.functionCallItem(c))
 			}

@@ -45,7 +45,7 @@ func NewCompletionStream(g *Generation, m Meta) *Stream { return newStream(g, m,
 func newStream(g *Generation, m Meta, isChat bool) *Stream {
 	s := &Stream{g: g, m: m, chat: isChat, choices: make([]choiceState, max(g.Request.N, 1)), first: true}
 	for i := range s.choices {
-		s.choices[i].gate = front.NewCallGate(isChat && g.Tools != nil)
+		s.choices[i].gate = front.NewFormatGate(g.ToolFormat, isChat && g.Tools != nil)
 		s.choices[i].offset = textOffset{chars: utf8.RuneCountInString(g.Echo)}
 	}
 	return s

@@ -51,6 +51,7 @@ func (s *Server) params(r *http.Request, m *Model) front.Params {
 	return front.Params{Tokenizer: m.Tokenizer, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
 		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
+		ToolFormat:     m.ToolFormat,
 		MaxPromptBytes: front.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 

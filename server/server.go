@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -120,6 +121,8 @@ type Model struct {
 	// parameters a request leaves out (a Genie bundle's dialog.sampler),
 	// in place of Options.Sampling.
 	Sampling *sample.Params
+	// ToolFormat is how the model writes tool calls; nil: Llama 3's.
+	ToolFormat front.ToolFormat
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/front"
+	"github.com/rs/zerolog"
+)
+
+// TestToolFormat: the setting wins; else the template beside the
+// tokenizer (chat_template.jinja first, then tokenizer_config.json's, a
+// string or a list) decides, then config.json's model_type; a model
+// without files is Llama 3's; a file over its cap is logged and left out.
+func TestToolFormat(t *testing.T) {
+	write := func(dir string, files map[string]string) {
+		for name, text := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		setting string
+		want    string
+	}{
+		{"nothing beside", map[string]string{"tokenizer.json": "{}"}, "", "llama3_json"},
+		{"setting", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<tool_call>"}, "granite", "granite"},
+		{"jinja file", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "{{ '<tool_call>' }}",
+			"tokenizer_config.json": `{"chat_template": "<|tool_call|>"}`}, "", "hermes"},
+		{"tokenizer_config string, Falcon3", map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template": "<tool_call>"}`,
+			"config.json": `{"model_type": "llama"}`}, "", "hermes"},
+		{"tokenizer_config list", map[string]string{"tokenizer.json": "{}",
+			"tokenizer_config.json": `{"chat_template": [{"name": "default", "template": "x"}, {"name": "tool_use", "template": "<|tool_call|>"}]}`}, "", "granite"},
+		{"model_type fallback", map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template": "<|im_start|>"}`,
+			"config.json": `{"model_type": "qwen3"}`}, "", "hermes"},
+		{"no marker, no model_type", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<|user|>"}, "", "json"},
+		{"template over its cap", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": strings.Repeat("x", maxTemplateBytes+1),
+			"config.json": `{"model_type": "granite"}`}, "", "granite"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(dir, tc.files)
+			var log strings.Builder
+			f := toolFormat(config.Model{Path: filepath.Join(dir, "model.pte"), ToolParser: tc.setting}, zerolog.New(&log))
+			if f.Name() != tc.want {
+				t.Errorf("format %s, want %s (log %s)", f.Name(), tc.want, log.String())
+			}
+			if strings.Contains(tc.name, "cap") && !strings.Contains(log.String(), "larger than") {
+				t.Errorf("log %s", log.String())
+			}
+		})
+	}
+}
+
+// TestToolParsersAreFormats: the values config accepts for
+// model.tool_parser are exactly the formats front has.
+func TestToolParsersAreFormats(t *testing.T) {
+	var names []string
+	for _, f := range front.ToolFormats {
+		names = append(names, f.Name())
+	}
+	if !slices.Equal(names, config.ToolParsers) {
+		t.Errorf("formats %v, config accepts %v", names, config.ToolParsers)
+	}
+}
