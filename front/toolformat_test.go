@@ -35,6 +35,8 @@ var toolFormatCases = map[string][]toolFormatCase{
 		{"plain text", "The weather is fine.", "", nil},
 		{"a bare call object is text", `{"name": "get_time", "arguments": {}}`, "", nil},
 		{"a partial marker at the end", "Hello <tool_ca", "", nil},
+		{"trailing whitespace, no call", "Fine.\n\n", "", nil},
+		{"a marker-like tag", "Use <tool_calls> here", "", nil},
 	},
 	"granite": {
 		{"two calls", `<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]`, "",
