@@ -191,6 +191,7 @@ func TestToMessage(t *testing.T) {
 		{"Hi", "\n\n", inference.FinishStop, StopSequence, 1},
 		{"Hi", "", inference.FinishLength, StopMaxTokens, 1},
 		{"Hi", "", inference.FinishTimeout, StopMaxTokens, 1},
+		{"Hi", "", inference.FinishContext, StopContextWindow, 1},
 		{"", "", inference.FinishStop, StopEndTurn, 0},
 	} {
 		m := ToMessage(&Generation{}, "msg_1", res(c.text, c.f, c.stop))

@@ -53,6 +53,9 @@ const (
 	StopMaxTokens = "max_tokens"
 	StopSequence  = "stop_sequence"
 	StopToolUse   = "tool_use"
+	// StopContextWindow: generation reached the model's context window
+	// before max_tokens.
+	StopContextWindow = "model_context_window_exceeded"
 )
 
 // NewMessageID returns a fresh "msg_…" id.
@@ -65,6 +68,8 @@ func toUsage(u inference.Usage) Usage {
 // stopReason maps how the choice ended; a timeout reads as max_tokens.
 func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *string) {
 	switch {
+	case f == inference.FinishContext:
+		return StopContextWindow, nil
 	case cutOff(f):
 		return StopMaxTokens, nil
 	case toolUse:
@@ -76,9 +81,9 @@ func stopReason(f inference.FinishReason, stop string, toolUse bool) (string, *s
 }
 
 // cutOff reports whether a choice that ended with f was cut by the token
-// limit (or the time limit, which reads the same).
+// limit, the window or the time limit.
 func cutOff(f inference.FinishReason) bool {
-	return f == inference.FinishLength || f == inference.FinishTimeout
+	return f == inference.FinishLength || f == inference.FinishContext || f == inference.FinishTimeout
 }
 
 // toolUses parses text, which ended with f, as calls of g's tools (at most

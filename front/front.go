@@ -210,10 +210,11 @@ func (p Params) Constrain(r *inference.Request, gr *grammar.Grammar, param, msg 
 }
 
 // FinishReason is how a choice ended in the words OpenAI's and Ollama's
-// APIs share: "length" (a timeout reads as length too) or "stop".
+// APIs share: "length" (max_tokens, the end of the window, or a timeout) or
+// "stop".
 func FinishReason(f inference.FinishReason) string {
 	switch f {
-	case inference.FinishLength, inference.FinishTimeout:
+	case inference.FinishLength, inference.FinishContext, inference.FinishTimeout:
 		return "length"
 	}
 	return "stop"

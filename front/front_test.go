@@ -110,7 +110,7 @@ func TestConstrain(t *testing.T) {
 }
 
 func TestFinishReason(t *testing.T) {
-	for f, want := range map[inference.FinishReason]string{inference.FinishLength: "length", inference.FinishTimeout: "length",
+	for f, want := range map[inference.FinishReason]string{inference.FinishLength: "length", inference.FinishTimeout: "length", inference.FinishContext: "length",
 		inference.FinishStop: "stop", inference.FinishCancelled: "stop"} {
 		if got := FinishReason(f); got != want {
 			t.Errorf("%v: %s, want %s", f, got, want)

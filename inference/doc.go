@@ -96,8 +96,9 @@
 // A prompt fits when prompt tokens + 1 ≤ ModelInfo.ContextLen; otherwise
 // Submit returns *ContextLengthError. Each choice may generate up to
 // ContextLen − prompt tokens; a MaxTokens of 0 or larger than that is clamped
-// to it (not rejected), and reaching it finishes the choice with
-// FinishLength. Request.Timeout (or Config.Timeout) limits the run time, not
+// to it (not rejected). Reaching MaxTokens finishes the choice with
+// FinishLength, reaching the window before it with FinishContext.
+// Request.Timeout (or Config.Timeout) limits the run time, not
 // the queue wait: it finishes with FinishTimeout and no error.
 //
 // # Sampling

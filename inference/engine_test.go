@@ -122,11 +122,11 @@ func TestContextPolicy(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		r, err := run(t, e, inference.Request{Prompt: make([]int32, 60), MaxTokens: 100})
-		if err != nil || r.Finish != inference.FinishLength || r.Usage.CompletionTokens != 4 {
+		if err != nil || r.Finish != inference.FinishContext || r.Usage.CompletionTokens != 4 {
 			t.Fatalf("clamped: %+v %v", r, err)
 		}
 		r, err = run(t, e, inference.Request{Prompt: make([]int32, 63)})
-		if err != nil || r.Finish != inference.FinishLength || r.Choices[0].Text != "!" {
+		if err != nil || r.Finish != inference.FinishContext || r.Choices[0].Text != "!" {
 			t.Fatalf("last row: %+v %v", r, err)
 		}
 		r, _ = run(t, e, inference.Request{Prompt: []int32{1}, MaxTokens: 3})

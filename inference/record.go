@@ -197,7 +197,10 @@ func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 			out.text += out2.text
 			out.ids = append(out.ids, out2.ids...)
 			out.lps = append(out.lps, out2.lps...)
-			fin = FinishLength
+			fin = FinishContext
+			if g.req.MaxTokens > 0 && s.generated >= g.req.MaxTokens {
+				fin = FinishLength
+			}
 		}
 	}
 	e.emit(g, s.c, out, fin)
@@ -217,7 +220,9 @@ func (s *seq) end(f FinishReason) {
 }
 
 // abnormal reports whether f ends a choice other than by its text.
-func abnormal(f FinishReason) bool { return f != "" && f != FinishStop && f != FinishLength }
+func abnormal(f FinishReason) bool {
+	return f != "" && f != FinishStop && f != FinishLength && f != FinishContext
+}
 
 // sampleRow samples the next token of s from l. It reports false when the
 // choice ended because the constraint allows no token.

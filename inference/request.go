@@ -68,7 +68,8 @@ type FinishReason string
 // Finish reasons. The API layer maps a parsed tool call to its own reason.
 const (
 	FinishStop      FinishReason = "stop"      // end-of-turn token or stop string
-	FinishLength    FinishReason = "length"    // max_tokens or the end of the context
+	FinishLength    FinishReason = "length"    // max_tokens
+	FinishContext   FinishReason = "context"   // the end of the context window, before max_tokens
 	FinishCancelled FinishReason = "cancelled" // the client went away
 	FinishTimeout   FinishReason = "timeout"   // the generation time limit
 	FinishError     FinishReason = "error"     // the model failed; Event.Err says why
