@@ -11,6 +11,7 @@ import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/overflow"
 )
 
 // Generation is a validated Messages request: the engine request plus what
@@ -112,9 +113,19 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 	if len(msgs) == 0 {
 		return nil, invalid("messages", "messages must contain a user message")
 	}
-	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, prefill); err != nil {
+	pol, err := p.Policy(r.ContextOverflow, "context_overflow", overflow.Error)
+	if err != nil {
 		return nil, err
 	}
+	maxTokens := 0
+	if r.MaxTokens != nil {
+		maxTokens = *r.MaxTokens
+	}
+	f, err := p.FitChat(msgs, opt, prefill, pol, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	g.Request.Prompt = f.Prompt
 	// The grammar last: a prompt too long for the window is refused before
 	// a schema is compiled (cheap checks first).
 	if err := constrain(r, mode, names, g, p); err != nil {

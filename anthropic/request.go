@@ -33,6 +33,10 @@ type MessagesRequest struct {
 	OutputConfig  *OutputConfig  `json:"output_config"`
 	// MCPServers asks Anthropic's service to connect to MCP servers: refused.
 	MCPServers json.RawMessage `json:"mcp_servers"`
+	// ContextOverflow (an extension) is the policy for a prompt over the
+	// window: "error", "truncate_middle" or "rolling"; "": the model's,
+	// else "error".
+	ContextOverflow string `json:"context_overflow"`
 
 	// Accepted and ignored: they only concern Anthropic's service.
 	ServiceTier       json.RawMessage `json:"service_tier"`

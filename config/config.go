@@ -140,6 +140,8 @@ type Model struct {
 	KeepAlive   *time.Duration `yaml:"keep_alive"`
 	QueueLength int            `yaml:"queue_length"`
 	Timeout     time.Duration  `yaml:"timeout"`
+	// ContextOverflow overrides engine.context_overflow for this model.
+	ContextOverflow string `yaml:"context_overflow"`
 
 	// Upstream makes a models: entry an OpenAI-compatible server on the
 	// network instead of a file (set id and upstream, nothing else).
@@ -240,6 +242,7 @@ func (c Config) Entries() []Model {
 			}
 			inherit(&e.QueueLength, d.QueueLength)
 			inherit(&e.Timeout, d.Timeout)
+			inherit(&e.ContextOverflow, d.ContextOverflow)
 		}
 		inherit(&e.Tokenizer, d.Tokenizer)
 		inherit(&e.Libraries.Backend, d.Libraries.Backend)
@@ -258,6 +261,7 @@ func (c Config) Entries() []Model {
 		}
 		inherit(&e.QueueLength, c.Engine.QueueLength)
 		inherit(&e.Timeout, c.Engine.Timeout)
+		inherit(&e.ContextOverflow, c.Engine.ContextOverflow)
 		if e.Preload == nil {
 			on := len(list) == 1
 			e.Preload = &on
@@ -303,6 +307,11 @@ type Engine struct {
 	// runtime buffers, KV cache and KV store); 0 is no limit. Over it the
 	// least recently used idle model is unloaded first.
 	ModelMemory ByteSize `yaml:"model_memory"`
+	// ContextOverflow is what a prompt over the window gets when the
+	// request does not say: "error" (a 400), "truncate_middle" or
+	// "rolling" (older turns left out); "" is each API's default (error on
+	// the OpenAI and Anthropic APIs, Ollama's truncate on /api/*).
+	ContextOverflow string `yaml:"context_overflow"`
 }
 
 // Speculative configures speculative decoding (models whose multi-token
@@ -507,6 +516,8 @@ func (c *Config) Validate() error {
 		{e.KVCache.Memory < 0, "engine.kv_cache.memory", "must be >= 0 (0 turns the store off)"},
 		{e.KVCache.Dir != "" && e.KVCache.Memory == 0, "engine.kv_cache.dir", "needs engine.kv_cache.memory > 0"},
 		{e.KVCache.Disk <= 0, "engine.kv_cache.disk", "must be > 0"},
+		{!validOverflow(e.ContextOverflow), "engine.context_overflow", overflowValues},
+		{!validOverflow(m.ContextOverflow), "model.context_overflow", overflowValues},
 		{p.Temperature < 0 || p.Temperature > 2, "sampling.temperature", "must be in [0, 2]"},
 		{p.TopP < 0 || p.TopP > 1, "sampling.top_p", "must be in [0, 1]"},
 		{p.TopK < 0, "sampling.top_k", "must be >= 0"},
@@ -570,6 +581,7 @@ func (c *Config) validateModels() error {
 			{e.ToolParser != "" && !slices.Contains(ToolParsers, e.ToolParser), key + ".tool_parser", toolParserWhat},
 			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},
 			{e.Timeout < 0, key + ".timeout", "must be > 0 (unset: engine.timeout)"},
+			{!validOverflow(e.ContextOverflow), key + ".context_overflow", overflowValues},
 		}
 		for _, ch := range checks {
 			if ch.bad {
@@ -823,3 +835,8 @@ func oneOf(s string, allowed ...string) bool {
 	}
 	return false
 }
+
+const overflowValues = "must be error, truncate_middle or rolling"
+
+// validOverflow reports whether s is a context_overflow policy or unset.
+func validOverflow(s string) bool { return s == "" || oneOf(s, "error", "truncate_middle", "rolling") }

@@ -23,6 +23,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/overflow"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -59,6 +60,12 @@ type Params struct {
 	// ToolFormat is how the model writes tool calls, for parsing replies
 	// and forcing calls; nil: Llama3JSON.
 	ToolFormat ToolFormat
+	// Overflow is the model's context_overflow policy; "": the API's
+	// default (Policy).
+	Overflow overflow.Policy
+	// Truncated, when set, is told that fitting the prompt in the window
+	// left dropped messages (raw prompts: tokens) out, and the tokens kept.
+	Truncated func(dropped, promptTokens int)
 }
 
 // PromptByteLimit is the rendered length past which a prompt cannot fit a

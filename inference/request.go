@@ -140,6 +140,9 @@ type ContextLengthError struct {
 	PromptTokens int
 	MaxTokens    int // requested completion tokens (0 if none)
 	ContextLen   int
+	// Kept, when set, says what a context_overflow policy kept of the
+	// prompt: the part that still did not fit.
+	Kept string
 }
 
 func (e *ContextLengthError) Error() string {

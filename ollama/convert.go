@@ -13,6 +13,7 @@ import (
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/overflow"
 )
 
 // MaxStops is the most stop strings a request may give.
@@ -62,7 +63,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
+	if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
 		return nil, err
 	}
 	return g, finish(g, r.Format, r.Options, p)
@@ -91,7 +92,11 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 	}
 	tok := p.Tokenizer
 	if r.Raw {
-		g.Request.Prompt = front.EncodeText(tok, r.Prompt)
+		pw, maxTokens := window(r.Options, p)
+		var err error
+		if g.Request.Prompt, err = pw.FitText(front.EncodeText(tok, r.Prompt), 0, truncation(&r.Common, p), maxTokens); err != nil {
+			return nil, err
+		}
 	} else {
 		var msgs []chat.Message
 		if r.System != "" {
@@ -99,11 +104,48 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
 		var err error
-		if g.Request.Prompt, err = front.EncodeChat(tok, msgs, p.ChatOptions(), ""); err != nil {
+		if g.Request.Prompt, err = fitChat(msgs, p.ChatOptions(), &r.Common, r.Options, p); err != nil {
 			return nil, err
 		}
 	}
 	return g, finish(g, r.Format, r.Options, p)
+}
+
+// fitChat renders msgs within the window of o's num_ctx under the
+// request's truncate (truncation).
+func fitChat(msgs []chat.Message, opt chat.Options, c *Common, o *Options, p front.Params) ([]int32, error) {
+	pw, maxTokens := window(o, p)
+	f, err := pw.FitChat(msgs, opt, "", truncation(c, p), maxTokens)
+	return f.Prompt, err
+}
+
+// truncation is Ollama's truncate as a context_overflow policy: off is
+// overflow.Error, on (the default) the model's truncating policy, else
+// overflow.Rolling (Ollama keeps the system messages and the latest turns).
+func truncation(c *Common, p front.Params) overflow.Policy {
+	switch {
+	case c.Truncate != nil && !*c.Truncate:
+		return overflow.Error
+	case p.Overflow.Truncates():
+		return p.Overflow
+	}
+	return overflow.Rolling
+}
+
+// window is p with num_ctx as its window when it is smaller than the
+// model's, and the output limit num_predict sets (0: none).
+func window(o *Options, p front.Params) (front.Params, int) {
+	if o == nil {
+		return p, p.MaxTokens
+	}
+	if n := o.NumCtx; n != nil && *n > 0 && *n < p.ContextLen {
+		p.ContextLen = *n
+	}
+	maxTokens := p.MaxTokens
+	if n := o.NumPredict; n != nil {
+		maxTokens = max(*n, 0)
+	}
+	return p, maxTokens
 }
 
 // finish applies the options and the format once the prompt is known.

@@ -46,10 +46,13 @@ type Common struct {
 	KeepAlive json.RawMessage `json:"keep_alive"`
 	// Think is a bool or "low", "medium", "high", "max"; Llama-3.2 does not
 	// think, so no thinking comes back.
-	Think    json.RawMessage `json:"think"`
-	Truncate *bool           `json:"truncate"`
-	Shift    *bool           `json:"shift"`
-	Logprobs bool            `json:"logprobs"`
+	Think json.RawMessage `json:"think"`
+	// Truncate (nil: true) leaves older turns out of a prompt over the
+	// window (overflow.Rolling, or the model's context_overflow); false
+	// refuses it.
+	Truncate *bool `json:"truncate"`
+	Shift    *bool `json:"shift"`
+	Logprobs bool  `json:"logprobs"`
 	// TopLogprobs is accepted in 0–20 (logprobs are not returned).
 	TopLogprobs *int `json:"top_logprobs"`
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/overflow"
 )
 
 // Limits of this server that are stricter or looser than OpenAI's.
@@ -98,9 +99,15 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
-	if g.Request.Prompt, err = front.EncodeChat(p.Tokenizer, msgs, opt, ""); err != nil {
+	pol, err := p.Policy(r.ContextOverflow, "context_overflow", overflow.Error)
+	if err != nil {
 		return nil, err
 	}
+	f, err := p.FitChat(msgs, opt, "", pol, g.Request.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
+	g.Request.Prompt = f.Prompt
 	// The grammar last: a prompt too long for the window is refused before
 	// a schema is compiled (cheap checks first).
 	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.GrammarOptions())
@@ -189,7 +196,27 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 	if !r.Echo {
 		g.Echo = ""
 	}
-	return g, nil
+	return g, fitCompletion(r, p, g)
+}
+
+// fitCompletion fits g's raw prompt in the window under r's
+// context_overflow, keeping n_keep tokens after BOS and the newest tail.
+func fitCompletion(r *CompletionRequest, p front.Params, g *Generation) error {
+	pol, err := p.Policy(r.ContextOverflow, "context_overflow", overflow.Error)
+	if err != nil {
+		return err
+	}
+	keep := 0
+	if r.NKeep != nil {
+		switch keep = *r.NKeep; {
+		case keep == -1:
+			keep = len(g.Request.Prompt) // all of it: a prompt over the window is refused
+		case keep < 0:
+			return invalid("n_keep", "n_keep must be -1 (the whole prompt) or >= 0, got %d", keep)
+		}
+	}
+	g.Request.Prompt, err = p.FitText(g.Request.Prompt, keep, pol, g.Request.MaxTokens)
+	return err
 }
 
 func setMaxTokens(g *Generation, v *int, param string, p front.Params) error {

@@ -47,12 +47,18 @@ type CompletionRequest struct {
 	BestOf    *int    `json:"best_of"`
 	// ResponseFormat is chat completions' response_format (an extension).
 	ResponseFormat json.RawMessage `json:"response_format"`
+	// NKeep is how many prompt tokens after BOS a truncating
+	// context_overflow keeps at the start (llama.cpp's n_keep; -1: all).
+	NKeep *int `json:"n_keep"`
 	CommonParams
 }
 
 // CommonParams are the sampling and streaming parameters both endpoints
 // share; both request types embed them (the wire keys stay top-level).
 type CommonParams struct {
+	// ContextOverflow is the policy for a prompt over the window: "error",
+	// "truncate_middle" or "rolling"; "": the model's, else "error".
+	ContextOverflow string `json:"context_overflow"`
 	Temperature       *float64           `json:"temperature"`
 	TopP              *float64           `json:"top_p"`
 	N                 *int               `json:"n"`

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/overflow"
 )
 
 // ResponseRequest is the body of POST /v1/responses. Unknown keys are
@@ -290,11 +290,8 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 		system = []chat.Message{{Role: "system", Content: *r.Instructions}}
 	}
 	items := append(append([]Item(nil), g.History...), g.Input...)
-	prompt, err := truncate(items, system, truncation == "auto", p, opt)
+	prompt, err := truncate(items, system, truncation == "auto", p, opt, g.Request.MaxTokens)
 	if err != nil {
-		if le, ok := err.(*inference.ContextLengthError); ok {
-			le.MaxTokens = g.Request.MaxTokens
-		}
 		return nil, err
 	}
 	g.Request.Prompt = prompt
@@ -534,71 +531,31 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 	return out, nil
 }
 
-// truncate renders items after system into a prompt that fits p's context.
-// With auto, it drops the oldest items after the first user message: as
-// few as fit, found by a binary search over their number (a prompt of n
-// items costs O(log n) renders, not n).
-func truncate(items []Item, system []chat.Message, auto bool, p front.Params, opt chat.Options) ([]int32, error) {
-	keep := firstUserEnd(items)
-	// render drops d items; fits reports that the prompt fits.
-	render := func(d int) (prompt []int32, fits bool, err error) {
-		kept := append(items[:keep:keep], items[keep+d:]...)
-		msgs, err := itemMessages(kept)
-		if err != nil {
-			return nil, false, err
-		}
-		if len(msgs)+len(system) == 0 {
-			return nil, false, invalid("input", "input must contain at least one item")
-		}
-		prompt, err = front.EncodeChat(p.Tokenizer, append(system, msgs...), opt, "")
-		var le *chat.LengthError
-		if errors.As(err, &le) && auto && d < len(items)-keep {
-			return nil, false, nil // too long to render: cut more
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		return prompt, len(prompt)+1 <= p.ContextLen || p.ContextLen <= 0, nil
-	}
-	prompt, fits, err := render(0)
-	if err != nil || fits {
-		return prompt, err
-	}
-	if !auto || keep >= len(items) {
-		return nil, &inference.ContextLengthError{PromptTokens: len(prompt), ContextLen: p.ContextLen}
-	}
-	lo, hi := 1, len(items)-keep // the fewest dropped items that fit is in [lo, hi]
-	best, fits, err := render(hi)
+// truncate renders items after system into a prompt for p's window. With
+// auto it is truncate_middle (front.Params.FitChat): the system messages,
+// the first and the last user turn stay, older turns go whole, and a
+// function_call goes with its outputs; disabled, a prompt over the window
+// is the context-length 400.
+func truncate(items []Item, system []chat.Message, auto bool, p front.Params, opt chat.Options, maxTokens int) ([]int32, error) {
+	msgs, err := itemMessages(items)
 	if err != nil {
 		return nil, err
 	}
-	if !fits {
-		return nil, &inference.ContextLengthError{PromptTokens: len(best), ContextLen: p.ContextLen}
+	if len(msgs)+len(system) == 0 {
+		return nil, invalid("input", "input must contain at least one item")
 	}
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		pr, ok, err := render(mid)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			hi, best = mid, pr
-		} else {
-			lo = mid + 1
-		}
+	pol := overflow.Error
+	if auto {
+		pol = overflow.TruncateMiddle
 	}
-	return best, nil
-}
-
-// firstUserEnd is the index after the first user message: truncation keeps
-// the items up to it.
-func firstUserEnd(items []Item) int {
-	for i, it := range items {
-		if it.Type == "message" && it.Role == "user" {
-			return i + 1
-		}
+	f, err := p.FitChat(append(system, msgs...), opt, "", pol, maxTokens)
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	if len(f.Prompt)+1 > p.ContextLen && p.ContextLen > 0 {
+		return nil, &inference.ContextLengthError{PromptTokens: len(f.Prompt), MaxTokens: maxTokens, ContextLen: p.ContextLen}
+	}
+	return f.Prompt, nil
 }
 
 func orNewID(id, prefix string) string {

@@ -69,7 +69,8 @@ func TestResponseRendersLikeChat(t *testing.T) {
 
 // TestResponseContinuation checks that a continuation renders the stored
 // conversation (without the previous instructions) before the new input,
-// and that auto truncation keeps the instructions and the first user message.
+// and that auto truncation keeps the instructions and the first and last
+// user turns.
 func TestResponseContinuation(t *testing.T) {
 	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
 	first := &ResponseRequest{Instructions: ptr("Old rules."), Input: ResponseInput{Set: true, Items: []Item{userItem("one")}}}
@@ -94,10 +95,10 @@ func TestResponseContinuation(t *testing.T) {
 		t.Fatalf("history %d items, input %d", len(g2.History), len(g2.Input))
 	}
 
-	// Auto truncation: a small context drops the middle items.
+	// Auto truncation: a small context drops the middle turns.
 	items := []Item{userItem("FIRST")}
-	for range 40 {
-		items = append(items, messageItem("", strings.Repeat("filler ", 20), "completed"))
+	for range 20 {
+		items = append(items, userItem("more"), messageItem("", strings.Repeat("filler ", 20), "completed"))
 	}
 	items = append(items, userItem("LAST"))
 	long := &ResponseRequest{Instructions: ptr("RULES"), Truncation: ptr("auto"), Input: ResponseInput{Set: true, Items: items}}
@@ -122,15 +123,16 @@ func userItem(text string) Item {
 	return Item{Role: "user", Content: ItemContent{{Type: "input_text", Text: text}}}
 }
 
-// TestTruncationOnePass: truncation "auto" over 4,500 empty items (issue
+// TestTruncationOnePass: truncation "auto" over 4,500 empty turns (issue
 // #32's F6: 4.9 s of re-rendering, once per dropped item) costs at most
-// 0.2 s of CPU, and keeps exactly as many items as the one-at-a-time cut.
+// 0.2 s of CPU, and keeps exactly as many turns as the one-at-a-time cut,
+// leaving a quarter of the window for the reply (overflow.ReplyRoom).
 func TestTruncationOnePass(t *testing.T) {
 	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 512}
 	build := func(n int) *ResponseRequest {
 		items := []Item{userItem("FIRST")}
 		for range n {
-			items = append(items, messageItem("", "", "completed"))
+			items = append(items, userItem(""), messageItem("", "", "completed"))
 		}
 		items = append(items, userItem("LAST"))
 		return &ResponseRequest{Truncation: ptr("auto"), Input: ResponseInput{Set: true, Items: items}}
@@ -142,7 +144,7 @@ func TestTruncationOnePass(t *testing.T) {
 		t.Fatal(err)
 	}
 	costtest.Within(t, "truncation auto over 4,500 items", cost, 200*time.Millisecond, 100<<20)
-	if n := len(g.Request.Prompt); n+1 > p.ContextLen {
+	if n := len(g.Request.Prompt); n > p.ContextLen*3/4 {
 		t.Fatalf("prompt of %d tokens for a %d-token context", n, p.ContextLen)
 	}
 	// The cut is the smallest: the same prompt as dropping one item at a time.
@@ -155,9 +157,9 @@ func TestTruncationOnePass(t *testing.T) {
 		items := r.Input.Items
 		var want []int32
 		for d := 0; ; d++ {
-			msgs, _ := itemMessages(append(items[:1:1], items[1+d:]...))
+			msgs, _ := itemMessages(append(items[:1:1], items[1+2*d:]...))
 			want, _ = front.EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
-			if len(want)+1 <= p.ContextLen {
+			if len(want) <= p.ContextLen*3/4 {
 				break
 			}
 		}

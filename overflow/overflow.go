@@ -86,11 +86,14 @@ func (e *TooLongError) Error() string {
 // Fit returns the prompt of msgs that measures at most budget tokens: all
 // of msgs when they fit or p does not truncate (Error: the caller refuses
 // a prompt over the window), else with the fewest oldest droppable turns
-// left out (Turns). encode renders and tokenizes a candidate; a
+// left out (Turns). When even what p keeps is over budget, it is the
+// prompt with all droppable turns left out if that is at most limit tokens
+// (budget is the target with room for the reply, limit the window's
+// bound), else a *TooLongError. encode renders and tokenizes a candidate; a
 // *chat.LengthError from it (a render past the byte bound) reads as "does
 // not fit". It is called O(log turns) times: a binary search over how many
 // turns to leave out, since leaving more out never lengthens the prompt.
-func Fit(msgs []chat.Message, p Policy, budget int, encode func([]chat.Message) ([]int32, error)) (Fitted, error) {
+func Fit(msgs []chat.Message, p Policy, budget, limit int, encode func([]chat.Message) ([]int32, error)) (Fitted, error) {
 	prompt, err := encode(msgs)
 	if !p.Truncates() || err == nil && len(prompt) <= budget {
 		return Fitted{Prompt: prompt, Messages: msgs}, err
@@ -117,6 +120,8 @@ func Fit(msgs []chat.Message, p Policy, budget int, encode func([]chat.Message) 
 	switch {
 	case err != nil:
 		return Fitted{}, err
+	case !ok && best.Prompt != nil && len(best.Prompt) <= limit:
+		return best, nil
 	case !ok:
 		n := len(best.Prompt)
 		if best.Prompt == nil { // still past the byte bound

@@ -88,13 +88,14 @@ func TestFitProperties(t *testing.T) {
 		msgs := conversation(r)
 		full, _ := measure(msgs)
 		budget := 20 + r.IntN(len(full)+40)
+		limit := budget + r.IntN(2)*r.IntN(60) // the window, past the target budget
 		p := []Policy{TruncateMiddle, Rolling}[i%2]
 		renders := 0
-		f, err := Fit(msgs, p, budget, func(m []chat.Message) ([]int32, error) { renders++; return measure(m) })
+		f, err := Fit(msgs, p, budget, limit, func(m []chat.Message) ([]int32, error) { renders++; return measure(m) })
 		name := fmt.Sprintf("case %d (%s, budget %d of %d)", i, p, budget, len(full))
 		var tl *TooLongError
 		if errors.As(err, &tl) {
-			if tl.PromptTokens <= budget || tl.Kept == "" {
+			if tl.PromptTokens <= limit || tl.Kept == "" {
 				t.Fatalf("%s: %v: a too-long error for a prompt that fits, or naming nothing", name, err)
 			}
 			continue
@@ -105,8 +106,13 @@ func TestFitProperties(t *testing.T) {
 		if maxRenders := 3 + bits.Len(uint(len(msgs))); renders > maxRenders {
 			t.Errorf("%s: %d renders, want at most %d", name, renders, maxRenders)
 		}
-		if len(f.Prompt) > budget || (len(full) <= budget) != (f.Dropped == 0) {
+		if len(f.Prompt) > limit || (len(full) <= budget) != (f.Dropped == 0) && len(f.Prompt) <= budget {
 			t.Fatalf("%s: kept %d tokens with %d messages dropped", name, len(f.Prompt), f.Dropped)
+		}
+		if len(f.Prompt) > budget { // over the target: only when nothing more may go
+			if _, err := Fit(msgs, p, budget, budget, measure); !errors.As(err, &tl) {
+				t.Fatalf("%s: %d tokens over the budget, but a fit within it exists (%v)", name, len(f.Prompt), err)
+			}
 		}
 		checkKept(t, name, msgs, keptIndexes(t, msgs, f.Messages), p)
 	}
@@ -231,7 +237,7 @@ func checkPairs(t *testing.T, name string, msgs []chat.Message, in []bool) {
 // whatever its length (the engine refuses it).
 func TestFitError(t *testing.T) {
 	msgs := []chat.Message{{Role: "user", Content: strings.Repeat("x", 4000)}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "b"}}
-	f, err := Fit(msgs, Error, 10, measure)
+	f, err := Fit(msgs, Error, 10, 10, measure)
 	if err != nil || f.Dropped != 0 || len(f.Messages) != 3 || len(f.Prompt) < 1000 {
 		t.Fatalf("Fit(error) = %d messages, %d dropped, %d tokens, %v; want all", len(f.Messages), f.Dropped, len(f.Prompt), err)
 	}
@@ -249,11 +255,11 @@ func TestFitLengthError(t *testing.T) {
 		}
 		return p, nil
 	}
-	f, err := Fit(msgs, Rolling, 100, enc)
+	f, err := Fit(msgs, Rolling, 100, 100, enc)
 	if err != nil || f.Dropped != 2 || f.Messages[0].Content != "s" || f.Messages[1].Content != "b" {
 		t.Fatalf("Fit = %+v, %v; want the system message and the last user turn", f.Messages, err)
 	}
-	if _, err := Fit(msgs, TruncateMiddle, 100, enc); !errors.As(err, new(*TooLongError)) {
+	if _, err := Fit(msgs, TruncateMiddle, 100, 100, enc); !errors.As(err, new(*TooLongError)) {
 		t.Fatalf("truncate_middle keeping a too-long first turn: %v, want a TooLongError", err)
 	}
 }

@@ -179,8 +179,13 @@ func (c *call) model() (*Model, error) {
 	return c.lease.Model, nil
 }
 
-// params are the conversion parameters of the request on its model (held).
-func (c *call) params() front.Params { return c.s.params(c.r, c.lease.Model) }
+// params are the conversion parameters of the request on its model (held),
+// with the model's context_overflow policy and its signals on c's reply.
+func (c *call) params() front.Params {
+	p := c.s.params(c.r, c.lease.Model)
+	p.Overflow, p.Truncated = c.lease.Model.Overflow, truncated(c.w, c.r, c.lease.Model.ID)
+	return p
+}
 
 // generate submits req to the held model and answers with rep (Server.generate).
 func (c *call) generate(req *inference.Request, stream bool, rep reply) error {

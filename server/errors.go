@@ -109,6 +109,11 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 	case errors.Is(err, inference.ErrClosed):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "server_shutting_down",
 			Message: "The server is shutting down.", RetryAfter: 5}, false
+	case errors.As(err, &ctxLen) && ctxLen.Kept != "":
+		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
+			Param: promptParam, Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, what "+
+				"context_overflow keeps of your %s (%s) resulted in %d tokens. Please reduce the length of the %s.",
+				ctxLen.ContextLen, promptParam, ctxLen.Kept, ctxLen.PromptTokens, promptParam)}, false
 	case errors.As(err, &ctxLen):
 		msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your %s resulted in %d tokens",
 			ctxLen.ContextLen, promptParam, ctxLen.PromptTokens)
@@ -163,6 +168,7 @@ func mapError(r *http.Request, err error, what string) *APIError {
 
 // writeAPIError writes api in the error shape of r's API.
 func writeAPIError(w http.ResponseWriter, r *http.Request, api *APIError) {
+	w.Header().Del(HeaderTruncated) // no prompt was read
 	if api.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter))
 	}

@@ -93,8 +93,11 @@ func anthropicErrorFor(err error, promptParam string) (*APIError, bool) {
 		return &APIError{Status: anthropic.StatusOverloaded, Type: TypeServer, Code: "server_overloaded",
 			Message: "Overloaded: the server is busy with other requests, please retry shortly.", RetryAfter: 1}, false
 	case errors.As(err, &ctxLen):
-		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
-			Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ctxLen.PromptTokens, ctxLen.ContextLen-1)}, false
+		msg := fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ctxLen.PromptTokens, ctxLen.ContextLen-1)
+		if ctxLen.Kept != "" {
+			msg += fmt.Sprintf(" (context_overflow kept %s)", ctxLen.Kept)
+		}
+		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded", Message: msg}, false
 	case errors.As(err, &tooLong):
 		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
 			Message: fmt.Sprintf("prompt is too long: more than %d tokens > %d maximum", tooLong.contextLen, tooLong.contextLen-1)}, false

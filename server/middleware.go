@@ -232,7 +232,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				} else {
 					h.Set("Access-Control-Allow-Origin", origin)
 				}
-				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+				h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, "+HeaderTruncated)
 				if preflight {
 					h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS")
 					h.Set("Access-Control-Allow-Headers", corsHeaders)

@@ -381,8 +381,9 @@ func TestResponsesTruncation(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	var items []string
 	items = append(items, `{"role":"developer","content":"Be brief."}`, `{"role":"user","content":"first"}`)
-	for i := range 25 {
-		items = append(items, fmt.Sprintf(`{"role":"assistant","content":%q}`, strings.Repeat(fmt.Sprintf("filler %d ", i), 10)))
+	for i := range 25 { // whole turns go: a user message and its reply
+		items = append(items, `{"role":"user","content":"more"}`,
+			fmt.Sprintf(`{"role":"assistant","content":%q}`, strings.Repeat(fmt.Sprintf("filler %d ", i), 10)))
 	}
 	items = append(items, `{"role":"user","content":"last"}`)
 	input := `"input":[` + strings.Join(items, ",") + `]`

@@ -28,6 +28,7 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/overflow"
 	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/tokenizer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +124,10 @@ type Model struct {
 	Sampling *sample.Params
 	// ToolFormat is how the model writes tool calls; nil: Llama 3's.
 	ToolFormat front.ToolFormat
+	// Overflow is the model's context_overflow policy (config
+	// engine.context_overflow, models[].context_overflow); "": each API's
+	// default.
+	Overflow overflow.Policy
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/openai"
+	"github.com/hexserve/hexserve/overflow"
 )
 
 type tokenizeRequest struct {
@@ -102,12 +103,18 @@ type applyTemplateRequest struct {
 	AddGenerationPrompt *bool                  `json:"add_generation_prompt"` // default true
 	ChatTemplateKwargs  *openai.TemplateKwargs `json:"chat_template_kwargs"`
 	Model               string                 `json:"model"` // "": the first configured model
+	// ContextOverflow and MaxTokens fit the messages in the window as chat
+	// completions would ("": the model's policy, else error).
+	ContextOverflow string `json:"context_overflow"`
+	MaxTokens       *int   `json:"max_tokens"`
 }
 
 // applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
 // rendered prompt text. The date is chat_template_kwargs.date_string, else
 // the configured one; custom_tools and tools_in_user_message work as in chat
-// completions. Other template kwargs are ignored.
+// completions. Other template kwargs are ignored. context_overflow (else
+// the model's) leaves out what chat completions would, so the prompt is the
+// one that would be read.
 func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	if _, err := c.model(); err != nil {
 		return err
@@ -116,12 +123,28 @@ func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	if err != nil {
 		return err
 	}
-	opt := c.params().ChatOptions()
+	p := c.params()
+	opt := p.ChatOptions()
 	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
 		return err
 	}
 	if req.AddGenerationPrompt != nil {
 		opt.AddGenerationPrompt = *req.AddGenerationPrompt
+	}
+	pol, err := p.Policy(req.ContextOverflow, "context_overflow", overflow.Error)
+	if err != nil {
+		return err
+	}
+	maxTokens := p.MaxTokens
+	if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
+	}
+	if pol.Truncates() {
+		f, err := p.FitChat(msgs, opt, "", pol, maxTokens)
+		if err != nil {
+			return err
+		}
+		msgs = f.Messages
 	}
 	prompt, err := chat.Render(msgs, opt)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/overflow"
 	"github.com/hexserve/hexserve/registry"
 	"github.com/hexserve/hexserve/server"
 )
@@ -216,7 +217,8 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		c.mu.Unlock()
 		srv := &server.Model{ID: id, Aliases: e.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(), ContextLen: ctxLen,
 			Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: c.details[i], Sampling: modelSampling(model, cfg.Sampling),
-			ToolFormat: toolFormat(e, log)}
+			ToolFormat: toolFormat(e, log),
+			Overflow:   overflow.Policy(e.ContextOverflow)}
 		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, c.generated[i])
 		return &loaded{model: model, engine: engine, store: store, srv: srv, metrics: metrics, log: log}, mem, nil
 	}

@@ -172,8 +172,12 @@ async function send(text) {
   const system = $("system").value.trim();
   if (system) messages.push({ role: "system", content: system });
   messages.push(...history, { role: "user", content: text });
+  // A conversation longer than the window keeps going: the server leaves
+  // the oldest turns out (the first one, the system prompt and the last
+  // stay) and says how many in X-Hexserve-Context-Truncated.
   const body = {
-    model: model.id, messages, stream: true, stream_options: { include_usage: true }, ...settings(),
+    model: model.id, messages, stream: true, stream_options: { include_usage: true },
+    context_overflow: "truncate_middle", ...settings(),
   };
   const ctrl = new AbortController();
   setRunning(ctrl);
