@@ -101,6 +101,8 @@ func TestParseBad(t *testing.T) {
 		{"engine:\n  queue_length: many\n", "config: engine.queue_length:"},
 		{"engine:\n  timeout: 0s\n", "config: engine.timeout: must be > 0"},
 		{"model:\n  perf_mode: turbo\n", "config: model.perf_mode: must be burst, sustained or balanced"},
+		{"engine:\n  context_overflow: truncate\n", "config: engine.context_overflow: must be error, truncate_middle or rolling"},
+		{"models:\n  - {path: a, context_overflow: middle}\n", "config: models[0].context_overflow: must be error"},
 		{"model:\n  overrides:\n    mask: bits\n", "config: model.overrides.mask: must be additive or u16"},
 		{"model:\n  overrides:\n    contract: eager\n", "config: model.overrides.contract:"},
 		{"model:\n  overrides:\n    n_heads: 0\n", "config: model.overrides.n_heads: must be > 0"},
@@ -177,9 +179,11 @@ func TestEntries(t *testing.T) {
   tokenizer: /t.json
   timeout: 1m
   tool_parser: json
+engine:
+  context_overflow: rolling
 models:
   - {path: /m/a.pte, id: a, aliases: [x], preload: true, queue_length: 2}
-  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes}
+  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes, context_overflow: truncate_middle}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +195,10 @@ models:
 		keep                     *time.Duration
 		queue                    int
 		timeout                  time.Duration
+		overflow                 string
 	}{
-		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", true, min(5), 2, time.Minute},
-		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", false, min(0), 8, time.Minute},
+		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", true, min(5), 2, time.Minute, "rolling"},
+		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", false, min(0), 8, time.Minute, "truncate_middle"},
 	}
 	for i, parser := range []string{"json", "hermes"} { // inherited, then the entry's own
 		if got[i].ToolParser != parser {
@@ -204,7 +209,7 @@ models:
 		e := got[i]
 		if e.Path != w.path || e.Bundle != "" || e.Tokenizer != w.tok || e.Libraries.Backend != w.backend ||
 			e.Libraries.System != "libQnnSystem.so" || e.PerfMode != w.perf || *e.Preload != w.preload ||
-			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout {
+			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout || e.ContextOverflow != w.overflow {
 			t.Errorf("entry %d = %+v (keep_alive %v), want %+v", i, e, *e.KeepAlive, w)
 		}
 	}

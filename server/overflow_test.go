@@ -199,3 +199,23 @@ func TestOverflowCORS(t *testing.T) {
 		t.Fatalf("headers %v", rep.Header)
 	}
 }
+
+// TestWindowFinishReason: a reply cut by the window, before max_tokens, says
+// so in each API's words (Anthropic's model_context_window_exceeded, not
+// max_tokens), and max_tokens keeps its own.
+func TestWindowFinishReason(t *testing.T) {
+	r := newRig(t, rigOptions{script: loadTok(t).Encode(strings.Repeat(" hi", 600), false, false)})
+	long := strings.Repeat("hello ", 470) // room for a few tokens of the 512
+	tests := []struct{ path, body, want string }{
+		{"/v1/chat/completions", object(`"model":"`+modelID+`","max_tokens":1000,"messages":[{"role":"user","content":"`+long+`"}]`, ""), `"finish_reason":"length"`},
+		{"/v1/messages", `{"model":"` + modelID + `","max_tokens":1000,"messages":[{"role":"user","content":"` + long + `"}]}`, `"stop_reason":"model_context_window_exceeded"`},
+		{"/v1/messages", `{"model":"` + modelID + `","max_tokens":2,"messages":[{"role":"user","content":"` + long + `"}]}`, `"stop_reason":"max_tokens"`},
+		{"/api/chat", `{"model":"` + modelID + `","stream":false,"messages":[{"role":"user","content":"` + long + `"}]}`, `"done_reason":"length"`},
+	}
+	for _, tt := range tests {
+		rep := r.expect(t, 200, "POST", tt.path, tt.body)
+		if !strings.Contains(string(rep.Body), tt.want) {
+			t.Errorf("%s: %s, want %s", tt.path, rep.Body, tt.want)
+		}
+	}
+}
