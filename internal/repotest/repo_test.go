@@ -70,7 +70,7 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
 	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
-	{"upstream", "pure"}, {"front", "pure"},
+	{"upstream", "pure"}, {"front", "pure"}, {"overflow", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"hexagon/graphio", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
