@@ -99,15 +99,9 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
-	pol, err := p.Policy(r.ContextOverflow, "context_overflow", overflow.Error)
-	if err != nil {
+	if g.Request.Prompt, err = fitChat(r.ContextOverflow, msgs, opt, p, g.Request.MaxTokens); err != nil {
 		return nil, err
 	}
-	f, err := p.FitChat(msgs, opt, "", pol, g.Request.MaxTokens)
-	if err != nil {
-		return nil, err
-	}
-	g.Request.Prompt = f.Prompt
 	// The grammar last: a prompt too long for the window is refused before
 	// a schema is compiled (cheap checks first).
 	gr, err := FormatGrammar(r.ResponseFormat, "response_format", false, p.GrammarOptions())
@@ -197,6 +191,17 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 		g.Echo = ""
 	}
 	return g, fitCompletion(r, p, g)
+}
+
+// fitChat encodes msgs within p's window under the request's
+// context_overflow field (default: the model's, else error).
+func fitChat(field string, msgs []chat.Message, opt chat.Options, p front.Params, maxTokens int) ([]int32, error) {
+	pol, err := p.Policy(field, "context_overflow", overflow.Error)
+	if err != nil {
+		return nil, err
+	}
+	f, err := p.FitChat(msgs, opt, "", pol, maxTokens)
+	return f.Prompt, err
 }
 
 // fitCompletion fits g's raw prompt in the window under r's

@@ -128,6 +128,17 @@ func TestOverflowTruncates(t *testing.T) {
 		t.Errorf("ollama chat: header %q, prompt_eval_count %d", rep.Header.Get(server.HeaderTruncated), o.PromptEvalCount)
 	}
 
+	// Ollama's raw generate: BOS and the newest tail.
+	rep = r.expect(t, 200, "POST", "/api/generate", `{"model":"`+modelID+`","stream":false,"raw":true,"prompt":"`+strings.Repeat("hello ", 600)+`END","options":{"num_predict":4}}`)
+	_ = json.Unmarshal(rep.Body, &o)
+	if truncatedBy(t, rep) == 0 || o.PromptEvalCount != 512-4 {
+		t.Errorf("ollama raw generate: header %q, prompt_eval_count %d", rep.Header.Get(server.HeaderTruncated), o.PromptEvalCount)
+	}
+	rep = r.expect(t, 400, "POST", "/api/generate", `{"model":"`+modelID+`","stream":false,"raw":true,"truncate":false,"prompt":"`+strings.Repeat("hello ", 600)+`"}`)
+	if truncatedBy(t, rep) != 0 {
+		t.Errorf("a 400 with the header")
+	}
+
 	// Anthropic, with the field.
 	rep = r.expect(t, 200, "POST", "/v1/messages", `{"model":"`+modelID+`","max_tokens":4,"context_overflow":"rolling","system":"S","messages":[`+
 		`{"role":"user","content":"`+strings.Repeat("hello ", 600)+`"},{"role":"assistant","content":"ok"},{"role":"user","content":"LAST"}]}`)
