@@ -177,6 +177,14 @@ func TestOverflowModelPolicy(t *testing.T) {
 		t.Errorf("the model's rolling did not truncate")
 	}
 	r.expect(t, 400, "POST", "/v1/chat/completions", chatOf(longChat(20), `"context_overflow":"error"`))
+	for path, body := range map[string]string{ // streamed: the header leads the stream
+		"/v1/chat/completions": chatOf(longChat(20), `"stream":true`),
+		"/api/chat":            `{"model":"` + modelID + `","messages":` + longOllamaChat(20) + `}`,
+	} {
+		if rep := r.expect(t, 200, "POST", path, body); truncatedBy(t, rep) == 0 || !strings.Contains(string(rep.Body), "done") && !strings.Contains(string(rep.Body), "[DONE]") {
+			t.Errorf("%s streamed: header %q, %s", path, rep.Header.Get(server.HeaderTruncated), rep.Body)
+		}
+	}
 	rep = r.expect(t, 200, "POST", "/v1/chat/completions", chatOf(`[{"role":"user","content":"Hi"}]`, ""))
 	if truncatedBy(t, rep) != 0 {
 		t.Errorf("a short prompt was truncated")
