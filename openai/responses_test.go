@@ -143,7 +143,7 @@ func TestTruncationOnePass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	costtest.Within(t, "truncation auto over 4,500 items", cost, 200*time.Millisecond, 100<<20)
+	costtest.Within(t, "truncation auto over 4,500 turns", cost, 200*time.Millisecond, 100<<20)
 	if n := len(g.Request.Prompt); n > p.ContextLen*3/4 {
 		t.Fatalf("prompt of %d tokens for a %d-token context", n, p.ContextLen)
 	}

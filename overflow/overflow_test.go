@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/internal/costtest"
 )
 
 // measure is a stand-in for rendering and tokenizing: BOS and the tools,
@@ -311,5 +313,31 @@ func TestParse(t *testing.T) {
 		if got != tt.want || (err != nil) != tt.bad {
 			t.Errorf("Parse(%q) = %q, %v", tt.in, got, err)
 		}
+	}
+}
+
+// TestFitCost: a 5,000-turn history whose tool results name no call of
+// theirs (each joined with the nearest call before it) is fitted in one
+// pass over its turns and a binary search's renders: well under 0.2 s of
+// CPU, where a turn lookup per result is quadratic.
+func TestFitCost(t *testing.T) {
+	var msgs []chat.Message
+	for i := range 5000 {
+		msgs = append(msgs, chat.Message{Role: "user", Content: fmt.Sprint("q", i)},
+			chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: fmt.Sprint("c", i), Name: "f"}}},
+			chat.Message{Role: "tool", Content: "r", ToolCallID: "unknown"})
+	}
+	renders := 0
+	var f Fitted
+	var err error
+	cost := costtest.Measure(func() {
+		f, err = Fit(msgs, Rolling, 500, 500, func(m []chat.Message) ([]int32, error) { renders++; return measure(m) })
+	})
+	if err != nil || f.Dropped%3 != 0 || f.Messages[0].Role != "user" {
+		t.Fatalf("Fit: %d dropped, %v", f.Dropped, err)
+	}
+	costtest.Within(t, "Fit over 5,000 tool turns", cost, 200*time.Millisecond, 200<<20)
+	if renders > 16 {
+		t.Errorf("%d renders, want O(log 5000)", renders)
 	}
 }

@@ -18,72 +18,68 @@ func System(m chat.Message) bool { return m.Role == "system" || m.Role == "devel
 // belongs to the first turn; and a tool result's turn is joined with its
 // call's (by tool_call_id, else the nearest assistant message with tool
 // calls before it), so no turn holds a call without its results or results
-// without their call. System messages belong to no turn of their own.
+// without their call. System messages belong to no turn of their own. It
+// takes one pass over msgs and their calls.
 func Turns(msgs []chat.Message) []Turn {
 	var turns []Turn
-	user := false // the current turn has a user message
+	turnOf := make([]int, len(msgs)) // the turn of each message (system: the one it sits in)
+	user := false                    // the current turn has a user message
 	for i, m := range msgs {
 		switch {
 		case System(m):
-			continue
 		case len(turns) == 0:
 			turns = append(turns, Turn{Start: i})
 		case m.Role == "user" && user:
 			turns[len(turns)-1].End = i
 			turns = append(turns, Turn{Start: i})
 		}
-		user = user || m.Role == "user"
-		turns[len(turns)-1].End = i + 1
+		if len(turns) > 0 && !System(m) {
+			user = user || m.Role == "user"
+			turns[len(turns)-1].End = i + 1
+		}
+		turnOf[i] = len(turns) - 1
 	}
+	// reach[k] is the last turn that turn k must be joined with.
+	reach := make([]int, len(turns))
+	for k := range reach {
+		reach[k] = k
+	}
+	calls := map[string]int{} // call id → its assistant message
+	last := -1                // the latest assistant message with calls
 	for i, m := range msgs {
-		if m.Role != "tool" && m.Role != "ipython" {
-			continue
-		}
-		if c := callOf(msgs, i); c >= 0 {
-			turns = join(turns, c, i)
-		}
-	}
-	return turns
-}
-
-// callOf is the index of the assistant message whose call the tool result
-// msgs[i] answers, or -1.
-func callOf(msgs []chat.Message, i int) int {
-	id := msgs[i].ToolCallID
-	nearest := -1
-	for j := i - 1; j >= 0; j-- {
-		if msgs[j].Role != "assistant" || len(msgs[j].ToolCalls) == 0 {
-			continue
-		}
-		if id == "" {
-			return j
-		}
-		if nearest < 0 {
-			nearest = j
-		}
-		for _, c := range msgs[j].ToolCalls {
-			if c.ID == id {
-				return j
+		switch {
+		case m.Role == "assistant" && len(m.ToolCalls) > 0:
+			last = i
+			for _, c := range m.ToolCalls {
+				if c.ID != "" {
+					calls[c.ID] = i
+				}
+			}
+		case m.Role == "tool" || m.Role == "ipython":
+			c, ok := calls[m.ToolCallID]
+			if !ok || m.ToolCallID == "" {
+				c = last
+			}
+			if c >= 0 {
+				reach[turnOf[c]] = max(reach[turnOf[c]], turnOf[i])
 			}
 		}
 	}
-	return nearest
+	return joined(turns, reach)
 }
 
-// join merges the turns holding messages a and b (a < b) and those between.
-func join(turns []Turn, a, b int) []Turn {
-	first, last := -1, -1
-	for k, t := range turns {
-		if t.has(a) {
-			first = k
+// joined merges each turn k with the turns up to reach[k] (and, through
+// them, up to theirs).
+func joined(turns []Turn, reach []int) []Turn {
+	out := turns[:0]
+	for k := 0; k < len(turns); {
+		t, end := turns[k], reach[k]
+		for j := k + 1; j <= end; j++ {
+			end = max(end, reach[j])
 		}
-		if t.has(b) {
-			last = k
-		}
+		t.End = turns[end].End
+		out = append(out, t)
+		k = end + 1
 	}
-	if first < 0 || last <= first {
-		return turns
-	}
-	turns[first].End = turns[last].End
-	return append(turns[:first+1], turns[last+1:]...)
+	return out
 }
