@@ -58,7 +58,7 @@ type CompletionRequest struct {
 type CommonParams struct {
 	// ContextOverflow is the policy for a prompt over the window: "error",
 	// "truncate_middle" or "rolling"; "": the model's, else "error".
-	ContextOverflow string `json:"context_overflow"`
+	ContextOverflow   string             `json:"context_overflow"`
 	Temperature       *float64           `json:"temperature"`
 	TopP              *float64           `json:"top_p"`
 	N                 *int               `json:"n"`

@@ -107,7 +107,9 @@ func TestOverflowTruncates(t *testing.T) {
 		want := applied(policy)
 		rep := r.expect(t, 200, "POST", "/v1/chat/completions", chatOf(msgs, `"context_overflow":"`+policy+`"`))
 		var c struct {
-			Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			}
 		}
 		_ = json.Unmarshal(rep.Body, &c)
 		if truncatedBy(t, rep) == 0 || c.Usage.PromptTokens != want || want > 512 {
@@ -143,7 +145,9 @@ func TestOverflowTruncates(t *testing.T) {
 	rep = r.expect(t, 200, "POST", "/v1/messages", `{"model":"`+modelID+`","max_tokens":4,"context_overflow":"rolling","system":"S","messages":[`+
 		`{"role":"user","content":"`+strings.Repeat("hello ", 600)+`"},{"role":"assistant","content":"ok"},{"role":"user","content":"LAST"}]}`)
 	var a struct {
-		Usage struct{ InputTokens int `json:"input_tokens"` } `json:"usage"`
+		Usage struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
 	}
 	_ = json.Unmarshal(rep.Body, &a)
 	if truncatedBy(t, rep) != 2 || a.Usage.InputTokens > 50 {
@@ -153,7 +157,9 @@ func TestOverflowTruncates(t *testing.T) {
 	// Completions: n_keep tokens after BOS and the newest tail, in max_tokens' room.
 	rep = r.expect(t, 200, "POST", "/v1/completions", `{"model":"`+modelID+`","prompt":"KEEP`+strings.Repeat(" hello", 600)+` END","max_tokens":4,"n_keep":1,"context_overflow":"rolling"}`)
 	var p struct {
-		Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
 	}
 	_ = json.Unmarshal(rep.Body, &p)
 	if truncatedBy(t, rep) != 603-508 || p.Usage.PromptTokens != 508 {
