@@ -39,3 +39,47 @@ func BenchmarkParseToolCalls(b *testing.B) {
 		}
 	}
 }
+
+// benchQwen3 is a 20-turn conversation (10 user turns, each answered by a
+// tool call, its result and a reply with reasoning) with 10 tools.
+func benchQwen3() ([]Message, Options) {
+	msgs, _ := benchConversation()
+	for i := range msgs {
+		if msgs[i].Role == "assistant" && msgs[i].Content != "" {
+			msgs[i].ReasoningContent = "The tool said 18 degrees and cloudy; answer briefly."
+		}
+	}
+	tools := make([]json.RawMessage, 10)
+	for i := range tools {
+		tools[i] = json.RawMessage(`{"type":"function","function":{"name":"get_current_weather` + string(rune('a'+i)) + `","description":"Get the current weather for a city.","parameters":{"type":"object","properties":{"city":{"type":"string","description":"City name"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city"]}}}`)
+	}
+	return msgs[:21], Options{Tools: tools, AddGenerationPrompt: true}
+}
+
+// BenchmarkRenderQwen3: the goal is ≤ 1 ms per rendering.
+func BenchmarkRenderQwen3(b *testing.B) {
+	msgs, opt := benchQwen3()
+	opt.Template = qwen3(b)
+	out, err := Render(msgs, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, err := RenderSegments(msgs, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRenderLlamaJinja is BenchmarkRender through the Jinja engine,
+// to compare with the native renderer.
+func BenchmarkRenderLlamaJinja(b *testing.B) {
+	msgs, opt := benchConversation()
+	opt.Template = loadCaseTemplate(b, "testdata/tokenizer/llama3.2/tokenizer_config.json")
+	for b.Loop() {
+		if _, err := RenderSegments(msgs, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -96,6 +96,9 @@ type Options struct {
 	// Context, when set, stops rendering with its error once it is done (a
 	// client that went away).
 	Context context.Context
+	// Template is the model's chat template; nil (or Llama32) is the
+	// built-in Llama-3.2 template, rendered natively.
+	Template *Template
 	// Kwargs are the template's own keyword arguments (vLLM's
 	// chat_template_kwargs), e.g. Qwen3's enable_thinking; the request's
 	// reasoning controls are mapped onto them before rendering.
@@ -158,7 +161,7 @@ type Segment struct {
 // FormatDate formats t like strftime("%d %b %Y"), e.g. "29 Nov 2026".
 func FormatDate(t time.Time) string { return t.Format("02 Jan 2006") }
 
-// Render renders msgs into the Llama-3.2 prompt text.
+// Render renders msgs into prompt text with opt.Template.
 func Render(msgs []Message, opt Options) (string, error) {
 	segs, err := RenderSegments(msgs, opt)
 	if err != nil {
@@ -176,6 +179,9 @@ func Render(msgs []Message, opt Options) (string, error) {
 // is merged and no segment is empty, so each non-special segment is a full
 // run between two special tokens and can be encoded on its own.
 func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
+	if !opt.Template.Native() {
+		return opt.Template.render(msgs, opt)
+	}
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}

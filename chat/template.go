@@ -202,27 +202,11 @@ func tokenizerSpecials(path string) ([]string, error) {
 // Native reports whether t is the native Llama-3.2 renderer.
 func (t *Template) Native() bool { return t == nil || t.main == nil }
 
-// Render renders msgs into prompt text with t.
-func (t *Template) Render(msgs []Message, opt Options) (string, error) {
-	segs, err := t.RenderSegments(msgs, opt)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, s := range segs {
-		b.WriteString(s.Text)
-	}
-	return b.String(), nil
-}
-
-// RenderSegments renders msgs with t, split like the package-level
-// RenderSegments: Special segments are the template's own special tokens,
-// and message content (and every other string of the request) is plain
-// text, whatever special-token strings it contains.
-func (t *Template) RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
-	if t.Native() {
-		return RenderSegments(msgs, opt)
-	}
+// render renders msgs with t's Jinja template (RenderSegments with
+// Options.Template set): Special segments are the template's own special
+// tokens, and message content (and every other string of the request) is
+// plain text, whatever special-token strings it contains.
+func (t *Template) render(msgs []Message, opt Options) ([]Segment, error) {
 	if err := validate(msgs); err != nil {
 		return nil, err
 	}

@@ -129,7 +129,8 @@ func TestFamilyGoldens(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			tmpl := loadCaseTemplate(t, c.Template)
 			msgs, opt := c.input()
-			segs, err := tmpl.RenderSegments(msgs, opt)
+			opt.Template = tmpl
+			segs, err := RenderSegments(msgs, opt)
 			if c.Error != nil {
 				if e, ok := err.(*Error); !ok || e.Message != *c.Error {
 					t.Fatalf("err = %v, want the template's %q", err, *c.Error)
@@ -160,12 +161,18 @@ func TestJinjaLlamaGoldens(t *testing.T) {
 	tmpl := loadCaseTemplate(t, "testdata/tokenizer/llama3.2/tokenizer_config.json")
 	for _, g := range LoadGoldens(t) {
 		msgs, opt := g.Input()
-		got, err := tmpl.Render(msgs, opt)
+		opt.Template = tmpl
+		got, err := Render(msgs, opt)
 		if err != nil || got != g.Rendered {
 			t.Errorf("%s: %v\n got: %q\nwant: %q", g.Name, err, got, g.Rendered)
 		}
 	}
 	for _, name := range []string{"jinja2_random.jsonl", "jinja2_kwargs.jsonl"} {
-		t.Run(name, func(t *testing.T) { checkJinja2File(t, "testdata/"+name, tmpl.Render) })
+		t.Run(name, func(t *testing.T) {
+			checkJinja2File(t, "testdata/"+name, func(msgs []Message, opt Options) (string, error) {
+				opt.Template = tmpl
+				return Render(msgs, opt)
+			})
+		})
 	}
 }
