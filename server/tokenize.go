@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/openai"
 )
 
@@ -101,13 +102,15 @@ type applyTemplateRequest struct {
 	Tools               []json.RawMessage      `json:"tools"`
 	AddGenerationPrompt *bool                  `json:"add_generation_prompt"` // default true
 	ChatTemplateKwargs  *openai.TemplateKwargs `json:"chat_template_kwargs"`
+	ReasoningEffort     string                 `json:"reasoning_effort"`
 	Model               string                 `json:"model"` // "": the first configured model
 }
 
 // applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
-// rendered prompt text. The date is chat_template_kwargs.date_string, else
-// the configured one; custom_tools and tools_in_user_message work as in chat
-// completions. Other template kwargs are ignored.
+// prompt text the model's chat template renders, with the fields a chat
+// request takes: tools, chat_template_kwargs (date_string, custom_tools and
+// tools_in_user_message as in chat completions, the others as template
+// variables) and reasoning_effort ("none"/"minimal": enable_thinking false).
 func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	if _, err := c.model(); err != nil {
 		return err
@@ -118,6 +121,9 @@ func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	}
 	opt := c.params().ChatOptions()
 	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
+		return err
+	}
+	if err := front.ReasoningEffort(&opt, req.ReasoningEffort, "reasoning_effort"); err != nil {
 		return err
 	}
 	if req.AddGenerationPrompt != nil {
