@@ -124,10 +124,24 @@ func readConfig(t testing.TB, path string) tokConfig {
 // Qwen3 (thinking on/off, tools, tool-call turns with null content, tool
 // results, reasoning_content before and after the last query), Qwen3-2507,
 // Qwen2.5 and Phi-3.5.
+// testdata/families_random.jsonl adds 400 random conversations over the
+// four families' templates (special-token texts, <think> and private-use
+// runes in content, reasoning_content, tool calls with odd numbers).
 func TestFamilyGoldens(t *testing.T) {
-	for _, c := range testjsonl.Read[familyCase](t, "testdata/families.jsonl") {
+	for _, name := range []string{"families.jsonl", "families_random.jsonl"} {
+		t.Run(name, func(t *testing.T) { checkFamilyFile(t, "testdata/"+name) })
+	}
+}
+
+func checkFamilyFile(t *testing.T, path string) {
+	templates := map[string]*Template{}
+	for _, c := range testjsonl.Read[familyCase](t, path) {
 		t.Run(c.Name, func(t *testing.T) {
-			tmpl := loadCaseTemplate(t, c.Template)
+			tmpl := templates[c.Template]
+			if tmpl == nil {
+				tmpl = loadCaseTemplate(t, c.Template)
+				templates[c.Template] = tmpl
+			}
 			msgs, opt := c.input()
 			opt.Template = tmpl
 			segs, err := RenderSegments(msgs, opt)

@@ -7,6 +7,7 @@ bos_token and eos_token from tokenizer_config.json; tools=None when there
 are none; template kwargs as extra variables).
 
 Usage: python3 families.py FAMILIES_DIR > families.jsonl
+       python3 families.py FAMILIES_DIR --random N SEED > families_random.jsonl
 (FAMILIES_DIR is ../shared/testdata/families; the Llama-3.2 template is read
 from the repository's testdata/tokenizer/llama3.2.)
 
@@ -19,6 +20,7 @@ json.loads of the arguments, as vLLM and transformers pass them (a dict).
 import datetime
 import json
 import os
+import random
 import sys
 
 from jinja2.ext import loopcontrols
@@ -152,10 +154,74 @@ def py_messages(msgs):
     return out
 
 
+FRAGS = ["hello", " world", "  ", "\n", "\t", "\x1c", "\x85", "\xa0", "\u3000", "<|im_start|>", "<|im_end|>",
+         "<|endoftext|>", "<think>", "</think>", "<tool_response>", "</tool_response>", "<tool_call>", "<|user|>",
+         "<|end|>", "\"", "\\", "caf\u00e9", "\U0001F44B", "\U0010FFFD", "{", "}", "None", ""]
+NUMS = ["0", "-0", "1", "-17", "123456789012345678901234567890", "1.0", "1.50", "1E2", "1e16", "1e-5", "-0.0",
+        "1e400", "5e-324", "100.000"]
+
+
+def rtext(r):
+    return "".join(r.choice(FRAGS) for _ in range(r.randint(0, 5)))
+
+
+def rjson(r, depth=0):
+    k = r.randint(0, 5 if depth < 3 else 2)
+    if k == 0:
+        return r.choice(["null", "true", "false"])
+    if k == 1:
+        return r.choice(NUMS)
+    if k == 2:
+        return json.dumps(rtext(r), ensure_ascii=r.random() < 0.5)
+    if k == 3:
+        return "[" + ", ".join(rjson(r, depth + 1) for _ in range(r.randint(0, 3))) + "]"
+    return robj(r, depth + 1)
+
+
+def robj(r, depth=0):
+    keys = [r.choice(["a", "b", "type", "name", "caf\u00e9", "z", "a"]) for _ in range(r.randint(0, 4))]
+    return "{" + ", ".join(json.dumps(k) + ": " + rjson(r, depth) for k in keys) + "}"
+
+
+def rmessage(r, i):
+    role = r.choice(["system", "user", "user", "assistant", "assistant", "tool"])
+    m = {"role": role, "content": rtext(r)}
+    if role == "assistant":
+        if r.random() < 0.4:
+            m["reasoning_content"] = rtext(r) or "r"
+        if r.random() < 0.4:
+            m["tool_calls"] = [call(r.choice(["get_weather", "f<|im_end|>"]), robj(r), "call_%d" % j)
+                               for j in range(r.randint(1, 3))]
+            if r.random() < 0.5:
+                m["content"] = None
+    return m
+
+
+def random_cases(n, seed):
+    r = random.Random(seed)
+    for k in range(n):
+        path = [QWEN3, QWEN3_2507, QWEN25, PHI35][k % 4]
+        msgs = [rmessage(r, i) for i in range(r.randint(1, 6))]
+        if path == PHI35:
+            for m in msgs:
+                m.pop("tool_calls", None)
+                m["content"] = m["content"] or ""
+        tools = None
+        if path != PHI35 and r.random() < 0.4:
+            tools = [json.loads(robj(r).replace("1e400", "1e300")) for _ in range(r.randint(1, 3))]
+        kwargs = {}
+        if path == QWEN3 and r.random() < 0.6:
+            kwargs["enable_thinking"] = r.random() < 0.5
+        yield "random/%d" % k, path, msgs, tools, kwargs, r.random() < 0.6
+
+
 def main():
     families = sys.argv[1]
     e = env()
-    for name, path, msgs, tools, kwargs, agp in CASES:
+    cases = CASES
+    if sys.argv[2:3] == ["--random"]:
+        cases = random_cases(int(sys.argv[3]), int(sys.argv[4]))
+    for name, path, msgs, tools, kwargs, agp in cases:
         full = os.path.join(families, path[len("families/"):]) if path.startswith("families/") else \
             os.path.join(os.path.dirname(__file__), "..", "..", path)
         source, toks = load(full, tools)
