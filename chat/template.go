@@ -225,7 +225,7 @@ func (t *Template) render(msgs []Message, opt Options) ([]Segment, error) {
 	if t.toolUse != nil && len(opt.Tools) > 0 {
 		tmpl = t.toolUse
 	}
-	out, err := tmpl.RenderValues(data)
+	out, err := renderValues(tmpl, data)
 	switch {
 	case r.stop != nil:
 		return nil, r.stop
@@ -242,6 +242,17 @@ func (t *Template) render(msgs []Message, opt Options) ([]Segment, error) {
 		return nil, opt.Context.Err()
 	}
 	return segs, nil
+}
+
+// renderValues runs the engine, turning a panic inside it into an error:
+// a template the engine mishandles must fail one request, not the server.
+func renderValues(tmpl *jinja.Template, data map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the template engine failed: %v", p)
+		}
+	}()
+	return tmpl.RenderValues(data)
 }
 
 // jinjaRender is one rendering's state: the content marks, and the

@@ -124,3 +124,22 @@ func TestEnableThinkingKwarg(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateEngineErrors: a template the engine cannot run on a request
+// is an *Error (a 400), never a panic.
+func TestTemplateEngineErrors(t *testing.T) {
+	for _, src := range []string{`{{ messages.nope() }}`, `{{ range(2, 1, 0) }}`, `{{ messages | tojson(indent=[]) }}`} {
+		tmpl, err := ParseTemplate(src, nil, TemplateTokens{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Render([]Message{{Role: "user", Content: "x"}}, Options{Template: tmpl})
+		var e *Error
+		if !errors.As(err, &e) || !strings.HasPrefix(e.Message, "the chat template failed: ") {
+			t.Errorf("%s: %v (%T)", src, err, err)
+		}
+	}
+	if _, err := ParseTemplate("{% if %}", nil, TemplateTokens{}); err == nil {
+		t.Error("a broken template compiled")
+	}
+}
