@@ -253,7 +253,7 @@ func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
 	t, ok, err := chat.LoadTemplate(dir)
 	switch {
 	case err != nil:
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s: %w", dir, err)
 	case !ok:
 		return chat.Llama32, "built-in Llama-3.2", nil
 	case t.Native():
