@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func qwen3(t testing.TB) *Template {
@@ -141,5 +142,24 @@ func TestTemplateEngineErrors(t *testing.T) {
 	}
 	if _, err := ParseTemplate("{% if %}", nil, TemplateTokens{}); err == nil {
 		t.Error("a broken template compiled")
+	}
+}
+
+// TestStrftimeNow: strftime_now formats the server's local time as Python's
+// strftime does, for the formats chat templates use.
+func TestStrftimeNow(t *testing.T) {
+	tmpl, err := ParseTemplate(`{{ strftime_now("%d %b %Y") }}|{{ strftime_now("%Y-%m-%d") }}`, nil, TemplateTokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	got, err := Render([]Message{{Role: "user"}}, Options{Template: tmpl})
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(tm time.Time) string { return FormatDate(tm) + "|" + tm.Format("2006-01-02") }
+	if got != want(before) && got != want(after) {
+		t.Errorf("got %q, want %q", got, want(before))
 	}
 }
