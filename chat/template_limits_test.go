@@ -163,3 +163,32 @@ func TestStrftimeNow(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want(before))
 	}
 }
+
+// TestTemplateConcurrent: one Template renders many requests at once (run
+// under -race by make test).
+func TestTemplateConcurrent(t *testing.T) {
+	q := qwen3(t)
+	msgs, opt := benchQwen3()
+	opt.Template = q
+	want, err := Render(msgs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for range 5 {
+				if got, err := Render(msgs, opt); err != nil || got != want {
+					errs <- fmt.Errorf("concurrent render differs: %v", err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
