@@ -14,11 +14,12 @@ import (
 // custom_tools and tools_in_user_message template kwargs.
 func TestJinja2Random(t *testing.T) {
 	for _, name := range []string{"jinja2_random.jsonl", "jinja2_kwargs.jsonl"} {
-		t.Run(name, func(t *testing.T) { checkJinja2File(t, "testdata/"+name) })
+		t.Run(name, func(t *testing.T) { checkJinja2File(t, "testdata/"+name, Render) })
 	}
 }
 
-func checkJinja2File(t *testing.T, path string) {
+// checkJinja2File checks render against the Jinja2 renderings in path.
+func checkJinja2File(t *testing.T, path string, render func([]Message, Options) (string, error)) {
 	lines := testjsonl.Read[json.RawMessage](t, path)
 	errs := 0
 	for i, raw := range lines {
@@ -76,7 +77,7 @@ func checkJinja2File(t *testing.T, path string) {
 			}
 		}
 		opt.ToolsInSystem = c.ToolsInUserMessage != nil && !*c.ToolsInUserMessage
-		got, err := Render(msgs, opt)
+		got, err := render(msgs, opt)
 		if c.Error != nil {
 			errs++
 			if err == nil {

@@ -30,6 +30,9 @@ import (
 // Params is what converting a request needs from the server.
 type Params struct {
 	Tokenizer *tokenizer.Tokenizer
+	// Template is the model's chat template (nil: the built-in Llama-3.2
+	// one), which EncodeChat renders through ChatOptions.
+	Template *chat.Template
 	// Defaults are the sampling parameters a request leaves out.
 	Defaults sample.Params
 	// MaxTokens is the default completion limit; 0: until the context ends.
@@ -72,10 +75,10 @@ type Params struct {
 // context of ctxLen tokens, since no token is longer than maxPieceBytes.
 func PromptByteLimit(ctxLen, maxPieceBytes int) int { return ctxLen * maxPieceBytes }
 
-// ChatOptions are the template options of a chat prompt for p: the
-// generation prompt added, p's date, byte bound and context.
+// ChatOptions are the template options of a chat prompt for p: p's
+// template, the generation prompt added, p's date, byte bound and context.
 func (p Params) ChatOptions() chat.Options {
-	return chat.Options{AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
+	return chat.Options{Template: p.Template, AddGenerationPrompt: true, DateString: p.Date, MaxBytes: p.MaxPromptBytes, Context: p.Context}
 }
 
 // GrammarOptions are the compile options of p's request: forced calls
@@ -104,8 +107,9 @@ func (p Params) Constraint(gr *grammar.Grammar) (c func() inference.Constraint, 
 	return func() inference.Constraint { return gr.NewMatcherContext(ctx, v) }, true
 }
 
-// EncodeChat renders msgs with the chat template and tokenizes them segment
-// by segment, so special-token text inside content stays plain text; tail,
+// EncodeChat renders msgs with opt.Template (the model's chat template) and
+// tokenizes them segment by segment, so special-token text inside content
+// stays plain text (see chat's package doc); tail,
 // when not empty, follows the template as plain text (an assistant
 // prefill) and counts against opt.MaxBytes.
 func EncodeChat(tok *tokenizer.Tokenizer, msgs []chat.Message, opt chat.Options, tail string) ([]int32, error) {
@@ -225,4 +229,27 @@ func FinishReason(f inference.FinishReason) string {
 		return "length"
 	}
 	return "stop"
+}
+
+// ReasoningEffort maps a request's reasoning effort (OpenAI's
+// reasoning_effort on chat, reasoning.effort on Responses; param names it)
+// onto the template's switch: "none" and "minimal" set enable_thinking
+// false, as Qwen3's template reads it, unless the request's
+// chat_template_kwargs set enable_thinking themselves. "" leaves opt as it is.
+func ReasoningEffort(opt *chat.Options, effort, param string) error {
+	switch effort {
+	case "", "low", "medium", "high", "xhigh":
+		return nil
+	case "none", "minimal":
+		if _, set := opt.Kwargs["enable_thinking"]; !set {
+			kw := make(map[string]any, len(opt.Kwargs)+1)
+			for k, v := range opt.Kwargs {
+				kw[k] = v
+			}
+			kw["enable_thinking"] = false
+			opt.Kwargs = kw
+		}
+		return nil
+	}
+	return Invalid(param, "Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'.", effort)
 }

@@ -390,6 +390,12 @@ func (k *TemplateKwargs) Apply(opt *chat.Options, tools []json.RawMessage) ([]js
 		opt.DateString = *k.DateString
 	}
 	opt.ToolsInSystem = k.ToolsInUserMessage != nil && !*k.ToolsInUserMessage
+	if len(k.Other) > 0 {
+		opt.Kwargs = make(map[string]any, len(k.Other))
+		for name, v := range k.Other {
+			opt.Kwargs[name] = v
+		}
+	}
 	if len(k.CustomTools) == 0 {
 		return tools, nil
 	}

@@ -2,9 +2,11 @@ package openai
 
 import (
 	"encoding/json"
-	"github.com/hexserve/hexserve/front"
 	"slices"
 	"testing"
+
+	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 )
 
 // TestTemplateKwargsTools: custom_tools replaces tools in the prompt and in
@@ -33,5 +35,27 @@ func TestTemplateKwargsTools(t *testing.T) {
 		if !slices.Equal(g.Tools, tt.want) {
 			t.Errorf("%s: tools %q, want %q", tt.name, g.Tools, tt.want)
 		}
+	}
+}
+
+// TestTemplateKwargsOther: chat_template_kwargs other than the Llama-3.2
+// three reach the model's template as variables, key order kept.
+func TestTemplateKwargsOther(t *testing.T) {
+	tmpl, err := chat.ParseTemplate(`{% if enable_thinking is false %}off{% endif %} {{ opts | tojson }} {{ messages[0].content }}`, nil, chat.TemplateTokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r ChatCompletionRequest
+	body := `{"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false,"opts":{"z":1,"a":[1.0]},"date_string":"x"}}`
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	tok := testTok(t)
+	g, err := FromChatCompletionRequest(&r, front.Params{Tokenizer: tok, Template: tmpl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Decode(g.Request.Prompt, false), `off {"z": 1, "a": [1.0]} hi`; got != want {
+		t.Errorf("prompt %q, want %q", got, want)
 	}
 }

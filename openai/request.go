@@ -27,13 +27,30 @@ type ChatCompletionRequest struct {
 	CommonParams
 }
 
-// TemplateKwargs are the chat_template_kwargs the Llama-3.2 template reads;
-// others are ignored.
+// TemplateKwargs are vLLM's chat_template_kwargs: the Llama-3.2 template's
+// own three are options of the native renderer, and every other one (Other,
+// e.g. Qwen3's enable_thinking) is a variable of the model's template.
 type TemplateKwargs struct {
 	DateString *string `json:"date_string"`
 	// CustomTools, when present, replaces tools in the prompt (null: none).
-	CustomTools        json.RawMessage `json:"custom_tools"`
-	ToolsInUserMessage *bool           `json:"tools_in_user_message"`
+	CustomTools        json.RawMessage            `json:"custom_tools"`
+	ToolsInUserMessage *bool                      `json:"tools_in_user_message"`
+	Other              map[string]json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON reads the three named kwargs and keeps the others in Other.
+func (k *TemplateKwargs) UnmarshalJSON(b []byte) error {
+	type named TemplateKwargs
+	if err := json.Unmarshal(b, (*named)(k)); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &k.Other); err != nil {
+		return err
+	}
+	for _, name := range []string{"date_string", "custom_tools", "tools_in_user_message"} {
+		delete(k.Other, name)
+	}
+	return nil
 }
 
 // CompletionRequest is the body of POST /v1/completions.

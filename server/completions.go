@@ -48,7 +48,7 @@ func openAIChunks[T any](c *call, prefix string, convert func(front.Params) (*op
 // params are the conversion parameters for request r on model m; rendering
 // stops when r's client goes away or the prompt cannot fit m's context.
 func (s *Server) params(r *http.Request, m *Model) front.Params {
-	return front.Params{Tokenizer: m.Tokenizer, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
+	return front.Params{Tokenizer: m.Tokenizer, Template: m.Template, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
 		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
 		ToolFormat:     m.ToolFormat,

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
@@ -112,6 +113,8 @@ type Model struct {
 	Created    time.Time
 	ContextLen int // tokens the KV cache holds (max_model_len)
 	Tokenizer  *tokenizer.Tokenizer
+	// Template is the model's chat template; nil is the built-in Llama-3.2 one.
+	Template *chat.Template
 	// Engine runs generation requests (the completion endpoints).
 	Engine *inference.Engine
 	// Health reports a failed engine; nil means always healthy.

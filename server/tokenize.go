@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/overflow"
 )
@@ -102,6 +103,7 @@ type applyTemplateRequest struct {
 	Tools               []json.RawMessage      `json:"tools"`
 	AddGenerationPrompt *bool                  `json:"add_generation_prompt"` // default true
 	ChatTemplateKwargs  *openai.TemplateKwargs `json:"chat_template_kwargs"`
+	ReasoningEffort     string                 `json:"reasoning_effort"`
 	Model               string                 `json:"model"` // "": the first configured model
 	// ContextOverflow and MaxTokens fit the messages in the window as chat
 	// completions would ("": the model's policy, else error).
@@ -110,11 +112,12 @@ type applyTemplateRequest struct {
 }
 
 // applyTemplate is POST /apply-template (llama.cpp's shape): messages → the
-// rendered prompt text. The date is chat_template_kwargs.date_string, else
-// the configured one; custom_tools and tools_in_user_message work as in chat
-// completions. Other template kwargs are ignored. context_overflow (else
-// the model's) leaves out what chat completions would, so the prompt is the
-// one that would be read.
+// prompt text the model's chat template renders, with the fields a chat
+// request takes: tools, chat_template_kwargs (date_string, custom_tools and
+// tools_in_user_message as in chat completions, the others as template
+// variables), reasoning_effort ("none"/"minimal": enable_thinking false)
+// and context_overflow (else the model's), which leaves out what chat
+// completions would, so the prompt is the one that would be read.
 func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	if _, err := c.model(); err != nil {
 		return err
@@ -126,6 +129,9 @@ func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	p := c.params()
 	opt := p.ChatOptions()
 	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
+		return err
+	}
+	if err := front.ReasoningEffort(&opt, req.ReasoningEffort, "reasoning_effort"); err != nil {
 		return err
 	}
 	if req.AddGenerationPrompt != nil {

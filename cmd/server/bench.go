@@ -145,7 +145,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 
 // benchLoad loads the model as serve does and adapts its runner's counters.
 func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
-	m, tok, err := loadModel(cfg, log)
+	m, tok, _, err := loadModel(cfg, log)
 	if err != nil {
 		return bench.Loaded{}, err
 	}

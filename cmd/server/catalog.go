@@ -168,7 +168,7 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		cfg := c.cfg
 		cfg.Model = e
 		cfg.Engine.QueueLength, cfg.Engine.Timeout = e.QueueLength, e.Timeout
-		model, tok, err := c.load(cfg, c.log)
+		model, tok, tmpl, err := c.load(cfg, c.log)
 		if err != nil {
 			return nil, 0, fmt.Errorf("model %s failed to load: %w", e.Location(), err)
 		}
@@ -216,7 +216,7 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		c.contextLen[i] = ctxLen
 		c.mu.Unlock()
 		srv := &server.Model{ID: id, Aliases: e.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(), ContextLen: ctxLen,
-			Tokenizer: tok, Engine: engine, Health: engine.Healthy, Details: c.details[i], Sampling: modelSampling(model, cfg.Sampling),
+			Tokenizer: tok, Template: tmpl, Engine: engine, Health: engine.Healthy, Details: c.details[i], Sampling: modelSampling(model, cfg.Sampling),
 			ToolFormat: toolFormat(e, log),
 			Overflow:   overflow.Policy(e.ContextOverflow)}
 		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, c.generated[i])

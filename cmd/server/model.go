@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/executorch"
@@ -100,27 +101,28 @@ func findTokenizer(m config.Model, modelFile string) (string, error) {
 		modelFile, strings.Join(tried, ", "))
 }
 
-// loadModel opens the QNN runtime, the model's graphs and its tokenizer.
-// Closing the returned model also closes the runtime.
-func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+// loadModel opens the QNN runtime, the model's graphs, its tokenizer and
+// its chat template (loadTemplate). Closing the returned model also closes
+// the runtime.
+func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
 	m := cfg.Model
 	kind, file, err := locateModel(m.Location())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var pte pteSpecials
 	if kind == kindPTE {
 		// The tokenizer first: the export has none (and its BOS/EOS metadata
 		// are hard-coded constants), so a missing one is the error to report.
 		if pte, err = loadPTETokenizer(m, file); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	qlog := log.With().Str("component", "qnn").Logger()
 	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
 		ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode), Turn: &npuTurn})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var (
 		model   inference.Model
@@ -166,16 +168,21 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	}
 	if err != nil {
 		rt.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	info := model.Info()
 	if tok.VocabSize() > info.VocabSize {
 		model.Close()
-		return nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
+		return nil, nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
 	}
-	loaded.Str("tokenizer", tokPath).Str("name", info.Name).
+	tmpl, tmplFrom, err := loadTemplate(tokPath)
+	if err != nil {
+		model.Close()
+		return nil, nil, nil, err
+	}
+	loaded.Str("tokenizer", tokPath).Str("chat_template", tmplFrom).Str("name", info.Name).
 		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
-	return model, tok, nil
+	return model, tok, tmpl, nil
 }
 
 // pteSpecials is a .pte's tokenizer and the ids the runner needs from it.
@@ -236,4 +243,21 @@ func (o *ownedPTE) BufferBytes() int64 { return o.rt.BufferBytes() }
 
 func (o *ownedPTE) Close() error {
 	return errors.Join(o.Runner.Close(), o.rt.Close())
+}
+
+// loadTemplate is the chat template beside tokenizer.json (chat_template.jinja
+// or tokenizer_config.json's chat_template), else the built-in Llama-3.2
+// one; from says which, for the load log.
+func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
+	dir := filepath.Dir(tokPath)
+	t, ok, err := chat.LoadTemplate(dir)
+	switch {
+	case err != nil:
+		return nil, "", fmt.Errorf("%s: %w", dir, err)
+	case !ok:
+		return chat.Llama32, "built-in Llama-3.2", nil
+	case t.Native():
+		return t, dir + " (Llama-3.2, rendered natively)", nil
+	}
+	return t, dir, nil
 }

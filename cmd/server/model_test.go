@@ -115,7 +115,7 @@ func TestLoadStories(t *testing.T) {
 	cfg.Model.SetLocation(p)
 	cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
 		RPCMem: filepath.Join(libs, "libcdsprpc.so")}
-	_, _, err = loadModel(cfg, zerolog.Nop())
+	_, _, _, err = loadModel(cfg, zerolog.Nop())
 	if err == nil || !strings.Contains(err.Error(), "no tokenizer for") || !strings.Contains(err.Error(), "model.tokenizer") {
 		t.Fatalf("without a tokenizer: %v", err)
 	}
@@ -124,7 +124,7 @@ func TestLoadStories(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Model.Tokenizer = tok
-	_, _, err = loadModel(cfg, zerolog.Nop())
+	_, _, _, err = loadModel(cfg, zerolog.Nop())
 	if err == nil || !strings.Contains(err.Error(), "context binary") {
 		t.Fatalf("with a tokenizer on hostsim: %v", err)
 	}

@@ -31,7 +31,7 @@ func TestProbeMatchesLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			model, _, err := loadModel(cfg, zerolog.Nop())
+			model, _, _, err := loadModel(cfg, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
@@ -112,7 +113,7 @@ func newLogger(c config.Log, w io.Writer) zerolog.Logger {
 const loadStopGrace = 2 * time.Second
 
 // modelLoader loads the model; tests substitute a fake.
-type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error)
+type modelLoader func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error)
 
 // serve runs the HTTP server until ctx ends, then shuts down gracefully. The
 // models load in the background (a single one, or the preloaded ones) while

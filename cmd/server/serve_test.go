@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
@@ -175,9 +176,9 @@ func TestServeLifecycle(t *testing.T) {
 	tok := loadTokenizer(t)
 	model := inferencetest.NewScripted(inference.ModelInfo{Name: "Tiny Llama (test)", BOS: 128000}, []int32{9906})
 	release := make(chan struct{})
-	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
 		<-release
-		return model, tok, nil
+		return model, tok, nil, nil
 	}
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
@@ -230,8 +231,8 @@ func TestServeLifecycle(t *testing.T) {
 }
 
 func TestServeLoadFailure(t *testing.T) {
-	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
-		return nil, nil, errors.New("qnn: libQnnHtp.so: cannot open shared object file")
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
+		return nil, nil, nil, errors.New("qnn: libQnnHtp.so: cannot open shared object file")
 	}
 	cfg := config.Default()
 	cfg.Server.Listen = "0.0.0.0:0"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
@@ -74,8 +75,8 @@ func startServe(t *testing.T, cfg config.Config, logs io.Writer) (addr string, s
 	t.Helper()
 	tok := loadTokenizer(t)
 	model := inferencetest.NewScripted(inference.ModelInfo{Name: "tiny", BOS: 128000}, []int32{9906})
-	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
-		return model, tok, nil
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
+		return model, tok, nil, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
@@ -201,9 +202,9 @@ func TestServeClearTextWarning(t *testing.T) {
 func TestServeStopWhileLoading(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
-	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, error) {
+	load := func(config.Config, zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
 		<-block // an endless read
-		return nil, nil, io.ErrUnexpectedEOF
+		return nil, nil, nil, io.ErrUnexpectedEOF
 	}
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
