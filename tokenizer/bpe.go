@@ -12,14 +12,18 @@ func (t *Tokenizer) pairRank(a, b int32) uint64 {
 	return noMerge
 }
 
-// mergeScan runs BPE on w in O(n²) with small constants. The result is
-// valid until the next call on e.
-func (e *encoder) mergeScan(w string) []int32 {
-	t := e.t
-	sym := e.sym[:0]
-	for i := 0; i < len(w); i++ {
-		sym = append(sym, t.byteID[w[i]])
+// merge runs BPE on the symbols sym (held in e.sym). The result is valid
+// until the next call on e.
+func (e *encoder) merge(sym []int32) []int32 {
+	if len(sym) <= heapThreshold {
+		return e.mergeScan(sym)
 	}
+	return e.mergeHeap(sym)
+}
+
+// mergeScan runs BPE on sym in O(n²) with small constants.
+func (e *encoder) mergeScan(sym []int32) []int32 {
+	t := e.t
 	rk := e.rank[:0]
 	for k := 0; k+1 < len(sym); k++ {
 		rk = append(rk, t.pairRank(sym[k], sym[k+1]))
@@ -54,14 +58,14 @@ type node struct {
 	alive      bool
 }
 
-// mergeHeap runs BPE on w in O(n log n), like HF's Word::merge_all: a min
-// heap of rank<<32|position entries, lazily skipping stale ones.
-func (e *encoder) mergeHeap(w string) []int32 {
+// mergeHeap runs BPE on sym in O(n log n), like HF's Word::merge_all: a
+// min heap of rank<<32|position entries, lazily skipping stale ones.
+func (e *encoder) mergeHeap(sym []int32) []int32 {
 	t := e.t
-	n := len(w)
+	n := len(sym)
 	nd := e.node[:0]
-	for i := 0; i < n; i++ {
-		nd = append(nd, node{id: t.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1), alive: true})
+	for i, id := range sym {
+		nd = append(nd, node{id: id, prev: int32(i - 1), next: int32(i + 1), alive: true})
 	}
 	nd[n-1].next = -1
 	h := e.heap[:0]
@@ -101,7 +105,7 @@ func (e *encoder) mergeHeap(w string) []int32 {
 			}
 		}
 	}
-	sym := e.sym[:0]
+	sym = sym[:0]
 	for i := int32(0); i >= 0; i = nd[i].next {
 		sym = append(sym, nd[i].id)
 	}

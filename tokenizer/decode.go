@@ -81,11 +81,15 @@ func incompleteTail(b []byte) int {
 }
 
 // StreamDecoder turns ids into text one at a time. The concatenation of its
-// outputs (including Flush) equals Decode of all the ids.
+// outputs (including Flush) equals Decode of all the ids. For a
+// SentencePiece-style tokenizer each Add decodes all the ids so far (its
+// decoder's Strip and first-token rules look at the whole text).
 type StreamDecoder struct {
 	t           *Tokenizer
 	skipSpecial bool
 	pending     []byte
+	ids         []int32 // SentencePiece-style: every id so far
+	sent        int     // SentencePiece-style: bytes of the text returned
 }
 
 // NewStreamDecoder returns a decoder that drops special tokens when
@@ -98,8 +102,15 @@ func (t *Tokenizer) NewStreamDecoder(skipSpecial bool) *StreamDecoder {
 // unfinished UTF-8 character are held until a later Add or Flush.
 func (d *StreamDecoder) Add(id int32) string {
 	t := d.t
-	if !t.valid(id) || (d.skipSpecial && t.special[id]) {
+	if !t.valid(id) || (d.skipSpecial && t.skipped(id)) {
 		return ""
+	}
+	if !t.byteLevel {
+		d.ids = append(d.ids, id)
+		if _, ok := byteToken(t.decodeString(id)); ok {
+			return "" // a run of byte tokens may yet be U+FFFD each
+		}
+		return d.next()
 	}
 	d.pending = append(d.pending, t.piece(id)...)
 	n := len(d.pending) - incompleteTail(d.pending)
@@ -114,7 +125,23 @@ func (d *StreamDecoder) Add(id int32) string {
 // Flush returns the held bytes, each unfinished character as U+FFFD, and
 // resets the decoder.
 func (d *StreamDecoder) Flush() string {
+	if !d.t.byteLevel {
+		s := d.next()
+		d.ids, d.sent = d.ids[:0], 0
+		return s
+	}
 	s := lossyString(d.pending)
 	d.pending = d.pending[:0]
 	return s
+}
+
+// next returns the text of d.ids not yet returned.
+func (d *StreamDecoder) next() string {
+	s := d.t.Decode(d.ids, d.skipSpecial)
+	if len(s) < d.sent {
+		return ""
+	}
+	out := s[d.sent:]
+	d.sent = len(s)
+	return out
 }

@@ -36,6 +36,8 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string    `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string    `json:"end_of_word_suffix"`
 	ByteFallback            bool       `json:"byte_fallback"`
+	UnkToken                *string    `json:"unk_token"`
+	FuseUnk                 bool       `json:"fuse_unk"`
 	IgnoreMerges            bool       `json:"ignore_merges"`
 	Vocab                   vocabJSON  `json:"vocab"`
 	Merges                  mergesJSON `json:"merges"`
@@ -46,13 +48,25 @@ type componentJSON struct {
 	// Sequence
 	Pretokenizers []json.RawMessage `json:"pretokenizers"`
 	Processors    []json.RawMessage `json:"processors"`
-	// Split
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Decoders      []json.RawMessage `json:"decoders"`
+	// Split, Replace
 	Pattern  map[string]string `json:"pattern"`
 	Behavior string            `json:"behavior"`
 	Invert   bool              `json:"invert"`
-	// ByteLevel
-	AddPrefixSpace bool `json:"add_prefix_space"`
-	UseRegex       bool `json:"use_regex"`
+	Content  *string           `json:"content"` // Replace, Strip
+	// ByteLevel; Metaspace (add_prefix_space false means never)
+	AddPrefixSpace *bool `json:"add_prefix_space"`
+	UseRegex       *bool `json:"use_regex"` // default true
+	// Metaspace
+	Replacement   string `json:"replacement"`
+	PrependScheme string `json:"prepend_scheme"`
+	Split         *bool  `json:"split"`
+	// Prepend
+	Prepend string `json:"prepend"`
+	// Strip
+	Start int `json:"start"`
+	Stop  int `json:"stop"`
 	// TemplateProcessing
 	Single        []map[string]templateItem `json:"single"`
 	SpecialTokens map[string]struct {
@@ -78,9 +92,7 @@ func Load(path string) (*Tokenizer, error) {
 }
 
 // Parse builds a Tokenizer from the contents of a Hugging Face
-// tokenizer.json. It accepts the Llama-3 layout: a byte-level BPE model, no
-// normalizer, the Split(Llama-3 regex) + ByteLevel pre-tokenizer, a ByteLevel
-// decoder and an optional TemplateProcessing post-processor. Any other
+// tokenizer.json of one of the forms the package doc lists. Any other
 // component or option is an error naming it.
 func Parse(data []byte) (*Tokenizer, error) {
 	t, err := parse(data)
@@ -101,29 +113,31 @@ func parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("decoding tokenizer.json: %w", err)
 	}
 	if !isNull(f.Truncation) {
-		return nil, fmt.Errorf("unsupported truncation setting (must be null)")
+		return nil, fmt.Errorf("truncation is not supported (must be null)")
 	}
 	if !isNull(f.Padding) {
-		return nil, fmt.Errorf("unsupported padding setting (must be null)")
+		return nil, fmt.Errorf("padding is not supported (must be null)")
 	}
-	if !isNull(f.Normalizer) {
-		var c componentJSON
-		_ = json.Unmarshal(f.Normalizer, &c)
-		return nil, fmt.Errorf("unsupported normalizer %q (only null is supported)", c.Type)
-	}
-	if err := checkPreTokenizer(f.PreTokenizer); err != nil {
+	nm, err := parseNormalizer(f.Normalizer)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkDecoder(f.Decoder); err != nil {
+	pre, byteLevel, err := parsePreTokenizer(f.PreTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := parseDecoder(f.Decoder, byteLevel)
+	if err != nil {
 		return nil, err
 	}
 	if f.Model == nil {
 		return nil, fmt.Errorf("missing model")
 	}
-	t, err := buildModel(f.Model)
+	t, err := buildModel(f.Model, byteLevel, dec)
 	if err != nil {
 		return nil, err
 	}
+	t.norm, t.pre = nm, pre
 	if err := t.addTokens(f.AddedTokens); err != nil {
 		return nil, err
 	}
@@ -131,8 +145,12 @@ func parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.packPieces()
+	bos := t.idOr("<|begin_of_text|>")
+	if len(t.prefix) > 0 {
+		bos = t.prefix[0]
+	}
 	t.specials = Specials{
-		BOS:       t.idOr("<|begin_of_text|>"),
+		BOS:       bos,
 		EOT:       t.idOr("<|eot_id|>"),
 		EOM:       t.idOr("<|eom_id|>"),
 		PythonTag: t.idOr("<|python_tag|>"),
@@ -184,79 +202,37 @@ func required(raw json.RawMessage, what, need string) (componentJSON, error) {
 	return component(raw, what)
 }
 
-func checkPreTokenizer(raw json.RawMessage) error {
-	c, err := required(raw, "pre_tokenizer", "Split with the Llama-3 regex then ByteLevel")
-	if err != nil {
-		return err
-	}
-	steps := []json.RawMessage{raw}
-	if c.Type == "Sequence" {
-		steps = c.Pretokenizers
-	}
-	if len(steps) != 2 {
-		return fmt.Errorf("unsupported pre_tokenizer %q with %d steps (need Split with the Llama-3 regex then ByteLevel)", c.Type, len(steps))
-	}
-	split, err := component(steps[0], "pre_tokenizer")
-	if err != nil {
-		return err
-	}
-	bl, err := component(steps[1], "pre_tokenizer")
-	if err != nil {
-		return err
-	}
-	switch {
-	case split.Type != "Split":
-		return fmt.Errorf("unsupported pre_tokenizer %q (need Split with the Llama-3 regex)", split.Type)
-	case len(split.Pattern) != 1 || split.Pattern["Regex"] != Llama3Pattern:
-		return fmt.Errorf("unsupported Split pattern %v (only the Llama-3 regex is supported)", split.Pattern)
-	case split.Behavior != "Isolated" || split.Invert:
-		return fmt.Errorf("unsupported Split behavior %q invert=%v (need Isolated, invert=false)", split.Behavior, split.Invert)
-	case bl.Type != "ByteLevel":
-		return fmt.Errorf("unsupported pre_tokenizer %q after Split (need ByteLevel)", bl.Type)
-	case bl.AddPrefixSpace:
-		return fmt.Errorf("unsupported ByteLevel pre_tokenizer option add_prefix_space=true")
-	case bl.UseRegex:
-		return fmt.Errorf("unsupported ByteLevel pre_tokenizer option use_regex=true")
-	}
-	return nil
-}
+// maxTokenID bounds the ids a file may use, so that a hostile one cannot
+// make the loader allocate gigabytes of id tables.
+const maxTokenID = 1 << 22
 
-func checkDecoder(raw json.RawMessage) error {
-	c, err := required(raw, "decoder", "ByteLevel")
-	if err != nil {
-		return err
-	}
-	if c.Type != "ByteLevel" {
-		return fmt.Errorf("unsupported decoder %q (need ByteLevel)", c.Type)
-	}
-	return nil
-}
-
-func buildModel(m *modelJSON) (*Tokenizer, error) {
+func buildModel(m *modelJSON, byteLevel bool, dec []decodeStep) (*Tokenizer, error) {
 	switch {
 	case m.Type != "BPE" && m.Type != "":
-		return nil, fmt.Errorf("unsupported model %q (need BPE)", m.Type)
+		return nil, notSupported("model", m.Type)
 	case m.Dropout != nil && *m.Dropout != 0:
-		return nil, fmt.Errorf("unsupported BPE option dropout=%v", *m.Dropout)
+		return nil, fmt.Errorf("model BPE: dropout=%v is not supported", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
-		return nil, fmt.Errorf("unsupported BPE option continuing_subword_prefix=%q", *m.ContinuingSubwordPrefix)
+		return nil, fmt.Errorf("model BPE: continuing_subword_prefix=%q is not supported", *m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return nil, fmt.Errorf("unsupported BPE option end_of_word_suffix=%q", *m.EndOfWordSuffix)
-	case m.ByteFallback:
-		return nil, fmt.Errorf("unsupported BPE option byte_fallback=true")
+		return nil, fmt.Errorf("model BPE: end_of_word_suffix=%q is not supported", *m.EndOfWordSuffix)
 	case len(m.Vocab.ids) == 0:
-		return nil, fmt.Errorf("BPE model has an empty vocab")
+		return nil, fmt.Errorf("model BPE has an empty vocab")
 	}
 	t := &Tokenizer{
 		vocab:        make(map[string]int32, len(m.Vocab.ids)),
 		ignoreMerges: m.IgnoreMerges,
+		byteLevel:    byteLevel,
+		decoders:     dec,
+		unk:          -1,
+		fuseUnk:      m.FuseUnk,
 		added:        make(map[string]int32),
 	}
 	maxID := int32(-1)
 	for i, id := range m.Vocab.ids {
 		tok := m.Vocab.tokens[i]
-		if id < 0 {
-			return nil, fmt.Errorf("BPE vocab token %q has negative id %d", tok, id)
+		if id < 0 || id >= maxTokenID {
+			return nil, fmt.Errorf("BPE vocab token %q has id %d, outside [0, %d)", tok, id, maxTokenID)
 		}
 		maxID = max(maxID, id)
 	}
@@ -273,30 +249,61 @@ func buildModel(m *modelJSON) (*Tokenizer, error) {
 		}
 		t.present[id] = true
 		t.tokens[id] = tok
-		b, ok := appendByteLevelDecoded(nil, tok)
-		t.pieces[id] = string(b)
-		if ok {
-			t.vocab[string(b)] = id
+		if byteLevel {
+			t.addByteLevel(tok, id)
 		} else {
-			// Unreachable by encoding (BPE only builds byte-level strings),
-			// but TokenID must still find it.
-			if t.other == nil {
-				t.other = make(map[string]int32)
-			}
-			t.other[tok] = id
+			t.vocab[tok] = id
+			t.pieces[id] = t.spPiece(tok)
 		}
 	}
-	for b := range 256 {
-		id, ok := t.vocab[string([]byte{byte(b)})]
-		if !ok {
-			return nil, fmt.Errorf("BPE vocab lacks the byte-level symbol for byte 0x%02x", b)
-		}
-		t.byteID[b] = id
+	if err := t.modelBytes(m); err != nil {
+		return nil, err
 	}
 	if err := t.buildMerges(m.Merges, byString); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// addByteLevel adds a byte-level vocab token.
+func (t *Tokenizer) addByteLevel(tok string, id int32) {
+	b, ok := appendByteLevelDecoded(nil, tok)
+	t.pieces[id] = string(b)
+	if ok {
+		t.vocab[string(b)] = id
+		return
+	}
+	// Unreachable by encoding (BPE only builds byte-level strings), but
+	// TokenID must still find it.
+	if t.other == nil {
+		t.other = make(map[string]int32)
+	}
+	t.other[tok] = id
+}
+
+// modelBytes sets the byte symbols: all 256 for a byte-level model; the
+// <0xXX> tokens for byte_fallback, and unk_token, otherwise.
+func (t *Tokenizer) modelBytes(m *modelJSON) error {
+	for b := range 256 {
+		t.byteTok[b] = -1
+		if t.byteLevel {
+			id, ok := t.vocab[string([]byte{byte(b)})]
+			if !ok {
+				return fmt.Errorf("BPE vocab lacks the byte-level symbol for byte 0x%02x", b)
+			}
+			t.byteID[b] = id
+		} else if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", b)]; ok && m.ByteFallback {
+			t.byteTok[b] = id
+		}
+	}
+	if m.UnkToken != nil && !t.byteLevel {
+		id, ok := t.vocab[*m.UnkToken]
+		if !ok {
+			return fmt.Errorf("model BPE: unk_token %q is not in the vocab", *m.UnkToken)
+		}
+		t.unk = id
+	}
+	return nil
 }
 
 func (t *Tokenizer) buildMerges(pairs [][2]string, byString map[string]int32) error {
@@ -325,6 +332,10 @@ func cutSpace(s string) (a, b string, ok bool) {
 // modelID looks up a byte-level token string in the BPE vocab, using buf as
 // scratch space.
 func (t *Tokenizer) modelID(tok string, buf []byte) (int32, bool, []byte) {
+	if !t.byteLevel {
+		id, ok := t.vocab[tok]
+		return id, ok, buf
+	}
 	buf, ok := appendByteLevelDecoded(buf[:0], tok)
 	if !ok {
 		id, ok := t.other[tok]
@@ -342,10 +353,8 @@ func (t *Tokenizer) addTokens(list []addedJSON) error {
 		switch {
 		case a.Content == "":
 			return fmt.Errorf("added token %d has empty content", a.ID)
-		case a.ID < 0:
-			return fmt.Errorf("added token %q has negative id %d", a.Content, a.ID)
-		case a.SingleWord || a.LStrip || a.RStrip:
-			return fmt.Errorf("unsupported added token option on %q (single_word/lstrip/rstrip must be false)", a.Content)
+		case a.ID < 0 || a.ID >= maxTokenID:
+			return fmt.Errorf("added token %q has id %d, outside [0, %d)", a.Content, a.ID, maxTokenID)
 		}
 		if int(a.ID) >= len(t.tokens) {
 			n := int(a.ID) + 1
@@ -356,21 +365,44 @@ func (t *Tokenizer) addTokens(list []addedJSON) error {
 		}
 		t.present[a.ID] = true
 		t.tokens[a.ID] = a.Content
-		b, _ := appendByteLevelDecoded(nil, a.Content)
-		t.pieces[a.ID] = string(b)
 		t.special[a.ID] = a.Special
 		t.added[a.Content] = a.ID
-		// HF matches non-normalized tokens first, then normalized ones in the
-		// remaining text; with no normalizer the flag only sets that order.
-		set := &plain
+		if a.SingleWord || a.LStrip || a.RStrip {
+			if t.strip == nil {
+				t.strip = make(map[int32]addedOpts)
+			}
+			t.strip[a.ID] = addedOpts{lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
+		}
+		// HF matches non-normalized tokens first, then normalized ones, in
+		// their normalized form, in the normalized remaining text; the
+		// decoder also gets that form.
+		set, pattern := &plain, a.Content
 		if a.Normalized {
 			set = &norm
+			if n := t.normalize(a.Content); n != a.Content && t.norm != nil {
+				if t.addedAs == nil {
+					t.addedAs = make(map[int32]string)
+				}
+				t.addedAs[a.ID], pattern = n, n
+			}
 		}
-		set.add(a.Content, a.ID)
+		if t.byteLevel {
+			b, _ := appendByteLevelDecoded(nil, pattern)
+			t.pieces[a.ID] = string(b)
+		} else {
+			t.pieces[a.ID] = t.spPiece(pattern)
+		}
+		set.add(pattern, a.ID)
 	}
-	for _, s := range []*matchSet{&plain, &norm} {
-		if len(s.ids) > 0 {
-			t.passes = append(t.passes, s.finish())
+	t.plain, t.normed = plain.finish(), norm.finish()
+	// HF's skip_special_tokens tests the string the decoder gets: a special
+	// token whose normalized form is no special token's content stays.
+	for id, s := range t.addedAs {
+		if sid, ok := t.added[s]; t.special[id] && !(ok && t.special[sid]) {
+			if t.unskipped == nil {
+				t.unskipped = make(map[int32]bool)
+			}
+			t.unskipped[id] = true
 		}
 	}
 	return nil
@@ -461,7 +493,11 @@ func (s *matchSet) add(content string, id int32) {
 	s.ids[content] = id
 }
 
+// finish returns the matcher, nil for no tokens.
 func (s *matchSet) finish() *matcher {
+	if len(s.ids) == 0 {
+		return nil
+	}
 	m := &matcher{ids: s.ids}
 	for k := range s.ids {
 		m.first[k[0]] = true

@@ -148,23 +148,47 @@ func TestParseErrors(t *testing.T) {
 		edit func(c map[string]any)
 		want string // substring of the error
 	}{
-		{"normalizer", func(c map[string]any) { c["normalizer"] = map[string]any{"type": "NFC"} }, `normalizer "NFC"`},
+		{"normalizer", func(c map[string]any) { c["normalizer"] = map[string]any{"type": "NFKC"} }, `normalizer.type "NFKC" is not supported`},
+		{"normalizer in a sequence", func(c map[string]any) {
+			c["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFC"}, map[string]any{"type": "Lowercase"}}}
+		}, `normalizer.type "Lowercase" is not supported`},
+		{"regex replace", func(c map[string]any) {
+			c["normalizer"] = map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": " +"}, "content": " "}
+		}, "only a String pattern"},
 		{"truncation", func(c map[string]any) { c["truncation"] = map[string]any{"max_length": 5} }, "truncation"},
 		{"padding", func(c map[string]any) { c["padding"] = map[string]any{"strategy": "BatchLongest"} }, "padding"},
-		{"gpt2 pre-tokenizer", func(c map[string]any) {
-			c["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}
-		}, "pre_tokenizer"},
+		{"pre-tokenizer", func(c map[string]any) { c["pre_tokenizer"] = map[string]any{"type": "Whitespace"} }, `pre_tokenizer.type "Whitespace" is not supported`},
+		{"digits step", func(c map[string]any) {
+			c["pre_tokenizer"].(map[string]any)["pretokenizers"] = append([]any{map[string]any{"type": "Digits", "individual_digits": true}}, c["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)...)
+		}, `pre_tokenizer.type "Digits" is not supported`},
+		{"three steps", func(c map[string]any) {
+			c["pre_tokenizer"].(map[string]any)["pretokenizers"] = append(c["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any), map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false})
+		}, `pre_tokenizer Sequence ["Split" "ByteLevel" "ByteLevel"] is not supported`},
+		{"metaspace with a byte-level decoder", func(c map[string]any) {
+			c["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}
+		}, `decoder.type "ByteLevel" is not supported`},
+		{"metaspace scheme", func(c map[string]any) {
+			c["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes"}
+		}, `prepend_scheme "sometimes"`},
 		{"other regex", func(c map[string]any) { pre(c, 0)["pattern"] = map[string]any{"Regex": `\s+`} }, "Split pattern"},
 		{"string pattern", func(c map[string]any) { pre(c, 0)["pattern"] = map[string]any{"String": " "} }, "Split pattern"},
 		{"split behavior", func(c map[string]any) { pre(c, 0)["behavior"] = "Removed" }, "Split behavior"},
 		{"prefix space", func(c map[string]any) { pre(c, 1)["add_prefix_space"] = true }, "add_prefix_space"},
 		{"bytelevel regex", func(c map[string]any) { pre(c, 1)["use_regex"] = true }, "use_regex"},
 		{"metaspace", func(c map[string]any) { pre(c, 1)["type"] = "Metaspace" }, `"Metaspace"`},
-		{"decoder", func(c map[string]any) { c["decoder"] = map[string]any{"type": "WordPiece"} }, `decoder "WordPiece"`},
+		{"decoder", func(c map[string]any) { c["decoder"] = map[string]any{"type": "WordPiece"} }, `decoder.type "WordPiece" is not supported`},
+		{"SentencePiece decoder", func(c map[string]any) {
+			c["pre_tokenizer"] = nil
+			c["decoder"] = map[string]any{"type": "Sequence", "decoders": []any{map[string]any{"type": "ByteFallback"}, map[string]any{"type": "CTC"}}}
+		}, `decoder.type "CTC" is not supported`},
+		{"unk not in vocab", func(c map[string]any) {
+			c["pre_tokenizer"] = nil
+			c["decoder"] = map[string]any{"type": "Fuse"}
+			model(c)["unk_token"] = "<unk>"
+		}, `unk_token "<unk>" is not in the vocab`},
 		{"no decoder", func(c map[string]any) { c["decoder"] = nil }, "decoder null"},
-		{"model", func(c map[string]any) { model(c)["type"] = "Unigram" }, `model "Unigram"`},
+		{"model", func(c map[string]any) { model(c)["type"] = "Unigram" }, `model.type "Unigram" is not supported`},
 		{"dropout", func(c map[string]any) { model(c)["dropout"] = 0.1 }, "dropout"},
-		{"byte_fallback", func(c map[string]any) { model(c)["byte_fallback"] = true }, "byte_fallback"},
 		{"suffix", func(c map[string]any) { model(c)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix"},
 		{"prefix", func(c map[string]any) { model(c)["continuing_subword_prefix"] = "##" }, "continuing_subword_prefix"},
 		{"missing byte", func(c map[string]any) { delete(model(c)["vocab"].(map[string]any), "Ġ") }, "byte 0x20"},
@@ -172,7 +196,7 @@ func TestParseErrors(t *testing.T) {
 		{"merge without space", func(c map[string]any) { model(c)["merges"] = []any{"ab"} }, "merge 0"},
 		{"merge with two spaces", func(c map[string]any) { model(c)["merges"] = []any{"a b c"} }, "merge 0"},
 		{"post-processor", func(c map[string]any) { c["post_processor"] = map[string]any{"type": "RobertaProcessing"} }, `post_processor "RobertaProcessing"`},
-		{"lstrip", func(c map[string]any) { c["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true }, "lstrip"},
+		{"huge id", func(c map[string]any) { c["added_tokens"].([]any)[0].(map[string]any)["id"] = 1 << 30 }, "outside"},
 		{"not json", func(c map[string]any) { c["model"] = "x" }, "model"},
 	} {
 		_, err := parseMini(t, tc.edit)

@@ -5,10 +5,13 @@ import (
 	"unicode/utf8"
 )
 
-// Llama3Pattern is the Split pre-tokenizer regex of the Llama-3 family. It is
-// the only Split pattern this package supports; splitNext implements it by
-// hand with Oniguruma's semantics.
+// Llama3Pattern is the Split pre-tokenizer regex of the Llama-3 family;
+// splitNext implements it by hand with Oniguruma's semantics.
 const Llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// Qwen2Pattern is the Split regex of Qwen2, Qwen2.5 and Qwen3: Llama-3's
+// with single digits (\p{N} for \p{N}{1,3}); splitQwen2 implements it.
+const Qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 // class is a rune's category as the Llama-3 pattern sees it.
 type class uint8
@@ -147,9 +150,17 @@ func contraction(s string) int {
 	return 0
 }
 
-// splitNext returns the end of the pre-token starting at s[i] (i < len(s)),
-// trying the pattern's alternatives in order, as a backtracking engine does.
-func splitNext(s string, i int) int {
+// splitNext returns the end of the Llama-3 pre-token starting at s[i]
+// (i < len(s)).
+func splitNext(s string, i int) int { return splitDigits(s, i, 3) }
+
+// splitQwen2 returns the end of the Qwen2 pre-token starting at s[i].
+func splitQwen2(s string, i int) int { return splitDigits(s, i, 1) }
+
+// splitDigits returns the end of the pre-token starting at s[i] (i <
+// len(s)) of the Llama-3 pattern with \p{N}{1,digits}, trying the
+// alternatives in order, as a backtracking engine does.
+func splitDigits(s string, i, digits int) int {
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if s[i] == '\'' {
 		if n := contraction(s[i+1:]); n > 0 {
@@ -166,10 +177,10 @@ func splitNext(s string, i int) int {
 			return run(s, i+w+w2, clLetter)
 		}
 	}
-	// \p{N}{1,3}
+	// \p{N}{1,digits}
 	if c == clNumber {
 		j := i + w
-		for k := 1; k < 3 && j < len(s); k++ {
+		for k := 1; k < digits && j < len(s); k++ {
 			c2, w2 := classAt(s, j)
 			if c2 != clNumber {
 				break

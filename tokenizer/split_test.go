@@ -96,7 +96,7 @@ var fragments = []string{
 	"\u2029", "\u202f", "\u205f", "\u3000", "\ufeff", "\u200b", "\x1c", "\x00", "\x7f",
 	"a", "Z", "hello", "Wörld", "é", "ß", "İ", "中文", "ひらがな", "한국어", "Ωμέγα", "мир", "עברית", "مرحبا", "ก", "\u0301", "\u0903",
 	"0", "7", "123", "4567", "²", "½", "Ⅻ", "٣", "१२", "①",
-	"!", ".", ",", "...", "-", "—", "\"", "(", ")", "$", "_", "#", "<|eot_id|>", "😀", "👋🏽", "\u200d", "🇫🇷", "\ue000", "\uffff",
+	"▁", "\u1100\u1161", "\u0345", "!", ".", ",", "...", "-", "—", "\"", "(", ")", "$", "_", "#", "<|eot_id|>", "😀", "👋🏽", "\u200d", "🇫🇷", "\ue000", "\uffff",
 }
 
 func randomText(r *rand.Rand, maxParts int) string {
@@ -128,12 +128,21 @@ func TestSplitMatchesOniguruma(t *testing.T) {
 	for k := range 40000 {
 		inputs = append(inputs, randomText(r, 4+k%40))
 	}
+	for _, pat := range []struct {
+		name  string
+		split func(string, int) int
+	}{{"llama3", splitNext}, {"qwen2", splitQwen2}, {"gpt2", splitGPT2}} {
+		t.Run(pat.name, func(t *testing.T) { compareOniguruma(t, bin, pat.name, pat.split, inputs) })
+	}
+}
+
+func compareOniguruma(t *testing.T, bin, pattern string, split func(string, int) int, inputs []string) {
 	var stdin bytes.Buffer
 	for _, s := range inputs {
 		stdin.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(s))))
 		stdin.WriteString(s)
 	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, pattern)
 	cmd.Stdin = &stdin
 	out, err := cmd.Output()
 	if err != nil {
@@ -145,7 +154,7 @@ func TestSplitMatchesOniguruma(t *testing.T) {
 	i := 0
 	for ; sc.Scan(); i++ {
 		var b strings.Builder
-		for p, j := range splitEnds(inputs[i]) {
+		for p, j := range splitEnds(inputs[i], split) {
 			if p > 0 {
 				b.WriteByte(' ')
 			}
@@ -165,11 +174,36 @@ func TestSplitMatchesOniguruma(t *testing.T) {
 	}
 }
 
-func splitEnds(s string) []int {
+func splitEnds(s string, split func(string, int) int) []int {
 	var ends []int
 	for i := 0; i < len(s); {
-		i = splitNext(s, i)
+		i = split(s, i)
 		ends = append(ends, i)
 	}
 	return ends
+}
+
+func TestSplitQwen2AndGPT2(t *testing.T) {
+	for _, tc := range []struct {
+		split func(string, int) int
+		in    string
+		want  []string
+	}{
+		{splitQwen2, "abc 1234 x²½", []string{"abc", " ", "1", "2", "3", "4", " x", "²", "½"}},
+		{splitQwen2, "I'M it's  \n\nok", []string{"I", "'M", " it", "'s", "  \n\n", "ok"}},
+		{splitGPT2, "Hello world 1234 ab12", []string{"Hello", " world", " 1234", " ab", "12"}},
+		{splitGPT2, "I'M it's 'Tis", []string{"I", "'", "M", " it", "'s", " '", "Tis"}},
+		{splitGPT2, "a  \n\nb!!", []string{"a", "  \n", "\n", "b", "!!"}},
+		{splitGPT2, "x \t", []string{"x", " \t"}},
+	} {
+		var got []string
+		for i := 0; i < len(tc.in); {
+			j := tc.split(tc.in, i)
+			got = append(got, tc.in[i:j])
+			i = j
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("split(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

@@ -1,8 +1,22 @@
-// Package tokenizer is a pure-Go byte-level BPE tokenizer for Hugging Face
-// tokenizer.json files of the Llama-3 family (Llama 3, 3.1, 3.2). It gives
-// the same ids as HF tokenizers (Rust, Oniguruma regex engine) by
-// construction: the Llama-3 split regex is a hand-written scanner with
-// Oniguruma's leftmost-first backtracking semantics and Unicode classes.
+// Package tokenizer is a pure-Go BPE tokenizer for Hugging Face
+// tokenizer.json files that gives the same ids and text as HF tokenizers
+// (Rust) by construction. It reads the forms these families use:
+//
+//   - byte-level BPE with the Split pre-tokenizer of Llama 3 (Llama3Pattern)
+//     or of Qwen2/2.5/3 (Qwen2Pattern, with the NFC normalizer), or GPT-2's
+//     ByteLevel pre-tokenizer (GPT2Pattern); each regex is a hand-written
+//     scanner with Oniguruma's leftmost-first semantics and Unicode classes;
+//   - SentencePiece-style BPE over characters with byte_fallback, unk_token
+//     and fuse_unk (Llama 2, Mistral, Phi-3.5), with either the Metaspace
+//     pre-tokenizer or the Llama-2 form (no pre-tokenizer, the normalizer
+//     Prepend "▁" + Replace " " → "▁"), and a decoder of Replace,
+//     ByteFallback, Fuse, Strip or Metaspace steps;
+//   - added tokens with lstrip, rstrip, single_word and normalized, and a
+//     TemplateProcessing post-processor that adds BOS (or none, as Qwen's).
+//
+// Parse refuses anything else naming the component, for example
+// `pre_tokenizer.type "Whitespace" is not supported`: a file is never
+// tokenized differently from HF.
 //
 // # Special tokens
 //
@@ -11,6 +25,10 @@
 // text become their ids. Use it only for text the server itself produced,
 // for example a chat prompt rendered by the template. With parseSpecial=false
 // the same strings are ordinary text (as with split_special_tokens=true).
+//
+// With parseSpecial=false no added token is found in a special token's
+// place, whatever the tokenizer's kind: its text is normalized,
+// pre-tokenized and BPE-encoded like other text.
 //
 // A chat renderer must not let user content inject special tokens, so it
 // should use EncodeSegments: template structure goes in Special segments,
@@ -26,11 +44,21 @@
 // its prompts encode the same both ways (tested on testdata/chat goldens).
 // Elsewhere, e.g. a boundary between two letters, the results can differ.
 //
+// The rule is for the Llama-3 and Qwen2 splits. A SentencePiece-style
+// tokenizer prepends "▁" to each piece of text between added tokens (the
+// Llama-2 form, Metaspace "always") or to the first (Metaspace "first"), so
+// there only a boundary next to a special token satisfies (1); and NFC may
+// compose across a boundary before a combining mark.
+//
 // # Decoding
 //
-// Decode maps ids to bytes with the ByteLevel decoder and returns them as a
-// string, replacing invalid UTF-8 like Rust's String::from_utf8_lossy (one
-// U+FFFD per maximal invalid subpart). It does not apply transformers'
+// For byte-level BPE, Decode maps ids to bytes with the ByteLevel decoder
+// and returns them as a string, replacing invalid UTF-8 like Rust's
+// String::from_utf8_lossy (one U+FFFD per maximal invalid subpart); for
+// SentencePiece-style BPE it runs the file's decoder steps as HF does (one
+// U+FFFD per byte of an invalid run of <0xXX> tokens, Strip of the leading
+// space). Piece is a token's text inside a stream (" Hello" for "▁Hello",
+// the raw byte for "<0x0A>"). It does not apply transformers'
 // clean_up_tokenization pass. StreamDecoder yields the same text
 // incrementally, holding back an incomplete trailing UTF-8 character.
 //
@@ -40,11 +68,14 @@ package tokenizer
 import (
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
-// Specials holds the ids of the Llama-3 control tokens, -1 when absent.
+// Specials holds the ids of the BOS and the Llama-3 control tokens, -1 when
+// absent. Other families' tokens are found with TokenID and IsSpecial.
 type Specials struct {
-	BOS       int32 // <|begin_of_text|>
+	BOS       int32 // what Encode's addBOS prepends (<|begin_of_text|>, <s>); -1 for Qwen
 	EOT       int32 // <|eot_id|>
 	EOM       int32 // <|eom_id|>
 	PythonTag int32 // <|python_tag|>
@@ -60,11 +91,19 @@ type Segment struct {
 
 // Tokenizer encodes text to token ids and back.
 type Tokenizer struct {
-	vocab        map[string]int32  // raw bytes of a BPE token -> id
-	other        map[string]int32  // BPE tokens that are not byte-level strings
-	byteID       [256]int32        // single-byte token ids
+	vocab        map[string]int32  // token -> id: raw bytes (byte-level) or the token string
+	other        map[string]int32  // byte-level: BPE tokens that are not byte-level strings
+	byteID       [256]int32        // byte-level: single-byte token ids
+	byteTok      [256]int32        // SentencePiece byte fallback: <0xXX> ids, -1 when absent
 	merges       map[uint64]uint64 // pairKey -> rank<<32 | merged id
 	ignoreMerges bool
+	byteLevel    bool  // ByteLevel pre-tokenizer and decoder; else SentencePiece-style
+	unk          int32 // unk_token id, -1 when none
+	fuseUnk      bool
+
+	norm     []normStep   // the normalizer
+	pre      preTokenizer // the pre-tokenizer
+	decoders []decodeStep // SentencePiece-style decoder steps
 
 	tokens  []string // id -> token string ("" when absent)
 	pieces  []string // id -> decoded bytes, while loading
@@ -74,8 +113,12 @@ type Tokenizer struct {
 	present []bool
 	special []bool
 	added   map[string]int32
+	addedAs map[int32]string // normalized added tokens whose normalized form differs
 
-	passes []*matcher // added-token matchers: non-normalized, then normalized
+	unskipped map[int32]bool // special tokens that skip_special_tokens keeps (see addTokens)
+
+	plain, normed *matcher            // added-token matchers: non-normalized, normalized
+	strip         map[int32]addedOpts // added tokens with lstrip, rstrip or single_word
 
 	prefix, suffix []int32 // TemplateProcessing around $A
 	specials       Specials
@@ -85,7 +128,7 @@ type Tokenizer struct {
 
 // Encode returns the ids of text. addBOS applies the post-processor template
 // (HF add_special_tokens; for Llama 3 that prepends <|begin_of_text|> and
-// never appends an EOS). parseSpecial makes special-token strings in text
+// never appends an EOS; Qwen's adds nothing). parseSpecial makes special-token strings in text
 // map to their ids; see the package doc.
 func (t *Tokenizer) Encode(text string, addBOS, parseSpecial bool) []int32 {
 	return t.EncodeSegments([]Segment{{Text: text, Special: parseSpecial}}, addBOS)
@@ -103,8 +146,10 @@ func (t *Tokenizer) EncodeSegments(segs []Segment, addBOS bool) []int32 {
 		out = append(out, t.prefix...)
 	}
 	e := t.encoder()
+	base := 0
 	for _, s := range segs {
-		out = e.encodeText(s.Text, t.passes, s.Special, out)
+		out = e.encodeText(s.Text, base, s.Special, out)
+		base += len(s.Text)
 	}
 	t.encoders.Put(e)
 	if addBOS {
@@ -164,14 +209,20 @@ func (t *Tokenizer) valid(id int32) bool { return id >= 0 && int(id) < len(t.pre
 // Decode returns the text of ids. Unknown ids are dropped, and so are special
 // tokens when skipSpecial is set.
 func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) string {
+	if !t.byteLevel {
+		return t.decodeTokens(ids, skipSpecial)
+	}
 	var b []byte
 	for _, id := range ids {
-		if t.valid(id) && !(skipSpecial && t.special[id]) {
+		if t.valid(id) && !(skipSpecial && t.skipped(id)) {
 			b = append(b, t.piece(id)...)
 		}
 	}
 	return lossyString(b)
 }
+
+// skipped reports whether decoding with skip_special_tokens drops id.
+func (t *Tokenizer) skipped(id int32) bool { return t.special[id] && !t.unskipped[id] }
 
 // encoder holds per-goroutine scratch space and the word cache.
 type encoder struct {
@@ -188,6 +239,7 @@ type encoder struct {
 var (
 	maxCacheWords = 1 << 16
 	maxArena      = 1 << 20
+	maxCachedWord = 1 << 12 // bytes
 )
 
 const noMerge = ^uint64(0)
@@ -199,37 +251,106 @@ func (t *Tokenizer) encoder() *encoder {
 	return &encoder{t: t, cache: make(map[string]uint64)}
 }
 
-// encodeText splits text at added tokens of the first pass and encodes the
-// rest with the remaining passes, then the pre-tokenizer and BPE. As in HF,
-// a special token found while parseSpecial is off stays ordinary text, and
-// the search resumes after it (so it also hides overlapping added tokens).
-func (e *encoder) encodeText(s string, passes []*matcher, parseSpecial bool, out []int32) []int32 {
-	if len(passes) == 0 {
-		for i := 0; i < len(s); {
-			j := splitNext(s, i)
-			out = e.word(s[i:j], out)
-			i = j
-		}
-		return out
+// encodeText splits s (at byte base of the whole input) at the
+// non-normalized added tokens, and encodes the text between them with
+// encodeNormalized. As in HF, a special token found while parseSpecial is
+// off stays ordinary text, and the search resumes after it (so it also hides
+// overlapping added tokens).
+func (e *encoder) encodeText(s string, base int, parseSpecial bool, out []int32) []int32 {
+	if e.t.plain == nil {
+		return e.encodeNormalized(s, base, parseSpecial, out)
 	}
-	m, rest := passes[0], passes[1:]
 	text := 0 // start of the text not yet encoded
 	for from := 0; ; {
-		start, end, id, ok := m.find(s, from)
+		start, end, id, ok := e.t.plain.find(s, from)
 		if !ok {
-			return e.encodeText(s[text:], rest, parseSpecial, out)
+			return e.encodeNormalized(s[text:], base+text, parseSpecial, out)
 		}
 		from = end
-		if !parseSpecial && e.t.special[id] {
+		if start, end, ok = e.t.accept(s, text, start, end, id, parseSpecial); !ok {
 			continue
 		}
-		out = e.encodeText(s[text:start], rest, parseSpecial, out)
+		out = e.encodeNormalized(s[text:start], base+text, parseSpecial, out)
 		out = append(out, id)
 		text = end
 	}
 }
 
-// word appends the BPE ids of one pre-token.
+// encodeNormalized normalizes s, splits it at the normalized added tokens
+// and pre-tokenizes and encodes the text between them.
+func (e *encoder) encodeNormalized(s string, base int, parseSpecial bool, out []int32) []int32 {
+	t := e.t
+	if s == "" {
+		return out
+	}
+	if t.norm != nil {
+		s = t.normalize(s)
+	}
+	if t.normed == nil {
+		return e.pretokenize(s, base == 0, out)
+	}
+	text := 0
+	for from := 0; ; {
+		start, end, id, ok := t.normed.find(s, from)
+		if !ok {
+			return e.pretokenize(s[text:], base == 0 && text == 0, out)
+		}
+		from = end
+		if start, end, ok = t.accept(s, text, start, end, id, parseSpecial); !ok {
+			continue
+		}
+		out = e.pretokenize(s[text:start], base == 0 && text == 0, out)
+		out = append(out, id)
+		text = end
+	}
+}
+
+// accept applies HF's rules to an added-token match s[start:end] found
+// after the text already taken (up to text): a special token is text when
+// parseSpecial is off, single_word needs no word character on either side,
+// and lstrip and rstrip widen the match over the whitespace beside it.
+func (t *Tokenizer) accept(s string, text, start, end int, id int32, parseSpecial bool) (int, int, bool) {
+	if !parseSpecial && t.special[id] {
+		return 0, 0, false
+	}
+	o, ok := t.strip[id]
+	if !ok {
+		return start, end, true
+	}
+	if o.singleWord && (endsWithWord(s[:start]) || startsWithWord(s[end:])) {
+		return 0, 0, false
+	}
+	if o.lstrip {
+		start = len(strings.TrimRightFunc(s[:start], unicode.IsSpace))
+	}
+	if o.rstrip {
+		end = len(s) - len(strings.TrimLeftFunc(s[end:], unicode.IsSpace))
+	}
+	if end <= text { // only after an rstrip overlapping this match
+		return 0, 0, false
+	}
+	return max(start, text), end, true
+}
+
+// addedOpts are an added token's lstrip, rstrip and single_word.
+type addedOpts struct{ lstrip, rstrip, singleWord bool }
+
+// wordRune is Rust regex's Unicode \w, which single_word tests.
+func wordRune(r rune) bool {
+	return unicode.In(r, unicode.L, unicode.M, unicode.Nd, unicode.Nl, unicode.Pc, unicode.Other_Alphabetic, unicode.Join_Control)
+}
+
+func endsWithWord(s string) bool {
+	r, n := utf8.DecodeLastRuneInString(s)
+	return n > 0 && wordRune(r)
+}
+
+func startsWithWord(s string) bool {
+	r, n := utf8.DecodeRuneInString(s)
+	return n > 0 && wordRune(r)
+}
+
+// word appends the BPE ids of one byte-level pre-token.
 func (e *encoder) word(w string, out []int32) []int32 {
 	t := e.t
 	if len(w) == 1 {
@@ -243,19 +364,23 @@ func (e *encoder) word(w string, out []int32) []int32 {
 	if v, ok := e.cache[w]; ok {
 		return append(out, e.arena[v>>32:v>>32+v&0xffffffff]...)
 	}
-	var ids []int32
-	if len(w) <= heapThreshold {
-		ids = e.mergeScan(w)
-	} else {
-		ids = e.mergeHeap(w)
+	sym := e.sym[:0]
+	for i := 0; i < len(w); i++ {
+		sym = append(sym, t.byteID[w[i]])
+	}
+	return e.remember(w, e.merge(sym), out)
+}
+
+// remember caches the ids of word w and appends them to out.
+func (e *encoder) remember(w string, ids, out []int32) []int32 {
+	if len(w) > maxCachedWord {
+		return append(out, ids...)
 	}
 	if len(e.cache) >= maxCacheWords || len(e.arena)+len(ids) > maxArena {
 		clear(e.cache)
 		e.arena = e.arena[:0]
 	}
-	if len(ids) <= maxArena {
-		e.cache[strings.Clone(w)] = uint64(len(e.arena))<<32 | uint64(len(ids))
-		e.arena = append(e.arena, ids...)
-	}
+	e.cache[strings.Clone(w)] = uint64(len(e.arena))<<32 | uint64(len(ids))
+	e.arena = append(e.arena, ids...)
 	return append(out, ids...)
 }

@@ -1,18 +1,27 @@
 // onigsplit reads UTF-8 strings from stdin, each preceded by its length as a
 // 4-byte little-endian integer, and, for each,
-// prints the end offsets of the Llama-3 split regex matches found by
-// Oniguruma (the engine HF tokenizers uses), space separated, one line per
-// string. Used by TestSplitMatchesOniguruma; build with -lonig.
+// prints the end offsets of the split regex matches found by Oniguruma (the
+// engine HF tokenizers uses), space separated, one line per string. The
+// regex is Llama-3's, or argv[1]'s: "qwen2" or "gpt2". Used by
+// TestSplitMatchesOniguruma; build with -lonig.
 #include <oniguruma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *pattern =
+static const char *llama3 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *qwen2 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *gpt2 =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-int main(void) {
+int main(int argc, char **argv) {
+  const char *pattern = llama3;
+  if (argc > 1 && strcmp(argv[1], "qwen2") == 0) pattern = qwen2;
+  if (argc > 1 && strcmp(argv[1], "gpt2") == 0) pattern = gpt2;
   OnigEncoding encs[] = {ONIG_ENCODING_UTF8};
   onig_initialize(encs, 1);
   regex_t *reg;
