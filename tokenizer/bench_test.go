@@ -18,8 +18,36 @@ func BenchmarkEncode(b *testing.B) {
 	})
 }
 
-func benchmarkEncode(b *testing.B) {
-	tok, para := llama3(b), paragraph(b)
+// BenchmarkEncodeQwen3 is BenchmarkEncode/cache with Qwen3's tokenizer
+// (testdata/hfbench.js measures HF on the same text).
+func BenchmarkEncodeQwen3(b *testing.B) { benchmarkEncodeWith(b, family(b, "qwen3")) }
+
+// BenchmarkEncodeLlama2 is BenchmarkEncode/cache with the Llama-2 form of
+// SentencePiece BPE, which has no pre-tokenizer.
+func BenchmarkEncodeLlama2(b *testing.B) { benchmarkEncodeWith(b, family(b, "llama2")) }
+
+// BenchmarkSplit runs only the split scanners over BenchmarkEncode's text.
+func BenchmarkSplit(b *testing.B) {
+	text := strings.Repeat(paragraph(b), 256)
+	for _, tc := range []struct {
+		name  string
+		split func(string, int) int
+	}{{"llama3", splitNext}, {"qwen2", splitQwen2}, {"gpt2", splitGPT2}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				for i := 0; i < len(text); {
+					i = tc.split(text, i)
+				}
+			}
+		})
+	}
+}
+
+func benchmarkEncode(b *testing.B) { benchmarkEncodeWith(b, llama3(b)) }
+
+func benchmarkEncodeWith(b *testing.B, tok *Tokenizer) {
+	para := paragraph(b)
 	if len(para) != 20495 {
 		b.Fatalf("paragraph is %d bytes, want 20495", len(para))
 	}
