@@ -26,9 +26,10 @@
 // for example a chat prompt rendered by the template. With parseSpecial=false
 // the same strings are ordinary text (as with split_special_tokens=true).
 //
-// With parseSpecial=false no added token is found in a special token's
-// place, whatever the tokenizer's kind: its text is normalized,
-// pre-tokenized and BPE-encoded like other text.
+// With parseSpecial=false, special-token text stays text for every kind of
+// tokenizer: it is normalized, pre-tokenized and BPE-encoded like the rest,
+// and on the supported families BPE does not reach a special token's id
+// from it (TestFamiliesKeepUserTextPlain).
 //
 // A chat renderer must not let user content inject special tokens, so it
 // should use EncodeSegments: template structure goes in Special segments,
@@ -128,8 +129,8 @@ type Tokenizer struct {
 
 // Encode returns the ids of text. addBOS applies the post-processor template
 // (HF add_special_tokens; for Llama 3 that prepends <|begin_of_text|> and
-// never appends an EOS; Qwen's adds nothing). parseSpecial makes special-token strings in text
-// map to their ids; see the package doc.
+// never appends an EOS; Qwen's adds nothing). parseSpecial makes
+// special-token strings in text map to their ids; see the package doc.
 func (t *Tokenizer) Encode(text string, addBOS, parseSpecial bool) []int32 {
 	return t.EncodeSegments([]Segment{{Text: text, Special: parseSpecial}}, addBOS)
 }

@@ -3,7 +3,8 @@
 // 20,495-byte paragraph repeated 256 times, encoded in 20 KB chunks by
 // sequential encode() calls, one thread; and the pre-tokenizer alone
 // (preTokenizeString of each chunk). Prints the median of 5 runs after a
-// warm-up. Run from tokenizer/testdata:
+// warm-up, by wall-clock time and by the process's CPU time (steadier on a
+// loaded machine). Run from tokenizer/testdata:
 //
 //	RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false UV_THREADPOOL_SIZE=1 \
 //	  node hfbench.js path/to/tokenizer.json
@@ -27,15 +28,16 @@ const tok = Tokenizer.fromFile(process.argv[2]);
 const pre = tok.getPreTokenizer();
 
 async function run(what, f) {
-  const rates = [];
+  const rates = [], cpuRates = [];
   for (let k = 0; k < 6; k++) {
-    const t0 = process.hrtime.bigint();
+    const t0 = process.hrtime.bigint(), c0 = process.cpuUsage();
     for (const c of chunks) await f(c);
     const s = Number(process.hrtime.bigint() - t0) / 1e9;
-    if (k > 0) rates.push(bytes / s / 1e6);
+    const c1 = process.cpuUsage(c0), cs = (c1.user + c1.system) / 1e6;
+    if (k > 0) rates.push(bytes / s / 1e6), cpuRates.push(bytes / cs / 1e6);
   }
-  rates.sort((a, b) => a - b);
-  console.log(`${what}: median ${rates[2].toFixed(2)} MB/s (runs ${rates.map((r) => r.toFixed(2)).join(' ')})`);
+  const show = (r) => { r.sort((a, b) => a - b); return `median ${r[2].toFixed(2)} MB/s (runs ${r.map((x) => x.toFixed(2)).join(' ')})`; };
+  console.log(`${what}: wall ${show(rates)}; cpu ${show(cpuRates)}`);
 }
 
 (async () => {
