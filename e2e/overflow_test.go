@@ -14,64 +14,106 @@ const (
 		`"parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 )
 
-// TestOverflowConversation holds a 30-turn conversation, about 4× the tiny
-// bundle's 512-token window, through /api/chat (Ollama's default truncate)
-// and /v1/chat/completions (context_overflow truncate_middle and rolling): every turn is
-// answered, the prompt /apply-template shows for it under the same policy
-// starts with the system prompt and the tools and ends with the last user
-// turn, the reply carries X-Hexserve-Context-Truncated once the history no
-// longer fits, usage counts that prompt, and the kept system-and-tools
-// prefix is reused from the KV cache (cached_tokens).
+// TestOverflowConversation holds a 30-turn conversation, about 5× the
+// window, on the tiny QHexRT bundle, a Genie bundle and a .pte of 512 tokens
+// each, through /api/chat (Ollama's default truncate) and
+// /v1/chat/completions (context_overflow truncate_middle; on the bundle also
+// rolling): every turn is answered, the prompt /apply-template shows for it
+// under the same policy starts with the system prompt and the tools and ends
+// with the last user turn, the reply carries X-Hexserve-Context-Truncated once
+// the history no longer fits, usage counts that prompt, and the kept
+// system-and-tools prefix is reused from the KV cache (cached_tokens).
 func TestOverflowConversation(t *testing.T) {
 	if testing.Short() {
-		t.Skip("30 turns on the tiny bundle")
+		t.Skip("30 turns on each of three 512-token models")
 	}
-	s := serve(t, config{Bundle: bundle(t)}.write(t, hostsimLibs(t)), true)
-	var models struct{ Data []struct{ ID string } }
-	if rep := s.do(t, "GET", "/v1/models", ""); json.Unmarshal([]byte(rep.Body), &models) != nil || len(models.Data) != 1 {
+	type api struct{ name, path, policy string }
+	middle := api{"openai-middle", "/v1/chat/completions", "truncate_middle"}
+	ollama := api{"ollama", "/api/chat", "rolling"}
+	for _, m := range []struct {
+		name  string
+		serve func(t *testing.T) *hexserve
+		apis  []api
+	}{
+		{"bundle", serveTiny, []api{{"openai-rolling", "/v1/chat/completions", "rolling"}, middle, ollama}}, // rolling first: no other run's rows to reuse
+		// AR 32 and 16 (the .pte's flags are other tests', so it is built once): a prompt near the
+		// window stays within the CL − AR past slots of the prefill graph (with AR 128, a tail past
+		// 384 tokens is read one token per call: 2–7× slower here).
+		{"genie", func(t *testing.T) *hexserve {
+			return serveGenie(t, mkgenie(t, "--ctx", "512", "--prefill-chunk", "32"))
+		}, []api{middle, ollama}},
+		{"pte", func(t *testing.T) *hexserve {
+			return servePTE(t, mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16"))
+		}, []api{middle, ollama}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			s := m.serve(t)
+			window := s.overflowModel(t)
+			prefix := s.overflowPrefix(t)
+			rep := s.post(t, "/tokenize", `{"content":`+strconv.Quote(prefix)+`}`)
+			var pt struct{ Count int }
+			if json.Unmarshal([]byte(rep.Body), &pt) != nil || pt.Count < 100 {
+				t.Fatalf("tokenize: %s", rep.Body)
+			}
+			for _, a := range m.apis {
+				t.Run(a.name, func(t *testing.T) { s.overflowConversation(t, a.path, a.policy, prefix, pt.Count, window) })
+			}
+		})
+	}
+}
+
+// serveTiny serves the tiny QHexRT bundle.
+func serveTiny(t *testing.T) *hexserve {
+	return serve(t, config{Bundle: bundle(t)}.write(t, hostsimLibs(t)), true)
+}
+
+// overflowModel sets s.Model to the served model's id and returns its window
+// (max_model_len).
+func (s *hexserve) overflowModel(t *testing.T) int {
+	t.Helper()
+	var models struct {
+		Data []struct {
+			ID     string
+			Window int `json:"max_model_len"`
+		}
+	}
+	if rep := s.do(t, "GET", "/v1/models", ""); json.Unmarshal([]byte(rep.Body), &models) != nil || len(models.Data) == 0 || models.Data[0].Window == 0 {
 		t.Fatalf("models: %s", rep.Body)
 	}
 	s.Model = models.Data[0].ID
-	prefix := s.overflowPrefix(t)
-	rep := s.post(t, "/tokenize", `{"content":`+strconv.Quote(prefix)+`}`)
-	var pt struct{ Count int }
-	if json.Unmarshal([]byte(rep.Body), &pt) != nil || pt.Count < 100 {
-		t.Fatalf("tokenize: %s", rep.Body)
+	return models.Data[0].Window
+}
+
+// overflowConversation holds the 30 turns through path under policy and
+// checks each (see TestOverflowConversation); prefixTokens is the length of
+// prefix, the system prompt and tools.
+func (s *hexserve) overflowConversation(t *testing.T, path, policy, prefix string, prefixTokens, window int) {
+	history := []map[string]any{{"role": "system", "content": overflowSystem}}
+	truncated, lastRead, lastCached := 0, 0, 0
+	for turn := range 30 {
+		user := fmt.Sprintf("Turn %d: tell me about topic %d. %s", turn, turn, strings.Repeat("Some more words here. ", 8))
+		history = append(history, map[string]any{"role": "user", "content": user})
+		prompt, tokens := s.applied(t, history, policy)
+		if !strings.HasPrefix(prompt, prefix) || !strings.HasSuffix(prompt, strings.TrimSpace(user)+"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n") {
+			t.Fatalf("turn %d: the fitted prompt\n%q\ndoes not start with the system prompt and tools\n%q\nor end with the last user turn", turn, prompt, prefix)
+		}
+		reply, read, cached, rep := s.overflowTurn(t, path, policy, history)
+		lastRead, lastCached = read, cached
+		if n := rep.Header.Get("X-Hexserve-Context-Truncated"); n != "" {
+			truncated++
+			if cached >= 0 && cached < prefixTokens-2 { // the last tokens may merge with what follows
+				t.Errorf("turn %d: %d cached tokens; the %d of the system prompt and tools should be reused", turn, cached, prefixTokens)
+			}
+		}
+		if read != tokens {
+			t.Errorf("turn %d: %d prompt tokens read, /apply-template's prompt has %d", turn, read, tokens)
+		}
+		history = append(history, map[string]any{"role": "assistant", "content": reply})
 	}
-	for _, api := range []struct{ name, path, policy string }{
-		{"openai-rolling", "/v1/chat/completions", "rolling"}, // first: no other run's rows to reuse
-		{"openai-middle", "/v1/chat/completions", "truncate_middle"},
-		{"ollama", "/api/chat", "rolling"},
-	} {
-		t.Run(api.name, func(t *testing.T) {
-			history := []map[string]any{{"role": "system", "content": overflowSystem}}
-			truncated, lastRead, lastCached := 0, 0, 0
-			for turn := range 30 {
-				user := fmt.Sprintf("Turn %d: tell me about topic %d. %s", turn, turn, strings.Repeat("Some more words here. ", 8))
-				history = append(history, map[string]any{"role": "user", "content": user})
-				prompt, tokens := s.applied(t, history, api.policy)
-				if !strings.HasPrefix(prompt, prefix) || !strings.HasSuffix(prompt, strings.TrimSpace(user)+"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n") {
-					t.Fatalf("turn %d: the fitted prompt\n%q\ndoes not start with the system prompt and tools\n%q\nor end with the last user turn", turn, prompt, prefix)
-				}
-				reply, read, cached, rep := s.overflowTurn(t, api.path, api.policy, history)
-				lastRead, lastCached = read, cached
-				if n := rep.Header.Get("X-Hexserve-Context-Truncated"); n != "" {
-					truncated++
-					if cached >= 0 && cached < pt.Count-2 { // the last tokens may merge with what follows
-						t.Errorf("turn %d: %d cached tokens; the %d of the system prompt and tools should be reused", turn, cached, pt.Count)
-					}
-				}
-				if read != tokens {
-					t.Errorf("turn %d: %d prompt tokens read, /apply-template's prompt has %d", turn, read, tokens)
-				}
-				history = append(history, map[string]any{"role": "assistant", "content": reply})
-			}
-			_, full := s.applied(t, history, "error")
-			t.Logf("%s: %d tokens of conversation after 30 turns, %d turns truncated, last turn's prompt %d tokens (%d cached)", api.name, full, truncated, lastRead, lastCached)
-			if full < 3*512 || truncated < 20 {
-				t.Fatalf("the conversation has %d tokens, %d turns truncated: want ≥ 3 windows, mostly truncated", full, truncated)
-			}
-		})
+	_, full := s.applied(t, history, "error")
+	t.Logf("%d tokens of conversation after 30 turns (window %d), %d turns truncated, last turn's prompt %d tokens (%d cached)", full, window, truncated, lastRead, lastCached)
+	if full < 3*window || truncated < 20 {
+		t.Fatalf("the conversation has %d tokens, %d turns truncated: want ≥ 3 windows of %d, mostly truncated", full, truncated, window)
 	}
 }
 
