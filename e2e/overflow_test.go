@@ -22,7 +22,9 @@ const (
 // under the same policy starts with the system prompt and the tools and ends
 // with the last user turn, the reply carries X-Hexserve-Context-Truncated once
 // the history no longer fits, usage counts that prompt, and the kept
-// system-and-tools prefix is reused from the KV cache (cached_tokens).
+// system-and-tools prefix is reused from the KV cache (cached_tokens). On
+// each model, a chat completion cut by the window has usage.total_tokens equal
+// to max_model_len, one cut by max_tokens not (windowUsage).
 func TestOverflowConversation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 turns on each of three 512-token models")
@@ -58,6 +60,7 @@ func TestOverflowConversation(t *testing.T) {
 			for _, a := range m.apis {
 				t.Run(a.name, func(t *testing.T) { s.overflowConversation(t, a.path, a.policy, prefix, pt.Count, window) })
 			}
+			t.Run("window-usage", func(t *testing.T) { s.windowUsage(t, window) })
 		})
 	}
 }
@@ -114,6 +117,33 @@ func (s *hexserve) overflowConversation(t *testing.T, path, policy, prefix strin
 	t.Logf("%d tokens of conversation after 30 turns (window %d), %d turns truncated, last turn's prompt %d tokens (%d cached)", full, window, truncated, lastRead, lastCached)
 	if full < 3*window || truncated < 20 {
 		t.Fatalf("the conversation has %d tokens, %d turns truncated: want ≥ 3 windows of %d, mostly truncated", full, truncated, window)
+	}
+}
+
+// windowUsage checks the signal that tells a reply cut by the window from one
+// cut by max_tokens on the OpenAI APIs, whose finish_reason is "length" for
+// both (docs/api.md): usage.total_tokens equals the window only for the former.
+func (s *hexserve) windowUsage(t *testing.T, window int) {
+	prompt := strconv.Quote(strings.Repeat("word ", window-64)) // about 30 tokens of room
+	for _, c := range []struct {
+		maxTokens string
+		atWindow  bool
+	}{{"", true}, {`,"max_tokens":4`, false}} {
+		rep := s.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%s}],"temperature":0%s}`, s.Model, prompt, c.maxTokens))
+		var out struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			}
+			Usage struct {
+				Total int `json:"total_tokens"`
+			}
+		}
+		if rep.Status != 200 || json.Unmarshal([]byte(rep.Body), &out) != nil || len(out.Choices) != 1 {
+			t.Fatalf("chat completions: %d %s", rep.Status, rep.Body)
+		}
+		if f := out.Choices[0].FinishReason; f != "length" || (out.Usage.Total == window) != c.atWindow {
+			t.Errorf("max_tokens %q: finish_reason %q, total_tokens %d; want length, at the window %d: %v", c.maxTokens, f, out.Usage.Total, window, c.atWindow)
+		}
 	}
 }
 
