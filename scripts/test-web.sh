@@ -25,4 +25,4 @@ fi
 
 export HEXSERVE_BIN=$PWD/$BIN HEXSERVE_BUNDLE=$PWD/build/models/tiny HOSTSIM_LIBS=$PWD/$LIBS CHROMIUM
 cd e2e/web
-node --test --test-timeout=60000
+node --test --test-timeout=120000

@@ -20,7 +20,7 @@ const env = (name) => {
 };
 const KEY = "sk-web-test";
 const tmp = mkdtempSync(join(tmpdir(), "hexserve-web-"));
-let open, keyed, browser;
+let open, keyed, fast, browser;
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -33,9 +33,9 @@ function freePort() {
 }
 
 // startServer runs hexserve with a one-request queue and slow decode steps
-// (every decode execute lasts at least 40 ms, so a reply streams in many steps
-// and can be stopped).
-async function startServer(name, extra = "") {
+// (every decode execute lasts at least decodeUs, 40 ms by default, so a reply
+// streams in many steps and can be stopped).
+async function startServer(name, extra = "", decodeUs = 40000) {
   const port = await freePort();
   const libs = env("HOSTSIM_LIBS");
   const cfg = join(tmp, name + ".yaml");
@@ -51,7 +51,7 @@ engine:
 log: {level: debug, format: json}
 `);
   const proc = spawn(env("HEXSERVE_BIN"), ["serve", "--config", cfg], {
-    env: { ...process.env, HOSTSIM_LATENCY_US_DECODE: "40000" },
+    env: { ...process.env, HOSTSIM_LATENCY_US_DECODE: String(decodeUs) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const srv = { url: `http://127.0.0.1:${port}`, proc, log: "" };
@@ -136,9 +136,10 @@ function watchReply(page, n) {
 }
 
 before(async () => {
-  [open, keyed] = await Promise.all([
+  [open, keyed, fast] = await Promise.all([
     startServer("open"),
     startServer("keyed", `  api_keys: [${KEY}]`),
+    startServer("fast", "", 0),
   ]);
   browser = await puppeteer.launch({
     executablePath: env("CHROMIUM"),
@@ -151,7 +152,7 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  for (const s of [open, keyed]) {
+  for (const s of [open, keyed, fast]) {
     if (s && s.proc.exitCode === null) {
       s.proc.kill("SIGTERM");
       await new Promise((r) => s.proc.once("exit", r));
@@ -281,4 +282,110 @@ test("auth: the page asks for the key and sends it as a Bearer header", async ()
   for (const r of page.requests) assert.ok(!r.url.includes(KEY), `key in a URL: ${r.url}`);
   assert.ok(!keyed.log.includes(KEY), "the key is in the server log");
   assert.deepEqual(unexpected(page, 401), [], "console errors");
+});
+
+// chatLog records the status, policy, messages and X-Hexserve-Context-Truncated
+// header of every chat request the page sends.
+function chatLog(page) {
+  const log = [];
+  page.on("response", (r) => {
+    if (!r.url().endsWith("/v1/chat/completions")) return;
+    const body = JSON.parse(r.request().postData());
+    log.push({ status: r.status(), policy: body.context_overflow, messages: body.messages,
+      left: r.headers()["x-hexserve-context-truncated"] });
+  });
+  return log;
+}
+
+// cut reads the marker: its text, the messages before it and the dimmed ones.
+const cut = (page) => page.$eval("#log", (log) => {
+  const m = log.querySelector(".cut");
+  const all = [...log.children];
+  return m && {
+    text: m.textContent,
+    before: all.slice(0, all.indexOf(m)).filter((e) => e.matches(".msg")).length,
+    dimmed: [...log.querySelectorAll(".msg")].map((e, i) => e.matches(".left-out") ? i : -1).filter((i) => i >= 0),
+  };
+});
+
+test("long: 30 turns past the window, the marker of left-out turns, a reply stopped by the window", async (t) => {
+  let t0 = Date.now();
+  const step = (name) => { t.diagnostic(`${name}: ${Date.now() - t0} ms`); t0 = Date.now(); };
+  const page = await newPage(fast);
+  const chats = chatLog(page);
+  await until("the model line", async () => /context 512 tokens$/.test(await text(page, "#model")));
+  await page.click("#settings summary");
+  await page.type("#system", "You are a terse assistant.");
+  await page.type("#temperature", "0");
+  await page.type("#max_tokens", "8");
+  await page.click("#settings summary");
+
+  // 30 turns of about 50 tokens each: 3 windows of 512. Every turn is
+  // answered under truncate_middle; once the history no longer fits, the
+  // marker follows the first turn and the messages left out, as many as the
+  // reply's header says.
+  for (let i = 0; i < 30; i++) {
+    const seen = watchReply(page, i);
+    await send(page, `Turn ${i}: tell me about topic ${i}. ` + "Some more words here. ".repeat(6));
+    await seen;
+    const last = chats[chats.length - 1];
+    assert.equal(last.status, 200, `turn ${i}`);
+    assert.equal(last.policy, "truncate_middle");
+    assert.equal(last.messages.length, 2 + 2 * i, `turn ${i}: the whole history is sent`);
+    const stats = await text(page, `#log .assistant:last-child .stats`);
+    assert.match(stats, /^\d+ tokens · /, `turn ${i}`);
+    const marker = await cut(page);
+    if (!last.left) {
+      assert.equal(marker, null, `turn ${i}: a marker without truncation`);
+      continue;
+    }
+    const n = Number(last.left);
+    assert.ok(n >= 2 && n % 2 === 0, `turn ${i}: ${n} left out`);
+    assert.deepEqual(marker, {
+      text: `${n} earlier messages left out of the context of the latest reply`,
+      before: 2 + n, // the first turn (kept), then the n left out
+      dimmed: Array.from({ length: n }, (_, k) => 2 + k),
+    }, `turn ${i}`);
+    assert.match(stats, new RegExp(` · ${n} earlier messages left out · max tokens reached$`), `turn ${i}`);
+  }
+  assert.equal(await replies(page), 30);
+  assert.equal(await visible(page, "#error"), false);
+  const cut30 = chats.filter((c) => c.left).length;
+  assert.ok(cut30 >= 20, `${cut30} of 30 replies truncated`);
+  // The conversation (the last request's messages and its reply) is 3 windows at least.
+  const { messages } = chats[chats.length - 1];
+  messages.push({ role: "assistant", content: await text(page, "#log .assistant:last-child .body") });
+  const post = async (path, body) => (await fetch(fast.url + path, { method: "POST", body: JSON.stringify(body) })).json();
+  const { prompt } = await post("/apply-template", { messages });
+  const { count } = await post("/tokenize", { content: prompt });
+  assert.ok(count >= 3 * 512, `the conversation has ${count} tokens`);
+  step(`30 turns (${count} tokens, ${cut30} replies truncated)`);
+
+  // A reply without max_tokens runs to the window: the page says so (the
+  // server logs the window's finish, "context"), not "max tokens reached".
+  await page.click("#new");
+  await page.$eval("#max_tokens", (el) => { el.value = ""; });
+  let seen = watchReply(page, 0);
+  await send(page, "Tell me a very long story.");
+  await seen;
+  assert.match(await text(page, "#log .assistant .stats"), /^\d+ tokens · .* · context window full$/);
+  await until("the server to log the window's finish", () => /"finish":"context"/.test(fast.log));
+  assert.equal(await cut(page), null);
+
+  step("window");
+  // That first turn fills the window, so truncate_middle (which keeps it)
+  // cannot fit the next one: the page asks again with rolling, which leaves
+  // it out, and marks it.
+  await page.type("#max_tokens", "8");
+  seen = watchReply(page, 1);
+  await send(page, "And then?");
+  await seen;
+  assert.deepEqual(chats.slice(-2).map((c) => [c.status, c.policy, c.left]),
+    [[400, "truncate_middle", undefined], [200, "rolling", "2"]]);
+  assert.deepEqual(await cut(page), {
+    text: "2 earlier messages left out of the context of the latest reply", before: 2, dimmed: [0, 1],
+  });
+  assert.equal(await visible(page, "#error"), false);
+  assert.deepEqual(unexpected(page, 400), [], "console errors");
+  step("rolling");
 });

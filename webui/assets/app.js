@@ -150,6 +150,8 @@ async function stream(res, onData) {
   }
 }
 
+const earlier = (n) => n + " earlier message" + (n === 1 ? "" : "s") + " left out";
+
 function stats(div, s) {
   const p = document.createElement("p");
   p.className = "stats";
@@ -158,9 +160,57 @@ function stats(div, s) {
   if (s.tps != null) parts.push(s.tps.toFixed(1) + " tok/s");
   if (s.ttft != null) parts.push("TTFT " + Math.round(s.ttft) + " ms");
   if (s.cached != null) parts.push(s.cached + " cached");
+  if (s.left) parts.push(earlier(s.left));
   if (s.note) parts.push(s.note);
   p.textContent = parts.join(" · ");
   div.append(p);
+}
+
+// markCut shows, for the latest reply, which earlier messages the model did
+// not see: they are dimmed, and a marker follows them saying how many.
+// truncate_middle leaves out the turns after the first (a user message and its
+// reply), rolling the oldest ones.
+function markCut(left, policy) {
+  const log = $("log");
+  log.querySelector(".cut")?.remove();
+  const msgs = [...log.querySelectorAll(".msg")];
+  msgs.forEach((m) => m.classList.remove("left-out"));
+  if (!left) return;
+  const from = policy === "rolling" ? 0 : 2;
+  msgs.slice(from, from + left).forEach((m) => m.classList.add("left-out"));
+  const cut = document.createElement("p");
+  cut.className = "cut";
+  cut.textContent = earlier(left) + " of the context of the latest reply";
+  msgs[Math.min(from + left, msgs.length - 1)].before(cut);
+}
+
+// post sends the conversation. A conversation longer than the window keeps
+// going: the server leaves the oldest turns out (truncate_middle keeps the
+// system prompt, the first turn and the last) and says how many in
+// X-Hexserve-Context-Truncated. When the first turn itself leaves no room
+// (a long first message or reply), rolling leaves it out too.
+async function post(messages, signal) {
+  const body = {
+    model: model.id, messages, stream: true, stream_options: { include_usage: true },
+    context_overflow: "truncate_middle", ...settings(),
+  };
+  const req = () => fetch("/v1/chat/completions", {
+    method: "POST", headers: headers(), body: JSON.stringify(body), signal,
+  });
+  const res = await req();
+  if (res.status !== 400 || !history.length) return { res, policy: body.context_overflow };
+  const err = await apiError(res);
+  if (err.code !== "context_length_exceeded") return { res, policy: body.context_overflow, err };
+  body.context_overflow = "rolling";
+  return { res: await req(), policy: body.context_overflow };
+}
+
+// ending says how a reply ended: "length" is the window when the prompt and
+// the reply fill it (usage), else max_tokens.
+function ending(finish, usage) {
+  if (finish !== "length") return null;
+  const full = usage && model.max_model_len && usage.total_tokens >= model.max_model_len;
+  return full ? "context window full" : "max tokens reached";
 }
 
 async function send(text) {
@@ -172,24 +222,17 @@ async function send(text) {
   const system = $("system").value.trim();
   if (system) messages.push({ role: "system", content: system });
   messages.push(...history, { role: "user", content: text });
-  // A conversation longer than the window keeps going: the server leaves
-  // the oldest turns out (the first one, the system prompt and the last
-  // stay) and says how many in X-Hexserve-Context-Truncated.
-  const body = {
-    model: model.id, messages, stream: true, stream_options: { include_usage: true },
-    context_overflow: "truncate_middle", ...settings(),
-  };
   const ctrl = new AbortController();
   setRunning(ctrl);
   const start = performance.now();
-  let reply = null, first = null, out = "", usage = null, timings = null, finish = null, failure = null;
+  let reply = null, first = null, out = "", usage = null, timings = null, finish = null, failure = null, left = 0;
   try {
-    const res = await fetch("/v1/chat/completions", {
-      method: "POST", headers: headers(), body: JSON.stringify(body), signal: ctrl.signal,
-    });
+    const { res, policy, err } = await post(messages, ctrl.signal);
     if (!res.ok) {
-      failure = explain(res.status, await apiError(res), res.headers.get("Retry-After"));
+      failure = explain(res.status, err || await apiError(res), res.headers.get("Retry-After"));
     } else {
+      left = Number(res.headers.get("X-Hexserve-Context-Truncated")) || 0;
+      markCut(left, policy);
       reply = bubble("assistant", "");
       reply.classList.add("streaming");
       const el = reply.querySelector(".body");
@@ -222,14 +265,15 @@ async function send(text) {
   reply.classList.remove("streaming");
   if (!reply.isConnected) return true; // "New chat" during the reply
   history.push({ role: "user", content: text }, { role: "assistant", content: out });
-  const s = { ttft: first === null ? null : first - start };
+  if (finish === "length" && !model.max_model_len) await loadModel(); // loaded with this message
+  const s = { ttft: first === null ? null : first - start, left };
   if (usage) {
     s.tokens = usage.completion_tokens;
     s.cached = (usage.prompt_tokens_details && usage.prompt_tokens_details.cached_tokens) || 0;
   }
   if (timings && timings.predicted_per_second > 0) s.tps = timings.predicted_per_second;
   if (ctrl.signal.aborted) s.note = "stopped";
-  else if (finish === "length") s.note = "max tokens reached";
+  else s.note = ending(finish, usage);
   if (failure) {
     s.note = "failed";
     showError(failure);
