@@ -132,6 +132,8 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 	switch {
 	case r.Suffix != nil && *r.Suffix != "":
 		return nil, invalid("suffix", "suffix (fill-in-the-middle) is not supported by this model")
+	case r.BestOf != nil && r.N != nil && *r.BestOf < *r.N:
+		return nil, invalid("best_of", "best_of must be greater than or equal to n")
 	case r.BestOf != nil && *r.BestOf != 1:
 		return nil, invalid("best_of", "best_of other than 1 is not supported")
 	}
