@@ -166,6 +166,34 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestStreamStartUsage: message_start comes with the first engine event and
+// splits the prompt as that event says; started early (a keep-alive), it
+// counts the whole prompt as input, and comes only once.
+func TestStreamStartUsage(t *testing.T) {
+	g := &Generation{Model: "m", Request: inference.Request{Prompt: make([]int32, 10)}}
+	start := func(evs []Event) Usage {
+		t.Helper()
+		if len(evs) < 2 || evs[0].Type != "message_start" || evs[1].Type != "ping" {
+			t.Fatalf("events %+v", evs)
+		}
+		return evs[0].Message.Usage
+	}
+	st := NewStream(g, "msg_1")
+	if u := start(st.Event(inference.Event{Text: "Hi", Usage: inference.Usage{PromptTokens: 10, CachedTokens: 4}})); u != (Usage{InputTokens: 6, CacheReadInputTokens: 4}) {
+		t.Fatalf("message_start usage %+v", u)
+	}
+	if evs := st.Event(inference.Event{Text: "!"}); len(evs) != 1 || evs[0].Type != "content_block_delta" || st.Start() != nil {
+		t.Fatalf("second event %+v", evs)
+	}
+	st = NewStream(g, "msg_2")
+	if u := start(st.Start()); u != (Usage{InputTokens: 10}) {
+		t.Fatalf("early message_start usage %+v", u)
+	}
+	if evs := st.Event(inference.Event{Text: "Hi", Usage: inference.Usage{PromptTokens: 10, CachedTokens: 4}}); len(evs) != 2 {
+		t.Fatalf("after an early start %+v", evs)
+	}
+}
+
 // TestToMessage checks the non-streamed reply: content, stop reasons and
 // usage, and at most one tool_use with disable_parallel_tool_use.
 func TestToMessage(t *testing.T) {

@@ -396,3 +396,47 @@ func TestMessagesOwners(t *testing.T) {
 		t.Fatalf("another key's request read %d cached tokens", read)
 	}
 }
+
+// TestMessagesStreamStartUsage: a streamed reply's message_start carries
+// the prompt's split into input_tokens and cache_read_input_tokens (and
+// cache_creation_input_tokens), as Anthropic's does and LangChain reads it;
+// it agrees with message_delta's.
+func TestMessagesStreamStartUsage(t *testing.T) {
+	r := newRig(t, rigOptions{model: claudeAliases})
+	body := msgsBody(`[{"role":"user","content":"`+strings.Repeat("The same long question. ", 40)+`"}]`, `"stream":true`)
+	type usage struct {
+		Input    *int `json:"input_tokens"`
+		Read     *int `json:"cache_read_input_tokens"`
+		Creation *int `json:"cache_creation_input_tokens"`
+	}
+	ask := func() (start, delta usage) {
+		rep := r.do(t, "POST", msgPath, body)
+		names, data := sseEvents(t, rep.Body)
+		for i, name := range names {
+			var ev struct {
+				Message struct{ Usage usage }
+				Usage   usage
+			}
+			if err := json.Unmarshal([]byte(data[i]), &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch name {
+			case "message_start":
+				start = ev.Message.Usage
+			case "message_delta":
+				delta = ev.Usage
+			}
+		}
+		if rep.Status != 200 || start.Input == nil || start.Read == nil || start.Creation == nil || delta.Read == nil {
+			t.Fatalf("%d %s", rep.Status, rep.Body)
+		}
+		return start, delta
+	}
+	first, _ := ask()
+	start, delta := ask()
+	if *start.Read == 0 || *start.Read != *delta.Read || *start.Input != *delta.Input || *start.Creation != 0 ||
+		*start.Input+*start.Read != *first.Input+*first.Read {
+		t.Fatalf("repeat: message_start %d input + %d read, message_delta %d + %d; first %d + %d",
+			*start.Input, *start.Read, *delta.Input, *delta.Read, *first.Input, *first.Read)
+	}
+}
