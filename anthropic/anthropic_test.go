@@ -247,3 +247,38 @@ func TestForcedToolGrammar(t *testing.T) {
 		t.Fatalf("any over an unsupported schema: %v", err)
 	}
 }
+
+// TestForcedNamedToolCut: tool_choice {"type":"tool"} cut by max_tokens
+// before the name is complete is still that tool's tool_use (the only name
+// possible), whole and streamed; a whole call's stop_reason stays tool_use.
+func TestForcedNamedToolCut(t *testing.T) {
+	g := &Generation{Model: "m", Tools: []string{"get_weather", "get_time"}, Forced: true, ForcedName: "get_weather"}
+	for _, tc := range []struct {
+		text   string
+		finish inference.FinishReason
+		stop   string
+	}{
+		{`{"name": "get_`, inference.FinishLength, StopMaxTokens},
+		{`{"`, inference.FinishLength, StopMaxTokens},
+		{`{"name": "get_weather", "parameters": {}}`, inference.FinishStop, StopToolUse},
+	} {
+		res := inference.Result{Choices: []inference.Choice{{Text: tc.text, Finish: tc.finish}}}
+		m := ToMessage(g, "msg_1", res)
+		if m.StopReason == nil || *m.StopReason != tc.stop || len(m.Content) != 1 || m.Content[0].Type != "tool_use" || m.Content[0].Name != "get_weather" {
+			t.Errorf("%q: %+v", tc.text, m)
+		}
+		st := NewStream(g, "msg_2")
+		var types []string
+		for _, ev := range []inference.Event{{Text: tc.text, Finish: tc.finish}, {Done: true}} {
+			for _, e := range st.Event(ev) {
+				types = append(types, e.Type)
+				if e.ContentBlock != nil && (e.ContentBlock.Type != "tool_use" || e.ContentBlock.Name != "get_weather") {
+					t.Errorf("%q: stream block %+v", tc.text, e.ContentBlock)
+				}
+			}
+		}
+		if !strings.Contains(strings.Join(types, " "), "content_block_start content_block_delta content_block_stop") {
+			t.Errorf("%q: stream %v", tc.text, types)
+		}
+	}
+}

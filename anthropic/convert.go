@@ -31,6 +31,9 @@ type Generation struct {
 	Forced bool
 	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
 	ToolFormat front.ToolFormat
+	// ForcedName is the tool a tool_choice of type tool forces: the only
+	// name a call can have, however early the limit cut it.
+	ForcedName string
 }
 
 // BillingHeaderPrefix starts the system block Claude Code sends first. It
@@ -255,6 +258,9 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 		for i, t := range r.Tools {
 			if mode == "tool" && t.Name != r.ToolChoice.Name {
 				continue
+			}
+			if mode == "tool" {
+				g.ForcedName = names[i]
 			}
 			ts = append(ts, grammar.Tool{Name: names[i], Parameters: bytes.Clone(t.InputSchema), Strict: t.Strict != nil && *t.Strict})
 			params = append(params, fmt.Sprintf("tools[%d].input_schema", i))

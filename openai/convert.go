@@ -40,6 +40,9 @@ type Generation struct {
 	ForcedTools bool
 	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
 	ToolFormat front.ToolFormat
+	// ForcedName is the function a named tool_choice forces: the only
+	// name a call can have, however early the limit cut it.
+	ForcedName string
 	// Echo is the prompt text prepended to each completion (completions echo).
 	Echo string
 }
@@ -116,7 +119,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.GrammarOptions()); err != nil {
 			return nil, err
 		}
-		g.ForcedTools = true
+		g.ForcedTools, g.ForcedName = true, mode.name
 	}
 	if err := constrain(g, gr, p); err != nil {
 		return nil, err
