@@ -299,6 +299,87 @@ func TestDecodeSteps(t *testing.T) {
 	}
 }
 
+// lazyModel runs its "lm-head" when the engine reads a row, as qhexrt
+// does: 300 µs of graph time (200 µs of it the thread's CPU) and 20 µs of
+// conversion per row read, on top of Step's own 100 µs graph call.
+type lazyModel struct {
+	inference.Model
+	c Counters
+}
+
+func (m *lazyModel) Counters() Counters { return m.c }
+
+func (m *lazyModel) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	m.c.Graph += 100 * time.Microsecond
+	m.c.GraphCPU += 50 * time.Microsecond
+	rows, err := m.Model.Step(ctx, runs)
+	for i := range rows {
+		rows[i] = lazyRows{rows[i], m}
+	}
+	return rows, err
+}
+
+type lazyRows struct {
+	inference.Rows
+	m *lazyModel
+}
+
+func (r lazyRows) Logits(ctx context.Context, i int) (sample.Logits, error) {
+	time.Sleep(320 * time.Microsecond)
+	r.m.c.Graph += 300 * time.Microsecond
+	r.m.c.GraphCPU += 200 * time.Microsecond
+	r.m.c.Convert += 20 * time.Microsecond
+	return r.Rows.Logits(ctx, i)
+}
+
+// TestDecodeStepsLazyGraph: graph calls a model makes after Step has
+// returned, when the engine reads a row (qhexrt's lm-head in Rows.Logits),
+// count as the token's graph time and model I/O, not as the engine's time
+// between Steps (which the host phase reports as sampling).
+func TestDecodeStepsLazyGraph(t *testing.T) {
+	const us = time.Microsecond
+	t0 := time.Unix(0, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	a := evalRec{start: at(0), end: at(500 * us), d: Counters{Graph: 400 * us, GraphCPU: 100 * us}, c0: Counters{}, c1: Counters{Graph: 400 * us, GraphCPU: 100 * us},
+		use: threadcpu.Usage{CPU: 0}, cpu: 1 * us, endUse: threadcpu.Usage{CPU: 181 * us}, endCPU: 181 * us, useOK: true}
+	b := evalRec{start: at(1000 * us), c0: Counters{Graph: 700 * us, GraphCPU: 300 * us, Convert: 20 * us},
+		use: threadcpu.Usage{CPU: 481 * us}, useOK: true}
+	s := decodeSteps([]evalRec{{}, a, b})[0]
+	// Between the Steps: 500 µs, of which the lazy graph 300 and its conversion 20.
+	if s.graph != 700*us || s.outside != 180*us || s.io.IO() != 20*us {
+		t.Errorf("graph %v, outside %v, I/O %v; want 700µs, 180µs, 20µs", s.graph, s.outside, s.io.IO())
+	}
+	// Thread CPU between the Steps: 300 µs, less the lazy graph's 200 and
+	// the conversion's 20 (model I/O): the engine's 80 µs.
+	if !s.cpuOK || s.outsideCPU != 80*us || s.ioCPU != 100*us {
+		t.Errorf("engine CPU %v, model I/O CPU %v (ok %v); want 80µs, 100µs", s.outsideCPU, s.ioCPU, s.cpuOK)
+	}
+
+	// Through the recorder: the lazy calls' counters land between the Steps.
+	m := &lazyModel{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3, 4})}
+	rec := &recorder{Model: m}
+	e := inference.New(rec, inferencetest.NewVocab(map[int32]string{1: "a", 2: "b", 3: "c", 4: "d"}), inference.Config{})
+	defer e.Close()
+	st, err := e.Submit(context.Background(), inference.Request{Prompt: []int32{128000}, MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inference.Collect(st); err != nil {
+		t.Fatal(err)
+	}
+	recs := rec.take()
+	steps, k := decodeSteps(recs), prefillSteps(recs)
+	if len(steps) == 0 {
+		t.Fatal("no decode steps")
+	}
+	for i, s := range steps {
+		between := recs[k+i+1].start.Sub(recs[k+i].end)
+		if s.graph != 400*us || s.io.Convert != 20*us || s.outside != between-320*us {
+			t.Errorf("step %d: graph %v, convert %v, outside %v of %v between the Steps", i, s.graph, s.io.Convert, s.outside, between)
+		}
+	}
+}
+
 // copyingModel reports background KV copy time, 25 µs more after each Step.
 type copyingModel struct {
 	Model

@@ -34,6 +34,10 @@ func (c Counters) sub(o Counters) Counters {
 	return Counters{c.Graph - o.Graph, c.GraphCPU - o.GraphCPU, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
 }
 
+func (c Counters) add(o Counters) Counters {
+	return Counters{c.Graph + o.Graph, c.GraphCPU + o.GraphCPU, c.Embed + o.Embed, c.Rope + o.Rope, c.Mask + o.Mask, c.KVCopy + o.KVCopy, c.Convert + o.Convert}
+}
+
 // Model is what bench measures: an inference.Model that reports its
 // cumulative counters. Calls are never concurrent.
 type Model interface {
@@ -57,6 +61,7 @@ type evalRec struct {
 	start, end time.Time
 	rows       int           // tokens its runs carried
 	d          Counters      // counter deltas over the call
+	c0, c1     Counters      // the counters at start and end: from one Step's c1 to the next one's c0, the model calls that Rows.Logits made lazily (qhexrt's lm-head)
 	bg         time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
 	vocab      time.Duration // the vocabulary's cumulative time at start
 	// use is the calling thread's accounting at start, when the recorder
@@ -130,7 +135,7 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		n += len(run.Tokens)
 	}
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), bg: bg, vocab: vt,
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), c0: c0, c1: c1, bg: bg, vocab: vt,
 		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK})
 	i := len(r.recs) - 1
 	r.mu.Unlock()
