@@ -33,25 +33,22 @@ type stepSample struct {
 // records' thread readings and, when graphs ran, their CPU time.
 //
 // A model may run graphs after Step has returned, when the engine reads a
-// row (qhexrt's lm-head runs in Rows.Logits): those calls, and the I/O
-// around them, count as the token's graph time and model I/O wherever they
-// run, never as the engine's (sampling) time, so each kind's figures mean
+// row (qhexrt's lm-head runs in Rows.Logits): those calls count as the
+// token's graph time wherever they run, and the rest of the engine's
+// Rows.Logits calls as model I/O, as Step's time outside its graph calls
+// does, never as the engine's (sampling) time; so each kind's figures mean
 // the same whether its lm-head runs inside Step or lazily.
 func decodeSteps(recs []evalRec) []stepSample {
 	var out []stepSample
 	for i := prefillSteps(recs); i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
-		lazy := b.c0.sub(a.c1) // the model's calls between the two Steps
+		lazy := b.c0.sub(a.c1) // the model's calls between the two Steps, in Rows.Logits
 		d := a.d.add(lazy)
-		s := stepSample{wall: b.start.Sub(a.start), graph: d.Graph, outside: b.start.Sub(a.end) - lazy.Graph - lazy.IO(),
+		s := stepSample{wall: b.start.Sub(a.start), graph: d.Graph, outside: b.start.Sub(a.end) - a.read,
 			detok: b.vocab - a.vocab, io: d, bg: b.bg - a.bg}
 		if a.useOK && b.useOK && (d.Graph == 0 || d.GraphCPU > 0) {
 			// Readings at Step's end are left out: Step runs to endUse.CPU, the engine from endCPU.
-			io, out := a.endUse.CPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU-lazy.GraphCPU
-			// The lazy calls' I/O has no CPU reading of its own: its wall
-			// time (CPU-bound copies) moves from the engine's part to the model I/O.
-			lazyIO := max(min(lazy.IO(), out), 0)
-			io, out = io+lazyIO, out-lazyIO
+			io, out := a.endUse.CPU-a.cpu-a.d.GraphCPU+a.readCPU-lazy.GraphCPU, b.use.CPU-a.endCPU-a.readCPU
 			s.rawCPU = io + out
 			// A part's CPU time cannot exceed its wall time. Where the thread
 			// clock charges part of a long graph call after the call has
@@ -59,7 +56,7 @@ func decodeSteps(recs []evalRec) []stepSample {
 			// a graph call"), that part would count as host work: each part is bounded
 			// by its wall time (Step's outside its graph calls, and the time
 			// between Steps), which changes nothing where the clock is exact.
-			s.ioCPU, s.outsideCPU = min(io, a.end.Sub(a.start)-a.d.Graph+lazyIO), min(out, s.outside)
+			s.ioCPU, s.outsideCPU = min(io, a.end.Sub(a.start)-a.d.Graph+a.read-lazy.Graph), min(out, s.outside)
 			s.cpu, s.use, s.cpuOK = s.ioCPU+s.outsideCPU, b.use.Sub(a.use), true
 			s.engineUse = b.use.Sub(a.endUse)
 		}
