@@ -299,6 +299,9 @@ func chatMessages(system *Content, turns []MessageParam) ([]chat.Message, string
 		if m.Content.Text != nil {
 			m.Content.Blocks = []Block{{Type: "text", Text: m.Content.Text}}
 		}
+		if empty := len(m.Content.Blocks) == 0 || m.Content.Text != nil && *m.Content.Text == ""; empty && (m.Role != "assistant" || i < len(turns)-1) {
+			return nil, "", invalid(fmt.Sprintf("messages.%d", i), "all messages must have non-empty content except for the optional final assistant message")
+		}
 		var msgs []chat.Message
 		var err error
 		switch m.Role {

@@ -81,6 +81,9 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
+	if r.Tools != nil && len(r.Tools) == 0 { // as OpenAI's API
+		return nil, invalid("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
 	names, err := front.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
@@ -97,6 +100,9 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
+	}
+	if err := checkMessages(r.Messages); err != nil {
+		return nil, err
 	}
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {

@@ -148,6 +148,12 @@ func TestMessagesBadInput(t *testing.T) {
 		{name: "stop_sequences string", body: msgBody(`"stop_sequences":"x"`), status: 400, typ: inv, contains: []string{"stop_sequences"}},
 		{name: "metadata.user_id number", body: msgBody(`"metadata":{"user_id":5}`), status: 400, typ: inv, contains: []string{"user_id"}},
 		{name: "Anthropic-only fields are ignored", body: msgBody(`"metadata":{"user_id":"u1"},"thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},"output_config":{"effort":"medium"},"service_tier":"auto"`), status: 200},
+		// Anthropic's words for an empty turn; a final assistant turn may be empty.
+		{name: "empty user content", body: msgsBody(`[{"role":"user","content":""}]`), status: 400, typ: inv,
+			contains: []string{"messages.0: all messages must have non-empty content except for the optional final assistant message"}},
+		{name: "empty content blocks", body: msgsBody(`[{"role":"user","content":"Hi"},{"role":"assistant","content":[]},{"role":"user","content":"Hi"}]`), status: 400, typ: inv,
+			contains: []string{"messages.1: all messages must have non-empty content"}},
+		{name: "empty final assistant turn", body: msgsBody(`[{"role":"user","content":"Hi"},{"role":"assistant","content":""}]`), status: 200},
 		{name: "thinking not an object", body: msgBody(`"thinking":"yes"`), status: 400, typ: inv, contains: []string{"thinking"}},
 		{name: "thinking without type", body: msgBody(`"thinking":{}`), status: 400, typ: inv, contains: []string{"thinking.type"}},
 		{name: "mcp_servers", body: msgBody(`"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), status: 400, typ: inv, contains: []string{"mcp_servers"}},
