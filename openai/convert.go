@@ -81,9 +81,6 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
-	if r.Tools != nil && len(r.Tools) == 0 { // as OpenAI's API
-		return nil, invalid("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.")
-	}
 	names, err := front.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
@@ -100,9 +97,6 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
-	}
-	if err := checkMessages(r.Messages); err != nil {
-		return nil, err
 	}
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
@@ -373,7 +367,8 @@ func prediction(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// rejectUnsupportedChat refuses the options this server cannot honour.
+// rejectUnsupportedChat refuses the options this server cannot honour, and
+// what OpenAI's API refuses ("tools": [], checkMessages).
 func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 	switch {
 	case !isNull(r.Audio):
@@ -382,13 +377,15 @@ func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 		return invalid("functions", "functions is deprecated and not supported; use tools")
 	case !isNull(r.FunctionCall):
 		return invalid("function_call", "function_call is deprecated and not supported; use tool_choice")
+	case r.Tools != nil && len(r.Tools) == 0: // as OpenAI's API
+		return invalid("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
 	for i, m := range r.Modalities {
 		if m != "text" {
 			return invalid(fmt.Sprintf("modalities[%d]", i), "modality %q is not supported; only \"text\"", m)
 		}
 	}
-	return nil
+	return checkMessages(r.Messages)
 }
 
 // Apply sets the template options the kwargs give (k may be nil) and returns
