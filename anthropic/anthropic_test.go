@@ -166,6 +166,34 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestStreamStartUsage: message_start comes with the first engine event and
+// splits the prompt as that event says; started early (a keep-alive), it
+// counts the whole prompt as input, and comes only once.
+func TestStreamStartUsage(t *testing.T) {
+	g := &Generation{Model: "m", Request: inference.Request{Prompt: make([]int32, 10)}}
+	start := func(evs []Event) Usage {
+		t.Helper()
+		if len(evs) < 2 || evs[0].Type != "message_start" || evs[1].Type != "ping" {
+			t.Fatalf("events %+v", evs)
+		}
+		return evs[0].Message.Usage
+	}
+	st := NewStream(g, "msg_1")
+	if u := start(st.Event(inference.Event{Text: "Hi", Usage: inference.Usage{PromptTokens: 10, CachedTokens: 4}})); u != (Usage{InputTokens: 6, CacheReadInputTokens: 4}) {
+		t.Fatalf("message_start usage %+v", u)
+	}
+	if evs := st.Event(inference.Event{Text: "!"}); len(evs) != 1 || evs[0].Type != "content_block_delta" || st.Start() != nil {
+		t.Fatalf("second event %+v", evs)
+	}
+	st = NewStream(g, "msg_2")
+	if u := start(st.Start()); u != (Usage{InputTokens: 10}) {
+		t.Fatalf("early message_start usage %+v", u)
+	}
+	if evs := st.Event(inference.Event{Text: "Hi", Usage: inference.Usage{PromptTokens: 10, CachedTokens: 4}}); len(evs) != 2 {
+		t.Fatalf("after an early start %+v", evs)
+	}
+}
+
 // TestToMessage checks the non-streamed reply: content, stop reasons and
 // usage, and at most one tool_use with disable_parallel_tool_use.
 func TestToMessage(t *testing.T) {
@@ -217,5 +245,40 @@ func TestForcedToolGrammar(t *testing.T) {
 	var ie *inference.InvalidRequestError
 	if !errors.As(err, &ie) || ie.Param != "tools[1].input_schema.properties.x.format" {
 		t.Fatalf("any over an unsupported schema: %v", err)
+	}
+}
+
+// TestForcedNamedToolCut: tool_choice {"type":"tool"} cut by max_tokens
+// before the name is complete is still that tool's tool_use (the only name
+// possible), whole and streamed; a whole call's stop_reason stays tool_use.
+func TestForcedNamedToolCut(t *testing.T) {
+	g := &Generation{Model: "m", Tools: []string{"get_weather", "get_time"}, Forced: true, ForcedName: "get_weather"}
+	for _, tc := range []struct {
+		text   string
+		finish inference.FinishReason
+		stop   string
+	}{
+		{`{"name": "get_`, inference.FinishLength, StopMaxTokens},
+		{`{"`, inference.FinishLength, StopMaxTokens},
+		{`{"name": "get_weather", "parameters": {}}`, inference.FinishStop, StopToolUse},
+	} {
+		res := inference.Result{Choices: []inference.Choice{{Text: tc.text, Finish: tc.finish}}}
+		m := ToMessage(g, "msg_1", res)
+		if m.StopReason == nil || *m.StopReason != tc.stop || len(m.Content) != 1 || m.Content[0].Type != "tool_use" || m.Content[0].Name != "get_weather" {
+			t.Errorf("%q: %+v", tc.text, m)
+		}
+		st := NewStream(g, "msg_2")
+		var types []string
+		for _, ev := range []inference.Event{{Text: tc.text, Finish: tc.finish}, {Done: true}} {
+			for _, e := range st.Event(ev) {
+				types = append(types, e.Type)
+				if e.ContentBlock != nil && (e.ContentBlock.Type != "tool_use" || e.ContentBlock.Name != "get_weather") {
+					t.Errorf("%q: stream block %+v", tc.text, e.ContentBlock)
+				}
+			}
+		}
+		if !strings.Contains(strings.Join(types, " "), "content_block_start content_block_delta content_block_stop") {
+			t.Errorf("%q: stream %v", tc.text, types)
+		}
 	}
 }

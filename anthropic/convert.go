@@ -31,6 +31,9 @@ type Generation struct {
 	Forced bool
 	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
 	ToolFormat front.ToolFormat
+	// ForcedName is the tool a tool_choice of type tool forces: the only
+	// name a call can have, however early the limit cut it.
+	ForcedName string
 }
 
 // BillingHeaderPrefix starts the system block Claude Code sends first. It
@@ -256,6 +259,9 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 			if mode == "tool" && t.Name != r.ToolChoice.Name {
 				continue
 			}
+			if mode == "tool" {
+				g.ForcedName = names[i]
+			}
 			ts = append(ts, grammar.Tool{Name: names[i], Parameters: bytes.Clone(t.InputSchema), Strict: t.Strict != nil && *t.Strict})
 			params = append(params, fmt.Sprintf("tools[%d].input_schema", i))
 		}
@@ -292,6 +298,9 @@ func chatMessages(system *Content, turns []MessageParam) ([]chat.Message, string
 		}
 		if m.Content.Text != nil {
 			m.Content.Blocks = []Block{{Type: "text", Text: m.Content.Text}}
+		}
+		if empty := len(m.Content.Blocks) == 0 || m.Content.Text != nil && *m.Content.Text == ""; empty && (m.Role != "assistant" || i < len(turns)-1) {
+			return nil, "", invalid(fmt.Sprintf("messages.%d", i), "all messages must have non-empty content except for the optional final assistant message")
 		}
 		var msgs []chat.Message
 		var err error

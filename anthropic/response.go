@@ -93,7 +93,11 @@ func cutOff(f inference.FinishReason) bool {
 // input is the JSON text it got to (not valid JSON, or empty), which a
 // stream sends as is.
 func (g *Generation) toolUses(text string, f inference.FinishReason) ([]ContentBlock, bool) {
-	content, blocks, ok := front.ToolCallsAs(g.ToolFormat, text, g.Tools, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
+	names := g.Tools
+	if g.ForcedName != "" {
+		names = []string{g.ForcedName}
+	}
+	content, blocks, ok := front.ToolCallsAs(g.ToolFormat, text, names, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
 		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
 	})
 	if content != "" {

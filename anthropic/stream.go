@@ -39,14 +39,15 @@ type MessageDelta struct {
 // back until it cannot be a tool call; calls come as tool_use blocks with
 // their input in one input_json_delta. Not safe for concurrent use.
 type Stream struct {
-	g      *Generation
-	id     string
-	gate   front.CallGate
-	index  int  // the next block's index
-	open   bool // a text block is open
-	finish inference.FinishReason
-	stop   string
-	calls  bool // tool_use blocks were sent
+	g       *Generation
+	id      string
+	gate    front.CallGate
+	started bool // message_start was returned
+	index   int  // the next block's index
+	open    bool // a text block is open
+	finish  inference.FinishReason
+	stop    string
+	calls   bool // tool_use blocks were sent
 }
 
 // NewStream streams g's reply as message id.
@@ -54,11 +55,22 @@ func NewStream(g *Generation, id string) *Stream {
 	return &Stream{g: g, id: id, gate: front.NewFormatGate(g.ToolFormat, g.Tools != nil)}
 }
 
-// Start returns message_start (usage: the whole prompt as input; the final
-// split into input and cache reads comes with message_delta) and a ping.
-func (s *Stream) Start() []Event {
-	m := &Message{ID: s.id, Type: "message", Role: "assistant", Model: s.g.Model, Content: []ContentBlock{},
-		Usage: Usage{InputTokens: len(s.g.Request.Prompt)}}
+// Start returns message_start and a ping unless they were returned already.
+// Event returns them with its first event, whose usage splits the prompt
+// into input and cache reads, as Anthropic's message_start does; call Start
+// only when something must be sent before an event (a keep-alive, a
+// failure): its usage is then the whole prompt as input.
+func (s *Stream) Start() []Event { return s.start(0) }
+
+// start returns message_start, with cached of the prompt's tokens read
+// from the cache, and a ping, unless they were returned already.
+func (s *Stream) start(cached int) []Event {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	u := toUsage(inference.Usage{PromptTokens: len(s.g.Request.Prompt), CachedTokens: cached})
+	m := &Message{ID: s.id, Type: "message", Role: "assistant", Model: s.g.Model, Content: []ContentBlock{}, Usage: u}
 	return []Event{{Type: "message_start", Message: m}, Ping()}
 }
 
@@ -72,20 +84,20 @@ func Fail(d ErrorDetail) Event { return Event{Type: "error", Error: &d} }
 // Event returns the events ev releases. A Done event with Err set releases
 // nothing: the caller sends Fail.
 func (s *Stream) Event(ev inference.Event) []Event {
+	if ev.Done && ev.Err != nil {
+		return nil
+	}
+	out := s.start(ev.Usage.CachedTokens)
 	if ev.Done {
-		if ev.Err != nil {
-			return nil
-		}
-		out := s.closeText(nil)
+		out = s.closeText(out)
 		reason, seq := stopReason(s.finish, s.stop, s.calls)
 		u := toUsage(ev.Usage)
 		return append(out, Event{Type: "message_delta", Delta: &MessageDelta{StopReason: reason, StopSequence: seq}, Usage: &u},
 			Event{Type: "message_stop"})
 	}
 	if ev.Choice != 0 {
-		return nil
+		return out
 	}
-	var out []Event
 	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
 		out = s.text(out, text)
 	}

@@ -299,6 +299,92 @@ func TestDecodeSteps(t *testing.T) {
 	}
 }
 
+// lazyModel runs its "lm-head" when the engine reads a row, as qhexrt
+// does: 300 µs of graph time (200 µs of it the thread's CPU) and 20 µs of
+// conversion per row read, on top of Step's own 100 µs graph call.
+type lazyModel struct {
+	inference.Model
+	c Counters
+}
+
+func (m *lazyModel) Counters() Counters { return m.c }
+
+func (m *lazyModel) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
+	m.c.Graph += 100 * time.Microsecond
+	m.c.GraphCPU += 50 * time.Microsecond
+	rows, err := m.Model.Step(ctx, runs)
+	for i := range rows {
+		rows[i] = lazyRows{rows[i], m}
+	}
+	return rows, err
+}
+
+type lazyRows struct {
+	inference.Rows
+	m *lazyModel
+}
+
+func (r lazyRows) Logits(ctx context.Context, i int) (sample.Logits, error) {
+	time.Sleep(320 * time.Microsecond)
+	r.m.c.Graph += 300 * time.Microsecond
+	r.m.c.GraphCPU += 200 * time.Microsecond
+	r.m.c.Convert += 20 * time.Microsecond
+	return r.Rows.Logits(ctx, i)
+}
+
+// TestDecodeStepsLazyGraph: graph calls a model makes after Step has
+// returned, when the engine reads a row (qhexrt's lm-head in Rows.Logits),
+// count as the token's graph time, and the rest of that read as model I/O,
+// not as the engine's time between Steps (which the host phase reports as
+// sampling).
+func TestDecodeStepsLazyGraph(t *testing.T) {
+	const us = time.Microsecond
+	t0 := time.Unix(0, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	// The engine's one Rows.Logits call took 330 µs (240 µs of CPU): the
+	// lazy graph call's 300 µs (200 µs CPU), its conversion and the rest.
+	a := evalRec{start: at(0), end: at(500 * us), d: Counters{Graph: 400 * us, GraphCPU: 100 * us}, c0: Counters{}, c1: Counters{Graph: 400 * us, GraphCPU: 100 * us},
+		read: 330 * us, readCPU: 240 * us, cpu: 1 * us, endUse: threadcpu.Usage{CPU: 181 * us}, endCPU: 181 * us, useOK: true}
+	b := evalRec{start: at(1000 * us), c0: Counters{Graph: 700 * us, GraphCPU: 300 * us, Convert: 20 * us},
+		use: threadcpu.Usage{CPU: 481 * us}, useOK: true}
+	s := decodeSteps([]evalRec{{}, a, b})[0]
+	// Between the Steps: 500 µs, of which the Logits call 330.
+	if s.graph != 700*us || s.outside != 170*us || s.io.IO() != 20*us {
+		t.Errorf("graph %v, outside %v, I/O %v; want 700µs, 170µs, 20µs", s.graph, s.outside, s.io.IO())
+	}
+	// Thread CPU between the Steps: 300 µs, less the Logits call's 240
+	// (its graph call's 200 left out, the other 40 are model I/O): the
+	// engine's 60 µs; model I/O 80 µs in Step and 40 in Logits.
+	if !s.cpuOK || s.outsideCPU != 60*us || s.ioCPU != 120*us {
+		t.Errorf("engine CPU %v, model I/O CPU %v (ok %v); want 60µs, 120µs", s.outsideCPU, s.ioCPU, s.cpuOK)
+	}
+
+	// Through the recorder: the lazy calls' counters land between the Steps.
+	m := &lazyModel{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3, 4})}
+	rec := &recorder{Model: m}
+	e := inference.New(rec, inferencetest.NewVocab(map[int32]string{1: "a", 2: "b", 3: "c", 4: "d"}), inference.Config{})
+	defer e.Close()
+	st, err := e.Submit(context.Background(), inference.Request{Prompt: []int32{128000}, MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inference.Collect(st); err != nil {
+		t.Fatal(err)
+	}
+	recs := rec.take()
+	steps, k := decodeSteps(recs), prefillSteps(recs)
+	if len(steps) == 0 {
+		t.Fatal("no decode steps")
+	}
+	for i, s := range steps {
+		a := recs[k+i]
+		between := recs[k+i+1].start.Sub(a.end)
+		if s.graph != 400*us || s.io.Convert != 20*us || a.read < 320*us || s.outside != between-a.read {
+			t.Errorf("step %d: graph %v, convert %v, outside %v of %v between the Steps, %v reading rows", i, s.graph, s.io.Convert, s.outside, between, a.read)
+		}
+	}
+}
+
 // copyingModel reports background KV copy time, 25 µs more after each Step.
 type copyingModel struct {
 	Model

@@ -31,15 +31,24 @@ type stepSample struct {
 // token i runs from decode Step i's start to Step i+1's start. The last
 // token has no next Step and is left out. Thread figures need both
 // records' thread readings and, when graphs ran, their CPU time.
+//
+// A model may run graphs after Step has returned, when the engine reads a
+// row (qhexrt's lm-head runs in Rows.Logits): those calls count as the
+// token's graph time wherever they run, and the rest of the engine's
+// Rows.Logits calls as model I/O, as Step's time outside its graph calls
+// does, never as the engine's (sampling) time; so each kind's figures mean
+// the same whether its lm-head runs inside Step or lazily.
 func decodeSteps(recs []evalRec) []stepSample {
 	var out []stepSample
 	for i := prefillSteps(recs); i+1 < len(recs); i++ {
 		a, b := recs[i], recs[i+1]
-		s := stepSample{wall: b.start.Sub(a.start), graph: a.d.Graph, outside: b.start.Sub(a.end),
-			detok: b.vocab - a.vocab, io: a.d, bg: b.bg - a.bg}
-		if a.useOK && b.useOK && (a.d.Graph == 0 || a.d.GraphCPU > 0) {
+		lazy := b.c0.sub(a.c1) // the model's calls between the two Steps, in Rows.Logits
+		d := a.d.add(lazy)
+		s := stepSample{wall: b.start.Sub(a.start), graph: d.Graph, outside: b.start.Sub(a.end) - a.read,
+			detok: b.vocab - a.vocab, io: d, bg: b.bg - a.bg}
+		if a.useOK && b.useOK && (d.Graph == 0 || d.GraphCPU > 0) {
 			// Readings at Step's end are left out: Step runs to endUse.CPU, the engine from endCPU.
-			io, out := a.endUse.CPU-a.cpu-a.d.GraphCPU, b.use.CPU-a.endCPU
+			io, out := a.endUse.CPU-a.cpu-a.d.GraphCPU+a.readCPU-lazy.GraphCPU, b.use.CPU-a.endCPU-a.readCPU
 			s.rawCPU = io + out
 			// A part's CPU time cannot exceed its wall time. Where the thread
 			// clock charges part of a long graph call after the call has
@@ -47,7 +56,7 @@ func decodeSteps(recs []evalRec) []stepSample {
 			// a graph call"), that part would count as host work: each part is bounded
 			// by its wall time (Step's outside its graph calls, and the time
 			// between Steps), which changes nothing where the clock is exact.
-			s.ioCPU, s.outsideCPU = min(io, a.end.Sub(a.start)-a.d.Graph), min(out, s.outside)
+			s.ioCPU, s.outsideCPU = min(io, a.end.Sub(a.start)-a.d.Graph+a.read-lazy.Graph), min(out, s.outside)
 			s.cpu, s.use, s.cpuOK = s.ioCPU+s.outsideCPU, b.use.Sub(a.use), true
 			s.engineUse = b.use.Sub(a.endUse)
 		}

@@ -34,6 +34,10 @@ func (c Counters) sub(o Counters) Counters {
 	return Counters{c.Graph - o.Graph, c.GraphCPU - o.GraphCPU, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
 }
 
+func (c Counters) add(o Counters) Counters {
+	return Counters{c.Graph + o.Graph, c.GraphCPU + o.GraphCPU, c.Embed + o.Embed, c.Rope + o.Rope, c.Mask + o.Mask, c.KVCopy + o.KVCopy, c.Convert + o.Convert}
+}
+
 // Model is what bench measures: an inference.Model that reports its
 // cumulative counters. Calls are never concurrent.
 type Model interface {
@@ -55,10 +59,15 @@ func (noCounters) Counters() Counters { return Counters{} }
 // evalRec is one timed model call (a Step).
 type evalRec struct {
 	start, end time.Time
-	rows       int           // tokens its runs carried
-	d          Counters      // counter deltas over the call
-	bg         time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
-	vocab      time.Duration // the vocabulary's cumulative time at start
+	rows       int      // tokens its runs carried
+	d          Counters // counter deltas over the call
+	c0, c1     Counters // the counters at start and end: from one Step's c1 to the next one's c0, the model calls that Rows.Logits made lazily (qhexrt's lm-head)
+	// read is the wall time of the engine's Rows.Logits calls on this
+	// Step's rows, and readCPU their thread CPU time (with thread): model
+	// work when a model runs its lm-head there.
+	read, readCPU time.Duration
+	bg            time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
+	vocab         time.Duration // the vocabulary's cumulative time at start
 	// use is the calling thread's accounting at start, when the recorder
 	// locks it (useOK); cpu is its CPU time after reading it, so that the
 	// CPU time from one Step's cpu to the next one's use.CPU leaves the
@@ -130,34 +139,47 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		n += len(run.Tokens)
 	}
 	r.mu.Lock()
-	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), bg: bg, vocab: vt,
+	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), c0: c0, c1: c1, bg: bg, vocab: vt,
 		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK})
 	i := len(r.recs) - 1
 	r.mu.Unlock()
-	if r.keep && err == nil {
+	if err == nil {
 		for k := range rows {
-			rows[k] = keptRows{Rows: rows[k], r: r, i: i}
+			rows[k] = readRows{Rows: rows[k], r: r, i: i}
 		}
 	}
 	return rows, err
 }
 
-// keptRows copies each row the engine reads into record i (the last one
-// read stays: the engine reads one row per one-sequence Step).
-type keptRows struct {
+// readRows times each row the engine reads into record i and, with keep,
+// copies it there (the last one read stays: the engine reads one row per
+// one-sequence Step).
+type readRows struct {
 	inference.Rows
 	r *recorder
 	i int
 }
 
-func (k keptRows) Logits(ctx context.Context, row int) (sample.Logits, error) {
+func (k readRows) Logits(ctx context.Context, row int) (sample.Logits, error) {
+	var cpu0, cpu1 time.Duration
+	if k.r.thread {
+		cpu0, _ = threadcpu.Time()
+	}
+	t0 := time.Now()
 	l, err := k.Rows.Logits(ctx, row)
-	if err == nil {
+	t1 := time.Now()
+	if k.r.thread {
+		cpu1, _ = threadcpu.Time()
+	}
+	k.r.mu.Lock()
+	defer k.r.mu.Unlock()
+	rec := &k.r.recs[k.i]
+	rec.read += t1.Sub(t0)
+	rec.readCPU += cpu1 - cpu0
+	if k.r.keep && err == nil {
 		kept := l
 		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
-		k.r.mu.Lock()
-		k.r.recs[k.i].logits = kept
-		k.r.mu.Unlock()
+		rec.logits = kept
 	}
 	return l, err
 }

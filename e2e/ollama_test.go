@@ -103,3 +103,53 @@ func referenceGreedy(t *testing.T, prompt []int32, n int, eos []int32) []int32 {
 	}
 	return out
 }
+
+// TestOllamaShowOldClients decodes /api/show of the tiny bundle into the
+// fields of Ollama 0.6.5's api.ShowResponse and checks what that CLI's
+// `ollama show` (cmd/cmd.go showInfo) reads without checking, before 0.12:
+// model_info's general.architecture as a string and general.parameter_count,
+// <arch>.context_length and <arch>.embedding_length as numbers (a missing
+// one panics the CLI), then the other shape keys Ollama sends, from the
+// bundle's own sizes (mkmodel's tiny preset).
+func TestOllamaShowOldClients(t *testing.T) {
+	s := sharedServer(t)
+	r := s.do(t, "POST", "/api/show", `{"model":"`+s.Model+`"}`, "Authorization", "Bearer "+apiKey)
+	var show struct { // api.ShowResponse, Ollama v0.6.5
+		License, Modelfile, Parameters, Template, System string
+		Details                                          struct {
+			ParentModel       string `json:"parent_model"`
+			Format, Family    string
+			ParameterSize     string `json:"parameter_size"`
+			QuantizationLevel string `json:"quantization_level"`
+		}
+		ModelInfo     map[string]any `json:"model_info"`
+		ProjectorInfo map[string]any `json:"projector_info"`
+		Capabilities  []string
+	}
+	if err := json.Unmarshal([]byte(r.Body), &show); r.Status != 200 || err != nil || show.ModelInfo == nil || show.ProjectorInfo != nil {
+		t.Fatalf("%d %s (%v)", r.Status, r.Body, err)
+	}
+	arch, ok := show.ModelInfo["general.architecture"].(string)
+	if !ok || arch != "llama" {
+		t.Fatalf("general.architecture %v", show.ModelInfo["general.architecture"])
+	}
+	h, layers, ffn, heads, kv, vocab := 64.0, 2.0, 256.0, 4.0, 2.0, 128256.0
+	want := map[string]float64{
+		"general.parameter_count":         vocab*h + layers*(2*h*h+2*h*h*kv/heads+3*h*ffn+2*h) + h,
+		arch + ".context_length":          512,
+		arch + ".embedding_length":        h,
+		arch + ".block_count":             layers,
+		arch + ".attention.head_count":    heads,
+		arch + ".attention.head_count_kv": kv,
+		arch + ".feed_forward_length":     ffn,
+		arch + ".vocab_size":              vocab,
+	}
+	for key, w := range want {
+		if got, ok := show.ModelInfo[key].(float64); !ok || got != w {
+			t.Errorf("model_info %s = %v, want %v", key, show.ModelInfo[key], w)
+		}
+	}
+	if show.Details.QuantizationLevel == "" || !slices.Contains(show.Capabilities, "completion") {
+		t.Errorf("details %+v, capabilities %v", show.Details, show.Capabilities)
+	}
+}

@@ -153,7 +153,8 @@ func TestStructuredOutputs(t *testing.T) {
 }
 
 // TestForcedToolCalls: tool_choice "required" and a named function make the
-// model call a tool whose arguments validate.
+// model call a tool whose arguments validate; the named call's
+// finish_reason is "stop", as OpenAI gives.
 func TestForcedToolCalls(t *testing.T) {
 	s := sharedServer(t)
 	params := `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
@@ -169,7 +170,8 @@ func TestForcedToolCalls(t *testing.T) {
 			if c.FinishReason == "length" {
 				continue
 			}
-			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+			// A named tool_choice's call ends with "stop", as OpenAI's does.
+			if want := map[bool]string{true: "tool_calls", false: "stop"}[choice == `"required"`]; c.FinishReason != want || len(c.Message.ToolCalls) != 1 {
 				t.Errorf("%s seed %d: finish %q, %d calls, content %q", choice, seed, c.FinishReason, len(c.Message.ToolCalls), c.Message.Content)
 				continue
 			}
@@ -346,6 +348,69 @@ func TestForcedToolCallsCut(t *testing.T) {
 		if rs.Status != "incomplete" || len(rs.Output) != 1 || rs.Output[0].Type != "function_call" || rs.Output[0].Name != "get_weather" || rs.Output[0].Status != "incomplete" {
 			t.Errorf("responses, max_output_tokens %d: %+v", max, rs)
 		}
+	}
+}
+
+// TestForcedNamedToolCut: a named tool_choice cut by max_tokens before the
+// name is complete (two tools begin "get_") is a call of the named tool on
+// chat completions and the Messages API, as OpenAI always returns one; not
+// cut, the chat call ends with "stop", the Messages tool_use with
+// "tool_use" and the Responses call completes.
+func TestForcedNamedToolCut(t *testing.T) {
+	s := sharedServer(t)
+	auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + apiKey}
+	params := `{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}`
+	post := func(path, body string) string {
+		r := s.do(t, "POST", path, body, auth...)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+		return r.Body
+	}
+	for _, max := range []int{1, 2, 3, 4, 5, 6, 60} {
+		chat := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":0,"max_tokens":%d,`+
+			`"tool_choice":{"type":"function","function":{"name":"get_weather"}},"tools":[{"type":"function","function":{"name":"get_time","parameters":%s}},`+
+			`{"type":"function","function":{"name":"get_weather","parameters":%s}}]}`, s.Model, max, params, params)
+		var c struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+				Message      struct {
+					Content   *string
+					ToolCalls []struct{ Function struct{ Name string } } `json:"tool_calls"`
+				}
+			}
+		}
+		json.Unmarshal([]byte(post("/v1/chat/completions", chat)), &c)
+		m := c.Choices[0]
+		if m.FinishReason == "length" && max == 60 {
+			t.Fatalf("max_tokens 60 cut the call: %+v", m)
+		}
+		want := map[bool]string{true: "stop", false: "length"}[max == 60]
+		if m.FinishReason != want || m.Message.Content != nil || len(m.Message.ToolCalls) != 1 || m.Message.ToolCalls[0].Function.Name != "get_weather" {
+			t.Errorf("chat, max_tokens %d: %+v", max, m)
+		}
+
+		msgs := fmt.Sprintf(`{"model":%q,"max_tokens":%d,"temperature":0,"messages":[{"role":"user","content":"Weather?"}],"tool_choice":{"type":"tool","name":"get_weather"},`+
+			`"tools":[{"name":"get_time","input_schema":%s},{"name":"get_weather","input_schema":%s}]}`, s.Model, max, params, params)
+		var a struct {
+			StopReason string `json:"stop_reason"`
+			Content    []struct{ Type, Name string }
+		}
+		json.Unmarshal([]byte(post("/v1/messages", msgs)), &a)
+		stop := map[bool]string{true: "tool_use", false: "max_tokens"}[max == 60]
+		if a.StopReason != stop || len(a.Content) != 1 || a.Content[0].Type != "tool_use" || a.Content[0].Name != "get_weather" {
+			t.Errorf("messages, max_tokens %d: %+v", max, a)
+		}
+	}
+	var rs struct {
+		Status string
+		Output []struct{ Type, Status, Name string }
+	}
+	json.Unmarshal([]byte(post("/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":60,"temperature":0,"input":"Weather?",`+
+		`"tool_choice":{"type":"function","name":"get_weather"},"tools":[{"type":"function","name":"get_time","parameters":%s},{"type":"function","name":"get_weather","parameters":%s}]}`,
+		s.Model, params, params))), &rs)
+	if rs.Status != "completed" || len(rs.Output) != 1 || rs.Output[0].Type != "function_call" || rs.Output[0].Name != "get_weather" || rs.Output[0].Status != "completed" {
+		t.Errorf("responses: %+v", rs)
 	}
 }
 

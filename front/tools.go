@@ -98,11 +98,11 @@ func CutToolCalls(text string, offered []string, parallel bool) (calls []chat.To
 // cutCalls reads the output of a forced tool call (ToolGrammar's form in
 // syntax syn) that the token limit cut off, as the APIs return one: the
 // calls it completed, then the call it cut with its arguments as far as
-// they came (not valid JSON, or empty). A name the cut left partial is the
-// one offered name it begins; ok is false when it could be several, or
-// when the cut came before the first call's object began (in a syntax with
-// markers, a cut in or right after the first marker is a call of the only
-// tool offered).
+// they came (not valid JSON, or empty). A name the cut left partial, or
+// that had not begun (a cut before the first call's object, or in or right
+// after the first marker), is the one offered name it begins: with one name
+// offered (a named tool_choice) the cut always gives a call, as OpenAI
+// always returns one; ok is false when the name could be several.
 func cutCalls(text string, offered []string, parallel bool, syn grammar.CallSyntax) (calls []chat.ToolCall, ok bool) {
 	text = strings.TrimLeft(withoutStops(text), " \t\r\n")
 	argsKey, array := syn.ArgsKey, false
@@ -125,7 +125,7 @@ func cutCalls(text string, offered []string, parallel bool, syn grammar.CallSynt
 	}
 	s := cutScanner{s: text}
 	array = s.take('[') || array
-	if s.space(); marked != "" && s.s == "" {
+	if s.space(); s.s == "" {
 		return onlyCall(offered)
 	}
 	for {

@@ -144,6 +144,10 @@ func TestCutToolCalls(t *testing.T) {
 		{"not a call", `Hello`, true, nil},
 		{"not a call, one offered", `{"nombre": "x"`, true, nil},
 		{"empty", ``, true, nil},
+		{"empty, one offered", ` `, true, []string{"get_weather="}},
+		{"before the array's first call, one offered", ` [ `, true, []string{"get_weather="}},
+		{"before the first call", `[`, true, nil},
+		{"after a call, before the next", `[{"name": "get_weather", "parameters": {}}, `, true, []string{`get_weather={}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls, ok := CutToolCalls(tc.text, offered, tc.parallel)

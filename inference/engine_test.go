@@ -78,6 +78,32 @@ func TestGenerate(t *testing.T) {
 	})
 }
 
+// TestDeltaUsage: every delta carries the prompt's tokens and how many of
+// them were reused, known once the request runs (Anthropic's message_start
+// sends them before the reply); the rest of Usage comes with Done.
+func TestDeltaUsage(t *testing.T) {
+	e, _ := setupStore(t, []int32{1, 2})
+	if _, err := run(t, e, inference.Request{Prompt: []int32{10, 11, 12, 13}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{10, 11, 12, 20, 21}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	for ev := range s.Events() {
+		if !ev.Done {
+			deltas++
+			if ev.Usage != (inference.Usage{PromptTokens: 5, CachedTokens: 3}) {
+				t.Fatalf("delta %+v", ev)
+			}
+		}
+	}
+	if deltas == 0 {
+		t.Fatal("no delta")
+	}
+}
+
 // TestPrefixCacheAndChoices: a request reuses the rows of an earlier one's
 // prompt (through the KV store) and its second choice evaluates the
 // prompt again (a one-sequence model cannot fork).

@@ -110,9 +110,10 @@ func rate(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Event is one step of a request's stream. Deltas carry text and tokens; the
+// Event is one step of a request's stream. Deltas carry text and tokens, and
+// Usage's PromptTokens and CachedTokens (known once the request runs); the
 // last event of each choice has Finish set; the final event of the request
-// has Done set with Usage and Timings (and Err when it failed).
+// has Done set with the whole Usage and Timings (and Err when it failed).
 type Event struct {
 	Choice   int
 	Text     string           // new text, UTF-8 complete, stop strings withheld

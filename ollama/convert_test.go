@@ -2,6 +2,7 @@ package ollama
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,22 @@ func TestTemplate(t *testing.T) {
 		"{{ .System }}<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 	if got != want {
 		t.Fatalf("template %q", got)
+	}
+}
+
+// TestShowModelInfo: model_info carries the shape keys Ollama sends, under
+// the family's prefix, for the sizes the card knows, and none it does not.
+func TestShowModelInfo(t *testing.T) {
+	c := Card{Name: "m", Family: "llama", ContextLen: 512, VocabSize: 128256,
+		Arch: Arch{Params: 1235814400, Hidden: 2048, Layers: 16, FFN: 8192, Heads: 32, KVHeads: 8}}
+	want := map[string]any{"general.architecture": "llama", "general.basename": "m", "general.parameter_count": int64(1235814400),
+		"llama.context_length": 512, "llama.vocab_size": 128256, "llama.embedding_length": int64(2048), "llama.block_count": int64(16),
+		"llama.attention.head_count": int64(32), "llama.attention.head_count_kv": int64(8), "llama.feed_forward_length": int64(8192)}
+	if got := Show(c).ModelInfo; !reflect.DeepEqual(got, want) {
+		t.Fatalf("model_info %v,\nwant %v", got, want)
+	}
+	c.Arch = Arch{Hidden: 64}
+	if got := Show(c).ModelInfo; len(got) != 5 || got["llama.embedding_length"] != int64(64) || got["general.parameter_count"] != nil {
+		t.Fatalf("model_info with one size known: %v", got)
 	}
 }

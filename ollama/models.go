@@ -32,6 +32,14 @@ type Card struct {
 	// ExpiresAt is when the loaded model will be unloaded (/api/ps); zero:
 	// it stays loaded.
 	ExpiresAt time.Time
+	Arch      Arch
+}
+
+// Arch is the model's shape from its config; 0 is unknown.
+type Arch struct {
+	Params              int64 // parameters, tied embeddings counted once
+	Hidden, Layers, FFN int   // embedding length, blocks, feed-forward length
+	Heads, KVHeads      int
 }
 
 // capabilities are what the served Llama-3.2 instruct model does.
@@ -78,15 +86,29 @@ func Process(cs ...Card) ProcessResponse {
 	return out
 }
 
-// Show is the /api/show body: details, model_info with the context length,
-// the prompt template as this server renders it, and the sampling defaults
-// as Modelfile parameters.
+// Show is the /api/show body: details, model_info with the keys Ollama
+// sends for the model's shape (those its config gives), the prompt template
+// as this server renders it, and the sampling defaults as Modelfile
+// parameters.
 func Show(c Card) ShowResponse {
 	info := map[string]any{
 		"general.architecture":       c.Family,
 		"general.basename":           c.Name,
 		c.Family + ".context_length": c.ContextLen,
 		c.Family + ".vocab_size":     c.VocabSize,
+	}
+	a := c.Arch
+	for key, v := range map[string]int64{
+		"general.parameter_count":             a.Params,
+		c.Family + ".embedding_length":        int64(a.Hidden),
+		c.Family + ".block_count":             int64(a.Layers),
+		c.Family + ".attention.head_count":    int64(a.Heads),
+		c.Family + ".attention.head_count_kv": int64(a.KVHeads),
+		c.Family + ".feed_forward_length":     int64(a.FFN),
+	} {
+		if v > 0 {
+			info[key] = v
+		}
 	}
 	params := c.parameters()
 	tmpl := Template(c.Date)

@@ -40,6 +40,9 @@ type Generation struct {
 	ForcedTools bool
 	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
 	ToolFormat front.ToolFormat
+	// ForcedName is the function a named tool_choice forces: the only
+	// name a call can have, however early the limit cut it.
+	ForcedName string
 	// Echo is the prompt text prepended to each completion (completions echo).
 	Echo string
 }
@@ -116,7 +119,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		if gr, err = toolGrammar(r.Tools, apiNames, mode, parallel, p.GrammarOptions()); err != nil {
 			return nil, err
 		}
-		g.ForcedTools = true
+		g.ForcedTools, g.ForcedName = true, mode.name
 	}
 	if err := constrain(g, gr, p); err != nil {
 		return nil, err
@@ -132,6 +135,8 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 	switch {
 	case r.Suffix != nil && *r.Suffix != "":
 		return nil, invalid("suffix", "suffix (fill-in-the-middle) is not supported by this model")
+	case r.BestOf != nil && r.N != nil && *r.BestOf < *r.N:
+		return nil, invalid("best_of", "best_of must be greater than or equal to n")
 	case r.BestOf != nil && *r.BestOf != 1:
 		return nil, invalid("best_of", "best_of other than 1 is not supported")
 	}
@@ -362,7 +367,8 @@ func prediction(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// rejectUnsupportedChat refuses the options this server cannot honour.
+// rejectUnsupportedChat refuses the options this server cannot honour, and
+// what OpenAI's API refuses ("tools": [], checkMessages).
 func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 	switch {
 	case !isNull(r.Audio):
@@ -371,13 +377,15 @@ func rejectUnsupportedChat(r *ChatCompletionRequest) error {
 		return invalid("functions", "functions is deprecated and not supported; use tools")
 	case !isNull(r.FunctionCall):
 		return invalid("function_call", "function_call is deprecated and not supported; use tool_choice")
+	case r.Tools != nil && len(r.Tools) == 0: // as OpenAI's API
+		return invalid("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
 	for i, m := range r.Modalities {
 		if m != "text" {
 			return invalid(fmt.Sprintf("modalities[%d]", i), "modality %q is not supported; only \"text\"", m)
 		}
 	}
-	return nil
+	return checkMessages(r.Messages)
 }
 
 // Apply sets the template options the kwargs give (k may be nil) and returns

@@ -133,6 +133,31 @@ func ToChatMessages(msgs []Message) ([]chat.Message, error) {
 	return out, nil
 }
 
+// checkMessages refuses what OpenAI's chat completions refuse, in its
+// words: an empty content array, and a tool message that does not answer
+// an assistant message with tool_calls (before it, past other tool
+// messages). /apply-template, llama.cpp's helper, renders them as they are.
+func checkMessages(msgs []Message) error {
+	for i, m := range msgs {
+		if m.Content.Text == nil && m.Content.Parts != nil && len(m.Content.Parts) == 0 {
+			return invalid(fmt.Sprintf("messages[%d].content", i),
+				"Invalid 'messages[%d].content': empty array. Expected an array with minimum length 1, but got an empty array instead.", i)
+		}
+		if m.Role != "tool" {
+			continue
+		}
+		j := i - 1
+		for j >= 0 && msgs[j].Role == "tool" {
+			j--
+		}
+		if j < 0 || msgs[j].Role != "assistant" || len(msgs[j].ToolCalls) == 0 {
+			return invalid(fmt.Sprintf("messages.[%d].role", i),
+				"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
+		}
+	}
+	return nil
+}
+
 // ChatRole maps an API message role to the template's role: "developer"
 // (the newer name OpenAI gives system instructions) is "system"; other roles
 // are unchanged.

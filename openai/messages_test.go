@@ -32,8 +32,16 @@ func TestToChatMessages(t *testing.T) {
 			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f", Arguments: json.RawMessage(`{"x":1}`)}}}}, ""},
 		{"empty arguments", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":""}}]}]`,
 			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "f"}}}}, ""},
-		{"tool result", `[{"role":"tool","tool_call_id":"call_1","name":"f","content":"{\"ok\":true}"}]`,
-			[]chat.Message{{Role: "tool", ToolCallID: "call_1", Name: "f", Content: `{"ok":true}`}}, ""},
+		{"tool result", `[{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f"}}]},` +
+			`{"role":"tool","tool_call_id":"call_1","name":"f","content":"{\"ok\":true}"},{"role":"tool","tool_call_id":"call_2","content":"2"}]`,
+			[]chat.Message{{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "f"}}},
+				{Role: "tool", ToolCallID: "call_1", Name: "f", Content: `{"ok":true}`}, {Role: "tool", ToolCallID: "call_2", Content: "2"}}, ""},
+		// As OpenAI's API: a tool message answers an assistant's tool_calls.
+		{"tool result first", `[{"role":"tool","tool_call_id":"call_1","content":"x"}]`, nil, "messages.[0].role"},
+		{"tool result after a user turn", `[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f"}}]},{"role":"user","content":"x"},` +
+			`{"role":"tool","tool_call_id":"call_1","content":"x"}]`, nil, "messages.[2].role"},
+		{"tool result after text", `[{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"tool","content":"x"}]`, nil, "messages.[2].role"},
+		{"empty content array", `[{"role":"user","content":[]}]`, nil, "messages[0].content"},
 		{"no messages", `[]`, nil, "messages"},
 		{"image part", `[{"role":"user","content":"x"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:"}}]}]`, nil, "messages[1].content[0].type"},
 		{"audio part", `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"input_audio"}]}]`, nil, "messages[0].content[1].type"},
@@ -49,7 +57,11 @@ func TestToChatMessages(t *testing.T) {
 			if err := json.Unmarshal([]byte(tt.json), &msgs); err != nil {
 				t.Fatal(err)
 			}
-			got, err := ToChatMessages(msgs)
+			err := checkMessages(msgs)
+			var got []chat.Message
+			if err == nil {
+				got, err = ToChatMessages(msgs)
+			}
 			if tt.param != "" {
 				var inv *inference.InvalidRequestError
 				if !errors.As(err, &inv) || inv.Param != tt.param {

@@ -371,7 +371,7 @@ func (g *Generation) ToolCalls(text string, f inference.FinishReason) ([]ToolCal
 
 // reply is ToolCalls with the content before the calls.
 func (g *Generation) reply(text string, f inference.FinishReason) (string, []ToolCall, bool) {
-	return front.ToolCallsAs(g.ToolFormat, text, g.Tools, true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
+	return front.ToolCallsAs(g.ToolFormat, text, g.callable(), true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
 	})
 }
@@ -382,11 +382,23 @@ func (g *Generation) cut(f inference.FinishReason) bool {
 	return g.ForcedTools && finishReason(f) == "length"
 }
 
+// callable is the names a call can have: the forced one, else the tools'.
+func (g *Generation) callable() []string {
+	if g.ForcedName != "" {
+		return []string{g.ForcedName}
+	}
+	return g.Tools
+}
+
 // callsFinish is the finish_reason of a choice of tool calls: "tool_calls",
-// or "length" when the limit cut them.
-func callsFinish(reason string) string {
-	if reason == "length" {
+// "stop" for the call of a named tool_choice (as OpenAI gives, and vLLM
+// since), or "length" when the limit cut them.
+func (g *Generation) callsFinish(reason string) string {
+	switch {
+	case reason == "length":
 		return reason
+	case g.ForcedName != "":
+		return "stop"
 	}
 	return "tool_calls"
 }
@@ -408,7 +420,7 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 	for i, c := range res.Choices {
 		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
 		if content, calls, ok := g.reply(c.Text, c.Finish); ok {
-			ch.Message.ToolCalls, ch.FinishReason = calls, callsFinish(ch.FinishReason)
+			ch.Message.ToolCalls, ch.FinishReason = calls, g.callsFinish(ch.FinishReason)
 			if content != "" {
 				ch.Message.Content = &content
 			}

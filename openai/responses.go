@@ -352,7 +352,7 @@ func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessag
 		if gr, err = toolGrammar(tools, names, mode, parallel, p.GrammarOptions()); err != nil {
 			return err
 		}
-		g.ForcedTools = true
+		g.ForcedTools, g.ForcedName = true, mode.name
 	}
 	return constrain(g, gr, p)
 }
@@ -593,7 +593,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 // kept, as OpenAI guarantees at most one. A forced call that the token
 // limit cut off is read as far as it came.
 func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) (string, []chat.ToolCall, bool) {
-	return front.ParseReply(g.ToolFormat, text, g.Tools, g.Response.ParallelToolCalls, g.cut(f))
+	return front.ParseReply(g.ToolFormat, text, g.callable(), g.Response.ParallelToolCalls, g.cut(f))
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {

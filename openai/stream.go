@@ -103,7 +103,7 @@ func (s *Stream) Event(ev inference.Event) []Frame {
 	if text, held := c.gate.End(); held {
 		if calls, ok := s.g.ToolCalls(text, ev.Finish); ok {
 			out = append(out, s.toolCallDeltas(ev.Choice, calls, c.ids, c.lps)...)
-			reason = callsFinish(reason)
+			reason = s.g.callsFinish(reason)
 		} else if text != "" || len(c.ids) > 0 {
 			out = append(out, s.contentDelta(ev.Choice, text, c.ids, c.lps))
 		}

@@ -232,3 +232,46 @@ func FuzzRequestDecoding(f *testing.F) {
 		}
 	})
 }
+
+// TestForcedNamedTool: a named tool_choice's call ends with finish_reason
+// "stop", as OpenAI's does ("tool_calls" for tool_choice "required" and
+// auto), alike whole and streamed; cut by max_tokens before its name is
+// complete it is still the named function's call (the only name possible),
+// with finish_reason "length".
+func TestForcedNamedTool(t *testing.T) {
+	tools := []string{"get_weather", "get_time"}
+	whole := `{"name": "get_weather", "parameters": {"city": "Paris"}}`
+	for _, tc := range []struct {
+		name, text string
+		forced     string
+		finish     inference.FinishReason
+		want       string // finish_reason; "" for content
+	}{
+		{"named", whole, "get_weather", inference.FinishStop, "stop"},
+		{"required", whole, "", inference.FinishStop, "tool_calls"},
+		{"named, cut in the name", `{"name": "get_`, "get_weather", inference.FinishLength, "length"},
+		{"named, cut before the name", `{"`, "get_weather", inference.FinishLength, "length"},
+		{"required, cut where two names fit", `{"name": "get_`, "", inference.FinishLength, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &Generation{Request: inference.Request{N: 1}, Tools: tools, ForcedTools: true, ForcedName: tc.forced}
+			res := inference.Result{Choices: []inference.Choice{{Text: tc.text, Finish: tc.finish}}}
+			c := ToChatCompletion(g, Meta{ID: "chatcmpl-x", Model: "m"}, res).Choices[0]
+			if tc.want == "" {
+				if c.Message.Content == nil || len(c.Message.ToolCalls) != 0 {
+					t.Fatalf("%+v, want content", c)
+				}
+				return
+			}
+			if c.FinishReason != tc.want || c.Message.Content != nil || len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0].Function.Name != "get_weather" {
+				t.Fatalf("finish %q, message %+v; want a get_weather call, %q", c.FinishReason, c.Message, tc.want)
+			}
+			s := NewChatStream(g, Meta{ID: "chatcmpl-x", Created: 1, Model: "m", Fingerprint: Fingerprint})
+			out := frames(t, s, append(deltas(0, tc.text, 3), inference.Event{Finish: tc.finish}, inference.Event{Done: true}))
+			last := out[len(out)-1]
+			if !strings.Contains(strings.Join(out, "\n"), `"name":"get_weather"`) || !strings.Contains(last, `"finish_reason":"`+tc.want+`"`) {
+				t.Fatalf("stream %v", out)
+			}
+		})
+	}
+}

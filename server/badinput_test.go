@@ -363,6 +363,7 @@ func TestBadInput(t *testing.T) {
 		{name: "tool_choice required without tools", path: chat, body: chatBody(`"tool_choice":"required"`), status: 400, typ: inv, param: "tool_choice", contains: []string{"tools"}},
 		{name: "unsupported audio", path: chat, body: chatBody(`"audio":{"voice":"alloy"}`), status: 400, typ: inv, param: "audio", contains: []string{"not supported"}},
 		{name: "unsupported suffix", path: compl, body: complBody(`"suffix":"end"`), status: 400, typ: inv, param: "suffix", contains: []string{"not supported"}},
+		{name: "best_of below n", path: compl, body: complBody(`"best_of":1,"n":8`), status: 400, typ: inv, param: "best_of", contains: []string{"best_of must be greater than or equal to n"}},
 		{name: "unsupported best_of", path: compl, body: complBody(`"best_of":3`), status: 400, typ: inv, param: "best_of", contains: []string{"not supported"}},
 		{name: "unsupported several prompts", path: compl, body: `{"model":"` + modelID + `","prompt":["a","b"]}`, status: 400, typ: inv, param: "prompt", contains: []string{"supported"}},
 		{name: "stream_options without stream", path: chat, body: chatBody(`"stream_options":{"include_usage":true}`), status: 400, typ: inv, param: "stream_options"},

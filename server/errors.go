@@ -124,7 +124,7 @@ func errorFor(err error, promptParam string) (*APIError, bool) {
 			Param: promptParam, Message: msg + ". Please reduce the length of the " + promptParam + "."}, false
 	case errors.As(err, &tooLong):
 		return &APIError{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "context_length_exceeded",
-			Param: promptParam, Message: fmt.Sprintf("Your %s render to more than %d bytes of prompt text, more than this "+
+			Param: promptParam, Message: fmt.Sprintf("Your %s rendered to more than %d bytes of prompt text, more than this "+
 				"model's context can hold. Please reduce the length of the %s or tools.", promptParam, tooLong.MaxBytes, promptParam)}, false
 	case errors.As(err, &invReq):
 		return invalid(invReq.Param, "%s", invReq.Message), false

@@ -35,6 +35,8 @@ func TestErrorFor(t *testing.T) {
 		{"context length with max_tokens", &inference.ContextLengthError{PromptTokens: 500, MaxTokens: 100, ContextLen: 512}, 400,
 			TypeInvalidRequest, "context_length_exceeded", "messages", 0, false,
 			"This model's maximum context length is 512 tokens. However, your messages resulted in 500 tokens and 100 in the completion (max_tokens). Please reduce the length of the messages."},
+		{"rendered too long", &chat.LengthError{MaxBytes: 65536}, 400, TypeInvalidRequest, "context_length_exceeded", "messages", 0, false,
+			"Your messages rendered to more than 65536 bytes of prompt text, more than this model's context can hold. Please reduce the length of the messages or tools."},
 		{"invalid request", &inference.InvalidRequestError{Param: "logit_bias", Message: "token id 999999 out of range"}, 400,
 			TypeInvalidRequest, "", "logit_bias", 0, false, "token id 999999 out of range"},
 		{"chat error", &chat.Error{Param: "messages[2].role", Message: "unknown role"}, 400, TypeInvalidRequest, "", "messages[2].role", 0, false, "unknown role"},

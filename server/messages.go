@@ -59,16 +59,25 @@ type messageStream struct {
 	st *anthropic.Stream
 }
 
-func (c messageStream) start() { sendNamed(c.sseWriter, c.st.Start()) }
+// start sends nothing: message_start waits for the first event, which
+// says how much of the prompt was read from the cache (or for a ping or a
+// failure, whichever comes first).
+func (c messageStream) start() {}
 
 func (c messageStream) event(ev inference.Event) { sendNamed(c.sseWriter, c.st.Event(ev)) }
 
-func (c messageStream) ping() { sendNamed(c.sseWriter, []anthropic.Event{anthropic.Ping()}) }
+func (c messageStream) ping() {
+	if evs := c.st.Start(); evs != nil {
+		sendNamed(c.sseWriter, evs) // message_start, then its ping
+		return
+	}
+	sendNamed(c.sseWriter, []anthropic.Event{anthropic.Ping()})
+}
 
-func (messageStream) committed() bool { return true } // message_start went out first
+func (messageStream) committed() bool { return true } // message_start goes out first, whatever comes
 
 func (c messageStream) fail(api *APIError) {
-	sendNamed(c.sseWriter, []anthropic.Event{anthropic.Fail(anthropicBody(api).Error)})
+	sendNamed(c.sseWriter, append(c.st.Start(), anthropic.Fail(anthropicBody(api).Error)))
 }
 
 func (messageStream) finish() {}

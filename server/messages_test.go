@@ -148,6 +148,12 @@ func TestMessagesBadInput(t *testing.T) {
 		{name: "stop_sequences string", body: msgBody(`"stop_sequences":"x"`), status: 400, typ: inv, contains: []string{"stop_sequences"}},
 		{name: "metadata.user_id number", body: msgBody(`"metadata":{"user_id":5}`), status: 400, typ: inv, contains: []string{"user_id"}},
 		{name: "Anthropic-only fields are ignored", body: msgBody(`"metadata":{"user_id":"u1"},"thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},"output_config":{"effort":"medium"},"service_tier":"auto"`), status: 200},
+		// Anthropic's words for an empty turn; a final assistant turn may be empty.
+		{name: "empty user content", body: msgsBody(`[{"role":"user","content":""}]`), status: 400, typ: inv,
+			contains: []string{"messages.0: all messages must have non-empty content except for the optional final assistant message"}},
+		{name: "empty content blocks", body: msgsBody(`[{"role":"user","content":"Hi"},{"role":"assistant","content":[]},{"role":"user","content":"Hi"}]`), status: 400, typ: inv,
+			contains: []string{"messages.1: all messages must have non-empty content"}},
+		{name: "empty final assistant turn", body: msgsBody(`[{"role":"user","content":"Hi"},{"role":"assistant","content":""}]`), status: 200},
 		{name: "thinking not an object", body: msgBody(`"thinking":"yes"`), status: 400, typ: inv, contains: []string{"thinking"}},
 		{name: "thinking without type", body: msgBody(`"thinking":{}`), status: 400, typ: inv, contains: []string{"thinking.type"}},
 		{name: "mcp_servers", body: msgBody(`"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), status: 400, typ: inv, contains: []string{"mcp_servers"}},
@@ -394,5 +400,49 @@ func TestMessagesOwners(t *testing.T) {
 	}
 	if read, _ := ask("sk-b"); read != 0 {
 		t.Fatalf("another key's request read %d cached tokens", read)
+	}
+}
+
+// TestMessagesStreamStartUsage: a streamed reply's message_start carries
+// the prompt's split into input_tokens and cache_read_input_tokens (and
+// cache_creation_input_tokens), as Anthropic's does and LangChain reads it;
+// it agrees with message_delta's.
+func TestMessagesStreamStartUsage(t *testing.T) {
+	r := newRig(t, rigOptions{model: claudeAliases})
+	body := msgsBody(`[{"role":"user","content":"`+strings.Repeat("The same long question. ", 40)+`"}]`, `"stream":true`)
+	type usage struct {
+		Input    *int `json:"input_tokens"`
+		Read     *int `json:"cache_read_input_tokens"`
+		Creation *int `json:"cache_creation_input_tokens"`
+	}
+	ask := func() (start, delta usage) {
+		rep := r.do(t, "POST", msgPath, body)
+		names, data := sseEvents(t, rep.Body)
+		for i, name := range names {
+			var ev struct {
+				Message struct{ Usage usage }
+				Usage   usage
+			}
+			if err := json.Unmarshal([]byte(data[i]), &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch name {
+			case "message_start":
+				start = ev.Message.Usage
+			case "message_delta":
+				delta = ev.Usage
+			}
+		}
+		if rep.Status != 200 || start.Input == nil || start.Read == nil || start.Creation == nil || delta.Read == nil {
+			t.Fatalf("%d %s", rep.Status, rep.Body)
+		}
+		return start, delta
+	}
+	first, _ := ask()
+	start, delta := ask()
+	if *start.Read == 0 || *start.Read != *delta.Read || *start.Input != *delta.Input || *start.Creation != 0 ||
+		*start.Input+*start.Read != *first.Input+*first.Read {
+		t.Fatalf("repeat: message_start %d input + %d read, message_delta %d + %d; first %d + %d",
+			*start.Input, *start.Read, *delta.Input, *delta.Read, *first.Input, *first.Read)
 	}
 }

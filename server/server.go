@@ -145,6 +145,15 @@ type ModelDetails struct {
 	Size          int64  // bytes of the model's files
 	Digest        string // "sha256:…" of the files' identity
 	ModifiedAt    time.Time
+	Arch          ModelArch
+}
+
+// ModelArch is the model's shape, as its config says (Ollama's /api/show
+// model_info); 0 is unknown.
+type ModelArch struct {
+	Params              int64 // parameters, tied embeddings counted once
+	Hidden, Layers, FFN int   // embedding length, blocks, feed-forward length
+	Heads, KVHeads      int
 }
 
 // grammar returns the vocabulary index for structured outputs.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/front"
@@ -69,12 +70,8 @@ func (s *Server) detokenize(c *call, req *detokenizeRequest) error {
 	if req.Tokens == nil {
 		return invalid("tokens", "'tokens' is required and must be an array of token ids.")
 	}
-	if n := len(*req.Tokens); m.ContextLen > 0 && n > m.ContextLen {
-		// The text of a token can be 128 bytes and more once escaped: a
-		// body of ids would otherwise ask for a reply 20 times its size.
-		return invalid("tokens", "%d tokens is more than the model's context of %d tokens.", n, m.ContextLen)
-	}
 	ids := make([]int32, len(*req.Tokens))
+	raw := 0 // the pieces' bytes: the text, and so the reply, is at least as long
 	for i, id := range *req.Tokens {
 		if id < 0 || id > math.MaxInt32 {
 			return badToken(i, id, m)
@@ -83,9 +80,50 @@ func (s *Server) detokenize(c *call, req *detokenizeRequest) error {
 			return badToken(i, id, m)
 		}
 		ids[i] = int32(id)
+		if raw += len(m.Tokenizer.Piece(ids[i])); raw > detokenizeReplyLimit {
+			return replyTooLarge(len(ids))
+		}
 	}
-	writeJSON(c.w, http.StatusOK, map[string]string{"content": m.Tokenizer.Decode(ids, false)})
+	reply := detokenizeReply{Content: m.Tokenizer.Decode(ids, false)}
+	if replyLen(reply.Content) > detokenizeReplyLimit {
+		return replyTooLarge(len(ids))
+	}
+	writeJSON(c.w, http.StatusOK, reply)
 	return nil
+}
+
+// detokenizeReplyLimit bounds a /detokenize reply in bytes. A request is
+// bounded by server.body_limit, but a token's text can be over 100 bytes
+// (6 bytes a control byte once escaped), so a body of ids could otherwise
+// ask for a reply 20 times its size.
+const detokenizeReplyLimit = 4 << 20
+
+type detokenizeReply struct {
+	Content string `json:"content"`
+}
+
+// replyLen is the length of the JSON writeJSON writes for a detokenizeReply
+// with content s: encoding/json's escapes, HTML characters left as they are.
+func replyLen(s string) int {
+	n := len(`{"content":""}` + "\n")
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029' || r == utf8.RuneError && size == 1:
+			n += 6 // \u00XX, \u2028, \u2029, \ufffd
+		default:
+			n += size
+		}
+	}
+	return n
+}
+
+func replyTooLarge(n int) error {
+	return invalid("tokens", "The text of these %d tokens is more than the reply limit of %d bytes. Please detokenize fewer tokens at a time.",
+		n, detokenizeReplyLimit)
 }
 
 type detokenizeRequest struct {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,7 +59,7 @@ func TestTokenizeErrors(t *testing.T) {
 		{"/detokenize", `{"tokens":[9906,1917,128256]}`, "tokens[2]"},
 		{"/detokenize", `{"tokens":[99999999999]}`, "tokens[0]"},
 		{"/detokenize", `{"tokens":"abc"}`, "tokens"},
-		{"/detokenize", `{"tokens":[` + strings.Repeat("9906,", 512) + `9906]}`, "tokens"}, // more than the context of 512
+		{"/detokenize", longTokens(t, 1<<20), "tokens"}, // a reply of about 20 MB, past the reply limit
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+" "+tt.body[:min(len(tt.body), 40)], func(t *testing.T) {
@@ -72,6 +73,85 @@ func TestTokenizeErrors(t *testing.T) {
 	rec := do(s, "POST", "/detokenize", `{"tokens":[128256]}`)
 	if msg := apiErr(t, rec).Message; !strings.Contains(msg, "128256") {
 		t.Errorf("message does not name the id: %q", msg)
+	}
+}
+
+// The reply limit counts the reply's bytes, escapes included: 1M ids of the
+// byte 0x00 are 1 MB of text but 6 MB of JSON (\u0000 each).
+func TestDetokenizeReplyLimit(t *testing.T) {
+	s, _ := newTest(t, Options{BodyLimit: 8 << 20})
+	escaped := `{"tokens":[` + strings.Repeat("188,", 1<<20) + `188]}`
+	rec := do(s, "POST", "/detokenize", escaped)
+	if e := apiErr(t, rec); rec.Code != 400 || str(e.Param) != "tokens" || !strings.Contains(e.Message, "reply limit of 4194304 bytes") {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	// Just under the limit: decoded.
+	n := (detokenizeReplyLimit - len(`{"content":""}`+"\n")) / 6
+	under := `{"tokens":[` + strings.Repeat("188,", n-1) + `188]}`
+	if rec := do(s, "POST", "/detokenize", under); rec.Code != 200 || rec.Body.Len() > detokenizeReplyLimit {
+		t.Fatalf("%d ids: %d, %d bytes", n, rec.Code, rec.Body.Len())
+	}
+}
+
+// longTokens is a /detokenize body of size bytes repeating the id of the
+// vocabulary's longest token.
+func longTokens(t *testing.T, size int) string {
+	tok := testTokenizer(t)
+	long := int32(0)
+	for id := range int32(tok.VocabSize()) {
+		if len(tok.Piece(id)) > len(tok.Piece(long)) {
+			long = id
+		}
+	}
+	ids := strings.Repeat(strconv.Itoa(int(long))+",", (size-len(`{"tokens":[0]}`))/(len(strconv.Itoa(int(long)))+1))
+	return `{"tokens":[` + ids + `0]}`
+}
+
+// Every tokenizer golden case decodes, however many ids: /detokenize is
+// bounded by the request body and the reply's bytes, not by the context
+// (4,716 ids here; the tiny model's context is 512).
+func TestDetokenizeGoldens(t *testing.T) {
+	s, _ := newTest(t, Options{})
+	type golden struct {
+		IDs     []int32 `json:"ids"`
+		Decoded string  `json:"decoded"`
+	}
+	most := 0
+	for i, g := range testjsonl.Read[golden](t, "../testdata/tokenizer/golden_public.jsonl") {
+		body, _ := json.Marshal(map[string]any{"tokens": g.IDs})
+		rec := do(s, "POST", "/detokenize", string(body))
+		var resp struct{ Content *string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != 200 || resp.Content == nil {
+			t.Errorf("case %d (%d ids): %d %.200s", i, len(g.IDs), rec.Code, rec.Body)
+			continue
+		}
+		if *resp.Content != g.Decoded {
+			t.Errorf("case %d: got %.80q, want %.80q", i, *resp.Content, g.Decoded)
+		}
+		most = max(most, len(g.IDs))
+	}
+	if most <= testModel(t).ContextLen {
+		t.Fatalf("the longest case has %d ids: none past the context", most)
+	}
+}
+
+// replyLen counts what writeJSON writes, for every escape encoding/json makes.
+func TestReplyLen(t *testing.T) {
+	tok := testTokenizer(t)
+	texts := []string{"", "plain", "\"\\\b\f\n\r\t", "\x00\x01\x1f <>&", "\u2028\u2029", "\xff\xfe", "\ufffd", "é😀"}
+	for id := range int32(tok.VocabSize()) {
+		texts = append(texts, string(tok.Piece(id)))
+	}
+	for _, text := range texts {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(detokenizeReply{Content: text}); err != nil {
+			t.Fatal(err)
+		}
+		if got := replyLen(text); got != b.Len() {
+			t.Fatalf("replyLen(%q) = %d, want %d", text, got, b.Len())
+		}
 	}
 }
 

@@ -107,6 +107,9 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 				if pr.Family != "" {
 					d.Family = pr.Family
 				}
+				if d.Arch = pr.Shape.arch(); d.Arch.Params == 0 {
+					d.Arch.Params = namedParams(d.ParameterSize)
+				}
 			}
 		}
 		c.details[i] = d

@@ -72,6 +72,7 @@ func probeGenie(dir string) (modelProbe, error) {
 	var hf map[string]any
 	if b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes); err == nil && json.Unmarshal(b, &hf) == nil {
 		pr.Generated, _ = hf[generatedKey].(string)
+		pr.Shape = hfShape(hf)
 	}
 	return pr, nil
 }

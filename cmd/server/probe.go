@@ -24,6 +24,7 @@ type modelProbe struct {
 	// (generatedKey, written by hexserve mkmodel); "" for real
 	// weights.
 	Generated string
+	Shape     shape // what its config says of its sizes
 }
 
 // probeModel reads what can be known of model m at start, cheaply: a
@@ -55,7 +56,8 @@ func probeModel(m config.Model) (modelProbe, error) {
 			return modelProbe{}, err
 		}
 	}
-	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family, Generated: bundleGenerated(b.Manifest)}, nil
+	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family, Generated: bundleGenerated(b.Manifest),
+		Shape: bundleShape(b, bundleRoot(file))}, nil
 }
 
 // bundleGenerated is the manifest's note of generated weights: the
@@ -89,7 +91,7 @@ func probePTE(file string) (modelProbe, error) {
 	if cl := v[0].Int; cl < 2 || cl > bundle.MaxContext+1 {
 		return modelProbe{}, fmt.Errorf("pte: %s: get_max_context_len %d is out of range", file, cl)
 	}
-	pr := modelProbe{ContextLen: int(v[0].Int) - 1}
+	pr := modelProbe{ContextLen: int(v[0].Int) - 1, Shape: pteShape(f)}
 	if g := f.Metadata[generatedKey]; len(g) == 1 && g[0].Kind == pte.KindString {
 		pr.Generated = g[0].String
 	}

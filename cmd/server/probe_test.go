@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/server"
 )
 
 // TestProbeMatchesLoad: for each kind, the context length probed from the
@@ -62,6 +63,39 @@ func TestProbeFails(t *testing.T) {
 			pr, err := probeModel(m)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("probe %s: %+v, %v; want an error with %q", tc.path, pr, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestProbeShape: each kind's files give the shape /api/show reports, the
+// parameter count where the config gives every size (mkmodel's tiny preset:
+// hidden 64, 2 blocks, 4 heads, 2 KV heads, feed-forward 256, tied).
+func TestProbeShape(t *testing.T) {
+	bundleDir, _ := tinyBundle(t)
+	genieDir := filepath.Join(testTmp, "shape-genie")
+	mkTiny(t, "genie", genieDir)
+	pteDir := filepath.Join(testTmp, "shape-pte")
+	mkTiny(t, "pte", pteDir, "--ctx", "96", "--prefill-chunk", "16")
+	tiny := server.ModelArch{Params: 128256*64 + 2*(64*64*2+2*64*32+3*64*256+2*64) + 64, Hidden: 64, Layers: 2, FFN: 256, Heads: 4, KVHeads: 2}
+	for _, tc := range []struct {
+		name, path string
+		want       server.ModelArch
+	}{
+		{"bundle", bundleDir, tiny},
+		{"genie", genieDir, tiny},
+		// A static-llama export's metadata has no feed-forward length.
+		{"pte", pteDir, server.ModelArch{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m config.Model
+			m.SetLocation(tc.path)
+			pr, err := probeModel(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pr.Shape.arch(); got != tc.want {
+				t.Errorf("shape %+v, want %+v", got, tc.want)
 			}
 		})
 	}
