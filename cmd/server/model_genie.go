@@ -9,11 +9,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -70,7 +70,7 @@ func probeGenie(dir string) (modelProbe, error) {
 	}
 	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family}
 	var hf map[string]any
-	if b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes); err == nil && json.Unmarshal(b, &hf) == nil {
+	if b, err := modelfile.ReadFile(filepath.Join(dir, "config.json"), modelfile.MaxConfig); err == nil && json.Unmarshal(b, &hf) == nil {
 		pr.Generated, _ = hf[generatedKey].(string)
 	}
 	return pr, nil
