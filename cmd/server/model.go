@@ -132,7 +132,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	)
 	switch kind {
 	case kindGenie:
-		model, tok, tokPath, loaded, err = openGenie(m, file, rt, log)
+		model, tok, tokPath, loaded, err = openGenie(m, int64(cfg.Engine.ModelMemory), file, rt, log)
 	case kindPTE:
 		tok, tokPath = pte.tok, pte.path
 		var runner *executorch.Runner

@@ -31,8 +31,9 @@ func genieDir(path string, st os.FileInfo) (string, bool) {
 
 // openGenie opens a Genie bundle on rt: the tokenizer is dialog.tokenizer.path (model.tokenizer
 // overrides it).
-func openGenie(m config.Model, dir string, rt *qnn.Runtime, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
-	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger()})
+func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
+	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger(),
+		AllowOutside: m.AllowOutsidePaths, Memory: memory})
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
@@ -63,12 +64,12 @@ func (o *ownedGenie) Close() error {
 
 // probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
 // dialog.context.size − 1, the runner's (the AR-1 graphs' past).
-func probeGenie(dir string) (modelProbe, error) {
-	c, err := genie.LoadConfig(dir)
+func probeGenie(m config.Model, dir string) (modelProbe, error) {
+	c, err := genie.LoadConfig(modelfile.Folder{Dir: dir, AllowOutside: m.AllowOutsidePaths})
 	if err != nil {
 		return modelProbe{}, err
 	}
-	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family}
+	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family, Outside: c.Outside}
 	var hf map[string]any
 	if b, err := modelfile.ReadFile(filepath.Join(dir, "config.json"), modelfile.MaxConfig); err == nil && json.Unmarshal(b, &hf) == nil {
 		pr.Generated, _ = hf[generatedKey].(string)

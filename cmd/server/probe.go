@@ -24,6 +24,9 @@ type modelProbe struct {
 	// (generatedKey, written by hexserve mkmodel); "" for real
 	// weights.
 	Generated string
+	// Outside is the bytes of the files the model names outside its
+	// folder (model.allow_outside_paths): its estimate counts them.
+	Outside int64
 }
 
 // probeModel reads what can be known of model m at start, cheaply: a
@@ -43,7 +46,7 @@ func probeModel(m config.Model) (modelProbe, error) {
 	case kindPTE:
 		return probePTE(file)
 	case kindGenie:
-		return probeGenie(file)
+		return probeGenie(m, file)
 	}
 	// The device's arch is unknown without the runtime: a bundle with one
 	// arch folder is read as it is, one with several as v79 (loadModel's
