@@ -31,7 +31,7 @@ func genieDir(path string, st os.FileInfo) (string, bool) {
 
 // openGenie opens a Genie bundle on rt: the tokenizer is dialog.tokenizer.path (model.tokenizer
 // overrides it).
-func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
+func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log zerolog.Logger) (endTokenModel, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
 	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger(),
 		AllowOutside: m.AllowOutsidePaths, Memory: memory})
 	if err != nil {
@@ -52,7 +52,17 @@ func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log ze
 // ownedGenie is a Genie runner that also owns its QNN runtime.
 type ownedGenie struct {
 	*genie.Runner
-	rt *qnn.Runtime
+	rt  *qnn.Runtime
+	eos []int32
+}
+
+func (o *ownedGenie) setEndTokens(ids []int32) { o.eos = ids }
+
+// Info is the runner's, with the end-token rule's end tokens.
+func (o *ownedGenie) Info() inference.ModelInfo {
+	i := o.Runner.Info()
+	i.EOS = withEndTokens(i.EOS, o.eos)
+	return i
 }
 
 // BufferBytes is the runtime's buffer memory (I/O and KV).
