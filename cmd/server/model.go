@@ -142,7 +142,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		tok, tokPath, dir, own = pte.tok, pte.path, filepath.Dir(file), "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>"
 		var runner *executorch.Runner
 		runner, err = executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
-			Logger: log.With().Str("component", "executorch").Logger()})
+			Logger: log.With().Str("component", "executorch").Logger(), Memory: int64(cfg.Engine.ModelMemory)})
 		if err == nil {
 			model, loaded = &ownedPTE{Runner: runner, rt: rt}, log.Info().Str("pte", file)
 		}
