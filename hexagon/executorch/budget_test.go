@@ -18,7 +18,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Open(Config{Path: path, Runtime: rt, EOS: []int32{128009}, Memory: st.Size() + 1})
-	testerr.Mentions(t, err, "KV cache (", "more than engine.model_memory")
+	testerr.Mentions(t, err, "KV cache (", "more than the budget of")
 	r, err := Open(Config{Path: path, Runtime: rt, EOS: []int32{128009}, Memory: 4 * st.Size()})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func (r *Runner) checkMemory(cl, decodeAR int, methods ...*layout) error {
 		}
 	}
 	if m := r.cfg.Memory; m > 0 && r.file.Size+kv+io > m {
-		return r.errf("the file (%d bytes), KV cache (%d) and graph I/O (%d) need %d bytes, more than engine.model_memory (%d)",
+		return r.errf("the file (%d bytes), KV cache (%d) and graph I/O (%d) need %d bytes, more than the budget of %d (engine.model_memory)",
 			r.file.Size, kv, io, r.file.Size+kv+io, m)
 	}
 	return nil

@@ -77,7 +77,7 @@ func TestHostileBundles(t *testing.T) {
 		{name: "part FIFO", edit: func(t *testing.T, d string) { fifo(t, d, part) }, want: []string{bins + "[1]", "a named pipe"}},
 		{name: "part /dev/zero", edit: func(t *testing.T, d string) { devZero(t, d, part) }, want: []string{bins + "[1]", "a device"}},
 		{name: "part 100 MB over the budget", edit: func(t *testing.T, d string) { huge(t, d, part) },
-			cfg: func(c *Config) { c.Memory = 50 << 20 }, want: []string{"parts (", "more than engine.model_memory"}},
+			cfg: func(c *Config) { c.Memory = 50 << 20 }, want: []string{"parts (", "more than the budget of"}},
 		{name: "part outside", edit: func(t *testing.T, d string) {
 			editConfig(t, d, bins, []any{geniesim.PartFile("tiny", 1, 3), outside(t, d, part), geniesim.PartFile("tiny", 3, 3)})
 		}, want: []string{bins + "[1]", "outside the model's folder"}},
@@ -85,13 +85,13 @@ func TestHostileBundles(t *testing.T) {
 			out := outside(t, d, part)
 			huge(t, filepath.Dir(out), part)
 			editConfig(t, d, bins, []any{geniesim.PartFile("tiny", 1, 3), out, geniesim.PartFile("tiny", 3, 3)})
-		}, cfg: func(c *Config) { c.AllowOutside, c.Memory = true, 50<<20 }, want: []string{"more than engine.model_memory"}},
+		}, cfg: func(c *Config) { c.AllowOutside, c.Memory = true, 50<<20 }, want: []string{"more than the budget of"}},
 		{name: "KV cache over the budget", cfg: func(c *Config) {
 			for k := 1; k <= 3; k++ { // the parts fit exactly, their KV cache and I/O do not
 				st, _ := os.Stat(filepath.Join(c.Dir, geniesim.PartFile("tiny", k, 3)))
 				c.Memory += st.Size()
 			}
-		}, want: []string{"KV cache (", "more than engine.model_memory"}, lacks: "KV cache (0)"},
+		}, want: []string{"KV cache (", "more than the budget of"}, lacks: "KV cache (0)"},
 		{name: "1000 parts", edit: func(t *testing.T, d string) {
 			many := make([]any, 1000)
 			for i := range many {

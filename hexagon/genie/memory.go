@@ -39,7 +39,7 @@ func (r *Runner) checkMemory() error {
 // fits refuses parts, KV cache and I/O bytes that together are more than Config.Memory.
 func (r *Runner) fits(parts, kv, io int64) error {
 	if m := r.cfg.Memory; m > 0 && parts+kv+io > m {
-		return r.errf("the parts (%d bytes), KV cache (%d) and graph I/O (%d) need %d bytes, more than engine.model_memory (%d)",
+		return r.errf("the parts (%d bytes), KV cache (%d) and graph I/O (%d) need %d bytes, more than the budget of %d (engine.model_memory)",
 			parts, kv, io, parts+kv+io, m)
 	}
 	return nil
