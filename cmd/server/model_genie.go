@@ -93,11 +93,15 @@ func samplingDefaults(c config.Sampling) sample.Params {
 		RepetitionPenalty: c.RepetitionPenalty}
 }
 
+// samplingDefaulter is a model with sampling defaults of its own (a Genie bundle's
+// dialog.sampler), asked for instead of the model's type.
+type samplingDefaulter interface{ Defaults() genie.Sampler }
+
 // modelSampling is a model's own sampling defaults, nil for a model that has none: a Genie
 // bundle's dialog.sampler (temp, top-k, top-p, seed) in place of config sampling's values,
 // as genie-t2t-run applies them to a dialog that sets none.
 func modelSampling(model inference.Model, c config.Sampling) *sample.Params {
-	g, ok := model.(*ownedGenie)
+	g, ok := model.(samplingDefaulter)
 	if !ok {
 		return nil
 	}
