@@ -18,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/endtokens"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -308,7 +309,7 @@ func (o *ownedPTE) Close() error {
 // one; from says which, for the load log.
 func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
 	dir := filepath.Dir(tokPath)
-	t, ok, err := chat.LoadTemplate(dir)
+	t, ok, err := chat.LoadTemplate(readBesideTokenizer, dir)
 	switch {
 	case err != nil:
 		return nil, "", fmt.Errorf("%s: %w", dir, err)
@@ -318,4 +319,15 @@ func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
 		return t, dir + " (Llama-3.2, rendered natively)", nil
 	}
 	return t, dir, nil
+}
+
+// readBesideTokenizer reads a file beside tokenizer.json for the chat template through the
+// model-file reader: tokenizer.json to its cap, the others (tokenizer_config.json,
+// chat_template.jinja) as configs.
+func readBesideTokenizer(path string) ([]byte, error) {
+	max := int64(modelfile.MaxConfig)
+	if filepath.Base(path) == "tokenizer.json" {
+		max = modelfile.MaxTokenizer
+	}
+	return modelfile.ReadFile(path, max)
 }
