@@ -42,7 +42,7 @@ func TestLoadTemplate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tmpl, ok, err := LoadTemplate(dir)
+			tmpl, ok, err := LoadTemplate(os.ReadFile, dir)
 			if err != nil || ok != tt.ok || (ok && tmpl.Native() != tt.native) {
 				t.Fatalf("ok %v native %v err %v", ok, ok && tmpl.Native(), err)
 			}

@@ -107,7 +107,10 @@ func compile(source string) (*jinja.Template, error) {
 // entries marked special), else from tokenizer.json's added_tokens. ok is
 // false when dir has no template. The official Llama-3.2 template gives
 // Llama32, the native renderer: same text, faster (TestNativeAgreesWithJinja).
-func LoadTemplate(dir string) (t *Template, ok bool, err error) {
+// read reads each file (the server passes its model-file reader, which
+// refuses FIFOs and devices and caps each file; a missing file is
+// os.ErrNotExist).
+func LoadTemplate(read func(path string) ([]byte, error), dir string) (t *Template, ok bool, err error) {
 	var cfg struct {
 		ChatTemplate json.RawMessage `json:"chat_template"`
 		BOS          json.RawMessage `json:"bos_token"`
@@ -118,7 +121,7 @@ func LoadTemplate(dir string) (t *Template, ok bool, err error) {
 		} `json:"added_tokens_decoder"`
 	}
 	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	if data, err := os.ReadFile(cfgPath); err == nil {
+	if data, err := read(cfgPath); err == nil {
 		if err := json.Unmarshal(data, &cfg); err != nil {
 			return nil, false, fmt.Errorf("chat: %s: %w", cfgPath, err)
 		}
@@ -127,7 +130,7 @@ func LoadTemplate(dir string) (t *Template, ok bool, err error) {
 	}
 	var source string
 	var named []NamedTemplate
-	if data, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+	if data, err := read(filepath.Join(dir, "chat_template.jinja")); err == nil {
 		source = string(data)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, false, err
@@ -151,7 +154,7 @@ func LoadTemplate(dir string) (t *Template, ok bool, err error) {
 		}
 	}
 	if len(cfg.Added) == 0 {
-		if tok.Specials, err = tokenizerSpecials(filepath.Join(dir, "tokenizer.json")); err != nil {
+		if tok.Specials, err = tokenizerSpecials(read, filepath.Join(dir, "tokenizer.json")); err != nil {
 			return nil, false, err
 		}
 	}
@@ -174,8 +177,8 @@ func tokenText(raw json.RawMessage) string {
 	return o.Content
 }
 
-func tokenizerSpecials(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+func tokenizerSpecials(read func(string) ([]byte, error), path string) ([]string, error) {
+	data, err := read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {

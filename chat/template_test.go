@@ -82,7 +82,7 @@ func loadCaseTemplate(t testing.TB, path string) *Template {
 		needFamilies(t)
 		dir = filepath.Join(familiesDir, filepath.Dir(rest))
 	}
-	tmpl, ok, err := LoadTemplate(dir)
+	tmpl, ok, err := LoadTemplate(os.ReadFile, dir)
 	if err != nil || !ok {
 		t.Fatalf("LoadTemplate(%s): %v, %v", dir, ok, err)
 	}

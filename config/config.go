@@ -128,6 +128,12 @@ type Model struct {
 	// llama3_json, hermes, granite or json; "" detects it from the chat
 	// template's markers (then config.json's model_type).
 	ToolParser string `yaml:"tool_parser"`
+	// AllowOutsidePaths lets a model's own config (a Genie bundle's
+	// tokenizer, extensions and ctx-bins) name files outside its folder;
+	// they then count against engine.model_memory. false: refused, naming
+	// the field. model.tokenizer and the tokenizer lookup in parent
+	// folders are not affected.
+	AllowOutsidePaths bool `yaml:"allow_outside_paths"`
 
 	// The keys below override the engine's for this model (on model.* with
 	// a models: list, for every entry).
@@ -252,6 +258,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.ADSPLibraryPath, d.ADSPLibraryPath)
 		inherit(&e.SeqKVMB, d.SeqKVMB)
 		inherit(&e.ToolParser, d.ToolParser)
+		inherit(&e.AllowOutsidePaths, d.AllowOutsidePaths)
 		if e.Overrides == nil {
 			e.Overrides = d.Overrides
 		}

@@ -113,16 +113,16 @@ func TestStartupFailures(t *testing.T) {
 		{name: "tokenizer outside the bundle",
 			breakIt: func(t *testing.T, b string) { editArtifact(t, b, "tokenizer", "../../../../etc/passwd") },
 			want: func(string) []string {
-				return []string{"artifacts.tokenizer", "../../../../etc/passwd", "not inside the bundle folder"}
+				return []string{"artifacts.tokenizer", "../../../../etc/passwd", "outside the model's folder"}
 			}},
 		{name: "absolute embedding path",
 			breakIt: func(t *testing.T, b string) { editArtifact(t, b, "embed", "/etc/passwd") },
 			want: func(string) []string {
-				return []string{"artifacts.embed", "/etc/passwd", "not inside the bundle folder"}
+				return []string{"artifacts.embed", "/etc/passwd", "outside the model's folder"}
 			}},
 		{name: "bundle is /dev/zero", bundle: "/dev/zero",
 			want: func(string) []string {
-				return []string{"/dev/zero is neither a bundle folder nor a manifest file: it is a device"}
+				return []string{"neither a bundle folder nor a manifest file: /dev/zero: not a regular file (a device)"}
 			}},
 		{name: "symlink loop",
 			breakIt: func(t *testing.T, b string) {

@@ -76,7 +76,7 @@ func TestEncodeChatQwen3(t *testing.T) {
 	if err != nil {
 		t.Skipf("this tokenizer package cannot load Qwen3's tokenizer.json yet: %v", err)
 	}
-	tmpl, ok, err := chat.LoadTemplate(dir)
+	tmpl, ok, err := chat.LoadTemplate(os.ReadFile, dir)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

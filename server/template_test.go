@@ -20,7 +20,7 @@ func TestApplyTemplateQwen3(t *testing.T) {
 		}
 		t.Skipf("%s is missing (official files live in ../shared): %v", dir, err)
 	}
-	tmpl, ok, err := chat.LoadTemplate(dir)
+	tmpl, ok, err := chat.LoadTemplate(os.ReadFile, dir)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 type fileJSON struct {
@@ -78,9 +79,10 @@ type templateItem struct {
 	ID string `json:"id"`
 }
 
-// Load reads a Hugging Face tokenizer.json file; see Parse.
+// Load reads a Hugging Face tokenizer.json file, a regular file of at most
+// modelfile.MaxTokenizer bytes; see Parse.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := modelfile.ReadFile(path, modelfile.MaxTokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

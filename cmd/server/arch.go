@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,7 +62,7 @@ func hfShape(hf map[string]any) shape {
 // are; nil when there is none or it is not a JSON object.
 func readHF(dir string) map[string]any {
 	var hf map[string]any
-	b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes)
+	b, err := modelfile.ReadFile(filepath.Join(dir, "config.json"), modelfile.MaxConfig)
 	if err != nil || json.Unmarshal(b, &hf) != nil {
 		return nil
 	}

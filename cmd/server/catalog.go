@@ -104,6 +104,7 @@ func newCatalog(cfg config.Config, load modelLoader, prom prometheus.Registerer,
 			} else {
 				c.contextLen[i] = pr.ContextLen
 				c.generated[i] = pr.Generated
+				d.Size += pr.Outside
 				if pr.Family != "" {
 					d.Family = pr.Family
 				}

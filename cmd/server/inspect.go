@@ -13,6 +13,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // runInspect implements `hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] PATH`:
@@ -134,13 +135,18 @@ func inspectFiles(path, arch string) ([]string, error) {
 	return files, nil
 }
 
-// binaryGraphs reads the context binary f and lists its graphs; a failure is reported on stderr.
+// binaryGraphs maps the context binary f (only the pages the system library reads are loaded,
+// never the whole file into the heap) and lists its graphs; a failure is reported on stderr.
 func binaryGraphs(rt *qnn.Runtime, f string, stderr io.Writer) ([]qnn.GraphInfo, bool) {
-	buf, err := os.ReadFile(f)
+	buf, err := modelfile.Map(f, 0)
+	if err == nil && buf == nil {
+		err = fmt.Errorf("%s: empty file", f)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)
 		return nil, false
 	}
+	defer modelfile.Unmap(buf)
 	graphs, err := rt.BinaryInfo(buf)
 	if err != nil {
 		fmt.Fprintf(stderr, "hexserve inspect: %s: %v\n", f, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // inspectedGenie is `hexserve inspect DIR` of a Genie bundle: the config's values as hexserve reads
@@ -23,7 +24,7 @@ type inspectedGenie struct {
 var genieGraphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
 func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stderr io.Writer) int {
-	c, err := genie.LoadConfig(dir)
+	c, err := genie.LoadConfig(modelfile.Folder{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)
 		return 1

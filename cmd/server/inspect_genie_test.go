@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/testjson"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -63,5 +66,49 @@ func TestInspectGenie(t *testing.T) {
 	if code := inspect(append(args, dir), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Genie bundle") ||
 		!strings.Contains(stdout.String(), "warning: config.json's rope scaling") {
 		t.Errorf("text: exit %d\n%s", code, &stdout)
+	}
+}
+
+// TestInspectGenieReadsWhatItShows: inspect maps the parts instead of reading them into the heap
+// (allocating less than the parts' size), and it refuses what serve refuses, saying why, with a
+// non-zero exit.
+func TestInspectGenieReadsWhatItShows(t *testing.T) {
+	libs := hostsimLibDir(t)
+	dir := t.TempDir()
+	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "f32",
+		Weights: simfile.WeightF16, Parts: 3, PromptAR: 8, Ctx: 64})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts int64
+	for k := 1; k <= 3; k++ {
+		st, err := os.Stat(filepath.Join(dir, geniesim.PartFile("tiny", k, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts += st.Size()
+	}
+	args := []string{"--backend", filepath.Join(libs, "libQnnHtp.so"), "--system", filepath.Join(libs, "libQnnSystem.so"), "--json", dir}
+	var stdout, stderr bytes.Buffer
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if code := inspect(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, &stderr)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := int64(after.TotalAlloc - before.TotalAlloc); alloc > parts/2 {
+		t.Errorf("inspect allocated %d bytes for %d bytes of parts", alloc, parts)
+	} else {
+		t.Logf("inspect allocated %d bytes for %d bytes of parts", alloc, parts)
+	}
+	testjson.Edit(t, filepath.Join(dir, genie.ConfigFile), func(m map[string]any) {
+		m["dialog"].(map[string]any)["sampler"].(map[string]any)["temp"] = -1
+	})
+	stderr.Reset()
+	if code := inspect(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "dialog.sampler.temp") {
+		t.Errorf("a bundle serve refuses: exit %d, %s", code, &stderr)
 	}
 }

@@ -4,18 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // isPTE says whether path is an ExecuTorch program (by its ET12 identifier).
 func isPTE(path string) bool {
-	f, err := os.Open(path)
+	f, _, err := modelfile.Open(path, 0)
 	if err != nil {
 		return false
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/bundle/bundlesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -309,7 +310,7 @@ func writeBundle(o mkmodelOptions, stderr io.Writer) (string, error) {
 
 // tokenizerVocab returns 1 + the largest token id in a tokenizer.json.
 func tokenizerVocab(path string) (int, error) {
-	data, err := os.ReadFile(path)
+	data, err := modelfile.ReadFile(path, modelfile.MaxTokenizer)
 	if err != nil {
 		return 0, err
 	}

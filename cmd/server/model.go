@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -16,6 +17,8 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/endtokens"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -125,19 +128,22 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		return nil, nil, nil, err
 	}
 	var (
-		model   inference.Model
+		model   endTokenModel
 		tok     *tokenizer.Tokenizer
 		tokPath string
 		loaded  *zerolog.Event
+		dir     string                                             // the model's folder, where the end-token files are looked for
+		own     = "hexserve.eos_token_ids and params.eos_token_id" // where the model's end tokens come from
 	)
 	switch kind {
 	case kindGenie:
-		model, tok, tokPath, loaded, err = openGenie(m, file, rt, log)
+		model, tok, tokPath, loaded, err = openGenie(m, int64(cfg.Engine.ModelMemory), file, rt, log)
+		dir, own = file, "dialog.context.eos-token"
 	case kindPTE:
-		tok, tokPath = pte.tok, pte.path
+		tok, tokPath, dir, own = pte.tok, pte.path, filepath.Dir(file), "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>"
 		var runner *executorch.Runner
 		runner, err = executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
-			Logger: log.With().Str("component", "executorch").Logger()})
+			Logger: log.With().Str("component", "executorch").Logger(), Memory: int64(cfg.Engine.ModelMemory)})
 		if err == nil {
 			model, loaded = &ownedPTE{Runner: runner, rt: rt}, log.Info().Str("pte", file)
 		}
@@ -151,7 +157,7 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		if b, err = bundle.ReadWith(file, arch, m.Overrides); err != nil {
 			break
 		}
-		tokPath = b.Tokenizer
+		tokPath, dir = b.Tokenizer, b.Dir
 		if m.Tokenizer != "" {
 			tokPath = m.Tokenizer
 		}
@@ -170,19 +176,44 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 		rt.Close()
 		return nil, nil, nil, err
 	}
-	info := model.Info()
-	if tok.VocabSize() > info.VocabSize {
-		model.Close()
-		return nil, nil, nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
-	}
-	tmpl, tmplFrom, err := loadTemplate(tokPath)
+	tmpl, err := finishLoad(model, tok, tokPath, dir, own, loaded)
 	if err != nil {
 		model.Close()
 		return nil, nil, nil, err
 	}
-	loaded.Str("tokenizer", tokPath).Str("chat_template", tmplFrom).Str("name", info.Name).
-		Int("context", info.ContextLen).Int("prefill_window", info.PrefillWindow).Msg("model loaded")
 	return model, tok, tmpl, nil
+}
+
+// endTokenModel is a loaded model whose end tokens the end-token rule sets.
+type endTokenModel interface {
+	inference.Model
+	setEndTokens([]int32)
+}
+
+// finishLoad checks the tokenizer against the model, applies the end-token rule (the model's
+// own list, named own, ∪ generation_config.json's, else tokenizer_config.json's, looked for in
+// the model's folder, then the tokenizer's), loads the chat template and logs the load.
+func finishLoad(model endTokenModel, tok *tokenizer.Tokenizer, tokPath, dir, own string, loaded *zerolog.Event) (*chat.Template, error) {
+	info := model.Info()
+	if tok.VocabSize() > info.VocabSize {
+		return nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
+	}
+	dirs := []string{dir}
+	if td := filepath.Dir(tokPath); td != dir {
+		dirs = append(dirs, td)
+	}
+	eos, err := endtokens.Resolve(info.EOS, own, dirs, tok)
+	if err != nil {
+		return nil, err
+	}
+	model.setEndTokens(eos.IDs)
+	tmpl, tmplFrom, err := loadTemplate(tokPath)
+	if err != nil {
+		return nil, err
+	}
+	loaded.Str("tokenizer", tokPath).Str("chat_template", tmplFrom).Str("name", info.Name).Int("context", info.ContextLen).
+		Int("prefill_window", info.PrefillWindow).Ints32("end_tokens", eos.IDs).Strs("end_tokens_from", eos.Sources).Msg("model loaded")
+	return tmpl, nil
 }
 
 // pteSpecials is a .pte's tokenizer and the ids the runner needs from it.
@@ -222,7 +253,25 @@ func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
 type ownedRuntime struct {
 	*qhexrt.Runner
 	rt  *qnn.Runtime
-	dir string // the bundle's arch folder
+	dir string  // the bundle's arch folder
+	eos []int32 // the end-token rule's
+}
+
+func (o *ownedRuntime) setEndTokens(ids []int32) { o.eos = ids }
+
+// Info is the runner's, with the end-token rule's end tokens.
+func (o *ownedRuntime) Info() inference.ModelInfo {
+	i := o.Runner.Info()
+	i.EOS = withEndTokens(i.EOS, o.eos)
+	return i
+}
+
+// withEndTokens is the end-token rule's ids once set, else the runner's own.
+func withEndTokens(own, rule []int32) []int32 {
+	if rule == nil {
+		return own
+	}
+	return slices.Clone(rule)
 }
 
 // BufferBytes is the runtime's buffer memory (I/O and KV).
@@ -235,7 +284,17 @@ func (o *ownedRuntime) Close() error {
 // ownedPTE is an ExecuTorch runner that also owns its QNN runtime.
 type ownedPTE struct {
 	*executorch.Runner
-	rt *qnn.Runtime
+	rt  *qnn.Runtime
+	eos []int32
+}
+
+func (o *ownedPTE) setEndTokens(ids []int32) { o.eos = ids }
+
+// Info is the runner's, with the end-token rule's end tokens.
+func (o *ownedPTE) Info() inference.ModelInfo {
+	i := o.Runner.Info()
+	i.EOS = withEndTokens(i.EOS, o.eos)
+	return i
 }
 
 // BufferBytes is the runtime's buffer memory (I/O and KV).
@@ -250,7 +309,7 @@ func (o *ownedPTE) Close() error {
 // one; from says which, for the load log.
 func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
 	dir := filepath.Dir(tokPath)
-	t, ok, err := chat.LoadTemplate(dir)
+	t, ok, err := chat.LoadTemplate(readBesideTokenizer, dir)
 	switch {
 	case err != nil:
 		return nil, "", fmt.Errorf("%s: %w", dir, err)
@@ -260,4 +319,15 @@ func loadTemplate(tokPath string) (t *chat.Template, from string, err error) {
 		return t, dir + " (Llama-3.2, rendered natively)", nil
 	}
 	return t, dir, nil
+}
+
+// readBesideTokenizer reads a file beside tokenizer.json for the chat template through the
+// model-file reader: tokenizer.json to its cap, the others (tokenizer_config.json,
+// chat_template.jinja) as configs.
+func readBesideTokenizer(path string) ([]byte, error) {
+	max := int64(modelfile.MaxConfig)
+	if filepath.Base(path) == "tokenizer.json" {
+		max = modelfile.MaxTokenizer
+	}
+	return modelfile.ReadFile(path, max)
 }

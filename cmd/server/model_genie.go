@@ -9,11 +9,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -31,8 +31,9 @@ func genieDir(path string, st os.FileInfo) (string, bool) {
 
 // openGenie opens a Genie bundle on rt: the tokenizer is dialog.tokenizer.path (model.tokenizer
 // overrides it).
-func openGenie(m config.Model, dir string, rt *qnn.Runtime, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
-	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger()})
+func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log zerolog.Logger) (endTokenModel, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
+	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger(),
+		AllowOutside: m.AllowOutsidePaths, Memory: memory})
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
@@ -51,7 +52,17 @@ func openGenie(m config.Model, dir string, rt *qnn.Runtime, log zerolog.Logger) 
 // ownedGenie is a Genie runner that also owns its QNN runtime.
 type ownedGenie struct {
 	*genie.Runner
-	rt *qnn.Runtime
+	rt  *qnn.Runtime
+	eos []int32
+}
+
+func (o *ownedGenie) setEndTokens(ids []int32) { o.eos = ids }
+
+// Info is the runner's, with the end-token rule's end tokens.
+func (o *ownedGenie) Info() inference.ModelInfo {
+	i := o.Runner.Info()
+	i.EOS = withEndTokens(i.EOS, o.eos)
+	return i
 }
 
 // BufferBytes is the runtime's buffer memory (I/O and KV).
@@ -63,14 +74,14 @@ func (o *ownedGenie) Close() error {
 
 // probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
 // dialog.context.size − 1, the runner's (the AR-1 graphs' past).
-func probeGenie(dir string) (modelProbe, error) {
-	c, err := genie.LoadConfig(dir)
+func probeGenie(m config.Model, dir string) (modelProbe, error) {
+	c, err := genie.LoadConfig(modelfile.Folder{Dir: dir, AllowOutside: m.AllowOutsidePaths})
 	if err != nil {
 		return modelProbe{}, err
 	}
-	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family}
+	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family, Outside: c.Outside}
 	var hf map[string]any
-	if b, err := bundle.ReadRegular(filepath.Join(dir, "config.json"), bundle.MaxManifestBytes); err == nil && json.Unmarshal(b, &hf) == nil {
+	if b, err := modelfile.ReadFile(filepath.Join(dir, "config.json"), modelfile.MaxConfig); err == nil && json.Unmarshal(b, &hf) == nil {
 		pr.Generated, _ = hf[generatedKey].(string)
 		pr.Shape = hfShape(hf)
 	}
@@ -83,11 +94,15 @@ func samplingDefaults(c config.Sampling) sample.Params {
 		RepetitionPenalty: c.RepetitionPenalty}
 }
 
+// samplingDefaulter is a model with sampling defaults of its own (a Genie bundle's
+// dialog.sampler), asked for instead of the model's type.
+type samplingDefaulter interface{ Defaults() genie.Sampler }
+
 // modelSampling is a model's own sampling defaults, nil for a model that has none: a Genie
 // bundle's dialog.sampler (temp, top-k, top-p, seed) in place of config sampling's values,
 // as genie-t2t-run applies them to a dialog that sets none.
 func modelSampling(model inference.Model, c config.Sampling) *sample.Params {
-	g, ok := model.(*ownedGenie)
+	g, ok := model.(samplingDefaulter)
 	if !ok {
 		return nil
 	}

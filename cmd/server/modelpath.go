@@ -12,6 +12,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // modelKinds is what a model path may name, for the errors below.
@@ -68,10 +69,10 @@ func modelFile(path string, size int64) bool {
 	if isPTE(path) || filepath.Base(path) == genie.ConfigFile {
 		return true
 	}
-	if size > bundle.MaxManifestBytes {
+	if size > modelfile.MaxConfig {
 		return false // a tokenizer.json, a context binary, ...
 	}
-	data, err := os.ReadFile(path)
+	data, err := modelfile.ReadFile(path, modelfile.MaxConfig)
 	if err != nil || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
 		return false
 	}

@@ -25,10 +25,13 @@ type modelProbe struct {
 	// weights.
 	Generated string
 	Shape     shape // what its config says of its sizes
+	// Outside is the bytes of the files the model names outside its
+	// folder (model.allow_outside_paths): its estimate counts them.
+	Outside int64
 }
 
 // probeModel reads what can be known of model m at start, cheaply: a
-// bundle's manifest (at most bundle.MaxManifestBytes, the files it names
+// bundle's manifest (at most modelfile.MaxConfig, the files it names
 // only stat'ed), or a .pte's program flatbuffer (mapped, not read; its
 // decode is bounded by the pte reader's budget). No QNN runtime, no graph.
 // A bundle's context is params.max_ctx (qhexrt's ContextLen); a .pte's is
@@ -44,7 +47,7 @@ func probeModel(m config.Model) (modelProbe, error) {
 	case kindPTE:
 		return probePTE(file)
 	case kindGenie:
-		return probeGenie(file)
+		return probeGenie(m, file)
 	}
 	// The device's arch is unknown without the runtime: a bundle with one
 	// arch folder is read as it is, one with several as v79 (loadModel's

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/rs/zerolog"
 )
 
@@ -112,38 +112,18 @@ func readJSON(dir, name string, limit int64, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := modelfile.DecodeJSON(b, v); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }
 
-// readCapped reads dir's regular file name (which may not leave dir), at
-// most limit bytes; a missing dir or file is os.ErrNotExist.
+// readCapped reads dir's regular file name through the model-file reader
+// (no FIFO or device, never blocking), at most limit bytes; a missing dir
+// or file is os.ErrNotExist.
 func readCapped(dir, name string, limit int64) ([]byte, error) {
 	if dir == "" {
 		return nil, os.ErrNotExist
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	path := filepath.Join(dir, name)
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return b, nil
+	return modelfile.ReadFile(filepath.Join(dir, name), limit)
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // Contract and mask values.
@@ -159,8 +161,8 @@ func Resolve(path, arch string) (dir, manifestPath string, err error) {
 		return "", "", fmt.Errorf("bundle: %w", err)
 	}
 	if !st.IsDir() {
-		if !st.Mode().IsRegular() {
-			return "", "", fmt.Errorf("bundle: %s is neither a bundle folder nor a manifest file: it is %s", abs, describeMode(st.Mode()))
+		if _, err := modelfile.Stat(abs, 0); err != nil {
+			return "", "", fmt.Errorf("bundle: neither a bundle folder nor a manifest file: %w", err)
 		}
 		return filepath.Dir(abs), abs, nil
 	}
@@ -219,7 +221,7 @@ func findManifest(dir string) (string, error) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		data, err := ReadRegular(p, MaxManifestBytes)
+		data, err := modelfile.ReadFile(p, modelfile.MaxConfig)
 		if err != nil {
 			return "", fmt.Errorf("bundle: %w", err)
 		}
@@ -285,12 +287,12 @@ func ReadWith(path, arch string, overrides *Hexserve) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := ReadRegular(mp, MaxManifestBytes)
+	data, err := modelfile.ReadFile(mp, modelfile.MaxConfig)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := modelfile.DecodeJSON(data, &m); err != nil {
 		return nil, fmt.Errorf("bundle: manifest %s: %w", mp, err)
 	}
 	b := &Bundle{Dir: dir, ManifestPath: mp, Arch: m.Model.DSPArch, Manifest: &m}
@@ -369,7 +371,7 @@ func (b *Bundle) check(arch string, overrides *Hexserve) error {
 	if m.Artifacts.Tokenizer == "" {
 		return errors.New("missing key artifacts.tokenizer")
 	}
-	if b.Tokenizer, _, err = LocalFile(b.Dir, "artifacts.tokenizer", m.Artifacts.Tokenizer, MaxTokenizerBytes); err != nil {
+	if b.Tokenizer, _, err = LocalFile(b.Dir, "artifacts.tokenizer", m.Artifacts.Tokenizer, modelfile.MaxTokenizer); err != nil {
 		return err
 	}
 

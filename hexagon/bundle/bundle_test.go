@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // goodManifest is the agreed example manifest, scaled down (vocab 16) so the
@@ -212,9 +214,9 @@ func TestReadBad(t *testing.T) {
 		{name: "huge vocab", edit: set(1<<30, "params", "vocab"), errs: []string{"params.vocab is 1073741824"}},
 		{name: "huge hidden", edit: set(1<<20, "params", "hidden"), errs: []string{"params.hidden is 1048576"}},
 		// Artifact paths stay inside the bundle folder.
-		{name: "absolute embed", edit: set("/etc/passwd", "artifacts", "embed"), errs: []string{"artifacts.embed", `"/etc/passwd" is not inside the bundle folder`}},
-		{name: "dotdot tokenizer", edit: set("../../../etc/passwd", "artifacts", "tokenizer"), errs: []string{"artifacts.tokenizer", "../../../etc/passwd", "not inside"}},
-		{name: "dotdot binary", edit: set(map[string]any{"bin": "sub/../../decode.bin"}, "artifacts", "contexts", "decode"), errs: []string{"artifacts.contexts.decode.bin", "not inside"}},
+		{name: "absolute embed", edit: set("/etc/passwd", "artifacts", "embed"), errs: []string{"artifacts.embed", `"/etc/passwd" is outside the model's folder`}},
+		{name: "dotdot tokenizer", edit: set("../../../etc/passwd", "artifacts", "tokenizer"), errs: []string{"artifacts.tokenizer", "../../../etc/passwd", "outside the model's folder"}},
+		{name: "dotdot binary", edit: set(map[string]any{"bin": "sub/../../decode.bin"}, "artifacts", "contexts", "decode"), errs: []string{"artifacts.contexts.decode.bin", "outside the model's folder"}},
 		// Only regular files are read: a device never ends.
 		{name: "tokenizer is /dev/zero", after: link("tokenizer.json", "/dev/zero"), errs: []string{"artifacts.tokenizer", "not a regular file (a device)"}},
 		{name: "binary is a folder", after: func(root string) {
@@ -226,10 +228,10 @@ func TestReadBad(t *testing.T) {
 			if err := syscall.Mkfifo(filepath.Join(root, "v79", "manifest.json"), 0o644); err != nil {
 				panic(err)
 			}
-		}, errs: []string{"manifest.json is not a regular file (a named pipe)"}},
+		}, errs: []string{"manifest.json: not a regular file (a named pipe)"}},
 		{name: "manifest too large", after: func(root string) {
-			os.WriteFile(filepath.Join(root, "v79", "manifest.json"), make([]byte, MaxManifestBytes+1), 0o644)
-		}, errs: []string{"manifest.json has 4194305 bytes, more than the 4194304 allowed"}},
+			os.WriteFile(filepath.Join(root, "v79", "manifest.json"), make([]byte, modelfile.MaxConfig+1), 0o644)
+		}, errs: []string{"manifest.json: too large: 4194305 bytes, more than the 4194304 allowed"}},
 		// What really happened, not "holds no manifest".
 		{name: "symlink loop arch folder", after: func(root string) {
 			os.RemoveAll(filepath.Join(root, "v79"))
@@ -304,7 +306,7 @@ func TestResolveDevice(t *testing.T) {
 	go func() { _, err := Read("/dev/zero", "v79"); done <- err }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "/dev/zero is neither a bundle folder nor a manifest file: it is a device") {
+		if err == nil || !strings.Contains(err.Error(), "neither a bundle folder nor a manifest file: /dev/zero: not a regular file (a device)") {
 			t.Fatalf("err = %v", err)
 		}
 	case <-time.After(5 * time.Second):

@@ -33,6 +33,9 @@ type Config struct {
 	BOS    int32
 	EOS    []int32
 	Logger zerolog.Logger
+	// Memory, when > 0, is the most the .pte may hold (engine.model_memory): the file, its KV
+	// cache and graph I/O are counted against it before the cache is allocated.
+	Memory int64
 }
 
 // Runner runs a .pte's graphs. It is not safe for concurrent use.
@@ -244,6 +247,9 @@ func (r *Runner) setup(pl, dl *layout) error {
 	}
 	r.nkv, r.hd, r.vocab, r.cl = pkv, phd, pv, pl.cl
 	r.es = pl.kT.DataType.Size()
+	if err := r.checkMemory(r.cl, dl.ar, pl, dl); err != nil {
+		return err
+	}
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar

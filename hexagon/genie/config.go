@@ -1,17 +1,36 @@
 package genie
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
+
+	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // ConfigFile is the file that makes a folder a Genie bundle.
 const ConfigFile = "genie_config.json"
+
+// Bounds of a bundle's own settings, checked at load so that a bad value is
+// refused naming its field instead of reaching QNN, an allocation or every
+// request. They are far beyond what AI Hub exports (context 4096, 3–5
+// parts, spill-fill 320 MB, rope-theta 500000, llama3 factor 8 or 32).
+const (
+	MaxParts        = 64      // dialog.engine.model.binary.ctx-bins entries
+	MaxSpillFill    = 8 << 30 // dialog.engine.backend.QnnHtp.spill-fill-bufsize, bytes
+	MaxMmapBudgetMB = 64 << 10
+	MinRopeTheta    = 1.0 // rope-theta, genie_config.json's and config.json's
+	MaxRopeTheta    = 1e9
+	MaxRopeFactor   = 1024 // rope-scaling factor, low- and high-freq-factor
+)
+
+// accepted are the architectures (config.json model_type or architectures,
+// matched exactly) whose tokenizer and chat template hexserve serves.
+var accepted = []string{"llama", "LlamaForCausalLM"}
 
 // BundleConfig is what hexserve reads from a Genie bundle's genie_config.json (and config.json),
 // checked: every error names the file and the field.
@@ -28,6 +47,8 @@ type BundleConfig struct {
 	SpillFill int64   // spill-fill-bufsize (bytes, 0 off)
 	KVDim     int     // kv-dim: checked against the binaries
 	Bins      []string
+	BinBytes  int64  // the parts' sizes together
+	Outside   int64  // bytes of the files named outside the folder (model.allow_outside_paths)
 	Rope      Rope   // from config.json when it has rope scaling (AI Hub's genie_config says factor 8), else genie_config
 	RopeNote  string // set when genie_config and config.json disagree
 	HTP       HTPConfig
@@ -136,21 +157,17 @@ var dialogTypes = map[string]string{
 	"eaglet":      "EAGLE speculative decoding",
 }
 
-// LoadConfig reads and checks dir/genie_config.json, its tokenizer, extensions and the
-// checkpoint's config.json (family, rope scaling).
-func LoadConfig(dir string) (*BundleConfig, error) {
-	path := filepath.Join(dir, ConfigFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
+// LoadConfig reads and checks f's genie_config.json, its tokenizer, extensions and the
+// checkpoint's config.json (family, rope scaling); the files it names follow f's path rule.
+func LoadConfig(f modelfile.Folder) (*BundleConfig, error) {
+	path := filepath.Join(f.Dir, ConfigFile)
+	var raw rawGenie
+	if err := modelfile.ReadJSON(path, &raw); err != nil {
 		return nil, fmt.Errorf("genie: %w", err)
 	}
-	var raw rawGenie
-	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&raw); err != nil {
-		return nil, fmt.Errorf("genie: %s: %w", path, err)
-	}
-	k := configCheck{path: path, c: &BundleConfig{Dir: dir}}
+	k := configCheck{path: path, f: f, c: &BundleConfig{Dir: f.Dir}}
 	d := raw.Dialog
-	for _, step := range []func(*rawDialog) error{k.dialog, k.context, k.tokenizer, k.backend, k.model, k.rope} {
+	for _, step := range []func(*rawDialog) error{k.dialog, k.context, k.sampler, k.tokenizer, k.backend, k.model, k.rope} {
 		if err := step(d); err != nil {
 			return nil, err
 		}
@@ -165,6 +182,7 @@ func LoadConfig(dir string) (*BundleConfig, error) {
 // each may rely on the ones before.
 type configCheck struct {
 	path string
+	f    modelfile.Folder
 	c    *BundleConfig
 }
 
@@ -214,8 +232,12 @@ func (k configCheck) context(d *rawDialog) error {
 		return k.version("dialog.context", ctx.Version)
 	case ctx.Size == nil || *ctx.Size < 2:
 		return k.bad("dialog.context.size", "missing or below 2")
+	case *ctx.Size > bundle.MaxContext:
+		return k.bad("dialog.context.size", "%d is more than hexserve supports (%d)", *ctx.Size, bundle.MaxContext)
 	case ctx.NVocab == nil || *ctx.NVocab < 1:
 		return k.bad("dialog.context.n-vocab", "missing or below 1")
+	case *ctx.NVocab > bundle.MaxVocab:
+		return k.bad("dialog.context.n-vocab", "%d is more than hexserve supports (%d)", *ctx.NVocab, bundle.MaxVocab)
 	}
 	c.Size, c.NVocab, c.BOS = *ctx.Size, *ctx.NVocab, -1
 	if ctx.BOS != nil && *ctx.BOS >= 0 {
@@ -239,12 +261,31 @@ func (k configCheck) context(d *rawDialog) error {
 			c.EOS = append(c.EOS, int32(t))
 		}
 	}
-	if s := d.Sampler; s != nil {
-		if err := k.version("dialog.sampler", s.Version); err != nil {
-			return err
-		}
-		c.Sampler = s.Sampler
+	return nil
+}
+
+// sampler: the model's sampling defaults, in the ranges a request's own values must keep
+// (a bad default would make every request that leaves the field out fail).
+func (k configCheck) sampler(d *rawDialog) error {
+	s := d.Sampler
+	if s == nil {
+		return nil
 	}
+	if err := k.version("dialog.sampler", s.Version); err != nil {
+		return err
+	}
+	in := func(v *float64, lo, hi float64) bool { return v == nil || *v >= lo && *v <= hi }
+	switch {
+	case !in(s.Temp, 0, 2):
+		return k.bad("dialog.sampler.temp", "%g is outside 0…2", *s.Temp)
+	case !in(s.TopP, 0, 1):
+		return k.bad("dialog.sampler.top-p", "%g is outside 0…1", *s.TopP)
+	case s.TopK != nil && (*s.TopK < 0 || *s.TopK > bundle.MaxVocab):
+		return k.bad("dialog.sampler.top-k", "%d is outside 0…%d", *s.TopK, bundle.MaxVocab)
+	case !in(s.Seed, 0, 1<<53):
+		return k.bad("dialog.sampler.seed", "%g is outside 0…2^53", *s.Seed)
+	}
+	k.c.Sampler = s.Sampler
 	return nil
 }
 
@@ -253,19 +294,27 @@ func (k configCheck) tokenizer(d *rawDialog) error {
 	if d.Tokenizer == nil || d.Tokenizer.Path == nil || *d.Tokenizer.Path == "" {
 		return k.bad("dialog.tokenizer.path", "missing")
 	}
-	k.c.Tokenizer = k.file(*d.Tokenizer.Path)
-	if _, err := os.Stat(k.c.Tokenizer); err != nil {
-		return k.bad("dialog.tokenizer.path", "%v", err)
-	}
-	return nil
+	var err error
+	k.c.Tokenizer, _, err = k.file("dialog.tokenizer.path", *d.Tokenizer.Path, modelfile.MaxTokenizer)
+	return err
 }
 
-// file is a path of the config: relative ones are in the bundle folder.
-func (k configCheck) file(p string) string {
-	if filepath.IsAbs(p) {
-		return p
+// file resolves a path the config names by field (relative ones are in the bundle folder; one
+// outside it only with model.allow_outside_paths, counted in Outside) and checks it is a
+// regular file of at most max bytes (<= 0: any).
+func (k configCheck) file(field, p string, max int64) (string, int64, error) {
+	path, outside, err := k.f.Resolve(field, p)
+	if err != nil {
+		return "", 0, fmt.Errorf("genie: %s: %w", k.path, err)
 	}
-	return filepath.Join(k.c.Dir, p)
+	size, err := modelfile.Stat(path, max)
+	if err != nil {
+		return "", 0, k.bad(field, "%v", err)
+	}
+	if outside {
+		k.c.Outside += size
+	}
+	return path, size, nil
 }
 
 // backend: the engine on the HTP backend, its KV dimension, memory settings and extensions.
@@ -291,15 +340,22 @@ func (k configCheck) backend(d *rawDialog) error {
 		return k.version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version)
 	case be.QnnHtp.KVDim == nil || *be.QnnHtp.KVDim < 2:
 		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "missing or below 2")
-	case be.QnnHtp.MmapBudget < 0 || be.QnnHtp.SpillFill < 0:
-		return k.bad("dialog.engine.backend.QnnHtp", "mmap-budget and spill-fill-bufsize must be ≥ 0")
+	case *be.QnnHtp.KVDim > bundle.MaxHeadDim:
+		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "%d is more than hexserve supports (%d)", *be.QnnHtp.KVDim, bundle.MaxHeadDim)
+	case be.QnnHtp.MmapBudget < 0 || be.QnnHtp.MmapBudget > MaxMmapBudgetMB:
+		return k.bad("dialog.engine.backend.QnnHtp.mmap-budget", "%d MB is outside 0…%d", be.QnnHtp.MmapBudget, MaxMmapBudgetMB)
+	case be.QnnHtp.SpillFill < 0 || be.QnnHtp.SpillFill > MaxSpillFill:
+		return k.bad("dialog.engine.backend.QnnHtp.spill-fill-bufsize", "%d bytes is outside 0…%d", be.QnnHtp.SpillFill, int64(MaxSpillFill))
 	}
 	c, q := k.c, be.QnnHtp
 	c.UseMmap = q.UseMmap == nil || *q.UseMmap
 	c.MmapMB, c.SpillFill, c.KVDim = q.MmapBudget, q.SpillFill, *q.KVDim
 	if be.Extensions != "" {
-		var err error
-		if c.HTP, err = loadHTP(k.file(be.Extensions)); err != nil {
+		path, _, err := k.file("dialog.engine.backend.extensions", be.Extensions, modelfile.MaxConfig)
+		if err != nil {
+			return err
+		}
+		if c.HTP, err = loadHTP(path); err != nil {
 			return err
 		}
 	}
@@ -321,12 +377,22 @@ func (k configCheck) model(d *rawDialog) error {
 	case k.version("dialog.engine.model.binary", m.Binary.Version) != nil:
 		return k.version("dialog.engine.model.binary", m.Binary.Version)
 	}
+	if n := len(m.Binary.CtxBins); n > MaxParts {
+		return k.bad("dialog.engine.model.binary.ctx-bins", "%d entries, more than hexserve supports (%d)", n, MaxParts)
+	}
+	// Every entry is checked (inside the folder, a regular file, not named twice) before any
+	// part is loaded; the sizes count against engine.model_memory.
 	for i, bin := range m.Binary.CtxBins {
-		bin = k.file(bin)
-		if _, err := os.Stat(bin); err != nil {
-			return k.bad(fmt.Sprintf("dialog.engine.model.binary.ctx-bins[%d]", i), "%v", err)
+		field := fmt.Sprintf("dialog.engine.model.binary.ctx-bins[%d]", i)
+		path, size, err := k.file(field, bin, 0)
+		if err != nil {
+			return err
 		}
-		k.c.Bins = append(k.c.Bins, bin)
+		if j := slices.Index(k.c.Bins, path); j >= 0 {
+			return k.bad(field, "%q is ctx-bins[%d] too: each part is listed once", bin, j)
+		}
+		k.c.Bins = append(k.c.Bins, path)
+		k.c.BinBytes += size
 	}
 	return nil
 }
@@ -341,7 +407,7 @@ func (k configCheck) rope(d *rawDialog) error {
 			return k.bad("dialog.engine.model.positional-encoding", "missing (and no QnnHtp pos-id-dim/rope-theta)")
 		}
 		c.Rope = Rope{Dim: q.PosIDDim, Theta: q.RopeTheta}
-		return nil
+		return k.ropeRange("dialog.engine.backend.QnnHtp", c.Rope)
 	}
 	if pe.Type != "rope" {
 		return k.bad("dialog.engine.model.positional-encoding.type", "%q: hexserve runs \"rope\"", pe.Type)
@@ -349,6 +415,7 @@ func (k configCheck) rope(d *rawDialog) error {
 	if pe.RopeDim < 1 || pe.Theta <= 0 {
 		return k.bad("dialog.engine.model.positional-encoding", "rope-dim and rope-theta must be positive")
 	}
+	const field = "dialog.engine.model.positional-encoding"
 	c.Rope = Rope{Dim: pe.RopeDim, Theta: pe.Theta}
 	if s := pe.Scaling; s != nil {
 		if s.Type != "llama3" {
@@ -359,48 +426,77 @@ func (k configCheck) rope(d *rawDialog) error {
 		}
 		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions = s.Type, s.Factor, s.Low, s.High, s.Orig
 	}
+	return k.ropeRange(field, c.Rope)
+}
+
+// ropeRange refuses rope settings outside the documented bounds, naming the field under prefix.
+func (k configCheck) ropeRange(prefix string, r Rope) error {
+	if err := ropeBounds(r); err != nil {
+		return k.bad(prefix+"."+err.field, "%s", err.msg)
+	}
 	return nil
+}
+
+// ropeError is a rope setting out of bounds: its genie_config.json field and why.
+type ropeError struct{ field, msg string }
+
+// ropeBounds checks the rope settings genie_config.json and config.json share.
+func ropeBounds(r Rope) *ropeError {
+	switch {
+	case r.Dim > bundle.MaxHeadDim:
+		return &ropeError{"rope-dim", fmt.Sprintf("%d is more than hexserve supports (%d)", r.Dim, bundle.MaxHeadDim)}
+	case !(r.Theta >= MinRopeTheta && r.Theta <= MaxRopeTheta):
+		return &ropeError{"rope-theta", fmt.Sprintf("%g is outside %g…%g", r.Theta, MinRopeTheta, MaxRopeTheta)}
+	case r.Factor != 0 && !(r.Factor <= MaxRopeFactor && r.LowFreqFactor <= MaxRopeFactor && r.HighFreqFactor <= MaxRopeFactor):
+		return &ropeError{"rope-scaling.factor", fmt.Sprintf("factor %g, low-freq-factor %g, high-freq-factor %g: each must be at most %d",
+			r.Factor, r.LowFreqFactor, r.HighFreqFactor, MaxRopeFactor)}
+	case r.OriginalMaxPositions > bundle.MaxContext:
+		return &ropeError{"rope-scaling.original-max-position-embeddings", fmt.Sprintf("%d is more than hexserve supports (%d)", r.OriginalMaxPositions, bundle.MaxContext)}
+	}
+	return nil
+}
+
+// hfConfig is what readHF reads of config.json.
+type hfConfig struct {
+	ModelType     string   `json:"model_type"`
+	Architectures []string `json:"architectures"`
+	RopeTheta     float64  `json:"rope_theta"`
+	RopeScaling   *struct {
+		Type   string  `json:"rope_type"`
+		Factor float64 `json:"factor"`
+		Low    float64 `json:"low_freq_factor"`
+		High   float64 `json:"high_freq_factor"`
+		Orig   int     `json:"original_max_position_embeddings"`
+	} `json:"rope_scaling"`
 }
 
 // readHF reads config.json: the family (only Llama is served) and the checkpoint's rope scaling,
 // which wins over genie_config's (AI Hub writes factor 8 there; Llama 3.2's checkpoint says 32).
 func (c *BundleConfig) readHF() error {
 	path := filepath.Join(c.Dir, "config.json")
-	b, err := os.ReadFile(path)
+	var hf hfConfig
+	err := modelfile.ReadJSON(path, &hf)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // the documented minimal bundle has none: genie_config's values stand
 	}
 	if err != nil {
 		return fmt.Errorf("genie: %w", err)
 	}
-	var hf struct {
-		ModelType     string   `json:"model_type"`
-		Architectures []string `json:"architectures"`
-		RopeTheta     float64  `json:"rope_theta"`
-		RopeScaling   *struct {
-			Type   string  `json:"rope_type"`
-			Factor float64 `json:"factor"`
-			Low    float64 `json:"low_freq_factor"`
-			High   float64 `json:"high_freq_factor"`
-			Orig   int     `json:"original_max_position_embeddings"`
-		} `json:"rope_scaling"`
-	}
-	if err := json.Unmarshal(b, &hf); err != nil {
+	c.Family = hf.ModelType
+	if err := familyOf(hf); err != nil {
 		return fmt.Errorf("genie: %s: %w", path, err)
 	}
-	c.Family = hf.ModelType
-	family := hf.ModelType
-	if family == "" && len(hf.Architectures) > 0 {
-		family = hf.Architectures[0]
-	}
-	if family != "" && family != "llama" && !strings.HasPrefix(family, "Llama") {
-		return fmt.Errorf("genie: %s: model_type: the bundle is a %q model; hexserve serves Llama 3.x (its tokenizer and chat template)", path, family)
+	if hf.RopeTheta != 0 && !(hf.RopeTheta >= MinRopeTheta && hf.RopeTheta <= MaxRopeTheta) {
+		return fmt.Errorf("genie: %s: rope_theta: %g is outside %g…%g", path, hf.RopeTheta, MinRopeTheta, MaxRopeTheta)
 	}
 	if rs := hf.RopeScaling; rs != nil && rs.Type == "llama3" && rs.Factor >= 1 && rs.High > rs.Low && rs.Low > 0 {
 		hfRope := c.Rope
 		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = rs.Type, rs.Factor, rs.Low, rs.High, rs.Orig
 		if hf.RopeTheta > 0 {
 			hfRope.Theta = hf.RopeTheta
+		}
+		if e := ropeBounds(hfRope); e != nil {
+			return fmt.Errorf("genie: %s: rope_scaling: %s", path, e.msg)
 		}
 		if hfRope != c.Rope {
 			c.RopeNote = fmt.Sprintf("config.json's rope scaling (factor %g, theta %g) differs from genie_config.json's (factor %g, theta %g): following config.json, as the checkpoint was calibrated with it",
@@ -411,12 +507,22 @@ func (c *BundleConfig) readHF() error {
 	return nil
 }
 
+// familyOf refuses a checkpoint whose model_type or architectures name anything but an accepted
+// architecture (exactly: "Llama4ForConditionalGeneration" is not Llama 3.x).
+func familyOf(hf hfConfig) error {
+	if hf.ModelType != "" && !slices.Contains(accepted, hf.ModelType) {
+		return fmt.Errorf("model_type: the bundle is a %q model; hexserve serves Llama 3.x (its tokenizer and chat template)", hf.ModelType)
+	}
+	for i, a := range hf.Architectures {
+		if !slices.Contains(accepted, a) {
+			return fmt.Errorf("architectures[%d]: the bundle is a %q model; hexserve serves Llama 3.x (%q)", i, a, "LlamaForCausalLM")
+		}
+	}
+	return nil
+}
+
 // loadHTP reads htp_backend_ext_config.json.
 func loadHTP(path string) (HTPConfig, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return HTPConfig{}, fmt.Errorf("genie: dialog.engine.backend.extensions: %w", err)
-	}
 	var raw struct {
 		Devices []struct {
 			SocModel int    `json:"soc_model"`
@@ -433,8 +539,8 @@ func loadHTP(path string) (HTPConfig, error) {
 			WeightSharing bool `json:"weight_sharing_enabled"`
 		} `json:"context"`
 	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return HTPConfig{}, fmt.Errorf("genie: %s: %w", path, err)
+	if err := modelfile.ReadJSON(path, &raw); err != nil {
+		return HTPConfig{}, fmt.Errorf("genie: dialog.engine.backend.extensions: %w", err)
 	}
 	h := HTPConfig{MemType: raw.Memory.MemType, WeightSharing: raw.Context.WeightSharing}
 	if len(raw.Devices) > 0 {
@@ -453,8 +559,9 @@ func loadHTP(path string) (HTPConfig, error) {
 	return h, nil
 }
 
-// IsBundle reports whether dir holds a genie_config.json.
+// IsBundle reports whether dir holds a genie_config.json (a FIFO or device named so too: the
+// load says what it is).
 func IsBundle(dir string) bool {
-	st, err := os.Stat(filepath.Join(dir, ConfigFile))
-	return err == nil && st.Mode().IsRegular()
+	_, err := os.Stat(filepath.Join(dir, ConfigFile))
+	return err == nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/internal/rope"
 )
 
@@ -35,6 +36,11 @@ type Config struct {
 	Dir     string       // the bundle folder (genie_config.json)
 	Runtime *qnn.Runtime // opened QNN runtime; the Runner does not close it
 	Logger  zerolog.Logger
+	// AllowOutside lets the config name files outside Dir (model.allow_outside_paths).
+	AllowOutside bool
+	// Memory, when > 0, is the most the bundle may hold (engine.model_memory): its parts, KV
+	// cache and graph I/O are counted against it before anything is allocated.
+	Memory int64
 }
 
 // maxPoolSequences bounds the sequences open in the pool at once.
@@ -128,7 +134,7 @@ func Open(cfg Config) (_ *Runner, err error) {
 			r.Close()
 		}
 	}()
-	if r.bc, err = LoadConfig(cfg.Dir); err != nil {
+	if r.bc, err = LoadConfig(modelfile.Folder{Dir: cfg.Dir, AllowOutside: cfg.AllowOutside}); err != nil {
 		return nil, err
 	}
 	if r.bc.RopeNote != "" {
@@ -137,7 +143,7 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if m := partFile.FindStringSubmatch(filepath.Base(r.bc.Bins[0])); m != nil {
 		r.name = m[1] // AI Hub's <name>_part_1_of_N.bin
 	}
-	for _, step := range []func() error{r.loadContexts, r.resolve, r.setup, r.bind} {
+	for _, step := range []func() error{r.checkParts, r.loadContexts, r.resolve, r.checkMemory, r.setup, r.bind} {
 		if err := step(); err != nil {
 			return nil, err
 		}

@@ -431,7 +431,7 @@ func TestBadBundles(t *testing.T) {
 		}, []string{"tiny_part_1_of_3.bin", "part 1 of 3", "ctx-bins[0] of 2"}},
 		{"extra part", "f32", func(t *testing.T, dir string) {
 			editConfig(t, dir, "dialog.engine.model.binary.ctx-bins", append(bins(dir), geniesim.PartFile("tiny", 3, 3)))
-		}, []string{"part 1 of 3", "ctx-bins[0] of 4"}},
+		}, []string{"dialog.engine.model.binary.ctx-bins[3]", "is ctx-bins[2] too"}},
 		{"parts out of order", "f32", func(t *testing.T, dir string) {
 			b := bins(dir)
 			editConfig(t, dir, "dialog.engine.model.binary.ctx-bins", []any{b[1], b[0], b[2]})

@@ -12,7 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/hexserve/hexserve/internal/mmapfile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // Header is the file header: the flatbuffer's root offset and identifier,
@@ -103,17 +103,17 @@ type File struct {
 // whose payloads carry the QNN context protocol header. Every error names
 // the file and what is wrong with it.
 func Open(path string) (*File, error) {
-	data, err := mmapfile.Map(path)
+	data, err := modelfile.Map(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("pte: %w", err)
 	}
 	if len(data) < 8 {
-		mmapfile.Unmap(data)
+		modelfile.Unmap(data)
 		return nil, fmt.Errorf("pte: %s: %d bytes is too short for a .pte file", path, len(data))
 	}
 	p, err := Parse(path, data)
 	if err != nil {
-		mmapfile.Unmap(data)
+		modelfile.Unmap(data)
 		return nil, err
 	}
 	p.data = data
@@ -125,7 +125,7 @@ func (f *File) Close() error {
 	if f.data == nil {
 		return nil
 	}
-	err := mmapfile.Unmap(f.data)
+	err := modelfile.Unmap(f.data)
 	f.data = nil
 	return err
 }

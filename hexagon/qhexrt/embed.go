@@ -7,7 +7,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/internal/half"
-	"github.com/hexserve/hexserve/internal/mmapfile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // embedTable is the f16 embedding table [vocab, hidden], mmap'd read-only so
@@ -19,12 +19,12 @@ type embedTable struct {
 
 // openEmbed maps path and checks it holds vocab×hidden float16 values.
 func openEmbed(path string, vocab, hidden int) (*embedTable, error) {
-	data, err := mmapfile.Map(path)
+	data, err := modelfile.Map(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("embedding table: %w", err)
 	}
 	if want := vocab * hidden * 2; len(data) != want {
-		mmapfile.Unmap(data)
+		modelfile.Unmap(data)
 		return nil, fmt.Errorf("embedding table %s: %d bytes, want %d (f16 [%d, %d])", path, len(data), want, vocab, hidden)
 	}
 	return &embedTable{data: data, vocab: vocab, hidden: hidden}, nil
@@ -61,7 +61,7 @@ func (t *embedTable) Close() error {
 	if t == nil || t.data == nil {
 		return nil
 	}
-	err := mmapfile.Unmap(t.data)
+	err := modelfile.Unmap(t.data)
 	t.data = nil
 	return err
 }

@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // identityHead is how much of each context binary the layout identity hashes.
@@ -45,20 +45,16 @@ func (r *Runner) kvRowAll() int { return 2 * len(r.kvK) * r.kvRow }
 
 // fileHead returns a file's size and the hash of its first identityHead bytes.
 func fileHead(path string) (int64, string) {
-	f, err := os.Open(path)
+	f, size, err := modelfile.Open(path, 0)
 	if err != nil {
 		return -1, "unreadable"
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return -1, "unreadable"
-	}
 	h := sha256.New()
 	if _, err := io.CopyN(h, f, identityHead); err != nil && err != io.EOF {
 		return -1, "unreadable"
 	}
-	return info.Size(), hex.EncodeToString(h.Sum(nil)[:8])
+	return size, hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // saveRows copies rows [from, to) of caches ks, vs, row p in slot slot(p),

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hexserve/hexserve/internal/mmapfile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // BinaryInfo reads the graphs and their I/O tensors out of a context binary
@@ -132,7 +132,7 @@ func (r *Runtime) LoadContext(path string, o ContextOptions) (*Context, error) {
 	if closed || r.backend == 0 {
 		return nil, ErrClosed
 	}
-	data, err := mmapfile.Map(path)
+	data, err := modelfile.Map(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("qnn: load context: %w", err)
 	}
@@ -141,7 +141,7 @@ func (r *Runtime) LoadContext(path string, o ContextOptions) (*Context, error) {
 	}
 	c, err := r.createContext(path, data, o)
 	if err != nil {
-		mmapfile.Unmap(data)
+		modelfile.Unmap(data)
 		return nil, err
 	}
 	c.data = data
@@ -364,7 +364,7 @@ func (c *Context) Close() error {
 		c.h = 0
 	}
 	if c.data != nil {
-		if err := mmapfile.Unmap(c.data); err != nil {
+		if err := modelfile.Unmap(c.data); err != nil {
 			keep(fmt.Errorf("qnn: munmap %s: %w", c.path, err))
 		}
 		c.data = nil
