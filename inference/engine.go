@@ -371,6 +371,6 @@ func (e *Engine) emit(g *record, choice int, out textOut, f FinishReason) {
 	if out.empty() && f == "" {
 		return
 	}
-	g.s.push(Event{Choice: choice, Text: out.text, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop,
+	g.s.push(Event{Choice: choice, Text: out.text, Reasoning: out.reasoning, Tokens: out.ids, Logprobs: out.lps, Finish: f, Stop: out.stop,
 		Usage: Usage{PromptTokens: g.usage.PromptTokens, CachedTokens: g.usage.CachedTokens}})
 }

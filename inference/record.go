@@ -152,9 +152,15 @@ func (e *Engine) newSeq(g *record) *seq {
 	s.smp.StartChoice()
 	stops := g.req.Stop
 	if g.req.Constrain != nil {
-		s.con, stops = g.req.Constrain(), nil
+		// After an Open reasoning the constraint starts with the answer;
+		// else the text may not start with a reasoning.
+		stops = nil
+		if r := g.req.Reasoning; r == nil || !r.Open {
+			s.con = g.req.Constrain()
+		}
 	}
 	s.det.reset(e.vocab, stops)
+	s.det.startThink(g.req.Reasoning)
 	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)
 	return s
@@ -189,14 +195,11 @@ func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 		out, fin = s.det.flush(), FinishStop
 	default:
 		var stopped bool
-		out, stopped = s.det.add(tok, lp)
+		out, stopped = e.addText(s, tok, lp)
 		if stopped {
 			fin = FinishStop
 		} else if s.generated >= g.maxNew {
-			out2 := s.det.flush()
-			out.text += out2.text
-			out.ids = append(out.ids, out2.ids...)
-			out.lps = append(out.lps, out2.lps...)
+			out.join(s.det.flush())
 			fin = FinishContext
 			if g.req.MaxTokens > 0 && s.generated >= g.req.MaxTokens {
 				fin = FinishLength
@@ -211,9 +214,37 @@ func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 	return fin != ""
 }
 
+// addText adds tok to s's text. With a reasoning, it counts the reasoning
+// tokens, forces the reasoning's end when its budget is spent, and starts
+// the request's constraint when the answer starts.
+func (e *Engine) addText(s *seq, tok int32, lp *sample.Logprob) (textOut, bool) {
+	th := s.det.think
+	if th == nil {
+		return s.det.add(tok, lp)
+	}
+	before := th.phase
+	out, stopped := s.det.add(tok, lp)
+	spent := th.count(before)
+	f, forcing := s.con.(*forced)
+	switch {
+	case forcing && (f.done() || th.phase == answering), before == reasoning && th.phase == answering:
+		s.con = nil
+		if c := s.g.req.Constrain; c != nil && th.phase == answering {
+			s.con = c()
+		}
+	case spent && s.con == nil && !th.forced:
+		th.forced = true
+		s.con = &forced{toks: th.r.EndTokens}
+	}
+	return out, stopped
+}
+
 // end marks s finished with f and folds f into its request's finish.
 func (s *seq) end(f FinishReason) {
 	s.status, s.fin = finished, f
+	if th := s.det.think; th != nil {
+		s.g.usage.ReasoningTokens += th.tokens
+	}
 	if g := s.g; !abnormal(g.finish) || abnormal(f) {
 		g.finish = f
 	}

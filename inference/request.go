@@ -22,8 +22,12 @@ type Request struct {
 	IgnoreEOS bool
 	// Constrain, when set, makes one Constraint per choice: only tokens it
 	// allows are sampled, so a choice that finishes with FinishStop is a
-	// complete value of its grammar. Stop strings do not apply.
+	// complete value of its grammar. Stop strings do not apply. With
+	// Reasoning it starts when the reasoning ends.
 	Constrain func() Constraint
+	// Reasoning, when set, is where the model's reasoning is in its text:
+	// it comes back apart from the answer (Event.Reasoning).
+	Reasoning *Reasoning
 	// Owner identifies who sent the request (a hash of the API key; empty
 	// without keys). KV rows computed for one owner are never reused for, nor
 	// reported as cached to, another (prefix cache and KV store alike).
@@ -80,6 +84,7 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens whose KV rows were reused
 	CompletionTokens int // over all choices
+	ReasoningTokens  int // the completion tokens inside the reasoning (Request.Reasoning)
 	// Prediction tokens the model verified: accepted (they are in the
 	// output) and rejected (evaluated, then discarded).
 	AcceptedPredictionTokens int
@@ -115,11 +120,14 @@ func rate(n int, d time.Duration) float64 {
 // last event of each choice has Finish set; the final event of the request
 // has Done set with the whole Usage and Timings (and Err when it failed).
 type Event struct {
-	Choice   int
-	Text     string           // new text, UTF-8 complete, stop strings withheld
-	Tokens   []int32          // ids generated since the previous event of this choice
-	Logprobs []sample.Logprob // one per token in Tokens, when requested
-	Finish   FinishReason
+	Choice int
+	Text   string // new text, UTF-8 complete, stop strings withheld
+	// Reasoning is new reasoning text (Request.Reasoning); in an event
+	// holding both, it comes before Text.
+	Reasoning string
+	Tokens    []int32          // ids generated since the previous event of this choice
+	Logprobs  []sample.Logprob // one per token in Tokens, when requested
+	Finish    FinishReason
 	// Stop is the stop string that ended the choice (Finish is FinishStop);
 	// "" when an end-of-turn token ended it.
 	Stop    string

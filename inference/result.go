@@ -12,11 +12,12 @@ type Result struct {
 
 // Choice is one generated continuation.
 type Choice struct {
-	Text     string
-	Tokens   []int32
-	Logprobs []sample.Logprob // when requested, one per token
-	Finish   FinishReason
-	Stop     string // the stop string that ended it (Event.Stop)
+	Text      string
+	Reasoning string // the reasoning (Request.Reasoning), apart from Text
+	Tokens    []int32
+	Logprobs  []sample.Logprob // when requested, one per token
+	Finish    FinishReason
+	Stop      string // the stop string that ended it (Event.Stop)
 }
 
 // Collect reads s to the end for callers that do not stream. The error is
@@ -35,6 +36,7 @@ func Collect(s *Stream) (Result, error) {
 		}
 		c := &r.Choices[ev.Choice]
 		c.Text += ev.Text
+		c.Reasoning += ev.Reasoning
 		c.Tokens = append(c.Tokens, ev.Tokens...)
 		c.Logprobs = append(c.Logprobs, ev.Logprobs...)
 		if ev.Finish != "" {

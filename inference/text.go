@@ -2,7 +2,6 @@ package inference
 
 import (
 	"bytes"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/hexserve/hexserve/inference/sample"
@@ -23,13 +22,25 @@ type pendingTok struct {
 // textOut is what one token releases: complete UTF-8 text, and the tokens
 // whose bytes that text starts (with their logprobs).
 type textOut struct {
-	text string
-	ids  []int32
-	lps  []sample.Logprob
-	stop string // the stop string that ended the choice
+	text      string
+	reasoning string // text of the reasoning (Request.Reasoning)
+	ids       []int32
+	lps       []sample.Logprob
+	stop      string // the stop string that ended the choice
 }
 
-func (o *textOut) empty() bool { return o.text == "" && len(o.ids) == 0 }
+func (o *textOut) empty() bool { return o.text == "" && o.reasoning == "" && len(o.ids) == 0 }
+
+// join appends p to o.
+func (o *textOut) join(p textOut) {
+	o.text += p.text
+	o.reasoning += p.reasoning
+	o.ids = append(o.ids, p.ids...)
+	o.lps = append(o.lps, p.lps...)
+	if p.stop != "" {
+		o.stop = p.stop
+	}
+}
 
 // detok turns a choice's tokens into text. It holds back bytes that may
 // still become part of a stop string or that end in an incomplete UTF-8
@@ -41,6 +52,7 @@ type detok struct {
 	held    []byte // undecided bytes; held[0] is at offset emitted
 	emitted int
 	pend    []pendingTok
+	think   *think // the reasoning's state; nil: the text is all answer
 }
 
 func (d *detok) reset(v Vocab, stops []string) {
@@ -52,6 +64,7 @@ func (d *detok) reset(v Vocab, stops []string) {
 	d.held = d.held[:0]
 	d.emitted = 0
 	d.pend = d.pend[:0]
+	d.think = nil
 }
 
 // add appends token id and returns what can be released; stopped reports a
@@ -61,8 +74,12 @@ func (d *detok) add(id int32, lp *sample.Logprob) (out textOut, stopped bool) {
 	if !d.vocab.IsSpecial(id) {
 		d.held = append(d.held, d.vocab.Piece(id)...)
 	}
+	if d.think != nil && !d.reason(&out) {
+		out.ids, out.lps = d.tokens(false)
+		return out, false
+	}
 	if at, s := d.matchStop(); at >= 0 {
-		out := d.release(at, true)
+		out.join(d.release(at, true))
 		out.stop = s
 		return out, true
 	}
@@ -80,12 +97,22 @@ func (d *detok) add(id int32, lp *sample.Logprob) (out textOut, stopped bool) {
 		}
 	}
 	h = completeUTF8(d.held[:h])
-	return d.release(h, false), false
+	out.join(d.release(h, false))
+	return out, false
 }
 
 // flush releases everything held (at the end of a choice); an incomplete
-// UTF-8 sequence becomes U+FFFD.
-func (d *detok) flush() textOut { return d.release(len(d.held), false) }
+// UTF-8 sequence becomes U+FFFD. Held reasoning is released as reasoning
+// (without trailing whitespace).
+func (d *detok) flush() textOut {
+	var out textOut
+	if d.think != nil && d.think.phase == reasoning {
+		out.reasoning = d.take(len(bytes.TrimRight(d.held, spaces)))
+		d.drop(len(d.held))
+	}
+	out.join(d.release(len(d.held), false))
+	return out
+}
 
 // matchStop returns where the first stop string in the held bytes starts
 // (-1: none) and which one it is.
@@ -104,14 +131,17 @@ func (d *detok) matchStop() (int, string) {
 // after held[:n] is dropped.
 func (d *detok) release(n int, stop bool) textOut {
 	var out textOut
-	if n > 0 {
-		out.text = strings.ToValidUTF8(string(d.held[:n]), "\uFFFD")
-		d.emitted += n
-	}
-	d.held = d.held[:copy(d.held, d.held[n:])]
+	out.text = d.take(n)
 	if stop {
 		d.held = d.held[:0]
 	}
+	out.ids, out.lps = d.tokens(stop)
+	return out
+}
+
+// tokens takes the pending tokens that start within the emitted text (all
+// of them once nothing is held, none after them with stop).
+func (d *detok) tokens(stop bool) (ids []int32, lps []sample.Logprob) {
 	k := 0
 	for _, p := range d.pend {
 		if p.start >= d.emitted && (stop || len(d.held) > 0) {
@@ -120,16 +150,16 @@ func (d *detok) release(n int, stop bool) textOut {
 		k++
 	}
 	for _, p := range d.pend[:k] {
-		out.ids = append(out.ids, p.id)
+		ids = append(ids, p.id)
 		if p.lp != nil {
-			out.lps = append(out.lps, *p.lp)
+			lps = append(lps, *p.lp)
 		}
 	}
 	d.pend = d.pend[:copy(d.pend, d.pend[k:])]
 	if stop {
 		d.pend = d.pend[:0]
 	}
-	return out
+	return ids, lps
 }
 
 // completeUTF8 returns the length of the longest prefix of b that does not
