@@ -69,6 +69,12 @@ type Params struct {
 	// Truncated, when set, is told that fitting the prompt in the window
 	// left dropped messages (raw prompts: tokens) out, and the tokens kept.
 	Truncated func(dropped, promptTokens int)
+	// Reasoning is the model's reasoning parser (nil: the output is all
+	// answer, as for Llama 3.x).
+	Reasoning *ReasoningParser
+	// ReasoningKey signs the reasoning the Anthropic API returns in
+	// thinking blocks (a per-server secret).
+	ReasoningKey []byte
 }
 
 // PromptByteLimit is the rendered length past which a prompt cannot fit a
