@@ -112,6 +112,10 @@ type Model struct {
 	Aliases   []string  `yaml:"aliases"`   // other ids accepted in requests
 	Libraries Libraries `yaml:"libraries"` // QNN shared libraries
 	PerfMode  string    `yaml:"perf_mode"` // HTP performance mode: burst, sustained, balanced
+	// ReasoningParser names the model's reasoning markers (vLLM's
+	// --reasoning-parser): qwen3 or deepseek_r1 (<think>…</think>), or none;
+	// "" detects them from the chat template (<think> in it: qwen3).
+	ReasoningParser string `yaml:"reasoning_parser"`
 	// ADSPLibraryPath is the ';'-separated list of folders the DSP loader
 	// searches for the skel (ADSP_LIBRARY_PATH). "" keeps the environment's
 	// value or, when that is unset too, uses the folders of the configured
@@ -213,6 +217,10 @@ func (c Config) local() []Model {
 	return out
 }
 
+// reasoningParsers are model.reasoning_parser's values (front's parsers,
+// "none", and "" for detection).
+var reasoningParsers = []string{"", "qwen3", "deepseek_r1", "none"}
+
 // Location is the model path: Path, else its alias Bundle.
 func (m Model) Location() string {
 	if m.Path != "" {
@@ -255,6 +263,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.Libraries.System, d.Libraries.System)
 		inherit(&e.Libraries.RPCMem, d.Libraries.RPCMem)
 		inherit(&e.PerfMode, d.PerfMode)
+		inherit(&e.ReasoningParser, d.ReasoningParser)
 		inherit(&e.ADSPLibraryPath, d.ADSPLibraryPath)
 		inherit(&e.SeqKVMB, d.SeqKVMB)
 		inherit(&e.ToolParser, d.ToolParser)
@@ -511,6 +520,7 @@ func (c *Config) Validate() error {
 		{m.Libraries.Backend == "", "model.libraries.backend", "must be set"},
 		{m.Libraries.System == "", "model.libraries.system", "must be set"},
 		{!oneOf(m.PerfMode, "burst", "sustained", "balanced"), "model.perf_mode", "must be burst, sustained or balanced"},
+		{!oneOf(m.ReasoningParser, reasoningParsers...), "model.reasoning_parser", "must be qwen3, deepseek_r1 or none (unset: from the chat template)"},
 		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
 		{m.ToolParser != "" && !slices.Contains(ToolParsers, m.ToolParser), "model.tool_parser", toolParserWhat},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
@@ -584,6 +594,7 @@ func (c *Config) validateModels() error {
 			{strings.ContainsAny(e.ID, " \t\n/"), key + ".id", "must not contain spaces or slashes"},
 			{hasEmpty(e.Aliases), key + ".aliases", "must not contain empty ids"},
 			{e.PerfMode != "" && !oneOf(e.PerfMode, "burst", "sustained", "balanced"), key + ".perf_mode", "must be burst, sustained or balanced"},
+			{!oneOf(e.ReasoningParser, reasoningParsers...), key + ".reasoning_parser", "must be qwen3, deepseek_r1 or none (unset: model.reasoning_parser)"},
 			{e.SeqKVMB < 0 || e.SeqKVMB > 1<<20, key + ".seq_kv_mb", "must be between 0 and 1048576 (unset: model.seq_kv_mb)"},
 			{e.ToolParser != "" && !slices.Contains(ToolParsers, e.ToolParser), key + ".tool_parser", toolParserWhat},
 			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},

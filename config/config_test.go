@@ -134,6 +134,8 @@ func TestParseBad(t *testing.T) {
 		{"models:\n  - {path: a, perf_mode: turbo}\n", "config: models[0].perf_mode:"},
 		{"model:\n  tool_parser: qwen\n", "config: model.tool_parser: must be llama3_json, hermes, granite or json"},
 		{"models:\n  - {path: a, tool_parser: pythonic}\n", "config: models[0].tool_parser: must be llama3_json"},
+		{"model:\n  reasoning_parser: think\n", "config: model.reasoning_parser: must be qwen3, deepseek_r1 or none"},
+		{"models:\n  - {path: a, reasoning_parser: r1}\n", "config: models[0].reasoning_parser:"},
 		{"models:\n  - {path: a, keep_alive: soon}\n", "config: models[0].keep_alive:"},
 		{"model:\n  path: a\nmodels:\n  - {path: b}\n", "config: model.path: set either model.path"},
 		{"server:\n  max_loaded_models: -1\n", "config: server.max_loaded_models: must be >= 0"},
@@ -179,26 +181,27 @@ func TestEntries(t *testing.T) {
   tokenizer: /t.json
   timeout: 1m
   tool_parser: json
+  reasoning_parser: none
 engine:
   context_overflow: rolling
 models:
   - {path: /m/a.pte, id: a, aliases: [x], preload: true, queue_length: 2}
-  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes, context_overflow: truncate_middle}
+  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes, context_overflow: truncate_middle, reasoning_parser: qwen3}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got = multi.Entries()
 	want := []struct {
-		path, tok, backend, perf string
-		preload                  bool
-		keep                     *time.Duration
-		queue                    int
-		timeout                  time.Duration
-		overflow                 string
+		path, tok, backend, perf, reasoning string
+		preload                             bool
+		keep                                *time.Duration
+		queue                               int
+		timeout                             time.Duration
+		overflow                            string
 	}{
-		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", true, min(5), 2, time.Minute, "rolling"},
-		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", false, min(0), 8, time.Minute, "truncate_middle"},
+		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", "none", true, min(5), 2, time.Minute, "rolling"},
+		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", "qwen3", false, min(0), 8, time.Minute, "truncate_middle"},
 	}
 	for i, parser := range []string{"json", "hermes"} { // inherited, then the entry's own
 		if got[i].ToolParser != parser {
@@ -208,7 +211,7 @@ models:
 	for i, w := range want {
 		e := got[i]
 		if e.Path != w.path || e.Bundle != "" || e.Tokenizer != w.tok || e.Libraries.Backend != w.backend ||
-			e.Libraries.System != "libQnnSystem.so" || e.PerfMode != w.perf || *e.Preload != w.preload ||
+			e.Libraries.System != "libQnnSystem.so" || e.PerfMode != w.perf || e.ReasoningParser != w.reasoning || *e.Preload != w.preload ||
 			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout || e.ContextOverflow != w.overflow {
 			t.Errorf("entry %d = %+v (keep_alive %v), want %+v", i, e, *e.KeepAlive, w)
 		}

@@ -146,6 +146,17 @@ func (p Params) ReasoningOf(given, content string) (reasoning, answer string) {
 	return r, answer
 }
 
+// SplitTurns gives each assistant turn of msgs its reasoning as the
+// template takes it (ReasoningOf): its ReasoningContent when the client
+// sent one, else split from its content.
+func (p Params) SplitTurns(msgs []chat.Message) {
+	for i := range msgs {
+		if m := &msgs[i]; m.Role == "assistant" {
+			m.ReasoningContent, m.Content = p.ReasoningOf(m.ReasoningContent, m.Content)
+		}
+	}
+}
+
 // SignReasoning is the signature of a reasoning text under key (a
 // per-server secret): base64 of its HMAC-SHA256. Anthropic's thinking
 // blocks carry it, so a block a client sends back can be checked.

@@ -98,10 +98,16 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
+	thinking, err := front.EffortThinking(r.ReasoningEffort, "reasoning_effort")
+	if err != nil {
+		return nil, err
+	}
+	p.ApplyThinking(&opt, thinking)
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
 		return nil, err
 	}
+	p.SplitTurns(msgs)
 	if g.Request.Prompt, err = fitChat(r.ContextOverflow, msgs, opt, p, g.Request.MaxTokens); err != nil {
 		return nil, err
 	}
@@ -124,6 +130,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err := constrain(g, gr, p); err != nil {
 		return nil, err
 	}
+	p.Reason(&g.Request, thinking)
 	return g, nil
 }
 

@@ -6,6 +6,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -22,6 +23,10 @@ type Message struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning as vLLM and
+	// llama.cpp return it; Reasoning is the newer name some clients send.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
 }
 
 // Content is a message's content: a string, an array of content parts, or
@@ -110,7 +115,8 @@ func ToChatMessages(msgs []Message) ([]chat.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		cm := chat.Message{Role: ChatRole(m.Role), Content: text, Name: m.Name, ToolCallID: m.ToolCallID}
+		cm := chat.Message{Role: ChatRole(m.Role), Content: text, Name: m.Name, ToolCallID: m.ToolCallID,
+			ReasoningContent: cmp.Or(m.ReasoningContent, m.Reasoning)}
 		for j, tc := range m.ToolCalls {
 			tp := fmt.Sprintf("%s.tool_calls[%d]", p, j)
 			if tc.Type != "" && tc.Type != "function" {

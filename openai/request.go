@@ -24,6 +24,9 @@ type ChatCompletionRequest struct {
 	Functions           json.RawMessage   `json:"functions"`
 	FunctionCall        json.RawMessage   `json:"function_call"`
 	ChatTemplateKwargs  *TemplateKwargs   `json:"chat_template_kwargs"`
+	// ReasoningEffort switches a reasoning model's thinking: "none" and
+	// "minimal" off, "low", "medium" and "high" on.
+	ReasoningEffort string `json:"reasoning_effort"`
 	CommonParams
 }
 

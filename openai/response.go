@@ -73,7 +73,7 @@ func ToUsage(u inference.Usage) *Usage {
 	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens:         u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: PromptTokensDetails{CachedTokens: u.CachedTokens},
-		CompletionTokensDetails: CompletionTokensDetails{AcceptedPredictionTokens: u.AcceptedPredictionTokens,
+		CompletionTokensDetails: CompletionTokensDetails{ReasoningTokens: u.ReasoningTokens, AcceptedPredictionTokens: u.AcceptedPredictionTokens,
 			RejectedPredictionTokens: u.RejectedPredictionTokens}}
 }
 
@@ -133,10 +133,13 @@ type ChatChoice struct {
 
 // ResponseMessage is the assistant's reply; Content is null for tool calls.
 type ResponseMessage struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is the model's reasoning (vLLM's and llama.cpp's
+	// field), left out when it gave none.
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	Refusal          *string    `json:"refusal"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatLogprobs is a chat choice's logprobs object.
@@ -200,9 +203,10 @@ type ChunkChoice struct {
 
 // Delta is the new part of the message.
 type Delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // ToolCallDelta is a streamed piece of a tool call: the first carries id,
@@ -419,6 +423,9 @@ func ToChatCompletion(g *Generation, m Meta, res inference.Result) *ChatCompleti
 	out := whole(g, m, "chat.completion", make([]ChatChoice, len(res.Choices)), res)
 	for i, c := range res.Choices {
 		ch := ChatChoice{Index: i, Message: ResponseMessage{Role: "assistant"}, FinishReason: finishReason(c.Finish)}
+		if c.Reasoning != "" {
+			ch.Message.ReasoningContent = &c.Reasoning
+		}
 		if content, calls, ok := g.reply(c.Text, c.Finish); ok {
 			ch.Message.ToolCalls, ch.FinishReason = calls, g.callsFinish(ch.FinishReason)
 			if content != "" {

@@ -36,7 +36,7 @@ type ResponseRequest struct {
 	SafetyIdentifier   string            `json:"safety_identifier"`
 	PromptCacheKey     string            `json:"prompt_cache_key"`
 	Truncation         *string           `json:"truncation"`
-	Reasoning          json.RawMessage   `json:"reasoning"` // accepted and ignored
+	Reasoning          *ReasoningConfig  `json:"reasoning"`
 	Background         *bool             `json:"background"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Prompt             json.RawMessage   `json:"prompt"`
@@ -82,6 +82,9 @@ type Item struct {
 	Name      string          `json:"name,omitempty"`
 	Arguments *string         `json:"arguments,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
+	// Summary is a reasoning item's summary parts (always a list, empty
+	// here: the model's reasoning is in Content as reasoning_text).
+	Summary []ItemPart `json:"summary,omitzero"`
 }
 
 // ItemContent is a message's content; a string decodes as one input_text part.
@@ -148,7 +151,9 @@ type IncompleteDetails struct {
 	Reason string `json:"reason"` // "max_output_tokens"
 }
 
-// ReasoningConfig is echoed with nulls: the model does not reason.
+// ReasoningConfig is the request's reasoning object, echoed in the
+// response (effort: "none" and "minimal" switch a reasoning model's
+// thinking off); summaries are not written.
 type ReasoningConfig struct {
 	Effort  *string `json:"effort"`
 	Summary *string `json:"summary"`
@@ -257,6 +262,12 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	if err := constrainResponse(&g.Generation, r, tools, names, mode, p); err != nil {
 		return nil, err
 	}
+	var thinking front.Thinking
+	if r.Reasoning != nil && r.Reasoning.Effort != nil {
+		if thinking, err = front.EffortThinking(*r.Reasoning.Effort, "reasoning.effort"); err != nil {
+			return nil, err
+		}
+	}
 	truncation := "disabled"
 	if r.Truncation != nil {
 		truncation = *r.Truncation
@@ -281,6 +292,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	}
 
 	opt := p.ChatOptions()
+	p.ApplyThinking(&opt, thinking)
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
@@ -295,6 +307,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 		return nil, err
 	}
 	g.Request.Prompt = prompt
+	p.Reason(&g.Request, thinking)
 
 	resp := &Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress",
 		Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Output: []Item{},
@@ -311,6 +324,9 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	}
 	if resp.Tools == nil {
 		resp.Tools = []json.RawMessage{}
+	}
+	if r.Reasoning != nil {
+		resp.Reasoning = *r.Reasoning
 	}
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
@@ -467,13 +483,21 @@ func normalizeItem(it *Item, param string) error {
 		}
 		it.ID = orNewID(it.ID, "fco_")
 	case "reasoning":
-		return invalid(param+".type", "reasoning items are not supported by this model")
+		for j, part := range it.Content {
+			if part.Type != "reasoning_text" {
+				return invalid(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content part type %q is not supported; only reasoning_text", part.Type)
+			}
+		}
+		if it.Summary == nil {
+			it.Summary = []ItemPart{}
+		}
+		it.ID = orNewID(it.ID, "rs_")
 	case "item_reference":
 		return invalid(param+".type", "item references are not supported; use previous_response_id")
 	case "":
 		return invalid(param+".type", "input item has no type")
 	default:
-		return invalid(param+".type", "input item type %q is not supported; only message, function_call and function_call_output", it.Type)
+		return invalid(param+".type", "input item type %q is not supported; only message, function_call, function_call_output and reasoning", it.Type)
 	}
 	return nil
 }
@@ -502,9 +526,11 @@ func outputText(raw json.RawMessage, param string) (string, error) {
 }
 
 // itemMessages converts normalized items to chat messages: developer is
-// system, each function_call an assistant tool call, each output a tool message.
+// system, each function_call an assistant tool call, each output a tool
+// message, and a reasoning item the reasoning of the assistant turn after it.
 func itemMessages(items []Item) ([]chat.Message, error) {
 	out := make([]chat.Message, 0, len(items))
+	reasoning := ""
 	for _, it := range items {
 		switch it.Type {
 		case "message":
@@ -513,13 +539,23 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 			for _, p := range it.Content {
 				texts = append(texts, p.Text)
 			}
-			out = append(out, chat.Message{Role: role, Content: strings.Join(texts, "\n")})
+			m := chat.Message{Role: role, Content: strings.Join(texts, "\n")}
+			if role == "assistant" {
+				m.ReasoningContent, reasoning = reasoning, ""
+			}
+			out = append(out, m)
+		case "reasoning":
+			for _, p := range it.Content {
+				reasoning += p.Text
+			}
 		case "function_call":
 			var args json.RawMessage
 			if a := strings.TrimSpace(*it.Arguments); a != "" {
 				args = json.RawMessage(a)
 			}
-			out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: qualify(it.Namespace, it.Name), Arguments: args}}})
+			out = append(out, chat.Message{Role: "assistant", ReasoningContent: reasoning,
+				ToolCalls: []chat.ToolCall{{ID: it.CallID, Name: qualify(it.Namespace, it.Name), Arguments: args}}})
+			reasoning = ""
 		case "function_call_output":
 			text, err := outputText(it.Output, "output")
 			if err != nil {
@@ -541,6 +577,7 @@ func truncate(items []Item, system []chat.Message, auto bool, p front.Params, op
 	if err != nil {
 		return nil, err
 	}
+	p.SplitTurns(msgs)
 	if len(msgs)+len(system) == 0 {
 		return nil, invalid("input", "input must contain at least one item")
 	}
@@ -573,6 +610,9 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	text, finish := "", res.Finish
 	if len(res.Choices) > 0 {
 		text, finish = res.Choices[0].Text, res.Choices[0].Finish
+		if r := res.Choices[0].Reasoning; r != "" {
+			resp.Output = append(resp.Output, reasoningItem(front.NewID("rs_"), r))
+		}
 	}
 	if content, calls, ok := g.parseCalls(text, finish); ok {
 		if content != "" {
@@ -608,6 +648,7 @@ func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
 	resp.Usage = &ResponseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
 		TotalTokens: u.PromptTokens + u.CompletionTokens}
 	resp.Usage.InputTokensDetails.CachedTokens = u.CachedTokens
+	resp.Usage.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
 	resp.OutputText = ""
 	for _, it := range resp.Output {
 		for _, p := range it.Content {
@@ -616,6 +657,13 @@ func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
 			}
 		}
 	}
+}
+
+// reasoningItem is the reasoning output item of text, in the shape OpenAI
+// gives the raw reasoning of open-weight models (gpt-oss servers): no
+// summary, the text as one reasoning_text part.
+func reasoningItem(id, text string) Item {
+	return Item{Type: "reasoning", ID: id, Summary: []ItemPart{}, Content: ItemContent{{Type: "reasoning_text", Text: text}}}
 }
 
 func messageItem(id, text, status string) Item {

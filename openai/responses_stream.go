@@ -45,6 +45,8 @@ type ResponseStream struct {
 	gate   front.CallGate
 	msg    *Item // the open message item
 	text   strings.Builder
+	rs     *Item // the open reasoning item
+	think  strings.Builder
 	finish inference.FinishReason
 }
 
@@ -77,6 +79,12 @@ func (s *ResponseStream) Event(ev inference.Event) []*ResponseEvent {
 	}
 	if ev.Choice != 0 {
 		return nil
+	}
+	if ev.Reasoning != "" {
+		out = s.reasoningDelta(out, ev.Reasoning)
+	}
+	if ev.Text != "" || ev.Finish != "" {
+		out = s.closeReasoning(out)
 	}
 	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
 		out = s.textDelta(out, text)
@@ -168,6 +176,44 @@ func (s *ResponseStream) textDelta(out []*ResponseEvent, delta string) []*Respon
 	e := s.event("response.output_text.delta")
 	e.OutputIndex, e.ContentIndex, e.ItemID, e.Delta, e.Logprobs = &index, &zero, s.msg.ID, &delta, []json.RawMessage{}
 	return append(out, e)
+}
+
+// reasoningDelta opens the reasoning item when needed and appends delta:
+// output_item.added, content_part.added (reasoning_text), then
+// reasoning_text.delta.
+func (s *ResponseStream) reasoningDelta(out []*ResponseEvent, delta string) []*ResponseEvent {
+	index, zero := len(s.g.Response.Output), 0
+	if s.rs == nil {
+		s.rs = &Item{Type: "reasoning", ID: front.NewID("rs_"), Summary: []ItemPart{}, Content: ItemContent{}}
+		out = append(out, s.itemEvent("response.output_item.added", index, *s.rs))
+		e := s.event("response.content_part.added")
+		e.OutputIndex, e.ContentIndex, e.ItemID = &index, &zero, s.rs.ID
+		e.Part = &ItemPart{Type: "reasoning_text"}
+		out = append(out, e)
+	}
+	s.think.WriteString(delta)
+	e := s.event("response.reasoning_text.delta")
+	e.OutputIndex, e.ContentIndex, e.ItemID, e.Delta = &index, &zero, s.rs.ID, &delta
+	return append(out, e)
+}
+
+// closeReasoning ends the open reasoning item: reasoning_text.done,
+// content_part.done, output_item.done.
+func (s *ResponseStream) closeReasoning(out []*ResponseEvent) []*ResponseEvent {
+	if s.rs == nil {
+		return out
+	}
+	index, zero, text := len(s.g.Response.Output), 0, s.think.String()
+	e := s.event("response.reasoning_text.done")
+	e.OutputIndex, e.ContentIndex, e.ItemID, e.Text = &index, &zero, s.rs.ID, &text
+	out = append(out, e)
+	item := reasoningItem(s.rs.ID, text)
+	e = s.event("response.content_part.done")
+	e.OutputIndex, e.ContentIndex, e.ItemID, e.Part = &index, &zero, s.rs.ID, &item.Content[0]
+	out = append(out, e, s.itemEvent("response.output_item.done", index, item))
+	s.g.Response.Output = append(s.g.Response.Output, item)
+	s.rs = nil
+	return out
 }
 
 func (s *ResponseStream) closeMessage(out []*ResponseEvent, status string) []*ResponseEvent {

@@ -79,6 +79,15 @@ func (s *Stream) Event(ev inference.Event) []Frame {
 	}
 	c := &s.choices[ev.Choice]
 	var out []Frame
+	if ev.Reasoning != "" && s.chat {
+		// The event's tokens go with its text when it has some.
+		ch := ChunkChoice{Index: ev.Choice, Delta: Delta{ReasoningContent: &ev.Reasoning}}
+		if ev.Text == "" {
+			s.decorate(&ch.Logprobs, &ch.TokenIDs, ev.Tokens, ev.Logprobs)
+			ev.Tokens, ev.Logprobs = nil, nil
+		}
+		out = append(out, s.chatFrame(ch))
+	}
 	if ev.Text != "" || len(ev.Tokens) > 0 {
 		switch {
 		case !s.chat:

@@ -50,8 +50,9 @@ func openAIChunks[T any](c *call, prefix string, convert func(front.Params) (*op
 func (s *Server) params(r *http.Request, m *Model) front.Params {
 	return front.Params{Tokenizer: m.Tokenizer, Template: m.Template, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
 		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
-		Grammar:        grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
-		ToolFormat:     m.ToolFormat,
+		Grammar:    grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
+		ToolFormat: m.ToolFormat,
+		Reasoning:  m.Reasoning, ReasoningKey: s.reasoningKey,
 		MaxPromptBytes: front.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 

@@ -11,6 +11,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,6 +132,9 @@ type Model struct {
 	// engine.context_overflow, models[].context_overflow); "": each API's
 	// default.
 	Overflow overflow.Policy
+	// Reasoning is the model's reasoning parser (model.reasoning_parser);
+	// nil: none.
+	Reasoning *front.ReasoningParser
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output
@@ -183,6 +187,10 @@ type Server struct {
 	store *respstore.Store
 	// leftOut holds the hosted tool types already logged as left out.
 	leftOut sync.Map
+	// reasoningKey signs the thinking blocks of this server's Anthropic
+	// replies (random per process: a block from before a restart does not
+	// verify).
+	reasoningKey []byte
 }
 
 // New builds the router and its middleware.
@@ -203,7 +211,8 @@ func New(opts Options) *Server {
 		opts.ResponseStore = defaultResponseStore()
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: opts.Registry, store: opts.ResponseStore,
-		grammars: grammar.NewCache(opts.StructuredCache)}
+		grammars: grammar.NewCache(opts.StructuredCache), reasoningKey: make([]byte, 32)}
+	_, _ = rand.Read(s.reasoningKey) // crypto/rand never fails
 	s.grammars.LimitCompiles(opts.StructuredCompiles)
 	s.metrics = newMetrics(opts.Registry, s.grammars, s.vocabBytes)
 	s.routes()
