@@ -40,7 +40,7 @@ func TestChatMessages(t *testing.T) {
 		{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}},{"type":"tool_use","id":"toolu_2","name":"get_time","input":{}}]},
 	{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"18C"},{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"noon"}],"is_error":true},{"type":"text","text":"And?"}]},
 	{"role":"assistant","content":"It is  \n"}]}`)
-	msgs, prefill, err := chatMessages(r.System, r.Messages)
+	msgs, prefill, err := chatMessages(r.System, r.Messages, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

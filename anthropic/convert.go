@@ -34,6 +34,10 @@ type Generation struct {
 	// ForcedName is the tool a tool_choice of type tool forces: the only
 	// name a call can have, however early the limit cut it.
 	ForcedName string
+	// Thinking is the request's thinking setting; key signs the thinking
+	// blocks of the reply.
+	Thinking front.Thinking
+	key      []byte
 }
 
 // BillingHeaderPrefix starts the system block Claude Code sends first. It
@@ -87,32 +91,72 @@ func check(r *MessagesRequest, p front.Params, g *Generation) (tools []json.RawM
 	if err := sampling(r, p, g); err != nil {
 		return nil, nil, "", err
 	}
-	if r.Thinking != nil && r.Thinking.Type == "" {
-		return nil, nil, "", invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+	if g.Thinking, err = thinking(r); err != nil {
+		return nil, nil, "", err
 	}
 	if tools, names, err = toolDefs(r.Tools); err != nil {
 		return nil, nil, "", err
 	}
-	mode, err = toolChoice(r.ToolChoice, names)
-	return tools, names, mode, err
+	if mode, err = toolChoice(r.ToolChoice, names); err != nil {
+		return nil, nil, "", err
+	}
+	if (mode == "any" || mode == "tool") && g.Thinking.Set && !g.Thinking.Off {
+		return nil, nil, "", invalid("tool_choice", "Thinking may not be enabled when tool_choice forces tool use.")
+	}
+	return tools, names, mode, nil
 }
 
+// thinking validates the thinking field as Anthropic does: budget_tokens
+// of an enabled thinking at least 1024 and below max_tokens.
+func thinking(r *MessagesRequest) (front.Thinking, error) {
+	t := r.Thinking
+	if t == nil {
+		return front.Thinking{}, nil
+	}
+	switch t.Type {
+	case "":
+		return front.Thinking{}, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+	case "disabled":
+		return front.Thinking{Set: true, Off: true}, nil
+	case "adaptive":
+		return front.Thinking{Set: true}, nil
+	case "enabled":
+	default:
+		return front.Thinking{}, invalid("thinking.type", "thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'", t.Type)
+	}
+	b := t.BudgetTokens
+	switch {
+	case b == nil:
+		return front.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Field required")
+	case *b < MinThinkingBudget:
+		return front.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
+	case r.MaxTokens != nil && *b >= *r.MaxTokens:
+		return front.Thinking{}, invalid("max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+	}
+	return front.Thinking{Set: true, Budget: *b}, nil
+}
+
+// MinThinkingBudget is Anthropic's least thinking.budget_tokens.
+const MinThinkingBudget = 1024
+
 func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
-	g := &Generation{Model: r.Model}
+	g := &Generation{Model: r.Model, key: p.ReasoningKey}
 	tools, names, mode, err := check(r, p, g)
 	if err != nil {
 		return nil, err
 	}
 	opt := p.ChatOptions()
+	p.ApplyThinking(&opt, g.Thinking)
 	if mode != "none" && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
 	g.Single = r.ToolChoice != nil && r.ToolChoice.DisableParallelToolUse != nil && *r.ToolChoice.DisableParallelToolUse
-	msgs, prefill, err := chatMessages(r.System, r.Messages)
+	msgs, prefill, err := chatMessages(r.System, r.Messages, p.ReasoningKey)
 	if err != nil {
 		return nil, err
 	}
+	p.SplitTurns(msgs)
 	if len(msgs) == 0 {
 		return nil, invalid("messages", "messages must contain a user message")
 	}
@@ -134,6 +178,7 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 	if err := constrain(r, mode, names, g, p); err != nil {
 		return nil, err
 	}
+	p.Reason(&g.Request, g.Thinking)
 	return g, nil
 }
 
@@ -276,7 +321,7 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 // chatMessages converts system and the turns to chat messages. A final
 // assistant turn of text is the prefill the reply continues: it is returned
 // apart, its trailing whitespace trimmed.
-func chatMessages(system *Content, turns []MessageParam) ([]chat.Message, string, error) {
+func chatMessages(system *Content, turns []MessageParam, key []byte) ([]chat.Message, string, error) {
 	if len(turns) == 0 {
 		return nil, "", invalid("messages", "messages must contain at least one message")
 	}
@@ -308,7 +353,7 @@ func chatMessages(system *Content, turns []MessageParam) ([]chat.Message, string
 		case "user":
 			msgs, err = userMessages(m.Content.Blocks, p)
 		case "assistant":
-			msgs, err = assistantMessages(m.Content.Blocks, p)
+			msgs, err = assistantMessages(m.Content.Blocks, p, key)
 			if i == len(turns)-1 && len(msgs) == 1 && len(msgs[0].ToolCalls) == 0 {
 				prefill, msgs = strings.TrimRightFunc(msgs[0].Content, isSpace), nil
 			}
@@ -385,11 +430,25 @@ func userMessages(blocks []Block, p string) ([]chat.Message, error) {
 
 // assistantMessages converts an assistant turn: its text as one message,
 // then each tool_use as a message with one call (the Llama-3.2 template
-// renders one call per message). thinking blocks are dropped.
-func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
-	var texts []string
+// renders one call per message). The text of the thinking blocks whose
+// signature key verifies is the turn's reasoning (on its first message);
+// other thinking blocks, and redacted_thinking, are dropped.
+func assistantMessages(blocks []Block, p string, key []byte) ([]chat.Message, error) {
+	var texts, reasoning []string
 	var calls []chat.Message
 	err := eachBlock(blocks, p, &texts, "tool_use", func(b Block, bp string) error {
+		if b.Type == "thinking" {
+			switch {
+			case b.Thinking == nil:
+				return invalid(bp+".thinking", "%s.thinking: Field required", bp)
+			case b.Signature == nil:
+				return invalid(bp+".signature", "%s.signature: Field required", bp)
+			}
+			if front.VerifyReasoning(key, *b.Thinking, *b.Signature) {
+				reasoning = append(reasoning, *b.Thinking)
+			}
+			return nil
+		}
 		switch {
 		case b.Name == "":
 			return invalid(bp+".name", "a tool_use block needs name")
@@ -413,7 +472,11 @@ func assistantMessages(blocks []Block, p string) ([]chat.Message, error) {
 	if texts != nil {
 		out = append(out, chat.Message{Role: "assistant", Content: strings.Join(texts, "\n")})
 	}
-	return append(out, calls...), nil
+	out = append(out, calls...)
+	if len(out) > 0 && reasoning != nil {
+		out[0].ReasoningContent = strings.Join(reasoning, "\n\n")
+	}
+	return out, nil
 }
 
 // eachBlock walks a turn's content blocks: a text block's text is appended
@@ -429,7 +492,14 @@ func eachBlock(blocks []Block, p string, texts *[]string, own string, do func(b 
 				return invalid(bp+".text", "a text block needs text")
 			}
 			*texts = append(*texts, *b.Text)
-		case "thinking", "redacted_thinking":
+		case "redacted_thinking":
+		case "thinking":
+			if own != "tool_use" {
+				continue // a user turn's: dropped, as before
+			}
+			if err := do(b, bp); err != nil {
+				return err
+			}
 		case own:
 			if err := do(b, bp); err != nil {
 				return err

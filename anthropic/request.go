@@ -91,12 +91,15 @@ func (c *Content) set() bool { return c != nil && (c.Text != nil || c.Blocks != 
 var contentType = reflect.TypeFor[Content]()
 
 // Block is one content block of a request. Only the fields of the types
-// this server reads are decoded (text, tool_use, tool_result); thinking
-// blocks are dropped, and media and server-tool blocks are refused by type.
-// cache_control and citations are ignored.
+// this server reads are decoded (text, tool_use, tool_result, thinking);
+// media and server-tool blocks are refused by type. cache_control and
+// citations are ignored.
 type Block struct {
 	Type string  `json:"type"`
 	Text *string `json:"text"` // text
+	// thinking (redacted_thinking's data is Anthropic's encryption: dropped)
+	Thinking  *string `json:"thinking"`
+	Signature *string `json:"signature"`
 	// tool_use
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
@@ -130,8 +133,9 @@ type ToolChoice struct {
 	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
 }
 
-// Thinking is extended thinking's configuration: accepted, and since
-// Llama-3.2 does not think, no thinking blocks come back.
+// Thinking is extended thinking's configuration: enabled (with
+// budget_tokens), adaptive or disabled; it switches a reasoning model's
+// thinking (a model without one returns no thinking blocks).
 type Thinking struct {
 	Type         string `json:"type"`
 	BudgetTokens *int   `json:"budget_tokens"`

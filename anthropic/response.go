@@ -22,13 +22,17 @@ type Message struct {
 	Usage        Usage          `json:"usage"`
 }
 
-// ContentBlock is a text or tool_use block of a response.
+// ContentBlock is a thinking, text or tool_use block of a response.
 type ContentBlock struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+	// Thinking is a thinking block's reasoning and Signature its
+	// signature (front.SignReasoning with the server's key).
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 // Usage counts tokens the Anthropic way: InputTokens are the prompt tokens
@@ -113,6 +117,9 @@ func ToMessage(g *Generation, id string, res inference.Result) *Message {
 	if len(res.Choices) > 0 {
 		c = res.Choices[0]
 	}
+	if c.Reasoning != "" {
+		m.Content = append(m.Content, g.thinkingBlock(c.Reasoning))
+	}
 	blocks, toolUse := g.toolUses(c.Text, c.Finish)
 	if !toolUse && c.Text != "" {
 		text := c.Text
@@ -127,6 +134,12 @@ func ToMessage(g *Generation, id string, res inference.Result) *Message {
 	reason, seq := stopReason(c.Finish, c.Stop, toolUse)
 	m.StopReason, m.StopSequence = &reason, seq
 	return m
+}
+
+// thinkingBlock is the thinking block of text, signed.
+func (g *Generation) thinkingBlock(text string) ContentBlock {
+	sig := front.SignReasoning(g.key, text)
+	return ContentBlock{Type: "thinking", Thinking: &text, Signature: &sig}
 }
 
 // ErrorResponse is Anthropic's error body.

@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"strings"
+
 	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -19,11 +21,14 @@ type Event struct {
 	Error *ErrorDetail `json:"error,omitempty"` // error
 }
 
-// BlockDelta is a content_block_delta's delta: text_delta or input_json_delta.
+// BlockDelta is a content_block_delta's delta: text_delta,
+// input_json_delta, thinking_delta or signature_delta.
 type BlockDelta struct {
 	Type        string  `json:"type"`
 	Text        *string `json:"text,omitempty"`
 	PartialJSON *string `json:"partial_json,omitempty"`
+	Thinking    *string `json:"thinking,omitempty"`
+	Signature   *string `json:"signature,omitempty"`
 }
 
 // MessageDelta is a message_delta's delta.
@@ -48,6 +53,8 @@ type Stream struct {
 	finish  inference.FinishReason
 	stop    string
 	calls   bool // tool_use blocks were sent
+	// thinking is the open thinking block's text so far (nil: none open).
+	thinking *strings.Builder
 }
 
 // NewStream streams g's reply as message id.
@@ -98,6 +105,12 @@ func (s *Stream) Event(ev inference.Event) []Event {
 	if ev.Choice != 0 {
 		return out
 	}
+	if ev.Reasoning != "" {
+		out = s.think(out, ev.Reasoning)
+	}
+	if ev.Text != "" || ev.Finish != "" {
+		out = s.closeThinking(out)
+	}
 	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
 		out = s.text(out, text)
 	}
@@ -120,6 +133,31 @@ func (s *Stream) Event(ev inference.Event) []Event {
 }
 
 func ptr(i int) *int { return &i }
+
+// think opens the thinking block when needed and appends delta as a
+// thinking_delta.
+func (s *Stream) think(out []Event, delta string) []Event {
+	if s.thinking == nil {
+		empty, sig := "", ""
+		out = append(out, Event{Type: "content_block_start", Index: ptr(s.index), ContentBlock: &ContentBlock{Type: "thinking", Thinking: &empty, Signature: &sig}})
+		s.thinking = new(strings.Builder)
+	}
+	s.thinking.WriteString(delta)
+	return append(out, Event{Type: "content_block_delta", Index: ptr(s.index), Delta: &BlockDelta{Type: "thinking_delta", Thinking: &delta}})
+}
+
+// closeThinking ends the open thinking block with its signature_delta.
+func (s *Stream) closeThinking(out []Event) []Event {
+	if s.thinking == nil {
+		return out
+	}
+	sig := *s.g.thinkingBlock(s.thinking.String()).Signature
+	s.thinking = nil
+	s.index++
+	i := ptr(s.index - 1)
+	return append(out, Event{Type: "content_block_delta", Index: i, Delta: &BlockDelta{Type: "signature_delta", Signature: &sig}},
+		Event{Type: "content_block_stop", Index: i})
+}
 
 // text opens the text block when needed and appends delta.
 func (s *Stream) text(out []Event, delta string) []Event {

@@ -30,7 +30,7 @@ func ToOpenAI(r *MessagesRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, prefill, err := chatMessages(r.System, r.Messages)
+	msgs, prefill, err := chatMessages(r.System, r.Messages, nil)
 	if err != nil {
 		return nil, err
 	}
