@@ -39,6 +39,8 @@ type Generation struct {
 	// KeepAlive is the request's keep_alive: how long the model stays loaded
 	// after this request; nil: the server's setting.
 	KeepAlive *time.Duration
+	// Thinking is the request's think.
+	Thinking front.Thinking
 }
 
 // FromChatRequest validates r and renders its messages with the Llama-3.2
@@ -56,6 +58,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 		return nil, err
 	}
 	opt := p.ChatOptions()
+	p.ApplyThinking(&opt, g.Thinking)
 	if len(r.Tools) > 0 {
 		opt.Tools, g.Tools, g.ToolFormat = r.Tools, names, p.ToolFormat
 	}
@@ -63,10 +66,15 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.SplitTurns(msgs)
 	if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
 		return nil, err
 	}
-	return g, finish(g, r.Format, r.Options, p)
+	if err := finish(g, r.Format, r.Options, p); err != nil {
+		return nil, err
+	}
+	p.Reason(&g.Request, g.Thinking)
+	return g, nil
 }
 
 // FromGenerateRequest validates r and builds its prompt: the prompt (and
@@ -103,12 +111,20 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 			msgs = append(msgs, chat.Message{Role: "system", Content: r.System})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
+		opt := p.ChatOptions()
+		p.ApplyThinking(&opt, g.Thinking)
 		var err error
-		if g.Request.Prompt, err = fitChat(msgs, p.ChatOptions(), &r.Common, r.Options, p); err != nil {
+		if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
 			return nil, err
 		}
 	}
-	return g, finish(g, r.Format, r.Options, p)
+	if err := finish(g, r.Format, r.Options, p); err != nil {
+		return nil, err
+	}
+	if !r.Raw { // raw text has no template to open a reasoning
+		p.Reason(&g.Request, g.Thinking)
+	}
+	return g, nil
 }
 
 // fitChat renders msgs within the window of o's num_ctx under the
@@ -160,7 +176,8 @@ func finish(g *Generation, format json.RawMessage, o *Options, p front.Params) e
 	return p.Constrain(&g.Request, gr, "format", "format is not available on this server")
 }
 
-// common checks the fields accepted and not acted on.
+// common checks the fields every request has: keep_alive, think (true,
+// false or a level, all but false switching thinking on) and top_logprobs.
 func common(c *Common, g *Generation) error {
 	ka, err := keepAlive(c.KeepAlive)
 	if err != nil {
@@ -174,7 +191,9 @@ func common(c *Common, g *Generation) error {
 			if json.Unmarshal(c.Think, &s) != nil || (s != "low" && s != "medium" && s != "high" && s != "max") {
 				return invalid("think", "think must be true, false, \"low\", \"medium\", \"high\" or \"max\"")
 			}
+			b = true
 		}
+		g.Thinking = front.Thinking{Set: true, Off: !b}
 	}
 	if c.TopLogprobs != nil && (*c.TopLogprobs < 0 || *c.TopLogprobs > inference.MaxTopLogprobs) {
 		return invalid("top_logprobs", "top_logprobs must be between 0 and %d", inference.MaxTopLogprobs)
@@ -360,7 +379,8 @@ func toChatMessages(msgs []Message) ([]chat.Message, error) {
 		if len(m.Images) > 0 {
 			return nil, invalid(p+".images", "images are not supported: the model reads text only")
 		}
-		cm := chat.Message{Role: strings.ToLower(m.Role), Content: m.Content, Name: m.ToolName, ToolCallID: m.ToolCallID}
+		cm := chat.Message{Role: strings.ToLower(m.Role), Content: m.Content, Name: m.ToolName, ToolCallID: m.ToolCallID,
+			ReasoningContent: m.Thinking}
 		for j, tc := range m.ToolCalls {
 			tp := fmt.Sprintf("%s.tool_calls[%d].function", p, j)
 			if tc.Function.Name == "" {

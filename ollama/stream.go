@@ -47,11 +47,14 @@ func (s *Stream) Event(ev inference.Event) []any {
 		if ev.Err != nil {
 			return nil
 		}
-		return []any{s.line("", nil, true, s.metrics(ev.Usage, ev.Timings))}
+		return []any{s.line("", "", nil, true, s.metrics(ev.Usage, ev.Timings))}
 	}
 	var out []any
+	if ev.Reasoning != "" {
+		out = append(out, s.line("", ev.Reasoning, nil, false, nil))
+	}
 	if text, ok := s.gate.Pass(ev.Text); ok && text != "" {
-		out = append(out, s.line(text, nil, false, nil))
+		out = append(out, s.line(text, "", nil, false, nil))
 	}
 	switch ev.Finish {
 	case "", inference.FinishError, inference.FinishCancelled:
@@ -60,9 +63,9 @@ func (s *Stream) Event(ev inference.Event) []any {
 	s.reason = front.FinishReason(ev.Finish)
 	if text, held := s.gate.End(); held {
 		if _, calls, ok := s.parseToolCalls(text); ok { // the gate sent the content before them
-			out = append(out, s.line("", calls, false, nil))
+			out = append(out, s.line("", "", calls, false, nil))
 		} else if text != "" {
-			out = append(out, s.line(text, nil, false, nil))
+			out = append(out, s.line(text, "", nil, false, nil))
 		}
 	}
 	return out
@@ -71,15 +74,15 @@ func (s *Stream) Event(ev inference.Event) []any {
 // Load is the single line answering a load or unload request.
 func (s *Stream) Load() any {
 	s.reason = s.g.DoneReason
-	return s.line("", nil, true, nil)
+	return s.line("", "", nil, true, nil)
 }
 
 // Response builds the whole (non-streamed) reply from the engine's result.
 func (s *Stream) Response(res inference.Result) any {
-	text := ""
+	text, thinking := "", ""
 	s.reason = front.FinishReason(res.Finish)
 	if len(res.Choices) > 0 {
-		text = res.Choices[0].Text
+		text, thinking = res.Choices[0].Text, res.Choices[0].Reasoning
 		s.reason = front.FinishReason(res.Choices[0].Finish)
 	}
 	var calls []ToolCall
@@ -88,11 +91,12 @@ func (s *Stream) Response(res inference.Result) any {
 			text, calls = content, c
 		}
 	}
-	return s.line(text, calls, true, s.metrics(res.Usage, res.Timings))
+	return s.line(text, thinking, calls, true, s.metrics(res.Usage, res.Timings))
 }
 
-// line builds one line; the last has done set and carries m.
-func (s *Stream) line(text string, calls []ToolCall, last bool, m *Metrics) any {
+// line builds one line (thinking: the model's reasoning); the last has
+// done set and carries m.
+func (s *Stream) line(text, thinking string, calls []ToolCall, last bool, m *Metrics) any {
 	reason := ""
 	if last {
 		reason = s.reason
@@ -100,9 +104,9 @@ func (s *Stream) line(text string, calls []ToolCall, last bool, m *Metrics) any 
 	now := s.m.now().UTC()
 	if s.g.Chat {
 		return &ChatResponse{Model: s.m.Model, CreatedAt: now, Done: last, DoneReason: reason, Metrics: m,
-			Message: Message{Role: "assistant", Content: text, ToolCalls: calls}}
+			Message: Message{Role: "assistant", Content: text, Thinking: thinking, ToolCalls: calls}}
 	}
-	return &GenerateResponse{Model: s.m.Model, CreatedAt: now, Response: text, Done: last, DoneReason: reason, Metrics: m}
+	return &GenerateResponse{Model: s.m.Model, CreatedAt: now, Response: text, Thinking: thinking, Done: last, DoneReason: reason, Metrics: m}
 }
 
 func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {

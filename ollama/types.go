@@ -44,8 +44,9 @@ type Common struct {
 	// KeepAlive is a duration string ("5m", "-1s") or a number of seconds;
 	// the model stays loaded whatever it says.
 	KeepAlive json.RawMessage `json:"keep_alive"`
-	// Think is a bool or "low", "medium", "high", "max"; Llama-3.2 does not
-	// think, so no thinking comes back.
+	// Think is a bool or "low", "medium", "high", "max": false switches a
+	// reasoning model's thinking off, the others on (the levels are not
+	// told apart). A model without a reasoning parser ignores it.
 	Think json.RawMessage `json:"think"`
 	// Truncate (nil: true) leaves older turns out of a prompt over the
 	// window (overflow.Rolling, or the model's context_overflow); false
@@ -122,6 +123,7 @@ type GenerateResponse struct {
 	Model      string    `json:"model"`
 	CreatedAt  time.Time `json:"created_at"`
 	Response   string    `json:"response"`
+	Thinking   string    `json:"thinking,omitempty"`
 	Done       bool      `json:"done"`
 	DoneReason string    `json:"done_reason,omitempty"`
 	*Metrics             // on the last line only
