@@ -147,7 +147,7 @@ func TestMessagesBadInput(t *testing.T) {
 		{name: "null stop sequence", body: msgBody(`"stop_sequences":["x",null]`), status: 400, typ: inv, contains: []string{"stop_sequences[1]"}},
 		{name: "stop_sequences string", body: msgBody(`"stop_sequences":"x"`), status: 400, typ: inv, contains: []string{"stop_sequences"}},
 		{name: "metadata.user_id number", body: msgBody(`"metadata":{"user_id":5}`), status: 400, typ: inv, contains: []string{"user_id"}},
-		{name: "Anthropic-only fields are ignored", body: msgBody(`"metadata":{"user_id":"u1"},"thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},"output_config":{"effort":"medium"},"service_tier":"auto"`), status: 200},
+		{name: "Anthropic-only fields are ignored", body: msgBody(`"metadata":{"user_id":"u1"},"max_tokens":2049,"thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},"output_config":{"effort":"medium"},"service_tier":"auto"`), status: 200},
 		// Anthropic's words for an empty turn; a final assistant turn may be empty.
 		{name: "empty user content", body: msgsBody(`[{"role":"user","content":""}]`), status: 400, typ: inv,
 			contains: []string{"messages.0: all messages must have non-empty content except for the optional final assistant message"}},
@@ -156,6 +156,8 @@ func TestMessagesBadInput(t *testing.T) {
 		{name: "empty final assistant turn", body: msgsBody(`[{"role":"user","content":"Hi"},{"role":"assistant","content":""}]`), status: 200},
 		{name: "thinking not an object", body: msgBody(`"thinking":"yes"`), status: 400, typ: inv, contains: []string{"thinking"}},
 		{name: "thinking without type", body: msgBody(`"thinking":{}`), status: 400, typ: inv, contains: []string{"thinking.type"}},
+		{name: "thinking budget below 1024", body: msgBody(`"max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":1000}`), status: 400, typ: inv, contains: []string{"thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"}},
+		{name: "thinking budget not below max_tokens", body: msgBody(`"thinking":{"type":"enabled","budget_tokens":1024}`), status: 400, typ: inv, contains: []string{"`max_tokens` must be greater than `thinking.budget_tokens`"}},
 		{name: "mcp_servers", body: msgBody(`"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), status: 400, typ: inv, contains: []string{"mcp_servers"}},
 		{name: "web_search server tool", body: msgBody(`"tools":[{"type":"web_search_20250305","name":"web_search"}]`), status: 400, typ: inv, contains: []string{"tools[0].type", "web_search_20250305"}},
 		{name: "bash tool", body: msgBody(`"tools":[` + `{"name":"ok","input_schema":{}},{"type":"bash_20250124","name":"bash"}]`), status: 400, typ: inv, contains: []string{"tools[1].type"}},
