@@ -9,7 +9,7 @@ BIN=bin/hexserve
 [[ -x $BIN ]] || { echo "test-node: $BIN is missing (run make build)" >&2; exit 1; }
 [[ -f build/models/tiny/v79/manifest.json ]] || { echo "test-node: build/models/tiny is missing (run make models)" >&2; exit 1; }
 command -v node >/dev/null || { echo "test-node: node is not installed" >&2; exit 1; }
-if [[ ! -d e2e/node/node_modules/openai || ! -d e2e/node/node_modules/ollama || ! -d e2e/node/node_modules/@anthropic-ai/sdk ]]; then
+if [[ ! -d e2e/node/node_modules/openai || ! -d e2e/node/node_modules/ollama || ! -d e2e/node/node_modules/@anthropic-ai/sdk || ! -d e2e/node/node_modules/@openai/agents ]]; then
 	(cd e2e/node && npm ci --no-audit --no-fund)
 fi
 

@@ -20,7 +20,7 @@ const env = (name) => {
 };
 const KEY = "sk-web-test";
 const tmp = mkdtempSync(join(tmpdir(), "hexserve-web-"));
-let open, keyed, fast, browser;
+let open, keyed, fast, thinking, browser;
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -35,7 +35,7 @@ function freePort() {
 // startServer runs hexserve with a one-request queue and slow decode steps
 // (every decode execute lasts at least decodeUs, 40 ms by default, so a reply
 // streams in many steps and can be stopped).
-async function startServer(name, extra = "", decodeUs = 40000) {
+async function startServer(name, extra = "", decodeUs = 40000, model = "", vars = {}) {
   const port = await freePort();
   const libs = env("HOSTSIM_LIBS");
   const cfg = join(tmp, name + ".yaml");
@@ -44,6 +44,7 @@ async function startServer(name, extra = "", decodeUs = 40000) {
 ${extra}
 model:
   bundle: ${env("HEXSERVE_BUNDLE")}
+${model}
   libraries: {backend: ${libs}/libQnnHtp.so, system: ${libs}/libQnnSystem.so, rpcmem: ${libs}/libcdsprpc.so}
 engine:
   queue_length: 1
@@ -51,7 +52,7 @@ engine:
 log: {level: debug, format: json}
 `);
   const proc = spawn(env("HEXSERVE_BIN"), ["serve", "--config", cfg], {
-    env: { ...process.env, HOSTSIM_LATENCY_US_DECODE: String(decodeUs) },
+    env: { ...process.env, HOSTSIM_LATENCY_US_DECODE: String(decodeUs), ...vars },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const srv = { url: `http://127.0.0.1:${port}`, proc, log: "" };
@@ -136,23 +137,39 @@ function watchReply(page, n) {
 }
 
 before(async () => {
-  [open, keyed, fast] = await Promise.all([
-    startServer("open"),
+  open = await startServer("open");
+  // The others start side by side; the reasoning server's script is
+  // tokenized by the open one.
+  [keyed, fast, thinking, browser] = await Promise.all([
     startServer("keyed", `  api_keys: [${KEY}]`),
     startServer("fast", "", 0),
+    startThinking(),
+    puppeteer.launch({
+      executablePath: env("CHROMIUM"),
+      headless: false, // --headless is among the args, as this workplace runs Chromium
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--user-data-dir=" + mkdtempSync(join(tmp, "chromium-"))],
+    }),
   ]);
-  browser = await puppeteer.launch({
-    executablePath: env("CHROMIUM"),
-    headless: false, // --headless is among the args, as this workplace runs Chromium
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-      "--user-data-dir=" + mkdtempSync(join(tmp, "chromium-"))],
-  });
 });
+
+// startThinking runs a server with a reasoning parser, its tiny model
+// scripted to think first (the tokens of <think>…</think> and the answer,
+// then end of turn).
+async function startThinking() {
+  const r = await fetch(open.url + "/tokenize", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ content: "<think>\nCount the waves.\n</think>\n\nThe sea is calm.", add_special_tokens: false }),
+  });
+  const script = join(tmp, "think.txt");
+  writeFileSync(script, [...(await r.json()).tokens, 128009].join(" ") + "\n");
+  return startServer("thinking", "", 40000, "  reasoning_parser: qwen3", { HOSTSIM_SCRIPT: script });
+}
 
 after(async () => {
   await browser?.close();
-  for (const s of [open, keyed, fast]) {
+  for (const s of [open, keyed, fast, thinking]) {
     if (s && s.proc.exitCode === null) {
       s.proc.kill("SIGTERM");
       await new Promise((r) => s.proc.once("exit", r));
@@ -388,4 +405,18 @@ test("long: 30 turns past the window, the marker of left-out turns, a reply stop
   assert.equal(await visible(page, "#error"), false);
   assert.deepEqual(unexpected(page, 400), [], "console errors");
   step("rolling");
+});
+
+test("reasoning: streamed into a folded box above the answer", async () => {
+  const page = await newPage(thinking);
+  await until("the model line", async () => /context \d+ tokens$/.test(await text(page, "#model")));
+  const seen = watchReply(page, 0);
+  await send(page, "How is the sea?");
+  await seen;
+  assert.equal(await text(page, "#log .assistant .reasoning summary"), "Reasoning");
+  assert.equal(await text(page, "#log .assistant .reasoning .text"), "Count the waves.");
+  assert.equal(await page.$eval("#log .assistant .reasoning", (el) => el.open), false, "folded");
+  assert.equal(await page.$eval("#log .assistant", (el) => el.firstElementChild.className), "reasoning", "above the answer");
+  assert.equal(await text(page, "#log .assistant .body"), "The sea is calm.");
+  assert.deepEqual(unexpected(page), [], "console errors");
 });

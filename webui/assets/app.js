@@ -112,6 +112,23 @@ function bubble(role, text) {
   return div;
 }
 
+// reasoning returns the folded reasoning of a reply bubble, made above its
+// answer on first use.
+function reasoning(reply) {
+  let box = reply.querySelector(".reasoning .text");
+  if (!box) {
+    const details = document.createElement("details");
+    details.className = "reasoning";
+    const summary = document.createElement("summary");
+    summary.textContent = "Reasoning";
+    box = document.createElement("div");
+    box.className = "text";
+    details.append(summary, box);
+    reply.prepend(details);
+  }
+  return box;
+}
+
 function settings() {
   const body = {};
   for (const p of params) {
@@ -225,7 +242,7 @@ async function send(text) {
   const ctrl = new AbortController();
   setRunning(ctrl);
   const start = performance.now();
-  let reply = null, first = null, out = "", usage = null, timings = null, finish = null, failure = null, left = 0;
+  let reply = null, first = null, out = "", thought = "", usage = null, timings = null, finish = null, failure = null, left = 0;
   try {
     const { res, policy, err } = await post(messages, ctrl.signal);
     if (!res.ok) {
@@ -243,6 +260,12 @@ async function send(text) {
         const c = frame.choices && frame.choices[0];
         if (!c) return;
         if (c.finish_reason) finish = c.finish_reason;
+        const r = c.delta && c.delta.reasoning_content;
+        if (r) {
+          if (first === null) first = performance.now();
+          thought += r;
+          reasoning(reply).textContent = thought;
+        }
         const d = c.delta && c.delta.content;
         if (d) {
           if (first === null) first = performance.now();
