@@ -307,6 +307,16 @@ func (e *Engine) validate(r *Request) error {
 	case p.RepeatLastN < 0:
 		return bad("repeat_last_n", "repeat_last_n must not be negative")
 	}
+	if rs := r.Reasoning; rs != nil {
+		for _, id := range rs.EndTokens {
+			if id < 0 || int(id) >= v {
+				return bad("reasoning", "reasoning end token %d is outside the vocabulary [0, %d)", id, v)
+			}
+		}
+		if rs.End == "" || rs.Budget < 0 {
+			return bad("reasoning", "a reasoning needs an end marker and a budget >= 0")
+		}
+	}
 	for id, b := range p.LogitBias {
 		if id < 0 || int(id) >= v {
 			return bad("logit_bias", "token %d is outside the vocabulary [0, %d)", id, v)

@@ -1,6 +1,7 @@
 package inference_test
 
 import (
+	"errors"
 	"testing"
 	"testing/synctest"
 
@@ -65,4 +66,17 @@ func TestReasoning(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestReasoningValidation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := setup(t, []int32{1}, inference.Config{})
+		for _, r := range []*inference.Reasoning{{End: "</think>", EndTokens: []int32{vocab}}, {End: "</think>", Budget: -1}, {Start: "<think>"}} {
+			_, err := e.Submit(t.Context(), inference.Request{Prompt: []int32{1}, Reasoning: r})
+			var ie *inference.InvalidRequestError
+			if !errors.As(err, &ie) || ie.Param != "reasoning" {
+				t.Errorf("%+v: %v", r, err)
+			}
+		}
+	})
 }
