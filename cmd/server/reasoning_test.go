@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hexserve/hexserve/config"
+	"github.com/rs/zerolog"
+)
+
+// TestReasoningParser: the setting wins; else <think> in the chat template
+// beside the tokenizer means qwen3, and no template (Llama 3.x) none.
+func TestReasoningParser(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		setting string
+		want    string
+	}{
+		{"nothing beside", map[string]string{"tokenizer.json": "{}"}, "", "none"},
+		{"Llama template", map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template": "<|start_header_id|>"}`}, "", "none"},
+		{"Qwen3 template", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "{{- '<think>\\n\\n</think>\\n\\n' }}"}, "", "qwen3"},
+		{"setting none wins", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<think>"}, "none", "none"},
+		{"setting", map[string]string{"tokenizer.json": "{}"}, "deepseek_r1", "deepseek_r1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, text := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var log strings.Builder
+			p := reasoningParser(config.Model{Path: filepath.Join(dir, "model.pte"), ReasoningParser: tc.setting}, zerolog.New(&log))
+			got := "none"
+			if p != nil {
+				got = p.Name
+			}
+			if got != tc.want || !strings.Contains(log.String(), `"reasoning_parser":"`+tc.want+`"`) {
+				t.Errorf("parser %s, want %s (log %s)", got, tc.want, log.String())
+			}
+		})
+	}
+}
