@@ -18,14 +18,13 @@ const (
 )
 
 // startReasoning serves the tiny model with model.reasoning_parser qwen3
-// and a script whose every reply is <think>thought</think>thoughtReply.
-func startReasoning(t *testing.T) *hexserve {
+// and a script whose every reply is reply.
+func startReasoning(t *testing.T, reply string) *hexserve {
 	t.Helper()
 	libs := hostsimLibs(t)
 	cfg := config{Bundle: bundle(t), Server: fmt.Sprintf("  api_keys: [%q]", apiKey),
 		Model: "  reasoning_parser: qwen3"}.write(t, libs)
-	script := scriptFile(t, "<think>\n"+thought+"\n</think>\n\n"+thoughtReply)
-	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+script)
+	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+scriptFile(t, reply))
 	var models struct{ Data []struct{ ID string } }
 	if err := json.Unmarshal([]byte(s.call(t, "GET", "/v1/models", "").Body), &models); err != nil || len(models.Data) != 1 {
 		t.Fatalf("models: %v %+v", err, models)
@@ -83,7 +82,7 @@ func str(v any) string { s, _ := v.(string); return s }
 // apart from the answer in every API, whole and streamed, and is counted.
 func TestReasoningAPIs(t *testing.T) {
 	binary(t)
-	s := startReasoning(t)
+	s := startReasoning(t, "<think>\n"+thought+"\n</think>\n\n"+thoughtReply)
 	user := `[{"role":"user","content":"What is 2+2?"}]`
 	check := func(name, reasoning, answer string) {
 		t.Helper()
@@ -233,4 +232,21 @@ func TestReasoningAPIs(t *testing.T) {
 			check(tc.path+" stream", thinking.String(), content.String())
 		}
 	})
+}
+
+// TestReasoningStructured: with response_format the reasoning is free text
+// and only the answer follows the grammar. The Llama template leaves the
+// opening to the model, so the server opens <think> in the prompt; the
+// script then writes the reasoning, </think> and a JSON object, which a
+// grammar applied from the first token would have refused.
+func TestReasoningStructured(t *testing.T) {
+	binary(t)
+	s := startReasoning(t, thought+"\n</think>\n\n"+`{"sum": 4}`)
+	r := s.call(t, "POST", "/v1/chat/completions", `{"model":"`+s.Model+`","max_tokens":64,"response_format":{"type":"json_object"},"messages":[{"role":"user","content":"What is 2+2?"}]}`)
+	var v map[string]any
+	_ = json.Unmarshal([]byte(r.Body), &v)
+	msg := at(v, "choices", 0, "message")
+	if r.Status != 200 || str(at(msg, "reasoning_content")) != thought || str(at(msg, "content")) != `{"sum": 4}` {
+		t.Fatalf("%d %s\n%s", r.Status, r.Body, s.log)
+	}
 }
