@@ -1,7 +1,9 @@
 package inference
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestDetokReasoning splits each text into tokens at every pair of byte
@@ -79,4 +81,61 @@ func bytesOf(s string) []string {
 		p = append(p, s[i:i+1])
 	}
 	return p
+}
+
+// FuzzDetokReasoning cuts a text into tokens at arbitrary points and checks
+// the streamed split against a direct one: the reasoning between the
+// markers (trimmed), the answer after them (leading whitespace dropped), or
+// all answer when the text does not start with the start marker.
+func FuzzDetokReasoning(f *testing.F) {
+	f.Add("<think>\nplan\n</think>\n\nanswer", false, []byte{1, 3, 2, 7})
+	f.Add("plan </thi", true, []byte{2, 2})
+	f.Add("  <thin", false, []byte{1})
+	f.Add("a</think>b</think>c", true, []byte{0, 1, 2, 3})
+	f.Add("caf\u00e9 \u20ac</think> \u65e5", true, []byte{1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, text string, open bool, cuts []byte) {
+		if len(text) > 512 || !utf8.ValidString(text) {
+			t.Skip()
+		}
+		var vocab byteVocab
+		for rest, i := []byte(text), 0; len(rest) > 0; i++ {
+			n := len(rest)
+			if i < len(cuts) {
+				n = min(n, 1+int(cuts[i]%8))
+			}
+			vocab = append(vocab, rest[:n])
+			rest = rest[n:]
+		}
+		var d detok
+		d.reset(vocab, nil)
+		d.startThink(&Reasoning{Start: "<think>", End: "</think>", Open: open})
+		var reasoning, answer strings.Builder
+		n := 0
+		for id := range vocab {
+			out, _ := d.add(int32(id), nil)
+			reasoning.WriteString(out.reasoning)
+			answer.WriteString(out.text)
+			n += len(out.ids)
+		}
+		out := d.flush()
+		reasoning.WriteString(out.reasoning)
+		answer.WriteString(out.text)
+		n += len(out.ids)
+
+		wantR, wantA := "", text
+		rest, inside := text, open
+		if lead := strings.TrimLeft(text, spaces); !open && strings.HasPrefix(lead, "<think>") {
+			rest, inside = lead[len("<think>"):], true
+		}
+		if inside {
+			before, after, ok := strings.Cut(rest, "</think>")
+			wantR, wantA = strings.Trim(before, spaces), ""
+			if ok {
+				wantA = strings.TrimLeft(after, spaces)
+			}
+		}
+		if reasoning.String() != wantR || answer.String() != wantA || n != len(vocab) {
+			t.Fatalf("pieces %q open %v: reasoning %q answer %q (%d ids); want %q %q (%d)", vocab, open, reasoning.String(), answer.String(), n, wantR, wantA, len(vocab))
+		}
+	})
 }
