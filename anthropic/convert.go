@@ -146,7 +146,7 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 		return nil, err
 	}
 	opt := p.ChatOptions()
-	p.ApplyThinking(&opt, g.Thinking)
+	front.ApplyThinking(&opt, g.Thinking)
 	if mode != "none" && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat

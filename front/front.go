@@ -236,26 +236,3 @@ func FinishReason(f inference.FinishReason) string {
 	}
 	return "stop"
 }
-
-// ReasoningEffort maps a request's reasoning effort (OpenAI's
-// reasoning_effort on chat, reasoning.effort on Responses; param names it)
-// onto the template's switch: "none" and "minimal" set enable_thinking
-// false, as Qwen3's template reads it, unless the request's
-// chat_template_kwargs set enable_thinking themselves. "" leaves opt as it is.
-func ReasoningEffort(opt *chat.Options, effort, param string) error {
-	switch effort {
-	case "", "low", "medium", "high", "xhigh":
-		return nil
-	case "none", "minimal":
-		if _, set := opt.Kwargs["enable_thinking"]; !set {
-			kw := make(map[string]any, len(opt.Kwargs)+1)
-			for k, v := range opt.Kwargs {
-				kw[k] = v
-			}
-			kw["enable_thinking"] = false
-			opt.Kwargs = kw
-		}
-		return nil
-	}
-	return Invalid(param, "Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'.", effort)
-}

@@ -59,34 +59,51 @@ type Thinking struct {
 	Budget int  // the most reasoning tokens (Anthropic's budget_tokens); 0: no limit
 }
 
-// EffortThinking is the Thinking of an OpenAI reasoning effort: "none" and
-// "minimal" switch thinking off, "low", "medium" and "high" on; "" says
-// nothing. Another value is the 400 naming param.
+// EffortThinking is the Thinking of an OpenAI reasoning effort
+// (reasoning_effort on chat and /apply-template, reasoning.effort on
+// Responses; param names it): "none" and "minimal" switch thinking off,
+// "low" to "xhigh" on; "" says nothing. Another value is the 400 naming
+// param.
 func EffortThinking(effort, param string) (Thinking, error) {
 	switch effort {
 	case "":
 		return Thinking{}, nil
 	case "none", "minimal":
 		return Thinking{Set: true, Off: true}, nil
-	case "low", "medium", "high":
+	case "low", "medium", "high", "xhigh":
 		return Thinking{Set: true}, nil
 	}
-	return Thinking{}, Invalid(param, "Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', and 'high'.", effort)
+	return Thinking{}, Invalid(param, "Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'.", effort)
 }
 
-// ApplyThinking sets the template's switch (Qwen3's enable_thinking) from
-// th, unless the request's chat_template_kwargs set it already.
-func (p Params) ApplyThinking(opt *chat.Options, th Thinking) {
-	if p.Reasoning == nil || !th.Set {
+// ApplyThinking maps th onto the template's switch: thinking off sets
+// enable_thinking false, as Qwen3's template reads it, unless the request's
+// chat_template_kwargs set enable_thinking themselves; on leaves the
+// template's default (Qwen3's is on). Every API's control goes through it,
+// whatever the model (a template without the switch ignores it).
+func ApplyThinking(opt *chat.Options, th Thinking) {
+	if !th.Off {
 		return
 	}
-	if _, ok := opt.Kwargs["enable_thinking"]; ok {
+	if _, set := opt.Kwargs["enable_thinking"]; set {
 		return
 	}
-	if opt.Kwargs == nil {
-		opt.Kwargs = map[string]any{}
+	kw := make(map[string]any, len(opt.Kwargs)+1)
+	for k, v := range opt.Kwargs {
+		kw[k] = v
 	}
-	opt.Kwargs["enable_thinking"] = !th.Off
+	kw["enable_thinking"] = false
+	opt.Kwargs = kw
+}
+
+// ReasoningEffort applies an OpenAI reasoning effort to opt
+// (EffortThinking, then ApplyThinking).
+func ReasoningEffort(opt *chat.Options, effort, param string) error {
+	th, err := EffortThinking(effort, param)
+	if err == nil {
+		ApplyThinking(opt, th)
+	}
+	return err
 }
 
 // Reason makes r return the model's reasoning apart from its answer, once

@@ -45,21 +45,18 @@ func TestEffortThinking(t *testing.T) {
 			t.Errorf("%q: %+v %v", tc.effort, th, err)
 		}
 	}
-	qwen, _ := ReasoningParserNamed("qwen3", "")
 	for _, tc := range []struct {
-		p      Params
 		kwargs map[string]any
 		th     Thinking
 		want   any
 	}{
-		{Params{Reasoning: qwen}, nil, Thinking{Set: true, Off: true}, false},
-		{Params{Reasoning: qwen}, nil, Thinking{Set: true}, true},
-		{Params{Reasoning: qwen}, nil, Thinking{}, nil},
-		{Params{Reasoning: qwen}, map[string]any{"enable_thinking": true}, Thinking{Set: true, Off: true}, true}, // chat_template_kwargs win
-		{Params{}, nil, Thinking{Set: true, Off: true}, nil},                                                     // no parser: the template is left alone
+		{nil, Thinking{Set: true, Off: true}, false},
+		{nil, Thinking{Set: true}, nil}, // on: the template's default
+		{nil, Thinking{}, nil},
+		{map[string]any{"enable_thinking": true}, Thinking{Set: true, Off: true}, true}, // chat_template_kwargs win
 	} {
 		opt := chat.Options{Kwargs: tc.kwargs}
-		tc.p.ApplyThinking(&opt, tc.th)
+		ApplyThinking(&opt, tc.th)
 		if got := opt.Kwargs["enable_thinking"]; got != tc.want {
 			t.Errorf("%+v with %v: enable_thinking %v, want %v", tc.th, tc.kwargs, got, tc.want)
 		}

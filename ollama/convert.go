@@ -58,7 +58,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 		return nil, err
 	}
 	opt := p.ChatOptions()
-	p.ApplyThinking(&opt, g.Thinking)
+	front.ApplyThinking(&opt, g.Thinking)
 	if len(r.Tools) > 0 {
 		opt.Tools, g.Tools, g.ToolFormat = r.Tools, names, p.ToolFormat
 	}
@@ -112,7 +112,7 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
 		opt := p.ChatOptions()
-		p.ApplyThinking(&opt, g.Thinking)
+		front.ApplyThinking(&opt, g.Thinking)
 		var err error
 		if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
 			return nil, err

@@ -102,7 +102,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
-	p.ApplyThinking(&opt, thinking)
+	front.ApplyThinking(&opt, thinking)
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ func TestChatReasoningRequest(t *testing.T) {
 	if _, err := k.Apply(&opt, nil); err != nil || raw(opt.Kwargs["enable_thinking"]) != "false" || opt.DateString != "1 Jan 2025" || opt.Kwargs["x"] == nil {
 		t.Errorf("kwargs %v %+v", err, opt)
 	}
-	p.ApplyThinking(&opt, front.Thinking{Set: true})
+	front.ApplyThinking(&opt, front.Thinking{Set: true, Off: true})
 	if raw(opt.Kwargs["enable_thinking"]) != "false" {
 		t.Error("reasoning_effort overrode chat_template_kwargs")
 	}

@@ -292,7 +292,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	}
 
 	opt := p.ChatOptions()
-	p.ApplyThinking(&opt, thinking)
+	front.ApplyThinking(&opt, thinking)
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
