@@ -1,12 +1,15 @@
 package genie
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
@@ -27,10 +30,6 @@ const (
 	MaxRopeTheta    = 1e9
 	MaxRopeFactor   = 1024 // rope-scaling factor, low- and high-freq-factor
 )
-
-// accepted are the architectures (config.json model_type or architectures,
-// matched exactly) whose tokenizer and chat template hexserve serves.
-var accepted = []string{"llama", "LlamaForCausalLM"}
 
 // BundleConfig is what hexserve reads from a Genie bundle's genie_config.json (and config.json),
 // checked: every error names the file and the field.
@@ -53,6 +52,27 @@ type BundleConfig struct {
 	RopeNote  string // set when genie_config and config.json disagree
 	HTP       HTPConfig
 	Family    string // config.json model_type
+	// From config.json when it has them (0: not given), checked against the binaries at load.
+	HFHeadDim, HFKVHeads, HFVocab int
+	HFHidden, HFHeads             int
+	HFTied                        *bool
+}
+
+// FamilySettings describes the family's graph settings from config.json, for inspect.
+func (c *BundleConfig) FamilySettings() string {
+	parts := []string{Families[cmp.Or(c.Family, "llama")]}
+	if c.HFHeadDim > 0 && c.HFHeads > 0 {
+		parts = append(parts, fmt.Sprintf("head_dim %d (q width %d, hidden %d)", c.HFHeadDim, c.HFHeadDim*c.HFHeads, c.HFHidden))
+	}
+	if c.HFKVHeads > 0 {
+		parts = append(parts, fmt.Sprintf("%d KV heads", c.HFKVHeads))
+	}
+	if c.HFTied != nil && *c.HFTied {
+		parts = append(parts, "tied embeddings (the lm-head is the embedding table)")
+	} else if c.HFTied != nil {
+		parts = append(parts, "untied lm-head")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Sampler is dialog.sampler; a key the config leaves out is nil.
@@ -95,6 +115,7 @@ type rawDialog struct {
 		NVocab  *int            `json:"n-vocab"`
 		BOS     *int            `json:"bos-token"`
 		EOS     json.RawMessage `json:"eos-token"`
+		EOT     *int            `json:"eot-token"` // AI Hub's Qwen configs: a second end token
 	} `json:"context"`
 	Sampler *struct {
 		Version *int `json:"version"`
@@ -259,6 +280,14 @@ func (k configCheck) context(d *rawDialog) error {
 				return k.bad("dialog.context.eos-token", "%d is outside n-vocab %d", t, c.NVocab)
 			}
 			c.EOS = append(c.EOS, int32(t))
+		}
+	}
+	if t := ctx.EOT; t != nil && *t >= 0 {
+		if *t >= c.NVocab {
+			return k.bad("dialog.context.eot-token", "%d is outside n-vocab %d", *t, c.NVocab)
+		}
+		if !slices.Contains(c.EOS, int32(*t)) {
+			c.EOS = append(c.EOS, int32(*t))
 		}
 	}
 	return nil
@@ -456,11 +485,69 @@ func ropeBounds(r Rope) *ropeError {
 	return nil
 }
 
+// Families are the config.json model_type values the Genie runner serves, with what their graphs
+// compute differently from Llama (docs/genie.md).
+var Families = map[string]string{
+	"llama": "Llama 3.x: llama3-scaled RoPE",
+	"qwen2": "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
+	"qwen3": "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
+}
+
+// refusedFamilies says why a known family is not served.
+var refusedFamilies = map[string]string{
+	"gemma3":      "Gemma 3's interleaved sliding-window attention is not supported",
+	"gemma3_text": "Gemma 3's interleaved sliding-window attention is not supported",
+	"gemma2":      "Gemma 2's sliding-window attention and logit soft-capping are not supported",
+	"gemma":       "Gemma's GeGLU MLP and scaled embedding are not supported",
+	"baichuan":    "Baichuan's ALiBi / W_pack attention is not supported",
+	"jais":        "JAIS's ALiBi positions and SwiGLU-GPT2 blocks are not supported",
+	"phi3":        "Phi-3.5's LongRoPE is not supported yet",
+	"granite":     "Granite's embedding, attention, residual and logits multipliers are not supported yet",
+	"mistral":     "Mistral is not supported yet",
+}
+
+// FamilyOf maps config.json's model_type (or its architectures) to a served family, or says why
+// not (a .pte's family comes from the config.json beside it). Every architecture must be the
+// family's causal LM, exactly: "Llama4ForConditionalGeneration" is not Llama 3.x.
+func FamilyOf(modelType string, archs []string) (string, error) {
+	archFamily := func(a string) string {
+		if f, ok := strings.CutSuffix(a, "ForCausalLM"); ok {
+			return strings.ToLower(f)
+		}
+		return strings.ToLower(a)
+	}
+	family := strings.ToLower(modelType)
+	if family == "" && len(archs) > 0 {
+		family = archFamily(archs[0])
+	}
+	if family == "" {
+		return "llama", nil
+	}
+	if why, ok := refusedFamilies[family]; ok {
+		return "", errors.New(why)
+	}
+	if _, ok := Families[family]; !ok {
+		return "", fmt.Errorf("the bundle is a %q model; hexserve serves %s", family, strings.Join(slices.Sorted(maps.Keys(Families)), ", "))
+	}
+	for i, a := range archs {
+		if archFamily(a) != family {
+			return "", fmt.Errorf("architectures[%d]: %q is not a %s causal LM", i, a, family)
+		}
+	}
+	return family, nil
+}
+
 // hfConfig is what readHF reads of config.json.
 type hfConfig struct {
 	ModelType     string   `json:"model_type"`
 	Architectures []string `json:"architectures"`
 	RopeTheta     float64  `json:"rope_theta"`
+	HeadDim       int      `json:"head_dim"`
+	Hidden        int      `json:"hidden_size"`
+	Heads         int      `json:"num_attention_heads"`
+	KVHeads       int      `json:"num_key_value_heads"`
+	Vocab         int      `json:"vocab_size"`
+	Tied          *bool    `json:"tie_word_embeddings"`
 	RopeScaling   *struct {
 		Type   string  `json:"rope_type"`
 		Factor float64 `json:"factor"`
@@ -470,8 +557,9 @@ type hfConfig struct {
 	} `json:"rope_scaling"`
 }
 
-// readHF reads config.json: the family (only Llama is served) and the checkpoint's rope scaling,
-// which wins over genie_config's (AI Hub writes factor 8 there; Llama 3.2's checkpoint says 32).
+// readHF reads config.json: the family (refused with its reason when not served), the sizes the
+// binaries are checked against, and the checkpoint's RoPE, which wins over genie_config's (AI Hub
+// writes factor 8 there; Llama 3.2's checkpoint says 32).
 func (c *BundleConfig) readHF() error {
 	path := filepath.Join(c.Dir, "config.json")
 	var hf hfConfig
@@ -482,42 +570,38 @@ func (c *BundleConfig) readHF() error {
 	if err != nil {
 		return fmt.Errorf("genie: %w", err)
 	}
-	c.Family = hf.ModelType
-	if err := familyOf(hf); err != nil {
-		return fmt.Errorf("genie: %s: %w", path, err)
+	if c.Family, err = FamilyOf(hf.ModelType, hf.Architectures); err != nil {
+		return fmt.Errorf("genie: %s: model_type %q: %w", path, hf.ModelType, err)
+	}
+	c.HFHeadDim, c.HFKVHeads, c.HFVocab = hf.HeadDim, hf.KVHeads, hf.Vocab
+	c.HFHidden, c.HFHeads, c.HFTied = hf.Hidden, hf.Heads, hf.Tied
+	if c.HFHeadDim == 0 && hf.Heads > 0 {
+		c.HFHeadDim = hf.Hidden / hf.Heads
 	}
 	if hf.RopeTheta != 0 && !(hf.RopeTheta >= MinRopeTheta && hf.RopeTheta <= MaxRopeTheta) {
 		return fmt.Errorf("genie: %s: rope_theta: %g is outside %g…%g", path, hf.RopeTheta, MinRopeTheta, MaxRopeTheta)
 	}
+	hfRope := c.Rope
+	if hf.RopeTheta > 0 {
+		hfRope.Theta = hf.RopeTheta
+	}
 	if rs := hf.RopeScaling; rs != nil && rs.Type == "llama3" && rs.Factor >= 1 && rs.High > rs.Low && rs.Low > 0 {
-		hfRope := c.Rope
 		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = rs.Type, rs.Factor, rs.Low, rs.High, rs.Orig
-		if hf.RopeTheta > 0 {
-			hfRope.Theta = hf.RopeTheta
-		}
-		if e := ropeBounds(hfRope); e != nil {
-			return fmt.Errorf("genie: %s: rope_scaling: %s", path, e.msg)
-		}
-		if hfRope != c.Rope {
-			c.RopeNote = fmt.Sprintf("config.json's rope scaling (factor %g, theta %g) differs from genie_config.json's (factor %g, theta %g): following config.json, as the checkpoint was calibrated with it",
-				hfRope.Factor, hfRope.Theta, c.Rope.Factor, c.Rope.Theta)
-		}
-		c.Rope = hfRope
+	} else if rs != nil && rs.Type != "" && rs.Type != "default" {
+		return fmt.Errorf("genie: %s: rope_scaling.rope_type %q is not supported (hexserve runs llama3 scaling or none)", path, rs.Type)
+	} else if c.Family != "llama" {
+		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = "", 0, 0, 0, 0
+	} else {
+		return nil // a Llama config.json without llama3 scaling: genie_config's RoPE stands, as before
 	}
-	return nil
-}
-
-// familyOf refuses a checkpoint whose model_type or architectures name anything but an accepted
-// architecture (exactly: "Llama4ForConditionalGeneration" is not Llama 3.x).
-func familyOf(hf hfConfig) error {
-	if hf.ModelType != "" && !slices.Contains(accepted, hf.ModelType) {
-		return fmt.Errorf("model_type: the bundle is a %q model; hexserve serves Llama 3.x (its tokenizer and chat template)", hf.ModelType)
+	if e := ropeBounds(hfRope); e != nil {
+		return fmt.Errorf("genie: %s: rope_scaling: %s", path, e.msg)
 	}
-	for i, a := range hf.Architectures {
-		if !slices.Contains(accepted, a) {
-			return fmt.Errorf("architectures[%d]: the bundle is a %q model; hexserve serves Llama 3.x (%q)", i, a, "LlamaForCausalLM")
-		}
+	if hfRope != c.Rope {
+		c.RopeNote = fmt.Sprintf("config.json's rope scaling (theta %g, %q factor %g) differs from genie_config.json's (theta %g, %q factor %g): following config.json, as the checkpoint was calibrated with it",
+			hfRope.Theta, hfRope.Type, hfRope.Factor, c.Rope.Theta, c.Rope.Type, c.Rope.Factor)
 	}
+	c.Rope = hfRope
 	return nil
 }
 

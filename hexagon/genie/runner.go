@@ -323,6 +323,20 @@ func (r *Runner) check() error {
 	case !r.parts[0].first || !r.parts[len(r.parts)-1].last:
 		return r.errf("part 1 must take input_ids and the last part output logits")
 	}
+	return r.checkHF()
+}
+
+// checkHF checks config.json's sizes, where it gives them, against the binaries'.
+func (r *Runner) checkHF() error {
+	hfPath := filepath.Join(r.cfg.Dir, "config.json")
+	switch bc := r.bc; {
+	case bc.HFHeadDim > 0 && bc.HFHeadDim != r.hd:
+		return r.errf("%s: head_dim is %d but the binaries' KV tensors have head dim %d", hfPath, bc.HFHeadDim, r.hd)
+	case bc.HFKVHeads > 0 && bc.HFKVHeads != r.nkv:
+		return r.errf("%s: num_key_value_heads is %d but the binaries' KV tensors have %d heads", hfPath, bc.HFKVHeads, r.nkv)
+	case bc.HFVocab > 0 && bc.HFVocab < bc.NVocab:
+		return r.errf("%s: vocab_size is %d but the logits have %d entries (dialog.context.n-vocab)", hfPath, bc.HFVocab, bc.NVocab)
+	}
 	for _, g := range r.ars {
 		if g.p != r.cl-g.ar {
 			return r.errf("graph %s: %d past slots, want CL − AR = %d", g.names[len(g.names)-1], g.p, r.cl-g.ar)

@@ -461,8 +461,11 @@ func TestBadBundles(t *testing.T) {
 			editConfig(t, dir, "dialog.type", "lade")
 		}, []string{"dialog.type", `"lade"`, "lookahead"}},
 		{"other family", "f32", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"qwen2","architectures":["Qwen2ForCausalLM"]}`), 0o644)
-		}, []string{"config.json", "model_type", `"qwen2"`, "Llama"}},
+			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"gemma3","architectures":["Gemma3ForCausalLM"]}`), 0o644)
+		}, []string{"config.json", "model_type", `"gemma3"`, "sliding-window attention is not supported"}},
+		{"unknown family", "f32", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures":["PlamoForCausalLM"]}`), 0o644)
+		}, []string{"config.json", `"plamo"`, "llama, qwen2, qwen3"}},
 		{"truncated binary", "f32", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, geniesim.PartFile("tiny", 3, 3))
 			st, _ := os.Stat(p)

@@ -121,6 +121,24 @@ int hs_want(const hs_graph *g, const hs_tensor *t, uint32_t rank, const uint32_t
   return hs_fail(err, n, "graph %s: tensor %s: data type 0x%04x not allowed here", g->name, t->name, t->dtype);
 }
 
+/* hs_want_family_weights checks the weights the header's family flags add to layers [0, L). */
+static int hs_want_family_weights(const hs_desc *d, const hs_graph *g, uint32_t L, char *err, size_t n) {
+  static const char *bias[] = {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"};
+  static const char *norm[] = {"self_attn.q_norm.weight", "self_attn.k_norm.weight"};
+  char nm[96];
+  for (uint32_t l = 0; l < L; l++) {
+    for (int j = 0; j < 3 && (d->flags & HS_FLAG_QKVBIAS); j++) {
+      snprintf(nm, sizeof nm, "model.layers.%u.%s", l, bias[j]);
+      if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s (the header says q/k/v biases)", g->name, nm);
+    }
+    for (int j = 0; j < 2 && (d->flags & HS_FLAG_QKNORM); j++) {
+      snprintf(nm, sizeof nm, "model.layers.%u.%s", l, norm[j]);
+      if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s (the header says q/k norms)", g->name, nm);
+    }
+  }
+  return 0;
+}
+
 int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, int last, char *err, size_t n) {
   static const char *lw[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                              "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
@@ -131,6 +149,7 @@ int hs_want_weights(const hs_desc *d, const hs_graph *g, uint32_t L, int first, 
       snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
       if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s", g->name, nm);
     }
+  if (hs_want_family_weights(d, g, L, err, n)) return -1;
   if (first && !hs_find_weight(d, "model.embed_tokens.weight"))
     return hs_fail(err, n, "graph %s needs weight model.embed_tokens.weight", g->name);
   if (last && (!hs_find_weight(d, "model.norm.weight") ||
@@ -251,6 +270,7 @@ static int check_graph(const hs_desc *d, const hs_graph *g, char *err, size_t n)
       snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, lw[j]);
       if (!hs_find_weight(d, nm)) return hs_fail(err, n, "graph %s needs weight %s", g->name, nm);
     }
+  if (hs_want_family_weights(d, g, d->layers, err, n)) return -1;
   if (!hs_find_weight(d, "model.norm.weight")) return hs_fail(err, n, "graph %s needs weight model.norm.weight", g->name);
   return 0;
 }
@@ -261,6 +281,9 @@ static int check_weight_shape(const hs_desc *d, const hs_weight_ref *w, char *er
   const char *s = w->name, *p;
   if (!strcmp(s, "model.embed_tokens.weight") || !strcmp(s, "lm_head.weight")) r = d->vocab, c = H;
   else if (!strcmp(s, "model.norm.weight")) r = 1, c = H;
+  else if (strstr(s, ".self_attn.q_proj.bias")) r = 1, c = Q;
+  else if (strstr(s, ".self_attn.k_proj.bias") || strstr(s, ".self_attn.v_proj.bias")) r = 1, c = KV;
+  else if (strstr(s, ".self_attn.q_norm.") || strstr(s, ".self_attn.k_norm.")) r = 1, c = d->head_dim;
   else if ((p = strstr(s, ".self_attn.q_proj."))) r = Q, c = H;
   else if ((p = strstr(s, ".self_attn.k_proj.")) || (p = strstr(s, ".self_attn.v_proj."))) r = KV, c = H;
   else if ((p = strstr(s, ".self_attn.o_proj."))) r = H, c = Q;
@@ -297,6 +320,7 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
       d->head_dim % 2 || !(d->eps > 0) || d->ngraphs == 0 || d->ngraphs > 64 || d->nweights > 100000)
     return hs_fail(err, errlen, "bad hyper-parameters in header");
   if (d->layers && !d->ffn) return hs_fail(err, errlen, "bad hyper-parameters in header (ffn)");
+  if (d->flags & ~HS_FLAGS_KNOWN) return hs_fail(err, errlen, "unknown header flags 0x%x (this hostsim knows 0x%x)", d->flags, HS_FLAGS_KNOWN);
   char *e = err;
   d->graphs = calloc(d->ngraphs, sizeof *d->graphs);
   d->weights = calloc(d->nweights ? d->nweights : 1, sizeof *d->weights);

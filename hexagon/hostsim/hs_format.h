@@ -45,6 +45,14 @@ typedef struct {
   uint64_t off, size, soff;
 } hs_weight_ref;
 
+/* Header flags (FORMAT.md): the lm-head is the embedding; Qwen3's per-head q/k RMSNorm before
+ * RoPE (self_attn.q_norm/k_norm.weight [1,head_dim]); Qwen2's q/k/v projection biases
+ * (self_attn.{q,k,v}_proj.bias [1,out]). */
+#define HS_FLAG_TIED 1u
+#define HS_FLAG_QKNORM 2u
+#define HS_FLAG_QKVBIAS 4u
+#define HS_FLAGS_KNOWN 7u
+
 typedef struct {
   uint32_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
   float eps;

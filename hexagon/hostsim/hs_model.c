@@ -30,6 +30,23 @@ static void rmsnorm(const float *x, const hs_mat *w, float eps, int n, float *ou
   free(wv);
 }
 
+/* add_bias adds b to each of the n rows of x [n][w] (nothing when b is absent). */
+static void add_bias(float *x, const hs_mat *b, int n, int w) {
+  if (!b->cols) return;
+  float *bv = malloc(sizeof(float) * (size_t)w);
+  vec_of(b, bv);
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < w; c++) x[(size_t)i * w + c] += bv[c];
+  free(bv);
+}
+
+/* head_norm applies RMSNorm with weight w over each head (D values) of the n·heads heads in x,
+ * in place, with the arithmetic of rmsnorm (nothing when w is absent). */
+static void head_norm(float *x, const hs_mat *w, float eps, int nheads, int D) {
+  if (!w->cols) return;
+  for (int h = 0; h < nheads; h++) rmsnorm(x + (size_t)h * D, w, eps, D, x + (size_t)h * D);
+}
+
 static void rope(float *v, const float *cos, const float *sin, int D) {
   int h = D / 2;
   for (int d = 0; d < h; d++) {
@@ -109,6 +126,11 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
     hs_matmul(&L->q, h, AR, H, q, qd);
     hs_matmul(&L->k, h, AR, H, newk[l], kvd);
     hs_matmul(&L->v, h, AR, H, newv[l], kvd);
+    add_bias(q, &L->qb, AR, qd);
+    add_bias(newk[l], &L->kb, AR, kvd);
+    add_bias(newv[l], &L->vb, AR, kvd);
+    head_norm(q, &L->qn, d->eps, AR * (int)d->heads, D);
+    head_norm(newk[l], &L->kn, d->eps, AR * (int)d->kv_heads, D);
     for (int i = 0; i < AR; i++) {
       for (int hh = 0; hh < (int)d->heads; hh++) rope(q + (size_t)i * qd + (size_t)hh * D, cos + (size_t)i * D, sin + (size_t)i * D, D);
       for (int hh = 0; hh < (int)d->kv_heads; hh++)
@@ -230,6 +252,11 @@ static uint64_t need_bytes(const hs_desc *d, const char *name, int convert) {
   return ((n + 63) & ~63ull) + ((4ull * w->rows + 63) & ~63ull);
 }
 
+/* The family's extra layer tensors, in hs_layer's qb, kb, vb, qn, kn order, with the flag each needs. */
+static const char *extra_names[5] = {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+                                     "self_attn.q_norm.weight", "self_attn.k_norm.weight"};
+static const uint32_t extra_flags[5] = {HS_FLAG_QKVBIAS, HS_FLAG_QKVBIAS, HS_FLAG_QKVBIAS, HS_FLAG_QKNORM, HS_FLAG_QKNORM};
+
 static const char *layer_names[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                      "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
                                      "mlp.down_proj"};
@@ -271,6 +298,12 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
         snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, layer_names[j]);
         total += need_bytes(d, nm, convert);
       }
+    for (uint32_t l = 0; l < d->layers; l++)
+      for (int j = 0; j < 5; j++)
+        if (d->flags & extra_flags[j]) {
+          snprintf(nm, sizeof nm, "model.layers.%u.%s", l, extra_names[j]);
+          total += need_bytes(d, nm, convert);
+        }
     total += need_bytes(d, "model.norm.weight", convert);
   }
   if (m->has_lm) total += need_bytes(d, lmname, convert);
@@ -292,6 +325,12 @@ int hs_model_load(const uint8_t *buf, uint64_t size, hs_model *m, char *err, siz
         snprintf(nm, sizeof nm, "model.layers.%u.%s.weight", l, layer_names[j]);
         load_mat(&ld, nm, mats[j]);
       }
+      hs_mat *extra[5] = {&m->layers[l].qb, &m->layers[l].kb, &m->layers[l].vb, &m->layers[l].qn, &m->layers[l].kn};
+      for (int j = 0; j < 5; j++)
+        if (d->flags & extra_flags[j]) {
+          snprintf(nm, sizeof nm, "model.layers.%u.%s", l, extra_names[j]);
+          load_mat(&ld, nm, extra[j]);
+        }
     }
     load_mat(&ld, "model.norm.weight", &m->norm);
   }

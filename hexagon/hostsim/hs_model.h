@@ -9,6 +9,7 @@
 
 typedef struct {
   hs_mat in_norm, q, k, v, o, post_norm, gate, up, down;
+  hs_mat qb, kb, vb, qn, kn; /* HS_FLAG_QKVBIAS biases, HS_FLAG_QKNORM norms (else cols 0) */
 } hs_layer;
 
 typedef struct {

@@ -9,7 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 )
 
 // RopeScaling is the Hugging Face `rope_scaling` object (Llama-3 style).
@@ -40,8 +43,19 @@ type Config struct {
 	NumAttentionHeads     int          `json:"num_attention_heads"`
 	NumKeyValueHeads      int          `json:"num_key_value_heads"`
 	HeadDim               int          `json:"head_dim"`
-	InitSeed              uint64       `json:"init_seed"`
+	// AttentionBias is Qwen2's q/k/v projection bias (o_proj has none).
+	AttentionBias bool   `json:"attention_bias,omitempty"`
+	InitSeed      uint64 `json:"init_seed"`
 }
+
+// Families lists the model_type values whose graphs these models cover.
+var Families = []string{"llama", "qwen2", "qwen3"}
+
+// QKNorm reports Qwen3's per-head RMSNorm of q and k (q_norm, k_norm over head_dim) before RoPE.
+func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
+
+// QKVBias reports biases on the q, k and v projections (Qwen2).
+func (c Config) QKVBias() bool { return c.AttentionBias }
 
 // TokenIDs is a token id list that also decodes from a single JSON number,
 // as `eos_token_id` may be either in Hugging Face configs.
@@ -129,17 +143,73 @@ func Llama32_3B() Config {
 	return c
 }
 
-// Preset returns a named preset: "tiny", "llama-3.2-1b" or "llama-3.2-3b".
-func Preset(name string) (Config, error) {
-	switch name {
-	case "tiny":
-		return Tiny(), nil
-	case "llama-3.2-1b":
-		return Llama32_1B(), nil
-	case "llama-3.2-3b":
-		return Llama32_3B(), nil
+// qwen is the shared part of the Qwen2 / Qwen3 configs: their 151936-token vocabulary, RoPE θ 1e6
+// without scaling, RMSNorm ε 1e-6, tied embeddings, and <|endoftext|> as BOS.
+func qwen(modelType, arch string) Config {
+	return Config{
+		Architectures:         []string{arch},
+		ModelType:             modelType,
+		VocabSize:             151936,
+		RMSNormEps:            1e-6,
+		RopeTheta:             1000000,
+		MaxPositionEmbeddings: 40960,
+		TieWordEmbeddings:     true,
+		BOSTokenID:            151643,
+		EOSTokenIDs:           TokenIDs{151645, 151643},
+		HiddenAct:             "silu",
 	}
-	return Config{}, fmt.Errorf("tinyllama: unknown preset %q (want tiny, llama-3.2-1b or llama-3.2-3b)", name)
+}
+
+// shape sets the sizes of c.
+func (c Config) shape(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config {
+	c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers = hidden, ffn, layers
+	c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.InitSeed = heads, kvHeads, headDim, seed
+	return c
+}
+
+// Qwen3 returns the Qwen3 config of the given sizes: q_norm/k_norm, head_dim on its own.
+func Qwen3(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config {
+	return qwen("qwen3", "Qwen3ForCausalLM").shape(hidden, ffn, layers, heads, kvHeads, headDim, seed)
+}
+
+// Qwen2 returns the Qwen2 / Qwen2.5 config of the given sizes: q/k/v biases.
+func Qwen2(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config {
+	c := qwen("qwen2", "Qwen2ForCausalLM").shape(hidden, ffn, layers, heads, kvHeads, headDim, seed)
+	c.AttentionBias, c.MaxPositionEmbeddings = true, 32768
+	return c
+}
+
+// presets maps each family to its presets; "tiny" is the family's golden model.
+var presets = map[string]map[string]func() Config{
+	"llama": {"tiny": Tiny, "llama-3.2-1b": Llama32_1B, "llama-3.2-3b": Llama32_3B},
+	// Qwen3 tiny: q width 4·32 = 128 ≠ hidden 64, so head_dim is its own.
+	"qwen3": {"tiny": func() Config { return Qwen3(64, 192, 2, 4, 2, 32, 20261207) },
+		"qwen3-0.6b": func() Config { return Qwen3(1024, 3072, 28, 16, 8, 128, 3_0_6) },
+		"qwen3-1.7b": func() Config { return Qwen3(2048, 6144, 28, 16, 8, 128, 3_1_7) },
+		"qwen3-4b":   func() Config { return Qwen3(2560, 9728, 36, 32, 8, 128, 3_4) }},
+	"qwen2": {"tiny": func() Config { return Qwen2(64, 192, 2, 4, 2, 16, 20261208) },
+		"qwen2.5-0.5b": func() Config { return Qwen2(896, 4864, 24, 14, 2, 64, 2_5_05) },
+		"qwen2.5-1.5b": func() Config { return Qwen2(1536, 8960, 28, 12, 2, 128, 2_5_15) }},
+}
+
+// Preset returns a named preset of the llama family.
+func Preset(name string) (Config, error) { return FamilyPreset("llama", name) }
+
+// FamilyPreset returns family's named preset ("tiny", or a real model's shape).
+func FamilyPreset(family, name string) (Config, error) {
+	ps, ok := presets[family]
+	if !ok {
+		return Config{}, fmt.Errorf("tinyllama: unknown family %q (want %s)", family, strings.Join(Families, ", "))
+	}
+	if p, ok := ps[name]; ok {
+		return p(), nil
+	}
+	return Config{}, fmt.Errorf("tinyllama: unknown %s preset %q (want %s)", family, name, strings.Join(PresetNames(family), ", "))
+}
+
+// PresetNames lists family's presets, sorted.
+func PresetNames(family string) []string {
+	return slices.Sorted(maps.Keys(presets[family]))
 }
 
 // ParseConfig decodes a config.json. A document with a top-level `config`

@@ -23,6 +23,8 @@ type Model struct {
 type refLayer struct {
 	inNorm, postNorm          []float32
 	q, k, v, o, gate, up, dwn []float32
+	qb, kb, vb                []float32 // Qwen2's projection biases; nil without
+	qn, kn                    []float32 // Qwen3's q_norm, k_norm [head_dim]; nil without
 }
 
 // NewModel generates c's weights.
@@ -68,9 +70,69 @@ func NewModel(c Config) (*Model, error) {
 				return nil, err
 			}
 		}
+		if err := l.optional(c, get, p); err != nil {
+			return nil, err
+		}
 		m.layers = append(m.layers, l)
 	}
 	return m, nil
+}
+
+// optional loads the family's extra tensors of layer prefix p: biases and q/k norms.
+func (l *refLayer) optional(c Config, get func(string) ([]float32, error), p string) error {
+	var ws []struct {
+		dst  *[]float32
+		name string
+	}
+	add := func(dst *[]float32, name string) {
+		ws = append(ws, struct {
+			dst  *[]float32
+			name string
+		}{dst, name})
+	}
+	if c.QKVBias() {
+		add(&l.qb, "self_attn.q_proj.bias")
+		add(&l.kb, "self_attn.k_proj.bias")
+		add(&l.vb, "self_attn.v_proj.bias")
+	}
+	if c.QKNorm() {
+		add(&l.qn, "self_attn.q_norm.weight")
+		add(&l.kn, "self_attn.k_norm.weight")
+	}
+	for _, w := range ws {
+		var err error
+		if *w.dst, err = get(p + w.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// project computes q, k, v of layer l from the normed input xn: the projections, their biases,
+// then the per-head q/k norms, then RoPE (rope applies it to one head).
+func (l *refLayer) project(q, k, v, xn []float64, hd int, eps float64, rope func([]float64)) {
+	matVec(q, l.q, xn)
+	matVec(k, l.k, xn)
+	matVec(v, l.v, xn)
+	for _, b := range []struct {
+		dst  []float64
+		bias []float32
+	}{{q, l.qb}, {k, l.kb}, {v, l.vb}} {
+		for i, w := range b.bias {
+			b.dst[i] += float64(w)
+		}
+	}
+	for _, h := range []struct {
+		dst  []float64
+		norm []float32
+	}{{q, l.qn}, {k, l.kn}} {
+		for o := 0; o < len(h.dst); o += hd {
+			if h.norm != nil {
+				rmsNorm(h.dst[o:o+hd], h.dst[o:o+hd], h.norm, eps)
+			}
+			rope(h.dst[o : o+hd])
+		}
+	}
 }
 
 // Session is one sequence's state: the float64 KV cache of every layer.
@@ -130,15 +192,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	for li := range m.layers {
 		l := &m.layers[li]
 		rmsNorm(xn, x, l.inNorm, eps)
-		matVec(q, l.q, xn)
-		matVec(k, l.k, xn)
-		matVec(v, l.v, xn)
-		for hh := range nh {
-			rope(q[hh*hd : (hh+1)*hd])
-		}
-		for hh := range nkv {
-			rope(k[hh*hd : (hh+1)*hd])
-		}
+		l.project(q, k, v, xn, hd, eps, rope)
 		s.k[li] = append(s.k[li], k...)
 		s.v[li] = append(s.v[li], v...)
 		n := s.pos + 1

@@ -26,8 +26,9 @@ func (t Tensor) Len() int {
 }
 
 // Tensors lists every weight tensor in Hugging Face order (embedding, then
-// per layer input norm, q, k, v, o, post-attention norm, gate, up, down, then
-// the final norm, then lm_head.weight when embeddings are not tied).
+// per layer input norm, q, k, v, [q/k/v biases (Qwen2), q_norm, k_norm (Qwen3)], o,
+// post-attention norm, gate, up, down, then the final norm, then lm_head.weight when embeddings
+// are not tied).
 func Tensors(c Config) []Tensor {
 	h, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
 	ts := []Tensor{{"model.embed_tokens.weight", []int{c.VocabSize, h}}}
@@ -38,6 +39,15 @@ func Tensors(c Config) []Tensor {
 			Tensor{p + "self_attn.q_proj.weight", []int{q, h}},
 			Tensor{p + "self_attn.k_proj.weight", []int{kv, h}},
 			Tensor{p + "self_attn.v_proj.weight", []int{kv, h}},
+		)
+		if c.QKVBias() {
+			ts = append(ts, Tensor{p + "self_attn.q_proj.bias", []int{q}}, Tensor{p + "self_attn.k_proj.bias", []int{kv}},
+				Tensor{p + "self_attn.v_proj.bias", []int{kv}})
+		}
+		if c.QKNorm() {
+			ts = append(ts, Tensor{p + "self_attn.q_norm.weight", []int{c.HeadDim}}, Tensor{p + "self_attn.k_norm.weight", []int{c.HeadDim}})
+		}
+		ts = append(ts,
 			Tensor{p + "self_attn.o_proj.weight", []int{h, q}},
 			Tensor{p + "post_attention_layernorm.weight", []int{h}},
 			Tensor{p + "mlp.gate_proj.weight", []int{f, h}},
@@ -80,6 +90,7 @@ const (
 	kindProj
 	kindNorm
 	kindFinalNorm
+	kindBias
 )
 
 func classify(t Tensor) (kind, int) {
@@ -88,8 +99,10 @@ func classify(t Tensor) (kind, int) {
 		return kindEmbed, 0
 	case t.Name == "model.norm.weight":
 		return kindFinalNorm, 0
-	case strings.HasSuffix(t.Name, "layernorm.weight"):
+	case strings.HasSuffix(t.Name, "norm.weight"): // the layer norms and Qwen3's q_norm, k_norm
 		return kindNorm, 0
+	case strings.HasSuffix(t.Name, ".bias"):
+		return kindBias, 0
 	}
 	// Projections (and an untied lm_head): m × 2^-(9+s), 4^s ≥ in_features.
 	in := t.Shape[len(t.Shape)-1]
@@ -109,6 +122,8 @@ func value(k kind, shift int, m int) float64 {
 		return math.Ldexp(float64(m), -shift)
 	case kindNorm:
 		return 1 + math.Ldexp(float64(floorDiv4(m)), -10)
+	case kindBias:
+		return math.Ldexp(float64(m), -12)
 	default:
 		return 16 * (1 + math.Ldexp(float64(floorDiv4(m)), -10))
 	}

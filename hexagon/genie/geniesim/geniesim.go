@@ -43,7 +43,7 @@ type Options struct {
 func Hyper(c tinyllama.Config, ctx int) simfile.Hyper {
 	return simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
-		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings}
+		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias()}
 }
 
 // Spec derives the graphs' spec; fixed-point ranges are calibrated on a sample prompt
@@ -125,6 +125,7 @@ func Write(dir string, o Options) error {
 		"genie_config.json":           jsonBytes(GenieConfig(o.Config, o.Ctx, bins)),
 		"htp_backend_ext_config.json": jsonBytes(HTPConfig()),
 		"config.json":                 jsonBytes(HFConfig(o.Config)),
+		"generation_config.json":      jsonBytes(GenerationConfig(o.Config)),
 		"metadata.yaml":               Metadata(h, s, o),
 		"tool-versions.yaml":          []byte("tool_versions:\n  qairt: 2.42.0 (hostsim stand-in: hexserve mkmodel --format genie)\n"),
 	}
@@ -230,6 +231,11 @@ func HFConfig(c tinyllama.Config) map[string]any {
 	json.Unmarshal(b, &m)
 	m[tinyllama.GeneratedKey] = tinyllama.GeneratedNote(c)
 	return m
+}
+
+// GenerationConfig is the checkpoint's generation_config.json: its BOS and end tokens.
+func GenerationConfig(c tinyllama.Config) any {
+	return obj("bos_token_id", c.BOSTokenID, "eos_token_id", []int(c.EOSTokenIDs), "do_sample", true)
 }
 
 // dtypeName is metadata.yaml's dtype of a QNN data type.

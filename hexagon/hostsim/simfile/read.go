@@ -41,6 +41,7 @@ func Read(r io.ReaderAt) (*File, error) {
 	f32 := func(off int) float32 { return math.Float32frombits(le.Uint32(hdr[off:])) }
 	f := &File{Hyper: Hyper{Hidden: u(16), Layers: u(20), Heads: u(24), KVHeads: u(28), HeadDim: u(32), FFN: u(36),
 		Vocab: u(40), Ctx: u(44), RMSEps: math.Float32frombits(le.Uint32(hdr[48:])), TiedLMHead: le.Uint32(hdr[52:])&1 != 0,
+		QKNorm: le.Uint32(hdr[52:])&2 != 0, QKVBias: le.Uint32(hdr[52:])&4 != 0,
 		FirstLayer: u(96), Shards: u(100), Rope: Rope{Theta: f32(104), Factor: f32(108), LowFreqFactor: f32(112),
 			HighFreqFactor: f32(116), OriginalMaxPositions: u(120)}}}
 	ng, nw := u(56), u(60)

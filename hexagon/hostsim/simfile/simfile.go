@@ -96,6 +96,10 @@ type Hyper struct {
 	Hidden, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, Ctx int
 	RMSEps                                                   float32
 	TiedLMHead                                               bool
+	// QKNorm is Qwen3's per-head RMSNorm of q and k before RoPE (header flag bit 1, weights
+	// self_attn.q_norm/k_norm [1,HeadDim]); QKVBias Qwen2's q/k/v biases (bit 2, weights
+	// self_attn.{q,k,v}_proj.bias [1,out]).
+	QKNorm, QKVBias bool
 	// ExecuTorch graphs only (header bytes 96..123): Layers is then this shard's layer count,
 	// FirstLayer the model layer it starts at, Shards the number of shards, and Rope the RoPE the
 	// graphs compute themselves.
@@ -347,6 +351,12 @@ func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int6
 	if h.TiedLMHead {
 		flags |= 1
 	}
+	if h.QKNorm {
+		flags |= 2
+	}
+	if h.QKVBias {
+		flags |= 4
+	}
 	wr.u32(flags)
 	wr.u32(uint32(ngraphs))
 	wr.u32(uint32(nweights))
@@ -498,6 +508,17 @@ func WeightSpecs(h Hyper, layers, lmhead bool) []Weight {
 				Weight{Name: p + "self_attn.q_proj.weight", Rows: Q, Cols: H},
 				Weight{Name: p + "self_attn.k_proj.weight", Rows: KV, Cols: H},
 				Weight{Name: p + "self_attn.v_proj.weight", Rows: KV, Cols: H},
+			)
+			if h.QKVBias {
+				ws = append(ws, Weight{Name: p + "self_attn.q_proj.bias", Rows: 1, Cols: Q},
+					Weight{Name: p + "self_attn.k_proj.bias", Rows: 1, Cols: KV},
+					Weight{Name: p + "self_attn.v_proj.bias", Rows: 1, Cols: KV})
+			}
+			if h.QKNorm {
+				ws = append(ws, Weight{Name: p + "self_attn.q_norm.weight", Rows: 1, Cols: h.HeadDim},
+					Weight{Name: p + "self_attn.k_norm.weight", Rows: 1, Cols: h.HeadDim})
+			}
+			ws = append(ws,
 				Weight{Name: p + "self_attn.o_proj.weight", Rows: H, Cols: Q},
 				Weight{Name: p + "post_attention_layernorm.weight", Rows: 1, Cols: H},
 				Weight{Name: p + "mlp.gate_proj.weight", Rows: h.FFN, Cols: H},

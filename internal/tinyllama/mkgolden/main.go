@@ -5,6 +5,7 @@
 // 128-row window boundaries). Usage:
 //
 //	go run ./internal/tinyllama/mkgolden -config CONFIG.json -out GOLDEN.json
+//	go run ./internal/tinyllama/mkgolden -family qwen3 -out testdata/tinyllama/golden_tiny_qwen3.json
 package main
 
 import (
@@ -36,14 +37,24 @@ type gcase struct {
 }
 
 func main() {
-	cfgPath := flag.String("config", "", "config.json with init_seed (required)")
+	cfgPath := flag.String("config", "", "config.json with init_seed")
+	family := flag.String("family", "", "or: the tiny preset of this family (qwen2, qwen3, ...)")
 	out := flag.String("out", "", "golden file to write (required)")
 	flag.Parse()
-	if *cfgPath == "" || *out == "" {
+	if (*cfgPath == "") == (*family == "") || *out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	c, err := tinyllama.LoadConfig(*cfgPath)
+	var c tinyllama.Config
+	var raw []byte
+	var err error
+	if *family != "" {
+		if c, err = tinyllama.FamilyPreset(*family, "tiny"); err == nil {
+			raw, err = json.Marshal(c)
+		}
+	} else if c, err = tinyllama.LoadConfig(*cfgPath); err == nil {
+		raw, err = os.ReadFile(*cfgPath)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,10 +77,6 @@ func main() {
 			log.Fatal(err)
 		}
 		cases = append(cases, gc)
-	}
-	raw, err := os.ReadFile(*cfgPath)
-	if err != nil {
-		log.Fatal(err)
 	}
 	var cfgJSON json.RawMessage = raw
 	var wrapped struct {
