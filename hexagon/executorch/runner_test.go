@@ -42,12 +42,16 @@ func openRuntimeLogged(t testing.TB, lg *zerolog.Logger) *qnn.Runtime {
 type pteOpts struct {
 	ctx, ar, shards int
 	kv, logits      simfile.DType
+	cfg             *tinyllama.Config // nil: the public tiny Llama
 }
 
-// writePTE writes the public tiny model as a .pte (float16 weights).
+// writePTE writes the public tiny model (or o.cfg) as a .pte (float16 weights).
 func writePTE(t testing.TB, o pteOpts) string {
 	t.Helper()
 	c := tinyllama.Tiny()
+	if o.cfg != nil {
+		c = *o.cfg
+	}
 	s := simfile.ETSpec{PrefillAR: o.ar, KV: o.kv, Logits: o.logits, Mask: simfile.UFixed16, Shards: o.shards}
 	if s.CrossDType() == simfile.F32 {
 		s.Mask = simfile.F32
@@ -68,12 +72,14 @@ func writePTE(t testing.TB, o pteOpts) string {
 		s.KRange, s.VRange = append(s.KRange, float32(1.25*r.K[l])), append(s.VRange, float32(1.25*r.V[l]))
 	}
 	s.LogitsRange, s.HiddenRange = float32(1.25*r.Logits), float32(1.25*r.Hidden)
-	rs := c.RopeScaling
+	rope := simfile.Rope{Theta: float32(c.RopeTheta), Factor: 1, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
+	if rs := c.RopeScaling; rs != nil {
+		rope = simfile.Rope{Theta: float32(c.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
+			HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}
+	}
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: o.ctx,
-		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings,
-		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
-			HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}}
+		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(), Rope: rope}
 	p := filepath.Join(t.TempDir(), fmt.Sprintf("tiny-%d-%d-%d.pte", o.ctx, o.ar, o.shards))
 	f, err := os.Create(p)
 	if err != nil {
@@ -97,8 +103,11 @@ type goldenCase struct {
 	Greedy    []int32 `json:"greedy"`
 }
 
-func loadGolden(t testing.TB) []goldenCase {
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tinyllama", "golden_tiny_public.json"))
+func loadGolden(t testing.TB) []goldenCase { return loadGoldenFile(t, "golden_tiny_public.json") }
+
+// loadGoldenFile reads the cases of testdata/tinyllama/<name>.
+func loadGoldenFile(t testing.TB, name string) []goldenCase {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tinyllama", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,16 +5,19 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
-// TestW4A16Agreement serves every golden case of testdata/tinyllama with the f32 precision (its
+// TestW4A16Agreement serves every golden case of testdata/tinyllama (each family's tiny model: Llama,
+// Qwen3, Qwen2) with the f32 precision (its
 // greedy output must equal the golden tokens) and with w4a16 (uint16 activations and logits, uint8
 // KV), teacher-forced on the f32 tokens: it reports, per case, the tokens until w4a16's greedy
 // choice first differs and the logit error per step, and checks that w4a16 serves every case to
@@ -23,6 +26,22 @@ func TestW4A16Agreement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two 1024-context bundles and every golden case (-short)")
 	}
+	rt := openRuntime(t)
+	for _, f := range []struct{ family, golden string }{
+		{"llama", "golden_tiny_public.json"}, {"qwen3", "golden_tiny_qwen3.json"}, {"qwen2", "golden_tiny_qwen2.json"},
+	} {
+		t.Run(f.family, func(t *testing.T) {
+			c, err := tinyllama.FamilyPreset(f.family, "tiny")
+			if err != nil {
+				t.Fatal(err)
+			}
+			agreement(t, rt, c, f.golden)
+		})
+	}
+}
+
+// agreement is TestW4A16Agreement for the tiny model c and its golden file.
+func agreement(t *testing.T, rt *qnn.Runtime, cfg tinyllama.Config, goldenFile string) {
 	var golden struct {
 		Cases []struct {
 			Name      string  `json:"name"`
@@ -30,17 +49,16 @@ func TestW4A16Agreement(t *testing.T) {
 			Greedy    []int32 `json:"greedy"`
 		} `json:"cases"`
 	}
-	b, err := os.ReadFile(filepath.Join(hostsimtest.RepoRoot(t), "testdata", "tinyllama", "golden_tiny_public.json"))
+	b, err := os.ReadFile(filepath.Join(hostsimtest.RepoRoot(t), "testdata", "tinyllama", goldenFile))
 	if err == nil {
 		err = json.Unmarshal(b, &golden)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := openRuntime(t)
 	open := func(precision string) *Runner {
 		dir := t.TempDir()
-		err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: precision,
+		err := geniesim.Write(dir, geniesim.Options{Config: cfg, Name: "tiny", Precision: precision,
 			Weights: simfile.WeightF16, Parts: 3, PromptAR: 32, Ctx: 1024})
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
@@ -87,7 +105,7 @@ func TestW4A16Agreement(t *testing.T) {
 	for _, c := range golden.Cases {
 		want := c.Greedy
 		for i, id := range want {
-			if id == 128001 || id == 128008 || id == 128009 {
+			if slices.Contains(cfg.EOSTokenIDs, int(id)) {
 				want = want[:i]
 				break
 			}
@@ -121,6 +139,9 @@ func TestW4A16Agreement(t *testing.T) {
 			c.Name, p, len(want), agree, sum/float64(len(want)), worst)
 		if worst > 3 {
 			t.Errorf("%s: w4a16 logit error %.3f (bound 3)", c.Name, worst)
+		}
+		if mean := sum / float64(len(want)); cfg.ModelType != "llama" && (mean > 0.75 || worst > 1.5) {
+			t.Errorf("%s: w4a16 logit error mean %.3f, worst %.3f: the families' goal is within 1.5× Llama's (mean ≤ 0.75, worst ≤ 1.5)", c.Name, mean, worst)
 		}
 	}
 }

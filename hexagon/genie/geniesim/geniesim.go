@@ -182,31 +182,40 @@ func obj(pairs ...any) kv {
 // GenieConfig is genie_config.json with every key of AI Hub's published
 // llama_v3_2_1b_instruct config (llm_helpers.py create_genie_config) and this model's values:
 // kv-dim = head_dim, rope-dim = head_dim/2, the rope-scaling factor hard-coded to 8.0 as AI Hub
-// writes it (config.json keeps the checkpoint's).
+// writes it (config.json keeps the checkpoint's). A Qwen model's is in the form of AI Hub's
+// qwen2_5_7b_instruct: RoPE as QnnHtp's pos-id-dim and rope-theta (no positional-encoding),
+// bos-token <|im_start|>, eos-token <|im_end|> and eot-token <|endoftext|>.
 func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
 	eos := []int(c.EOSTokenIDs)
 	if eos == nil {
 		eos = []int{}
 	}
-	pe := obj("type", "rope", "rope-dim", c.HeadDim/2, "rope-theta", int(c.RopeTheta))
-	if rs := c.RopeScaling; rs != nil {
-		pe = append(pe, obj("rope-scaling", obj("rope-type", rs.RopeType, "factor", 8.0, "low-freq-factor", rs.LowFreqFactor,
-			"high-freq-factor", rs.HighFreqFactor, "original-max-position-embeddings", rs.OriginalMaxPositionEmbeddings))...)
+	qwen := c.ModelType == "qwen2" || c.ModelType == "qwen3"
+	context := obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", c.BOSTokenID, "eos-token", eos)
+	htp := obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", true,
+		"cpu-mask", "0xe0", "kv-dim", c.HeadDim, "allow-async-init", false)
+	model := obj("version", 1, "type", "binary", "binary", obj("version", 1, "ctx-bins", bins))
+	if qwen && len(eos) == 2 {
+		context = obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", 151644, "eos-token", eos[0], "eot-token", eos[1])
+		htp = obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", false,
+			"pos-id-dim", c.HeadDim/2, "cpu-mask", "0xe0", "kv-dim", c.HeadDim, "rope-theta", int(c.RopeTheta), "allow-async-init", false)
+	} else {
+		pe := obj("type", "rope", "rope-dim", c.HeadDim/2, "rope-theta", int(c.RopeTheta))
+		if rs := c.RopeScaling; rs != nil {
+			pe = append(pe, obj("rope-scaling", obj("rope-type", rs.RopeType, "factor", 8.0, "low-freq-factor", rs.LowFreqFactor,
+				"high-freq-factor", rs.HighFreqFactor, "original-max-position-embeddings", rs.OriginalMaxPositionEmbeddings))...)
+		}
+		model = append(model, obj("positional-encoding", pe)...)
 	}
 	return obj("dialog", obj(
 		"version", 1,
 		"type", "basic",
-		"context", obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", c.BOSTokenID, "eos-token", eos),
+		"context", context,
 		"sampler", obj("version", 1, "seed", 42, "temp", 0.8, "top-k", 40, "top-p", 0.95),
 		"tokenizer", obj("version", 1, "path", "tokenizer.json"),
 		"engine", obj("version", 1, "n-threads", 3,
-			"backend", obj("version", 1, "type", "QnnHtp",
-				"QnnHtp", obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", true,
-					"cpu-mask", "0xe0", "kv-dim", c.HeadDim, "allow-async-init", false),
-				"extensions", "htp_backend_ext_config.json"),
-			"model", obj("version", 1, "type", "binary",
-				"binary", obj("version", 1, "ctx-bins", bins),
-				"positional-encoding", pe))))
+			"backend", obj("version", 1, "type", "QnnHtp", "QnnHtp", htp, "extensions", "htp_backend_ext_config.json"),
+			"model", model)))
 }
 
 // HTPConfig is htp_backend_ext_config.json for the Snapdragon 8 Elite (soc_model 69, v79).
