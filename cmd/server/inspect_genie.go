@@ -72,6 +72,7 @@ func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stder
 	fmt.Fprintf(stdout, "  htp: perf_profile %q, rpc_control_latency %d µs, weight sharing %v, use-mmap %v\n", c.HTP.PerfProfile,
 		c.HTP.RPCLatencyUS, c.HTP.WeightSharing, c.UseMmap)
 	fmt.Fprintf(stdout, "  tokenizer %s, family %q, %d parts\n", c.Tokenizer, c.Family, len(c.Bins))
+	fmt.Fprintf(stdout, "  family settings: %s\n", c.FamilySettings())
 	for _, w := range out.Warnings {
 		fmt.Fprintln(stdout, "  warning:", w)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -359,6 +360,10 @@ func TestMkmodelErrors(t *testing.T) {
 		{[]string{"--config", filepath.Join(out, "missing.json"), "--out", out}, 2, "missing.json"},
 		{[]string{"--preset", "tiny", "--out", out, "extra"}, 2, "unexpected argument"},
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"--family", "gemma3", "--preset", "tiny", "--out", out}, 2, "--family \"gemma3\""},
+		{[]string{"--family", "qwen3", "--preset", "tiny", "--out", out, "--tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json"}, 2, "a QHexRT bundle is llama only"},
+		{[]string{"--family", "qwen3", "--preset", "llama-3.2-1b", "--format", "genie", "--out", out, "--tokenizer", "testdata/tokenizer/llama3.2/tokenizer.json"}, 2, "unknown preset"},
+		{[]string{"--family", "qwen2", "--preset", "tiny", "--format", "pte", "--out", out}, 2, "pass --tokenizer"},
 	}
 	// Every mistake in the flags is a usage error: exit 2, like a bad flag.
 	for _, c := range tests {
@@ -528,5 +533,53 @@ func TestMkmodelCustomConfig(t *testing.T) {
 	lm := readSim(t, b.LMHeadBin)
 	if lm.Hyper.TiedLMHead || len(lm.Weights) != 1 || lm.Weights[0].Name != "lm_head.weight" {
 		t.Errorf("lm-head %+v", lm)
+	}
+}
+
+// TestMkmodelFamily: --family qwen3 writes a Genie bundle and a .pte with the family's config.json
+// (model_type, head_dim, no rope scaling), generation_config.json (Qwen3's two end tokens), a
+// genie_config.json in AI Hub's Qwen form, and the tokenizer's tokenizer_config.json beside it.
+func TestMkmodelFamily(t *testing.T) {
+	tokDir := t.TempDir()
+	for name, body := range map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template":"x"}`, "LICENSE": "l"} {
+		if err := os.WriteFile(filepath.Join(tokDir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, format := range []string{"genie", "pte"} {
+		out := t.TempDir()
+		code, stdout, stderr := runMk(t, "--family", "qwen3", "--preset", "tiny", "--format", format, "--ctx", "64",
+			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", filepath.Join(tokDir, "tokenizer.json"))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", format, code, stdout, stderr)
+		}
+		var hf struct {
+			ModelType string  `json:"model_type"`
+			HeadDim   int     `json:"head_dim"`
+			Hidden    int     `json:"hidden_size"`
+			Scaling   any     `json:"rope_scaling"`
+			Theta     float64 `json:"rope_theta"`
+		}
+		var gen struct {
+			EOS []int `json:"eos_token_id"`
+		}
+		for path, v := range map[string]any{"config.json": &hf, "generation_config.json": &gen} {
+			b, err := os.ReadFile(filepath.Join(out, path))
+			if err == nil {
+				err = json.Unmarshal(b, v)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", format, err)
+			}
+		}
+		if hf.ModelType != "qwen3" || hf.HeadDim != 32 || hf.Hidden != 64 || hf.Scaling != nil || hf.Theta != 1e6 {
+			t.Errorf("%s: config.json %+v", format, hf)
+		}
+		if !slices.Equal(gen.EOS, []int{151645, 151643}) {
+			t.Errorf("%s: generation_config.json eos_token_id %v", format, gen.EOS)
+		}
+		if !fileExists(filepath.Join(out, "tokenizer_config.json")) {
+			t.Errorf("%s: tokenizer_config.json not copied", format)
+		}
 	}
 }

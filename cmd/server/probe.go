@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // generatedKey is tinyllama.GeneratedKey (the serving build does not link
@@ -98,5 +102,26 @@ func probePTE(file string) (modelProbe, error) {
 	if g := f.Metadata[generatedKey]; len(g) == 1 && g[0].Kind == pte.KindString {
 		pr.Generated = g[0].String
 	}
-	return pr, nil
+	pr.Family, err = pteFamily(file)
+	return pr, err
+}
+
+// pteFamily is the family of a .pte from the config.json beside it (ExecuTorch's metadata is the
+// same for every model): "" without one, an error naming the reason for a family not served.
+func pteFamily(file string) (string, error) {
+	path := filepath.Join(filepath.Dir(file), "config.json")
+	var hf struct {
+		ModelType     string   `json:"model_type"`
+		Architectures []string `json:"architectures"`
+	}
+	if err := modelfile.ReadJSON(path, &hf); errors.Is(err, os.ErrNotExist) {
+		return "", nil // no config.json: an ExecuTorch export of Llama as before
+	} else if err != nil {
+		return "", fmt.Errorf("pte: %w", err)
+	}
+	family, err := genie.FamilyOf(hf.ModelType, hf.Architectures)
+	if err != nil {
+		return "", fmt.Errorf("pte: %s: model_type %q: %w", path, hf.ModelType, err)
+	}
+	return family, nil
 }

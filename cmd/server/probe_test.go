@@ -100,3 +100,31 @@ func TestProbeShape(t *testing.T) {
 		})
 	}
 }
+
+// TestPTEFamily: a .pte's family comes from the config.json beside it; a family not served is
+// refused with its reason, and a .pte without one stays Llama's export.
+func TestPTEFamily(t *testing.T) {
+	for _, tc := range []struct {
+		name, config, want, err string
+	}{
+		{"none", "", "", ""},
+		{"qwen3", `{"model_type":"qwen3"}`, "qwen3", ""},
+		{"qwen2 by architecture", `{"architectures":["Qwen2ForCausalLM"]}`, "qwen2", ""},
+		{"gemma3", `{"model_type":"gemma3"}`, "", "Gemma 3's interleaved sliding-window attention is not supported"},
+		{"jais", `{"model_type":"jais"}`, "", "JAIS"},
+		{"bad json", `{`, "", "config.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.config != "" {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(tc.config), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := pteFamily(filepath.Join(dir, "m.pte"))
+			if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("pteFamily = %q, %v; want %q and an error containing %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}

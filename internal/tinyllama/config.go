@@ -204,7 +204,7 @@ func FamilyPreset(family, name string) (Config, error) {
 	if p, ok := ps[name]; ok {
 		return p(), nil
 	}
-	return Config{}, fmt.Errorf("tinyllama: unknown %s preset %q (want %s)", family, name, strings.Join(PresetNames(family), ", "))
+	return Config{}, fmt.Errorf("tinyllama: unknown preset %q of family %s (want %s)", name, family, strings.Join(PresetNames(family), ", "))
 }
 
 // PresetNames lists family's presets, sorted.
