@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -227,10 +226,14 @@ type pteSpecials struct {
 
 // loadPTETokenizer finds and loads a .pte's tokenizer: BOS is
 // <|begin_of_text|>, EOS every one of <|eot_id|>, <|eom_id|> and
-// <|end_of_text|> it has, and every eos_token_id of the generation_config.json
-// beside the .pte (mkmodel --family writes it: Qwen3's <|im_end|> and
-// <|endoftext|>, with no BOS).
+// <|end_of_text|> it has. A .pte of another family (config.json beside it,
+// pteFamily) may have neither: Qwen has no BOS, and its end tokens come from
+// the end-token rule.
 func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
+	family, err := pteFamily(file)
+	if err != nil {
+		return pteSpecials{}, err
+	}
 	path, err := findTokenizer(m, file)
 	if err != nil {
 		return pteSpecials{}, err
@@ -246,47 +249,10 @@ func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
 			p.eos = append(p.eos, id)
 		}
 	}
-	gen, err := generationEOS(filepath.Join(filepath.Dir(file), "generation_config.json"), tok)
-	if err != nil {
-		return pteSpecials{}, err
-	}
-	for _, id := range gen {
-		if !slices.Contains(p.eos, id) {
-			p.eos = append(p.eos, id)
-		}
-	}
-	if len(p.eos) == 0 || (sp.BOS < 0 && len(gen) == 0) {
+	if family == "" && (len(p.eos) == 0 || sp.BOS < 0) { // another family: its end tokens come from the end-token rule (finishLoad)
 		return pteSpecials{}, fmt.Errorf("tokenizer %s has no <|begin_of_text|> or none of <|eot_id|>, <|eom_id|>, <|end_of_text|>: hexserve serves Llama-3 chat models", path)
 	}
 	return p, nil
-}
-
-// generationEOS reads generation_config.json's eos_token_id (a number or a list; nil without the
-// file), each checked against the tokenizer's vocabulary.
-func generationEOS(path string, tok *tokenizer.Tokenizer) ([]int32, error) {
-	b, err := bundle.ReadRegular(path, bundle.MaxManifestBytes)
-	if err != nil {
-		return nil, nil
-	}
-	var g struct {
-		EOS json.RawMessage `json:"eos_token_id"`
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var one int32
-	var ids []int32
-	if json.Unmarshal(g.EOS, &one) == nil {
-		ids = []int32{one}
-	} else if len(g.EOS) > 0 && json.Unmarshal(g.EOS, &ids) != nil {
-		return nil, fmt.Errorf("%s: eos_token_id: want a token id or a list of them", path)
-	}
-	for _, id := range ids {
-		if id < 0 || int(id) >= tok.VocabSize() {
-			return nil, fmt.Errorf("%s: eos_token_id %d is outside the tokenizer's %d tokens", path, id, tok.VocabSize())
-		}
-	}
-	return ids, nil
 }
 
 // ownedRuntime is a Runner that also owns its QNN runtime.
