@@ -516,9 +516,9 @@ func FamilyOf(modelType string, archs []string) (string, error) {
 		}
 		return strings.ToLower(a)
 	}
-	family := strings.ToLower(modelType)
+	family, from := strings.ToLower(modelType), "model_type"
 	if family == "" && len(archs) > 0 {
-		family = archFamily(archs[0])
+		family, from = archFamily(archs[0]), fmt.Sprintf("architectures[0] %q", archs[0])
 	}
 	if family == "" {
 		return "llama", nil
@@ -527,7 +527,7 @@ func FamilyOf(modelType string, archs []string) (string, error) {
 		return "", errors.New(why)
 	}
 	if _, ok := Families[family]; !ok {
-		return "", fmt.Errorf("the bundle is a %q model; hexserve serves %s", family, strings.Join(slices.Sorted(maps.Keys(Families)), ", "))
+		return "", fmt.Errorf("%s: the bundle is a %q model; hexserve serves %s", from, family, strings.Join(slices.Sorted(maps.Keys(Families)), ", "))
 	}
 	for i, a := range archs {
 		if archFamily(a) != family {

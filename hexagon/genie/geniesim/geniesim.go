@@ -125,9 +125,11 @@ func Write(dir string, o Options) error {
 		"genie_config.json":           jsonBytes(GenieConfig(o.Config, o.Ctx, bins)),
 		"htp_backend_ext_config.json": jsonBytes(HTPConfig()),
 		"config.json":                 jsonBytes(HFConfig(o.Config)),
-		"generation_config.json":      jsonBytes(GenerationConfig(o.Config)),
 		"metadata.yaml":               Metadata(h, s, o),
 		"tool-versions.yaml":          []byte("tool_versions:\n  qairt: 2.42.0 (hostsim stand-in: hexserve mkmodel --format genie)\n"),
+	}
+	if mt := o.Config.ModelType; mt != "" && mt != "llama" { // Llama's bundles stay as they were
+		files["generation_config.json"] = jsonBytes(GenerationConfig(o.Config))
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
