@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
-
-// maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 64
 
 // The Runner as an inference.Batcher: the shared caches become a pool of
 // the decode layout's CL − 1 slots (those from CL − AR on only through
@@ -29,11 +27,11 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-// BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
-// decode layout's CL − 1 slots (the whole window; slots from CL − AR on
-// are beyond prefill_forward's view: see tail).
+// BatchLimits: slotpool.Limits of AR rows per step and the decode
+// layout's CL − 1 slots (the whole window; slots from CL − AR on are
+// beyond prefill_forward's view: see tail).
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.pre.ar, Slots: r.maxS}
+	return slotpool.Limits(r.pre.ar, r.maxS)
 }
 
 // tail reports whether a row of runs, or a committed row of any sequence,

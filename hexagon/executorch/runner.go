@@ -253,7 +253,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
-	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, maxPoolSequences, r.cache)
+	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, slotpool.MaxSequences, r.cache)
 	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es

@@ -21,9 +21,9 @@ import (
 // SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
 // run's new K/V rows are copied into its slots.
 
-// BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − 1 slots.
+// BatchLimits: slotpool.Limits of the largest AR's rows per step and CL − 1 slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.ars[len(r.ars)-1].ar, Slots: r.slots}
+	return slotpool.Limits(r.ars[len(r.ars)-1].ar, r.slots)
 }
 
 // callCost is the measured cost of one call of g (all parts), plus a re-striding when the cache

@@ -43,9 +43,6 @@ type Config struct {
 	Memory int64
 }
 
-// maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 64
-
 // Runner runs a Genie bundle's graphs. It is not safe for concurrent use.
 type Runner struct {
 	cfg   Config
@@ -527,7 +524,7 @@ func (r *Runner) setup() error {
 	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
 	r.slots = r.maxP
-	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
+	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, slotpool.MaxSequences, r.cache)
 	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
 	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
 	n := r.nkv * r.hd * r.maxP * r.es

@@ -38,8 +38,10 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-// maxPoolSequences bounds the sequences open at once on a chunked bundle.
-const maxPoolSequences = 64
+// maxSetSequences bounds engine.max_sequences auto on a QHexRT-contract
+// bundle: a Step runs each sequence's calls in turn, so sequences side by
+// side share the NPU's time rather than its calls.
+const maxSetSequences = 8
 
 // defaultSeqKVBytes is the KV-set budget when Config.SeqKVBytes is 0. Sets
 // are allocated when sequences open, so the budget costs nothing until
@@ -89,25 +91,26 @@ func (r *Runner) maxSets() int {
 	if budget <= 0 {
 		budget = defaultSeqKVBytes
 	}
-	return int(min(max(budget/r.kvSetBytes(), 1), maxPoolSequences))
+	return int(min(max(budget/r.kvSetBytes(), 1), slotpool.MaxSequences))
 }
 
-// BatchLimits: on a chunked bundle up to 64 sequences, a prefill window
-// of rows per Step and the CTX slots of the cache; on a QHexRT-contract
-// bundle as many sequences as KV sets fit the budget, each with CTX slots.
+// BatchLimits: on a chunked bundle slotpool.Limits of a prefill window of
+// rows per Step and the CTX slots of the cache; on a QHexRT-contract
+// bundle as many sequences as KV sets fit the budget (auto: at most
+// maxSetSequences), each with CTX slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
 	if r.chunked() {
-		return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.window, Slots: r.spec.ctx}
+		return slotpool.Limits(r.window, r.spec.ctx)
 	}
 	n := r.maxSets()
-	return inference.BatchLimits{Sequences: n, Rows: r.window, Slots: n * r.spec.ctx}
+	return inference.BatchLimits{Sequences: n, Rows: r.window, Slots: n * r.spec.ctx, Auto: min(n, maxSetSequences)}
 }
 
 // initBatch starts the Batcher state; evalAll's rows are forgotten.
 func (r *Runner) initBatch() {
 	r.valid = 0
 	if r.batch.pool == nil && r.chunked() {
-		r.batch.pool = slotpool.New(r.spec.ctx, maxPoolSequences)
+		r.batch.pool = slotpool.New(r.spec.ctx, slotpool.MaxSequences)
 	}
 	if r.batch.sets == nil && !r.chunked() {
 		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, resident: true}}

@@ -305,3 +305,19 @@ func (p *Pool) WriteMask(m *graphio.Mask, b []byte, runs []inference.Run, rows, 
 		o += len(run.Tokens)
 	}
 }
+
+// MaxSequences bounds the sequences open in one pool at once.
+const MaxSequences = 64
+
+// autoSlots is the slots per sequence engine.max_sequences auto counts on.
+const autoSlots = 256
+
+// Limits are the inference.BatchLimits of a runner whose Steps carry up to
+// rows rows over one pool of slots slots: MaxSequences sequences, and
+// engine.max_sequences auto resolves to min(MaxSequences, rows, slots ÷
+// 256 rounded), at least 1 (16 for a 4096-token Genie bundle, 2 for a
+// 512-slot bundle).
+func Limits(rows, slots int) inference.BatchLimits {
+	auto := max(1, min(MaxSequences, rows, (slots+autoSlots/2)/autoSlots))
+	return inference.BatchLimits{Sequences: MaxSequences, Rows: rows, Slots: slots, Auto: auto}
+}
