@@ -97,33 +97,29 @@ func (r *Runner) decodeStepCost(rows int) time.Duration {
 	return d
 }
 
-// remeasureSteps is how many Steps a graph may go unused before one is
-// given to it again, so that a cost measured once (a slow first call, a
-// loaded moment) does not keep it unused: its estimate is only renewed by
-// calls.
-const remeasureSteps = 32
-
-// remeasureSoon is remeasureSteps for a graph whose estimate is still
-// warming (plan.GraphStats.Warming: fewer than plan.WarmExecutes calls):
-// a slow first call, such as the first after a build or load with cold
-// caches, would otherwise keep the graph unused for remeasureSteps Steps
-// (a 4-stream bench run once stuck on one-row calls for most of its steps).
-const remeasureSoon = 4
-
-// remeasureAfter is how many Steps g may go unused before it gets a call
-// again.
-func remeasureAfter(g plan.GraphStats) int64 {
-	if g.Warming() {
-		return remeasureSoon
+// options are a Step's candidate calls for the policy, in r.opts: rows kv_forward calls, then,
+// unless a row lives in the tail, one prefill_forward call; each with a re-striding when the
+// caches are in the other graph's layout.
+func (r *Runner) options(rows int, runs []inference.Run) []plan.Option {
+	restride := func(m *method) time.Duration {
+		if r.stride != r.cl-m.ar {
+			return r.restrideCost()
+		}
+		return 0
 	}
-	return remeasureSteps
+	if r.names[0] == nil {
+		r.names = [2][]string{{r.dec.method}, {r.pre.method}}
+	}
+	r.opts = append(r.opts[:0], plan.Option{Graphs: r.names[0], Execs: r.dec.shards, Calls: rows, Extra: restride(r.dec)})
+	if !r.tail(runs) {
+		r.opts = append(r.opts, plan.Option{Graphs: r.names[1], Execs: r.pre.shards, Extra: restride(r.pre)})
+	}
+	return r.opts
 }
 
 // Step evaluates runs in one prefill_forward call, or row by row through
-// kv_forward when that is cheaper by measured costs (a single row tries
-// kv_forward once first, so that both graphs get measured, and again when
-// it has not run for remeasureAfter Steps; a multi-row Step likewise gives
-// prefill_forward a call when it has not run for that long).
+// kv_forward, as the runners' one policy chooses (plan.Policy: by measured
+// cost, giving an unmeasured or idle graph a call where it takes one).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
 		return nil, err
@@ -136,28 +132,12 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for _, run := range runs {
 		rows += len(run.Tokens)
 	}
-	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
-	r.steps++
-	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureAfter(dg))
-	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
-	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureAfter(pg)
-	// A re-measured time replaces the old estimate; while the estimate is
-	// warming it joins its smallest (plan.GraphStats.Recent).
-	if explore && dg.Calls > 0 && !dg.Warming() {
-		r.stats.MarkStale(r.dec.method)
-	}
-	if remeasure && !pg.Warming() {
-		r.stats.MarkStale(r.pre.method)
-	}
 	m := r.pre
-	switch {
-	case !explore && !r.tail(runs) && (remeasure || !(measured && r.decodeStepCost(rows) < r.prefillStepCost())):
-		r.preAt = r.steps
+	switch opts := r.options(rows, runs); {
+	case r.policy.Choose(&r.stats, opts) == 1:
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
-		r.decAt = r.steps
 	default:
-		r.decAt = r.steps
 		// One row per kv_forward call: the next call overwrites the output buffer.
 		return r.RowByRow(ctx, runs, r.dec.logits, r.dec.vocab, func(one inference.Run) error {
 			return r.runBatch(r.dec, []inference.Run{one})

@@ -63,7 +63,9 @@ type Runner struct {
 	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
 	queued                     []layerCopy                // copyRuns' scratch
 	batchToks                  []int32                    // runBatch's scratch
-	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
+	policy                     plan.Policy                // chooses each Step's calls
+	opts                       []plan.Option              // its candidates' scratch
+	names                      [2][]string                // their graphs: kv_forward, prefill_forward
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -26,41 +27,35 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 	return slotpool.Limits(r.ars[len(r.ars)-1].ar, r.slots)
 }
 
-// callCost is the measured cost of one call of g (all parts), plus a re-striding when the cache
-// is in another graph's layout; ok is false until every part's graph has run.
-func (r *Runner) callCost(g *arGraph) (d time.Duration, ok bool) {
-	for _, n := range g.names {
-		gs := r.stats.Graphs[n]
-		if gs.Calls <= gs.Failed {
-			return 0, false
-		}
-		d += gs.Recent
+// candidates are the ARs whose one call holds rows rows and sees every slot the step needs,
+// smallest first, in r.cands, with their options for the policy (all parts, and a re-striding
+// when the cache is in another AR's layout) in r.opts; none when no AR does.
+func (r *Runner) candidates(rows int, runs []inference.Run) {
+	r.cands, r.opts = r.cands[:0], r.opts[:0]
+	var restride time.Duration
+	if r.stats.Restrides > 0 {
+		restride = r.stats.Restride / time.Duration(r.stats.Restrides)
 	}
-	if r.stride != g.p && r.stats.Restrides > 0 {
-		d += r.stats.Restride / time.Duration(r.stats.Restrides)
-	}
-	return d, true
-}
-
-// pick chooses the graphs for a step of rows rows: among the ARs that hold them and see every
-// slot the step needs, an unmeasured one first (the smallest), else the cheapest by measured cost;
-// nil when none does.
-func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
-	var best *arGraph
-	var bestCost time.Duration
 	for _, g := range r.ars {
 		if g.ar < rows || !r.sees(g, runs) {
 			continue
 		}
-		c, ok := r.callCost(g)
-		if !ok {
-			return g
+		o := plan.Option{Graphs: g.names}
+		if r.stride != g.p {
+			o.Extra = restride
 		}
-		if best == nil || c < bestCost {
-			best, bestCost = g, c
-		}
+		r.cands, r.opts = append(r.cands, g), append(r.opts, o)
 	}
-	return best
+}
+
+// pick chooses the graphs for a step of rows rows among the candidates, by the runners' one
+// policy (plan.Policy: unmeasured and idle ARs get a call, else the cheapest by measured cost);
+// nil when no AR holds them and sees the slots.
+func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
+	if r.candidates(rows, runs); len(r.cands) == 0 {
+		return nil
+	}
+	return r.cands[r.policy.Choose(&r.stats, r.opts)]
 }
 
 // sees reports whether g's past slots (CL − AR) hold every committed row and the runs' rows.
@@ -76,14 +71,13 @@ func (r *Runner) sees(g *arGraph, runs []inference.Run) bool {
 	return true
 }
 
-// StepCost is the measured cost of the call a step of rows would make (1 ms per part until measured).
+// StepCost is the measured cost of the cheapest call a step of rows would make (1 ms per part
+// until measured).
 func (r *Runner) StepCost(rows int) time.Duration {
-	g := r.pick(max(rows, 1), nil)
-	if g == nil {
-		g = r.ars[len(r.ars)-1]
-	}
-	if c, ok := r.callCost(g); ok {
-		return c
+	if r.candidates(max(rows, 1), nil); len(r.opts) > 0 {
+		if c, ok := r.stats.Cost(r.opts[r.policy.Best(&r.stats, r.opts)]); ok {
+			return c
+		}
 	}
 	return time.Duration(len(r.parts)) * time.Millisecond
 }
@@ -109,6 +103,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		// One row per call of the smallest AR's graphs (the only ones that see the slots from
 		// CL − A on): the next call overwrites the output buffer.
 		g = r.ars[0]
+		r.policy.Choose(&r.stats, []plan.Option{{Graphs: g.names, Calls: rows}})
 		return r.RowByRow(ctx, runs, g.logits, r.bc.NVocab, func(one inference.Run) error {
 			return r.run(ctx, g, []inference.Run{one})
 		})

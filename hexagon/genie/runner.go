@@ -71,7 +71,12 @@ type Runner struct {
 
 	stats plan.Stats
 	board plan.Board
-	life  graphio.Lifecycle
+	// policy chooses each step's AR; cands and opts are its candidates' scratch.
+	policy plan.Policy
+	cands  []*arGraph
+	opts   []plan.Option
+
+	life graphio.Lifecycle
 
 	slotpool.Batcher // the cache as a slot pool: Open, Fork, Grow, Release, SaveSeqKV, RestoreSeqKV
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
@@ -66,8 +67,11 @@ type batch struct {
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
 	steps uint64          // Steps run: Rows of an earlier Step refuse reads
-	decAt uint64          // the Step the decode graph last ran at (chunked)
-	hid   []byte          // hidden rows kept for the lm-head, one Step's
+	// policy chooses a chunked single-row Step's graph among opts: decode,
+	// prefill.
+	policy plan.Policy
+	opts   []plan.Option
+	hid    []byte // hidden rows kept for the lm-head, one Step's
 }
 
 // invalidate is the cache rule after a failed graph call (graphio.
@@ -423,28 +427,18 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	})
 }
 
-// remeasureSteps is how many Steps the decode graph may go unused before a
-// single-row Step is given to it again (its new time replacing the old
-// estimate), so that one slow measured call does not keep it unused.
-const remeasureSteps = 32
-
-// stepPool runs a chunked bundle's Step: one decode call for a single row
-// when that is cheaper by measured costs (tried once first, so both graphs
-// get measured, and again after remeasureSteps Steps without it), else one
-// prefill call over all runs.
+// stepPool runs a chunked bundle's Step: one prefill call over all runs,
+// or for a single row one decode call, as the runners' one policy chooses
+// (plan.Policy: by measured cost, giving an unmeasured or idle graph a
+// call).
 func (r *Runner) stepPool(runs []inference.Run) ([]inference.Rows, error) {
 	g := r.graphs[rolePrefill]
 	if len(runs) == 1 && len(runs[0].Tokens) == 1 {
-		dk := r.spec.key(roleDecode)
-		d, p := r.stats.Graphs[dk], r.stats.Graphs[r.spec.key(rolePrefill)]
-		c, _ := r.measuredCosts()
-		stale := d.Calls > 0 && r.batch.steps-r.batch.decAt > remeasureSteps
-		if d.Calls == 0 || stale || p.Calls > p.Failed && c.Decode < c.Prefill {
+		if r.batch.opts == nil {
+			r.batch.opts = []plan.Option{{Graphs: []string{r.spec.key(roleDecode)}}, {Graphs: []string{r.spec.key(rolePrefill)}}}
+		}
+		if r.batch.policy.Choose(&r.stats, r.batch.opts) == 0 {
 			g = r.graphs[roleDecode]
-			r.batch.decAt = r.batch.steps
-			if stale {
-				r.stats.MarkStale(dk)
-			}
 		}
 	}
 	if err := r.poolCall(g, runs); err != nil {
