@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/hexserve/hexserve/inference"
 )
@@ -103,36 +101,13 @@ func (p *burstPrompts) next(n int) []int32 {
 	return out
 }
 
-// burstRun sends one request per prompt at once and returns their
-// generated tokens per second of wall time, from the first submit to the
-// last Done.
+// burstRun sends one request per prompt at once (atOnce).
 func burstRun(ctx context.Context, e *inference.Engine, prompts [][]int32) (float64, error) {
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(prompts))
-	toks := make([]int, len(prompts))
+	reqs := make([]inference.Request, len(prompts))
 	for i, p := range prompts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := e.Submit(ctx, inference.Request{Prompt: p, MaxTokens: burstTokens, IgnoreEOS: true})
-			if err == nil {
-				var res inference.Result
-				res, err = inference.Collect(s)
-				toks[i] = res.Usage.CompletionTokens
-			}
-			errs[i] = err
-		}()
+		reqs[i] = inference.Request{Prompt: p, MaxTokens: burstTokens, IgnoreEOS: true}
 	}
-	wg.Wait()
-	total := 0
-	for i, err := range errs {
-		if err != nil {
-			return 0, fmt.Errorf("client %d: %w", i, err)
-		}
-		total += toks[i]
-	}
-	return float64(total) / time.Since(start).Seconds(), nil
+	return atOnce(ctx, e, reqs)
 }
 
 // burstGoals are the burst workload's goals: on a Genie bundle every
