@@ -82,7 +82,7 @@ func (r *Runner) callCost(m *method) time.Duration {
 // prefillStepCost prices one prefill_forward call.
 func (r *Runner) prefillStepCost() time.Duration {
 	pre := r.callCost(r.pre)
-	if r.stride != r.cl-r.pre.ar {
+	if r.kc.Stride != r.cl-r.pre.ar {
 		pre += r.restrideCost()
 	}
 	return pre
@@ -91,7 +91,7 @@ func (r *Runner) prefillStepCost() time.Duration {
 // decodeStepCost prices rows kv_forward calls.
 func (r *Runner) decodeStepCost(rows int) time.Duration {
 	d := time.Duration(rows) * r.callCost(r.dec)
-	if r.stride != r.cl-r.dec.ar {
+	if r.kc.Stride != r.cl-r.dec.ar {
 		d += r.restrideCost()
 	}
 	return d
@@ -102,7 +102,7 @@ func (r *Runner) decodeStepCost(rows int) time.Duration {
 // caches are in the other graph's layout.
 func (r *Runner) options(rows int, runs []inference.Run) []plan.Option {
 	restride := func(m *method) time.Duration {
-		if r.stride != r.cl-m.ar {
+		if r.kc.Stride != r.cl-m.ar {
 			return r.restrideCost()
 		}
 		return 0
@@ -165,7 +165,7 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	st := &r.stats
 	t0 := time.Now()
-	if s := r.cl - m.ar; s != r.stride {
+	if s := r.cl - m.ar; s != r.kc.Stride {
 		r.sync()
 		t0 = time.Now()
 		r.valid = r.Pool.High() // restride keeps the pool's slots
@@ -221,10 +221,10 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	for _, run := range runs {
 		start := r.Pool.Seq(run.Seq).Slot(run.Start)
 		for _, l := range layers {
-			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
+			q = append(q, slotpool.Write{Layer: l, Slot: start, From: o, N: len(run.Tokens), K: m.kOut[l], V: m.vOut[l], Rows: m.ar, Stride: r.kc.Stride})
 		}
 		o += len(run.Tokens)
 	}
-	r.cp.Queue(q...)
+	r.kc.Queue(q...)
 	r.queued = q
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -20,14 +21,13 @@ import (
 
 func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
-	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
-		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
-	r.cp = graphio.NewCopier(layers, workers, copyKey, r.copyLayer)
-	b.Cleanup(r.cp.Close)
+	var k, v [][]byte
 	for range layers {
-		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))
-		r.v = append(r.v, make([]byte, nkv*hd*(cl-1)))
+		k, v = append(k, make([]byte, nkv*hd*(cl-1))), append(v, make([]byte, nkv*hd*(cl-1)))
 	}
+	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, valid: valid,
+		kc: slotpool.NewCache(k, v, nkv, hd, 1, cl-1, workers)}
+	b.Cleanup(r.kc.Close)
 	l := &layout{ar: ar, cl: cl, maskT: qnn.TensorInfo{Name: "m", DataType: qnn.UFixed16, Dims: []uint32{1, 1, ar, cl},
 		Quant: qnn.Quant{Scale: 255.0 / 65535, Offset: -65535}}}
 	m := &method{layout: l, open: -1}
@@ -114,13 +114,13 @@ func BenchmarkRestride(b *testing.B) {
 func BenchmarkCopierOverhead(b *testing.B) {
 	const layers = 28
 	var sink atomic.Int64
-	work := func(t layerCopy) { sink.Add(int64(t.layer)) }
+	work := func(t slotpool.Write) { sink.Add(int64(t.Layer)) }
 	b.Run("persistent", func(b *testing.B) {
-		c := graphio.NewCopier(layers, graphio.CopyWorkers(), copyKey, work)
+		c := graphio.NewCopier(layers, graphio.CopyWorkers(), func(w slotpool.Write) int { return w.Layer }, work)
 		defer c.Close()
-		ts := make([]layerCopy, layers)
+		ts := make([]slotpool.Write, layers)
 		for l := range ts {
-			ts[l].layer = l
+			ts[l].Layer = l
 		}
 		for range b.N {
 			c.Submit(ts...)
@@ -131,7 +131,7 @@ func BenchmarkCopierOverhead(b *testing.B) {
 		var wg sync.WaitGroup
 		for range b.N {
 			for l := range layers {
-				wg.Go(func() { work(layerCopy{layer: l}) })
+				wg.Go(func() { work(slotpool.Write{Layer: l}) })
 			}
 			wg.Wait()
 		}

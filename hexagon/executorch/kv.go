@@ -2,7 +2,8 @@ package executorch
 
 import (
 	"slices"
-	"time"
+
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 )
 
 // writeMask writes the SmartMask of a call at positions start…: every row
@@ -29,54 +30,28 @@ func (m *method) writeMask(b []byte, start int) {
 	}
 }
 
-// layerCopy copies one layer's n new entries (K and V) from entry from…
-// of method m's outputs into cache slots start… of caches of stride slots
-// per row: one job of the runner's graphio.Copier, keyed by layer.
-type layerCopy struct {
-	m                         *method
-	layer, start, from, n, st int
-}
-
-func copyKey(c layerCopy) int { return c.layer }
-
-// copyLayer copies the first n new entries of one layer from m's outputs
-// into cache slots start… of caches of stride slots per row
-// (docs/executorch-pte.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
-// elements per row; V is [n_kv][S][hd], one block of n·hd per head. The
-// bytes are raw codes (the outputs are quantised like the caches).
-func (r *Runner) copyLayer(c layerCopy) {
-	r.kS.Copy(r.k[c.layer], c.st, c.start, c.m.kOut[c.layer], c.m.ar, c.from, c.n)
-	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, c.from, c.n)
-}
-
-// copyKV submits the copies of layers into slots start… of the current
-// layout; they run in the background until the next sync.
+// copyKV submits the copies of layers' first n new entries of method m's
+// outputs into slots start… of the current layout (docs/executorch-pte.md
+// §4.4: K is [n_kv·hd rows][S], a strided scatter of n elements per row; V
+// is [n_kv][S][hd], one block of n·hd per head; the bytes are raw codes,
+// the outputs quantised like the caches); they run in the background until
+// the next sync.
 func (r *Runner) copyKV(m *method, layers []int, start, n int) {
 	q := r.queued[:0]
 	for _, l := range layers {
-		q = append(q, layerCopy{m: m, layer: l, start: start, n: n, st: r.stride})
+		q = append(q, slotpool.Write{Layer: l, Slot: start, N: n, K: m.kOut[l], V: m.vOut[l], Rows: m.ar, Stride: r.kc.Stride})
 	}
-	r.cp.Submit(q...)
+	r.kc.Submit(q...)
 	r.queued = q
 }
 
 // sync waits for the queued KV copies, helping with them; the time is the
 // copy's share of the critical path (Stats.KVCopy). Every entry point that
 // reads or writes the caches or the new-entry outputs calls it first.
-func (r *Runner) sync() {
-	t0 := time.Now()
-	if r.cp.WaitAll() {
-		r.stats.KVCopy += time.Since(t0)
-	}
-}
+func (r *Runner) sync() { r.stats.KVCopy += r.kc.Sync() }
 
 // syncLayers is sync for the copies of some layers only.
-func (r *Runner) syncLayers(layers []int) {
-	t0 := time.Now()
-	if r.cp.Wait(layers) {
-		r.stats.KVCopy += time.Since(t0)
-	}
-}
+func (r *Runner) syncLayers(layers []int) { r.stats.KVCopy += r.kc.SyncLayers(layers) }
 
 // stepLayers lists, per step of l, the layers whose caches or new entries
 // the step touches (it must not run while they are copied), and the layers
@@ -122,15 +97,10 @@ func startSteps(l *layout) []bool {
 	return start
 }
 
-// restride changes the caches' row length from r.stride to s slots,
+// restride changes the caches' row length from r.kc.Stride to s slots,
 // keeping the valid slots (docs/executorch-pte.md §4.5); the rest is stale and
 // masked.
 func (r *Runner) restride(s int) {
 	r.sync()
-	keep := min(r.valid, s, r.stride)
-	for l := range r.layers {
-		r.kS.Restride(r.k[l], r.stride, s, keep)
-		r.vS.Restride(r.v[l], r.stride, s, keep)
-	}
-	r.stride = s
+	r.kc.Restride(s, min(r.valid, s, r.kc.Stride))
 }

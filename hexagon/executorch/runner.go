@@ -56,16 +56,13 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	kS, vS                     graphio.Slots              // K [n_kv·hd][S][1], V [n_kv][S][hd]
-	k, v                       [][]byte                   // per layer views of kv
-	stride                     int                        // slots per row of the current layout
-	valid                      int                        // cache slots [0, valid) hold the last sequence
-	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
-	queued                     []layerCopy                // copyRuns' scratch
-	batchToks                  []int32                    // runBatch's scratch
-	policy                     plan.Policy                // chooses each Step's calls
-	opts                       []plan.Option              // its candidates' scratch
-	names                      [2][]string                // their graphs: kv_forward, prefill_forward
+	kc                         *slotpool.Cache  // the caches over kv: K [n_kv·hd][S][1], V [n_kv][S][hd]
+	valid                      int              // cache slots [0, valid) hold the last sequence
+	queued                     []slotpool.Write // copyRuns' scratch
+	batchToks                  []int32          // runBatch's scratch
+	policy                     plan.Policy      // chooses each Step's calls
+	opts                       []plan.Option    // its candidates' scratch
+	names                      [2][]string      // their graphs: kv_forward, prefill_forward
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call
@@ -252,12 +249,8 @@ func (r *Runner) setup(pl, dl *layout) error {
 	if err := r.checkMemory(r.cl, dl.ar, pl, dl); err != nil {
 		return err
 	}
-	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
-	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
 	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, slotpool.MaxSequences, r.cache)
-	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
-	r.stride = r.cl - pl.ar
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
 		// A pool: the two methods view it with different shapes, so each view
@@ -268,10 +261,11 @@ func (r *Runner) setup(pl, dl *layout) error {
 		}
 		r.kv = append(r.kv, b)
 	}
+	k, v := make([][]byte, r.layers), make([][]byte, r.layers)
 	for i := range r.layers {
-		r.k = append(r.k, r.kv[2*i].Bytes())
-		r.v = append(r.v, r.kv[2*i+1].Bytes())
+		k[i], v[i] = r.kv[2*i].Bytes(), r.kv[2*i+1].Bytes()
 	}
+	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-pl.ar, graphio.CopyWorkers())
 	var err error
 	if r.pre, err = r.newMethod(pl); err != nil {
 		return err
@@ -413,9 +407,9 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 // it (graphio.Copier.Hand); one shard's are needed right after sampling.
 func (r *Runner) start(m *method) {
 	if m.shards > 1 {
-		r.cp.Hand()
+		r.kc.Hand()
 	} else {
-		r.cp.Start()
+		r.kc.Start()
 	}
 }
 
@@ -464,8 +458,8 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
-	if r.cp != nil {
-		r.cp.Close()
+	if r.kc != nil {
+		r.kc.Close()
 	}
 	r.closeGraphs()
 	for _, m := range []*method{r.dec, r.pre} {

@@ -41,7 +41,7 @@ func (r *Runner) candidates(rows int, runs []inference.Run) {
 			continue
 		}
 		o := plan.Option{Graphs: g.names}
-		if r.stride != g.p {
+		if r.kc.Stride != g.p {
 			o.Extra = restride
 		}
 		r.cands, r.opts = append(r.cands, g), append(r.opts, o)
@@ -120,13 +120,8 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	r.sync()
 	st := &r.stats
 	t0 := time.Now()
-	if g.p != r.stride {
-		keep := min(r.Pool.High(), r.stride, g.p)
-		for l := range r.layers {
-			r.kS.Restride(r.k[l], r.stride, g.p, keep)
-			r.vS.Restride(r.v[l], r.stride, g.p, keep)
-		}
-		r.stride = g.p
+	if g.p != r.kc.Stride {
+		r.kc.Restride(g.p, min(r.Pool.High(), r.kc.Stride, g.p))
 		st.Restrides++
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
@@ -173,62 +168,36 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	}
 	// The new K/V rows go into their slots in the background, layer by layer, while the engine
 	// samples; the next call on the cache waits for them (sync).
-	cp := r.copies[:0]
-	o = 0
-	for _, run := range runs {
-		cp = append(cp, kvCopy{slot: r.Pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
-		o += len(run.Tokens)
-	}
-	r.copies = cp
-	q := r.queued[:0]
+	w := r.writes[:0]
 	for l := range r.layers {
-		q = append(q, layerCopy{g: g, layer: l, stride: r.stride})
+		o = 0
+		for _, run := range runs {
+			w = append(w, slotpool.Write{Layer: l, Slot: r.Pool.Seq(run.Seq).Slot(run.Start), From: o, N: len(run.Tokens),
+				K: g.kOut[l], V: g.vOut[l], Rows: g.ar, Stride: r.kc.Stride})
+			o += len(run.Tokens)
+		}
 	}
-	r.cp.Submit(q...)
-	r.queued = q
+	r.kc.Submit(w...)
+	r.writes = w
 	return nil
-}
-
-// kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
-type kvCopy struct{ slot, from, n int }
-
-// layerCopy copies one layer's new rows of g's outputs, each run's (r.copies, stable until the
-// next sync) into its slots of the cache at stride slots per row: one job of the runner's
-// graphio.Copier, keyed by layer.
-type layerCopy struct {
-	g             *arGraph
-	layer, stride int
-}
-
-func copyKey(c layerCopy) int { return c.layer }
-
-func (r *Runner) copyLayer(c layerCopy) {
-	for _, k := range r.copies {
-		r.kS.Copy(r.k[c.layer], c.stride, k.slot, c.g.kOut[c.layer], c.g.ar, k.from, k.n)
-		r.vS.Copy(r.v[c.layer], c.stride, k.slot, c.g.vOut[c.layer], c.g.ar, k.from, k.n)
-	}
 }
 
 // sync finishes the last call's KV write-back, helping with it; the time it waited is the copy's
 // share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the
 // new-row outputs calls it first.
 func (r *Runner) sync() {
-	if r.cp == nil {
-		return
-	}
-	t := time.Now()
-	if r.cp.WaitAll() {
-		r.stats.KVCopy += time.Since(t)
+	if r.kc != nil {
+		r.stats.KVCopy += r.kc.Sync()
 	}
 }
 
 // BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
 // from any goroutine.
 func (r *Runner) BackgroundKVCopy() time.Duration {
-	if r.cp == nil {
+	if r.kc == nil {
 		return 0
 	}
-	return r.cp.OffPath()
+	return r.kc.OffPath()
 }
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
@@ -257,11 +226,11 @@ func (r *Runner) KVLayout() inference.KVLayout {
 	return inference.KVLayout{Identity: "genie:" + hex.EncodeToString(h.Sum(nil)[:16]), RowBytes: r.rowBytes()}
 }
 
-func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
+func (r *Runner) rowBytes() int { return r.kc.RowBytes() }
 
 // cache is the cache as the slot pool indexes it, once the write-back in
 // flight is done.
 func (r *Runner) cache() slotpool.KV {
 	r.sync()
-	return slotpool.KV{K: r.k, V: r.v, KS: r.kS, VS: r.vS, Stride: r.stride}
+	return r.kc.KV
 }

@@ -297,8 +297,8 @@ func TestQuantized(t *testing.T) {
 		t.Fatalf("KV element %s, want ufixed8 with offset -128", r.kvE)
 	}
 	for l := range r.layers {
-		if i := slices.IndexFunc(r.k[l], func(b byte) bool { return b != 128 }); i >= 0 {
-			t.Fatalf("layer %d K cache byte %d is %d before any call, want the zero point 128", l, i, r.k[l][i])
+		if i := slices.IndexFunc(r.kc.K[l], func(b byte) bool { return b != 128 }); i >= 0 {
+			t.Fatalf("layer %d K cache byte %d is %d before any call, want the zero point 128", l, i, r.kc.K[l][i])
 		}
 	}
 	ref := reference(t, prompt)

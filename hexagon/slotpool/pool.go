@@ -1,6 +1,7 @@
 // Package slotpool keeps the slots of a KV cache that several sequences
 // share: the allocator (Pool: sequences' ranges, forks, growth, run checks),
-// the cache's rows as the pool indexes them (KV), and the Batcher methods
+// the cache's rows as the pool indexes them (KV), the cache itself with its
+// layout, re-striding and write-back (Cache), and the Batcher methods
 // built on both, which the runners holding one cache for many sequences
 // (.pte, Genie and chunked QHexRT bundles) embed or call.
 package slotpool
