@@ -200,7 +200,6 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	if err := r.runSteps(m, func(layers []int) { r.copyRuns(m, layers, runs) }); err != nil {
 		return err
 	}
-	m.rows = o
 	return nil
 }
 
@@ -210,7 +209,6 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 // the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	r.Pool.WriteMask(m.masks, m.vals[m.mask].Bytes(), runs, m.ar, m.cl, m.cl-m.ar)
-	m.open = -1
 }
 
 // copyRuns queues the copies of layers' new entries of each run into its

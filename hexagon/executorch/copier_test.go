@@ -11,9 +11,10 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/inference"
 )
 
-// TestCopierMatchesSerial: copies queued per shard and finished by sync,
+// TestCopierMatchesSerial: a run's copies queued per shard (copyRuns) and finished by sync,
 // with any number of workers, leave the caches byte for byte as direct
 // copies do (run with -race: the workers write Go memory the test reads).
 func TestCopierMatchesSerial(t *testing.T) {
@@ -46,8 +47,20 @@ func TestCopierMatchesSerial(t *testing.T) {
 				r.kc.VS.Copy(v, st, tc.start, m.vOut[l], tc.ar, 0, tc.n)
 				wantK, wantV = append(wantK, k), append(wantV, v)
 			}
-			r.copyKV(m, []int{0, 1, 2}, tc.start, tc.n) // shard 0
-			r.copyKV(m, []int{3, 4}, tc.start, tc.n)    // shard 1, queued before shard 0's is done
+			r.Batcher = slotpool.NewBatcher(&r.life, st, 2, r.cache)
+			if tc.start > 0 {
+				if _, err := r.Open(tc.start); err != nil { // slots [0, start)
+					t.Fatal(err)
+				}
+			}
+			id, err := r.Open(tc.n) // slots start…
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := []inference.Run{{Seq: id, Tokens: make([]int32, tc.n)}}
+			r.copyRuns(m, []int{0, 1, 2}, runs) // shard 0
+			r.copyRuns(m, []int{3, 4}, runs)    // shard 1, queued before shard 0's is done
+			r.kc.Start()
 			r.sync()
 			for l := range layers {
 				if !bytes.Equal(r.kc.K[l], wantK[l]) || !bytes.Equal(r.kc.V[l], wantV[l]) {

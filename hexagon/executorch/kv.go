@@ -1,49 +1,6 @@
 package executorch
 
-import (
-	"slices"
-
-	"github.com/hexserve/hexserve/hexagon/slotpool"
-)
-
-// writeMask writes the SmartMask of a call at positions start…: every row
-// attends the cache slots [0, start) and, causally, the new block's
-// columns CL−AR … CL−AR+i. Padding rows follow the same pattern; their
-// outputs are never used. The decode mask is updated incrementally.
-func (m *method) writeMask(b []byte, start int) {
-	cl, S := m.cl, m.cl-m.ar
-	if m.ar == 1 && m.open >= 0 && m.open <= start {
-		m.masks.Fill(b, m.open, start, true)
-		m.open = start
-		return
-	}
-	for i := range m.ar {
-		row := i * cl
-		m.masks.Fill(b, row, row+start, true)
-		m.masks.Fill(b, row+start, row+S, false)
-		m.masks.Fill(b, row+S, row+S+i+1, true)
-		m.masks.Fill(b, row+S+i+1, row+cl, false)
-	}
-	m.open = -1
-	if m.ar == 1 {
-		m.open = start
-	}
-}
-
-// copyKV submits the copies of layers' first n new entries of method m's
-// outputs into slots start… of the current layout (docs/executorch-pte.md
-// §4.4: K is [n_kv·hd rows][S], a strided scatter of n elements per row; V
-// is [n_kv][S][hd], one block of n·hd per head; the bytes are raw codes,
-// the outputs quantised like the caches); they run in the background until
-// the next sync.
-func (r *Runner) copyKV(m *method, layers []int, start, n int) {
-	q := r.queued[:0]
-	for _, l := range layers {
-		q = append(q, slotpool.Write{Layer: l, Slot: start, N: n, K: m.kOut[l], V: m.vOut[l], Rows: m.ar, Stride: r.kc.Stride})
-	}
-	r.kc.Submit(q...)
-	r.queued = q
-}
+import "slices"
 
 // sync waits for the queued KV copies, helping with them; the time is the
 // copy's share of the critical path (Stats.KVCopy). Every entry point that

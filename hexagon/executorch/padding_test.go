@@ -42,8 +42,8 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 			finite("a committed K/V entry", math.Float32frombits(binary.LittleEndian.Uint32(buf[o:])))
 		}
 	}
-	if r.Stats().Graphs[r.pre.method].Calls == 0 || r.pre.rows >= r.pre.ar {
-		t.Fatalf("no prefill_forward call with padding rows (last call: %d rows)", r.pre.rows)
+	if r.Stats().Graphs[r.pre.method].Calls == 0 {
+		t.Fatal("no prefill_forward call")
 	}
 	if f := graphio.Row(r.pre.logits, r.pre.ar-1, r.pre.vocab).At(0); !math.IsNaN(float64(f)) {
 		t.Fatalf("the last call's padding row holds %v, not hostsim's poison", f)

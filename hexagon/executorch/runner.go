@@ -82,14 +82,12 @@ type method struct {
 	vals   map[int32]*qnn.Buffer
 	calls  []*qnn.Call // per delegate step, nil for copies
 	masks  *graphio.Mask
-	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits sample.Logits
 	vocab  int // entries per logits row
 	shards int // delegate calls per evaluation
 	tokE   graphio.Elem
 	posE   graphio.Elem
 	posBuf []int32 // AR positions
-	rows   int     // real tokens of the last call
 	// Per step: the layers whose caches or new entries it touches, and the
 	// layers whose copy can start after it.
 	touched, final [][]int
@@ -275,7 +273,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 }
 
 func (r *Runner) newMethod(l *layout) (*method, error) {
-	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
+	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}}
 	m.touched, m.final = stepLayers(l, r.layers)
 	m.start = startSteps(l)
 	for i := range r.layers {
@@ -428,7 +426,6 @@ func (r *Runner) reload() error {
 	r.sync()
 	r.closeGraphs()
 	r.valid = 0
-	r.pre.open, r.dec.open = -1, -1
 	if err := r.loadContexts(); err != nil {
 		return err
 	}
