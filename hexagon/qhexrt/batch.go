@@ -322,10 +322,7 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 		return 0, err
 	}
 	s := r.set(id)
-	for i := range s.k {
-		r.kvSlots.Copy(s.k[i].B, r.spec.ctx, 0, ps.k[i].B, r.spec.ctx, 0, rows)
-		r.kvSlots.Copy(s.v[i].B, r.spec.ctx, 0, ps.v[i].B, r.spec.ctx, 0, rows)
-	}
+	r.copyKV(s.k, s.v, 0, ps.k, ps.v, r.spec.ctx, 0, rows)
 	s.n = rows
 	s.toks = append(s.toks[:0], ps.toks[:min(rows, len(ps.toks))]...)
 	return id, nil
@@ -342,10 +339,7 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 		}
 		if mv != nil {
 			t0 := time.Now()
-			for i := range r.kvK {
-				r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, mv.To, r.kvK[i].B, r.spec.ctx, mv.From, mv.N)
-				r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, mv.To, r.kvV[i].B, r.spec.ctx, mv.From, mv.N)
-			}
+			r.copyKV(r.kvK, r.kvV, mv.To, r.kvK, r.kvV, r.spec.ctx, mv.From, mv.N)
 			r.stats.KVCopy += time.Since(t0)
 		}
 		return nil
@@ -490,10 +484,7 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 	o = 0
 	for _, run := range runs {
 		slot := r.batch.pool.Seq(run.Seq).Slot(run.Start) // a run's rows are its own: contiguous
-		for i := range r.kvK {
-			r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, slot, g.newK[i].B, g.rows, o, len(run.Tokens))
-			r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, slot, g.newV[i].B, g.rows, o, len(run.Tokens))
-		}
+		r.copyKV(r.kvK, r.kvV, slot, g.newK, g.newV, g.rows, o, len(run.Tokens))
 		o += len(run.Tokens)
 	}
 	st.KVCopy += time.Since(t3)
