@@ -117,7 +117,7 @@ func TestRunScripted(t *testing.T) {
 	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
 		t.Errorf("structured %+v", st)
 	}
-	if !strings.Contains(progress.String(), "bench: [8/9] structured outputs") || !strings.Contains(progress.String(), "skipped: the model runs one sequence at a time") || rep.Concurrency != nil {
+	if !strings.Contains(progress.String(), "bench: [8/10] structured outputs") || !strings.Contains(progress.String(), "skipped: the model runs one sequence at a time") || rep.Concurrency != nil || rep.Burst != nil {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)

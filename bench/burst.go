@@ -36,8 +36,13 @@ type Burst struct {
 	Ratio     []float64 `json:"ratio_x"`
 }
 
-// burstPhase runs the burst workload at the emulated costs.
+// burstPhase runs the burst workload at the emulated costs, on a model
+// whose pool holds several sequences.
 func (r *runner) burstPhase(ctx context.Context) error {
+	if r.model.BatchLimits().Sequences < 2 {
+		r.progress("  skipped: the model runs one sequence at a time (BatchLimits().Sequences is 1)")
+		return nil
+	}
 	emu := r.emu
 	if !separateLMHead(r.model) {
 		emu = Latency{PrefillUS: r.emu.PrefillUS, DecodeUS: r.emu.DecodeUS + r.emu.LMHeadUS}
