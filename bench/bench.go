@@ -69,13 +69,15 @@ type Options struct {
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
-	// speculative, host, structured, concurrency);
+	// speculative, host, structured, concurrency, burst);
 	// nil: all (http only with HTTP).
 	Phases []string
+	// MaxSequences is the burst phase's engine.max_sequences (0: auto).
+	MaxSequences int
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured", "concurrency"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured", "concurrency", "burst"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -169,6 +171,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"host", "host time and throughput (hostsim speed)", func(ctx context.Context) error { return r.hostPhase(ctx, prompt) }},
 		{"structured", "structured outputs (constraint per token, schema compile)", r.structuredPhase},
 		{"concurrency", "concurrency (streams side by side, n = 4, TTFT under load)", r.concurrencyPhase},
+		{"burst", "burst (8 clients at once against one alone, the configured engine)", r.burstPhase},
 	} {
 		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
 			phases = append(phases, p)
@@ -242,6 +245,7 @@ func goals(rep *Report) []Goal {
 	}
 	g = append(g, kvTurnGoals(rep.KVStore)...)
 	g = append(g, concurrencyGoals(rep.Concurrency)...)
+	g = append(g, burstGoals(rep.Burst)...)
 	if st := rep.Structured; st != nil {
 		g = append(g, goal("constraint_us_per_token_p50", st.MaskUS.P50, "<=", GoalMaskMedianUS, "µs",
 			fmt.Sprintf("V = %d, uniformly random proposals", st.Vocab)),

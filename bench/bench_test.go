@@ -117,7 +117,7 @@ func TestRunScripted(t *testing.T) {
 	if st := rep.Structured; st == nil || st.Tokens != len(BenchSchemas)*structuredTokens/5 || st.MaskUS.P50 <= 0 || st.CompileMS.N != len(BenchSchemas) {
 		t.Errorf("structured %+v", st)
 	}
-	if !strings.Contains(progress.String(), "bench: [8/9] structured outputs") || !strings.Contains(progress.String(), "skipped: the model runs one sequence at a time") || rep.Concurrency != nil {
+	if !strings.Contains(progress.String(), "bench: [8/10] structured outputs") || !strings.Contains(progress.String(), "skipped: the model runs one sequence at a time") || rep.Concurrency != nil || rep.Burst != nil {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	b, err := json.Marshal(rep)
@@ -736,5 +736,47 @@ func TestRunFull(t *testing.T) {
 		if d := k.Detail[len(k.Detail)-1]; d.TTFTWithMS <= 0 || d.TTFTWithoutMS <= 0 {
 			t.Errorf("full %v: last turn not timed: %+v", full, d)
 		}
+	}
+}
+
+// TestBurstGoals: on a Genie bundle the burst goal reads the worst round;
+// other kinds report their rounds without a goal.
+func TestBurstGoals(t *testing.T) {
+	g := burstGoals(&Burst{Kind: "genie", Ratio: []float64{3.9, 3.2, 4.1}})
+	if len(g) != 1 || g[0].Measured != 3.2 || g[0].Pass {
+		t.Errorf("genie, worst round 3.2: %+v", g)
+	}
+	if g := burstGoals(&Burst{Kind: "genie", Ratio: []float64{3.4, 3.3, 3.5}}); len(g) != 1 || !g[0].Pass {
+		t.Errorf("genie, every round ≥ 3.3: %+v", g)
+	}
+	if g := burstGoals(&Burst{Kind: "pte", Ratio: []float64{1}}); g != nil {
+		t.Errorf("pte: %+v, want no goal", g)
+	}
+}
+
+// TestBurstPrompts: the clients' prompts have 20–55 tokens, start with BOS,
+// and none starts with another's rows past BOS (no prefix-cache reuse).
+func TestBurstPrompts(t *testing.T) {
+	ids := make([]int32, 100)
+	for i := range ids {
+		ids[i] = int32(1000 + i)
+	}
+	p := newBurstPrompts(ids, 1)
+	var all [][]int32
+	for i := range burstClients {
+		n := burstMinPrompt + burstPromptStep*i
+		q := p.next(n)
+		if len(q) != n || q[0] != 1 {
+			t.Fatalf("prompt %d: %d tokens starting %d, want %d starting with BOS", i, len(q), q[0], n)
+		}
+		for _, o := range all {
+			if o[1] == q[1] {
+				t.Fatalf("prompt %d starts as an earlier one: %v, %v", i, q[:4], o[:4])
+			}
+		}
+		all = append(all, q)
+	}
+	if last := all[len(all)-1]; len(last) != 55 {
+		t.Errorf("the longest prompt has %d tokens, want 55", len(last))
 	}
 }

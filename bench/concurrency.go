@@ -216,11 +216,21 @@ func (c *Concurrency) ceilings(b stepCoster) {
 // streams runs k copies of req at once and returns their generated tokens
 // per second of wall time.
 func streams(ctx context.Context, e *inference.Engine, req inference.Request, k int) (float64, error) {
+	reqs := make([]inference.Request, k)
+	for i := range reqs {
+		reqs[i] = req
+	}
+	return atOnce(ctx, e, reqs)
+}
+
+// atOnce submits reqs at once and returns their generated tokens per second
+// of wall time, from the first submit to the last Done.
+func atOnce(ctx context.Context, e *inference.Engine, reqs []inference.Request) (float64, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make([]error, k)
-	toks := make([]int, k)
-	for i := range k {
+	errs := make([]error, len(reqs))
+	toks := make([]int, len(reqs))
+	for i, req := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -234,14 +244,12 @@ func streams(ctx context.Context, e *inference.Engine, req inference.Request, k 
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
+	total := 0
+	for i, err := range errs {
 		if err != nil {
 			return 0, err
 		}
-	}
-	total := 0
-	for _, t := range toks {
-		total += t
+		total += toks[i]
 	}
 	return float64(total) / time.Since(start).Seconds(), nil
 }

@@ -25,6 +25,7 @@ type Report struct {
 	Memory      Memory         `json:"memory"`
 	Structured  *Structured    `json:"structured,omitempty"`
 	Concurrency *Concurrency   `json:"concurrency,omitempty"`
+	Burst       *Burst         `json:"burst,omitempty"`
 	Goals       []Goal         `json:"goals"`
 }
 

@@ -137,6 +137,14 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 		}
 		p("")
 	}
+	if b := rep.Burst; b != nil && len(b.Ratio) > 0 {
+		p("BURST (%d clients at once, %d–%d-token prompts, %d tokens each; max_sequences %d)\talone tok/s\tat once tok/s\t× one alone", burstClients,
+			burstMinPrompt, burstMinPrompt+burstPromptStep*(burstClients-1), b.OutputTokens, b.MaxSequences)
+		for i, x := range b.Ratio {
+			p("  round %d\t%.1f\t%.1f\t%.2f", i+1, b.AloneTokS[i], b.BurstTokS[i], x)
+		}
+		p("")
+	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
 	for _, m := range rep.Memory.Snapshots {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))

@@ -145,11 +145,13 @@ type Model struct {
 	// Preload loads the model at start; unset: true when only one model is
 	// configured, false otherwise.
 	Preload *bool `yaml:"preload"`
-	// KeepAlive, QueueLength and Timeout override engine.keep_alive,
-	// engine.queue_length and engine.timeout for this model.
-	KeepAlive   *time.Duration `yaml:"keep_alive"`
-	QueueLength int            `yaml:"queue_length"`
-	Timeout     time.Duration  `yaml:"timeout"`
+	// KeepAlive, QueueLength, Timeout and MaxSequences override
+	// engine.keep_alive, engine.queue_length, engine.timeout and
+	// engine.max_sequences for this model.
+	KeepAlive    *time.Duration `yaml:"keep_alive"`
+	QueueLength  int            `yaml:"queue_length"`
+	Timeout      time.Duration  `yaml:"timeout"`
+	MaxSequences int            `yaml:"max_sequences"`
 	// ContextOverflow overrides engine.context_overflow for this model.
 	ContextOverflow string `yaml:"context_overflow"`
 
@@ -236,7 +238,7 @@ func (m *Model) SetLocation(p string) { m.Path, m.Bundle = p, "" }
 // Entries are the models to serve, each with every key resolved: the
 // models: list, whose entries inherit model.libraries, model.tokenizer,
 // model.perf_mode, model.adsp_library_path, model.seq_kv_mb, model.overrides and the engine's
-// keep_alive, queue_length and timeout for keys they leave unset; or, without
+// keep_alive, queue_length, timeout and max_sequences for keys they leave unset; or, without
 // a list, model.* as a list of one. Preload is always set. An entry's source
 // is its Path. Upstream entries are not among them (UpstreamEntries): a
 // list of upstreams alone leaves model.* as the one local model.
@@ -257,6 +259,7 @@ func (c Config) Entries() []Model {
 			inherit(&e.QueueLength, d.QueueLength)
 			inherit(&e.Timeout, d.Timeout)
 			inherit(&e.ContextOverflow, d.ContextOverflow)
+			inherit(&e.MaxSequences, d.MaxSequences)
 		}
 		inherit(&e.Tokenizer, d.Tokenizer)
 		inherit(&e.Libraries.Backend, d.Libraries.Backend)
@@ -278,6 +281,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.QueueLength, c.Engine.QueueLength)
 		inherit(&e.Timeout, c.Engine.Timeout)
 		inherit(&e.ContextOverflow, c.Engine.ContextOverflow)
+		inherit(&e.MaxSequences, c.Engine.MaxSequences)
 		if e.Preload == nil {
 			on := len(list) == 1
 			e.Preload = &on
@@ -311,7 +315,7 @@ type Libraries struct {
 // Engine configures request admission and generation limits.
 type Engine struct {
 	QueueLength  int           `yaml:"queue_length"`  // requests waiting behind the active ones
-	MaxSequences int           `yaml:"max_sequences"` // sequences side by side (.pte, QHexRT bundles); 1: one request at a time
+	MaxSequences int           `yaml:"max_sequences"` // sequences side by side; 0: auto (from the model), 1: one request at a time
 	Timeout      time.Duration `yaml:"timeout"`       // per-request generation time limit
 	KVCache      KVCache       `yaml:"kv_cache"`      // the store of many sequences' KV rows
 	Speculative  Speculative   `yaml:"speculative"`
@@ -415,7 +419,7 @@ func Default() Config {
 			Libraries: Libraries{Backend: "libQnnHtp.so", System: "libQnnSystem.so", RPCMem: "libcdsprpc.so"},
 			PerfMode:  "burst",
 		},
-		Engine: Engine{QueueLength: 8, MaxSequences: 4, Timeout: 5 * time.Minute, KeepAlive: 5 * time.Minute,
+		Engine: Engine{QueueLength: 8, Timeout: 5 * time.Minute, KeepAlive: 5 * time.Minute,
 			KVCache:     KVCache{Memory: 512 << 20, Disk: 2 << 30},
 			Speculative: Speculative{Enabled: true, PromptLookup: true}},
 		// Llama-3.2-Instruct's generation_config.json.
@@ -524,7 +528,8 @@ func (c *Config) Validate() error {
 		{m.SeqKVMB < 0 || m.SeqKVMB > 1<<20, "model.seq_kv_mb", "must be between 0 and 1048576"},
 		{m.ToolParser != "" && !slices.Contains(ToolParsers, m.ToolParser), "model.tool_parser", toolParserWhat},
 		{e.QueueLength < 1, "engine.queue_length", "must be >= 1"},
-		{e.MaxSequences < 1 || e.MaxSequences > 64, "engine.max_sequences", "must be between 1 and 64"},
+		{m.MaxSequences < 0 || m.MaxSequences > 64, "model.max_sequences", "must be between 1 and 64 (unset: engine.max_sequences)"},
+		{e.MaxSequences < 0 || e.MaxSequences > 64, "engine.max_sequences", "must be between 0 (auto) and 64"},
 		{s.MaxLoadedModels < 0, "server.max_loaded_models", "must be >= 0 (0: 64)"},
 		{e.ModelMemory < 0, "engine.model_memory", "must be >= 0 (0: 64)"},
 		{len(c.local()) > 0 && m.Location() != "", "model.path", "set either model.path (one model) or models (several), not both"},
@@ -600,6 +605,7 @@ func (c *Config) validateModels() error {
 			{e.QueueLength < 0, key + ".queue_length", "must be >= 1 (unset: engine.queue_length)"},
 			{e.Timeout < 0, key + ".timeout", "must be > 0 (unset: engine.timeout)"},
 			{!validOverflow(e.ContextOverflow), key + ".context_overflow", overflowValues},
+			{e.MaxSequences < 0 || e.MaxSequences > 64, key + ".max_sequences", "must be between 1 and 64 (unset: engine.max_sequences)"},
 		}
 		for _, ch := range checks {
 			if ch.bad {

@@ -93,6 +93,8 @@ func TestParseBad(t *testing.T) {
 		{"server:\n  model_aliases: {\"claude-*\": \"\"}\n", "config: server.model_aliases.claude-*: \"\" must be a served model id"},
 		{"server:\n  model_aliases: [claude]\n", "config: server.model_aliases:"},
 		{"engine:\n  queue_length: 0\n", "config: engine.queue_length: must be >= 1"},
+		{"engine:\n  max_sequences: 65\n", "config: engine.max_sequences: must be between 0 (auto) and 64"},
+		{"models:\n  - {path: /m, max_sequences: -1}\n", "config: models[0].max_sequences: must be between 1 and 64 (unset: engine.max_sequences)"},
 		{"engine:\n  kv_cache:\n    memory: -1\n", "config: engine.kv_cache.memory: must be >= 0"},
 		{"engine:\n  kv_cache:\n    memory: lots\n", "config: engine.kv_cache.memory:"},
 		{"engine:\n  kv_cache:\n    memory: 0\n    dir: /tmp/kv\n", "config: engine.kv_cache.dir: needs engine.kv_cache.memory > 0"},
@@ -166,6 +168,13 @@ func TestParseBad(t *testing.T) {
 // TestEntries: model.* as a list of one, and models: entries inheriting the
 // defaults for what they leave unset.
 func TestEntries(t *testing.T) {
+	seqs, err := Parse([]byte("engine:\n  max_sequences: 6\nmodels:\n  - {path: /m/a, id: a, max_sequences: 12}\n  - {path: /m/b, id: b}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := seqs.Entries(); e[0].MaxSequences != 12 || e[1].MaxSequences != 6 || Default().Engine.MaxSequences != 0 {
+		t.Errorf("max_sequences: entries %d, %d (want 12, 6), default %d (want 0: auto)", e[0].MaxSequences, e[1].MaxSequences, Default().Engine.MaxSequences)
+	}
 	min := func(n time.Duration) *time.Duration { n *= time.Minute; return &n }
 	single, err := Parse([]byte("model:\n  path: /m/one\n  id: one\nengine:\n  keep_alive: 2m\n"))
 	if err != nil {

@@ -585,3 +585,27 @@ func TestDecodeRowsOnGenieCosts(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxSequencesAuto: MaxSequences 0 (auto) takes the model's
+// BatchLimits.Auto (else its Sequences), a set value wins, and neither
+// passes the model's Sequences.
+func TestMaxSequencesAuto(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		lim       inference.BatchLimits
+		configure int
+		want      int
+	}{
+		{"auto from the model", inference.BatchLimits{Sequences: 64, Rows: 128, Slots: 4095, Auto: 16}, 0, 16},
+		{"set wins", inference.BatchLimits{Sequences: 64, Rows: 128, Slots: 4095, Auto: 16}, 4, 4},
+		{"no Auto: the model's Sequences", inference.BatchLimits{Sequences: 3, Rows: 16, Slots: 1024}, 0, 3},
+		{"bounded by the model", inference.BatchLimits{Sequences: 2, Rows: 16, Slots: 1024, Auto: 2}, 8, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := setupPool(t, tt.lim, inference.Config{MaxSequences: tt.configure})
+			if got := e.MaxSequences(); got != tt.want {
+				t.Errorf("MaxSequences() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

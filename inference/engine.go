@@ -29,20 +29,17 @@ type Config struct {
 	// Speculative configures speculative decoding (zero: off).
 	Speculative Speculative
 	// MaxSequences is how many sequences (choices of active requests) may
-	// advance side by side; 0 means DefaultMaxSequences, 1 runs one
-	// sequence at a time on the same scheduler.
+	// advance side by side; 0 (auto) takes the model's BatchLimits.Auto, 1
+	// runs one sequence at a time on the same scheduler.
 	MaxSequences int
 }
-
-// DefaultMaxSequences is Config.MaxSequences when it is 0.
-const DefaultMaxSequences = 4
 
 // growRows is how many slots beyond its prompt a sequence reserves at
 // first and grows by (at most the pool over MaxSequences).
 const growRows = 128
 
-// MaxChoices limits Request.N.
-const MaxChoices = 16
+// MaxChoices limits Request.N (every API's n).
+const MaxChoices = 8
 
 // unhealthyAfter consecutive failed model calls make Healthy report an error.
 const unhealthyAfter = 3
@@ -111,12 +108,8 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 		e.now = time.Now
 	}
 	e.met = newMetrics(cfg.Registerer)
-	e.maxSeq = cfg.MaxSequences
-	if e.maxSeq <= 0 {
-		e.maxSeq = DefaultMaxSequences
-	}
 	lim := m.BatchLimits()
-	e.maxSeq = min(e.maxSeq, lim.Sequences)
+	e.maxSeq = min(lim.resolve(cfg.MaxSequences), lim.Sequences)
 	// A sequence's rows live in the pool: a context longer than the pool
 	// cannot be held (the .pte pool spans the whole window).
 	e.info.ContextLen = min(e.info.ContextLen, lim.Slots)

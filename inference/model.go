@@ -123,6 +123,21 @@ type BatchLimits struct {
 	Sequences int // sequences that may be open at once (Fork ones included)
 	Rows      int // tokens one Step may carry over all its runs
 	Slots     int // slots in the pool, over all sequences
+	// Auto is what Config.MaxSequences 0 (auto) resolves to: the sequences
+	// this model serves best side by side; 0 takes Sequences.
+	Auto int
+}
+
+// resolve is the sequences a configured max_sequences asks for: n, or Auto
+// when n is 0 (auto).
+func (l BatchLimits) resolve(n int) int {
+	switch {
+	case n > 0:
+		return n
+	case l.Auto > 0:
+		return l.Auto
+	}
+	return l.Sequences
 }
 
 // Run is one sequence's rows in a Step: Tokens at positions Start,

@@ -17,9 +17,9 @@ import (
 
 // Limits of this server that are stricter or looser than OpenAI's.
 const (
-	MaxN           = 8                  // choices per request
-	MaxStops       = inference.MaxStops // stop strings (OpenAI allows 4)
-	MaxTopLogprobs = 20                 // chat top_logprobs and completions logprobs (OpenAI: 20 and 5)
+	MaxN           = inference.MaxChoices // choices per request
+	MaxStops       = inference.MaxStops   // stop strings (OpenAI allows 4)
+	MaxTopLogprobs = 20                   // chat top_logprobs and completions logprobs (OpenAI: 20 and 5)
 	// DefaultCompletionMaxTokens is OpenAI's max_tokens default for
 	// /v1/completions, used when neither the request nor the server sets one.
 	DefaultCompletionMaxTokens = 16

@@ -105,7 +105,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	}
 	opt := bench.Options{
 		Bundle: cfg.Model.Location(), Quick: *quick, Full: *full, HTTP: *overHTTP, Emulation: emu,
-		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList,
+		Tokens: *tokens, Runs: *runs, PromptTokens: *prompt, Progress: stderr, Phases: phaseList, MaxSequences: cfg.Engine.MaxSequences,
 		Load: func() (bench.Loaded, error) { return benchLoad(cfg, log) },
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -202,7 +202,7 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		}
 		metrics := &trackedRegisterer{Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"model": id}, c.prom)}
 		sp := cfg.Engine.Speculative
-		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout, MaxSequences: cfg.Engine.MaxSequences,
+		ecfg := inference.Config{QueueLen: cfg.Engine.QueueLength, Timeout: cfg.Engine.Timeout, MaxSequences: e.MaxSequences,
 			Speculative: inference.Speculative{Enabled: sp.Enabled, PromptLookup: sp.PromptLookup, MaxDraft: sp.MaxDraft},
 			Registerer:  metrics, Logger: log.With().Str("component", "engine").Logger()}
 		mem, storeMem := c.details[i].Size, int64(0)
@@ -223,7 +223,7 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 			Tokenizer: tok, Template: tmpl, Engine: engine, Health: engine.Healthy, Details: c.details[i], Sampling: modelSampling(model, cfg.Sampling),
 			ToolFormat: toolFormat(e, log),
 			Overflow:   overflow.Policy(e.ContextOverflow), Reasoning: reasoningParser(e, log)}
-		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, c.generated[i])
+		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, engine.MaxSequences(), c.generated[i])
 		return &loaded{model: model, engine: engine, store: store, srv: srv, metrics: metrics, log: log}, mem, nil
 	}
 }

@@ -107,13 +107,14 @@ func logReady(log zerolog.Logger, addr string, tls, webUI bool, ids []string) {
 	ev.Str("api", url+"v1").Strs("models", ids).Msg("ready")
 }
 
-// logLoaded is a model's "model ready" line: how long it took and its
+// logLoaded is a model's "model ready" line: how long it took, its
 // memory, split into the model's files, the runtime's buffers (KV cache and
-// graph I/O) and the KV store's budget; then, for a model whose files say
+// graph I/O) and the KV store's budget, and the sequences it runs side by
+// side (engine.max_sequences resolved); then, for a model whose files say
 // their weights are generated, that its text is gibberish by design.
-func logLoaded(log zerolog.Logger, took time.Duration, files, buffers, store int64, generated string) {
+func logLoaded(log zerolog.Logger, took time.Duration, files, buffers, store int64, seqs int, generated string) {
 	ev := log.Info().Str("load", took.Round(time.Millisecond).String()).Str("files", humanSize(files)).
-		Str("kv_cache_and_io", humanSize(buffers))
+		Str("kv_cache_and_io", humanSize(buffers)).Int("max_sequences", seqs)
 	if store > 0 {
 		ev = ev.Str("kv_store_budget", humanSize(store))
 	}

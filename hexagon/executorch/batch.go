@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
-
-// maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 64
 
 // The Runner as an inference.Batcher: the shared caches become a pool of
 // the decode layout's CL − 1 slots (those from CL − AR on only through
@@ -29,11 +27,11 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-// BatchLimits: up to maxPoolSequences sequences, AR rows per step, the
-// decode layout's CL − 1 slots (the whole window; slots from CL − AR on
-// are beyond prefill_forward's view: see tail).
+// BatchLimits: slotpool.Limits of AR rows per step and the decode
+// layout's CL − 1 slots (the whole window; slots from CL − AR on are
+// beyond prefill_forward's view: see tail).
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.pre.ar, Slots: r.maxS}
+	return slotpool.Limits(r.pre.ar, r.maxS)
 }
 
 // tail reports whether a row of runs, or a committed row of any sequence,
@@ -84,7 +82,7 @@ func (r *Runner) callCost(m *method) time.Duration {
 // prefillStepCost prices one prefill_forward call.
 func (r *Runner) prefillStepCost() time.Duration {
 	pre := r.callCost(r.pre)
-	if r.stride != r.cl-r.pre.ar {
+	if r.kc.Stride != r.cl-r.pre.ar {
 		pre += r.restrideCost()
 	}
 	return pre
@@ -93,39 +91,35 @@ func (r *Runner) prefillStepCost() time.Duration {
 // decodeStepCost prices rows kv_forward calls.
 func (r *Runner) decodeStepCost(rows int) time.Duration {
 	d := time.Duration(rows) * r.callCost(r.dec)
-	if r.stride != r.cl-r.dec.ar {
+	if r.kc.Stride != r.cl-r.dec.ar {
 		d += r.restrideCost()
 	}
 	return d
 }
 
-// remeasureSteps is how many Steps a graph may go unused before one is
-// given to it again, so that a cost measured once (a slow first call, a
-// loaded moment) does not keep it unused: its estimate is only renewed by
-// calls.
-const remeasureSteps = 32
-
-// remeasureSoon is remeasureSteps for a graph whose estimate is still
-// warming (plan.GraphStats.Warming: fewer than plan.WarmExecutes calls):
-// a slow first call, such as the first after a build or load with cold
-// caches, would otherwise keep the graph unused for remeasureSteps Steps
-// (a 4-stream bench run once stuck on one-row calls for most of its steps).
-const remeasureSoon = 4
-
-// remeasureAfter is how many Steps g may go unused before it gets a call
-// again.
-func remeasureAfter(g plan.GraphStats) int64 {
-	if g.Warming() {
-		return remeasureSoon
+// options are a Step's candidate calls for the policy, in r.opts: rows kv_forward calls, then,
+// unless a row lives in the tail, one prefill_forward call; each with a re-striding when the
+// caches are in the other graph's layout.
+func (r *Runner) options(rows int, runs []inference.Run) []plan.Option {
+	restride := func(m *method) time.Duration {
+		if r.kc.Stride != r.cl-m.ar {
+			return r.restrideCost()
+		}
+		return 0
 	}
-	return remeasureSteps
+	if r.names[0] == nil {
+		r.names = [2][]string{{r.dec.method}, {r.pre.method}}
+	}
+	r.opts = append(r.opts[:0], plan.Option{Graphs: r.names[0], Execs: r.dec.shards, Calls: rows, Extra: restride(r.dec)})
+	if !r.tail(runs) {
+		r.opts = append(r.opts, plan.Option{Graphs: r.names[1], Execs: r.pre.shards, Extra: restride(r.pre)})
+	}
+	return r.opts
 }
 
 // Step evaluates runs in one prefill_forward call, or row by row through
-// kv_forward when that is cheaper by measured costs (a single row tries
-// kv_forward once first, so that both graphs get measured, and again when
-// it has not run for remeasureAfter Steps; a multi-row Step likewise gives
-// prefill_forward a call when it has not run for that long).
+// kv_forward, as the runners' one policy chooses (plan.Policy: by measured
+// cost, giving an unmeasured or idle graph a call where it takes one).
 func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if err := r.checkRuns(runs); err != nil {
 		return nil, err
@@ -138,28 +132,12 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	for _, run := range runs {
 		rows += len(run.Tokens)
 	}
-	pg, dg := r.stats.Graphs[r.pre.method], r.stats.Graphs[r.dec.method]
-	r.steps++
-	explore := rows == 1 && (dg.Calls == 0 || r.steps-r.decAt > remeasureAfter(dg))
-	measured := pg.Calls > pg.Failed && dg.Calls > dg.Failed
-	remeasure := rows > 1 && measured && r.steps-r.preAt > remeasureAfter(pg)
-	// A re-measured time replaces the old estimate; while the estimate is
-	// warming it joins its smallest (plan.GraphStats.Recent).
-	if explore && dg.Calls > 0 && !dg.Warming() {
-		r.stats.MarkStale(r.dec.method)
-	}
-	if remeasure && !pg.Warming() {
-		r.stats.MarkStale(r.pre.method)
-	}
 	m := r.pre
-	switch {
-	case !explore && !r.tail(runs) && (remeasure || !(measured && r.decodeStepCost(rows) < r.prefillStepCost())):
-		r.preAt = r.steps
+	switch opts := r.options(rows, runs); {
+	case r.policy.Choose(&r.stats, opts) == 1:
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
-		r.decAt = r.steps
 	default:
-		r.decAt = r.steps
 		// One row per kv_forward call: the next call overwrites the output buffer.
 		return r.RowByRow(ctx, runs, r.dec.logits, r.dec.vocab, func(one inference.Run) error {
 			return r.runBatch(r.dec, []inference.Run{one})
@@ -187,7 +165,7 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	st := &r.stats
 	t0 := time.Now()
-	if s := r.cl - m.ar; s != r.stride {
+	if s := r.cl - m.ar; s != r.kc.Stride {
 		r.sync()
 		t0 = time.Now()
 		r.valid = r.Pool.High() // restride keeps the pool's slots
@@ -222,7 +200,6 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 	if err := r.runSteps(m, func(layers []int) { r.copyRuns(m, layers, runs) }); err != nil {
 		return err
 	}
-	m.rows = o
 	return nil
 }
 
@@ -232,7 +209,6 @@ func (r *Runner) runBatch(m *method, runs []inference.Run) error {
 // the graph skips them and their outputs are never read.
 func (r *Runner) writeBatchMask(m *method, runs []inference.Run) {
 	r.Pool.WriteMask(m.masks, m.vals[m.mask].Bytes(), runs, m.ar, m.cl, m.cl-m.ar)
-	m.open = -1
 }
 
 // copyRuns queues the copies of layers' new entries of each run into its
@@ -243,10 +219,10 @@ func (r *Runner) copyRuns(m *method, layers []int, runs []inference.Run) {
 	for _, run := range runs {
 		start := r.Pool.Seq(run.Seq).Slot(run.Start)
 		for _, l := range layers {
-			q = append(q, layerCopy{m: m, layer: l, start: start, from: o, n: len(run.Tokens), st: r.stride})
+			q = append(q, slotpool.Write{Layer: l, Slot: start, From: o, N: len(run.Tokens), K: m.kOut[l], V: m.vOut[l], Rows: m.ar, Stride: r.kc.Stride})
 		}
 		o += len(run.Tokens)
 	}
-	r.cp.Queue(q...)
+	r.kc.Queue(q...)
 	r.queued = q
 }

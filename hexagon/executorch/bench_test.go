@@ -11,26 +11,27 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
 
 // Host-side work of one decode token at Llama-3.2-3B's shape (28 layers, 8 KV heads of 128, CL
-// 2048, uint8 KV, uint16 mask), in Go memory: the KV copy, the incremental mask, and the
-// re-striding of a switch between prefill_forward (AR 128) and kv_forward.
+// 2048, uint8 KV, uint16 mask), in Go memory: the KV copy, the mask, and the re-striding of a
+// switch between prefill_forward (AR 128) and kv_forward.
 
 func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 	const layers, nkv, hd, cl, ar = 28, 8, 128, 2048, 1
-	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, stride: cl - 1, valid: valid,
-		kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: 1}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: 1}}
-	r.cp = graphio.NewCopier(layers, workers, copyKey, r.copyLayer)
-	b.Cleanup(r.cp.Close)
+	var k, v [][]byte
 	for range layers {
-		r.k = append(r.k, make([]byte, nkv*hd*(cl-1)))
-		r.v = append(r.v, make([]byte, nkv*hd*(cl-1)))
+		k, v = append(k, make([]byte, nkv*hd*(cl-1))), append(v, make([]byte, nkv*hd*(cl-1)))
 	}
+	r := &Runner{layers: layers, nkv: nkv, hd: hd, cl: cl, es: 1, maxS: cl - 1, valid: valid,
+		kc: slotpool.NewCache(k, v, nkv, hd, 1, cl-1, workers)}
+	b.Cleanup(r.kc.Close)
+	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, 1, r.cache)
 	l := &layout{ar: ar, cl: cl, maskT: qnn.TensorInfo{Name: "m", DataType: qnn.UFixed16, Dims: []uint32{1, 1, ar, cl},
 		Quant: qnn.Quant{Scale: 255.0 / 65535, Offset: -65535}}}
-	m := &method{layout: l, open: -1}
+	m := &method{layout: l}
 	var err error
 	if m.masks, err = graphio.NewMask(graphio.Elem{Type: qnn.UFixed16, Scale: 255.0 / 65535, Offset: -65535}, graphio.MaskAdditive); err != nil {
 		b.Fatal(err)
@@ -45,7 +46,7 @@ func shape3B(b *testing.B, valid, workers int) (*Runner, *method) {
 // evictBytes empties the CPU caches when written: twice this machine's L3 (32 MiB).
 const evictBytes = 64 << 20
 
-// BenchmarkDecodeHost is one decode token's mask update and KV copy with the copy on the critical
+// BenchmarkDecodeHost is one decode token's mask and KV copy (a Step's, one sequence's row) with the copy on the critical
 // path: queued, then waited for at once (Runner.sync), so the caller and the copier's workers
 // (split: GOMAXPROCS − 1 of them, at most 3) or the caller alone (serial) do it. warm: the caches
 // hold the K lines from the last token, as on a phone whose NPU ran the graph; cold: 64 MiB are
@@ -60,7 +61,11 @@ func BenchmarkDecodeHost(b *testing.B) {
 			b.Run(cache+"/"+w.name, func(b *testing.B) {
 				r, m := shape3B(b, 1000, w.workers)
 				mask := make([]byte, 2*r.cl)
-				m.writeMask(mask, 1000)
+				id, err := r.Open(r.maxS)
+				if err != nil {
+					b.Fatal(err)
+				}
+				run := []inference.Run{{Seq: id, Tokens: []int32{1}}}
 				var evict []byte
 				if cache == "cold" {
 					evict = make([]byte, evictBytes)
@@ -79,13 +84,14 @@ func BenchmarkDecodeHost(b *testing.B) {
 						}
 						b.StartTimer()
 					}
-					m.writeMask(mask, pos)
-					r.copyKV(m, all, pos, 1)
+					run[0].Start = pos
+					r.Pool.WriteMask(m.masks, mask, run, m.ar, m.cl, m.cl-m.ar) // writeBatchMask's work
+					r.copyRuns(m, all, run)
+					r.kc.Start()
 					r.sync()
 					pos++
 					if pos >= r.cl-1 {
 						pos = 1000
-						m.open = -1
 					}
 				}
 				b.ReportMetric(float64(r.stats.KVCopy.Microseconds())/float64(b.N), "copy-µs/op")
@@ -114,13 +120,13 @@ func BenchmarkRestride(b *testing.B) {
 func BenchmarkCopierOverhead(b *testing.B) {
 	const layers = 28
 	var sink atomic.Int64
-	work := func(t layerCopy) { sink.Add(int64(t.layer)) }
+	work := func(t slotpool.Write) { sink.Add(int64(t.Layer)) }
 	b.Run("persistent", func(b *testing.B) {
-		c := graphio.NewCopier(layers, graphio.CopyWorkers(), copyKey, work)
+		c := graphio.NewCopier(layers, graphio.CopyWorkers(), func(w slotpool.Write) int { return w.Layer }, work)
 		defer c.Close()
-		ts := make([]layerCopy, layers)
+		ts := make([]slotpool.Write, layers)
 		for l := range ts {
-			ts[l].layer = l
+			ts[l].Layer = l
 		}
 		for range b.N {
 			c.Submit(ts...)
@@ -131,7 +137,7 @@ func BenchmarkCopierOverhead(b *testing.B) {
 		var wg sync.WaitGroup
 		for range b.N {
 			for l := range layers {
-				wg.Go(func() { work(layerCopy{layer: l}) })
+				wg.Go(func() { work(slotpool.Write{Layer: l}) })
 			}
 			wg.Wait()
 		}

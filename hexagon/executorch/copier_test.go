@@ -10,9 +10,11 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/inference"
 )
 
-// TestCopierMatchesSerial: copies queued per shard and finished by sync,
+// TestCopierMatchesSerial: a run's copies queued per shard (copyRuns) and finished by sync,
 // with any number of workers, leave the caches byte for byte as direct
 // copies do (run with -race: the workers write Go memory the test reads).
 func TestCopierMatchesSerial(t *testing.T) {
@@ -31,32 +33,42 @@ func TestCopierMatchesSerial(t *testing.T) {
 				return b
 			}
 			st := cl - tc.ar
-			r := &Runner{layers: layers, es: tc.es, stride: st,
-				kS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: tc.es}, vS: graphio.Slots{Outer: nkv, Inner: hd, ES: tc.es}}
-			r.cp = graphio.NewCopier(layers, tc.workers, copyKey, r.copyLayer)
-			defer r.cp.Close()
 			m := &method{layout: &layout{ar: tc.ar}}
-			var wantK, wantV [][]byte
+			var k, v, wantK, wantV [][]byte
 			for range layers {
-				r.k, r.v = append(r.k, fill(nkv*hd*st*tc.es)), append(r.v, fill(nkv*hd*st*tc.es))
+				k, v = append(k, fill(nkv*hd*st*tc.es)), append(v, fill(nkv*hd*st*tc.es))
 				m.kOut, m.vOut = append(m.kOut, fill(nkv*hd*tc.ar*tc.es)), append(m.vOut, fill(nkv*hd*tc.ar*tc.es))
 			}
+			r := &Runner{layers: layers, es: tc.es, kc: slotpool.NewCache(k, v, nkv, hd, tc.es, st, tc.workers)}
+			defer r.kc.Close()
 			for l := range layers {
-				k, v := slices.Clone(r.k[l]), slices.Clone(r.v[l])
-				r.kS.Copy(k, st, tc.start, m.kOut[l], tc.ar, 0, tc.n)
-				r.vS.Copy(v, st, tc.start, m.vOut[l], tc.ar, 0, tc.n)
+				k, v := slices.Clone(r.kc.K[l]), slices.Clone(r.kc.V[l])
+				r.kc.KS.Copy(k, st, tc.start, m.kOut[l], tc.ar, 0, tc.n)
+				r.kc.VS.Copy(v, st, tc.start, m.vOut[l], tc.ar, 0, tc.n)
 				wantK, wantV = append(wantK, k), append(wantV, v)
 			}
-			r.copyKV(m, []int{0, 1, 2}, tc.start, tc.n) // shard 0
-			r.copyKV(m, []int{3, 4}, tc.start, tc.n)    // shard 1, queued before shard 0's is done
+			r.Batcher = slotpool.NewBatcher(&r.life, st, 2, r.cache)
+			if tc.start > 0 {
+				if _, err := r.Open(tc.start); err != nil { // slots [0, start)
+					t.Fatal(err)
+				}
+			}
+			id, err := r.Open(tc.n) // slots start…
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := []inference.Run{{Seq: id, Tokens: make([]int32, tc.n)}}
+			r.copyRuns(m, []int{0, 1, 2}, runs) // shard 0
+			r.copyRuns(m, []int{3, 4}, runs)    // shard 1, queued before shard 0's is done
+			r.kc.Start()
 			r.sync()
 			for l := range layers {
-				if !bytes.Equal(r.k[l], wantK[l]) || !bytes.Equal(r.v[l], wantV[l]) {
+				if !bytes.Equal(r.kc.K[l], wantK[l]) || !bytes.Equal(r.kc.V[l], wantV[l]) {
 					t.Fatalf("layer %d: caches differ from a direct copy", l)
 				}
 			}
-			if tc.workers == 0 && r.cp.OffPath() != 0 {
-				t.Errorf("no workers, yet %v of background copying", r.cp.OffPath())
+			if tc.workers == 0 && r.kc.OffPath() != 0 {
+				t.Errorf("no workers, yet %v of background copying", r.kc.OffPath())
 			}
 		})
 	}
@@ -131,8 +143,8 @@ func TestCopyAfterEval(t *testing.T) {
 	for _, workers := range []int{0, graphio.CopyWorkers()} {
 		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
 			r := openRunner(t, rt, path)
-			r.cp.Close()
-			r.cp = graphio.NewCopier(r.layers, workers, copyKey, r.copyLayer)
+			r.kc.Close()
+			r.kc = slotpool.NewCache(r.kc.K, r.kc.V, r.nkv, r.hd, r.es, r.kc.Stride, workers)
 			ctx := context.Background()
 			_, seq := greedy(t, r, slices.Clone(c.PromptIDs), 0, 20) // Eval after Eval: decode reads the last copy
 			eval := func(s []int32, valid int) []float32 {

@@ -1,82 +1,14 @@
 package executorch
 
-import (
-	"slices"
-	"time"
-)
-
-// writeMask writes the SmartMask of a call at positions start…: every row
-// attends the cache slots [0, start) and, causally, the new block's
-// columns CL−AR … CL−AR+i. Padding rows follow the same pattern; their
-// outputs are never used. The decode mask is updated incrementally.
-func (m *method) writeMask(b []byte, start int) {
-	cl, S := m.cl, m.cl-m.ar
-	if m.ar == 1 && m.open >= 0 && m.open <= start {
-		m.masks.Fill(b, m.open, start, true)
-		m.open = start
-		return
-	}
-	for i := range m.ar {
-		row := i * cl
-		m.masks.Fill(b, row, row+start, true)
-		m.masks.Fill(b, row+start, row+S, false)
-		m.masks.Fill(b, row+S, row+S+i+1, true)
-		m.masks.Fill(b, row+S+i+1, row+cl, false)
-	}
-	m.open = -1
-	if m.ar == 1 {
-		m.open = start
-	}
-}
-
-// layerCopy copies one layer's n new entries (K and V) from entry from…
-// of method m's outputs into cache slots start… of caches of stride slots
-// per row: one job of the runner's graphio.Copier, keyed by layer.
-type layerCopy struct {
-	m                         *method
-	layer, start, from, n, st int
-}
-
-func copyKey(c layerCopy) int { return c.layer }
-
-// copyLayer copies the first n new entries of one layer from m's outputs
-// into cache slots start… of caches of stride slots per row
-// (docs/executorch-pte.md §4.4): K is [n_kv·hd rows][S], a strided scatter of n
-// elements per row; V is [n_kv][S][hd], one block of n·hd per head. The
-// bytes are raw codes (the outputs are quantised like the caches).
-func (r *Runner) copyLayer(c layerCopy) {
-	r.kS.Copy(r.k[c.layer], c.st, c.start, c.m.kOut[c.layer], c.m.ar, c.from, c.n)
-	r.vS.Copy(r.v[c.layer], c.st, c.start, c.m.vOut[c.layer], c.m.ar, c.from, c.n)
-}
-
-// copyKV submits the copies of layers into slots start… of the current
-// layout; they run in the background until the next sync.
-func (r *Runner) copyKV(m *method, layers []int, start, n int) {
-	q := r.queued[:0]
-	for _, l := range layers {
-		q = append(q, layerCopy{m: m, layer: l, start: start, n: n, st: r.stride})
-	}
-	r.cp.Submit(q...)
-	r.queued = q
-}
+import "slices"
 
 // sync waits for the queued KV copies, helping with them; the time is the
 // copy's share of the critical path (Stats.KVCopy). Every entry point that
 // reads or writes the caches or the new-entry outputs calls it first.
-func (r *Runner) sync() {
-	t0 := time.Now()
-	if r.cp.WaitAll() {
-		r.stats.KVCopy += time.Since(t0)
-	}
-}
+func (r *Runner) sync() { r.stats.KVCopy += r.kc.Sync() }
 
 // syncLayers is sync for the copies of some layers only.
-func (r *Runner) syncLayers(layers []int) {
-	t0 := time.Now()
-	if r.cp.Wait(layers) {
-		r.stats.KVCopy += time.Since(t0)
-	}
-}
+func (r *Runner) syncLayers(layers []int) { r.stats.KVCopy += r.kc.SyncLayers(layers) }
 
 // stepLayers lists, per step of l, the layers whose caches or new entries
 // the step touches (it must not run while they are copied), and the layers
@@ -122,15 +54,10 @@ func startSteps(l *layout) []bool {
 	return start
 }
 
-// restride changes the caches' row length from r.stride to s slots,
+// restride changes the caches' row length from r.kc.Stride to s slots,
 // keeping the valid slots (docs/executorch-pte.md §4.5); the rest is stale and
 // masked.
 func (r *Runner) restride(s int) {
 	r.sync()
-	keep := min(r.valid, s, r.stride)
-	for l := range r.layers {
-		r.kS.Restride(r.k[l], r.stride, s, keep)
-		r.vS.Restride(r.v[l], r.stride, s, keep)
-	}
-	r.stride = s
+	r.kc.Restride(s, min(r.valid, s, r.kc.Stride))
 }

@@ -27,11 +27,11 @@ func (r *Runner) KVLayout() inference.KVLayout {
 	return inference.KVLayout{Identity: "pte:" + hex.EncodeToString(h.Sum(nil)[:16]), RowBytes: r.rowBytes()}
 }
 
-func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
+func (r *Runner) rowBytes() int { return r.kc.RowBytes() }
 
 // cache is the caches as the slot pool indexes them, once the copies into
 // them in flight are done.
 func (r *Runner) cache() slotpool.KV {
 	r.sync()
-	return slotpool.KV{K: r.k, V: r.v, KS: r.kS, VS: r.vS, Stride: r.stride}
+	return r.kc.KV
 }

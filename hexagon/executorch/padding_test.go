@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 )
 
 // TestPaddingRowsPoisoned: hostsim skips a call's padding rows (mask rows
@@ -41,8 +42,8 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 			finite("a committed K/V entry", math.Float32frombits(binary.LittleEndian.Uint32(buf[o:])))
 		}
 	}
-	if r.Stats().Graphs[r.pre.method].Calls == 0 || r.pre.rows >= r.pre.ar {
-		t.Fatalf("no prefill_forward call with padding rows (last call: %d rows)", r.pre.rows)
+	if r.Stats().Graphs[r.pre.method].Calls == 0 {
+		t.Fatal("no prefill_forward call")
 	}
 	if f := graphio.Row(r.pre.logits, r.pre.ar-1, r.pre.vocab).At(0); !math.IsNaN(float64(f)) {
 		t.Fatalf("the last call's padding row holds %v, not hostsim's poison", f)
@@ -62,7 +63,7 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 
 // TestRemeasureStaleCost: a graph whose one measured call was slow (600 ms
 // of emulated latency for kv_forward) is given a call again after
-// remeasureSteps Steps without one, and once its new time is measured the
+// plan.IdleSteps Steps without one, and once its new time is measured the
 // single-row Steps go back to it.
 func TestRemeasureStaleCost(t *testing.T) {
 	rt, path := numericPTE(t, 128, 1)
@@ -75,17 +76,17 @@ func TestRemeasureStaleCost(t *testing.T) {
 	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
 	dec := func() int64 { return r.Stats().Graphs[r.dec.method].Calls }
 	before := dec()
-	ss := newBseqs(t, r, [][]int32{{128000, 9, 10}}, 2*remeasureSteps+4)
+	ss := newBseqs(t, r, [][]int32{{128000, 9, 10}}, 2*plan.IdleSteps+4)
 	drive(t, r, ss, 8)
 	if got := dec() - before; got < 8 { // without re-measuring: none; with: most of the last 36 (noise aside)
 		t.Fatalf("kv_forward ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again",
-			got, 2*remeasureSteps+4)
+			got, 2*plan.IdleSteps+4)
 	}
 }
 
 // TestSlowFirstPrefillDoesNotStick: a prefill_forward whose first call was
 // slow (600 ms: cold caches after a build) gets a call again after
-// 4 multi-row Steps, not remeasureSteps, and once its real
+// plan.IdleStepsWarming multi-row Steps, not plan.IdleSteps, and once its real
 // cost is measured the multi-row Steps go to it (the first 4-stream bench
 // run after a build once stayed on one-row calls).
 func TestSlowFirstPrefillDoesNotStick(t *testing.T) {
@@ -98,11 +99,11 @@ func TestSlowFirstPrefillDoesNotStick(t *testing.T) {
 	r.Release(warm[0].id)
 	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "5000") // its real cost: below two kv_forward calls
 	pre := func() int64 { return r.Stats().Graphs[r.pre.method].Calls }
-	ss := newBseqs(t, r, [][]int32{{128000, 9}, {128000, 10}}, remeasureSoon+8)
+	ss := newBseqs(t, r, [][]int32{{128000, 9}, {128000, 10}}, plan.IdleStepsWarming+8)
 	before := pre()
-	drive(t, r, ss, 8)                  // 1 prompt Step, then remeasureSoon+8 Steps of 2 rows
+	drive(t, r, ss, 8)                  // 1 prompt Step, then plan.IdleStepsWarming+8 Steps of 2 rows
 	if got := pre() - before; got < 6 { // the first Steps go to kv_forward, then prefill_forward from the re-measure on
 		t.Fatalf("prefill_forward ran %d times in %d two-row Steps after its slow first call, want it re-measured within %d Steps and chosen after",
-			got, remeasureSoon+9, remeasureSoon)
+			got, plan.IdleStepsWarming+9, plan.IdleStepsWarming)
 	}
 }

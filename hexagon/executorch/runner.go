@@ -56,14 +56,13 @@ type Runner struct {
 	es                         int // cache element bytes
 	maxS                       int // slots per cache row at the widest stride (CL − min AR)
 	kv                         []*qnn.Buffer
-	kS, vS                     graphio.Slots              // K [n_kv·hd][S][1], V [n_kv][S][hd]
-	k, v                       [][]byte                   // per layer views of kv
-	stride                     int                        // slots per row of the current layout
-	valid                      int                        // cache slots [0, valid) hold the last sequence
-	cp                         *graphio.Copier[layerCopy] // the KV copies in flight
-	queued                     []layerCopy                // copyRuns' scratch
-	batchToks                  []int32                    // runBatch's scratch
-	steps, preAt, decAt        int64                      // Steps, and the Step each graph last ran at
+	kc                         *slotpool.Cache  // the caches over kv: K [n_kv·hd][S][1], V [n_kv][S][hd]
+	valid                      int              // cache slots [0, valid) hold the last sequence
+	queued                     []slotpool.Write // copyRuns' scratch
+	batchToks                  []int32          // runBatch's scratch
+	policy                     plan.Policy      // chooses each Step's calls
+	opts                       []plan.Option    // its candidates' scratch
+	names                      [2][]string      // their graphs: kv_forward, prefill_forward
 
 	stats plan.Stats        // updated by the worker without locking
 	board plan.Board        // a copy for Stats, published after each call
@@ -83,14 +82,12 @@ type method struct {
 	vals   map[int32]*qnn.Buffer
 	calls  []*qnn.Call // per delegate step, nil for copies
 	masks  *graphio.Mask
-	open   int // leading attended columns the mask buffer holds (decode), -1 unknown
 	logits sample.Logits
 	vocab  int // entries per logits row
 	shards int // delegate calls per evaluation
 	tokE   graphio.Elem
 	posE   graphio.Elem
 	posBuf []int32 // AR positions
-	rows   int     // real tokens of the last call
 	// Per step: the layers whose caches or new entries it touches, and the
 	// layers whose copy can start after it.
 	touched, final [][]int
@@ -250,12 +247,8 @@ func (r *Runner) setup(pl, dl *layout) error {
 	if err := r.checkMemory(r.cl, dl.ar, pl, dl); err != nil {
 		return err
 	}
-	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
-	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxS = r.cl - dl.ar
-	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, maxPoolSequences, r.cache)
-	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
-	r.stride = r.cl - pl.ar
+	r.Batcher = slotpool.NewBatcher(&r.life, r.maxS, slotpool.MaxSequences, r.cache)
 	n := r.nkv * r.hd * r.maxS * r.es
 	for range 2 * r.layers {
 		// A pool: the two methods view it with different shapes, so each view
@@ -266,10 +259,11 @@ func (r *Runner) setup(pl, dl *layout) error {
 		}
 		r.kv = append(r.kv, b)
 	}
+	k, v := make([][]byte, r.layers), make([][]byte, r.layers)
 	for i := range r.layers {
-		r.k = append(r.k, r.kv[2*i].Bytes())
-		r.v = append(r.v, r.kv[2*i+1].Bytes())
+		k[i], v[i] = r.kv[2*i].Bytes(), r.kv[2*i+1].Bytes()
 	}
+	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-pl.ar, graphio.CopyWorkers())
 	var err error
 	if r.pre, err = r.newMethod(pl); err != nil {
 		return err
@@ -279,7 +273,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 }
 
 func (r *Runner) newMethod(l *layout) (*method, error) {
-	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}, open: -1}
+	m := &method{layout: l, vals: map[int32]*qnn.Buffer{}}
 	m.touched, m.final = stepLayers(l, r.layers)
 	m.start = startSteps(l)
 	for i := range r.layers {
@@ -411,9 +405,9 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 // it (graphio.Copier.Hand); one shard's are needed right after sampling.
 func (r *Runner) start(m *method) {
 	if m.shards > 1 {
-		r.cp.Hand()
+		r.kc.Hand()
 	} else {
-		r.cp.Start()
+		r.kc.Start()
 	}
 }
 
@@ -432,7 +426,6 @@ func (r *Runner) reload() error {
 	r.sync()
 	r.closeGraphs()
 	r.valid = 0
-	r.pre.open, r.dec.open = -1, -1
 	if err := r.loadContexts(); err != nil {
 		return err
 	}
@@ -462,8 +455,8 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
-	if r.cp != nil {
-		r.cp.Close()
+	if r.kc != nil {
+		r.kc.Close()
 	}
 	r.closeGraphs()
 	for _, m := range []*method{r.dec, r.pre} {

@@ -30,4 +30,4 @@ func (r *Runner) GraphTotals() []inference.GraphTotal {
 // caller's own work (sampling) runs. Stats().KVCopy is the critical path's
 // share: queuing the copies, and waiting for them or running them at the
 // next call. Safe from any goroutine.
-func (r *Runner) BackgroundKVCopy() time.Duration { return r.cp.OffPath() }
+func (r *Runner) BackgroundKVCopy() time.Duration { return r.kc.OffPath() }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -21,46 +22,40 @@ import (
 // SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
 // run's new K/V rows are copied into its slots.
 
-// BatchLimits: up to maxPoolSequences sequences, the largest AR's rows per step, CL − 1 slots.
+// BatchLimits: slotpool.Limits of the largest AR's rows per step and CL − 1 slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.ars[len(r.ars)-1].ar, Slots: r.slots}
+	return slotpool.Limits(r.ars[len(r.ars)-1].ar, r.slots)
 }
 
-// callCost is the measured cost of one call of g (all parts), plus a re-striding when the cache
-// is in another graph's layout; ok is false until every part's graph has run.
-func (r *Runner) callCost(g *arGraph) (d time.Duration, ok bool) {
-	for _, n := range g.names {
-		gs := r.stats.Graphs[n]
-		if gs.Calls <= gs.Failed {
-			return 0, false
-		}
-		d += gs.Recent
+// candidates are the ARs whose one call holds rows rows and sees every slot the step needs,
+// smallest first, in r.cands, with their options for the policy (all parts, and a re-striding
+// when the cache is in another AR's layout) in r.opts; none when no AR does.
+func (r *Runner) candidates(rows int, runs []inference.Run) {
+	r.cands, r.opts = r.cands[:0], r.opts[:0]
+	var restride time.Duration
+	if r.stats.Restrides > 0 {
+		restride = r.stats.Restride / time.Duration(r.stats.Restrides)
 	}
-	if r.stride != g.p && r.stats.Restrides > 0 {
-		d += r.stats.Restride / time.Duration(r.stats.Restrides)
-	}
-	return d, true
-}
-
-// pick chooses the graphs for a step of rows rows: among the ARs that hold them and see every
-// slot the step needs, an unmeasured one first (the smallest), else the cheapest by measured cost;
-// nil when none does.
-func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
-	var best *arGraph
-	var bestCost time.Duration
 	for _, g := range r.ars {
 		if g.ar < rows || !r.sees(g, runs) {
 			continue
 		}
-		c, ok := r.callCost(g)
-		if !ok {
-			return g
+		o := plan.Option{Graphs: g.names}
+		if r.kc.Stride != g.p {
+			o.Extra = restride
 		}
-		if best == nil || c < bestCost {
-			best, bestCost = g, c
-		}
+		r.cands, r.opts = append(r.cands, g), append(r.opts, o)
 	}
-	return best
+}
+
+// pick chooses the graphs for a step of rows rows among the candidates, by the runners' one
+// policy (plan.Policy: unmeasured and idle ARs get a call, else the cheapest by measured cost);
+// nil when no AR holds them and sees the slots.
+func (r *Runner) pick(rows int, runs []inference.Run) *arGraph {
+	if r.candidates(rows, runs); len(r.cands) == 0 {
+		return nil
+	}
+	return r.cands[r.policy.Choose(&r.stats, r.opts)]
 }
 
 // sees reports whether g's past slots (CL − AR) hold every committed row and the runs' rows.
@@ -76,14 +71,13 @@ func (r *Runner) sees(g *arGraph, runs []inference.Run) bool {
 	return true
 }
 
-// StepCost is the measured cost of the call a step of rows would make (1 ms per part until measured).
+// StepCost is the measured cost of the cheapest call a step of rows would make (1 ms per part
+// until measured).
 func (r *Runner) StepCost(rows int) time.Duration {
-	g := r.pick(max(rows, 1), nil)
-	if g == nil {
-		g = r.ars[len(r.ars)-1]
-	}
-	if c, ok := r.callCost(g); ok {
-		return c
+	if r.candidates(max(rows, 1), nil); len(r.opts) > 0 {
+		if c, ok := r.stats.Cost(r.opts[r.policy.Best(&r.stats, r.opts)]); ok {
+			return c
+		}
 	}
 	return time.Duration(len(r.parts)) * time.Millisecond
 }
@@ -109,6 +103,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		// One row per call of the smallest AR's graphs (the only ones that see the slots from
 		// CL − A on): the next call overwrites the output buffer.
 		g = r.ars[0]
+		r.policy.Choose(&r.stats, []plan.Option{{Graphs: g.names, Calls: rows}})
 		return r.RowByRow(ctx, runs, g.logits, r.bc.NVocab, func(one inference.Run) error {
 			return r.run(ctx, g, []inference.Run{one})
 		})
@@ -125,13 +120,8 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	r.sync()
 	st := &r.stats
 	t0 := time.Now()
-	if g.p != r.stride {
-		keep := min(r.Pool.High(), r.stride, g.p)
-		for l := range r.layers {
-			r.kS.Restride(r.k[l], r.stride, g.p, keep)
-			r.vS.Restride(r.v[l], r.stride, g.p, keep)
-		}
-		r.stride = g.p
+	if g.p != r.kc.Stride {
+		r.kc.Restride(g.p, min(r.Pool.High(), r.kc.Stride, g.p))
 		st.Restrides++
 		st.Restride += time.Since(t0)
 		t0 = time.Now()
@@ -178,62 +168,36 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	}
 	// The new K/V rows go into their slots in the background, layer by layer, while the engine
 	// samples; the next call on the cache waits for them (sync).
-	cp := r.copies[:0]
-	o = 0
-	for _, run := range runs {
-		cp = append(cp, kvCopy{slot: r.Pool.Seq(run.Seq).Slot(run.Start), from: o, n: len(run.Tokens)})
-		o += len(run.Tokens)
-	}
-	r.copies = cp
-	q := r.queued[:0]
+	w := r.writes[:0]
 	for l := range r.layers {
-		q = append(q, layerCopy{g: g, layer: l, stride: r.stride})
+		o = 0
+		for _, run := range runs {
+			w = append(w, slotpool.Write{Layer: l, Slot: r.Pool.Seq(run.Seq).Slot(run.Start), From: o, N: len(run.Tokens),
+				K: g.kOut[l], V: g.vOut[l], Rows: g.ar, Stride: r.kc.Stride})
+			o += len(run.Tokens)
+		}
 	}
-	r.cp.Submit(q...)
-	r.queued = q
+	r.kc.Submit(w...)
+	r.writes = w
 	return nil
-}
-
-// kvCopy is one run's new rows: output rows [from, from+n) into slots slot….
-type kvCopy struct{ slot, from, n int }
-
-// layerCopy copies one layer's new rows of g's outputs, each run's (r.copies, stable until the
-// next sync) into its slots of the cache at stride slots per row: one job of the runner's
-// graphio.Copier, keyed by layer.
-type layerCopy struct {
-	g             *arGraph
-	layer, stride int
-}
-
-func copyKey(c layerCopy) int { return c.layer }
-
-func (r *Runner) copyLayer(c layerCopy) {
-	for _, k := range r.copies {
-		r.kS.Copy(r.k[c.layer], c.stride, k.slot, c.g.kOut[c.layer], c.g.ar, k.from, k.n)
-		r.vS.Copy(r.v[c.layer], c.stride, k.slot, c.g.vOut[c.layer], c.g.ar, k.from, k.n)
-	}
 }
 
 // sync finishes the last call's KV write-back, helping with it; the time it waited is the copy's
 // share of the critical path (Stats().KVCopy). Everything that reads or writes the cache or the
 // new-row outputs calls it first.
 func (r *Runner) sync() {
-	if r.cp == nil {
-		return
-	}
-	t := time.Now()
-	if r.cp.WaitAll() {
-		r.stats.KVCopy += time.Since(t)
+	if r.kc != nil {
+		r.stats.KVCopy += r.kc.Sync()
 	}
 }
 
 // BackgroundKVCopy is the cumulative time the background copies took off the critical path. Safe
 // from any goroutine.
 func (r *Runner) BackgroundKVCopy() time.Duration {
-	if r.cp == nil {
+	if r.kc == nil {
 		return 0
 	}
-	return r.cp.OffPath()
+	return r.kc.OffPath()
 }
 
 // writeMask writes every row's mask: its sequence's slots of rows [0, Start) and, causally, its
@@ -262,11 +226,11 @@ func (r *Runner) KVLayout() inference.KVLayout {
 	return inference.KVLayout{Identity: "genie:" + hex.EncodeToString(h.Sum(nil)[:16]), RowBytes: r.rowBytes()}
 }
 
-func (r *Runner) rowBytes() int { return 2 * r.layers * r.nkv * r.hd * r.es }
+func (r *Runner) rowBytes() int { return r.kc.RowBytes() }
 
 // cache is the cache as the slot pool indexes it, once the write-back in
 // flight is done.
 func (r *Runner) cache() slotpool.KV {
 	r.sync()
-	return slotpool.KV{K: r.k, V: r.v, KS: r.kS, VS: r.vS, Stride: r.stride}
+	return r.kc.KV
 }

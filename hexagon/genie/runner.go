@@ -43,9 +43,6 @@ type Config struct {
 	Memory int64
 }
 
-// maxPoolSequences bounds the sequences open in the pool at once.
-const maxPoolSequences = 64
-
 // Runner runs a Genie bundle's graphs. It is not safe for concurrent use.
 type Runner struct {
 	cfg   Config
@@ -60,21 +57,22 @@ type Runner struct {
 	kvE                         graphio.Elem
 	es                          int
 	kv                          []*qnn.Buffer // per layer K, V: [nkv·hd][stride], [nkv][stride][hd]
-	k, v                        [][]byte
-	kS, vS                      graphio.Slots
-	stride                      int       // past slots per row of the current layout
+	kc                          *slotpool.Cache
 	maxP                        int       // slots at the widest stride (CL − min AR)
 	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
 	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	half                        int
 
-	copies []kvCopy                   // the last call's runs' new rows (the background copies read them)
-	cp     *graphio.Copier[layerCopy] // the KV write-back in flight
-	queued []layerCopy                // run's scratch
+	writes []slotpool.Write // run's scratch
 
 	stats plan.Stats
 	board plan.Board
-	life  graphio.Lifecycle
+	// policy chooses each step's AR; cands and opts are its candidates' scratch.
+	policy plan.Policy
+	cands  []*arGraph
+	opts   []plan.Option
+
+	life graphio.Lifecycle
 
 	slotpool.Batcher // the cache as a slot pool: Open, Fork, Grow, Release, SaveSeqKV, RestoreSeqKV
 }
@@ -537,13 +535,9 @@ func (r *Runner) setup() error {
 		return r.errf("%s: %v", kt.Name, err)
 	}
 	r.es = r.kvE.Size()
-	r.kS = graphio.Slots{Outer: r.nkv * r.hd, Inner: 1, ES: r.es}
-	r.vS = graphio.Slots{Outer: r.nkv, Inner: r.hd, ES: r.es}
 	r.maxP = r.cl - r.ars[0].ar
 	r.slots = r.maxP
-	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, maxPoolSequences, r.cache)
-	r.stride = r.cl - r.ars[len(r.ars)-1].ar // the prompt graphs' layout: prompts come first
-	r.cp = graphio.NewCopier(r.layers, graphio.CopyWorkers(), copyKey, r.copyLayer)
+	r.Batcher = slotpool.NewBatcher(&r.life, r.slots, slotpool.MaxSequences, r.cache)
 	n := r.nkv * r.hd * r.maxP * r.es
 	zero := make([]byte, r.es) // the empty slot: the zero point's code
 	r.kvE.Put(zero, []float32{0})
@@ -558,10 +552,12 @@ func (r *Runner) setup() error {
 		}
 		r.kv = append(r.kv, b)
 	}
+	k, v := make([][]byte, r.layers), make([][]byte, r.layers)
 	for l := range r.layers {
-		r.k = append(r.k, r.kv[2*l].Bytes()[:n])
-		r.v = append(r.v, r.kv[2*l+1].Bytes()[:n])
+		k[l], v[l] = r.kv[2*l].Bytes()[:n], r.kv[2*l+1].Bytes()[:n]
 	}
+	// The prompt graphs' layout first: prompts come first.
+	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-r.ars[len(r.ars)-1].ar, graphio.CopyWorkers())
 	for _, g := range r.ars {
 		if err := r.setupGraph(g); err != nil {
 			return err
@@ -730,8 +726,8 @@ func (r *Runner) Close() error {
 	if !r.life.Close() {
 		return nil
 	}
-	if r.cp != nil {
-		r.cp.Close() // finishes the write-back
+	if r.kc != nil {
+		r.kc.Close() // finishes the write-back
 	}
 	r.closeGraphs()
 	for _, g := range r.ars {

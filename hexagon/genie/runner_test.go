@@ -15,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -296,8 +297,8 @@ func TestQuantized(t *testing.T) {
 		t.Fatalf("KV element %s, want ufixed8 with offset -128", r.kvE)
 	}
 	for l := range r.layers {
-		if i := slices.IndexFunc(r.k[l], func(b byte) bool { return b != 128 }); i >= 0 {
-			t.Fatalf("layer %d K cache byte %d is %d before any call, want the zero point 128", l, i, r.k[l][i])
+		if i := slices.IndexFunc(r.kc.K[l], func(b byte) bool { return b != 128 }); i >= 0 {
+			t.Fatalf("layer %d K cache byte %d is %d before any call, want the zero point 128", l, i, r.kc.K[l][i])
 		}
 	}
 	ref := reference(t, prompt)
@@ -572,6 +573,38 @@ func TestTail(t *testing.T) {
 	}
 	if c := r.Stats().Graphs[r.ars[0].names[2]].Calls; c < int64(testCtx-1-(testCtx-testAR)) {
 		t.Errorf("the AR-1 graphs ran %d times; the last %d rows need them", c, testCtx-1-(testCtx-testAR))
+	}
+}
+
+// TestSlowFirstCallDoesNotStick: an AR-8 call whose first execute was slow (600 ms: cold caches
+// after a build) gets a call again within plan.IdleStepsWarming one-row Steps, and once its real
+// cost is measured it is chosen and StepCost prices several rows as one call, not as rows one by
+// one (the first Genie concurrency run after a build once stayed on one-row AR-1 steps: its
+// StepCost made the engine split the rows, and Genie's choice never re-measured AR-8).
+func TestSlowFirstCallDoesNotStick(t *testing.T) {
+	rt := openRuntime(t)
+	r := openRunner(t, rt, writeBundle(t, "f32", 3))
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "600000")
+	t.Setenv("HOSTSIM_LATENCY_US_DECODE", "20000")
+	id, _ := r.Open(32)
+	step(t, r, inference.Run{Seq: id, Tokens: prompt[:2]})            // AR-8 measured once, at 600 ms
+	step(t, r, inference.Run{Seq: id, Start: 2, Tokens: prompt[2:3]}) // AR-1 measured
+	if one, four := r.StepCost(1), r.StepCost(4); four < 4*one*19/20 {
+		t.Fatalf("before: StepCost(4) %v below 4 × StepCost(1) %v: AR-8 not priced at its slow call", four, one)
+	}
+	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "5000") // AR-8's real cost: below one AR-1 call
+	wide := func() int64 { return r.Stats().Graphs[r.ars[1].names[0]].Calls }
+	before := wide()
+	const steps = plan.IdleStepsWarming + 8
+	for i := range steps {
+		step(t, r, inference.Run{Seq: id, Start: 3 + i, Tokens: []int32{prompt[i%len(prompt)]}})
+	}
+	if got := wide() - before; got < 6 {
+		t.Fatalf("the AR-8 graphs ran %d times in %d one-row Steps after a slow first call, want a re-measure within %d Steps and them chosen after",
+			got, steps, plan.IdleStepsWarming)
+	}
+	if one, four := r.StepCost(1), r.StepCost(4); four >= 4*one*19/20 {
+		t.Errorf("after: StepCost(4) %v, 4 × StepCost(1) %v: the engine would still split the rows", four, one)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package plan chooses and accounts for graph calls: the per-call cost
-// estimates, the planner that splits an evaluation into prefill windows and
-// decode steps, and the runners' counters keyed by graph name.
+// estimates, the one policy by which every runner chooses a step's calls
+// (Policy), the planner that splits one sequence's evaluation into prefill
+// windows and decode steps (the QHexRT runner's single-sequence path), and
+// the runners' counters keyed by graph name.
 package plan
 
 import "time"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
@@ -38,8 +39,10 @@ var (
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 )
 
-// maxPoolSequences bounds the sequences open at once on a chunked bundle.
-const maxPoolSequences = 64
+// maxSetSequences bounds engine.max_sequences auto on a QHexRT-contract
+// bundle: a Step runs each sequence's calls in turn, so sequences side by
+// side share the NPU's time rather than its calls.
+const maxSetSequences = 8
 
 // defaultSeqKVBytes is the KV-set budget when Config.SeqKVBytes is 0. Sets
 // are allocated when sequences open, so the budget costs nothing until
@@ -64,8 +67,11 @@ type batch struct {
 	last  inference.SeqID // the newest sequence
 	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
 	steps uint64          // Steps run: Rows of an earlier Step refuse reads
-	decAt uint64          // the Step the decode graph last ran at (chunked)
-	hid   []byte          // hidden rows kept for the lm-head, one Step's
+	// policy chooses a chunked single-row Step's graph among opts: decode,
+	// prefill.
+	policy plan.Policy
+	opts   []plan.Option
+	hid    []byte // hidden rows kept for the lm-head, one Step's
 }
 
 // invalidate is the cache rule after a failed graph call (graphio.
@@ -89,25 +95,26 @@ func (r *Runner) maxSets() int {
 	if budget <= 0 {
 		budget = defaultSeqKVBytes
 	}
-	return int(min(max(budget/r.kvSetBytes(), 1), maxPoolSequences))
+	return int(min(max(budget/r.kvSetBytes(), 1), slotpool.MaxSequences))
 }
 
-// BatchLimits: on a chunked bundle up to 64 sequences, a prefill window
-// of rows per Step and the CTX slots of the cache; on a QHexRT-contract
-// bundle as many sequences as KV sets fit the budget, each with CTX slots.
+// BatchLimits: on a chunked bundle slotpool.Limits of a prefill window of
+// rows per Step and the CTX slots of the cache; on a QHexRT-contract
+// bundle as many sequences as KV sets fit the budget (auto: at most
+// maxSetSequences), each with CTX slots.
 func (r *Runner) BatchLimits() inference.BatchLimits {
 	if r.chunked() {
-		return inference.BatchLimits{Sequences: maxPoolSequences, Rows: r.window, Slots: r.spec.ctx}
+		return slotpool.Limits(r.window, r.spec.ctx)
 	}
 	n := r.maxSets()
-	return inference.BatchLimits{Sequences: n, Rows: r.window, Slots: n * r.spec.ctx}
+	return inference.BatchLimits{Sequences: n, Rows: r.window, Slots: n * r.spec.ctx, Auto: min(n, maxSetSequences)}
 }
 
 // initBatch starts the Batcher state; evalAll's rows are forgotten.
 func (r *Runner) initBatch() {
 	r.valid = 0
 	if r.batch.pool == nil && r.chunked() {
-		r.batch.pool = slotpool.New(r.spec.ctx, maxPoolSequences)
+		r.batch.pool = slotpool.New(r.spec.ctx, slotpool.MaxSequences)
 	}
 	if r.batch.sets == nil && !r.chunked() {
 		r.batch.sets = []*kvSet{{k: r.kvK, v: r.kvV, call: r.graphs[roleDecode].call, resident: true}}
@@ -315,10 +322,7 @@ func (r *Runner) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqI
 		return 0, err
 	}
 	s := r.set(id)
-	for i := range s.k {
-		r.kvSlots.Copy(s.k[i].B, r.spec.ctx, 0, ps.k[i].B, r.spec.ctx, 0, rows)
-		r.kvSlots.Copy(s.v[i].B, r.spec.ctx, 0, ps.v[i].B, r.spec.ctx, 0, rows)
-	}
+	r.copyKV(s.k, s.v, 0, ps.k, ps.v, r.spec.ctx, 0, rows)
 	s.n = rows
 	s.toks = append(s.toks[:0], ps.toks[:min(rows, len(ps.toks))]...)
 	return id, nil
@@ -335,10 +339,7 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error {
 		}
 		if mv != nil {
 			t0 := time.Now()
-			for i := range r.kvK {
-				r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, mv.To, r.kvK[i].B, r.spec.ctx, mv.From, mv.N)
-				r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, mv.To, r.kvV[i].B, r.spec.ctx, mv.From, mv.N)
-			}
+			r.copyKV(r.kvK, r.kvV, mv.To, r.kvK, r.kvV, r.spec.ctx, mv.From, mv.N)
 			r.stats.KVCopy += time.Since(t0)
 		}
 		return nil
@@ -420,28 +421,18 @@ func (r *Runner) checkRuns(runs []inference.Run) error {
 	})
 }
 
-// remeasureSteps is how many Steps the decode graph may go unused before a
-// single-row Step is given to it again (its new time replacing the old
-// estimate), so that one slow measured call does not keep it unused.
-const remeasureSteps = 32
-
-// stepPool runs a chunked bundle's Step: one decode call for a single row
-// when that is cheaper by measured costs (tried once first, so both graphs
-// get measured, and again after remeasureSteps Steps without it), else one
-// prefill call over all runs.
+// stepPool runs a chunked bundle's Step: one prefill call over all runs,
+// or for a single row one decode call, as the runners' one policy chooses
+// (plan.Policy: by measured cost, giving an unmeasured or idle graph a
+// call).
 func (r *Runner) stepPool(runs []inference.Run) ([]inference.Rows, error) {
 	g := r.graphs[rolePrefill]
 	if len(runs) == 1 && len(runs[0].Tokens) == 1 {
-		dk := r.spec.key(roleDecode)
-		d, p := r.stats.Graphs[dk], r.stats.Graphs[r.spec.key(rolePrefill)]
-		c, _ := r.measuredCosts()
-		stale := d.Calls > 0 && r.batch.steps-r.batch.decAt > remeasureSteps
-		if d.Calls == 0 || stale || p.Calls > p.Failed && c.Decode < c.Prefill {
+		if r.batch.opts == nil {
+			r.batch.opts = []plan.Option{{Graphs: []string{r.spec.key(roleDecode)}}, {Graphs: []string{r.spec.key(rolePrefill)}}}
+		}
+		if r.batch.policy.Choose(&r.stats, r.batch.opts) == 0 {
 			g = r.graphs[roleDecode]
-			r.batch.decAt = r.batch.steps
-			if stale {
-				r.stats.MarkStale(dk)
-			}
 		}
 	}
 	if err := r.poolCall(g, runs); err != nil {
@@ -493,10 +484,7 @@ func (r *Runner) poolCall(g *graphIO, runs []inference.Run) error {
 	o = 0
 	for _, run := range runs {
 		slot := r.batch.pool.Seq(run.Seq).Slot(run.Start) // a run's rows are its own: contiguous
-		for i := range r.kvK {
-			r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, slot, g.newK[i].B, g.rows, o, len(run.Tokens))
-			r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, slot, g.newV[i].B, g.rows, o, len(run.Tokens))
-		}
+		r.copyKV(r.kvK, r.kvV, slot, g.newK, g.newV, g.rows, o, len(run.Tokens))
 		o += len(run.Tokens)
 	}
 	st.KVCopy += time.Since(t3)

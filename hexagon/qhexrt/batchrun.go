@@ -71,10 +71,7 @@ func (r *Runner) setPrefill(s *kvSet, n int) error {
 	if err := r.execute(g); err != nil {
 		return err
 	}
-	for i := range s.k {
-		r.kvSlots.Copy(s.k[i].B, r.spec.ctx, 0, g.newK[i].B, g.rows, 0, n)
-		r.kvSlots.Copy(s.v[i].B, r.spec.ctx, 0, g.newV[i].B, g.rows, 0, n)
-	}
+	r.copyKV(s.k, s.v, 0, g.newK, g.newV, g.rows, 0, n)
 	return nil
 }
 
@@ -94,10 +91,7 @@ func (r *Runner) setDecode(s *kvSet, pos int, tok int32) error {
 	if err != nil {
 		return err
 	}
-	for i := range s.k {
-		r.kvSlots.Copy(s.k[i].B, r.spec.ctx, pos, g.newK[i].B, 1, 0, 1)
-		r.kvSlots.Copy(s.v[i].B, r.spec.ctx, pos, g.newV[i].B, 1, 0, 1)
-	}
+	r.copyKV(s.k, s.v, pos, g.newK, g.newV, 1, 0, 1)
 	return nil
 }
 
@@ -244,5 +238,15 @@ func (r *Runner) RestoredTokens(id inference.SeqID, toks []int32) {
 	if s := r.set(id); s != nil && r.batch.pool == nil && len(toks) <= s.n {
 		s.toks = append(s.toks[:0], toks...)
 		s.n, s.restored = len(toks), true
+	}
+}
+
+// copyKV copies rows [from, from+n) of every layer's K and V in srcK, srcV
+// (rows rows per layer: a graph's new entries, or a cache of CTX) into
+// slots slot… of the caches dstK, dstV.
+func (r *Runner) copyKV(dstK, dstV []*graphio.Tensor, slot int, srcK, srcV []*graphio.Tensor, rows, from, n int) {
+	for i := range dstK {
+		r.kvSlots.Copy(dstK[i].B, r.spec.ctx, slot, srcK[i].B, rows, from, n)
+		r.kvSlots.Copy(dstV[i].B, r.spec.ctx, slot, srcV[i].B, rows, from, n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/plan"
 )
 
 // TestPaddingRowsPoisoned: hostsim skips a call's padding rows (mask rows
@@ -39,7 +40,7 @@ func TestPaddingRowsPoisoned(t *testing.T) {
 
 // TestRemeasureStaleCost: on a chunked bundle, a decode graph whose one
 // measured call was slow (600 ms of emulated latency) is given a single-row
-// Step again after remeasureSteps Steps without one, and once its new time is
+// Step again after plan.IdleSteps Steps without one, and once its new time is
 // measured the single-row Steps go back to it.
 func TestRemeasureStaleCost(t *testing.T) {
 	skipNumeric(t)
@@ -50,7 +51,7 @@ func TestRemeasureStaleCost(t *testing.T) {
 	t.Setenv("HOSTSIM_LATENCY_US_PREFILL", "30000")
 	key := r.spec.key(roleDecode)
 	before := r.Stats().Graphs[key].Calls
-	const steps = 2*remeasureSteps + 4
+	const steps = 2*plan.IdleSteps + 4
 	drive(t, r, steps, &bseq{prompt: testPrompt(22, 3)})
 	if got := r.Stats().Graphs[key].Calls - before; got < 8 { // without re-measuring: none; with: most of the last 36 (noise aside)
 		t.Fatalf("the decode graph ran %d times in %d one-row Steps after its stale 600 ms, want it re-measured and chosen again", got, steps)

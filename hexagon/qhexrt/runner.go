@@ -398,10 +398,7 @@ func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool,
 	}
 
 	t4 := time.Now()
-	for i := range r.kvK {
-		r.kvSlots.Copy(r.kvK[i].B, r.spec.ctx, s.Start, g.newK[i].B, g.rows, 0, s.N)
-		r.kvSlots.Copy(r.kvV[i].B, r.spec.ctx, s.Start, g.newV[i].B, g.rows, 0, s.N)
-	}
+	r.copyKV(r.kvK, r.kvV, s.Start, g.newK, g.newV, g.rows, 0, s.N)
 	r.valid = s.Start + s.N
 	st.KVCopy += time.Since(t4)
 

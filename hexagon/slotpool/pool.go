@@ -1,6 +1,7 @@
 // Package slotpool keeps the slots of a KV cache that several sequences
 // share: the allocator (Pool: sequences' ranges, forks, growth, run checks),
-// the cache's rows as the pool indexes them (KV), and the Batcher methods
+// the cache's rows as the pool indexes them (KV), the cache itself with its
+// layout, re-striding and write-back (Cache), and the Batcher methods
 // built on both, which the runners holding one cache for many sequences
 // (.pte, Genie and chunked QHexRT bundles) embed or call.
 package slotpool
@@ -304,4 +305,20 @@ func (p *Pool) WriteMask(m *graphio.Mask, b []byte, runs []inference.Run, rows, 
 		}
 		o += len(run.Tokens)
 	}
+}
+
+// MaxSequences bounds the sequences open in one pool at once.
+const MaxSequences = 64
+
+// autoSlots is the slots per sequence engine.max_sequences auto counts on.
+const autoSlots = 256
+
+// Limits are the inference.BatchLimits of a runner whose Steps carry up to
+// rows rows over one pool of slots slots: MaxSequences sequences, and
+// engine.max_sequences auto resolves to min(MaxSequences, rows, slots ÷
+// 256 rounded), at least 1 (16 for a 4096-token Genie bundle, 2 for a
+// 512-slot bundle).
+func Limits(rows, slots int) inference.BatchLimits {
+	auto := max(1, min(MaxSequences, rows, (slots+autoSlots/2)/autoSlots))
+	return inference.BatchLimits{Sequences: MaxSequences, Rows: rows, Slots: slots, Auto: auto}
 }

@@ -65,3 +65,20 @@ func TestPool(t *testing.T) {
 		}
 	}
 }
+
+// TestLimits: engine.max_sequences auto is min(64, the call's rows, slots ÷
+// 256 rounded), at least 1.
+func TestLimits(t *testing.T) {
+	for _, tt := range []struct{ rows, slots, auto int }{
+		{128, 4095, 16}, // a 4096-token Genie bundle
+		{128, 511, 2},   // a 512-slot bundle
+		{32, 2047, 8},   // a 2048-token .pte, AR 32
+		{16, 255, 1},    // the tiny QHexRT bundle
+		{128, 65535, 64},
+		{4, 4095, 4}, // rows bound it
+	} {
+		if l := Limits(tt.rows, tt.slots); l.Auto != tt.auto || l.Sequences != MaxSequences || l.Rows != tt.rows || l.Slots != tt.slots {
+			t.Errorf("Limits(%d, %d) = %+v, want Auto %d", tt.rows, tt.slots, l, tt.auto)
+		}
+	}
+}
