@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,19 +20,13 @@ import (
 // time, and what the name says of the size and quantization ("…-3B-…",
 // "…w8a16…").
 func modelDetails(path, name string) (server.ModelDetails, error) {
-	d := server.ModelDetails{Format: "qhexrt", Family: "llama"}
+	d := server.ModelDetails{Format: kindBundle.name, Family: "llama"}
 	kind, file, err := locateModel(path)
 	if err != nil {
 		return d, err
 	}
-	root := path
-	if kind == kindPTE {
-		d.Format, root = "pte", file
-	} else if kind == kindGenie {
-		d.Format, root = "genie", file
-	} else if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		root = filepath.Dir(path) // a manifest: its folder
-	}
+	d.Format = kind.name
+	root := kind.root(path, file)
 	var lines []string
 	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || !e.Type().IsRegular() {

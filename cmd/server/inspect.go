@@ -25,7 +25,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	backend := fs.String("backend", "", "path of libQnnHtp.so (default: hostsim's under build/hostsim/<goarch>/ when built, else libQnnHtp.so)")
 	system := fs.String("system", "", "path of libQnnSystem.so (default: as --backend)")
-	arch := fs.String("arch", "v79", "DSP architecture folder of a bundle directory")
+	arch := fs.String("arch", bundle.DefaultArch, "DSP architecture folder of a bundle directory")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hexserve inspect [--json] [--backend PATH --system PATH] [--arch vNN] BUNDLE|ARCH_DIR|MANIFEST|CONTEXT_BIN|FILE.pte|GENIE_DIR")
 		fs.PrintDefaults()
@@ -43,17 +43,22 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hexserve inspect: unexpected argument %q (one PATH only)\n", rest[1])
 		return 2
 	}
-	if kind, file, err := locateModel(rest[0]); err == nil && kind == kindPTE {
-		return inspectPTE(file, *asJSON, *backend, *system, stdout, stderr)
-	} else if err == nil && kind == kindGenie {
-		return inspectGenie(file, *asJSON, *backend, *system, stdout, stderr)
+	o := inspectOptions{path: rest[0], asJSON: *asJSON, backend: *backend, system: *system, arch: *arch}
+	kind, file, err := locateModel(o.path)
+	if err != nil {
+		kind, file = kindBundle, o.path // a context binary, or the bundle reader's error
 	}
-	files, err := inspectFiles(rest[0], *arch)
+	return kind.inspect(file, o, stdout, stderr)
+}
+
+// inspectBundle prints the graphs of a bundle's (or one file's) context binaries.
+func inspectBundle(_ string, o inspectOptions, stdout, stderr io.Writer) int {
+	files, err := inspectFiles(o.path, o.arch)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)
 		return 1
 	}
-	be, sys := defaultQNNLibs(*backend, *system)
+	be, sys := defaultQNNLibs(o.backend, o.system)
 	rt, err := qnn.Open(qnn.Config{Backend: be, System: sys})
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)
@@ -71,7 +76,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		}
 		out = append(out, newInspectedFile(f, graphs))
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {

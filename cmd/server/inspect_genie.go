@@ -23,7 +23,8 @@ type inspectedGenie struct {
 
 var genieGraphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
-func inspectGenie(dir string, asJSON bool, backend, system string, stdout, stderr io.Writer) int {
+func inspectGenie(dir string, o inspectOptions, stdout, stderr io.Writer) int {
+	asJSON, backend, system := o.asJSON, o.backend, o.system
 	c, err := genie.LoadConfig(modelfile.Folder{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)

@@ -75,7 +75,8 @@ type inspectedContext struct {
 // spec, and the graphs' tensors where the QNN system library reads the
 // context binary. A binary it cannot read (hostsim reads only its own
 // format) is reported, not an error.
-func inspectPTE(path string, asJSON bool, backend, system string, stdout, stderr io.Writer) int {
+func inspectPTE(path string, o inspectOptions, stdout, stderr io.Writer) int {
+	asJSON, backend, system := o.asJSON, o.backend, o.system
 	f, err := pte.Open(path)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve inspect:", err)

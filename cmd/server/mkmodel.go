@@ -66,19 +66,7 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.layout, "layout", "split", "bundle only: context binaries, split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
 	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json to copy, with LICENSE and NOTICE from its folder (or its parent's) and, for a family other than llama, its tokenizer_config.json and chat_template.jinja (default: llama testdata/tokenizer/llama3.2/tokenizer.json; qwen3 "+qwen3Shared+", else "+qwen3NPM+")")
 	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte|genie] [flags]")
-		fmt.Fprintln(fs.Output(), "Writes a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim:")
-		fmt.Fprintln(fs.Output(), "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
-		fmt.Fprintln(fs.Output(), "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
-		fmt.Fprintln(fs.Output(), "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
-		fmt.Fprintln(fs.Output(), "  --format genie:  DIR/{NAME_part_K_of_N.bin, genie_config.json, htp_backend_ext_config.json, tokenizer.json,")
-		fmt.Fprintln(fs.Output(), "                   config.json, metadata.yaml, tool-versions.yaml, LICENSE, NOTICE}, a Qualcomm AI Hub Genie bundle")
-		fmt.Fprintln(fs.Output(), "Disk it writes (default --weights int8): tiny 35 MB; llama-3.2-1b bundle 2.7 GB, pte 1.2 GB;")
-		fmt.Fprintln(fs.Output(), "llama-3.2-3b bundle 6.8 GB, pte 3.6 GB (f16 weights: about twice). Weights stream to disk: memory")
-		fmt.Fprintln(fs.Output(), "stays under 100 MB for any preset. Progress goes to stderr. A sample --config: configs/mkmodel-small.json.")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { mkmodelUsage(fs) }
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return exitCode(err)
@@ -87,43 +75,17 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hexserve mkmodel: unexpected argument %q\n", rest[0])
 		return 2
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	wrong := append(slices.Clip(pteOnly), genieOnly...)
 	if err := familyTokenizer(&o, stderr); err != nil {
 		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
 		return 2
 	}
-	switch o.format {
-	case "bundle":
-		if o.family != "llama" {
-			fmt.Fprintf(stderr, "hexserve mkmodel: --family %s: a QHexRT bundle is llama only (use --format genie or pte)\n", o.family)
-			return 2
-		}
-		o.ctx, o.kv = cmp.Or(o.ctx, 512), cmp.Or(o.kv, "f16")
-	case "pte":
-		o.ctx, o.kv, wrong = cmp.Or(o.ctx, 2048), cmp.Or(o.kv, "u8"), append(slices.Clip(bundleOnly), genieOnly...)
-	case "genie":
-		o.ctx, wrong = cmp.Or(o.ctx, 4096), append(append(slices.Clip(bundleOnly), pteOnly...), "kv")
-	default:
-		fmt.Fprintf(stderr, "hexserve mkmodel: --format %q: want bundle, pte or genie\n", o.format)
+	w, err := mkmodelFormat(&o, fs)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
 		return 2
 	}
-	for _, f := range wrong {
-		if set[f] {
-			fmt.Fprintf(stderr, "hexserve mkmodel: --%s does not apply to --format %s\n", f, o.format)
-			return 2
-		}
-	}
 	start := time.Now()
-	write := writeBundle
-	switch o.format {
-	case "pte":
-		write = writePTE
-	case "genie":
-		write = writeGenie
-	}
-	dir, err := write(o, stderr)
+	dir, err := w.write(o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "hexserve mkmodel:", err)
 		if errors.As(err, new(usageError)) {
@@ -140,6 +102,67 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d files, %.1f MB) in %.1fs\n", dir, len(entries), float64(total)/1e6, time.Since(start).Seconds())
 	return 0
+}
+
+// mkWriter is one --format's writer: its --ctx and --kv defaults (kv "": it takes no --kv)
+// and the flags only it takes; llamaOnly: it writes --family llama only.
+type mkWriter struct {
+	ctx       int
+	kv        string
+	only      []string
+	llamaOnly bool
+	write     func(o mkmodelOptions, stderr io.Writer) (dir string, err error)
+}
+
+// mkWriters are the --format values' writers.
+var mkWriters = map[string]mkWriter{
+	"bundle": {ctx: 512, kv: "f16", only: bundleOnly, llamaOnly: true, write: writeBundle},
+	"pte":    {ctx: 2048, kv: "u8", only: pteOnly, write: writePTE},
+	"genie":  {ctx: 4096, only: genieOnly, write: writeGenie},
+}
+
+// mkmodelFormat is --format's writer, with its defaults filled into o; an error for a format
+// it does not know or a flag another format only takes.
+func mkmodelFormat(o *mkmodelOptions, fs *flag.FlagSet) (mkWriter, error) {
+	w, ok := mkWriters[o.format]
+	if !ok {
+		return w, fmt.Errorf("--format %q: want bundle, pte or genie", o.format)
+	}
+	if w.llamaOnly && o.family != "llama" {
+		return w, fmt.Errorf("--family %s: a QHexRT bundle is llama only (use --format genie or pte)", o.family)
+	}
+	o.ctx = cmp.Or(o.ctx, w.ctx)
+	var wrong []string
+	if o.kv = cmp.Or(o.kv, w.kv); w.kv == "" {
+		wrong = append(wrong, "kv")
+	}
+	for _, name := range []string{"bundle", "pte", "genie"} {
+		if name != o.format {
+			wrong = append(wrong, mkWriters[name].only...)
+		}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(wrong, f.Name) {
+			err = fmt.Errorf("--%s does not apply to --format %s", f.Name, o.format)
+		}
+	})
+	return w, err
+}
+
+// mkmodelUsage prints mkmodel's usage.
+func mkmodelUsage(fs *flag.FlagSet) {
+	fmt.Fprintln(fs.Output(), "usage: hexserve mkmodel (--preset tiny|llama-3.2-1b|llama-3.2-3b | --config FILE) --out DIR [--format bundle|pte|genie] [flags]")
+	fmt.Fprintln(fs.Output(), "Writes a model with deterministic generated weights (testdata/tinyllama/SPEC.md), runnable on hostsim:")
+	fmt.Fprintln(fs.Output(), "  --format bundle: DIR/ARCH/{manifest.json, context binaries, embed_f16.bin, tokenizer.json, LICENSE, NOTICE}")
+	fmt.Fprintln(fs.Output(), "  --format pte:    DIR/{NAME.pte, tokenizer.json, LICENSE, NOTICE}, an ExecuTorch static-llama export")
+	fmt.Fprintln(fs.Output(), "                   (prefill_forward with --prefill-chunk rows, kv_forward, --shards contexts)")
+	fmt.Fprintln(fs.Output(), "  --format genie:  DIR/{NAME_part_K_of_N.bin, genie_config.json, htp_backend_ext_config.json, tokenizer.json,")
+	fmt.Fprintln(fs.Output(), "                   config.json, metadata.yaml, tool-versions.yaml, LICENSE, NOTICE}, a Qualcomm AI Hub Genie bundle")
+	fmt.Fprintln(fs.Output(), "Disk it writes (default --weights int8): tiny 35 MB; llama-3.2-1b bundle 2.7 GB, pte 1.2 GB;")
+	fmt.Fprintln(fs.Output(), "llama-3.2-3b bundle 6.8 GB, pte 3.6 GB (f16 weights: about twice). Weights stream to disk: memory")
+	fmt.Fprintln(fs.Output(), "stays under 100 MB for any preset. Progress goes to stderr. A sample --config: configs/mkmodel-small.json.")
+	fs.PrintDefaults()
 }
 
 // usageError is a mkmodel error in the flags (exit 2), not in the writing.

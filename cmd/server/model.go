@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -21,59 +22,6 @@ import (
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
-
-// modelKind is what a model path holds.
-type modelKind int
-
-const (
-	kindBundle modelKind = iota // QHexRT bundle: folder, arch folder or manifest
-	kindPTE                     // ExecuTorch .pte
-	kindGenie                   // Qualcomm AI Hub Genie bundle: folder with genie_config.json
-)
-
-// locateModel detects what path names, from the content: a file starting
-// with ExecuTorch's ET12 identifier is a .pte (any other file a manifest); a
-// folder holding a manifest.json or an arch folder is a bundle, else a
-// folder holding exactly one .pte names it. It returns the kind and, for a
-// .pte, the file.
-func locateModel(path string) (modelKind, string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0, "", fmt.Errorf("model %s: %w", path, err)
-	}
-	if dir, ok := genieDir(path, st); ok {
-		return kindGenie, dir, nil
-	}
-	if !st.IsDir() {
-		// Only a regular file is opened here (a FIFO would block); the
-		// bundle reader explains what anything else is.
-		if st.Mode().IsRegular() && isPTE(path) {
-			return kindPTE, path, nil
-		}
-		return kindBundle, path, nil
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return 0, "", fmt.Errorf("model %s: %w", path, err)
-	}
-	var ptes []string
-	for _, e := range ents {
-		name := e.Name()
-		if name == "manifest.json" || e.IsDir() && plausibleArchDir(name) {
-			return kindBundle, path, nil
-		}
-		if e.Type().IsRegular() && strings.HasSuffix(name, ".pte") && isPTE(filepath.Join(path, name)) {
-			ptes = append(ptes, name)
-		}
-	}
-	switch len(ptes) {
-	case 0:
-		return kindBundle, path, nil // the bundle reader says what is missing
-	case 1:
-		return kindPTE, filepath.Join(path, ptes[0]), nil
-	}
-	return 0, "", fmt.Errorf("model %s: the folder holds %d .pte files (%s); name one", path, len(ptes), strings.Join(ptes, ", "))
-}
 
 // plausibleArchDir accepts Hexagon arch folder names v60 … v99.
 func plausibleArchDir(a string) bool {
@@ -104,84 +52,91 @@ func findTokenizer(m config.Model, modelFile string) (string, error) {
 		modelFile, strings.Join(tried, ", "))
 }
 
-// loadModel opens the QNN runtime, the model's graphs, its tokenizer and
-// its chat template (loadTemplate). Closing the returned model also closes
-// the runtime.
+// loadModel opens the model's format on the QNN runtime, its tokenizer and its chat template
+// (loadTemplate). Closing the returned model also closes the runtime.
 func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
 	m := cfg.Model
 	kind, file, err := locateModel(m.Location())
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var pte pteSpecials
-	if kind == kindPTE {
-		// The tokenizer first: the export has none (and its BOS/EOS metadata
-		// are hard-coded constants), so a missing one is the error to report.
-		if pte, err = loadPTETokenizer(m, file); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	qlog := log.With().Str("component", "qnn").Logger()
-	rt, err := qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
-		ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode), Turn: &npuTurn})
+	var rt *qnn.Runtime
+	a := openArgs{cfg: cfg, file: file, log: log, runtime: func() (*qnn.Runtime, error) {
+		qlog := log.With().Str("component", "qnn").Logger()
+		var err error
+		rt, err = qnn.Open(qnn.Config{Backend: m.Libraries.Backend, System: m.Libraries.System, RPCMem: m.Libraries.RPCMem,
+			ADSPLibraryPath: m.ADSPLibraryPath, Logger: &qlog, PerfMode: qnn.PerfMode(m.PerfMode), Turn: &npuTurn})
+		return rt, err
+	}}
+	o, err := kind.open(a)
 	if err != nil {
+		if rt != nil {
+			rt.Close()
+		}
 		return nil, nil, nil, err
 	}
-	var (
-		model   endTokenModel
-		tok     *tokenizer.Tokenizer
-		tokPath string
-		loaded  *zerolog.Event
-		dir     string                                             // the model's folder, where the end-token files are looked for
-		own     = "hexserve.eos_token_ids and params.eos_token_id" // where the model's end tokens come from
-	)
-	switch kind {
-	case kindGenie:
-		model, tok, tokPath, loaded, err = openGenie(m, int64(cfg.Engine.ModelMemory), file, rt, log)
-		dir, own = file, "dialog.context.eos-token"
-	case kindPTE:
-		tok, tokPath, dir, own = pte.tok, pte.path, filepath.Dir(file), "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>"
-		var runner *executorch.Runner
-		runner, err = executorch.Open(executorch.Config{Path: file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
-			Logger: log.With().Str("component", "executorch").Logger(), Memory: int64(cfg.Engine.ModelMemory)})
-		if err == nil {
-			model, loaded = &ownedPTE{Runner: runner, rt: rt}, log.Info().Str("pte", file)
-		}
-	default:
-		arch, aerr := rt.Arch()
-		if aerr != nil || arch == "" {
-			log.Debug().Err(aerr).Msg("the backend does not report its DSP arch; using v79")
-			arch = "v79"
-		}
-		var b *bundle.Bundle
-		if b, err = bundle.ReadWith(file, arch, m.Overrides); err != nil {
-			break
-		}
-		tokPath, dir = b.Tokenizer, b.Dir
-		if m.Tokenizer != "" {
-			tokPath = m.Tokenizer
-		}
-		if tok, err = tokenizer.Load(tokPath); err != nil {
-			break
-		}
-		var runner *qhexrt.Runner
-		runner, err = qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
-			SeqKVBytes: int64(m.SeqKVMB) << 20, Logger: log.With().Str("component", "hexagon").Logger()})
-		if err == nil {
-			model = &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}
-			loaded = log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
-		}
-	}
+	tmpl, err := finishLoad(o.model, o.tok, o.tokPath, o.dir, o.own, o.loaded)
 	if err != nil {
-		rt.Close()
+		o.model.Close()
 		return nil, nil, nil, err
 	}
-	tmpl, err := finishLoad(model, tok, tokPath, dir, own, loaded)
+	return o.model, o.tok, tmpl, nil
+}
+
+// openBundle opens a QHexRT bundle for the device's arch (qhexrt.DeviceArch).
+func openBundle(a openArgs) (opened, error) {
+	m := a.cfg.Model
+	rt, err := a.runtime()
 	if err != nil {
-		model.Close()
-		return nil, nil, nil, err
+		return opened{}, err
 	}
-	return model, tok, tmpl, nil
+	arch := deviceArch(rt, a.log)
+	b, err := bundle.ReadWith(a.file, arch, m.Overrides)
+	if err != nil {
+		return opened{}, err
+	}
+	o := opened{tokPath: cmp.Or(m.Tokenizer, b.Tokenizer), dir: b.Dir, own: "hexserve.eos_token_ids and params.eos_token_id"}
+	if o.tok, err = tokenizer.Load(o.tokPath); err != nil {
+		return opened{}, err
+	}
+	runner, err := qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+		SeqKVBytes: int64(m.SeqKVMB) << 20, Logger: a.log.With().Str("component", "hexagon").Logger()})
+	if err != nil {
+		return opened{}, err
+	}
+	o.model = &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}
+	o.loaded = a.log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
+	return o, nil
+}
+
+// deviceArch is the DSP arch the backend reports, else bundle.DefaultArch.
+func deviceArch(rt *qnn.Runtime, log zerolog.Logger) string {
+	arch, err := rt.Arch()
+	if err != nil || arch == "" {
+		log.Debug().Err(err).Msg("the backend does not report its DSP arch; using " + bundle.DefaultArch)
+		return bundle.DefaultArch
+	}
+	return arch
+}
+
+// openPTE opens an ExecuTorch .pte: the tokenizer first, since the export has none (and its
+// BOS/EOS metadata are hard-coded constants), so a missing one is the error to report.
+func openPTE(a openArgs) (opened, error) {
+	pte, err := loadPTETokenizer(a.cfg.Model, a.file)
+	if err != nil {
+		return opened{}, err
+	}
+	rt, err := a.runtime()
+	if err != nil {
+		return opened{}, err
+	}
+	runner, err := executorch.Open(executorch.Config{Path: a.file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
+		Logger: a.log.With().Str("component", "executorch").Logger(), Memory: int64(a.cfg.Engine.ModelMemory)})
+	if err != nil {
+		return opened{}, err
+	}
+	return opened{model: &ownedPTE{Runner: runner, rt: rt}, tok: pte.tok, tokPath: pte.path, dir: filepath.Dir(a.file),
+		own: "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>", loaded: a.log.Info().Str("pte", a.file)}, nil
 }
 
 // endTokenModel is a loaded model whose end tokens the end-token rule sets.

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-
-	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/genie"
@@ -17,36 +16,38 @@ import (
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
-// genieDir reports whether path is a Genie bundle (a folder holding genie_config.json, or that
+// detectGenie reports whether path is a Genie bundle (a folder holding genie_config.json, or that
 // file itself) and returns its folder.
-func genieDir(path string, st os.FileInfo) (string, bool) {
+func detectGenie(path string, st os.FileInfo) (string, bool, error) {
 	if st.IsDir() {
-		return path, genie.IsBundle(path)
+		return path, genie.IsBundle(path), nil
 	}
 	if filepath.Base(path) == genie.ConfigFile && st.Mode().IsRegular() {
-		return filepath.Dir(path), true
+		return filepath.Dir(path), true, nil
 	}
-	return "", false
+	return "", false, nil
 }
 
-// openGenie opens a Genie bundle on rt: the tokenizer is dialog.tokenizer.path (model.tokenizer
+// openGenie opens a Genie bundle: the tokenizer is dialog.tokenizer.path (model.tokenizer
 // overrides it).
-func openGenie(m config.Model, memory int64, dir string, rt *qnn.Runtime, log zerolog.Logger) (endTokenModel, *tokenizer.Tokenizer, string, *zerolog.Event, error) {
-	runner, err := genie.Open(genie.Config{Dir: dir, Runtime: rt, Logger: log.With().Str("component", "genie").Logger(),
-		AllowOutside: m.AllowOutsidePaths, Memory: memory})
+func openGenie(a openArgs) (opened, error) {
+	m := a.cfg.Model
+	rt, err := a.runtime()
 	if err != nil {
-		return nil, nil, "", nil, err
+		return opened{}, err
 	}
-	path := runner.Tokenizer()
-	if m.Tokenizer != "" {
-		path = m.Tokenizer
-	}
-	tok, err := tokenizer.Load(path)
+	runner, err := genie.Open(genie.Config{Dir: a.file, Runtime: rt, Logger: a.log.With().Str("component", "genie").Logger(),
+		AllowOutside: m.AllowOutsidePaths, Memory: int64(a.cfg.Engine.ModelMemory)})
 	if err != nil {
+		return opened{}, err
+	}
+	o := opened{tokPath: cmp.Or(m.Tokenizer, runner.Tokenizer()), dir: a.file, own: "dialog.context.eos-token"}
+	if o.tok, err = tokenizer.Load(o.tokPath); err != nil {
 		runner.Close()
-		return nil, nil, "", nil, err
+		return opened{}, err
 	}
-	return &ownedGenie{Runner: runner, rt: rt}, tok, path, log.Info().Str("genie", dir), nil
+	o.model, o.loaded = &ownedGenie{Runner: runner, rt: rt}, a.log.Info().Str("genie", a.file)
+	return o, nil
 }
 
 // ownedGenie is a Genie runner that also owns its QNN runtime.

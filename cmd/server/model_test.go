@@ -47,13 +47,13 @@ func TestLocateModel(t *testing.T) {
 	}{
 		{one, kindPTE, one, ""},
 		{filepath.Join(dir, "one"), kindPTE, one, ""},
-		{filepath.Join(dir, "two"), 0, "", "holds 2 .pte files (a.pte, b.pte)"},
+		{filepath.Join(dir, "two"), nil, "", "holds 2 .pte files (a.pte, b.pte)"},
 		{filepath.Join(dir, "fake"), kindBundle, filepath.Join(dir, "fake"), ""}, // no ET12: the bundle reader reports it
 		{filepath.Join(dir, "bundle"), kindBundle, filepath.Join(dir, "bundle"), ""},
 		{filepath.Join(dir, "bundle", "v79"), kindBundle, filepath.Join(dir, "bundle", "v79"), ""},
 		{manifest, kindBundle, manifest, ""},
 		{filepath.Join(dir, "flat"), kindBundle, filepath.Join(dir, "flat"), ""},
-		{filepath.Join(dir, "missing"), 0, "", "no such file"},
+		{filepath.Join(dir, "missing"), nil, "", "no such file"},
 	} {
 		kind, file, err := locateModel(tc.path)
 		switch {

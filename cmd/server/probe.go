@@ -47,21 +47,15 @@ func probeModel(m config.Model) (modelProbe, error) {
 	if err != nil {
 		return modelProbe{}, err
 	}
-	switch kind {
-	case kindPTE:
-		return probePTE(file)
-	case kindGenie:
-		return probeGenie(m, file)
-	}
-	// The device's arch is unknown without the runtime: a bundle with one
-	// arch folder is read as it is, one with several as v79 (loadModel's
-	// default when the backend does not say).
-	b, err := bundle.ReadWith(file, "", m.Overrides)
+	return kind.probe(m, file)
+}
+
+// probeBundle reads a bundle's manifest; the device's arch is unknown without the runtime
+// (bundle.ReadUnknownArch).
+func probeBundle(m config.Model, file string) (modelProbe, error) {
+	b, err := bundle.ReadUnknownArch(file, m.Overrides)
 	if err != nil {
-		var err2 error
-		if b, err2 = bundle.ReadWith(file, "v79", m.Overrides); err2 != nil {
-			return modelProbe{}, err
-		}
+		return modelProbe{}, err
 	}
 	return modelProbe{ContextLen: b.Manifest.Params.MaxCtx, Family: b.Manifest.Model.Family, Generated: bundleGenerated(b.Manifest),
 		Shape: bundleShape(b, bundleRoot(file))}, nil
@@ -85,7 +79,7 @@ func bundleGenerated(m *bundle.Manifest) string {
 }
 
 // probePTE reads a .pte's get_max_context_len.
-func probePTE(file string) (modelProbe, error) {
+func probePTE(_ config.Model, file string) (modelProbe, error) {
 	f, err := pte.Open(file)
 	if err != nil {
 		return modelProbe{}, err

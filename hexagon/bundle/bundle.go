@@ -280,6 +280,22 @@ func Read(path, arch string) (*Bundle, error) {
 	return ReadWith(path, arch, nil)
 }
 
+// DefaultArch is the DSP arch assumed when the device's is unknown (a backend that does not
+// report it, or no runtime at all): the Snapdragon 8 Elite's, which hostsim emulates.
+const DefaultArch = "v79"
+
+// ReadUnknownArch is ReadWith when the device's arch is unknown: a bundle with one arch
+// folder is read as it is, one with several as DefaultArch. The error is the first read's.
+func ReadUnknownArch(path string, overrides *Hexserve) (*Bundle, error) {
+	b, err := ReadWith(path, "", overrides)
+	if err != nil {
+		if b, err2 := ReadWith(path, DefaultArch, overrides); err2 == nil {
+			return b, nil
+		}
+	}
+	return b, err
+}
+
 // ReadWith is Read with the server config's overrides merged over the
 // manifest's hexserve object.
 func ReadWith(path, arch string, overrides *Hexserve) (*Bundle, error) {
