@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,7 +105,7 @@ func openBundle(a openArgs) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	o.model = &ownedRuntime{Runner: runner, rt: rt, dir: b.Dir}
+	o.model = &ownedRuntime{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}, dir: b.Dir}
 	o.loaded = a.log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
 	return o, nil
 }
@@ -135,7 +136,7 @@ func openPTE(a openArgs) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{model: &ownedPTE{Runner: runner, rt: rt}, tok: pte.tok, tokPath: pte.path, dir: filepath.Dir(a.file),
+	return opened{model: &ownedPTE{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}}, tok: pte.tok, tokPath: pte.path, dir: filepath.Dir(a.file),
 		own: "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>", loaded: a.log.Info().Str("pte", a.file)}, nil
 }
 
@@ -210,60 +211,52 @@ func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
 	return p, nil
 }
 
-// ownedRuntime is a Runner that also owns its QNN runtime.
+// runtimeOwner is what a loaded model adds to its runner, whatever the format: the QNN runtime
+// it owns, closed with the runner, and the end-token rule's ids. A format's model is its runner
+// with a runtimeOwner embedded (Go cannot embed a type parameter, and the engine, the server
+// and bench find the runner's optional capabilities by asserting on the model, so the runner
+// itself stays embedded).
+type runtimeOwner struct {
+	rt  *qnn.Runtime
+	eos []int32 // the end-token rule's; nil until set
+}
+
+func (o *runtimeOwner) setEndTokens(ids []int32) { o.eos = ids }
+
+// BufferBytes is the runtime's buffer memory (I/O and KV).
+func (o *runtimeOwner) BufferBytes() int64 { return o.rt.BufferBytes() }
+
+// info is the runner's info with the end-token rule's end tokens once set.
+func (o *runtimeOwner) info(i inference.ModelInfo) inference.ModelInfo {
+	if o.eos != nil {
+		i.EOS = slices.Clone(o.eos)
+	}
+	return i
+}
+
+// close closes the runner, then the runtime.
+func (o *runtimeOwner) close(runner io.Closer) error {
+	return errors.Join(runner.Close(), o.rt.Close())
+}
+
+// ownedRuntime is a QHexRT runner with its runtime.
 type ownedRuntime struct {
 	*qhexrt.Runner
-	rt  *qnn.Runtime
-	dir string  // the bundle's arch folder
-	eos []int32 // the end-token rule's
+	runtimeOwner
+	dir string // the bundle's arch folder
 }
 
-func (o *ownedRuntime) setEndTokens(ids []int32) { o.eos = ids }
+func (o *ownedRuntime) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
+func (o *ownedRuntime) Close() error              { return o.close(o.Runner) }
 
-// Info is the runner's, with the end-token rule's end tokens.
-func (o *ownedRuntime) Info() inference.ModelInfo {
-	i := o.Runner.Info()
-	i.EOS = withEndTokens(i.EOS, o.eos)
-	return i
-}
-
-// withEndTokens is the end-token rule's ids once set, else the runner's own.
-func withEndTokens(own, rule []int32) []int32 {
-	if rule == nil {
-		return own
-	}
-	return slices.Clone(rule)
-}
-
-// BufferBytes is the runtime's buffer memory (I/O and KV).
-func (o *ownedRuntime) BufferBytes() int64 { return o.rt.BufferBytes() }
-
-func (o *ownedRuntime) Close() error {
-	return errors.Join(o.Runner.Close(), o.rt.Close())
-}
-
-// ownedPTE is an ExecuTorch runner that also owns its QNN runtime.
+// ownedPTE is an ExecuTorch runner with its runtime.
 type ownedPTE struct {
 	*executorch.Runner
-	rt  *qnn.Runtime
-	eos []int32
+	runtimeOwner
 }
 
-func (o *ownedPTE) setEndTokens(ids []int32) { o.eos = ids }
-
-// Info is the runner's, with the end-token rule's end tokens.
-func (o *ownedPTE) Info() inference.ModelInfo {
-	i := o.Runner.Info()
-	i.EOS = withEndTokens(i.EOS, o.eos)
-	return i
-}
-
-// BufferBytes is the runtime's buffer memory (I/O and KV).
-func (o *ownedPTE) BufferBytes() int64 { return o.rt.BufferBytes() }
-
-func (o *ownedPTE) Close() error {
-	return errors.Join(o.Runner.Close(), o.rt.Close())
-}
+func (o *ownedPTE) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
+func (o *ownedPTE) Close() error              { return o.close(o.Runner) }
 
 // loadTemplate is the chat template beside tokenizer.json (chat_template.jinja
 // or tokenizer_config.json's chat_template), else the built-in Llama-3.2

@@ -3,13 +3,11 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/genie"
-	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/modelfile"
@@ -46,32 +44,18 @@ func openGenie(a openArgs) (opened, error) {
 		runner.Close()
 		return opened{}, err
 	}
-	o.model, o.loaded = &ownedGenie{Runner: runner, rt: rt}, a.log.Info().Str("genie", a.file)
+	o.model, o.loaded = &ownedGenie{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}}, a.log.Info().Str("genie", a.file)
 	return o, nil
 }
 
-// ownedGenie is a Genie runner that also owns its QNN runtime.
+// ownedGenie is a Genie runner with its runtime.
 type ownedGenie struct {
 	*genie.Runner
-	rt  *qnn.Runtime
-	eos []int32
+	runtimeOwner
 }
 
-func (o *ownedGenie) setEndTokens(ids []int32) { o.eos = ids }
-
-// Info is the runner's, with the end-token rule's end tokens.
-func (o *ownedGenie) Info() inference.ModelInfo {
-	i := o.Runner.Info()
-	i.EOS = withEndTokens(i.EOS, o.eos)
-	return i
-}
-
-// BufferBytes is the runtime's buffer memory (I/O and KV).
-func (o *ownedGenie) BufferBytes() int64 { return o.rt.BufferBytes() }
-
-func (o *ownedGenie) Close() error {
-	return errors.Join(o.Runner.Close(), o.rt.Close())
-}
+func (o *ownedGenie) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
+func (o *ownedGenie) Close() error              { return o.close(o.Runner) }
 
 // probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
 // dialog.context.size − 1, the runner's (the AR-1 graphs' past).
