@@ -539,7 +539,9 @@ func TestPromptStepOnAdditiveModel(t *testing.T) {
 				s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{int32(10 + i)}, MaxTokens: 30})
 				streams = append(streams, s)
 			}
-			time.Sleep(5 * stepLatency)
+			// Half a step past a boundary: the step under way is recorded and
+			// the next one cannot start at the same instant as the submit.
+			time.Sleep(5*stepLatency + stepLatency/2)
 			before := len(pool.Steps())
 			s := inferencetest.Submit(t, e, inference.Request{Prompt: []int32{20, 21, 22}, MaxTokens: 2})
 			streams = append(streams, s)
