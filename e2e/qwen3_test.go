@@ -65,7 +65,10 @@ func qwen3Server(t *testing.T, reply string) *hexserve {
 	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q", dir)}.write(t, libs)
+	// No prompt-lookup drafts: a draft past a reply's end token can take the script's next
+	// offer (hostsim's script bookkeeping), which shifts the next reply by one token.
+	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q", dir),
+		Extra: "engine:\n  speculative:\n    prompt_lookup: false"}.write(t, libs)
 	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+script)
 	var models struct{ Data []struct{ ID string } }
 	if err := json.Unmarshal([]byte(s.call(t, "GET", "/v1/models", "").Body), &models); err != nil || len(models.Data) != 1 {

@@ -35,7 +35,10 @@ let dir, scripted, model;
 // config serves the Genie bundle in dir with hostsim, no parser named.
 const config = (d) => ['model:', `  path: ${JSON.stringify(d)}`, '  libraries:',
   '    backend: build/hostsim/amd64/libQnnHtp.so', '    system: build/hostsim/amd64/libQnnSystem.so',
-  '    rpcmem: build/hostsim/amd64/libcdsprpc.so', ''].join('\n');
+  '    rpcmem: build/hostsim/amd64/libcdsprpc.so',
+  // No prompt-lookup drafts: a draft past a reply's end token can take the script's next offer
+  // (hostsim's script bookkeeping), which shifts the next reply by one token.
+  'engine:', '  speculative:', '    prompt_lookup: false', ''].join('\n');
 
 before(async () => {
   if (missing) return;
