@@ -164,6 +164,27 @@ type SeqTokenRecorder interface {
 	RestoredTokens(id SeqID, toks []int32)
 }
 
+// ContextShifter is optional for a Batcher whose positions are host inputs
+// (the host writes the RoPE tables: Genie and QHexRT bundles), so that a
+// sequence may go on past the compiled window as a ring buffer at the
+// original positions, as Genie's sliding window does.
+//
+// Shift evicts n of id's committed rows that follow its first keep rows (the
+// sink: BOS, system prompt, tool declarations), the oldest first, and frees
+// their slots for the sequence's next rows. Nothing is re-rotated or
+// re-read: the kept rows stay where they are, and a later Run's Start is
+// still the position of its first token, so after shifts a sequence holds
+// fewer rows than its position (Start − evicted rows). A sequence that holds
+// rows forked from another copies them into its own slots before evicting
+// any. Positions never pass MaxPositions(): there the engine renumbers by
+// re-reading the kept tokens into a new sequence.
+type ContextShifter interface {
+	Shift(id SeqID, keep, n int) error
+	// MaxPositions is the most positions the model was trained for
+	// (config.json max_position_embeddings; 0: no limit known).
+	MaxPositions() int
+}
+
 // ErrNoSlots reports that a Batcher's pool cannot hold a sequence now.
 var ErrNoSlots = errors.New("inference: the model's cache pool has no free slots")
 
