@@ -231,6 +231,16 @@ func (p *rxParser) atom() *rx {
 }
 
 // escape parses an escape after '\' (in a class when inClass).
+// escapeClasses are the class escapes; escapeChars the one-character ones.
+var (
+	escapeClasses = map[rune]func() []rng{
+		'd': func() []rng { return digitCls }, 'D': func() []rng { return negate(digitCls) },
+		'w': func() []rng { return wordCls }, 'W': func() []rng { return negate(wordCls) },
+		's': func() []rng { return spaceCls }, 'S': func() []rng { return negate(spaceCls) },
+	}
+	escapeChars = map[rune]rune{'n': '\n', 'r': '\r', 't': '\t', 'v': '\v', 'f': '\f'}
+)
+
 func (p *rxParser) escape(inClass bool) []rng {
 	if !p.more() {
 		p.fail("\\ at end of pattern")
@@ -238,29 +248,13 @@ func (p *rxParser) escape(inClass bool) []rng {
 	c := p.peek()
 	p.i++
 	one := func(r rune) []rng { return []rng{{r, r}} }
+	if f, ok := escapeClasses[c]; ok {
+		return f()
+	}
+	if r, ok := escapeChars[c]; ok {
+		return one(r)
+	}
 	switch c {
-	case 'd':
-		return digitCls
-	case 'D':
-		return negate(digitCls)
-	case 'w':
-		return wordCls
-	case 'W':
-		return negate(wordCls)
-	case 's':
-		return spaceCls
-	case 'S':
-		return negate(spaceCls)
-	case 'n':
-		return one('\n')
-	case 'r':
-		return one('\r')
-	case 't':
-		return one('\t')
-	case 'v':
-		return one('\v')
-	case 'f':
-		return one('\f')
 	case '0':
 		if p.more() && p.peek() >= '0' && p.peek() <= '9' {
 			p.fail("octal escapes are not supported")
@@ -283,24 +277,7 @@ func (p *rxParser) escape(inClass bool) []rng {
 	case 'x':
 		return one(p.hex(2))
 	case 'u':
-		if p.more() && p.peek() == '{' {
-			p.i++
-			j := p.i
-			for p.more() && p.peek() != '}' {
-				p.i++
-			}
-			v, err := strconv.ParseUint(string(p.s[j:p.i]), 16, 32)
-			if !p.more() || err != nil || v > maxRune {
-				p.fail("invalid \\u{…} escape")
-			}
-			p.i++
-			return one(rune(v))
-		}
-		r := p.hex(4)
-		if r >= 0xd800 && r <= 0xdfff {
-			p.fail("surrogate escapes are not supported")
-		}
-		return one(r)
+		return one(p.unicodeEscape())
 	case 'k':
 		p.fail("backreferences are not supported")
 	case 'p', 'P':
@@ -313,6 +290,29 @@ func (p *rxParser) escape(inClass bool) []rng {
 		p.fail("unknown escape \\%c", c)
 	}
 	return one(c)
+}
+
+// unicodeEscape reads what follows \u: {hex…} or four hex digits (no
+// surrogates).
+func (p *rxParser) unicodeEscape() rune {
+	if p.more() && p.peek() == '{' {
+		p.i++
+		j := p.i
+		for p.more() && p.peek() != '}' {
+			p.i++
+		}
+		v, err := strconv.ParseUint(string(p.s[j:p.i]), 16, 32)
+		if !p.more() || err != nil || v > maxRune {
+			p.fail("invalid \\u{…} escape")
+		}
+		p.i++
+		return rune(v)
+	}
+	r := p.hex(4)
+	if r >= 0xd800 && r <= 0xdfff {
+		p.fail("surrogate escapes are not supported")
+	}
+	return r
 }
 
 func (p *rxParser) hex(n int) rune {
@@ -654,90 +654,108 @@ func compileRegex(src string, fold bool, b *budget) (d *dfa, err error) {
 	return determinize(n, s, e, maxStates), nil
 }
 
+// determinize is the DFA of n by the subset construction, at most maxDFA
+// states (a panic with an rxError past it).
 func determinize(n *nfa, start, final int32, maxDFA int) *dfa {
-	b := n.b
-	mark := make([]int32, len(n.st))
-	gen := int32(0)
-	closure := func(set []int32) []int32 {
-		gen++
-		var out []int32
-		stack := slices.Clone(set)
-		for len(stack) > 0 {
-			x := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if mark[x] == gen {
-				continue
-			}
-			mark[x] = gen
-			out = append(out, x)
-			stack = append(stack, n.st[x].eps...)
-			b.spend(1 + int64(len(n.st[x].eps)))
-		}
-		// Only states with byte edges (or the final one) matter.
-		out = slices.DeleteFunc(out, func(x int32) bool { return len(n.st[x].outs) == 0 && x != final })
-		slices.Sort(out)
-		return out
+	sc := &subsets{n: n, final: final, max: maxDFA, mark: make([]int32, len(n.st)),
+		d: &dfa{next: make([]int32, 256), accept: []bool{false}}, ids: map[string]int32{"": 0}, sets: [][]int32{nil}}
+	sc.intern(sc.closure([]int32{start}))
+	for i := 1; i < len(sc.sets); i++ {
+		sc.expand(i)
 	}
-	key := func(set []int32) string {
-		var b strings.Builder
-		for _, x := range set {
-			b.WriteString(strconv.Itoa(int(x)))
-			b.WriteByte(',')
+	return sc.d
+}
+
+// subsets is the subset construction's state: the DFA so far and its
+// states' NFA sets.
+type subsets struct {
+	n     *nfa
+	final int32
+	max   int
+	mark  []int32 // closure's visited marks, by generation
+	gen   int32
+	d     *dfa
+	ids   map[string]int32
+	sets  [][]int32
+}
+
+// closure is set's ε-closure, sorted, keeping only the states with byte
+// edges (or the final one).
+func (sc *subsets) closure(set []int32) []int32 {
+	n := sc.n
+	sc.gen++
+	var out []int32
+	stack := slices.Clone(set)
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if sc.mark[x] == sc.gen {
+			continue
 		}
-		return b.String()
+		sc.mark[x] = sc.gen
+		out = append(out, x)
+		stack = append(stack, n.st[x].eps...)
+		n.b.spend(1 + int64(len(n.st[x].eps)))
 	}
-	d := &dfa{next: make([]int32, 256), accept: []bool{false}}
-	ids := map[string]int32{"": 0}
-	sets := [][]int32{nil}
-	intern := func(set []int32) int32 {
-		k := key(set)
-		if id, ok := ids[k]; ok {
-			return id
-		}
-		if len(sets) >= maxDFA {
-			panic(rxError(fmt.Sprintf("pattern is too complex (more than %d automaton states; structured.max_states)", maxDFA)))
-		}
-		b.alloc(256*4 + int64(4*len(set)+len(k)))
-		id := int32(len(sets))
-		ids[k] = id
-		sets = append(sets, set)
-		d.next = append(d.next, make([]int32, 256)...)
-		d.accept = append(d.accept, slices.Contains(set, final))
+	out = slices.DeleteFunc(out, func(x int32) bool { return len(n.st[x].outs) == 0 && x != sc.final })
+	slices.Sort(out)
+	return out
+}
+
+// intern is set's DFA state, added when new.
+func (sc *subsets) intern(set []int32) int32 {
+	var kb strings.Builder
+	for _, x := range set {
+		kb.WriteString(strconv.Itoa(int(x)))
+		kb.WriteByte(',')
+	}
+	k := kb.String()
+	if id, ok := sc.ids[k]; ok {
 		return id
 	}
-	intern(closure([]int32{start}))
-	for i := 1; i < len(sets); i++ {
-		// Cut the byte range at every edge boundary; each piece goes to
-		// one set.
-		cuts := []int{0, 256}
-		edges := 0
-		for _, x := range sets[i] {
-			for _, ed := range n.st[x].outs {
-				cuts = append(cuts, int(ed.lo), int(ed.hi)+1)
-			}
-			edges += len(n.st[x].outs)
+	if len(sc.sets) >= sc.max {
+		panic(rxError(fmt.Sprintf("pattern is too complex (more than %d automaton states; structured.max_states)", sc.max)))
+	}
+	sc.n.b.alloc(256*4 + int64(4*len(set)+len(k)))
+	id := int32(len(sc.sets))
+	sc.ids[k] = id
+	sc.sets = append(sc.sets, set)
+	sc.d.next = append(sc.d.next, make([]int32, 256)...)
+	sc.d.accept = append(sc.d.accept, slices.Contains(set, sc.final))
+	return id
+}
+
+// expand fills DFA state i's transitions: the byte range is cut at every
+// edge boundary, and each piece goes to one set.
+func (sc *subsets) expand(i int) {
+	n, set := sc.n, sc.sets[i]
+	cuts := []int{0, 256}
+	edges := 0
+	for _, x := range set {
+		for _, ed := range n.st[x].outs {
+			cuts = append(cuts, int(ed.lo), int(ed.hi)+1)
 		}
-		slices.Sort(cuts)
-		cuts = slices.Compact(cuts)
-		b.spend(int64(len(cuts)) * int64(len(sets[i])+edges))
-		for c := 0; c+1 < len(cuts); c++ {
-			lo, hi := cuts[c], cuts[c+1]
-			var to []int32
-			for _, x := range sets[i] {
-				for _, ed := range n.st[x].outs {
-					if int(ed.lo) <= lo && lo <= int(ed.hi) {
-						to = append(to, ed.to)
-					}
+		edges += len(n.st[x].outs)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	n.b.spend(int64(len(cuts)) * int64(len(set)+edges))
+	for c := 0; c+1 < len(cuts); c++ {
+		lo, hi := cuts[c], cuts[c+1]
+		var to []int32
+		for _, x := range set {
+			for _, ed := range n.st[x].outs {
+				if int(ed.lo) <= lo && lo <= int(ed.hi) {
+					to = append(to, ed.to)
 				}
 			}
-			if len(to) == 0 {
-				continue
-			}
-			id := intern(closure(to))
-			for b := lo; b < hi; b++ {
-				d.next[i<<8|b] = id
-			}
+		}
+		if len(to) == 0 {
+			continue
+		}
+		id := sc.intern(sc.closure(to))
+		for b := lo; b < hi; b++ {
+			sc.d.next[i<<8|b] = id
 		}
 	}
-	return d
 }

@@ -73,10 +73,21 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool, b *budget) (*strRE, err
 	w := r.top + 1
 	b.alloc(int64(n*w) + int64(n)*3*256)
 	r.ok = make([]bool, n*w)
-	// Reverse edges: a lead byte begins a code point (count+1), a
-	// continuation byte does not.
-	revLead := make([][]int32, n)
-	revCont := make([][]int32, n)
+	revLead, revCont := reverseEdges(d)
+	r.fill(revLead, revCont, b)
+	r.univ = make([]bool, n)
+	for s := 1; s < n && r.dot == nil; s++ {
+		r.univ[s] = d.accept[s] && d.loops(int32(s), b)
+	}
+	return r, nil
+}
+
+// reverseEdges are d's edges backwards, by target state: a lead byte begins
+// a code point (count+1), a continuation byte does not.
+func reverseEdges(d *dfa) (revLead, revCont [][]int32) {
+	n := d.states()
+	revLead = make([][]int32, n)
+	revCont = make([][]int32, n)
 	for s := 1; s < n; s++ {
 		for b := range 256 {
 			t := d.step(int32(s), byte(b))
@@ -90,6 +101,13 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool, b *budget) (*strRE, err
 			}
 		}
 	}
+	return revLead, revCont
+}
+
+// fill sets r.ok[s*w+c]: from state s with c code points read, an accepted
+// end is reachable within the length bounds. Levels go from the top down.
+func (r *strRE) fill(revLead, revCont [][]int32, b *budget) {
+	n, w := r.d.states(), r.top+1
 	var work []int32
 	set := func(s int32, c int) {
 		if !r.ok[int(s)*w+c] {
@@ -129,11 +147,6 @@ func newStrRE(d *dfa, minLen, maxLen int, hostname bool, b *budget) (*strRE, err
 			}
 		}
 	}
-	r.univ = make([]bool, n)
-	for s := 1; s < n && r.dot == nil; s++ {
-		r.univ[s] = d.accept[s] && d.loops(int32(s), b)
-	}
-	return r, nil
 }
 
 // loops reports whether every character (valid UTF-8 sequence from U+0020

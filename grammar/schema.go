@@ -282,53 +282,9 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		return nil, &Error{Path: join(path, "uniqueItems"), Message: "only uniqueItems: false is supported"}
 	}
 	for _, k := range []string{"anyOf", "oneOf"} {
-		v, ok := s[k]
-		if !ok {
-			continue
+		if v, ok := s[k]; ok {
+			return c.alternatives(s, k, v, path)
 		}
-		rest := without(s, k)
-		list, ok := v.([]any)
-		if !ok || len(list) == 0 {
-			return nil, &Error{Path: join(path, k), Message: k + " must be a non-empty array"}
-		}
-		n := &node{}
-		for i, sub := range list {
-			m, ok := sub.(map[string]any)
-			if !ok {
-				m = map[string]any{}
-				if sub == false {
-					continue
-				}
-			}
-			if len(rest) > 0 { // the siblings apply to every branch
-				m = map[string]any{"allOf": []any{rest, m}}
-			}
-			a, err := c.compile(m, join(path, fmt.Sprintf("%s.%d", k, i)))
-			if err != nil {
-				return nil, err
-			}
-			c.b.spend(int64(len(n.alts)))
-			if k == "oneOf" || !slices.Contains(n.alts, a) { // equal anyOf branches: one thread
-				n.alts = append(n.alts, a)
-			}
-		}
-		c.at = join(path, k)
-		c.paths[n] = c.at
-		if k == "oneOf" {
-			first := make([]uint8, len(n.alts))
-			for i, a := range n.alts {
-				first[i] = firstBytes(a, 0)
-			}
-			for i := range n.alts {
-				c.b.spend(int64(1 + i)) // branches² pairs: charged
-				for j := range i {
-					if first[i]&first[j] != 0 {
-						return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
-					}
-				}
-			}
-		}
-		return n, nil
 	}
 	n := &node{types: tAll, maxLen: -1, maxItems: -1}
 	if t, ok := s["type"]; ok {
@@ -354,6 +310,61 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// alternatives compiles an anyOf or oneOf (k, whose value is v) with its
+// siblings in s applied to every branch.
+func (c *compiler) alternatives(s map[string]any, k string, v any, path string) (*node, error) {
+	rest := without(s, k)
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil, &Error{Path: join(path, k), Message: k + " must be a non-empty array"}
+	}
+	n := &node{}
+	for i, sub := range list {
+		m, ok := sub.(map[string]any)
+		if !ok {
+			m = map[string]any{}
+			if sub == false {
+				continue
+			}
+		}
+		if len(rest) > 0 { // the siblings apply to every branch
+			m = map[string]any{"allOf": []any{rest, m}}
+		}
+		a, err := c.compile(m, join(path, fmt.Sprintf("%s.%d", k, i)))
+		if err != nil {
+			return nil, err
+		}
+		c.b.spend(int64(len(n.alts)))
+		if k == "oneOf" || !slices.Contains(n.alts, a) { // equal anyOf branches: one thread
+			n.alts = append(n.alts, a)
+		}
+	}
+	c.at = join(path, k)
+	c.paths[n] = c.at
+	if k == "oneOf" && !c.disjoint(n.alts) {
+		return nil, &Error{Path: join(path, k), Message: "oneOf branches that are not provably disjoint are not supported"}
+	}
+	return n, nil
+}
+
+// disjoint reports whether no two of alts can start with the same byte
+// (branches² pairs, charged to the budget).
+func (c *compiler) disjoint(alts []*node) bool {
+	first := make([]uint8, len(alts))
+	for i, a := range alts {
+		first[i] = firstBytes(a, 0)
+	}
+	for i := range alts {
+		c.b.spend(int64(1 + i))
+		for j := range i {
+			if first[i]&first[j] != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 var supported = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
@@ -545,88 +556,110 @@ func mergeKey(k string, a, b any) (any, error) {
 	if reflect.DeepEqual(a, b) {
 		return a, nil
 	}
-	num := func(x any) *big.Rat {
-		n, ok := x.(json.Number)
-		if !ok {
-			return nil
-		}
-		r, ok := new(big.Rat).SetString(string(n))
-		if !ok {
-			return nil
-		}
-		return r
-	}
-	pick := func(wantMax bool) (any, error) {
-		ra, rb := num(a), num(b)
-		if ra == nil || rb == nil {
-			return nil, fmt.Errorf("allOf parts disagree on %s", k)
-		}
-		if (ra.Cmp(rb) < 0) == wantMax {
-			return b, nil
-		}
-		return a, nil
-	}
 	switch k {
 	case "minimum", "exclusiveMinimum", "minLength", "minItems":
-		return pick(true)
+		return pickBound(k, a, b, true)
 	case "maximum", "exclusiveMaximum", "maxLength", "maxItems":
-		return pick(false)
+		return pickBound(k, a, b, false)
 	case "required":
-		la, _ := a.([]any)
-		lb, _ := b.([]any)
-		r := slices.Clone(la)
-		seen := make(map[any]bool, len(la))
-		for _, x := range la {
-			if _, ok := x.(string); ok {
-				seen[x] = true
-			}
-		}
-		for _, x := range lb {
-			if _, ok := x.(string); !ok { // refused when compiled
-				r = append(r, x)
-			} else if !seen[x] {
-				seen[x] = true
-				r = append(r, x)
-			}
-		}
-		return r, nil
+		return mergeRequired(a, b), nil
 	case "properties":
-		ma, ok1 := a.(map[string]any)
-		mb, ok2 := b.(map[string]any)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("properties must be objects")
-		}
-		r := map[string]any{}
-		for kk, v := range ma {
-			r[kk] = v
-		}
-		for kk, v := range mb {
-			if old, ok := r[kk]; ok && !sameSchema(old, v) {
-				r[kk] = map[string]any{"allOf": []any{old, v}}
-			} else {
-				r[kk] = v
-			}
-		}
-		return r, nil
+		return mergeProperties(a, b)
 	case "type":
-		ta, err1 := types(a, "")
-		tb, err2 := types(b, "")
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("unknown type")
-		}
-		var r []any
-		for _, t := range []string{"null", "boolean", "integer", "number", "string", "array", "object"} {
-			tt, _ := types(t, "")
-			if t == "integer" && ta&tb&tNum != 0 {
-				continue // number covers it
-			}
-			if ta&tb&tt == tt {
-				r = append(r, t)
-			}
-		}
-		return r, nil
+		return mergeTypes(a, b)
 	}
 	return nil, fmt.Errorf("allOf parts with different %s are not supported", k)
+}
+
+// pickBound is the tighter of two numeric bounds on k: the larger one
+// (wantMax) for a minimum, the smaller for a maximum.
+func pickBound(k string, a, b any, wantMax bool) (any, error) {
+	ra, rb := jsonRat(a), jsonRat(b)
+	if ra == nil || rb == nil {
+		return nil, fmt.Errorf("allOf parts disagree on %s", k)
+	}
+	if (ra.Cmp(rb) < 0) == wantMax {
+		return b, nil
+	}
+	return a, nil
+}
+
+// jsonRat is x's exact value when it is a JSON number, else nil.
+func jsonRat(x any) *big.Rat {
+	n, ok := x.(json.Number)
+	if !ok {
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+// mergeRequired is the union of two required lists, a's order first
+// (non-strings are kept, to be refused when compiled).
+func mergeRequired(a, b any) []any {
+	la, _ := a.([]any)
+	lb, _ := b.([]any)
+	r := slices.Clone(la)
+	seen := make(map[any]bool, len(la))
+	for _, x := range la {
+		if _, ok := x.(string); ok {
+			seen[x] = true
+		}
+	}
+	for _, x := range lb {
+		if _, ok := x.(string); !ok {
+			r = append(r, x)
+		} else if !seen[x] {
+			seen[x] = true
+			r = append(r, x)
+		}
+	}
+	return r
+}
+
+// mergeProperties joins two properties objects; a name in both gets the
+// allOf of its two schemas.
+func mergeProperties(a, b any) (any, error) {
+	ma, ok1 := a.(map[string]any)
+	mb, ok2 := b.(map[string]any)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("properties must be objects")
+	}
+	r := map[string]any{}
+	for kk, v := range ma {
+		r[kk] = v
+	}
+	for kk, v := range mb {
+		if old, ok := r[kk]; ok && !sameSchema(old, v) {
+			r[kk] = map[string]any{"allOf": []any{old, v}}
+		} else {
+			r[kk] = v
+		}
+	}
+	return r, nil
+}
+
+// mergeTypes is the intersection of two type keywords.
+func mergeTypes(a, b any) (any, error) {
+	ta, err1 := types(a, "")
+	tb, err2 := types(b, "")
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("unknown type")
+	}
+	var r []any
+	for _, t := range []string{"null", "boolean", "integer", "number", "string", "array", "object"} {
+		tt, _ := types(t, "")
+		if t == "integer" && ta&tb&tNum != 0 {
+			continue // number covers it
+		}
+		if ta&tb&tt == tt {
+			r = append(r, t)
+		}
+	}
+	return r, nil
 }
 
 // sameSchema reports whether a and b are the same schema object (so a
