@@ -223,94 +223,34 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 	if opt.Context != nil && opt.Context.Err() != nil {
 		return nil, opt.Context.Err()
 	}
-	tools := make([]jsonValue, len(opt.Tools))
-	for i, raw := range opt.Tools {
-		v, err := parseJSONDepth(string(raw), MaxToolDepth)
-		if err != nil {
-			return nil, errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
-		}
-		tools[i] = v
+	tools, err := parseTools(opt.Tools)
+	if err != nil {
+		return nil, err
 	}
-	date := opt.DateString
-	if date == "" {
-		date = DefaultDate
-	}
-
 	r := renderer{max: opt.MaxBytes, ctx: opt.Context}
 	r.special(BeginOfText)
-
 	// The system message, if first, goes into the system block.
 	system, first := "", 0
 	if msgs[0].Role == "system" {
 		system, first = pyStrip(msgs[0].Content), 1
 	}
-	r.header("system")
-	if len(tools) > 0 {
-		r.text("Environment: ipython\n")
+	if err := r.systemBlock(system, tools, opt); err != nil {
+		return nil, err
 	}
-	r.text("Cutting Knowledge Date: December 2023\n")
-	r.text("Today Date: " + date + "\n\n")
-	if len(tools) > 0 && opt.ToolsInSystem {
-		r.text("You have access to the following functions. To call a function, please respond with JSON for a function call." +
-			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
-			"Do not use variables.\n\n")
-		if err := r.tools(tools); err != nil {
-			return nil, err
-		}
-	}
-	r.text(system)
-	r.special(EndOfTurn)
-
 	// Tools go into the first remaining message, rendered as a user turn.
 	if len(tools) > 0 && !opt.ToolsInSystem {
 		if first == len(msgs) {
 			return nil, errorf("messages", "Cannot put tools in the first user message when there's no first user message!")
 		}
-		r.header("user")
-		r.text("Given the following functions, please respond with a JSON for a function call " +
-			"with its proper arguments that best answers the given prompt.\n\n" +
-			`Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
-			"Do not use variables.\n\n")
-		if err := r.tools(tools); err != nil {
+		if err := r.toolsTurn(tools, msgs[first]); err != nil {
 			return nil, err
 		}
-		r.text(pyStrip(msgs[first].Content))
-		r.special(EndOfTurn)
 		first++
 	}
-
 	for i := first; i < len(msgs); i++ {
-		m := msgs[i]
-		switch {
-		case len(m.ToolCalls) > 0:
-			if len(m.ToolCalls) != 1 {
-				return nil, errorf(fmt.Sprintf("messages[%d].tool_calls", i), "This model only supports single tool-calls at once!")
-			}
-			tc := m.ToolCalls[0]
-			args := jsonValue{kind: jsonObject}
-			if len(strings.TrimSpace(string(tc.Arguments))) > 0 {
-				v, err := parseJSON(string(tc.Arguments))
-				if err != nil {
-					return nil, errorf(fmt.Sprintf("messages[%d].tool_calls[0].function.arguments", i), "%v", err)
-				}
-				args = v
-			}
-			var b strings.Builder
-			b.WriteString(`{"name": "` + tc.Name + `", "parameters": `)
-			writePyJSON(&b, args, -1, 0)
-			b.WriteByte('}')
-			r.header("assistant")
-			r.text(b.String())
-		case m.Role == "tool" || m.Role == "ipython":
-			var b strings.Builder
-			writePyString(&b, m.Content)
-			r.header("ipython")
-			r.text(b.String())
-		default:
-			r.header(m.Role)
-			r.text(pyStrip(m.Content))
+		if err := r.message(i, msgs[i]); err != nil {
+			return nil, err
 		}
-		r.special(EndOfTurn)
 	}
 	if opt.AddGenerationPrompt {
 		r.header("assistant")
@@ -320,6 +260,97 @@ func RenderSegments(msgs []Message, opt Options) ([]Segment, error) {
 		return nil, r.err
 	}
 	return r.segs, nil
+}
+
+// parseTools parses the tool declarations (at most MaxToolDepth deep).
+func parseTools(raw []json.RawMessage) ([]jsonValue, error) {
+	tools := make([]jsonValue, len(raw))
+	for i, t := range raw {
+		v, err := parseJSONDepth(string(t), MaxToolDepth)
+		if err != nil {
+			return nil, errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
+		}
+		tools[i] = v
+	}
+	return tools, nil
+}
+
+// toolsPreamble is how Llama 3.x's template asks for a call in JSON.
+const toolsPreamble = `Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.` +
+	"Do not use variables.\n\n"
+
+// systemBlock writes the system turn: the environment line with tools, the
+// dates, the tools when they go there, and the system message.
+func (r *renderer) systemBlock(system string, tools []jsonValue, opt Options) error {
+	date := opt.DateString
+	if date == "" {
+		date = DefaultDate
+	}
+	r.header("system")
+	if len(tools) > 0 {
+		r.text("Environment: ipython\n")
+	}
+	r.text("Cutting Knowledge Date: December 2023\n")
+	r.text("Today Date: " + date + "\n\n")
+	if len(tools) > 0 && opt.ToolsInSystem {
+		r.text("You have access to the following functions. To call a function, please respond with JSON for a function call." +
+			toolsPreamble)
+		if err := r.tools(tools); err != nil {
+			return err
+		}
+	}
+	r.text(system)
+	r.special(EndOfTurn)
+	return nil
+}
+
+// toolsTurn writes the tools and then m's content as one user turn.
+func (r *renderer) toolsTurn(tools []jsonValue, m Message) error {
+	r.header("user")
+	r.text("Given the following functions, please respond with a JSON for a function call " +
+		"with its proper arguments that best answers the given prompt.\n\n" + toolsPreamble)
+	if err := r.tools(tools); err != nil {
+		return err
+	}
+	r.text(pyStrip(m.Content))
+	r.special(EndOfTurn)
+	return nil
+}
+
+// message writes messages[i]: a tool call as its JSON, a tool result as a
+// Python string in an ipython turn, anything else as its role's turn.
+func (r *renderer) message(i int, m Message) error {
+	switch {
+	case len(m.ToolCalls) > 0:
+		if len(m.ToolCalls) != 1 {
+			return errorf(fmt.Sprintf("messages[%d].tool_calls", i), "This model only supports single tool-calls at once!")
+		}
+		tc := m.ToolCalls[0]
+		args := jsonValue{kind: jsonObject}
+		if len(strings.TrimSpace(string(tc.Arguments))) > 0 {
+			v, err := parseJSON(string(tc.Arguments))
+			if err != nil {
+				return errorf(fmt.Sprintf("messages[%d].tool_calls[0].function.arguments", i), "%v", err)
+			}
+			args = v
+		}
+		var b strings.Builder
+		b.WriteString(`{"name": "` + tc.Name + `", "parameters": `)
+		writePyJSON(&b, args, -1, 0)
+		b.WriteByte('}')
+		r.header("assistant")
+		r.text(b.String())
+	case m.Role == "tool" || m.Role == "ipython":
+		var b strings.Builder
+		writePyString(&b, m.Content)
+		r.header("ipython")
+		r.text(b.String())
+	default:
+		r.header(m.Role)
+		r.text(pyStrip(m.Content))
+	}
+	r.special(EndOfTurn)
+	return nil
 }
 
 var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "ipython": true}

@@ -283,48 +283,8 @@ func (p *jsonParser) string() (string, error) {
 		case c < 0x20:
 			return "", p.errorf("control character in string")
 		case c == '\\':
-			if p.i+1 >= len(p.s) {
-				return "", p.errorf("unterminated string")
-			}
-			e := p.s[p.i+1]
-			p.i += 2
-			switch e {
-			case '"', '\\', '/':
-				b.WriteByte(e)
-			case 'b':
-				b.WriteByte('\b')
-			case 'f':
-				b.WriteByte('\f')
-			case 'n':
-				b.WriteByte('\n')
-			case 'r':
-				b.WriteByte('\r')
-			case 't':
-				b.WriteByte('\t')
-			case 'u':
-				r, ok := p.hex4()
-				if !ok {
-					return "", p.errorf("invalid \\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if strings.HasPrefix(p.s[p.i:], `\u`) {
-						save := p.i
-						p.i += 2
-						if r2, ok = p.hex4(); !ok {
-							return "", p.errorf("invalid \\u escape")
-						}
-						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-							b.WriteRune(dec)
-							continue
-						}
-						p.i = save
-					}
-					r = utf8.RuneError
-				}
-				b.WriteRune(r)
-			default:
-				return "", p.errorf("invalid escape %q", e)
+			if err := p.escape(&b); err != nil {
+				return "", err
 			}
 		default:
 			r, size := utf8.DecodeRuneInString(p.s[p.i:])
@@ -332,6 +292,48 @@ func (p *jsonParser) string() (string, error) {
 			p.i += size
 		}
 	}
+}
+
+// jsonEscapes are the one-character escapes' values.
+var jsonEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// escape writes the escape sequence at p.i (its backslash) to b; a \u
+// surrogate pair is one rune, an unpaired surrogate U+FFFD.
+func (p *jsonParser) escape(b *strings.Builder) error {
+	if p.i+1 >= len(p.s) {
+		return p.errorf("unterminated string")
+	}
+	e := p.s[p.i+1]
+	p.i += 2
+	if v := jsonEscapes[e]; v != 0 {
+		b.WriteByte(v)
+		return nil
+	}
+	if e != 'u' {
+		return p.errorf("invalid escape %q", e)
+	}
+	r, ok := p.hex4()
+	if !ok {
+		return p.errorf("invalid \\u escape")
+	}
+	if utf16.IsSurrogate(r) {
+		if strings.HasPrefix(p.s[p.i:], `\u`) {
+			save := p.i
+			p.i += 2
+			r2, ok := p.hex4()
+			if !ok {
+				return p.errorf("invalid \\u escape")
+			}
+			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+				b.WriteRune(dec)
+				return nil
+			}
+			p.i = save
+		}
+		r = utf8.RuneError
+	}
+	b.WriteRune(r)
+	return nil
 }
 
 func (p *jsonParser) hex4() (rune, bool) {
