@@ -152,95 +152,127 @@ func Parse(name string, data []byte) (file *File, err error) {
 			file, err = nil, fmt.Errorf("pte: %s: corrupt program flatbuffer: %s", name, fe.msg)
 		}
 	}()
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("pte: %s: "+format, append([]any{name}, a...)...)
-	}
 	file = &File{Path: name, Size: int64(len(data)), Metadata: map[string][]Value{}}
+	if err := file.parse(data); err != nil {
+		return nil, fmt.Errorf("pte: %s: %w", name, err)
+	}
+	return file, nil
+}
+
+// parse fills f from data: the header, the program's segments and
+// buffers, its methods, and the two a static-llama export must have.
+func (f *File) parse(data []byte) error {
+	program, err := f.Header.parse(data)
+	if err != nil {
+		return err
+	}
+	h := &f.Header
+	if uint64(h.RootOffset) < 8 || uint64(h.RootOffset)+4 > uint64(len(program)) {
+		return fmt.Errorf("root table offset %d is outside the %d-byte program", h.RootOffset, len(program))
+	}
+	root := newFB(program, "program").table(int(h.RootOffset), "Program")
+	f.Version = root.u32(0)
+	if err := f.segments(root, data); err != nil {
+		return err
+	}
+	_, f.ConstantBuffers = root.vec(2, 4, "constant_buffer")
+	_, f.MutableSegments = root.vec(6, 4, "mutable_data_segments")
+	_, f.NamedData = root.vec(7, 4, "named_data")
+	if err := f.methods(root, data); err != nil {
+		return err
+	}
+	for _, name := range []string{MethodPrefill, MethodDecode} {
+		m := f.Method(name)
+		if m == nil {
+			return fmt.Errorf("method %s is missing (not an ExecuTorch static-llama export; methods: %v)", name, f.methodNames())
+		}
+		if err := checkQNNMethod(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parse reads the file header (and the eh00 extended header) of data and
+// returns the program flatbuffer's bytes.
+func (h *Header) parse(data []byte) ([]byte, error) {
 	if len(data) < 8 {
-		return nil, bad("%d bytes is too short for a .pte file", len(data))
+		return nil, fmt.Errorf("%d bytes is too short for a .pte file", len(data))
 	}
 	if id := string(data[4:8]); id != "ET12" {
-		return nil, bad("file identifier %q is not ET12 (not an ExecuTorch program, or an unsupported version)", id)
+		return nil, fmt.Errorf("file identifier %q is not ET12 (not an ExecuTorch program, or an unsupported version)", id)
 	}
-	h := &file.Header
 	h.RootOffset = binary.LittleEndian.Uint32(data)
-	program := data
-	if len(data) >= 16 && string(data[8:12]) == "eh00" {
-		h.Extended = true
-		h.ExtendedLen = binary.LittleEndian.Uint32(data[12:])
-		if h.ExtendedLen < 24 || 8+uint64(h.ExtendedLen) > uint64(len(data)) {
-			return nil, bad("extended header length %d is invalid (24 or more, within the %d-byte file)", h.ExtendedLen, len(data))
-		}
-		h.ProgramSize = binary.LittleEndian.Uint64(data[16:])
-		h.SegmentBase = binary.LittleEndian.Uint64(data[24:])
-		if h.ExtendedLen >= 32 {
-			h.SegmentDataSize = binary.LittleEndian.Uint64(data[32:])
-		}
-		size := uint64(len(data))
-		switch {
-		case h.ProgramSize < 8+uint64(h.ExtendedLen) || h.ProgramSize > size:
-			return nil, bad("program_size %d does not fit the %d-byte file (truncated?)", h.ProgramSize, size)
-		case h.SegmentBase < h.ProgramSize || h.SegmentBase > size:
-			return nil, bad("segment_base_offset %d is not between program_size %d and the file size %d (truncated?)", h.SegmentBase, h.ProgramSize, size)
-		case h.SegmentDataSize != 0 && h.SegmentDataSize != size-h.SegmentBase: // SegmentBase ≤ size: no overflow
-			return nil, bad("segment_base_offset %d + segment_data_size %d = %d, but the file has %d bytes (truncated or padded)",
-				h.SegmentBase, h.SegmentDataSize, h.SegmentBase+h.SegmentDataSize, size)
-		}
-		program = data[:h.ProgramSize]
+	if len(data) < 16 || string(data[8:12]) != "eh00" {
+		return data, nil
 	}
-	if uint64(h.RootOffset) < 8 || uint64(h.RootOffset)+4 > uint64(len(program)) {
-		return nil, bad("root table offset %d is outside the %d-byte program", h.RootOffset, len(program))
+	h.Extended = true
+	h.ExtendedLen = binary.LittleEndian.Uint32(data[12:])
+	if h.ExtendedLen < 24 || 8+uint64(h.ExtendedLen) > uint64(len(data)) {
+		return nil, fmt.Errorf("extended header length %d is invalid (24 or more, within the %d-byte file)", h.ExtendedLen, len(data))
 	}
-	fbuf := newFB(program, "program")
-	root := fbuf.table(int(h.RootOffset), "Program")
-	file.Version = root.u32(0)
+	h.ProgramSize = binary.LittleEndian.Uint64(data[16:])
+	h.SegmentBase = binary.LittleEndian.Uint64(data[24:])
+	if h.ExtendedLen >= 32 {
+		h.SegmentDataSize = binary.LittleEndian.Uint64(data[32:])
+	}
+	size := uint64(len(data))
+	switch {
+	case h.ProgramSize < 8+uint64(h.ExtendedLen) || h.ProgramSize > size:
+		return nil, fmt.Errorf("program_size %d does not fit the %d-byte file (truncated?)", h.ProgramSize, size)
+	case h.SegmentBase < h.ProgramSize || h.SegmentBase > size:
+		return nil, fmt.Errorf("segment_base_offset %d is not between program_size %d and the file size %d (truncated?)", h.SegmentBase, h.ProgramSize, size)
+	case h.SegmentDataSize != 0 && h.SegmentDataSize != size-h.SegmentBase: // SegmentBase ≤ size: no overflow
+		return nil, fmt.Errorf("segment_base_offset %d + segment_data_size %d = %d, but the file has %d bytes (truncated or padded)",
+			h.SegmentBase, h.SegmentDataSize, h.SegmentBase+h.SegmentDataSize, size)
+	}
+	return data[:h.ProgramSize], nil
+}
+
+// segments reads the program's data segments (each within the file) and
+// its constant segment's offsets.
+func (f *File) segments(root tbl, data []byte) error {
 	for _, s := range root.tables(4, "segments") {
 		seg := DataSegment{Offset: s.u64(0), Size: s.u64(1)}
-		if !h.Extended {
-			return nil, bad("the program lists segments but the file has no eh00 extended header")
+		if !f.Header.Extended {
+			return fmt.Errorf("the program lists segments but the file has no eh00 extended header")
 		}
-		end := h.SegmentBase + seg.Offset
+		end := f.Header.SegmentBase + seg.Offset
 		if end < seg.Offset || end+seg.Size < end || end+seg.Size > uint64(len(data)) {
-			return nil, bad("segment %d (offset %d, size %d) ends past the end of the %d-byte file (truncated?)",
-				len(file.Segments), seg.Offset, seg.Size, len(data))
+			return fmt.Errorf("segment %d (offset %d, size %d) ends past the end of the %d-byte file (truncated?)",
+				len(f.Segments), seg.Offset, seg.Size, len(data))
 		}
-		file.Segments = append(file.Segments, seg)
+		f.Segments = append(f.Segments, seg)
 	}
 	if cs, ok := root.sub(5, "constant_segment"); ok {
-		file.ConstantSegment = &SubsegmentOffsets{Segment: cs.u32(0)}
+		f.ConstantSegment = &SubsegmentOffsets{Segment: cs.u32(0)}
 		for _, o := range cs.i64s(1, "constant_segment offsets") {
-			file.ConstantSegment.Offsets = append(file.ConstantSegment.Offsets, uint64(o))
+			f.ConstantSegment.Offsets = append(f.ConstantSegment.Offsets, uint64(o))
 		}
 	}
-	_, file.ConstantBuffers = root.vec(2, 4, "constant_buffer")
-	_, file.MutableSegments = root.vec(6, 4, "mutable_data_segments")
-	_, file.NamedData = root.vec(7, 4, "named_data")
+	return nil
+}
+
+// methods reads the execution plans (names unique) and their metadata
+// constants.
+func (f *File) methods(root tbl, data []byte) error {
 	inline := root.tables(3, "backend_delegate_data")
 	seen := map[string]bool{}
 	for _, pt := range root.tables(1, "execution_plan") {
-		m, err := file.plan(pt, data, inline)
+		m, err := f.plan(pt, data, inline)
 		if err != nil {
-			return nil, bad("%v", err)
+			return err
 		}
 		if seen[m.Name] {
-			return nil, bad("method %q is listed twice", m.Name)
+			return fmt.Errorf("method %q is listed twice", m.Name)
 		}
 		seen[m.Name] = true
-		file.Methods = append(file.Methods, m)
+		f.Methods = append(f.Methods, m)
 		if vals, ok := constants(m); ok {
-			file.Metadata[m.Name] = vals
+			f.Metadata[m.Name] = vals
 		}
 	}
-	for _, name := range []string{MethodPrefill, MethodDecode} {
-		m := file.Method(name)
-		if m == nil {
-			return nil, bad("method %s is missing (not an ExecuTorch static-llama export; methods: %v)", name, file.methodNames())
-		}
-		if err := checkQNNMethod(m); err != nil {
-			return nil, bad("%v", err)
-		}
-	}
-	return file, nil
+	return nil
 }
 
 func (f *File) methodNames() []string {
