@@ -65,17 +65,9 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err := setMaxTokens(g, maxTokens, param, p); err != nil {
 		return nil, err
 	}
-	logprobs := r.Logprobs != nil && *r.Logprobs
-	if r.TopLogprobs != nil {
-		switch {
-		case *r.TopLogprobs < 0 || *r.TopLogprobs > MaxTopLogprobs:
-			return nil, invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *r.TopLogprobs)
-		case !logprobs && *r.TopLogprobs > 0: // an explicit 0 is the default, and clients send it
-			return nil, invalid("top_logprobs", "top_logprobs requires logprobs to be true")
-		}
-		g.Request.TopLogprobs = *r.TopLogprobs
+	if err := setLogprobs(g, r.Logprobs, r.TopLogprobs); err != nil {
+		return nil, err
 	}
-	g.Request.Logprobs = logprobs
 
 	mode, err := toolChoice(r.ToolChoice)
 	if err != nil {
@@ -132,6 +124,23 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	}
 	p.Reason(&g.Request, thinking)
 	return g, nil
+}
+
+// setLogprobs sets g's logprobs and top_logprobs (at most MaxTopLogprobs;
+// more than 0 only with logprobs).
+func setLogprobs(g *Generation, lp *bool, top *int) error {
+	logprobs := lp != nil && *lp
+	if top != nil {
+		switch {
+		case *top < 0 || *top > MaxTopLogprobs:
+			return invalid("top_logprobs", "top_logprobs must be between 0 and %d, got %d", MaxTopLogprobs, *top)
+		case !logprobs && *top > 0: // an explicit 0 is the default, and clients send it
+			return invalid("top_logprobs", "top_logprobs requires logprobs to be true")
+		}
+		g.Request.TopLogprobs = *top
+	}
+	g.Request.Logprobs = logprobs
+	return nil
 }
 
 // FromCompletionRequest validates r and tokenizes its prompt. A string

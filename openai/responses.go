@@ -268,27 +268,15 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 			return nil, err
 		}
 	}
-	truncation := "disabled"
-	if r.Truncation != nil {
-		truncation = *r.Truncation
-	}
-	if truncation != "auto" && truncation != "disabled" {
-		return nil, invalid("truncation", "truncation must be \"auto\" or \"disabled\", got %q", truncation)
+	truncation, err := responseTruncation(r.Truncation)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkMetadata(r.Metadata); err != nil {
 		return nil, err
 	}
-	if !r.Input.Set && prev == nil {
-		return nil, invalid("input", "input is required")
-	}
-	for i := range r.Input.Items {
-		if err := normalizeItem(&r.Input.Items[i], fmt.Sprintf("input[%d]", i)); err != nil {
-			return nil, err
-		}
-	}
-	g.Input = r.Input.Items
-	if prev != nil {
-		g.History = prev.Conversation()
+	if err := g.setInput(r, prev); err != nil {
+		return nil, err
 	}
 
 	opt := p.ChatOptions()
@@ -309,6 +297,13 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	g.Request.Prompt = prompt
 	p.Reason(&g.Request, thinking)
 
+	g.Response = echoResponse(r, g, id, created, truncation)
+	return g, nil
+}
+
+// echoResponse is the in-progress Response object of g, echoing r's
+// settings as OpenAI does.
+func echoResponse(r *ResponseRequest, g *ResponseGeneration, id string, created int64, truncation string) *Response {
 	resp := &Response{ID: id, Object: "response", CreatedAt: created, Status: "in_progress",
 		Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Output: []Item{},
 		ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls, PreviousResponseID: r.PreviousResponseID,
@@ -331,8 +326,37 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
-	g.Response = resp
-	return g, nil
+	return resp
+}
+
+// setInput checks and normalizes r's input items and sets g's input and,
+// when continuing prev, its history.
+func (g *ResponseGeneration) setInput(r *ResponseRequest, prev *StoredResponse) error {
+	if !r.Input.Set && prev == nil {
+		return invalid("input", "input is required")
+	}
+	for i := range r.Input.Items {
+		if err := normalizeItem(&r.Input.Items[i], fmt.Sprintf("input[%d]", i)); err != nil {
+			return err
+		}
+	}
+	g.Input = r.Input.Items
+	if prev != nil {
+		g.History = prev.Conversation()
+	}
+	return nil
+}
+
+// responseTruncation is the truncation setting: "auto" or "disabled"
+// (the default).
+func responseTruncation(t *string) (string, error) {
+	if t == nil {
+		return "disabled", nil
+	}
+	if *t != "auto" && *t != "disabled" {
+		return "", invalid("truncation", "truncation must be \"auto\" or \"disabled\", got %q", *t)
+	}
+	return *t, nil
 }
 
 // shortest widens v to the float64 with v's shortest decimal form (0.9, not 0.8999999761581421).
@@ -418,43 +442,7 @@ func normalizeItem(it *Item, param string) error {
 	}
 	switch it.Type {
 	case "message":
-		switch it.Role {
-		case "user", "system", "developer":
-		case "assistant":
-			for j := range it.Content {
-				if p := &it.Content[j]; p.Type == "input_text" {
-					p.Type = "output_text"
-				}
-			}
-		case "":
-			return invalid(param+".role", "message has no role")
-		default:
-			return invalid(param+".role", "invalid role %q (want user, system, developer or assistant)", it.Role)
-		}
-		for j, part := range it.Content {
-			pp := fmt.Sprintf("%s.content[%d].type", param, j)
-			switch part.Type {
-			case "input_text", "output_text":
-			case "input_image":
-				return invalid(pp, "image input is not supported by this model")
-			case "input_file":
-				return invalid(pp, "file input is not supported by this model")
-			case "input_audio":
-				return invalid(pp, "audio input is not supported by this model")
-			case "refusal":
-			case "":
-				return invalid(pp, "content part has no type")
-			default:
-				return invalid(pp, "unsupported content part type %q", part.Type)
-			}
-			if part.Type == "output_text" && part.Annotations == nil {
-				it.Content[j].Annotations, it.Content[j].Logprobs = []json.RawMessage{}, []json.RawMessage{}
-			}
-		}
-		if it.Status == "" {
-			it.Status = "completed"
-		}
-		it.ID = orNewID(it.ID, "msg_")
+		return normalizeMessage(it, param)
 	case "function_call":
 		switch {
 		case it.Name == "":
@@ -499,6 +487,52 @@ func normalizeItem(it *Item, param string) error {
 	default:
 		return invalid(param+".type", "input item type %q is not supported; only message, function_call, function_call_output and reasoning", it.Type)
 	}
+	return nil
+}
+
+// contentPartErrors are the input content parts this server refuses, by
+// type.
+var contentPartErrors = map[string]string{
+	"input_image": "image input is not supported by this model",
+	"input_file":  "file input is not supported by this model",
+	"input_audio": "audio input is not supported by this model",
+	"":            "content part has no type",
+}
+
+// normalizeMessage checks a message item's role and parts and gives it
+// the stored form (an assistant's input_text parts as output_text).
+func normalizeMessage(it *Item, param string) error {
+	switch it.Role {
+	case "user", "system", "developer":
+	case "assistant":
+		for j := range it.Content {
+			if p := &it.Content[j]; p.Type == "input_text" {
+				p.Type = "output_text"
+			}
+		}
+	case "":
+		return invalid(param+".role", "message has no role")
+	default:
+		return invalid(param+".role", "invalid role %q (want user, system, developer or assistant)", it.Role)
+	}
+	for j, part := range it.Content {
+		pp := fmt.Sprintf("%s.content[%d].type", param, j)
+		switch part.Type {
+		case "input_text", "output_text", "refusal":
+		default:
+			if msg, ok := contentPartErrors[part.Type]; ok {
+				return invalid(pp, "%s", msg)
+			}
+			return invalid(pp, "unsupported content part type %q", part.Type)
+		}
+		if part.Type == "output_text" && part.Annotations == nil {
+			it.Content[j].Annotations, it.Content[j].Logprobs = []json.RawMessage{}, []json.RawMessage{}
+		}
+	}
+	if it.Status == "" {
+		it.Status = "completed"
+	}
+	it.ID = orNewID(it.ID, "msg_")
 	return nil
 }
 
