@@ -8,9 +8,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
-	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // prefixPhase times turn 2 of a chat on an engine built as the server
@@ -112,13 +112,9 @@ func (r *runner) chatHistory(n int) []chat.Message {
 
 // encode renders and tokenizes messages the way the server does.
 func (r *runner) encode(msgs []chat.Message, genPrompt bool) []int32 {
-	segs, err := chat.RenderSegments(msgs, chat.Options{AddGenerationPrompt: genPrompt})
+	toks, err := front.EncodeChat(r.tok, msgs, chat.Options{AddGenerationPrompt: genPrompt}, "")
 	if err != nil {
 		return nil
 	}
-	ts := make([]tokenizer.Segment, len(segs))
-	for i, s := range segs {
-		ts[i] = tokenizer.Segment{Text: s.Text, Special: s.Special}
-	}
-	return r.tok.EncodeSegments(ts, false)
+	return toks
 }
