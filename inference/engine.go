@@ -56,7 +56,7 @@ type Engine struct {
 	now   func() time.Time
 	log   zerolog.Logger
 	met   *metrics
-	kv    *kvStore // nil: no store
+	kv    *boundStore // nil: no store
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -114,7 +114,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	// cannot be held (the .pte pool spans the whole window).
 	e.info.ContextLen = min(e.info.ContextLen, lim.Slots)
 	e.grow = max(1, min(growRows, lim.Slots/e.maxSeq))
-	if e.kv = newKVStore(cfg.KVStore, m); e.kv != nil {
+	if e.kv = bindStore(cfg.KVStore, m); e.kv != nil {
 		e.met.registerKV(cfg.Registerer, e.kv.store)
 	}
 	e.sampling = sample.NewWorkers(sampleHelpers(e.maxSeq))

@@ -38,26 +38,26 @@ func CommonPrefix(a, b []int32) int {
 	return n
 }
 
-// kvStore binds a store to the model's sequences; nil when either is
+// boundStore binds a store to the model's sequences; nil when either is
 // missing.
-type kvStore struct {
+type boundStore struct {
 	store KVStore
 	model SeqKVSnapshotter
 }
 
-func newKVStore(s KVStore, m Model) *kvStore {
+func bindStore(s KVStore, m Model) *boundStore {
 	snap, ok := m.(SeqKVSnapshotter)
 	if s == nil || !ok {
 		return nil
 	}
-	return &kvStore{store: s, model: snap}
+	return &boundStore{store: s, model: snap}
 }
 
 // restore copies the owner's longest saved prefix of toks (rows to hold:
 // a prompt but its last token, or a preempted sequence's committed rows)
 // into sequence s, which holds rows [0, from) already, when the store
 // holds more; it returns how many rows s holds then.
-func (k *kvStore) restore(e *Engine, s *seq, toks []int32, from int) int {
+func (k *boundStore) restore(e *Engine, s *seq, toks []int32, from int) int {
 	if k == nil || len(toks) <= from {
 		return from
 	}
@@ -84,7 +84,7 @@ func (k *kvStore) restore(e *Engine, s *seq, toks []int32, from int) int {
 
 // save stores the committed rows of a finished sequence (tag: its
 // request's CacheKey) or of one released to make room ("").
-func (k *kvStore) save(e *Engine, s *seq, tag string) {
+func (k *boundStore) save(e *Engine, s *seq, tag string) {
 	if k == nil || s.committed == 0 {
 		return
 	}
