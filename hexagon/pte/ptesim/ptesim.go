@@ -117,103 +117,132 @@ func Program(h simfile.Hyper, s simfile.ETSpec, bins [][]byte) (ptewrite.Program
 	first, _ := simfile.ShardLayers(h.Layers, s.Shards)
 	var logitsT simfile.Tensor
 	for _, method := range []string{pte.MethodDecode, pte.MethodPrefill} {
-		m := ptewrite.Method{Name: method}
-		add := func(v pte.Value) int32 { m.Values = append(m.Values, v); return int32(len(m.Values) - 1) }
-		var tokens, mask, pos int32 = -1, -1, -1
-		kin, vin := make([]int32, h.Layers), make([]int32, h.Layers)
-		knew, vnew := make([]int32, h.Layers), make([]int32, h.Layers)
-		carry := map[string]int32{}
-		var logits int32
+		b := &methodBuilder{m: ptewrite.Method{Name: method}, carry: map[string]int32{},
+			kin: make([]int32, h.Layers), vin: make([]int32, h.Layers), knew: make([]int32, h.Layers), vnew: make([]int32, h.Layers)}
 		for i := range s.Shards {
 			_, gs, err := simfile.ETShard(h, s, i)
 			if err != nil {
 				return p, err
 			}
 			g := gs[slices.IndexFunc(gs, func(g simfile.Graph) bool { return g.Name == method })]
-			if i == 0 { // plan inputs, in ExecuTorch's value order
-				byNode := map[string]simfile.Tensor{}
-				for _, t := range g.Inputs {
-					_, n := inputKey(t.Name)
-					byNode[n] = t
-				}
-				tokens, mask, pos = add(tensorValue(byNode["tokens"])), add(tensorValue(byNode["atten_mask"])), add(tensorValue(byNode["input_pos"]))
-				k0 := g.Inputs[0] // layer caches share dims and type
-				v0 := g.Inputs[1]
-				for l := range h.Layers {
-					kin[l] = add(tensorValue(k0))
-				}
-				for l := range h.Layers {
-					vin[l] = add(tensorValue(v0))
-				}
+			if i == 0 {
+				b.planInputs(g, h.Layers)
 			}
 			L := (len(g.Outputs) - 1) / 2
 			if i < s.Shards-1 {
 				L = (len(g.Outputs) - 3) / 2
 			}
-			type arg struct {
-				k int
-				v int32
-			}
-			var args []arg
-			for _, t := range g.Inputs {
-				k, n := inputKey(t.Name)
-				var v int32
-				switch {
-				case n == "tokens":
-					v = tokens
-				case n == "input_pos":
-					v = pos
-				case n == "atten_mask":
-					v = mask
-				case strings.HasPrefix(n, "args_"):
-					j, _ := strconv.Atoi(strings.TrimPrefix(n, "args_"))
-					if j < L {
-						v = kin[first[i]+j]
-					} else {
-						v = vin[first[i]+j-L]
-					}
-				default:
-					v = carry[n]
-				}
-				args = append(args, arg{k, v})
-			}
-			slices.SortFunc(args, func(a, b arg) int { return a.k - b.k })
-			call := pte.Instruction{Kind: pte.DelegateCall, Delegate: int32(i)}
-			for _, a := range args {
-				call.Args = append(call.Args, a.v)
-			}
-			var outs []int32
-			for j, t := range g.Outputs {
-				v := add(tensorValue(t))
-				outs = append(outs, v)
-				call.Args = append(call.Args, v)
-				switch {
-				case j < 2*L && j%2 == 0:
-					vnew[first[i]+j/2] = v
-				case j < 2*L:
-					knew[first[i]+j/2] = v
-				}
-			}
-			m.Instructions = append(m.Instructions, call)
-			m.Delegates = append(m.Delegates, ptewrite.Delegate{Context: i, Options: opts})
+			outs := b.call(g, i, first[i], L, opts)
 			if i == s.Shards-1 {
-				logits = outs[2*L]
-				logitsT = g.Outputs[2*L]
+				b.logits, logitsT = outs[2*L], g.Outputs[2*L]
 				continue
 			}
-			m.Operators = []pte.Operator{pte.FallbackOp}
-			for j, n := range []string{"hidden_state", "freqs_cos", "freqs_sin"} {
-				out := add(tensorValue(g.Outputs[2*L+j]))
-				m.Instructions = append(m.Instructions, pte.Instruction{Kind: pte.KernelCall, Op: 0, Args: []int32{outs[2*L+j], out, out}})
-				carry[n] = out
-			}
+			b.fallback(g, outs, L)
 		}
-		m.Inputs = append([]int32{tokens, mask, pos}, append(kin, vin...)...)
-		m.Outputs = append([]int32{logits}, append(knew, vnew...)...)
+		m := b.m
+		m.Inputs = append([]int32{b.tokens, b.mask, b.pos}, append(b.kin, b.vin...)...)
+		m.Outputs = append([]int32{b.logits}, append(b.knew, b.vnew...)...)
 		p.Methods = append(p.Methods, m)
 	}
 	p.Metadata = metadata(h, s, logitsT)
 	return p, nil
+}
+
+// methodBuilder lays out one method: its values and instructions, the plan
+// inputs' and outputs' value indexes, and the values carried between shards.
+type methodBuilder struct {
+	m                    ptewrite.Method
+	tokens, mask, pos    int32
+	kin, vin, knew, vnew []int32
+	carry                map[string]int32 // fallback outputs by the next shard's input name
+	logits               int32
+}
+
+func (b *methodBuilder) add(v pte.Value) int32 {
+	b.m.Values = append(b.m.Values, v)
+	return int32(len(b.m.Values) - 1)
+}
+
+// planInputs adds the plan inputs, in ExecuTorch's value order: tokens,
+// mask, positions, then every layer's K cache and every layer's V cache.
+func (b *methodBuilder) planInputs(g simfile.Graph, layers int) {
+	byNode := map[string]simfile.Tensor{}
+	for _, t := range g.Inputs {
+		_, n := inputKey(t.Name)
+		byNode[n] = t
+	}
+	b.tokens, b.mask, b.pos = b.add(tensorValue(byNode["tokens"])), b.add(tensorValue(byNode["atten_mask"])), b.add(tensorValue(byNode["input_pos"]))
+	k0, v0 := g.Inputs[0], g.Inputs[1] // layer caches share dims and type
+	for l := range layers {
+		b.kin[l] = b.add(tensorValue(k0))
+	}
+	for l := range layers {
+		b.vin[l] = b.add(tensorValue(v0))
+	}
+}
+
+// call adds shard i's DelegateCall (its L layers from first): the inputs
+// sorted by key, then its outputs in graph order, which it returns.
+func (b *methodBuilder) call(g simfile.Graph, i, first, L int, opts pte.QNNOptions) []int32 {
+	type arg struct {
+		k int
+		v int32
+	}
+	var args []arg
+	for _, t := range g.Inputs {
+		k, n := inputKey(t.Name)
+		args = append(args, arg{k, b.input(n, first, L)})
+	}
+	slices.SortFunc(args, func(a, b arg) int { return a.k - b.k })
+	call := pte.Instruction{Kind: pte.DelegateCall, Delegate: int32(i)}
+	for _, a := range args {
+		call.Args = append(call.Args, a.v)
+	}
+	var outs []int32
+	for j, t := range g.Outputs {
+		v := b.add(tensorValue(t))
+		outs = append(outs, v)
+		call.Args = append(call.Args, v)
+		switch {
+		case j < 2*L && j%2 == 0:
+			b.vnew[first+j/2] = v
+		case j < 2*L:
+			b.knew[first+j/2] = v
+		}
+	}
+	b.m.Instructions = append(b.m.Instructions, call)
+	b.m.Delegates = append(b.m.Delegates, ptewrite.Delegate{Context: i, Options: opts})
+	return outs
+}
+
+// input is the value a shard's input named n reads.
+func (b *methodBuilder) input(n string, first, L int) int32 {
+	switch {
+	case n == "tokens":
+		return b.tokens
+	case n == "input_pos":
+		return b.pos
+	case n == "atten_mask":
+		return b.mask
+	case strings.HasPrefix(n, "args_"):
+		j, _ := strconv.Atoi(strings.TrimPrefix(n, "args_"))
+		if j < L {
+			return b.kin[first+j]
+		}
+		return b.vin[first+j-L]
+	}
+	return b.carry[n]
+}
+
+// fallback adds the llama::fallback copies of a shard's hidden state, cos
+// and sin for the next shard.
+func (b *methodBuilder) fallback(g simfile.Graph, outs []int32, L int) {
+	b.m.Operators = []pte.Operator{pte.FallbackOp}
+	for j, n := range []string{"hidden_state", "freqs_cos", "freqs_sin"} {
+		out := b.add(tensorValue(g.Outputs[2*L+j]))
+		b.m.Instructions = append(b.m.Instructions, pte.Instruction{Kind: pte.KernelCall, Op: 0, Args: []int32{outs[2*L+j], out, out}})
+		b.carry[n] = out
+	}
 }
 
 // metadata are the constant methods of static_llama.py get_metadata and llm_wrappers.py.
