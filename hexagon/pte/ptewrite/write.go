@@ -88,10 +88,24 @@ func Write(w io.Writer, p Program) error {
 		segs = append(segs, new(table).u64(0, uint64(dataLen)).u64(1, uint64(n)))
 		dataLen += n
 	}
+	root := new(table).
+		ref(1, tables(plans(p))).
+		ref(2, tables(nil)).
+		ref(3, tables(nil)).
+		ref(4, tables(segs)).
+		ref(5, new(table).ref(1, intVec([]int64{0})).object())
+	if _, err := w.Write(program(root, dataLen)); err != nil {
+		return err
+	}
+	return writeSegments(w, p.Contexts)
+}
 
-	var plans []*table
+// plans are p's methods' execution plans, then one plan per metadata key
+// (sorted) whose outputs are its values.
+func plans(p Program) []*table {
+	var out []*table
 	for _, m := range p.Methods {
-		plans = append(plans, plan(m))
+		out = append(out, plan(m))
 	}
 	names := make([]string, 0, len(p.Metadata))
 	for k := range p.Metadata {
@@ -100,21 +114,18 @@ func Write(w io.Writer, p Program) error {
 	sort.Strings(names)
 	for _, k := range names {
 		vals := p.Metadata[k]
-		out := make([]int32, len(vals))
-		for i := range out {
-			out[i] = int32(i)
+		outs := make([]int32, len(vals))
+		for i := range outs {
+			outs[i] = int32(i)
 		}
-		plans = append(plans, plan(Method{Name: k, Values: vals, Outputs: out}))
+		out = append(out, plan(Method{Name: k, Values: vals, Outputs: outs}))
 	}
-	root := new(table).
-		ref(1, tables(plans)).
-		ref(2, tables(nil)).
-		ref(3, tables(nil)).
-		ref(4, tables(segs)).
-		ref(5, new(table).ref(1, intVec([]int64{0})).object())
+	return out
+}
 
-	// Header: root offset, ET12, then the 32-byte eh00 header; the root's
-	// vtable and table follow.
+// program is the file up to the segments: root offset, ET12, the 32-byte
+// eh00 header, the root's vtable and table, padding to the segment base.
+func program(root *table, dataLen int64) []byte {
 	b := &builder{buf: make([]byte, 40)}
 	copy(b.buf[4:], "ET12")
 	copy(b.buf[8:], "eh00")
@@ -126,12 +137,13 @@ func Write(w io.Writer, p Program) error {
 	binary.LittleEndian.PutUint64(b.buf[16:], uint64(progSize))
 	binary.LittleEndian.PutUint64(b.buf[24:], uint64(base))
 	binary.LittleEndian.PutUint64(b.buf[32:], uint64(dataLen))
-	b.buf = append(b.buf, make([]byte, base-progSize)...)
-	if _, err := w.Write(b.buf); err != nil {
-		return err
-	}
+	return append(b.buf, make([]byte, base-progSize)...)
+}
+
+// writeSegments writes each context, aligned, with its payload header.
+func writeSegments(w io.Writer, contexts []Context) error {
 	var at int64
-	for i, c := range p.Contexts {
+	for i, c := range contexts {
 		if pad := alignUp(at) - at; pad > 0 {
 			if _, err := w.Write(make([]byte, pad)); err != nil {
 				return err
@@ -142,20 +154,26 @@ func Write(w io.Writer, p Program) error {
 		if _, err := w.Write(hdr); err != nil {
 			return err
 		}
-		if c.Stream == nil {
-			if _, err := w.Write(c.Binary); err != nil {
-				return err
-			}
-		} else {
-			cw := &countingWriter{w: w}
-			if err := c.Stream(cw); err != nil {
-				return fmt.Errorf("ptewrite: context %d: %w", i, err)
-			}
-			if cw.n != c.Size {
-				return fmt.Errorf("ptewrite: context %d: streamed %d bytes, declared %d", i, cw.n, c.Size)
-			}
+		if err := c.write(w, i); err != nil {
+			return err
 		}
 		at += int64(len(hdr)) + c.size()
+	}
+	return nil
+}
+
+// write writes context i's binary, or streams it and checks its size.
+func (c Context) write(w io.Writer, i int) error {
+	if c.Stream == nil {
+		_, err := w.Write(c.Binary)
+		return err
+	}
+	cw := &countingWriter{w: w}
+	if err := c.Stream(cw); err != nil {
+		return fmt.Errorf("ptewrite: context %d: %w", i, err)
+	}
+	if cw.n != c.Size {
+		return fmt.Errorf("ptewrite: context %d: streamed %d bytes, declared %d", i, cw.n, c.Size)
 	}
 	return nil
 }
