@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
-import { startScripted, turns } from './scripted.js';
+import { startThinking } from './scripted.js';
 
 const url = process.env.HEXSERVE_URL ?? 'http://127.0.0.1:8080';
 const key = 'sk-node-reasoning';
@@ -18,14 +18,7 @@ const answer = 'It is 4.';
 let scripted, model;
 
 before(async () => {
-  const config = [
-    'model:', '  bundle: build/models/tiny', '  reasoning_parser: qwen3', '  libraries:',
-    '    backend: build/hostsim/amd64/libQnnHtp.so', '    system: build/hostsim/amd64/libQnnSystem.so',
-    '    rpcmem: build/hostsim/amd64/libcdsprpc.so', 'chat:', '  date: 26 Jul 2024', '',
-  ].join('\n');
-  scripted = await startScripted(await turns(url, `<think>\n${thought}\n</think>\n\n${answer}`), key, { config });
-  const r = await fetch(scripted.base + '/v1/models', { headers: { Authorization: 'Bearer ' + key } });
-  model = (await r.json()).data[0].id;
+  ({ server: scripted, model } = await startThinking(url, key, thought, answer));
 });
 
 after(() => scripted?.stop());

@@ -73,3 +73,17 @@ export async function startScripted(ids, key, { config, env } = {}) {
   stop();
   throw new Error('the scripted hexserve was not healthy within 60s');
 }
+
+// startThinking serves the tiny model with reasoning_parser qwen3, every
+// reply scripted as <think>thought</think> then answer; it returns the
+// server (base, stop) and the served model's id.
+export async function startThinking(url, key, thought, answer) {
+  const config = [
+    'model:', '  bundle: build/models/tiny', '  reasoning_parser: qwen3', '  libraries:',
+    '    backend: build/hostsim/amd64/libQnnHtp.so', '    system: build/hostsim/amd64/libQnnSystem.so',
+    '    rpcmem: build/hostsim/amd64/libcdsprpc.so', 'chat:', '  date: 26 Jul 2024', '',
+  ].join('\n');
+  const server = await startScripted(await turns(url, `<think>\n${thought}\n</think>\n\n${answer}`), key, { config });
+  const r = await fetch(server.base + '/v1/models', { headers: { Authorization: 'Bearer ' + key } });
+  return { server, model: (await r.json()).data[0].id };
+}
