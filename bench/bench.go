@@ -81,7 +81,10 @@ var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "sp
 
 // Loaded is an opened model.
 type Loaded struct {
-	Model     Model
+	Model inference.Model // calls are never concurrent
+	// Counters reads the model's cumulative counters; nil: it has none (its
+	// graph time counts as host time).
+	Counters  func() Counters
 	Tokenizer *tokenizer.Tokenizer
 	// Dir is the folder of the model's files, where mapped files are
 	// looked for; empty: not reported.
@@ -98,13 +101,14 @@ var Settings = []struct {
 }
 
 type runner struct {
-	opt     Options
-	allRuns bool // Full, or Runs given: every measurement runs Runs times
-	model   Model
-	tok     *tokenizer.Tokenizer
-	info    inference.ModelInfo
-	emu     Latency
-	rep     *Report
+	opt      Options
+	allRuns  bool // Full, or Runs given: every measurement runs Runs times
+	model    inference.Model
+	counters func() Counters // Loaded.Counters
+	tok      *tokenizer.Tokenizer
+	info     inference.ModelInfo
+	emu      Latency
+	rep      *Report
 }
 
 // Run executes the workload. Phases that cannot run on this model (too
@@ -142,7 +146,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil, err
 	}
 	defer ld.Model.Close()
-	r.model, r.tok, r.info = ld.Model, ld.Tokenizer, ld.Model.Info()
+	r.model, r.counters, r.tok, r.info = ld.Model, ld.Counters, ld.Tokenizer, ld.Model.Info()
 	debug.FreeOSMemory() // a GC, and idle heap back to the OS
 	r.rep.Memory.Snapshots = append(r.rep.Memory.Snapshots, snapshot("after_load"))
 	r.rep.Model = ModelSummary{Name: r.info.Name, Vocab: r.info.VocabSize, ContextLen: r.info.ContextLen, PrefillWindow: r.info.PrefillWindow}

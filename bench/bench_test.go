@@ -42,7 +42,7 @@ func TestRunScripted(t *testing.T) {
 		Load: func() (Loaded, error) {
 			m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
 			m.Record(false)
-			return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok, Dir: t.TempDir()}, nil
+			return Loaded{Model: &snapModel{Model: m}, Tokenizer: tok, Dir: t.TempDir()}, nil
 		},
 	})
 	if err != nil {
@@ -361,7 +361,7 @@ func TestDecodeStepsLazyGraph(t *testing.T) {
 
 	// Through the recorder: the lazy calls' counters land between the Steps.
 	m := &lazyModel{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3, 4})}
-	rec := &recorder{Model: m}
+	rec := &recorder{Model: m, counters: m.Counters}
 	e := inference.New(rec, inferencetest.NewVocab(map[int32]string{1: "a", 2: "b", 3: "c", 4: "d"}), inference.Config{})
 	defer e.Close()
 	st, err := e.Submit(context.Background(), inference.Request{Prompt: []int32{128000}, MaxTokens: 4, IgnoreEOS: true})
@@ -387,7 +387,7 @@ func TestDecodeStepsLazyGraph(t *testing.T) {
 
 // copyingModel reports background KV copy time, 25 µs more after each Step.
 type copyingModel struct {
-	Model
+	inference.Model
 	bg time.Duration
 }
 
@@ -401,7 +401,7 @@ func (m *copyingModel) BackgroundKVCopy() time.Duration { return m.bg }
 // TestRecorderBackgroundCopy: the recorder reads a model's background KV
 // copy time at each Step's start, and decodeSteps takes the differences.
 func TestRecorderBackgroundCopy(t *testing.T) {
-	m := &copyingModel{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3}))}
+	m := &copyingModel{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3})}
 	rec := &recorder{Model: m}
 	sess := inferencetest.NewSession(rec)
 	seq := []int32{128000}
@@ -534,7 +534,7 @@ func TestRunPhases(t *testing.T) {
 	tok := loadTokenizer(t)
 	rep, err := Run(context.Background(), Options{Quick: true, Phases: []string{"stream"},
 		Load: func() (Loaded, error) {
-			return Loaded{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3})), Tokenizer: tok}, nil
+			return Loaded{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3}), Tokenizer: tok}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -565,7 +565,7 @@ func TestRunPhases(t *testing.T) {
 // sequence's rows are evaluated by the model itself when it runs on (the
 // engine names their tokens: SeqTokenRecorder).
 type snapModel struct {
-	Model
+	inference.Model
 	rows     [512 * 4]byte
 	restored []int32 // tokens of restored rows the model has not evaluated
 	id       inference.SeqID
@@ -717,7 +717,7 @@ func TestRunFull(t *testing.T) {
 		rep, err := Run(context.Background(), Options{Full: full, Tokens: 8, Phases: []string{"kvstore"},
 			Load: func() (Loaded, error) {
 				m := inferencetest.NewScripted(inference.ModelInfo{Name: "scripted", BOS: 128000, EOS: []int32{128009}}, script)
-				return Loaded{Model: &snapModel{Model: NoCounters(m)}, Tokenizer: tok}, nil
+				return Loaded{Model: &snapModel{Model: m}, Tokenizer: tok}, nil
 			}})
 		if err != nil {
 			t.Fatal(err)

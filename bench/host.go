@@ -79,7 +79,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 	prompt := r.benchPrompt(promptN)
 	for _, set := range Settings {
 		tv := &timedVocab{v: r.tok}
-		rec := &recorder{Model: r.model, v: tv, thread: true}
+		rec := &recorder{Model: r.model, counters: r.counters, v: tv, thread: true}
 		var steps []stepSample
 		var prefill, ttft []float64
 		var first []int32
@@ -183,7 +183,7 @@ func (r *runner) record(ctx context.Context, p sample.Params, prompt, tokens []i
 		return nil, nil
 	}
 	r.progress("  recording the logits for the replays")
-	rec := &recorder{Model: r.model, keep: true}
+	rec := &recorder{Model: r.model, counters: r.counters, keep: true}
 	e := inference.New(rec, r.tok, inference.Config{})
 	seed := int64(1)
 	p.Seed = &seed

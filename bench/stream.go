@@ -17,7 +17,7 @@ func (r *runner) streamPhase(ctx context.Context, promptN int, overHTTP bool) er
 	if overHTTP {
 		st.Transport = "http-sse"
 	}
-	rec := &recorder{Model: r.model}
+	rec := &recorder{Model: r.model, counters: r.counters}
 	e := inference.New(rec, r.tok, inference.Config{})
 	defer e.Close()
 	var effs, eng, del, dec, ttfts, delays, releases []float64

@@ -38,23 +38,9 @@ func (c Counters) add(o Counters) Counters {
 	return Counters{c.Graph + o.Graph, c.GraphCPU + o.GraphCPU, c.Embed + o.Embed, c.Rope + o.Rope, c.Mask + o.Mask, c.KVCopy + o.KVCopy, c.Convert + o.Convert}
 }
 
-// Model is what bench measures: an inference.Model that reports its
-// cumulative counters. Calls are never concurrent.
-type Model interface {
-	inference.Model
-	Counters() Counters
-}
-
 // backgroundCopier is a model that copies K/V entries on other threads,
 // off the critical path (executorch.Runner): its workers' cumulative time.
 type backgroundCopier interface{ BackgroundKVCopy() time.Duration }
-
-// NoCounters adapts a model without counters (its graph time counts as host time).
-func NoCounters(m inference.Model) Model { return noCounters{m} }
-
-type noCounters struct{ inference.Model }
-
-func (noCounters) Counters() Counters { return Counters{} }
 
 // evalRec is one timed model call (a Step).
 type evalRec struct {
@@ -80,10 +66,13 @@ type evalRec struct {
 	logits sample.Logits // a copy of the last row read, with recorder.keep
 }
 
-// recorder wraps a Model and records every Step.
+// recorder wraps a model and records every Step.
 type recorder struct {
-	Model
-	v *timedVocab // may be nil
+	inference.Model
+	// counters reads the model's cumulative counters; nil: it has none (its
+	// graph time counts as host time).
+	counters func() Counters
+	v        *timedVocab // may be nil
 	// thread locks the calling goroutine (the engine's worker) to its OS
 	// thread at its first Step, for good (the worker ends with its engine;
 	// its thread then ends too), and reads the thread's accounting at each
@@ -100,6 +89,13 @@ type recorder struct {
 }
 
 func (r *recorder) Close() error { return nil } // the caller closes the model
+
+func (r *recorder) readCounters() Counters {
+	if r.counters == nil {
+		return Counters{}
+	}
+	return r.counters()
+}
 
 func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	var vt time.Duration
@@ -119,7 +115,7 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		u, uOK = threadcpu.Read()
 		cpu, _ = threadcpu.Time()
 	}
-	c0 := r.Counters()
+	c0 := r.readCounters()
 	var bg time.Duration
 	if b, ok := r.Model.(backgroundCopier); ok {
 		bg = b.BackgroundKVCopy()
@@ -133,7 +129,7 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		endUse, _ = threadcpu.Read()
 		endCPU, _ = threadcpu.Time()
 	}
-	c1 := r.Counters()
+	c1 := r.readCounters()
 	n := 0
 	for _, run := range runs {
 		n += len(run.Tokens)
@@ -254,7 +250,6 @@ func newReplay(script []int32, vocab, ctxLen, prompt int) *replay {
 
 func (r *replay) Info() inference.ModelInfo { return r.info }
 func (r *replay) Close() error              { return nil }
-func (r *replay) Counters() Counters        { return Counters{} }
 
 func (r *replay) Step(_ context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	out := make([]inference.Rows, len(runs))
@@ -305,7 +300,6 @@ func newRecorded(info inference.ModelInfo, recs []evalRec) *recorded {
 
 func (m *recorded) Info() inference.ModelInfo { return m.info }
 func (m *recorded) Close() error              { return nil }
-func (m *recorded) Counters() Counters        { return Counters{} }
 
 func (m *recorded) Step(_ context.Context, runs []inference.Run) ([]inference.Rows, error) {
 	if m.n >= len(m.logits) {

@@ -59,7 +59,7 @@ func TestRecorderThread(t *testing.T) {
 		t.Skip("no thread CPU clock on " + runtime.GOOS)
 	}
 	m := &burnModel{onePool: onePool{64}, graph: 20_000_000}
-	rec := &recorder{Model: m, thread: true}
+	rec := &recorder{Model: m, counters: m.Counters, thread: true}
 	var hostCPU []time.Duration
 	done := make(chan struct{})
 	go func() { // as the engine's worker, which ends after its request

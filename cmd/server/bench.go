@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -99,8 +98,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	if *emulate {
 		c := plan.V79Costs
 		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
-		if kind, _, err := locateModel(cfg.Model.Location()); err == nil && kind == kindGenie {
-			emu = genieV79 // AI Hub's published Llama 3.2 1B w4a16 figures on the 8 Elite
+		if kind, _, err := locateModel(cfg.Model.Location()); err == nil && kind.emulation != (bench.Latency{}) {
+			emu = kind.emulation
 		}
 	}
 	opt := bench.Options{
@@ -143,45 +142,27 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// benchLoad loads the model as serve does and adapts its runner's counters.
+// benchLoad loads the model as serve does; a model with graph statistics (every runner) has
+// them read as bench's counters.
 func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
-	m, tok, _, err := loadModel(cfg, log)
+	o, _, err := openModel(cfg, log)
 	if err != nil {
 		return bench.Loaded{}, err
 	}
-	if g, ok := m.(*ownedGenie); ok {
-		return bench.Loaded{Model: genieCounters{g}, Tokenizer: tok, Dir: cfg.Model.Location()}, nil
+	ld := bench.Loaded{Model: o.model, Tokenizer: o.tok, Dir: o.dir}
+	if s, ok := o.model.(statser); ok {
+		ld.Counters = func() bench.Counters { return counters(s.Stats()) }
 	}
-	if p, ok := m.(*ownedPTE); ok {
-		_, file, _ := locateModel(cfg.Model.Location())
-		return bench.Loaded{Model: pteCounters{p}, Tokenizer: tok, Dir: filepath.Dir(file)}, nil
-	}
-	o, ok := m.(*ownedRuntime)
-	if !ok {
-		return bench.Loaded{Model: bench.NoCounters(m), Tokenizer: tok}, nil
-	}
-	return bench.Loaded{Model: runnerCounters{o}, Tokenizer: tok, Dir: o.dir}, nil
-
+	return ld, nil
 }
 
-// runnerCounters and pteCounters adapt the two runners' Stats to
-// bench.Counters; the runners' other methods (KV snapshots, Contract)
-// stay visible.
-type runnerCounters struct{ *ownedRuntime }
-
-type pteCounters struct{ *ownedPTE }
-
-type genieCounters struct{ *ownedGenie }
-
-func (r genieCounters) Counters() bench.Counters { return counters(r.Stats()) }
+// statser is a model that reports its graph statistics.
+type statser interface{ Stats() plan.Stats }
 
 // genieV79 is the emulation of a Genie bundle: AI Hub's Llama 3.2 1B w4a16 on the Snapdragon 8 Elite
 // (perf.yaml: TTFT 37 ms for a prompt ≤ 128 tokens, 53.6 tok/s: one AR-128 step 37 ms, one AR-1
 // step 18.6 ms, all parts together; the lm-head is in the last part).
 var genieV79 = bench.Latency{PrefillUS: 37000, DecodeUS: 18600}
-
-func (r runnerCounters) Counters() bench.Counters { return counters(r.Stats()) }
-func (r pteCounters) Counters() bench.Counters    { return counters(r.Stats()) }
 
 // counters sums the graphs' times; re-striding (.pte) counts as KV copy.
 func counters(s plan.Stats) bench.Counters {

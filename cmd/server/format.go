@@ -9,7 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/bench"
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/tokenizer"
 )
@@ -27,6 +29,11 @@ type format struct {
 	inspect func(file string, o inspectOptions, stdout, stderr io.Writer) int
 	// root is the file or folder whose files the details list and digest.
 	root func(path, file string) string
+	// mk writes a model of the format with generated weights (hexserve mkmodel); nil in a
+	// build without the writers.
+	mk *mkWriter
+	// emulation is bench --emulate's latency of the format's graphs; zero: plan.V79Costs'.
+	emulation bench.Latency
 }
 
 // openArgs are what a format's open needs: runtime opens the QNN runtime (once; loadModel
@@ -60,9 +67,12 @@ type inspectOptions struct {
 type modelKind = *format
 
 var (
-	kindGenie  = &format{name: "genie", detect: detectGenie, probe: probeGenie, open: openGenie, inspect: inspectGenie, root: fileRoot}
-	kindBundle = &format{name: "qhexrt", detect: detectBundle, probe: probeBundle, open: openBundle, inspect: inspectBundle, root: bundleDetailsRoot}
-	kindPTE    = &format{name: "pte", detect: detectPTE, probe: probePTE, open: openPTE, inspect: inspectPTE, root: fileRoot}
+	kindGenie = &format{name: "genie", detect: detectGenie, probe: probeGenie, open: openGenie, inspect: inspectGenie, root: fileRoot,
+		mk: mkGenie, emulation: genieV79}
+	kindBundle = &format{name: "qhexrt", detect: detectBundle, probe: probeBundle, open: openBundle, inspect: inspectBundle, root: bundleDetailsRoot,
+		mk: mkBundle}
+	kindPTE = &format{name: "pte", detect: detectPTE, probe: probePTE, open: openPTE, inspect: inspectPTE, root: fileRoot,
+		mk: mkPTE}
 )
 
 // formats are tried in order; a path none detects is read as a bundle, whose reader says
@@ -101,7 +111,7 @@ func detectBundle(path string, st os.FileInfo) (string, bool, error) {
 		return "", false, fmt.Errorf("model %s: %w", path, err)
 	}
 	for _, e := range ents {
-		if name := e.Name(); name == "manifest.json" || e.IsDir() && plausibleArchDir(name) {
+		if name := e.Name(); name == "manifest.json" || e.IsDir() && qhexrt.PlausibleArch(name) {
 			return path, true, nil
 		}
 	}

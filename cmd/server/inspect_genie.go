@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -20,8 +19,6 @@ type inspectedGenie struct {
 	Warnings []string            `json:"warnings,omitempty"`
 	Parts    []inspectedFile     `json:"parts"`
 }
-
-var genieGraphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
 func inspectGenie(dir string, o inspectOptions, stdout, stderr io.Writer) int {
 	asJSON, backend, system := o.asJSON, o.backend, o.system
@@ -49,10 +46,10 @@ func inspectGenie(dir string, o inspectOptions, stdout, stderr io.Writer) int {
 			continue
 		}
 		for _, g := range graphs {
-			if m := genieGraphName.FindStringSubmatch(g.Name); m == nil {
+			if k, n, ok := genie.GraphPart(g.Name); !ok {
 				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: graph %s is not named {prompt|token}_ar{A}_cl{C}_{k}_of_{N}", filepath.Base(f), g.Name))
-			} else if m[4] != fmt.Sprint(i+1) || m[5] != fmt.Sprint(len(c.Bins)) {
-				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: graph %s is part %s of %s, listed as ctx-bins[%d] of %d", filepath.Base(f), g.Name, m[4], m[5], i, len(c.Bins)))
+			} else if k != i+1 || n != len(c.Bins) {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s: graph %s is part %d of %d, listed as ctx-bins[%d] of %d", filepath.Base(f), g.Name, k, n, i, len(c.Bins)))
 			}
 		}
 		out.Parts = append(out.Parts, newInspectedFile(f, graphs))

@@ -181,10 +181,10 @@ func printPTE(w io.Writer, p inspectedPTE) {
 		}
 		tw.Flush()
 		for _, in := range m.Instructions {
-			switch in.Kind {
-			case pte.DelegateCall:
+			switch { // by instruction type
+			case in.Kind == pte.DelegateCall:
 				fmt.Fprintf(w, "  DelegateCall delegate %d args %v\n", in.Delegate, in.Args)
-			case pte.KernelCall:
+			case in.Kind == pte.KernelCall:
 				fmt.Fprintf(w, "  KernelCall %s args %v\n", opName(m.Operators, in.Op), in.Args)
 			default:
 				fmt.Fprintf(w, "  %v\n", in.Kind)

@@ -104,9 +104,11 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// mkWriter is one --format's writer: its --ctx and --kv defaults (kv "": it takes no --kv)
-// and the flags only it takes; llamaOnly: it writes --family llama only.
+// mkWriter is a format's mkmodel writer (its row's mk): its --format name, its --ctx and --kv
+// defaults (kv "": it takes no --kv) and the flags only it takes; llamaOnly: it writes
+// --family llama only.
 type mkWriter struct {
+	name      string
 	ctx       int
 	kv        string
 	only      []string
@@ -114,32 +116,38 @@ type mkWriter struct {
 	write     func(o mkmodelOptions, stderr io.Writer) (dir string, err error)
 }
 
-// mkWriters are the --format values' writers.
-var mkWriters = map[string]mkWriter{
-	"bundle": {ctx: 512, kv: "f16", only: bundleOnly, llamaOnly: true, write: writeBundle},
-	"pte":    {ctx: 2048, kv: "u8", only: pteOnly, write: writePTE},
-	"genie":  {ctx: 4096, only: genieOnly, write: writeGenie},
-}
+// The formats' writers.
+var (
+	mkBundle = &mkWriter{name: "bundle", ctx: 512, kv: "f16", only: bundleOnly, llamaOnly: true, write: writeBundle}
+	mkPTE    = &mkWriter{name: "pte", ctx: 2048, kv: "u8", only: pteOnly, write: writePTE}
+	mkGenie  = &mkWriter{name: "genie", ctx: 4096, only: genieOnly, write: writeGenie}
+)
 
 // mkmodelFormat is --format's writer, with its defaults filled into o; an error for a format
 // it does not know or a flag another format only takes.
-func mkmodelFormat(o *mkmodelOptions, fs *flag.FlagSet) (mkWriter, error) {
-	w, ok := mkWriters[o.format]
-	if !ok {
-		return w, fmt.Errorf("--format %q: want bundle, pte or genie", o.format)
+func mkmodelFormat(o *mkmodelOptions, fs *flag.FlagSet) (*mkWriter, error) {
+	var w *mkWriter
+	var names, wrong []string
+	for _, f := range formats {
+		if f.mk == nil {
+			continue
+		}
+		names = append(names, f.mk.name)
+		if f.mk.name == o.format {
+			w = f.mk
+		} else {
+			wrong = append(wrong, f.mk.only...)
+		}
+	}
+	if w == nil {
+		return nil, fmt.Errorf("--format %q: want %s", o.format, strings.Join(names, ", "))
 	}
 	if w.llamaOnly && o.family != "llama" {
 		return w, fmt.Errorf("--family %s: a QHexRT bundle is llama only (use --format genie or pte)", o.family)
 	}
 	o.ctx = cmp.Or(o.ctx, w.ctx)
-	var wrong []string
 	if o.kv = cmp.Or(o.kv, w.kv); w.kv == "" {
 		wrong = append(wrong, "kv")
-	}
-	for _, name := range []string{"bundle", "pte", "genie"} {
-		if name != o.format {
-			wrong = append(wrong, mkWriters[name].only...)
-		}
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -23,11 +20,6 @@ import (
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/tokenizer"
 )
-
-// plausibleArchDir accepts Hexagon arch folder names v60 … v99.
-func plausibleArchDir(a string) bool {
-	return len(a) == 3 && a[0] == 'v' && a[1] >= '6' && a[1] <= '9' && a[2] >= '0' && a[2] <= '9'
-}
 
 // findTokenizer is model.tokenizer when set, else tokenizer.json in the
 // model's folder or up to two parent folders.
@@ -56,10 +48,19 @@ func findTokenizer(m config.Model, modelFile string) (string, error) {
 // loadModel opens the model's format on the QNN runtime, its tokenizer and its chat template
 // (loadTemplate). Closing the returned model also closes the runtime.
 func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokenizer.Tokenizer, *chat.Template, error) {
+	o, tmpl, err := openModel(cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return o.model, o.tok, tmpl, nil
+}
+
+// openModel is loadModel's work, with the folder of the model's files (o.dir) for bench.
+func openModel(cfg config.Config, log zerolog.Logger) (opened, *chat.Template, error) {
 	m := cfg.Model
 	kind, file, err := locateModel(m.Location())
 	if err != nil {
-		return nil, nil, nil, err
+		return opened{}, nil, err
 	}
 	var rt *qnn.Runtime
 	a := openArgs{cfg: cfg, file: file, log: log, runtime: func() (*qnn.Runtime, error) {
@@ -72,16 +73,16 @@ func loadModel(cfg config.Config, log zerolog.Logger) (inference.Model, *tokeniz
 	o, err := kind.open(a)
 	if err != nil {
 		if rt != nil {
-			rt.Close()
+			rt.Close() // a second Close, after a runner that owned it closed it, does nothing
 		}
-		return nil, nil, nil, err
+		return opened{}, nil, err
 	}
 	tmpl, err := finishLoad(o.model, o.tok, o.tokPath, o.dir, o.own, o.loaded)
 	if err != nil {
 		o.model.Close()
-		return nil, nil, nil, err
+		return opened{}, nil, err
 	}
-	return o.model, o.tok, tmpl, nil
+	return o, tmpl, nil
 }
 
 // openBundle opens a QHexRT bundle for the device's arch (qhexrt.DeviceArch).
@@ -91,7 +92,7 @@ func openBundle(a openArgs) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	arch := deviceArch(rt, a.log)
+	arch := qhexrt.DeviceArch(rt, a.log)
 	b, err := bundle.ReadWith(a.file, arch, m.Overrides)
 	if err != nil {
 		return opened{}, err
@@ -100,24 +101,14 @@ func openBundle(a openArgs) (opened, error) {
 	if o.tok, err = tokenizer.Load(o.tokPath); err != nil {
 		return opened{}, err
 	}
-	runner, err := qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, Overrides: m.Overrides,
+	runner, err := qhexrt.Open(qhexrt.Config{Bundle: b.ManifestPath, Read: b, Arch: arch, Runtime: rt, OwnRuntime: true, Overrides: m.Overrides,
 		SeqKVBytes: int64(m.SeqKVMB) << 20, Logger: a.log.With().Str("component", "hexagon").Logger()})
 	if err != nil {
 		return opened{}, err
 	}
-	o.model = &ownedRuntime{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}, dir: b.Dir}
+	o.model = runner
 	o.loaded = a.log.Info().Str("bundle", b.Dir).Str("arch", arch).Str("contract", runner.Contract())
 	return o, nil
-}
-
-// deviceArch is the DSP arch the backend reports, else bundle.DefaultArch.
-func deviceArch(rt *qnn.Runtime, log zerolog.Logger) string {
-	arch, err := rt.Arch()
-	if err != nil || arch == "" {
-		log.Debug().Err(err).Msg("the backend does not report its DSP arch; using " + bundle.DefaultArch)
-		return bundle.DefaultArch
-	}
-	return arch
 }
 
 // openPTE opens an ExecuTorch .pte: the tokenizer first, since the export has none (and its
@@ -131,19 +122,20 @@ func openPTE(a openArgs) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	runner, err := executorch.Open(executorch.Config{Path: a.file, Runtime: rt, BOS: pte.bos, EOS: pte.eos,
+	runner, err := executorch.Open(executorch.Config{Path: a.file, Runtime: rt, OwnRuntime: true, BOS: pte.bos, EOS: pte.eos,
 		Logger: a.log.With().Str("component", "executorch").Logger(), Memory: int64(a.cfg.Engine.ModelMemory)})
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{model: &ownedPTE{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}}, tok: pte.tok, tokPath: pte.path, dir: filepath.Dir(a.file),
+	return opened{model: runner, tok: pte.tok, tokPath: pte.path, dir: filepath.Dir(a.file),
 		own: "the tokenizer's <|eot_id|>, <|eom_id|>, <|end_of_text|>", loaded: a.log.Info().Str("pte", a.file)}, nil
 }
 
-// endTokenModel is a loaded model whose end tokens the end-token rule sets.
+// endTokenModel is a loaded model whose end tokens the end-token rule sets. The runners own
+// their QNN runtime (OwnRuntime): closing the model closes it.
 type endTokenModel interface {
 	inference.Model
-	setEndTokens([]int32)
+	SetEndTokens([]int32)
 }
 
 // finishLoad checks the tokenizer against the model, applies the end-token rule (the model's
@@ -162,7 +154,7 @@ func finishLoad(model endTokenModel, tok *tokenizer.Tokenizer, tokPath, dir, own
 	if err != nil {
 		return nil, err
 	}
-	model.setEndTokens(eos.IDs)
+	model.SetEndTokens(eos.IDs)
 	tmpl, tmplFrom, err := loadTemplate(tokPath)
 	if err != nil {
 		return nil, err
@@ -210,53 +202,6 @@ func loadPTETokenizer(m config.Model, file string) (pteSpecials, error) {
 	}
 	return p, nil
 }
-
-// runtimeOwner is what a loaded model adds to its runner, whatever the format: the QNN runtime
-// it owns, closed with the runner, and the end-token rule's ids. A format's model is its runner
-// with a runtimeOwner embedded (Go cannot embed a type parameter, and the engine, the server
-// and bench find the runner's optional capabilities by asserting on the model, so the runner
-// itself stays embedded).
-type runtimeOwner struct {
-	rt  *qnn.Runtime
-	eos []int32 // the end-token rule's; nil until set
-}
-
-func (o *runtimeOwner) setEndTokens(ids []int32) { o.eos = ids }
-
-// BufferBytes is the runtime's buffer memory (I/O and KV).
-func (o *runtimeOwner) BufferBytes() int64 { return o.rt.BufferBytes() }
-
-// info is the runner's info with the end-token rule's end tokens once set.
-func (o *runtimeOwner) info(i inference.ModelInfo) inference.ModelInfo {
-	if o.eos != nil {
-		i.EOS = slices.Clone(o.eos)
-	}
-	return i
-}
-
-// close closes the runner, then the runtime.
-func (o *runtimeOwner) close(runner io.Closer) error {
-	return errors.Join(runner.Close(), o.rt.Close())
-}
-
-// ownedRuntime is a QHexRT runner with its runtime.
-type ownedRuntime struct {
-	*qhexrt.Runner
-	runtimeOwner
-	dir string // the bundle's arch folder
-}
-
-func (o *ownedRuntime) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
-func (o *ownedRuntime) Close() error              { return o.close(o.Runner) }
-
-// ownedPTE is an ExecuTorch runner with its runtime.
-type ownedPTE struct {
-	*executorch.Runner
-	runtimeOwner
-}
-
-func (o *ownedPTE) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
-func (o *ownedPTE) Close() error              { return o.close(o.Runner) }
 
 // loadTemplate is the chat template beside tokenizer.json (chat_template.jinja
 // or tokenizer_config.json's chat_template), else the built-in Llama-3.2

@@ -34,7 +34,7 @@ func openGenie(a openArgs) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	runner, err := genie.Open(genie.Config{Dir: a.file, Runtime: rt, Logger: a.log.With().Str("component", "genie").Logger(),
+	runner, err := genie.Open(genie.Config{Dir: a.file, Runtime: rt, OwnRuntime: true, Logger: a.log.With().Str("component", "genie").Logger(),
 		AllowOutside: m.AllowOutsidePaths, Memory: int64(a.cfg.Engine.ModelMemory)})
 	if err != nil {
 		return opened{}, err
@@ -44,18 +44,9 @@ func openGenie(a openArgs) (opened, error) {
 		runner.Close()
 		return opened{}, err
 	}
-	o.model, o.loaded = &ownedGenie{Runner: runner, runtimeOwner: runtimeOwner{rt: rt}}, a.log.Info().Str("genie", a.file)
+	o.model, o.loaded = runner, a.log.Info().Str("genie", a.file)
 	return o, nil
 }
-
-// ownedGenie is a Genie runner with its runtime.
-type ownedGenie struct {
-	*genie.Runner
-	runtimeOwner
-}
-
-func (o *ownedGenie) Info() inference.ModelInfo { return o.info(o.Runner.Info()) }
-func (o *ownedGenie) Close() error              { return o.close(o.Runner) }
 
 // probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
 // dialog.context.size − 1, the runner's (the AR-1 graphs' past).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
+	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
@@ -53,7 +54,7 @@ func checkModelPath(path string) error {
 	for _, e := range ents {
 		name := e.Name()
 		switch {
-		case name == bundle.ManifestName, (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && plausibleArchDir(name),
+		case name == bundle.ManifestName, (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && qhexrt.PlausibleArch(name),
 			strings.HasSuffix(name, ".pte"), name == genie.ConfigFile:
 			return nil
 		}

@@ -3,14 +3,17 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/server"
 )
 
@@ -124,6 +127,52 @@ func TestPTEFamily(t *testing.T) {
 			got, err := pteFamily(filepath.Join(dir, "m.pte"))
 			if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("pteFamily = %q, %v; want %q and an error containing %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// TestFormatsOwnRuntime: each format's open hands the QNN runtime to its runner, so closing
+// the model closes the runtime (no wrapper owns it), and the end-token rule's ids replace the
+// model's own in Info.
+func TestFormatsOwnRuntime(t *testing.T) {
+	libs := hostsimLibDir(t)
+	bundleDir, _ := tinyBundle(t)
+	genieDir := filepath.Join(testTmp, "own-genie")
+	mkTiny(t, "genie", genieDir)
+	pteDir := filepath.Join(testTmp, "own-pte")
+	mkTiny(t, "pte", pteDir, "--ctx", "96", "--prefill-chunk", "16")
+	for _, tc := range []struct{ name, path string }{{"bundle", bundleDir}, {"genie", genieDir}, {"pte", pteDir}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.SetLocation(tc.path)
+			kind, file, err := locateModel(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rt *qnn.Runtime
+			o, err := kind.open(openArgs{cfg: cfg, file: file, log: zerolog.Nop(), runtime: func() (*qnn.Runtime, error) {
+				rt, err = qnn.Open(qnn.Config{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
+					RPCMem: filepath.Join(libs, "libcdsprpc.so")})
+				return rt, err
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.model.SetEndTokens([]int32{7, 9})
+			if got := o.model.Info().EOS; !slices.Equal(got, []int32{7, 9}) {
+				t.Errorf("end tokens %v after SetEndTokens([7 9])", got)
+			}
+			if b, err := rt.Alloc(16); err != nil {
+				t.Fatalf("the runtime before Close: %v", err)
+			} else {
+				b.Free()
+			}
+			if err := o.model.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rt.Alloc(16); !errors.Is(err, qnn.ErrClosed) {
+				t.Errorf("the runtime after the model's Close: Alloc error %v, want qnn.ErrClosed", err)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,9 @@ import (
 // Config configures Open.
 type Config struct {
 	Path    string       // the .pte file
-	Runtime *qnn.Runtime // opened QNN runtime; the Runner does not close it
+	Runtime *qnn.Runtime // opened QNN runtime; Close closes it only with OwnRuntime
+	// OwnRuntime hands Runtime to the Runner: its Close closes it too.
+	OwnRuntime bool
 	// BOS and EOS come from the tokenizer and chat template
 	// (<|begin_of_text|>; <|eot_id|>, <|eom_id|>, <|end_of_text|>), not from
 	// the export's get_bos_id/get_eos_id, which are hard-coded constants.
@@ -367,6 +370,12 @@ func (r *Runner) Info() inference.ModelInfo {
 		BOS: r.cfg.BOS, EOS: append([]int32(nil), r.cfg.EOS...)}
 }
 
+// SetEndTokens replaces the end tokens Info reports (the server's end-token rule).
+func (r *Runner) SetEndTokens(ids []int32) { r.cfg.EOS = slices.Clone(ids) }
+
+// BufferBytes is the runtime's buffer memory (graph I/O and KV).
+func (r *Runner) BufferBytes() int64 { return r.rt.BufferBytes() }
+
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("executorch: runner is closed")
 
@@ -473,6 +482,9 @@ func (r *Runner) Close() error {
 	var err error
 	if r.file != nil {
 		err = r.file.Close()
+	}
+	if r.cfg.OwnRuntime {
+		err = errors.Join(err, r.rt.Close())
 	}
 	return err
 }

@@ -34,8 +34,10 @@ import (
 // Config configures Open.
 type Config struct {
 	Dir     string       // the bundle folder (genie_config.json)
-	Runtime *qnn.Runtime // opened QNN runtime; the Runner does not close it
-	Logger  zerolog.Logger
+	Runtime *qnn.Runtime // opened QNN runtime; Close closes it only with OwnRuntime
+	// OwnRuntime hands Runtime to the Runner: its Close closes it too.
+	OwnRuntime bool
+	Logger     zerolog.Logger
 	// AllowOutside lets the config name files outside Dir (model.allow_outside_paths).
 	AllowOutside bool
 	// Memory, when > 0, is the most the bundle may hold (engine.model_memory): its parts, KV
@@ -115,8 +117,6 @@ var (
 var ErrClosed = errors.New("genie: runner is closed")
 
 var partFile = regexp.MustCompile(`^(.+)_part_\d+_of_\d+\.bin$`)
-
-var graphName = regexp.MustCompile(`^(prompt|token)_ar(\d+)_cl(\d+)_(\d+)_of_(\d+)$`)
 
 // Open loads a Genie bundle: the config, every ctx-bin (mmap'd), the graphs of each AR across
 // the parts, checked against each other and against the config.
@@ -241,9 +241,7 @@ func (r *Runner) resolve() error {
 		base := filepath.Base(p.path)
 		seen := map[int]bool{}
 		for _, g := range p.ctx.Graphs() {
-			if m := graphName.FindStringSubmatch(g.Name); m != nil {
-				k, _ := strconv.Atoi(m[4])
-				of, _ := strconv.Atoi(m[5])
+			if k, of, ok := GraphPart(g.Name); ok {
 				if of != n || k != i+1 {
 					return r.errf("%s holds graph %s (part %d of %d) but is ctx-bins[%d] of %d in %s: a part is missing, extra or out of order",
 						base, g.Name, k, of, i, n, ConfigFile)
@@ -692,6 +690,12 @@ func (r *Runner) Contract() string { return "genie" }
 // Defaults are dialog.sampler's values, the model's defaults when a request sets none.
 func (r *Runner) Defaults() Sampler { return r.bc.Sampler }
 
+// SetEndTokens replaces the end tokens Info reports (the server's end-token rule).
+func (r *Runner) SetEndTokens(ids []int32) { r.bc.EOS = slices.Clone(ids) }
+
+// BufferBytes is the runtime's buffer memory (graph I/O and KV).
+func (r *Runner) BufferBytes() int64 { return r.rt.BufferBytes() }
+
 // Tokenizer is the bundle's tokenizer.json.
 func (r *Runner) Tokenizer() string { return r.bc.Tokenizer }
 
@@ -737,6 +741,9 @@ func (r *Runner) Close() error {
 	}
 	for _, b := range r.kv {
 		b.Free()
+	}
+	if r.cfg.OwnRuntime {
+		return r.rt.Close()
 	}
 	return nil
 }

@@ -306,8 +306,8 @@ func TestArch(t *testing.T) {
 		in   string
 		want bool
 	}{{"v79", true}, {"v68", true}, {"v2147483792", false}, {"", false}, {"x79", false}} {
-		if got := plausibleArch(tt.in); got != tt.want {
-			t.Errorf("plausibleArch(%q) = %v", tt.in, got)
+		if got := PlausibleArch(tt.in); got != tt.want {
+			t.Errorf("PlausibleArch(%q) = %v", tt.in, got)
 		}
 	}
 }

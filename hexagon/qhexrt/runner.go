@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +32,11 @@ type Config struct {
 	Arch string
 	// QNN says which QNN libraries to load; ignored when Runtime is set.
 	QNN qnn.Config
-	// Runtime, when set, is an opened runtime to use; the Runner does not
-	// close it.
+	// Runtime, when set, is an opened runtime to use; the Runner closes it
+	// only with OwnRuntime.
 	Runtime *qnn.Runtime
+	// OwnRuntime hands Runtime to the Runner: its Close closes it too.
+	OwnRuntime bool
 	// Overrides supplies hexserve manifest keys (from the server config);
 	// they win over the manifest's own.
 	Overrides *bundle.Hexserve
@@ -103,7 +106,7 @@ type graphIO struct {
 // context binary once, the graphs, and checks every tensor binding against
 // the binaries' own metadata.
 func Open(cfg Config) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime}
+	r := &Runner{cfg: cfg, log: cfg.Logger, rt: cfg.Runtime, ownRT: cfg.OwnRuntime}
 	r.life = graphio.Lifecycle{Prefix: "qhexrt", ErrClosed: ErrClosed, Log: cfg.Logger, Stats: &r.stats,
 		Reload: r.reload, Invalidate: r.invalidate}
 	defer func() {
@@ -117,17 +120,8 @@ func Open(cfg Config) (_ *Runner, err error) {
 		}
 		r.ownRT = true
 	}
-	r.arch = cfg.Arch
-	if r.arch == "" {
-		r.arch = "v79"
-		switch a, err := r.rt.Arch(); {
-		case err != nil:
-			r.log.Warn().Err(err).Msg("qhexrt: cannot read the DSP architecture, assuming v79")
-		case plausibleArch(a):
-			r.arch = a
-		default:
-			r.log.Warn().Str("reported", a).Msg("qhexrt: implausible DSP architecture, assuming v79")
-		}
+	if r.arch = cfg.Arch; r.arch == "" {
+		r.arch = DeviceArch(r.rt, r.log)
 	}
 	b := cfg.Read
 	if b == nil {
@@ -314,6 +308,12 @@ func (r *Runner) Info() inference.ModelInfo {
 
 // Contract is the bundle's graph contract (ContractQHexRT or ContractChunked).
 func (r *Runner) Contract() string { return r.spec.contract }
+
+// SetEndTokens replaces the end tokens Info reports (the server's end-token rule).
+func (r *Runner) SetEndTokens(ids []int32) { r.spec.eos = slices.Clone(ids) }
+
+// BufferBytes is the runtime's buffer memory (graph I/O and KV).
+func (r *Runner) BufferBytes() int64 { return r.rt.BufferBytes() }
 
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("qhexrt: runner is closed")
@@ -522,7 +522,21 @@ func (r *Runner) Close() error {
 	return errors.Join(errs...)
 }
 
-// plausibleArch accepts Hexagon architecture names v60 … v99.
-func plausibleArch(a string) bool {
+// DeviceArch is the DSP architecture the runtime reports, else bundle.DefaultArch (with a
+// warning saying why).
+func DeviceArch(rt *qnn.Runtime, log zerolog.Logger) string {
+	switch a, err := rt.Arch(); {
+	case err != nil:
+		log.Warn().Err(err).Msg("qhexrt: cannot read the DSP architecture, assuming " + bundle.DefaultArch)
+	case PlausibleArch(a):
+		return a
+	default:
+		log.Warn().Str("reported", a).Msg("qhexrt: implausible DSP architecture, assuming " + bundle.DefaultArch)
+	}
+	return bundle.DefaultArch
+}
+
+// PlausibleArch accepts Hexagon architecture names v60 … v99 (a bundle's arch folders).
+func PlausibleArch(a string) bool {
 	return len(a) == 3 && a[0] == 'v' && a[1] >= '6' && a[1] <= '9' && a[2] >= '0' && a[2] <= '9'
 }
