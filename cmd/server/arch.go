@@ -26,8 +26,10 @@ func (s shape) arch() server.ModelArch {
 	if hd == 0 && s.heads > 0 {
 		hd = s.hidden / s.heads
 	}
-	if s.hidden <= 0 || s.layers <= 0 || s.heads <= 0 || s.kvHeads <= 0 || hd <= 0 || s.ffn <= 0 || s.vocab <= 0 {
-		return a
+	for _, n := range []int{s.hidden, s.layers, s.heads, s.kvHeads, hd, s.ffn, s.vocab} {
+		if n <= 0 || n > 1<<30 { // not given, or not a size
+			return a
+		}
 	}
 	h, q, kv := int64(s.hidden), int64(s.heads*hd), int64(s.kvHeads*hd)
 	// Per block: q, k, v, o projections, gate, up and down, two norms.

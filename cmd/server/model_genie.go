@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"os"
 	"path/filepath"
 
@@ -48,20 +47,17 @@ func openGenie(a openArgs) (opened, error) {
 	return o, nil
 }
 
-// probeGenie reads a Genie bundle's genie_config.json (checked) and config.json: the context is
-// dialog.context.size − 1, the runner's (the AR-1 graphs' past).
+// probeGenie reads a Genie bundle's genie_config.json (checked) and its config.json (through
+// genie.LoadConfig, once): the context is dialog.context.size − 1, the runner's (the AR-1
+// graphs' past).
 func probeGenie(m config.Model, dir string) (modelProbe, error) {
 	c, err := genie.LoadConfig(modelfile.Folder{Dir: dir, AllowOutside: m.AllowOutsidePaths})
 	if err != nil {
 		return modelProbe{}, err
 	}
-	pr := modelProbe{ContextLen: c.Size - 1, Family: c.Family, Outside: c.Outside}
-	var hf map[string]any
-	if b, err := modelfile.ReadFile(filepath.Join(dir, "config.json"), modelfile.MaxConfig); err == nil && json.Unmarshal(b, &hf) == nil {
-		pr.Generated, _ = hf[generatedKey].(string)
-		pr.Shape = hfShape(hf)
-	}
-	return pr, nil
+	s := shape{hidden: c.HFHidden, layers: c.HFLayers, heads: c.HFHeads, kvHeads: cmp.Or(c.HFKVHeads, c.HFHeads), headDim: c.HFHeadDim,
+		ffn: c.HFFFN, vocab: c.HFVocab, tied: c.HFTied != nil && *c.HFTied}
+	return modelProbe{ContextLen: c.Size - 1, Family: c.Family, Outside: c.Outside, Generated: c.Generated, Shape: s}, nil
 }
 
 // samplingDefaults are config sampling's defaults for the parameters a request leaves out.

@@ -56,6 +56,10 @@ type BundleConfig struct {
 	HFHeadDim, HFKVHeads, HFVocab int
 	HFHidden, HFHeads             int
 	HFTied                        *bool
+	HFLayers, HFFFN               int // num_hidden_layers, intermediate_size: for the listings only
+	// Generated is config.json's hexserve_generated_weights: hexserve mkmodel's note that the
+	// weights are generated ("" for real ones).
+	Generated string
 }
 
 // FamilySettings describes the family's graph settings from config.json, for inspect.
@@ -548,6 +552,9 @@ type hfConfig struct {
 	KVHeads       int      `json:"num_key_value_heads"`
 	Vocab         int      `json:"vocab_size"`
 	Tied          *bool    `json:"tie_word_embeddings"`
+	Layers        int      `json:"num_hidden_layers"`
+	FFN           int      `json:"intermediate_size"`
+	Generated     string   `json:"hexserve_generated_weights"`
 	RopeScaling   *struct {
 		Type   string  `json:"rope_type"`
 		Factor float64 `json:"factor"`
@@ -575,6 +582,7 @@ func (c *BundleConfig) readHF() error {
 	}
 	c.HFHeadDim, c.HFKVHeads, c.HFVocab = hf.HeadDim, hf.KVHeads, hf.Vocab
 	c.HFHidden, c.HFHeads, c.HFTied = hf.Hidden, hf.Heads, hf.Tied
+	c.HFLayers, c.HFFFN, c.Generated = hf.Layers, hf.FFN, hf.Generated
 	if c.HFHeadDim == 0 && hf.Heads > 0 {
 		c.HFHeadDim = hf.Hidden / hf.Heads
 	}
