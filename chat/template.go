@@ -26,6 +26,7 @@ type Template struct {
 	bos, eos      string
 	specials      []string // special-token texts, longest first
 	first         [256]bool
+	source        string // the text LoadTemplate read (Source)
 }
 
 // Llama32 is the built-in Llama-3.2 template, rendered natively.
@@ -158,11 +159,30 @@ func LoadTemplate(read func(path string) ([]byte, error), dir string) (t *Templa
 			return nil, false, err
 		}
 	}
-	if sum := sha256.Sum256([]byte(source)); hex.EncodeToString(sum[:]) == llama32SHA {
-		return Llama32, true, nil
+	text := source
+	for _, n := range named {
+		text += n.Template + "\n"
 	}
-	t, err = ParseTemplate(source, named, tok)
-	return t, err == nil, err
+	if sum := sha256.Sum256([]byte(source)); hex.EncodeToString(sum[:]) == llama32SHA {
+		native := *Llama32
+		native.source = text
+		return &native, true, nil
+	}
+	if t, err = ParseTemplate(source, named, tok); err != nil {
+		return nil, false, err
+	}
+	t.source = text
+	return t, true, nil
+}
+
+// Source is the template text LoadTemplate read (a list's templates one after another), for
+// what the server detects in it (tool-call format, reasoning); "" for a template not loaded
+// from files (Llama32, ParseTemplate's).
+func (t *Template) Source() string {
+	if t == nil {
+		return ""
+	}
+	return t.source
 }
 
 // tokenText is a bos_token/eos_token value: a string, an AddedToken

@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// TestReasoningParser: the setting wins; else <think> in the chat template
-// beside the tokenizer means qwen3, and no template (Llama 3.x) none.
+// TestReasoningParser: the setting wins; else <think> in the loaded chat
+// template's text means qwen3, and no template (Llama 3.x) none.
 func TestReasoningParser(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -32,8 +32,12 @@ func TestReasoningParser(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			tmpl, _, err := loadTemplate(filepath.Join(dir, "tokenizer.json")) // as the load does
+			if err != nil {
+				t.Fatal(err)
+			}
 			var log strings.Builder
-			p := reasoningParser(config.Model{Path: filepath.Join(dir, "model.pte"), ReasoningParser: tc.setting}, zerolog.New(&log))
+			p := reasoningParser(config.Model{Path: filepath.Join(dir, "model.pte"), ReasoningParser: tc.setting}, tmpl, zerolog.New(&log))
 			got := "none"
 			if p != nil {
 				got = p.Name

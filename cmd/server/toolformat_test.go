@@ -10,13 +10,14 @@ import (
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/rs/zerolog"
 )
 
-// TestToolFormat: the setting wins; else the template beside the
-// tokenizer (chat_template.jinja first, then tokenizer_config.json's, a
-// string or a list) decides, then config.json's model_type; a model
-// without files is Llama 3's; a file over its cap is logged and left out.
+// TestToolFormat: the setting wins; else the loaded template's text (from
+// chat_template.jinja first, then tokenizer_config.json's, a string or a
+// list) decides, then config.json's model_type; a model without files is
+// Llama 3's; a config.json that cannot be read is logged and left out.
 func TestToolFormat(t *testing.T) {
 	write := func(dir string, files map[string]string) {
 		for name, text := range files {
@@ -48,20 +49,26 @@ func TestToolFormat(t *testing.T) {
 		{"model_type fallback", map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template": "<|im_start|>"}`,
 			"config.json": `{"model_type": "qwen3"}`}, "", "hermes"},
 		{"no marker, no model_type", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<|user|>"}, "", "json"},
-		{"template a FIFO", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "fifo", "config.json": `{"model_type": "granite"}`}, "", "granite"},
-		{"template over its cap", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": strings.Repeat("x", maxTemplateBytes+1),
-			"config.json": `{"model_type": "granite"}`}, "", "granite"},
+		{"config.json a FIFO", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<|user|>", "config.json": "fifo"}, "", "json"},
+		{"config.json over its cap", map[string]string{"tokenizer.json": "{}", "chat_template.jinja": "<|user|>",
+			"config.json": `{"model_type": "granite"}` + strings.Repeat(" ", modelfile.MaxConfig)}, "", "json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(dir, tc.files)
+			tmpl, _, err := loadTemplate(filepath.Join(dir, "tokenizer.json")) // as the load does
+			if err != nil {
+				t.Fatal(err)
+			}
 			var log strings.Builder
-			f := toolFormat(config.Model{Path: filepath.Join(dir, "model.pte"), ToolParser: tc.setting}, zerolog.New(&log))
+			f := toolFormat(config.Model{Path: filepath.Join(dir, "model.pte"), ToolParser: tc.setting}, tmpl, zerolog.New(&log))
 			if f.Name() != tc.want {
 				t.Errorf("format %s, want %s (log %s)", f.Name(), tc.want, log.String())
 			}
-			if strings.Contains(tc.name, "cap") && !strings.Contains(log.String(), "more than the") {
-				t.Errorf("log %s", log.String())
+			for word, want := range map[string]string{"cap": "more than the", "FIFO": "not a regular file"} {
+				if strings.Contains(tc.name, word) && !strings.Contains(log.String(), want) {
+					t.Errorf("log %s, want %q", log.String(), want)
+				}
 			}
 		})
 	}
