@@ -12,7 +12,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"os"
 	"path"
 	"reflect"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -432,9 +432,10 @@ func Default() Config {
 	}
 }
 
-// Load reads and validates the YAML file at path over the defaults.
+// Load reads and validates the YAML file at path over the defaults: a regular file of at most
+// modelfile.MaxConfig bytes.
 func Load(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := modelfile.ReadFile(path, modelfile.MaxConfig)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}

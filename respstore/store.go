@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hexserve/hexserve/internal/safefile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/rs/zerolog"
 )
 
@@ -120,7 +120,7 @@ func load(o Options) ([]*entry, error) {
 		if !strings.HasSuffix(name, ".json") || !ValidID(strings.TrimSuffix(name, ".json")) {
 			continue // not a stored response (temporary files start with '.')
 		}
-		info, err := safefile.Stat(o.Dir, name)
+		info, err := modelfile.StatIn(o.Dir, name)
 		if err != nil {
 			refuse(name, err)
 			continue
@@ -137,7 +137,7 @@ func load(o Options) ([]*entry, error) {
 			dropped++
 			continue
 		}
-		b, _, err := safefile.ReadFile(o.Dir, f.name, min(o.MaxBytes-total, o.MaxBytes)+fileOverhead)
+		b, _, err := modelfile.ReadFileIn(o.Dir, f.name, min(o.MaxBytes-total, o.MaxBytes)+fileOverhead)
 		if err != nil {
 			refuse(f.name, err)
 			continue

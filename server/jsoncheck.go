@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hexserve/hexserve/internal/jsonkind"
 	"github.com/hexserve/hexserve/openai"
 )
 
@@ -119,7 +120,7 @@ func findNull(dec *json.Decoder, t reflect.Type, path string, required bool) (st
 	}
 	if tok == nil {
 		if required && !nullType(t) {
-			return path, expected(t)
+			return path, jsonkind.Want(t)
 		}
 		return "", ""
 	}
@@ -192,33 +193,6 @@ func nullType(t reflect.Type) bool {
 	return false
 }
 
-func expected(t reflect.Type) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
-		return "a value"
-	}
-	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map:
-		return "an object"
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Struct:
-		return "an object"
-	}
-	return "a value"
-}
-
 // field finds the struct field encoding/json would fill for key (tag or
 // name, case-insensitively, through embedded structs).
 func field(t reflect.Type, key string) (reflect.Type, bool) {
@@ -286,12 +260,12 @@ func skipRest(dec *json.Decoder, tok json.Token) {
 func typeError(body []byte, e *json.UnmarshalTypeError) *APIError {
 	p := jsonParam(e.Field)
 	if e.Field == "" {
-		return invalid("", "Invalid type for the request body: expected an object, but got %s instead.", jsonKind(e.Value))
+		return invalid("", "Invalid type for the request body: expected an object, but got %s instead.", jsonkind.Got(e.Value))
 	}
 	if p == "" {
 		return invalid("", "We could not parse the JSON body of your request (%v).", e)
 	}
-	want, got := expected(e.Type), jsonKind(e.Value)
+	want, got := jsonkind.Want(e.Type), jsonkind.Got(e.Value)
 	if other, ok := strings.CutPrefix(e.Value, "a value other than "); ok {
 		want, got = other, "" // a type with its own decoder says what it takes
 	}
@@ -316,27 +290,6 @@ func typeError(body []byte, e *json.UnmarshalTypeError) *APIError {
 		return invalid(p, "Invalid type for '%s': expected %s.", p, want)
 	}
 	return invalid(p, "Invalid type for '%s': expected %s, but got %s instead.", p, want, got)
-}
-
-// jsonKind is encoding/json's name of a value's kind ("number", "string",
-// "bool", "array", "object", "number 1.5") in a message's words.
-func jsonKind(v string) string {
-	switch v {
-	case "number":
-		return "a number"
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "array":
-		return "an array"
-	case "object":
-		return "an object"
-	}
-	if n, ok := strings.CutPrefix(v, "number "); ok {
-		return "the number " + n
-	}
-	return v
 }
 
 // rawKind is the kind of the JSON value raw in a message's words.

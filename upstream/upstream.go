@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // Options configure a Client.
@@ -87,7 +89,7 @@ func KeyFrom(env, path string) (string, error) {
 		}
 		return strings.TrimSpace(k), nil
 	case path != "":
-		b, err := os.ReadFile(path)
+		b, err := modelfile.ReadFile(path, modelfile.MaxConfig)
 		if err != nil {
 			return "", err
 		}
@@ -100,9 +102,10 @@ func KeyFrom(env, path string) (string, error) {
 	return "", nil
 }
 
-// LoadCAs reads a PEM bundle of certificate authorities.
+// LoadCAs reads a PEM bundle of certificate authorities (a regular file of at most
+// modelfile.MaxPEM bytes).
 func LoadCAs(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	b, err := modelfile.ReadFile(path, modelfile.MaxPEM)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
+	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/respstore"
 	"github.com/hexserve/hexserve/server"
@@ -131,38 +132,10 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, err := respstore.Open(respstore.Options{MaxCount: cfg.Responses.MaxCount,
-		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
+	srv, err := newServer(cfg, log, reg)
 	if err != nil {
 		return err
 	}
-	ups, err := upstreams(cfg, reg)
-	if err != nil {
-		return err
-	}
-	srv := server.New(server.Options{
-		Upstreams:          ups,
-		Fallbacks:          fallbacks(cfg),
-		Logger:             log,
-		Registry:           reg,
-		APIKeys:            cfg.Server.APIKeys,
-		CORSOrigins:        cfg.Server.CORSOrigins,
-		AllowedHosts:       cfg.Server.Hosts(),
-		BodyLimit:          int64(cfg.Server.BodyLimit),
-		BodyMemory:         int64(cfg.Server.BodyMemory),
-		BodyTimeout:        cfg.Server.BodyTimeout,
-		StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
-		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },
-		Sampling:           samplingDefaults(cfg.Sampling),
-		MaxTokens:          cfg.Sampling.MaxTokens,
-		WebUI:              cfg.Server.WebUIOn(),
-		ResponseStore:      store,
-		Version:            version,
-		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
-			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
-		StructuredCache:    int64(cfg.Structured.Memory),
-		StructuredCompiles: cfg.Structured.MaxCompiles,
-	})
 	hs, ln, tlsOn, err := listen(cfg, log, srv)
 	if err != nil {
 		return err
@@ -212,6 +185,57 @@ func serve(ctx context.Context, cfg config.Config, log zerolog.Logger, load mode
 	return runErr
 }
 
+// newServer makes the HTTP API's server from cfg: the stored responses (responses.dir), the
+// upstreams and every server setting; the models are added as they load.
+func newServer(cfg config.Config, log zerolog.Logger, reg *prometheus.Registry) (*server.Server, error) {
+	store, err := respstore.Open(respstore.Options{MaxCount: cfg.Responses.MaxCount,
+		MaxBytes: int64(cfg.Responses.MaxBytes), Dir: cfg.Responses.Dir, Validate: openai.ValidateStored, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ups, err := upstreams(cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(server.Options{
+		Upstreams:          ups,
+		Fallbacks:          fallbacks(cfg),
+		Logger:             log,
+		Registry:           reg,
+		APIKeys:            cfg.Server.APIKeys,
+		CORSOrigins:        cfg.Server.CORSOrigins,
+		AllowedHosts:       cfg.Server.Hosts(),
+		BodyLimit:          int64(cfg.Server.BodyLimit),
+		BodyMemory:         int64(cfg.Server.BodyMemory),
+		BodyTimeout:        cfg.Server.BodyTimeout,
+		StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
+		DateString:         func() string { return cfg.Chat.DateString(time.Now()) },
+		Sampling:           samplingDefaults(cfg.Sampling),
+		MaxTokens:          cfg.Sampling.MaxTokens,
+		WebUI:              cfg.Server.WebUIOn(),
+		ResponseStore:      store,
+		Version:            version,
+		Structured: grammar.Limits{Steps: cfg.Structured.CompileBudget, MaxStates: cfg.Structured.MaxStates,
+			MaxBranches: cfg.Structured.MaxBranches, Memory: int64(cfg.Structured.Memory)},
+		StructuredCache:    int64(cfg.Structured.Memory),
+		StructuredCompiles: cfg.Structured.MaxCompiles,
+	}), nil
+}
+
+// loadKeyPair is tls.LoadX509KeyPair through the safe reader: regular files (a FIFO is refused,
+// not waited on) of at most modelfile.MaxPEM bytes.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := modelfile.ReadFile(certFile, modelfile.MaxPEM)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := modelfile.ReadFile(keyFile, modelfile.MaxPEM)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
+}
+
 // listen makes the HTTP server for srv (with TLS when configured), listens
 // on server.listen and warns about an exposed address without API keys or
 // TLS.
@@ -225,7 +249,7 @@ func listen(cfg config.Config, log zerolog.Logger, srv *server.Server) (*http.Se
 	}
 	tlsOn := cfg.Server.TLSCertFile != ""
 	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
+		cert, err := loadKeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
 		}

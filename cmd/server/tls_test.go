@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,10 +161,15 @@ func TestServeTLS(t *testing.T) {
 func TestServeTLSBadFiles(t *testing.T) {
 	certFile, _, _ := selfSigned(t)
 	_, otherKey, _ := selfSigned(t)
+	fifo := filepath.Join(t.TempDir(), "fifo.pem") // refused by the safe reader, never waited on
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, files := range map[string][2]string{
 		"missing":    {filepath.Join(t.TempDir(), "none.pem"), otherKey},
 		"mismatched": {certFile, otherKey},
 		"not PEM":    {certFile, certFile},
+		"key a FIFO": {certFile, fifo},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := config.Default()

@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/inference"
-	"github.com/hexserve/hexserve/internal/safefile"
+	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
 // File format (little endian):
@@ -82,7 +82,7 @@ func openDisk(dir string, budget int64, layout inference.KVLayout, log zerolog.L
 		if e.IsDir() || !strings.HasSuffix(e.Name(), suffix) {
 			continue
 		}
-		if _, err := safefile.Stat(dir, e.Name()); err != nil { // not ours: left alone
+		if _, err := modelfile.StatIn(dir, e.Name()); err != nil { // not ours: left alone
 			log.Warn().Err(err).Str("file", e.Name()).Msg("kvstore: refusing a file in the directory")
 			continue
 		}
@@ -112,7 +112,7 @@ func openDisk(dir string, budget int64, layout inference.KVLayout, log zerolog.L
 
 // index reads a file's header and checks it against the layout and its name.
 func (d *disk) index(name string) (*diskFile, error) {
-	fh, info, err := safefile.Open(d.dir, name, d.budget)
+	fh, info, err := modelfile.OpenIn(d.dir, name, d.budget)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (d *disk) best(owner string, seq []int32) (*diskFile, int) {
 func (d *disk) read(f *diskFile) ([]int32, []byte, error) {
 	d.drop(f)
 	path := filepath.Join(d.dir, f.name)
-	data, _, err := safefile.ReadFile(d.dir, f.name, f.size)
+	data, _, err := modelfile.ReadFileIn(d.dir, f.name, f.size)
 	os.Remove(path)
 	if err != nil {
 		return nil, nil, err

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
+
+	"github.com/hexserve/hexserve/internal/jsonkind"
 )
 
 // DecodeJSON decodes data, one JSON value and nothing after it but
@@ -47,7 +48,7 @@ func jsonError(err error) error {
 		if field == "" {
 			field = "the top level"
 		}
-		return fmt.Errorf("%s: got %s, want %s", field, article(te.Value), jsonKind(te.Type))
+		return fmt.Errorf("%s: got %s, want %s", field, jsonkind.Got(te.Value), jsonkind.Want(te.Type))
 	case errors.As(err, &se):
 		return fmt.Errorf("not valid JSON at offset %d: %s", se.Offset, se.Error())
 	case errors.Is(err, io.EOF):
@@ -56,42 +57,4 @@ func jsonError(err error) error {
 		return errors.New("not valid JSON: the file ends in the middle of a value")
 	}
 	return errors.New("not valid JSON")
-}
-
-// article puts "a"/"an" before encoding/json's value words ("number 1e400"
-// stays as it is).
-func article(v string) string {
-	switch v {
-	case "array", "object":
-		return "an " + v
-	case "string", "bool":
-		return "a " + v
-	case "number":
-		return "a number"
-	}
-	return v
-}
-
-// jsonKind names what JSON value a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "another kind of value"
 }

@@ -1,7 +1,9 @@
-// Package modelfile reads the files of a model's folder without trusting
-// them, for every model format and the tokenizer: regular files only (a
-// FIFO or a device, even one swapped in between a look and the open, is
-// refused and never waited on), each kind read no further than its cap
+// Package modelfile is hexserve's one reader of files it does not trust:
+// a model's folder (every model format and the tokenizer), the server's
+// config and TLS files, and the files the server keeps in its own folders
+// (stored responses, saved KV rows: OpenIn). Regular files only (a FIFO or
+// a device, even one swapped in between a look and the open, is refused
+// and never waited on), each kind read no further than its cap
 // (MaxConfig, MaxTokenizer), binaries mapped, never read into the heap,
 // and the paths a model's own config names kept inside its folder
 // (Folder). Errors name the file and say what it really is.
@@ -23,6 +25,9 @@ const (
 	MaxConfig = 4 << 20
 	// MaxTokenizer caps a tokenizer.json (Llama-3's is 9 MB, Qwen3's 11 MB).
 	MaxTokenizer = 64 << 20
+	// MaxPEM caps a TLS certificate chain, key or CA bundle (a system CA
+	// bundle is about 200 KB).
+	MaxPEM = 4 << 20
 )
 
 // ErrNotRegular is the error for a FIFO, a device, a socket or a folder.
@@ -49,9 +54,19 @@ func Open(path string, max int64) (*os.File, int64, error) {
 	if _, err := Stat(path, max); err != nil {
 		return nil, 0, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, st, err := open(path, max, 0)
 	if err != nil {
 		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// open opens path with flags added to O_RDONLY|O_NONBLOCK and checks the
+// opened file (check).
+func open(path string, max int64, flags int) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
+	if err != nil {
+		return nil, nil, err
 	}
 	st, err := f.Stat()
 	if err == nil {
@@ -59,9 +74,9 @@ func Open(path string, max int64) (*os.File, int64, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, 0, err
+		return nil, nil, err
 	}
-	return f, st.Size(), nil
+	return f, st, nil
 }
 
 // ReadFile returns the content of path, a regular file of at most max
@@ -73,6 +88,11 @@ func ReadFile(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readAll(f, path, max)
+}
+
+// readAll reads f, path, to its end, refusing more than max bytes.
+func readAll(f *os.File, path string, max int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -134,6 +154,8 @@ func describeMode(m os.FileMode) string {
 		return "a named pipe"
 	case m&os.ModeSocket != 0:
 		return "a socket"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
 	}
 	return m.Type().String()
 }

@@ -124,7 +124,7 @@ func TestDecodeJSON(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"dialog":[1]}`, "dialog: got an array, want an object"},
 		{`{"dialog":{"n":"x"}}`, "dialog.n: got a string, want an integer"},
-		{`{"dialog":{"n":1e400}}`, "dialog.n: got number 1e400, want an integer"},
+		{`{"dialog":{"n":1e400}}`, "dialog.n: got the number 1e400, want an integer"},
 		{`[]`, "the top level: got an array, want an object"},
 		{`{"dialog":{}} {}`, "bytes after the JSON value"},
 		{`{"dialog":{}}xyz`, "bytes after the JSON value"},

@@ -1,4 +1,4 @@
-package safefile
+package modelfile
 
 import (
 	"errors"
@@ -12,7 +12,9 @@ import (
 	"github.com/hexserve/hexserve/internal/testwait"
 )
 
-func TestRefused(t *testing.T) {
+// TestReadFileIn: a server's own folder yields only regular files of plain names, never a
+// symbolic link (followed out of the folder) or a FIFO (waited on), nor one over the cap.
+func TestReadFileIn(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("FIFOs and symlinks need a unix")
 	}
@@ -33,15 +35,15 @@ func TestRefused(t *testing.T) {
 			name    string
 			regular bool // refused as not regular (else: too large)
 		}{{"link.json", true}, {"sub.json", true}, {"fifo.json", true}, {"big.json", false}} {
-			_, _, err := ReadFile(dir, tc.name, 64)
-			if err == nil || errors.Is(err, ErrNotRegular) != tc.regular {
-				t.Errorf("ReadFile(%s) = %v", tc.name, err)
+			_, _, err := ReadFileIn(dir, tc.name, 64)
+			if err == nil || errors.Is(err, ErrNotRegular) != tc.regular || errors.Is(err, ErrTooLarge) == tc.regular {
+				t.Errorf("ReadFileIn(%s) = %v", tc.name, err)
 			}
 		}
-		if b, _, err := ReadFile(dir, "ok.json", 64); err != nil || string(b) != `{"x":1}` {
-			t.Errorf("ReadFile(ok.json) = %q, %v", b, err)
+		if b, _, err := ReadFileIn(dir, "ok.json", 64); err != nil || string(b) != `{"x":1}` {
+			t.Errorf("ReadFileIn(ok.json) = %q, %v", b, err)
 		}
-		if _, _, err := ReadFile(dir, "../x.json", 64); err == nil {
+		if _, _, err := ReadFileIn(dir, "../x.json", 64); err == nil {
 			t.Error("a name with a path was read")
 		}
 	}()
