@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,18 +45,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
-	cfg := config.Default()
-	if *path != "" {
-		var err error
-		if cfg, err = config.Load(*path); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-	}
-	if *modelPath != "" {
-		cfg.Model.SetLocation(*modelPath)
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := benchConfig(*path, *modelPath)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
@@ -63,44 +54,24 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hexserve bench: --quick and --full exclude each other")
 		return 2
 	}
-	if cfg.Model.Location() == "" {
-		fmt.Fprintln(stderr, "hexserve bench: --model (or model.path in --config) is required")
+	phaseList, err := benchPhases(*phases)
+	if err != nil {
+		fmt.Fprintln(stderr, "hexserve bench:", err)
 		return 2
 	}
-
-	var phaseList []string
-	if *phases != "" {
-		for _, p := range strings.Split(*phases, ",") {
-			if !slices.Contains(bench.PhaseKeys, p) {
-				fmt.Fprintf(stderr, "hexserve bench: unknown phase %q (have %s)\n", p, strings.Join(bench.PhaseKeys, ", "))
-				return 2
-			}
-			phaseList = append(phaseList, p)
-		}
-	}
-
 	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	var emu bench.Latency
 	if *emulate {
-		c := plan.V79Costs
-		emu = bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
-		if kind, _, err := locateModel(cfg.Model.Location()); err == nil && kind.emulation != (bench.Latency{}) {
-			emu = kind.emulation
-		}
+		emu = emulation(cfg.Model.Location())
 	}
 	opt := bench.Options{
 		Bundle: cfg.Model.Location(), Quick: *quick, Full: *full, HTTP: *overHTTP, Emulation: emu,
@@ -115,31 +86,96 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *memprofile != "" {
-		f, err := os.Create(*memprofile)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		runtime.GC()
-		err = pprof.WriteHeapProfile(f)
-		f.Close()
-		if err != nil {
+		if err := writeHeapProfile(*memprofile); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = bench.WriteText(stdout, rep)
-	}
-	if err != nil {
+	if err := writeBenchReport(stdout, rep, *asJSON); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// writeBenchReport writes rep as tables, or as indented JSON.
+func writeBenchReport(w io.Writer, rep *bench.Report, asJSON bool) error {
+	if !asJSON {
+		return bench.WriteText(w, rep)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// benchConfig is --config's configuration (the defaults without one) with --model's path,
+// validated; the model's path is required.
+func benchConfig(path, model string) (config.Config, error) {
+	cfg := config.Default()
+	if path != "" {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return cfg, err
+		}
+	}
+	if model != "" {
+		cfg.Model.SetLocation(model)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.Model.Location() == "" {
+		return cfg, errors.New("hexserve bench: --model (or model.path in --config) is required")
+	}
+	return cfg, nil
+}
+
+// benchPhases is --phases' list ("": every phase).
+func benchPhases(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if !slices.Contains(bench.PhaseKeys, p) {
+			return nil, fmt.Errorf("unknown phase %q (have %s)", p, strings.Join(bench.PhaseKeys, ", "))
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// emulation is --emulate-v79's latency for the model at path: its format's (format.emulation),
+// else plan.V79Costs'.
+func emulation(path string) bench.Latency {
+	if kind, _, err := locateModel(path); err == nil && kind.emulation != (bench.Latency{}) {
+		return kind.emulation
+	}
+	c := plan.V79Costs
+	return bench.Latency{PrefillUS: int(c.Prefill.Microseconds()), DecodeUS: int(c.Decode.Microseconds()), LMHeadUS: int(c.LMHead.Microseconds())}
+}
+
+// startCPUProfile profiles the process's CPU into a new file at path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeHeapProfile writes a heap profile, after a GC, to a new file at path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // benchLoad loads the model as serve does; a model with graph statistics (every runner) has
