@@ -146,12 +146,7 @@ func detectPTE(path string, st os.FileInfo) (string, bool, error) {
 // fileRoot is the format's own file or folder.
 func fileRoot(_, file string) string { return file }
 
-// bundleDetailsRoot is the bundle folder, or a manifest's folder.
-func bundleDetailsRoot(path, _ string) string {
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		return filepath.Dir(path)
-	}
-	return path
-}
+// bundleDetailsRoot is the bundle folder, or a manifest's folder (bundleRoot).
+func bundleDetailsRoot(path, _ string) string { return bundleRoot(path) }
 
 func (f *format) String() string { return f.name }

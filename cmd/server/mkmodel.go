@@ -65,7 +65,7 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.tensors, "tensors", "", "bundle only: graph tensor names, as KEY=NAME,... with the manifest's hexserve.tensors keys (x, cos, sin, cmask, y, past_k, past_v, new_k, new_v; {i} = layer); unset keys keep the defaults")
 	fs.StringVar(&o.layout, "layout", "split", "bundle only: context binaries, split (prefill.bin, decode.bin, lmhead.bin) or shared (model.bin with prefill and decode, lmhead.bin)")
 	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json to copy, with LICENSE and NOTICE from its folder (or its parent's) and, for a family other than llama, its tokenizer_config.json and chat_template.jinja (default: llama testdata/tokenizer/llama3.2/tokenizer.json; qwen3 "+qwen3Shared+", else "+qwen3NPM+")")
-	fs.StringVar(&o.arch, "arch", "v79", "bundle only: DSP architecture folder (hostsim emulates v79)")
+	fs.StringVar(&o.arch, "arch", bundle.DefaultArch, "bundle only: DSP architecture folder (hostsim emulates "+bundle.DefaultArch+")")
 	fs.Usage = func() { mkmodelUsage(fs) }
 	rest, err := parseFlags(fs, args)
 	if err != nil {
