@@ -7,6 +7,7 @@
 // checks each against the project's goals.
 //
 // The workload and every figure's definition are documented in
-// docs/performance.md. Run drives it against any Model; the hexserve
-// command adapts the runners (hexagon/qhexrt, hexagon/executorch), tests use fakes.
+// docs/performance.md. Run drives it against any inference.Model, with its
+// counters when Loaded.Counters reads them; the hexserve command passes the
+// runner itself and reads its graph statistics, tests use fakes.
 package bench
