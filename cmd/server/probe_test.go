@@ -12,7 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/bench"
 	"github.com/hexserve/hexserve/config"
+	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/server"
 )
@@ -134,7 +136,8 @@ func TestPTEFamily(t *testing.T) {
 
 // TestFormatsOwnRuntime: each format's open hands the QNN runtime to its runner, so closing
 // the model closes the runtime (no wrapper owns it), and the end-token rule's ids replace the
-// model's own in Info.
+// model's own in Info; bench --emulate-v79 takes the format row's latency (Genie's AI Hub
+// figures), else plan.V79Costs'.
 func TestFormatsOwnRuntime(t *testing.T) {
 	libs := hostsimLibDir(t)
 	bundleDir, _ := tinyBundle(t)
@@ -158,6 +161,14 @@ func TestFormatsOwnRuntime(t *testing.T) {
 			}})
 			if err != nil {
 				t.Fatal(err)
+			}
+			wantEmu := bench.Latency{PrefillUS: int(plan.V79Costs.Prefill.Microseconds()), DecodeUS: int(plan.V79Costs.Decode.Microseconds()),
+				LMHeadUS: int(plan.V79Costs.LMHead.Microseconds())}
+			if tc.name == "genie" {
+				wantEmu = genieV79
+			}
+			if got := emulation(tc.path); got != wantEmu {
+				t.Errorf("emulation %+v, want %+v", got, wantEmu)
 			}
 			o.model.SetEndTokens([]int32{7, 9})
 			if got := o.model.Info().EOS; !slices.Equal(got, []int32{7, 9}) {
