@@ -1,31 +1,19 @@
 package upstream
 
 import (
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/hexserve/hexserve/internal/testwait"
+	"github.com/hexserve/hexserve/internal/modelfile"
+	"github.com/hexserve/hexserve/internal/modelfile/modelfiletest"
 )
 
-// TestFilesRefuseFIFO: the key file and the CA bundle go through the safe reader: a FIFO is
-// refused, never waited on.
-func TestFilesRefuseFIFO(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if _, err := KeyFrom("", fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("KeyFrom(a FIFO) = %v", err)
-		}
-		if _, err := LoadCAs(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("LoadCAs(a FIFO) = %v", err)
-		}
-	}()
-	testwait.Recv(t, done, 5*time.Second, "reading the files (blocked on the FIFO?)")
+// TestFilesRefuseSpecialFiles: the key file and the CA bundle go through the safe reader: a
+// FIFO or a device is refused, never waited on, and a file over its cap before it is read.
+func TestFilesRefuseSpecialFiles(t *testing.T) {
+	t.Run("key file", func(t *testing.T) {
+		modelfiletest.Refuses(t, modelfile.MaxConfig, func(path string) error { _, err := KeyFrom("", path); return err })
+	})
+	t.Run("CA bundle", func(t *testing.T) {
+		modelfiletest.Refuses(t, modelfile.MaxPEM, func(path string) error { _, err := LoadCAs(path); return err })
+	})
 }
