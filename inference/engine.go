@@ -74,6 +74,7 @@ type Engine struct {
 	modelNS atomic.Int64 // model time of all steps
 
 	// Worker-owned state.
+	stepCost   func(rows int) time.Duration // model.StepCost, bound once (a method value allocates)
 	maxSeq     int
 	grow       int             // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int             // sequences the last step could not grow
@@ -107,6 +108,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.stepCost = m.StepCost
 	e.met = newMetrics(cfg.Registerer)
 	lim := m.BatchLimits()
 	e.maxSeq = min(lim.resolve(cfg.MaxSequences), lim.Sequences)

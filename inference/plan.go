@@ -147,7 +147,7 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 // for proposals.
 func (e *Engine) gather() candidates {
 	c := candidates{rows: e.model.BatchLimits().Rows, turn: e.turn,
-		drafts: e.cfg.Speculative.Enabled, cost: e.model.StepCost, promptOnly: e.promptOnly}
+		drafts: e.cfg.Speculative.Enabled, cost: e.stepCost, promptOnly: e.promptOnly}
 	e.stalled = 0
 	for _, g := range e.active {
 		if err := g.run.Err(); err != nil && g.abort == "" {

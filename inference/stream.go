@@ -44,11 +44,15 @@ func (s *Stream) push(ev Event) {
 	}
 }
 
-func (s *Stream) take() ([]Event, bool) {
+// take hands the pushed events over and gives done, the events the pump
+// has delivered, back as the buffer (emptied, its references dropped): in
+// steady state a push does not allocate.
+func (s *Stream) take(done []Event) ([]Event, bool) {
+	clear(done)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs := s.buf
-	s.buf = nil
+	s.buf = done[:0]
 	return evs, s.final
 }
 
@@ -56,8 +60,10 @@ func (s *Stream) take() ([]Event, bool) {
 // waits for a reader.
 func (s *Stream) pump() {
 	defer close(s.out)
+	var evs []Event
 	for {
-		evs, final := s.take()
+		var final bool
+		evs, final = s.take(evs)
 		for i, ev := range evs {
 			select {
 			case s.out <- ev:
@@ -82,7 +88,7 @@ func (s *Stream) pump() {
 // engine sends it promptly) and leaves only that in the channel's buffer.
 func (s *Stream) abandon(rest []Event) {
 	for {
-		evs, final := s.take()
+		evs, final := s.take(nil)
 		rest = append(rest, evs...)
 		if final {
 			break

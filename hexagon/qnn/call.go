@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // Binding attaches a buffer region to a graph tensor by name. The tensor
@@ -225,9 +227,9 @@ func (c *Call) Execute() error {
 		t.Lock()
 		defer t.Unlock()
 	}
-	st := r.core.graphExecute(c.g.h, c.in, c.nIn, c.out, c.nOut, 0, 0)
+	st, _, _ := purego.SyscallN(r.core.graphExecute, uintptr(c.g.h), uintptr(c.in), uintptr(c.nIn), uintptr(c.out), uintptr(c.nOut), 0, 0)
 	if st&0xFFFF != 0 {
-		return r.status(c.op, st)
+		return r.status(c.op, uint64(st))
 	}
 	return nil
 }

@@ -47,7 +47,10 @@ type coreFuncs struct {
 	graphRetrieve func(c contextHandle, name *byte, out *graphHandle) uint64
 	// [21] Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t, const Qnn_Tensor_t* inputs, uint32_t numInputs,
 	//      Qnn_Tensor_t* outputs, uint32_t numOutputs, Qnn_ProfileHandle_t, Qnn_SignalHandle_t)
-	graphExecute func(g graphHandle, in unsafe.Pointer, nIn uint32, out unsafe.Pointer, nOut uint32, profile, signal uintptr) uint64
+	// Called with purego.SyscallN (Call.Execute): a RegisterFunc function
+	// goes through reflect and allocates 7 times per call, on every token's
+	// graph calls.
+	graphExecute uintptr
 	// [25] Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t*)
 	logCreate func(cb uintptr, level uint32, out *logHandle) uint64
 	// [27] Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t)
@@ -103,7 +106,6 @@ func loadCoreFuncs(f *coreFuncs, table unsafe.Pointer) error {
 		{&f.contextCreateFromBinary, slotContextCreateFromBinary, "contextCreateFromBinary", true},
 		{&f.contextFree, slotContextFree, "contextFree", true},
 		{&f.graphRetrieve, slotGraphRetrieve, "graphRetrieve", true},
-		{&f.graphExecute, slotGraphExecute, "graphExecute", true},
 		{&f.logCreate, slotLogCreate, "logCreate", false},
 		{&f.logFree, slotLogFree, "logFree", false},
 		{&f.memRegister, slotMemRegister, "memRegister", false},
@@ -118,6 +120,9 @@ func loadCoreFuncs(f *coreFuncs, table unsafe.Pointer) error {
 		if err := bindSlot(s.fn, table, s.slot, s.name, s.required); err != nil {
 			return err
 		}
+	}
+	if f.graphExecute = tableSlot(table, slotGraphExecute); f.graphExecute == 0 {
+		return fmt.Errorf("qnn: function table slot %d (graphExecute) is NULL", slotGraphExecute)
 	}
 	if (f.logCreate == nil) != (f.logFree == nil) {
 		f.logCreate, f.logFree = nil, nil

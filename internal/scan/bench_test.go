@@ -29,6 +29,16 @@ func BenchmarkScans(b *testing.B) {
 			IndexGEHalf(x16, 0x8001)
 		}
 	})
+	ninf := make([]uint16, V)
+	for i := range ninf {
+		ninf[i] = 0xfc00 // -Inf
+	}
+	b.Run("GEHalf/negative", func(b *testing.B) { // a threshold below zero: -1
+		b.SetBytes(2 * V)
+		for b.Loop() {
+			IndexGEHalf(ninf, HalfKey(0xbc00))
+		}
+	})
 	out := make([]int32, V)
 	for i := range V / 10 { // a tenth of the elements pass
 		x16[i*10] = 0x5000

@@ -45,11 +45,23 @@ func indexGEU16Go(x []uint16, i int, t uint16) int {
 	return i
 }
 
+// A half's key is at least k exactly when its bits compare so with one
+// ordinary comparison: for k ≥ 0x8000 (a threshold ≥ +0) as int16 against
+// halfGE(k), where every negative half is negative; below that (a negative
+// threshold, or one below -Inf) as uint16 at most halfLE(k), the bits of the
+// negative half with key k: a negative half's key is its bits inverted, and
+// every non-negative half's bits are below any negative one's. The kernels
+// compare so, as a uint16 scan does, without computing a key per element.
+
+// halfGE is the int16 bound of a key k ≥ 0x8000: HalfKey(h) ≥ k ⇔ int16(h) ≥ halfGE(k).
+func halfGE(k uint16) int16 { return int16(k - 0x8000) }
+
+// halfLE is the uint16 bound of a key k < 0x8000: HalfKey(h) ≥ k ⇔ h ≤ halfLE(k).
+func halfLE(k uint16) uint16 { return ^k }
+
 func indexGEHalfGo(x []uint16, i int, k uint16) int {
 	if k >= 0x8000 {
-		// A key ≥ +0: compare the bits as int16, where every negative half
-		// is below any non-negative one.
-		t := int16(k - 0x8000)
+		t := halfGE(k)
 		for i+4 <= len(x) && int16(x[i]) < t && int16(x[i+1]) < t && int16(x[i+2]) < t && int16(x[i+3]) < t {
 			i += 4
 		}
@@ -58,7 +70,11 @@ func indexGEHalfGo(x []uint16, i int, k uint16) int {
 		}
 		return i
 	}
-	for i < len(x) && HalfKey(x[i]) < k {
+	t := halfLE(k)
+	for i+4 <= len(x) && x[i] > t && x[i+1] > t && x[i+2] > t && x[i+3] > t {
+		i += 4
+	}
+	for i < len(x) && x[i] > t {
 		i++
 	}
 	return i

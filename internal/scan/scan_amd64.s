@@ -19,14 +19,15 @@
 	VPMAXUW  Y0, X, T \
 	VPCMPEQW T, X, X
 
-// GEHALF: the signed key sk = h ^ (h>>15 & 0x7fff); match: !(ks > sk)
-// (Y15 holds all ones).
-#define GEHALF(X, T) \
-	VPSRAW   $15, X, T \
-	VPSRLW   $1, T, T \
-	VPXOR    T, X, X \
-	VPCMPGTW X, Y0, X \
-	VPXOR    Y15, X, X
+// GES16: max(x, t) == x, signed.
+#define GES16(X, T) \
+	VPMAXSW  Y0, X, T \
+	VPCMPEQW T, X, X
+
+// LEU16: min(x, t) == x, unsigned.
+#define LEU16(X, T) \
+	VPMINUW  Y0, X, T \
+	VPCMPEQW T, X, X
 
 // EQ16: x == a (Y0) or x == b (Y9).
 #define EQ16(X, T) \
@@ -207,12 +208,17 @@ TEXT ·indexGEU16(SB), NOSPLIT, $0-40
 	VPBROADCASTW t+24(FP), Y0
 	INDEX(64, BLOCK16(GEU16), FOUND16)
 
-// func indexGEHalf(x []uint16, ks int16) int
-TEXT ·indexGEHalf(SB), NOSPLIT, $0-40
+// func indexGES16(x []uint16, t int16) int
+TEXT ·indexGES16(SB), NOSPLIT, $0-40
 	BLOCKS(-64)
-	VPBROADCASTW ks+24(FP), Y0
-	VPCMPEQW     Y15, Y15, Y15
-	INDEX(64, BLOCK16(GEHALF), FOUND16)
+	VPBROADCASTW t+24(FP), Y0
+	INDEX(64, BLOCK16(GES16), FOUND16)
+
+// func indexLEU16(x []uint16, t uint16) int
+TEXT ·indexLEU16(SB), NOSPLIT, $0-40
+	BLOCKS(-64)
+	VPBROADCASTW t+24(FP), Y0
+	INDEX(64, BLOCK16(LEU16), FOUND16)
 
 // func indexEq16(x []uint16, a, b uint16) int
 TEXT ·indexEq16(SB), NOSPLIT, $0-40
@@ -233,9 +239,14 @@ TEXT ·gatherGEU16(SB), NOSPLIT, $0-80
 	VPBROADCASTW t+24(FP), Y0
 	GATHER(16, GATHER16(GEU16))
 
-// func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
-TEXT ·gatherGEHalf(SB), NOSPLIT, $0-80
+// func gatherGES16(x []uint16, t int16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGES16(SB), NOSPLIT, $0-80
 	BLOCKS(-16)
-	VPBROADCASTW ks+24(FP), Y0
-	VPCMPEQW     Y15, Y15, Y15
-	GATHER(16, GATHER16(GEHALF))
+	VPBROADCASTW t+24(FP), Y0
+	GATHER(16, GATHER16(GES16))
+
+// func gatherLEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherLEU16(SB), NOSPLIT, $0-80
+	BLOCKS(-16)
+	VPBROADCASTW t+24(FP), Y0
+	GATHER(16, GATHER16(LEU16))

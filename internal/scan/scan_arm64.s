@@ -13,7 +13,6 @@
 #define FCMGT_4S 0x6ea0e400 // fcmgt vd.4s, vn.4s, vm.4s
 #define CMHI_8H  0x6e603400 // cmhi vd.8h, vn.8h, vm.8h
 #define CMGT_8H  0x4e603400 // cmgt vd.8h, vn.8h, vm.8h
-#define SSHR15   0x4f110400 // sshr vd.8h, vn.8h, #15
 
 // BLOCKS loads x (R0) and its length rounded down by AND $MASK to whole
 // blocks (R1).
@@ -72,23 +71,21 @@ done: \
 	VLD1.P 64(R0), [V1.H8, V2.H8, V3.H8, V4.H8] \
 	BELOW(CMHI_8H) /* t > x, unsigned */
 
-// HALFBLOCK turns V1..V4 into the signed keys sk = h ^ (h>>15 & 0x7fff)
-// (V5..V8 the h>>15) and compares them as int16.
-#define HALFBLOCK \
+#define S16BLOCK \
 	VLD1.P 64(R0), [V1.H8, V2.H8, V3.H8, V4.H8] \
-	WORD   $(SSHR15|1<<5|5) \
-	WORD   $(SSHR15|2<<5|6) \
-	WORD   $(SSHR15|3<<5|7) \
-	WORD   $(SSHR15|4<<5|8) \
-	VUSHR  $1, V5.H8, V5.H8 \
-	VUSHR  $1, V6.H8, V6.H8 \
-	VUSHR  $1, V7.H8, V7.H8 \
-	VUSHR  $1, V8.H8, V8.H8 \
-	VEOR   V5.B16, V1.B16, V1.B16 \
-	VEOR   V6.B16, V2.B16, V2.B16 \
-	VEOR   V7.B16, V3.B16, V3.B16 \
-	VEOR   V8.B16, V4.B16, V4.B16 \
-	BELOW(CMGT_8H) /* ks > sk, signed */
+	BELOW(CMGT_8H) /* t > x, signed */
+
+// LEU16BLOCK: the lanes that do not match are those above t (x > t,
+// unsigned): BELOW with the operands the other way round.
+#define LEU16BLOCK \
+	VLD1.P 64(R0), [V1.H8, V2.H8, V3.H8, V4.H8] \
+	WORD   $(CMHI_8H|1<<5|1) \
+	WORD   $(CMHI_8H|2<<5|2) \
+	WORD   $(CMHI_8H|3<<5|3) \
+	WORD   $(CMHI_8H|4<<5|4) \
+	FOLD(VAND, AND) \
+	CMN    $1, R3 \
+	BNE    done
 
 // EQ(A, D1, D2, D3, D4) sets each lane of Dn where Vn equals A.
 #define EQ(A, D1, D2, D3, D4) \
@@ -163,12 +160,14 @@ next: \
 	WORD   $0x6e603c21 /* cmhs v1.8h, v1.8h, v0.8h (x >= t, unsigned) */ \
 	WORD   $0x0e212821 /* xtn v1.8b, v1.8h */
 
-#define GHALFMASK \
+#define GS16MASK \
 	VLD1.P 16(R0), [V1.H8] \
-	WORD   $0x4f110425 /* sshr v5.8h, v1.8h, #15 */ \
-	VUSHR  $1, V5.H8, V5.H8 \
-	VEOR   V5.B16, V1.B16, V1.B16 \
-	WORD   $0x4e603c21 /* cmge v1.8h, v1.8h, v0.8h (sk >= ks, signed) */ \
+	WORD   $0x4e603c21 /* cmge v1.8h, v1.8h, v0.8h (x >= t, signed) */ \
+	WORD   $0x0e212821 /* xtn v1.8b, v1.8h */
+
+#define GLEU16MASK \
+	VLD1.P 16(R0), [V1.H8] \
+	WORD   $0x6e613c01 /* cmhs v1.8h, v0.8h, v1.8h (t >= x, unsigned) */ \
 	WORD   $0x0e212821 /* xtn v1.8b, v1.8h */
 
 // func indexGEF32(x []float32, t float32) int
@@ -185,12 +184,19 @@ TEXT ·indexGEU16(SB), NOSPLIT, $0-40
 	VDUP  R3, V0.H8
 	INDEX(32, U16BLOCK)
 
-// func indexGEHalf(x []uint16, ks int16) int
-TEXT ·indexGEHalf(SB), NOSPLIT, $0-40
+// func indexGES16(x []uint16, t int16) int
+TEXT ·indexGES16(SB), NOSPLIT, $0-40
 	BLOCKS(~31)
-	MOVHU ks+24(FP), R3
+	MOVHU t+24(FP), R3
 	VDUP  R3, V0.H8
-	INDEX(32, HALFBLOCK)
+	INDEX(32, S16BLOCK)
+
+// func indexLEU16(x []uint16, t uint16) int
+TEXT ·indexLEU16(SB), NOSPLIT, $0-40
+	BLOCKS(~31)
+	MOVHU t+24(FP), R3
+	VDUP  R3, V0.H8
+	INDEX(32, LEU16BLOCK)
 
 // func indexEq16(x []uint16, a, b uint16) int
 TEXT ·indexEq16(SB), NOSPLIT, $0-40
@@ -215,9 +221,16 @@ TEXT ·gatherGEU16(SB), NOSPLIT, $0-80
 	VDUP  R3, V0.H8
 	GATHER(8, GU16MASK, LANES4(8); LANES4(8))
 
-// func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
-TEXT ·gatherGEHalf(SB), NOSPLIT, $0-80
+// func gatherGES16(x []uint16, t int16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherGES16(SB), NOSPLIT, $0-80
 	BLOCKS(~7)
-	MOVHU ks+24(FP), R3
+	MOVHU t+24(FP), R3
 	VDUP  R3, V0.H8
-	GATHER(8, GHALFMASK, LANES4(8); LANES4(8))
+	GATHER(8, GS16MASK, LANES4(8); LANES4(8))
+
+// func gatherLEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
+TEXT ·gatherLEU16(SB), NOSPLIT, $0-80
+	BLOCKS(~7)
+	MOVHU t+24(FP), R3
+	VDUP  R3, V0.H8
+	GATHER(8, GLEU16MASK, LANES4(8); LANES4(8))

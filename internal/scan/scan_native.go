@@ -22,7 +22,10 @@ func indexGEF32(x []float32, t float32) int
 func indexGEU16(x []uint16, t uint16) int
 
 //go:noescape
-func indexGEHalf(x []uint16, ks int16) int
+func indexGES16(x []uint16, t int16) int
+
+//go:noescape
+func indexLEU16(x []uint16, t uint16) int
 
 //go:noescape
 func indexEq16(x []uint16, a, b uint16) int
@@ -34,7 +37,10 @@ func gatherGEF32(x []float32, t float32, out []int32, lut *[256][8]int32) (i, n 
 func gatherGEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
 
 //go:noescape
-func gatherGEHalf(x []uint16, ks int16, out []int32, lut *[256][8]int32) (i, n int)
+func gatherGES16(x []uint16, t int16, out []int32, lut *[256][8]int32) (i, n int)
+
+//go:noescape
+func gatherLEU16(x []uint16, t uint16, out []int32, lut *[256][8]int32) (i, n int)
 
 // IndexGEF32 returns the first i where x[i] < t is false (x[i] ≥ t, or a
 // NaN in x[i] or t), or len(x).
@@ -58,10 +64,12 @@ func IndexGEU16(x []uint16, t uint16) int {
 // IndexGEHalf returns the first i with HalfKey(x[i]) ≥ k, or len(x).
 func IndexGEHalf(x []uint16, k uint16) int {
 	i := 0
-	if native && len(x) >= block16 {
-		// the kernels compare HalfKey(h) ^ 0x8000 = h ^ (h>>15 & 0x7fff)
-		// as int16
-		i = indexGEHalf(x, int16(k^0x8000))
+	switch {
+	case !native || len(x) < block16:
+	case k >= 0x8000:
+		i = indexGES16(x, halfGE(k))
+	default:
+		i = indexLEU16(x, halfLE(k))
 	}
 	return indexGEHalfGo(x, i, k)
 }
@@ -105,8 +113,12 @@ func GatherGEU16(x []uint16, t uint16, out []int32) int {
 func GatherGEHalf(x []uint16, k uint16, out []int32) int {
 	out = out[:len(x)]
 	i, n := 0, 0
-	if native && len(x) >= block16 {
-		i, n = gatherGEHalf(x, int16(k^0x8000), out, lut)
+	switch {
+	case !native || len(x) < block16:
+	case k >= 0x8000:
+		i, n = gatherGES16(x, halfGE(k), out, lut)
+	default:
+		i, n = gatherLEU16(x, halfLE(k), out, lut)
 	}
 	return gatherGEHalfGo(x, i, k, out, n)
 }
