@@ -244,6 +244,7 @@ func BenchmarkShiftDecode(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			var id inference.SeqID
+			defer func() { r.Release(id) }()
 			pos, held := 0, 0
 			// fill opens a sequence and steps it to c.from (shifting past the window).
 			fill := func() {
@@ -304,4 +305,87 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// lane is one sequence of sideBySide: its prompt, its slots, and whether it shifts (a quarter
+// of its slots at a time after the sink) when they are full.
+type lane struct {
+	prompt []int32
+	slots  int
+	shift  bool
+}
+
+// sideBySide steps lanes together, one token of each per Step (its prompt, then greedy), for
+// steps Steps, and returns a digest of every row's logits per lane.
+func sideBySide(t *testing.T, r *Runner, steps int, lanes ...lane) [][][32]byte {
+	t.Helper()
+	ctx := context.Background()
+	ids, held, next := make([]inference.SeqID, len(lanes)), make([]int, len(lanes)), make([]int32, len(lanes))
+	out := make([][][32]byte, len(lanes))
+	for i, l := range lanes {
+		var err error
+		if ids[i], err = r.Open(l.slots); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release(ids[i])
+	}
+	for pos := range steps {
+		runs := make([]inference.Run, len(lanes))
+		for i, l := range lanes {
+			if held[i] == l.slots {
+				if !l.shift {
+					t.Fatalf("lane %d is full at position %d", i, pos)
+				}
+				if err := r.Shift(ids[i], shiftSink, l.slots/4); err != nil {
+					t.Fatal(err)
+				}
+				held[i] -= l.slots / 4
+			}
+			tok := next[i]
+			if pos < len(l.prompt) {
+				tok = l.prompt[pos]
+			}
+			runs[i] = inference.Run{Seq: ids[i], Start: pos, Tokens: []int32{tok}}
+			held[i]++
+		}
+		rows, err := r.Step(ctx, runs)
+		if err != nil {
+			t.Fatalf("position %d: %v", pos, err)
+		}
+		for i := range lanes {
+			l, err := rows[i].Logits(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			binary.Write(h, binary.LittleEndian, l.F32)
+			out[i] = append(out[i], [32]byte(h.Sum(nil)))
+			next[i] = int32(argmax(l))
+		}
+	}
+	return out
+}
+
+// TestShiftBesideOthers: a sequence shifting six times round a ring of 64 slots, in the same
+// Steps as two that do not shift, changes none of their logits: each equals its run alone, bit
+// for bit.
+func TestShiftBesideOthers(t *testing.T) {
+	r := openRunner(t, openRuntime(t), writeShiftBundle(t))
+	const steps = 150
+	rev := slices.Clone(prompt[1:])
+	slices.Reverse(rev)
+	shifting := lane{prompt: prompt, slots: 64, shift: true}
+	others := []lane{{prompt: append([]int32{prompt[0]}, rev...), slots: 160}, {prompt: prompt[:4], slots: 160}}
+	together := sideBySide(t, r, steps, shifting, others[0], others[1])
+	for i, o := range others {
+		alone := sideBySide(t, r, steps, o)[0]
+		for j := range alone {
+			if alone[j] != together[i+1][j] {
+				t.Fatalf("lane %d: row %d beside the shifting sequence differs from its row alone", i, j)
+			}
+		}
+	}
+	if shiftedAlone := sideBySide(t, r, steps, shifting)[0]; !slices.Equal(shiftedAlone, together[0]) {
+		t.Error("the shifting sequence's rows differ beside the others")
+	}
 }
