@@ -394,3 +394,14 @@ func TestShiftBesideOthers(t *testing.T) {
 		t.Error("the shifting sequence's rows differ beside the others")
 	}
 }
+
+// TestMaxPositionsBelowContext: a config.json whose max_position_embeddings is below the
+// bundle's context is refused at load, naming the file and the field.
+func TestMaxPositionsBelowContext(t *testing.T) {
+	dir := writeBundle(t, "f32", 3)
+	testjson.Edit(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["max_position_embeddings"] = testCtx - 1 })
+	_, err := Open(Config{Dir: dir, Runtime: openRuntime(t)})
+	if err == nil || !strings.Contains(err.Error(), "config.json: max_position_embeddings 63 is below the context (64") {
+		t.Fatalf("Open: %v", err)
+	}
+}
