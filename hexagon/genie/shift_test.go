@@ -405,3 +405,73 @@ func TestMaxPositionsBelowContext(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 }
+
+// TestForkThenShift: a fork of a prompt's rows that shifts copies them into its own slots first
+// (one KV move), then goes on as a sequence that evaluated the prompt itself and shifts the same
+// way does, bit for bit; the parent's rows are untouched (its next row equals that sequence's).
+func TestForkThenShift(t *testing.T) {
+	r := openRunner(t, openRuntime(t), writeShiftBundle(t))
+	ctx := context.Background()
+	const slots, steps = 64, 150
+	digest := func(rows inference.Rows) ([32]byte, int32) {
+		l, err := rows.Logits(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		binary.Write(h, binary.LittleEndian, l.F32)
+		return [32]byte(h.Sum(nil)), int32(argmax(l))
+	}
+	open := func() inference.SeqID {
+		id, err := r.Open(slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tok := range prompt {
+			step(t, r, inference.Run{Seq: id, Start: i, Tokens: []int32{tok}})
+		}
+		return id
+	}
+	parent, plain := open(), open()
+	fork, err := r.Fork(parent, len(prompt), slots-len(prompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []inference.SeqID{plain, fork}
+	held, next := len(prompt), prompt[len(prompt)-1]
+	var first [32]byte // the row after the prompt
+	moves := r.Stats().KVMoves
+	for pos := len(prompt); pos < steps; pos++ {
+		if held == slots {
+			for _, id := range ids {
+				if err := r.Shift(id, shiftSink, slots/4); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held -= slots / 4
+		}
+		runs := []inference.Run{{Seq: plain, Start: pos, Tokens: []int32{next}}, {Seq: fork, Start: pos, Tokens: []int32{next}}}
+		rows, err := r.Step(ctx, runs)
+		if err != nil {
+			t.Fatalf("position %d: %v", pos, err)
+		}
+		a, tok := digest(rows[0])
+		if b, _ := digest(rows[1]); a != b {
+			t.Fatalf("position %d: the fork's row differs from the sequence's that read the prompt itself", pos)
+		}
+		if pos == len(prompt) {
+			first = a
+		}
+		next, held = tok, held+1
+	}
+	rows, err := r.Step(ctx, []inference.Run{{Seq: parent, Start: len(prompt), Tokens: []int32{prompt[len(prompt)-1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := digest(rows[0]); p != first {
+		t.Error("after the fork's shifts, the parent's next row differs from the sequence's")
+	}
+	if got := r.Stats().KVMoves - moves; got != 1 {
+		t.Errorf("%d KV moves, want 1 (the fork's copy at its first shift)", got)
+	}
+}
