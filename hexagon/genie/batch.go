@@ -16,7 +16,8 @@ import (
 // The Runner as an inference.Batcher. The cache is a pool of CL − 1 slots (the AR-1 graphs' past;
 // generally CL − the smallest AR): a graph of AR A sees the first CL − A of them, so a step whose
 // sequences have rows from CL − A on runs through the AR-1 graphs (row by row). A sequence owns one contiguous range of slots
-// and, when forked, reads its parent's shared ones. A Step is one call of one AR's graphs (all
+// and, when forked, reads its parent's shared ones; past the window (Shift) its rows go round a
+// ring over its range at their original positions. A Step is one call of one AR's graphs (all
 // parts in turn): its rows carry their own input ids, cos/sin rows (their positions) and mask
 // rows opening only their sequence's slots and their run's earlier rows in the call (Genie's
 // SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
