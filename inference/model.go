@@ -170,13 +170,15 @@ type SeqTokenRecorder interface {
 // original positions, as Genie's sliding window does.
 //
 // Shift evicts n of id's committed rows that follow its first keep rows (the
-// sink: BOS, system prompt, tool declarations), the oldest first, and frees
-// their slots for the sequence's next rows. Nothing is re-rotated or
-// re-read: the kept rows stay where they are, and a later Run's Start is
-// still the position of its first token, so after shifts a sequence holds
-// fewer rows than its position (Start − evicted rows). A sequence that holds
-// rows forked from another copies them into its own slots before evicting
-// any. Positions never pass MaxPositions(): there the engine renumbers by
+// sink: BOS, system prompt, tool declarations; the same keep at every Shift
+// of a sequence), the oldest first, and frees their slots for the
+// sequence's next rows. Nothing is re-rotated or re-read: the kept rows stay
+// where they are, and a later Run's Start is still the position of its
+// first token, so after shifts a sequence holds fewer rows than its
+// position (Start − evicted rows). The evicted rows still count in Grow's
+// rows and in a Run's bound (its reserve plus the evicted rows); a Run may
+// not start among them or in the sink. A sequence that holds rows forked
+// from another copies them into its own slots before evicting any. Positions never pass MaxPositions(): there the engine renumbers by
 // re-reading the kept tokens into a new sequence.
 type ContextShifter interface {
 	Shift(id SeqID, keep, n int) error

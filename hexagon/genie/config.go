@@ -59,7 +59,8 @@ type BundleConfig struct {
 	HFLayers, HFFFN               int // num_hidden_layers, intermediate_size: for the listings only
 	// Generated is config.json's hexserve_generated_weights: hexserve mkmodel's note that the
 	// weights are generated ("" for real ones).
-	Generated string
+	Generated    string
+	MaxPositions int // config.json max_position_embeddings (0: not given)
 }
 
 // FamilySettings describes the family's graph settings from config.json, for inspect.
@@ -555,6 +556,7 @@ type hfConfig struct {
 	Layers        int      `json:"num_hidden_layers"`
 	FFN           int      `json:"intermediate_size"`
 	Generated     string   `json:"hexserve_generated_weights"`
+	MaxPositions  int      `json:"max_position_embeddings"`
 	RopeScaling   *struct {
 		Type   string  `json:"rope_type"`
 		Factor float64 `json:"factor"`
@@ -583,6 +585,10 @@ func (c *BundleConfig) readHF() error {
 	c.HFHeadDim, c.HFKVHeads, c.HFVocab = hf.HeadDim, hf.KVHeads, hf.Vocab
 	c.HFHidden, c.HFHeads, c.HFTied = hf.Hidden, hf.Heads, hf.Tied
 	c.HFLayers, c.HFFFN, c.Generated = hf.Layers, hf.FFN, hf.Generated
+	if hf.MaxPositions < 0 || (hf.MaxPositions > 0 && hf.MaxPositions < c.Size) {
+		return fmt.Errorf("genie: %s: max_position_embeddings %d is below the context (%d, dialog.context.size)", path, hf.MaxPositions, c.Size)
+	}
+	c.MaxPositions = hf.MaxPositions
 	if c.HFHeadDim == 0 && hf.Heads > 0 {
 		c.HFHeadDim = hf.Hidden / hf.Heads
 	}

@@ -14,10 +14,10 @@ import (
 // embedded Copier: Queue, Start, Hand, Submit, Wait, Close).
 //
 // Rows are addressed through the Pool's slots only (Write's slot, KV's
-// Move and Rows), never by position, so a later change can let a
-// sequence's slots wrap (a ring at the original positions) by giving Seq a
-// slot map, with the cache unchanged; a sequence holding forked rows copies
-// them into slots of its own with Move before it evicts any.
+// Move and Rows), never by position, so a shifted sequence's slots wrap
+// (a ring at the original positions, Pool.Shift) with the cache unchanged;
+// a sequence holding forked rows copies them into slots of its own with
+// Move before it evicts any.
 type Cache struct {
 	KV
 	*graphio.Copier[Write]
