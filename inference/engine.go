@@ -74,6 +74,7 @@ type Engine struct {
 	modelNS atomic.Int64 // model time of all steps
 
 	// Worker-owned state.
+	lim        BatchLimits // the model's
 	maxSeq     int
 	grow       int             // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int             // sequences the last step could not grow
@@ -109,6 +110,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	}
 	e.met = newMetrics(cfg.Registerer)
 	lim := m.BatchLimits()
+	e.lim = lim
 	e.maxSeq = min(lim.resolve(cfg.MaxSequences), lim.Sequences)
 	// A sequence's rows live in the pool: a context longer than the pool
 	// cannot be held (the .pte pool spans the whole window).
