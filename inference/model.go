@@ -134,7 +134,7 @@ type BatchLimits struct {
 	// cached prompt rows (prefix cache, KV store, Fork) only up to such a
 	// multiple, evaluates generated rows again one per run, and verifies no
 	// draft rows, so that a seeded request repeats exactly, cold or warm,
-	// alone or under load. 0 or 1: none.
+	// alone or under load. At most Rows; 0 or 1: none.
 	Align int
 }
 
