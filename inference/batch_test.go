@@ -3,6 +3,7 @@ package inference_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -608,6 +609,105 @@ func TestMaxSequencesAuto(t *testing.T) {
 			if got := e.MaxSequences(); got != tt.want {
 				t.Errorf("MaxSequences() = %d, want %d", got, tt.want)
 			}
+		})
+	}
+}
+
+// TestPoolAlignedRepeats: on a pool that states an alignment (its rows'
+// bits depend on where the runs that wrote them started, as on a 16-bit
+// Genie cache), each request gives the tokens it gives alone on a fresh
+// engine: taken over warm, forked from a live sequence of its owner,
+// side by side with speculative decoding on, preempted (its rows evaluated
+// again, or restored from the KV store). Reused rows are a multiple of the
+// alignment.
+func TestPoolAlignedRepeats(t *testing.T) {
+	lim := inference.BatchLimits{Sequences: 8, Rows: 8, Slots: 1024, Align: 8}
+	system := slices.Repeat([]int32{40, 41, 42, 43, 44}, 4) // 20 rows
+	req := func(i, n int) inference.Request {
+		p := append(slices.Clone(system), int32(50+i), 51, 52)
+		return inference.Request{Prompt: p[:len(p)-i%3], MaxTokens: n, Owner: "alice"}
+	}
+	var reqs []inference.Request
+	for i := range 4 {
+		reqs = append(reqs, req(i, 24+4*i))
+	}
+	spec := inference.Config{MaxSequences: 4, Speculative: inference.Speculative{Enabled: true, PromptLookup: true}}
+	alone := func(lim inference.BatchLimits) [][][]int32 {
+		out := make([][][]int32, len(reqs))
+		for i, r := range reqs {
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := setupPool(t, lim, inference.Config{})
+				res := inferencetest.Run(t, e, r)
+				if res.Usage.CachedTokens != 0 {
+					t.Fatalf("a cold request reused %d rows", res.Usage.CachedTokens)
+				}
+				out[i] = inferencetest.Tokens(res)
+			})
+		}
+		return out
+	}
+	want := alone(lim)
+	check := func(t *testing.T, what string, want [][][]int32, res []inference.Result, cached bool) {
+		t.Helper()
+		for i, r := range res {
+			if got := inferencetest.Tokens(r); !slices.EqualFunc(got, want[i], slices.Equal) {
+				t.Errorf("%s: request %d: %v, alone %v", what, i, got, want[i])
+			}
+			if c := r.Usage.CachedTokens; c%lim.Align != 0 || cached && c == 0 {
+				t.Errorf("%s: request %d reused %d rows", what, i, c)
+			}
+		}
+	}
+	t.Run("warm", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := setupPool(t, lim, inference.Config{})
+			for i, r := range reqs {
+				inferencetest.Run(t, e, r)
+				check(t, "taken over", want[i:i+1], []inference.Result{inferencetest.Run(t, e, r)}, true)
+			}
+		})
+	})
+	t.Run("side by side", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, m := setupPool(t, lim, spec)
+			s := inferencetest.Submit(t, e, reqs[0])
+			time.Sleep(6 * stepLatency) // its prompt is in, it decodes
+			res := inferencetest.RunAll(t, e, reqs[1:])
+			r0, err := inference.Collect(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "side by side", want, append([]inference.Result{r0}, res...), false)
+			for _, f := range m.Forks() {
+				if f.Rows%lim.Align != 0 {
+					t.Errorf("a fork of %d rows", f.Rows)
+				}
+			}
+		})
+	})
+	small := lim
+	small.Slots = 72
+	want = alone(small)
+	for _, store := range []bool{false, true} {
+		t.Run(fmt.Sprintf("preempted, store %v", store), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				reg := prometheus.NewRegistry()
+				m := newPool(small)
+				cfg := inference.Config{MaxSequences: 4, Registerer: reg}
+				if store {
+					st, err := kvstore.Open(kvstore.Config{Layout: m.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.KVStore = st
+				}
+				e := inference.New(m, inferencetest.NewVocab(words), cfg)
+				defer e.Close()
+				check(t, "preempted", want, inferencetest.RunAll(t, e, reqs), false)
+				if n := metricValue(t, reg, "hexserve_preemptions_total"); n == 0 {
+					t.Fatal("no preemption: the test does not exercise it")
+				}
+			})
 		})
 	}
 }

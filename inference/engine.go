@@ -75,6 +75,7 @@ type Engine struct {
 
 	// Worker-owned state.
 	stepCost   func(rows int) time.Duration // model.StepCost, bound once (a method value allocates)
+	lim        BatchLimits                  // the model's
 	maxSeq     int
 	grow       int             // slots a sequence reserves beyond its prompt, and grows by
 	stalled    int             // sequences the last step could not grow
@@ -111,6 +112,7 @@ func New(m Model, v Vocab, cfg Config) *Engine {
 	e.stepCost = m.StepCost
 	e.met = newMetrics(cfg.Registerer)
 	lim := m.BatchLimits()
+	e.lim = lim
 	e.maxSeq = min(lim.resolve(cfg.MaxSequences), lim.Sequences)
 	// A sequence's rows live in the pool: a context longer than the pool
 	// cannot be held (the .pte pool spans the whole window).

@@ -58,13 +58,19 @@ func bindStore(s KVStore, m Model) *boundStore {
 // into sequence s, which holds rows [0, from) already, when the store
 // holds more; it returns how many rows s holds then.
 func (k *boundStore) restore(e *Engine, s *seq, toks []int32, from int) int {
-	if k == nil || len(toks) <= from {
+	if k == nil {
+		return from
+	}
+	toks = toks[:e.reusable(s, len(toks))]
+	if len(toks) <= from {
 		return from
 	}
 	g := s.g
 	n, err := k.store.Restore(g.req.Owner, toks, from, func(pos int, rows []byte) error {
 		return k.model.RestoreSeqKV(s.id, pos, rows)
 	})
+	// Rows restored past an alignment boundary are replaced by the next run.
+	n = e.reusable(s, n)
 	if err != nil || n <= from {
 		if err != nil {
 			// Rows from from on may be partly overwritten: they are
@@ -83,13 +89,18 @@ func (k *boundStore) restore(e *Engine, s *seq, toks []int32, from int) int {
 }
 
 // save stores the committed rows of a finished sequence (tag: its
-// request's CacheKey) or of one released to make room ("").
+// request's CacheKey) or of one released to make room (""): those a later
+// sequence may reuse (Engine.reusable).
 func (k *boundStore) save(e *Engine, s *seq, tag string) {
-	if k == nil || s.committed == 0 {
+	if k == nil {
+		return
+	}
+	rows := e.reusable(s, s.committed)
+	if rows == 0 {
 		return
 	}
 	req := &s.g.req
-	err := k.store.Save(req.Owner, tag, s.toks[:s.committed], func(from, to int, dst []byte) error {
+	err := k.store.Save(req.Owner, tag, s.toks[:rows], func(from, to int, dst []byte) error {
 		return k.model.SaveSeqKV(s.id, from, to, dst)
 	})
 	if err != nil {

@@ -126,6 +126,24 @@ type BatchLimits struct {
 	// Auto is what Config.MaxSequences 0 (auto) resolves to: the sequences
 	// this model serves best side by side; 0 takes Sequences.
 	Auto int
+	// Align > 1 states that a row's bits depend on the rows its run
+	// evaluated before it in the same call (16-bit caches: a row reads its
+	// run's earlier rows at the graph's precision, older rows from the
+	// cache). The engine then evaluates a prompt in runs that start at
+	// multiples of Align counted from 0, each whole in one Step, reuses
+	// cached prompt rows (prefix cache, KV store, Fork) only up to such a
+	// multiple, evaluates generated rows again one per run, and verifies no
+	// draft rows, so that a seeded request repeats exactly, cold or warm,
+	// alone or under load. At most Rows; 0 or 1: none.
+	Align int
+}
+
+// alignDown is n cut to a multiple of l.Align (n when there is none).
+func (l BatchLimits) alignDown(n int) int {
+	if l.Align <= 1 {
+		return n
+	}
+	return n - n%l.Align
 }
 
 // resolve is the sequences a configured max_sequences asks for: n, or Auto

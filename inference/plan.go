@@ -38,6 +38,7 @@ type candidates struct {
 	decode  []work // decoding sequences with their draft proposals, in arrival order
 	prefill []*seq // sequences with rows to evaluate, oldest request first
 	rows    int    // BatchLimits().Rows
+	align   int    // BatchLimits().Align
 	turn    int    // rotates the order of decode rows when they are short
 	drafts  bool   // speculative decoding is on
 	cost    func(rows int) time.Duration
@@ -77,6 +78,11 @@ func plan(c candidates) stepPlan {
 			ndec = 0
 		}
 	}
+	if c.align > 1 && len(c.prefill) > 0 && !c.promptOnly {
+		// The oldest prompt's run goes whole: the decode rows make room
+		// for it, and the next step is theirs.
+		ndec = min(ndec, max(0, budget-c.chunk(c.prefill[0])))
+	}
 	var p stepPlan
 	for _, w := range decode[:ndec] {
 		s := w.s
@@ -88,7 +94,13 @@ func plan(c candidates) stepPlan {
 		if budget == 0 {
 			break
 		}
-		n := min(budget, s.target()-s.committed)
+		n := c.chunk(s)
+		if n > budget {
+			if c.align > 1 {
+				continue // a run of an aligned model goes whole
+			}
+			n = budget
+		}
 		p.work = append(p.work, work{s: s, run: Run{Seq: s.id, Start: s.committed, Tokens: s.toks[s.committed : s.committed+n]}})
 		budget -= n
 	}
@@ -107,6 +119,21 @@ func plan(c candidates) stepPlan {
 		}
 	}
 	return p
+}
+
+// chunk is how many rows s's next prompt run evaluates: the rest up to its
+// target; on a model that states an alignment (BatchLimits.Align), its
+// prompt rows up to the next multiple of align, and a generated row (a
+// preempted sequence's, evaluated again) alone, as its decode was.
+func (c *candidates) chunk(s *seq) int {
+	if c.align <= 1 {
+		return s.target() - s.committed
+	}
+	p := len(s.g.req.Prompt)
+	if s.committed >= p {
+		return 1
+	}
+	return min(p, s.committed-s.committed%c.align+c.align) - s.committed
 }
 
 // newPrompt reports whether a prompt waits for its request's first token.
@@ -146,8 +173,11 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 // (counting in e.stalled those that cannot have one) and asks the drafters
 // for proposals.
 func (e *Engine) gather() candidates {
-	c := candidates{rows: e.model.BatchLimits().Rows, turn: e.turn,
-		drafts: e.cfg.Speculative.Enabled, cost: e.stepCost, promptOnly: e.promptOnly}
+	// On an aligned model a verify row's bits would differ from a decode
+	// row's (it reads the run's earlier rows at the graph's precision):
+	// drafts are only shadow-checked.
+	c := candidates{rows: e.lim.Rows, align: e.lim.Align, turn: e.turn,
+		drafts: e.cfg.Speculative.Enabled && e.lim.Align <= 1, cost: e.stepCost, promptOnly: e.promptOnly}
 	e.stalled = 0
 	for _, g := range e.active {
 		if err := g.run.Err(); err != nil && g.abort == "" {

@@ -161,7 +161,7 @@ func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
 	p := req.Prompt[:len(req.Prompt)-1]
 	best, n := -1, 0
 	for i, s := range e.retained {
-		rows := CommonPrefix(p, s.toks[:s.committed])
+		rows := e.reusable(s, CommonPrefix(p, s.toks[:s.committed]))
 		if s.g.req.Owner != req.Owner || rows <= n || rows < max(s.shared, s.lent) || req.N > 1 && s.shared > 0 {
 			continue // a run may not rewrite rows a Fork shares (its parent's, or its own lent to forks)
 		}
@@ -214,7 +214,7 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 		if s.g.req.Owner != req.Owner {
 			return // rows are never shared across owners
 		}
-		if rows := s.shareable(p); rows > n {
+		if rows := e.reusable(s, s.shareable(p)); rows > n {
 			best, n = s, rows
 		}
 	}
@@ -239,6 +239,17 @@ func (s *seq) shareable(p []int32) int {
 		rows = min(rows, s.shared) // a fork shares on only its parent's rows
 	}
 	return rows
+}
+
+// reusable is how many of s's first rows (rows of them) a new sequence may
+// reuse: all, or on a model that states an alignment (BatchLimits.Align),
+// its prompt rows (evaluated in aligned runs, as a cold evaluation of the
+// same tokens would) cut to a multiple of the alignment.
+func (e *Engine) reusable(s *seq, rows int) int {
+	if e.lim.Align <= 1 {
+		return rows
+	}
+	return e.lim.alignDown(min(rows, len(s.g.req.Prompt)))
 }
 
 // retain keeps finished sequence s in the pool with its rows, for a later
@@ -290,7 +301,7 @@ func (e *Engine) pendingShare(req *Request, steps int) bool {
 			if s.status != running || s.shared > 0 || !s.prefilling() {
 				continue
 			}
-			n := CommonPrefix(p, s.toks[:s.target()])
+			n := e.reusable(s, CommonPrefix(p, s.toks[:s.target()]))
 			if n >= minShareRows && n > held && n > s.committed && n-s.committed <= rows {
 				return true
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -23,9 +24,16 @@ import (
 // SMART_MASK: new entries at columns CL − AR…). Padding rows are fully masked. After the call each
 // run's new K/V rows are copied into its slots.
 
-// BatchLimits: slotpool.Limits of the largest AR's rows per step and CL − 1 slots.
+// BatchLimits: slotpool.Limits of the largest AR's rows per step and CL − 1 slots. On a 16-bit
+// (or 8-bit) cache a row reads its run's earlier rows in the call at the graph's precision and
+// older rows from the cache, so the rows' bits depend on where a run starts: the limits state the
+// largest AR as the alignment of prompt runs (inference.BatchLimits.Align).
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return slotpool.Limits(r.ars[len(r.ars)-1].ar, r.slots)
+	l := slotpool.Limits(r.ars[len(r.ars)-1].ar, r.slots)
+	if r.kvE.Type != qnn.Float32 {
+		l.Align = l.Rows
+	}
+	return l
 }
 
 // candidates are the ARs whose one call holds rows rows and sees every slot the step needs,

@@ -30,7 +30,9 @@ EXPORT void *rpcmem_alloc2(int heapid, uint32_t flags, size_t size) {
   int fd = memfd_create("rpcmem", MFD_CLOEXEC);
   if (fd < 0) return NULL;
   if (ftruncate(fd, (off_t)size) != 0) { close(fd); return NULL; }
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* Populated, as an ION/DMA-BUF allocation is mapped whole when it is mmapped: the host's first
+   * touches of it are not page faults the device would not have. */
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) { close(fd); return NULL; }
   alloc *a = malloc(sizeof *a);
   if (!a) { munmap(p, size); close(fd); return NULL; }

@@ -90,6 +90,23 @@ static int mask_decode(const hs_graph *g, const hs_tensor *t, const void *p, siz
   return 0;
 }
 
+size_t hs_genie_scratch(const hs_model *m, const hs_graph *g) {
+  const hs_desc *d = &m->d;
+  hs_genie_io io;
+  char err[256];
+  if (hs_genie_bind(d, g, &io, err, sizeof err)) return 0;
+  size_t A = io.ar, A1 = A + 1, P = io.p, CL = io.cl, E = d->hidden, HD = d->head_dim, KVD = d->kv_heads * HD;
+  size_t L = d->layers, V = d->vocab, qd = d->heads * HD, F = d->ffn, big = qd > E ? qd : E;
+  size_t n;
+  if (io.first) n = A * E;
+  else if (!L) n = 2 * A * E + A * V;
+  else
+    n = A * CL + 2 * A + A * HD + P + 1 + 2 * A1 * E + 2 * A1 * HD + A1 * A1 + A1 * P + 1 + KVD * P + 1 + KVD * A + A * E + 1 +
+        8 * (L + 1) + L * (2 * A1 * KVD + 2 * (P * KVD + 1)) + A * (E + 2 * qd + big + 2 * F) + (io.last ? A1 * V : 0);
+  hs_genie_io_free(&io);
+  return 4 * n + 64 * (40 + 4 * L); /* floats (pointers counted as two), and each allocation's alignment */
+}
+
 uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **out, char *err, size_t n) {
   const hs_desc *d = &m->d;
   hs_genie_io io;

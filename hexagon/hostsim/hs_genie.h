@@ -25,6 +25,10 @@ int hs_genie_check(const hs_desc *d, const hs_graph *g, char *err, size_t n);
 int hs_genie_bind(const hs_desc *d, const hs_graph *g, hs_genie_io *io, char *err, size_t n);
 void hs_genie_io_free(hs_genie_io *io);
 
+/* hs_genie_scratch bounds the scratch (hs_scratch.h) one call of graph g takes: every row live, every
+ * past slot open. */
+size_t hs_genie_scratch(const hs_model *m, const hs_graph *g);
+
 /* hs_genie_run executes graph g; 0, or a QNN error code with the reason in err. */
 uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **out, char *err, size_t n);
 

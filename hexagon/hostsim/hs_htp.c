@@ -647,6 +647,15 @@ static Qnn_ErrorHandle_t contextCreateFromBinary(void *backend, void *device, co
   if (c->dev) c->dev->ctx_refs++;
   reg_add(c, T_CONTEXT);
   pthread_mutex_unlock(&g_mu);
+  size_t scratch = 0;
+  for (uint32_t g = 0; g < c->model.d.ngraphs; g++)
+    if (c->model.d.graphs[g].kind == HS_KIND_GENIE) {
+      size_t n = hs_genie_scratch(&c->model, &c->model.d.graphs[g]);
+      scratch = n > scratch ? n : scratch;
+    }
+  pthread_mutex_lock(&g_exec);
+  hs_scratch_reserve(scratch);
+  pthread_mutex_unlock(&g_exec);
   *out = c;
   log_msg(live_log(be->log), LOG_INFO, "hostsim: context created: %u graphs, %llu weight bytes, spill-fill group %s (%llu B), read budget %llu MB",
           c->model.d.ngraphs, (unsigned long long)c->model.weight_bytes, !in_group ? "none" : group ? "joined" : "started",
@@ -807,6 +816,12 @@ static Qnn_ErrorHandle_t memRegister(void *ctx, const Qnn_MemDescriptor_t *descs
       if (map == MAP_FAILED) e = set_err(QNN_MEM_ERROR_MAPPING, "memRegister[%u]: mmap of fd %d failed: %s", i, fd, strerror(errno));
       else if (!(m = calloc(1, sizeof *m))) { munmap(map, (size_t)st.st_size); e = QNN_COMMON_ERROR_MEM_ALLOC; }
       else {
+#ifdef MADV_POPULATE_WRITE
+        /* The NPU's mapping of a registered buffer exists from its registration: the tensor's pages are
+         * mapped now, not faulted in by the graph's first calls (best effort: older kernels fault them). */
+        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)map + off) & ~(pg - 1);
+        madvise((void *)lo, (uintptr_t)map + off + need - lo, MADV_POPULATE_WRITE);
+#endif
         *m = (hs_mem){ctx, map, (size_t)st.st_size, (uint8_t *)map + off, (uint64_t)st.st_size - off, fd, off, d->dataType, need,
                       d->memType, st.st_dev, st.st_ino, d->memShape.numDim, {0}};
         for (uint32_t k = 0; k < d->memShape.numDim && k < 8; k++) m->dims[k] = d->memShape.dimSize[k];

@@ -64,6 +64,18 @@ void hs_scratch_release(size_t mark) {
   s.top = 0;
 }
 
+void hs_scratch_reserve(size_t bytes) {
+  if (s.depth > 0 || bytes <= s.cap) return;
+  size_t want = (bytes + GROW_STEP - 1) & ~(GROW_STEP - 1);
+  char *b = aligned_alloc(ALIGN, want);
+  if (!b) return; /* the runs grow it as before */
+  memset(b, 0, want);
+  free(s.block);
+  s.block = b;
+  s.cap = want;
+  if (want > s.peak) s.peak = want;
+}
+
 void hs_scratch_free(void) {
   for (int i = 0; i < s.nover; i++) free(s.over[i]);
   free(s.block);

@@ -21,6 +21,10 @@ void *hs_scratch_alloc(size_t bytes);
 void *hs_scratch_calloc(size_t n, size_t size);
 /* hs_scratch_release closes the scope of mark. */
 void hs_scratch_release(size_t mark);
+/* hs_scratch_reserve grows the stack to at least bytes and faults its pages in now (outside any
+ * run), as an NPU context has its working memory from its creation: a graph's first calls then
+ * cost what its later ones do, and a runner's first measurements of them are not priced cold. */
+void hs_scratch_reserve(size_t bytes);
 /* hs_scratch_free unmaps the stack (no run may hold scratch). */
 void hs_scratch_free(void);
 

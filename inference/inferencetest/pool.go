@@ -16,8 +16,12 @@ import (
 // Pool is a fake inference.Batcher. Each row's logits depend only on its
 // own sequence's tokens up to and including the row (a hash picks the
 // peaked id, never an EOS), so a row that attended another sequence's
-// tokens would show in its output. A Step costs Latency however many rows
-// it carries, as a static-shape graph call does.
+// tokens would show in its output. With BatchLimits.Align > 1 the hash
+// also takes, for every row up to the row, where the run that wrote it
+// started, as a row's bits on a 16-bit cache depend on which of its
+// sequence's rows the same call evaluated (the rows a restore brings back
+// keep theirs). A Step costs Latency however many rows it carries, as a
+// static-shape graph call does.
 type Pool struct {
 	info  inference.ModelInfo
 	lim   inference.BatchLimits
@@ -39,6 +43,7 @@ type Pool struct {
 
 type poolSeq struct {
 	toks    []int32
+	from    []int32 // the start of the run that wrote each row
 	reserve int
 	owner   inference.SeqID // the sequence whose rows a fork shares (0: none)
 	shared  int             // and how many
@@ -125,7 +130,7 @@ func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID,
 		return 0, fmt.Errorf("inferencetest: fork of %d rows of sequence %d", rows, parent)
 	}
 	p.forks = append(p.forks, Fork{parent, rows})
-	return p.open(&poolSeq{toks: slices.Clone(ps.toks[:rows]), reserve: reserve, owner: parent, shared: rows})
+	return p.open(&poolSeq{toks: slices.Clone(ps.toks[:rows]), from: slices.Clone(ps.from[:rows]), reserve: reserve, owner: parent, shared: rows})
 }
 
 func (p *Pool) Release(id inference.SeqID) {
@@ -177,28 +182,38 @@ func (p *Pool) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows
 	for i, r := range runs {
 		s := p.seqs[r.Seq]
 		s.toks = append(s.toks[:r.Start], r.Tokens...)
-		pr := poolRows{p: p, toks: slices.Clone(s.toks), start: r.Start, n: len(r.Tokens)}
+		s.from = s.from[:r.Start]
+		for range r.Tokens {
+			s.from = append(s.from, int32(r.Start))
+		}
+		pr := poolRows{p: p, toks: slices.Clone(s.toks), from: slices.Clone(s.from), start: r.Start, n: len(r.Tokens)}
 		out[i] = pr
 	}
 	return out, nil
 }
 
 // Next is the token the fake's logits peak at after toks.
-func (p *Pool) Next(toks []int32) int32 {
+func (p *Pool) Next(toks []int32) int32 { return p.next(toks, nil) }
+
+// next is Next with the rows' run starts (from) when the pool is aligned.
+func (p *Pool) next(toks, from []int32) int32 {
 	if p.Peak != nil {
 		return p.Peak(toks)
 	}
 	h := uint32(2166136261)
-	for _, t := range toks {
+	for i, t := range toks {
 		h = (h ^ uint32(t)) * 16777619
+		if p.lim.Align > 1 && from != nil {
+			h = (h ^ uint32(from[i])) * 16777619
+		}
 	}
 	return 10 + int32(h%uint32(min(p.vocab-20, 400)))
 }
 
 type poolRows struct {
-	p        *Pool
-	toks     []int32
-	start, n int
+	p          *Pool
+	toks, from []int32
+	start, n   int
 }
 
 func (r poolRows) Len() int { return r.n }
@@ -211,7 +226,7 @@ func (r poolRows) Logits(_ context.Context, i int) (sample.Logits, error) {
 		return sample.Logits{}, fmt.Errorf("inferencetest: row %d of %d", i, r.n)
 	}
 	l := make([]float32, r.p.vocab)
-	l[r.p.Next(r.toks[:r.start+i+1])] = 100
+	l[r.p.next(r.toks[:r.start+i+1], r.from[:r.start+i+1])] = 100
 	return sample.Logits{Type: sample.F32, F32: l}, nil
 }
 
@@ -234,10 +249,10 @@ func (p *Pool) Grow(id inference.SeqID, rows int) error {
 	return nil
 }
 
-// KVLayout: a saved row is its token (4 bytes), since the fake's logits
-// depend only on a sequence's tokens.
+// KVLayout: a saved row is its token and its run's start (8 bytes), on
+// which alone the fake's logits depend.
 func (p *Pool) KVLayout() inference.KVLayout {
-	return inference.KVLayout{Identity: "inferencetest.Pool", RowBytes: 4}
+	return inference.KVLayout{Identity: "inferencetest.Pool", RowBytes: 8}
 }
 
 // SaveSeqKV writes rows [from, to) of id's tokens into dst.
@@ -245,11 +260,12 @@ func (p *Pool) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.seqs[id]
-	if s == nil || from < 0 || to > len(s.toks) || from > to || len(dst) != 4*(to-from) {
+	if s == nil || from < 0 || to > len(s.toks) || from > to || len(dst) != 8*(to-from) {
 		return fmt.Errorf("inferencetest: save of rows [%d, %d) of sequence %d", from, to, id)
 	}
-	for i, t := range s.toks[from:to] {
-		binary.LittleEndian.PutUint32(dst[4*i:], uint32(t))
+	for i := from; i < to; i++ {
+		binary.LittleEndian.PutUint32(dst[8*(i-from):], uint32(s.toks[i]))
+		binary.LittleEndian.PutUint32(dst[8*(i-from)+4:], uint32(s.from[i]))
 	}
 	return nil
 }
@@ -260,13 +276,14 @@ func (p *Pool) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.seqs[id]
-	n := len(src) / 4
-	if s == nil || from > len(s.toks) || from < s.shared || len(src)%4 != 0 || from+n > s.shared+s.reserve {
+	n := len(src) / 8
+	if s == nil || from > len(s.toks) || from < s.shared || len(src)%8 != 0 || from+n > s.shared+s.reserve {
 		return fmt.Errorf("inferencetest: restore of %d rows at %d into sequence %d", n, from, id)
 	}
-	s.toks = s.toks[:from]
+	s.toks, s.from = s.toks[:from], s.from[:from]
 	for i := range n {
-		s.toks = append(s.toks, int32(binary.LittleEndian.Uint32(src[4*i:])))
+		s.toks = append(s.toks, int32(binary.LittleEndian.Uint32(src[8*i:])))
+		s.from = append(s.from, int32(binary.LittleEndian.Uint32(src[8*i+4:])))
 	}
 	p.restored += n
 	return nil
