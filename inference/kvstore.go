@@ -85,8 +85,8 @@ func (k *boundStore) restore(e *Engine, s *seq, toks []int32, from int) int {
 // save stores the committed rows of a finished sequence (tag: its
 // request's CacheKey) or of one released to make room ("").
 func (k *boundStore) save(e *Engine, s *seq, tag string) {
-	if k == nil || s.committed == 0 {
-		return
+	if k == nil || s.committed == 0 || s.shifted {
+		return // a shifted sequence's rows are not the KV of a prefix of its tokens
 	}
 	req := &s.g.req
 	err := k.store.Save(req.Owner, tag, s.toks[:s.committed], func(from, to int, dst []byte) error {
