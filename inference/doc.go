@@ -109,7 +109,7 @@
 // chunks beside the other sequences' decode rows. Until the first shift
 // the tokens are the unshifted run's. A shifted sequence's rows are never
 // saved to the KV store, taken over or forked: they are not the rows of a
-// prefix of its tokens. Each shift counts in hexserve_context_shifts_total
+// prefix of its tokens (its rows before the first shift are saved then). Each shift counts in hexserve_context_shifts_total
 // {kind} and logs an INFO line.
 //
 // Request.Timeout (or Config.Timeout) limits the run time, not

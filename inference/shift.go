@@ -39,9 +39,15 @@ func (e *Engine) sink(s *seq) int {
 // shift frees a quarter of the window for decoding sequence s: a Shift of
 // its oldest rows after the sink when the model is a ContextShifter and
 // the rows until the next shift stay below its MaxPositions, else a
-// re-read.
+// re-read. Before its first shift, the first choice's rows go to the KV
+// store (later, they are not the rows of a prefix of its tokens).
 func (e *Engine) shift(s *seq) {
 	keep, n, pos := e.sink(s), e.shiftRows(), s.committed
+	if !s.shifted && s.c == 0 {
+		// Its rows are still a prefix of its tokens: saved for the next
+		// turn (the sink's rows above all), as a finished sequence's are.
+		e.kv.save(e, s, s.g.req.CacheKey)
+	}
 	cs, ok := e.model.(ContextShifter)
 	if ok && (cs.MaxPositions() == 0 || pos+n <= cs.MaxPositions()) {
 		if err := cs.Shift(s.id, keep, n); err != nil {

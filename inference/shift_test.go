@@ -155,9 +155,10 @@ func TestContextShiftDefaults(t *testing.T) {
 }
 
 // TestShiftedRowsNotReused: a shifted sequence's rows are not the KV of a
-// prefix of its tokens, so the KV store never saves them, and no later
-// request of its owner takes it over or forks it (retained, or live); the
-// same requests without a shift reuse them (the checks can fail).
+// prefix of its tokens: the KV store gets only its rows from before the
+// first shift, and no later request of its owner takes it over or forks it
+// (retained, or live): a request that starts with its tokens reuses the
+// rows saved before the first shift, and answers as on a fresh engine.
 func TestShiftedRowsNotReused(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -172,12 +173,14 @@ func TestShiftedRowsNotReused(t *testing.T) {
 		for _, shift := range []bool{true, false} {
 			t.Run(tc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					cached, entries, forks := reuseAfter(t, tc.ring, tc.live, shift)
-					if shift && (cached != 0 || entries != 0 || forks != 0) {
-						t.Fatalf("shifted rows reused: %d cached, %d store entries, %d forks", cached, entries, forks)
+					second, fresh, cached, forks := reuseAfter(t, tc.ring, tc.live, shift)
+					if !slices.Equal(second, fresh) {
+						t.Fatalf("the second request answers %v, on a fresh engine %v", second, fresh)
 					}
-					if !shift && cached == 0 {
-						t.Fatal("unshifted rows not reused: the check cannot fail")
+					// Its prompt shares 50 tokens with the first's, all of them
+					// in the rows saved at the first shift (or the end).
+					if cached != 50 || shift && forks != 0 {
+						t.Fatalf("%d cached (want 50), %d forks", cached, forks)
 					}
 				})
 			})
@@ -187,10 +190,11 @@ func TestShiftedRowsNotReused(t *testing.T) {
 
 // reuseAfter runs a first request (shifting when shift; 54 tokens without,
 // which end at the window) and, after it or while it runs (live: past its
-// first shift, or unshifted after 30 tokens), a second of the same owner
-// whose prompt is the first's and its first 20 tokens: the second's cached
-// tokens, the store's entries before it, and the Fork calls.
-func reuseAfter(t *testing.T, ring, live, shift bool) (cached, entries, forks int) {
+// first shift, or unshifted after 50 tokens), a second of the same owner
+// whose prompt is the first's and its first 40 tokens: the second's tokens,
+// the same request's on a fresh engine, its cached tokens and the Fork
+// calls.
+func reuseAfter(t *testing.T, ring, live, shift bool) (second, fresh []int32, cached, forks int) {
 	m, pool, _ := newShiftModel(ring, 0)
 	pool.SetLatency(stepLatency)
 	st, err := kvstore.Open(kvstore.Config{Layout: pool.KVLayout(), Memory: 1 << 20, Logger: zerolog.Nop()})
@@ -213,18 +217,24 @@ func reuseAfter(t *testing.T, ring, live, shift bool) (cached, entries, forks in
 	var out []int32
 	for ev := range s.Events() {
 		out = append(out, ev.Tokens...)
-		if live && (len(out) >= shiftWindow || !shift && len(out) >= 30) {
+		if live && (len(out) >= shiftWindow || !shift && len(out) >= 50) {
 			break // past the first shift (unshifted: still running)
 		}
 	}
-	entries = st.Stats().Entries
-	second := inference.Request{Prompt: append(slices.Concat(prompt, out[:20]), 5), Owner: "a", MaxTokens: 2}
-	r, err := run(t, e, second)
+	req := inference.Request{Prompt: append(slices.Concat(prompt, out[:40]), 5), Owner: "a", MaxTokens: 8}
+	r, err := run(t, e, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	return r.Usage.CachedTokens, entries, len(pool.Forks())
+	m2, _, _ := newShiftModel(ring, 0)
+	e2 := inference.New(m2, inferencetest.NewVocab(words), inference.Config{})
+	defer e2.Close()
+	alone, err := run(t, e2, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Choices[0].Tokens, alone.Choices[0].Tokens, r.Usage.CachedTokens, len(pool.Forks())
 }
 
 // TestShiftAmongStreams: four streams side by side, one of which goes on
