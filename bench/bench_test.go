@@ -826,13 +826,13 @@ type ringModel struct{ *inferencetest.Ring }
 func (ringModel) Counters() Counters { return Counters{} }
 
 func TestContextGoals(t *testing.T) {
-	if g := contextGoals(&Context{Shift: "ring", Ratio: 1.08}); len(g) != 1 || !g[0].Pass {
+	if g := contextGoals(&Context{Shift: "ring", MedianRatio: 1.08, Ratio: 1.5}); len(g) != 1 || !g[0].Pass {
 		t.Errorf("ring within 10%%: %+v", g)
 	}
-	if g := contextGoals(&Context{Shift: "ring", Ratio: 1.2}); len(g) != 1 || g[0].Pass {
+	if g := contextGoals(&Context{Shift: "ring", MedianRatio: 1.2, Ratio: 1}); len(g) != 1 || g[0].Pass {
 		t.Errorf("ring 20%% slower: %+v", g)
 	}
-	if g := contextGoals(&Context{Shift: "reread", Ratio: 2}); g != nil {
+	if g := contextGoals(&Context{Shift: "reread", MedianRatio: 2, Ratio: 2}); g != nil {
 		t.Errorf("reread: %+v, want no goal", g)
 	}
 }

@@ -40,6 +40,10 @@ type Context struct {
 	AmortisedAfterMS  float64 `json:"amortised_after_ms"`
 	Ratio             float64 `json:"ratio"`
 	PerShiftMS        float64 `json:"per_shift_ms"`
+	// MedianRatio is AfterMS.P50 ÷ BeforeMS.P50: the time per token past the
+	// window against before it, which a loaded machine's stalls (in the
+	// amortised figures) do not move.
+	MedianRatio float64 `json:"median_ratio"`
 }
 
 // contextTokens is the context phase's output: 4,096 tokens (8 windows of
@@ -104,6 +108,9 @@ func (r *runner) contextPhase(ctx context.Context) error {
 	if c.AmortisedBeforeMS > 0 {
 		c.Ratio = round3(c.AmortisedAfterMS / c.AmortisedBeforeMS)
 	}
+	if c.BeforeMS.P50 > 0 {
+		c.MedianRatio = round3(c.AfterMS.P50 / c.BeforeMS.P50)
+	}
 	c.Shifts = int(shiftsTotal(reg)) / r.fewRuns()
 	if c.Shifts > 0 {
 		extra := ms(spanAfter) - c.AmortisedBeforeMS*float64(len(after))
@@ -130,14 +137,16 @@ func shiftsTotal(reg *prometheus.Registry) float64 {
 	return n
 }
 
-// contextGoals: on a ring-buffer model, the time per token past the window
-// within GoalShiftRatio of the time before it; a re-read's cost is reported,
-// not bounded.
+// contextGoals: on a ring-buffer model, the median time per token past the
+// window within GoalShiftRatio of the median before it (a ring reads
+// nothing again: a shift step costs what a decode step does, and the
+// median is what stalls of a shared machine do not move; the amortised
+// ratio is reported beside it); a re-read's cost is reported, not bounded.
 func contextGoals(c *Context) []Goal {
-	if c == nil || c.Shift != "ring" || c.Ratio == 0 {
+	if c == nil || c.Shift != "ring" || c.MedianRatio == 0 {
 		return nil
 	}
-	return []Goal{goal("context_shift_ratio", c.Ratio, "<=", GoalShiftRatio, "×",
-		fmt.Sprintf("amortised ms/token past the %d-token window ÷ before it (%.2f ÷ %.2f), %d tokens, %d shifts, %s bundle",
-			c.Window, c.AmortisedAfterMS, c.AmortisedBeforeMS, c.Output, c.Shifts, c.Kind))}
+	return []Goal{goal("context_shift_ratio", c.MedianRatio, "<=", GoalShiftRatio, "×",
+		fmt.Sprintf("median ms/token past the %d-token window ÷ before it (%.2f ÷ %.2f; amortised %.2f ÷ %.2f), %d tokens, %d shifts, %s bundle",
+			c.Window, c.AfterMS.P50, c.BeforeMS.P50, c.AmortisedAfterMS, c.AmortisedBeforeMS, c.Output, c.Shifts, c.Kind))}
 }
