@@ -78,4 +78,23 @@ func TestContextShiftPTE(t *testing.T) {
 	if !slices.Equal(side[len(others)], got) {
 		t.Errorf("the shifting stream among three others differs from alone")
 	}
+	// The Ollama API shifts by default, as Ollama does; shift false stops at the window.
+	for _, c := range []struct {
+		shift  string
+		reason string
+		count  func(int) bool
+	}{
+		{"", "length", func(n int) bool { return n == 700 }},
+		{`"shift":false,`, "length", func(n int) bool { return n < 512 }},
+	} {
+		rep := s.post(t, "/api/chat", `{"model":"x","stream":false,`+c.shift+`"messages":[{"role":"user","content":"Tell me a story."}],`+
+			`"options":{"temperature":0,"num_predict":700}}`)
+		var out struct {
+			DoneReason string `json:"done_reason"`
+			EvalCount  int    `json:"eval_count"`
+		}
+		if json.Unmarshal([]byte(rep.Body), &out) != nil || out.DoneReason != c.reason || !c.count(out.EvalCount) {
+			t.Errorf("/api/chat %s: %d %s", c.shift, rep.Status, rep.Body)
+		}
+	}
 }
