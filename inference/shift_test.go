@@ -3,6 +3,7 @@ package inference_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -141,15 +142,23 @@ func shiftCount(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 }
 
 // TestContextShiftDefaults: without max_tokens a shifting choice generates
-// one window of tokens and ends by length, never by the window.
+// one window of tokens and ends by length, never by the window; each shift
+// logs an INFO line with the model, the rows kept and evicted and the
+// position.
 func TestContextShiftDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _, _ := newShiftModel(false, 0)
-		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{})
+		var log strings.Builder
+		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{Logger: zerolog.New(&log)})
 		defer e.Close()
 		r, err := run(t, e, inference.Request{Prompt: shiftPrompt(60, 2), ContextShift: true})
 		if err != nil || r.Finish != inference.FinishLength || r.Usage.CompletionTokens != shiftWindow {
 			t.Fatalf("%v %v %+v", r.Finish, err, r.Usage)
+		}
+		// At position 64 the sink (1) and the newest 47 rows are kept, 16 evicted.
+		want := `{"level":"info","model":"fake","seq":1,"choice":0,"kind":"reread","kept":48,"evicted":16,"position":64,"message":"context shift: the sequence goes on past the window"}`
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log:\n%s\nwant a line %s", log.String(), want)
 		}
 	})
 }
