@@ -98,10 +98,11 @@ func (e *Engine) unshift(s *seq) {
 	s.evicted = 0
 }
 
-// shifted records a shift in /metrics and the log.
+// shifted records a shift in /metrics and the log (whose Config.Logger
+// names the model: the server's does).
 func (e *Engine) shifted(s *seq, kind string, kept, evicted, pos int) {
 	e.met.shifts.WithLabelValues(kind).Inc()
-	e.log.Info().Str("model", e.info.Name).Uint32("seq", uint32(s.id)).Int("choice", s.c).
+	e.log.Info().Uint32("seq", uint32(s.id)).Int("choice", s.c).
 		Str("kind", kind).Int("kept", kept).Int("evicted", evicted).Int("position", pos).
 		Msg("context shift: the sequence goes on past the window")
 }

@@ -149,7 +149,8 @@ func TestContextShiftDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _, _ := newShiftModel(false, 0)
 		var log strings.Builder
-		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{Logger: zerolog.New(&log)})
+		// The server's engine logger names the model.
+		e := inference.New(m, inferencetest.NewVocab(words), inference.Config{Logger: zerolog.New(&log).With().Str("model", "fake").Logger()})
 		defer e.Close()
 		r, err := run(t, e, inference.Request{Prompt: shiftPrompt(60, 2), ContextShift: true})
 		if err != nil || r.Finish != inference.FinishLength || r.Usage.CompletionTokens != shiftWindow {
