@@ -173,6 +173,7 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 		return nil, err
 	}
 	g.Request.Prompt = f.Prompt
+	p.ShiftChat(&g.Request, p.ContextShift(r.ContextShift, false), msgs, opt)
 	// The grammar last: a prompt too long for the window is refused before
 	// a schema is compiled (cheap checks first).
 	if err := constrain(r, mode, names, g, p); err != nil {

@@ -37,6 +37,10 @@ type MessagesRequest struct {
 	// window: "error", "truncate_middle" or "rolling"; "": the model's,
 	// else "error".
 	ContextOverflow string `json:"context_overflow"`
+	// ContextShift (an extension; nil: the model's context_shift, else
+	// false) goes on generating past the window, keeping the system
+	// prompt and tools and the newest tokens.
+	ContextShift *bool `json:"context_shift"`
 
 	// Accepted and ignored: they only concern Anthropic's service.
 	ServiceTier       json.RawMessage `json:"service_tier"`

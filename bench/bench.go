@@ -69,15 +69,15 @@ type Options struct {
 	PromptTokens int // throughput and streaming prompts; 0: one prefill window
 	Progress     io.Writer
 	// Phases selects phases by key (tokenizer, stream, http, prefix, kvstore,
-	// speculative, host, structured, concurrency, burst);
-	// nil: all (http only with HTTP).
+	// speculative, host, structured, concurrency, burst, context);
+	// nil: all (http only with HTTP), but context.
 	Phases []string
 	// MaxSequences is the burst phase's engine.max_sequences (0: auto).
 	MaxSequences int
 }
 
 // PhaseKeys are the keys Options.Phases accepts, in run order.
-var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured", "concurrency", "burst"}
+var PhaseKeys = []string{"tokenizer", "stream", "http", "prefix", "kvstore", "speculative", "host", "structured", "concurrency", "burst", "context"}
 
 // Loaded is an opened model.
 type Loaded struct {
@@ -176,8 +176,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{"structured", "structured outputs (constraint per token, schema compile)", r.structuredPhase},
 		{"concurrency", "concurrency (streams side by side, n = 4, TTFT under load)", r.concurrencyPhase},
 		{"burst", "burst (8 clients at once against one alone, the configured engine)", r.burstPhase},
+		{"context", "context shift (a generation several windows long)", r.contextPhase},
 	} {
-		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil || slices.Contains(opt.Phases, p.key)) {
+		// http runs only with HTTP, context (minutes of emulated decode) only when named.
+		if (p.key != "http" || opt.HTTP) && (opt.Phases == nil && p.key != "context" || slices.Contains(opt.Phases, p.key)) {
 			phases = append(phases, p)
 		}
 	}
@@ -250,6 +252,7 @@ func goals(rep *Report) []Goal {
 	g = append(g, kvTurnGoals(rep.KVStore)...)
 	g = append(g, concurrencyGoals(rep.Concurrency)...)
 	g = append(g, burstGoals(rep.Burst)...)
+	g = append(g, contextGoals(rep.Context)...)
 	if st := rep.Structured; st != nil {
 		g = append(g, goal("constraint_us_per_token_p50", st.MaskUS.P50, "<=", GoalMaskMedianUS, "µs",
 			fmt.Sprintf("V = %d, uniformly random proposals", st.Vocab)),

@@ -780,3 +780,59 @@ func TestBurstPrompts(t *testing.T) {
 		t.Errorf("the longest prompt has %d tokens, want 55", len(last))
 	}
 }
+
+// TestContextPhase: the context phase runs only when named, generates past
+// the window with context shift on a ring-buffer model and one that
+// re-reads, and reports each's shifts and times per token.
+func TestContextPhase(t *testing.T) {
+	tok := loadTokenizer(t)
+	info := inference.ModelInfo{Name: "fake", VocabSize: 128256, ContextLen: 256, BOS: 128000, EOS: []int32{128009}}
+	lim := inference.BatchLimits{Sequences: 4, Rows: 64, Slots: 1024}
+	for _, tc := range []struct {
+		shift string
+		model Model
+	}{
+		{"ring", ringModel{inferencetest.NewRing(info, lim, 0)}},
+		{"reread", NoCounters(inferencetest.NewPool(info, lim))},
+	} {
+		rep, err := Run(context.Background(), Options{Quick: true, Phases: []string{"context"},
+			Load: func() (Loaded, error) { return Loaded{Model: tc.model, Tokenizer: tok}, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rep.Context
+		// 1,024 tokens: the first shift at the 256-token window, then one every 64 tokens.
+		if c == nil || c.Shift != tc.shift || c.Output != 1024 || c.Window != 256 || c.Sink < 2 || c.Sink >= c.Prompt ||
+			c.Shifts != (1024-(256-c.Prompt))/64+1 || c.BeforeMS.N != 256-c.Prompt-1 || c.AfterMS.N != 1024-(256-c.Prompt) {
+			t.Fatalf("%s: %+v", tc.shift, c)
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, rep); err != nil || !strings.Contains(text.String(), "CONTEXT SHIFT ("+"pte, "+tc.shift) {
+			t.Errorf("%s: %v\n%s", tc.shift, err, text.String())
+		}
+	}
+	// Not named: not run.
+	rep, err := Run(context.Background(), Options{Quick: true, Phases: nil, Load: func() (Loaded, error) {
+		return Loaded{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3})), Tokenizer: tok}, nil
+	}})
+	if err != nil || rep.Context != nil {
+		t.Errorf("the default phases ran the context phase: %v %+v", err, rep.Context)
+	}
+}
+
+// ringModel is a fake ring-buffer pool without counters.
+type ringModel struct{ *inferencetest.Ring }
+
+func (ringModel) Counters() Counters { return Counters{} }
+
+func TestContextGoals(t *testing.T) {
+	if g := contextGoals(&Context{Shift: "ring", MedianRatio: 1.08, Ratio: 1.5}); len(g) != 1 || !g[0].Pass {
+		t.Errorf("ring within 10%%: %+v", g)
+	}
+	if g := contextGoals(&Context{Shift: "ring", MedianRatio: 1.2, Ratio: 1}); len(g) != 1 || g[0].Pass {
+		t.Errorf("ring 20%% slower: %+v", g)
+	}
+	if g := contextGoals(&Context{Shift: "reread", MedianRatio: 2, Ratio: 2}); g != nil {
+		t.Errorf("reread: %+v, want no goal", g)
+	}
+}

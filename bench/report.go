@@ -26,6 +26,7 @@ type Report struct {
 	Structured  *Structured    `json:"structured,omitempty"`
 	Concurrency *Concurrency   `json:"concurrency,omitempty"`
 	Burst       *Burst         `json:"burst,omitempty"`
+	Context     *Context       `json:"context,omitempty"`
 	Goals       []Goal         `json:"goals"`
 }
 

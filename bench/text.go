@@ -145,6 +145,14 @@ func writeRest(p func(string, ...any), rep *Report, mib func(int64) string) {
 		}
 		p("")
 	}
+	if c := rep.Context; c != nil {
+		p("CONTEXT SHIFT (%s, %s; %d-token prompt, %d-token sink, %d tokens, %d-token window, %d shifts)\tp50 ms/token\tamortised ms/token",
+			c.Kind, c.Shift, c.Prompt, c.Sink, c.Output, c.Window, c.Shifts)
+		p("  before the window\t%.2f\t%.2f", c.BeforeMS.P50, c.AmortisedBeforeMS)
+		p("  past the window\t%.2f (× %.3f)\t%.2f (× %.3f)", c.AfterMS.P50, c.MedianRatio, c.AmortisedAfterMS, c.Ratio)
+		p("  cost per shift\t\t%.1f ms", c.PerShiftMS)
+		p("")
+	}
 	p("MEMORY\tVmRSS\tRssAnon\tRssFile\tRssShmem\tGo heap inuse\tGo runtime (Sys−released)")
 	for _, m := range rep.Memory.Snapshots {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t%s", m.Stage, mib(m.VmRSS), mib(m.RssAnon), mib(m.RssFile), mib(m.RssShmem), mib(m.GoHeapInuse), mib(m.GoRuntime))

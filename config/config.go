@@ -154,6 +154,8 @@ type Model struct {
 	MaxSequences int            `yaml:"max_sequences"`
 	// ContextOverflow overrides engine.context_overflow for this model.
 	ContextOverflow string `yaml:"context_overflow"`
+	// ContextShift overrides engine.context_shift for this model.
+	ContextShift *bool `yaml:"context_shift"`
 
 	// Upstream makes a models: entry an OpenAI-compatible server on the
 	// network instead of a file (set id and upstream, nothing else).
@@ -259,6 +261,7 @@ func (c Config) Entries() []Model {
 			inherit(&e.QueueLength, d.QueueLength)
 			inherit(&e.Timeout, d.Timeout)
 			inherit(&e.ContextOverflow, d.ContextOverflow)
+			inherit(&e.ContextShift, d.ContextShift)
 			inherit(&e.MaxSequences, d.MaxSequences)
 		}
 		inherit(&e.Tokenizer, d.Tokenizer)
@@ -281,6 +284,7 @@ func (c Config) Entries() []Model {
 		inherit(&e.QueueLength, c.Engine.QueueLength)
 		inherit(&e.Timeout, c.Engine.Timeout)
 		inherit(&e.ContextOverflow, c.Engine.ContextOverflow)
+		inherit(&e.ContextShift, c.Engine.ContextShift)
 		inherit(&e.MaxSequences, c.Engine.MaxSequences)
 		if e.Preload == nil {
 			on := len(list) == 1
@@ -332,6 +336,12 @@ type Engine struct {
 	// "rolling" (older turns left out); "" is each API's default (error on
 	// the OpenAI and Anthropic APIs, Ollama's truncate on /api/*).
 	ContextOverflow string `yaml:"context_overflow"`
+	// ContextShift makes generation go on past the window when the request
+	// does not say (its context_shift, the Ollama API's shift): a quarter
+	// of the window is freed, keeping the system prompt, the tools and the
+	// newest tokens. Unset is each API's default (off on the OpenAI and
+	// Anthropic APIs, on for /api/*, as Ollama's shift).
+	ContextShift *bool `yaml:"context_shift"`
 }
 
 // Speculative configures speculative decoding (models whose multi-token

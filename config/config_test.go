@@ -193,9 +193,10 @@ func TestEntries(t *testing.T) {
   reasoning_parser: none
 engine:
   context_overflow: rolling
+  context_shift: true
 models:
   - {path: /m/a.pte, id: a, aliases: [x], preload: true, queue_length: 2}
-  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes, context_overflow: truncate_middle, reasoning_parser: qwen3}
+  - {bundle: /m/b, id: b, tokenizer: /b.json, keep_alive: 0s, perf_mode: balanced, tool_parser: hermes, context_overflow: truncate_middle, reasoning_parser: qwen3, context_shift: false}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +209,10 @@ models:
 		queue                               int
 		timeout                             time.Duration
 		overflow                            string
+		shift                               bool
 	}{
-		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", "none", true, min(5), 2, time.Minute, "rolling"},
-		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", "qwen3", false, min(0), 8, time.Minute, "truncate_middle"},
+		{"/m/a.pte", "/t.json", "/q/libQnnHtp.so", "burst", "none", true, min(5), 2, time.Minute, "rolling", true},
+		{"/m/b", "/b.json", "/q/libQnnHtp.so", "balanced", "qwen3", false, min(0), 8, time.Minute, "truncate_middle", false},
 	}
 	for i, parser := range []string{"json", "hermes"} { // inherited, then the entry's own
 		if got[i].ToolParser != parser {
@@ -221,7 +223,8 @@ models:
 		e := got[i]
 		if e.Path != w.path || e.Bundle != "" || e.Tokenizer != w.tok || e.Libraries.Backend != w.backend ||
 			e.Libraries.System != "libQnnSystem.so" || e.PerfMode != w.perf || e.ReasoningParser != w.reasoning || *e.Preload != w.preload ||
-			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout || e.ContextOverflow != w.overflow {
+			*e.KeepAlive != *w.keep || e.QueueLength != w.queue || e.Timeout != w.timeout || e.ContextOverflow != w.overflow ||
+			e.ContextShift == nil || *e.ContextShift != w.shift {
 			t.Errorf("entry %d = %+v (keep_alive %v), want %+v", i, e, *e.KeepAlive, w)
 		}
 	}

@@ -66,6 +66,9 @@ type Params struct {
 	// Overflow is the model's context_overflow policy; "": the API's
 	// default (Policy).
 	Overflow overflow.Policy
+	// Shift is the model's context_shift (config engine.context_shift,
+	// models[].context_shift); nil: the API's default (ContextShift).
+	Shift *bool
 	// Truncated, when set, is told that fitting the prompt in the window
 	// left dropped messages (raw prompts: tokens) out, and the tokens kept.
 	Truncated func(dropped, promptTokens int)

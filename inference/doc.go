@@ -98,6 +98,20 @@
 // ContextLen − prompt tokens; a MaxTokens of 0 or larger than that is clamped
 // to it (not rejected). Reaching MaxTokens finishes the choice with
 // FinishLength, reaching the window before it with FinishContext.
+//
+// With Request.ContextShift the window does not end a choice (it generates
+// MaxTokens, 0: one window's worth, and finishes with FinishLength): when
+// its next row would not fit, a quarter of the window is freed, keeping
+// the sink (the prompt's first Request.Keep tokens) and the newest rows. A
+// ContextShifter model evicts the oldest rows after the sink in place (see
+// shift.go); on any other model, and where a ring's positions would pass
+// MaxPositions, the kept tokens are read again at new positions, as prompt
+// chunks beside the other sequences' decode rows. Until the first shift
+// the tokens are the unshifted run's. A shifted sequence's rows are never
+// saved to the KV store, taken over or forked: they are not the rows of a
+// prefix of its tokens (its rows before the first shift are saved then). Each shift counts in hexserve_context_shifts_total
+// {kind} and logs an INFO line.
+//
 // Request.Timeout (or Config.Timeout) limits the run time, not
 // the queue wait: it finishes with FinishTimeout and no error.
 //

@@ -287,6 +287,8 @@ func (e *Engine) validate(r *Request) error {
 		return bad("ignore_eos", "ignore_eos cannot be combined with structured outputs")
 	case r.Timeout < 0:
 		return bad("timeout", "the timeout must not be negative")
+	case r.Keep < 0 || r.Keep > len(r.Prompt):
+		return bad("n_keep", "n_keep must be between 0 and the prompt's %d tokens", len(r.Prompt))
 	case !(p.Temperature >= 0 && p.Temperature <= 2):
 		return bad("temperature", "temperature must be between 0 and 2")
 	case !(p.TopP >= 0 && p.TopP <= 1):

@@ -177,6 +177,8 @@ func TestValidation(t *testing.T) {
 			{"top_logprobs", inference.Request{Prompt: []int32{1}, Logprobs: true, TopLogprobs: 21}},
 			{"temperature", inference.Request{Prompt: []int32{1}, Sampling: sample.Params{Temperature: -1}}},
 			{"logit_bias", inference.Request{Prompt: []int32{1}, Sampling: sample.Params{LogitBias: map[int32]float32{vocab: 1}}}},
+			{"n_keep", inference.Request{Prompt: []int32{1}, Keep: -1}},
+			{"n_keep", inference.Request{Prompt: []int32{1, 2}, Keep: 3, ContextShift: true}},
 		}
 		for _, tc := range cases {
 			_, err := e.Submit(t.Context(), tc.req)

@@ -92,8 +92,8 @@ func (k *boundStore) restore(e *Engine, s *seq, toks []int32, from int) int {
 // request's CacheKey) or of one released to make room (""): those a later
 // sequence may reuse (Engine.reusable).
 func (k *boundStore) save(e *Engine, s *seq, tag string) {
-	if k == nil {
-		return
+	if k == nil || s.shifted {
+		return // a shifted sequence's rows are not the KV of a prefix of its tokens
 	}
 	rows := e.reusable(s, s.committed)
 	if rows == 0 {

@@ -50,6 +50,7 @@ type metrics struct {
 	queueWait       prometheus.Histogram
 	preemptions     prometheus.Counter
 	sharedRows      prometheus.Counter
+	shifts          *prometheus.CounterVec
 	lastGraph       map[string]GraphTotal // worker only
 }
 
@@ -84,12 +85,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		queueWait:    histogram("hexserve_queue_wait_seconds", "From Submit to the start of a request's generation.", lat),
 		preemptions:  counter("hexserve_preemptions_total", "Sequences released to make room for others' growth, their rows evaluated again later."),
 		sharedRows:   counter("hexserve_shared_prefix_rows_total", "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."),
+		shifts:       counterVec("hexserve_context_shifts_total", "Context shifts: a sequence past the window freed a quarter of it, by kind (ring: the oldest rows after the sink evicted in place; reread: the sink and newest rows read again at new positions).", "kind"),
 		lastGraph:    map[string]GraphTotal{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
 			m.generatedTokens, m.ttft, m.tpot, m.hostTime, m.hostShare, m.maskTime, m.graphCalls, m.graphSeconds, m.graphCost,
-			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows)
+			m.verifyCalls, m.draftTokens, m.activeSeqs, m.stepRows, m.queueWait, m.preemptions, m.sharedRows, m.shifts)
 	}
 	return m
 }

@@ -190,6 +190,9 @@ func (e *Engine) gather() candidates {
 			continue
 		}
 		for _, s := range g.seqs {
+			if s.status == running && !s.prefilling() && e.full(s) {
+				e.shift(s) // it may read rows again (prefill) or wait to (preempted)
+			}
 			switch {
 			case s.status != running:
 			case s.prefilling():
@@ -211,7 +214,7 @@ func (e *Engine) propose(s *seq) work {
 	if !e.cfg.Speculative.Enabled {
 		return w
 	}
-	room := min(s.limit()-len(s.toks), e.info.ContextLen-len(s.toks), s.cap-s.committed) - 1
+	room := min(s.g.maxNew-s.generated, e.info.ContextLen-s.held()-1, s.cap-s.held()) - 1
 	if m := e.cfg.Speculative.MaxDraft; m > 0 {
 		room = min(room, m)
 	}

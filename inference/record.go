@@ -48,6 +48,7 @@ type record struct {
 	usage   Usage
 	choices int // Request.N, at least 1
 	maxNew  int // tokens per choice
+	rows    int // the most rows a choice holds at once (rowLimit)
 	seed    uint64
 	wantLP  bool
 	top     int
@@ -74,6 +75,13 @@ type seq struct {
 	committed int          // rows the model holds
 	generated int          // tokens sampled
 	cap       int          // rows the sequence may hold (Open's or Fork's reserve, Grow)
+	// evicted is how many rows before committed a ContextShifter's Shift
+	// freed: toks stays indexed by position, and the model holds
+	// committed − evicted rows. shifted: the sequence's rows are no longer
+	// a prefix of its request's tokens (a Shift, or a re-read of its sink
+	// and newest tail), so nothing reuses them as one.
+	evicted int
+	shifted bool
 	// shared is how many rows a Fork gave it (0: none); a later Fork of
 	// this sequence may share no more of them. lent is the most rows a
 	// Fork took from it: a request that takes it over keeps at least those.
@@ -86,21 +94,36 @@ type seq struct {
 }
 
 // maxNew is the tokens one choice of req may generate: MaxTokens, clamped
-// to the context left after the prompt (0: all of it).
+// to the context left after the prompt (0: all of it). With ContextShift
+// the window does not bound them: MaxTokens, else one window's worth.
 func (e *Engine) maxNew(req *Request) int {
 	room := e.info.ContextLen - len(req.Prompt)
-	if req.MaxTokens == 0 || req.MaxTokens > room {
+	switch {
+	case req.ContextShift && req.MaxTokens > 0:
+		return req.MaxTokens
+	case req.ContextShift:
+		return e.info.ContextLen
+	case req.MaxTokens == 0 || req.MaxTokens > room:
 		return room
 	}
 	return req.MaxTokens
+}
+
+// rowLimit is the most rows a choice of req holds at once: its prompt and
+// its tokens, at most the window.
+func (e *Engine) rowLimit(req *Request) int {
+	return min(len(req.Prompt)+e.maxNew(req), e.info.ContextLen)
 }
 
 // reserve is how many slots a sequence that holds from rows sets aside:
 // e.grow (growRows) more, at most limit, the most rows it may ever hold.
 func (e *Engine) reserve(from, limit int) int { return min(from+e.grow, limit) }
 
-// limit is the most rows s may ever hold: its prompt and its tokens.
-func (s *seq) limit() int { return len(s.g.req.Prompt) + s.g.maxNew }
+// limit is the most rows s may ever hold at once.
+func (s *seq) limit() int { return s.g.rows }
+
+// held is how many rows the model holds for s.
+func (s *seq) held() int { return s.committed - s.evicted }
 
 // admitted starts a queued request's generation.
 func (e *Engine) admitted(g *record) {
@@ -123,6 +146,7 @@ func (e *Engine) admitted(g *record) {
 	g.cancel = func() { cancelT(); stop(); cancel(nil) }
 	g.choices = max(req.N, 1)
 	g.maxNew = e.maxNew(req)
+	g.rows = e.rowLimit(req)
 	if req.Sampling.Seed != nil {
 		g.seed = uint64(*req.Sampling.Seed)
 	} else {
@@ -167,9 +191,14 @@ func (e *Engine) newSeq(g *record) *seq {
 }
 
 // target is the row a sequence evaluates up to before it samples or
-// decodes: its prompt, or after a preemption every row but the pending
-// last token.
-func (s *seq) target() int { return max(len(s.g.req.Prompt), len(s.toks)-1) }
+// decodes: its prompt, or once it has generated (after a preemption, a
+// re-read) every row but the pending last token.
+func (s *seq) target() int {
+	if s.generated > 0 {
+		return len(s.toks) - 1
+	}
+	return len(s.toks)
+}
 
 // prefilling reports whether s has rows to evaluate before its next token.
 func (s *seq) prefilling() bool { return s.committed < s.target() }
@@ -201,7 +230,7 @@ func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 		} else if s.generated >= g.maxNew {
 			out.join(s.det.flush())
 			fin = FinishContext
-			if g.req.MaxTokens > 0 && s.generated >= g.req.MaxTokens {
+			if g.req.ContextShift || g.req.MaxTokens > 0 && s.generated >= g.req.MaxTokens {
 				fin = FinishLength
 			}
 		}

@@ -45,6 +45,17 @@ type Request struct {
 	// request's, so a conversation keeps one branch. It never widens what a
 	// request may reuse.
 	CacheKey string
+	// ContextShift lets each choice go on past the window: when its next
+	// row would not fit, a quarter of the window is freed (a ring-buffer
+	// Shift on a ContextShifter model, else the kept tokens are read
+	// again at new positions) and generation goes on until MaxTokens (0:
+	// one window of new tokens) or a stop. Off: a choice ends at the
+	// window (FinishContext).
+	ContextShift bool
+	// Keep is how many of the prompt's first tokens every shift keeps (the
+	// sink: BOS, the system prompt, the tool declarations); 0: the first
+	// token alone. At most half the window is kept.
+	Keep int
 }
 
 // Constraint restricts the tokens of one choice (structured outputs). The

@@ -138,7 +138,7 @@ type held struct {
 // of its own.
 func (e *Engine) openShared(req *Request) (held, error) {
 	p := len(req.Prompt)
-	reserve := e.reserve(p, p+e.maxNew(req))
+	reserve := e.reserve(p, e.rowLimit(req))
 	if h, ok := e.takeOver(req, reserve); ok {
 		return h, nil
 	}
@@ -211,8 +211,8 @@ func (e *Engine) sharedPrefix(req *Request) (*seq, int) {
 	var best *seq
 	n := minShareRows - 1
 	try := func(s *seq) {
-		if s.g.req.Owner != req.Owner {
-			return // rows are never shared across owners
+		if s.g.req.Owner != req.Owner || s.shifted {
+			return // rows are never shared across owners, nor a shifted sequence's
 		}
 		if rows := e.reusable(s, s.shareable(p)); rows > n {
 			best, n = s, rows
@@ -257,7 +257,7 @@ func (e *Engine) reusable(s *seq, rows int) int {
 // kept: the oldest goes); reports false when s is not worth keeping (it
 // ended abnormally or holds nothing).
 func (e *Engine) retain(s *seq) bool {
-	if abnormal(s.fin) || s.committed == 0 || s.id == noSeq {
+	if abnormal(s.fin) || s.committed == 0 || s.id == noSeq || s.shifted {
 		return false
 	}
 	e.retained = append(e.retained, s)
@@ -298,7 +298,7 @@ func (e *Engine) pendingShare(req *Request, steps int) bool {
 			continue
 		}
 		for _, s := range g.seqs {
-			if s.status != running || s.shared > 0 || !s.prefilling() {
+			if s.status != running || s.shared > 0 || s.shifted || !s.prefilling() {
 				continue
 			}
 			n := e.reusable(s, CommonPrefix(p, s.toks[:s.target()]))
@@ -354,7 +354,7 @@ func (e *Engine) setActive(n int) {
 // cannot hold it even with nothing else open fails the request.
 func (e *Engine) openChoice(g *record, open int) bool {
 	p := len(g.req.Prompt)
-	rows := e.reserve(p, p+g.maxNew)
+	rows := e.reserve(p, g.rows)
 	id, err := e.open(rows)
 	if err != nil {
 		if !errors.Is(err, ErrNoSlots) || open == 0 {
@@ -373,7 +373,7 @@ func (e *Engine) openChoice(g *record, open int) bool {
 func (e *Engine) forkChoices(g *record, parent *seq, l sample.Logits) {
 	open := e.openSeqs()
 	p := len(g.req.Prompt)
-	rows := e.reserve(p, p+g.maxNew)
+	rows := e.reserve(p, g.rows)
 	for ; open < e.maxSeq && g.next < g.choices && g.abort == ""; open++ {
 		id, err := e.model.Fork(parent.id, p, rows-p)
 		if err != nil {
@@ -435,7 +435,7 @@ func (e *Engine) reap() {
 // fits reports whether running sequence s has a slot for its next row,
 // growing it when not (by e.grow rows, up to what the request may use).
 func (e *Engine) fits(s *seq) bool {
-	if s.committed+1 <= s.cap {
+	if s.held()+1 <= s.cap {
 		return true
 	}
 	rows := e.reserve(s.cap, s.limit())
@@ -471,6 +471,7 @@ func (e *Engine) preempt() bool {
 			if s := g.seqs[j]; s.status == running {
 				e.kv.save(e, s, "") // restored when it opens again
 				e.model.Release(s.id)
+				e.unshift(s)
 				s.id, s.status, s.committed = noSeq, preempted, 0
 				e.met.preemptions.Inc()
 				return true

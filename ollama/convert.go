@@ -67,7 +67,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 		return nil, err
 	}
 	p.SplitTurns(msgs)
-	if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
+	if err = fitChat(g, msgs, opt, &r.Common, r.Options, p); err != nil {
 		return nil, err
 	}
 	if err := finish(g, r.Format, r.Options, p); err != nil {
@@ -105,6 +105,9 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 		if g.Request.Prompt, err = pw.FitText(front.EncodeText(tok, r.Prompt), 0, truncation(&r.Common, p), maxTokens); err != nil {
 			return nil, err
 		}
+		if g.Request.ContextShift = p.ContextShift(r.Shift, true); g.Request.ContextShift {
+			g.Request.Keep = p.TextSink(g.Request.Prompt, 0)
+		}
 	} else {
 		var msgs []chat.Message
 		if r.System != "" {
@@ -113,8 +116,7 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
 		opt := p.ChatOptions()
 		front.ApplyThinking(&opt, g.Thinking)
-		var err error
-		if g.Request.Prompt, err = fitChat(msgs, opt, &r.Common, r.Options, p); err != nil {
+		if err := fitChat(g, msgs, opt, &r.Common, r.Options, p); err != nil {
 			return nil, err
 		}
 	}
@@ -127,12 +129,19 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 	return g, nil
 }
 
-// fitChat renders msgs within the window of o's num_ctx under the
-// request's truncate (truncation).
-func fitChat(msgs []chat.Message, opt chat.Options, c *Common, o *Options, p front.Params) ([]int32, error) {
+// fitChat renders msgs into g's prompt within the window of o's num_ctx
+// under the request's truncate (truncation), and sets its shift (nil: the
+// model's context_shift, else true, as Ollama's), keeping the system
+// prefix.
+func fitChat(g *Generation, msgs []chat.Message, opt chat.Options, c *Common, o *Options, p front.Params) error {
 	pw, maxTokens := window(o, p)
 	f, err := pw.FitChat(msgs, opt, "", truncation(c, p), maxTokens)
-	return f.Prompt, err
+	if err != nil {
+		return err
+	}
+	g.Request.Prompt = f.Prompt
+	p.ShiftChat(&g.Request, p.ContextShift(c.Shift, true), msgs, opt)
+	return nil
 }
 
 // truncation is Ollama's truncate as a context_overflow policy: off is
@@ -331,6 +340,9 @@ func limits(g *Generation, o *Options, p front.Params) error {
 		n = p.ContextLen // more than the window is clamped
 	}
 	room := n - len(g.Request.Prompt)
+	if g.Request.ContextShift && room >= 1 {
+		return nil // it goes on past num_ctx (the model's window: the engine shifts there)
+	}
 	if room < 1 {
 		return invalid("options.num_ctx", "the prompt has %d tokens, which leaves no room for output within options.num_ctx %d "+
 			"(the model's window is %d tokens)", len(g.Request.Prompt), n, p.ContextLen)

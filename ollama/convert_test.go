@@ -24,44 +24,51 @@ func TestOptions(t *testing.T) {
 	tests := []struct {
 		name    string
 		options string
+		top     string // top-level fields after options
 		check   func(r inference.Request) bool
 	}{
-		{"defaults: the server's, Ollama's repeat_last_n, until the window is full", ``, func(r inference.Request) bool {
+		{"defaults: the server's, Ollama's repeat_last_n, until the window is full", ``, ``, func(r inference.Request) bool {
 			s := r.Sampling
 			return s.Temperature == 0.6 && s.TopP == 0.9 && s.RepetitionPenalty == 1.1 && s.RepeatLastN == 64 && s.Seed == nil && r.MaxTokens == 0
 		}},
-		{"sampling", `"temperature":0,"top_k":40,"top_p":0.5,"min_p":0.05,"seed":7,"presence_penalty":1,"frequency_penalty":-1,"repeat_penalty":1.3`,
+		{"sampling", `"temperature":0,"top_k":40,"top_p":0.5,"min_p":0.05,"seed":7,"presence_penalty":1,"frequency_penalty":-1,"repeat_penalty":1.3`, ``,
 			func(r inference.Request) bool {
 				s := r.Sampling
 				return s.Temperature == 0 && s.TopK == 40 && s.TopP == 0.5 && s.MinP == 0.05 && s.Seed != nil && *s.Seed == seed &&
 					s.PresencePenalty == 1 && s.FrequencyPenalty == -1 && s.RepetitionPenalty == 1.3
 			}},
-		{"seed -1 is random, top_k 0 and below off", `"seed":-1,"top_k":-3`, func(r inference.Request) bool {
+		{"seed -1 is random, top_k 0 and below off", `"seed":-1,"top_k":-3`, ``, func(r inference.Request) bool {
 			return r.Sampling.Seed == nil && r.Sampling.TopK == 0
 		}},
-		{"repeat_last_n 0 turns the penalty off", `"repeat_last_n":0`, func(r inference.Request) bool {
+		{"repeat_last_n 0 turns the penalty off", `"repeat_last_n":0`, ``, func(r inference.Request) bool {
 			return r.Sampling.RepetitionPenalty == 0
 		}},
-		{"repeat_last_n -1 is the whole sequence", `"repeat_last_n":-1`, func(r inference.Request) bool {
+		{"repeat_last_n -1 is the whole sequence", `"repeat_last_n":-1`, ``, func(r inference.Request) bool {
 			return r.Sampling.RepeatLastN == 0 && r.Sampling.RepetitionPenalty == 1.1
 		}},
-		{"repeat_last_n N", `"repeat_last_n":16`, func(r inference.Request) bool { return r.Sampling.RepeatLastN == 16 }},
-		{"num_predict", `"num_predict":12`, func(r inference.Request) bool { return r.MaxTokens == 12 }},
-		{"num_predict -1 and -2", `"num_predict":-2`, func(r inference.Request) bool { return r.MaxTokens == 0 }},
-		{"num_ctx bounds prompt and output", `"num_ctx":100`, func(r inference.Request) bool {
-			return r.MaxTokens == 100-len(r.Prompt)
+		{"repeat_last_n N", `"repeat_last_n":16`, ``, func(r inference.Request) bool { return r.Sampling.RepeatLastN == 16 }},
+		{"num_predict", `"num_predict":12`, ``, func(r inference.Request) bool { return r.MaxTokens == 12 }},
+		{"num_predict -1 and -2", `"num_predict":-2`, ``, func(r inference.Request) bool { return r.MaxTokens == 0 }},
+		{"num_ctx bounds prompt and output without shift", `"num_ctx":100`, `,"shift":false`, func(r inference.Request) bool {
+			return r.MaxTokens == 100-len(r.Prompt) && !r.ContextShift
 		}},
-		{"num_ctx past the window is clamped", `"num_ctx":100000,"num_predict":100000`, func(r inference.Request) bool {
+		{"num_ctx past the window is clamped without shift", `"num_ctx":100000,"num_predict":100000`, `,"shift":false`, func(r inference.Request) bool {
 			return r.MaxTokens == 512-len(r.Prompt)
 		}},
-		{"stop", `"stop":["\n\n","END"]`, func(r inference.Request) bool { return strings.Join(r.Stop, "|") == "\n\n|END" }},
-		{"ignored options", `"num_keep":5,"mirostat":2,"num_gpu":99,"use_mmap":false,"typical_p":0.7,"whatever":"x"`,
+		{"shift (the default) goes on past num_ctx, keeping the system prefix", `"num_ctx":100`, ``, func(r inference.Request) bool {
+			return r.MaxTokens == 0 && r.ContextShift && r.Keep > 1 && r.Keep < len(r.Prompt)
+		}},
+		{"shift with num_predict", `"num_ctx":100000,"num_predict":100000`, `,"shift":true`, func(r inference.Request) bool {
+			return r.MaxTokens == 100000 && r.ContextShift
+		}},
+		{"stop", `"stop":["\n\n","END"]`, ``, func(r inference.Request) bool { return strings.Join(r.Stop, "|") == "\n\n|END" }},
+		{"ignored options", `"num_keep":5,"mirostat":2,"num_gpu":99,"use_mmap":false,"typical_p":0.7,"whatever":"x"`, ``,
 			func(r inference.Request) bool { return r.Sampling.Temperature == 0.6 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var req ChatRequest
-			body := `{"model":"m","messages":[{"role":"user","content":"Hi"}],"options":{` + tt.options + `}}`
+			body := `{"model":"m","messages":[{"role":"user","content":"Hi"}],"options":{` + tt.options + `}` + tt.top + `}`
 			if err := json.Unmarshal([]byte(body), &req); err != nil {
 				t.Fatal(err)
 			}

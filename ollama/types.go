@@ -52,6 +52,10 @@ type Common struct {
 	// window (overflow.Rolling, or the model's context_overflow); false
 	// refuses it.
 	Truncate *bool `json:"truncate"`
+	// Shift (nil: the model's context_shift, else true, as Ollama's) goes
+	// on generating past the window, keeping the system prompt and tools
+	// (raw: BOS) and the newest tokens; false ends the reply at the window
+	// (done_reason "length").
 	Shift    *bool `json:"shift"`
 	Logprobs bool  `json:"logprobs"`
 	// TopLogprobs is accepted in 0–20 (logprobs are not returned).

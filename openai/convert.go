@@ -100,7 +100,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		return nil, err
 	}
 	p.SplitTurns(msgs)
-	if g.Request.Prompt, err = fitChat(r.ContextOverflow, msgs, opt, p, g.Request.MaxTokens); err != nil {
+	if err = fitChat(g, &r.CommonParams, msgs, opt, p); err != nil {
 		return nil, err
 	}
 	// The grammar last: a prompt too long for the window is refused before
@@ -214,15 +214,22 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 	return g, fitCompletion(r, p, g)
 }
 
-// fitChat encodes msgs within p's window under the request's
-// context_overflow field (default: the model's, else error).
-func fitChat(field string, msgs []chat.Message, opt chat.Options, p front.Params, maxTokens int) ([]int32, error) {
-	pol, err := p.Policy(field, "context_overflow", overflow.Error)
+// fitChat encodes msgs into g's prompt within p's window under c's
+// context_overflow (default: the model's, else error), and sets its
+// context_shift (default: the model's, else off), keeping the system
+// prefix.
+func fitChat(g *Generation, c *CommonParams, msgs []chat.Message, opt chat.Options, p front.Params) error {
+	pol, err := p.Policy(c.ContextOverflow, "context_overflow", overflow.Error)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	f, err := p.FitChat(msgs, opt, "", pol, maxTokens)
-	return f.Prompt, err
+	f, err := p.FitChat(msgs, opt, "", pol, g.Request.MaxTokens)
+	if err != nil {
+		return err
+	}
+	g.Request.Prompt = f.Prompt
+	p.ShiftChat(&g.Request, p.ContextShift(c.ContextShift, false), msgs, opt)
+	return nil
 }
 
 // fitCompletion fits g's raw prompt in the window under r's
@@ -241,8 +248,13 @@ func fitCompletion(r *CompletionRequest, p front.Params, g *Generation) error {
 			return invalid("n_keep", "n_keep must be -1 (the whole prompt) or >= 0, got %d", keep)
 		}
 	}
-	g.Request.Prompt, err = p.FitText(g.Request.Prompt, keep, pol, g.Request.MaxTokens)
-	return err
+	if g.Request.Prompt, err = p.FitText(g.Request.Prompt, keep, pol, g.Request.MaxTokens); err != nil {
+		return err
+	}
+	if g.Request.ContextShift = p.ContextShift(r.ContextShift, false); g.Request.ContextShift {
+		g.Request.Keep = p.TextSink(g.Request.Prompt, keep)
+	}
+	return nil
 }
 
 func setMaxTokens(g *Generation, v *int, param string, p front.Params) error {

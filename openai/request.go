@@ -68,7 +68,8 @@ type CompletionRequest struct {
 	// ResponseFormat is chat completions' response_format (an extension).
 	ResponseFormat json.RawMessage `json:"response_format"`
 	// NKeep is how many prompt tokens after BOS a truncating
-	// context_overflow keeps at the start (llama.cpp's n_keep; -1: all).
+	// context_overflow, and a context shift, keep at the start (llama.cpp's
+	// n_keep; -1: all).
 	NKeep *int `json:"n_keep"`
 	CommonParams
 }
@@ -78,7 +79,11 @@ type CompletionRequest struct {
 type CommonParams struct {
 	// ContextOverflow is the policy for a prompt over the window: "error",
 	// "truncate_middle" or "rolling"; "": the model's, else "error".
-	ContextOverflow   string             `json:"context_overflow"`
+	ContextOverflow string `json:"context_overflow"`
+	// ContextShift (nil: the model's context_shift, else false) goes on
+	// generating past the window, keeping the system prefix (completions:
+	// BOS and n_keep tokens) and the newest tokens.
+	ContextShift      *bool              `json:"context_shift"`
 	Temperature       *float64           `json:"temperature"`
 	TopP              *float64           `json:"top_p"`
 	N                 *int               `json:"n"`

@@ -183,7 +183,7 @@ func (c *call) model() (*Model, error) {
 // with the model's context_overflow policy and its signals on c's reply.
 func (c *call) params() front.Params {
 	p := c.s.params(c.r, c.lease.Model)
-	p.Overflow, p.Truncated = c.lease.Model.Overflow, truncated(c.w, c.r, c.lease.Model.ID)
+	p.Overflow, p.Shift, p.Truncated = c.lease.Model.Overflow, c.lease.Model.Shift, truncated(c.w, c.r, c.lease.Model.ID)
 	return p
 }
 

@@ -92,11 +92,18 @@ func TestOllamaChat(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(body), `"error"`) {
 		t.Fatalf("num_ctx 8: %d %s", resp.StatusCode, body)
 	}
+	// num_ctx bounds prompt and output with shift false; with shift (the
+	// default, as Ollama's) the reply goes on past it.
 	n := whole.PromptEvalCount + 3
-	_, body = g.post(t, "/api/chat", ollamaChatBody(fmt.Sprintf(`"stream":false,"options":{"num_ctx":%d}`, n)))
+	_, body = g.post(t, "/api/chat", ollamaChatBody(fmt.Sprintf(`"stream":false,"shift":false,"options":{"num_ctx":%d}`, n)))
 	_ = json.Unmarshal(body, &whole)
 	if whole.DoneReason != "length" || whole.PromptEvalCount+whole.EvalCount != n {
-		t.Fatalf("num_ctx %d: %s", n, body)
+		t.Fatalf("num_ctx %d, shift false: %s", n, body)
+	}
+	_, body = g.post(t, "/api/chat", ollamaChatBody(fmt.Sprintf(`"stream":false,"options":{"num_ctx":%d}`, n)))
+	_ = json.Unmarshal(body, &whole)
+	if whole.DoneReason != "stop" || whole.PromptEvalCount+whole.EvalCount <= n {
+		t.Fatalf("num_ctx %d, shift: %s", n, body)
 	}
 }
 

@@ -235,7 +235,12 @@ func TestWindowFinishReason(t *testing.T) {
 		{"/v1/chat/completions", object(`"model":"`+modelID+`","max_tokens":1000,"messages":[{"role":"user","content":"`+long+`"}]`, ""), `"finish_reason":"length"`},
 		{"/v1/messages", `{"model":"` + modelID + `","max_tokens":1000,"messages":[{"role":"user","content":"` + long + `"}]}`, `"stop_reason":"model_context_window_exceeded"`},
 		{"/v1/messages", `{"model":"` + modelID + `","max_tokens":2,"messages":[{"role":"user","content":"` + long + `"}]}`, `"stop_reason":"max_tokens"`},
-		{"/api/chat", `{"model":"` + modelID + `","stream":false,"messages":[{"role":"user","content":"` + long + `"}]}`, `"done_reason":"length"`},
+		{"/api/chat", `{"model":"` + modelID + `","stream":false,"shift":false,"messages":[{"role":"user","content":"` + long + `"}]}`, `"done_reason":"length"`},
+		// With a context shift the reply goes on past the window, to max_tokens.
+		{"/v1/chat/completions", object(`"model":"`+modelID+`","max_tokens":300,"context_shift":true,"messages":[{"role":"user","content":"`+long+`"}]`, ""), `"finish_reason":"length"`},
+		{"/v1/chat/completions", object(`"model":"`+modelID+`","max_tokens":300,"context_shift":true,"messages":[{"role":"user","content":"`+long+`"}]`, ""), `"completion_tokens":300,`},
+		{"/v1/messages", `{"model":"` + modelID + `","max_tokens":300,"context_shift":true,"messages":[{"role":"user","content":"` + long + `"}]}`, `"stop_reason":"max_tokens","stop_sequence":null,"usage":{"input_tokens":505,"output_tokens":300,`},
+		{"/api/chat", `{"model":"` + modelID + `","stream":false,"options":{"num_predict":300},"messages":[{"role":"user","content":"` + long + `"}]}`, `"eval_count":300,`},
 	}
 	for _, tt := range tests {
 		rep := r.expect(t, 200, "POST", tt.path, tt.body)

@@ -132,6 +132,9 @@ type Model struct {
 	// engine.context_overflow, models[].context_overflow); "": each API's
 	// default.
 	Overflow overflow.Policy
+	// Shift is the model's context_shift (config engine.context_shift,
+	// models[].context_shift); nil: each API's default.
+	Shift *bool
 	// Reasoning is the model's reasoning parser (model.reasoning_parser);
 	// nil: none.
 	Reasoning *front.ReasoningParser

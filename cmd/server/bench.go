@@ -35,7 +35,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	tokens := fs.Int("tokens", 0, "decode tokens per request (0: 64, quick 16)")
 	runs := fs.Int("runs", 0, "requests per measurement (0: 3, quick 1; set, it applies to every measurement, as with --full)")
 	prompt := fs.Int("prompt", 0, "prompt tokens in the throughput and streaming phases (0: one prefill window)")
-	phases := fs.String("phases", "", "comma-separated `phases` to run: "+strings.Join(bench.PhaseKeys, ",")+" (default all; http needs --http)")
+	phases := fs.String("phases", "", "comma-separated `phases` to run: "+strings.Join(bench.PhaseKeys, ",")+" (default all but context; http needs --http)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	memprofile := fs.String("memprofile", "", "write a heap profile at the end to `file`")
 	fs.Usage = func() {

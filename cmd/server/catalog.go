@@ -222,7 +222,7 @@ func (c *catalog) loader(i int) func(context.Context) (*loaded, int64, error) {
 		srv := &server.Model{ID: id, Aliases: e.Aliases, AliasGlobs: cfg.Server.ModelAliases, Created: time.Now(), ContextLen: ctxLen,
 			Tokenizer: tok, Template: tmpl, Engine: engine, Health: engine.Healthy, Details: c.details[i], Sampling: modelSampling(model, cfg.Sampling),
 			ToolFormat: toolFormat(e, tmpl, log),
-			Overflow:   overflow.Policy(e.ContextOverflow), Reasoning: reasoningParser(e, tmpl, log)}
+			Overflow:   overflow.Policy(e.ContextOverflow), Shift: e.ContextShift, Reasoning: reasoningParser(e, tmpl, log)}
 		logLoaded(log, time.Since(start), c.details[i].Size, mem-c.details[i].Size-storeMem, storeMem, engine.MaxSequences(), c.generated[i])
 		return &loaded{model: model, engine: engine, store: store, srv: srv, metrics: metrics, log: log}, mem, nil
 	}

@@ -42,8 +42,10 @@ type Pool struct {
 }
 
 type poolSeq struct {
-	toks    []int32
-	from    []int32 // the start of the run that wrote each row
+	toks    []int32 // the rows held (a Ring's evicted ones left out)
+	from    []int32 // the start of the run that wrote each row held
+	evicted int     // positions before len(toks)+evicted that a Ring's Shift freed
+	keep    int     // the sink of the last Shift: a run may not start inside it
 	reserve int
 	owner   inference.SeqID // the sequence whose rows a fork shares (0: none)
 	shared  int             // and how many
@@ -152,12 +154,12 @@ func (p *Pool) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows
 		case s == nil:
 			p.mu.Unlock()
 			return nil, fmt.Errorf("inferencetest: step on unknown sequence %d", r.Seq)
-		case r.Start > len(s.toks) || r.Start < s.shared:
+		case r.Start-s.evicted > len(s.toks) || r.Start-s.evicted < max(s.shared, 0) || s.evicted > 0 && r.Start-s.evicted < s.keep:
 			p.mu.Unlock()
-			return nil, fmt.Errorf("inferencetest: run at %d of a sequence of %d rows (%d shared)", r.Start, len(s.toks), s.shared)
-		case r.Start+len(r.Tokens) > s.shared+s.reserve:
+			return nil, fmt.Errorf("inferencetest: run at %d of a sequence of %d rows (%d shared, %d evicted)", r.Start, len(s.toks), s.shared, s.evicted)
+		case r.Start-s.evicted+len(r.Tokens) > s.shared+s.reserve:
 			p.mu.Unlock()
-			return nil, fmt.Errorf("inferencetest: run to %d of a sequence of %d slots", r.Start+len(r.Tokens), s.shared+s.reserve)
+			return nil, fmt.Errorf("inferencetest: run to %d of a sequence of %d slots", r.Start-s.evicted+len(r.Tokens), s.shared+s.reserve)
 		}
 		rows += len(r.Tokens)
 	}
@@ -181,12 +183,12 @@ func (p *Pool) Step(ctx context.Context, runs []inference.Run) ([]inference.Rows
 	out := make([]inference.Rows, len(runs))
 	for i, r := range runs {
 		s := p.seqs[r.Seq]
-		s.toks = append(s.toks[:r.Start], r.Tokens...)
-		s.from = s.from[:r.Start]
+		s.toks = append(s.toks[:r.Start-s.evicted], r.Tokens...)
+		s.from = s.from[:r.Start-s.evicted]
 		for range r.Tokens {
 			s.from = append(s.from, int32(r.Start))
 		}
-		pr := poolRows{p: p, toks: slices.Clone(s.toks), from: slices.Clone(s.from), start: r.Start, n: len(r.Tokens)}
+		pr := poolRows{p: p, toks: slices.Clone(s.toks), from: slices.Clone(s.from), start: r.Start - s.evicted, n: len(r.Tokens)}
 		out[i] = pr
 	}
 	return out, nil
