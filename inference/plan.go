@@ -109,7 +109,7 @@ func plan(c candidates) stepPlan {
 		costs := stepCosts{c.cost, p.rows}
 		for i := range ndec {
 			w := &p.work[i]
-			if budget <= 0 || len(w.draft) == 0 {
+			if budget <= 0 || len(w.draft) == 0 || !c.verifies(w.s) {
 				continue
 			}
 			w.k = planDraft(costs, w.s.g.rates[w.src], len(w.draft), budget+1)
@@ -119,6 +119,14 @@ func plan(c candidates) stepPlan {
 		}
 	}
 	return p
+}
+
+// verifies reports whether s's draft rows may be verified. On an aligned
+// model a verify row's bits differ from a decode row's (it reads its run's
+// earlier rows at the graph's precision), so a seeded request's drafts are
+// only shadow-checked: it repeats exactly. Others keep speculation.
+func (c *candidates) verifies(s *seq) bool {
+	return c.align <= 1 || s.g.req.Sampling.Seed == nil
 }
 
 // chunk is how many rows s's next prompt run evaluates: the rest up to its
@@ -173,11 +181,8 @@ func (c stepCosts) Costs(k int) (verify, decode time.Duration) {
 // (counting in e.stalled those that cannot have one) and asks the drafters
 // for proposals.
 func (e *Engine) gather() candidates {
-	// On an aligned model a verify row's bits would differ from a decode
-	// row's (it reads the run's earlier rows at the graph's precision):
-	// drafts are only shadow-checked.
 	c := candidates{rows: e.lim.Rows, align: e.lim.Align, turn: e.turn,
-		drafts: e.cfg.Speculative.Enabled && e.lim.Align <= 1, cost: e.stepCost, promptOnly: e.promptOnly}
+		drafts: e.cfg.Speculative.Enabled, cost: e.stepCost, promptOnly: e.promptOnly}
 	e.stalled = 0
 	for _, g := range e.active {
 		if err := g.run.Err(); err != nil && g.abort == "" {
