@@ -1,0 +1,271 @@
+package qhexrt
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/threadcpu"
+	"github.com/hexserve/hexserve/internal/tinyllama"
+)
+
+// devVariant is the dev bundle's configuration (make models: QHexRT
+// contract, window 128, context 512, f16 I/O and KV).
+var devVariant = variant{contract: simfile.QHexRT, window: 128, io: simfile.F16, kv: simfile.F16, mask: simfile.MaskAdditive}
+
+// TestRingMask: after shifts, the decode mask of a row at pos opens exactly
+// the slots of the positions before it that the set holds (the sink and the
+// kept rows), each held position has a slot of its own, and the row's own
+// slot (where its K/V goes) holds no open row.
+func TestRingMask(t *testing.T) {
+	const ctx = 8
+	tests := []struct {
+		name           string
+		sink, evicted  int
+		pos            int
+		wantOpenSlots  []int
+		wantWriteSlots int
+	}{
+		{"unshifted", 0, 0, 5, []int{0, 1, 2, 3, 4}, 5},
+		{"first shift, no wrap yet", 2, 2, 8, []int{0, 1, 4, 5, 6, 7}, 2},
+		{"wrapped", 2, 2, 9, []int{0, 1, 4, 5, 6, 7, 2}, 3},
+		{"second shift", 2, 4, 10, []int{0, 1, 6, 7, 2, 3}, 4},
+		{"ring past one turn", 2, 8, 15, []int{0, 1, 4, 5, 6, 7, 2}, 3},
+		{"no sink", 0, 3, 10, []int{3, 4, 5, 6, 7, 0, 1}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &kvSet{kv: slotpool.KV{Stride: ctx}, n: tt.pos, sink: tt.sink, evicted: tt.evicted}
+			m, err := graphio.NewMask(graphio.Elem{Type: qnn.Float32}, graphio.MaskAdditive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, ctx*4)
+			s.mask(m, b, tt.pos)
+			open := make([]byte, 4)
+			m.Fill(open, 0, 1, true)
+			var got []int
+			for i := range ctx {
+				if string(b[i*4:i*4+4]) == string(open) {
+					got = append(got, i)
+				}
+			}
+			want := slices.Sorted(slices.Values(tt.wantOpenSlots))
+			if !slices.Equal(got, want) {
+				t.Errorf("open slots %v, want %v", got, want)
+			}
+			var held []int
+			for p := range tt.pos {
+				if s.held(p, p+1) {
+					held = append(held, s.slot(p))
+				}
+			}
+			if !slices.Equal(held, tt.wantOpenSlots) {
+				t.Errorf("held positions' slots %v, want %v", held, tt.wantOpenSlots)
+			}
+			if w := s.slot(tt.pos); w != tt.wantWriteSlots || slices.Contains(got, w) {
+				t.Errorf("the row goes to slot %d (open: %v), want %d, closed", w, slices.Contains(got, w), tt.wantWriteSlots)
+			}
+		})
+	}
+}
+
+// shiftRun is one greedy generation of n tokens after prompt on a new
+// sequence of r, a decode row per Step; with shift, whenever the KV set is
+// full it evicts a quarter of the context after the prompt (the sink),
+// else it stops there. It returns the tokens, the logits of each row before
+// the first shift, and the thread CPU time per token over the last quarter
+// before the first shift and over the rows after it.
+type shiftResult struct {
+	toks            []int32
+	logits          [][]float32
+	shifts          int
+	before, after   time.Duration // thread CPU per token
+	beforeW, afterW time.Duration // wall per token
+}
+
+func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool) shiftResult {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx := context.Background()
+	C := r.spec.ctx
+	id, err := r.Open(C)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(id)
+	var res shiftResult
+	toks := slices.Clone(prompt)
+	run := inference.Run{Seq: id, Tokens: prompt}
+	var c0, c1, w0, w1 time.Duration
+	var k0, k1 int // tokens timed before and after
+	for len(toks) < len(prompt)+n {
+		held := run.Start - res.shifts*C/4
+		if held == C {
+			if !shift {
+				break
+			}
+			if err := r.Shift(id, len(prompt), C/4); err != nil {
+				t.Fatal(err)
+			}
+			res.shifts++
+		}
+		cpu0, _ := threadcpu.Time()
+		wall0 := time.Now()
+		out, err := r.Step(ctx, []inference.Run{run})
+		if err != nil {
+			t.Fatalf("step at %d: %v", run.Start, err)
+		}
+		l, err := out[0].Logits(ctx, len(run.Tokens)-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu1, _ := threadcpu.Time()
+		switch {
+		case res.shifts == 0 && run.Start >= 3*C/4:
+			c0, w0, k0 = c0+cpu1-cpu0, w0+time.Since(wall0), k0+1
+		case res.shifts > 0:
+			c1, w1, k1 = c1+cpu1-cpu0, w1+time.Since(wall0), k1+1
+		}
+		f := copyLogits(l)
+		if res.shifts == 0 {
+			res.logits = append(res.logits, f)
+		}
+		next := int32(tinyllama.Argmax(f))
+		toks = append(toks, next)
+		run = inference.Run{Seq: id, Start: run.Start + len(run.Tokens), Tokens: []int32{next}}
+	}
+	res.toks = toks[len(prompt):]
+	if k0 > 0 {
+		res.before, res.beforeW = c0/time.Duration(k0), w0/time.Duration(k0)
+	}
+	if k1 > 0 {
+		res.after, res.afterW = c1/time.Duration(k1), w1/time.Duration(k1)
+	}
+	return res
+}
+
+// TestShiftRing: on the dev bundle's configuration (context 512), 4096
+// greedy tokens with a Shift at each window-full complete; the rows before
+// the first shift equal an unshifted run's bit for bit; two runs give the
+// same tokens and logits; positions pass the context; the sink stays.
+func TestShiftRing(t *testing.T) {
+	skipNumeric(t)
+	r := openTiny(t, devVariant)
+	if got := r.MaxPositions(); got != tinyllama.Tiny().MaxPositionEmbeddings || got == 0 {
+		t.Errorf("MaxPositions() = %d, want the config's %d", got, tinyllama.Tiny().MaxPositionEmbeddings)
+	}
+	prompt := testPrompt(50, 6)
+	const n = 4096
+	plain := shiftRun(t, r, prompt, n, false)
+	a := shiftRun(t, r, prompt, n, true)
+	b := shiftRun(t, r, prompt, n, true)
+	if len(a.toks) != n || a.shifts < (n-r.spec.ctx)/(r.spec.ctx/4) {
+		t.Fatalf("%d tokens with %d shifts, want %d tokens", len(a.toks), a.shifts, n)
+	}
+	if len(plain.logits) != len(a.logits) {
+		t.Fatalf("%d rows before the first shift, %d unshifted", len(a.logits), len(plain.logits))
+	}
+	for i := range plain.logits {
+		if !slices.Equal(plain.logits[i], a.logits[i]) {
+			t.Fatalf("row %d before the first shift differs from the unshifted run (max %g)", i, maxDiff(plain.logits[i], a.logits[i]))
+		}
+	}
+	if !slices.Equal(a.toks, b.toks) {
+		i := 0
+		for a.toks[i] == b.toks[i] {
+			i++
+		}
+		t.Fatalf("two shifted runs differ from token %d on", i)
+	}
+	t.Logf("%d tokens, %d shifts; per token: before the first shift %v CPU (%v wall), after %v CPU (%v wall)",
+		n, a.shifts, a.before, a.beforeW, a.after, a.afterW)
+}
+
+// TestShiftErrors: Shift refuses an unknown sequence, a keep that changes
+// after a shift, more rows than the sequence holds after the sink, and a
+// chunked bundle (its slot pool does not wrap); a shifted sequence refuses
+// to save or restore evicted rows and a fork inside its evicted positions.
+func TestShiftErrors(t *testing.T) {
+	skipNumeric(t)
+	r := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
+	ctx := context.Background()
+	id, err := r.Open(r.spec.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Step(ctx, []inference.Run{{Seq: id, Tokens: testPrompt(51, 12)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		id      inference.SeqID
+		keep, n int
+	}{{"unknown", id + 1, 2, 1}, {"past the rows", id, 2, 11}, {"nothing", id, 2, 0}} {
+		if err := r.Shift(c.id, c.keep, c.n); err == nil {
+			t.Errorf("%s: Shift(%d, %d, %d) succeeded", c.name, c.id, c.keep, c.n)
+		}
+	}
+	if err := r.Shift(id, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Shift(id, 3, 1); err == nil {
+		t.Error("a second Shift with another keep succeeded")
+	}
+	rb := r.KVLayout().RowBytes
+	if err := r.SaveSeqKV(id, 0, 4, make([]byte, 4*rb)); err == nil {
+		t.Error("saving evicted rows succeeded")
+	}
+	if err := r.SaveSeqKV(id, 5, 12, make([]byte, 7*rb)); err != nil {
+		t.Errorf("saving kept rows: %v", err)
+	}
+	if err := r.RestoreSeqKV(id, 12, make([]byte, rb)); err == nil {
+		t.Error("restoring into a shifted sequence succeeded")
+	}
+	if _, err := r.Fork(id, 4, 1); err == nil {
+		t.Error("a fork ending inside the evicted rows succeeded")
+	}
+	f, err := r.Fork(id, 12, 1)
+	if err != nil {
+		t.Fatalf("a fork of the ring: %v", err)
+	}
+	r.Release(f)
+	r.Release(id)
+
+	c := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
+	cid, err := c.Open(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Step(ctx, []inference.Run{{Seq: cid, Tokens: testPrompt(52, 8)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Shift(cid, 2, 2); !errors.Is(err, errNoWrap) {
+		t.Errorf("Shift on a chunked bundle: %v, want errNoWrap", err)
+	}
+}
+
+// BenchmarkShiftRing is TestShiftRing's 4096-token run on the dev bundle's
+// configuration: it reports the thread CPU (and wall) time per token over the
+// last quarter of the context before the first shift and past it.
+func BenchmarkShiftRing(b *testing.B) {
+	r := openTiny(b, devVariant)
+	prompt := testPrompt(50, 6)
+	for b.Loop() {
+		res := shiftRun(b, r, prompt, 4096, true)
+		b.ReportMetric(float64(res.before.Microseconds()), "µs-cpu/token-before")
+		b.ReportMetric(float64(res.after.Microseconds()), "µs-cpu/token-after")
+		b.ReportMetric(float64(res.beforeW.Microseconds()), "µs-wall/token-before")
+		b.ReportMetric(float64(res.afterW.Microseconds()), "µs-wall/token-after")
+		b.ReportMetric(float64(res.after)/float64(res.before), "after/before-cpu")
+	}
+}
