@@ -105,16 +105,22 @@ func (b *Batcher) Fork(parent inference.SeqID, rows, reserve int) (inference.Seq
 // Grow extends id's own range to hold rows rows: in place when the slots
 // after it are free, else by moving its own committed rows to a free range
 // (above its shared rows, as any own range). A sequence whose rows a fork
-// shares does not move.
+// shares does not move. A shifted sequence grows by GrowRing.
 func (b *Batcher) Grow(id inference.SeqID, rows int) error {
-	mv, err := b.Pool.Grow(id, rows)
+	var mv []Move
+	var err error
+	if s := b.Pool.Seq(id); s != nil && s.Gone > 0 {
+		mv, err = b.Pool.GrowRing(id, rows)
+	} else {
+		var m *Move
+		if m, err = b.Pool.Grow(id, rows); m != nil {
+			mv = []Move{*m}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.life.Prefix, err)
 	}
-	if mv != nil {
-		b.cache().Move(*mv)
-		b.life.Stats.KVMoves++
-	}
+	b.move(mv)
 	return nil
 }
 
@@ -127,8 +133,11 @@ func (b *Batcher) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error 
 	if err := b.check(); err != nil {
 		return err
 	}
-	c := b.cache()
 	s := b.Pool.Seq(id)
+	if err := b.unshifted(s, "SaveSeqKV"); err != nil {
+		return err
+	}
+	c := b.cache()
 	if s == nil || from < 0 || to > s.N || from > to || len(dst) != (to-from)*c.RowBytes() {
 		return fmt.Errorf("%s: SaveSeqKV(%d, %d, %d) with %d bytes", b.life.Prefix, id, from, to, len(dst))
 	}
@@ -142,8 +151,11 @@ func (b *Batcher) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	c := b.cache()
 	s := b.Pool.Seq(id)
+	if err := b.unshifted(s, "RestoreSeqKV"); err != nil {
+		return err
+	}
+	c := b.cache()
 	rb := c.RowBytes()
 	n := len(src) / rb
 	if s == nil || from < s.Shared || from > s.N || len(src)%rb != 0 || from+n > s.Cap() {
@@ -151,5 +163,14 @@ func (b *Batcher) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	}
 	c.Rows(s.Slot, from, from+n, src, true)
 	s.N = from + n
+	return nil
+}
+
+// unshifted refuses a snapshot of a shifted sequence: its rows are not the
+// prefix of its tokens any more.
+func (b *Batcher) unshifted(s *Seq, op string) error {
+	if s != nil && s.Gone > 0 {
+		return fmt.Errorf("%s: %s of a sequence shifted past its window: its rows are not a prefix of its tokens", b.life.Prefix, op)
+	}
 	return nil
 }

@@ -19,9 +19,9 @@ import (
 // forked, also reads its parent's slots of the shared rows. Every range of
 // a sequence lies above the ones it reads, so a row's attended slots come
 // in position order, which keeps its logits bit-identical whatever the
-// neighbours (attention sums its columns in slot order). The runners that
-// hold one cache for many sequences (.pte, Genie and chunked QHexRT
-// bundles) use it.
+// neighbours (attention sums its columns in slot order). A sequence that
+// Shift has shifted is a ring instead (see Seq). The runners that hold one
+// cache for many sequences (.pte, Genie and chunked QHexRT bundles) use it.
 type Pool struct {
 	ref  []int32 // holders per slot; 0: free
 	seqs map[inference.SeqID]*Seq
@@ -31,23 +31,32 @@ type Pool struct {
 }
 
 // Seq is one sequence of a Pool: rows [0, Shared) in its parent's slots
-// Base…, its own rows from Shared on in slots [Lo, Hi).
+// Base…, its own rows from Shared on in slots [Lo, Hi). Rows are numbered
+// by position. Once shifted (Gone > 0) it shares nothing: the sink rows
+// [0, Keep) stay in slots Lo…, rows [Keep, Keep+Gone) are evicted, and the
+// rows from Keep on live in a ring over slots [Lo+Keep, Hi).
 type Seq struct {
 	Base, Shared int
 	Lo, Hi       int
-	N            int // committed rows
+	N            int // committed rows (positions: evicted rows count)
+	Keep, Gone   int // sink rows and evicted rows (Shift)
+	off          int // the ring's rotation: row Keep+off is in slot Lo+Keep
 }
 
 // Slot is the slot of row i.
 func (s *Seq) Slot(i int) int {
-	if i < s.Shared {
+	switch {
+	case i < s.Shared:
 		return s.Base + i
+	case s.Gone > 0 && i >= s.Keep:
+		r := s.Hi - s.Lo - s.Keep
+		return s.Lo + s.Keep + ((i-s.Keep-s.off)%r+r)%r
 	}
 	return s.Lo + i - s.Shared
 }
 
-// Cap is the most rows the sequence may hold.
-func (s *Seq) Cap() int { return s.Shared + s.Hi - s.Lo }
+// Cap is the most rows the sequence may hold (evicted rows count).
+func (s *Seq) Cap() int { return s.Shared + s.Hi - s.Lo + s.Gone }
 
 // New is a pool of slots for up to sequences open at once.
 func New(slots, sequences int) *Pool {
@@ -120,6 +129,8 @@ func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID,
 		return 0, fmt.Errorf("fork of %d rows of sequence %d", rows, parent)
 	case ps.Shared > 0 && rows > ps.Shared:
 		return 0, fmt.Errorf("fork of %d rows of a fork sharing %d", rows, ps.Shared)
+	case ps.Gone > 0 && rows > ps.Keep:
+		return 0, fmt.Errorf("fork of %d rows of a sequence shifted past row %d", rows, ps.Keep)
 	}
 	s := &Seq{Base: ps.Slot(0), Shared: rows, N: rows}
 	id, err := p.open(s, reserve, ps.Slot(rows-1)+1)
@@ -148,9 +159,12 @@ func (p *Pool) Grow(id inference.SeqID, rows int) (*Move, error) {
 	if s == nil {
 		return nil, fmt.Errorf("grow of unknown sequence %d", id)
 	}
-	need := rows - s.Shared
+	need := rows - s.Shared - s.Gone
 	if need <= s.Hi-s.Lo {
 		return nil, nil
+	}
+	if s.Gone > 0 {
+		return nil, fmt.Errorf("grow of shifted sequence %d: a ring moves by GrowRing", id)
 	}
 	if s.Lo+need <= len(p.ref) && p.free(s.Hi, s.Lo+need) {
 		for i := s.Hi; i < s.Lo+need; i++ {
@@ -200,7 +214,7 @@ func (p *Pool) free(from, to int) bool {
 // at or above slot.
 func (p *Pool) Beyond(slot int) bool {
 	for _, s := range p.seqs {
-		if s.N > 0 && s.Slot(s.N-1) >= slot {
+		if s.N > 0 && s.Top(s.N) >= slot {
 			return true
 		}
 	}
@@ -227,15 +241,15 @@ func (p *Pool) Release(id inference.SeqID) {
 }
 
 // Check validates a Step's runs against the pool (see CheckRuns): a run
-// starts within its sequence's committed rows and above the shared ones,
-// and ends within its reserve.
+// starts within its sequence's committed rows and above the shared (or
+// evicted) ones, and ends within its reserve.
 func (p *Pool) Check(runs []inference.Run, maxRows, vocab int) error {
 	return CheckRuns(runs, maxRows, vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
 		s := p.seqs[id]
 		if s == nil {
 			return 0, 0, 0, false
 		}
-		return s.Shared, s.N, s.Cap(), true
+		return max(s.Shared, s.Keep+s.Gone), s.N, s.Cap(), true
 	})
 }
 
@@ -276,14 +290,10 @@ func CheckRuns(runs []inference.Run, maxRows, vocab int, rows func(inference.Seq
 }
 
 // OpenRows opens, in the mask row b of m whose element at is slot 0, the
-// slots of s's rows [0, n): its shared rows' slots and its own.
+// slots of s's rows [0, n) that it holds: its shared rows' slots and its
+// own (evicted rows stay closed).
 func (s *Seq) OpenRows(m *graphio.Mask, b []byte, at, n int) {
-	if sh := min(s.Shared, n); sh > 0 {
-		m.Fill(b, at+s.Base, at+s.Base+sh, true)
-	}
-	if own := n - s.Shared; own > 0 {
-		m.Fill(b, at+s.Lo, at+s.Lo+own, true)
-	}
+	s.Held(n, func(slot, _, k int) { m.Fill(b, at+slot, at+slot+k, true) })
 }
 
 // WriteMask writes the mask b (rows rows of width columns, slot 0 at each
