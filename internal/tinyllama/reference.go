@@ -152,8 +152,25 @@ func (m *Model) NewSession() *Session {
 	return &Session{m: m, k: make([][]float64, n), v: make([][]float64, n)}
 }
 
-// Len is the number of tokens appended so far.
+// Len is the number of tokens appended so far: the next token's position.
 func (s *Session) Len() int { return s.pos }
+
+// Rows is the number of K/V rows the session attends (Len less the evicted).
+func (s *Session) Rows() int { return len(s.k[0]) / s.m.Config.KVDim() }
+
+// Evict drops the K/V rows [from, from+n) of the ones kept, as a ring at the original positions
+// does (inference.ContextShifter): later tokens attend the others and keep counting positions.
+func (s *Session) Evict(from, n int) error {
+	if from < 0 || n < 0 || from+n > s.Rows() {
+		return fmt.Errorf("tinyllama: evict rows [%d, %d) of %d", from, from+n, s.Rows())
+	}
+	kvd := s.m.Config.KVDim()
+	for li := range s.k {
+		s.k[li] = append(s.k[li][:from*kvd], s.k[li][(from+n)*kvd:]...)
+		s.v[li] = append(s.v[li][:from*kvd], s.v[li][(from+n)*kvd:]...)
+	}
+	return nil
+}
 
 // Append runs token tok at the next position and returns the final normed
 // hidden state (the lm-head input), length hidden_size.
@@ -174,7 +191,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	att := make([]float64, qd)
 	g, u := make([]float64, f), make([]float64, f)
 	tmp := make([]float64, h)
-	scores := make([]float64, s.pos+1)
+	scores := make([]float64, s.Rows()+1)
 	cos, sin := make([]float64, hd/2), make([]float64, hd/2)
 	for i, fr := range m.invFreq {
 		sin[i], cos[i] = math.Sincos(float64(s.pos) * fr)
@@ -195,7 +212,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 		l.project(q, k, v, xn, hd, eps, rope)
 		s.k[li] = append(s.k[li], k...)
 		s.v[li] = append(s.v[li], v...)
-		n := s.pos + 1
+		n := len(s.k[li]) / kvd
 		for hh := range nh {
 			kvh := hh / group
 			qh := q[hh*hd : (hh+1)*hd]

@@ -130,3 +130,57 @@ func shape(hidden, ffn, layers, heads, kv, headDim int, tied bool) Config {
 	c.InitSeed = uint64(hidden*1000 + headDim)
 	return c
 }
+
+// TestSessionEvict: evicted rows are not attended and positions keep counting. RoPE scores
+// depend on relative positions only, so a token attending only itself at position 3 (after
+// evicting the three before it) gives what it gives alone at position 0, up to rounding; evicting
+// nothing changes nothing; rows outside the kept ones are refused.
+func TestSessionEvict(t *testing.T) {
+	m, err := NewModel(Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := m.NewSession().Append(1917)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name       string
+		from, n    int
+		rows       int // kept before the next token
+		sameAsOnly bool
+		bad        bool
+	}{
+		{"all three", 0, 3, 0, true, false},
+		{"none", 1, 0, 3, false, false},
+		{"the middle", 1, 1, 2, false, false},
+		{"past the end", 2, 2, 3, false, true},
+		{"negative", -1, 1, 3, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := m.NewSession()
+			for _, tok := range []int{128000, 9906, 11} {
+				if _, err := s.Append(tok); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Evict(tt.from, tt.n); (err != nil) != tt.bad {
+				t.Fatalf("Evict(%d, %d): %v", tt.from, tt.n, err)
+			}
+			if s.Rows() != tt.rows || s.Len() != 3 {
+				t.Fatalf("%d rows, length %d; want %d, 3", s.Rows(), s.Len(), tt.rows)
+			}
+			h, err := s.Append(1917)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := 0.0
+			for i := range h {
+				d = max(d, math.Abs(h[i]-alone[i]))
+			}
+			if (d < 1e-9) != tt.sameAsOnly {
+				t.Errorf("max |Δ| %g from the token alone at position 0 (want equal: %v)", d, tt.sameAsOnly)
+			}
+		})
+	}
+}
