@@ -64,7 +64,7 @@ func (r *Runner) sees(g *arGraph, runs []inference.Run) bool {
 		return false
 	}
 	for _, run := range runs {
-		if r.Pool.Seq(run.Seq).Slot(run.Start+len(run.Tokens)-1) >= g.p {
+		if r.Pool.Seq(run.Seq).Top(run.Start+len(run.Tokens)) >= g.p {
 			return false
 		}
 	}
@@ -90,6 +90,12 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	g := r.ars[len(r.ars)-1]
 	if err := r.Pool.Check(runs, g.ar, r.bc.NVocab); err != nil {
 		return nil, fmt.Errorf("genie: %w", err)
+	}
+	for _, run := range runs {
+		if m := r.bc.MaxPositions; m > 0 && run.Start+len(run.Tokens) > m {
+			return nil, fmt.Errorf("genie: run to position %d of sequence %d: the model was trained for %d (config.json max_position_embeddings)",
+				run.Start+len(run.Tokens), run.Seq, m)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -130,16 +136,13 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	clear(ids)
 	cos, sin := g.rowsE[:g.ar*r.half], g.rowsE[g.ar*r.half:]
 	for i := range g.ar {
-		copy(cos[i*r.half:(i+1)*r.half], r.rope[:r.half])
-		copy(sin[i*r.half:(i+1)*r.half], r.rope[r.cl*r.half:r.cl*r.half+r.half])
+		r.ropeRow(0, cos[i*r.half:(i+1)*r.half], sin[i*r.half:(i+1)*r.half])
 	}
 	o := 0
 	for _, run := range runs {
 		for i, t := range run.Tokens {
-			p := run.Start + i
 			ids[o+i] = t
-			copy(cos[(o+i)*r.half:(o+i+1)*r.half], r.rope[p*r.half:(p+1)*r.half])
-			copy(sin[(o+i)*r.half:(o+i+1)*r.half], r.rope[(r.cl+p)*r.half:(r.cl+p+1)*r.half])
+			r.ropeRow(run.Start+i, cos[(o+i)*r.half:(o+i+1)*r.half], sin[(o+i)*r.half:(o+i+1)*r.half])
 		}
 		o += len(run.Tokens)
 	}
@@ -168,12 +171,15 @@ func (r *Runner) run(ctx context.Context, g *arGraph, runs []inference.Run) erro
 	}
 	// The new K/V rows go into their slots in the background, layer by layer, while the engine
 	// samples; the next call on the cache waits for them (sync).
+	// A run of a shifted sequence may wrap round its ring: one write per span of slots.
 	w := r.writes[:0]
 	for l := range r.layers {
 		o = 0
 		for _, run := range runs {
-			w = append(w, slotpool.Write{Layer: l, Slot: r.Pool.Seq(run.Seq).Slot(run.Start), From: o, N: len(run.Tokens),
-				K: g.kOut[l], V: g.vOut[l], Rows: g.ar, Stride: r.kc.Stride})
+			r.Pool.Seq(run.Seq).Spans(run.Start, run.Start+len(run.Tokens), func(slot, row, k int) {
+				w = append(w, slotpool.Write{Layer: l, Slot: slot, From: o + row - run.Start, N: k,
+					K: g.kOut[l], V: g.vOut[l], Rows: g.ar, Stride: r.kc.Stride})
+			})
 			o += len(run.Tokens)
 		}
 	}

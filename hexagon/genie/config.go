@@ -56,6 +56,7 @@ type BundleConfig struct {
 	HFHeadDim, HFKVHeads, HFVocab int
 	HFHidden, HFHeads             int
 	HFTied                        *bool
+	MaxPositions                  int // config.json max_position_embeddings (0: not given)
 }
 
 // FamilySettings describes the family's graph settings from config.json, for inspect.
@@ -548,6 +549,7 @@ type hfConfig struct {
 	KVHeads       int      `json:"num_key_value_heads"`
 	Vocab         int      `json:"vocab_size"`
 	Tied          *bool    `json:"tie_word_embeddings"`
+	MaxPositions  int      `json:"max_position_embeddings"`
 	RopeScaling   *struct {
 		Type   string  `json:"rope_type"`
 		Factor float64 `json:"factor"`
@@ -575,6 +577,10 @@ func (c *BundleConfig) readHF() error {
 	}
 	c.HFHeadDim, c.HFKVHeads, c.HFVocab = hf.HeadDim, hf.KVHeads, hf.Vocab
 	c.HFHidden, c.HFHeads, c.HFTied = hf.Hidden, hf.Heads, hf.Tied
+	if hf.MaxPositions < 0 || (hf.MaxPositions > 0 && hf.MaxPositions < c.Size) {
+		return fmt.Errorf("genie: %s: max_position_embeddings %d is below the context (%d, dialog.context.size)", path, hf.MaxPositions, c.Size)
+	}
+	c.MaxPositions = hf.MaxPositions
 	if c.HFHeadDim == 0 && hf.Heads > 0 {
 		c.HFHeadDim = hf.Hidden / hf.Heads
 	}

@@ -61,6 +61,7 @@ type Runner struct {
 	maxP                        int       // slots at the widest stride (CL − min AR)
 	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
 	rope                        []float32 // [CL][half] cos then [CL][half] sin
+	inv                         []float64 // the half RoPE frequencies
 	half                        int
 
 	writes []slotpool.Write // run's scratch
@@ -109,6 +110,7 @@ var (
 	_ inference.Batcher          = (*Runner)(nil)
 	_ inference.SeqKVSnapshotter = (*Runner)(nil)
 	_ inference.GraphTimer       = (*Runner)(nil)
+	_ inference.ContextShifter   = (*Runner)(nil)
 )
 
 // ErrClosed is returned by a closed Runner.
@@ -628,8 +630,9 @@ func (r *Runner) setupGraph(g *arGraph) error {
 	return nil
 }
 
-// ropeTable is cos and sin of position·inv_freq for every position, with Llama-3 scaling, in
-// float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies: docs/genie.md).
+// ropeTable is cos and sin of position·inv_freq for every position of the window, with Llama-3
+// scaling, in float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies:
+// docs/genie.md).
 func (r *Runner) ropeTable() {
 	rp := r.bc.Rope
 	var s *rope.Llama3
@@ -637,16 +640,34 @@ func (r *Runner) ropeTable() {
 		s = &rope.Llama3{Factor: rp.Factor, LowFreqFactor: rp.LowFreqFactor, HighFreqFactor: rp.HighFreqFactor,
 			OriginalMaxPositions: float64(rp.OriginalMaxPositions)}
 	}
-	inv := rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
+	r.inv = rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
 	r.rope = make([]float32, 2*r.cl*r.half)
 	for p := range r.cl {
-		for i, f := range inv {
-			a := float64(p) * f
-			r.rope[p*r.half+i] = float32(math.Cos(a))
-			r.rope[(r.cl+p)*r.half+i] = float32(math.Sin(a))
-		}
+		r.ropeAngles(p, r.rope[p*r.half:(p+1)*r.half], r.rope[(r.cl+p)*r.half:(r.cl+p+1)*r.half])
 	}
 }
+
+// ropeRow writes position p's cos and sin rows: from the table within the window, computed the
+// same way past it (a shifted sequence's positions go on up to MaxPositions).
+func (r *Runner) ropeRow(p int, cos, sin []float32) {
+	if p < r.cl {
+		copy(cos, r.rope[p*r.half:(p+1)*r.half])
+		copy(sin, r.rope[(r.cl+p)*r.half:(r.cl+p+1)*r.half])
+		return
+	}
+	r.ropeAngles(p, cos, sin)
+}
+
+func (r *Runner) ropeAngles(p int, cos, sin []float32) {
+	for i, f := range r.inv {
+		a := float64(p) * f
+		cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+}
+
+// MaxPositions is config.json's max_position_embeddings (0: the bundle has none), the most
+// positions a shifted sequence may reach (inference.ContextShifter; Shift is the slot pool's).
+func (r *Runner) MaxPositions() int { return r.bc.MaxPositions }
 
 // bind builds every graph call (again after a reload).
 func (r *Runner) bind() error {
