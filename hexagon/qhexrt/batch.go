@@ -124,6 +124,10 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		if run.Seq <= r.lost {
 			return nil, fmt.Errorf("qhexrt: sequence %d lost its rows in a failed graph call", run.Seq)
 		}
+		if m := r.spec.maxPositions; m > 0 && run.Start+len(run.Tokens) > m {
+			return nil, fmt.Errorf("qhexrt: run to position %d of sequence %d: the model was trained for %d (params.max_position_embeddings)",
+				run.Start+len(run.Tokens), run.Seq, m)
+		}
 	}
 	if err := r.seqs.check(runs); err != nil {
 		return nil, fmt.Errorf("qhexrt: %w", err)
@@ -265,9 +269,8 @@ func (r *Runner) Grow(id inference.SeqID, rows int) error { return r.seqs.Grow(i
 func (r *Runner) Release(id inference.SeqID) { r.seqs.Release(id) }
 
 // Shift evicts n of id's committed rows after its first keep (see
-// inference.ContextShifter): on a QHexRT-contract bundle its KV set becomes
-// a ring at the original positions. Chunked bundles share one slot pool,
-// which does not wrap: Shift fails there.
+// inference.ContextShifter): its KV set (QHexRT contract) or its slots in
+// the shared pool (chunked) become a ring at the original positions.
 func (r *Runner) Shift(id inference.SeqID, keep, n int) error {
 	if err := r.life.Check(); err != nil {
 		return err

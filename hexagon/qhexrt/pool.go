@@ -2,7 +2,6 @@ package qhexrt
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/plan"
@@ -12,7 +11,8 @@ import (
 
 // poolSeqs are a chunked bundle's sequences: the resident cache's CTX
 // slots as the shared slotpool.Batcher hands them out (Open, Fork, Grow,
-// Release, SaveSeqKV, RestoreSeqKV). A Step is one prefill-graph call whose
+// Release, SaveSeqKV, RestoreSeqKV, Shift: a shifted sequence's slots wrap).
+// A Step is one prefill-graph call whose
 // rows carry their own tokens, cos/sin (from each row's position) and mask
 // row (its sequence's slots, then its run's earlier rows in the window),
 // or, for a single row when the runners' one policy says so, one decode
@@ -44,11 +44,6 @@ func (p *poolSeqs) cost(rows int) time.Duration {
 func (p *poolSeqs) check(runs []inference.Run) error {
 	return p.Pool.Check(runs, p.r.window, p.r.spec.vocab)
 }
-
-// errNoWrap is Shift on a chunked bundle.
-var errNoWrap = errors.New("qhexrt: a chunked bundle's slot pool does not wrap: no context shift")
-
-func (p *poolSeqs) Shift(inference.SeqID, int, int) error { return errNoWrap }
 
 func (p *poolSeqs) rows(id inference.SeqID) (slotpool.KV, func(int) int, int, bool) {
 	s := p.Pool.Seq(id)
@@ -119,8 +114,11 @@ func (p *poolSeqs) call(g *graphIO, runs []inference.Run) error {
 	t3 := time.Now()
 	o = 0
 	for _, run := range runs {
-		// A run's rows are its own: contiguous.
-		copyKV(p.kv, p.Pool.Seq(run.Seq).Slot(run.Start), g.kvNew, o, len(run.Tokens))
+		// A run's rows are its own, in one span of slots or, round a
+		// shifted sequence's ring, two.
+		p.Pool.Seq(run.Seq).Spans(run.Start, run.Start+len(run.Tokens), func(slot, row, k int) {
+			copyKV(p.kv, slot, g.kvNew, o+row-run.Start, k)
+		})
 		o += len(run.Tokens)
 	}
 	st.KVCopy += time.Since(t3)

@@ -9,48 +9,37 @@ import (
 )
 
 // Fork starts a sequence on a copy of parent's rows [0, rows) in a KV set
-// of its own (a shifted parent's ring with them, when rows reach past its
-// evicted positions).
+// of its own (of a shifted parent, at most its sink, as in the slot pool).
 func (ks *kvSets) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID, error) {
 	if ks.r.life.Closed() {
 		return 0, ErrClosed
 	}
 	ps := ks.set(parent)
-	ring := ps != nil && ps.evicted > 0 && rows > ps.sink // the fork takes the parent's ring
-	held := rows
-	if ring {
-		held -= ps.evicted
-	}
 	switch {
-	case ps == nil || rows < 1 || rows > ps.n || ring && rows < ps.sink+ps.evicted:
+	case ps == nil || rows < 1 || !ps.held(0, rows):
 		return 0, fmt.Errorf("qhexrt: fork of %d rows of sequence %d", rows, parent)
-	case held+reserve > ks.r.spec.ctx:
-		return 0, fmt.Errorf("qhexrt: a fork of %d+%d rows in a context of %d: %w", held, reserve, ks.r.spec.ctx, inference.ErrNoSlots)
+	case rows+reserve > ks.r.spec.ctx:
+		return 0, fmt.Errorf("qhexrt: a fork of %d+%d rows in a context of %d: %w", rows, reserve, ks.r.spec.ctx, inference.ErrNoSlots)
 	}
 	id, err := ks.Open(1)
 	if err != nil {
 		return 0, err
 	}
 	s := ks.set(id)
-	if ring {
-		copyKV(s.kv, 0, ps.kv, 0, ks.r.spec.ctx)
-		s.sink, s.evicted = ps.sink, ps.evicted
-	} else {
-		copyKV(s.kv, 0, ps.kv, 0, rows)
-	}
-	s.n = rows
+	copyKV(s.kv, 0, ps.kv, 0, rows) // rows [0, rows) of either are in slots [0, rows)
+	s.seq.N = rows
 	s.toks = append(s.toks[:0], ps.toks[:min(rows, len(ps.toks))]...)
 	return id, nil
 }
 
 // Grow checks that id can hold rows rows: a KV set always holds the context
-// (past it, after Shift, the positions it evicted).
+// (past it, after Shift, the rows it evicted).
 func (ks *kvSets) Grow(id inference.SeqID, rows int) error {
 	s := ks.set(id)
 	switch {
 	case s == nil:
 		return fmt.Errorf("qhexrt: grow of unknown sequence %d", id)
-	case rows > s.capacity():
+	case rows > s.seq.Cap():
 		return fmt.Errorf("qhexrt: a sequence of %d rows in a context of %d: %w", rows, ks.r.spec.ctx, inference.ErrNoSlots)
 	}
 	return nil
@@ -59,26 +48,26 @@ func (ks *kvSets) Grow(id inference.SeqID, rows int) error {
 // Release frees id's KV set at once.
 func (ks *kvSets) Release(id inference.SeqID) {
 	if s := ks.set(id); s != nil {
-		s.id, s.n, s.toks, s.restored, s.sink, s.evicted = 0, 0, s.toks[:0], false, 0, 0
+		s.reset(0)
 	}
 }
 
 // Shift evicts id's n oldest rows after its first keep: its set becomes a
 // ring at the original positions (kvSet), whose next rows go into the
-// freed slots. The decode graph's mask opens the sink and the kept rows
-// (setMask); nothing is re-rotated (RoPE is a host input). keep stays what
-// the first Shift set.
+// freed slots. The decode graph's mask opens the sink and the kept rows;
+// nothing is re-rotated (RoPE is a host input). keep stays what the first
+// Shift set.
 func (ks *kvSets) Shift(id inference.SeqID, keep, n int) error {
 	s := ks.set(id)
 	switch {
 	case s == nil:
 		return fmt.Errorf("qhexrt: shift of unknown sequence %d", id)
-	case s.evicted > 0 && keep != s.sink:
-		return fmt.Errorf("qhexrt: shift of sequence %d keeping %d rows after shifts keeping %d", id, keep, s.sink)
-	case keep < 0 || n < 1 || keep >= ks.r.spec.ctx || keep+s.evicted+n > s.n:
-		return fmt.Errorf("qhexrt: shift of %d rows after %d of sequence %d (%d positions, %d evicted)", n, keep, id, s.n, s.evicted)
+	case s.seq.Gone > 0 && keep != s.seq.Keep:
+		return fmt.Errorf("qhexrt: shift of sequence %d after %d rows: its sink is %d rows", id, keep, s.seq.Keep)
+	case keep < 0 || n < 1 || keep >= ks.r.spec.ctx || keep+s.seq.Gone+n > s.seq.N:
+		return fmt.Errorf("qhexrt: shift of sequence %d by %d rows after %d: it holds rows up to %d, %d evicted", id, n, keep, s.seq.N, s.seq.Gone)
 	}
-	s.sink, s.evicted = keep, s.evicted+n
+	s.seq.Keep, s.seq.Gone = keep, s.seq.Gone+n
 	s.toks = s.toks[:0] // no prefill from 0 any more: decode only
 	return nil
 }
@@ -94,11 +83,11 @@ func (ks *kvSets) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error 
 	case s == nil:
 		return fmt.Errorf("qhexrt: unknown sequence %d", id)
 	case from > to || !s.held(from, to):
-		return fmt.Errorf("qhexrt: SaveSeqKV rows [%d, %d) of sequence %d: only [0, %d) are committed (%d evicted after %d)", from, to, id, s.n, s.evicted, s.sink)
+		return fmt.Errorf("qhexrt: SaveSeqKV rows [%d, %d) of sequence %d: only [0, %d) are committed (%d evicted after %d)", from, to, id, s.seq.N, s.seq.Gone, s.seq.Keep)
 	case len(dst) != (to-from)*s.kv.RowBytes():
 		return fmt.Errorf("qhexrt: saving rows [%d, %d) needs %d bytes, got %d", from, to, (to-from)*s.kv.RowBytes(), len(dst))
 	}
-	s.kv.Rows(s.slot, from, to, dst, false)
+	s.kv.Rows(s.seq.Slot, from, to, dst, false)
 	return nil
 }
 
@@ -117,13 +106,13 @@ func (ks *kvSets) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	switch {
 	case len(src)%rb != 0:
 		return fmt.Errorf("qhexrt: RestoreSeqKV: %d bytes is not a whole number of %d-byte rows", len(src), rb)
-	case from < 0 || from > s.n || s.evicted > 0:
-		return fmt.Errorf("qhexrt: RestoreSeqKV into sequence %d from row %d: only [0, %d) are committed (%d evicted)", id, from, s.n, s.evicted)
+	case from < 0 || from > s.seq.N || s.seq.Gone > 0:
+		return fmt.Errorf("qhexrt: RestoreSeqKV into sequence %d from row %d: only [0, %d) are committed (%d evicted)", id, from, s.seq.N, s.seq.Gone)
 	case from+rows > ks.r.spec.ctx:
 		return fmt.Errorf("qhexrt: RestoreSeqKV rows [%d, %d) exceed sequence %d's %d rows", from, from+rows, id, ks.r.spec.ctx)
 	}
-	s.kv.Rows(s.slot, from, from+rows, src, true)
-	s.n, s.toks = from+rows, s.toks[:min(from, len(s.toks))]
+	s.kv.Rows(s.seq.Slot, from, from+rows, src, true)
+	s.seq.N, s.toks = from+rows, s.toks[:min(from, len(s.toks))]
 	return nil
 }
 
@@ -131,9 +120,9 @@ func (ks *kvSets) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 // that the rest of its prompt is one prefill call from 0 as it is without
 // them.
 func (ks *kvSets) restoredTokens(id inference.SeqID, toks []int32) {
-	if s := ks.set(id); s != nil && s.evicted == 0 && len(toks) <= s.n {
+	if s := ks.set(id); s != nil && s.seq.Gone == 0 && len(toks) <= s.seq.N {
 		s.toks = append(s.toks[:0], toks...)
-		s.n, s.restored = len(toks), true
+		s.seq.N, s.restored = len(toks), true
 	}
 }
 
@@ -184,7 +173,7 @@ func (ks *kvSets) run(ctx context.Context, s *kvSet, run inference.Run) error {
 		}
 		r.keep(r.graphs[roleDecode], 0, 1)
 	}
-	s.n = end
+	s.seq.N = end
 	return nil
 }
 
@@ -222,22 +211,13 @@ func (ks *kvSets) decode(s *kvSet, pos int, tok int32) error {
 	if err != nil {
 		return err
 	}
-	copyKV(s.kv, s.slot(pos), g.kvNew, 0, 1)
+	copyKV(s.kv, s.seq.Slot(pos), g.kvNew, 0, 1)
 	return nil
 }
 
-// mask writes the decode mask of a row at pos: the slots of the positions
-// before it that s holds (the sink and the ring's kept rows).
+// mask writes the decode mask of a row at pos: the slots of the rows before
+// it that s holds (after a Shift, the sink and the kept rows).
 func (s *kvSet) mask(m *graphio.Mask, b []byte, pos int) {
-	ctx := s.kv.Stride
-	if s.evicted == 0 {
-		m.Row(b, pos, ctx)
-		return
-	}
-	m.Fill(b, 0, ctx, false)
-	m.Fill(b, 0, s.sink, true)
-	from, n := s.slot(s.sink+s.evicted), pos-s.sink-s.evicted
-	first := min(n, ctx-from)
-	m.Fill(b, from, from+first, true)
-	m.Fill(b, s.sink, s.sink+n-first, true)
+	m.Fill(b, 0, s.kv.Stride, false)
+	s.seq.OpenRows(m, b, 0, pos)
 }

@@ -36,21 +36,20 @@ type kvSets struct {
 	last inference.SeqID
 }
 
-// kvSet is one sequence's KV buffers. After a Shift they are a ring at the
-// original positions: rows [0, sink) stay in slots [0, sink), positions
-// [sink, sink+evicted) are gone, and position p ≥ sink lives in slot
-// sink + (p − sink) mod (CTX − sink).
+// kvSet is one sequence's KV buffers, its CTX slots indexed as a
+// slotpool.Seq of them all: row p in slot p, or after a Shift a ring at the
+// original positions (the sink [0, Keep) stays, rows [Keep, Keep+Gone) are
+// evicted, the rows after them wrap over slots [Keep, CTX)), as the slot
+// pool's shifted sequences are.
 type kvSet struct {
 	kv       slotpool.KV       // k, v as the cache of CTX rows
 	k, v     []*graphio.Tensor // per layer [CTX, kv_dim]
 	call     *qnn.Call         // the decode graph bound to k, v
 	id       inference.SeqID   // its sequence; 0: free
-	n        int               // committed positions
+	seq      slotpool.Seq      // its rows' slots; seq.N: committed rows (positions)
 	toks     []int32           // tokens of rows [0, len(toks)) (fewer after a restore)
 	resident bool              // set 0: the resident cache, freed by Close
 	restored bool              // rows came from the KV store: the next run finishes a prompt
-
-	sink, evicted int // the ring (Shift)
 }
 
 func newKVSets(r *Runner) *kvSets {
@@ -62,21 +61,16 @@ func newKVSets(r *Runner) *kvSets {
 	return &kvSets{r: r, sets: []*kvSet{resident}}
 }
 
-// slot is the slot of position p.
-func (s *kvSet) slot(p int) int {
-	if p < s.sink {
-		return p
-	}
-	return s.sink + (p-s.sink)%(s.kv.Stride-s.sink)
+// reset empties the set for sequence id (0: free).
+func (s *kvSet) reset(id inference.SeqID) {
+	s.id, s.seq, s.toks, s.restored = id, slotpool.Seq{Hi: s.kv.Stride}, s.toks[:0], false
 }
 
-// held reports whether positions [from, to) are all in the set.
+// held reports whether rows [from, to) are all committed and not evicted.
 func (s *kvSet) held(from, to int) bool {
-	return from >= 0 && to <= s.n && (s.evicted == 0 || to <= s.sink || from >= s.sink+s.evicted)
+	q := &s.seq
+	return from >= 0 && to <= q.N && (q.Gone == 0 || to <= q.Keep || from >= q.Keep+q.Gone)
 }
-
-// capacity is one past the last position the set can hold now.
-func (s *kvSet) capacity() int { return s.kv.Stride + s.evicted }
 
 // kvSetBytes is one set's size.
 func (ks *kvSets) kvSetBytes() int64 {
@@ -107,7 +101,7 @@ func (ks *kvSets) cost(rows int) time.Duration {
 func (ks *kvSets) check(runs []inference.Run) error {
 	return slotpool.CheckRuns(runs, ks.r.window, ks.r.spec.vocab, func(id inference.SeqID) (shared, n, capacity int, ok bool) {
 		if s := ks.set(id); s != nil {
-			return 0, s.n, s.capacity(), true
+			return s.seq.Keep + s.seq.Gone, s.seq.N, s.seq.Cap(), true
 		}
 		return 0, 0, 0, false
 	})
@@ -131,7 +125,7 @@ func (ks *kvSets) rows(id inference.SeqID) (slotpool.KV, func(int) int, int, boo
 	if s == nil {
 		return slotpool.KV{}, nil, 0, false
 	}
-	return s.kv, s.slot, s.n, true
+	return s.kv, s.seq.Slot, s.seq.N, true
 }
 
 // Open starts a sequence with reserve rows in a KV set of its own.
@@ -148,7 +142,7 @@ func (ks *kvSets) Open(reserve int) (inference.SeqID, error) {
 		return 0, err
 	}
 	ks.last++
-	s.id, s.n, s.toks, s.restored, s.sink, s.evicted = ks.last, 0, s.toks[:0], false, 0, 0
+	s.reset(ks.last)
 	return s.id, nil
 }
 
@@ -257,7 +251,7 @@ func (ks *kvSets) close() {
 // are lost with the device.
 func (ks *kvSets) reset() error {
 	for _, s := range ks.sets {
-		s.n, s.toks, s.sink, s.evicted = 0, s.toks[:0], 0, 0
+		s.reset(s.id)
 		if s.resident {
 			s.call = ks.r.graphs[roleDecode].call
 			continue

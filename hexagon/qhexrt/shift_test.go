@@ -2,9 +2,9 @@ package qhexrt
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +43,7 @@ func TestRingMask(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &kvSet{kv: slotpool.KV{Stride: ctx}, n: tt.pos, sink: tt.sink, evicted: tt.evicted}
+			s := &kvSet{kv: slotpool.KV{Stride: ctx}, seq: slotpool.Seq{Hi: ctx, N: tt.pos, Keep: tt.sink, Gone: tt.evicted}}
 			m, err := graphio.NewMask(graphio.Elem{Type: qnn.Float32}, graphio.MaskAdditive)
 			if err != nil {
 				t.Fatal(err)
@@ -65,13 +65,13 @@ func TestRingMask(t *testing.T) {
 			var held []int
 			for p := range tt.pos {
 				if s.held(p, p+1) {
-					held = append(held, s.slot(p))
+					held = append(held, s.seq.Slot(p))
 				}
 			}
 			if !slices.Equal(held, tt.wantOpenSlots) {
 				t.Errorf("held positions' slots %v, want %v", held, tt.wantOpenSlots)
 			}
-			if w := s.slot(tt.pos); w != tt.wantWriteSlots || slices.Contains(got, w) {
+			if w := s.seq.Slot(tt.pos); w != tt.wantWriteSlots || slices.Contains(got, w) {
 				t.Errorf("the row goes to slot %d (open: %v), want %d, closed", w, slices.Contains(got, w), tt.wantWriteSlots)
 			}
 		})
@@ -155,17 +155,27 @@ func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool) shiftR
 }
 
 // TestShiftRing: on the dev bundle's configuration (context 512), 4096
-// greedy tokens with a Shift at each window-full complete; the rows before
-// the first shift equal an unshifted run's bit for bit; two runs give the
-// same tokens and logits; positions pass the context; the sink stays.
+// greedy tokens with a Shift at each window-full complete (2048 on the
+// chunked contract, whose ring is the slot pool's); the rows before the
+// first shift equal an unshifted run's bit for bit; two runs give the same
+// tokens.
 func TestShiftRing(t *testing.T) {
 	skipNumeric(t)
-	r := openTiny(t, devVariant)
+	chunked := devVariant
+	chunked.contract = simfile.Chunked
+	for _, c := range []struct {
+		v variant
+		n int
+	}{{devVariant, 4096}, {chunked, 2048}} {
+		t.Run(c.v.String(), func(t *testing.T) { shiftRing(t, openTiny(t, c.v), c.n) })
+	}
+}
+
+func shiftRing(t *testing.T, r *Runner, n int) {
 	if got := r.MaxPositions(); got != tinyllama.Tiny().MaxPositionEmbeddings || got == 0 {
 		t.Errorf("MaxPositions() = %d, want the config's %d", got, tinyllama.Tiny().MaxPositionEmbeddings)
 	}
 	prompt := testPrompt(50, 6)
-	const n = 4096
 	plain := shiftRun(t, r, prompt, n, false)
 	a := shiftRun(t, r, prompt, n, true)
 	b := shiftRun(t, r, prompt, n, true)
@@ -192,9 +202,9 @@ func TestShiftRing(t *testing.T) {
 }
 
 // TestShiftErrors: Shift refuses an unknown sequence, a keep that changes
-// after a shift, more rows than the sequence holds after the sink, and a
-// chunked bundle (its slot pool does not wrap); a shifted sequence refuses
-// to save or restore evicted rows and a fork inside its evicted positions.
+// after a shift and more rows than the sequence holds after the sink; a
+// shifted QHexRT-contract sequence refuses to save evicted rows, a restore,
+// and a fork past its sink; a run past MaxPositions is refused.
 func TestShiftErrors(t *testing.T) {
 	skipNumeric(t)
 	r := openTiny(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
@@ -232,26 +242,30 @@ func TestShiftErrors(t *testing.T) {
 		t.Error("restoring into a shifted sequence succeeded")
 	}
 	if _, err := r.Fork(id, 4, 1); err == nil {
-		t.Error("a fork ending inside the evicted rows succeeded")
+		t.Error("a fork past the sink of a shifted sequence succeeded")
 	}
-	f, err := r.Fork(id, 12, 1)
+	f, err := r.Fork(id, 2, 1)
 	if err != nil {
-		t.Fatalf("a fork of the ring: %v", err)
+		t.Fatalf("a fork of the sink: %v", err)
 	}
 	r.Release(f)
 	r.Release(id)
 
-	c := openTiny(t, f32(simfile.Chunked, 16, simfile.MaskAdditive))
-	cid, err := c.Open(16)
+	r.spec.maxPositions = 14 // as if the model were trained for 14 positions
+	_, err = r.Step(ctx, []inference.Run{{Seq: openFull(t, r), Tokens: testPrompt(52, 15)}})
+	if err == nil || !strings.Contains(err.Error(), "trained for 14") {
+		t.Errorf("a run past MaxPositions: %v", err)
+	}
+}
+
+// openFull opens a sequence of the context's rows on r.
+func openFull(t *testing.T, r *Runner) inference.SeqID {
+	t.Helper()
+	id, err := r.Open(r.spec.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Step(ctx, []inference.Run{{Seq: cid, Tokens: testPrompt(52, 8)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Shift(cid, 2, 2); !errors.Is(err, errNoWrap) {
-		t.Errorf("Shift on a chunked bundle: %v, want errNoWrap", err)
-	}
+	return id
 }
 
 // BenchmarkShiftRing is TestShiftRing's 4096-token run on the dev bundle's
