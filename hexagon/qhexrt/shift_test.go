@@ -2,6 +2,7 @@ package qhexrt
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -78,21 +79,24 @@ func TestRingMask(t *testing.T) {
 	}
 }
 
-// shiftRun is one greedy generation of n tokens after prompt on a new
-// sequence of r, a decode row per Step; with shift, whenever the KV set is
-// full it evicts a quarter of the context after the prompt (the sink),
-// else it stops there. It returns the tokens, the logits of each row before
-// the first shift, and the thread CPU time per token over the last quarter
-// before the first shift and over the rows after it.
+// shiftResult is one shiftRun: the tokens generated, the logits of each row
+// before the first shift and of the rows check kept, the positions where
+// it shifted, and the thread CPU (and wall) time per token over the last
+// quarter of the context before the first shift and over the rows after it.
 type shiftResult struct {
 	toks            []int32
 	logits          [][]float32
-	shifts          int
-	before, after   time.Duration // thread CPU per token
-	beforeW, afterW time.Duration // wall per token
+	kept            map[int][]float32
+	shifts          []int
+	before, after   time.Duration
+	beforeW, afterW time.Duration
 }
 
-func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool) shiftResult {
+// shiftRun is one greedy generation of n tokens after prompt on a new
+// sequence of r, a decode row per Step; with shift, whenever the sequence
+// holds the context it evicts a quarter of it after the prompt (the sink),
+// else it stops there.
+func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool, check func(pos int) bool) shiftResult {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -103,21 +107,20 @@ func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool) shiftR
 		t.Fatal(err)
 	}
 	defer r.Release(id)
-	var res shiftResult
+	res := shiftResult{kept: map[int][]float32{}}
 	toks := slices.Clone(prompt)
 	run := inference.Run{Seq: id, Tokens: prompt}
 	var c0, c1, w0, w1 time.Duration
 	var k0, k1 int // tokens timed before and after
 	for len(toks) < len(prompt)+n {
-		held := run.Start - res.shifts*C/4
-		if held == C {
+		if run.Start-len(res.shifts)*C/4 == C {
 			if !shift {
 				break
 			}
 			if err := r.Shift(id, len(prompt), C/4); err != nil {
 				t.Fatal(err)
 			}
-			res.shifts++
+			res.shifts = append(res.shifts, run.Start)
 		}
 		cpu0, _ := threadcpu.Time()
 		wall0 := time.Now()
@@ -131,14 +134,17 @@ func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool) shiftR
 		}
 		cpu1, _ := threadcpu.Time()
 		switch {
-		case res.shifts == 0 && run.Start >= 3*C/4:
+		case len(res.shifts) == 0 && run.Start >= 3*C/4:
 			c0, w0, k0 = c0+cpu1-cpu0, w0+time.Since(wall0), k0+1
-		case res.shifts > 0:
+		case len(res.shifts) > 0:
 			c1, w1, k1 = c1+cpu1-cpu0, w1+time.Since(wall0), k1+1
 		}
 		f := copyLogits(l)
-		if res.shifts == 0 {
+		if len(res.shifts) == 0 {
 			res.logits = append(res.logits, f)
+		}
+		if pos := run.Start + len(run.Tokens) - 1; check != nil && check(pos) {
+			res.kept[pos] = f
 		}
 		next := int32(tinyllama.Argmax(f))
 		toks = append(toks, next)
@@ -176,11 +182,17 @@ func shiftRing(t *testing.T, r *Runner, n int) {
 		t.Errorf("MaxPositions() = %d, want the config's %d", got, tinyllama.Tiny().MaxPositionEmbeddings)
 	}
 	prompt := testPrompt(50, 6)
-	plain := shiftRun(t, r, prompt, n, false)
-	a := shiftRun(t, r, prompt, n, true)
-	b := shiftRun(t, r, prompt, n, true)
-	if len(a.toks) != n || a.shifts < (n-r.spec.ctx)/(r.spec.ctx/4) {
-		t.Fatalf("%d tokens with %d shifts, want %d tokens", len(a.toks), a.shifts, n)
+	C := r.spec.ctx
+	// Checked against the reference: the last row before the first shift,
+	// the first rows after each shift, the last row.
+	checked := func(pos int) bool {
+		return pos == C-1 || pos == len(prompt)+n-2 || pos >= C && (pos-C)%(C/4) < 2
+	}
+	plain := shiftRun(t, r, prompt, n, false, nil)
+	a := shiftRun(t, r, prompt, n, true, checked)
+	b := shiftRun(t, r, prompt, n, true, nil)
+	if len(a.toks) != n || len(a.shifts) == 0 || a.shifts[0] != C {
+		t.Fatalf("%d tokens with shifts at %v, want %d tokens, the first shift at %d", len(a.toks), a.shifts, n, C)
 	}
 	if len(plain.logits) != len(a.logits) {
 		t.Fatalf("%d rows before the first shift, %d unshifted", len(a.logits), len(plain.logits))
@@ -190,15 +202,60 @@ func shiftRing(t *testing.T, r *Runner, n int) {
 			t.Fatalf("row %d before the first shift differs from the unshifted run (max %g)", i, maxDiff(plain.logits[i], a.logits[i]))
 		}
 	}
-	if !slices.Equal(a.toks, b.toks) {
-		i := 0
-		for a.toks[i] == b.toks[i] {
-			i++
-		}
-		t.Fatalf("two shifted runs differ from token %d on", i)
+	if !slices.Equal(a.toks, b.toks) || !slices.Equal(a.shifts, b.shifts) {
+		t.Fatal("two shifted runs differ")
 	}
-	t.Logf("%d tokens, %d shifts; per token: before the first shift %v CPU (%v wall), after %v CPU (%v wall)",
-		n, a.shifts, a.before, a.beforeW, a.after, a.afterW)
+	worst := checkRingReference(t, append(slices.Clone(prompt), a.toks...), len(prompt), C/4, a.shifts, a.kept)
+	t.Logf("%d tokens, %d shifts, %d rows within %.2g of the float64 reference; per token: before the first shift %v CPU (%v wall), after %v CPU (%v wall)",
+		n, len(a.shifts), len(a.kept), worst, a.before, a.beforeW, a.after, a.afterW)
+}
+
+// checkRingReference feeds toks (but the last) to the float64 reference,
+// evicting n rows after the sink at each position of shifts, and compares
+// its logits with kept's (by position): |Δlogit| within the f16 bundles'
+// tolerance (sixteen_test.go), the same argmax where the reference's margin
+// is clear. It returns the worst |Δlogit|.
+func checkRingReference(t *testing.T, toks []int32, sink, n int, shifts []int, kept map[int][]float32) float64 {
+	t.Helper()
+	m, err := tinyllama.NewModel(tinyllama.Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.NewSession()
+	worst := 0.0
+	for pos, tok := range toks[:len(toks)-1] {
+		if len(shifts) > 0 && shifts[0] == pos {
+			if err := s.Evict(sink, n); err != nil {
+				t.Fatal(err)
+			}
+			shifts = shifts[1:]
+		}
+		h, err := s.Append(int(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := kept[pos]
+		if !ok {
+			continue
+		}
+		ref := m.Logits(h)
+		d := 0.0
+		for j, v := range ref {
+			d = max(d, math.Abs(float64(got[j])-v))
+		}
+		worst = max(worst, d)
+		top := tinyllama.Argmax(ref)
+		margin := math.Inf(1)
+		for j, v := range ref {
+			if j != top {
+				margin = min(margin, ref[top]-v)
+			}
+		}
+		if d > 0.05 || margin > 0.1 && tinyllama.Argmax(got) != top {
+			t.Errorf("row %d (%d rows held): max |Δlogit| %g, argmax %d, the reference's %d", pos, s.Rows(), d, tinyllama.Argmax(got), top)
+		}
+	}
+	return worst
 }
 
 // TestShiftErrors: Shift refuses an unknown sequence, a keep that changes
@@ -275,7 +332,7 @@ func BenchmarkShiftRing(b *testing.B) {
 	r := openTiny(b, devVariant)
 	prompt := testPrompt(50, 6)
 	for b.Loop() {
-		res := shiftRun(b, r, prompt, 4096, true)
+		res := shiftRun(b, r, prompt, 4096, true, nil)
 		b.ReportMetric(float64(res.before.Microseconds()), "µs-cpu/token-before")
 		b.ReportMetric(float64(res.after.Microseconds()), "µs-cpu/token-after")
 		b.ReportMetric(float64(res.beforeW.Microseconds()), "µs-wall/token-before")
