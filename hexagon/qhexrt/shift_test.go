@@ -19,8 +19,8 @@ import (
 )
 
 // devVariant is the dev bundle's configuration (make models: QHexRT
-// contract, window 128, context 512, f16 I/O and KV).
-var devVariant = variant{contract: simfile.QHexRT, window: 128, io: simfile.F16, kv: simfile.F16, mask: simfile.MaskAdditive}
+// contract, window 128, context 512, f32 I/O and KV).
+var devVariant = f32(simfile.QHexRT, 128, simfile.MaskAdditive)
 
 // TestRingMask: after shifts, the decode mask of a row at pos opens exactly
 // the slots of the positions before it that the set holds (the sink and the
@@ -161,23 +161,24 @@ func shiftRun(t testing.TB, r *Runner, prompt []int32, n int, shift bool, check 
 }
 
 // TestShiftRing: on the dev bundle's configuration (context 512), 4096
-// greedy tokens with a Shift at each window-full complete (2048 on the
-// chunked contract, whose ring is the slot pool's); the rows before the
+// greedy tokens with a Shift at each window-full complete (2048 on a
+// chunked f16 bundle, whose ring is the slot pool's); the rows before the
 // first shift equal an unshifted run's bit for bit; two runs give the same
-// tokens.
+// tokens; the rows after each shift equal the float64 reference that
+// evicts the same rows, within tol.
 func TestShiftRing(t *testing.T) {
 	skipNumeric(t)
-	chunked := devVariant
-	chunked.contract = simfile.Chunked
+	chunked := variant{contract: simfile.Chunked, window: 128, io: simfile.F16, kv: simfile.F16, mask: simfile.MaskAdditive}
 	for _, c := range []struct {
-		v variant
-		n int
-	}{{devVariant, 4096}, {chunked, 2048}} {
-		t.Run(c.v.String(), func(t *testing.T) { shiftRing(t, openTiny(t, c.v), c.n) })
+		v   variant
+		n   int
+		tol float64 // |Δlogit|: golden_test.go's for f32, sixteen_test.go's for f16
+	}{{devVariant, 4096, 1e-4}, {chunked, 2048, 0.05}} {
+		t.Run(c.v.String(), func(t *testing.T) { shiftRing(t, openTiny(t, c.v), c.n, c.tol) })
 	}
 }
 
-func shiftRing(t *testing.T, r *Runner, n int) {
+func shiftRing(t *testing.T, r *Runner, n int, tol float64) {
 	if got := r.MaxPositions(); got != tinyllama.Tiny().MaxPositionEmbeddings || got == 0 {
 		t.Errorf("MaxPositions() = %d, want the config's %d", got, tinyllama.Tiny().MaxPositionEmbeddings)
 	}
@@ -205,55 +206,39 @@ func shiftRing(t *testing.T, r *Runner, n int) {
 	if !slices.Equal(a.toks, b.toks) || !slices.Equal(a.shifts, b.shifts) {
 		t.Fatal("two shifted runs differ")
 	}
-	worst := checkRingReference(t, append(slices.Clone(prompt), a.toks...), len(prompt), C/4, a.shifts, a.kept)
+	worst := checkRingReference(t, append(slices.Clone(prompt), a.toks...), len(prompt), C/4, a.shifts, a.kept, tol)
 	t.Logf("%d tokens, %d shifts, %d rows within %.2g of the float64 reference; per token: before the first shift %v CPU (%v wall), after %v CPU (%v wall)",
 		n, len(a.shifts), len(a.kept), worst, a.before, a.beforeW, a.after, a.afterW)
 }
 
-// checkRingReference feeds toks (but the last) to the float64 reference,
-// evicting n rows after the sink at each position of shifts, and compares
-// its logits with kept's (by position): |Δlogit| within the f16 bundles'
-// tolerance (sixteen_test.go), the same argmax where the reference's margin
-// is clear. It returns the worst |Δlogit|.
-func checkRingReference(t *testing.T, toks []int32, sink, n int, shifts []int, kept map[int][]float32) float64 {
+// checkRingReference compares kept's logits (by position) with the float64
+// reference fed toks that evicts n rows after the sink at each position of
+// shifts (tinyllama.Model.RingLogits): |Δlogit| within tol, the same argmax
+// where the reference's margin is clear. It returns the worst |Δlogit|.
+func checkRingReference(t *testing.T, toks []int32, sink, n int, shifts []int, kept map[int][]float32, tol float64) float64 {
 	t.Helper()
 	m, err := tinyllama.NewModel(tinyllama.Tiny())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := m.NewSession()
 	worst := 0.0
-	for pos, tok := range toks[:len(toks)-1] {
-		if len(shifts) > 0 && shifts[0] == pos {
-			if err := s.Evict(sink, n); err != nil {
-				t.Fatal(err)
-			}
-			shifts = shifts[1:]
-		}
-		h, err := s.Append(int(tok))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := kept[pos]
-		if !ok {
-			continue
-		}
-		ref := m.Logits(h)
-		d := 0.0
-		for j, v := range ref {
-			d = max(d, math.Abs(float64(got[j])-v))
-		}
+	want := func(pos int) bool { _, ok := kept[pos]; return ok }
+	err = m.RingLogits(toks, sink, n, shifts, want, func(pos, rows int, ref []float64) {
+		got := kept[pos]
+		d := tinyllama.MaxAbsDiff(got, ref)
 		worst = max(worst, d)
-		top := tinyllama.Argmax(ref)
-		margin := math.Inf(1)
+		top, margin := tinyllama.Argmax(ref), math.Inf(1)
 		for j, v := range ref {
 			if j != top {
 				margin = min(margin, ref[top]-v)
 			}
 		}
-		if d > 0.05 || margin > 0.1 && tinyllama.Argmax(got) != top {
-			t.Errorf("row %d (%d rows held): max |Δlogit| %g, argmax %d, the reference's %d", pos, s.Rows(), d, tinyllama.Argmax(got), top)
+		if d > tol || margin > 0.1 && tinyllama.Argmax(got) != top {
+			t.Errorf("row %d (%d rows held): max |Δlogit| %g, argmax %d, the reference's %d", pos, rows, d, tinyllama.Argmax(got), top)
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return worst
 }
