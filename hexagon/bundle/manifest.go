@@ -52,6 +52,10 @@ type Params struct {
 	HeadDim    int     `json:"head_dim"`
 	RopeTheta  float64 `json:"rope_theta"`
 	EOSTokenID IDs     `json:"eos_token_id,omitempty"`
+	// MaxPositions is the most positions the model was trained for (Hugging
+	// Face's max_position_embeddings; Llama 3.2: 131072); 0: not given. A
+	// context shift never passes it.
+	MaxPositions int `json:"max_position_embeddings,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

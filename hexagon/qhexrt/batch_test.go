@@ -52,6 +52,9 @@ func skipNumeric(t *testing.T) {
 	}
 }
 
+// chunked reports whether r's bundle follows the chunked contract.
+func chunked(r *Runner) bool { return r.Contract() == ContractChunked }
+
 // mustStep runs one step, failing the test on an error.
 func mustStep(t *testing.T, r *Runner, runs []inference.Run) []inference.Rows {
 	t.Helper()
@@ -174,19 +177,20 @@ func TestBatchIsolation(t *testing.T) {
 			idb, _ := r.Open(16)
 			pb := testPrompt(6, 6)
 			mustStep(t, r, []inference.Run{{Seq: ida, Tokens: a.prompt[:4]}, {Seq: idb, Tokens: pb}})
-			if r.chunked() {
+			if chunked(r) {
 				checkPoolMask(t, r, []inference.SeqID{ida, idb}, []int{0, 0}, []int{4, 6})
 			}
 			// Garbage over every row b holds.
-			ks, vs, slot, n, err := r.seqRows(idb)
-			if err != nil {
-				t.Fatal(err)
+			kv, slot, n, ok := r.seqs.rows(idb)
+			if !ok {
+				t.Fatal("no rows for b")
 			}
 			rng := rand.New(rand.NewPCG(7, 7))
-			for i := range ks {
+			rb := r.kvSlots.Bytes(1)
+			for i := range kv.K {
 				for p := range n {
-					q := slot(p) * r.kvRow
-					for _, c := range [][]byte{ks[i].B[q : q+r.kvRow], vs[i].B[q : q+r.kvRow]} {
+					q := slot(p) * rb
+					for _, c := range [][]byte{kv.K[i][q : q+rb], kv.V[i][q : q+rb]} {
 						for j := range c {
 							c[j] = byte(rng.Uint32())
 						}
@@ -224,7 +228,7 @@ func checkPoolMask(t *testing.T, r *Runner, ids []inference.SeqID, starts, lens 
 	w := r.spec.ctx + g.rows
 	o := 0
 	for k, id := range ids {
-		s := r.batch.pool.Seq(id)
+		s := r.seqs.(*poolSeqs).Pool.Seq(id)
 		for i := range lens[k] {
 			for col := range w {
 				want := false
@@ -272,7 +276,7 @@ func TestBatchForkRelease(t *testing.T) {
 		if got := copyLogits(l); !slices.Equal(got, alone.logits[0]) {
 			t.Fatalf("fork's row differs from the prefix alone (max %g)", maxDiff(got, alone.logits[0]))
 		}
-		if _, err := r.Step(ctx, []inference.Run{{Seq: f, Start: len(p) - 1, Tokens: []int32{1}}}); err == nil && r.chunked() {
+		if _, err := r.Step(ctx, []inference.Run{{Seq: f, Start: len(p) - 1, Tokens: []int32{1}}}); err == nil && chunked(r) {
 			t.Fatal("a run rewriting a fork's shared row was accepted")
 		}
 		r.Release(pa)
@@ -366,7 +370,7 @@ func TestBatchNoLeak(t *testing.T) {
 					t.Fatalf("cycle %d: %d rpcmem buffers and %d registrations live, want %d and %d", cycle, ctl.rpcLive(), ctl.Stats().LiveMems, rpc, mem)
 				}
 			}
-			if extra := 2 * int64(r.spec.layers) * int64(min(n, 4)-1); !r.chunked() && mem != opened+extra {
+			if extra := 2 * int64(r.spec.layers) * int64(min(n, 4)-1); !chunked(r) && mem != opened+extra {
 				t.Errorf("%d registrations with %d KV sets, want %d (each set's K and V per layer)", mem, min(n, 4), opened+extra)
 			}
 			if strings.Contains(logs.String(), "registration failed") {
@@ -424,7 +428,7 @@ func TestEngineSideBySide(t *testing.T) {
 			eb := inference.New(r, idVocab{}, inference.Config{MaxSequences: 4, Speculative: inference.DefaultSpeculative})
 			together := collect(t, eb, true)
 			eb.Close()
-			if r.batch.steps == 0 {
+			if r.steps == 0 {
 				t.Fatal("the side-by-side engine made no Step")
 			}
 			for i := range reqs {
@@ -451,13 +455,13 @@ func TestBatchGrow(t *testing.T) {
 		b, _ := r.Open(5) // right after a's slots
 		mustStep(t, r, []inference.Run{{Seq: a, Tokens: p}, {Seq: b, Tokens: testPrompt(31, 5)}})
 		var before int
-		if r.chunked() {
-			before = r.batch.pool.Seq(a).Lo
+		if chunked(r) {
+			before = r.seqs.(*poolSeqs).Pool.Seq(a).Lo
 		}
 		if err := r.Grow(a, 9); err != nil {
 			t.Fatal(err)
 		}
-		if r.chunked() && r.batch.pool.Seq(a).Lo == before {
+		if chunked(r) && r.seqs.(*poolSeqs).Pool.Seq(a).Lo == before {
 			t.Fatal("a grew in place over b's slots")
 		}
 		toks := append(slices.Clone(p), alone.toks[len(p):]...)

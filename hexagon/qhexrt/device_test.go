@@ -77,7 +77,7 @@ func TestDevice(t *testing.T) {
 	n := len(c.PromptIDs)
 	last := func(pos int) bool { return pos == n-1 }
 	viaPrefill := make([]float32, info.VocabSize)
-	if err := r.evalAll(ctx, c.PromptIDs, 0, true, last, func(pos int, l sample.Logits) {
+	if err := evalRows(ctx, r, c.PromptIDs, true, last, func(pos int, l sample.Logits) {
 		if pos == n-1 {
 			for i := range viaPrefill {
 				viaPrefill[i] = l.At(i)
@@ -88,7 +88,7 @@ func TestDevice(t *testing.T) {
 	}
 	var worst float64
 	var top1 int32
-	if err := r.evalAll(ctx, c.PromptIDs, 0, false, last, func(pos int, l sample.Logits) {
+	if err := evalRows(ctx, r, c.PromptIDs, false, last, func(pos int, l sample.Logits) {
 		if pos != n-1 {
 			return
 		}

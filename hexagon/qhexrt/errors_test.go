@@ -79,10 +79,10 @@ func TestPrefixReuse(t *testing.T) {
 	}
 }
 
-// TestPlannerUsesReuse: with decode cheaper than prefill per token (a costly
-// prefill), a reused prefix of a prompt longer than the window continues
-// with decode steps.
-func TestPlannerUsesReuse(t *testing.T) {
+// TestReuseContinuesWithDecode: on a QHexRT-contract bundle a reused
+// prefix of a prompt longer than the window continues with decode steps (its
+// prefill graph starts at 0 only).
+func TestReuseContinuesWithDecode(t *testing.T) {
 	cfg := hostsimConfig(t)
 	dir := tinyBundle(t, f32(simfile.QHexRT, 16, simfile.MaskAdditive))
 	r, err := Open(Config{Bundle: dir, QNN: cfg, Logger: zerolog.Nop(), Costs: plan.Costs{Prefill: 1e9, Decode: 1e6, LMHead: 1e5}})

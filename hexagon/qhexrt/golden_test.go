@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/inferencetest"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -54,8 +55,43 @@ func topError(l sample.Logits, top [][]float64) (maxErr float64, top1 bool) {
 // argmax is l's greedy token.
 func argmax(l sample.Logits) int32 { return int32(inferencetest.Argmax(l)) }
 
+// evalRows evaluates seq on a new sequence of r through the Batcher, as
+// the engine's Steps would: runs of a prefill window's rows (prefill), else
+// one row per Step (on a chunked bundle the decode or prefill graph, as the
+// policy chooses). It calls f with the logits of every position want
+// accepts, and releases the sequence.
+func evalRows(ctx context.Context, r *Runner, seq []int32, prefill bool, want func(pos int) bool, f func(pos int, l sample.Logits)) error {
+	id, err := r.Open(len(seq))
+	if err != nil {
+		return err
+	}
+	defer r.Release(id)
+	per := 1
+	if prefill {
+		per = r.BatchLimits().Rows
+	}
+	for at := 0; at < len(seq); at += per {
+		run := inference.Run{Seq: id, Start: at, Tokens: seq[at:min(at+per, len(seq))]}
+		out, err := r.Step(ctx, []inference.Run{run})
+		if err != nil {
+			return err
+		}
+		for i := range run.Tokens {
+			if !want(at + i) {
+				continue
+			}
+			l, err := out[0].Logits(ctx, i)
+			if err != nil {
+				return err
+			}
+			f(at+i, l)
+		}
+	}
+	return nil
+}
+
 // checkPositions evaluates c's prompt from position 0 (prefill windows or
-// decode steps only) and returns the worst top-20 error and the number of
+// one row per Step) and returns the worst top-20 error and the number of
 // checked positions whose top-1 differs.
 func checkPositions(t *testing.T, r *Runner, c goldenCase, prefill bool) (worst float64, top1Misses int) {
 	t.Helper()
@@ -65,13 +101,9 @@ func checkPositions(t *testing.T, r *Runner, c goldenCase, prefill bool) (worst 
 	}
 	seen := 0
 	wanted := func(pos int) bool { _, ok := want[pos]; return ok }
-	err := r.evalAll(context.Background(), c.PromptIDs, 0, prefill, wanted, func(pos int, l sample.Logits) {
-		top, ok := want[pos]
-		if !ok {
-			return
-		}
+	err := evalRows(context.Background(), r, c.PromptIDs, prefill, wanted, func(pos int, l sample.Logits) {
 		seen++
-		e, ok1 := topError(l, top)
+		e, ok1 := topError(l, want[pos])
 		worst = max(worst, e)
 		if !ok1 {
 			top1Misses++

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/modelfile"
 )
@@ -41,7 +40,7 @@ func (r *Runner) KVLayout() inference.KVLayout {
 }
 
 // kvRowAll is the bytes of one row over all layers, K and V.
-func (r *Runner) kvRowAll() int { return 2 * len(r.kvK) * r.kvRow }
+func (r *Runner) kvRowAll() int { return 2 * len(r.kvK) * r.kvSlots.Bytes(1) }
 
 // fileHead returns a file's size and the hash of its first identityHead bytes.
 func fileHead(path string) (int64, string) {
@@ -55,35 +54,4 @@ func fileHead(path string) (int64, string) {
 		return -1, "unreadable"
 	}
 	return size, hex.EncodeToString(h.Sum(nil)[:8])
-}
-
-// saveRows copies rows [from, to) of caches ks, vs, row p in slot slot(p),
-// into dst.
-func (r *Runner) saveRows(ks, vs []*graphio.Tensor, slot func(int) int, from, to int, dst []byte) error {
-	rb := r.kvRowAll()
-	if len(dst) != (to-from)*rb {
-		return fmt.Errorf("hexagon: saving rows [%d, %d) needs %d bytes, got %d", from, to, (to-from)*rb, len(dst))
-	}
-	kr := r.kvRow
-	for p := from; p < to; p++ {
-		row, q := dst[(p-from)*rb:], slot(p)
-		for i := range ks {
-			copy(row[2*i*kr:(2*i+1)*kr], ks[i].B[q*kr:(q+1)*kr])
-			copy(row[(2*i+1)*kr:(2*i+2)*kr], vs[i].B[q*kr:(q+1)*kr])
-		}
-	}
-	return nil
-}
-
-// restoreRows copies src's rows into caches ks, vs from row from, row p in
-// slot slot(p).
-func (r *Runner) restoreRows(ks, vs []*graphio.Tensor, slot func(int) int, from int, src []byte) {
-	rb, kr := r.kvRowAll(), r.kvRow
-	for p := from; p < from+len(src)/rb; p++ {
-		row, q := src[(p-from)*rb:], slot(p)
-		for i := range ks {
-			copy(ks[i].B[q*kr:(q+1)*kr], row[2*i*kr:(2*i+1)*kr])
-			copy(vs[i].B[q*kr:(q+1)*kr], row[(2*i+1)*kr:(2*i+2)*kr])
-		}
-	}
 }

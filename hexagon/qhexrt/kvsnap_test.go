@@ -125,7 +125,7 @@ func openFixed(t *testing.T, v variant) *Runner {
 func lastLogits(t *testing.T, r *Runner, seq []int32) []float32 {
 	t.Helper()
 	var out []float32
-	err := r.evalAll(context.Background(), seq, 0, true, func(pos int) bool { return pos == len(seq)-1 },
+	err := evalRows(context.Background(), r, seq, true, func(pos int) bool { return pos == len(seq)-1 },
 		func(_ int, l sample.Logits) { out = copyLogits(l) })
 	if err != nil || out == nil {
 		t.Fatalf("fresh evaluation: %v", err)

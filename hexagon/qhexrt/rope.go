@@ -42,16 +42,21 @@ func ropeRow(cos, sin []float32, inv []float64, pos int) {
 }
 
 // ropeTable holds the encoded cos and sin rows of positions [0, rows) in a
-// graph tensor's element type, so a step copies one row per input.
+// graph tensor's element type, so a step copies one row per input; a row
+// past them (a sequence gone on past the window after a context shift) is
+// computed when asked for.
 type ropeTable struct {
 	rowBytes int
 	cos, sin []byte
+	inv      []float64
+	et       graphio.Elem
+	c, s     []float32 // rows' scratch
 }
 
 // newRopeTable precomputes rows positions of width 2·len(inv) encoded as et.
 func newRopeTable(inv []float64, rows int, et graphio.Elem) *ropeTable {
 	d := 2 * len(inv)
-	t := &ropeTable{rowBytes: d * et.Size()}
+	t := &ropeTable{rowBytes: d * et.Size(), inv: inv, et: et, c: make([]float32, d), s: make([]float32, d)}
 	t.cos = make([]byte, rows*t.rowBytes)
 	t.sin = make([]byte, rows*t.rowBytes)
 	c, s := make([]float32, d), make([]float32, d)
@@ -66,6 +71,14 @@ func newRopeTable(inv []float64, rows int, et graphio.Elem) *ropeTable {
 // rows copies the cos/sin rows of positions [pos, pos+n) into dst buffers.
 func (t *ropeTable) rows(cos, sin []byte, pos, n int) {
 	a, b := pos*t.rowBytes, (pos+n)*t.rowBytes
-	copy(cos, t.cos[a:b])
-	copy(sin, t.sin[a:b])
+	if b <= len(t.cos) {
+		copy(cos, t.cos[a:b])
+		copy(sin, t.sin[a:b])
+		return
+	}
+	for i := range n {
+		ropeRow(t.c, t.s, t.inv, pos+i)
+		t.et.Put(cos[i*t.rowBytes:(i+1)*t.rowBytes], t.c)
+		t.et.Put(sin[i*t.rowBytes:(i+1)*t.rowBytes], t.s)
+	}
 }

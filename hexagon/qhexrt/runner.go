@@ -1,7 +1,6 @@
 package qhexrt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -42,7 +42,7 @@ type Config struct {
 	Overrides *bundle.Hexserve
 	// Costs are the initial per-call cost estimates; zero means
 	// plan.V79Costs. Measured execution times replace them as the runner
-	// works.
+	// works (StepCost).
 	Costs plan.Costs
 	// SeqKVBytes is the memory for the per-sequence KV buffer sets of a
 	// QHexRT-contract bundle served side by side (inference.Batcher): as
@@ -68,18 +68,19 @@ type Runner struct {
 	kvK, kvV []*graphio.Tensor // per layer [CTX, kv_dim]
 	kvET     graphio.Elem
 	kvSlots  graphio.Slots // [1][CTX][kv_dim]
-	kvRow    int           // bytes per cache row
 	embed    *embedTable
 	window   int
 
-	plan        plan.Planner
-	valid       int // cache rows [0, valid) hold the sequence evalAll evaluated
-	calls       uint64
 	convScratch []float32
 	stats       plan.Stats        // updated by the worker without locking
 	board       plan.Board        // a copy for Stats, published after each Step
 	life        graphio.Lifecycle // check, execute, reload, close
-	batch       batch             // the Batcher's sequences
+
+	seqs  seqKeeper       // the open sequences' KV rows, by contract
+	last  inference.SeqID // the newest sequence
+	lost  inference.SeqID // sequences up to it lost their rows in a failed graph call
+	steps uint64          // Steps run: Rows of an earlier Step refuse reads
+	hid   []byte          // hidden rows kept for the lm-head, one Step's
 }
 
 var _ inference.Model = (*Runner)(nil)
@@ -95,6 +96,7 @@ type graphIO struct {
 
 	x, cos, sin, mask, y *graphio.Tensor
 	newK, newV           []*graphio.Tensor
+	kvNew                slotpool.KV     // newK, newV
 	in, out              *graphio.Tensor // lm-head
 	rope                 *ropeTable
 	masks                *graphio.Mask
@@ -140,12 +142,8 @@ func Open(cfg Config) (_ *Runner, err error) {
 	if r.embed, err = openEmbed(r.spec.embed, r.spec.vocab, r.spec.hidden); err != nil {
 		return nil, fmt.Errorf("qhexrt: %w", err)
 	}
-	costs := cfg.Costs
-	if costs == (plan.Costs{}) {
-		costs = plan.V79Costs
-	}
-	r.plan = plan.Planner{Chunked: r.spec.contract == ContractChunked, Window: r.window, Costs: costs}
 	r.convScratch = make([]float32, r.spec.hidden)
+	r.seqs = r.newKeeper()
 	r.log.Info().Str("model", r.spec.name).Str("arch", r.arch).Str("contract", r.spec.contract).
 		Str("mask", string(r.spec.mask)).Int("window", r.window).Int("ctx", r.spec.ctx).
 		Bool("shared_memory", r.rt.SharedMemory()).Msg("qhexrt: bundle loaded")
@@ -228,14 +226,13 @@ func (r *Runner) allocate() error {
 		}
 	}
 	kv, ctxLen := s.kvDim, s.ctx
-	r.kvRow = kv * r.kvET.Size()
 	r.kvSlots = graphio.Slots{Outer: 1, Inner: kv, ES: r.kvET.Size()}
 	for range s.layers {
 		k, v := &graphio.Tensor{Elem: r.kvET}, &graphio.Tensor{Elem: r.kvET}
-		if err := k.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
+		if err := k.Alloc(r.rt, r.kvSlots.Bytes(ctxLen)); err != nil {
 			return fmt.Errorf("qhexrt: %w", err)
 		}
-		if err := v.Alloc(r.rt, ctxLen*r.kvRow); err != nil {
+		if err := v.Alloc(r.rt, r.kvSlots.Bytes(ctxLen)); err != nil {
 			return fmt.Errorf("qhexrt: %w", err)
 		}
 		r.kvK, r.kvV = append(r.kvK, k), append(r.kvV, v)
@@ -249,9 +246,8 @@ func (r *Runner) allocate() error {
 		}
 		g.rope = newRopeTable(inv, ctxLen+r.window, g.cos.Elem)
 	}
-	if s.contract != ContractChunked {
-		// The qhexrt prefill mask never changes: causal over the window.
-		pre.masks.Causal(pre.mask.B, r.window, 0, 0)
+	for _, g := range []*graphIO{pre, dec} {
+		g.kvNew = r.kvOf(g.newK, g.newV, g.rows)
 	}
 	var err error
 	lm.logits, err = graphio.Logits(lm.out.Elem, lm.out.B)
@@ -298,6 +294,24 @@ func (r *Runner) bind() error {
 	return nil
 }
 
+// ioBindings are g's bindings with the past inputs bound to ks, vs (nil:
+// none, the QHexRT prefill).
+func (r *Runner) ioBindings(g *graphIO, ks, vs []*graphio.Tensor) (in, out []qnn.Binding) {
+	n := r.spec.names
+	in = []qnn.Binding{{Name: n.X, Buffer: g.x.Buf}, {Name: n.Cos, Buffer: g.cos.Buf},
+		{Name: n.Sin, Buffer: g.sin.Buf}, {Name: n.CMask, Buffer: g.mask.Buf}}
+	out = []qnn.Binding{{Name: n.Y, Buffer: g.y.Buf}}
+	for i := range ks {
+		in = append(in, qnn.Binding{Name: bundle.Layer(n.PastK, i), Buffer: ks[i].Buf},
+			qnn.Binding{Name: bundle.Layer(n.PastV, i), Buffer: vs[i].Buf})
+	}
+	for i := range r.spec.layers {
+		out = append(out, qnn.Binding{Name: g.newK[i].Info.Name, Buffer: g.newK[i].Buf},
+			qnn.Binding{Name: g.newV[i].Info.Name, Buffer: g.newV[i].Buf})
+	}
+	return in, out
+}
+
 // Info describes the model to the engine.
 func (r *Runner) Info() inference.ModelInfo {
 	return inference.ModelInfo{
@@ -317,117 +331,6 @@ func (r *Runner) BufferBytes() int64 { return r.rt.BufferBytes() }
 
 // ErrClosed is returned by a closed Runner.
 var ErrClosed = errors.New("qhexrt: runner is closed")
-
-// check validates a sequence.
-func (r *Runner) check(seq []int32) error {
-	if err := r.life.Check(); err != nil {
-		return err
-	}
-	if len(seq) == 0 {
-		return errors.New("qhexrt: empty sequence")
-	}
-	if len(seq) > r.spec.ctx {
-		return fmt.Errorf("qhexrt: %d tokens exceed the context length %d", len(seq), r.spec.ctx)
-	}
-	return nil
-}
-
-// evalAll evaluates seq from position from with the given step kind (prefill
-// windows where the contract allows, or decode steps only) and calls f with
-// the logits at every position from..len(seq)-1 that want accepts (nil: all).
-// It is the golden-test path.
-func (r *Runner) evalAll(ctx context.Context, seq []int32, from int, prefill bool, want func(pos int) bool, f func(pos int, l sample.Logits)) error {
-	if err := r.check(seq); err != nil {
-		return err
-	}
-	if from > r.valid {
-		return fmt.Errorf("qhexrt: start %d beyond the %d valid rows", from, r.valid)
-	}
-	r.valid = from
-	r.calls++
-	defer r.publish()
-	p := plan.Planner{Chunked: r.plan.Chunked, Window: r.window, Costs: plan.Costs{Prefill: 1, Decode: 1 << 40}, DecodeMeasured: true}
-	if !prefill {
-		p.Costs = plan.Costs{Prefill: 1 << 40, Decode: 1}
-	}
-	var err error
-	p.Each(len(seq), from, func(s plan.Step) {
-		if err == nil {
-			if err = ctx.Err(); err == nil {
-				err = r.run(seq, s, true, want, f)
-			}
-		}
-	})
-	return err
-}
-
-// run executes one plan step. With logits it runs the lm-head on the last
-// row (or, with f, on every row that want accepts and calls f for each).
-func (r *Runner) run(seq []int32, s plan.Step, logits bool, want func(int) bool, f func(int, sample.Logits)) error {
-	role := roleDecode
-	if s.Prefill {
-		role = rolePrefill
-	}
-	g := r.graphs[role]
-	st := &r.stats
-
-	t0 := time.Now()
-	xs := g.x.Elem.Size() * r.spec.hidden
-	for i := range s.N {
-		if err := r.embed.put(g.x.B[i*xs:(i+1)*xs], seq[s.Start+i], g.x.Elem, r.convScratch); err != nil {
-			return fmt.Errorf("qhexrt: position %d: %w", s.Start+i, err)
-		}
-	}
-	clear(g.x.B[s.N*xs:])
-	t1 := time.Now()
-	g.rope.rows(g.cos.B, g.sin.B, s.Start, g.rows)
-	t2 := time.Now()
-	switch {
-	case role == roleDecode:
-		g.masks.Row(g.mask.B, s.Start, r.spec.ctx)
-	case r.spec.contract == ContractChunked:
-		g.masks.Causal(g.mask.B, g.rows, r.spec.ctx, s.Start)
-	}
-	t3 := time.Now()
-	st.Embed += t1.Sub(t0)
-	st.Rope += t2.Sub(t1)
-	st.Mask += t3.Sub(t2)
-
-	if err := r.execute(g); err != nil {
-		return err
-	}
-
-	t4 := time.Now()
-	r.copyKV(r.kvK, r.kvV, s.Start, g.newK, g.newV, g.rows, 0, s.N)
-	r.valid = s.Start + s.N
-	st.KVCopy += time.Since(t4)
-
-	if !logits {
-		return nil
-	}
-	first := s.N - 1
-	if f != nil {
-		first = 0
-	}
-	for row := first; row < s.N; row++ {
-		if want != nil && !want(s.Start+row) {
-			continue
-		}
-		if err := r.lmhead(g, row); err != nil {
-			return err
-		}
-		if f != nil {
-			f(s.Start+row, r.graphs[roleLMHead].logits)
-		}
-	}
-	return nil
-}
-
-// lmhead runs the lm-head on row of g's y.
-func (r *Runner) lmhead(g *graphIO, row int) error {
-	ys := g.y.Elem.Size() * r.spec.hidden
-	return r.lmheadOn(g.y.B[row*ys:(row+1)*ys], g.y.Elem)
-}
 
 // lmheadOn runs the lm-head on one hidden row y of element type e.
 func (r *Runner) lmheadOn(y []byte, e graphio.Elem) error {
@@ -451,8 +354,7 @@ func (r *Runner) execute(g *graphIO) error {
 }
 
 // reload recreates the contexts, graphs and calls after a device restart.
-// The buffers and the cache stay (the cache is invalid: the lifecycle has
-// set valid to 0).
+// The buffers and the caches stay (their rows are invalid: see invalidate).
 func (r *Runner) reload() error {
 	r.closeGraphs()
 	loaded := map[string]bool{}
@@ -470,12 +372,14 @@ func (r *Runner) reload() error {
 	if err := r.bind(); err != nil {
 		return err
 	}
-	return r.rebindSets()
+	return r.seqs.reset()
 }
 
 // closeGraphs releases the calls and contexts, newest first.
 func (r *Runner) closeGraphs() {
-	r.closeSets()
+	if r.seqs != nil {
+		r.seqs.unbind()
+	}
 	for _, g := range r.graphs {
 		if g != nil && g.call != nil {
 			g.call.Close()
@@ -496,7 +400,9 @@ func (r *Runner) Close() error {
 	}
 	r.closeGraphs()
 	var errs []error
-	r.freeSets()
+	if r.seqs != nil {
+		r.seqs.close()
+	}
 	free := (*graphio.Tensor).Free
 	for i := len(r.kvK) - 1; i >= 0; i-- {
 		free(r.kvV[i])

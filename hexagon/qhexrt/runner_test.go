@@ -10,7 +10,7 @@ import (
 )
 
 // openTiny opens the tiny bundle of v on hostsim.
-func openTiny(t *testing.T, v variant) *Runner {
+func openTiny(t testing.TB, v variant) *Runner {
 	t.Helper()
 	cfg := hostsimConfig(t)
 	dir := tinyBundle(t, v)

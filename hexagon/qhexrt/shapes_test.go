@@ -250,7 +250,7 @@ func checkShape(t *testing.T, qcfg qnn.Config, dir string, ref *shapeRef, steps 
 	for k, prefill := range []bool{true, false} {
 		seen := 0
 		want := func(pos int) bool { _, ok := ref.top[pos]; return ok }
-		err := r.evalAll(context.Background(), ref.prompt, 0, prefill, want, func(pos int, l sample.Logits) {
+		err := evalRows(context.Background(), r, ref.prompt, prefill, want, func(pos int, l sample.Logits) {
 			seen++
 			top := ref.top[pos]
 			for _, e := range top {

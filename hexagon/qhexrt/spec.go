@@ -41,6 +41,7 @@ type spec struct {
 	names                                      bundle.Tensors
 	graphs                                     [nRoles]graphRef
 	embed                                      string
+	maxPositions                               int // params.max_position_embeddings; 0: not given
 	bos                                        int32
 	eos                                        []int32
 }
@@ -51,7 +52,7 @@ func newSpec(b *bundle.Bundle) (*spec, error) {
 	r := st.RopeScaling
 	s := &spec{
 		name: b.Manifest.Model.Name, hidden: p.Hidden, vocab: p.Vocab, layers: p.NLayers, ctx: p.MaxCtx,
-		kvDim: p.KVDim, headDim: p.HeadDim, theta: p.RopeTheta,
+		kvDim: p.KVDim, headDim: p.HeadDim, theta: p.RopeTheta, maxPositions: p.MaxPositions,
 		scaling: RopeScaling{RopeType: r.RopeType, Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,
 			HighFreqFactor: r.HighFreqFactor, OriginalMaxPositionEmbeddings: float64(r.OriginalMaxPositionEmbeddings)},
 		contract: st.Contract, mask: graphio.MaskEncoding(st.Mask), window: st.PrefillWindow,

@@ -121,33 +121,45 @@ func itoa(i int) string {
 	return string(b)
 }
 
-func TestMeasuredCosts(t *testing.T) {
+// TestStepCost: StepCost prices a Step by the runners' one policy from the
+// graphs' recent measured costs (not their lifetime means), with
+// Config.Costs for a graph not measured yet: on a chunked bundle one
+// prefill call, or for one row the cheaper of decode and prefill; on a
+// QHexRT-contract bundle a decode call per row; and an lm-head call per row.
+func TestStepCost(t *testing.T) {
 	ms := time.Millisecond
+	v79 := plan.V79Costs
 	tests := []struct {
-		name  string
-		stats [3]plan.GraphStats // prefill, decode, lm-head
-		want  plan.Costs
+		name     string
+		contract string
+		stats    [3]plan.GraphStats // prefill, decode, lm-head
+		rows     int
+		want     time.Duration
 	}{
-		{"nothing measured", [3]plan.GraphStats{}, plan.V79Costs},
-		// Prefill measured at 1/10 of v79: decode follows it, the lm-head too.
-		{"prefill only", [3]plan.GraphStats{{Calls: 2, Time: 2 * 6450 * time.Microsecond, Recent: 6450 * time.Microsecond}}, plan.Costs{Prefill: 6450 * time.Microsecond, Decode: 5500 * time.Microsecond, LMHead: 750 * time.Microsecond}},
-		{"all measured", [3]plan.GraphStats{{Calls: 1, Time: 9 * ms, Recent: 9 * ms}, {Calls: 4, Time: 4 * ms, Recent: ms}, {Calls: 5, Time: 10 * ms, Recent: 2 * ms}}, plan.Costs{Prefill: 9 * ms, Decode: ms, LMHead: 2 * ms}},
-		// The recent average wins over the lifetime mean (100 ms).
-		{"recent, not lifetime", [3]plan.GraphStats{{Calls: 1, Time: 9 * ms, Recent: 9 * ms}, {Calls: 100, Time: 10 * time.Second, Recent: 3 * ms}, {Calls: 1, Time: ms, Recent: ms}}, plan.Costs{Prefill: 9 * ms, Decode: 3 * ms, LMHead: ms}},
-		{"failures only", [3]plan.GraphStats{{Calls: 1, Failed: 1, Time: ms}}, plan.V79Costs},
+		{"nothing measured, one row", ContractChunked, [3]plan.GraphStats{}, 1, v79.Decode + v79.LMHead},
+		{"nothing measured, four rows", ContractChunked, [3]plan.GraphStats{}, 4, v79.Prefill + 4*v79.LMHead},
+		{"prefill measured", ContractChunked, [3]plan.GraphStats{{Calls: 2, Recent: 9 * ms}, {}, {Calls: 1, Recent: 2 * ms}}, 4, 9*ms + 8*ms},
+		{"recent, not lifetime", ContractChunked, [3]plan.GraphStats{{Calls: 1, Time: 9 * ms, Recent: 9 * ms}, {Calls: 100, Time: 10 * time.Second, Recent: 3 * ms}, {Calls: 1, Recent: ms}}, 1, 4 * ms},
+		{"one row, prefill cheaper", ContractChunked, [3]plan.GraphStats{{Calls: 1, Recent: 9 * ms}, {Calls: 5, Recent: 20 * ms}, {Calls: 1, Recent: ms}}, 1, 10 * ms},
+		{"failures only", ContractChunked, [3]plan.GraphStats{{Calls: 1, Failed: 1, Time: ms}}, 2, v79.Prefill + 2*v79.LMHead},
+		{"qhexrt: a decode call per row", ContractQHexRT, [3]plan.GraphStats{{Calls: 1, Recent: 9 * ms}, {Calls: 5, Recent: 3 * ms}, {Calls: 1, Recent: ms}}, 3, 12 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Runner{spec: &spec{graphs: [nRoles]graphRef{{"p.bin", "prefill"}, {"d.bin", "decode"}, {"d.bin", "lm_head"}}}}
+			r := &Runner{window: 16, spec: &spec{contract: tt.contract, graphs: [nRoles]graphRef{{"p.bin", "prefill"}, {"d.bin", "decode"}, {"d.bin", "lm_head"}}}}
+			if tt.contract == ContractChunked {
+				r.seqs = newPoolSeqs(r)
+			} else {
+				r.seqs = &kvSets{r: r}
+			}
 			for i, g := range tt.stats {
 				if g.Calls > 0 {
 					r.stats.Observe(r.spec.key(i), 0, 0, false) // creates the map
 					r.stats.Graphs[r.spec.key(i)] = g
 				}
 			}
-			got, _ := r.measuredCosts()
-			if got != tt.want {
-				t.Errorf("costs = %+v, want %+v", got, tt.want)
+			if got := r.StepCost(tt.rows); got != tt.want {
+				t.Errorf("StepCost(%d) = %v, want %v", tt.rows, got, tt.want)
 			}
 		})
 	}
