@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -329,6 +330,50 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	}
 	if len(pkgs) < 20 {
 		t.Errorf("only %d packages listed: go list output changed?", len(pkgs))
+	}
+}
+
+// The data-flow diagram of docs/architecture.md names every runner (a
+// package of the runner layer that is no test-model writer) and every
+// hexagon/ package two or more runners import (their shared layer), so the
+// diagram cannot fall behind the runners.
+func TestArchitectureDiagram(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "## Data flow")
+	_, rest, _ = strings.Cut(rest, "```")
+	diagram, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("docs/architecture.md: no diagram after ## Data flow")
+	}
+	importers := map[string]int{}
+	var want []string
+	for _, p := range goList(t, "./hexagon/...") {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if layerOf(p.ImportPath) != "runner" || slices.ContainsFunc(testModelWriters, func(w string) bool { return rel == w || strings.HasPrefix(rel, w+"/") }) {
+			continue
+		}
+		want = append(want, rel)
+		for _, imp := range p.Imports {
+			if r := strings.TrimPrefix(imp, module+"/"); r != imp && strings.HasPrefix(r, "hexagon/") {
+				importers[r]++
+			}
+		}
+	}
+	for r, n := range importers {
+		if n >= 2 {
+			want = append(want, r)
+		}
+	}
+	if len(want) < 4 {
+		t.Fatalf("found only %v: go list output changed?", want)
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(`(^|[^/\w])` + regexp.QuoteMeta(w) + `\b`).MatchString(diagram) {
+			t.Errorf("docs/architecture.md's diagram does not name %s", w)
+		}
 	}
 }
 
