@@ -790,10 +790,10 @@ func TestContextPhase(t *testing.T) {
 	lim := inference.BatchLimits{Sequences: 4, Rows: 64, Slots: 1024}
 	for _, tc := range []struct {
 		shift string
-		model Model
+		model inference.Model
 	}{
-		{"ring", ringModel{inferencetest.NewRing(info, lim, 0)}},
-		{"reread", NoCounters(inferencetest.NewPool(info, lim))},
+		{"ring", inferencetest.NewRing(info, lim, 0)},
+		{"reread", inferencetest.NewPool(info, lim)},
 	} {
 		rep, err := Run(context.Background(), Options{Quick: true, Phases: []string{"context"},
 			Load: func() (Loaded, error) { return Loaded{Model: tc.model, Tokenizer: tok}, nil }})
@@ -813,17 +813,12 @@ func TestContextPhase(t *testing.T) {
 	}
 	// Not named: not run.
 	rep, err := Run(context.Background(), Options{Quick: true, Phases: nil, Load: func() (Loaded, error) {
-		return Loaded{Model: NoCounters(inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3})), Tokenizer: tok}, nil
+		return Loaded{Model: inferencetest.NewScripted(inference.ModelInfo{BOS: 128000}, []int32{1, 2, 3}), Tokenizer: tok}, nil
 	}})
 	if err != nil || rep.Context != nil {
 		t.Errorf("the default phases ran the context phase: %v %+v", err, rep.Context)
 	}
 }
-
-// ringModel is a fake ring-buffer pool without counters.
-type ringModel struct{ *inferencetest.Ring }
-
-func (ringModel) Counters() Counters { return Counters{} }
 
 func TestContextGoals(t *testing.T) {
 	if g := contextGoals(&Context{Shift: "ring", MedianRatio: 1.08, Ratio: 1.5}); len(g) != 1 || !g[0].Pass {
