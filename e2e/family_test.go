@@ -48,7 +48,7 @@ func familyTokenizer(t *testing.T, family string) string {
 // --precision f32 (3 parts; AR 16 and AR 32) and as a .pte with f16 weights and f32 KV and
 // logits, with the family's own tokenizer and template (familyTokenizer).
 func TestFamilyGolden(t *testing.T) {
-	for _, family := range []string{"qwen3", "qwen2"} {
+	for _, family := range []string{"qwen3", "qwen2", "phi3"} {
 		cases, eos := familyGolden(t, family)
 		tok := familyTokenizer(t, family)
 		for _, v := range []struct {

@@ -129,7 +129,7 @@ func TestMkmodelTinyDefaults(t *testing.T) {
 	}
 	s := b.Settings
 	if s.Contract != "qhexrt" || s.Mask != "additive" || s.NHeads != 4 || s.NKVHeads != 2 || s.PrefillWindow != 128 ||
-		s.RMSEps != 1e-5 || s.RopeScaling != bundle.DefaultRopeScaling() || !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009}) {
+		s.RMSEps != 1e-5 || !reflect.DeepEqual(s.RopeScaling, bundle.DefaultRopeScaling()) || !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009}) {
 		t.Errorf("settings: %+v", s)
 	}
 	for _, f := range []string{"LICENSE", "NOTICE", "tokenizer.json"} {
@@ -521,7 +521,7 @@ func TestMkmodelCustomConfig(t *testing.T) {
 	}
 	s := b.Settings
 	if b.Manifest.Model.Name != "tinyllama-config" || s.NHeads != 2 || s.NKVHeads != 1 || s.BOS != 1 ||
-		!reflect.DeepEqual(s.EOSTokenIDs, []int{2}) || s.RopeScaling.RopeType != "default" || b.Manifest.Params.HeadDim != 16 {
+		!reflect.DeepEqual(s.EOSTokenIDs, []int{2}) || s.RopeScaling.Type != "default" || b.Manifest.Params.HeadDim != 16 {
 		t.Errorf("manifest %+v settings %+v", b.Manifest, s)
 	}
 	cfg, err := tinyllama.LoadConfig(cfgPath)

@@ -28,7 +28,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/modelfile"
-	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Config configures Open.
@@ -628,22 +627,19 @@ func (r *Runner) setupGraph(g *arGraph) error {
 	return nil
 }
 
-// ropeTable is cos and sin of position·inv_freq for every position, with Llama-3 scaling, in
+// ropeTable is cos and sin of position·inv_freq for every position, under the bundle's scaling
+// (LongRoPE: the factors for the context CL, and cos and sin times the attention factor), in
 // float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies: docs/genie.md).
 func (r *Runner) ropeTable() {
 	rp := r.bc.Rope
-	var s *rope.Llama3
-	if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
-		s = &rope.Llama3{Factor: rp.Factor, LowFreqFactor: rp.LowFreqFactor, HighFreqFactor: rp.HighFreqFactor,
-			OriginalMaxPositions: float64(rp.OriginalMaxPositions)}
-	}
-	inv := rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
+	inv := rp.Scaling.InvFreq(r.hd, rp.Theta, r.cl) // r.half of them: check made r.hd = 2·r.half
+	af := rp.Scaling.Attention()
 	r.rope = make([]float32, 2*r.cl*r.half)
 	for p := range r.cl {
 		for i, f := range inv {
 			a := float64(p) * f
-			r.rope[p*r.half+i] = float32(math.Cos(a))
-			r.rope[(r.cl+p)*r.half+i] = float32(math.Sin(a))
+			r.rope[p*r.half+i] = float32(math.Cos(a) * af)
+			r.rope[(r.cl+p)*r.half+i] = float32(math.Sin(a) * af)
 		}
 	}
 }

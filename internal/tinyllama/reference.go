@@ -176,8 +176,10 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	tmp := make([]float64, h)
 	scores := make([]float64, s.pos+1)
 	cos, sin := make([]float64, hd/2), make([]float64, hd/2)
+	af := m.Config.Rope().Attention() // LongRoPE's attention factor, else 1
 	for i, fr := range m.invFreq {
 		sin[i], cos[i] = math.Sincos(float64(s.pos) * fr)
+		sin[i], cos[i] = sin[i]*af, cos[i]*af
 	}
 	rope := func(vec []float64) {
 		half := hd / 2
