@@ -171,30 +171,13 @@ type rawDialog struct {
 				CtxBins []string `json:"ctx-bins"`
 			} `json:"binary"`
 			PosEnc *struct {
-				Type    string      `json:"type"`
-				RopeDim int         `json:"rope-dim"`
-				Theta   float64     `json:"rope-theta"`
-				Scaling *rawScaling `json:"rope-scaling"`
+				Type    string        `json:"type"`
+				RopeDim int           `json:"rope-dim"`
+				Theta   float64       `json:"rope-theta"`
+				Scaling *rope.Scaling `json:"rope-scaling"`
 			} `json:"positional-encoding"`
 		} `json:"model"`
 	} `json:"engine"`
-}
-
-// rawScaling is genie_config.json's rope-scaling: llama3 or LongRoPE (AI Hub's Phi-3.5).
-type rawScaling struct {
-	Type   string    `json:"rope-type"`
-	Factor float64   `json:"factor"`
-	Low    float64   `json:"low-freq-factor"`
-	High   float64   `json:"high-freq-factor"`
-	Orig   int       `json:"original-max-position-embeddings"`
-	Long   []float64 `json:"long-factor"`
-	Short  []float64 `json:"short-factor"`
-}
-
-// scaling is s as a rope.Scaling.
-func (s *rawScaling) scaling() *rope.Scaling {
-	return &rope.Scaling{Type: s.Type, Factor: s.Factor, LowFreqFactor: s.Low, HighFreqFactor: s.High,
-		OriginalMaxPositions: s.Orig, LongFactor: s.Long, ShortFactor: s.Short}
 }
 
 // dialogTypes names the dialog types Genie has and hexserve does not run.
@@ -479,7 +462,7 @@ func (k configCheck) rope(d *rawDialog) error {
 		if s.Type != rope.TypeLlama3 && s.Type != rope.TypeLongRoPE {
 			return k.bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\" or \"longrope\"", s.Type)
 		}
-		c.Rope.Scaling = s.scaling()
+		c.Rope.Scaling = s
 		if err := c.Rope.Scaling.Check(2 * pe.RopeDim); err != nil {
 			return k.bad("dialog.engine.model.positional-encoding.rope-scaling", "%v", err)
 		}

@@ -5,6 +5,7 @@
 package rope
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -43,20 +44,32 @@ func Llama32() *Scaling {
 	return &Scaling{Type: TypeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
 }
 
-// UnmarshalJSON also takes the older key "type" for rope_type, as Phi-3's
-// config.json spells it.
+// UnmarshalJSON also takes the older key "type" for rope_type, as Phi-3's config.json spells it,
+// and genie_config.json's hyphenated keys (rope-type, low-freq-factor, long-factor, …).
 func (s *Scaling) UnmarshalJSON(b []byte) error {
 	type plain Scaling
 	var v struct {
 		plain
-		OldType string `json:"type"`
+		OldType string    `json:"type"`
+		Type    string    `json:"rope-type"`
+		Low     float64   `json:"low-freq-factor"`
+		High    float64   `json:"high-freq-factor"`
+		Orig    int       `json:"original-max-position-embeddings"`
+		Long    []float64 `json:"long-factor"`
+		Short   []float64 `json:"short-factor"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*s = Scaling(v.plain)
-	if s.Type == "" {
-		s.Type = v.OldType
+	s.Type = cmp.Or(s.Type, v.OldType, v.Type)
+	s.LowFreqFactor, s.HighFreqFactor = cmp.Or(s.LowFreqFactor, v.Low), cmp.Or(s.HighFreqFactor, v.High)
+	s.OriginalMaxPositions = cmp.Or(s.OriginalMaxPositions, v.Orig)
+	if s.LongFactor == nil {
+		s.LongFactor = v.Long
+	}
+	if s.ShortFactor == nil {
+		s.ShortFactor = v.Short
 	}
 	return nil
 }

@@ -78,10 +78,12 @@ func TestLongRoPE(t *testing.T) {
 	}
 }
 
-// TestScalingJSON: Phi-3's config.json spells rope_type "type"; both read.
+// TestScalingJSON: Phi-3's config.json spells rope_type "type", genie_config.json hyphenates the
+// keys; each reads.
 func TestScalingJSON(t *testing.T) {
 	for _, doc := range []string{`{"type":"longrope","short_factor":[1],"long_factor":[2]}`,
-		`{"rope_type":"longrope","short_factor":[1],"long_factor":[2]}`} {
+		`{"rope_type":"longrope","short_factor":[1],"long_factor":[2]}`,
+		`{"rope-type":"longrope","short-factor":[1],"long-factor":[2]}`} {
 		var s Scaling
 		if err := json.Unmarshal([]byte(doc), &s); err != nil {
 			t.Fatal(err)
@@ -89,6 +91,12 @@ func TestScalingJSON(t *testing.T) {
 		if s.Kind() != TypeLongRoPE || len(s.ShortFactor) != 1 || s.LongFactor[0] != 2 {
 			t.Errorf("%s: read %+v", doc, s)
 		}
+	}
+	var l Scaling
+	doc := `{"rope-type":"llama3","factor":8.0,"low-freq-factor":1.0,"high-freq-factor":4.0,"original-max-position-embeddings":8192}`
+	if err := json.Unmarshal([]byte(doc), &l); err != nil || l.Kind() != TypeLlama3 || l.Factor != 8 || l.LowFreqFactor != 1 ||
+		l.HighFreqFactor != 4 || l.OriginalMaxPositions != 8192 {
+		t.Errorf("%s: read %+v (%v)", doc, l, err)
 	}
 }
 
