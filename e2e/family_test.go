@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/internal/testjson"
 	"github.com/hexserve/hexserve/tokenizer"
 )
 
@@ -141,7 +142,8 @@ func phiTokenizer(t *testing.T) string {
 	return filepath.Join(dir, "tokenizer.json")
 }
 
-// TestPhi3Chat: the tiny Phi-3 model as a Genie bundle with Phi-3.5's tokenizer and chat template
+// TestPhi3Chat: the tiny Phi-3 model as a Genie bundle (4 parts) with AI Hub's published Phi-3.5
+// genie_config.json (publishedPhiConfig) and Phi-3.5's tokenizer and chat template
 // (phiTokenizer), scripted to say a reply and then <|end|>, answers a chat completion with that
 // reply, stopped by <|end|> (generation_config.json's end tokens).
 func TestPhi3Chat(t *testing.T) {
@@ -151,7 +153,9 @@ func TestPhi3Chat(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(tokPath), "chat_template.jinja")); err != nil {
 		t.Skip("no Phi-3.5 chat template in ../shared")
 	}
-	dir := mkmodelOnce(t, "--format", "genie", "--family", "phi3", "--preset", "tiny", "--name", "tiny", "--ctx", "512", "--tokenizer", tokPath)
+	dir := mkmodelOnce(t, "--format", "genie", "--family", "phi3", "--preset", "tiny", "--name", "tiny", "--ctx", "512",
+		"--parts", "4", "--tokenizer", tokPath)
+	publishedPhiConfig(t, dir)
 	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
 		t.Fatal(err)
@@ -186,4 +190,45 @@ func TestPhi3Chat(t *testing.T) {
 	if c := v.Choices[0]; strings.TrimSpace(c.Message.Content) != reply || c.FinishReason != "stop" || v.Usage.PromptTokens == 0 {
 		t.Errorf("reply %q (%s), %d prompt tokens; want %q, stop", c.Message.Content, c.FinishReason, v.Usage.PromptTokens, reply)
 	}
+}
+
+// publishedPhiConfig replaces dir's genie_config.json with AI Hub's published Phi-3.5-mini one
+// (../shared/genie/families), the tiny model's sizes put in: context 512, kv-dim and rope-dim from
+// its head, and its LongRoPE factors from its config.json. Without ../shared the test skips, and
+// fails under CI=true.
+func publishedPhiConfig(t *testing.T, dir string) {
+	b, err := os.ReadFile(filepath.Join(root, "..", "shared", "genie", "families", "phi_3_5_mini_instruct.genie_config.json"))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: AI Hub's Phi-3.5 genie_config.json is missing: %v", err)
+		}
+		t.Skipf("no ../shared copy of AI Hub's Phi-3.5 genie_config.json: %v", err)
+	}
+	var hf struct {
+		HeadDim int `json:"head_dim"`
+		Rope    struct {
+			Long  []float64 `json:"long_factor"`
+			Short []float64 `json:"short_factor"`
+		} `json:"rope_scaling"`
+	}
+	cb, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(cb, &hf)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "genie_config.json"), b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	testjson.Edit(t, filepath.Join(dir, "genie_config.json"), func(m map[string]any) {
+		d := m["dialog"].(map[string]any)
+		d["context"].(map[string]any)["size"] = 512
+		e := d["engine"].(map[string]any)
+		e["backend"].(map[string]any)["QnnHtp"].(map[string]any)["kv-dim"] = hf.HeadDim
+		pe := e["model"].(map[string]any)["positional-encoding"].(map[string]any)
+		pe["rope-dim"] = hf.HeadDim / 2
+		rs := pe["rope-scaling"].(map[string]any)
+		rs["long-factor"], rs["short-factor"] = hf.Rope.Long, hf.Rope.Short
+	})
 }
