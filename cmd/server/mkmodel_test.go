@@ -129,7 +129,7 @@ func TestMkmodelTinyDefaults(t *testing.T) {
 	}
 	s := b.Settings
 	if s.Contract != "qhexrt" || s.Mask != "additive" || s.NHeads != 4 || s.NKVHeads != 2 || s.PrefillWindow != 128 ||
-		s.RMSEps != 1e-5 || s.RopeScaling != bundle.DefaultRopeScaling() || !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009}) {
+		s.RMSEps != 1e-5 || !reflect.DeepEqual(s.RopeScaling, bundle.DefaultRopeScaling()) || !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009}) {
 		t.Errorf("settings: %+v", s)
 	}
 	for _, f := range []string{"LICENSE", "NOTICE", "tokenizer.json"} {
@@ -521,7 +521,7 @@ func TestMkmodelCustomConfig(t *testing.T) {
 	}
 	s := b.Settings
 	if b.Manifest.Model.Name != "tinyllama-config" || s.NHeads != 2 || s.NKVHeads != 1 || s.BOS != 1 ||
-		!reflect.DeepEqual(s.EOSTokenIDs, []int{2}) || s.RopeScaling.RopeType != "default" || b.Manifest.Params.HeadDim != 16 {
+		!reflect.DeepEqual(s.EOSTokenIDs, []int{2}) || s.RopeScaling.Type != "default" || b.Manifest.Params.HeadDim != 16 {
 		t.Errorf("manifest %+v settings %+v", b.Manifest, s)
 	}
 	cfg, err := tinyllama.LoadConfig(cfgPath)
@@ -580,6 +580,67 @@ func TestMkmodelFamily(t *testing.T) {
 		}
 		if !fileExists(filepath.Join(out, "tokenizer_config.json")) {
 			t.Errorf("%s: tokenizer_config.json not copied", format)
+		}
+	}
+}
+
+// TestMkmodelPhi3: --family phi3 writes Phi-3.5's config.json (model_type phi3, LongRoPE short and
+// long factors, original_max_position_embeddings), its end tokens, and for Genie AI Hub's
+// phi_3_5_mini_instruct form: parts weight_sharing_model_k_of_N.serialized.bin, the eos list and
+// LongRoPE in rope-scaling.
+func TestMkmodelPhi3(t *testing.T) {
+	tokDir := t.TempDir()
+	for name, body := range map[string]string{"tokenizer.json": "{}", "LICENSE": "l"} {
+		if err := os.WriteFile(filepath.Join(tokDir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, format := range []string{"genie", "pte"} {
+		out := t.TempDir()
+		code, stdout, stderr := runMk(t, "--family", "phi3", "--preset", "tiny", "--format", format, "--ctx", "64",
+			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", filepath.Join(tokDir, "tokenizer.json"))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", format, code, stdout, stderr)
+		}
+		var hf struct {
+			ModelType string `json:"model_type"`
+			Orig      int    `json:"original_max_position_embeddings"`
+			KVHeads   int    `json:"num_key_value_heads"`
+			Scaling   struct {
+				Type         string    `json:"rope_type"`
+				Short []float64 `json:"short_factor"`
+			} `json:"rope_scaling"`
+		}
+		var gen struct {
+			EOS []int `json:"eos_token_id"`
+		}
+		for path, v := range map[string]any{"config.json": &hf, "generation_config.json": &gen} {
+			b, err := os.ReadFile(filepath.Join(out, path))
+			if err == nil {
+				err = json.Unmarshal(b, v)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", format, err)
+			}
+		}
+		if hf.ModelType != "phi3" || hf.Orig != 4096 || hf.KVHeads != 4 || hf.Scaling.Type != "longrope" || len(hf.Scaling.Short) != 8 {
+			t.Errorf("%s: config.json %+v", format, hf)
+		}
+		if !slices.Equal(gen.EOS, []int{32007, 32001, 32000}) {
+			t.Errorf("%s: generation_config.json eos_token_id %v", format, gen.EOS)
+		}
+		if format != "genie" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(out, "genie_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"weight_sharing_model_1_of_3.serialized.bin"`, `"eos-token": [`, `"rope-type": "longrope"`,
+			`"original-max-position-embeddings": 4096`, `"long-factor": [`, `"short-factor": [`, `"rope-dim": 8`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("genie_config.json lacks %s:\n%s", want, b)
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/internal/modelfile"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Contract and mask values.
@@ -32,9 +33,7 @@ var DefaultEOS = []int{128001, 128008, 128009}
 const DefaultBOS = 128000
 
 // DefaultRopeScaling is Llama-3.2's RoPE scaling.
-func DefaultRopeScaling() RopeScaling {
-	return RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
-}
+func DefaultRopeScaling() rope.Scaling { return *rope.Llama32() }
 
 // DefaultTensors are the tensor names hexserve mkmodel writes.
 func DefaultTensors() Tensors {
@@ -118,7 +117,7 @@ type Settings struct {
 	// the runner takes it from the prefill graph's x dims.
 	PrefillWindow int
 	RMSEps        float64
-	RopeScaling   RopeScaling
+	RopeScaling   rope.Scaling
 	EOSTokenIDs   []int // hexserve eos_token_ids (or DefaultEOS) plus params.eos_token_id
 	BOS           int
 	Tensors       Tensors // every name set
@@ -450,6 +449,9 @@ func settings(m *Manifest, h *Hexserve) (Settings, error) {
 	setFrom(&s.PrefillWindow, h.PrefillWindow)
 	setFrom(&s.RMSEps, h.RMSEps)
 	setFrom(&s.RopeScaling, h.RopeScaling)
+	if s.RopeScaling.Type == "" && s.RopeScaling.Factor > 0 { // a factor without a type has always been llama3's
+		s.RopeScaling.Type = rope.TypeLlama3
+	}
 	if h.Tensors != nil {
 		s.Tensors = mergeTensors(&s.Tensors, *h.Tensors)
 	}
@@ -488,7 +490,9 @@ func settings(m *Manifest, h *Hexserve) (Settings, error) {
 		return s, fmt.Errorf("hexserve.prefill_window %d outside [1, params.max_ctx %d]", s.PrefillWindow, p.MaxCtx)
 	case !(s.RMSEps > 0) || math.IsInf(s.RMSEps, 0):
 		return s, fmt.Errorf("hexserve.rms_eps must be positive, got %g", s.RMSEps)
-	case s.RopeScaling.RopeType == "llama3" && (!(s.RopeScaling.Factor > 0) || s.RopeScaling.HighFreqFactor <= s.RopeScaling.LowFreqFactor || s.RopeScaling.OriginalMaxPositionEmbeddings <= 0):
+	case s.RopeScaling.Kind() != "" && s.RopeScaling.Kind() != rope.TypeLlama3:
+		return s, fmt.Errorf("hexserve.rope_scaling.rope_type %q: a QHexRT bundle runs llama3 scaling or none", s.RopeScaling.Type)
+	case s.RopeScaling.Check(p.HeadDim) != nil:
 		return s, fmt.Errorf("hexserve.rope_scaling %+v is not a valid llama3 scaling", s.RopeScaling)
 	}
 	for _, t := range []struct{ key, v string }{{"past_k", s.Tensors.PastK}, {"past_v", s.Tensors.PastV}, {"new_k", s.Tensors.NewK}, {"new_v", s.Tensors.NewV}} {

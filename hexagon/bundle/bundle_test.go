@@ -146,7 +146,7 @@ func TestReadSeedStyle(t *testing.T) {
 	}
 	s := b.Settings
 	if s.Contract != "qhexrt" || s.Mask != "additive" || s.NHeads != 4 || s.NKVHeads != 2 || s.PrefillWindow != 0 ||
-		s.BOS != 128000 || s.RMSEps != 1e-5 || s.RopeScaling != DefaultRopeScaling() || s.Tensors != DefaultTensors() {
+		s.BOS != 128000 || s.RMSEps != 1e-5 || !reflect.DeepEqual(s.RopeScaling, DefaultRopeScaling()) || s.Tensors != DefaultTensors() {
 		t.Errorf("defaults: %+v", s)
 	}
 	if !reflect.DeepEqual(s.EOSTokenIDs, []int{128001, 128008, 128009, 128256}) {

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // SchemaVersion is the manifest envelope version this package reads and writes.
@@ -105,15 +107,15 @@ type Chat struct {
 // (nil or empty): a seed manifest has none of them, and the server config can
 // supply the same object as overrides.
 type Hexserve struct {
-	Contract      *string      `json:"contract,omitempty" yaml:"contract"`
-	NHeads        *int         `json:"n_heads,omitempty" yaml:"n_heads"`
-	NKVHeads      *int         `json:"n_kv_heads,omitempty" yaml:"n_kv_heads"`
-	PrefillWindow *int         `json:"prefill_window,omitempty" yaml:"prefill_window"`
-	RMSEps        *float64     `json:"rms_eps,omitempty" yaml:"rms_eps"`
-	RopeScaling   *RopeScaling `json:"rope_scaling,omitempty" yaml:"rope_scaling"`
-	EOSTokenIDs   []int        `json:"eos_token_ids,omitempty" yaml:"eos_token_ids"`
-	Mask          *string      `json:"mask,omitempty" yaml:"mask"`
-	Tensors       *Tensors     `json:"tensors,omitempty" yaml:"tensors"`
+	Contract      *string       `json:"contract,omitempty" yaml:"contract"`
+	NHeads        *int          `json:"n_heads,omitempty" yaml:"n_heads"`
+	NKVHeads      *int          `json:"n_kv_heads,omitempty" yaml:"n_kv_heads"`
+	PrefillWindow *int          `json:"prefill_window,omitempty" yaml:"prefill_window"`
+	RMSEps        *float64      `json:"rms_eps,omitempty" yaml:"rms_eps"`
+	RopeScaling   *rope.Scaling `json:"rope_scaling,omitempty" yaml:"rope_scaling"`
+	EOSTokenIDs   []int         `json:"eos_token_ids,omitempty" yaml:"eos_token_ids"`
+	Mask          *string       `json:"mask,omitempty" yaml:"mask"`
+	Tensors       *Tensors      `json:"tensors,omitempty" yaml:"tensors"`
 
 	Extra map[string]json.RawMessage `json:"-" yaml:"-"`
 }
@@ -152,15 +154,6 @@ func (h *Hexserve) Validate() error {
 		}
 	}
 	return nil
-}
-
-// RopeScaling is the Llama-3 RoPE scaling (Hugging Face `rope_scaling`).
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type" yaml:"rope_type"`
-	Factor                        float64 `json:"factor" yaml:"factor"`
-	LowFreqFactor                 float64 `json:"low_freq_factor" yaml:"low_freq_factor"`
-	HighFreqFactor                float64 `json:"high_freq_factor" yaml:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings" yaml:"original_max_position_embeddings"`
 }
 
 // Tensors binds graph tensor roles to names; `{i}` in the per-layer names is

@@ -8,12 +8,13 @@ import (
 )
 
 // TestFamilyGolden: each family's tiny model as a .pte with float16 weights and float32 KV and
-// logits (q/k norms, biases and θ 1e6 RoPE computed inside hostsim's graphs from the export's
-// header) reproduces the greedy tokens of its golden file (the float64 reference), over one and
+// logits (q/k norms, biases, θ 1e6 RoPE, and Phi-3's split fused weights and LongRoPE with its
+// attention factor, computed inside hostsim's graphs from the export's header and divisors)
+// reproduces the greedy tokens of its golden file (the float64 reference), over one and
 // two shards.
 func TestFamilyGolden(t *testing.T) {
 	rt := openRuntime(t)
-	for _, family := range []string{"qwen3", "qwen2"} {
+	for _, family := range []string{"qwen3", "qwen2", "phi3"} {
 		c, err := tinyllama.FamilyPreset(family, "tiny")
 		if err != nil {
 			t.Fatal(err)

@@ -72,14 +72,10 @@ func writePTE(t testing.TB, o pteOpts) string {
 		s.KRange, s.VRange = append(s.KRange, float32(1.25*r.K[l])), append(s.VRange, float32(1.25*r.V[l]))
 	}
 	s.LogitsRange, s.HiddenRange = float32(1.25*r.Logits), float32(1.25*r.Hidden)
-	rope := simfile.Rope{Theta: float32(c.RopeTheta), Factor: 1, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
-	if rs := c.RopeScaling; rs != nil {
-		rope = simfile.Rope{Theta: float32(c.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
-			HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}
-	}
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: o.ctx,
-		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(), Rope: rope}
+		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
+		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
 	p := filepath.Join(t.TempDir(), fmt.Sprintf("tiny-%d-%d-%d.pte", o.ctx, o.ar, o.shards))
 	f, err := os.Create(p)
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // ConfigFile is the file that makes a folder a Genie bundle.
@@ -88,13 +90,29 @@ type Sampler struct {
 	TopP *float64 `json:"top-p,omitempty"`
 }
 
-// Rope is the positional encoding: rope-dim frequencies, theta, and llama3 scaling (Factor 0: none).
+// Rope is the positional encoding: rope-dim frequencies, theta, and the scaling (nil: none).
 type Rope struct {
-	Dim                                   int
-	Theta                                 float64
-	Type                                  string
-	Factor, LowFreqFactor, HighFreqFactor float64
-	OriginalMaxPositions                  int
+	Dim     int
+	Theta   float64
+	Scaling *rope.Scaling
+}
+
+// equal reports whether r and o compute the same tables.
+func (r Rope) equal(o Rope) bool {
+	return r.Dim == o.Dim && r.Theta == o.Theta && reflect.DeepEqual(r.Scaling, o.Scaling)
+}
+
+// String describes r for inspect and the log.
+func (r Rope) String() string {
+	s := fmt.Sprintf("dim %d, theta %g", r.Dim, r.Theta)
+	switch sc := r.Scaling; sc.Kind() {
+	case rope.TypeLlama3:
+		s += fmt.Sprintf(", llama3 factor %g (low %g, high %g, original %d)", sc.Factor, sc.LowFreqFactor, sc.HighFreqFactor, sc.OriginalMaxPositions)
+	case rope.TypeLongRoPE:
+		s += fmt.Sprintf(", longrope factor %g over original %d (attention factor %.6g, %d short/long factors)",
+			sc.Factor, sc.OriginalMaxPositions, sc.Attention(), len(sc.ShortFactor))
+	}
+	return s
 }
 
 // HTPConfig is the part of htp_backend_ext_config.json hexserve maps onto its QNN calls.
@@ -158,16 +176,10 @@ type rawDialog struct {
 				CtxBins []string `json:"ctx-bins"`
 			} `json:"binary"`
 			PosEnc *struct {
-				Type    string  `json:"type"`
-				RopeDim int     `json:"rope-dim"`
-				Theta   float64 `json:"rope-theta"`
-				Scaling *struct {
-					Type   string  `json:"rope-type"`
-					Factor float64 `json:"factor"`
-					Low    float64 `json:"low-freq-factor"`
-					High   float64 `json:"high-freq-factor"`
-					Orig   int     `json:"original-max-position-embeddings"`
-				} `json:"rope-scaling"`
+				Type    string        `json:"type"`
+				RopeDim int           `json:"rope-dim"`
+				Theta   float64       `json:"rope-theta"`
+				Scaling *rope.Scaling `json:"rope-scaling"`
 			} `json:"positional-encoding"`
 		} `json:"model"`
 	} `json:"engine"`
@@ -452,13 +464,13 @@ func (k configCheck) rope(d *rawDialog) error {
 	const field = "dialog.engine.model.positional-encoding"
 	c.Rope = Rope{Dim: pe.RopeDim, Theta: pe.Theta}
 	if s := pe.Scaling; s != nil {
-		if s.Type != "llama3" {
-			return k.bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\"", s.Type)
+		if s.Type != rope.TypeLlama3 && s.Type != rope.TypeLongRoPE {
+			return k.bad("dialog.engine.model.positional-encoding.rope-scaling.rope-type", "%q: hexserve runs \"llama3\" or \"longrope\"", s.Type)
 		}
-		if s.Factor < 1 || s.High <= s.Low || s.Low <= 0 || s.Orig < 1 {
-			return k.bad("dialog.engine.model.positional-encoding.rope-scaling", "bad llama3 parameters")
+		c.Rope.Scaling = s
+		if err := c.Rope.Scaling.Check(2 * pe.RopeDim); err != nil {
+			return k.bad("dialog.engine.model.positional-encoding.rope-scaling", "%v", err)
 		}
-		c.Rope.Type, c.Rope.Factor, c.Rope.LowFreqFactor, c.Rope.HighFreqFactor, c.Rope.OriginalMaxPositions = s.Type, s.Factor, s.Low, s.High, s.Orig
 	}
 	return k.ropeRange(field, c.Rope)
 }
@@ -481,11 +493,19 @@ func ropeBounds(r Rope) *ropeError {
 		return &ropeError{"rope-dim", fmt.Sprintf("%d is more than hexserve supports (%d)", r.Dim, bundle.MaxHeadDim)}
 	case !(r.Theta >= MinRopeTheta && r.Theta <= MaxRopeTheta):
 		return &ropeError{"rope-theta", fmt.Sprintf("%g is outside %g…%g", r.Theta, MinRopeTheta, MaxRopeTheta)}
-	case r.Factor != 0 && !(r.Factor <= MaxRopeFactor && r.LowFreqFactor <= MaxRopeFactor && r.HighFreqFactor <= MaxRopeFactor):
+	}
+	s := r.Scaling
+	if s == nil {
+		return nil
+	}
+	switch {
+	case s.Factor != 0 && !(s.Factor <= MaxRopeFactor && s.LowFreqFactor <= MaxRopeFactor && s.HighFreqFactor <= MaxRopeFactor):
 		return &ropeError{"rope-scaling.factor", fmt.Sprintf("factor %g, low-freq-factor %g, high-freq-factor %g: each must be at most %d",
-			r.Factor, r.LowFreqFactor, r.HighFreqFactor, MaxRopeFactor)}
-	case r.OriginalMaxPositions > bundle.MaxContext:
-		return &ropeError{"rope-scaling.original-max-position-embeddings", fmt.Sprintf("%d is more than hexserve supports (%d)", r.OriginalMaxPositions, bundle.MaxContext)}
+			s.Factor, s.LowFreqFactor, s.HighFreqFactor, MaxRopeFactor)}
+	case s.OriginalMaxPositions > bundle.MaxContext:
+		return &ropeError{"rope-scaling.original-max-position-embeddings", fmt.Sprintf("%d is more than hexserve supports (%d)", s.OriginalMaxPositions, bundle.MaxContext)}
+	case slices.ContainsFunc(append(slices.Clone(s.ShortFactor), s.LongFactor...), func(f float64) bool { return f > MaxRopeFactor }):
+		return &ropeError{"rope-scaling.short-factor", fmt.Sprintf("a short- or long-factor is more than %d", MaxRopeFactor)}
 	}
 	return nil
 }
@@ -496,6 +516,7 @@ var Families = map[string]string{
 	"llama": "Llama 3.x: llama3-scaled RoPE",
 	"qwen2": "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
 	"qwen3": "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
+	"phi3":  "Phi-3 / Phi-3.5: fused qkv_proj and gate_up_proj (split in the graphs), no GQA, LongRoPE with its attention factor",
 }
 
 // refusedFamilies says why a known family is not served.
@@ -506,7 +527,6 @@ var refusedFamilies = map[string]string{
 	"gemma":       "Gemma's GeGLU MLP and scaled embedding are not supported",
 	"baichuan":    "Baichuan's ALiBi / W_pack attention is not supported",
 	"jais":        "JAIS's ALiBi positions and SwiGLU-GPT2 blocks are not supported",
-	"phi3":        "Phi-3.5's LongRoPE is not supported yet",
 	"granite":     "Granite's embedding, attention, residual and logits multipliers are not supported yet",
 	"mistral":     "Mistral is not supported yet",
 }
@@ -544,26 +564,34 @@ func FamilyOf(modelType string, archs []string) (string, error) {
 
 // hfConfig is what readHF reads of config.json.
 type hfConfig struct {
-	ModelType     string   `json:"model_type"`
-	Architectures []string `json:"architectures"`
-	RopeTheta     float64  `json:"rope_theta"`
-	HeadDim       int      `json:"head_dim"`
-	Hidden        int      `json:"hidden_size"`
-	Heads         int      `json:"num_attention_heads"`
-	KVHeads       int      `json:"num_key_value_heads"`
-	Vocab         int      `json:"vocab_size"`
-	Tied          *bool    `json:"tie_word_embeddings"`
-	Layers        int      `json:"num_hidden_layers"`
-	FFN           int      `json:"intermediate_size"`
-	Generated     string   `json:"hexserve_generated_weights"`
-	MaxPositions  int      `json:"max_position_embeddings"`
-	RopeScaling   *struct {
-		Type   string  `json:"rope_type"`
-		Factor float64 `json:"factor"`
-		Low    float64 `json:"low_freq_factor"`
-		High   float64 `json:"high_freq_factor"`
-		Orig   int     `json:"original_max_position_embeddings"`
-	} `json:"rope_scaling"`
+	ModelType     string        `json:"model_type"`
+	Architectures []string      `json:"architectures"`
+	RopeTheta     float64       `json:"rope_theta"`
+	HeadDim       int           `json:"head_dim"`
+	Hidden        int           `json:"hidden_size"`
+	Heads         int           `json:"num_attention_heads"`
+	KVHeads       int           `json:"num_key_value_heads"`
+	Vocab         int           `json:"vocab_size"`
+	Tied          *bool         `json:"tie_word_embeddings"`
+	Layers        int           `json:"num_hidden_layers"`
+	FFN           int           `json:"intermediate_size"`
+	Generated     string        `json:"hexserve_generated_weights"`
+	RopeScaling   *rope.Scaling `json:"rope_scaling"`
+	MaxPositions  int           `json:"max_position_embeddings"`
+	OrigPositions int           `json:"original_max_position_embeddings"` // Phi-3's, beside rope_scaling
+}
+
+// scaling is config.json's RoPE scaling with what Hugging Face derives filled in (as
+// tinyllama.Config.Rope): LongRoPE's factor and original context from the top-level
+// original_max_position_embeddings.
+func (hf hfConfig) scaling() *rope.Scaling {
+	s := hf.RopeScaling
+	if s.Kind() == rope.TypeLongRoPE && hf.OrigPositions > 0 {
+		c := *s
+		c.OriginalMaxPositions, c.Factor = hf.OrigPositions, float64(hf.MaxPositions)/float64(hf.OrigPositions)
+		return &c
+	}
+	return s
 }
 
 // readHF reads config.json: the family (refused with its reason when not served), the sizes the
@@ -599,21 +627,26 @@ func (c *BundleConfig) readHF() error {
 	if hf.RopeTheta > 0 {
 		hfRope.Theta = hf.RopeTheta
 	}
-	if rs := hf.RopeScaling; rs != nil && rs.Type == "llama3" && rs.Factor >= 1 && rs.High > rs.Low && rs.Low > 0 {
-		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = rs.Type, rs.Factor, rs.Low, rs.High, rs.Orig
-	} else if rs != nil && rs.Type != "" && rs.Type != "default" {
-		return fmt.Errorf("genie: %s: rope_scaling.rope_type %q is not supported (hexserve runs llama3 scaling or none)", path, rs.Type)
-	} else if c.Family != "llama" {
-		hfRope.Type, hfRope.Factor, hfRope.LowFreqFactor, hfRope.HighFreqFactor, hfRope.OriginalMaxPositions = "", 0, 0, 0, 0
-	} else {
+	rs := hf.scaling()
+	switch kind := rs.Kind(); {
+	case kind == rope.TypeLlama3 || kind == rope.TypeLongRoPE:
+		if err := rs.Check(2 * c.Rope.Dim); err != nil {
+			return fmt.Errorf("genie: %s: rope_scaling: %v", path, err)
+		}
+		hfRope.Scaling = rs
+	case kind != "":
+		return fmt.Errorf("genie: %s: rope_scaling.rope_type %q is not supported (hexserve runs llama3, longrope or none)", path, rs.Type)
+	case c.Family != "llama":
+		hfRope.Scaling = nil
+	default:
 		return nil // a Llama config.json without llama3 scaling: genie_config's RoPE stands, as before
 	}
 	if e := ropeBounds(hfRope); e != nil {
 		return fmt.Errorf("genie: %s: rope_scaling: %s", path, e.msg)
 	}
-	if hfRope != c.Rope {
-		c.RopeNote = fmt.Sprintf("config.json's rope scaling (theta %g, %q factor %g) differs from genie_config.json's (theta %g, %q factor %g): following config.json, as the checkpoint was calibrated with it",
-			hfRope.Theta, hfRope.Type, hfRope.Factor, c.Rope.Theta, c.Rope.Type, c.Rope.Factor)
+	if !hfRope.equal(c.Rope) {
+		c.RopeNote = fmt.Sprintf("config.json's rope scaling (%s) differs from genie_config.json's (%s): following config.json, as the checkpoint was calibrated with it",
+			hfRope, c.Rope)
 	}
 	c.Rope = hfRope
 	return nil

@@ -3,6 +3,7 @@ package genie
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,22 +35,31 @@ func writeFamily(t testing.TB, family, precision string) (string, tinyllama.Conf
 }
 
 // TestFamilies: each family's tiny model, f32, gives the float64 reference's logits (q/k norms,
-// biases, head_dim ≠ hidden/heads, θ 1e6 RoPE tables computed by the runner from config.json)
-// through a prompt chunk and decode rows, and its greedy continuation equals the reference's.
+// biases, head_dim ≠ hidden/heads, θ 1e6 RoPE tables, Phi-3's split fused weights and LongRoPE
+// tables with the attention factor, computed by the runner from config.json) through a prompt
+// chunk and decode rows, and its greedy continuation equals the reference's.
 func TestFamilies(t *testing.T) {
 	rt := openRuntime(t)
-	for _, family := range []string{"qwen3", "qwen2"} {
+	for _, tc := range []struct {
+		family  string
+		theta   float64
+		scaling string
+	}{{"qwen3", 1e6, ""}, {"qwen2", 1e6, ""}, {"phi3", 1e4, "longrope"}} {
+		family := tc.family
 		t.Run(family, func(t *testing.T) {
 			dir, c := writeFamily(t, family, "f32")
 			r := openRunner(t, rt, dir)
-			if r.bc.Family != family || r.bc.Rope.Theta != 1e6 || r.bc.Rope.Factor != 0 {
-				t.Fatalf("family %q rope %+v, want %s with plain θ 1e6", r.bc.Family, r.bc.Rope, family)
+			if r.bc.Family != family || r.bc.Rope.Theta != tc.theta || r.bc.Rope.Scaling.Kind() != tc.scaling {
+				t.Fatalf("family %q rope %v, want %s with θ %g, scaling %q", r.bc.Family, r.bc.Rope, family, tc.theta, tc.scaling)
 			}
 			m, err := tinyllama.NewModel(c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			toks := []int32{151643, 9707, 11, 1879, 0, 576, 3974, 13876, 38835, 34208, 916}
+			for i := range toks {
+				toks[i] %= int32(c.VocabSize)
+			}
 			s := m.NewSession()
 			id, err := r.Open(testCtx - 1)
 			if err != nil {
@@ -102,7 +112,9 @@ func TestFamilyRefused(t *testing.T) {
 		{"head_dim", map[string]any{"head_dim": 16}, "head_dim is 16 but the binaries' KV tensors have head dim 32"},
 		{"kv heads", map[string]any{"num_key_value_heads": 4}, "num_key_value_heads is 4 but the binaries' KV tensors have 2 heads"},
 		{"vocab", map[string]any{"vocab_size": 1000}, "vocab_size is 1000 but the logits have 151936 entries"},
-		{"longrope", map[string]any{"rope_scaling": map[string]any{"rope_type": "longrope"}}, `rope_type "longrope" is not supported`},
+		{"yarn", map[string]any{"rope_scaling": map[string]any{"rope_type": "yarn"}}, `rope_type "yarn" is not supported`},
+		{"longrope", map[string]any{"rope_scaling": map[string]any{"rope_type": "longrope", "short_factor": []float64{1}}},
+			"short_factor has 1 values, want head_dim/2 = 16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, _ := writeFamily(t, "qwen3", "f32")
@@ -116,5 +128,76 @@ func TestFamilyRefused(t *testing.T) {
 				t.Fatalf("Open: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPublishedPhiConfig: AI Hub's published Phi-3.5-mini genie_config.json
+// (../shared/genie/families: parts named weight_sharing_model_k_of_4.serialized.bin, an eos-token
+// list, kv-dim, rope-dim and LongRoPE in rope-scaling with long- and short-factor lists), with the
+// tiny Phi-3 model's sizes put in, loads beside that model's four parts and decodes the float64
+// reference's greedy tokens.
+func TestPublishedPhiConfig(t *testing.T) {
+	pub := filepath.Join("..", "..", "..", "shared", "genie", "families", "phi_3_5_mini_instruct.genie_config.json")
+	if _, err := os.Stat(pub); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: AI Hub's Phi-3.5 genie_config.json is missing (%v)", err)
+		}
+		t.Skipf("no ../shared copy of AI Hub's Phi-3.5 genie_config.json (%v)", err)
+	}
+	c, err := tinyllama.FamilyPreset("phi3", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := geniesim.Write(dir, geniesim.Options{Config: c, Name: "phi", Precision: "f32", Weights: simfile.WeightF16,
+		Parts: 4, PromptAR: testAR, Ctx: testCtx}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pub)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "genie_config.json"), b, 0o644)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Rope()
+	testjson.Edit(t, filepath.Join(dir, "genie_config.json"), func(m map[string]any) {
+		d := m["dialog"].(map[string]any)
+		d["context"].(map[string]any)["size"] = testCtx
+		e := d["engine"].(map[string]any)
+		e["backend"].(map[string]any)["QnnHtp"].(map[string]any)["kv-dim"] = c.HeadDim
+		pe := e["model"].(map[string]any)["positional-encoding"].(map[string]any)
+		pe["rope-dim"] = c.HeadDim / 2
+		rs := pe["rope-scaling"].(map[string]any)
+		rs["long-factor"], rs["short-factor"] = s.LongFactor, s.ShortFactor
+	})
+	r := openRunner(t, openRuntime(t), dir)
+	if got := r.bc.EOS; !slices.Equal(got, []int32{32007, 32001, 32000}) || r.bc.Rope.Scaling.Kind() != "longrope" || r.bc.RopeNote != "" {
+		t.Fatalf("eos %v, rope %v (note %q): want the published eos list and LongRoPE, agreeing with config.json", got, r.bc.Rope, r.bc.RopeNote)
+	}
+	m, err := tinyllama.NewModel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := m.Greedy([]int{1, 32010, 1724, 338, 29871, 29906, 718}, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.Open(testCtx - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(id)
+	toks := []int32{1, 32010, 1724, 338, 29871, 29906, 718}
+	l := step(t, r, inference.Run{Seq: id, Start: 0, Tokens: toks})[0]
+	for i, want := range gs {
+		got := argmax(l[len(l)-1])
+		if got != want {
+			t.Fatalf("greedy step %d: %d, reference %d", i, got, want)
+		}
+		l = step(t, r, inference.Run{Seq: id, Start: len(toks) + i, Tokens: []int32{int32(got)}})[0]
 	}
 }

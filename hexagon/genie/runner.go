@@ -28,7 +28,6 @@ import (
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/modelfile"
-	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // Config configures Open.
@@ -64,6 +63,7 @@ type Runner struct {
 	slots                       int       // pool slots: CL − min AR (the AR-1 graphs' past)
 	rope                        []float32 // [CL][half] cos then [CL][half] sin
 	inv                         []float64 // the half RoPE frequencies
+	ropeAF                      float64   // cos and sin times it (LongRoPE's attention factor; else 1)
 	half                        int
 
 	writes []slotpool.Write // run's scratch
@@ -628,17 +628,14 @@ func (r *Runner) setupGraph(g *arGraph) error {
 	return nil
 }
 
-// ropeTable is cos and sin of position·inv_freq for every position of the window, with Llama-3
-// scaling, in float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies:
+// ropeTable is cos and sin of position·inv_freq for every position of the window, under the
+// bundle's scaling (LongRoPE: the factors for the context CL, and cos and sin times the attention
+// factor), in float64 rounded to float32 (RoPE applied split-half, d/2 unique frequencies:
 // docs/genie.md).
 func (r *Runner) ropeTable() {
 	rp := r.bc.Rope
-	var s *rope.Llama3
-	if rp.Factor >= 1 && rp.OriginalMaxPositions > 0 {
-		s = &rope.Llama3{Factor: rp.Factor, LowFreqFactor: rp.LowFreqFactor, HighFreqFactor: rp.HighFreqFactor,
-			OriginalMaxPositions: float64(rp.OriginalMaxPositions)}
-	}
-	r.inv = rope.InvFreq(r.hd, rp.Theta, s) // r.half of them: check made r.hd = 2·r.half
+	r.inv = rp.Scaling.InvFreq(r.hd, rp.Theta, r.cl) // r.half of them: check made r.hd = 2·r.half
+	r.ropeAF = rp.Scaling.Attention()
 	r.rope = make([]float32, 2*r.cl*r.half)
 	for p := range r.cl {
 		r.ropeAngles(p, r.rope[p*r.half:(p+1)*r.half], r.rope[(r.cl+p)*r.half:(r.cl+p+1)*r.half])
@@ -659,7 +656,7 @@ func (r *Runner) ropeRow(p int, cos, sin []float32) {
 func (r *Runner) ropeAngles(p int, cos, sin []float32) {
 	for i, f := range r.inv {
 		a := float64(p) * f
-		cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+		cos[i], sin[i] = float32(math.Cos(a)*r.ropeAF), float32(math.Sin(a)*r.ropeAF)
 	}
 }
 

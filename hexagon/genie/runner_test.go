@@ -466,7 +466,7 @@ func TestBadBundles(t *testing.T) {
 		}, []string{"config.json", "model_type", `"gemma3"`, "sliding-window attention is not supported"}},
 		{"unknown family", "f32", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures":["PlamoForCausalLM"]}`), 0o644)
-		}, []string{"config.json", `"plamo"`, "llama, qwen2, qwen3"}},
+		}, []string{"config.json", `"plamo"`, "llama, phi3, qwen2, qwen3"}},
 		{"truncated binary", "f32", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, geniesim.PartFile("tiny", 3, 3))
 			st, _ := os.Stat(p)

@@ -78,6 +78,8 @@ const hs_weight_ref *hs_find_weight(const hs_desc *d, const char *name) {
 
 void hs_desc_free(hs_desc *d) {
   if (!d) return;
+  free(d->rope_ext);
+  d->rope_ext = NULL;
   for (uint32_t g = 0; d->graphs && g < d->ngraphs; g++) {
     hs_graph *gr = &d->graphs[g];
     free(gr->name);
@@ -358,6 +360,18 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
       goto bad;
     }
     if (check_weight_shape(d, w, e, errlen)) goto bad;
+    if ((d->flags & HS_FLAG_LONGROPE) && !strcmp(w->name, "rope.ext_factor")) {
+      if (w->storage != HS_W_F32 || w->rows != 1 || w->cols != d->head_dim / 2) {
+        hs_fail(e, errlen, "weight rope.ext_factor is [%u,%u] (storage %u), want float32 [1,%u]", w->rows, w->cols,
+                w->storage, d->head_dim / 2);
+        goto bad;
+      }
+      d->rope_ext = malloc(sizeof(float) * w->cols);
+      if (!d->rope_ext) goto malformed;
+      memcpy(d->rope_ext, buf + w->off, sizeof(float) * w->cols);
+      for (uint32_t j = 0; j < w->cols; j++)
+        if (!(d->rope_ext[j] > 0)) { hs_fail(e, errlen, "rope.ext_factor[%u] = %g, want > 0", j, d->rope_ext[j]); goto bad; }
+    }
   }
   for (uint32_t g = 0; g < d->ngraphs; g++)
     if (check_graph(d, &d->graphs[g], e, errlen)) goto bad;

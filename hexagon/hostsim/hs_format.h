@@ -51,7 +51,10 @@ typedef struct {
 #define HS_FLAG_TIED 1u
 #define HS_FLAG_QKNORM 2u
 #define HS_FLAG_QKVBIAS 4u
-#define HS_FLAGS_KNOWN 7u
+/* LongRoPE (Phi-3) in the ExecuTorch graphs: inv_freq[i] = 1/(ext[i]·θ^(2i/D)) with ext the weight
+ * rope.ext_factor [1,D/2] (float32, first shard), cos and sin times the header's factor field. */
+#define HS_FLAG_LONGROPE 8u
+#define HS_FLAGS_KNOWN 15u
 
 typedef struct {
   uint32_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
@@ -64,6 +67,7 @@ typedef struct {
   /* ExecuTorch graphs (header bytes 96..123): shard layout and RoPE */
   uint32_t layer0, shards, rope_orig;
   float rope_theta, rope_factor, rope_lo, rope_hi;
+  float *rope_ext; /* HS_FLAG_LONGROPE: rope.ext_factor's D/2 values when the file holds it, else NULL */
 } hs_desc;
 
 /* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */

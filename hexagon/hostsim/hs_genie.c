@@ -165,18 +165,20 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
   }
   hs_load(&g->in[io.cos], in[io.cos], 0, (size_t)AR * half, ch);
   hs_load(&g->in[io.sin], in[io.sin], 0, (size_t)AR * half, shh);
+  /* cos and sin are a rotation, scaled under LongRoPE (header flag 8) by its attention factor. */
+  float nominal = (d->flags & HS_FLAG_LONGROPE) ? d->rope_factor : 1.0f, bound = nominal * 1.001f, r2 = nominal * nominal;
   for (int i = 0; i < AR; i++)
     for (int j = 0; j < half; j++) {
       float c = ch[(size_t)i * half + j], s = shh[(size_t)i * half + j];
-      if (!(fabsf(c) <= 1.001f) || !(fabsf(s) <= 1.001f)) {
-        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n, "graph %s: row %d: cos/sin[%d] = %g/%g is outside [-1, 1]",
-                     g->name, i, j, (double)c, (double)s);
+      if (!(fabsf(c) <= bound) || !(fabsf(s) <= bound)) {
+        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n, "graph %s: row %d: cos/sin[%d] = %g/%g is outside [-%g, %g]",
+                     g->name, i, j, (double)c, (double)s, (double)nominal, (double)nominal);
         goto done;
       }
-      if (live[i] && fabsf(c * c + s * s - 1) > 0.02f) {
+      if (live[i] && fabsf(c * c + s * s - r2) > 0.02f * r2) {
         code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n,
-                     "graph %s: row %d: cos/sin[%d] = %g/%g is not a rotation (cos^2 + sin^2 = %g)", g->name, i, j,
-                     (double)c, (double)s, (double)(c * c + s * s));
+                     "graph %s: row %d: cos/sin[%d] = %g/%g is not a rotation (cos^2 + sin^2 = %g, want %g)", g->name, i, j,
+                     (double)c, (double)s, (double)(c * c + s * s), (double)r2);
         goto done;
       }
     }

@@ -23,9 +23,14 @@ static uint32_t efail(uint32_t code, char *err, size_t n, const char *fmt, ...) 
   return code;
 }
 
-/* inv_freq with Llama-3 scaling (a factor of 1 leaves plain RoPE), in double like the reference. */
+/* inv_freq with Llama-3 scaling (a factor of 1 leaves plain RoPE) or LongRoPE's divisors, in double like the
+ * reference. */
 static void inv_freq(const hs_desc *d, double *out) {
   int hd = (int)d->head_dim;
+  if (d->flags & HS_FLAG_LONGROPE) {
+    for (int i = 0; i < hd / 2; i++) out[i] = 1.0 / ((double)d->rope_ext[i] * pow((double)d->rope_theta, (double)(2 * i) / hd));
+    return;
+  }
   double orig = d->rope_orig, lo = d->rope_lo, hi = d->rope_hi, factor = d->rope_factor;
   double low_wave = orig / lo, high_wave = orig / hi;
   for (int i = 0; i < hd / 2; i++) {
@@ -202,13 +207,14 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
 
   if (io.first) {
     const int32_t *tok = in[io.tokens], *pos = in[io.pos];
+    double af = (d->flags & HS_FLAG_LONGROPE) ? (double)d->rope_factor : 1.0; /* LongRoPE's attention factor */
     for (int a = 0; a < nl; a++) {
       int i = live[a];
       hs_mat_row(&m->embed, (uint32_t)tok[i], x + (size_t)i * H);
       for (int j = 0; j < half; j++) {
         double ang = (double)pos[i] * inv[j];
-        ch[(size_t)i * half + j] = (float)cos(ang);
-        shh[(size_t)i * half + j] = (float)sin(ang);
+        ch[(size_t)i * half + j] = (float)(cos(ang) * af);
+        shh[(size_t)i * half + j] = (float)(sin(ang) * af);
       }
     }
   } else {

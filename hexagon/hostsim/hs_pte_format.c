@@ -83,7 +83,9 @@ int hs_et_check(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
   if (!L) return hs_fail(err, n, "graph %s: an ExecuTorch shard needs at least one layer", g->name);
   if (!AR || AR >= CL) return hs_fail(err, n, "graph %s: AR %u must be in [1, ctx %u)", g->name, AR, CL);
   if (g->kind == HS_KIND_ET_DECODE && AR != 1) return hs_fail(err, n, "graph %s: kv_forward has AR 1, not %u", g->name, AR);
-  if (!(d->rope_theta > 0) || !(d->rope_factor >= 1) || !(d->rope_hi > d->rope_lo) || !(d->rope_lo > 0) || !d->rope_orig)
+  int longrope = (d->flags & HS_FLAG_LONGROPE) != 0;
+  if (!(d->rope_theta > 0) || !(d->rope_factor >= 1) || !d->rope_orig ||
+      (!longrope && (!(d->rope_hi > d->rope_lo) || !(d->rope_lo > 0))))
     return hs_fail(err, n, "graph %s: bad RoPE parameters in header", g->name);
   if (!d->shards || d->layer0 >= 100000) return hs_fail(err, n, "graph %s: bad shard fields in header", g->name);
   if (hs_et_bind(d, g, &io, err, n)) return -1;
@@ -97,6 +99,7 @@ int hs_et_check(const hs_desc *d, const hs_graph *g, char *err, size_t n) {
   if (io.first) {
     if (io.pos < 0) { hs_fail(err, n, "graph %s: tokens without input_pos", g->name); goto out; }
     if (io.h >= 0 || io.cos >= 0 || io.sin >= 0) { hs_fail(err, n, "graph %s: a first shard takes no hidden_state/freqs", g->name); goto out; }
+    if (longrope && !d->rope_ext) { hs_fail(err, n, "graph %s: LongRoPE (header flag 8) without the weight rope.ext_factor", g->name); goto out; }
     uint32_t td[2] = {1, AR};
     if (hs_want(g, &g->in[io.tokens], 2, td, t_int, err, n) || hs_want(g, &g->in[io.pos], 2, td, t_int, err, n)) goto out;
     nin += 2;

@@ -4,31 +4,7 @@ import (
 	"math"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
-	"github.com/hexserve/hexserve/internal/rope"
 )
-
-// RopeScaling is the Llama-3 frequency scaling of RoPE (Hugging Face's
-// rope_scaling with rope_type "llama3"). A zero Factor means no scaling.
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type"`
-	Factor                        float64 `json:"factor"`
-	LowFreqFactor                 float64 `json:"low_freq_factor"`
-	HighFreqFactor                float64 `json:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings float64 `json:"original_max_position_embeddings"`
-}
-
-// Llama32Scaling is the RoPE scaling of Llama-3.2.
-var Llama32Scaling = RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
-
-// InvFreq returns the headDim/2 RoPE inverse frequencies for theta, with the
-// Llama-3 scaling applied (as Hugging Face's _compute_llama3_parameters).
-func InvFreq(headDim int, theta float64, s RopeScaling) []float64 {
-	if s.Factor == 0 || (s.RopeType != "" && s.RopeType != "llama3") {
-		return rope.InvFreq(headDim, theta, nil)
-	}
-	return rope.InvFreq(headDim, theta, &rope.Llama3{Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-		HighFreqFactor: s.HighFreqFactor, OriginalMaxPositions: s.OriginalMaxPositionEmbeddings})
-}
 
 // ropeRow writes the full-width cos and sin rows for position pos in the
 // rotate-half layout: columns d and d+D/2 hold the angle pos·inv[d].

@@ -238,7 +238,7 @@ func (r *Runner) allocate() error {
 		r.kvK, r.kvV = append(r.kvK, k), append(r.kvV, v)
 	}
 
-	inv := InvFreq(s.headDim, s.theta, s.scaling)
+	inv := s.scaling.InvFreq(s.headDim, s.theta, s.ctx)
 	for _, g := range []*graphIO{pre, dec} {
 		if pre.rope != nil && g != pre && pre.cos.Elem.Same(g.cos.Elem) {
 			g.rope = pre.rope

@@ -176,8 +176,7 @@ func writeShapeBundle(t testing.TB, root string, c tinyllama.Config, contract si
 		}
 	}
 	s := c.RopeScaling
-	rs := bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-		HighFreqFactor: s.HighFreqFactor, OriginalMaxPositionEmbeddings: s.OriginalMaxPositionEmbeddings}
+	rs := *s
 	tensors := bundle.DefaultTensors()
 	nh, nkv, eps, mask, bos := c.NumAttentionHeads, c.NumKeyValueHeads, c.RMSNormEps, string(graphio.MaskAdditive), c.BOSTokenID
 	m := &bundle.Manifest{

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // The graph contracts a bundle may follow (docs/architecture.md, "The graph contract").
@@ -34,7 +35,7 @@ type spec struct {
 	name                                       string
 	hidden, vocab, layers, ctx, kvDim, headDim int
 	theta                                      float64
-	scaling                                    RopeScaling
+	scaling                                    rope.Scaling
 	contract                                   string
 	mask                                       graphio.MaskEncoding
 	window                                     int // 0: from the prefill graph's x
@@ -49,12 +50,10 @@ type spec struct {
 // newSpec takes the runner's view of a bundle read by bundle.ReadWith.
 func newSpec(b *bundle.Bundle) (*spec, error) {
 	p, st := b.Manifest.Params, b.Settings
-	r := st.RopeScaling
 	s := &spec{
 		name: b.Manifest.Model.Name, hidden: p.Hidden, vocab: p.Vocab, layers: p.NLayers, ctx: p.MaxCtx,
 		kvDim: p.KVDim, headDim: p.HeadDim, theta: p.RopeTheta, maxPositions: p.MaxPositions,
-		scaling: RopeScaling{RopeType: r.RopeType, Factor: r.Factor, LowFreqFactor: r.LowFreqFactor,
-			HighFreqFactor: r.HighFreqFactor, OriginalMaxPositionEmbeddings: float64(r.OriginalMaxPositionEmbeddings)},
+		scaling:  st.RopeScaling,
 		contract: st.Contract, mask: graphio.MaskEncoding(st.Mask), window: st.PrefillWindow,
 		names: st.Tensors, embed: b.Embed, bos: int32(st.BOS),
 		graphs: [nRoles]graphRef{{b.PrefillBin, st.Graphs.Prefill}, {b.DecodeBin, st.Graphs.Decode}, {b.LMHeadBin, st.Graphs.LMHead}},

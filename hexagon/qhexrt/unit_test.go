@@ -12,6 +12,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 func TestInvFreqTiny(t *testing.T) {
@@ -23,7 +24,7 @@ func TestInvFreqTiny(t *testing.T) {
 		InvFreq []float64 `json:"inv_freq"`
 	}
 	readJSON(t, "golden_tiny_public.json", &g)
-	got := InvFreq(g.Config.HeadDim, g.Config.RopeTheta, Llama32Scaling)
+	got := rope.Llama32().InvFreq(g.Config.HeadDim, g.Config.RopeTheta, 131072)
 	if len(got) != len(g.InvFreq) {
 		t.Fatalf("%d frequencies, want %d", len(got), len(g.InvFreq))
 	}
@@ -38,12 +39,12 @@ func TestRopeLlama32(t *testing.T) {
 	var g struct {
 		HeadDim     int                                     `json:"head_dim"`
 		RopeTheta   float64                                 `json:"rope_theta"`
-		RopeScaling RopeScaling                             `json:"rope_scaling"`
+		RopeScaling rope.Scaling                            `json:"rope_scaling"`
 		InvFreq     []float64                               `json:"inv_freq"`
 		ByPos       map[string]struct{ Cos, Sin []float64 } `json:"cos_sin_by_position"`
 	}
 	readJSON(t, "rope_llama32_1b.json", &g)
-	inv := InvFreq(g.HeadDim, g.RopeTheta, g.RopeScaling)
+	inv := g.RopeScaling.InvFreq(g.HeadDim, g.RopeTheta, 131072)
 	for i := range inv {
 		if math.Abs(inv[i]-g.InvFreq[i]) > 1e-12 {
 			t.Errorf("inv_freq[%d] = %g, want %g", i, inv[i], g.InvFreq[i])

@@ -24,12 +24,10 @@ const (
 
 // etHyper is the whole tiny model's header with its RoPE.
 func etHyper(c tinyllama.Config) simfile.Hyper {
-	rs := c.RopeScaling
 	return simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: etCL,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings,
-		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
-			HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}}
+		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
 }
 
 // etSpec builds a spec with ranges calibrated on the reference (25% headroom).

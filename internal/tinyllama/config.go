@@ -13,46 +13,46 @@ import (
 	"os"
 	"slices"
 	"strings"
-)
 
-// RopeScaling is the Hugging Face `rope_scaling` object (Llama-3 style).
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type"`
-	Factor                        float64 `json:"factor"`
-	LowFreqFactor                 float64 `json:"low_freq_factor"`
-	HighFreqFactor                float64 `json:"high_freq_factor"`
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
-}
+	"github.com/hexserve/hexserve/internal/rope"
+)
 
 // Config is a Hugging Face Llama `config.json` plus the SPEC's `init_seed`.
 type Config struct {
-	Architectures         []string     `json:"architectures,omitempty"`
-	ModelType             string       `json:"model_type,omitempty"`
-	VocabSize             int          `json:"vocab_size"`
-	RMSNormEps            float64      `json:"rms_norm_eps"`
-	RopeTheta             float64      `json:"rope_theta"`
-	RopeScaling           *RopeScaling `json:"rope_scaling,omitempty"`
-	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
-	TieWordEmbeddings     bool         `json:"tie_word_embeddings"`
-	BOSTokenID            int          `json:"bos_token_id"`
-	EOSTokenIDs           TokenIDs     `json:"eos_token_id"`
-	HiddenAct             string       `json:"hidden_act,omitempty"`
-	HiddenSize            int          `json:"hidden_size"`
-	IntermediateSize      int          `json:"intermediate_size"`
-	NumHiddenLayers       int          `json:"num_hidden_layers"`
-	NumAttentionHeads     int          `json:"num_attention_heads"`
-	NumKeyValueHeads      int          `json:"num_key_value_heads"`
-	HeadDim               int          `json:"head_dim"`
+	Architectures         []string      `json:"architectures,omitempty"`
+	ModelType             string        `json:"model_type,omitempty"`
+	VocabSize             int           `json:"vocab_size"`
+	RMSNormEps            float64       `json:"rms_norm_eps"`
+	RopeTheta             float64       `json:"rope_theta"`
+	RopeScaling           *rope.Scaling `json:"rope_scaling,omitempty"`
+	MaxPositionEmbeddings int           `json:"max_position_embeddings"`
+	// OriginalMaxPositionEmbeddings is Phi-3's pretraining context, beside rope_scaling: LongRoPE's
+	// factor is max_position_embeddings over it (Rope).
+	OriginalMaxPositionEmbeddings int      `json:"original_max_position_embeddings,omitempty"`
+	TieWordEmbeddings             bool     `json:"tie_word_embeddings"`
+	BOSTokenID                    int      `json:"bos_token_id"`
+	EOSTokenIDs                   TokenIDs `json:"eos_token_id"`
+	HiddenAct                     string   `json:"hidden_act,omitempty"`
+	HiddenSize                    int      `json:"hidden_size"`
+	IntermediateSize              int      `json:"intermediate_size"`
+	NumHiddenLayers               int      `json:"num_hidden_layers"`
+	NumAttentionHeads             int      `json:"num_attention_heads"`
+	NumKeyValueHeads              int      `json:"num_key_value_heads"`
+	HeadDim                       int      `json:"head_dim"`
 	// AttentionBias is Qwen2's q/k/v projection bias (o_proj has none).
 	AttentionBias bool   `json:"attention_bias,omitempty"`
 	InitSeed      uint64 `json:"init_seed"`
 }
 
 // Families lists the model_type values whose graphs these models cover.
-var Families = []string{"llama", "qwen2", "qwen3"}
+var Families = []string{"llama", "qwen2", "qwen3", "phi3"}
 
 // QKNorm reports Qwen3's per-head RMSNorm of q and k (q_norm, k_norm over head_dim) before RoPE.
 func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
+
+// Fused reports Phi-3's fused checkpoint tensors: self_attn.qkv_proj (q, k, v rows in that order)
+// and mlp.gate_up_proj (gate rows, then up rows), which the graphs see split.
+func (c Config) Fused() bool { return c.ModelType == "phi3" }
 
 // QKVBias reports biases on the q, k and v projections (Qwen2).
 func (c Config) QKVBias() bool { return c.AttentionBias }
@@ -84,10 +84,6 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func llama3Scaling() *RopeScaling {
-	return &RopeScaling{RopeType: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
-}
-
 func base() Config {
 	return Config{
 		Architectures:         []string{"LlamaForCausalLM"},
@@ -95,7 +91,7 @@ func base() Config {
 		VocabSize:             128256,
 		RMSNormEps:            1e-5,
 		RopeTheta:             500000,
-		RopeScaling:           llama3Scaling(),
+		RopeScaling:           rope.Llama32(),
 		MaxPositionEmbeddings: 131072,
 		TieWordEmbeddings:     true,
 		BOSTokenID:            128000,
@@ -179,6 +175,72 @@ func Qwen2(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config
 	return c
 }
 
+// phi35Short and phi35Long are Phi-3.5-mini-instruct's LongRoPE factors (config.json
+// rope_scaling short_factor / long_factor, 48 = head_dim/2 values).
+var (
+	phi35Short = []float64{1, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842,
+		1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979,
+		1.0999999046325684, 1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662,
+		1.2899998426437378, 1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083,
+		1.8499997854232788, 1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745,
+		2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+		2.0199997425079346, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+		2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+		2.0799996852874756, 2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533,
+		2.729999542236328, 2.749999523162842, 2.8399994373321533}
+	phi35Long = []float64{1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601,
+		1.5899999141693115, 1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863,
+		3.2300000190734863, 4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789,
+		12.199999809265137, 17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578,
+		30.840002059936523, 32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992,
+		50.340003967285156, 50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992,
+		60.1400032043457, 62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457,
+		63.1400032043457, 63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125,
+		64.02999877929688, 64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938,
+		64.4800033569336, 64.51000213623047, 64.52999877929688, 64.83999633789062}
+)
+
+// Phi3 returns the Phi-3 / Phi-3.5 config of the given sizes: fused qkv_proj and gate_up_proj,
+// LongRoPE over an original 4096-position context stretched to 131072 (attention factor
+// sqrt(1 + ln 32 / ln 4096)), Phi-3.5's 32064-token vocabulary, untied lm-head. Its LongRoPE
+// factors are Phi-3.5's, every (48/(headDim/2))-th of them for a smaller head.
+func Phi3(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config {
+	step := len(phi35Short) / (headDim / 2)
+	short, long := make([]float64, headDim/2), make([]float64, headDim/2)
+	for i := range short {
+		short[i], long[i] = phi35Short[i*step], phi35Long[i*step]
+	}
+	c := Config{
+		Architectures:                 []string{"Phi3ForCausalLM"},
+		ModelType:                     "phi3",
+		VocabSize:                     32064,
+		RMSNormEps:                    1e-5,
+		RopeTheta:                     10000,
+		RopeScaling:                   &rope.Scaling{Type: rope.TypeLongRoPE, ShortFactor: short, LongFactor: long},
+		MaxPositionEmbeddings:         131072,
+		OriginalMaxPositionEmbeddings: 4096,
+		BOSTokenID:                    1,
+		EOSTokenIDs:                   TokenIDs{32007, 32001, 32000},
+		HiddenAct:                     "silu",
+	}
+	return c.shape(hidden, ffn, layers, heads, kvHeads, headDim, seed)
+}
+
+// Rope is c's RoPE scaling with what Hugging Face derives filled in: LongRoPE's factor
+// (max_position_embeddings / original_max_position_embeddings) and original context when the
+// config keeps them beside rope_scaling, as Phi-3's does. Nil for plain RoPE.
+func (c Config) Rope() *rope.Scaling {
+	if c.RopeScaling == nil {
+		return nil
+	}
+	s := *c.RopeScaling
+	if s.Kind() == rope.TypeLongRoPE && c.OriginalMaxPositionEmbeddings > 0 {
+		s.OriginalMaxPositions = c.OriginalMaxPositionEmbeddings
+		s.Factor = float64(c.MaxPositionEmbeddings) / float64(c.OriginalMaxPositionEmbeddings)
+	}
+	return &s
+}
+
 // presets maps each family to its presets; "tiny" is the family's golden model.
 var presets = map[string]map[string]func() Config{
 	"llama": {"tiny": Tiny, "llama-3.2-1b": Llama32_1B, "llama-3.2-3b": Llama32_3B},
@@ -190,6 +252,9 @@ var presets = map[string]map[string]func() Config{
 	"qwen2": {"tiny": func() Config { return Qwen2(64, 192, 2, 4, 2, 16, 20261208) },
 		"qwen2.5-0.5b": func() Config { return Qwen2(896, 4864, 24, 14, 2, 64, 2_5_05) },
 		"qwen2.5-1.5b": func() Config { return Qwen2(1536, 8960, 28, 12, 2, 128, 2_5_15) }},
+	// Phi-3 tiny: no GQA (as Phi-3.5's 32 KV heads), head_dim 16 (8 LongRoPE factors).
+	"phi3": {"tiny": func() Config { return Phi3(64, 192, 2, 4, 4, 16, 20261209) },
+		"phi-3.5-mini": func() Config { return Phi3(3072, 8192, 32, 32, 32, 96, 3_5) }},
 }
 
 // Preset returns a named preset of the llama family.
@@ -278,6 +343,9 @@ func (c Config) Validate() error {
 	}
 	if c.RopeTheta <= 0 {
 		errs = append(errs, fmt.Errorf("rope_theta must be positive, got %g", c.RopeTheta))
+	}
+	if err := c.Rope().Check(c.HeadDim); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tinyllama: config: %w", err)

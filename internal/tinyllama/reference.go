@@ -172,6 +172,25 @@ func (s *Session) Evict(from, n int) error {
 	return nil
 }
 
+// rotation returns RoPE at position pos for one head (rotate-half), cos and sin times LongRoPE's
+// attention factor (1 for the other scalings).
+func (m *Model) rotation(pos int) func([]float64) {
+	half := len(m.invFreq)
+	cos, sin := make([]float64, half), make([]float64, half)
+	af := m.Config.Rope().Attention()
+	for i, fr := range m.invFreq {
+		sin[i], cos[i] = math.Sincos(float64(pos) * fr)
+		sin[i], cos[i] = sin[i]*af, cos[i]*af
+	}
+	return func(vec []float64) {
+		for i := range half {
+			a, b := vec[i], vec[i+half]
+			vec[i] = a*cos[i] - b*sin[i]
+			vec[i+half] = b*cos[i] + a*sin[i]
+		}
+	}
+}
+
 // Append runs token tok at the next position and returns the final normed
 // hidden state (the lm-head input), length hidden_size.
 func (s *Session) Append(tok int) ([]float64, error) {
@@ -192,18 +211,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	g, u := make([]float64, f), make([]float64, f)
 	tmp := make([]float64, h)
 	scores := make([]float64, s.Rows()+1)
-	cos, sin := make([]float64, hd/2), make([]float64, hd/2)
-	for i, fr := range m.invFreq {
-		sin[i], cos[i] = math.Sincos(float64(s.pos) * fr)
-	}
-	rope := func(vec []float64) {
-		half := hd / 2
-		for i := range half {
-			a, b := vec[i], vec[i+half]
-			vec[i] = a*cos[i] - b*sin[i]
-			vec[i+half] = b*cos[i] + a*sin[i]
-		}
-	}
+	rope := m.rotation(s.pos)
 	scale := 1 / math.Sqrt(float64(hd))
 	group := nh / nkv
 	for li := range m.layers {

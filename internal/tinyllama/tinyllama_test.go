@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hexserve/hexserve/internal/half"
@@ -251,5 +252,54 @@ func BenchmarkFill(b *testing.B) {
 		if err := Fill(c, "model.embed_tokens.weight", 1<<24, dst); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPhi3Fused: Phi-3's checkpoint lists the fused qkv_proj and gate_up_proj, and the split
+// tensors the graphs take are their row ranges (q, k, v; gate, up); the phi-3.5-mini preset has
+// Phi-3.5's shape and all 48 LongRoPE factors, and its attention factor is √(1 + ln 32 / ln 4096).
+func TestPhi3Fused(t *testing.T) {
+	c, err := FamilyPreset("phi3", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := TensorNames(c)
+	for _, n := range []string{"model.layers.0.self_attn.qkv_proj.weight", "model.layers.1.mlp.gate_up_proj.weight", "lm_head.weight"} {
+		if !slices.Contains(names, n) {
+			t.Errorf("checkpoint tensors lack %s: %v", n, names)
+		}
+	}
+	if slices.Contains(names, "model.layers.0.self_attn.q_proj.weight") {
+		t.Errorf("checkpoint tensors list the split q_proj: %v", names)
+	}
+	H, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	for _, p := range []struct {
+		fused, part string
+		row, rows   int
+	}{
+		{"self_attn.qkv_proj.weight", "self_attn.q_proj.weight", 0, q}, {"self_attn.qkv_proj.weight", "self_attn.k_proj.weight", q, kv},
+		{"self_attn.qkv_proj.weight", "self_attn.v_proj.weight", q + kv, kv}, {"mlp.gate_up_proj.weight", "mlp.gate_proj.weight", 0, f},
+		{"mlp.gate_up_proj.weight", "mlp.up_proj.weight", f, f},
+	} {
+		whole, err := Generate(c, "model.layers.1."+p.fused)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := Generate(c, "model.layers.1."+p.part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(part) != p.rows*H || !slices.Equal(part, whole[p.row*H:(p.row+p.rows)*H]) {
+			t.Errorf("%s is not rows [%d, %d) of %s", p.part, p.row, p.row+p.rows, p.fused)
+		}
+	}
+	m, err := FamilyPreset("phi3", "phi-3.5-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Rope()
+	if m.HiddenSize != 3072 || m.NumKeyValueHeads != 32 || m.HeadDim != 96 || m.VocabSize != 32064 || s.Factor != 32 ||
+		!slices.Equal(s.ShortFactor, phi35Short) || !slices.Equal(s.LongFactor, phi35Long) || math.Abs(s.Attention()-1.1902380714) > 1e-9 {
+		t.Errorf("phi-3.5-mini: %+v, rope %+v (attention %g)", m, s, s.Attention())
 	}
 }

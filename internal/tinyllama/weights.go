@@ -25,11 +25,56 @@ func (t Tensor) Len() int {
 	return n
 }
 
-// Tensors lists every weight tensor in Hugging Face order (embedding, then
+// Tensors lists every weight tensor of the checkpoint in Hugging Face order (embedding, then
 // per layer input norm, q, k, v, [q/k/v biases (Qwen2), q_norm, k_norm (Qwen3)], o,
 // post-attention norm, gate, up, down, then the final norm, then lm_head.weight when embeddings
-// are not tied).
+// are not tied). Phi-3's are fused: qkv_proj in place of q, k, v and gate_up_proj in place of
+// gate, up (GraphTensors lists them split).
 func Tensors(c Config) []Tensor {
+	if !c.Fused() {
+		return GraphTensors(c)
+	}
+	h, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	var ts []Tensor
+	for _, t := range GraphTensors(c) {
+		switch _, part, _ := strings.Cut(t.Name, ".self_attn."); {
+		case part == "q_proj.weight":
+			t = Tensor{strings.TrimSuffix(t.Name, "q_proj.weight") + "qkv_proj.weight", []int{q + 2*kv, h}}
+		case part == "k_proj.weight" || part == "v_proj.weight":
+			continue
+		case strings.HasSuffix(t.Name, ".mlp.gate_proj.weight"):
+			t = Tensor{strings.TrimSuffix(t.Name, "gate_proj.weight") + "gate_up_proj.weight", []int{2 * f, h}}
+		case strings.HasSuffix(t.Name, ".mlp.up_proj.weight"):
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// fusedPart maps a split tensor name of a fused config (Phi-3's q/k/v_proj, gate/up_proj) to the
+// checkpoint tensor holding it and the element its rows start at.
+func fusedPart(c Config, name string) (fused string, start int, ok bool) {
+	if !c.Fused() {
+		return "", 0, false
+	}
+	h, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	for _, p := range []struct {
+		suffix, fused string
+		row           int
+	}{{"self_attn.q_proj.weight", "self_attn.qkv_proj.weight", 0}, {"self_attn.k_proj.weight", "self_attn.qkv_proj.weight", q},
+		{"self_attn.v_proj.weight", "self_attn.qkv_proj.weight", q + kv}, {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0},
+		{"mlp.up_proj.weight", "mlp.gate_up_proj.weight", f}} {
+		if pre, found := strings.CutSuffix(name, p.suffix); found && strings.HasPrefix(pre, "model.layers.") {
+			return pre + p.fused, p.row * h, true
+		}
+	}
+	return "", 0, false
+}
+
+// GraphTensors lists the weight tensors the graphs take, fused checkpoint tensors split (as AI
+// Hub's export splits Phi-3's), in the order of Tensors.
+func GraphTensors(c Config) []Tensor {
 	h, q, kv, f := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
 	ts := []Tensor{{"model.embed_tokens.weight", []int{c.VocabSize, h}}}
 	for i := range c.NumHiddenLayers {
@@ -72,9 +117,9 @@ func TensorNames(c Config) []string {
 	return names
 }
 
-// Lookup returns the named tensor of c.
+// Lookup returns the named tensor of c, a checkpoint tensor or a graph tensor.
 func Lookup(c Config, name string) (Tensor, error) {
-	for _, t := range Tensors(c) {
+	for _, t := range append(Tensors(c), GraphTensors(c)...) {
 		if t.Name == name {
 			return t, nil
 		}
@@ -176,6 +221,12 @@ func stream(c Config, name string, start, n int) (uint64, *[2048]float64, error)
 	if start < 0 || n < 0 || start+n > t.Len() {
 		return 0, nil, fmt.Errorf("tinyllama: range [%d, %d) outside %s (%d elements)", start, start+n, t.Name, t.Len())
 	}
+	if fused, at, ok := fusedPart(c, name); ok { // a split part is a row range of the fused stream
+		if t, err = Lookup(c, fused); err != nil {
+			return 0, nil, err
+		}
+		start += at
+	}
 	k, shift := classify(t)
 	var table [2048]float64
 	for i := range table {
@@ -224,13 +275,14 @@ func Generate(c Config, name string) ([]uint16, error) {
 	return out, Fill(c, name, 0, out)
 }
 
-// InvFreq returns the head_dim/2 RoPE inverse frequencies, with Llama-3
-// scaling when c.RopeScaling has rope_type "llama3".
+// InvFreq returns the head_dim/2 RoPE inverse frequencies of c.Rope() for a sequence within
+// the original context (LongRoPE's short factors, as Hugging Face's until a sequence passes
+// original_max_position_embeddings).
 func InvFreq(c Config) []float64 {
-	var s *rope.Llama3
-	if rs := c.RopeScaling; rs != nil && rs.RopeType == "llama3" {
-		s = &rope.Llama3{Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor,
-			OriginalMaxPositions: float64(rs.OriginalMaxPositionEmbeddings)}
+	s := c.Rope()
+	ctx := c.MaxPositionEmbeddings
+	if s.Kind() == rope.TypeLongRoPE {
+		ctx = s.OriginalMaxPositions
 	}
-	return rope.InvFreq(c.HeadDim, c.RopeTheta, s)
+	return s.InvFreq(c.HeadDim, c.RopeTheta, ctx)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/rope"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -136,10 +137,9 @@ func (p *plan) manifest() *bundle.Manifest {
 		eos = cfg.EOSTokenIDs[0]
 	}
 	bos := cfg.BOSTokenID
-	rs := bundle.RopeScaling{RopeType: "default"}
+	rs := rope.Scaling{Type: "default"}
 	if s := cfg.RopeScaling; s != nil {
-		rs = bundle.RopeScaling{RopeType: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-			HighFreqFactor: s.HighFreqFactor, OriginalMaxPositionEmbeddings: s.OriginalMaxPositionEmbeddings}
+		rs = *s
 	}
 	nh, nkv, window, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, o.PrefillChunk, cfg.RMSNormEps
 	contract, mask, tensors := o.Contract, o.Mask, o.Tensors

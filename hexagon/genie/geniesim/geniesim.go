@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/rope"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -39,11 +40,17 @@ type Options struct {
 	Progress func(part, parts int, size int64)
 }
 
-// Hyper is the whole model's hostsim header.
+// Hyper is the whole model's hostsim header. A LongRoPE model's says so (the host's cos/sin
+// then reach ± the attention factor); the others' leave the RoPE fields zero, as the host
+// computes RoPE.
 func Hyper(c tinyllama.Config, ctx int) simfile.Hyper {
-	return simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
+	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias()}
+	if s := c.Rope(); s.Kind() == rope.TypeLongRoPE {
+		h.Rope = simfile.Rope{Theta: float32(c.RopeTheta), Scaling: s}
+	}
+	return h
 }
 
 // Spec derives the graphs' spec; fixed-point ranges are calibrated on a sample prompt
@@ -79,6 +86,14 @@ func Spec(o Options) (simfile.GenieSpec, error) {
 // PartFile is AI Hub's file name of part k (1-based) of n.
 func PartFile(name string, k, n int) string { return fmt.Sprintf("%s_part_%d_of_%d.bin", name, k, n) }
 
+// partFile is c's part file name: AI Hub names Phi-3.5's parts weight_sharing_model_k_of_N.serialized.bin.
+func partFile(c tinyllama.Config, name string, k, n int) string {
+	if c.ModelType == "phi3" {
+		return fmt.Sprintf("weight_sharing_model_%d_of_%d.serialized.bin", k, n)
+	}
+	return PartFile(name, k, n)
+}
+
 // Write writes the bundle's model files into dir: the parts, genie_config.json,
 // htp_backend_ext_config.json, config.json, metadata.yaml and tool-versions.yaml (the caller
 // copies tokenizer.json and its licence files).
@@ -93,7 +108,7 @@ func Write(dir string, o Options) error {
 	h := Hyper(o.Config, o.Ctx)
 	var bins []string
 	for k := range o.Parts {
-		name := PartFile(o.Name, k+1, o.Parts)
+		name := partFile(o.Config, o.Name, k+1, o.Parts)
 		bins = append(bins, name)
 		path := filepath.Join(dir, name)
 		f, err := os.Create(path + ".tmp")
@@ -186,7 +201,8 @@ func obj(pairs ...any) kv {
 // kv-dim = head_dim, rope-dim = head_dim/2, the rope-scaling factor hard-coded to 8.0 as AI Hub
 // writes it (config.json keeps the checkpoint's). A Qwen model's is in the form of AI Hub's
 // qwen2_5_7b_instruct: RoPE as QnnHtp's pos-id-dim and rope-theta (no positional-encoding),
-// bos-token <|im_start|>, eos-token <|im_end|> and eot-token <|endoftext|>.
+// bos-token <|im_start|>, eos-token <|im_end|> and eot-token <|endoftext|>. A Phi-3 model's is
+// in the form of AI Hub's phi_3_5_mini_instruct: the eos-token list, LongRoPE in rope-scaling.
 func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
 	eos := []int(c.EOSTokenIDs)
 	if eos == nil {
@@ -202,12 +218,7 @@ func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
 		htp = obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", false,
 			"pos-id-dim", c.HeadDim/2, "cpu-mask", "0xe0", "kv-dim", c.HeadDim, "rope-theta", int(c.RopeTheta), "allow-async-init", false)
 	} else {
-		pe := obj("type", "rope", "rope-dim", c.HeadDim/2, "rope-theta", int(c.RopeTheta))
-		if rs := c.RopeScaling; rs != nil {
-			pe = append(pe, obj("rope-scaling", obj("rope-type", rs.RopeType, "factor", 8.0, "low-freq-factor", rs.LowFreqFactor,
-				"high-freq-factor", rs.HighFreqFactor, "original-max-position-embeddings", rs.OriginalMaxPositionEmbeddings))...)
-		}
-		model = append(model, obj("positional-encoding", pe)...)
+		model = append(model, obj("positional-encoding", positionalEncoding(c))...)
 	}
 	return obj("dialog", obj(
 		"version", 1,
@@ -247,6 +258,22 @@ func HFConfig(c tinyllama.Config) map[string]any {
 // GenerationConfig is the checkpoint's generation_config.json: its BOS and end tokens.
 func GenerationConfig(c tinyllama.Config) any {
 	return obj("bos_token_id", c.BOSTokenID, "eos_token_id", []int(c.EOSTokenIDs), "do_sample", true)
+}
+
+// positionalEncoding is genie_config's positional-encoding block: rope-dim = head_dim/2, theta,
+// and llama3 scaling (factor 8 as AI Hub writes it) or LongRoPE (Phi-3.5's factor, original
+// context and long/short factors).
+func positionalEncoding(c tinyllama.Config) kv {
+	pe := obj("type", "rope", "rope-dim", c.HeadDim/2, "rope-theta", int(c.RopeTheta))
+	switch rs := c.Rope(); rs.Kind() {
+	case rope.TypeLlama3:
+		pe = append(pe, obj("rope-scaling", obj("rope-type", rs.Type, "factor", 8.0, "low-freq-factor", rs.LowFreqFactor,
+			"high-freq-factor", rs.HighFreqFactor, "original-max-position-embeddings", rs.OriginalMaxPositions))...)
+	case rope.TypeLongRoPE:
+		pe = append(pe, obj("rope-scaling", obj("rope-type", rs.Type, "factor", rs.Factor,
+			"original-max-position-embeddings", rs.OriginalMaxPositions, "long-factor", rs.LongFactor, "short-factor", rs.ShortFactor))...)
+	}
+	return pe
 }
 
 // dtypeName is metadata.yaml's dtype of a QNN data type.

@@ -206,7 +206,7 @@ func WriteETShard(w io.Writer, h Hyper, s ETSpec, i int, f WeightFormat, fill fu
 	if err != nil {
 		return err
 	}
-	ws, names := ETWeightSpecs(sh, i == s.Shards-1)
+	ws, names := etWeights(sh, i)
 	return WriteWith(w, sh, gs, ws, Options{Format: f, SourceRows: func(j int, wt Weight, row0 int, dst []uint16) error {
 		return fill(names[j], row0*wt.Cols, dst)
 	}})
@@ -218,6 +218,20 @@ func ETShardSize(h Hyper, s ETSpec, i int, f WeightFormat) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ws, _ := ETWeightSpecs(sh, i == s.Shards-1)
+	ws, _ := etWeights(sh, i)
 	return SizeWith(sh, gs, ws, f)
+}
+
+// etWeights is ETWeightSpecs of shard i with, on the first shard of a LongRoPE model, the
+// divisors for its context (RopeExtWeight), which that shard's graphs apply.
+func etWeights(sh Hyper, i int) ([]Weight, []string) {
+	ws, names := ETWeightSpecs(sh, i == sh.Shards-1)
+	if ext := sh.Rope.Scaling.Ext(sh.Ctx); i == 0 && ext != nil {
+		w := Weight{Name: RopeExtWeight, Rows: 1, Cols: len(ext), F32: make([]float32, len(ext))}
+		for j, x := range ext {
+			w.F32[j] = float32(x)
+		}
+		ws, names = append(ws, w), append(names, RopeExtWeight)
+	}
+	return ws, names
 }

@@ -2,9 +2,12 @@ package simfile
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 func TestShardLayers(t *testing.T) {
@@ -26,7 +29,7 @@ func TestShardLayers(t *testing.T) {
 
 func TestETShardRoundTrip(t *testing.T) {
 	h := Hyper{Hidden: 16, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 64, Ctx: 32, RMSEps: 1e-5,
-		TiedLMHead: true, Rope: Rope{Theta: 500000, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}}
+		TiedLMHead: true, Rope: Rope{Theta: 500000, Scaling: rope.Llama32()}}
 	s := ETSpec{PrefillAR: 8, KV: UFixed8, Logits: UFixed16, Mask: UFixed16, Shards: 2, KRange: []float32{1, 2, 3},
 		VRange: []float32{4, 5, 6}, LogitsRange: 20, HiddenRange: 10}
 	for i, want := range []struct {
@@ -50,7 +53,7 @@ func TestETShardRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Hyper.FirstLayer != want.first || f.Hyper.Layers != want.layers || f.Hyper.Shards != 2 || f.Hyper.Rope != h.Rope {
+		if f.Hyper.FirstLayer != want.first || f.Hyper.Layers != want.layers || f.Hyper.Shards != 2 || !reflect.DeepEqual(f.Hyper.Rope, h.Rope) {
 			t.Errorf("shard %d header %+v", i, f.Hyper)
 		}
 		if len(f.Graphs) != 2 || f.Graphs[0].Name != "kv_forward" || f.Graphs[1].Name != "prefill_forward" ||

@@ -118,12 +118,13 @@ func genieGraph(h, sh Hyper, s GenieSpec, k, ar int) Graph {
 		g.Outputs = []Tensor{act("logits", s.LogitsRange, 1, ar, h.Vocab)}
 		return g
 	}
+	af := float32(h.Rope.Scaling.Attention()) // LongRoPE's cos/sin reach ± its attention factor
 	mask := Tensor{Name: "attention_mask", DType: s.Act, Dims: []int{1, 1, ar, cl}}
 	if s.Act.Fixed() {
 		mask.Scale, mask.Offset = GenieMaskScale, GenieMaskOffset
 	}
 	g.Inputs = []Tensor{act(GenieHidden(h, s.Parts, k-1), s.HiddenRange, 1, ar, h.Hidden), mask,
-		act("position_ids_cos", 1, 1, 1, ar, hd/2), act("position_ids_sin", 1, 1, 1, ar, hd/2)}
+		act("position_ids_cos", af, 1, 1, ar, hd/2), act("position_ids_sin", af, 1, 1, ar, hd/2)}
 	for i := range sh.Layers {
 		l := sh.FirstLayer + i
 		ls := strconv.Itoa(l)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // WeightInfo describes one stored weight.
@@ -42,8 +44,13 @@ func Read(r io.ReaderAt) (*File, error) {
 	f := &File{Hyper: Hyper{Hidden: u(16), Layers: u(20), Heads: u(24), KVHeads: u(28), HeadDim: u(32), FFN: u(36),
 		Vocab: u(40), Ctx: u(44), RMSEps: math.Float32frombits(le.Uint32(hdr[48:])), TiedLMHead: le.Uint32(hdr[52:])&1 != 0,
 		QKNorm: le.Uint32(hdr[52:])&2 != 0, QKVBias: le.Uint32(hdr[52:])&4 != 0,
-		FirstLayer: u(96), Shards: u(100), Rope: Rope{Theta: f32(104), Factor: f32(108), LowFreqFactor: f32(112),
-			HighFreqFactor: f32(116), OriginalMaxPositions: u(120)}}}
+		FirstLayer: u(96), Shards: u(100), Rope: Rope{Theta: f32(104), Scaling: &rope.Scaling{Type: rope.TypeLlama3,
+			Factor: float64(f32(108)), LowFreqFactor: float64(f32(112)), HighFreqFactor: float64(f32(116)), OriginalMaxPositions: u(120)}}}}
+	if f.Hyper.Rope.Theta == 0 && f32(108) == 0 {
+		f.Hyper.Rope = Rope{}
+	} else if le.Uint32(hdr[52:])&flagLongRoPE != 0 {
+		f.Hyper.Rope.Scaling = &rope.Scaling{Type: rope.TypeLongRoPE, AttentionFactor: float64(f32(108)), OriginalMaxPositions: u(120)}
+	}
 	ng, nw := u(56), u(60)
 	goff, woff, doff := int64(le.Uint64(hdr[64:])), int64(le.Uint64(hdr[72:])), int64(le.Uint64(hdr[80:]))
 	f.Size = int64(le.Uint64(hdr[88:]))

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/hexserve/hexserve/internal/half"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 // DType is a QNN data type code (Qnn_DataType_t).
@@ -107,10 +108,33 @@ type Hyper struct {
 	Rope               Rope
 }
 
-// Rope is Llama-3-scaled RoPE (Factor 1 is plain RoPE with Theta).
+// Rope is the RoPE an ExecuTorch graph computes itself: theta and the scaling (nil: plain). The
+// header holds theta and a llama3 scaling's parameters (plain RoPE: factor 1, low 1, high 4,
+// original 8192), or, under LongRoPE (flag bit 3), the attention factor and the original context,
+// with the per-frequency divisors for the file's context in the first shard's weight
+// RopeExtWeight. The zero Rope (graphs that take cos/sin as inputs) leaves the fields zero.
 type Rope struct {
-	Theta, Factor, LowFreqFactor, HighFreqFactor float32
-	OriginalMaxPositions                         int
+	Theta   float32
+	Scaling *rope.Scaling
+}
+
+// RopeExtWeight is the name of LongRoPE's per-frequency divisors [1, head_dim/2] (float32).
+const RopeExtWeight = "rope.ext_factor"
+
+// header returns the header's factor, low, high and original fields and flag bits for r (all
+// zero for the zero Rope: graphs that take cos/sin as inputs).
+func (r Rope) header() (f [3]float32, orig int, flags uint32) {
+	switch s := r.Scaling; s.Kind() {
+	case "":
+		if r.Theta == 0 {
+			return f, 0, 0
+		}
+	case rope.TypeLlama3:
+		return [3]float32{float32(s.Factor), float32(s.LowFreqFactor), float32(s.HighFreqFactor)}, s.OriginalMaxPositions, 0
+	case rope.TypeLongRoPE:
+		return [3]float32{float32(s.Attention()), 0, 0}, s.OriginalMaxPositions, flagLongRoPE
+	}
+	return [3]float32{1, 1, 4}, 8192, 0
 }
 
 // KVDim is KVHeads·HeadDim.
@@ -156,11 +180,13 @@ type Graph struct {
 }
 
 // Weight is one weight tensor: HF name, shape [Rows, Cols] (a 1-D tensor of n
-// values is Rows 1, Cols n) and, optionally, its float16 bits row-major.
+// values is Rows 1, Cols n) and, optionally, its float16 bits row-major, or float32 values
+// (stored as float32 whatever the file's format: LongRoPE's divisors are not float16 values).
 type Weight struct {
 	Name       string
 	Rows, Cols int
 	F16        []uint16
+	F32        []float32
 }
 
 // Options control Write.
@@ -176,6 +202,9 @@ type Options struct {
 	// Progress, if set, is called after each weight with bytes written so far and the total.
 	Progress func(done, total int64)
 }
+
+// flagLongRoPE is header flag bit 3: the ExecuTorch graphs compute LongRoPE (Rope).
+const flagLongRoPE = 8
 
 const (
 	headerSize = 128
@@ -198,6 +227,9 @@ type entry struct {
 }
 
 func storageOf(f WeightFormat, w Weight) WeightFormat {
+	if w.F32 != nil {
+		return WeightF32
+	}
 	if f == WeightInt8 && w.Rows == 1 {
 		return WeightF16
 	}
@@ -357,7 +389,8 @@ func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int6
 	if h.QKVBias {
 		flags |= 4
 	}
-	wr.u32(flags)
+	rf, orig, rflags := h.Rope.header()
+	wr.u32(flags | rflags)
 	wr.u32(uint32(ngraphs))
 	wr.u32(uint32(nweights))
 	wr.u64(headerSize)
@@ -366,10 +399,10 @@ func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int6
 	wr.u64(uint64(total))
 	wr.u32(uint32(h.FirstLayer))
 	wr.u32(uint32(h.Shards))
-	for _, v := range []float32{h.Rope.Theta, h.Rope.Factor, h.Rope.LowFreqFactor, h.Rope.HighFreqFactor} {
+	for _, v := range []float32{h.Rope.Theta, rf[0], rf[1], rf[2]} {
 		wr.f32(v)
 	}
-	wr.u32(uint32(h.Rope.OriginalMaxPositions))
+	wr.u32(uint32(orig))
 	wr.zeros(4)
 }
 
@@ -401,6 +434,15 @@ var chunkValues = 1 << 22
 func writeWeight(wr *lew, i int, wt Weight, e entry, opt Options) error {
 	var fetch func(row0, n int) ([]uint16, error)
 	switch {
+	case wt.F32 != nil:
+		if len(wt.F32) != wt.Rows*wt.Cols {
+			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(wt.F32), wt.Rows*wt.Cols)
+		}
+		for _, v := range wt.F32 {
+			wr.f32(v)
+		}
+		wr.zeros(int(e.off + pad(e.size) - wr.n))
+		return wr.err
 	case wt.F16 != nil:
 		if len(wt.F16) != wt.Rows*wt.Cols {
 			return fmt.Errorf("simfile: weight %s: %d values, want %d", wt.Name, len(wt.F16), wt.Rows*wt.Cols)

@@ -8,11 +8,11 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/internal/rope"
 )
 
 var small = simfile.Hyper{Hidden: 16, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 64, Ctx: 32,
-	RMSEps: 1e-5, TiedLMHead: true, Rope: simfile.Rope{Theta: 500000, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4,
-		OriginalMaxPositions: 8192}}
+	RMSEps: 1e-5, TiedLMHead: true, Rope: simfile.Rope{Theta: 500000, Scaling: rope.Llama32()}}
 
 func spec(kv simfile.DType, shards int) simfile.ETSpec {
 	return simfile.ETSpec{PrefillAR: 8, KV: kv, Logits: simfile.UFixed16, Mask: simfile.UFixed16, Shards: shards,

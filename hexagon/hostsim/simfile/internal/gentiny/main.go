@@ -140,9 +140,7 @@ func writeVariants(out string, h simfile.Hyper, src func(int, simfile.Weight) ([
 // harness's ExecuTorch smoke test.
 func writeET(out string, cfg tinyllama.Config) error {
 	eh := hyperOf(cfg, 64)
-	rs := cfg.RopeScaling
-	eh.Rope = simfile.Rope{Theta: float32(cfg.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),
-		HighFreqFactor: float32(rs.HighFreqFactor), OriginalMaxPositions: rs.OriginalMaxPositionEmbeddings}
+	eh.Rope = simfile.Rope{Theta: float32(cfg.RopeTheta), Scaling: cfg.Rope()}
 	es := simfile.ETSpec{PrefillAR: 4, KV: simfile.F32, Logits: simfile.F32, Mask: simfile.F32, Shards: 1}
 	ef, err := os.Create(filepath.Join(out, "et_f32.hsim"))
 	if err != nil {
