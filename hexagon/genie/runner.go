@@ -371,53 +371,12 @@ func (r *Runner) checkGraph(gc *graphCheck, gi int, g *arGraph, k int, info qnn.
 	}
 	var layers []int
 	for _, t := range info.Inputs {
-		switch {
-		case t.Name == "input_ids":
-			if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
-				return r.errf("%s is %s %v, want int32 [1,%d]", where(t), t.DataType, t.Dims, g.ar)
-			}
-		case t.Name == "attention_mask":
-			if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
-				return r.errf("%s has dims %v, want [1,1,%d,CL]", where(t), t.Dims, g.ar)
-			}
-			cl := int(t.Dims[3])
-			if r.cl < 0 {
-				r.cl = cl
-			} else if cl != r.cl {
-				return r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where(t), cl, r.cl)
-			}
-		case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
-			if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
-				return r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where(t), t.Dims, g.ar)
-			}
-			if r.half == 0 {
-				r.half = int(t.Dims[3])
-			} else if int(t.Dims[3]) != r.half {
-				return r.errf("%s has %d frequencies, other graphs %d", where(t), t.Dims[3], r.half)
-			}
-		default:
-			isK, l, in, ok := kvName(t.Name)
-			switch {
-			case ok && !in:
-				return r.errf("%s: an output name among the inputs", where(t))
-			case !ok:
-				if err := r.checkHidden(g, k, t, where(t)); err != nil {
-					return err
-				}
-				continue
-			}
-			if isK {
-				layers = append(layers, l)
-			}
-			if err := r.checkKV(gc, g, k, info, t, isK, where(t)); err != nil {
-				return err
-			}
-			if _, ok := gc.layerPart[l]; ok && gi == 0 && gc.layerPart[l] != k {
-				return r.errf("layer %d is in two parts", l)
-			}
-			if gi == 0 {
-				gc.layerPart[l] = k
-			}
+		l, isK, err := r.checkInput(gc, gi, g, k, info, t, where(t))
+		if err != nil {
+			return err
+		}
+		if isK {
+			layers = append(layers, l)
 		}
 	}
 	slices.Sort(layers)
@@ -427,17 +386,75 @@ func (r *Runner) checkGraph(gc *graphCheck, gi int, g *arGraph, k int, info qnn.
 		return r.errf("%s: graph %s holds layers %v, graph %s %v", base, info.Name, layers, r.ars[0].names[k], p.layers)
 	}
 	for _, t := range info.Outputs {
-		if _, _, in, ok := kvName(t.Name); ok && in {
-			return r.errf("%s: an input name among the outputs", where(t))
+		if err := r.checkOutput(gc, g, t, where(t)); err != nil {
+			return err
 		}
-		if t.Name == "logits" {
-			if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
-				return r.errf("%s has dims %v, want [1,%d,n-vocab]", where(t), t.Dims, g.ar)
-			}
-			if v := int(t.Dims[2]); v != r.bc.NVocab {
-				return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where(t), v, gc.cfgPath, r.bc.NVocab)
-			}
+	}
+	return nil
+}
+
+// checkInput checks input t (named where) of part k of g, the gi-th AR graph: ids, mask, cos/sin,
+// a hidden state or a layer's K or V; for a K cache it returns its layer and isK.
+func (r *Runner) checkInput(gc *graphCheck, gi int, g *arGraph, k int, info qnn.GraphInfo, t qnn.TensorInfo, where string) (layer int, isK bool, err error) {
+	switch {
+	case t.Name == "input_ids":
+		if t.DataType != qnn.Int32 || !dimsAre(t, 1, g.ar) {
+			return 0, false, r.errf("%s is %s %v, want int32 [1,%d]", where, t.DataType, t.Dims, g.ar)
 		}
+		return 0, false, nil
+	case t.Name == "attention_mask":
+		if len(t.Dims) != 4 || t.Dims[0] != 1 || t.Dims[1] != 1 || int(t.Dims[2]) != g.ar {
+			return 0, false, r.errf("%s has dims %v, want [1,1,%d,CL]", where, t.Dims, g.ar)
+		}
+		if cl := int(t.Dims[3]); r.cl < 0 {
+			r.cl = cl
+		} else if cl != r.cl {
+			return 0, false, r.errf("%s has %d columns, other graphs %d: the parts are of different context lengths", where, cl, r.cl)
+		}
+		return 0, false, nil
+	case t.Name == "position_ids_cos" || t.Name == "position_ids_sin":
+		if len(t.Dims) != 4 || int(t.Dims[2]) != g.ar {
+			return 0, false, r.errf("%s has dims %v, want [1,1,%d,rope-dim]", where, t.Dims, g.ar)
+		}
+		if r.half == 0 {
+			r.half = int(t.Dims[3])
+		} else if int(t.Dims[3]) != r.half {
+			return 0, false, r.errf("%s has %d frequencies, other graphs %d", where, t.Dims[3], r.half)
+		}
+		return 0, false, nil
+	}
+	isK, l, in, ok := kvName(t.Name)
+	switch {
+	case ok && !in:
+		return 0, false, r.errf("%s: an output name among the inputs", where)
+	case !ok:
+		return 0, false, r.checkHidden(g, k, t, where)
+	}
+	if err := r.checkKV(gc, g, k, info, t, isK, where); err != nil {
+		return 0, false, err
+	}
+	if part, seen := gc.layerPart[l]; seen && gi == 0 && part != k {
+		return 0, false, r.errf("layer %d is in two parts", l)
+	}
+	if gi == 0 {
+		gc.layerPart[l] = k
+	}
+	return l, isK, nil
+}
+
+// checkOutput checks output t (named where) of g: no KV input name, and logits [1, AR, n-vocab].
+func (r *Runner) checkOutput(gc *graphCheck, g *arGraph, t qnn.TensorInfo, where string) error {
+	if _, _, in, ok := kvName(t.Name); ok && in {
+		return r.errf("%s: an input name among the outputs", where)
+	}
+	if t.Name != "logits" {
+		return nil
+	}
+	if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
+		return r.errf("%s has dims %v, want [1,%d,n-vocab]", where, t.Dims, g.ar)
+	}
+	if v := int(t.Dims[2]); v != r.bc.NVocab {
+		return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where, v, gc.cfgPath, r.bc.NVocab)
 	}
 	return nil
 }

@@ -20,15 +20,7 @@ const maxFuncLines = 80
 // binary's flag parsing, and the reference tooling.
 var funcLenExempt = []string{"bench/", "cmd/server/main.go", "internal/tinyllama/"}
 
-// funcLenKnown are the functions over the limit when this test was written, in a runner others
-// are changing in this milestone (the Genie runner's graph check): the test fails on any other,
-// and logs a listed one that no longer is, so its line can go.
-var funcLenKnown = []string{
-	"hexagon/genie/runner.go:checkGraph",
-}
-
-// TestFunctionLength: no non-test Go function outside funcLenExempt is over maxFuncLines lines,
-// but for funcLenKnown.
+// TestFunctionLength: no non-test Go function outside funcLenExempt is over maxFuncLines lines.
 func TestFunctionLength(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -39,14 +31,7 @@ func TestFunctionLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, n := range long {
-		if !slices.Contains(funcLenKnown, key) {
-			t.Errorf("%s is %d lines, over %d: split it by step", key, n, maxFuncLines)
-		}
-	}
-	for _, key := range funcLenKnown {
-		if _, ok := long[key]; !ok {
-			t.Logf("%s is no longer over %d lines: drop it from funcLenKnown", key, maxFuncLines)
-		}
+		t.Errorf("%s is %d lines, over %d: split it by step", key, n, maxFuncLines)
 	}
 }
 
