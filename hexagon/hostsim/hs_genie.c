@@ -107,175 +107,215 @@ size_t hs_genie_scratch(const hs_model *m, const hs_graph *g) {
   return 4 * n + 64 * (40 + 4 * L); /* floats (pointers counted as two), and each allocation's alignment */
 }
 
-uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **out, char *err, size_t n) {
-  const hs_desc *d = &m->d;
+/* genie_call is one hs_genie_run's state: the graph and its buffers, the model's sizes, the mask,
+ * cos/sin and which rows are live (attend something; the others are padding). */
+typedef struct {
+  const hs_model *m;
+  const hs_graph *g;
   hs_genie_io io;
-  if (hs_genie_bind(d, g, &io, err, n)) return QNN_GRAPH_ERROR_INVALID_TENSOR;
-  int AR = (int)io.ar, P = (int)io.p, CL = (int)io.cl, E = (int)d->hidden, HD = (int)d->head_dim, half = HD / 2;
-  int NKV = (int)d->kv_heads, KVD = NKV * HD, L = (int)d->layers, V = (int)d->vocab;
-  uint32_t code = 0;
-  size_t sm = hs_scratch_mark();
-  float *x = NULL, *y = NULL, *cs = NULL, *sn = NULL, *ch = NULL, *shh = NULL, *mask = NULL, *smask = NULL;
-  float *pmask = NULL, *kbuf = NULL, *obuf = NULL, *lg = NULL;
-  int *open = NULL, *live = NULL, *lr = NULL;
-  float **nk = NULL, **nv = NULL, **pk = NULL, **pv = NULL;
+  void **in, **out;
+  char *err;
+  size_t n;
+  int AR, P, CL, E, HD, half, NKV, KVD, L, V;
+  float *mask, *ch, *shh; /* [AR, CL]; cos and sin [AR, half] */
+  int *live, *lr, nl;     /* live[i]; the live rows lr[0..nl) */
+} genie_call;
 
-  if (io.first) { /* the embedding part: every row (it has no mask to tell padding) */
-    const int32_t *ids = in[io.ids];
-    x = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
-    if (!x) goto oom;
-    for (int i = 0; i < AR; i++) {
-      if (ids[i] < 0 || ids[i] >= V) {
-        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n, "graph %s: input_ids[%d] = %d is outside the vocabulary (%d)",
-                     g->name, i, ids[i], V);
-        goto done;
-      }
-      row_of(&m->embed, (uint32_t)ids[i], x + (size_t)i * E);
-    }
-    hs_store(&g->out[io.hout], out[io.hout], 0, (size_t)AR * E, x);
-    goto done;
-  }
+static uint32_t genie_oom(genie_call *c) {
+  return gfail(QNN_COMMON_ERROR_MEM_ALLOC, c->err, c->n, "graph %s: out of memory", c->g->name);
+}
 
-  if (!L) { /* the head-only part: every row (it has no mask either) */
-    x = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
-    y = hs_scratch_alloc(sizeof(float) * (size_t)AR * E);
-    lg = hs_scratch_alloc(sizeof(float) * (size_t)AR * V);
-    if (!x || !y || !lg) goto oom;
-    hs_load(&g->in[io.hin], in[io.hin], 0, (size_t)AR * E, x);
-    hs_forward(m, AR, x, NULL, NULL, 0, NULL, NULL, NULL, NULL, y, NULL, NULL);
-    hs_lmhead_n(m, y, AR, lg);
-    store(&g->out[io.logits], out[io.logits], 0, (size_t)AR * V, lg);
-    goto done;
+/* genie_embed runs the embedding part: every row (it has no mask to tell padding). */
+static uint32_t genie_embed(genie_call *c) {
+  const int32_t *ids = c->in[c->io.ids];
+  float *x = hs_scratch_alloc(sizeof(float) * (size_t)c->AR * c->E);
+  if (!x) return genie_oom(c);
+  for (int i = 0; i < c->AR; i++) {
+    if (ids[i] < 0 || ids[i] >= c->V)
+      return gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, c->err, c->n, "graph %s: input_ids[%d] = %d is outside the vocabulary (%d)",
+                   c->g->name, i, ids[i], c->V);
+    row_of(&c->m->embed, (uint32_t)ids[i], x + (size_t)i * c->E);
   }
-  mask = hs_scratch_alloc(sizeof(float) * (size_t)AR * CL);
-  live = hs_scratch_calloc((size_t)AR, sizeof(int));
-  lr = hs_scratch_alloc(sizeof(int) * (size_t)AR);
-  ch = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
-  shh = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
-  open = hs_scratch_alloc(sizeof(int) * ((size_t)P + 1));
-  if (!mask || !live || !lr || !ch || !shh || !open) goto oom;
-  if (mask_decode(g, &g->in[io.mask], in[io.mask], (size_t)AR * CL, mask, err, n)) {
-    code = QNN_GRAPH_ERROR_INVALID_TENSOR;
-    goto done;
-  }
-  int nl = 0;
+  hs_store(&c->g->out[c->io.hout], c->out[c->io.hout], 0, (size_t)c->AR * c->E, x);
+  return 0;
+}
+
+/* genie_head runs the head-only part: every row (it has no mask either). */
+static uint32_t genie_head(genie_call *c) {
+  size_t AE = (size_t)c->AR * c->E;
+  float *x = hs_scratch_alloc(sizeof(float) * AE), *y = hs_scratch_alloc(sizeof(float) * AE);
+  float *lg = hs_scratch_alloc(sizeof(float) * (size_t)c->AR * c->V);
+  if (!x || !y || !lg) return genie_oom(c);
+  hs_load(&c->g->in[c->io.hin], c->in[c->io.hin], 0, AE, x);
+  hs_forward(c->m, c->AR, x, NULL, NULL, 0, NULL, NULL, NULL, NULL, y, NULL, NULL);
+  hs_lmhead_n(c->m, y, c->AR, lg);
+  store(&c->g->out[c->io.logits], c->out[c->io.logits], 0, (size_t)c->AR * c->V, lg);
+  return 0;
+}
+
+/* genie_rows decodes the mask, finds the live rows, loads cos/sin and checks them: a rotation
+ * (scaled under LongRoPE, header flag 8, by its attention factor), and no live row attending a
+ * padding row's new entry. */
+static uint32_t genie_rows(genie_call *c) {
+  const hs_desc *d = &c->m->d;
+  const hs_graph *g = c->g;
+  int AR = c->AR, CL = c->CL, half = c->half;
+  c->mask = hs_scratch_alloc(sizeof(float) * (size_t)AR * CL);
+  c->live = hs_scratch_calloc((size_t)AR, sizeof(int));
+  c->lr = hs_scratch_alloc(sizeof(int) * (size_t)AR);
+  c->ch = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
+  c->shh = hs_scratch_alloc(sizeof(float) * (size_t)AR * half);
+  if (!c->mask || !c->live || !c->lr || !c->ch || !c->shh) return genie_oom(c);
+  if (mask_decode(g, &g->in[c->io.mask], c->in[c->io.mask], (size_t)AR * CL, c->mask, c->err, c->n))
+    return QNN_GRAPH_ERROR_INVALID_TENSOR;
+  c->nl = 0;
   for (int i = 0; i < AR; i++) {
-    for (int j = 0; j < CL && !live[i]; j++) live[i] = mask[(size_t)i * CL + j] == 0;
-    if (live[i]) lr[nl++] = i;
+    for (int j = 0; j < CL && !c->live[i]; j++) c->live[i] = c->mask[(size_t)i * CL + j] == 0;
+    if (c->live[i]) c->lr[c->nl++] = i;
   }
-  hs_load(&g->in[io.cos], in[io.cos], 0, (size_t)AR * half, ch);
-  hs_load(&g->in[io.sin], in[io.sin], 0, (size_t)AR * half, shh);
-  /* cos and sin are a rotation, scaled under LongRoPE (header flag 8) by its attention factor. */
+  hs_load(&g->in[c->io.cos], c->in[c->io.cos], 0, (size_t)AR * half, c->ch);
+  hs_load(&g->in[c->io.sin], c->in[c->io.sin], 0, (size_t)AR * half, c->shh);
   float nominal = (d->flags & HS_FLAG_LONGROPE) ? d->rope_factor : 1.0f, bound = nominal * 1.001f, r2 = nominal * nominal;
   for (int i = 0; i < AR; i++)
     for (int j = 0; j < half; j++) {
-      float c = ch[(size_t)i * half + j], s = shh[(size_t)i * half + j];
-      if (!(fabsf(c) <= bound) || !(fabsf(s) <= bound)) {
-        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n, "graph %s: row %d: cos/sin[%d] = %g/%g is outside [-%g, %g]",
-                     g->name, i, j, (double)c, (double)s, (double)nominal, (double)nominal);
-        goto done;
-      }
-      if (live[i] && fabsf(c * c + s * s - r2) > 0.02f * r2) {
-        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n,
+      float co = c->ch[(size_t)i * half + j], si = c->shh[(size_t)i * half + j];
+      if (!(fabsf(co) <= bound) || !(fabsf(si) <= bound))
+        return gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, c->err, c->n, "graph %s: row %d: cos/sin[%d] = %g/%g is outside [-%g, %g]",
+                     g->name, i, j, (double)co, (double)si, (double)nominal, (double)nominal);
+      if (c->live[i] && fabsf(co * co + si * si - r2) > 0.02f * r2)
+        return gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, c->err, c->n,
                      "graph %s: row %d: cos/sin[%d] = %g/%g is not a rotation (cos^2 + sin^2 = %g, want %g)", g->name, i, j,
-                     (double)c, (double)s, (double)(c * c + s * s), (double)r2);
-        goto done;
-      }
+                     (double)co, (double)si, (double)(co * co + si * si), (double)r2);
     }
   /* A live row may attend this call's rows only where they are live too. */
-  for (int r = 0; r < nl; r++)
-    for (int c = 0; c < AR; c++)
-      if (!live[c] && mask[(size_t)lr[r] * CL + P + c] == 0) {
-        code = gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, err, n, "graph %s: row %d attends column %d, the new entry of padding row %d",
-                     g->name, lr[r], P + c, c);
-        goto done;
-      }
+  for (int r = 0; r < c->nl; r++)
+    for (int col = 0; col < AR; col++)
+      if (!c->live[col] && c->mask[(size_t)c->lr[r] * CL + c->P + col] == 0)
+        return gfail(QNN_GRAPH_ERROR_INVALID_TENSOR, c->err, c->n,
+                     "graph %s: row %d attends column %d, the new entry of padding row %d", g->name, c->lr[r], c->P + col, col);
+  return 0;
+}
+
+/* genie_forward gathers the live rows' inputs and the past slots any of them opens, and runs the
+ * layers: y and each layer's new K/V (nk, nv) for the live rows. */
+static uint32_t genie_forward(genie_call *c, float *x, float *y, float **nk, float **nv) {
+  const hs_graph *g = c->g;
+  int P = c->P, CL = c->CL, HD = c->HD, half = c->half, KVD = c->KVD, nl = c->nl;
+  int *open = hs_scratch_alloc(sizeof(int) * ((size_t)P + 1));
+  if (!open) return genie_oom(c);
   int npast = 0;
   for (int j = 0; j < P; j++) {
     int o = 0;
-    for (int r = 0; r < nl && !o; r++) o = mask[(size_t)lr[r] * CL + j] == 0;
+    for (int r = 0; r < nl && !o; r++) o = c->mask[(size_t)c->lr[r] * CL + j] == 0;
     if (o) open[npast++] = j;
   }
   size_t nl1 = (size_t)nl + 1;
-  x = hs_scratch_alloc(sizeof(float) * nl1 * E);
-  y = hs_scratch_alloc(sizeof(float) * nl1 * E);
-  cs = hs_scratch_alloc(sizeof(float) * nl1 * HD);
-  sn = hs_scratch_alloc(sizeof(float) * nl1 * HD);
-  smask = hs_scratch_alloc(sizeof(float) * nl1 * nl1);
-  pmask = hs_scratch_alloc(sizeof(float) * (nl1 * npast + 1));
-  kbuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * P + 1));
-  obuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * AR + (size_t)AR * E + 1));
-  nk = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
-  nv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
-  pk = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
-  pv = hs_scratch_calloc((size_t)L + 1, sizeof(float *));
-  if (!x || !y || !cs || !sn || !smask || !pmask || !kbuf || !obuf || !nk || !nv || !pk || !pv) goto oom;
+  float *cs = hs_scratch_alloc(sizeof(float) * nl1 * HD), *sn = hs_scratch_alloc(sizeof(float) * nl1 * HD);
+  float *smask = hs_scratch_alloc(sizeof(float) * nl1 * nl1), *pmask = hs_scratch_alloc(sizeof(float) * (nl1 * npast + 1));
+  float *kbuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * P + 1));
+  float **pk = hs_scratch_calloc((size_t)c->L + 1, sizeof(float *)), **pv = hs_scratch_calloc((size_t)c->L + 1, sizeof(float *));
+  if (!cs || !sn || !smask || !pmask || !kbuf || !pk || !pv) return genie_oom(c);
   for (int r = 0; r < nl; r++) {
-    int i = lr[r];
-    hs_load(&g->in[io.hin], in[io.hin], (size_t)i * E, (size_t)E, x + (size_t)r * E);
-    hs_rope_row(cs + (size_t)r * HD, sn + (size_t)r * HD, ch + (size_t)i * half, shh + (size_t)i * half, half);
-    for (int p = 0; p < npast; p++) pmask[(size_t)r * npast + p] = mask[(size_t)i * CL + open[p]];
-    for (int c = 0; c < nl; c++) smask[(size_t)r * nl + c] = mask[(size_t)i * CL + P + lr[c]];
+    int i = c->lr[r];
+    hs_load(&g->in[c->io.hin], c->in[c->io.hin], (size_t)i * c->E, (size_t)c->E, x + (size_t)r * c->E);
+    hs_rope_row(cs + (size_t)r * HD, sn + (size_t)r * HD, c->ch + (size_t)i * half, c->shh + (size_t)i * half, half);
+    for (int p = 0; p < npast; p++) pmask[(size_t)r * npast + p] = c->mask[(size_t)i * CL + open[p]];
+    for (int col = 0; col < nl; col++) smask[(size_t)r * nl + col] = c->mask[(size_t)i * CL + P + c->lr[col]];
   }
-  for (int l = 0; l < L; l++) {
+  for (int l = 0; l < c->L; l++) {
     nk[l] = hs_scratch_alloc(sizeof(float) * nl1 * KVD);
     nv[l] = hs_scratch_alloc(sizeof(float) * nl1 * KVD);
     pk[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
     pv[l] = hs_scratch_alloc(sizeof(float) * ((size_t)npast * KVD + 1));
-    if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) goto oom;
+    if (!nk[l] || !nv[l] || !pk[l] || !pv[l]) return genie_oom(c);
     if (!npast || !nl) continue;
     /* past_key [H,1,d,P] (transposed), past_value [H,1,P,d] */
-    hs_load(&g->in[io.kin[l]], in[io.kin[l]], 0, (size_t)KVD * P, kbuf);
+    hs_load(&g->in[c->io.kin[l]], c->in[c->io.kin[l]], 0, (size_t)KVD * P, kbuf);
     hs_gather_k(pk[l], kbuf, KVD, P, open, npast);
-    for (int h = 0; h < NKV; h++)
+    for (int h = 0; h < c->NKV; h++)
       for (int p = 0; p < npast; p++)
-        hs_load(&g->in[io.vin[l]], in[io.vin[l]], ((size_t)h * P + open[p]) * HD, (size_t)HD, pv[l] + (size_t)p * KVD + h * HD);
+        hs_load(&g->in[c->io.vin[l]], c->in[c->io.vin[l]], ((size_t)h * P + open[p]) * HD, (size_t)HD,
+                pv[l] + (size_t)p * KVD + h * HD);
   }
-  if (nl) hs_forward(m, nl, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
+  if (nl) hs_forward(c->m, nl, x, cs, sn, npast, pmask, pk, pv, smask, y, nk, nv);
+  return 0;
+}
 
-  /* Outputs: only this call's rows; padding rows poisoned. */
-  for (int l = 0; l < L; l++) {
-    const hs_tensor *kt = &g->out[io.kout[l]], *vt = &g->out[io.vout[l]];
+/* genie_store_kv writes each layer's new K/V of this call's rows, padding rows poisoned. */
+static uint32_t genie_store_kv(genie_call *c, float **nk, float **nv) {
+  int AR = c->AR, KVD = c->KVD, HD = c->HD;
+  float *obuf = hs_scratch_alloc(sizeof(float) * ((size_t)KVD * AR + 1));
+  if (!obuf) return genie_oom(c);
+  for (int l = 0; l < c->L; l++) {
+    const hs_tensor *kt = &c->g->out[c->io.kout[l]], *vt = &c->g->out[c->io.vout[l]];
+    void *kp = c->out[c->io.kout[l]], *vp = c->out[c->io.vout[l]];
     memset(obuf, 0, sizeof(float) * (size_t)KVD * AR);
-    hs_scatter_k(obuf, nk[l], KVD, AR, lr, nl);
-    hs_store(kt, out[io.kout[l]], 0, (size_t)KVD * AR, obuf);
+    hs_scatter_k(obuf, nk[l], KVD, AR, c->lr, c->nl);
+    hs_store(kt, kp, 0, (size_t)KVD * AR, obuf);
     memset(obuf, 0, sizeof(float) * (size_t)KVD * AR);
-    hs_scatter_v(obuf, nv[l], NKV, HD, AR, lr, nl);
-    hs_store(vt, out[io.vout[l]], 0, (size_t)KVD * AR, obuf);
+    hs_scatter_v(obuf, nv[l], c->NKV, HD, AR, c->lr, c->nl);
+    hs_store(vt, vp, 0, (size_t)KVD * AR, obuf);
     for (int i = 0; i < AR; i++) {
-      if (live[i]) continue;
-      for (int h = 0; h < NKV; h++) {
-        for (int dd = 0; dd < HD; dd++) poison(kt, out[io.kout[l]], (size_t)(h * HD + dd) * AR + i, 1);
-        poison(vt, out[io.vout[l]], ((size_t)h * AR + i) * HD, (size_t)HD);
+      if (c->live[i]) continue;
+      for (int h = 0; h < c->NKV; h++) {
+        for (int dd = 0; dd < HD; dd++) poison(kt, kp, (size_t)(h * HD + dd) * AR + i, 1);
+        poison(vt, vp, ((size_t)h * AR + i) * HD, (size_t)HD);
       }
     }
   }
-  const hs_tensor *ot = &g->out[io.last ? io.logits : io.hout];
-  size_t w = io.last ? (size_t)V : (size_t)E;
-  if (io.last) {
-    lg = hs_scratch_alloc(sizeof(float) * nl1 * V);
-    if (!lg) goto oom;
-    if (nl) hs_lmhead_n(m, y, nl, lg);
+  return 0;
+}
+
+/* genie_store_rows writes the live rows' hidden states (or, in the last part, logits); a padding
+ * row's are poisoned: its logits (V wide) every 64th entry from entry 0, since writing all of them
+ * (32 MB per AR-128 call) would cost hostsim more than the call's floor; a runner sampling such a
+ * row still reads NaN or the highest code there. */
+static uint32_t genie_store_rows(genie_call *c, const float *x, const float *y) {
+  int last = c->io.last, slot = last ? c->io.logits : c->io.hout;
+  const hs_tensor *ot = &c->g->out[slot];
+  size_t w = last ? (size_t)c->V : (size_t)c->E;
+  float *lg = NULL;
+  if (last) {
+    lg = hs_scratch_alloc(sizeof(float) * ((size_t)c->nl + 1) * c->V);
+    if (!lg) return genie_oom(c);
+    if (c->nl) hs_lmhead_n(c->m, y, c->nl, lg);
   }
-  for (int r = 0; r < nl; r++)
-    store(ot, out[io.last ? io.logits : io.hout], (size_t)lr[r] * w, w, io.last ? lg + (size_t)r * V : x + (size_t)r * E);
-  /* A padding row's logits (V wide) are poisoned every 64th entry from entry 0: writing all of them
-   * (32 MB per AR-128 call) would cost hostsim more than the call's floor; a runner sampling such a
-   * row still reads NaN or the highest code there. */
-  for (int i = 0; i < AR; i++)
-    if (!live[i]) {
-      if (!io.last) poison(ot, out[io.hout], (size_t)i * w, w);
+  for (int r = 0; r < c->nl; r++)
+    store(ot, c->out[slot], (size_t)c->lr[r] * w, w, last ? lg + (size_t)r * c->V : x + (size_t)r * c->E);
+  for (int i = 0; i < c->AR; i++)
+    if (!c->live[i]) {
+      if (!last) poison(ot, c->out[slot], (size_t)i * w, w);
       else if (ot->dtype == QNN_DATATYPE_UFIXED_POINT_16) {
-        uint16_t *d = (uint16_t *)out[io.logits] + (size_t)i * w;
+        uint16_t *d = (uint16_t *)c->out[slot] + (size_t)i * w;
         for (size_t k = 0; k < w; k += 64) d[k] = 0xffff;
       } else
-        for (size_t k = 0; k < w; k += 64) poison(ot, out[io.logits], (size_t)i * w + k, 1);
+        for (size_t k = 0; k < w; k += 64) poison(ot, c->out[slot], (size_t)i * w + k, 1);
     }
-  goto done;
-oom:
-  code = gfail(QNN_COMMON_ERROR_MEM_ALLOC, err, n, "graph %s: out of memory", g->name);
-done:
+  return 0;
+}
+
+/* genie_layers runs a part with layers: the rows' checks, the forward pass over the live rows,
+ * and the outputs. */
+static uint32_t genie_layers(genie_call *c) {
+  uint32_t code = genie_rows(c);
+  if (code) return code;
+  size_t nl1 = (size_t)c->nl + 1;
+  float *x = hs_scratch_alloc(sizeof(float) * nl1 * c->E), *y = hs_scratch_alloc(sizeof(float) * nl1 * c->E);
+  float **nk = hs_scratch_calloc((size_t)c->L + 1, sizeof(float *)), **nv = hs_scratch_calloc((size_t)c->L + 1, sizeof(float *));
+  if (!x || !y || !nk || !nv) return genie_oom(c);
+  if ((code = genie_forward(c, x, y, nk, nv)) || (code = genie_store_kv(c, nk, nv))) return code;
+  return genie_store_rows(c, x, y);
+}
+
+uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **out, char *err, size_t n) {
+  const hs_desc *d = &m->d;
+  genie_call c = {.m = m, .g = g, .in = in, .out = out, .err = err, .n = n};
+  if (hs_genie_bind(d, g, &c.io, err, n)) return QNN_GRAPH_ERROR_INVALID_TENSOR;
+  c.AR = (int)c.io.ar, c.P = (int)c.io.p, c.CL = (int)c.io.cl, c.E = (int)d->hidden, c.HD = (int)d->head_dim;
+  c.half = c.HD / 2, c.NKV = (int)d->kv_heads, c.KVD = c.NKV * c.HD, c.L = (int)d->layers, c.V = (int)d->vocab;
+  size_t sm = hs_scratch_mark();
+  uint32_t code = c.io.first ? genie_embed(&c) : !c.L ? genie_head(&c) : genie_layers(&c);
   hs_scratch_release(sm);
-  hs_genie_io_free(&io);
+  hs_genie_io_free(&c.io);
   return code;
 }
