@@ -53,6 +53,10 @@
 //     gets a step without any, once in a row: grouping rows saves nothing
 //     there and would make the prompt's first token wait for every
 //     stream's call.
+//     On a model that states an alignment (BatchLimits.Align: rows whose
+//     bits depend on where their run started), prompt runs start at its
+//     multiples counted from 0 and go whole in one step, and reused rows
+//     are cut to such a multiple, so a seeded request repeats exactly.
 //  3. One Batcher.Step carries all runs; the model picks its graph calls
 //     from measured costs (one multi-row call, or decode calls).
 //  4. Sampling: each run's rows are read in order and sampled by its

@@ -23,7 +23,7 @@ type GraphStats struct {
 	// Recent is the smallest of the first WarmExecutes successful
 	// executes' times (a first call slowed by cold caches or a loaded
 	// moment does not stick), then their exponentially weighted moving
-	// average (weight RecentWeight); the planner's cost estimate, so plans
+	// average (weight RecentWeight); Policy's cost estimate, so its choices
 	// follow latency changes instead of lifetime averages.
 	Recent time.Duration
 	// Stale makes the next successful execute's time replace Recent (a
