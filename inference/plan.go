@@ -185,12 +185,12 @@ func (e *Engine) gather() candidates {
 		drafts: e.cfg.Speculative.Enabled, cost: e.stepCost, promptOnly: e.promptOnly}
 	e.stalled = 0
 	for _, g := range e.active {
-		if err := g.run.Err(); err != nil && g.abort == "" {
-			g.abort, g.runErr = e.stopReason(g)
+		if err := g.run.Err(); err != nil && g.status != aborting {
+			g.abort(e.stopReason(g))
 		}
-		if g.abort != "" {
+		if g.status == aborting {
 			for _, s := range g.seqs {
-				e.endSeq(s, g.abort, nil)
+				e.endSeq(s, g.finish, nil)
 			}
 			continue
 		}

@@ -15,13 +15,15 @@ import (
 // (vLLM's RequestStatus): a request waits in the queue, runs, and finishes;
 // a sequence runs (open in the model's pool), may be preempted (released to
 // make room: its rows come back from the KV store or are evaluated again),
-// and finishes with a FinishReason.
+// and finishes with a FinishReason. A running request whose choice failed
+// or was cancelled is aborting: its other choices end with its finish.
 type status uint8
 
 const (
 	waiting   status = iota // queued: no sequence yet
 	running                 // active: its sequences hold rows in the pool
 	preempted               // a sequence released to make room, to run again
+	aborting                // a request ending early: its finish is the abnormal one
 	finished                // ended; the FinishReason says why
 )
 
@@ -57,8 +59,7 @@ type record struct {
 	seqs    []*seq // started choices not yet released, in choice order
 	next    int    // the next choice to start
 	genTime time.Duration
-	finish  FinishReason // the request's: the last choice's, or the first abnormal one
-	abort   FinishReason // set when a choice failed or was cancelled: the rest end with it
+	finish  FinishReason // the request's: the last choice's, or (aborting) the first abnormal one
 	runErr  error
 
 	firstStep, counted int // the step of the first token (0: none yet), the last step counted in genTime
@@ -274,9 +275,18 @@ func (s *seq) end(f FinishReason) {
 	if th := s.det.think; th != nil {
 		s.g.usage.ReasoningTokens += th.tokens
 	}
-	if g := s.g; !abnormal(g.finish) || abnormal(f) {
+	if g := s.g; g.status != aborting && (!abnormal(g.finish) || abnormal(f)) {
 		g.finish = f
 	}
+}
+
+// abort ends g early with f (its first abnormal finish: later ones do not
+// replace it) and err: its choices end with f.
+func (g *record) abort(f FinishReason, err error) {
+	if g.status == aborting {
+		return
+	}
+	g.status, g.finish, g.runErr = aborting, f, err
 }
 
 // abnormal reports whether f ends a choice other than by its text.
@@ -311,8 +321,8 @@ func (e *Engine) endSeq(s *seq, f FinishReason, err error) {
 	}
 	e.emit(s.g, s.c, s.det.flush(), f)
 	s.end(f)
-	if g := s.g; abnormal(f) && g.abort == "" {
-		g.abort, g.runErr = f, err
+	if abnormal(f) {
+		s.g.abort(f, err)
 	}
 }
 
@@ -339,9 +349,6 @@ func (e *Engine) failStep(ss []*seq, err error) {
 // that never started get the request's finish, and Done is sent.
 func (e *Engine) finishRecord(g *record) {
 	finish := g.finish
-	if g.abort != "" {
-		finish = g.abort
-	}
 	for c := g.next; c < g.choices; c++ {
 		e.emit(g, c, textOut{}, finish)
 	}

@@ -57,7 +57,7 @@ func (e *Engine) admit() bool {
 	for _, g := range e.active {
 		// Choices the first one's Fork could not start open sequences of
 		// their own once its prompt is evaluated.
-		for open < e.maxSeq && g.next < g.choices && g.abort == "" && g.firstStep > 0 {
+		for open < e.maxSeq && g.next < g.choices && g.status != aborting && g.firstStep > 0 {
 			if !e.openChoice(g, open) {
 				break
 			}
@@ -294,7 +294,7 @@ func (e *Engine) pendingShare(req *Request, steps int) bool {
 	p := req.Prompt[:len(req.Prompt)-1]
 	rows := steps * e.model.BatchLimits().Rows
 	for _, g := range e.active {
-		if g.req.Owner != req.Owner || g.abort != "" {
+		if g.req.Owner != req.Owner || g.status == aborting {
 			continue
 		}
 		for _, s := range g.seqs {
@@ -358,7 +358,7 @@ func (e *Engine) openChoice(g *record, open int) bool {
 	id, err := e.open(rows)
 	if err != nil {
 		if !errors.Is(err, ErrNoSlots) || open == 0 {
-			g.abort, g.runErr = FinishError, fmt.Errorf("inference: model: %w", err)
+			g.abort(FinishError, fmt.Errorf("inference: model: %w", err))
 		}
 		return false
 	}
@@ -374,7 +374,7 @@ func (e *Engine) forkChoices(g *record, parent *seq, l sample.Logits) {
 	open := e.openSeqs()
 	p := len(g.req.Prompt)
 	rows := e.reserve(p, g.rows)
-	for ; open < e.maxSeq && g.next < g.choices && g.abort == ""; open++ {
+	for ; open < e.maxSeq && g.next < g.choices && g.status != aborting; open++ {
 		id, err := e.model.Fork(parent.id, p, rows-p)
 		if err != nil {
 			return // the choice opens a sequence of its own later
@@ -421,7 +421,7 @@ func (e *Engine) reap() {
 		}
 		clear(g.seqs[len(live):])
 		g.seqs = live
-		if len(g.seqs) == 0 && (g.next == g.choices || g.abort != "") {
+		if len(g.seqs) == 0 && (g.next == g.choices || g.status == aborting) {
 			e.finishRecord(g)
 			continue
 		}
