@@ -22,6 +22,7 @@ import (
 type shiftEvent struct {
 	Kind     string
 	Position int
+	Kept     int
 	Evicted  int
 }
 
@@ -191,7 +192,8 @@ func TestContextShiftRingStreams(t *testing.T) {
 // TestContextShiftRenumber: a 512-token Genie bundle whose config.json says
 // max_position_embeddings 1024 generates past position 1024 with shift on: ring shifts until
 // the next would pass 1024, then a re-read renumbers the kept tokens from position 0, then ring
-// shifts again; two runs give the same tokens.
+// shifts again; the tokens are the float64 reference's on either side of the re-read, and two
+// runs give the same tokens.
 func TestContextShiftRenumber(t *testing.T) {
 	dir := copyBundle(t, genieShift(t))
 	testjson.Edit(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["max_position_embeddings"] = 1024 })
@@ -203,7 +205,8 @@ func TestContextShiftRenumber(t *testing.T) {
 	for _, e := range shifts {
 		kinds = append(kinds, e.Kind)
 	}
-	if i := slices.Index(kinds, "reread"); i < 1 || i == len(kinds)-1 || slices.Contains(kinds[i+1:], "reread") {
+	r := slices.Index(kinds, "reread")
+	if r < 1 || r == len(kinds)-1 || slices.Contains(kinds[r+1:], "reread") {
 		t.Fatalf("shifts %+v: want ring shifts, one re-read, ring shifts", shifts)
 	}
 	for _, e := range shifts {
@@ -211,8 +214,13 @@ func TestContextShiftRenumber(t *testing.T) {
 			t.Errorf("%s shift at position %d (evicting %d) with max_position_embeddings 1024", e.Kind, e.Position, e.Evicted)
 		}
 	}
-	checkRingTokens(t, prompt, got[:shifts[slices.Index(kinds, "reread")].Position-len(prompt)], 9,
-		shifts[:slices.Index(kinds, "reread")])
+	// Until the re-read, the ring's reference; after it, a new sequence from position 0 holding the
+	// sink, the newest kept rows and the token sampled last, then the ring again.
+	p := shifts[r].Position
+	all := append(slices.Clone(prompt), got...)
+	checkRingTokens(t, prompt, got[:p-len(prompt)], 9, shifts[:r])
+	kept := append(slices.Clone(all[:9]), all[p-(shifts[r].Kept-9):p+1]...)
+	checkRingTokens(t, kept, all[p+1:], 9, shifts[r+1:])
 	again, shifts2 := s.shiftRun(t, prompt, n)
 	if !slices.Equal(again, got) || !slices.Equal(shifts2, shifts) {
 		t.Errorf("two shifted runs differ: shifts %+v, then %+v", shifts, shifts2)
