@@ -91,6 +91,7 @@ func pteHyper(c tinyllama.Config, ctx int) simfile.Hyper {
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
+		Scales: geniesim.Scales(c),
 		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Factor: 1, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}}
 	if rs := c.RopeScaling; rs != nil && rs.RopeType == "llama3" {
 		h.Rope = simfile.Rope{Theta: float32(c.RopeTheta), Factor: float32(rs.Factor), LowFreqFactor: float32(rs.LowFreqFactor),

@@ -488,9 +488,10 @@ func ropeBounds(r Rope) *ropeError {
 // Families are the config.json model_type values the Genie runner serves, with what their graphs
 // compute differently from Llama (docs/genie.md).
 var Families = map[string]string{
-	"llama": "Llama 3.x: llama3-scaled RoPE",
-	"qwen2": "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
-	"qwen3": "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
+	"llama":   "Llama 3.x (llama3-scaled RoPE) or Falcon3 (model_type llama: head_dim 256, plain RoPE θ 1000042)",
+	"granite": "Granite 3.1: embedding, attention and residual multipliers and logits scaling inside the graphs, RoPE θ 1e7",
+	"qwen2":   "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
+	"qwen3":   "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
 }
 
 // refusedFamilies says why a known family is not served.
@@ -502,7 +503,6 @@ var refusedFamilies = map[string]string{
 	"baichuan":    "Baichuan's ALiBi / W_pack attention is not supported",
 	"jais":        "JAIS's ALiBi positions and SwiGLU-GPT2 blocks are not supported",
 	"phi3":        "Phi-3.5's LongRoPE is not supported yet",
-	"granite":     "Granite's embedding, attention, residual and logits multipliers are not supported yet",
 	"mistral":     "Mistral is not supported yet",
 }
 

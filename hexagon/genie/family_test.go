@@ -34,22 +34,30 @@ func writeFamily(t testing.TB, family, precision string) (string, tinyllama.Conf
 }
 
 // TestFamilies: each family's tiny model, f32, gives the float64 reference's logits (q/k norms,
-// biases, head_dim ≠ hidden/heads, θ 1e6 RoPE tables computed by the runner from config.json)
+// biases, head_dim ≠ hidden/heads, Granite's multipliers, Falcon3's head_dim 256, the RoPE tables
+// computed by the runner from config.json or, for Falcon3, genie_config's QnnHtp rope-theta)
 // through a prompt chunk and decode rows, and its greedy continuation equals the reference's.
 func TestFamilies(t *testing.T) {
 	rt := openRuntime(t)
-	for _, family := range []string{"qwen3", "qwen2"} {
+	for _, tc := range []struct {
+		family, served string
+		theta          float64
+	}{{"qwen3", "qwen3", 1e6}, {"qwen2", "qwen2", 1e6}, {"granite", "granite", 1e7}, {"falcon3", "llama", 1000042}} {
+		family := tc.family
 		t.Run(family, func(t *testing.T) {
 			dir, c := writeFamily(t, family, "f32")
 			r := openRunner(t, rt, dir)
-			if r.bc.Family != family || r.bc.Rope.Theta != 1e6 || r.bc.Rope.Factor != 0 {
-				t.Fatalf("family %q rope %+v, want %s with plain θ 1e6", r.bc.Family, r.bc.Rope, family)
+			if r.bc.Family != tc.served || r.bc.Rope.Theta != tc.theta || r.bc.Rope.Factor != 0 {
+				t.Fatalf("family %q rope %+v, want %s with plain θ %g", r.bc.Family, r.bc.Rope, tc.served, tc.theta)
 			}
 			m, err := tinyllama.NewModel(c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			toks := []int32{151643, 9707, 11, 1879, 0, 576, 3974, 13876, 38835, 34208, 916}
+			for i := range toks {
+				toks[i] %= int32(c.VocabSize)
+			}
 			s := m.NewSession()
 			id, err := r.Open(testCtx - 1)
 			if err != nil {

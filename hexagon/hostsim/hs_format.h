@@ -51,7 +51,10 @@ typedef struct {
 #define HS_FLAG_TIED 1u
 #define HS_FLAG_QKNORM 2u
 #define HS_FLAG_QKVBIAS 4u
-#define HS_FLAGS_KNOWN 7u
+/* Granite's multipliers (embedding, attention, residual, logits scaling), as four f32 at header
+ * bytes 128..143: a header with this flag is 144 bytes. */
+#define HS_FLAG_SCALES 8u
+#define HS_FLAGS_KNOWN 15u
 
 typedef struct {
   uint32_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
@@ -64,6 +67,10 @@ typedef struct {
   /* ExecuTorch graphs (header bytes 96..123): shard layout and RoPE */
   uint32_t layer0, shards, rope_orig;
   float rope_theta, rope_factor, rope_lo, rope_hi;
+  /* HS_FLAG_SCALES (header bytes 128..143), else 1, 0, 1, 1: the embedding rows are multiplied
+   * by emb_mult, the attention scores by att_mult (0: 1/√D), each layer's two residual branches by
+   * res_mult, and the logits divided by logit_scale. */
+  float emb_mult, att_mult, res_mult, logit_scale;
 } hs_desc;
 
 /* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */

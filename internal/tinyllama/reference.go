@@ -165,9 +165,14 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	h, hd, nh, nkv := c.HiddenSize, c.HeadDim, c.NumAttentionHeads, c.NumKeyValueHeads
 	kvd, qd, f := c.KVDim(), c.QDim(), c.IntermediateSize
 	eps := c.RMSNormEps
+	emb, res := 1.0, 1.0
+	scale := 1 / math.Sqrt(float64(hd))
+	if c.Granite() {
+		emb, res, scale = c.EmbeddingMultiplier, c.ResidualMultiplier, c.AttentionMultiplier
+	}
 	x := make([]float64, h)
 	for i := range x {
-		x[i] = float64(m.embed[tok*h+i])
+		x[i] = float64(m.embed[tok*h+i]) * emb
 	}
 	xn := make([]float64, h)
 	q, k, v := make([]float64, qd), make([]float64, kvd), make([]float64, kvd)
@@ -187,7 +192,6 @@ func (s *Session) Append(tok int) ([]float64, error) {
 			vec[i+half] = b*cos[i] + a*sin[i]
 		}
 	}
-	scale := 1 / math.Sqrt(float64(hd))
 	group := nh / nkv
 	for li := range m.layers {
 		l := &m.layers[li]
@@ -226,7 +230,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 		}
 		matVec(tmp, l.o, att)
 		for i := range x {
-			x[i] += tmp[i]
+			x[i] += tmp[i] * res
 		}
 		rmsNorm(xn, x, l.postNorm, eps)
 		matVec(g, l.gate, xn)
@@ -236,7 +240,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 		}
 		matVec(tmp, l.dwn, g)
 		for i := range x {
-			x[i] += tmp[i]
+			x[i] += tmp[i] * res
 		}
 		if s.Observe != nil {
 			s.Observe(li, k, v, x)
@@ -260,6 +264,11 @@ func (m *Model) Logits(hidden []float64) []float64 {
 		wg.Go(func() { matVec(out[a:b], m.lmHead[a*h:b*h], hidden) })
 	}
 	wg.Wait()
+	if m.Config.Granite() {
+		for i := range out {
+			out[i] /= m.Config.LogitsScaling
+		}
+	}
 	return out
 }
 
