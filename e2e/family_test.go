@@ -45,21 +45,29 @@ func familyTokenizer(t *testing.T, family string) string {
 
 // TestFamilyGolden: each family's tiny model, served through /v1/completions with token-id
 // prompts, gives exactly its golden greedy tokens (the float64 reference) as a Genie bundle with
-// --precision f32 (3 parts; AR 16 and AR 32) and as a .pte with f16 weights and f32 KV and
-// logits, with the family's own tokenizer and template (familyTokenizer).
+// --precision f32 (3 parts; AR 16 and AR 32, Granite and Falcon3 AR 32) and as a .pte with f16
+// weights and f32 KV and logits, with the family's own tokenizer and template (familyTokenizer;
+// Granite and Falcon3 have none here and are served with Llama's as a test tokenizer).
 func TestFamilyGolden(t *testing.T) {
-	for _, family := range []string{"qwen3", "qwen2"} {
+	type variant struct {
+		name  string
+		flags []string
+		file  string
+	}
+	ar16 := variant{"genie-ar16", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "16", "--ctx", "512"}, ""}
+	ar32 := variant{"genie-ar32", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "32", "--ctx", "512"}, ""}
+	pte := variant{"pte", []string{"--format", "pte", "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "32"}, "tiny.pte"}
+	for _, fv := range []struct {
+		family   string
+		variants []variant
+	}{
+		{"qwen3", []variant{ar16, ar32, pte}}, {"qwen2", []variant{ar16, ar32, pte}},
+		{"granite", []variant{ar32, pte}}, {"falcon3", []variant{ar32, pte}},
+	} {
+		family := fv.family
 		cases, eos := familyGolden(t, family)
 		tok := familyTokenizer(t, family)
-		for _, v := range []struct {
-			name  string
-			flags []string
-			file  string
-		}{
-			{"genie-ar16", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "16", "--ctx", "512"}, ""},
-			{"genie-ar32", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "32", "--ctx", "512"}, ""},
-			{"pte", []string{"--format", "pte", "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "32"}, "tiny.pte"},
-		} {
+		for _, v := range fv.variants {
 			t.Run(family+"/"+v.name, func(t *testing.T) {
 				hostsimLibs(t)
 				dir := mkmodelOnce(t, append([]string{"--family", family, "--preset", "tiny", "--weights", "f16", "--name", "tiny",
