@@ -503,7 +503,7 @@ var refusedFamilies = map[string]string{
 	"baichuan":    "Baichuan's ALiBi / W_pack attention is not supported",
 	"jais":        "JAIS's ALiBi positions and SwiGLU-GPT2 blocks are not supported",
 	"phi3":        "Phi-3.5's LongRoPE is not supported yet",
-	"mistral":     "Mistral is not supported yet",
+	"mistral":     "Mistral's SentencePiece v3 vocabulary and [INST] template (model_type mistral) are not served yet",
 }
 
 // FamilyOf maps config.json's model_type (or its architectures) to a served family, or says why
