@@ -56,6 +56,16 @@ type BundleConfig struct {
 	HFHeadDim, HFKVHeads, HFVocab int
 	HFHidden, HFHeads             int
 	HFTied                        *bool
+	// Granite's multipliers from config.json (inside the graphs; shown by inspect).
+	HFMultipliers *Multipliers
+}
+
+// Multipliers are Granite's config.json multipliers.
+type Multipliers struct {
+	Embedding float64 `json:"embedding_multiplier"`
+	Attention float64 `json:"attention_multiplier"`
+	Residual  float64 `json:"residual_multiplier"`
+	Logits    float64 `json:"logits_scaling"`
 }
 
 // FamilySettings describes the family's graph settings from config.json, for inspect.
@@ -66,6 +76,10 @@ func (c *BundleConfig) FamilySettings() string {
 	}
 	if c.HFKVHeads > 0 {
 		parts = append(parts, fmt.Sprintf("%d KV heads", c.HFKVHeads))
+	}
+	if m := c.HFMultipliers; m != nil {
+		parts = append(parts, fmt.Sprintf("multipliers: embedding %g, attention %g (in place of 1/√head_dim), residual %g, logits divided by %g",
+			m.Embedding, m.Attention, m.Residual, m.Logits))
 	}
 	if c.HFTied != nil && *c.HFTied {
 		parts = append(parts, "tied embeddings (the lm-head is the embedding table)")
@@ -548,7 +562,8 @@ type hfConfig struct {
 	KVHeads       int      `json:"num_key_value_heads"`
 	Vocab         int      `json:"vocab_size"`
 	Tied          *bool    `json:"tie_word_embeddings"`
-	RopeScaling   *struct {
+	Multipliers
+	RopeScaling *struct {
 		Type   string  `json:"rope_type"`
 		Factor float64 `json:"factor"`
 		Low    float64 `json:"low_freq_factor"`
@@ -575,6 +590,10 @@ func (c *BundleConfig) readHF() error {
 	}
 	c.HFHeadDim, c.HFKVHeads, c.HFVocab = hf.HeadDim, hf.KVHeads, hf.Vocab
 	c.HFHidden, c.HFHeads, c.HFTied = hf.Hidden, hf.Heads, hf.Tied
+	if c.Family == "granite" {
+		m := hf.Multipliers
+		c.HFMultipliers = &m
+	}
 	if c.HFHeadDim == 0 && hf.Heads > 0 {
 		c.HFHeadDim = hf.Hidden / hf.Heads
 	}

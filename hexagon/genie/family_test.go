@@ -50,6 +50,9 @@ func TestFamilies(t *testing.T) {
 			if r.bc.Family != tc.served || r.bc.Rope.Theta != tc.theta || r.bc.Rope.Factor != 0 {
 				t.Fatalf("family %q rope %+v, want %s with plain θ %g", r.bc.Family, r.bc.Rope, tc.served, tc.theta)
 			}
+			if want := "multipliers: embedding 1.25, attention 0.125"; (family == "granite") != strings.Contains(r.bc.FamilySettings(), want) {
+				t.Errorf("inspect's family settings %q (want %q for granite only)", r.bc.FamilySettings(), want)
+			}
 			m, err := tinyllama.NewModel(c)
 			if err != nil {
 				t.Fatal(err)
