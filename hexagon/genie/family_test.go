@@ -1,6 +1,8 @@
 package genie
 
 import (
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,6 +126,38 @@ func TestFamilyRefused(t *testing.T) {
 			})
 			_, err := Open(Config{Dir: dir, Runtime: rt})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGraniteHeaderRefused: a Granite part whose header's multipliers flag and size disagree, or
+// whose multiplier is not positive, is refused at load as a malformed binary (QnnSystem gives the
+// code; hostsim's reason, in FORMAT.md, stays in its log), naming the part.
+func TestGraniteHeaderRefused(t *testing.T) {
+	rt := openRuntime(t)
+	for _, tc := range []struct {
+		name string
+		off  int
+		val  uint32
+		want string
+	}{
+		{"flag off, 144-byte header", 52, 1, "granite_part_2_of_3.bin: qnn: systemContextGetMetaData: error 30010"},
+		{"negative residual multiplier", 136, math.Float32bits(-0.22), "granite_part_2_of_3.bin: qnn: systemContextGetMetaData: error 30010"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := writeFamily(t, "granite", "f32")
+			part := filepath.Join(dir, geniesim.PartFile("granite", 2, 3))
+			b, err := os.ReadFile(part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			binary.LittleEndian.PutUint32(b[tc.off:], tc.val)
+			if err := os.WriteFile(part, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(Config{Dir: dir, Runtime: rt}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Open: %v, want an error containing %q", err, tc.want)
 			}
 		})
