@@ -82,7 +82,30 @@ func TestFamilyGolden(t *testing.T) {
 						t.Errorf("%s: greedy continuation of %d prompt tokens:\n got  %v\n want %v", c.Name, len(c.PromptIDs), got, want)
 					}
 				}
+				if family == "granite" { // n-vocab 49155 below the test tokenizer's 128256 tokens
+					nVocabSmaller(t, s)
+				}
 			})
+		}
+	}
+}
+
+// nVocabSmaller: a model whose logits (49155) are fewer than its tokenizer's tokens (128256) says so
+// at load; a prompt holding an id past the logits is a 400 naming the vocabulary, and the server
+// keeps serving; a sampled reply holds only ids below it.
+func nVocabSmaller(t *testing.T, s *hexserve) {
+	t.Helper()
+	if !strings.Contains(s.log.String(), "ids from 49155 on are never sampled") {
+		t.Errorf("the load does not note the smaller n-vocab:\n%s", s.log)
+	}
+	r := s.post(t, "/v1/completions", `{"model":"x","prompt":[1,2,100000],"max_tokens":2}`)
+	if r.Status != 400 || !strings.Contains(r.Body, "outside the vocabulary [0, 49155)") {
+		t.Errorf("prompt id 100000: %d %s", r.Status, r.Body)
+	}
+	r = s.post(t, "/v1/completions", `{"model":"x","prompt":[1,2,3],"max_tokens":64,"temperature":2,"top_k":0,"seed":3,"return_token_ids":true}`)
+	for _, id := range choiceOf(t, r.Body).Choices[0].TokenIDs {
+		if id >= 49155 {
+			t.Errorf("sampled id %d past n-vocab 49155", id)
 		}
 	}
 }
