@@ -162,14 +162,10 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	if tok < 0 || tok >= c.VocabSize {
 		return nil, fmt.Errorf("tinyllama: token %d outside the vocabulary (%d)", tok, c.VocabSize)
 	}
-	h, hd, nh, nkv := c.HiddenSize, c.HeadDim, c.NumAttentionHeads, c.NumKeyValueHeads
+	h, hd := c.HiddenSize, c.HeadDim
 	kvd, qd, f := c.KVDim(), c.QDim(), c.IntermediateSize
 	eps := c.RMSNormEps
-	emb, res := 1.0, 1.0
-	scale := 1 / math.Sqrt(float64(hd))
-	if c.Granite() {
-		emb, res, scale = c.EmbeddingMultiplier, c.ResidualMultiplier, c.AttentionMultiplier
-	}
+	emb, scale, res := c.multipliers()
 	x := make([]float64, h)
 	for i := range x {
 		x[i] = float64(m.embed[tok*h+i]) * emb
@@ -192,42 +188,13 @@ func (s *Session) Append(tok int) ([]float64, error) {
 			vec[i+half] = b*cos[i] + a*sin[i]
 		}
 	}
-	group := nh / nkv
 	for li := range m.layers {
 		l := &m.layers[li]
 		rmsNorm(xn, x, l.inNorm, eps)
 		l.project(q, k, v, xn, hd, eps, rope)
 		s.k[li] = append(s.k[li], k...)
 		s.v[li] = append(s.v[li], v...)
-		n := s.pos + 1
-		for hh := range nh {
-			kvh := hh / group
-			qh := q[hh*hd : (hh+1)*hd]
-			best := math.Inf(-1)
-			for t := range n {
-				kt := s.k[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
-				var d float64
-				for i := range qh {
-					d += qh[i] * kt[i]
-				}
-				scores[t] = d * scale
-				best = max(best, scores[t])
-			}
-			var sum float64
-			for t := range n {
-				scores[t] = math.Exp(scores[t] - best)
-				sum += scores[t]
-			}
-			out := att[hh*hd : (hh+1)*hd]
-			clear(out)
-			for t := range n {
-				w := scores[t] / sum
-				vt := s.v[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
-				for i := range out {
-					out[i] += w * vt[i]
-				}
-			}
-		}
+		s.attend(li, q, att, scores, scale)
 		matVec(tmp, l.o, att)
 		for i := range x {
 			x[i] += tmp[i] * res
@@ -250,6 +217,51 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	out := make([]float64, h)
 	rmsNorm(out, x, m.norm, eps)
 	return out, nil
+}
+
+// multipliers are Granite's embedding, attention and residual multipliers, else 1, 1/√head_dim, 1.
+func (c Config) multipliers() (emb, att, res float64) {
+	if c.Granite() {
+		return c.EmbeddingMultiplier, c.AttentionMultiplier, c.ResidualMultiplier
+	}
+	return 1, 1 / math.Sqrt(float64(c.HeadDim)), 1
+}
+
+// attend writes to att the attention of every query head of q over the layer li's cached keys
+// and values (the current token's included), with scores scaled by scale; scores is scratch.
+func (s *Session) attend(li int, q, att, scores []float64, scale float64) {
+	c := s.m.Config
+	hd, nh, kvd := c.HeadDim, c.NumAttentionHeads, c.KVDim()
+	group := nh / c.NumKeyValueHeads
+	n := s.pos + 1
+	for hh := range nh {
+		kvh := hh / group
+		qh := q[hh*hd : (hh+1)*hd]
+		best := math.Inf(-1)
+		for t := range n {
+			kt := s.k[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+			var d float64
+			for i := range qh {
+				d += qh[i] * kt[i]
+			}
+			scores[t] = d * scale
+			best = max(best, scores[t])
+		}
+		var sum float64
+		for t := range n {
+			scores[t] = math.Exp(scores[t] - best)
+			sum += scores[t]
+		}
+		out := att[hh*hd : (hh+1)*hd]
+		clear(out)
+		for t := range n {
+			w := scores[t] / sum
+			vt := s.v[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+			for i := range out {
+				out[i] += w * vt[i]
+			}
+		}
+	}
 }
 
 // Logits applies the lm-head (the embedding when tied) to a final hidden state.
