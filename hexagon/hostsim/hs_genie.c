@@ -132,6 +132,7 @@ uint32_t hs_genie_run(const hs_model *m, const hs_graph *g, void **in, void **ou
       }
       row_of(&m->embed, (uint32_t)ids[i], x + (size_t)i * E);
     }
+    hs_embed_scale(m, x, (size_t)AR * E);
     hs_store(&g->out[io.hout], out[io.hout], 0, (size_t)AR * E, x);
     goto done;
   }

@@ -211,6 +211,7 @@ uint32_t hs_et_run(const hs_model *m, const hs_graph *g, void **in, void **out, 
     for (int a = 0; a < nl; a++) {
       int i = live[a];
       hs_mat_row(&m->embed, (uint32_t)tok[i], x + (size_t)i * H);
+      hs_embed_scale(m, x + (size_t)i * H, (size_t)H);
       for (int j = 0; j < half; j++) {
         double ang = (double)pos[i] * inv[j];
         ch[(size_t)i * half + j] = (float)(cos(ang) * af);
