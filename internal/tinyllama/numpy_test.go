@@ -23,7 +23,7 @@ type numpyCase struct {
 // ids and logits and logsumexp at every checked position within 1e-9; and the Go reference,
 // run now on each family's short case, agrees with numpy too.
 func TestNumpyReference(t *testing.T) {
-	for _, family := range []string{"public", "qwen2", "qwen3", "granite", "falcon3"} {
+	for _, family := range []string{"public", "qwen2", "qwen3", "phi3", "granite", "falcon3"} {
 		t.Run(family, func(t *testing.T) {
 			var g struct {
 				Config Config       `json:"config"`

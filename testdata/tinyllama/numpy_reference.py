@@ -9,7 +9,7 @@ Go reference's goldens against them without running Python.
 
 Usage (Debian's python3-numpy; the python3 first on PATH may lack numpy):
     /usr/bin/python3 testdata/tinyllama/numpy_reference.py [family ...]
-Families: public (Llama 3.2), qwen2, qwen3, granite, falcon3.
+Families: public (Llama 3.2), qwen2, qwen3, phi3, granite, falcon3.
 """
 import json
 import math
@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAMILIES = ["public", "qwen2", "qwen3", "granite", "falcon3"]
+FAMILIES = ["public", "qwen2", "qwen3", "phi3", "granite", "falcon3"]
 M64 = (1 << 64) - 1
 
 
@@ -59,12 +59,20 @@ def tensor(c, name, shape):
     return w.reshape(shape)
 
 
-def inv_freq(c):
+def inv_freq(c, n):
+    """RoPE's frequencies for a sequence of n tokens, and the factor on cos and sin."""
     hd, theta = c["head_dim"], c["rope_theta"]
     inv = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
     rs = c.get("rope_scaling")
+    if rs and rs.get("rope_type") == "longrope":
+        # SPEC.md, phi3: short factors within the original context, long beyond; cos and sin
+        # times sqrt(1 + ln(factor)/ln(original)), factor = max_position_embeddings / original
+        orig = c["original_max_position_embeddings"]
+        ext = np.asarray(rs["short_factor"] if n <= orig else rs["long_factor"], dtype=np.float64)
+        factor = c["max_position_embeddings"] / orig
+        return inv / ext, math.sqrt(1 + math.log(factor) / math.log(orig))
     if not rs or rs.get("rope_type") != "llama3":
-        return inv
+        return inv, 1.0
     # transformers' _compute_llama3_parameters
     factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
     orig = rs["original_max_position_embeddings"]
@@ -73,7 +81,7 @@ def inv_freq(c):
     out = np.where(wave > low_wave, inv / factor, inv)
     smooth = (orig / wave - lo) / (hi - lo)
     mid = (wave >= high_wave) & (wave <= low_wave)
-    return np.where(mid, (1 - smooth) * inv / factor + smooth * inv, out)
+    return np.where(mid, (1 - smooth) * inv / factor + smooth * inv, out), 1.0
 
 
 class Model:
@@ -84,7 +92,6 @@ class Model:
         self.embed = tensor(c, "model.embed_tokens.weight", (V, H))
         self.lm = self.embed if c.get("tie_word_embeddings", True) else tensor(c, "lm_head.weight", (V, H))
         self.norm = tensor(c, "model.norm.weight", (H,))
-        self.inv = inv_freq(c)
         granite = c.get("model_type") == "granite"
         self.emb = c["embedding_multiplier"] if granite else 1.0
         self.res = c["residual_multiplier"] if granite else 1.0
@@ -96,14 +103,19 @@ class Model:
             L = {
                 "in": tensor(c, p + "input_layernorm.weight", (H,)),
                 "post": tensor(c, p + "post_attention_layernorm.weight", (H,)),
-                "q": tensor(c, p + "self_attn.q_proj.weight", (nh * hd, H)),
-                "k": tensor(c, p + "self_attn.k_proj.weight", (nkv * hd, H)),
-                "v": tensor(c, p + "self_attn.v_proj.weight", (nkv * hd, H)),
                 "o": tensor(c, p + "self_attn.o_proj.weight", (H, nh * hd)),
-                "gate": tensor(c, p + "mlp.gate_proj.weight", (F, H)),
-                "up": tensor(c, p + "mlp.up_proj.weight", (F, H)),
                 "down": tensor(c, p + "mlp.down_proj.weight", (H, F)),
             }
+            if c.get("model_type") == "phi3":
+                # SPEC.md, phi3: one fused tensor each, generated whole, split by rows
+                qkv = tensor(c, p + "self_attn.qkv_proj.weight", ((nh + 2 * nkv) * hd, H))
+                L["q"], L["k"], L["v"] = np.split(qkv, [nh * hd, (nh + nkv) * hd])
+                L["gate"], L["up"] = np.split(tensor(c, p + "mlp.gate_up_proj.weight", (2 * F, H)), [F])
+            else:
+                for key, name, rows in [("q", "self_attn.q_proj", nh * hd), ("k", "self_attn.k_proj", nkv * hd),
+                                        ("v", "self_attn.v_proj", nkv * hd), ("gate", "mlp.gate_proj", F),
+                                        ("up", "mlp.up_proj", F)]:
+                    L[key] = tensor(c, p + name + ".weight", (rows, H))
             if c.get("attention_bias"):
                 L["qb"] = tensor(c, p + "self_attn.q_proj.bias", (nh * hd,))
                 L["kb"] = tensor(c, p + "self_attn.k_proj.bias", (nkv * hd,))
@@ -122,8 +134,9 @@ class Model:
         hd, nh, nkv = c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
         n = len(tokens)
         x = self.embed[np.asarray(tokens)] * self.emb
-        ang = np.arange(n, dtype=np.float64)[:, None] * self.inv[None, :]
-        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        inv, af = inv_freq(c, n)
+        ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+        cos, sin = np.cos(ang)[:, None, :] * af, np.sin(ang)[:, None, :] * af
 
         def rope(t):  # [n, heads, hd], rotate-half
             a, b = t[..., : hd // 2], t[..., hd // 2 :]
