@@ -15,7 +15,7 @@ HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && echo yes)
 HF_TOKENIZERS := $(wildcard $(CURDIR)/tokenizer/testdata/hf/node_modules)
 HAVE_CHROMIUM := $(shell command -v node >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && echo yes)
 
-.PHONY: all build run test test-lane-go test-lane-sim vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models
+.PHONY: all build run test test-lane-go test-lane-sim vet gotest fuzz test-arm64 test-node test-web bench-smoke android clean models numpy-reference
 
 all: build hostsim
 
@@ -128,3 +128,9 @@ android:
 
 clean:
 	rm -rf bin build
+
+# numpy-reference rewrites testdata/tinyllama/numpy_<family>.json, the independent float64 numpy
+# reference of every family's tiny model (Debian's python3-numpy: apt-get install python3-numpy).
+# make test only reads them (TestNumpyReference).
+numpy-reference:
+	/usr/bin/python3 testdata/tinyllama/numpy_reference.py

@@ -53,21 +53,29 @@ func familyTokenizer(t *testing.T, family string) string {
 
 // TestFamilyGolden: each family's tiny model, served through /v1/completions with token-id
 // prompts, gives exactly its golden greedy tokens (the float64 reference) as a Genie bundle with
-// --precision f32 (3 parts; AR 16 and AR 32) and as a .pte with f16 weights and f32 KV and
-// logits, with the family's own tokenizer and template (familyTokenizer).
+// --precision f32 (3 parts; AR 16 and AR 32, Granite and Falcon3 AR 32) and as a .pte with f16
+// weights and f32 KV and logits, with the family's own tokenizer and template (familyTokenizer;
+// Granite and Falcon3 have none here and are served with Llama's as a test tokenizer).
 func TestFamilyGolden(t *testing.T) {
-	for _, family := range []string{"qwen3", "qwen2", "phi3"} {
+	type variant struct {
+		name  string
+		flags []string
+		file  string
+	}
+	ar16 := variant{"genie-ar16", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "16", "--ctx", "512"}, ""}
+	ar32 := variant{"genie-ar32", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "32", "--ctx", "512"}, ""}
+	pte := variant{"pte", []string{"--format", "pte", "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "32"}, "tiny.pte"}
+	for _, fv := range []struct {
+		family   string
+		variants []variant
+	}{
+		{"qwen3", []variant{ar16, ar32, pte}}, {"qwen2", []variant{ar16, ar32, pte}}, {"phi3", []variant{ar16, ar32, pte}},
+		{"granite", []variant{ar32, pte}}, {"falcon3", []variant{ar32, pte}},
+	} {
+		family := fv.family
 		cases, eos := familyGolden(t, family)
 		tok := familyTokenizer(t, family)
-		for _, v := range []struct {
-			name  string
-			flags []string
-			file  string
-		}{
-			{"genie-ar16", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "16", "--ctx", "512"}, ""},
-			{"genie-ar32", []string{"--format", "genie", "--precision", "f32", "--parts", "3", "--prefill-chunk", "32", "--ctx", "512"}, ""},
-			{"pte", []string{"--format", "pte", "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "32"}, "tiny.pte"},
-		} {
+		for _, v := range fv.variants {
 			t.Run(family+"/"+v.name, func(t *testing.T) {
 				hostsimLibs(t)
 				dir := mkmodelOnce(t, append([]string{"--family", family, "--preset", "tiny", "--weights", "f16", "--name", "tiny",
@@ -81,6 +89,9 @@ func TestFamilyGolden(t *testing.T) {
 					if got, _ := s.completion(t, c.PromptIDs, len(want)); !slices.Equal(got, want) {
 						t.Errorf("%s: greedy continuation of %d prompt tokens:\n got  %v\n want %v", c.Name, len(c.PromptIDs), got, want)
 					}
+				}
+				if family == "granite" { // n-vocab 49155 below the test tokenizer's 128256 tokens
+					nVocabSmaller(t, s)
 				}
 			})
 		}
@@ -231,4 +242,24 @@ func publishedPhiConfig(t *testing.T, dir string) {
 		rs := pe["rope-scaling"].(map[string]any)
 		rs["long-factor"], rs["short-factor"] = hf.Rope.Long, hf.Rope.Short
 	})
+}
+
+// nVocabSmaller: a model whose logits (49155) are fewer than its tokenizer's tokens (128256) says so
+// at load; a prompt holding an id past the logits is a 400 naming the vocabulary, and the server
+// keeps serving; a sampled reply holds only ids below it.
+func nVocabSmaller(t *testing.T, s *hexserve) {
+	t.Helper()
+	if !strings.Contains(s.log.String(), "ids from 49155 on are never sampled") {
+		t.Errorf("the load does not note the smaller n-vocab:\n%s", s.log)
+	}
+	r := s.post(t, "/v1/completions", `{"model":"x","prompt":[1,2,100000],"max_tokens":2}`)
+	if r.Status != 400 || !strings.Contains(r.Body, "outside the vocabulary [0, 49155)") {
+		t.Errorf("prompt id 100000: %d %s", r.Status, r.Body)
+	}
+	r = s.post(t, "/v1/completions", `{"model":"x","prompt":[1,2,3],"max_tokens":64,"temperature":2,"top_k":0,"seed":3,"return_token_ids":true}`)
+	for _, id := range choiceOf(t, r.Body).Choices[0].TokenIDs {
+		if id >= 49155 {
+			t.Errorf("sampled id %d past n-vocab 49155", id)
+		}
+	}
 }

@@ -167,13 +167,26 @@ type ModelArch struct {
 func (m *Model) grammar() *grammar.Vocab {
 	m.grammarOnce.Do(func() {
 		var eos []int32
+		var pieces grammar.Pieces = m.Tokenizer
 		if m.Engine != nil {
-			eos = m.Engine.Info().EOS
+			info := m.Engine.Info()
+			if eos = info.EOS; info.VocabSize > 0 {
+				pieces = logitRows{m.Tokenizer, info.VocabSize}
+			}
 		}
-		m.grammarVocab.Store(grammar.VocabOf(m.Tokenizer, eos))
+		m.grammarVocab.Store(grammar.VocabOf(pieces, eos))
 	})
 	return m.grammarVocab.Load()
 }
+
+// logitRows is a tokenizer's vocabulary cut at the model's logits (n-vocab may be smaller than the
+// tokenizer: ids past it are never sampled).
+type logitRows struct {
+	grammar.Pieces
+	n int
+}
+
+func (v logitRows) VocabSize() int { return min(v.Pieces.VocabSize(), v.n) }
 
 // Server routes HTTP requests. It is an http.Handler.
 type Server struct {

@@ -49,8 +49,8 @@ func mkmodel(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.format, "format", "bundle", "output: bundle (QHexRT bundle, OUT/ARCH/), pte (ExecuTorch static-llama OUT/NAME.pte) or genie (Qualcomm AI Hub Genie bundle, OUT/)")
 	fs.StringVar(&o.precision, "precision", "w4a16", "genie only: w4a16 (uint16 activations and logits, uint8 KV, calibrated scales), w4 (float16 I/O and KV) or f32 (float32 I/O and KV: golden logits)")
 	fs.IntVar(&o.parts, "parts", 3, "genie only: context binaries (part 1 the embedding, the layers spread over the others, the last ending in logits)")
-	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the family's golden model) or a real shape (llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; phi-3.5-mini)")
-	fs.StringVar(&o.family, "family", "llama", "architecture: llama, qwen2, qwen3 or phi3 (genie and pte; a bundle is llama only)")
+	fs.StringVar(&o.preset, "preset", "", "built-in model: tiny (the family's golden model) or a real shape (llama-3.2-1b, llama-3.2-3b; qwen3-0.6b, qwen3-1.7b, qwen3-4b; qwen2.5-0.5b, qwen2.5-1.5b; phi-3.5-mini; granite-3.1-2b, granite-3.1-8b; falcon3-1b, falcon3-7b)")
+	fs.StringVar(&o.family, "family", "llama", "architecture: llama, qwen2, qwen3, phi3, granite or falcon3 (genie and pte; a bundle is llama only)")
 	fs.StringVar(&o.out, "out", "", "directory to write (required); a bundle goes to OUT/ARCH/, a .pte to OUT/NAME.pte")
 	fs.StringVar(&o.name, "name", "", "model name: the manifest's model.name, or the .pte file name (default from the preset or config)")
 	fs.StringVar(&o.weights, "weights", "int8", "weight storage: f16 or int8 (per-row, like W8A16 bundles)")
@@ -214,7 +214,7 @@ func modelConfig(o *mkmodelOptions) (cfg tinyllama.Config, source string, err er
 	if o.out == "" {
 		return cfg, "", errors.New("--out is required")
 	}
-	if mt := cmp.Or(cfg.ModelType, "llama"); mt != cmp.Or(o.family, "llama") {
+	if mt := cmp.Or(cfg.ModelType, "llama"); mt != tinyllama.ModelType(cmp.Or(o.family, "llama")) {
 		return cfg, "", fmt.Errorf("the config's model_type is %q but --family is %q", mt, cmp.Or(o.family, "llama"))
 	}
 	return cfg, source, nil
@@ -272,6 +272,10 @@ func familyTokenizer(o *mkmodelOptions, stderr io.Writer) error {
 			o.tokenizer = qwen3NPM
 		}
 		fmt.Fprintf(stderr, "hexserve mkmodel: qwen3 tokenizer and template from %s\n", o.tokenizer)
+	case "granite", "falcon3":
+		// No Granite or Falcon3 tokenizer is in the repository, ../shared or npm: a test tokenizer.
+		o.tokenizer = "testdata/tokenizer/llama3.2/tokenizer.json"
+		fmt.Fprintf(stderr, "hexserve mkmodel: %s: no tokenizer of the family here; the model carries Llama 3.2's tokenizer.json as a test tokenizer (pass --tokenizer for the family's own)\n", o.family)
 	default:
 		return fmt.Errorf("--family %s: pass --tokenizer (the family's tokenizer.json, with its tokenizer_config.json beside it)", o.family)
 	}

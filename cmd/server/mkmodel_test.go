@@ -607,7 +607,7 @@ func TestMkmodelPhi3(t *testing.T) {
 			Orig      int    `json:"original_max_position_embeddings"`
 			KVHeads   int    `json:"num_key_value_heads"`
 			Scaling   struct {
-				Type         string    `json:"rope_type"`
+				Type  string    `json:"rope_type"`
 				Short []float64 `json:"short_factor"`
 			} `json:"rope_scaling"`
 		}
@@ -641,6 +641,53 @@ func TestMkmodelPhi3(t *testing.T) {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("genie_config.json lacks %s:\n%s", want, b)
 			}
+		}
+	}
+}
+
+// TestMkmodelGraniteFalcon3: --family granite writes config.json with Granite's multipliers and
+// genie_config.json in AI Hub's Granite form (pad-token, positional-encoding θ 1e7); --family
+// falcon3 writes model_type llama with head_dim 256, 4 KV heads, θ 1000042 and genie_config.json
+// in AI Hub's Falcon3 form (RoPE inside QnnHtp, bos = eos = 11); both in genie and pte.
+func TestMkmodelGraniteFalcon3(t *testing.T) {
+	tok := filepath.Join("..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json")
+	for _, tc := range []struct {
+		family, format string
+		check          func(hf map[string]any, genie string) bool
+	}{
+		{"granite", "genie", func(hf map[string]any, g string) bool {
+			return hf["model_type"] == "granite" && hf["embedding_multiplier"] == 1.25 && hf["attention_multiplier"] == 0.125 &&
+				hf["residual_multiplier"] == 0.22 && hf["logits_scaling"] == 8.0 && hf["rope_theta"] == 1e7 &&
+				strings.Contains(g, `"pad-token": 0`) && strings.Contains(g, `"rope-theta": 10000000`)
+		}},
+		{"falcon3", "genie", func(hf map[string]any, g string) bool {
+			return hf["model_type"] == "llama" && hf["head_dim"] == 256.0 && hf["num_key_value_heads"] == 4.0 &&
+				hf["rope_theta"] == 1000042.0 && hf["vocab_size"] == 131072.0 && hf["rope_scaling"] == nil &&
+				strings.Contains(g, `"pos-id-dim": 128`) && strings.Contains(g, `"rope-theta": 1000042`) &&
+				strings.Contains(g, `"bos-token": 11`) && !strings.Contains(g, "positional-encoding")
+		}},
+		{"granite", "pte", func(hf map[string]any, _ string) bool {
+			return hf["model_type"] == "granite" && hf["logits_scaling"] == 8.0
+		}},
+		{"falcon3", "pte", func(hf map[string]any, _ string) bool { return hf["model_type"] == "llama" && hf["head_dim"] == 256.0 }},
+	} {
+		out := t.TempDir()
+		code, stdout, stderr := runMk(t, "--family", tc.family, "--preset", "tiny", "--format", tc.format, "--ctx", "64",
+			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", tok)
+		if code != 0 {
+			t.Fatalf("%s %s: exit %d: %s%s", tc.family, tc.format, code, stdout, stderr)
+		}
+		var hf map[string]any
+		b, err := os.ReadFile(filepath.Join(out, "config.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &hf)
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.family, tc.format, err)
+		}
+		g, _ := os.ReadFile(filepath.Join(out, "genie_config.json"))
+		if !tc.check(hf, string(g)) {
+			t.Errorf("%s %s: config.json %v\ngenie_config.json %s", tc.family, tc.format, hf, g)
 		}
 	}
 }

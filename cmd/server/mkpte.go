@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,7 +92,8 @@ func pteHyper(c tinyllama.Config, ctx int) simfile.Hyper {
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
-		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
+		Scales: geniesim.Scales(c),
+		Rope:   simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
 	return h
 }
 
@@ -147,7 +149,9 @@ func writePTE(o mkmodelOptions, stderr io.Writer) (string, error) {
 	if err := copyTokenizer(o, o.out, cfg, stderr); err != nil {
 		return "", err
 	}
-	if cfg.ModelType != "" && cfg.ModelType != "llama" { // the family, which ExecuTorch's metadata does not name
+	// The family, which ExecuTorch's metadata does not name (Falcon3's config.json says llama, with its own
+	// sizes and end tokens).
+	if cmp.Or(o.family, "llama") != "llama" {
 		for name, v := range map[string]any{"config.json": geniesim.HFConfig(cfg), "generation_config.json": geniesim.GenerationConfig(cfg)} {
 			b, _ := json.MarshalIndent(v, "", "    ")
 			if err := os.WriteFile(filepath.Join(o.out, name), b, 0o644); err != nil {

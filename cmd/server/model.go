@@ -138,13 +138,14 @@ type endTokenModel interface {
 	SetEndTokens([]int32)
 }
 
-// finishLoad checks the tokenizer against the model, applies the end-token rule (the model's
+// finishLoad notes a tokenizer larger than the model's logits, applies the end-token rule (the model's
 // own list, named own, ∪ generation_config.json's, else tokenizer_config.json's, looked for in
 // the model's folder, then the tokenizer's), loads the chat template and logs the load.
 func finishLoad(model endTokenModel, tok *tokenizer.Tokenizer, tokPath, dir, own string, loaded *zerolog.Event) (*chat.Template, error) {
 	info := model.Info()
-	if tok.VocabSize() > info.VocabSize {
-		return nil, fmt.Errorf("tokenizer %s has %d tokens but the model's logits only %d", tokPath, tok.VocabSize(), info.VocabSize)
+	if tok.VocabSize() > info.VocabSize { // AI Hub's Qwen2.5-7B: n-vocab 131072, 151665 tokens
+		loaded.Str("vocab_note", fmt.Sprintf("the tokenizer has %d tokens but the logits only %d: ids from %d on are never sampled, and a prompt holding one is refused (400)",
+			tok.VocabSize(), info.VocabSize, info.VocabSize))
 	}
 	dirs := []string{dir}
 	if td := filepath.Dir(tokPath); td != dir {

@@ -72,10 +72,15 @@ func writePTE(t testing.TB, o pteOpts) string {
 		s.KRange, s.VRange = append(s.KRange, float32(1.25*r.K[l])), append(s.VRange, float32(1.25*r.V[l]))
 	}
 	s.LogitsRange, s.HiddenRange = float32(1.25*r.Logits), float32(1.25*r.Hidden)
+	var scales simfile.Scales // Granite's multipliers (a runner imports no sibling runner's writer)
+	if c.Granite() {
+		scales = simfile.Scales{Embedding: float32(c.EmbeddingMultiplier), Attention: float32(c.AttentionMultiplier),
+			Residual: float32(c.ResidualMultiplier), Logits: float32(c.LogitsScaling)}
+	}
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: o.ctx,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
-		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
+		Scales: scales, Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
 	p := filepath.Join(t.TempDir(), fmt.Sprintf("tiny-%d-%d-%d.pte", o.ctx, o.ar, o.shards))
 	f, err := os.Create(p)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // TestW4A16Agreement serves every golden case of testdata/tinyllama (each family's tiny model: Llama,
-// Qwen3, Qwen2, Phi-3) with the f32 precision (its
+// Qwen3, Qwen2, Phi-3, Granite, Falcon3) with the f32 precision (its
 // greedy output must equal the golden tokens) and with w4a16 (uint16 activations and logits, uint8
 // KV), teacher-forced on the f32 tokens: it reports, per case, the tokens until w4a16's greedy
 // choice first differs and the logit error per step, and checks that w4a16 serves every case to
@@ -30,6 +30,7 @@ func TestW4A16Agreement(t *testing.T) {
 	for _, f := range []struct{ family, golden string }{
 		{"llama", "golden_tiny_public.json"}, {"qwen3", "golden_tiny_qwen3.json"}, {"qwen2", "golden_tiny_qwen2.json"},
 		{"phi3", "golden_tiny_phi3.json"},
+		{"granite", "golden_tiny_granite.json"}, {"falcon3", "golden_tiny_falcon3.json"},
 	} {
 		t.Run(f.family, func(t *testing.T) {
 			c, err := tinyllama.FamilyPreset(f.family, "tiny")
@@ -152,8 +153,8 @@ func agreement(t *testing.T, rt *qnn.Runtime, cfg tinyllama.Config, goldenFile s
 		t.Logf("%s: %d prompt + %d tokens: w4a16 greedy agrees with f32 for %d tokens; max |Δlogit| per step: mean %.3f, worst %.3f (mean top logit %.1f)",
 			c.Name, p, len(want), agree, sum/float64(len(want)), worst, top)
 		// The bounds are Llama's, whose top logit is 20.5 on average; a family's logits of another
-		// scale (an untied lm-head generated as a projection: Phi-3's 89) scale them, as the
-		// error is relative to the logits.
+		// scale (Granite's divided by logits_scaling; an untied lm-head generated as a projection:
+		// Falcon3's 77, Phi-3's 89) scale them, as the error is relative to the logits.
 		scale := top / llamaTopLogit
 		if worst > 3*scale {
 			t.Errorf("%s: w4a16 logit error %.3f (bound 3 × %.2f)", c.Name, worst, scale)

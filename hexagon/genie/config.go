@@ -63,6 +63,16 @@ type BundleConfig struct {
 	// weights are generated ("" for real ones).
 	Generated    string
 	MaxPositions int // config.json max_position_embeddings (0: not given)
+	// Granite's multipliers from config.json (inside the graphs; shown by inspect).
+	HFMultipliers *Multipliers
+}
+
+// Multipliers are Granite's config.json multipliers.
+type Multipliers struct {
+	Embedding float64 `json:"embedding_multiplier"`
+	Attention float64 `json:"attention_multiplier"`
+	Residual  float64 `json:"residual_multiplier"`
+	Logits    float64 `json:"logits_scaling"`
 }
 
 // FamilySettings describes the family's graph settings from config.json, for inspect.
@@ -73,6 +83,10 @@ func (c *BundleConfig) FamilySettings() string {
 	}
 	if c.HFKVHeads > 0 {
 		parts = append(parts, fmt.Sprintf("%d KV heads", c.HFKVHeads))
+	}
+	if m := c.HFMultipliers; m != nil {
+		parts = append(parts, fmt.Sprintf("multipliers: embedding %g, attention %g (in place of 1/√head_dim), residual %g, logits divided by %g",
+			m.Embedding, m.Attention, m.Residual, m.Logits))
 	}
 	if c.HFTied != nil && *c.HFTied {
 		parts = append(parts, "tied embeddings (the lm-head is the embedding table)")
@@ -513,10 +527,11 @@ func ropeBounds(r Rope) *ropeError {
 // Families are the config.json model_type values the Genie runner serves, with what their graphs
 // compute differently from Llama (docs/genie.md).
 var Families = map[string]string{
-	"llama": "Llama 3.x: llama3-scaled RoPE",
-	"qwen2": "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
-	"qwen3": "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
-	"phi3":  "Phi-3 / Phi-3.5: fused qkv_proj and gate_up_proj (split in the graphs), no GQA, LongRoPE with its attention factor",
+	"llama":   "Llama 3.x (llama3-scaled RoPE) or Falcon3 (model_type llama: head_dim 256, plain RoPE θ 1000042)",
+	"granite": "Granite 3.1: embedding, attention and residual multipliers and logits scaling inside the graphs, RoPE θ 1e7",
+	"qwen2":   "Qwen2 / Qwen2.5: q/k/v biases, RoPE θ 1e6",
+	"qwen3":   "Qwen3: per-head q/k RMSNorm before RoPE, head_dim of its own, RoPE θ 1e6",
+	"phi3":    "Phi-3 / Phi-3.5: fused qkv_proj and gate_up_proj (split in the graphs), no GQA, LongRoPE with its attention factor",
 }
 
 // refusedFamilies says why a known family is not served.
@@ -527,8 +542,7 @@ var refusedFamilies = map[string]string{
 	"gemma":       "Gemma's GeGLU MLP and scaled embedding are not supported",
 	"baichuan":    "Baichuan's ALiBi / W_pack attention is not supported",
 	"jais":        "JAIS's ALiBi positions and SwiGLU-GPT2 blocks are not supported",
-	"granite":     "Granite's embedding, attention, residual and logits multipliers are not supported yet",
-	"mistral":     "Mistral is not supported yet",
+	"mistral":     "Mistral's SentencePiece v3 vocabulary and [INST] template (model_type mistral) are not served yet",
 }
 
 // FamilyOf maps config.json's model_type (or its architectures) to a served family, or says why
@@ -579,6 +593,7 @@ type hfConfig struct {
 	RopeScaling   *rope.Scaling `json:"rope_scaling"`
 	MaxPositions  int           `json:"max_position_embeddings"`
 	OrigPositions int           `json:"original_max_position_embeddings"` // Phi-3's, beside rope_scaling
+	Multipliers
 }
 
 // scaling is config.json's RoPE scaling with what Hugging Face derives filled in (as
@@ -617,6 +632,10 @@ func (c *BundleConfig) readHF() error {
 		return fmt.Errorf("genie: %s: max_position_embeddings %d is below the context (%d, dialog.context.size)", path, hf.MaxPositions, c.Size)
 	}
 	c.MaxPositions = hf.MaxPositions
+	if c.Family == "granite" {
+		m := hf.Multipliers
+		c.HFMultipliers = &m
+	}
 	if c.HFHeadDim == 0 && hf.Heads > 0 {
 		c.HFHeadDim = hf.Hidden / hf.Heads
 	}

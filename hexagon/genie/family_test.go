@@ -1,6 +1,8 @@
 package genie
 
 import (
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,22 +37,27 @@ func writeFamily(t testing.TB, family, precision string) (string, tinyllama.Conf
 }
 
 // TestFamilies: each family's tiny model, f32, gives the float64 reference's logits (q/k norms,
-// biases, head_dim ≠ hidden/heads, θ 1e6 RoPE tables, Phi-3's split fused weights and LongRoPE
-// tables with the attention factor, computed by the runner from config.json) through a prompt
+// biases, head_dim ≠ hidden/heads, Phi-3's split fused weights and LongRoPE tables with the
+// attention factor, Granite's multipliers, Falcon3's head_dim 256, the RoPE tables computed by the
+// runner from config.json or, for Falcon3, genie_config's QnnHtp rope-theta) through a prompt
 // chunk and decode rows, and its greedy continuation equals the reference's.
 func TestFamilies(t *testing.T) {
 	rt := openRuntime(t)
 	for _, tc := range []struct {
-		family  string
-		theta   float64
-		scaling string
-	}{{"qwen3", 1e6, ""}, {"qwen2", 1e6, ""}, {"phi3", 1e4, "longrope"}} {
+		family, served string
+		theta          float64
+		scaling        string
+	}{{"qwen3", "qwen3", 1e6, ""}, {"qwen2", "qwen2", 1e6, ""}, {"phi3", "phi3", 1e4, "longrope"},
+		{"granite", "granite", 1e7, ""}, {"falcon3", "llama", 1000042, ""}} {
 		family := tc.family
 		t.Run(family, func(t *testing.T) {
 			dir, c := writeFamily(t, family, "f32")
 			r := openRunner(t, rt, dir)
-			if r.bc.Family != family || r.bc.Rope.Theta != tc.theta || r.bc.Rope.Scaling.Kind() != tc.scaling {
-				t.Fatalf("family %q rope %v, want %s with θ %g, scaling %q", r.bc.Family, r.bc.Rope, family, tc.theta, tc.scaling)
+			if r.bc.Family != tc.served || r.bc.Rope.Theta != tc.theta || r.bc.Rope.Scaling.Kind() != tc.scaling {
+				t.Fatalf("family %q rope %v, want %s with θ %g, scaling %q", r.bc.Family, r.bc.Rope, tc.served, tc.theta, tc.scaling)
+			}
+			if want := "multipliers: embedding 1.25, attention 0.125"; (family == "granite") != strings.Contains(r.bc.FamilySettings(), want) {
+				t.Errorf("inspect's family settings %q (want %q for granite only)", r.bc.FamilySettings(), want)
 			}
 			m, err := tinyllama.NewModel(c)
 			if err != nil {
@@ -199,5 +206,37 @@ func TestPublishedPhiConfig(t *testing.T) {
 			t.Fatalf("greedy step %d: %d, reference %d", i, got, want)
 		}
 		l = step(t, r, inference.Run{Seq: id, Start: len(toks) + i, Tokens: []int32{int32(got)}})[0]
+	}
+}
+
+// TestGraniteHeaderRefused: a Granite part whose header's multipliers flag and size disagree, or
+// whose multiplier is not positive, is refused at load as a malformed binary (QnnSystem gives the
+// code; hostsim's reason, in FORMAT.md, stays in its log), naming the part.
+func TestGraniteHeaderRefused(t *testing.T) {
+	rt := openRuntime(t)
+	for _, tc := range []struct {
+		name string
+		off  int
+		val  uint32
+		want string
+	}{
+		{"flag off, 144-byte header", 52, 1, "granite_part_2_of_3.bin: qnn: systemContextGetMetaData: error 30010"},
+		{"negative residual multiplier", 136, math.Float32bits(-0.22), "granite_part_2_of_3.bin: qnn: systemContextGetMetaData: error 30010"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := writeFamily(t, "granite", "f32")
+			part := filepath.Join(dir, geniesim.PartFile("granite", 2, 3))
+			b, err := os.ReadFile(part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			binary.LittleEndian.PutUint32(b[tc.off:], tc.val)
+			if err := os.WriteFile(part, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(Config{Dir: dir, Runtime: rt}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -299,6 +299,25 @@ static int check_weight_shape(const hs_desc *d, const hs_weight_ref *w, char *er
   return 0;
 }
 
+/* read_scales reads Granite's multipliers (header bytes 128..143, flag HS_FLAG_SCALES, header size
+ * 144), else sets 1 (att_mult 0: the graphs use 1/√D); 0, or -1 with the reason in err. */
+static int read_scales(rd *r, hs_desc *d, uint32_t hsize, uint64_t size, char *err, size_t errlen) {
+  int has = (d->flags & HS_FLAG_SCALES) != 0;
+  if (has != (hsize == 144))
+    return hs_fail(err, errlen, "header size %u with flags 0x%x: the multipliers flag (0x10) and a 144-byte header go together", hsize, d->flags);
+  d->emb_mult = 1, d->att_mult = 0, d->res_mult = 1, d->logit_scale = 1;
+  if (!has) return 0;
+  if (size < 144) return hs_fail(err, errlen, "binary too small (%llu bytes)", (unsigned long long)size);
+  r->pos = 128;
+  d->emb_mult = rd_f32(r); d->att_mult = rd_f32(r); d->res_mult = rd_f32(r); d->logit_scale = rd_f32(r);
+  float v[4] = {d->emb_mult, d->att_mult, d->res_mult, d->logit_scale};
+  for (int i = 0; i < 4; i++)
+    if (!(v[i] > 0 && v[i] < 1e30f))
+      return hs_fail(err, errlen, "bad multipliers in header (embedding %g, attention %g, residual %g, logits scaling %g)",
+                     v[0], v[1], v[2], v[3]);
+  return 0;
+}
+
 int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);
   if (!buf || size < 128) return hs_fail(err, errlen, "binary too small (%llu bytes)", (unsigned long long)size);
@@ -307,7 +326,7 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   uint32_t version = rd_u32(&r), hsize = rd_u32(&r);
   if (version != 2)
     return hs_fail(err, errlen, "unsupported hostsim format version %u, want 2 (rewrite the file with hexserve mkmodel)", version);
-  if (hsize != 128) return hs_fail(err, errlen, "bad header size %u", hsize);
+  if (hsize != 128 && hsize != 144) return hs_fail(err, errlen, "bad header size %u", hsize);
   d->hidden = rd_u32(&r); d->layers = rd_u32(&r); d->heads = rd_u32(&r); d->kv_heads = rd_u32(&r);
   d->head_dim = rd_u32(&r); d->ffn = rd_u32(&r); d->vocab = rd_u32(&r); d->ctx = rd_u32(&r);
   d->eps = rd_f32(&r); d->flags = rd_u32(&r); d->ngraphs = rd_u32(&r); d->nweights = rd_u32(&r);
@@ -316,6 +335,7 @@ int hs_parse(const uint8_t *buf, uint64_t size, hs_desc *d, char *err, size_t er
   d->file_size = rd_u64(&r);
   d->layer0 = rd_u32(&r); d->shards = rd_u32(&r); d->rope_theta = rd_f32(&r); d->rope_factor = rd_f32(&r);
   d->rope_lo = rd_f32(&r); d->rope_hi = rd_f32(&r); d->rope_orig = rd_u32(&r);
+  if (read_scales(&r, d, hsize, size, err, errlen)) return -1;
   if (d->file_size > size) return hs_fail(err, errlen, "binary truncated: %llu bytes, header says %llu",
                                        (unsigned long long)size, (unsigned long long)d->file_size);
   if (!d->hidden || !d->heads || !d->kv_heads || !d->head_dim || !d->vocab || !d->ctx || d->heads % d->kv_heads ||

@@ -54,7 +54,10 @@ typedef struct {
 /* LongRoPE (Phi-3) in the ExecuTorch graphs: inv_freq[i] = 1/(ext[i]·θ^(2i/D)) with ext the weight
  * rope.ext_factor [1,D/2] (float32, first shard), cos and sin times the header's factor field. */
 #define HS_FLAG_LONGROPE 8u
-#define HS_FLAGS_KNOWN 15u
+/* Granite's multipliers (embedding, attention, residual, logits scaling), as four f32 at header
+ * bytes 128..143: a header with this flag is 144 bytes. A file may carry it beside LONGROPE. */
+#define HS_FLAG_SCALES 16u
+#define HS_FLAGS_KNOWN 31u
 
 typedef struct {
   uint32_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
@@ -68,6 +71,10 @@ typedef struct {
   uint32_t layer0, shards, rope_orig;
   float rope_theta, rope_factor, rope_lo, rope_hi;
   float *rope_ext; /* HS_FLAG_LONGROPE: rope.ext_factor's D/2 values when the file holds it, else NULL */
+  /* HS_FLAG_SCALES (header bytes 128..143), else 1, 0, 1, 1: the embedding rows are multiplied
+   * by emb_mult, the attention scores by att_mult (0: 1/√D), each layer's two residual branches by
+   * res_mult, and the logits divided by logit_scale. */
+  float emb_mult, att_mult, res_mult, logit_scale;
 } hs_desc;
 
 /* hs_parse parses and validates buf; returns 0, or -1 with a message in err. */

@@ -136,6 +136,7 @@ static uint32_t genie_embed(genie_call *c) {
                    c->g->name, i, ids[i], c->V);
     row_of(&c->m->embed, (uint32_t)ids[i], x + (size_t)i * c->E);
   }
+  hs_embed_scale(c->m, x, (size_t)c->AR * c->E);
   hs_store(&c->g->out[c->io.hout], c->out[c->io.hout], 0, (size_t)c->AR * c->E, x);
   return 0;
 }

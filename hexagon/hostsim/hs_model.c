@@ -56,6 +56,26 @@ static void rope(float *v, const float *cos, const float *sin, int D) {
   }
 }
 
+/* residual adds a layer branch o to the residual stream x: scaled by Granite's residual
+ * multiplier, else exactly x + o. */
+static void residual(float *x, const float *o, size_t n, const hs_desc *d) {
+  if (d->flags & HS_FLAG_SCALES)
+    for (size_t i = 0; i < n; i++) x[i] += o[i] * d->res_mult;
+  else
+    for (size_t i = 0; i < n; i++) x[i] += o[i];
+}
+
+void hs_embed_scale(const hs_model *m, float *x, size_t n) {
+  if (m->d.flags & HS_FLAG_SCALES)
+    for (size_t i = 0; i < n; i++) x[i] *= m->d.emb_mult;
+}
+
+/* logit_scale divides n logits by Granite's logits scaling (nothing without it). */
+static void logit_scale(const hs_model *m, float *lg, size_t n) {
+  if (m->d.flags & HS_FLAG_SCALES)
+    for (size_t i = 0; i < n; i++) lg[i] /= m->d.logit_scale;
+}
+
 typedef struct {
   const hs_model *m;
   int AR, npast;
@@ -68,7 +88,7 @@ static void att_task(void *p, int s, int e) {
   const hs_desc *d = &j->m->d;
   int D = (int)d->head_dim, nh = (int)d->heads, group = (int)(d->heads / d->kv_heads);
   int qd = nh * D, kvd = (int)d->kv_heads * D;
-  float scale = 1.0f / sqrtf((float)D);
+  float scale = d->att_mult > 0 ? d->att_mult : 1.0f / sqrtf((float)D);
   float *sc = malloc(sizeof(float) * (size_t)(j->npast + j->AR));
   for (int t = s; t < e; t++) {
     int i = t / nh, h = t % nh, kh = h / group;
@@ -139,7 +159,7 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
     att_job aj = {m, AR, npast, q, newk[l], newv[l], pmask, smask, npast ? pk[l] : NULL, npast ? pv[l] : NULL, att};
     hs_parallel_for(AR * (int)d->heads, (double)AR * d->heads * (npast + AR) * D * 2, att_task, &aj);
     hs_matmul(&L->o, att, AR, qd, o, H);
-    for (size_t i = 0; i < (size_t)AR * H; i++) x[i] += o[i];
+    residual(x, o, (size_t)AR * H, d);
     for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &L->post_norm, d->eps, H, h + (size_t)i * H);
     hs_matmul(&L->gate, h, AR, H, g, F);
     hs_matmul(&L->up, h, AR, H, u, F);
@@ -148,7 +168,7 @@ void hs_forward(const hs_model *m, int AR, float *x, const float *cos, const flo
       g[i] = a / (1.0f + expf(-a)) * u[i];
     }
     hs_matmul(&L->down, g, AR, F, o, H);
-    for (size_t i = 0; i < (size_t)AR * H; i++) x[i] += o[i];
+    residual(x, o, (size_t)AR * H, d);
   }
   if (m->norm.cols) /* absent in an ExecuTorch shard that is not the last */
     for (int i = 0; i < AR; i++) rmsnorm(x + (size_t)i * H, &m->norm, d->eps, H, y + (size_t)i * H);
@@ -186,9 +206,10 @@ void hs_compact(int AR, int nl, const int *live, float *x, int H, float *cs, flo
     for (int b = 0; b < nl; b++) smask[(size_t)a * nl + b] = smask[(size_t)live[a] * AR + live[b]];
 }
 
-void hs_lmhead(const hs_model *m, const float *x, float *logits) { hs_matmul(&m->lm, x, 1, (int)m->d.hidden, logits, (int)m->d.vocab); }
+void hs_lmhead(const hs_model *m, const float *x, float *logits) { hs_lmhead_n(m, x, 1, logits); }
 void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits) {
   hs_matmul(&m->lm, x, n, (int)m->d.hidden, logits, (int)m->d.vocab);
+  logit_scale(m, logits, (size_t)n * m->d.vocab);
 }
 
 /* ---- loading ---- */

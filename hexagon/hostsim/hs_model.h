@@ -46,7 +46,9 @@ int hs_live(int AR, const unsigned char *opens, const float *smask, int *live);
 void hs_compact(int AR, int nl, const int *live, float *x, int H, float *cs, float *sn, int D, float *pmask, int npast,
                 float *smask);
 
-/* hs_lmhead computes logits [V] = W · x. */
+/* hs_embed_scale multiplies n embedding values by Granite's embedding multiplier (nothing without it). */
+void hs_embed_scale(const hs_model *m, float *x, size_t n);
+/* hs_lmhead computes logits [V] = W · x (divided by Granite's logits scaling). */
 void hs_lmhead(const hs_model *m, const float *x, float *logits);
 /* hs_lmhead_n computes n rows: logits [n,V] = x [n,H] · Wᵀ. */
 void hs_lmhead_n(const hs_model *m, const float *x, int n, float *logits);

@@ -234,6 +234,7 @@ static void et_inputs(et_call *c) {
     for (int a = 0; a < c->nl; a++) {
       int i = c->live[a];
       hs_mat_row(&c->m->embed, (uint32_t)tok[i], c->x + (size_t)i * c->H);
+      hs_embed_scale(c->m, c->x + (size_t)i * c->H, (size_t)c->H);
       for (int j = 0; j < half; j++) {
         double ang = (double)pos[i] * c->inv[j];
         c->ch[(size_t)i * half + j] = (float)(cos(ang) * af);

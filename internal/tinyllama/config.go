@@ -40,12 +40,31 @@ type Config struct {
 	NumKeyValueHeads              int      `json:"num_key_value_heads"`
 	HeadDim                       int      `json:"head_dim"`
 	// AttentionBias is Qwen2's q/k/v projection bias (o_proj has none).
-	AttentionBias bool   `json:"attention_bias,omitempty"`
-	InitSeed      uint64 `json:"init_seed"`
+	AttentionBias bool `json:"attention_bias,omitempty"`
+	// Granite's multipliers (model_type granite): the embedding rows are multiplied by
+	// EmbeddingMultiplier, the attention scores by AttentionMultiplier (in place of 1/√head_dim),
+	// each residual branch by ResidualMultiplier, and the logits divided by LogitsScaling.
+	EmbeddingMultiplier float64 `json:"embedding_multiplier,omitempty"`
+	AttentionMultiplier float64 `json:"attention_multiplier,omitempty"`
+	ResidualMultiplier  float64 `json:"residual_multiplier,omitempty"`
+	LogitsScaling       float64 `json:"logits_scaling,omitempty"`
+	InitSeed            uint64  `json:"init_seed"`
 }
 
-// Families lists the model_type values whose graphs these models cover.
-var Families = []string{"llama", "qwen2", "qwen3", "phi3"}
+// Families lists the families of test models: the model_type values whose graphs these models
+// cover, and falcon3 (model_type llama with Falcon3's shape and tokenizer).
+var Families = []string{"llama", "qwen2", "qwen3", "phi3", "granite", "falcon3"}
+
+// ModelType is family's config.json model_type (Falcon3 is a llama).
+func ModelType(family string) string {
+	if family == "falcon3" {
+		return "llama"
+	}
+	return family
+}
+
+// Granite reports Granite's multipliers (GraniteForCausalLM).
+func (c Config) Granite() bool { return c.ModelType == "granite" }
 
 // QKNorm reports Qwen3's per-head RMSNorm of q and k (q_norm, k_norm over head_dim) before RoPE.
 func (c Config) QKNorm() bool { return c.ModelType == "qwen3" }
@@ -241,6 +260,24 @@ func (c Config) Rope() *rope.Scaling {
 	return &s
 }
 
+// Granite returns the Granite 3.1 config of the given sizes with its multipliers: 49155-token
+// vocabulary, RoPE θ 1e7 without scaling, ε 1e-5, tied embeddings, token 0 as BOS, EOS and padding.
+func Granite(hidden, ffn, layers, heads, kvHeads, headDim int, emb, att, res, logits float64, seed uint64) Config {
+	c := Config{Architectures: []string{"GraniteForCausalLM"}, ModelType: "granite", VocabSize: 49155, RMSNormEps: 1e-5,
+		RopeTheta: 10_000_000, MaxPositionEmbeddings: 131072, TieWordEmbeddings: true, EOSTokenIDs: TokenIDs{0},
+		HiddenAct: "silu", EmbeddingMultiplier: emb, AttentionMultiplier: att, ResidualMultiplier: res, LogitsScaling: logits}
+	return c.shape(hidden, ffn, layers, heads, kvHeads, headDim, seed)
+}
+
+// Falcon3 returns the Falcon3 config of the given sizes: Llama's architecture (model_type llama)
+// with head_dim of its own, RoPE θ 1000042 without scaling, ε 1e-6, a 131072-token vocabulary,
+// an untied lm-head, and token 11 (<|endoftext|>) as BOS and EOS.
+func Falcon3(hidden, ffn, layers, heads, kvHeads, headDim int, seed uint64) Config {
+	c := Config{Architectures: []string{"LlamaForCausalLM"}, ModelType: "llama", VocabSize: 131072, RMSNormEps: 1e-6,
+		RopeTheta: 1000042, MaxPositionEmbeddings: 32768, BOSTokenID: 11, EOSTokenIDs: TokenIDs{11}, HiddenAct: "silu"}
+	return c.shape(hidden, ffn, layers, heads, kvHeads, headDim, seed)
+}
+
 // presets maps each family to its presets; "tiny" is the family's golden model.
 var presets = map[string]map[string]func() Config{
 	"llama": {"tiny": Tiny, "llama-3.2-1b": Llama32_1B, "llama-3.2-3b": Llama32_3B},
@@ -255,6 +292,15 @@ var presets = map[string]map[string]func() Config{
 	// Phi-3 tiny: no GQA (as Phi-3.5's 32 KV heads), head_dim 16 (8 LongRoPE factors).
 	"phi3": {"tiny": func() Config { return Phi3(64, 192, 2, 4, 4, 16, 20261209) },
 		"phi-3.5-mini": func() Config { return Phi3(3072, 8192, 32, 32, 32, 96, 3_5) }},
+	// Granite tiny: attention multiplier 0.125 where 1/√16 would be 0.25; embedding multiplier 1.25
+	// (the real 12 against these weights makes the embedding drown the layers: a one-token loop).
+	"granite": {"tiny": func() Config { return Granite(64, 192, 2, 4, 2, 16, 1.25, 0.125, 0.22, 8, 20261209) },
+		"granite-3.1-2b": func() Config { return Granite(2048, 8192, 40, 32, 8, 64, 12, 0.015625, 0.22, 8, 3_1_2) },
+		"granite-3.1-8b": func() Config { return Granite(4096, 12800, 40, 32, 8, 128, 12, 0.0078125, 0.22, 16, 3_1_8) }},
+	// Falcon3 tiny: head_dim 256 (q width 8·256 = 2048 ≠ hidden 64), 4 KV heads.
+	"falcon3": {"tiny": func() Config { return Falcon3(64, 192, 2, 8, 4, 256, 20261210) },
+		"falcon3-1b": func() Config { return Falcon3(2048, 8192, 18, 8, 4, 256, 3_0_1) },
+		"falcon3-7b": func() Config { return Falcon3(3072, 23040, 28, 12, 4, 256, 3_0_7) }},
 }
 
 // Preset returns a named preset of the llama family.
@@ -340,6 +386,10 @@ func (c Config) Validate() error {
 	}
 	if c.HeadDim%2 != 0 {
 		errs = append(errs, fmt.Errorf("head_dim %d must be even", c.HeadDim))
+	}
+	if c.Granite() && !(c.EmbeddingMultiplier > 0 && c.AttentionMultiplier > 0 && c.ResidualMultiplier > 0 && c.LogitsScaling > 0) {
+		errs = append(errs, fmt.Errorf("granite: embedding_multiplier %g, attention_multiplier %g, residual_multiplier %g and logits_scaling %g must be positive",
+			c.EmbeddingMultiplier, c.AttentionMultiplier, c.ResidualMultiplier, c.LogitsScaling))
 	}
 	if c.RopeTheta <= 0 {
 		errs = append(errs, fmt.Errorf("rope_theta must be positive, got %g", c.RopeTheta))

@@ -198,12 +198,13 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	if tok < 0 || tok >= c.VocabSize {
 		return nil, fmt.Errorf("tinyllama: token %d outside the vocabulary (%d)", tok, c.VocabSize)
 	}
-	h, hd, nh, nkv := c.HiddenSize, c.HeadDim, c.NumAttentionHeads, c.NumKeyValueHeads
+	h, hd := c.HiddenSize, c.HeadDim
 	kvd, qd, f := c.KVDim(), c.QDim(), c.IntermediateSize
 	eps := c.RMSNormEps
+	emb, scale, res := c.multipliers()
 	x := make([]float64, h)
 	for i := range x {
-		x[i] = float64(m.embed[tok*h+i])
+		x[i] = float64(m.embed[tok*h+i]) * emb
 	}
 	xn := make([]float64, h)
 	q, k, v := make([]float64, qd), make([]float64, kvd), make([]float64, kvd)
@@ -212,46 +213,16 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	tmp := make([]float64, h)
 	scores := make([]float64, s.Rows()+1)
 	rope := m.rotation(s.pos)
-	scale := 1 / math.Sqrt(float64(hd))
-	group := nh / nkv
 	for li := range m.layers {
 		l := &m.layers[li]
 		rmsNorm(xn, x, l.inNorm, eps)
 		l.project(q, k, v, xn, hd, eps, rope)
 		s.k[li] = append(s.k[li], k...)
 		s.v[li] = append(s.v[li], v...)
-		n := len(s.k[li]) / kvd
-		for hh := range nh {
-			kvh := hh / group
-			qh := q[hh*hd : (hh+1)*hd]
-			best := math.Inf(-1)
-			for t := range n {
-				kt := s.k[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
-				var d float64
-				for i := range qh {
-					d += qh[i] * kt[i]
-				}
-				scores[t] = d * scale
-				best = max(best, scores[t])
-			}
-			var sum float64
-			for t := range n {
-				scores[t] = math.Exp(scores[t] - best)
-				sum += scores[t]
-			}
-			out := att[hh*hd : (hh+1)*hd]
-			clear(out)
-			for t := range n {
-				w := scores[t] / sum
-				vt := s.v[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
-				for i := range out {
-					out[i] += w * vt[i]
-				}
-			}
-		}
+		s.attend(li, q, att, scores, scale)
 		matVec(tmp, l.o, att)
 		for i := range x {
-			x[i] += tmp[i]
+			x[i] += tmp[i] * res
 		}
 		rmsNorm(xn, x, l.postNorm, eps)
 		matVec(g, l.gate, xn)
@@ -261,7 +232,7 @@ func (s *Session) Append(tok int) ([]float64, error) {
 		}
 		matVec(tmp, l.dwn, g)
 		for i := range x {
-			x[i] += tmp[i]
+			x[i] += tmp[i] * res
 		}
 		if s.Observe != nil {
 			s.Observe(li, k, v, x)
@@ -271,6 +242,51 @@ func (s *Session) Append(tok int) ([]float64, error) {
 	out := make([]float64, h)
 	rmsNorm(out, x, m.norm, eps)
 	return out, nil
+}
+
+// multipliers are Granite's embedding, attention and residual multipliers, else 1, 1/√head_dim, 1.
+func (c Config) multipliers() (emb, att, res float64) {
+	if c.Granite() {
+		return c.EmbeddingMultiplier, c.AttentionMultiplier, c.ResidualMultiplier
+	}
+	return 1, 1 / math.Sqrt(float64(c.HeadDim)), 1
+}
+
+// attend writes to att the attention of every query head of q over the layer li's cached keys
+// and values (the current token's included, the evicted left out), with scores scaled by scale; scores is scratch.
+func (s *Session) attend(li int, q, att, scores []float64, scale float64) {
+	c := s.m.Config
+	hd, nh, kvd := c.HeadDim, c.NumAttentionHeads, c.KVDim()
+	group := nh / c.NumKeyValueHeads
+	n := len(s.k[li]) / kvd
+	for hh := range nh {
+		kvh := hh / group
+		qh := q[hh*hd : (hh+1)*hd]
+		best := math.Inf(-1)
+		for t := range n {
+			kt := s.k[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+			var d float64
+			for i := range qh {
+				d += qh[i] * kt[i]
+			}
+			scores[t] = d * scale
+			best = max(best, scores[t])
+		}
+		var sum float64
+		for t := range n {
+			scores[t] = math.Exp(scores[t] - best)
+			sum += scores[t]
+		}
+		out := att[hh*hd : (hh+1)*hd]
+		clear(out)
+		for t := range n {
+			w := scores[t] / sum
+			vt := s.v[li][t*kvd+kvh*hd : t*kvd+(kvh+1)*hd]
+			for i := range out {
+				out[i] += w * vt[i]
+			}
+		}
+	}
 }
 
 // Logits applies the lm-head (the embedding when tied) to a final hidden state.
@@ -285,6 +301,11 @@ func (m *Model) Logits(hidden []float64) []float64 {
 		wg.Go(func() { matVec(out[a:b], m.lmHead[a*h:b*h], hidden) })
 	}
 	wg.Wait()
+	if m.Config.Granite() {
+		for i := range out {
+			out[i] /= m.Config.LogitsScaling
+		}
+	}
 	return out
 }
 

@@ -8,6 +8,7 @@ package geniesim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -46,11 +47,21 @@ type Options struct {
 func Hyper(c tinyllama.Config, ctx int) simfile.Hyper {
 	h := simfile.Hyper{Hidden: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: ctx,
-		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias()}
+		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
+		Scales: Scales(c)}
 	if s := c.Rope(); s.Kind() == rope.TypeLongRoPE {
 		h.Rope = simfile.Rope{Theta: float32(c.RopeTheta), Scaling: s}
 	}
 	return h
+}
+
+// Scales are the graphs' Granite multipliers from c (none for another family).
+func Scales(c tinyllama.Config) simfile.Scales {
+	if !c.Granite() {
+		return simfile.Scales{}
+	}
+	return simfile.Scales{Embedding: float32(c.EmbeddingMultiplier), Attention: float32(c.AttentionMultiplier),
+		Residual: float32(c.ResidualMultiplier), Logits: float32(c.LogitsScaling)}
 }
 
 // Spec derives the graphs' spec; fixed-point ranges are calibrated on a sample prompt
@@ -202,7 +213,10 @@ func obj(pairs ...any) kv {
 // writes it (config.json keeps the checkpoint's). A Qwen model's is in the form of AI Hub's
 // qwen2_5_7b_instruct: RoPE as QnnHtp's pos-id-dim and rope-theta (no positional-encoding),
 // bos-token <|im_start|>, eos-token <|im_end|> and eot-token <|endoftext|>. A Phi-3 model's is
-// in the form of AI Hub's phi_3_5_mini_instruct: the eos-token list, LongRoPE in rope-scaling.
+// in the form of AI Hub's phi_3_5_mini_instruct: the eos-token list, LongRoPE in rope-scaling. A
+// Falcon3 model's (model_type llama without rope scaling) is in the form of falcon_v3_7b_instruct:
+// RoPE in QnnHtp, bos-token = eos-token; a Granite model's as ibm_granite_v3_1_8b_instruct: a
+// pad-token.
 func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
 	eos := []int(c.EOSTokenIDs)
 	if eos == nil {
@@ -213,7 +227,14 @@ func GenieConfig(c tinyllama.Config, ctx int, bins []string) any {
 	htp := obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", true,
 		"cpu-mask", "0xe0", "kv-dim", c.HeadDim, "allow-async-init", false)
 	model := obj("version", 1, "type", "binary", "binary", obj("version", 1, "ctx-bins", bins))
-	if qwen && len(eos) == 2 {
+	if c.Granite() && len(eos) == 1 {
+		context = obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", c.BOSTokenID, "eos-token", eos[0], "pad-token", eos[0])
+	}
+	if falcon := cmp.Or(c.ModelType, "llama") == "llama" && c.RopeScaling == nil; falcon && len(eos) == 1 {
+		context = obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", c.BOSTokenID, "eos-token", eos[0])
+		htp = obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", true,
+			"cpu-mask", "0xe0", "kv-dim", c.HeadDim, "pos-id-dim", c.HeadDim/2, "allow-async-init", false, "rope-theta", int(c.RopeTheta))
+	} else if qwen && len(eos) == 2 {
 		context = obj("version", 1, "size", ctx, "n-vocab", c.VocabSize, "bos-token", 151644, "eos-token", eos[0], "eot-token", eos[1])
 		htp = obj("version", 1, "use-mmap", true, "spill-fill-bufsize", 0, "mmap-budget", 0, "poll", false,
 			"pos-id-dim", c.HeadDim/2, "cpu-mask", "0xe0", "kv-dim", c.HeadDim, "rope-theta", int(c.RopeTheta), "allow-async-init", false)

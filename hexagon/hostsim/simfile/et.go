@@ -164,7 +164,7 @@ func etGraph(h Hyper, s ETSpec, name string, kind Kind, ar int, first, last bool
 // the last. model[i] is weight i's name in the whole model (what to fill it from).
 func ETWeightSpecs(sh Hyper, last bool) (ws []Weight, model []string) {
 	all := WeightSpecs(Hyper{Hidden: sh.Hidden, Layers: sh.Layers, Heads: sh.Heads, KVHeads: sh.KVHeads,
-		HeadDim: sh.HeadDim, FFN: sh.FFN, QKNorm: sh.QKNorm, QKVBias: sh.QKVBias}, true, false)
+		HeadDim: sh.HeadDim, FFN: sh.FFN, QKNorm: sh.QKNorm, QKVBias: sh.QKVBias, Scales: sh.Scales}, true, false)
 	for _, w := range all {
 		name := w.Name
 		if l, rest, ok := layerOf(name); ok {

@@ -2,6 +2,7 @@ package simfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"reflect"
 	"slices"
 	"strings"
@@ -93,5 +94,51 @@ func TestETShardRoundTrip(t *testing.T) {
 	}
 	if _, _, err := ETShard(h, ETSpec{PrefillAR: 8, KV: UFixed8, Logits: F32, Mask: F32, Shards: 1}, 0); err == nil {
 		t.Error("fixed-point KV without ranges accepted")
+	}
+}
+
+// TestFlagsTogether: a shard may carry LongRoPE (flag bit 3, the attention factor in the header's
+// factor field) and Granite's multipliers (flag bit 4, a 144-byte header) at once; both read back.
+func TestFlagsTogether(t *testing.T) {
+	sc := &rope.Scaling{Type: rope.TypeLongRoPE, ShortFactor: []float64{1, 1.5, 2, 3}, LongFactor: []float64{2, 3, 4, 5},
+		Factor: 32, OriginalMaxPositions: 4096, AttentionFactor: 1.25}
+	scales := Scales{Embedding: 12, Attention: 0.0078125, Residual: 0.22, Logits: 16}
+	for _, tc := range []struct {
+		name   string
+		rope   *rope.Scaling
+		scales Scales
+		flags  uint32
+		size   uint32
+	}{
+		{"longrope", sc, Scales{}, 1 | 8, 128},
+		{"multipliers", nil, scales, 1 | 16, 144},
+		{"both", sc, scales, 1 | 8 | 16, 144},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Hyper{Hidden: 16, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 64, Ctx: 32, RMSEps: 1e-5,
+				TiedLMHead: true, Scales: tc.scales, Rope: Rope{Theta: 10000, Scaling: tc.rope}}
+			s := ETSpec{PrefillAR: 8, KV: UFixed8, Logits: UFixed16, Mask: UFixed16, Shards: 1, KRange: []float32{1, 2},
+				VRange: []float32{4, 5}, LogitsRange: 20, HiddenRange: 10}
+			var b bytes.Buffer
+			if err := WriteETShard(&b, h, s, 0, WeightF16, func(string, int, []uint16) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			raw := b.Bytes()
+			if size, flags := binary.LittleEndian.Uint32(raw[12:]), binary.LittleEndian.Uint32(raw[52:]); size != tc.size || flags != tc.flags {
+				t.Fatalf("header size %d, flags %#x; want %d, %#x", size, flags, tc.size, tc.flags)
+			}
+			f, err := Read(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Hyper.Scales != tc.scales {
+				t.Errorf("multipliers %+v, want %+v", f.Hyper.Scales, tc.scales)
+			}
+			got := f.Hyper.Rope.Scaling
+			if (tc.rope != nil) != (got.Kind() == rope.TypeLongRoPE) ||
+				(tc.rope != nil && (got.Attention() != 1.25 || got.OriginalMaxPositions != 4096)) {
+				t.Errorf("rope %+v, want LongRoPE %v (attention 1.25, original 4096)", got, tc.rope != nil)
+			}
+		})
 	}
 }

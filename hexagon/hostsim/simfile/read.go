@@ -51,6 +51,14 @@ func Read(r io.ReaderAt) (*File, error) {
 	} else if le.Uint32(hdr[52:])&flagLongRoPE != 0 {
 		f.Hyper.Rope.Scaling = &rope.Scaling{Type: rope.TypeLongRoPE, AttentionFactor: float64(f32(108)), OriginalMaxPositions: u(120)}
 	}
+	if le.Uint32(hdr[52:])&flagScales != 0 {
+		var sc [16]byte
+		if _, err := r.ReadAt(sc[:], headerSize); err != nil {
+			return nil, fmt.Errorf("simfile: reading the multipliers: %w", err)
+		}
+		g := func(off int) float32 { return math.Float32frombits(le.Uint32(sc[off:])) }
+		f.Hyper.Scales = Scales{Embedding: g(0), Attention: g(4), Residual: g(8), Logits: g(12)}
+	}
 	ng, nw := u(56), u(60)
 	goff, woff, doff := int64(le.Uint64(hdr[64:])), int64(le.Uint64(hdr[72:])), int64(le.Uint64(hdr[80:]))
 	f.Size = int64(le.Uint64(hdr[88:]))

@@ -101,11 +101,32 @@ type Hyper struct {
 	// self_attn.q_norm/k_norm [1,HeadDim]); QKVBias Qwen2's q/k/v biases (bit 2, weights
 	// self_attn.{q,k,v}_proj.bias [1,out]).
 	QKNorm, QKVBias bool
+	// Scales are Granite's multipliers (header flag bit 4, a 144-byte header); the zero value is
+	// none (Llama's arithmetic).
+	Scales Scales
 	// ExecuTorch graphs only (header bytes 96..123): Layers is then this shard's layer count,
 	// FirstLayer the model layer it starts at, Shards the number of shards, and Rope the RoPE the
 	// graphs compute themselves.
 	FirstLayer, Shards int
 	Rope               Rope
+}
+
+// Scales are Granite's multipliers: the embedding rows are multiplied by Embedding, the attention
+// scores by Attention (in place of 1/√head_dim), each residual branch by Residual, and the logits
+// divided by Logits (config.json's logits_scaling).
+type Scales struct {
+	Embedding, Attention, Residual, Logits float32
+}
+
+// On reports whether s is set.
+func (s Scales) On() bool { return s != Scales{} }
+
+// headerSize is the size of h's file header: 144 with the multipliers, else 128.
+func (h Hyper) headerSize() int64 {
+	if h.Scales.On() {
+		return headerSize + 16
+	}
+	return headerSize
 }
 
 // Rope is the RoPE an ExecuTorch graph computes itself: theta and the scaling (nil: plain). The
@@ -206,6 +227,9 @@ type Options struct {
 // flagLongRoPE is header flag bit 3: the ExecuTorch graphs compute LongRoPE (Rope).
 const flagLongRoPE = 8
 
+// flagScales is header flag bit 4: the header is 144 bytes, with Granite's multipliers (Scales).
+const flagScales = 16
+
 const (
 	headerSize = 128
 	align      = 64
@@ -254,7 +278,7 @@ func WriteWith(w io.Writer, h Hyper, graphs []Graph, weights []Weight, opt Optio
 	if len(graphs) == 0 {
 		return errors.New("simfile: no graphs")
 	}
-	gsize, dataOff, entries, total, err := layout(graphs, weights, opt.Format)
+	gsize, dataOff, entries, total, err := layout(h, graphs, weights, opt.Format)
 	if err != nil {
 		return err
 	}
@@ -306,12 +330,12 @@ func SizeWith(h Hyper, graphs []Graph, weights []Weight, f WeightFormat) (int64,
 	if err := h.validate(); err != nil {
 		return 0, err
 	}
-	_, _, _, total, err := layout(graphs, weights, f)
+	_, _, _, total, err := layout(h, graphs, weights, f)
 	return total, err
 }
 
 // layout is the file's layout: header, graphs, index, then data.
-func layout(graphs []Graph, weights []Weight, f WeightFormat) (gsize, dataOff int64, entries []entry, total int64, err error) {
+func layout(h Hyper, graphs []Graph, weights []Weight, f WeightFormat) (gsize, dataOff int64, entries []entry, total int64, err error) {
 	if gsize, err = graphsSize(graphs); err != nil {
 		return 0, 0, nil, 0, err
 	}
@@ -322,7 +346,7 @@ func layout(graphs []Graph, weights []Weight, f WeightFormat) (gsize, dataOff in
 		}
 		isize += strLen(wt.Name) + 3*4 + 3*8
 	}
-	dataOff = pad(headerSize + gsize + isize)
+	dataOff = pad(h.headerSize() + gsize + isize)
 	entries, total = layoutWeights(f, weights, dataOff)
 	return gsize, dataOff, entries, total, nil
 }
@@ -374,7 +398,7 @@ func layoutWeights(f WeightFormat, weights []Weight, off int64) ([]entry, int64)
 func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int64) {
 	wr.bytes(magic[:])
 	wr.u32(version)
-	wr.u32(headerSize)
+	wr.u32(uint32(h.headerSize()))
 	for _, v := range []int{h.Hidden, h.Layers, h.Heads, h.KVHeads, h.HeadDim, h.FFN, h.Vocab, h.Ctx} {
 		wr.u32(uint32(v))
 	}
@@ -389,12 +413,15 @@ func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int6
 	if h.QKVBias {
 		flags |= 4
 	}
+	if h.Scales.On() {
+		flags |= flagScales
+	}
 	rf, orig, rflags := h.Rope.header()
 	wr.u32(flags | rflags)
 	wr.u32(uint32(ngraphs))
 	wr.u32(uint32(nweights))
-	wr.u64(headerSize)
-	wr.u64(uint64(headerSize + gsize))
+	wr.u64(uint64(h.headerSize()))
+	wr.u64(uint64(h.headerSize() + gsize))
 	wr.u64(uint64(dataOff))
 	wr.u64(uint64(total))
 	wr.u32(uint32(h.FirstLayer))
@@ -404,6 +431,11 @@ func (wr *lew) header(h Hyper, ngraphs, nweights int, gsize, dataOff, total int6
 	}
 	wr.u32(uint32(orig))
 	wr.zeros(4)
+	if h.Scales.On() {
+		for _, v := range []float32{h.Scales.Embedding, h.Scales.Attention, h.Scales.Residual, h.Scales.Logits} {
+			wr.f32(v)
+		}
+	}
 }
 
 // graph writes one graph record and its tensors.
@@ -532,6 +564,8 @@ func (h Hyper) validate() error {
 		return fmt.Errorf("simfile: bad ffn %d", h.FFN)
 	case !(h.RMSEps > 0):
 		return fmt.Errorf("simfile: bad rms eps %g", h.RMSEps)
+	case h.Scales.On() && !(h.Scales.Embedding > 0 && h.Scales.Attention > 0 && h.Scales.Residual > 0 && h.Scales.Logits > 0):
+		return fmt.Errorf("simfile: bad multipliers %+v", h.Scales)
 	}
 	return nil
 }

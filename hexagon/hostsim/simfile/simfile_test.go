@@ -39,12 +39,16 @@ func TestRoundTrip(t *testing.T) {
 		contract Contract
 		io, kv   DType
 		mask     MaskKind
+		scales   Scales // Granite's multipliers: a 144-byte header
 	}{
-		{"f16/qhexrt/f32", WeightF16, QHexRT, F32, F32, MaskAdditive},
-		{"int8/chunked/f16", WeightInt8, Chunked, F16, F16, MaskU16},
-		{"f32/chunked/ufixed16", WeightF32, Chunked, UFixed16, F16, MaskAdditive},
+		{"f16/qhexrt/f32", WeightF16, QHexRT, F32, F32, MaskAdditive, Scales{}},
+		{"int8/chunked/f16", WeightInt8, Chunked, F16, F16, MaskU16, Scales{}},
+		{"f32/chunked/ufixed16", WeightF32, Chunked, UFixed16, F16, MaskAdditive, Scales{}},
+		{"f16/chunked/granite", WeightF16, Chunked, F32, F32, MaskAdditive, Scales{Embedding: 12, Attention: 0.0078125, Residual: 0.22, Logits: 16}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			small := small
+			small.Scales = tc.scales
 			pre, dec, lm := DefaultGraphs(small, tc.contract, 4, tc.io, tc.kv, tc.mask)
 			graphs := []Graph{pre, dec, lm}
 			ws := WeightSpecs(small, true, true)
@@ -61,6 +65,9 @@ func TestRoundTrip(t *testing.T) {
 			}
 			if f.Hyper != small {
 				t.Errorf("hyper = %+v, want %+v", f.Hyper, small)
+			}
+			if hs := binary.LittleEndian.Uint32(buf.Bytes()[12:]); hs != uint32(small.headerSize()) || (hs == 144) != tc.scales.On() {
+				t.Errorf("header size %d with multipliers %+v", hs, tc.scales)
 			}
 			if f.Size != int64(buf.Len()) {
 				t.Errorf("size %d, file %d", f.Size, buf.Len())
