@@ -97,6 +97,9 @@ func publishedBundle(t *testing.T, name, family string, c tinyllama.Config, tok 
 // test model of its family put in for the sizes, serve a chat; Mistral-7B's (a family not served)
 // is refused at load with the reason.
 func TestPublishedConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and serves a bundle for each of four published configs (-short; the full pass runs it)")
+	}
 	llamaTok := filepath.Join(root, "testdata", "tokenizer", "llama3.2", "tokenizer.json")
 	granite, _ := tinyllama.FamilyPreset("granite", "tiny")
 	granite.VocabSize = 128256 // the size of the test tokenizer (Llama 3.2's): no Granite tokenizer is here

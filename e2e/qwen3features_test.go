@@ -18,6 +18,9 @@ import (
 // a prediction (speculative verification) changes nothing in the answer and has tokens accepted;
 // a json_schema response_format gives JSON of the schema.
 func TestQwen3EngineFeatures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two models at the 1B floors with 18 requests in flight (-short; the full pass runs it)")
+	}
 	tok := qwen3Tokenizer(t) // skips without Qwen3's tokenizer (fails under CI=true)
 	hostsimLibs(t)
 	qwen := mkmodelOnce(t, "--family", "qwen3", "--preset", "tiny", "--weights", "f16", "--name", "tiny", "--tokenizer", tok,

@@ -105,6 +105,9 @@ func genieShift(t testing.TB) string {
 // window), after it they are the float64 reference's that evicts the same rows after the sink
 // (BOS and n_keep 8), and two runs give the same tokens.
 func TestContextShiftRing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,200 tokens past the window on two models, twice each, checked against the float64 reference (-short; the full pass runs it)")
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  func(t *testing.T) config
@@ -147,6 +150,9 @@ func TestContextShiftRing(t *testing.T) {
 // shifting one fills them before each shift, so the others wait, or are set aside and evaluated
 // again, across its shifts (at least one of them ends after the first).
 func TestContextShiftRingStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four streams past the window, then each alone (-short; the full pass runs it)")
+	}
 	cfg := config{Model: fmt.Sprintf("  path: %q\n  aliases: [x]", genieShift(t)), Extra: "engine:\n  max_sequences: 4"}
 	s := serve(t, cfg.write(t, hostsimLibs(t)), true)
 	prompt := goldenCases(t)[1].PromptIDs
@@ -195,6 +201,9 @@ func TestContextShiftRingStreams(t *testing.T) {
 // shifts again; the tokens are the float64 reference's on either side of the re-read, and two
 // runs give the same tokens.
 func TestContextShiftRenumber(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,200 tokens past max_position_embeddings, twice (-short; the full pass runs it)")
+	}
 	dir := copyBundle(t, genieShift(t))
 	testjson.Edit(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["max_position_embeddings"] = 1024 })
 	s := serve(t, config{Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir)}.write(t, hostsimLibs(t)), true)

@@ -43,6 +43,9 @@ func shiftCount(metrics, kind string) int {
 // window), two runs give the same tokens, /metrics counts the re-reads, and three other streams
 // side by side with it answer as they do alone.
 func TestContextShiftPTE(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,200 tokens past the window with re-reads, twice, and three streams beside it (-short; the full pass runs it)")
+	}
 	s := servePTE(t, mkpte(t, "--kv", "f32", "--logits", "f32", "--ctx", "512", "--prefill-chunk", "16"))
 	prompt := goldenCases(t)[0].PromptIDs
 	const n = 1200
