@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -172,14 +171,7 @@ func TestPhi3Chat(t *testing.T) {
 		t.Fatal(err)
 	}
 	const reply = "Paris is sunny."
-	var sb strings.Builder
-	for _, id := range append(tok.Encode(reply, false, true), 32007) {
-		sb.WriteString(strconv.Itoa(int(id)) + " ")
-	}
-	script := filepath.Join(t.TempDir(), "script.txt")
-	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := idScript(t, append(tok.Encode(reply, false, true), 32007)...)
 	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir),
 		Extra: "engine:\n  speculative:\n    prompt_lookup: false"}.write(t, libs)
 	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+script)

@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -208,15 +206,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := tok.Encode(`{"name": "get_weather", "parameters": {"city": "Paris"}}`, false, false)
-	ids = append(ids, tok.Specials().EOT)
-	var sb strings.Builder
-	for _, id := range ids {
-		sb.WriteString(strconv.Itoa(int(id)) + " ")
-	}
-	script := filepath.Join(t.TempDir(), "script.txt")
-	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := idScript(t, append(ids, tok.Specials().EOT)...)
 	s, err := start(t, "HOSTSIM_SCRIPT="+script)
 	if err != nil {
 		t.Fatal(err)

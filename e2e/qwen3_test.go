@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -57,14 +56,7 @@ func qwen3Server(t *testing.T, reply string) *hexserve {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb strings.Builder
-	for _, id := range append(tok.Encode(reply, false, true), qwenImEnd) {
-		sb.WriteString(strconv.Itoa(int(id)) + " ")
-	}
-	script := filepath.Join(t.TempDir(), "script.txt")
-	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := idScript(t, append(tok.Encode(reply, false, true), qwenImEnd)...)
 	// No prompt-lookup drafts: a draft past a reply's end token can take the script's next
 	// offer (hostsim's script bookkeeping), which shifts the next reply by one token.
 	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q", dir),

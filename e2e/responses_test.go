@@ -180,11 +180,20 @@ func scriptFile(t *testing.T, texts ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb strings.Builder
+	var ids []int32
 	for _, text := range texts {
-		for _, id := range append(tok.Encode(text, false, false), tok.Specials().EOT) {
-			sb.WriteString(strconv.Itoa(int(id)) + " ")
-		}
+		ids = append(append(ids, tok.Encode(text, false, false)...), tok.Specials().EOT)
+	}
+	return idScript(t, ids...)
+}
+
+// idScript writes a HOSTSIM_SCRIPT of ids (hostsim's scripted model offers
+// them in turn) and returns its path.
+func idScript(t *testing.T, ids ...int32) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, id := range ids {
+		sb.WriteString(strconv.Itoa(int(id)) + " ")
 	}
 	script := filepath.Join(t.TempDir(), "script.txt")
 	if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -36,14 +34,7 @@ func hermesServer(t *testing.T, reply string) *hexserve {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sb strings.Builder
-		for _, id := range append(tok.Encode(reply, false, false), tok.Specials().EOT) {
-			sb.WriteString(strconv.Itoa(int(id)) + " ")
-		}
-		script := filepath.Join(t.TempDir(), "script.txt")
-		if err := os.WriteFile(script, []byte(sb.String()+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		script := idScript(t, append(tok.Encode(reply, false, false), tok.Specials().EOT)...)
 		env = append(env, "HOSTSIM_SCRIPT="+script)
 	}
 	s := serve(t, cfg, true, env...)
