@@ -103,6 +103,8 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// base is the shared part of the Llama 3.2 configs: the 128256-token vocabulary, RoPE θ 5e5 with
+// Llama 3.2 scaling, tied embeddings.
 func base() Config {
 	return Config{
 		Architectures:         []string{"LlamaForCausalLM"},
@@ -120,43 +122,13 @@ func base() Config {
 }
 
 // Tiny returns the public golden model's config (golden_tiny_public.json).
-func Tiny() Config {
-	c := base()
-	c.HiddenSize = 64
-	c.IntermediateSize = 256
-	c.NumHiddenLayers = 2
-	c.NumAttentionHeads = 4
-	c.NumKeyValueHeads = 2
-	c.HeadDim = 16
-	c.InitSeed = 20261129
-	return c
-}
+func Tiny() Config { return base().shape(64, 256, 2, 4, 2, 16, 20261129) }
 
 // Llama32_1B returns the full Llama-3.2-1B shape with generated weights.
-func Llama32_1B() Config {
-	c := base()
-	c.HiddenSize = 2048
-	c.IntermediateSize = 8192
-	c.NumHiddenLayers = 16
-	c.NumAttentionHeads = 32
-	c.NumKeyValueHeads = 8
-	c.HeadDim = 64
-	c.InitSeed = 3_2_1
-	return c
-}
+func Llama32_1B() Config { return base().shape(2048, 8192, 16, 32, 8, 64, 3_2_1) }
 
 // Llama32_3B returns the full Llama-3.2-3B shape with generated weights.
-func Llama32_3B() Config {
-	c := base()
-	c.HiddenSize = 3072
-	c.IntermediateSize = 8192
-	c.NumHiddenLayers = 28
-	c.NumAttentionHeads = 24
-	c.NumKeyValueHeads = 8
-	c.HeadDim = 128
-	c.InitSeed = 3_2_3
-	return c
-}
+func Llama32_3B() Config { return base().shape(3072, 8192, 28, 24, 8, 128, 3_2_3) }
 
 // qwen is the shared part of the Qwen2 / Qwen3 configs: their 151936-token vocabulary, RoPE θ 1e6
 // without scaling, RMSNorm ε 1e-6, tied embeddings, and <|endoftext|> as BOS.
