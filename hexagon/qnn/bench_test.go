@@ -10,31 +10,11 @@ func BenchmarkExecute(b *testing.B) {
 		rpc  bool
 	}{{"rpcmem", true}, {"client", false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			dir := hostsimDir(b)
-			cfg := hostsimConfig(dir)
+			cfg := hostsimConfig(hostsimDir(b))
 			if !tc.rpc {
 				cfg.RPCMem = ""
 			}
-			r, err := Open(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
-			m := newLMHeadModel(16, 64)
-			ctx, err := r.LoadContext(m.write(b, b.TempDir()), ContextOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := ctx.Graph("lmhead")
-			if err != nil {
-				b.Fatal(err)
-			}
-			x, _ := r.Alloc(g.Info().Inputs[0].Bytes())
-			y, _ := r.Alloc(g.Info().Outputs[0].Bytes())
-			call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
-			if err != nil {
-				b.Fatal(err)
-			}
+			call := boundLMHead(b, cfg)
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := call.Execute(); err != nil {
@@ -49,27 +29,7 @@ func BenchmarkExecute(b *testing.B) {
 // arguments), not per argument through reflect as a RegisterFunc function
 // does (7 allocations).
 func TestExecuteAllocs(t *testing.T) {
-	dir := hostsimDir(t)
-	r, err := Open(hostsimConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	m := newLMHeadModel(16, 64)
-	ctx, err := r.LoadContext(m.write(t, t.TempDir()), ContextOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := ctx.Graph("lmhead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, _ := r.Alloc(g.Info().Inputs[0].Bytes())
-	y, _ := r.Alloc(g.Info().Outputs[0].Bytes())
-	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	call := boundLMHead(t, hostsimConfig(hostsimDir(t)))
 	var execErr error
 	if n := testing.AllocsPerRun(100, func() { execErr = call.Execute() }); n > 1 || execErr != nil {
 		t.Fatalf("Execute: %v allocations per call (want ≤ 1), error %v", n, execErr)

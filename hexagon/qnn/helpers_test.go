@@ -115,7 +115,7 @@ func (h *hostsimLib) Set(t testing.TB, name, value string) {
 
 // openRuntime opens a runtime on cfg, closed when the test ends; then,
 // when h is not nil, hostsim must hold nothing of it.
-func openRuntime(t *testing.T, cfg Config, h *hostsimLib) *Runtime {
+func openRuntime(t testing.TB, cfg Config, h *hostsimLib) *Runtime {
 	t.Helper()
 	r, err := Open(cfg)
 	if err != nil {
@@ -150,4 +150,33 @@ func graph(t testing.TB, ctx *Context, name string) *Graph {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// lmheadCall loads the lm-head binary at path into r and binds its graph to x and y.
+func lmheadCall(t testing.TB, r *Runtime, path string, x, y *Buffer) *Call {
+	t.Helper()
+	ctx := loadContext(t, r, path)
+	g := graph(t, ctx, "lmhead")
+	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call
+}
+
+// boundLMHead opens a runtime on cfg, closed when the test ends, and binds a
+// 16×64 float32 lm-head graph to two Alloc buffers.
+func boundLMHead(t testing.TB, cfg Config) *Call {
+	t.Helper()
+	r := openRuntime(t, cfg, nil)
+	m := newLMHeadModel(16, 64)
+	x, err := r.Alloc(4 * m.H)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := r.Alloc(4 * m.V)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lmheadCall(t, r, m.write(t, t.TempDir()), x, y)
 }

@@ -34,7 +34,7 @@ func getF32(b []byte, n int) []float32 {
 }
 
 // checkNoLeaks asserts that hostsim holds no live object.
-func checkNoLeaks(t *testing.T, h *hostsimLib) {
+func checkNoLeaks(t testing.TB, h *hostsimLib) {
 	t.Helper()
 	s := h.Stats(t)
 	if s.LiveBackends != 0 || s.LiveDevices != 0 || s.LiveContexts != 0 || s.LiveMems != 0 || s.LiveLogs != 0 || s.LivePowerIDs != 0 {

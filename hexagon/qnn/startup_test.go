@@ -10,18 +10,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// lmheadCall loads m into r and binds its graph to x and y.
-func lmheadCall(t *testing.T, r *Runtime, path string, x, y *Buffer) *Call {
-	t.Helper()
-	ctx := loadContext(t, r, path)
-	g := graph(t, ctx, "lmhead")
-	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return call
-}
-
 // TestHostsimRegistrationKinds checks one registration kind per allocation:
 // an Alloc buffer is registered once per context and reused by later Calls,
 // is taken at offset 0 only and with one shape; AllocPool views register
