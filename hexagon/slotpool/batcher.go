@@ -130,11 +130,8 @@ func (b *Batcher) Release(id inference.SeqID) { b.Pool.Release(id) }
 // SaveSeqKV gathers rows [from, to) of sequence id (committed ones) into
 // dst, in rows of every layer's K then V slot.
 func (b *Batcher) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error {
-	if err := b.check(); err != nil {
-		return err
-	}
-	s := b.Pool.Seq(id)
-	if err := b.unshifted(s, "SaveSeqKV"); err != nil {
+	s, err := b.snapshotSeq(id, "SaveSeqKV")
+	if err != nil {
 		return err
 	}
 	c := b.cache()
@@ -148,11 +145,8 @@ func (b *Batcher) SaveSeqKV(id inference.SeqID, from, to int, dst []byte) error 
 // RestoreSeqKV scatters src into rows from… of sequence id (its own rows:
 // from ≥ its shared rows, within its slots); they are then committed.
 func (b *Batcher) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
-	if err := b.check(); err != nil {
-		return err
-	}
-	s := b.Pool.Seq(id)
-	if err := b.unshifted(s, "RestoreSeqKV"); err != nil {
+	s, err := b.snapshotSeq(id, "RestoreSeqKV")
+	if err != nil {
 		return err
 	}
 	c := b.cache()
@@ -166,11 +160,16 @@ func (b *Batcher) RestoreSeqKV(id inference.SeqID, from int, src []byte) error {
 	return nil
 }
 
-// unshifted refuses a snapshot of a shifted sequence: its rows are not the
-// prefix of its tokens any more.
-func (b *Batcher) unshifted(s *Seq, op string) error {
-	if s != nil && s.Gone > 0 {
-		return fmt.Errorf("%s: %s of a sequence shifted past its window: its rows are not a prefix of its tokens", b.life.Prefix, op)
+// snapshotSeq returns sequence id (nil if unknown) for op, a snapshot of its
+// rows; it refuses a closed Batcher and a shifted sequence, whose rows are
+// not the prefix of its tokens any more.
+func (b *Batcher) snapshotSeq(id inference.SeqID, op string) (*Seq, error) {
+	if err := b.check(); err != nil {
+		return nil, err
 	}
-	return nil
+	s := b.Pool.Seq(id)
+	if s != nil && s.Gone > 0 {
+		return nil, fmt.Errorf("%s: %s of a sequence shifted past its window: its rows are not a prefix of its tokens", b.life.Prefix, op)
+	}
+	return s, nil
 }
