@@ -25,17 +25,9 @@ func HalfKey(h uint16) uint16 { return h ^ (uint16(int16(h)>>15) | 0x8000) }
 // The pure-Go scans, from index i. They are the reference for the kernels and
 // finish what a kernel leaves.
 
-func indexGEF32Go(x []float32, i int, t float32) int {
-	for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
-		i += 4
-	}
-	for i < len(x) && x[i] < t {
-		i++
-	}
-	return i
-}
-
-func indexGEU16Go(x []uint16, i int, t uint16) int {
+// indexGEGo is the float32 and uint16 scan: the first index from i where
+// x[i] < t is false.
+func indexGEGo[T float32 | uint16](x []T, i int, t T) int {
 	for i+4 <= len(x) && x[i] < t && x[i+1] < t && x[i+2] < t && x[i+3] < t {
 		i += 4
 	}
@@ -95,22 +87,13 @@ func indexEq16Go(x []uint16, i int, a, b uint16) int {
 // written, and kept by advancing n when it matches (no branch to mispredict
 // when many match).
 
-func gatherGEF32Go(x []float32, i int, t float32, out []int32, n int) int {
+// gatherGEGo is the float32 and uint16 gather: it keeps the indices where
+// x[i] < t is false.
+func gatherGEGo[T float32 | uint16](x []T, i int, t T, out []int32, n int) int {
 	out = out[:len(x)]
 	for ; i < len(x); i++ {
 		out[n] = int32(i)
 		if !(x[i] < t) {
-			n++
-		}
-	}
-	return n
-}
-
-func gatherGEU16Go(x []uint16, i int, t uint16, out []int32, n int) int {
-	out = out[:len(x)]
-	for ; i < len(x); i++ {
-		out[n] = int32(i)
-		if x[i] >= t {
 			n++
 		}
 	}

@@ -7,10 +7,10 @@ const Native = false
 
 // IndexGEF32 returns the first i where x[i] < t is false (x[i] ≥ t, or a
 // NaN in x[i] or t), or len(x).
-func IndexGEF32(x []float32, t float32) int { return indexGEF32Go(x, 0, t) }
+func IndexGEF32(x []float32, t float32) int { return indexGEGo(x, 0, t) }
 
 // IndexGEU16 returns the first i with x[i] ≥ t, or len(x).
-func IndexGEU16(x []uint16, t uint16) int { return indexGEU16Go(x, 0, t) }
+func IndexGEU16(x []uint16, t uint16) int { return indexGEGo(x, 0, t) }
 
 // IndexGEHalf returns the first i with HalfKey(x[i]) ≥ k, or len(x).
 func IndexGEHalf(x []uint16, k uint16) int { return indexGEHalfGo(x, 0, k) }
@@ -20,11 +20,11 @@ func IndexEq16(x []uint16, a, b uint16) int { return indexEq16Go(x, 0, a, b) }
 
 // GatherGEF32 writes to out, in order, the indices i where x[i] < t is
 // false, and returns their number. out must have room for len(x).
-func GatherGEF32(x []float32, t float32, out []int32) int { return gatherGEF32Go(x, 0, t, out, 0) }
+func GatherGEF32(x []float32, t float32, out []int32) int { return gatherGEGo(x, 0, t, out, 0) }
 
 // GatherGEU16 writes to out, in order, the indices i with x[i] ≥ t, and
 // returns their number. out must have room for len(x).
-func GatherGEU16(x []uint16, t uint16, out []int32) int { return gatherGEU16Go(x, 0, t, out, 0) }
+func GatherGEU16(x []uint16, t uint16, out []int32) int { return gatherGEGo(x, 0, t, out, 0) }
 
 // GatherGEHalf writes to out, in order, the indices i with HalfKey(x[i]) ≥
 // k, and returns their number. out must have room for len(x).

@@ -49,7 +49,7 @@ func IndexGEF32(x []float32, t float32) int {
 	if native && len(x) >= blockF32 {
 		i = indexGEF32(x, t)
 	}
-	return indexGEF32Go(x, i, t)
+	return indexGEGo(x, i, t)
 }
 
 // IndexGEU16 returns the first i with x[i] ≥ t, or len(x).
@@ -58,7 +58,7 @@ func IndexGEU16(x []uint16, t uint16) int {
 	if native && len(x) >= block16 {
 		i = indexGEU16(x, t)
 	}
-	return indexGEU16Go(x, i, t)
+	return indexGEGo(x, i, t)
 }
 
 // IndexGEHalf returns the first i with HalfKey(x[i]) ≥ k, or len(x).
@@ -94,7 +94,7 @@ func GatherGEF32(x []float32, t float32, out []int32) int {
 	if native && len(x) >= blockF32 {
 		i, n = gatherGEF32(x, t, out, lut)
 	}
-	return gatherGEF32Go(x, i, t, out, n)
+	return gatherGEGo(x, i, t, out, n)
 }
 
 // GatherGEU16 writes to out, in order, the indices i with x[i] ≥ t, and
@@ -105,7 +105,7 @@ func GatherGEU16(x []uint16, t uint16, out []int32) int {
 	if native && len(x) >= block16 {
 		i, n = gatherGEU16(x, t, out, lut)
 	}
-	return gatherGEU16Go(x, i, t, out, n)
+	return gatherGEGo(x, i, t, out, n)
 }
 
 // GatherGEHalf writes to out, in order, the indices i with HalfKey(x[i]) ≥

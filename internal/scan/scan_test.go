@@ -130,8 +130,8 @@ func checkAll(t *testing.T, name string, x32 []float32, x16 []uint16, ts32 []flo
 				t.Fatalf("%s: IndexEq16(x[%d:] (len %d), %#x, %#x) = %d, want %d", name, off, len(y16), v, w, got, want)
 			}
 			checkGather(t, name, nil, y16, 0, v)
-			if got, want := indexGEU16Go(y16, 0, v), naiveGEU16(y16, v); got != want {
-				t.Fatalf("%s: indexGEU16Go = %d, want %d", name, got, want)
+			if got, want := indexGEGo(y16, 0, v), naiveGEU16(y16, v); got != want {
+				t.Fatalf("%s: indexGEGo = %d, want %d", name, got, want)
 			}
 			if got, want := indexGEHalfGo(y16, 0, v), naiveGEHalf(y16, v); got != want {
 				t.Fatalf("%s: indexGEHalfGo = %d, want %d", name, got, want)
@@ -145,8 +145,8 @@ func checkAll(t *testing.T, name string, x32 []float32, x16 []uint16, ts32 []flo
 				t.Fatalf("%s: IndexGEF32(x[%d:] (len %d), %v) = %d, want %d", name, off, len(y32), v, got, want)
 			}
 			checkGather(t, name, y32, nil, v, 0)
-			if got, want := indexGEF32Go(y32, 0, v), naiveGEF32(y32, v); got != want {
-				t.Fatalf("%s: indexGEF32Go = %d, want %d", name, got, want)
+			if got, want := indexGEGo(y32, 0, v), naiveGEF32(y32, v); got != want {
+				t.Fatalf("%s: indexGEGo = %d, want %d", name, got, want)
 			}
 		}
 	}
