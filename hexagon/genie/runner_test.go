@@ -113,14 +113,13 @@ func reference(t testing.TB, toks []int32) [][]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := m.NewSession()
-	var out [][]float64
-	for _, tok := range toks {
-		h, err := s.Append(int(tok))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m.Logits(h))
+	ids := make([]int, len(toks))
+	for i, tok := range toks {
+		ids[i] = int(tok)
+	}
+	out, err := m.Forward(ids)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
