@@ -30,6 +30,17 @@ func etHyper(c tinyllama.Config) simfile.Hyper {
 		Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
 }
 
+// tinyRef returns the tiny golden model's config and its float64 reference.
+func tinyRef(t testing.TB) (tinyllama.Config, *tinyllama.Model) {
+	t.Helper()
+	c := tinyllama.Tiny()
+	ref, err := tinyllama.NewModel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ref
+}
+
 // etSpec builds a spec with ranges calibrated on the reference (25% headroom).
 func etSpec(t testing.TB, r tinyllama.Ranges, kv, logits, mask simfile.DType, shards int) simfile.ETSpec {
 	s := simfile.ETSpec{PrefillAR: etAR, KV: kv, Logits: logits, Mask: mask, Shards: shards,
@@ -273,11 +284,7 @@ func maxDiff(a [][]float32, b [][]float64) (float64, int) {
 
 func TestHostsimExecuTorchTiny(t *testing.T) {
 	dir := hostsimDir(t)
-	c := tinyllama.Tiny()
-	ref, err := tinyllama.NewModel(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ref := tinyRef(t)
 	// A 13-token prompt (two prefill chunks, the second padded) and 5 decode steps.
 	seq := []int{128000}
 	for _, d := range tinyllama.Draws(42, 12) {
@@ -361,11 +368,7 @@ func TestHostsimExecuTorchTiny(t *testing.T) {
 func TestHostsimExecuTorchStrict(t *testing.T) {
 	dir := hostsimDir(t)
 	hs := openHostsimLib(t, dir)
-	c := tinyllama.Tiny()
-	ref, err := tinyllama.NewModel(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ref := tinyRef(t)
 	seq := []int{128000, 9906, 1917, 11, 1234, 5678, 42, 7, 99, 100}
 	ranges, err := ref.Calibrate(seq)
 	if err != nil {
@@ -551,11 +554,7 @@ func executeZero(t testing.TB, r *Runtime, g *Graph) error {
 // handle that is not a live context), and a group whose first context was closed is refused.
 func TestLoadContextDataGroup(t *testing.T) {
 	dir := hostsimDir(t)
-	c := tinyllama.Tiny()
-	ref, err := tinyllama.NewModel(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ref := tinyRef(t)
 	ranges, err := ref.Calibrate([]int{128000, 9906, 1917})
 	if err != nil {
 		t.Fatal(err)

@@ -534,14 +534,9 @@ func TestHostsimSetenvReachesC(t *testing.T) {
 	m := newLMHeadModel(8, 16)
 	path := m.write(t, t.TempDir())
 	r := openRuntime(t, hostsimConfig(dir), nil)
-	ctx := loadContext(t, r, path)
-	g, _ := ctx.Graph("lmhead")
 	x, _ := r.Alloc(32)
 	y, _ := r.Alloc(64)
-	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	call := lmheadCall(t, r, path, x, y)
 	hs.reset()
 	t.Setenv("HOSTSIM_FAIL_CODE", "1011")
 	t.Setenv("HOSTSIM_FAIL_EXECUTE_AT", "1")
