@@ -14,7 +14,7 @@ func BenchmarkExecute(b *testing.B) {
 			if !tc.rpc {
 				cfg.RPCMem = ""
 			}
-			call := boundLMHead(b, cfg)
+			call, _, _ := lmheadCall(b, openRuntime(b, cfg, nil), newLMHeadModel(16, 64))
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := call.Execute(); err != nil {
@@ -29,7 +29,7 @@ func BenchmarkExecute(b *testing.B) {
 // arguments), not per argument through reflect as a RegisterFunc function
 // does (7 allocations).
 func TestExecuteAllocs(t *testing.T) {
-	call := boundLMHead(t, hostsimConfig(hostsimDir(t)))
+	call, _, _ := lmheadCall(t, openRuntime(t, hostsimConfig(hostsimDir(t)), nil), newLMHeadModel(16, 64))
 	var execErr error
 	if n := testing.AllocsPerRun(100, func() { execErr = call.Execute() }); n > 1 || execErr != nil {
 		t.Fatalf("Execute: %v allocations per call (want ≤ 1), error %v", n, execErr)

@@ -152,31 +152,22 @@ func graph(t testing.TB, ctx *Context, name string) *Graph {
 	return g
 }
 
-// lmheadCall loads the lm-head binary at path into r and binds its graph to x and y.
-func lmheadCall(t testing.TB, r *Runtime, path string, x, y *Buffer) *Call {
+// lmheadCall writes m, loads it into r and binds its graph to two new
+// Alloc buffers, x and y, sized for its input and logits.
+func lmheadCall(t testing.TB, r *Runtime, m *lmHeadModel) (call *Call, x, y *Buffer) {
 	t.Helper()
-	ctx := loadContext(t, r, path)
-	g := graph(t, ctx, "lmhead")
-	call, err := g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
+	x, err := r.Alloc(m.XType.Size() * m.H)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return call
-}
-
-// boundLMHead opens a runtime on cfg, closed when the test ends, and binds a
-// 16×64 float32 lm-head graph to two Alloc buffers.
-func boundLMHead(t testing.TB, cfg Config) *Call {
-	t.Helper()
-	r := openRuntime(t, cfg, nil)
-	m := newLMHeadModel(16, 64)
-	x, err := r.Alloc(4 * m.H)
+	y, err = r.Alloc(4 * m.V)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := r.Alloc(4 * m.V)
+	g := graph(t, loadContext(t, r, m.write(t, t.TempDir())), "lmhead")
+	call, err = g.Bind([]Binding{{Name: "x", Buffer: x}}, []Binding{{Name: "logits", Buffer: y}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lmheadCall(t, r, m.write(t, t.TempDir()), x, y)
+	return call, x, y
 }

@@ -531,12 +531,8 @@ func TestHostsimTinyLlama(t *testing.T) {
 func TestHostsimSetenvReachesC(t *testing.T) {
 	dir := hostsimDir(t)
 	hs := openHostsimLib(t, dir)
-	m := newLMHeadModel(8, 16)
-	path := m.write(t, t.TempDir())
 	r := openRuntime(t, hostsimConfig(dir), nil)
-	x, _ := r.Alloc(32)
-	y, _ := r.Alloc(64)
-	call := lmheadCall(t, r, path, x, y)
+	call, _, _ := lmheadCall(t, r, newLMHeadModel(8, 16))
 	hs.reset()
 	t.Setenv("HOSTSIM_FAIL_CODE", "1011")
 	t.Setenv("HOSTSIM_FAIL_EXECUTE_AT", "1")

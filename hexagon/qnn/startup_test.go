@@ -88,22 +88,13 @@ func TestHostsimRegisterFallback(t *testing.T) {
 	dir := hostsimDir(t)
 	h := openHostsimLib(t, dir)
 	h.Set(t, "HOSTSIM_FAIL_MEM_REGISTER", "8003")
-	m := newLMHeadModel(8, 16)
-	path := m.write(t, t.TempDir())
 	var logs bytes.Buffer
 	lg := zerolog.New(&logs)
 	cfg := hostsimConfig(dir)
 	cfg.Logger = &lg
 	r := openRuntime(t, cfg, h)
-	x, err := r.Alloc(32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := r.Alloc(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := lmheadCall(t, r, path, x, y)
+	m := newLMHeadModel(8, 16)
+	call, x, y := lmheadCall(t, r, m)
 	xs := []float32{1, -2, 3, 0.5, 0, -1, 2, 1}
 	putF32(x.Bytes(), xs)
 	if err := call.Execute(); err != nil {
@@ -144,8 +135,6 @@ func TestHostsimDeviceUnsupported(t *testing.T) {
 	dir := hostsimDir(t)
 	h := openHostsimLib(t, dir)
 	h.Set(t, "HOSTSIM_DEVICE_UNSUPPORTED", "1")
-	m := newLMHeadModel(8, 16)
-	path := m.write(t, t.TempDir())
 	cfg := hostsimConfig(dir)
 	cfg.PerfMode = PerfBurst
 	r, err := Open(cfg)
@@ -155,9 +144,8 @@ func TestHostsimDeviceUnsupported(t *testing.T) {
 	if s := h.Stats(t); s.LiveDevices != 0 || r.device != 0 {
 		t.Errorf("%d live devices, handle %#x; want none", s.LiveDevices, r.device)
 	}
-	x, _ := r.Alloc(32)
-	y, _ := r.Alloc(64)
-	if err := lmheadCall(t, r, path, x, y).Execute(); err != nil {
+	call, _, _ := lmheadCall(t, r, newLMHeadModel(8, 16))
+	if err := call.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {
