@@ -19,6 +19,16 @@ func params(t *testing.T) front.Params {
 	return front.Params{Tokenizer: tokenizertest.Llama32(t), Date: "26 Jul 2024"}
 }
 
+// generation is FromMessagesRequest of body; an error fails t.
+func generation(t *testing.T, p front.Params, body string) *Generation {
+	t.Helper()
+	g, err := FromMessagesRequest(decode(t, body), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func decode(t *testing.T, body string) *MessagesRequest {
 	t.Helper()
 	var r MessagesRequest
@@ -67,14 +77,8 @@ func TestChatMessages(t *testing.T) {
 // prompt, followed by the prefill's tokens.
 func TestPrefillContinuesTheTurn(t *testing.T) {
 	p := params(t)
-	base, err := FromMessagesRequest(decode(t, `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := FromMessagesRequest(decode(t, `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"text","text":"Hello <|eot_id|> "}]}]}`), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := generation(t, p, `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`)
+	g := generation(t, p, `{"max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"text","text":"Hello <|eot_id|> "}]}]}`)
 	pre := p.Tokenizer.Encode("Hello <|eot_id|>", false, false) // plain text: no special token
 	if want := append(append([]int32{}, base.Request.Prompt...), pre...); !reflect.DeepEqual(g.Request.Prompt, want) {
 		t.Fatalf("prompt %v\nwant   %v", g.Request.Prompt, want)
@@ -89,14 +93,11 @@ func TestPrefillContinuesTheTurn(t *testing.T) {
 func TestFromMessagesRequest(t *testing.T) {
 	p := params(t)
 	p.Defaults = sample.Params{Temperature: 0.6, TopP: 0.9}
-	g, err := FromMessagesRequest(decode(t, `{"model":"claude-x","max_tokens":128000,"temperature":0.2,"top_k":5,"stop_sequences":["END"],"stream":true,
+	g := generation(t, p, `{"model":"claude-x","max_tokens":128000,"temperature":0.2,"top_k":5,"stop_sequences":["END"],"stream":true,
 		"metadata":{"user_id":"`+strings.Repeat("u", 80)+`"},"thinking":{"type":"adaptive"},"context_management":{"edits":[]},"output_config":{"effort":"medium"},
 		"tools":[{"name":"get_weather","description":"Weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],
 		"tool_choice":{"type":"auto","disable_parallel_tool_use":true},
-		"messages":[{"role":"user","content":"Hi"}]}`), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+		"messages":[{"role":"user","content":"Hi"}]}`)
 	q := g.Request
 	switch {
 	case g.Model != "claude-x" || !g.Stream || !g.Single || !reflect.DeepEqual(g.Tools, []string{"get_weather"}):

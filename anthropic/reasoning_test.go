@@ -79,10 +79,7 @@ func TestThinkingBlocksBack(t *testing.T) {
 // text, whole and streamed (thinking_delta, then signature_delta).
 func TestThinkingReply(t *testing.T) {
 	p := qwenParams(t)
-	g, err := FromMessagesRequest(decode(t, `{"max_tokens":64,"messages":[{"role":"user","content":"2+2?"}]}`), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := generation(t, p, `{"max_tokens":64,"messages":[{"role":"user","content":"2+2?"}]}`)
 	m := ToMessage(g, "msg_x", inference.Result{Choices: []inference.Choice{{Reasoning: "add them", Text: "4", Finish: inference.FinishStop}}})
 	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || *m.Content[0].Thinking != "add them" ||
 		!front.VerifyReasoning(p.ReasoningKey, "add them", *m.Content[0].Signature) || *m.Content[1].Text != "4" {

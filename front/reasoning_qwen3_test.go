@@ -2,6 +2,7 @@ package front
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/tokenizer"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
 // TestReasonQwen3 renders with Qwen3's and Qwen3-2507's own templates and
@@ -19,14 +21,9 @@ import (
 // (The 2507 Thinking template, which opens <think> itself, is not in
 // ../shared; TestReason covers a prompt that ends inside <think>.)
 func TestReasonQwen3(t *testing.T) {
-	const dir = "../../shared/testdata/families"
-	if _, err := os.Stat(dir + "/qwen3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("%s is missing (official files live in ../shared): %v", dir, err)
-	}
-	tok, err := tokenizer.Load(dir + "/qwen3/tokenizer.json")
+	qwen3 := tokenizertest.FamilyDir(t, "qwen3")
+	dir := filepath.Dir(qwen3)
+	tok, err := tokenizer.Load(qwen3 + "/tokenizer.json")
 	if err != nil {
 		t.Fatal(err)
 	}

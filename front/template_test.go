@@ -65,13 +65,7 @@ func TestEncodeChatJinjaLlama(t *testing.T) {
 // Qwen3's own tokenizer and template. It needs ../shared and a tokenizer
 // package that loads Qwen3's tokenizer.json; until then it skips, saying so.
 func TestEncodeChatQwen3(t *testing.T) {
-	const dir = "../../shared/testdata/families/qwen3"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("%s is missing (official files live in ../shared): %v", dir, err)
-	}
+	dir := tokenizertest.FamilyDir(t, "qwen3")
 	tok, err := tokenizer.Load(dir + "/tokenizer.json")
 	if err != nil {
 		t.Skipf("this tokenizer package cannot load Qwen3's tokenizer.json yet: %v", err)

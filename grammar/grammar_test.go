@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,22 @@ func mustCompile(t testing.TB, schema string, strict bool) *Grammar {
 		t.Fatalf("Compile(%s): %v", schema, err)
 	}
 	return g
+}
+
+// checkMatches reports each string of ok that g rejects and each of bad
+// that it accepts, after what names the case.
+func checkMatches(t *testing.T, g *Grammar, what string, ok, bad []string) {
+	t.Helper()
+	for _, s := range ok {
+		if !g.MatchString(s) {
+			t.Errorf("%s: %q rejected", what, s)
+		}
+	}
+	for _, s := range bad {
+		if g.MatchString(s) {
+			t.Errorf("%s: %q accepted", what, s)
+		}
+	}
 }
 
 func TestMatchString(t *testing.T) {
@@ -124,16 +141,7 @@ func TestMatchString(t *testing.T) {
 	}
 	for _, tc := range tests {
 		g := mustCompile(t, tc.schema, tc.strict)
-		for _, s := range tc.ok {
-			if !g.MatchString(s) {
-				t.Errorf("%s (strict %v): %q rejected", tc.schema, tc.strict, s)
-			}
-		}
-		for _, s := range tc.bad {
-			if g.MatchString(s) {
-				t.Errorf("%s (strict %v): %q accepted", tc.schema, tc.strict, s)
-			}
-		}
+		checkMatches(t, g, fmt.Sprintf("%s (strict %v)", tc.schema, tc.strict), tc.ok, tc.bad)
 	}
 }
 
@@ -217,16 +225,7 @@ func TestTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range tc.ok {
-			if !g.MatchString(s) {
-				t.Errorf("parallel %v: %s rejected", tc.parallel, s)
-			}
-		}
-		for _, s := range tc.bad {
-			if g.MatchString(s) {
-				t.Errorf("parallel %v: %s accepted", tc.parallel, s)
-			}
-		}
+		checkMatches(t, g, fmt.Sprintf("parallel %v", tc.parallel), tc.ok, tc.bad)
 	}
 	_, err := Tools([]Tool{tools[1], {Name: "bad", Parameters: []byte(`{"properties":{"x":{"not":{}}}}`)}}, false, Options{})
 	if e, ok := err.(*ToolError); !ok || e.Index != 1 || e.Err.Path != "properties.x.not" {
@@ -282,15 +281,6 @@ func TestToolsSyntax(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range tc.ok {
-			if !g.MatchString(s) {
-				t.Errorf("%s: %q rejected", tc.name, s)
-			}
-		}
-		for _, s := range tc.bad {
-			if g.MatchString(s) {
-				t.Errorf("%s: %q accepted", tc.name, s)
-			}
-		}
+		checkMatches(t, g, tc.name, tc.ok, tc.bad)
 	}
 }

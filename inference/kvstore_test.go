@@ -151,18 +151,31 @@ func TestKVStoreNeedsSnapshotter(t *testing.T) {
 }
 
 // metricValue reads a registered counter or gauge, or a histogram's count
-// of observations.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// of observations: its first series, or the one whose first label values
+// are labels (0 while there is none).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			m := mf.GetMetric()[0]
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) < len(labels) {
+				continue
+			}
+			for i, l := range m.GetLabel() {
+				if i < len(labels) && l.GetValue() != labels[i] {
+					continue series
+				}
+			}
 			return m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
+		return 0
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0

@@ -97,15 +97,7 @@ func FuzzDetokReasoning(f *testing.F) {
 		if len(text) > 512 || !utf8.ValidString(text) {
 			t.Skip()
 		}
-		var vocab byteVocab
-		for rest, i := []byte(text), 0; len(rest) > 0; i++ {
-			n := len(rest)
-			if i < len(cuts) {
-				n = min(n, 1+int(cuts[i]%8))
-			}
-			vocab = append(vocab, rest[:n])
-			rest = rest[n:]
-		}
+		vocab := cutVocab(text, cuts)
 		var d detok
 		d.reset(vocab, nil)
 		d.startThink(&Reasoning{Start: "<think>", End: "</think>", Open: open})

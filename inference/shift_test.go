@@ -107,7 +107,7 @@ func TestContextShift(t *testing.T) {
 					t.Fatalf("unshifted: %v %v %v", unshifted.Finish, err, unshifted.Choices[0].Tokens)
 				}
 				for kind, least := range tc.kinds {
-					if n := shiftCount(t, reg, kind); n < least {
+					if n := metricValue(t, reg, "hexserve_context_shifts_total", kind); n < least {
 						t.Errorf("%s shifts = %v, want at least %v", kind, n, least)
 					}
 				}
@@ -119,26 +119,6 @@ func TestContextShift(t *testing.T) {
 			})
 		})
 	}
-}
-
-// shiftCount reads hexserve_context_shifts_total{kind} in reg.
-func shiftCount(t *testing.T, reg *prometheus.Registry, kind string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != "hexserve_context_shifts_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == kind {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 // TestContextShiftDefaults: without max_tokens a shifting choice generates

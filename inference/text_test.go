@@ -97,6 +97,21 @@ type byteVocab [][]byte
 func (v byteVocab) Piece(id int32) []byte { return v[id] }
 func (v byteVocab) IsSpecial(int32) bool  { return false }
 
+// cutVocab cuts text into the pieces of a byteVocab, token i of
+// 1+cuts[i]%8 bytes (the rest: one token).
+func cutVocab(text string, cuts []byte) byteVocab {
+	var vocab byteVocab
+	for rest, i := []byte(text), 0; len(rest) > 0; i++ {
+		n := len(rest)
+		if i < len(cuts) {
+			n = min(n, 1+int(cuts[i]%8))
+		}
+		vocab = append(vocab, rest[:n])
+		rest = rest[n:]
+	}
+	return vocab
+}
+
 // FuzzDetok splits a valid UTF-8 text into tokens of fuzzer-chosen lengths
 // (1 + cuts[i]%8 bytes, the rest last, so tokens may hold partial
 // characters) and streams them through the detokenizer with up to two stop
@@ -129,15 +144,7 @@ func FuzzDetok(f *testing.F) {
 				stops = append(stops, s)
 			}
 		}
-		var vocab byteVocab
-		for rest, i := []byte(text), 0; len(rest) > 0; i++ {
-			n := len(rest)
-			if i < len(cuts) {
-				n = min(n, 1+int(cuts[i]%8))
-			}
-			vocab = append(vocab, rest[:n])
-			rest = rest[n:]
-		}
+		vocab := cutVocab(text, cuts)
 		var d detok
 		d.reset(vocab, stops)
 		var got strings.Builder

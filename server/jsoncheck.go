@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -140,23 +141,14 @@ func findNull(dec *json.Decoder, t reflect.Type, path string, required bool) (st
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
+		for i := range elements(dec) {
 			if p, want := findNull(dec, elem, fmt.Sprintf("%s[%d]", path, i), true); p != "" {
 				return p, want
 			}
 		}
-		dec.Token() // ]
 	case json.Delim('{'):
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "", ""
-			}
-			key, _ := kt.(string)
-			p := key
-			if path != "" {
-				p = path + "." + key
-			}
+		for key := range members(dec) {
+			p := joinKey(path, key)
 			var ft reflect.Type
 			isMap := t != nil && t.Kind() == reflect.Map
 			switch {
@@ -174,7 +166,6 @@ func findNull(dec *json.Decoder, t reflect.Type, path string, required bool) (st
 				return p, want
 			}
 		}
-		dec.Token() // }
 	}
 	return "", ""
 }
@@ -332,35 +323,61 @@ func findUndecodable(dec *json.Decoder, t reflect.Type, want, path, bare string,
 	}
 	switch tok {
 	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
+		for i := range elements(dec) {
 			if p, raw := findUndecodable(dec, t, want, fmt.Sprintf("%s[%d]", path, i), bare, depth+1); p != "" {
 				return p, raw
 			}
 		}
-		dec.Token() // ]
 	case json.Delim('{'):
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "", nil
-			}
-			key, _ := kt.(string)
-			kb, kp := key, key
-			if bare != "" {
-				kb = bare + "." + key
-			}
-			if path != "" {
-				kp = path + "." + key
-			}
+		for key := range members(dec) {
+			kb := joinKey(bare, key)
 			if !strings.HasPrefix(want+".", kb+".") {
 				skipValue(dec)
 				continue
 			}
-			if p, raw := findUndecodable(dec, t, want, kp, kb, depth+1); p != "" {
+			if p, raw := findUndecodable(dec, t, want, joinKey(path, key), kb, depth+1); p != "" {
 				return p, raw
+			}
+		}
+	}
+	return "", nil
+}
+
+// elements yields the indices of the array dec has just opened and then
+// reads its ']'; the loop body reads each element.
+func elements(dec *json.Decoder) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i := 0; dec.More(); i++ {
+			if !yield(i) {
+				return
+			}
+		}
+		dec.Token() // ]
+	}
+}
+
+// members yields the keys of the object dec has just opened and then reads
+// its '}'; the loop body reads each member's value.
+func members(dec *json.Decoder) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return
+			}
+			key, _ := kt.(string)
+			if !yield(key) {
+				return
 			}
 		}
 		dec.Token() // }
 	}
-	return "", nil
+}
+
+// joinKey is the path of key inside the value at path ("": the top level).
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }

@@ -132,7 +132,7 @@ func (s *Server) card(st ModelState) ollama.Card {
 	return ollama.Card{Name: st.ID, Format: d.Format, Family: d.Family, ParameterSize: d.ParameterSize,
 		Quantization: d.Quantization, Size: d.Size, Digest: d.Digest, ModifiedAt: d.ModifiedAt,
 		ContextLen: st.ContextLen, VocabSize: vocab, Defaults: s.samplingFor(st.Model), Date: s.opts.DateString(),
-		ExpiresAt: st.ExpiresAt, Arch: ollama.Arch(d.Arch)}
+		ExpiresAt: st.ExpiresAt, Arch: d.Arch}
 }
 
 // ollamaTags is GET /api/tags: every served model.

@@ -29,6 +29,7 @@ import (
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/ollama"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/overflow"
 	"github.com/hexserve/hexserve/respstore"
@@ -155,13 +156,9 @@ type ModelDetails struct {
 	Arch          ModelArch
 }
 
-// ModelArch is the model's shape, as its config says (Ollama's /api/show
-// model_info); 0 is unknown.
-type ModelArch struct {
-	Params              int64 // parameters, tied embeddings counted once
-	Hidden, Layers, FFN int   // embedding length, blocks, feed-forward length
-	Heads, KVHeads      int
-}
+// ModelArch is the model's shape, as its config says; 0 is unknown. Its
+// one reader is Ollama's /api/show model_info, so it is ollama's type.
+type ModelArch = ollama.Arch
 
 // grammar returns the vocabulary index for structured outputs.
 func (m *Model) grammar() *grammar.Vocab {

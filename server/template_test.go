@@ -7,19 +7,34 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/chat"
+	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
+
+// applyTemplate posts body (case name) to /apply-template and checks the
+// status, and for an error the param; it returns the prompt of a 200.
+func applyTemplate(t *testing.T, s *Server, name, body string, status int, param string) (string, bool) {
+	t.Helper()
+	rec := do(s, "POST", "/apply-template", body)
+	if rec.Code != status {
+		t.Errorf("%s: %d %s", name, rec.Code, rec.Body)
+		return "", false
+	}
+	if status != 200 {
+		if e := apiErr(t, rec); str(e.Param) != param {
+			t.Errorf("%s: param %s, want %s", name, str(e.Param), param)
+		}
+		return "", false
+	}
+	var resp struct{ Prompt string }
+	_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+	return resp.Prompt, true
+}
 
 // TestApplyTemplateQwen3: /apply-template renders the model's own template
 // (Qwen3's, from ../shared) with tools, chat_template_kwargs and
 // reasoning_effort, and a template's raise_exception is a 400 with its message.
 func TestApplyTemplateQwen3(t *testing.T) {
-	const dir = "../../shared/testdata/families/qwen3"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("%s is missing (official files live in ../shared): %v", dir, err)
-	}
+	dir := tokenizertest.FamilyDir(t, "qwen3")
 	tmpl, ok, err := chat.LoadTemplate(os.ReadFile, dir)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
@@ -47,21 +62,9 @@ func TestApplyTemplateQwen3(t *testing.T) {
 		{"bad effort", `{` + msgs + `,"reasoning_effort":"max"}`, "", "", 400},
 	}
 	for _, tt := range tests {
-		rec := do(s, "POST", "/apply-template", tt.body)
-		if rec.Code != tt.status {
-			t.Errorf("%s: %d %s", tt.name, rec.Code, rec.Body)
-			continue
-		}
-		if tt.status != 200 {
-			if e := apiErr(t, rec); str(e.Param) != "reasoning_effort" {
-				t.Errorf("%s: param %s", tt.name, str(e.Param))
-			}
-			continue
-		}
-		var resp struct{ Prompt string }
-		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
-		if !strings.HasSuffix(resp.Prompt, tt.suffix) || !strings.Contains(resp.Prompt, tt.has) {
-			t.Errorf("%s: prompt %q", tt.name, resp.Prompt)
+		prompt, ok := applyTemplate(t, s, tt.name, tt.body, tt.status, "reasoning_effort")
+		if ok && (!strings.HasSuffix(prompt, tt.suffix) || !strings.Contains(prompt, tt.has)) {
+			t.Errorf("%s: prompt %q", tt.name, prompt)
 		}
 	}
 

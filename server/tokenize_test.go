@@ -245,27 +245,18 @@ func TestApplyTemplateKwargs(t *testing.T) {
 		{"tools_in_user_message not a bool", `{` + msgs + `,"chat_template_kwargs":{"tools_in_user_message":"no"}}`, nil, nil, 400, "chat_template_kwargs.tools_in_user_message"},
 	}
 	for _, tt := range tests {
-		rec := do(s, "POST", "/apply-template", tt.body)
-		if rec.Code != tt.status {
-			t.Errorf("%s: %d %s", tt.name, rec.Code, rec.Body)
+		prompt, ok := applyTemplate(t, s, tt.name, tt.body, tt.status, tt.param)
+		if !ok {
 			continue
 		}
-		if tt.status != 200 {
-			if e := apiErr(t, rec); str(e.Param) != tt.param {
-				t.Errorf("%s: param %s, want %s", tt.name, str(e.Param), tt.param)
-			}
-			continue
-		}
-		var resp struct{ Prompt string }
-		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
 		for _, h := range tt.has {
-			if !strings.Contains(resp.Prompt, h) {
-				t.Errorf("%s: prompt lacks %q:\n%s", tt.name, h, resp.Prompt)
+			if !strings.Contains(prompt, h) {
+				t.Errorf("%s: prompt lacks %q:\n%s", tt.name, h, prompt)
 			}
 		}
 		for _, h := range tt.hasNot {
-			if strings.Contains(resp.Prompt, h) {
-				t.Errorf("%s: prompt has %q:\n%s", tt.name, h, resp.Prompt)
+			if strings.Contains(prompt, h) {
+				t.Errorf("%s: prompt has %q:\n%s", tt.name, h, prompt)
 			}
 		}
 	}

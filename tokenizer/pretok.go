@@ -105,13 +105,8 @@ func (e *encoder) metaspace(s string, atStart bool, out []int32) []int32 {
 // (consecutive ones fused with fuse_unk), else nothing.
 func (e *encoder) wordChars(w string, out []int32) []int32 {
 	t := e.t
-	if t.ignoreMerges {
-		if id, ok := t.vocab[w]; ok {
-			return append(out, id)
-		}
-	}
-	if v, ok := e.cache[w]; ok {
-		return append(out, e.arena[v>>32:v>>32+v&0xffffffff]...)
+	if out, ok := e.known(w, out); ok {
+		return out
 	}
 	sym := e.sym[:0]
 	unk := false // an unk not yet added

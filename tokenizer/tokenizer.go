@@ -357,19 +357,28 @@ func (e *encoder) word(w string, out []int32) []int32 {
 	if len(w) == 1 {
 		return append(out, t.byteID[w[0]])
 	}
-	if t.ignoreMerges {
-		if id, ok := t.vocab[w]; ok {
-			return append(out, id)
-		}
-	}
-	if v, ok := e.cache[w]; ok {
-		return append(out, e.arena[v>>32:v>>32+v&0xffffffff]...)
+	if out, ok := e.known(w, out); ok {
+		return out
 	}
 	sym := e.sym[:0]
 	for i := 0; i < len(w); i++ {
 		sym = append(sym, t.byteID[w[i]])
 	}
 	return e.remember(w, e.merge(sym), out)
+}
+
+// known appends the ids of word w when they need no merging: its own vocab
+// entry under ignore_merges, or the ids cached by remember.
+func (e *encoder) known(w string, out []int32) ([]int32, bool) {
+	if e.t.ignoreMerges {
+		if id, ok := e.t.vocab[w]; ok {
+			return append(out, id), true
+		}
+	}
+	if v, ok := e.cache[w]; ok {
+		return append(out, e.arena[v>>32:v>>32+v&0xffffffff]...), true
+	}
+	return out, false
 }
 
 // remember caches the ids of word w and appends them to out.

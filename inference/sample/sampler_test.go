@@ -553,15 +553,7 @@ func TestHistogramPath(t *testing.T) {
 			if want := reference(adjustAll(ref, p, prompt, gen), p); !slices.Equal(got, want) {
 				t.Fatalf("trial %d %v: kept %d tokens, reference %d", trial, l.Type, len(got), len(want))
 			}
-			keptSet := map[int32]bool{}
-			for _, id := range got {
-				keptSet[id] = true
-			}
-			for range 20 {
-				if id, _ := s.sample(l, false, 0); !keptSet[id] {
-					t.Fatalf("trial %d %v: sampled %d, not a kept token", trial, l.Type, id)
-				}
-			}
+			sampleKept(t, s, l, got, 20, fmt.Sprintf("trial %d %v", trial, l.Type))
 			if n := testing.AllocsPerRun(5, func() { s.sample(l, false, 0) }); n != 0 {
 				t.Fatalf("trial %d %v: %v allocations per step", trial, l.Type, n)
 			}
@@ -614,15 +606,7 @@ func TestHistogramTies(t *testing.T) {
 			if want := reference(adjustAll(ref, p, nil, gen), p); !slices.Equal(got, want) {
 				t.Fatalf("trial %d %v (%+v): kept %d tokens, reference %d", trial, l.Type, p, len(got), len(want))
 			}
-			keptSet := map[int32]bool{}
-			for _, id := range got {
-				keptSet[id] = true
-			}
-			for range 50 {
-				if id, _ := s.sample(l, false, 0); !keptSet[id] {
-					t.Fatalf("trial %d %v: sampled %d, not a kept token", trial, l.Type, id)
-				}
-			}
+			sampleKept(t, s, l, got, 50, fmt.Sprintf("trial %d %v", trial, l.Type))
 		}
 	}
 }
@@ -704,11 +688,7 @@ func TestHistogramU16Fallback(t *testing.T) {
 		if want := reference(adjustAll(ref, tc.p, nil, nil), tc.p); !slices.Equal(got, want) {
 			t.Fatalf("%s: kept %d tokens, reference %d", tc.name, len(got), len(want))
 		}
-		for range 50 {
-			if id, _ := s.sample(l, false, 0); !slices.Contains(got, id) {
-				t.Fatalf("%s: sampled %d, not a kept token", tc.name, id)
-			}
-		}
+		sampleKept(t, s, l, got, 50, tc.name)
 	}
 }
 
@@ -886,6 +866,17 @@ func keptIDs(s *Sampler) []int32 {
 	}
 	slices.Sort(got)
 	return got
+}
+
+// sampleKept draws n tokens from l with s and fails, after what names the
+// case, on one that is not in kept (sorted, as keptIDs returns it).
+func sampleKept(t *testing.T, s *Sampler, l Logits, kept []int32, n int, what string) {
+	t.Helper()
+	for range n {
+		if id, _ := s.sample(l, false, 0); !slices.Contains(kept, id) {
+			t.Fatalf("%s: sampled %d, not a kept token", what, id)
+		}
+	}
 }
 
 // values returns l's first n values as float32s.
