@@ -128,7 +128,10 @@ func TestCompileContext(t *testing.T) {
 		t.Fatalf("Compile = %v, want the context's error", err)
 	}
 	costtest.Within(t, "compile cancelled after 50ms", cost, 500*time.Millisecond, allocBound)
-	if cost.Wall > 500*time.Millisecond {
+	// Wall time is bounded loosely: on a loaded machine (the suite's two lanes)
+	// the CPU bound above is the tight one; a compile that ignored its context
+	// would run on for a minute.
+	if cost.Wall > 5*time.Second {
 		t.Errorf("the compile went on %v after its context ended", cost.Wall)
 	}
 }
