@@ -13,10 +13,8 @@ import (
 
 	"github.com/hexserve/hexserve/config"
 	"github.com/hexserve/hexserve/hexagon/genie"
-	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/internal/testjson"
-	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestGenieEndTokens: a loaded Genie bundle ends turns at its eos-token ∪ generation_config.json's
@@ -24,11 +22,7 @@ import (
 // instead of serving a model that never ends a turn.
 func TestGenieEndTokens(t *testing.T) {
 	libs := hostsimLibDir(t)
-	src := t.TempDir()
-	if err := geniesim.Write(src, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "f32",
-		Weights: simfile.WeightF16, Parts: 3, PromptAR: 8, Ctx: 64}); err != nil {
-		t.Fatal(err)
-	}
+	src := tinyGenie(t, "f32", simfile.WeightF16)
 	tok, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -80,6 +81,23 @@ func tinyBundle(t *testing.T) (dir, stdout string) {
 		t.Fatalf("mkmodel --preset tiny: exit %d: %s", tiny.code, tiny.errOut)
 	}
 	return tiny.dir, tiny.out
+}
+
+// tinyGenie writes the tiny model as a three-part Genie bundle (AR 8, 64
+// positions) of precision and weights, with an empty tokenizer.json, to a
+// new temporary folder and returns it.
+func tinyGenie(t *testing.T, precision string, weights simfile.WeightFormat) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: precision,
+		Weights: weights, Parts: 3, PromptAR: 8, Ctx: 64})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func readSim(t *testing.T, path string) *simfile.File {

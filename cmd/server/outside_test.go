@@ -16,19 +16,13 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/internal/testjson"
-	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestOutsidePartsCounted: a Genie part outside the bundle's folder is refused unless
 // model.allow_outside_paths, and when allowed its size is in the model's estimate, so a budget
 // its files exceed refuses the load before it starts (the 1.5 GB model estimated at 9 MB).
 func TestOutsidePartsCounted(t *testing.T) {
-	dir := t.TempDir()
-	if err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "f32",
-		Weights: simfile.WeightF16, Parts: 3, PromptAR: 8, Ctx: 64}); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	dir := tinyGenie(t, "f32", simfile.WeightF16)
 	part := geniesim.PartFile("tiny", 2, 3)
 	out := filepath.Join(t.TempDir(), part)
 	if err := os.Rename(filepath.Join(dir, part), out); err != nil {
