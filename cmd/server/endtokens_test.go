@@ -63,8 +63,7 @@ func TestGenieEndTokens(t *testing.T) {
 			}
 			cfg := config.Default()
 			cfg.Model.SetLocation(dir)
-			cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
-				RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+			cfg.Model.Libraries = librariesIn(libs)
 			model, _, _, err := loadModel(cfg, zerolog.Nop())
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
