@@ -44,10 +44,8 @@ func TestGenieEndTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ents, _ := os.ReadDir(src)
-			for _, e := range ents {
-				b, _ := os.ReadFile(filepath.Join(src, e.Name()))
-				os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				t.Fatal(err)
 			}
 			os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644)
 			testjson.Edit(t, filepath.Join(dir, genie.ConfigFile), func(m map[string]any) {
