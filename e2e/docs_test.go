@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hexserve/hexserve/internal/syncbuf"
 )
 
 // docMarker, on the line before a ```sh fence in README.md or docs/*.md,
@@ -127,30 +124,12 @@ func serveDev(t *testing.T, bin string) *hexserve {
 			t.Fatal(err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		s = &hexserve{log: &syncbuf.Buffer{}, exited: make(chan struct{}), URL: "http://" + addr}
-		s.cmd = exec.Command(bin, "serve", "--config", "configs/dev.yaml", "--addr", addr)
-		s.cmd.Dir = root
-		pr, pw, perr := os.Pipe()
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		s.cmd.Stdout, s.cmd.Stderr = pw, pw
-		if err = s.cmd.Start(); err != nil {
+		cmd := exec.Command(bin, "serve", "--config", "configs/dev.yaml", "--addr", addr)
+		cmd.Dir = root
+		if s, err = spawn(cmd, nil); err != nil {
 			t.Fatal(err)
 		}
-		pw.Close()
-		go func() {
-			sc := bufio.NewScanner(pr)
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				s.log.Write(append(sc.Bytes(), '\n'))
-			}
-			pr.Close()
-		}()
-		go func() {
-			s.err = s.cmd.Wait()
-			close(s.exited)
-		}()
+		s.URL = "http://" + addr
 		if err = s.waitHealthy(30 * time.Second); err == nil {
 			break
 		}

@@ -243,19 +243,15 @@ type hexserve struct {
 	err    error // the exit status, once exited is closed
 }
 
-// launch runs `hexserve serve --config cfg` with extra environment and
-// waits until its log says where it listens.
-func launch(bin, cfg string, env ...string) (*hexserve, error) {
-	s := &hexserve{log: &syncbuf.Buffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--config", cfg)
-	s.cmd.Dir = root
-	s.cmd.Env = append(os.Environ(), env...)
+// spawn starts cmd with its output in s.log, passing each line of it to
+// onLine as well (when not nil); s.exited closes when cmd ends.
+func spawn(cmd *exec.Cmd, onLine func(line []byte)) (*hexserve, error) {
+	s := &hexserve{cmd: cmd, log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
-	s.cmd.Stdout, s.cmd.Stderr = pw, pw
-	if err := s.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(nil, 1<<20)
@@ -263,21 +259,39 @@ func launch(bin, cfg string, env ...string) (*hexserve, error) {
 			line := sc.Bytes()
 			s.log.Write(line)
 			s.log.Write([]byte{'\n'})
-			var l struct{ Message, Addr string }
-			if json.Unmarshal(line, &l) == nil && l.Message == "hexserve started" && l.Addr != "" {
-				select {
-				case addr <- l.Addr:
-				default:
-				}
+			if onLine != nil {
+				onLine(line)
 			}
 		}
 		io.Copy(io.Discard, pr)
 	}()
 	go func() {
-		s.err = s.cmd.Wait()
+		s.err = cmd.Wait()
 		pw.Close()
 		close(s.exited)
 	}()
+	return s, nil
+}
+
+// launch runs `hexserve serve --config cfg` with extra environment and
+// waits until its log says where it listens.
+func launch(bin, cfg string, env ...string) (*hexserve, error) {
+	cmd := exec.Command(bin, "serve", "--config", cfg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
+	addr := make(chan string, 1)
+	s, err := spawn(cmd, func(line []byte) {
+		var l struct{ Message, Addr string }
+		if json.Unmarshal(line, &l) == nil && l.Message == "hexserve started" && l.Addr != "" {
+			select {
+			case addr <- l.Addr:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case a := <-addr:
 		s.URL = "http://" + a

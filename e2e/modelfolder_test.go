@@ -20,18 +20,8 @@ import (
 func copyGenie(t *testing.T, g string) string {
 	t.Helper()
 	dst := t.TempDir()
-	ents, err := os.ReadDir(g)
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(g)); err != nil {
 		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(g, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dst
 }

@@ -40,13 +40,13 @@ func (s *hexserve) call(t *testing.T, method, path, body string) reply {
 }
 
 // dataLines are the JSON objects of an SSE body's data lines (or of an
-// NDJSON body's lines), [DONE] left out.
+// NDJSON body's lines), [DONE] left out; a data line that is not JSON fails t.
 func dataLines(t *testing.T, body string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, l := range strings.Split(body, "\n") {
-		l = strings.TrimPrefix(l, "data: ")
-		if !strings.HasPrefix(l, "{") {
+		l, data := strings.CutPrefix(l, "data: ")
+		if l == "[DONE]" || !data && !strings.HasPrefix(l, "{") {
 			continue
 		}
 		var m map[string]any

@@ -240,31 +240,7 @@ func TestStructuredCompletions(t *testing.T) {
 // completions, the Messages API and the Responses API.
 func TestForcedToolCallsCut(t *testing.T) {
 	s := sharedServer(t)
-	auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + apiKey}
 	params := `{"type":"object","properties":{"city":{"type":"string"}}}`
-	post := func(path, body string) string {
-		r := s.do(t, "POST", path, body, auth...)
-		if r.Status != 200 {
-			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
-		}
-		return r.Body
-	}
-	// data is the JSON of each SSE data line.
-	data := func(body string) []map[string]any {
-		var out []map[string]any
-		for _, line := range strings.Split(body, "\n") {
-			d, ok := strings.CutPrefix(line, "data: ")
-			if !ok || d == "[DONE]" {
-				continue
-			}
-			var m map[string]any
-			if err := json.Unmarshal([]byte(d), &m); err != nil {
-				t.Fatalf("frame %q: %v", d, err)
-			}
-			out = append(out, m)
-		}
-		return out
-	}
 	for _, max := range []int{1, 6, 30} {
 		// Chat completions.
 		chat := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":0,"max_tokens":%d,"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":%s}}]`, s.Model, max, params)
@@ -279,14 +255,14 @@ func TestForcedToolCallsCut(t *testing.T) {
 				}
 			}
 		}
-		json.Unmarshal([]byte(post("/v1/chat/completions", chat+`}`)), &c)
+		json.Unmarshal([]byte(s.authPost(t, "/v1/chat/completions", chat+`}`)), &c)
 		m := c.Choices[0]
 		if m.FinishReason != "length" || m.Message.Content != nil || len(m.Message.ToolCalls) != 1 || m.Message.ToolCalls[0].Function.Name != "get_weather" {
 			t.Fatalf("chat, max_tokens %d: %+v", max, m)
 		}
 		args := m.Message.ToolCalls[0].Function.Arguments
 		streamed, finish := "", ""
-		for _, f := range data(post("/v1/chat/completions", chat+`,"stream":true}`)) {
+		for _, f := range dataLines(t, s.authPost(t, "/v1/chat/completions", chat+`,"stream":true}`)) {
 			ch := f["choices"].([]any)[0].(map[string]any)
 			d := ch["delta"].(map[string]any)
 			if d["content"] != nil && d["content"] != "" {
@@ -314,12 +290,12 @@ func TestForcedToolCallsCut(t *testing.T) {
 				Input      json.RawMessage
 			}
 		}
-		json.Unmarshal([]byte(post("/v1/messages", msgs+`}`)), &a)
+		json.Unmarshal([]byte(s.authPost(t, "/v1/messages", msgs+`}`)), &a)
 		if a.StopReason != "max_tokens" || len(a.Content) != 1 || a.Content[0].Type != "tool_use" || a.Content[0].Name != "get_weather" || !json.Valid(a.Content[0].Input) {
 			t.Errorf("messages, max_tokens %d: %+v", max, a)
 		}
 		partial, stop := "", ""
-		for _, e := range data(post("/v1/messages", msgs+`,"stream":true}`)) {
+		for _, e := range dataLines(t, s.authPost(t, "/v1/messages", msgs+`,"stream":true}`)) {
 			if d, ok := e["delta"].(map[string]any); ok {
 				if d["type"] == "text_delta" {
 					t.Errorf("messages stream, max_tokens %d: text %q", max, d["text"])
@@ -344,7 +320,7 @@ func TestForcedToolCallsCut(t *testing.T) {
 			Status string
 			Output []struct{ Type, Status, Name, Arguments string }
 		}
-		json.Unmarshal([]byte(post("/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":%d,"temperature":0,"input":"Weather?","tool_choice":"required","tools":[{"type":"function","name":"get_weather","parameters":%s}]}`, s.Model, max, params))), &rs)
+		json.Unmarshal([]byte(s.authPost(t, "/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":%d,"temperature":0,"input":"Weather?","tool_choice":"required","tools":[{"type":"function","name":"get_weather","parameters":%s}]}`, s.Model, max, params))), &rs)
 		if rs.Status != "incomplete" || len(rs.Output) != 1 || rs.Output[0].Type != "function_call" || rs.Output[0].Name != "get_weather" || rs.Output[0].Status != "incomplete" {
 			t.Errorf("responses, max_output_tokens %d: %+v", max, rs)
 		}
@@ -358,15 +334,7 @@ func TestForcedToolCallsCut(t *testing.T) {
 // "tool_use" and the Responses call completes.
 func TestForcedNamedToolCut(t *testing.T) {
 	s := sharedServer(t)
-	auth := []string{"Content-Type", "application/json", "Authorization", "Bearer " + apiKey}
 	params := `{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}`
-	post := func(path, body string) string {
-		r := s.do(t, "POST", path, body, auth...)
-		if r.Status != 200 {
-			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
-		}
-		return r.Body
-	}
 	for _, max := range []int{1, 2, 3, 4, 5, 6, 60} {
 		chat := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Weather?"}],"temperature":0,"max_tokens":%d,`+
 			`"tool_choice":{"type":"function","function":{"name":"get_weather"}},"tools":[{"type":"function","function":{"name":"get_time","parameters":%s}},`+
@@ -380,7 +348,7 @@ func TestForcedNamedToolCut(t *testing.T) {
 				}
 			}
 		}
-		json.Unmarshal([]byte(post("/v1/chat/completions", chat)), &c)
+		json.Unmarshal([]byte(s.authPost(t, "/v1/chat/completions", chat)), &c)
 		m := c.Choices[0]
 		if m.FinishReason == "length" && max == 60 {
 			t.Fatalf("max_tokens 60 cut the call: %+v", m)
@@ -396,7 +364,7 @@ func TestForcedNamedToolCut(t *testing.T) {
 			StopReason string `json:"stop_reason"`
 			Content    []struct{ Type, Name string }
 		}
-		json.Unmarshal([]byte(post("/v1/messages", msgs)), &a)
+		json.Unmarshal([]byte(s.authPost(t, "/v1/messages", msgs)), &a)
 		stop := map[bool]string{true: "tool_use", false: "max_tokens"}[max == 60]
 		if a.StopReason != stop || len(a.Content) != 1 || a.Content[0].Type != "tool_use" || a.Content[0].Name != "get_weather" {
 			t.Errorf("messages, max_tokens %d: %+v", max, a)
@@ -406,7 +374,7 @@ func TestForcedNamedToolCut(t *testing.T) {
 		Status string
 		Output []struct{ Type, Status, Name string }
 	}
-	json.Unmarshal([]byte(post("/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":60,"temperature":0,"input":"Weather?",`+
+	json.Unmarshal([]byte(s.authPost(t, "/v1/responses", fmt.Sprintf(`{"model":%q,"max_output_tokens":60,"temperature":0,"input":"Weather?",`+
 		`"tool_choice":{"type":"function","name":"get_weather"},"tools":[{"type":"function","name":"get_time","parameters":%s},{"type":"function","name":"get_weather","parameters":%s}]}`,
 		s.Model, params, params))), &rs)
 	if rs.Status != "completed" || len(rs.Output) != 1 || rs.Output[0].Type != "function_call" || rs.Output[0].Name != "get_weather" || rs.Output[0].Status != "completed" {

@@ -57,24 +57,6 @@ func (s *hexserve) authPost(t *testing.T, path, body string) string {
 	return r.Body
 }
 
-// sseData is the JSON of each SSE data line of body.
-func sseData(t *testing.T, body string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(body, "\n") {
-		d, ok := strings.CutPrefix(line, "data: ")
-		if !ok || d == "[DONE]" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(d), &m); err != nil {
-			t.Fatalf("frame %q: %v", d, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // compact is the JSON text v as compact JSON.
 func compact(t *testing.T, v any) string {
 	t.Helper()
@@ -126,7 +108,7 @@ func TestHermesToolCallsEveryAPI(t *testing.T) {
 	t.Run("chat stream", func(t *testing.T) {
 		content, finish := "", ""
 		ids, names, args := map[int]string{}, map[int]string{}, map[int]string{}
-		for _, f := range sseData(t, s.authPost(t, "/v1/chat/completions", chat+`,"stream":true}`)) {
+		for _, f := range dataLines(t, s.authPost(t, "/v1/chat/completions", chat+`,"stream":true}`)) {
 			ch := f["choices"].([]any)[0].(map[string]any)
 			d := ch["delta"].(map[string]any)
 			if c, ok := d["content"].(string); ok {
@@ -188,7 +170,7 @@ func TestHermesToolCallsEveryAPI(t *testing.T) {
 	t.Run("responses stream", func(t *testing.T) {
 		var got []string
 		text := ""
-		for _, e := range sseData(t, s.authPost(t, "/v1/responses", responses+`,"stream":true}`)) {
+		for _, e := range dataLines(t, s.authPost(t, "/v1/responses", responses+`,"stream":true}`)) {
 			switch e["type"] {
 			case "response.output_text.delta":
 				text += e["delta"].(string)
@@ -234,7 +216,7 @@ func TestHermesToolCallsEveryAPI(t *testing.T) {
 	t.Run("messages stream", func(t *testing.T) {
 		names, inputs := map[int]string{}, map[int]string{}
 		text, stop := "", ""
-		for _, e := range sseData(t, s.authPost(t, "/v1/messages", messages+`,"stream":true}`)) {
+		for _, e := range dataLines(t, s.authPost(t, "/v1/messages", messages+`,"stream":true}`)) {
 			i, _ := e["index"].(float64)
 			if b, ok := e["content_block"].(map[string]any); ok && b["type"] == "tool_use" {
 				names[int(i)] = b["name"].(string)

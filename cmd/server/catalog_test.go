@@ -89,8 +89,7 @@ func TestCatalogLoadUnloadCycles(t *testing.T) {
 	mkTiny(t, "pte", pteDir, "--ctx", "64", "--prefill-chunk", "16")
 	probe := hostsimProbe(t, libs)
 	cfg := config.Default()
-	cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
-		RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+	cfg.Model.Libraries = librariesIn(libs)
 	zero := time.Duration(0)
 	cfg.Models = []config.Model{{Path: bundleDir, ID: "bundle", KeepAlive: &zero}, {Path: pteDir, ID: "pte", KeepAlive: &zero}}
 	cfg.Engine.KVCache.Memory = 1 << 20

@@ -265,23 +265,29 @@ func printInspected(w io.Writer, f inspectedFile) {
 	fmt.Fprintf(w, "%s: %d graph(s)\n", f.File, len(f.Graphs))
 	for _, g := range f.Graphs {
 		fmt.Fprintf(w, "  graph %q\n", g.Name)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, part := range []struct {
-			label string
-			ts    []inspectedTensor
-		}{{"in", g.Inputs}, {"out", g.Outputs}} {
-			for _, t := range part.ts {
-				q := ""
-				if t.Quant != nil {
-					if t.Quant.Axis != nil {
-						q = fmt.Sprintf("%s axis=%d (%d scales)", t.Quant.Encoding, *t.Quant.Axis, len(t.Quant.Scales))
-					} else {
-						q = fmt.Sprintf("%s scale=%g offset=%d", t.Quant.Encoding, t.Quant.Scale, t.Quant.Offset)
-					}
+		printInOut(w, g.Inputs, g.Outputs, func(tw io.Writer, label string, t inspectedTensor) {
+			q := ""
+			if t.Quant != nil {
+				if t.Quant.Axis != nil {
+					q = fmt.Sprintf("%s axis=%d (%d scales)", t.Quant.Encoding, *t.Quant.Axis, len(t.Quant.Scales))
+				} else {
+					q = fmt.Sprintf("%s scale=%g offset=%d", t.Quant.Encoding, t.Quant.Scale, t.Quant.Offset)
 				}
-				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%v\t%s\n", part.label, t.Name, t.Type, t.DataType, t.Dims, q)
 			}
-		}
-		tw.Flush()
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%v\t%s\n", label, t.Name, t.Type, t.DataType, t.Dims, q)
+		})
 	}
+}
+
+// printInOut writes row's line for each of in, then each of out, labelled
+// "in" and "out", with their columns aligned.
+func printInOut[T any](w io.Writer, in, out []T, row func(tw io.Writer, label string, v T)) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, v := range in {
+		row(tw, "in", v)
+	}
+	for _, v := range out {
+		row(tw, "out", v)
+	}
+	tw.Flush()
 }

@@ -15,22 +15,13 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/internal/testjson"
-	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestInspectGenie: inspect DIR of a Genie bundle prints the config's values, the rope-scaling
 // warning and every part's two graphs with their tensors' types and quantisation.
 func TestInspectGenie(t *testing.T) {
 	libs := hostsimLibDir(t)
-	dir := t.TempDir()
-	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "w4a16",
-		Weights: simfile.WeightInt8, Parts: 3, PromptAR: 8, Ctx: 64})
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := tinyGenie(t, "w4a16", simfile.WeightInt8)
 	args := []string{"--backend", filepath.Join(libs, "libQnnHtp.so"), "--system", filepath.Join(libs, "libQnnSystem.so")}
 	var stdout, stderr bytes.Buffer
 	if code := inspect(append(append([]string{}, args...), "--json", dir), &stdout, &stderr); code != 0 {
@@ -74,15 +65,7 @@ func TestInspectGenie(t *testing.T) {
 // non-zero exit.
 func TestInspectGenieReadsWhatItShows(t *testing.T) {
 	libs := hostsimLibDir(t)
-	dir := t.TempDir()
-	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "f32",
-		Weights: simfile.WeightF16, Parts: 3, PromptAR: 8, Ctx: 64})
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := tinyGenie(t, "f32", simfile.WeightF16)
 	var parts int64
 	for k := 1; k <= 3; k++ {
 		st, err := os.Stat(filepath.Join(dir, geniesim.PartFile("tiny", k, 3)))

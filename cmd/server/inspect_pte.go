@@ -166,20 +166,13 @@ func printPTE(w io.Writer, p inspectedPTE) {
 		p.File, p.Size, h.ProgramSize, h.SegmentBase, h.SegmentDataSize, len(p.Segments))
 	for _, m := range p.Methods {
 		fmt.Fprintf(w, "method %s: %d input(s), %d output(s), %d instruction(s)\n", m.Name, len(m.Inputs), len(m.Outputs), len(m.Instructions))
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, part := range []struct {
-			label string
-			vs    []inspectedValue
-		}{{"in", m.Inputs}, {"out", m.Outputs}} {
-			for _, v := range part.vs {
-				if t := v.Value.Tensor; t != nil {
-					fmt.Fprintf(tw, "  %s\tvalue %d\t%v\t%v\n", part.label, v.Index, t.Type, t.Sizes)
-				} else {
-					fmt.Fprintf(tw, "  %s\tvalue %d\t%v\t\n", part.label, v.Index, v.Value.Kind)
-				}
+		printInOut(w, m.Inputs, m.Outputs, func(tw io.Writer, label string, v inspectedValue) {
+			if t := v.Value.Tensor; t != nil {
+				fmt.Fprintf(tw, "  %s\tvalue %d\t%v\t%v\n", label, v.Index, t.Type, t.Sizes)
+			} else {
+				fmt.Fprintf(tw, "  %s\tvalue %d\t%v\t\n", label, v.Index, v.Value.Kind)
 			}
-		}
-		tw.Flush()
+		})
 		for _, in := range m.Instructions {
 			switch { // by instruction type
 			case in.Kind == pte.DelegateCall:

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -59,6 +60,32 @@ func mkTiny(t *testing.T, format, dir string, extra ...string) {
 	}
 }
 
+// mkFamily writes the tiny preset of family in format (64 positions, AR 8,
+// f16 weights) with the tokenizer tok to a new temporary folder and
+// returns it, failing t if mkmodel does.
+func mkFamily(t *testing.T, family, format, tok string) string {
+	t.Helper()
+	out := t.TempDir()
+	code, stdout, stderr := runMk(t, "--family", family, "--preset", "tiny", "--format", format, "--ctx", "64",
+		"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", tok)
+	if code != 0 {
+		t.Fatalf("%s %s: exit %d: %s%s", family, format, code, stdout, stderr)
+	}
+	return out
+}
+
+// readJSON decodes the JSON file at path into v.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 var tiny struct {
 	once             sync.Once
 	dir, out, errOut string
@@ -80,6 +107,23 @@ func tinyBundle(t *testing.T) (dir, stdout string) {
 		t.Fatalf("mkmodel --preset tiny: exit %d: %s", tiny.code, tiny.errOut)
 	}
 	return tiny.dir, tiny.out
+}
+
+// tinyGenie writes the tiny model as a three-part Genie bundle (AR 8, 64
+// positions) of precision and weights, with an empty tokenizer.json, to a
+// new temporary folder and returns it.
+func tinyGenie(t *testing.T, precision string, weights simfile.WeightFormat) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := geniesim.Write(dir, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: precision,
+		Weights: weights, Parts: 3, PromptAR: 8, Ctx: 64})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func readSim(t *testing.T, path string) *simfile.File {
@@ -541,18 +585,9 @@ func TestMkmodelCustomConfig(t *testing.T) {
 // genie_config.json in AI Hub's Qwen form, and the tokenizer's tokenizer_config.json beside it.
 func TestMkmodelFamily(t *testing.T) {
 	tokDir := t.TempDir()
-	for name, body := range map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template":"x"}`, "LICENSE": "l"} {
-		if err := os.WriteFile(filepath.Join(tokDir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, tokDir, map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template":"x"}`, "LICENSE": "l"})
 	for _, format := range []string{"genie", "pte"} {
-		out := t.TempDir()
-		code, stdout, stderr := runMk(t, "--family", "qwen3", "--preset", "tiny", "--format", format, "--ctx", "64",
-			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", filepath.Join(tokDir, "tokenizer.json"))
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s%s", format, code, stdout, stderr)
-		}
+		out := mkFamily(t, "qwen3", format, filepath.Join(tokDir, "tokenizer.json"))
 		var hf struct {
 			ModelType string  `json:"model_type"`
 			HeadDim   int     `json:"head_dim"`
@@ -563,15 +598,8 @@ func TestMkmodelFamily(t *testing.T) {
 		var gen struct {
 			EOS []int `json:"eos_token_id"`
 		}
-		for path, v := range map[string]any{"config.json": &hf, "generation_config.json": &gen} {
-			b, err := os.ReadFile(filepath.Join(out, path))
-			if err == nil {
-				err = json.Unmarshal(b, v)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", format, err)
-			}
-		}
+		readJSON(t, filepath.Join(out, "config.json"), &hf)
+		readJSON(t, filepath.Join(out, "generation_config.json"), &gen)
 		if hf.ModelType != "qwen3" || hf.HeadDim != 32 || hf.Hidden != 64 || hf.Scaling != nil || hf.Theta != 1e6 {
 			t.Errorf("%s: config.json %+v", format, hf)
 		}
@@ -590,18 +618,9 @@ func TestMkmodelFamily(t *testing.T) {
 // LongRoPE in rope-scaling.
 func TestMkmodelPhi3(t *testing.T) {
 	tokDir := t.TempDir()
-	for name, body := range map[string]string{"tokenizer.json": "{}", "LICENSE": "l"} {
-		if err := os.WriteFile(filepath.Join(tokDir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, tokDir, map[string]string{"tokenizer.json": "{}", "LICENSE": "l"})
 	for _, format := range []string{"genie", "pte"} {
-		out := t.TempDir()
-		code, stdout, stderr := runMk(t, "--family", "phi3", "--preset", "tiny", "--format", format, "--ctx", "64",
-			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", filepath.Join(tokDir, "tokenizer.json"))
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s%s", format, code, stdout, stderr)
-		}
+		out := mkFamily(t, "phi3", format, filepath.Join(tokDir, "tokenizer.json"))
 		var hf struct {
 			ModelType string `json:"model_type"`
 			Orig      int    `json:"original_max_position_embeddings"`
@@ -614,15 +633,8 @@ func TestMkmodelPhi3(t *testing.T) {
 		var gen struct {
 			EOS []int `json:"eos_token_id"`
 		}
-		for path, v := range map[string]any{"config.json": &hf, "generation_config.json": &gen} {
-			b, err := os.ReadFile(filepath.Join(out, path))
-			if err == nil {
-				err = json.Unmarshal(b, v)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", format, err)
-			}
-		}
+		readJSON(t, filepath.Join(out, "config.json"), &hf)
+		readJSON(t, filepath.Join(out, "generation_config.json"), &gen)
 		if hf.ModelType != "phi3" || hf.Orig != 4096 || hf.KVHeads != 4 || hf.Scaling.Type != "longrope" || len(hf.Scaling.Short) != 8 {
 			t.Errorf("%s: config.json %+v", format, hf)
 		}
@@ -671,20 +683,9 @@ func TestMkmodelGraniteFalcon3(t *testing.T) {
 		}},
 		{"falcon3", "pte", func(hf map[string]any, _ string) bool { return hf["model_type"] == "llama" && hf["head_dim"] == 256.0 }},
 	} {
-		out := t.TempDir()
-		code, stdout, stderr := runMk(t, "--family", tc.family, "--preset", "tiny", "--format", tc.format, "--ctx", "64",
-			"--prefill-chunk", "8", "--weights", "f16", "--out", out, "--tokenizer", tok)
-		if code != 0 {
-			t.Fatalf("%s %s: exit %d: %s%s", tc.family, tc.format, code, stdout, stderr)
-		}
+		out := mkFamily(t, tc.family, tc.format, tok)
 		var hf map[string]any
-		b, err := os.ReadFile(filepath.Join(out, "config.json"))
-		if err == nil {
-			err = json.Unmarshal(b, &hf)
-		}
-		if err != nil {
-			t.Fatalf("%s %s: %v", tc.family, tc.format, err)
-		}
+		readJSON(t, filepath.Join(out, "config.json"), &hf)
 		g, _ := os.ReadFile(filepath.Join(out, "genie_config.json"))
 		if !tc.check(hf, string(g)) {
 			t.Errorf("%s %s: config.json %v\ngenie_config.json %s", tc.family, tc.format, hf, g)

@@ -113,8 +113,7 @@ func TestLoadStories(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.Model.SetLocation(p)
-	cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
-		RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+	cfg.Model.Libraries = librariesIn(libs)
 	_, _, _, err = loadModel(cfg, zerolog.Nop())
 	if err == nil || !strings.Contains(err.Error(), "no tokenizer for") || !strings.Contains(err.Error(), "model.tokenizer") {
 		t.Fatalf("without a tokenizer: %v", err)

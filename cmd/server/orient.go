@@ -48,14 +48,19 @@ func useHostsim(cfg *config.Config) string {
 	if dir == "" {
 		return ""
 	}
-	cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(dir, "libQnnHtp.so"),
-		System: filepath.Join(dir, "libQnnSystem.so"), RPCMem: filepath.Join(dir, "libcdsprpc.so")}
+	cfg.Model.Libraries = librariesIn(dir)
 	for i := range cfg.Models {
 		if cfg.Models[i].Libraries == config.Default().Model.Libraries {
 			cfg.Models[i].Libraries = cfg.Model.Libraries
 		}
 	}
 	return dir
+}
+
+// librariesIn is the QNN libraries of folder dir, by their usual names.
+func librariesIn(dir string) config.Libraries {
+	return config.Libraries{Backend: filepath.Join(dir, "libQnnHtp.so"), System: filepath.Join(dir, "libQnnSystem.so"),
+		RPCMem: filepath.Join(dir, "libcdsprpc.so")}
 }
 
 // libraryHint adds what to do to a failure to open the QNN libraries of a

@@ -31,8 +31,7 @@ func TestProbeMatchesLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Model.SetLocation(tc.path)
-			cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
-				RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+			cfg.Model.Libraries = librariesIn(libs)
 			pr, err := probeModel(cfg.Model)
 			if err != nil {
 				t.Fatal(err)

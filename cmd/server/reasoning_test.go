@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,11 +26,7 @@ func TestReasoningParser(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			for name, text := range tc.files {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeFiles(t, dir, tc.files)
 			tmpl, _, err := loadTemplate(filepath.Join(dir, "tokenizer.json")) // as the load does
 			if err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/hexserve/hexserve/config"
@@ -16,7 +17,6 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/internal/testjson"
-	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestGenieEndTokens: a loaded Genie bundle ends turns at its eos-token ∪ generation_config.json's
@@ -24,11 +24,7 @@ import (
 // instead of serving a model that never ends a turn.
 func TestGenieEndTokens(t *testing.T) {
 	libs := hostsimLibDir(t)
-	src := t.TempDir()
-	if err := geniesim.Write(src, geniesim.Options{Config: tinyllama.Tiny(), Name: "tiny", Precision: "f32",
-		Weights: simfile.WeightF16, Parts: 3, PromptAR: 8, Ctx: 64}); err != nil {
-		t.Fatal(err)
-	}
+	src := tinyGenie(t, "f32", simfile.WeightF16)
 	tok, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,10 +44,8 @@ func TestGenieEndTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ents, _ := os.ReadDir(src)
-			for _, e := range ents {
-				b, _ := os.ReadFile(filepath.Join(src, e.Name()))
-				os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				t.Fatal(err)
 			}
 			os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644)
 			testjson.Edit(t, filepath.Join(dir, genie.ConfigFile), func(m map[string]any) {
@@ -69,8 +63,7 @@ func TestGenieEndTokens(t *testing.T) {
 			}
 			cfg := config.Default()
 			cfg.Model.SetLocation(dir)
-			cfg.Model.Libraries = config.Libraries{Backend: filepath.Join(libs, "libQnnHtp.so"), System: filepath.Join(libs, "libQnnSystem.so"),
-				RPCMem: filepath.Join(libs, "libcdsprpc.so")}
+			cfg.Model.Libraries = librariesIn(libs)
 			model, _, _, err := loadModel(cfg, zerolog.Nop())
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -86,5 +79,44 @@ func TestGenieEndTokens(t *testing.T) {
 				t.Errorf("end tokens %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOutsidePartsCounted: a Genie part outside the bundle's folder is refused unless
+// model.allow_outside_paths, and when allowed its size is in the model's estimate, so a budget
+// its files exceed refuses the load before it starts (the 1.5 GB model estimated at 9 MB).
+func TestOutsidePartsCounted(t *testing.T) {
+	dir := tinyGenie(t, "f32", simfile.WeightF16)
+	part := geniesim.PartFile("tiny", 2, 3)
+	out := filepath.Join(t.TempDir(), part)
+	if err := os.Rename(filepath.Join(dir, part), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(out, 100<<20); err != nil { // sparse: 100 MB on paper
+		t.Fatal(err)
+	}
+	testjson.Edit(t, filepath.Join(dir, genie.ConfigFile), func(m map[string]any) {
+		bins := m["dialog"].(map[string]any)["engine"].(map[string]any)["model"].(map[string]any)["binary"].(map[string]any)
+		bins["ctx-bins"].([]any)[1] = out
+	})
+	for _, allow := range []bool{false, true} {
+		cfg := config.Default()
+		cfg.Model.SetLocation(dir)
+		cfg.Model.AllowOutsidePaths = allow
+		cfg.Engine.ModelMemory = 50 << 20
+		pr, err := probeModel(cfg.Model)
+		if !allow {
+			if err == nil || !strings.Contains(err.Error(), "ctx-bins[1]") || !strings.Contains(err.Error(), "model.allow_outside_paths") {
+				t.Errorf("outside part without allow_outside_paths: %v", err)
+			}
+			continue
+		}
+		if err != nil || pr.Outside != 100<<20 {
+			t.Fatalf("probe: %+v, %v", pr, err)
+		}
+		c := newCatalog(cfg, nil, prometheus.NewRegistry(), zerolog.Nop())
+		if c.details[0].Size < 100<<20 {
+			t.Errorf("estimate %d bytes, without the outside part", c.details[0].Size)
+		}
 	}
 }
