@@ -245,3 +245,32 @@ func TestSegmentsStripAcross(t *testing.T) {
 		}
 	}
 }
+
+// TestStartPiece: a text's first token reads as HF decodes it alone (no
+// leading space for SentencePiece-style tokenizers), and is Piece for
+// byte-level BPE, byte tokens and special tokens.
+func TestStartPiece(t *testing.T) {
+	phi, _ := phi3(t)
+	cases := []struct {
+		tok        *Tokenizer
+		token      string
+		start, mid string
+	}{
+		{phi, "▁Paris", "Paris", " Paris"},
+		{phi, "▁", "", " "},
+		{phi, "ather", "ather", "ather"},
+		{phi, "<0x0A>", "\n", "\n"},
+		{phi, "<|end|>", "<|end|>", "<|end|>"},
+		{family(t, "llama2-metaspace-first"), "▁Paris", "Paris", " Paris"},
+		{llama3(t), "ĠParis", " Paris", " Paris"},
+	}
+	for _, c := range cases {
+		id, ok := c.tok.TokenID(c.token)
+		if !ok {
+			t.Fatalf("no token %q", c.token)
+		}
+		if got, mid := string(c.tok.StartPiece(id)), string(c.tok.Piece(id)); got != c.start || mid != c.mid {
+			t.Errorf("%q: StartPiece %q, Piece %q; want %q, %q", c.token, got, mid, c.start, c.mid)
+		}
+	}
+}

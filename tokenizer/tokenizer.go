@@ -258,6 +258,24 @@ func (t *Tokenizer) Piece(id int32) []byte {
 	return t.piece(id)
 }
 
+// StartPiece returns the bytes Decode emits for id as the first token of a
+// text: for a SentencePiece-style tokenizer without the leading space its
+// decoder strips (Strip, Metaspace), so a reply that starts after a control
+// token reads as HF's decode of the reply's ids; else Piece. A <0xXX> token
+// stays its byte.
+func (t *Tokenizer) StartPiece(id int32) []byte {
+	if !t.valid(id) {
+		return nil
+	}
+	if t.byteLevel || t.special[id] {
+		return t.piece(id)
+	}
+	if _, ok := byteToken(t.decodeString(id)); ok {
+		return t.piece(id)
+	}
+	return []byte(t.decodeTokens([]int32{id}, false))
+}
+
 func (t *Tokenizer) piece(id int32) []byte {
 	a, b := t.off[id], t.off[id+1]
 	return t.blob[a:b:b]
