@@ -37,14 +37,15 @@ func publishedConfig(t *testing.T, name string) map[string]any {
 var partName = regexp.MustCompile(`(\d+)_of_(\d+)`)
 
 // fitPublished puts the test bundle's sizes into a published genie_config.json (as the Llama
-// config is tested): context size, n-vocab, kv-dim, the RoPE width (pos-id-dim or rope-dim) and
-// the part files, renamed in the published naming with the bundle's part count. Every other
-// value (end tokens, rope-theta, where RoPE is given) stays the published one.
+// config is tested): context size, kv-dim, the RoPE width (pos-id-dim or rope-dim) and the part
+// files, renamed in the published naming with the bundle's part count. Every other value (n-vocab,
+// which Genie takes from the logits instead, end tokens, rope-theta, where RoPE is given) stays the
+// published one.
 func fitPublished(t *testing.T, g map[string]any, dir string, c tinyllama.Config, ctx int) {
 	t.Helper()
 	d := g["dialog"].(map[string]any)
 	cx := d["context"].(map[string]any)
-	cx["size"], cx["n-vocab"] = ctx, c.VocabSize
+	cx["size"] = ctx
 	eng := d["engine"].(map[string]any)
 	htp := eng["backend"].(map[string]any)["QnnHtp"].(map[string]any)
 	htp["kv-dim"] = c.HeadDim
@@ -109,15 +110,28 @@ func TestPublishedConfigs(t *testing.T) {
 		name, family string
 		c            tinyllama.Config
 		tok          string
+		note         string  // the load's note of a published n-vocab other than the logits' width
+		script       []int32 // the reply's ids, ending the turn ("stop"); none: 6 greedy tokens
 	}{
-		{"qwen2_5_7b_instruct", "qwen2", qwen2, filepath.Join(root, "..", "shared", "testdata", "families", "qwen2.5", "tokenizer.json")},
-		{"falcon_v3_7b_instruct", "falcon3", falcon, llamaTok},
-		{"ibm_granite_v3_1_8b_instruct", "granite", granite, llamaTok},
+		// n-vocab 131072 is below the logits' 151936 and the end tokens 151643–151645: as in
+		// Genie, the logits' width is the vocabulary and <|im_end|> ends the turn.
+		{"qwen2_5_7b_instruct", "qwen2", qwen2, filepath.Join(root, "..", "shared", "testdata", "families", "qwen2.5", "tokenizer.json"),
+			"n-vocab is 131072 but the logits have 151936 entries", []int32{9707, 0, 151645}},
+		{"falcon_v3_7b_instruct", "falcon3", falcon, llamaTok, "", nil},
+		{"ibm_granite_v3_1_8b_instruct", "granite", granite, llamaTok, "n-vocab is 49155 but the logits have 128256 entries", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hostsimLibs(t)
+			libs := hostsimLibs(t)
 			publishedConfig(t, tc.name) // skips without ../shared
-			s := servePTE(t, publishedBundle(t, tc.name, tc.family, tc.c, tc.tok))
+			dir := publishedBundle(t, tc.name, tc.family, tc.c, tc.tok)
+			var env []string
+			if tc.script != nil {
+				env = append(env, "HOSTSIM_SCRIPT="+idScript(t, tc.script...))
+			}
+			s := serve(t, config{Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir)}.write(t, libs), true, env...)
+			if !strings.Contains(s.log.String(), tc.note) {
+				t.Errorf("the load does not note %q:\n%s", tc.note, s.log)
+			}
 			r := s.post(t, "/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"Hello there"}],"max_tokens":6,"temperature":0}`)
 			var got struct {
 				Choices []struct {
@@ -130,6 +144,9 @@ func TestPublishedConfigs(t *testing.T) {
 			}
 			if r.Status != 200 || json.Unmarshal([]byte(r.Body), &got) != nil || len(got.Choices) != 1 || got.Usage.Completion == 0 {
 				t.Fatalf("chat: %d %s", r.Status, r.Body)
+			}
+			if c := got.Choices[0]; tc.script != nil && (c.FinishReason != "stop" || got.Usage.Completion != len(tc.script)) {
+				t.Errorf("scripted reply %v: %q (%s, %d tokens), want it ended by its last token", tc.script, c.Message.Content, c.FinishReason, got.Usage.Completion)
 			}
 		})
 	}

@@ -185,6 +185,9 @@ func (e *Engine) newSeq(g *record) *seq {
 		}
 	}
 	s.det.reset(e.vocab, stops)
+	if p := g.req.Prompt; len(p) == 0 || e.vocab.IsSpecial(p[len(p)-1]) {
+		s.det.startText()
+	}
 	s.det.startThink(g.req.Reasoning)
 	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)

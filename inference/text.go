@@ -13,6 +13,12 @@ type Vocab interface {
 	IsSpecial(id int32) bool // control tokens such as <|python_tag|>, never emitted as text
 }
 
+// textStarter is a Vocab whose decoder treats a text's first token apart
+// (SentencePiece's leading "▁"). tokenizer.Tokenizer implements it.
+type textStarter interface {
+	StartPiece(id int32) []byte // id's bytes as a text's first token
+}
+
 type pendingTok struct {
 	id    int32
 	start int // offset of the token's first byte in the choice's text
@@ -53,6 +59,7 @@ type detok struct {
 	emitted int
 	pend    []pendingTok
 	think   *think // the reasoning's state; nil: the text is all answer
+	start   bool   // the next text token starts the text (StartPiece)
 }
 
 func (d *detok) reset(v Vocab, stops []string) {
@@ -65,6 +72,21 @@ func (d *detok) reset(v Vocab, stops []string) {
 	d.emitted = 0
 	d.pend = d.pend[:0]
 	d.think = nil
+	d.start = false
+}
+
+// startText makes the next text token start the text, read with the
+// vocabulary's StartPiece: the reply follows a control token (as after
+// "<|assistant|>") rather than continuing text.
+func (d *detok) startText() { d.start = true }
+
+// piece is id's bytes in the choice's text.
+func (d *detok) piece(id int32) []byte {
+	if v, ok := d.vocab.(textStarter); ok && d.start {
+		d.start = false
+		return v.StartPiece(id)
+	}
+	return d.vocab.Piece(id)
 }
 
 // add appends token id and returns what can be released; stopped reports a
@@ -72,7 +94,7 @@ func (d *detok) reset(v Vocab, stops []string) {
 func (d *detok) add(id int32, lp *sample.Logprob) (out textOut, stopped bool) {
 	d.pend = append(d.pend, pendingTok{id: id, start: d.emitted + len(d.held), lp: lp})
 	if !d.vocab.IsSpecial(id) {
-		d.held = append(d.held, d.vocab.Piece(id)...)
+		d.held = append(d.held, d.piece(id)...)
 	}
 	if d.think != nil && !d.reason(&out) {
 		out.ids, out.lps = d.tokens(false)

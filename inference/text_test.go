@@ -196,3 +196,53 @@ func FuzzDetok(f *testing.F) {
 		}
 	})
 }
+
+// spVocab is a mapVocab whose text's first token drops its leading space,
+// as a SentencePiece decoder's Strip does.
+type spVocab struct{ mapVocab }
+
+func (v spVocab) StartPiece(id int32) []byte { return []byte(strings.TrimPrefix(v.mapVocab[id], " ")) }
+
+// TestDetokStartText: a reply that starts the text (after a control token)
+// reads its first text token with StartPiece; a special token before it
+// does not count, and a continuation keeps the space.
+func TestDetokStartText(t *testing.T) {
+	cases := []struct {
+		name   string
+		vocab  Vocab
+		start  bool
+		pieces []string
+		want   string
+	}{
+		{"starts text", spVocab{}, true, []string{" Paris", " is"}, "Paris is"},
+		{"special first", spVocab{}, true, []string{"<|x|>", " Paris", " is"}, "Paris is"},
+		{"lone space first", spVocab{}, true, []string{" ", " Hi"}, " Hi"},
+		{"continues text", spVocab{}, false, []string{" Paris", " is"}, " Paris is"},
+		{"no StartPiece", mapVocab{}, true, []string{" Paris", " is"}, " Paris is"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ids := pieces(tc.pieces...)
+			v := tc.vocab
+			if _, ok := v.(spVocab); ok {
+				v = spVocab{m}
+			} else {
+				v = m
+			}
+			var d detok
+			d.reset(v, nil)
+			if tc.start {
+				d.startText()
+			}
+			var got strings.Builder
+			for _, id := range ids {
+				out, _ := d.add(id, nil)
+				got.WriteString(out.text)
+			}
+			got.WriteString(d.flush().text)
+			if got.String() != tc.want {
+				t.Errorf("text %q, want %q", got.String(), tc.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -164,6 +166,111 @@ func TestLlama3MatchesLegacy(t *testing.T) {
 		s := randomText(r, 2+k%40)
 		if got, want := tok.Encode(s, false, k%2 == 0), legacyEncode(tok, s, k%2 == 0); !slices.Equal(got, want) {
 			t.Fatalf("Encode(%q) = %v, legacy %v", s, got, want)
+		}
+	}
+}
+
+// phi3 is Phi-3.5-mini's tokenizer form: Llama 2's SentencePiece BPE with
+// Phi-3's eleven added tokens, all but <|endoftext|> with rstrip (as in
+// Phi-3.5-mini-instruct's tokenizer.json).
+func phi3(t *testing.T) (*Tokenizer, []byte) {
+	var f map[string]any
+	if err := json.Unmarshal(familyJSON(t, "llama2"), &f); err != nil {
+		t.Fatal(err)
+	}
+	added := f["added_tokens"].([]any)
+	for i, c := range []string{"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+		"<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"} {
+		added = append(added, map[string]any{"id": 32000 + i, "content": c, "single_word": false, "lstrip": false,
+			"rstrip": i > 0, "normalized": false, "special": true})
+	}
+	f["added_tokens"] = added
+	data, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, data
+}
+
+// TestSegmentsStripAcross: an added token's rstrip and lstrip take the
+// whitespace of the segments beside it, so the segments encode as the
+// joined text does (HF's encoding of it: Encode, checked by the goldens and,
+// for Phi-3, by HF tokenizers when HEXSERVE_HF_TOKENIZERS is set). A Phi-3.5
+// chat prompt is 8 tokens, not 13 with a "▁\n" after each of its tokens.
+func TestSegmentsStripAcross(t *testing.T) {
+	p, s := func(text string) Segment { return Segment{Text: text} }, func(text string) Segment { return Segment{Text: text, Special: true} }
+	phiPrompt := []Segment{s("<|user|>"), p("\nWeather in Paris?"), s("<|end|>"), p("\n"), s("<|assistant|>"), p("\n")}
+	phi, phiData := phi3(t)
+	cases := []struct {
+		tok  string
+		segs []Segment
+	}{
+		{"phi3", phiPrompt},
+		{"phi3", []Segment{s("<|system|>"), p("\n \n"), p(" \t"), p(" Be brief.  "), s("<|end|>"), p("\n"), s("<|endoftext|>"), p("\n x")}},
+		{"phi3", []Segment{s("<|user|>\n"), p("\nhi"), s("<|end|> x")}},
+		{"phi3", []Segment{p("  "), s("<|user|>")}}, // no lstrip: the spaces stay
+		{"qwen3-strip", []Segment{s("<|im_end|>"), p("\n  hi"), s("<think>"), p(" x")}},
+		{"qwen3-strip", []Segment{p("a \n"), p(" "), s("<think>"), p("b "), s("</think>"), p(" \n"), p("c")}},
+		{"qwen3-strip", []Segment{p("a\n"), s("x</think>"), p(" b")}},
+	}
+	for _, c := range cases {
+		tok := phi
+		if c.tok != "phi3" {
+			tok = family(t, c.tok)
+		}
+		var joined strings.Builder
+		for _, sg := range c.segs {
+			joined.WriteString(sg.Text)
+		}
+		got, want := tok.EncodeSegments(c.segs, false), tok.Encode(joined.String(), false, true)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %q: segments %v, joined %v", c.tok, joined.String(), got, want)
+		}
+	}
+	if got := phi.EncodeSegments(phiPrompt, false); len(got) != 8 {
+		t.Errorf("Phi-3.5 chat prompt: %d tokens %v, want 8", len(got), got)
+	}
+	if os.Getenv("HEXSERVE_HF_TOKENIZERS") == "" {
+		return
+	}
+	texts := []string{"<|user|>\nWeather in Paris?<|end|>\n<|assistant|>\n", "<|system|>\n \n \t Be brief.  <|end|>\n<|endoftext|>\n x"}
+	ids, _ := hfReference(t, hfDir(t), phiData, texts, nil)
+	for i, text := range texts {
+		if got := phi.Encode(text, false, true); !slices.Equal(got, ids[i]) {
+			t.Errorf("phi3 %q: %v, HF %v", text, got, ids[i])
+		}
+	}
+}
+
+// TestStartPiece: a text's first token reads as HF decodes it alone (no
+// leading space for SentencePiece-style tokenizers), and is Piece for
+// byte-level BPE, byte tokens and special tokens.
+func TestStartPiece(t *testing.T) {
+	phi, _ := phi3(t)
+	cases := []struct {
+		tok        *Tokenizer
+		token      string
+		start, mid string
+	}{
+		{phi, "▁Paris", "Paris", " Paris"},
+		{phi, "▁", "", " "},
+		{phi, "ather", "ather", "ather"},
+		{phi, "<0x0A>", "\n", "\n"},
+		{phi, "<|end|>", "<|end|>", "<|end|>"},
+		{family(t, "llama2-metaspace-first"), "▁Paris", "Paris", " Paris"},
+		{llama3(t), "ĠParis", " Paris", " Paris"},
+	}
+	for _, c := range cases {
+		id, ok := c.tok.TokenID(c.token)
+		if !ok {
+			t.Fatalf("no token %q", c.token)
+		}
+		if got, mid := string(c.tok.StartPiece(id)), string(c.tok.Piece(id)); got != c.start || mid != c.mid {
+			t.Errorf("%q: StartPiece %q, Piece %q; want %q, %q", c.token, got, mid, c.start, c.mid)
 		}
 	}
 }

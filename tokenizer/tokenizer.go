@@ -43,6 +43,9 @@
 // non-whitespace rune. The Llama-3.x template puts trimmed content between
 // "<|end_header_id|>\n\n" (or the tool list's "\n\n") and "<|eot_id|>", so
 // its prompts encode the same both ways (tested on testdata/chat goldens).
+// An added token with rstrip (lstrip) takes the whitespace after (before)
+// it from the next (previous) segments too, as in the joined text: Phi-3's
+// "<|user|>" takes the template's "\n" that starts the plain segment after it.
 // Elsewhere, e.g. a boundary between two letters, the results can differ.
 //
 // The rule is for the Llama-3 and Qwen2 splits. A SentencePiece-style
@@ -135,8 +138,10 @@ func (t *Tokenizer) Encode(text string, addBOS, parseSpecial bool) []int32 {
 	return t.EncodeSegments([]Segment{{Text: text, Special: parseSpecial}}, addBOS)
 }
 
-// EncodeSegments encodes each segment on its own and concatenates the ids;
-// see the package doc for when this equals encoding the joined text.
+// EncodeSegments encodes each segment on its own and concatenates the ids,
+// an added token's rstrip or lstrip taking the whitespace of the segments
+// beside it as in the joined text; see the package doc for when this equals
+// encoding the joined text.
 func (t *Tokenizer) EncodeSegments(segs []Segment, addBOS bool) []int32 {
 	n := 0
 	for _, s := range segs {
@@ -146,17 +151,76 @@ func (t *Tokenizer) EncodeSegments(segs []Segment, addBOS bool) []int32 {
 	if addBOS {
 		out = append(out, t.prefix...)
 	}
+	texts, bases := t.stripAcross(segs)
 	e := t.encoder()
-	base := 0
-	for _, s := range segs {
-		out = e.encodeText(s.Text, base, s.Special, out)
-		base += len(s.Text)
+	for i, s := range segs {
+		out = e.encodeText(texts[i], bases[i], s.Special, out)
 	}
 	t.encoders.Put(e)
 	if addBOS {
 		out = append(out, t.suffix...)
 	}
 	return out
+}
+
+// stripAcross returns the segments' texts and their offsets in the joined
+// text with the whitespace that an added token's rstrip or lstrip takes
+// from the segments after or before it removed, as encoding the joined text
+// would take it (the "\n" after Phi-3's "<|user|>" in a chat prompt).
+func (t *Tokenizer) stripAcross(segs []Segment) (texts []string, bases []int) {
+	texts, bases = make([]string, len(segs)), make([]int, len(segs))
+	base := 0
+	for i, s := range segs {
+		texts[i], bases[i] = s.Text, base
+		base += len(s.Text)
+	}
+	if len(t.strip) == 0 || len(segs) < 2 {
+		return texts, bases
+	}
+	eat := false // an rstrip reaches the end of the segments so far
+	for i, s := range segs {
+		if eat {
+			rest := strings.TrimLeftFunc(texts[i], unicode.IsSpace)
+			bases[i] += len(texts[i]) - len(rest)
+			texts[i] = rest
+		}
+		_, rstrip := t.stripEdges(texts[i], s.Special)
+		eat = rstrip || (eat && texts[i] == "")
+	}
+	eat = false // an lstrip reaches the start of the segments after
+	for i := len(segs) - 1; i >= 0; i-- {
+		if eat {
+			texts[i] = strings.TrimRightFunc(texts[i], unicode.IsSpace)
+		}
+		lstrip, _ := t.stripEdges(texts[i], segs[i].Special)
+		eat = lstrip || (eat && texts[i] == "")
+	}
+	return texts, bases
+}
+
+// stripEdges reports whether s starts with an added token whose lstrip
+// reaches its start and ends with one whose rstrip reaches its end. Only
+// tokens matched before normalization (normalized: false, as the families'
+// control tokens are) are looked at.
+func (t *Tokenizer) stripEdges(s string, parseSpecial bool) (lstrip, rstrip bool) {
+	if t.plain == nil {
+		return false, false
+	}
+	text := 0
+	for from := 0; ; {
+		start, end, id, ok := t.plain.find(s, from)
+		if !ok {
+			return lstrip, rstrip
+		}
+		from = end
+		if start, end, ok = t.accept(s, text, start, end, id, parseSpecial); !ok {
+			continue
+		}
+		o := t.strip[id]
+		lstrip = lstrip || (start == 0 && o.lstrip)
+		rstrip = end == len(s) && o.rstrip
+		text = end
+	}
 }
 
 // VocabSize is the number of ids, including added tokens (128256 for Llama 3).
@@ -192,6 +256,24 @@ func (t *Tokenizer) Piece(id int32) []byte {
 		return nil
 	}
 	return t.piece(id)
+}
+
+// StartPiece returns the bytes Decode emits for id as the first token of a
+// text: for a SentencePiece-style tokenizer without the leading space its
+// decoder strips (Strip, Metaspace), so a reply that starts after a control
+// token reads as HF's decode of the reply's ids; else Piece. A <0xXX> token
+// stays its byte.
+func (t *Tokenizer) StartPiece(id int32) []byte {
+	if !t.valid(id) {
+		return nil
+	}
+	if t.byteLevel || t.special[id] {
+		return t.piece(id)
+	}
+	if _, ok := byteToken(t.decodeString(id)); ok {
+		return t.piece(id)
+	}
+	return []byte(t.decodeTokens([]int32{id}, false))
 }
 
 func (t *Tokenizer) piece(id int32) []byte {

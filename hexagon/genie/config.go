@@ -293,8 +293,8 @@ func (k configCheck) context(d *rawDialog) error {
 	}
 	c.Size, c.NVocab, c.BOS = *ctx.Size, *ctx.NVocab, -1
 	if ctx.BOS != nil && *ctx.BOS >= 0 {
-		if *ctx.BOS >= c.NVocab {
-			return k.bad("dialog.context.bos-token", "%d is outside n-vocab %d", *ctx.BOS, c.NVocab)
+		if *ctx.BOS >= bundle.MaxVocab {
+			return k.bad("dialog.context.bos-token", "%d is past hexserve's largest vocabulary (%d)", *ctx.BOS, bundle.MaxVocab)
 		}
 		c.BOS = int32(*ctx.BOS)
 	}
@@ -307,15 +307,15 @@ func (k configCheck) context(d *rawDialog) error {
 			return k.bad("dialog.context.eos-token", "want a token id or a list of them")
 		}
 		for _, t := range many {
-			if t < 0 || t >= c.NVocab {
-				return k.bad("dialog.context.eos-token", "%d is outside n-vocab %d", t, c.NVocab)
+			if t < 0 || t >= bundle.MaxVocab {
+				return k.bad("dialog.context.eos-token", "%d is outside [0, %d)", t, bundle.MaxVocab)
 			}
 			c.EOS = append(c.EOS, int32(t))
 		}
 	}
 	if t := ctx.EOT; t != nil && *t >= 0 {
-		if *t >= c.NVocab {
-			return k.bad("dialog.context.eot-token", "%d is outside n-vocab %d", *t, c.NVocab)
+		if *t >= bundle.MaxVocab {
+			return k.bad("dialog.context.eot-token", "%d is past hexserve's largest vocabulary (%d)", *t, bundle.MaxVocab)
 		}
 		if !slices.Contains(c.EOS, int32(*t)) {
 			c.EOS = append(c.EOS, int32(*t))

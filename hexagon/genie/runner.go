@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -321,6 +322,7 @@ func (r *Runner) check() error {
 	case !r.parts[0].first || !r.parts[len(r.parts)-1].last:
 		return r.errf("part 1 must take input_ids and the last part output logits")
 	}
+	r.fitVocab(&gc)
 	return r.checkHF()
 }
 
@@ -333,7 +335,7 @@ func (r *Runner) checkHF() error {
 	case bc.HFKVHeads > 0 && bc.HFKVHeads != r.nkv:
 		return r.errf("%s: num_key_value_heads is %d but the binaries' KV tensors have %d heads", hfPath, bc.HFKVHeads, r.nkv)
 	case bc.HFVocab > 0 && bc.HFVocab < bc.NVocab:
-		return r.errf("%s: vocab_size is %d but the logits have %d entries (dialog.context.n-vocab)", hfPath, bc.HFVocab, bc.NVocab)
+		return r.errf("%s: vocab_size is %d but the logits have %d entries", hfPath, bc.HFVocab, bc.NVocab)
 	}
 	for _, g := range r.ars {
 		if g.p != r.cl-g.ar {
@@ -348,6 +350,7 @@ type graphCheck struct {
 	cfgPath   string
 	layerPart map[int]int               // layer → the part holding it
 	kvQ       map[string]qnn.TensorInfo // KV input name → first seen (quantisation shared across graphs)
+	nVocab    int                       // the logits' width
 }
 
 // checkGraph checks graph info, part k of g (the gi-th AR): the part's role (the first takes
@@ -453,10 +456,33 @@ func (r *Runner) checkOutput(gc *graphCheck, g *arGraph, t qnn.TensorInfo, where
 	if len(t.Dims) != 3 || int(t.Dims[1]) != g.ar {
 		return r.errf("%s has dims %v, want [1,%d,n-vocab]", where, t.Dims, g.ar)
 	}
-	if v := int(t.Dims[2]); v != r.bc.NVocab {
-		return r.errf("%s has %d entries per row but %s: dialog.context.n-vocab is %d", where, v, gc.cfgPath, r.bc.NVocab)
+	switch v := int(t.Dims[2]); {
+	case v < 1 || v > bundle.MaxVocab:
+		return r.errf("%s has %d entries per row (at most %d)", where, v, bundle.MaxVocab)
+	case gc.nVocab == 0:
+		gc.nVocab = v
+	case v != gc.nVocab:
+		return r.errf("%s has %d entries per row but other logits %d", where, v, gc.nVocab)
 	}
 	return nil
+}
+
+// fitVocab makes the logits' width the vocabulary, as Genie does (its HTP engine takes it
+// from the binaries' logits and samples over the whole row; dialog.context.n-vocab sizes only
+// its all-probabilities output): a different n-vocab, and end tokens past the logits, which no
+// sampled token can be, are noted at load.
+func (r *Runner) fitVocab(gc *graphCheck) {
+	bc := r.bc
+	if gc.nVocab != bc.NVocab {
+		r.log.Warn().Str("model", r.name).Msgf("genie: %s: dialog.context.n-vocab is %d but the logits have %d entries: the vocabulary is the logits' %d, as Genie reads it",
+			gc.cfgPath, bc.NVocab, gc.nVocab, gc.nVocab)
+		bc.NVocab = gc.nVocab
+	}
+	for _, id := range bc.EOS {
+		if int(id) >= bc.NVocab {
+			r.log.Warn().Str("model", r.name).Msgf("genie: end token %d is past the logits' %d entries: it is never sampled, so it never ends a reply (as in Genie); the tokenizer's other end tokens, a stop string or the length end it", id, bc.NVocab)
+		}
+	}
 }
 
 // checkHidden checks t, a hidden-state input of part k of g (named where): [1, AR, hidden], as

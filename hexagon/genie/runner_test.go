@@ -442,9 +442,6 @@ func TestBadBundles(t *testing.T) {
 		{"kv-dim", "f32", func(t *testing.T, dir string) {
 			editConfig(t, dir, "dialog.engine.backend.QnnHtp.kv-dim", 64)
 		}, []string{ConfigFile, "kv-dim is 64", "head dim is 16"}},
-		{"n-vocab", "f32", func(t *testing.T, dir string) {
-			editConfig(t, dir, "dialog.context.n-vocab", 128300)
-		}, []string{ConfigFile, "dialog.context.n-vocab is 128300", "128256 entries"}},
 		{"context size", "f32", func(t *testing.T, dir string) {
 			editConfig(t, dir, "dialog.context.size", 4096)
 		}, []string{ConfigFile, "dialog.context.size is 4096", "context length is 64"}},
@@ -503,6 +500,45 @@ func TestBadBundles(t *testing.T) {
 				t.Fatal("opened")
 			}
 			testerr.Mentions(t, err, tc.want...)
+		})
+	}
+}
+
+// TestNVocabFromLogits: as in Genie, the logits' width is the vocabulary whatever
+// dialog.context.n-vocab says (AI Hub's Qwen2.5-7B config: 131072, below its end tokens
+// 151643–151645), and end tokens past the logits load, never sampled; both are noted at load.
+func TestNVocabFromLogits(t *testing.T) {
+	rt := openRuntime(t)
+	for _, tc := range []struct {
+		name   string
+		nVocab int
+		eos    []any
+		notes  []string
+	}{
+		{"smaller, end tokens past it", 1000, []any{128001, 128009}, []string{"n-vocab is 1000 but the logits have 128256 entries"}},
+		{"larger", 128300, nil, []string{"n-vocab is 128300 but the logits have 128256 entries"}},
+		{"end token past the logits", 131072, []any{128009, 130000}, []string{"n-vocab is 131072", "end token 130000 is past the logits' 128256 entries"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeBundle(t, "f32", 3)
+			editConfig(t, dir, "dialog.context.n-vocab", tc.nVocab)
+			if tc.eos != nil {
+				editConfig(t, dir, "dialog.context.eos-token", tc.eos)
+			}
+			var log strings.Builder
+			r, err := Open(Config{Dir: dir, Runtime: rt, Logger: zerolog.New(&log)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if v := r.Info().VocabSize; v != 128256 {
+				t.Errorf("vocabulary %d, want the logits' 128256", v)
+			}
+			for _, n := range tc.notes {
+				if !strings.Contains(log.String(), n) {
+					t.Errorf("the load does not note %q:\n%s", n, log.String())
+				}
+			}
 		})
 	}
 }
