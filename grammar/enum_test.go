@@ -40,7 +40,9 @@ func TestLongEnum(t *testing.T) {
 		t.Fatalf("Compile = %v, want an Error at properties.color.enum", err)
 	}
 	t.Logf("refused in %v wall, %v CPU: %v", cost.Wall, cost.CPU, err)
-	costtest.Within(t, "80,000-string enum", cost, 300*time.Millisecond, allocBound)
+	// 1 s of CPU, not the 0.15 s it takes alone: at load 10 it took 339 ms
+	// (shared caches, the GC's share); the quadratic check took seconds.
+	costtest.Within(t, "80,000-string enum", cost, time.Second, allocBound)
 	dup := strings.Replace(bigEnum(1000), `]}}}`, `,"value-001","value-002"]}}}`, 1)
 	g, err := Compile([]byte(dup), Options{})
 	if err != nil {
