@@ -212,6 +212,7 @@ func counters(s plan.Stats) bench.Counters {
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time
 		g.GraphCPU += gs.CPU
+		g.Calls += gs.Calls
 	}
 	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy+s.Restride, s.Convert
 	return g
