@@ -22,7 +22,7 @@ func (r *Runner) publish() { r.board.Publish(r.stats) }
 // GraphTotals implements inference.GraphTimer: a call's cost is the recent
 // per-shard time × the shards a step runs (what StepCost weighs).
 func (r *Runner) GraphTotals() []inference.GraphTotal {
-	return r.Stats().Totals(func(graph string) int {
+	return r.board.Totals(func(graph string) int {
 		if graph == r.dec.method {
 			return r.dec.shards
 		}

@@ -793,4 +793,4 @@ func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 func (r *Runner) TimeThreadCPU() { r.life.ThreadCPU = true }
 
 // GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.board.Totals(nil) }

@@ -31,4 +31,4 @@ func (r *Runner) GraphKey(role string) string {
 
 // GraphTotals implements inference.GraphTimer, so the engine exports the
 // runner's per-graph execution counts and times as metrics.
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.board.Totals(nil) }
