@@ -121,21 +121,24 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		clock = r.clock
 		r.mu.Unlock()
 		u, uOK = threadcpu.Read()
-		cpu, _ = threadcpu.Time()
 	}
+	// The recorder's own work runs between the clock readings at Step's
+	// start (after use, before cpu) and at its end (after endUse, before
+	// endCPU), so that neither measured interval holds it.
 	c0 := r.readCounters()
 	var bg time.Duration
 	if b, ok := r.Model.(backgroundCopier); ok {
 		bg = b.BackgroundKVCopy()
 	}
+	if r.thread {
+		cpu, _ = threadcpu.Time()
+	}
 	t0 := time.Now()
 	rows, err := r.Model.Step(ctx, runs)
 	t1 := time.Now()
-	var endCPU time.Duration
 	var endUse threadcpu.Usage
 	if uOK {
 		endUse, _ = threadcpu.Read()
-		endCPU, _ = threadcpu.Time()
 	}
 	c1 := r.readCounters()
 	n := 0
@@ -144,13 +147,19 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 	}
 	r.mu.Lock()
 	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), c0: c0, c1: c1, bg: bg, vocab: vt,
-		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK, clock: clock})
+		use: u, cpu: cpu, endUse: endUse, useOK: uOK, clock: clock})
 	i := len(r.recs) - 1
 	r.mu.Unlock()
 	if err == nil {
 		for k := range rows {
 			rows[k] = readRows{Rows: rows[k], r: r, i: i}
 		}
+	}
+	if uOK {
+		endCPU, _ := threadcpu.Time()
+		r.mu.Lock()
+		r.recs[i].endCPU = endCPU
+		r.mu.Unlock()
 	}
 	return rows, err
 }
