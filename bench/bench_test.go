@@ -437,6 +437,14 @@ func TestDecodeStepsThread(t *testing.T) {
 		{"graph CPU subtracted",
 			evalRec{start: at(0), end: at(5100 * us), use: use(1000*us, 3), cpu: 1002 * us, endUse: use(1832*us, 3), endCPU: 1832 * us, useOK: true, d: Counters{Graph: 5000 * us, GraphCPU: 800 * us}},
 			evalRec{start: at(5300 * us), use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 98 * us, 2},
+		// As above, with a row read of 10 µs CPU between the Steps and a
+		// thread-clock reading costing 2 µs: Step's part (30 + the read's 10)
+		// holds 3 readings (its start, the graph call, the read), the engine's
+		// (68 − 10) 2 (its start, the read).
+		{"clock readings left out",
+			evalRec{start: at(0), end: at(5100 * us), use: use(1000*us, 3), cpu: 1002 * us, endUse: use(1832*us, 3), endCPU: 1832 * us, useOK: true,
+				d: Counters{Graph: 5000 * us, GraphCPU: 800 * us, Calls: 1}, read: 12 * us, readCPU: 10 * us, reads: 1, clock: 2 * us},
+			evalRec{start: at(5300 * us), use: use(1900*us, 5), cpu: 1902 * us, useOK: true}, true, 88 * us, 2},
 		{"no graphs", evalRec{start: at(0), end: at(20 * us), use: use(0, 0), cpu: 1 * us, endUse: use(11*us, 0), endCPU: 11 * us, useOK: true},
 			evalRec{start: at(100 * us), use: use(51*us, 0), useOK: true}, true, 50 * us, 0},
 		{"readings at Eval's end left out", evalRec{start: at(0), end: at(20 * us), use: use(0, 0), cpu: 1 * us, endUse: use(9*us, 0), endCPU: 11 * us, useOK: true},

@@ -18,8 +18,8 @@ type stepSample struct {
 	wall, graph, outside, detok time.Duration
 	bg                          time.Duration // background KV copy
 	io                          Counters
-	cpu                         time.Duration   // thread CPU time outside graph calls, each part bounded by its wall time
-	rawCPU                      time.Duration   // the same, not bounded
+	cpu                         time.Duration   // thread CPU time outside graph calls, without the clock readings' own cost, each part bounded by its wall time
+	rawCPU                      time.Duration   // the same as the clock reads it: readings included, not bounded
 	ioCPU, outsideCPU           time.Duration   // its parts inside Step and after it
 	use                         threadcpu.Usage // thread accounting over the step
 	engineUse                   threadcpu.Usage // and between the Steps
@@ -50,6 +50,15 @@ func decodeSteps(recs []evalRec) []stepSample {
 			// Readings at Step's end are left out: Step runs to endUse.CPU, the engine from endCPU.
 			io, out := a.endUse.CPU-a.cpu-a.d.GraphCPU+a.readCPU-lazy.GraphCPU, b.use.CPU-a.endCPU-a.readCPU
 			s.rawCPU = io + out
+			// Every interval between two thread-clock readings holds one
+			// reading's cost (clockCost): the measurement's, not the host's
+			// work. The part inside Step has one such interval, one more per
+			// graph call (the runner reads the clock around each, for
+			// bench only) and per row read, and the part between Steps one
+			// plus one per row read; each part loses that many readings.
+			io -= time.Duration(1+d.Calls+int64(a.reads)) * a.clock
+			out -= time.Duration(1+a.reads) * a.clock
+			io, out = max(io, 0), max(out, 0)
 			// A part's CPU time cannot exceed its wall time. Where the thread
 			// clock charges part of a long graph call after the call has
 			// returned (docs/performance.md, "What the thread clock says after
@@ -81,7 +90,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 		tv := &timedVocab{v: r.tok}
 		rec := &recorder{Model: r.model, counters: r.counters, v: tv, thread: true}
 		var steps []stepSample
-		var prefill, ttft []float64
+		var prefill, ttft, clock []float64
 		var first []int32
 		for run := range r.opt.Runs {
 			r.progress("  %s: request %d/%d (%d prompt + %d decode tokens)", set.Name, run+1, r.opt.Runs, len(prompt), r.opt.Tokens)
@@ -98,6 +107,9 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			}
 			if len(recs) == 0 {
 				return errors.New("no model calls recorded")
+			}
+			if recs[0].useOK {
+				clock = append(clock, us(recs[0].clock))
 			}
 			if len(arr) > 0 {
 				ttft = append(ttft, ms(arr[0].Sub(t0)))
@@ -160,7 +172,7 @@ func (r *runner) hostPhase(ctx context.Context, promptN int) error {
 			th = ThreadUse{round3(th.InvolSwitches / n), round3(th.VolSwitches / n), round3(th.MinorFaults / n), newDist(delay).Mean,
 				round3(th.EngineMinorFaults / n)}
 		}
-		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), RawCPUUS: newDist(rawCPU), Thread: th,
+		h := HostTime{Sampling: set.Name, Vocab: r.info.VocabSize, TotalUS: newDist(host), CPUUS: newDist(cpu), RawCPUUS: newDist(rawCPU), ClockReadUS: median(clock), Thread: th,
 			CPUSplit: HostCPU{ModelIO: median(ioCPU), Engine: median(outCPU), Sampling: median(smpCPU), EngineWarm: warm, EngineCold: cold}, GraphMS: newDist(graph),
 			Split: HostUS{Sampling: median(smp), ModelIO: median(io), Detokenise: median(detok), Rest: median(rest)},
 			IO:    IOSplit{Embed: median(emb), Rope: median(rope), Mask: median(mask), KVCopy: median(kv), KVCopyBackground: median(bg), Convert: median(conv)}}

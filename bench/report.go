@@ -75,18 +75,24 @@ type HostTime struct {
 	// graph calls (the worker locked to its thread; Linux): the host's own
 	// work without time spent waiting for a core, which on a shared machine
 	// (and with hostsim's threads computing the graphs on the same cores)
-	// the wall figure includes. Each part (inside Step, between Steps) is
-	// bounded by its wall time, see RawCPUUS. N = 0: not measured.
+	// the wall figure includes. The thread-clock readings' own cost
+	// (ClockReadUS per interval between two readings) is left out, and each
+	// part (inside Step, between Steps) is bounded by its wall time, see
+	// RawCPUUS. N = 0: not measured.
 	CPUUS Dist `json:"cpu_us"`
-	// RawCPUUS is CPUUS as the thread clock reads it, its parts not bounded
-	// by their wall times: on a VM whose clock charges part of a graph call
-	// after the call, more than the host did (docs/performance.md).
-	RawCPUUS Dist      `json:"cpu_raw_us"`
-	CPUSplit HostCPU   `json:"cpu_split_us"` // medians per token
-	Thread   ThreadUse `json:"thread"`       // what the scheduler and the kernel did to that thread
-	GraphMS  Dist      `json:"graph_ms"`     // inside graph execution, for scale
-	Split    HostUS    `json:"split_us"`     // medians per token
-	IO       IOSplit   `json:"io_us"`        // medians per token
+	// RawCPUUS is CPUUS as the thread clock reads it: the readings' cost
+	// included, its parts not bounded by their wall times (on a VM whose
+	// clock charges part of a graph call after the call, more than the host
+	// did, docs/performance.md).
+	RawCPUUS Dist `json:"cpu_raw_us"`
+	// ClockReadUS is the engine thread's CPU time per thread-clock reading
+	// (a system call), measured on that thread (median over the requests).
+	ClockReadUS float64   `json:"clock_read_us"`
+	CPUSplit    HostCPU   `json:"cpu_split_us"` // medians per token
+	Thread      ThreadUse `json:"thread"`       // what the scheduler and the kernel did to that thread
+	GraphMS     Dist      `json:"graph_ms"`     // inside graph execution, for scale
+	Split       HostUS    `json:"split_us"`     // medians per token
+	IO          IOSplit   `json:"io_us"`        // medians per token
 }
 
 // HostCPU splits CPUUS: the medians of its parts.

@@ -20,6 +20,7 @@ import (
 type Counters struct {
 	Graph    time.Duration // inside graph execute calls
 	GraphCPU time.Duration // the calling thread's CPU time inside them (zero: unknown)
+	Calls    int64         // graph execute calls
 	Embed    time.Duration // embedding rows → x
 	Rope     time.Duration // cos/sin rows
 	Mask     time.Duration // mask updates
@@ -31,11 +32,11 @@ type Counters struct {
 func (c Counters) IO() time.Duration { return c.Embed + c.Rope + c.Mask + c.KVCopy + c.Convert }
 
 func (c Counters) sub(o Counters) Counters {
-	return Counters{c.Graph - o.Graph, c.GraphCPU - o.GraphCPU, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
+	return Counters{c.Graph - o.Graph, c.GraphCPU - o.GraphCPU, c.Calls - o.Calls, c.Embed - o.Embed, c.Rope - o.Rope, c.Mask - o.Mask, c.KVCopy - o.KVCopy, c.Convert - o.Convert}
 }
 
 func (c Counters) add(o Counters) Counters {
-	return Counters{c.Graph + o.Graph, c.GraphCPU + o.GraphCPU, c.Embed + o.Embed, c.Rope + o.Rope, c.Mask + o.Mask, c.KVCopy + o.KVCopy, c.Convert + o.Convert}
+	return Counters{c.Graph + o.Graph, c.GraphCPU + o.GraphCPU, c.Calls + o.Calls, c.Embed + o.Embed, c.Rope + o.Rope, c.Mask + o.Mask, c.KVCopy + o.KVCopy, c.Convert + o.Convert}
 }
 
 // backgroundCopier is a model that copies K/V entries on other threads,
@@ -52,6 +53,7 @@ type evalRec struct {
 	// Step's rows, and readCPU their thread CPU time (with thread): model
 	// work when a model runs its lm-head there.
 	read, readCPU time.Duration
+	reads         int           // how many
 	bg            time.Duration // the model's cumulative background KV copy time at start (backgroundCopier)
 	vocab         time.Duration // the vocabulary's cumulative time at start
 	// use is the calling thread's accounting at start, when the recorder
@@ -63,6 +65,7 @@ type evalRec struct {
 	endUse threadcpu.Usage // its accounting at end
 	endCPU time.Duration   // and its CPU time after reading that (the next interval's start)
 	useOK  bool
+	clock  time.Duration // what one thread-clock reading costs that thread (recorder.clock)
 	logits sample.Logits // a copy of the last row read, with recorder.keep
 }
 
@@ -86,6 +89,9 @@ type recorder struct {
 	mu     sync.Mutex
 	recs   []evalRec
 	locked bool // the current engine's worker is locked; take resets it
+	// clock is the locked thread's CPU time per thread-clock reading,
+	// measured when it is locked (clockCost).
+	clock time.Duration
 }
 
 func (r *recorder) Close() error { return nil } // the caller closes the model
@@ -103,31 +109,36 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 		vt = r.v.total()
 	}
 	var u threadcpu.Usage
-	var cpu time.Duration
+	var cpu, clock time.Duration
 	var uOK bool
 	if r.thread {
 		r.mu.Lock()
 		if !r.locked {
 			runtime.LockOSThread()
 			r.locked = true
+			r.clock = clockCost()
 		}
+		clock = r.clock
 		r.mu.Unlock()
 		u, uOK = threadcpu.Read()
-		cpu, _ = threadcpu.Time()
 	}
+	// The recorder's own work runs between the clock readings at Step's
+	// start (after use, before cpu) and at its end (after endUse, before
+	// endCPU), so that neither measured interval holds it.
 	c0 := r.readCounters()
 	var bg time.Duration
 	if b, ok := r.Model.(backgroundCopier); ok {
 		bg = b.BackgroundKVCopy()
 	}
+	if r.thread {
+		cpu, _ = threadcpu.Time()
+	}
 	t0 := time.Now()
 	rows, err := r.Model.Step(ctx, runs)
 	t1 := time.Now()
-	var endCPU time.Duration
 	var endUse threadcpu.Usage
 	if uOK {
 		endUse, _ = threadcpu.Read()
-		endCPU, _ = threadcpu.Time()
 	}
 	c1 := r.readCounters()
 	n := 0
@@ -136,13 +147,19 @@ func (r *recorder) Step(ctx context.Context, runs []inference.Run) ([]inference.
 	}
 	r.mu.Lock()
 	r.recs = append(r.recs, evalRec{start: t0, end: t1, rows: n, d: c1.sub(c0), c0: c0, c1: c1, bg: bg, vocab: vt,
-		use: u, cpu: cpu, endUse: endUse, endCPU: endCPU, useOK: uOK})
+		use: u, cpu: cpu, endUse: endUse, useOK: uOK, clock: clock})
 	i := len(r.recs) - 1
 	r.mu.Unlock()
 	if err == nil {
 		for k := range rows {
 			rows[k] = readRows{Rows: rows[k], r: r, i: i}
 		}
+	}
+	if uOK {
+		endCPU, _ := threadcpu.Time()
+		r.mu.Lock()
+		r.recs[i].endCPU = endCPU
+		r.mu.Unlock()
 	}
 	return rows, err
 }
@@ -172,12 +189,30 @@ func (k readRows) Logits(ctx context.Context, row int) (sample.Logits, error) {
 	rec := &k.r.recs[k.i]
 	rec.read += t1.Sub(t0)
 	rec.readCPU += cpu1 - cpu0
+	rec.reads++
 	if k.r.keep && err == nil {
 		kept := l
 		kept.F32, kept.Raw16 = slices.Clone(l.F32), slices.Clone(l.Raw16)
 		rec.logits = kept
 	}
 	return l, err
+}
+
+// clockCost is the calling thread's CPU time per thread-clock reading: the
+// median of back-to-back readings' differences. A reading is a system call
+// (no vDSO), and the clock sees the part of it after its own sample and the
+// part of the next reading before that one's: so an interval between two
+// readings holds one reading's cost that is the measurement's, not the
+// measured work's (decodeSteps takes it out).
+func clockCost() time.Duration {
+	var d [63]time.Duration
+	for i := range d {
+		c0, _ := threadcpu.Time()
+		c1, _ := threadcpu.Time()
+		d[i] = c1 - c0
+	}
+	slices.Sort(d[:])
+	return d[len(d)/2]
 }
 
 // take returns the records so far and starts a new list. With thread, the

@@ -51,7 +51,7 @@ type metrics struct {
 	preemptions     prometheus.Counter
 	sharedRows      prometheus.Counter
 	shifts          *prometheus.CounterVec
-	lastGraph       map[string]GraphTotal // worker only
+	lastGraph       map[string]*graphSeen // worker only
 }
 
 // newMetrics creates the engine's collectors and registers them on r
@@ -86,7 +86,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		preemptions:  counter("hexserve_preemptions_total", "Sequences released to make room for others' growth, their rows evaluated again later."),
 		sharedRows:   counter("hexserve_shared_prefix_rows_total", "Prompt rows a new request shared (Fork) from a live sequence of the same owner instead of evaluating them."),
 		shifts:       counterVec("hexserve_context_shifts_total", "Context shifts: a sequence past the window freed a quarter of it, by kind (ring: the oldest rows after the sink evicted in place; reread: the sink and newest rows read again at new positions).", "kind"),
-		lastGraph:    map[string]GraphTotal{},
+		lastGraph:    map[string]*graphSeen{},
 	}
 	if r != nil {
 		r.MustRegister(m.queueDepth, m.running, m.requests, m.promptTokens, m.cachedTokens,
@@ -142,14 +142,28 @@ func (m *metrics) observeGraphs(model Model) {
 		return
 	}
 	for _, g := range gt.GraphTotals() {
-		last := m.lastGraph[g.Graph]
-		if g.Calls >= last.Calls && g.Time >= last.Time { // else: the model reset its counters
-			m.graphCalls.WithLabelValues(g.Graph).Add(float64(g.Calls - last.Calls))
-			m.graphSeconds.WithLabelValues(g.Graph).Add((g.Time - last.Time).Seconds())
+		s := m.lastGraph[g.Graph]
+		if s == nil {
+			s = &graphSeen{calls: m.graphCalls.WithLabelValues(g.Graph), secs: m.graphSeconds.WithLabelValues(g.Graph),
+				cost: m.graphCost.WithLabelValues(g.Graph)}
+			m.lastGraph[g.Graph] = s
 		}
-		m.lastGraph[g.Graph] = g
-		if g.Cost > 0 {
-			m.graphCost.WithLabelValues(g.Graph).Set(g.Cost.Seconds())
+		last := s.last
+		if g.Calls >= last.Calls && g.Time >= last.Time { // else: the model reset its counters
+			s.calls.Add(float64(g.Calls - last.Calls))
+			s.secs.Add((g.Time - last.Time).Seconds())
+		}
+		s.last = g
+		if g.Cost > 0 && g.Cost != last.Cost {
+			s.cost.Set(g.Cost.Seconds())
 		}
 	}
+}
+
+// graphSeen is one graph's last totals and its metrics (looked up once: a
+// step exports every graph's).
+type graphSeen struct {
+	last        GraphTotal
+	calls, secs prometheus.Counter
+	cost        prometheus.Gauge
 }

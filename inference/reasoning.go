@@ -3,6 +3,7 @@ package inference
 import (
 	"bytes"
 	"slices"
+	"unicode/utf8"
 )
 
 // Reasoning says where a choice's reasoning is in its text (Qwen3's
@@ -108,7 +109,12 @@ func (d *detok) take(n int) string {
 	if n <= 0 {
 		return ""
 	}
-	s := string(bytes.ToValidUTF8(d.held[:n], []byte("\uFFFD")))
+	var s string
+	if b := d.held[:n]; utf8.Valid(b) {
+		s = string(b) // one copy; ToValidUTF8 makes two
+	} else {
+		s = string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+	}
 	d.drop(n)
 	return s
 }

@@ -41,8 +41,12 @@ func (o *textOut) empty() bool { return o.text == "" && o.reasoning == "" && len
 func (o *textOut) join(p textOut) {
 	o.text += p.text
 	o.reasoning += p.reasoning
-	o.ids = append(o.ids, p.ids...)
-	o.lps = append(o.lps, p.lps...)
+	if o.ids == nil { // take p's (a token's own slices), not a copy
+		o.ids, o.lps = p.ids, p.lps
+	} else {
+		o.ids = append(o.ids, p.ids...)
+		o.lps = append(o.lps, p.lps...)
+	}
 	if p.stop != "" {
 		o.stop = p.stop
 	}

@@ -189,11 +189,17 @@ func benchLoad(cfg config.Config, log zerolog.Logger) (bench.Loaded, error) {
 	if s, ok := o.model.(statser); ok {
 		ld.Counters = func() bench.Counters { return counters(s.Stats()) }
 	}
+	if t, ok := o.model.(threadTimer); ok {
+		t.TimeThreadCPU() // the host phase's graph CPU time (off in serve)
+	}
 	return ld, nil
 }
 
 // statser is a model that reports its graph statistics.
 type statser interface{ Stats() plan.Stats }
+
+// threadTimer is a runner that can time its graph calls' thread CPU.
+type threadTimer interface{ TimeThreadCPU() }
 
 // genieV79 is the emulation of a Genie bundle: AI Hub's Llama 3.2 1B w4a16 on the Snapdragon 8 Elite
 // (perf.yaml: TTFT 37 ms for a prompt ≤ 128 tokens, 53.6 tok/s: one AR-128 step 37 ms, one AR-1
@@ -206,6 +212,7 @@ func counters(s plan.Stats) bench.Counters {
 	for _, gs := range s.Graphs {
 		g.Graph += gs.Time
 		g.GraphCPU += gs.CPU
+		g.Calls += gs.Calls
 	}
 	g.Embed, g.Rope, g.Mask, g.KVCopy, g.Convert = s.Embed, s.Rope, s.Mask, s.KVCopy+s.Restride, s.Convert
 	return g

@@ -12,12 +12,17 @@ import (
 // goroutine.
 func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
+// TimeThreadCPU makes the runner read the calling thread's CPU time around
+// each graph call, into Stats (GraphStats.CPU); call it before the first
+// Step. Off by default: two system calls per graph call.
+func (r *Runner) TimeThreadCPU() { r.life.ThreadCPU = true }
+
 func (r *Runner) publish() { r.board.Publish(r.stats) }
 
 // GraphTotals implements inference.GraphTimer: a call's cost is the recent
 // per-shard time × the shards a step runs (what StepCost weighs).
 func (r *Runner) GraphTotals() []inference.GraphTotal {
-	return r.Stats().Totals(func(graph string) int {
+	return r.board.Totals(func(graph string) int {
 		if graph == r.dec.method {
 			return r.dec.shards
 		}

@@ -813,5 +813,10 @@ func (r *Runner) Close() error {
 // last call; safe from any goroutine.
 func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
+// TimeThreadCPU makes the runner read the calling thread's CPU time around
+// each graph call, into Stats (GraphStats.CPU); call it before the first
+// call. Off by default: two system calls per graph call.
+func (r *Runner) TimeThreadCPU() { r.life.ThreadCPU = true }
+
 // GraphTotals implements inference.GraphTimer (a part's graph is one execute per call).
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.board.Totals(nil) }

@@ -17,8 +17,8 @@ import (
 //
 //   - Check, before an evaluation: a closed runner fails with ErrClosed, and
 //     graphs lost in a failed reload are reloaded first (or the call fails);
-//   - Execute: one graph call, timed (wall and thread CPU) into Stats under
-//     the graph's key;
+//   - Execute: one graph call, timed into Stats under the graph's key (wall
+//     time; with ThreadCPU also the thread's CPU time);
 //   - on a failed call, the one rule for the cache: it is invalid, so
 //     Invalidate resets the runner's valid rows to 0 and the next call
 //     evaluates from row 0, whatever valid its caller passes; the error is
@@ -35,6 +35,11 @@ type Lifecycle struct {
 	Stats      *plan.Stats
 	Reload     func() error // recreates the contexts and calls; the buffers stay
 	Invalidate func()       // resets the runner's valid cache rows to 0
+	// ThreadCPU reads the calling thread's CPU clock around each call
+	// (GraphStats.CPU, for bench's host figures). Off, CPU stays 0: the
+	// clock has no vDSO, so its two readings are two system calls per call
+	// that nothing else reads.
+	ThreadCPU bool
 
 	closed bool
 	broken error // why the last reload after a device restart failed
@@ -65,11 +70,16 @@ type Executor interface {
 // naming graph and where it lives (in, asked only then), handled by the
 // rule above.
 func (l *Lifecycle) Execute(key string, call Executor, graph string, in func() string) error {
-	c0, _ := threadcpu.Time()
+	var c0, c1 time.Duration
+	if l.ThreadCPU {
+		c0, _ = threadcpu.Time()
+	}
 	t0 := time.Now()
 	err := call.Execute()
 	d := time.Since(t0)
-	c1, _ := threadcpu.Time()
+	if l.ThreadCPU {
+		c1, _ = threadcpu.Time()
+	}
 	l.Stats.Observe(key, d, c1-c0, err != nil)
 	if err == nil {
 		return nil

@@ -122,8 +122,13 @@ func (s Stats) Clone() Stats {
 // graph's executes per call (shards(name); nil: one) as the call's cost
 // (the engine exports them as metrics through inference.GraphTimer).
 func (s Stats) Totals(shards func(graph string) int) []inference.GraphTotal {
-	var out []inference.GraphTotal
-	for _, name := range slices.Sorted(maps.Keys(s.Graphs)) {
+	names := make([]string, 0, len(s.Graphs))
+	for name := range s.Graphs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]inference.GraphTotal, 0, len(names))
+	for _, name := range names {
 		g := s.Graphs[name]
 		n := 1
 		if shards != nil {
@@ -158,6 +163,14 @@ func (b *Board) Publish(s Stats) {
 	}
 	b.s, b.s.Graphs = s, g
 	b.mu.Unlock()
+}
+
+// Totals is Load().Totals(shards) without copying the graphs: what a
+// runner's GraphTotals returns, which the engine reads at every step.
+func (b *Board) Totals(shards func(graph string) int) []inference.GraphTotal {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.s.Totals(shards)
 }
 
 // Load returns the last published Stats.

@@ -87,3 +87,20 @@ func TestTotalsCost(t *testing.T) {
 		t.Errorf("without shards: cost %v, want 4ms", c)
 	}
 }
+
+// BenchmarkGraphTotals measures what a runner's GraphTotals costs the
+// engine at every step: a board of three graphs' totals, sorted.
+func BenchmarkGraphTotals(b *testing.B) {
+	var s Stats
+	for _, g := range []string{"prefill_ar128_cl512", "decode_ar1_cl512", "lmhead"} {
+		s.Observe(g, time.Millisecond, 0, false)
+	}
+	var board Board
+	board.Publish(s)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(board.Totals(nil)) != 3 {
+			b.Fatal("want 3 graphs")
+		}
+	}
+}

@@ -10,6 +10,11 @@ import (
 // runs.
 func (r *Runner) Stats() plan.Stats { return r.board.Load() }
 
+// TimeThreadCPU makes the runner read the calling thread's CPU time around
+// each graph call, into Stats (GraphStats.CPU); call it before the first
+// Step. Off by default: two system calls per graph call.
+func (r *Runner) TimeThreadCPU() { r.life.ThreadCPU = true }
+
 // publish makes the worker's counters visible to Stats.
 func (r *Runner) publish() { r.board.Publish(r.stats) }
 
@@ -26,4 +31,4 @@ func (r *Runner) GraphKey(role string) string {
 
 // GraphTotals implements inference.GraphTimer, so the engine exports the
 // runner's per-graph execution counts and times as metrics.
-func (r *Runner) GraphTotals() []inference.GraphTotal { return r.Stats().Totals(nil) }
+func (r *Runner) GraphTotals() []inference.GraphTotal { return r.board.Totals(nil) }
