@@ -156,7 +156,8 @@ func phiTokenizer(t *testing.T) string {
 // genie_config.json (publishedPhiConfig) and Phi-3.5's tokenizer and chat template
 // (phiTokenizer), scripted to say a reply and then <|end|>, answers a chat completion with that
 // reply, stopped by <|end|> (generation_config.json's end tokens), and counts the prompt tokens
-// as HF tokenizers encodes the rendered prompt (8).
+// as HF tokenizers encodes the rendered prompt (8). The reply's first token's logprob is its text
+// in the content ("Paris", no leading space).
 func TestPhi3Chat(t *testing.T) {
 	binary(t)
 	libs := hostsimLibs(t)
@@ -176,11 +177,17 @@ func TestPhi3Chat(t *testing.T) {
 	cfg := config{Server: fmt.Sprintf("  api_keys: [%q]", apiKey), Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir),
 		Extra: "engine:\n  speculative:\n    prompt_lookup: false"}.write(t, libs)
 	s := serve(t, cfg, true, "HOSTSIM_SCRIPT="+script)
-	r := s.chat(t, `{"model":"x","max_tokens":50,"messages":[{"role":"user","content":"Weather in Paris?"}]}`)
+	r := s.chat(t, `{"model":"x","max_tokens":50,"logprobs":true,"messages":[{"role":"user","content":"Weather in Paris?"}]}`)
 	var v struct {
 		Choices []struct {
 			Message      struct{ Content string }
 			FinishReason string `json:"finish_reason"`
+			Logprobs     struct {
+				Content []struct {
+					Token string
+					Bytes []byte
+				}
+			}
 		}
 		Usage struct {
 			PromptTokens int `json:"prompt_tokens"`
@@ -195,6 +202,9 @@ func TestPhi3Chat(t *testing.T) {
 	prompt := len(tok.Encode("<|user|>\nWeather in Paris?<|end|>\n<|assistant|>\n", false, true))
 	if c := v.Choices[0]; c.Message.Content != reply || c.FinishReason != "stop" || v.Usage.PromptTokens != prompt {
 		t.Errorf("reply %q (%s), %d prompt tokens; want %q, stop, %d", c.Message.Content, c.FinishReason, v.Usage.PromptTokens, reply, prompt)
+	}
+	if lps := v.Choices[0].Logprobs.Content; len(lps) == 0 || lps[0].Token != "Paris" || string(lps[0].Bytes) != "Paris" {
+		t.Errorf("first token's logprob %+v, want the reply's \"Paris\"", lps)
 	}
 }
 
@@ -256,5 +266,35 @@ func nVocabSmaller(t *testing.T, s *hexserve) {
 		if id >= 49155 {
 			t.Errorf("sampled id %d past n-vocab 49155", id)
 		}
+	}
+}
+
+// TestPhi3Prediction: on the tiny Phi-3 model (f32 Genie bundle, Phi-3.5's tokenizer, whose
+// SentencePiece reply starts without the "▁"'s space), a chat prediction equal to the greedy
+// reply changes nothing in it and has most of its tokens accepted.
+func TestPhi3Prediction(t *testing.T) {
+	binary(t)
+	libs := hostsimLibs(t)
+	tokPath := phiTokenizer(t)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(tokPath), "chat_template.jinja")); err != nil {
+		t.Skip("no Phi-3.5 chat template in ../shared")
+	}
+	dir := mkmodelOnce(t, "--format", "genie", "--family", "phi3", "--preset", "tiny", "--weights", "f16", "--name", "tiny",
+		"--precision", "f32", "--ctx", "512", "--tokenizer", tokPath)
+	cfg := config{Model: fmt.Sprintf("  path: %q\n  aliases: [x]", dir),
+		Extra: "engine:\n  speculative:\n    prompt_lookup: false"}.write(t, libs)
+	s := serve(t, cfg, true)
+	chat := map[string]any{"model": "x", "temperature": 0, "max_tokens": 40,
+		"messages": []map[string]string{{"role": "user", "content": "Weather in Paris?"}}}
+	want, _ := complete(t, s, "/v1/chat/completions", chat)
+	req := clone(chat)
+	req["prediction"] = map[string]any{"type": "content", "content": want}
+	got, u := complete(t, s, "/v1/chat/completions", req)
+	t.Logf("reply %q: %+v", want, u)
+	if got != want {
+		t.Errorf("a prediction changed the reply:\n got  %q\n want %q", got, want)
+	}
+	if u.Details.Accepted < u.Completion/2 {
+		t.Errorf("a right prediction had %d of %d tokens accepted (%d rejected)", u.Details.Accepted, u.Completion, u.Details.Rejected)
 	}
 }

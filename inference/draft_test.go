@@ -60,7 +60,7 @@ func TestDrafterPrediction(t *testing.T) {
 		for _, tc := range tests {
 			var d drafter
 			rates := ratePrior
-			d.reset(thVocab{}, pred, toks, false, &rates)
+			d.reset(thVocab{}, pred, toks, false, false, &rates)
 			for i := range len(tc.out) {
 				d.push(int32(tc.out[i]))
 				d.draft(nil, 10) // realign after every token, as the engine does

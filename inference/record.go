@@ -185,11 +185,13 @@ func (e *Engine) newSeq(g *record) *seq {
 		}
 	}
 	s.det.reset(e.vocab, stops)
-	if p := g.req.Prompt; len(p) == 0 || e.vocab.IsSpecial(p[len(p)-1]) {
+	p := g.req.Prompt
+	startsText := len(p) == 0 || e.vocab.IsSpecial(p[len(p)-1])
+	if startsText {
 		s.det.startText()
 	}
 	s.det.startThink(g.req.Reasoning)
-	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, e.cfg.Speculative.PromptLookup, &g.rates)
+	s.dr.reset(e.vocab, g.req.Prediction, g.req.PredictionTokens, startsText, e.cfg.Speculative.PromptLookup, &g.rates)
 	s.toks = append(s.toks, g.req.Prompt...)
 	return s
 }
@@ -216,9 +218,11 @@ func (e *Engine) take(s *seq, tok int32, lp *sample.Logprob) bool {
 	s.generated++
 	g.usage.CompletionTokens++
 	if lp != nil {
-		lp.Bytes = e.vocab.Piece(tok)
+		// As the text reads them: a reply's first token without
+		// SentencePiece's leading space (StartPiece).
+		lp.Bytes = s.det.next(tok)
 		for i := range lp.Top {
-			lp.Top[i].Bytes = e.vocab.Piece(lp.Top[i].ID)
+			lp.Top[i].Bytes = s.det.next(lp.Top[i].ID)
 		}
 	}
 	var out textOut

@@ -67,6 +67,10 @@ type drafter struct {
 	aligned  int     // len(out) when pos was last computed
 	pos      int     // out ends at pred[:pos]; -1: nowhere
 
+	startsText  bool // a choice's first text token starts its text (StartPiece)
+	start       bool // the next text token starts the text
+	spacePrefix bool // enc starts a text with a space (SentencePiece's "▁")
+
 	// The re-tokenised prediction from toksAt: toks[i] starts at ends[i-1]
 	// (toksAt for i = 0).
 	toks   []int32
@@ -78,33 +82,49 @@ type drafter struct {
 
 // reset starts a request: its prediction, and that prediction's tokens
 // when they were tokenised before it was queued (predToks; nil: none).
-func (d *drafter) reset(v Vocab, pred string, predToks []int32, lookup bool, rate *[nSources]float64) {
+// startsText: the reply follows a control token, so its first text token
+// reads as a text's first (as the detok reads it).
+func (d *drafter) reset(v Vocab, pred string, predToks []int32, startsText, lookup bool, rate *[nSources]float64) {
 	d.vocab = v
 	d.enc, _ = v.(encoder)
 	d.lookup = lookup
 	d.pred = append(d.pred[:0], pred...)
 	d.predToks = predToks
+	d.startsText = startsText
+	d.spacePrefix = len(pred) > 0 && d.enc != nil && prefixesSpace(v, d.enc)
 	d.rate = rate
 	d.startChoice()
+}
+
+// prefixesSpace reports whether enc starts a text with a space, as a
+// SentencePiece tokenizer's "▁" does: "a" encodes as " a".
+func prefixesSpace(v Vocab, enc encoder) bool {
+	var b []byte
+	for _, id := range enc.Encode("a", false, false) {
+		b = append(b, v.Piece(id)...)
+	}
+	return string(b) == " a"
 }
 
 func (d *drafter) startChoice() {
 	d.out = d.out[:0]
 	d.aligned, d.pos = 0, 0
+	d.start = d.startsText
 	d.toks, d.ends, d.toksAt = d.toks[:0], d.ends[:0], -1
 	if len(d.predToks) > 0 && d.enc != nil { // from the start: the tokens given
 		d.toks, d.toksAt = append(d.toks, d.predToks...), 0
-		at := 0
-		for _, id := range d.toks {
-			at += len(d.vocab.Piece(id))
-			d.ends = append(d.ends, at)
-		}
+		d.measure(true)
 	}
 }
 
-// push records a generated token.
+// push records a generated token as the reply's text reads it.
 func (d *drafter) push(id int32) {
-	if !d.vocab.IsSpecial(id) {
+	switch {
+	case d.vocab.IsSpecial(id):
+	case d.start:
+		d.start = false
+		d.out = append(d.out, startPiece(d.vocab, id)...)
+	default:
 		d.out = append(d.out, d.vocab.Piece(id)...)
 	}
 }
@@ -164,17 +184,35 @@ func indexInt(s []int, v int) int {
 }
 
 // tokenise encodes the prediction from pos. A chunk cut short of the end
-// drops its last token, which the cut may have split.
+// drops its last token, which the cut may have split. An encoder that
+// starts a text with a space is given the text after a space that
+// continues the reply, so the space is the first token's ("▁is").
 func (d *drafter) tokenise() {
 	end := min(len(d.pred), d.pos+predEncodeBytes)
-	ids := d.enc.Encode(string(d.pred[d.pos:end]), false, false)
+	text := d.pred[d.pos:end]
+	cont := d.spacePrefix && len(text) > 0 && text[0] == ' ' && (d.pos > 0 || !d.startsText)
+	if cont {
+		text = text[1:]
+	}
+	ids := d.enc.Encode(string(text), false, false)
 	if end < len(d.pred) && len(ids) > 0 {
 		ids = ids[:len(ids)-1]
 	}
-	d.toks, d.ends, d.toksAt = append(d.toks[:0], ids...), d.ends[:0], d.pos
-	at := d.pos
-	for _, id := range ids {
-		at += len(d.vocab.Piece(id))
+	d.toks, d.toksAt = append(d.toks[:0], ids...), d.pos
+	d.measure(!cont)
+}
+
+// measure sets ends for toks from toksAt. first: the tokens are a text's
+// encoding, whose first token reads as a text's first (StartPiece).
+func (d *drafter) measure(first bool) {
+	d.ends = d.ends[:0]
+	at := d.toksAt
+	for i, id := range d.toks {
+		if i == 0 && first {
+			at += len(startPiece(d.vocab, id))
+		} else {
+			at += len(d.vocab.Piece(id))
+		}
 		d.ends = append(d.ends, at)
 	}
 }

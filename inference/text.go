@@ -19,6 +19,15 @@ type textStarter interface {
 	StartPiece(id int32) []byte // id's bytes as a text's first token
 }
 
+// startPiece is id's bytes as a text's first token: v's StartPiece, else
+// its Piece.
+func startPiece(v Vocab, id int32) []byte {
+	if v, ok := v.(textStarter); ok {
+		return v.StartPiece(id)
+	}
+	return v.Piece(id)
+}
+
 type pendingTok struct {
 	id    int32
 	start int // offset of the token's first byte in the choice's text
@@ -84,11 +93,18 @@ func (d *detok) reset(v Vocab, stops []string) {
 // "<|assistant|>") rather than continuing text.
 func (d *detok) startText() { d.start = true }
 
-// piece is id's bytes in the choice's text.
+// piece is text token id's bytes in the choice's text.
 func (d *detok) piece(id int32) []byte {
-	if v, ok := d.vocab.(textStarter); ok && d.start {
-		d.start = false
-		return v.StartPiece(id)
+	b := d.next(id)
+	d.start = false
+	return b
+}
+
+// next is id's bytes as the choice's next token, without taking it (a
+// logprob's bytes).
+func (d *detok) next(id int32) []byte {
+	if d.start {
+		return startPiece(d.vocab, id)
 	}
 	return d.vocab.Piece(id)
 }
