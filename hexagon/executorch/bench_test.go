@@ -12,6 +12,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/hexagon/writeback"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkDecodeHost(b *testing.B) {
 		for _, w := range []struct {
 			name    string
 			workers int
-		}{{"split", graphio.CopyWorkers()}, {"serial", 0}} {
+		}{{"split", writeback.Workers()}, {"serial", 0}} {
 			b.Run(cache+"/"+w.name, func(b *testing.B) {
 				r, m := shape3B(b, 1000, w.workers)
 				mask := make([]byte, 2*r.cl)
@@ -122,7 +123,7 @@ func BenchmarkCopierOverhead(b *testing.B) {
 	var sink atomic.Int64
 	work := func(t slotpool.Write) { sink.Add(int64(t.Layer)) }
 	b.Run("persistent", func(b *testing.B) {
-		c := graphio.NewCopier(layers, graphio.CopyWorkers(), func(w slotpool.Write) int { return w.Layer }, work)
+		c := writeback.New(layers, writeback.Workers(), func(w slotpool.Write) int { return w.Layer }, work)
 		defer c.Close()
 		ts := make([]slotpool.Write, layers)
 		for l := range ts {

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/hexagon/writeback"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -140,7 +140,7 @@ func TestCopyAfterEval(t *testing.T) {
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 64, ar: 8, shards: 2, kv: simfile.F32, logits: simfile.F32})
 	c := loadGolden(t)[0]
-	for _, workers := range []int{0, graphio.CopyWorkers()} {
+	for _, workers := range []int{0, writeback.Workers()} {
 		t.Run(fmt.Sprintf("workers%d", workers), func(t *testing.T) {
 			r := openRunner(t, rt, path)
 			r.kc.Close()

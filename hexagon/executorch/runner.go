@@ -20,6 +20,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/pte"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/hexagon/writeback"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -266,7 +267,7 @@ func (r *Runner) setup(pl, dl *layout) error {
 	for i := range r.layers {
 		k[i], v[i] = r.kv[2*i].Bytes(), r.kv[2*i+1].Bytes()
 	}
-	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-pl.ar, graphio.CopyWorkers())
+	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-pl.ar, writeback.Workers())
 	var err error
 	if r.pre, err = r.newMethod(pl); err != nil {
 		return err
@@ -411,7 +412,7 @@ func (r *Runner) runSteps(m *method, copyFinal func(layers []int)) error {
 // start hands the queued copies to the copy workers. On a file of several
 // shards a copy is needed only by the next evaluation's call of its shard,
 // a graph call or more away, so where wakes are dear polling workers take
-// it (graphio.Copier.Hand); one shard's are needed right after sampling.
+// it (writeback.Copier.Hand); one shard's are needed right after sampling.
 func (r *Runner) start(m *method) {
 	if m.shards > 1 {
 		r.kc.Hand()

@@ -26,6 +26,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
+	"github.com/hexserve/hexserve/hexagon/writeback"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/internal/modelfile"
@@ -600,7 +601,7 @@ func (r *Runner) setup() error {
 		k[l], v[l] = r.kv[2*l].Bytes()[:n], r.kv[2*l+1].Bytes()[:n]
 	}
 	// The prompt graphs' layout first: prompts come first.
-	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-r.ars[len(r.ars)-1].ar, graphio.CopyWorkers())
+	r.kc = slotpool.NewCache(k, v, r.nkv, r.hd, r.es, r.cl-r.ars[len(r.ars)-1].ar, writeback.Workers())
 	for _, g := range r.ars {
 		if err := r.setupGraph(g); err != nil {
 			return err

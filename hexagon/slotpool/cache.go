@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/writeback"
 )
 
 // Cache is the KV cache the runners holding one cache for many sequences
 // (.pte, Genie) stand on: per layer a K and a V buffer in the layouts every
 // such graph takes (K [n_kv·hd][S][1], V [n_kv][S][hd]) at Stride slots per
 // row, re-strided when a graph of another width runs, and the write-back of
-// a call's new rows into it through one graphio.Copier keyed by layer (the
+// a call's new rows into it through one writeback.Copier keyed by layer (the
 // embedded Copier: Queue, Start, Hand, Submit, Wait, Close).
 //
 // Rows are addressed through the Pool's slots only (Write's slot, KV's
@@ -20,7 +21,7 @@ import (
 // Move before it evicts any.
 type Cache struct {
 	KV
-	*graphio.Copier[Write]
+	*writeback.Copier[Write]
 }
 
 // Write is one layer's new rows of one run of a call: entries [From,
@@ -35,11 +36,11 @@ type Write struct {
 
 // NewCache is the cache over per-layer buffers k and v of nkv heads of hd
 // elements of es bytes, at stride slots per row, with a write-back of
-// workers goroutines (graphio.CopyWorkers).
+// workers goroutines (writeback.Workers).
 func NewCache(k, v [][]byte, nkv, hd, es, stride, workers int) *Cache {
 	c := &Cache{KV: KV{K: k, V: v, Stride: stride,
 		KS: graphio.Slots{Outer: nkv * hd, Inner: 1, ES: es}, VS: graphio.Slots{Outer: nkv, Inner: hd, ES: es}}}
-	c.Copier = graphio.NewCopier(len(k), workers, func(w Write) int { return w.Layer }, c.write)
+	c.Copier = writeback.New(len(k), workers, func(w Write) int { return w.Layer }, c.write)
 	return c
 }
 

@@ -74,7 +74,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 	{"upstream", "pure"}, {"front", "pure"}, {"overflow", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
-	{"hexagon/graphio", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
+	{"hexagon/graphio", "support"}, {"hexagon/writeback", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
 	{"internal", "support"},
 	{"hexagon", "runner"},
 	{"cmd", "main"}, {"e2e", "main"},
@@ -89,7 +89,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 //   - support packages never import a runner or the app;
 //   - runners never import the app (the binary wires them together), nor a
 //     sibling runner (hexagon/qhexrt and hexagon/executorch share only the
-//     support packages: hexagon/qnn, hexagon/graphio, hexagon/slotpool,
+//     support packages: hexagon/qnn, hexagon/graphio, hexagon/writeback, hexagon/slotpool,
 //     hexagon/plan).
 var forbidden = map[string][]string{
 	"pure":    {"runner", "support:hexagon", "app", "main", "purego"},

@@ -1,4 +1,8 @@
-package graphio
+// Package writeback runs a model runner's KV-cache write-back off the
+// critical path: the copies of a graph call's new K/V entries into the
+// host-side cache, done by a few persistent workers while the engine goes
+// on, and waited for by whatever next reads or writes the cache (Copier).
+package writeback
 
 import (
 	"runtime"
@@ -12,9 +16,9 @@ import (
 // can use; the caller's own core is one more.
 const maxCopyWorkers = 3
 
-// CopyWorkers is the Copier size for this process: GOMAXPROCS − 1 (the
+// Workers is the Copier size for this process: GOMAXPROCS − 1 (the
 // caller helps), at most 3.
-func CopyWorkers() int { return min(runtime.GOMAXPROCS(0)-1, maxCopyWorkers) }
+func Workers() int { return min(runtime.GOMAXPROCS(0)-1, maxCopyWorkers) }
 
 // Copier is a runner's KV write-back off the critical path: copies of a
 // call's new K/V entries into the host-side cache, run by a small
@@ -78,9 +82,9 @@ const (
 	maxGap   = 2 * time.Second
 )
 
-// NewCopier starts workers goroutines that run copies of keys [0, keys)
+// New starts workers goroutines that run copies of keys [0, keys)
 // with run; key gives a copy's key.
-func NewCopier[T any](keys, workers int, key func(T) int, run func(T)) *Copier[T] {
+func New[T any](keys, workers int, key func(T) int, run func(T)) *Copier[T] {
 	c := &Copier[T]{run: run, key: key, busy: make([]int, keys), dear: pollWake,
 		kick: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	c.work.L, c.idle.L = &c.mu, &c.mu

@@ -1,4 +1,4 @@
-package graphio
+package writeback
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ import (
 // first) until those are done and leaves the rest queued.
 func TestCopierWaitKeys(t *testing.T) {
 	var ran []int
-	c := NewCopier(5, 0, func(k int) int { return k }, func(k int) { ran = append(ran, k) })
+	c := New(5, 0, func(k int) int { return k }, func(k int) { ran = append(ran, k) })
 	defer c.Close()
 	for k := range 5 {
 		c.Submit(k)
@@ -36,7 +36,7 @@ func TestCopierWaitKeys(t *testing.T) {
 func TestCopierQueueStart(t *testing.T) {
 	var mu sync.Mutex
 	var ran []int
-	c := NewCopier(3, 2, func(k int) int { return k }, func(k int) {
+	c := New(3, 2, func(k int) int { return k }, func(k int) {
 		time.Sleep(time.Millisecond)
 		mu.Lock()
 		ran = append(ran, k)
@@ -69,7 +69,7 @@ func TestCopierQueueStart(t *testing.T) {
 // workers end.
 func TestCopierCloseFinishes(t *testing.T) {
 	var ran []int
-	c := NewCopier(2, 1, func(k int) int { return k }, func(k int) { ran = append(ran, k) })
+	c := New(2, 1, func(k int) int { return k }, func(k int) { ran = append(ran, k) })
 	c.Queue(0, 1)
 	c.Close()
 	if c.Pending() != 0 || len(ran) != 2 {
@@ -96,7 +96,7 @@ func TestCopierPolls(t *testing.T) {
 		{"start", 0, false, func(n int) bool { return n == 20 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewCopier(2, 1, func(k int) int { return k }, func(int) {})
+			c := New(2, 1, func(k int) int { return k }, func(int) {})
 			c.mu.Lock()
 			c.dear = tc.dear
 			c.mu.Unlock()
@@ -147,7 +147,7 @@ func TestCopierPolls(t *testing.T) {
 // stop polling does not count as a gap between Hands: after it they poll as
 // often as before it.
 func TestCopierPauseKeepsGap(t *testing.T) {
-	c := NewCopier(1, 1, func(k int) int { return k }, func(int) {})
+	c := New(1, 1, func(k int) int { return k }, func(int) {})
 	defer c.Close()
 	c.mu.Lock()
 	c.dear = 0
