@@ -7,20 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
-func params(t *testing.T) front.Params {
-	return front.Params{Tokenizer: tokenizertest.Llama32(t), Date: "26 Jul 2024"}
+func params(t *testing.T) apiconv.Params {
+	return apiconv.Params{Tokenizer: tokenizertest.Llama32(t), Date: "26 Jul 2024"}
 }
 
 // generation is FromMessagesRequest of body; an error fails t.
-func generation(t *testing.T, p front.Params, body string) *Generation {
+func generation(t *testing.T, p apiconv.Params, body string) *Generation {
 	t.Helper()
 	g, err := FromMessagesRequest(decode(t, body), p)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/overflow"
@@ -27,16 +27,16 @@ type Generation struct {
 	// Single keeps at most one tool_use (disable_parallel_tool_use).
 	Single bool
 	// Forced: tool_choice any or tool, so output that the token limit cut
-	// off is still read as tool uses (front.CutToolCalls).
+	// off is still read as tool uses (apiconv.CutToolCalls).
 	Forced bool
-	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
-	ToolFormat front.ToolFormat
+	// ToolFormat is how the model writes calls (apiconv.Params.ToolFormat).
+	ToolFormat apiconv.ToolFormat
 	// ForcedName is the tool a tool_choice of type tool forces: the only
 	// name a call can have, however early the limit cut it.
 	ForcedName string
 	// Thinking is the request's thinking setting; key signs the thinking
 	// blocks of the reply.
-	Thinking front.Thinking
+	Thinking apiconv.Thinking
 	key      []byte
 }
 
@@ -47,7 +47,7 @@ const BillingHeaderPrefix = "x-anthropic-billing-header:"
 
 // FromMessagesRequest validates r and renders its conversation with the
 // chat template into g.Request.Prompt. p is the same as for chat completions.
-func FromMessagesRequest(r *MessagesRequest, p front.Params) (*Generation, error) {
+func FromMessagesRequest(r *MessagesRequest, p apiconv.Params) (*Generation, error) {
 	if err := checkMaxTokens(r); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func FromMessagesRequest(r *MessagesRequest, p front.Params) (*Generation, error
 
 // CountTokens is the number of prompt tokens /v1/messages would feed the
 // model for r (max_tokens and the sampling fields are not needed).
-func CountTokens(r *MessagesRequest, p front.Params) (int, error) {
+func CountTokens(r *MessagesRequest, p apiconv.Params) (int, error) {
 	g, err := convert(r, p)
 	if err != nil {
 		return 0, err
@@ -84,7 +84,7 @@ func checkMaxTokens(r *MessagesRequest) error {
 // upstream): no MCP servers, the sampling fields and stop sequences (into
 // g, over p's defaults), thinking, the tools (as the template's tool
 // objects, and their names) and tool_choice (its type).
-func check(r *MessagesRequest, p front.Params, g *Generation) (tools []json.RawMessage, names []string, mode string, err error) {
+func check(r *MessagesRequest, p apiconv.Params, g *Generation) (tools []json.RawMessage, names []string, mode string, err error) {
 	if !isNull(r.MCPServers) && !bytes.Equal(bytes.TrimSpace(r.MCPServers), []byte("[]")) {
 		return nil, nil, "", invalid("mcp_servers", "mcp_servers (the MCP connector) is not supported: this server cannot reach MCP servers; run them in the client")
 	}
@@ -108,45 +108,45 @@ func check(r *MessagesRequest, p front.Params, g *Generation) (tools []json.RawM
 
 // thinking validates the thinking field as Anthropic does: budget_tokens
 // of an enabled thinking at least 1024 and below max_tokens.
-func thinking(r *MessagesRequest) (front.Thinking, error) {
+func thinking(r *MessagesRequest) (apiconv.Thinking, error) {
 	t := r.Thinking
 	if t == nil {
-		return front.Thinking{}, nil
+		return apiconv.Thinking{}, nil
 	}
 	switch t.Type {
 	case "":
-		return front.Thinking{}, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
+		return apiconv.Thinking{}, invalid("thinking.type", "thinking.type is required (enabled, disabled or adaptive)")
 	case "disabled":
-		return front.Thinking{Set: true, Off: true}, nil
+		return apiconv.Thinking{Set: true, Off: true}, nil
 	case "adaptive":
-		return front.Thinking{Set: true}, nil
+		return apiconv.Thinking{Set: true}, nil
 	case "enabled":
 	default:
-		return front.Thinking{}, invalid("thinking.type", "thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'", t.Type)
+		return apiconv.Thinking{}, invalid("thinking.type", "thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'", t.Type)
 	}
 	b := t.BudgetTokens
 	switch {
 	case b == nil:
-		return front.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Field required")
+		return apiconv.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Field required")
 	case *b < MinThinkingBudget:
-		return front.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
+		return apiconv.Thinking{}, invalid("thinking.enabled.budget_tokens", "thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
 	case r.MaxTokens != nil && *b >= *r.MaxTokens:
-		return front.Thinking{}, invalid("max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+		return apiconv.Thinking{}, invalid("max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
 	}
-	return front.Thinking{Set: true, Budget: *b}, nil
+	return apiconv.Thinking{Set: true, Budget: *b}, nil
 }
 
 // MinThinkingBudget is Anthropic's least thinking.budget_tokens.
 const MinThinkingBudget = 1024
 
-func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
+func convert(r *MessagesRequest, p apiconv.Params) (*Generation, error) {
 	g := &Generation{Model: r.Model, key: p.ReasoningKey}
 	tools, names, mode, err := check(r, p, g)
 	if err != nil {
 		return nil, err
 	}
 	opt := p.ChatOptions()
-	front.ApplyThinking(&opt, g.Thinking)
+	apiconv.ApplyThinking(&opt, g.Thinking)
 	if mode != "none" && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
@@ -185,13 +185,13 @@ func convert(r *MessagesRequest, p front.Params) (*Generation, error) {
 
 // sampling validates the sampling fields (Anthropic's ranges) over the
 // server's defaults, the stop sequences and the cache hint.
-func sampling(r *MessagesRequest, p front.Params, g *Generation) error {
+func sampling(r *MessagesRequest, p apiconv.Params, g *Generation) error {
 	s := p.Defaults
 	s.LogitBias = nil
-	if err := front.InRange(r.Temperature, "temperature", 0, 1, false, &s.Temperature); err != nil {
+	if err := apiconv.InRange(r.Temperature, "temperature", 0, 1, false, &s.Temperature); err != nil {
 		return err
 	}
-	if err := front.InRange(r.TopP, "top_p", 0, 1, true, &s.TopP); err != nil {
+	if err := apiconv.InRange(r.TopP, "top_p", 0, 1, true, &s.TopP); err != nil {
 		return err
 	}
 	if v := r.TopK; v != nil {
@@ -211,7 +211,7 @@ func sampling(r *MessagesRequest, p front.Params, g *Generation) error {
 	}
 	g.Request.Stop = r.StopSequences
 	if r.Metadata != nil && r.Metadata.UserID != nil {
-		g.Request.CacheKey = front.CacheKey(*r.Metadata.UserID)
+		g.Request.CacheKey = apiconv.CacheKey(*r.Metadata.UserID)
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func toolDefs(tools []Tool) ([]json.RawMessage, []string, error) {
 			return nil, nil, invalid(p+".input_schema", "input_schema is required and must be a JSON Schema object")
 		}
 		seen[t.Name] = true
-		out = append(out, front.FunctionTool(t.Name, t.Description, schema))
+		out = append(out, apiconv.FunctionTool(t.Name, t.Description, schema))
 		names = append(names, t.Name)
 	}
 	return out, names, nil
@@ -280,7 +280,7 @@ func toolChoice(tc *ToolChoice, names []string) (string, error) {
 
 // constrain sets the constrained decoder for a forced tool call (tool_choice
 // any or tool) or JSON outputs (output_config.format).
-func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p front.Params) error {
+func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p apiconv.Params) error {
 	var gr *grammar.Grammar
 	var err error
 	if f := r.OutputConfig; f != nil && f.Format != nil {
@@ -295,7 +295,7 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 			schema = []byte(`{}`)
 		}
 		if gr, err = grammar.Compile(schema, p.GrammarOptions()); err != nil {
-			return front.SchemaError("output_config.format.schema", err)
+			return apiconv.SchemaError("output_config.format.schema", err)
 		}
 	}
 	if mode == "any" || mode == "tool" {
@@ -311,7 +311,7 @@ func constrain(r *MessagesRequest, mode string, names []string, g *Generation, p
 			ts = append(ts, grammar.Tool{Name: names[i], Parameters: bytes.Clone(t.InputSchema), Strict: t.Strict != nil && *t.Strict})
 			params = append(params, fmt.Sprintf("tools[%d].input_schema", i))
 		}
-		if gr, err = front.ToolGrammar(ts, params, !g.Single, p.GrammarOptions()); err != nil {
+		if gr, err = apiconv.ToolGrammar(ts, params, !g.Single, p.GrammarOptions()); err != nil {
 			return err
 		}
 		g.Forced = true
@@ -445,7 +445,7 @@ func assistantMessages(blocks []Block, p string, key []byte) ([]chat.Message, er
 			case b.Signature == nil:
 				return invalid(bp+".signature", "%s.signature: Field required", bp)
 			}
-			if front.VerifyReasoning(key, *b.Thinking, *b.Signature) {
+			if apiconv.VerifyReasoning(key, *b.Thinking, *b.Signature) {
 				reasoning = append(reasoning, *b.Thinking)
 			}
 			return nil
@@ -555,6 +555,6 @@ func blockError(typ, p string) error {
 }
 
 var (
-	invalid = front.Invalid
-	isNull  = front.IsNull
+	invalid = apiconv.Invalid
+	isNull  = apiconv.IsNull
 )

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 )
 
-func qwenParams(t *testing.T) front.Params {
+func qwenParams(t *testing.T) apiconv.Params {
 	p := params(t)
-	p.Reasoning, _ = front.ReasoningParserNamed("qwen3", "")
+	p.Reasoning, _ = apiconv.ReasoningParserNamed("qwen3", "")
 	p.ReasoningKey = []byte("test-key")
 	return p
 }
@@ -24,17 +24,17 @@ func TestThinkingValidation(t *testing.T) {
 	tool := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
 	for _, tc := range []struct {
 		body, param, msg string
-		want             front.Thinking
+		want             apiconv.Thinking
 	}{
-		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},` + user + `}`, "", "", front.Thinking{Set: true, Budget: 1024}},
-		{`{"max_tokens":2048,"thinking":{"type":"disabled"},` + user + `}`, "", "", front.Thinking{Set: true, Off: true}},
-		{`{"max_tokens":2048,"thinking":{"type":"adaptive"},` + user + `}`, "", "", front.Thinking{Set: true}},
-		{`{"max_tokens":2048,` + user + `}`, "", "", front.Thinking{}},
-		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1023},` + user + `}`, "thinking.enabled.budget_tokens", "greater than or equal to 1024", front.Thinking{}},
-		{`{"max_tokens":2048,"thinking":{"type":"enabled"},` + user + `}`, "thinking.enabled.budget_tokens", "Field required", front.Thinking{}},
-		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":2048},` + user + `}`, "max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`", front.Thinking{}},
-		{`{"max_tokens":2048,"thinking":{"type":"on"},` + user + `}`, "thinking.type", "does not match any of the expected tags", front.Thinking{}},
-		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"any"},` + tool + `,` + user + `}`, "tool_choice", "Thinking may not be enabled when tool_choice forces tool use.", front.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},` + user + `}`, "", "", apiconv.Thinking{Set: true, Budget: 1024}},
+		{`{"max_tokens":2048,"thinking":{"type":"disabled"},` + user + `}`, "", "", apiconv.Thinking{Set: true, Off: true}},
+		{`{"max_tokens":2048,"thinking":{"type":"adaptive"},` + user + `}`, "", "", apiconv.Thinking{Set: true}},
+		{`{"max_tokens":2048,` + user + `}`, "", "", apiconv.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1023},` + user + `}`, "thinking.enabled.budget_tokens", "greater than or equal to 1024", apiconv.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"enabled"},` + user + `}`, "thinking.enabled.budget_tokens", "Field required", apiconv.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":2048},` + user + `}`, "max_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`", apiconv.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"on"},` + user + `}`, "thinking.type", "does not match any of the expected tags", apiconv.Thinking{}},
+		{`{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"any"},` + tool + `,` + user + `}`, "tool_choice", "Thinking may not be enabled when tool_choice forces tool use.", apiconv.Thinking{}},
 	} {
 		g, err := FromMessagesRequest(decode(t, tc.body), p)
 		if tc.param == "" {
@@ -55,13 +55,13 @@ func TestThinkingValidation(t *testing.T) {
 // a restart) is dropped; one without a signature is a 400.
 func TestThinkingBlocksBack(t *testing.T) {
 	key := []byte("test-key")
-	sig := front.SignReasoning(key, "look it up")
+	sig := apiconv.SignReasoning(key, "look it up")
 	body := func(sig string) string {
 		return `{"max_tokens":64,"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":[{"type":"thinking","thinking":"look it up","signature":"` + sig + `"},
 			{"type":"redacted_thinking","data":"abc"},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"18C"}]}]}`
 	}
-	for _, tc := range []struct{ sig, want string }{{sig, "look it up"}, {front.SignReasoning([]byte("other"), "look it up"), ""}} {
+	for _, tc := range []struct{ sig, want string }{{sig, "look it up"}, {apiconv.SignReasoning([]byte("other"), "look it up"), ""}} {
 		r := decode(t, body(tc.sig))
 		msgs, _, err := chatMessages(r.System, r.Messages, key)
 		if err != nil || len(msgs) != 3 || msgs[1].ReasoningContent != tc.want || len(msgs[1].ToolCalls) != 1 {
@@ -82,7 +82,7 @@ func TestThinkingReply(t *testing.T) {
 	g := generation(t, p, `{"max_tokens":64,"messages":[{"role":"user","content":"2+2?"}]}`)
 	m := ToMessage(g, "msg_x", inference.Result{Choices: []inference.Choice{{Reasoning: "add them", Text: "4", Finish: inference.FinishStop}}})
 	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || *m.Content[0].Thinking != "add them" ||
-		!front.VerifyReasoning(p.ReasoningKey, "add them", *m.Content[0].Signature) || *m.Content[1].Text != "4" {
+		!apiconv.VerifyReasoning(p.ReasoningKey, "add them", *m.Content[0].Signature) || *m.Content[1].Text != "4" {
 		b, _ := json.Marshal(m)
 		t.Fatalf("%s", b)
 	}
@@ -96,7 +96,7 @@ func TestThinkingReply(t *testing.T) {
 			lines = append(lines, string(b))
 		}
 	}
-	sig, _ := json.Marshal(front.SignReasoning(p.ReasoningKey, "add them"))
+	sig, _ := json.Marshal(apiconv.SignReasoning(p.ReasoningKey, "add them"))
 	want := []string{`"message_start"`, `"ping"`,
 		`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"add"}}`,

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -27,7 +27,7 @@ type ContentBlock struct {
 	Type string  `json:"type"`
 	Text *string `json:"text,omitempty"`
 	// Thinking is a thinking block's reasoning and Signature its
-	// signature (front.SignReasoning with the server's key).
+	// signature (apiconv.SignReasoning with the server's key).
 	Thinking  *string         `json:"thinking,omitempty"`
 	Signature *string         `json:"signature,omitempty"`
 	ID        string          `json:"id,omitempty"`
@@ -63,7 +63,7 @@ const (
 )
 
 // NewMessageID returns a fresh "msg_…" id.
-func NewMessageID() string { return front.NewID("msg_") }
+func NewMessageID() string { return apiconv.NewID("msg_") }
 
 func toUsage(u inference.Usage) Usage {
 	return Usage{InputTokens: u.PromptTokens - u.CachedTokens, OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.CachedTokens}
@@ -101,7 +101,7 @@ func (g *Generation) toolUses(text string, f inference.FinishReason) ([]ContentB
 	if g.ForcedName != "" {
 		names = []string{g.ForcedName}
 	}
-	content, blocks, ok := front.ToolCallsAs(g.ToolFormat, text, names, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
+	content, blocks, ok := apiconv.ToolCallsAs(g.ToolFormat, text, names, !g.Single, g.Forced && cutOff(f), func(_ int, c chat.ToolCall) ContentBlock {
 		return ContentBlock{Type: "tool_use", ID: "toolu_" + strings.TrimPrefix(c.ID, "call_"), Name: c.Name, Input: c.Arguments}
 	})
 	if content != "" {
@@ -138,7 +138,7 @@ func ToMessage(g *Generation, id string, res inference.Result) *Message {
 
 // thinkingBlock is the thinking block of text, signed.
 func (g *Generation) thinkingBlock(text string) ContentBlock {
-	sig := front.SignReasoning(g.key, text)
+	sig := apiconv.SignReasoning(g.key, text)
 	return ContentBlock{Type: "thinking", Thinking: &text, Signature: &sig}
 }
 

@@ -3,7 +3,7 @@ package anthropic
 import (
 	"strings"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -46,7 +46,7 @@ type MessageDelta struct {
 type Stream struct {
 	g       *Generation
 	id      string
-	gate    front.CallGate
+	gate    apiconv.CallGate
 	started bool // message_start was returned
 	index   int  // the next block's index
 	open    bool // a text block is open
@@ -59,7 +59,7 @@ type Stream struct {
 
 // NewStream streams g's reply as message id.
 func NewStream(g *Generation, id string) *Stream {
-	return &Stream{g: g, id: id, gate: front.NewFormatGate(g.ToolFormat, g.Tools != nil)}
+	return &Stream{g: g, id: id, gate: apiconv.NewFormatGate(g.ToolFormat, g.Tools != nil)}
 }
 
 // Start returns message_start and a ping unless they were returned already.

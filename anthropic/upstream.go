@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/upstream/chatwire"
 )
 
@@ -26,7 +26,7 @@ func ToOpenAI(r *MessagesRequest) ([]byte, error) {
 	if err := checkMaxTokens(r); err != nil {
 		return nil, err
 	}
-	tools, _, mode, err := check(r, front.Params{}, &Generation{})
+	tools, _, mode, err := check(r, apiconv.Params{}, &Generation{})
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (r *Relay) toolID(i int, id string) string {
 	}
 	switch {
 	case id == "":
-		id = front.NewID("toolu_")
+		id = apiconv.NewID("toolu_")
 	case !strings.HasPrefix(id, "toolu_"):
 		id = "toolu_" + strings.TrimPrefix(id, "call_")
 	}

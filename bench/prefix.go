@@ -7,8 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/kvstore"
 )
@@ -112,7 +112,7 @@ func (r *runner) chatHistory(n int) []chat.Message {
 
 // encode renders and tokenizes messages the way the server does.
 func (r *runner) encode(msgs []chat.Message, genPrompt bool) []int32 {
-	toks, err := front.EncodeChat(r.tok, msgs, chat.Options{AddGenerationPrompt: genPrompt}, "")
+	toks, err := apiconv.EncodeChat(r.tok, msgs, chat.Options{AddGenerationPrompt: genPrompt}, "")
 	if err != nil {
 		return nil
 	}

@@ -221,7 +221,7 @@ func (c Config) local() []Model {
 	return out
 }
 
-// reasoningParsers are model.reasoning_parser's values (front's parsers,
+// reasoningParsers are model.reasoning_parser's values (apiconv's parsers,
 // "none", and "" for detection).
 var reasoningParsers = []string{"", "qwen3", "deepseek_r1", "none"}
 
@@ -303,7 +303,7 @@ func inherit[T comparable](v *T, def T) {
 }
 
 // ToolParsers are the values of model.tool_parser: the tool-call formats
-// front.ToolFormats holds, by vLLM's names.
+// apiconv.ToolFormats holds, by vLLM's names.
 var ToolParsers = []string{"llama3_json", "hermes", "granite", "json"}
 
 const toolParserWhat = "must be llama3_json, hermes, granite or json (unset: detected from the chat template)"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/overflow"
@@ -29,8 +29,8 @@ type Generation struct {
 	// Tools are the offered function names; nil: output is never parsed as
 	// tool calls.
 	Tools []string
-	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
-	ToolFormat front.ToolFormat
+	// ToolFormat is how the model writes calls (apiconv.Params.ToolFormat).
+	ToolFormat apiconv.ToolFormat
 	// Load is a request with nothing to generate (no messages, or an empty
 	// prompt): Ollama clients send one to load a model. The reply is a single
 	// done line with done_reason "load", or "unload" for keep_alive 0.
@@ -40,12 +40,12 @@ type Generation struct {
 	// after this request; nil: the server's setting.
 	KeepAlive *time.Duration
 	// Thinking is the request's think.
-	Thinking front.Thinking
+	Thinking apiconv.Thinking
 }
 
 // FromChatRequest validates r and renders its messages with the Llama-3.2
 // template.
-func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
+func FromChatRequest(r *ChatRequest, p apiconv.Params) (*Generation, error) {
 	g := &Generation{Chat: true, Stream: r.Stream == nil || *r.Stream}
 	if err := common(&r.Common, g); err != nil {
 		return nil, err
@@ -53,12 +53,12 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 	if len(r.Messages) == 0 {
 		return load(g, r.KeepAlive), nil
 	}
-	names, err := front.ToolNames(r.Tools)
+	names, err := apiconv.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
 	}
 	opt := p.ChatOptions()
-	front.ApplyThinking(&opt, g.Thinking)
+	apiconv.ApplyThinking(&opt, g.Thinking)
 	if len(r.Tools) > 0 {
 		opt.Tools, g.Tools, g.ToolFormat = r.Tools, names, p.ToolFormat
 	}
@@ -80,7 +80,7 @@ func FromChatRequest(r *ChatRequest, p front.Params) (*Generation, error) {
 // FromGenerateRequest validates r and builds its prompt: the prompt (and
 // system) rendered as one user turn, or with raw the prompt text itself,
 // special tokens parsed and begin-of-text prepended unless it starts with it.
-func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error) {
+func FromGenerateRequest(r *GenerateRequest, p apiconv.Params) (*Generation, error) {
 	g := &Generation{Stream: r.Stream == nil || *r.Stream}
 	if err := common(&r.Common, g); err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 	if r.Raw {
 		pw, maxTokens := window(r.Options, p)
 		var err error
-		if g.Request.Prompt, err = pw.FitText(front.EncodeText(tok, r.Prompt), 0, truncation(&r.Common, p), maxTokens); err != nil {
+		if g.Request.Prompt, err = pw.FitText(apiconv.EncodeText(tok, r.Prompt), 0, truncation(&r.Common, p), maxTokens); err != nil {
 			return nil, err
 		}
 		if g.Request.ContextShift = p.ContextShift(r.Shift, true); g.Request.ContextShift {
@@ -115,7 +115,7 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: r.Prompt})
 		opt := p.ChatOptions()
-		front.ApplyThinking(&opt, g.Thinking)
+		apiconv.ApplyThinking(&opt, g.Thinking)
 		if err := fitChat(g, msgs, opt, &r.Common, r.Options, p); err != nil {
 			return nil, err
 		}
@@ -133,7 +133,7 @@ func FromGenerateRequest(r *GenerateRequest, p front.Params) (*Generation, error
 // under the request's truncate (truncation), and sets its shift (nil: the
 // model's context_shift, else true, as Ollama's), keeping the system
 // prefix.
-func fitChat(g *Generation, msgs []chat.Message, opt chat.Options, c *Common, o *Options, p front.Params) error {
+func fitChat(g *Generation, msgs []chat.Message, opt chat.Options, c *Common, o *Options, p apiconv.Params) error {
 	pw, maxTokens := window(o, p)
 	f, err := pw.FitChat(msgs, opt, "", truncation(c, p), maxTokens)
 	if err != nil {
@@ -147,7 +147,7 @@ func fitChat(g *Generation, msgs []chat.Message, opt chat.Options, c *Common, o 
 // truncation is Ollama's truncate as a context_overflow policy: off is
 // overflow.Error, on (the default) the model's truncating policy, else
 // overflow.Rolling (Ollama keeps the system messages and the latest turns).
-func truncation(c *Common, p front.Params) overflow.Policy {
+func truncation(c *Common, p apiconv.Params) overflow.Policy {
 	switch {
 	case c.Truncate != nil && !*c.Truncate:
 		return overflow.Error
@@ -159,7 +159,7 @@ func truncation(c *Common, p front.Params) overflow.Policy {
 
 // window is p with num_ctx as its window when it is smaller than the
 // model's, and the output limit num_predict sets (0: none).
-func window(o *Options, p front.Params) (front.Params, int) {
+func window(o *Options, p apiconv.Params) (apiconv.Params, int) {
 	if o == nil {
 		return p, p.MaxTokens
 	}
@@ -174,7 +174,7 @@ func window(o *Options, p front.Params) (front.Params, int) {
 }
 
 // finish applies the options and the format once the prompt is known.
-func finish(g *Generation, format json.RawMessage, o *Options, p front.Params) error {
+func finish(g *Generation, format json.RawMessage, o *Options, p apiconv.Params) error {
 	if err := options(g, o, p); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func common(c *Common, g *Generation) error {
 			}
 			b = true
 		}
-		g.Thinking = front.Thinking{Set: true, Off: !b}
+		g.Thinking = apiconv.Thinking{Set: true, Off: !b}
 	}
 	if c.TopLogprobs != nil && (*c.TopLogprobs < 0 || *c.TopLogprobs > inference.MaxTopLogprobs) {
 		return invalid("top_logprobs", "top_logprobs must be between 0 and %d", inference.MaxTopLogprobs)
@@ -256,19 +256,19 @@ func seconds(n float64) (*time.Duration, error) {
 }
 
 // options sets g's sampling and limits from o over the server defaults.
-func options(g *Generation, o *Options, p front.Params) error {
+func options(g *Generation, o *Options, p apiconv.Params) error {
 	s := p.Defaults
 	s.LogitBias = nil
 	if o == nil {
 		o = &Options{}
 	}
 	for _, err := range []error{
-		front.InRange(o.Temperature, "options.temperature", 0, 2, false, &s.Temperature),
-		front.InRange(o.TopP, "options.top_p", 0, 1, true, &s.TopP),
-		front.InRange(o.MinP, "options.min_p", 0, 1, false, &s.MinP),
-		front.InRange(o.RepeatPenalty, "options.repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
-		front.InRange(o.PresencePenalty, "options.presence_penalty", -2, 2, false, &s.PresencePenalty),
-		front.InRange(o.FrequencyPenalty, "options.frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		apiconv.InRange(o.Temperature, "options.temperature", 0, 2, false, &s.Temperature),
+		apiconv.InRange(o.TopP, "options.top_p", 0, 1, true, &s.TopP),
+		apiconv.InRange(o.MinP, "options.min_p", 0, 1, false, &s.MinP),
+		apiconv.InRange(o.RepeatPenalty, "options.repeat_penalty", 0, 10, false, &s.RepetitionPenalty),
+		apiconv.InRange(o.PresencePenalty, "options.presence_penalty", -2, 2, false, &s.PresencePenalty),
+		apiconv.InRange(o.FrequencyPenalty, "options.frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
 	} {
 		if err != nil {
 			return err
@@ -317,7 +317,7 @@ const defaultRepeatLastN = 64
 
 // limits sets the output limit from num_predict and num_ctx: the prompt and
 // the output together stay within num_ctx, at most the model's window.
-func limits(g *Generation, o *Options, p front.Params) error {
+func limits(g *Generation, o *Options, p apiconv.Params) error {
 	g.Request.MaxTokens = p.MaxTokens
 	if o.NumPredict != nil {
 		switch n := *o.NumPredict; {
@@ -377,7 +377,7 @@ func formatGrammar(raw json.RawMessage, o grammar.Options) (*grammar.Grammar, er
 	o.Closed = true // no keys beyond the properties unless additionalProperties says so, as Ollama's
 	g, err := grammar.Compile(raw, o)
 	if err != nil {
-		return nil, front.SchemaError("format", err)
+		return nil, apiconv.SchemaError("format", err)
 	}
 	return g, nil
 }
@@ -413,6 +413,6 @@ func toChatMessages(msgs []Message) ([]chat.Message, error) {
 }
 
 var (
-	invalid = front.Invalid
-	isNull  = front.IsNull
+	invalid = apiconv.Invalid
+	isNull  = apiconv.IsNull
 )

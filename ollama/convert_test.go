@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
@@ -19,7 +19,7 @@ var testTok = tokenizertest.Llama32
 func TestOptions(t *testing.T) {
 	tok := testTok(t)
 	defaults := sample.Params{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1.1}
-	p := front.Params{Tokenizer: tok, Defaults: defaults, ContextLen: 512}
+	p := apiconv.Params{Tokenizer: tok, Defaults: defaults, ContextLen: 512}
 	seed := int64(7)
 	tests := []struct {
 		name    string

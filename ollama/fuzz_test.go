@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 	"github.com/hexserve/hexserve/tokenizer"
@@ -39,7 +39,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p := front.Params{Tokenizer: tok, Defaults: sample.Params{Temperature: 0.6, TopP: 0.9}, Date: "26 Jul 2024",
+	p := apiconv.Params{Tokenizer: tok, Defaults: sample.Params{Temperature: 0.6, TopP: 0.9}, Date: "26 Jul 2024",
 		MaxPromptBytes: 512 * tok.MaxPieceBytes(), ContextLen: 512}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var cr ChatRequest

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -13,12 +13,12 @@ import (
 // comes back as the turn's reasoning, and the reply carries thinking apart
 // from content, whole and streamed, in /api/chat and /api/generate.
 func TestThink(t *testing.T) {
-	qwen, _ := front.ReasoningParserNamed("qwen3", "")
-	p := front.Params{Tokenizer: testTok(t), Reasoning: qwen}
+	qwen, _ := apiconv.ReasoningParserNamed("qwen3", "")
+	p := apiconv.Params{Tokenizer: testTok(t), Reasoning: qwen}
 	for _, tc := range []struct {
 		think string
-		want  front.Thinking
-	}{{`true`, front.Thinking{Set: true}}, {`false`, front.Thinking{Set: true, Off: true}}, {`"high"`, front.Thinking{Set: true}}, {`null`, front.Thinking{}}} {
+		want  apiconv.Thinking
+	}{{`true`, apiconv.Thinking{Set: true}}, {`false`, apiconv.Thinking{Set: true, Off: true}}, {`"high"`, apiconv.Thinking{Set: true}}, {`null`, apiconv.Thinking{}}} {
 		var r ChatRequest
 		if err := json.Unmarshal([]byte(`{"model":"m","think":`+tc.think+`,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello","thinking":"greet"},{"role":"user","content":"2+2?"}]}`), &r); err != nil {
 			t.Fatal(err)

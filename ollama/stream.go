@@ -3,8 +3,8 @@ package ollama
 import (
 	"time"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -31,13 +31,13 @@ func (m Meta) now() time.Time {
 type Stream struct {
 	g      *Generation
 	m      Meta
-	gate   front.CallGate // tools are offered and the output may still be a call
+	gate   apiconv.CallGate // tools are offered and the output may still be a call
 	reason string
 }
 
 // NewStream streams the reply to g.
 func NewStream(g *Generation, m Meta) *Stream {
-	return &Stream{g: g, m: m, gate: front.NewFormatGate(g.ToolFormat, g.Chat && g.Tools != nil)}
+	return &Stream{g: g, m: m, gate: apiconv.NewFormatGate(g.ToolFormat, g.Chat && g.Tools != nil)}
 }
 
 // Event returns the lines ev releases. For a Done event with Err set the
@@ -60,7 +60,7 @@ func (s *Stream) Event(ev inference.Event) []any {
 	case "", inference.FinishError, inference.FinishCancelled:
 		return out
 	}
-	s.reason = front.FinishReason(ev.Finish)
+	s.reason = apiconv.FinishReason(ev.Finish)
 	if text, held := s.gate.End(); held {
 		if _, calls, ok := s.parseToolCalls(text); ok { // the gate sent the content before them
 			out = append(out, s.line("", "", calls, false, nil))
@@ -80,10 +80,10 @@ func (s *Stream) Load() any {
 // Response builds the whole (non-streamed) reply from the engine's result.
 func (s *Stream) Response(res inference.Result) any {
 	text, thinking := "", ""
-	s.reason = front.FinishReason(res.Finish)
+	s.reason = apiconv.FinishReason(res.Finish)
 	if len(res.Choices) > 0 {
 		text, thinking = res.Choices[0].Text, res.Choices[0].Reasoning
-		s.reason = front.FinishReason(res.Choices[0].Finish)
+		s.reason = apiconv.FinishReason(res.Choices[0].Finish)
 	}
 	var calls []ToolCall
 	if s.g.Chat {
@@ -118,7 +118,7 @@ func (s *Stream) metrics(u inference.Usage, t inference.Timings) *Metrics {
 // parseToolCalls parses the whole output as content and calls of the
 // offered tools; ok is false when it is ordinary content.
 func (s *Stream) parseToolCalls(text string) (string, []ToolCall, bool) {
-	return front.ToolCallsAs(s.g.ToolFormat, text, s.g.Tools, true, false, func(i int, c chat.ToolCall) ToolCall {
+	return apiconv.ToolCallsAs(s.g.ToolFormat, text, s.g.Tools, true, false, func(i int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Function: FunctionCall{Index: i, Name: c.Name, Arguments: c.Arguments}}
 	})
 }

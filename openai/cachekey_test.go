@@ -2,7 +2,7 @@ package openai
 
 import (
 	"encoding/json"
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"strings"
 	"testing"
 )
@@ -10,7 +10,7 @@ import (
 // TestCacheKey: prompt_cache_key, else user, becomes the KV store's hint on
 // both endpoints; a long one is hashed.
 func TestCacheKey(t *testing.T) {
-	p := front.Params{Tokenizer: testTok(t)}
+	p := apiconv.Params{Tokenizer: testTok(t)}
 	long := strings.Repeat("k", 100)
 	tests := []struct {
 		name, fields, want string

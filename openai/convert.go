@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/overflow"
 )
@@ -36,10 +36,10 @@ type Generation struct {
 	// parsed as tool calls (no tools, or tool_choice "none").
 	Tools []string
 	// ForcedTools: tool_choice forces a call, so output that the token
-	// limit cut off is still read as calls (front.CutToolCalls).
+	// limit cut off is still read as calls (apiconv.CutToolCalls).
 	ForcedTools bool
-	// ToolFormat is how the model writes calls (front.Params.ToolFormat).
-	ToolFormat front.ToolFormat
+	// ToolFormat is how the model writes calls (apiconv.Params.ToolFormat).
+	ToolFormat apiconv.ToolFormat
 	// ForcedName is the function a named tool_choice forces: the only
 	// name a call can have, however early the limit cut it.
 	ForcedName string
@@ -50,7 +50,7 @@ type Generation struct {
 // FromChatCompletionRequest validates r and builds the prompt: messages are
 // rendered with chat.RenderSegments and encoded segment by segment, so
 // special-token text inside message content stays plain text.
-func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Generation, error) {
+func FromChatCompletionRequest(r *ChatCompletionRequest, p apiconv.Params) (*Generation, error) {
 	g := &Generation{}
 	if err := rejectUnsupportedChat(r); err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 	if err != nil {
 		return nil, err
 	}
-	names, err := front.ToolNames(r.Tools)
+	names, err := apiconv.ToolNames(r.Tools)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +90,11 @@ func FromChatCompletionRequest(r *ChatCompletionRequest, p front.Params) (*Gener
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
 	}
-	thinking, err := front.EffortThinking(r.ReasoningEffort, "reasoning_effort")
+	thinking, err := apiconv.EffortThinking(r.ReasoningEffort, "reasoning_effort")
 	if err != nil {
 		return nil, err
 	}
-	front.ApplyThinking(&opt, thinking)
+	apiconv.ApplyThinking(&opt, thinking)
 	msgs, err := ToChatMessages(r.Messages)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func setLogprobs(g *Generation, lp *bool, top *int) error {
 // FromCompletionRequest validates r and tokenizes its prompt. A string
 // prompt is encoded with special-token parsing and BOS prepended unless it
 // already starts with one; a token-id prompt is used exactly as given.
-func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, error) {
+func FromCompletionRequest(r *CompletionRequest, p apiconv.Params) (*Generation, error) {
 	g := &Generation{}
 	switch {
 	case r.Suffix != nil && *r.Suffix != "":
@@ -189,7 +189,7 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 	case len(pr.Texts) > 1 || len(pr.Tokens) > 1:
 		return nil, invalid("prompt", "only one prompt per request is supported; send several prompts as separate requests")
 	case len(pr.Texts) == 1:
-		g.Request.Prompt = front.EncodeText(tok, pr.Texts[0])
+		g.Request.Prompt = apiconv.EncodeText(tok, pr.Texts[0])
 		g.Echo = pr.Texts[0]
 	case len(pr.Tokens) == 1:
 		ids := pr.Tokens[0]
@@ -218,7 +218,7 @@ func FromCompletionRequest(r *CompletionRequest, p front.Params) (*Generation, e
 // context_overflow (default: the model's, else error), and sets its
 // context_shift (default: the model's, else off), keeping the system
 // prefix.
-func fitChat(g *Generation, c *CommonParams, msgs []chat.Message, opt chat.Options, p front.Params) error {
+func fitChat(g *Generation, c *CommonParams, msgs []chat.Message, opt chat.Options, p apiconv.Params) error {
 	pol, err := p.Policy(c.ContextOverflow, "context_overflow", overflow.Error)
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func fitChat(g *Generation, c *CommonParams, msgs []chat.Message, opt chat.Optio
 
 // fitCompletion fits g's raw prompt in the window under r's
 // context_overflow, keeping n_keep tokens after BOS and the newest tail.
-func fitCompletion(r *CompletionRequest, p front.Params, g *Generation) error {
+func fitCompletion(r *CompletionRequest, p apiconv.Params, g *Generation) error {
 	pol, err := p.Policy(r.ContextOverflow, "context_overflow", overflow.Error)
 	if err != nil {
 		return err
@@ -257,7 +257,7 @@ func fitCompletion(r *CompletionRequest, p front.Params, g *Generation) error {
 	return nil
 }
 
-func setMaxTokens(g *Generation, v *int, param string, p front.Params) error {
+func setMaxTokens(g *Generation, v *int, param string, p apiconv.Params) error {
 	g.Request.MaxTokens = p.MaxTokens
 	if v != nil {
 		if *v < 1 {
@@ -272,24 +272,24 @@ func setMaxTokens(g *Generation, v *int, param string, p front.Params) error {
 // OpenAI's prompt_cache_key replaces).
 func cacheKey(c *CommonParams) string {
 	if c.PromptCacheKey != "" {
-		return front.CacheKey(c.PromptCacheKey)
+		return apiconv.CacheKey(c.PromptCacheKey)
 	}
-	return front.CacheKey(c.User)
+	return apiconv.CacheKey(c.User)
 }
 
 // common validates the shared parameters into g.
-func common(c *CommonParams, p front.Params, g *Generation) error {
+func common(c *CommonParams, p apiconv.Params, g *Generation) error {
 	s := p.Defaults
 	if s.LogitBias != nil {
 		s.LogitBias = nil // defaults never carry a bias
 	}
 	for _, err := range []error{
-		front.InRange(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
-		front.InRange(c.TopP, "top_p", 0, 1, true, &s.TopP),
-		front.InRange(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
-		front.InRange(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
-		front.InRange(c.MinP, "min_p", 0, 1, false, &s.MinP),
-		front.InRange(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
+		apiconv.InRange(c.Temperature, "temperature", 0, 2, false, &s.Temperature),
+		apiconv.InRange(c.TopP, "top_p", 0, 1, true, &s.TopP),
+		apiconv.InRange(c.PresencePenalty, "presence_penalty", -2, 2, false, &s.PresencePenalty),
+		apiconv.InRange(c.FrequencyPenalty, "frequency_penalty", -2, 2, false, &s.FrequencyPenalty),
+		apiconv.InRange(c.MinP, "min_p", 0, 1, false, &s.MinP),
+		apiconv.InRange(c.RepetitionPenalty, "repetition_penalty", 0, 10, true, &s.RepetitionPenalty),
 	} {
 		if err != nil {
 			return err

@@ -3,7 +3,7 @@ package openai_test
 import (
 	"encoding/json"
 	"errors"
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"math"
 	"testing"
 
@@ -14,8 +14,8 @@ import (
 	"github.com/hexserve/hexserve/tokenizer/tokenizertest"
 )
 
-func fuzzParams(t *testing.T) front.Params {
-	return front.Params{Tokenizer: tokenizertest.Llama32(t), Defaults: sample.Params{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
+func fuzzParams(t *testing.T) apiconv.Params {
+	return apiconv.Params{Tokenizer: tokenizertest.Llama32(t), Defaults: sample.Params{Temperature: 0.6, TopP: 0.9, RepetitionPenalty: 1},
 		MaxTokens: 0, Date: "26 Jul 2024"}
 }
 
@@ -71,7 +71,7 @@ func FuzzCompletionRequest(f *testing.F) {
 // fuzzRequest decodes each body as an R and converts it with from: a
 // refusal is checked by checkRefusal, an accepted request by
 // checkGeneration and then check.
-func fuzzRequest[R any](f *testing.F, from func(*R, front.Params) (*openai.Generation, error), check func(*testing.T, *R, *openai.Generation)) {
+func fuzzRequest[R any](f *testing.F, from func(*R, apiconv.Params) (*openai.Generation, error), check func(*testing.T, *R, *openai.Generation)) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
@@ -109,7 +109,7 @@ func checkRefusal(t *testing.T, err error) {
 	}
 }
 
-func checkGeneration(t *testing.T, g *openai.Generation, p front.Params) {
+func checkGeneration(t *testing.T, g *openai.Generation, p apiconv.Params) {
 	t.Helper()
 	r := g.Request
 	vocab := p.Tokenizer.VocabSize()

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 )
 
 // TestTemplateKwargsTools: custom_tools replaces tools in the prompt and in
@@ -28,7 +28,7 @@ func TestTemplateKwargsTools(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"hi"}],`+tt.body+`}`), &r); err != nil {
 			t.Fatal(err)
 		}
-		g, err := FromChatCompletionRequest(&r, front.Params{Tokenizer: testTok(t)})
+		g, err := FromChatCompletionRequest(&r, apiconv.Params{Tokenizer: testTok(t)})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -51,7 +51,7 @@ func TestTemplateKwargsOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := testTok(t)
-	g, err := FromChatCompletionRequest(&r, front.Params{Tokenizer: tok, Template: tmpl})
+	g, err := FromChatCompletionRequest(&r, apiconv.Params{Tokenizer: tok, Template: tmpl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 )
 
 // Message is one chat message as the Chat Completions API sends it.
@@ -202,6 +202,6 @@ func (c Content) text(param string) (string, error) {
 }
 
 var (
-	invalid = front.Invalid
-	isNull  = front.IsNull
+	invalid = apiconv.Invalid
+	isNull  = apiconv.IsNull
 )

@@ -3,7 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"testing"
 
 	"github.com/hexserve/hexserve/inference"
@@ -37,13 +37,13 @@ func TestPrediction(t *testing.T) {
 				if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"hi"}],"prediction":`+tt.prediction+`}`), &r); err != nil {
 					t.Fatal(err)
 				}
-				g, err = FromChatCompletionRequest(&r, front.Params{Tokenizer: testTok(t)})
+				g, err = FromChatCompletionRequest(&r, apiconv.Params{Tokenizer: testTok(t)})
 			} else {
 				var r CompletionRequest
 				if err := json.Unmarshal([]byte(`{"prompt":"hi","prediction":`+tt.prediction+`}`), &r); err != nil {
 					t.Fatal(err)
 				}
-				g, err = FromCompletionRequest(&r, front.Params{Tokenizer: testTok(t)})
+				g, err = FromCompletionRequest(&r, apiconv.Params{Tokenizer: testTok(t)})
 			}
 			var ie *inference.InvalidRequestError
 			switch {

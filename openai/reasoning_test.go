@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
-func qwenParams(t *testing.T) front.Params {
-	qwen, _ := front.ReasoningParserNamed("qwen3", "")
-	return front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096, Reasoning: qwen}
+func qwenParams(t *testing.T) apiconv.Params {
+	qwen, _ := apiconv.ReasoningParserNamed("qwen3", "")
+	return apiconv.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096, Reasoning: qwen}
 }
 
 // TestChatReasoningShape: the reasoning is message.reasoning_content and
@@ -82,7 +82,7 @@ func TestChatReasoningRequest(t *testing.T) {
 	if err != nil || g.Request.Reasoning == nil || g.Request.Reasoning.Start != "<think>" {
 		t.Fatalf("%v %+v", err, g)
 	}
-	if g, _ := FromChatCompletionRequest(&r, front.Params{Tokenizer: p.Tokenizer}); g.Request.Reasoning != nil {
+	if g, _ := FromChatCompletionRequest(&r, apiconv.Params{Tokenizer: p.Tokenizer}); g.Request.Reasoning != nil {
 		t.Error("a model without a parser got a reasoning")
 	}
 
@@ -93,7 +93,7 @@ func TestChatReasoningRequest(t *testing.T) {
 	if _, err := k.Apply(&opt, nil); err != nil || raw(opt.Kwargs["enable_thinking"]) != "false" || opt.DateString != "1 Jan 2025" || opt.Kwargs["x"] == nil {
 		t.Errorf("kwargs %v %+v", err, opt)
 	}
-	front.ApplyThinking(&opt, front.Thinking{Set: true, Off: true})
+	apiconv.ApplyThinking(&opt, apiconv.Thinking{Set: true, Off: true})
 	if raw(opt.Kwargs["enable_thinking"]) != "false" {
 		t.Error("reasoning_effort overrode chat_template_kwargs")
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -23,7 +23,7 @@ type Meta struct {
 
 // NewMeta returns a fresh id with prefix ("chatcmpl-" or "cmpl-").
 func NewMeta(prefix, model string, now time.Time) Meta {
-	return Meta{ID: front.NewID(prefix), Created: now.Unix(), Model: model, Fingerprint: Fingerprint}
+	return Meta{ID: apiconv.NewID(prefix), Created: now.Unix(), Model: model, Fingerprint: Fingerprint}
 }
 
 // Fingerprint is the system_fingerprint of every response.
@@ -363,7 +363,7 @@ func completeChars(b []byte) int {
 }
 
 // finishReason maps the engine's reason to OpenAI's; a timeout reads as "length".
-var finishReason = front.FinishReason
+var finishReason = apiconv.FinishReason
 
 // ToolCalls parses a choice's whole text, which ended with f, as calls of
 // g's tools; ok is false when it is ordinary content. A forced call that
@@ -375,7 +375,7 @@ func (g *Generation) ToolCalls(text string, f inference.FinishReason) ([]ToolCal
 
 // reply is ToolCalls with the content before the calls.
 func (g *Generation) reply(text string, f inference.FinishReason) (string, []ToolCall, bool) {
-	return front.ToolCallsAs(g.ToolFormat, text, g.callable(), true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
+	return apiconv.ToolCallsAs(g.ToolFormat, text, g.callable(), true, g.cut(f), func(_ int, c chat.ToolCall) ToolCall {
 		return ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: Arguments(c.Arguments)}}
 	})
 }

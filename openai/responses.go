@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/overflow"
 )
@@ -233,7 +233,7 @@ const MinOutputTokens = 16
 
 // FromResponseRequest validates r and renders the conversation, prev's
 // (when continuing) followed by r's input, through the chat template.
-func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Params, id string, created int64) (*ResponseGeneration, error) {
+func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p apiconv.Params, id string, created int64) (*ResponseGeneration, error) {
 	if err := rejectUnsupportedResponse(r); err != nil {
 		return nil, err
 	}
@@ -262,9 +262,9 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	if err := constrainResponse(&g.Generation, r, tools, names, mode, p); err != nil {
 		return nil, err
 	}
-	var thinking front.Thinking
+	var thinking apiconv.Thinking
 	if r.Reasoning != nil && r.Reasoning.Effort != nil {
-		if thinking, err = front.EffortThinking(*r.Reasoning.Effort, "reasoning.effort"); err != nil {
+		if thinking, err = apiconv.EffortThinking(*r.Reasoning.Effort, "reasoning.effort"); err != nil {
 			return nil, err
 		}
 	}
@@ -280,7 +280,7 @@ func FromResponseRequest(r *ResponseRequest, prev *StoredResponse, p front.Param
 	}
 
 	opt := p.ChatOptions()
-	front.ApplyThinking(&opt, thinking)
+	apiconv.ApplyThinking(&opt, thinking)
 	if !mode.off && len(tools) > 0 {
 		opt.Tools = tools
 		g.Tools, g.ToolFormat = names, p.ToolFormat
@@ -375,7 +375,7 @@ func optional(s string) *string {
 // constrainResponse applies text.format (json_object, json_schema) or a
 // forced tool call (tool_choice "required" or a named function) through the
 // constrained decoder, as chat completions' response_format and tool_choice.
-func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p front.Params) error {
+func constrainResponse(g *Generation, r *ResponseRequest, tools []json.RawMessage, names []string, mode toolMode, p apiconv.Params) error {
 	var format json.RawMessage
 	if r.Text != nil {
 		format = r.Text.Format
@@ -602,11 +602,11 @@ func itemMessages(items []Item) ([]chat.Message, error) {
 }
 
 // truncate renders items after system into a prompt for p's window. With
-// auto it is truncate_middle (front.Params.FitChat): the system messages,
+// auto it is truncate_middle (apiconv.Params.FitChat): the system messages,
 // the first and the last user turn stay, older turns go whole, and a
 // function_call goes with its outputs; disabled, a prompt over the window
 // is the context-length 400.
-func truncate(items []Item, system []chat.Message, auto bool, p front.Params, opt chat.Options, maxTokens int) ([]int32, error) {
+func truncate(items []Item, system []chat.Message, auto bool, p apiconv.Params, opt chat.Options, maxTokens int) ([]int32, error) {
 	msgs, err := itemMessages(items)
 	if err != nil {
 		return nil, err
@@ -633,7 +633,7 @@ func orNewID(id, prefix string) string {
 	if id != "" {
 		return id
 	}
-	return front.NewID(prefix)
+	return apiconv.NewID(prefix)
 }
 
 // FinishResponse fills in g.Response from the engine's result: the output
@@ -645,18 +645,18 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 	if len(res.Choices) > 0 {
 		text, finish = res.Choices[0].Text, res.Choices[0].Finish
 		if r := res.Choices[0].Reasoning; r != "" {
-			resp.Output = append(resp.Output, reasoningItem(front.NewID("rs_"), r))
+			resp.Output = append(resp.Output, reasoningItem(apiconv.NewID("rs_"), r))
 		}
 	}
 	if content, calls, ok := g.parseCalls(text, finish); ok {
 		if content != "" {
-			resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), content, "completed"))
+			resp.Output = append(resp.Output, messageItem(apiconv.NewID("msg_"), content, "completed"))
 		}
 		for _, c := range calls {
 			resp.Output = append(resp.Output, g.functionCallItem(c))
 		}
 	} else {
-		resp.Output = append(resp.Output, messageItem(front.NewID("msg_"), text, "completed"))
+		resp.Output = append(resp.Output, messageItem(apiconv.NewID("msg_"), text, "completed"))
 	}
 	setStatus(resp, finish, res.Usage)
 	return resp
@@ -667,7 +667,7 @@ func FinishResponse(g *ResponseGeneration, res inference.Result) *Response {
 // kept, as OpenAI guarantees at most one. A forced call that the token
 // limit cut off is read as far as it came.
 func (g *ResponseGeneration) parseCalls(text string, f inference.FinishReason) (string, []chat.ToolCall, bool) {
-	return front.ParseReply(g.ToolFormat, text, g.callable(), g.Response.ParallelToolCalls, g.cut(f))
+	return apiconv.ParseReply(g.ToolFormat, text, g.callable(), g.Response.ParallelToolCalls, g.cut(f))
 }
 
 func setStatus(resp *Response, f inference.FinishReason, u inference.Usage) {
@@ -709,7 +709,7 @@ func messageItem(id, text, status string) Item {
 // a namespace's function names it as OpenAI does, by namespace and name.
 func (g *ResponseGeneration) functionCallItem(c chat.ToolCall) Item {
 	args := string(c.Arguments)
-	it := Item{Type: "function_call", ID: front.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
+	it := Item{Type: "function_call", ID: apiconv.NewID("fc_"), Status: "completed", CallID: c.ID, Name: c.Name, Arguments: &args}
 	if !json.Valid(c.Arguments) { // a call the token limit cut
 		it.Status = "incomplete"
 	}

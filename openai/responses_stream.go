@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -42,7 +42,7 @@ type ResponseEvent struct {
 type ResponseStream struct {
 	g      *ResponseGeneration
 	seq    int
-	gate   front.CallGate
+	gate   apiconv.CallGate
 	msg    *Item // the open message item
 	text   strings.Builder
 	rs     *Item // the open reasoning item
@@ -52,7 +52,7 @@ type ResponseStream struct {
 
 // NewResponseStream streams g's response.
 func NewResponseStream(g *ResponseGeneration) *ResponseStream {
-	return &ResponseStream{g: g, gate: front.NewFormatGate(g.ToolFormat, g.Tools != nil)}
+	return &ResponseStream{g: g, gate: apiconv.NewFormatGate(g.ToolFormat, g.Tools != nil)}
 }
 
 // Response is the response built so far (complete after the terminal event).
@@ -162,7 +162,7 @@ func (s *ResponseStream) itemEvent(typ string, index int, it Item) *ResponseEven
 func (s *ResponseStream) textDelta(out []*ResponseEvent, delta string) []*ResponseEvent {
 	index, zero := len(s.g.Response.Output), 0
 	if s.msg == nil {
-		s.msg = &Item{Type: "message", ID: front.NewID("msg_"), Status: "in_progress", Role: "assistant", Content: ItemContent{}}
+		s.msg = &Item{Type: "message", ID: apiconv.NewID("msg_"), Status: "in_progress", Role: "assistant", Content: ItemContent{}}
 		out = append(out, s.itemEvent("response.output_item.added", index, *s.msg))
 		e := s.event("response.content_part.added")
 		e.OutputIndex, e.ContentIndex, e.ItemID = &index, &zero, s.msg.ID
@@ -184,7 +184,7 @@ func (s *ResponseStream) textDelta(out []*ResponseEvent, delta string) []*Respon
 func (s *ResponseStream) reasoningDelta(out []*ResponseEvent, delta string) []*ResponseEvent {
 	index, zero := len(s.g.Response.Output), 0
 	if s.rs == nil {
-		s.rs = &Item{Type: "reasoning", ID: front.NewID("rs_"), Summary: []ItemPart{}, Content: ItemContent{}}
+		s.rs = &Item{Type: "reasoning", ID: apiconv.NewID("rs_"), Summary: []ItemPart{}, Content: ItemContent{}}
 		out = append(out, s.itemEvent("response.output_item.added", index, *s.rs))
 		e := s.event("response.content_part.added")
 		e.OutputIndex, e.ContentIndex, e.ItemID = &index, &zero, s.rs.ID

@@ -2,7 +2,7 @@ package openai
 
 import (
 	"encoding/json"
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +18,7 @@ import (
 // as assistant tool calls, outputs as tool messages, function tools as the
 // template's tool objects).
 func TestResponseRendersLikeChat(t *testing.T) {
-	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
+	p := apiconv.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
 	for _, tc := range []struct{ name, resp, chat string }{
 		{"string input",
 			`{"input":"Hi"}`,
@@ -72,7 +72,7 @@ func TestResponseRendersLikeChat(t *testing.T) {
 // and that auto truncation keeps the instructions and the first and last
 // user turns.
 func TestResponseContinuation(t *testing.T) {
-	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
+	p := apiconv.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 4096}
 	first := &ResponseRequest{Instructions: ptr("Old rules."), Input: ResponseInput{Set: true, Items: []Item{userItem("one")}}}
 	g, err := FromResponseRequest(first, nil, p, "resp_1", 0)
 	if err != nil {
@@ -128,7 +128,7 @@ func userItem(text string) Item {
 // 0.2 s of CPU, and keeps exactly as many turns as the one-at-a-time cut,
 // leaving a quarter of the window for the reply (overflow.ReplyRoom).
 func TestTruncationOnePass(t *testing.T) {
-	p := front.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 512}
+	p := apiconv.Params{Tokenizer: testTok(t), Date: "26 Jul 2024", ContextLen: 512}
 	build := func(n int) *ResponseRequest {
 		items := []Item{userItem("FIRST")}
 		for range n {
@@ -158,7 +158,7 @@ func TestTruncationOnePass(t *testing.T) {
 		var want []int32
 		for d := 0; ; d++ {
 			msgs, _ := itemMessages(append(items[:1:1], items[1+2*d:]...))
-			want, _ = front.EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
+			want, _ = apiconv.EncodeChat(p.Tokenizer, msgs, chat.Options{AddGenerationPrompt: true, DateString: p.Date}, "")
 			if len(want) <= p.ContextLen*3/4 {
 				break
 			}

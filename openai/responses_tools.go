@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 )
 
 // hostedTools are the Responses tool types that OpenAI runs on its own
@@ -80,7 +80,7 @@ func responseTools(raw []json.RawMessage) (*respTools, error) {
 			return invalid(param+".name", "duplicate tool name %q (also %s)", name, prev)
 		}
 		seen[name] = param
-		rt.tools = append(rt.tools, front.FunctionTool(name, description, parameters))
+		rt.tools = append(rt.tools, apiconv.FunctionTool(name, description, parameters))
 		rt.names = append(rt.names, name)
 		return nil
 	}

@@ -3,7 +3,7 @@ package openai
 import (
 	"unicode/utf8"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
 )
@@ -30,7 +30,7 @@ type Stream struct {
 }
 
 type choiceState struct {
-	gate   front.CallGate // tools are offered and the output may still be a call
+	gate   apiconv.CallGate // tools are offered and the output may still be a call
 	ids    []int32
 	lps    []sample.Logprob
 	offset textOffset // completions text_offset of the next token
@@ -45,7 +45,7 @@ func NewCompletionStream(g *Generation, m Meta) *Stream { return newStream(g, m,
 func newStream(g *Generation, m Meta, isChat bool) *Stream {
 	s := &Stream{g: g, m: m, chat: isChat, choices: make([]choiceState, max(g.Request.N, 1)), first: true}
 	for i := range s.choices {
-		s.choices[i].gate = front.NewFormatGate(g.ToolFormat, isChat && g.Tools != nil)
+		s.choices[i].gate = apiconv.NewFormatGate(g.ToolFormat, isChat && g.Tools != nil)
 		s.choices[i].offset = textOffset{chars: utf8.RuneCountInString(g.Echo)}
 	}
 	return s

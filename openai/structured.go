@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/grammar"
 )
 
@@ -62,7 +62,7 @@ func FormatGrammar(raw json.RawMessage, param string, flat bool, o grammar.Optio
 	o.Strict = js.Strict != nil && *js.Strict
 	g, err := grammar.Compile(schema, o)
 	if err != nil {
-		return nil, front.SchemaError(sp+".schema", err)
+		return nil, apiconv.SchemaError(sp+".schema", err)
 	}
 	return g, nil
 }
@@ -140,10 +140,10 @@ func toolGrammar(tools []json.RawMessage, names []string, mode toolMode, paralle
 		}
 		return nil, invalid("tool_choice", "tool_choice \"required\" needs at least one tool in tools")
 	}
-	return front.ToolGrammar(ts, params, parallel, o)
+	return apiconv.ToolGrammar(ts, params, parallel, o)
 }
 
 // constrain sets g's constraint to gr (nil: none).
-func constrain(g *Generation, gr *grammar.Grammar, p front.Params) error {
+func constrain(g *Generation, gr *grammar.Grammar, p apiconv.Params) error {
 	return p.Constrain(&g.Request, gr, "response_format", "structured outputs are not available on this server")
 }

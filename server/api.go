@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/hexserve/hexserve/anthropic"
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/ollama"
 )
@@ -181,7 +181,7 @@ func (c *call) model() (*Model, error) {
 
 // params are the conversion parameters of the request on its model (held),
 // with the model's context_overflow policy and its signals on c's reply.
-func (c *call) params() front.Params {
+func (c *call) params() apiconv.Params {
 	p := c.s.params(c.r, c.lease.Model)
 	p.Overflow, p.Shift, p.Truncated = c.lease.Model.Overflow, c.lease.Model.Shift, truncated(c.w, c.r, c.lease.Model.ID)
 	return p

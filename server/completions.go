@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -13,14 +13,14 @@ import (
 
 // chatCompletions is POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *call, req *openai.ChatCompletionRequest) error {
-	return openAIChunks(c, "chatcmpl-", func(p front.Params) (*openai.Generation, error) {
+	return openAIChunks(c, "chatcmpl-", func(p apiconv.Params) (*openai.Generation, error) {
 		return openai.FromChatCompletionRequest(req, p)
 	}, openai.ToChatCompletion, openai.NewChatStream)
 }
 
 // completions is POST /v1/completions.
 func (s *Server) completions(c *call, req *openai.CompletionRequest) error {
-	return openAIChunks(c, "cmpl-", func(p front.Params) (*openai.Generation, error) {
+	return openAIChunks(c, "cmpl-", func(p apiconv.Params) (*openai.Generation, error) {
 		return openai.FromCompletionRequest(req, p)
 	}, openai.ToCompletion, openai.NewCompletionStream)
 }
@@ -28,7 +28,7 @@ func (s *Server) completions(c *call, req *openai.CompletionRequest) error {
 // openAIChunks converts a chat or completions request on c's model and
 // answers it: the whole response, or the stream of its chunks (ids with
 // prefix).
-func openAIChunks[T any](c *call, prefix string, convert func(front.Params) (*openai.Generation, error),
+func openAIChunks[T any](c *call, prefix string, convert func(apiconv.Params) (*openai.Generation, error),
 	whole func(*openai.Generation, openai.Meta, inference.Result) T, stream func(*openai.Generation, openai.Meta) *openai.Stream) error {
 	m, err := c.model()
 	if err != nil {
@@ -47,13 +47,13 @@ func openAIChunks[T any](c *call, prefix string, convert func(front.Params) (*op
 
 // params are the conversion parameters for request r on model m; rendering
 // stops when r's client goes away or the prompt cannot fit m's context.
-func (s *Server) params(r *http.Request, m *Model) front.Params {
-	return front.Params{Tokenizer: m.Tokenizer, Template: m.Template, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
+func (s *Server) params(r *http.Request, m *Model) apiconv.Params {
+	return apiconv.Params{Tokenizer: m.Tokenizer, Template: m.Template, Defaults: s.samplingFor(m), MaxTokens: s.opts.MaxTokens,
 		ContextLen: m.ContextLen, Date: s.opts.DateString(), Context: r.Context(), Vocab: m.grammar, Compiled: s.compiled,
 		Grammar:    grammar.Options{Limits: s.opts.Structured, Cache: s.grammars},
 		ToolFormat: m.ToolFormat,
 		Reasoning:  m.Reasoning, ReasoningKey: s.reasoningKey,
-		MaxPromptBytes: front.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
+		MaxPromptBytes: apiconv.PromptByteLimit(m.ContextLen, m.Tokenizer.MaxPieceBytes())}
 }
 
 // compiled records a structured request's compile time and steps.

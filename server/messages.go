@@ -6,8 +6,8 @@ import (
 	"net/http"
 
 	"github.com/hexserve/hexserve/anthropic"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/inference"
 )
 
@@ -39,7 +39,7 @@ func (s *Server) countTokens(c *call, req *anthropic.MessagesRequest) error {
 
 // convertMessages holds c's model and converts req with convert; a prompt
 // past the window's byte bound is Anthropic's prompt-too-long error.
-func convertMessages[T any](c *call, req *anthropic.MessagesRequest, convert func(*anthropic.MessagesRequest, front.Params) (T, error)) (T, error) {
+func convertMessages[T any](c *call, req *anthropic.MessagesRequest, convert func(*anthropic.MessagesRequest, apiconv.Params) (T, error)) (T, error) {
 	var zero T
 	m, err := c.model()
 	if err != nil {

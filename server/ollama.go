@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/ollama"
 )
@@ -49,13 +49,13 @@ func errNoEmbeddings(_ http.ResponseWriter, r *http.Request) error {
 // ollamaChat is POST /api/chat.
 func (s *Server) ollamaChat(c *call, req *ollama.ChatRequest) error {
 	return s.ollamaReply(c, ollama.Meta{Model: req.Model, Start: c.start}, len(req.Messages) == 0,
-		func(p front.Params) (*ollama.Generation, error) { return ollama.FromChatRequest(req, p) })
+		func(p apiconv.Params) (*ollama.Generation, error) { return ollama.FromChatRequest(req, p) })
 }
 
 // ollamaGenerate is POST /api/generate.
 func (s *Server) ollamaGenerate(c *call, req *ollama.GenerateRequest) error {
 	return s.ollamaReply(c, ollama.Meta{Model: req.Model, Start: c.start}, req.Prompt == "",
-		func(p front.Params) (*ollama.Generation, error) { return ollama.FromGenerateRequest(req, p) })
+		func(p apiconv.Params) (*ollama.Generation, error) { return ollama.FromGenerateRequest(req, p) })
 }
 
 // ollamaReply converts an Ollama request and answers it. A request with
@@ -65,9 +65,9 @@ func (s *Server) ollamaGenerate(c *call, req *ollama.GenerateRequest) error {
 // whole or as an NDJSON stream: errors before the first line go back to the
 // handler (a status and an error body), after it they are a last
 // {"error": …} line. The model is released with the request's keep_alive.
-func (s *Server) ollamaReply(c *call, meta ollama.Meta, load bool, convert func(front.Params) (*ollama.Generation, error)) error {
+func (s *Server) ollamaReply(c *call, meta ollama.Meta, load bool, convert func(apiconv.Params) (*ollama.Generation, error)) error {
 	if load { // no tokenizer needed
-		g, err := convert(front.Params{})
+		g, err := convert(apiconv.Params{})
 		if err != nil {
 			return err
 		}

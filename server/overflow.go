@@ -11,7 +11,7 @@ import (
 // raw prompt: tokens) a context_overflow policy left out of the prompt.
 const HeaderTruncated = "X-Hexserve-Context-Truncated"
 
-// truncated is front.Params.Truncated for a request answered on w: the
+// truncated is apiconv.Params.Truncated for a request answered on w: the
 // header, and a WARN line in the request's log.
 func truncated(w http.ResponseWriter, r *http.Request, model string) func(dropped, promptTokens int) {
 	return func(dropped, promptTokens int) {

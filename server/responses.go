@@ -12,7 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
-	"github.com/hexserve/hexserve/front"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/respstore"
@@ -33,7 +33,7 @@ func (s *Server) createResponse(c *call, req *openai.ResponseRequest) error {
 				Code: "previous_response_not_found", Message: fmt.Sprintf("Previous response with id '%s' not found.", *id)}
 		}
 	}
-	g, err := openai.FromResponseRequest(req, prev, c.params(), front.NewID("resp_"), time.Now().Unix())
+	g, err := openai.FromResponseRequest(req, prev, c.params(), apiconv.NewID("resp_"), time.Now().Unix())
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/grammar"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
@@ -128,7 +128,7 @@ type Model struct {
 	// in place of Options.Sampling.
 	Sampling *sample.Params
 	// ToolFormat is how the model writes tool calls; nil: Llama 3's.
-	ToolFormat front.ToolFormat
+	ToolFormat apiconv.ToolFormat
 	// Overflow is the model's context_overflow policy (config
 	// engine.context_overflow, models[].context_overflow); "": each API's
 	// default.
@@ -138,7 +138,7 @@ type Model struct {
 	Shift *bool
 	// Reasoning is the model's reasoning parser (model.reasoning_parser);
 	// nil: none.
-	Reasoning *front.ReasoningParser
+	Reasoning *apiconv.ReasoningParser
 
 	grammarOnce  sync.Once
 	grammarVocab atomic.Pointer[grammar.Vocab] // built on the first structured output

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/openai"
 	"github.com/hexserve/hexserve/overflow"
 )
@@ -169,7 +169,7 @@ func (s *Server) applyTemplate(c *call, req *applyTemplateRequest) error {
 	if opt.Tools, err = req.ChatTemplateKwargs.Apply(&opt, req.Tools); err != nil {
 		return err
 	}
-	if err := front.ReasoningEffort(&opt, req.ReasoningEffort, "reasoning_effort"); err != nil {
+	if err := apiconv.ReasoningEffort(&opt, req.ReasoningEffort, "reasoning_effort"); err != nil {
 		return err
 	}
 	if req.AddGenerationPrompt != nil {

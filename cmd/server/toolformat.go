@@ -5,18 +5,18 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/rs/zerolog"
 )
 
 // toolFormat is model entry e's tool-call format: model.tool_parser when set, else detected
-// (front.DetectToolFormat) from the loaded chat template's text (tmpl.Source) and config.json's
+// (apiconv.DetectToolFormat) from the loaded chat template's text (tmpl.Source) and config.json's
 // model_type beside the model's tokenizer.json. A config.json that cannot be read is logged and
 // left out of the detection.
-func toolFormat(e config.Model, tmpl *chat.Template, log zerolog.Logger) front.ToolFormat {
+func toolFormat(e config.Model, tmpl *chat.Template, log zerolog.Logger) apiconv.ToolFormat {
 	name := e.ToolParser
 	if name == "" {
 		var cfg struct {
@@ -27,11 +27,11 @@ func toolFormat(e config.Model, tmpl *chat.Template, log zerolog.Logger) front.T
 				log.Warn().Err(err).Msg("config.json cannot be read to detect the tool-call format (model.tool_parser)")
 			}
 		}
-		name = front.DetectToolFormat(tmpl.Source(), cfg.ModelType)
+		name = apiconv.DetectToolFormat(tmpl.Source(), cfg.ModelType)
 	}
-	f, err := front.ToolFormatNamed(name) // config.Validate checked a set one
+	f, err := apiconv.ToolFormatNamed(name) // config.Validate checked a set one
 	if err != nil {
-		f = front.Llama3JSON
+		f = apiconv.Llama3JSON
 	}
 	log.Info().Str("tool_parser", f.Name()).Bool("detected", e.ToolParser == "").Msg("tool-call format")
 	return f

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hexserve/hexserve/apiconv"
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/front"
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/rs/zerolog"
 )
@@ -75,10 +75,10 @@ func TestToolFormat(t *testing.T) {
 }
 
 // TestToolParsersAreFormats: the values config accepts for
-// model.tool_parser are exactly the formats front has.
+// model.tool_parser are exactly the formats apiconv has.
 func TestToolParsersAreFormats(t *testing.T) {
 	var names []string
-	for _, f := range front.ToolFormats {
+	for _, f := range apiconv.ToolFormats {
 		names = append(names, f.Name())
 	}
 	if !slices.Equal(names, config.ToolParsers) {

@@ -71,7 +71,7 @@ func goListEnv(t *testing.T, env []string, args ...string) []pkg {
 // A package in no layer fails the test, so every package gets a rule.
 var layerPrefixes = []struct{ prefix, layer string }{
 	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
-	{"upstream", "pure"}, {"front", "pure"}, {"overflow", "pure"},
+	{"upstream", "pure"}, {"apiconv", "pure"}, {"overflow", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
 	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"hexagon/graphio", "support"}, {"hexagon/writeback", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
@@ -155,7 +155,7 @@ func basePath(importPath string) string {
 	return strings.TrimSuffix(p, "_test")
 }
 
-// apiPackages convert one client API each; what they share is in front/.
+// apiPackages convert one client API each; what they share is in apiconv/.
 var apiPackages = []string{module + "/openai", module + "/anthropic", module + "/ollama"}
 
 // apiSiblings returns the deps of package path, when it is an API package,
@@ -202,7 +202,7 @@ func TestLayerRules(t *testing.T) {
 			t.Errorf("violations(%s, %v) = %q, want %q", c.layer, c.deps, got, c.want)
 		}
 	}
-	if got := apiSiblings(module+"/ollama", []string{module + "/front", module + "/openai"}); !slices.Equal(got, []string{module + "/openai"}) {
+	if got := apiSiblings(module+"/ollama", []string{module + "/apiconv", module + "/openai"}); !slices.Equal(got, []string{module + "/openai"}) {
 		t.Errorf("apiSiblings(ollama) = %v, want openai", got)
 	}
 	if layerOf(module+"/hexagon/graphio") != "support" || layerOf(module+"/hexagon/plan") != "support" {
@@ -243,7 +243,7 @@ func TestLayering(t *testing.T) {
 				p.ImportPath, layer, strings.Join(bad, ", "), layer, strings.Join(forbidden[layer], ", "))
 		}
 		if bad := apiSiblings(path, p.Deps); len(bad) > 0 {
-			t.Errorf("API package %s imports the API package %s; what the APIs share is in front/", path, strings.Join(bad, ", "))
+			t.Errorf("API package %s imports the API package %s; what the APIs share is in apiconv/", path, strings.Join(bad, ", "))
 		}
 		if layer == "runner" {
 			if bad := siblings(path, p.Deps); len(bad) > 0 {
@@ -264,7 +264,7 @@ func TestLayering(t *testing.T) {
 // standard library and its Jinja engine (which has no dependencies of its
 // own; in particular not tokenizer: callers convert Segments themselves).
 func TestImportRules(t *testing.T) {
-	for _, p := range goList(t, "./openai", "./anthropic", "./ollama", "./front", "./upstream/chatwire", "./chat") {
+	for _, p := range goList(t, "./openai", "./anthropic", "./ollama", "./apiconv", "./upstream/chatwire", "./chat") {
 		if p.Error != nil {
 			t.Errorf("%s does not load: %s", p.ImportPath, p.Error.Err)
 			continue

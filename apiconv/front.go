@@ -1,11 +1,11 @@
-// Package front holds what every API's conversion (openai/, anthropic/,
+// Package apiconv holds what every API's conversion (openai/, anthropic/,
 // ollama/) turns a request into and shares: the server's conversion
 // parameters (Params), tool definitions and the parsing of the model's tool
 // calls in its family's format (ToolFormat), the prompt's encoding (EncodeChat), structured-output constraints
 // and their errors (Constraint, SchemaError, ToolGrammar), response ids
 // (NewID) and the 400s of invalid fields (Invalid). Like the API packages it
 // does not import net/http.
-package front
+package apiconv
 
 import (
 	"bytes"
