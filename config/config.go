@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"go.yaml.in/yaml/v3"
 )

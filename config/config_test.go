@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/rope"
 )
 

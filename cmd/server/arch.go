@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/server"
 )
 

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
-	"github.com/hexserve/hexserve/hexagon/bundle/bundlesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle/bundlesim"
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )

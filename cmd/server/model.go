@@ -11,9 +11,9 @@ import (
 
 	"github.com/hexserve/hexserve/chat"
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/executorch"
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/internal/endtokens"

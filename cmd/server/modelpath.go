@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/qhexrt"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
 )
 

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 
 	"github.com/hexserve/hexserve/config"
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
@@ -89,7 +89,7 @@ func probePTE(_ config.Model, file string) (modelProbe, error) {
 	if len(v) != 1 || v[0].Kind != pte.KindInt {
 		return modelProbe{}, errors.New("pte: " + file + ": no get_max_context_len metadata")
 	}
-	if cl := v[0].Int; cl < 2 || cl > bundle.MaxContext+1 {
+	if cl := v[0].Int; cl < 2 || cl > modelfile.MaxContext+1 {
 		return modelProbe{}, fmt.Errorf("pte: %s: get_max_context_len %d is out of range", file, cl)
 	}
 	pr := modelProbe{ContextLen: int(v[0].Int) - 1, Shape: pteShape(f)}

@@ -1,13 +1,13 @@
 package executorch
 
-import "github.com/hexserve/hexserve/hexagon/bundle"
+import "github.com/hexserve/hexserve/internal/modelfile"
 
 // checkMemory refuses, before the KV cache is allocated, a context longer than hexserve
 // supports and a file, KV cache and graph I/O (each method's plan values) that together are
 // more than Config.Memory.
 func (r *Runner) checkMemory(cl, decodeAR int, methods ...*layout) error {
-	if cl > bundle.MaxContext+1 {
-		return r.errf("the graphs' context is %d, more than hexserve supports (%d)", cl, bundle.MaxContext+1)
+	if cl > modelfile.MaxContext+1 {
+		return r.errf("the graphs' context is %d, more than hexserve supports (%d)", cl, modelfile.MaxContext+1)
 	}
 	kv := 2 * int64(r.layers) * int64(r.nkv*r.hd) * int64(cl-decodeAR) * int64(r.es)
 	var io int64

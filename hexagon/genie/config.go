@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/internal/modelfile"
 	"github.com/hexserve/hexserve/internal/rope"
 )
@@ -284,17 +283,17 @@ func (k configCheck) context(d *rawDialog) error {
 		return k.version("dialog.context", ctx.Version)
 	case ctx.Size == nil || *ctx.Size < 2:
 		return k.bad("dialog.context.size", "missing or below 2")
-	case *ctx.Size > bundle.MaxContext:
-		return k.bad("dialog.context.size", "%d is more than hexserve supports (%d)", *ctx.Size, bundle.MaxContext)
+	case *ctx.Size > modelfile.MaxContext:
+		return k.bad("dialog.context.size", "%d is more than hexserve supports (%d)", *ctx.Size, modelfile.MaxContext)
 	case ctx.NVocab == nil || *ctx.NVocab < 1:
 		return k.bad("dialog.context.n-vocab", "missing or below 1")
-	case *ctx.NVocab > bundle.MaxVocab:
-		return k.bad("dialog.context.n-vocab", "%d is more than hexserve supports (%d)", *ctx.NVocab, bundle.MaxVocab)
+	case *ctx.NVocab > modelfile.MaxVocab:
+		return k.bad("dialog.context.n-vocab", "%d is more than hexserve supports (%d)", *ctx.NVocab, modelfile.MaxVocab)
 	}
 	c.Size, c.NVocab, c.BOS = *ctx.Size, *ctx.NVocab, -1
 	if ctx.BOS != nil && *ctx.BOS >= 0 {
-		if *ctx.BOS >= bundle.MaxVocab {
-			return k.bad("dialog.context.bos-token", "%d is past hexserve's largest vocabulary (%d)", *ctx.BOS, bundle.MaxVocab)
+		if *ctx.BOS >= modelfile.MaxVocab {
+			return k.bad("dialog.context.bos-token", "%d is past hexserve's largest vocabulary (%d)", *ctx.BOS, modelfile.MaxVocab)
 		}
 		c.BOS = int32(*ctx.BOS)
 	}
@@ -307,15 +306,15 @@ func (k configCheck) context(d *rawDialog) error {
 			return k.bad("dialog.context.eos-token", "want a token id or a list of them")
 		}
 		for _, t := range many {
-			if t < 0 || t >= bundle.MaxVocab {
-				return k.bad("dialog.context.eos-token", "%d is outside [0, %d)", t, bundle.MaxVocab)
+			if t < 0 || t >= modelfile.MaxVocab {
+				return k.bad("dialog.context.eos-token", "%d is outside [0, %d)", t, modelfile.MaxVocab)
 			}
 			c.EOS = append(c.EOS, int32(t))
 		}
 	}
 	if t := ctx.EOT; t != nil && *t >= 0 {
-		if *t >= bundle.MaxVocab {
-			return k.bad("dialog.context.eot-token", "%d is past hexserve's largest vocabulary (%d)", *t, bundle.MaxVocab)
+		if *t >= modelfile.MaxVocab {
+			return k.bad("dialog.context.eot-token", "%d is past hexserve's largest vocabulary (%d)", *t, modelfile.MaxVocab)
 		}
 		if !slices.Contains(c.EOS, int32(*t)) {
 			c.EOS = append(c.EOS, int32(*t))
@@ -340,8 +339,8 @@ func (k configCheck) sampler(d *rawDialog) error {
 		return k.bad("dialog.sampler.temp", "%g is outside 0…2", *s.Temp)
 	case !in(s.TopP, 0, 1):
 		return k.bad("dialog.sampler.top-p", "%g is outside 0…1", *s.TopP)
-	case s.TopK != nil && (*s.TopK < 0 || *s.TopK > bundle.MaxVocab):
-		return k.bad("dialog.sampler.top-k", "%d is outside 0…%d", *s.TopK, bundle.MaxVocab)
+	case s.TopK != nil && (*s.TopK < 0 || *s.TopK > modelfile.MaxVocab):
+		return k.bad("dialog.sampler.top-k", "%d is outside 0…%d", *s.TopK, modelfile.MaxVocab)
 	case !in(s.Seed, 0, 1<<53):
 		return k.bad("dialog.sampler.seed", "%g is outside 0…2^53", *s.Seed)
 	}
@@ -400,8 +399,8 @@ func (k configCheck) backend(d *rawDialog) error {
 		return k.version("dialog.engine.backend.QnnHtp", be.QnnHtp.Version)
 	case be.QnnHtp.KVDim == nil || *be.QnnHtp.KVDim < 2:
 		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "missing or below 2")
-	case *be.QnnHtp.KVDim > bundle.MaxHeadDim:
-		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "%d is more than hexserve supports (%d)", *be.QnnHtp.KVDim, bundle.MaxHeadDim)
+	case *be.QnnHtp.KVDim > modelfile.MaxHeadDim:
+		return k.bad("dialog.engine.backend.QnnHtp.kv-dim", "%d is more than hexserve supports (%d)", *be.QnnHtp.KVDim, modelfile.MaxHeadDim)
 	case be.QnnHtp.MmapBudget < 0 || be.QnnHtp.MmapBudget > MaxMmapBudgetMB:
 		return k.bad("dialog.engine.backend.QnnHtp.mmap-budget", "%d MB is outside 0…%d", be.QnnHtp.MmapBudget, MaxMmapBudgetMB)
 	case be.QnnHtp.SpillFill < 0 || be.QnnHtp.SpillFill > MaxSpillFill:
@@ -503,8 +502,8 @@ type ropeError struct{ field, msg string }
 // ropeBounds checks the rope settings genie_config.json and config.json share.
 func ropeBounds(r Rope) *ropeError {
 	switch {
-	case r.Dim > bundle.MaxHeadDim:
-		return &ropeError{"rope-dim", fmt.Sprintf("%d is more than hexserve supports (%d)", r.Dim, bundle.MaxHeadDim)}
+	case r.Dim > modelfile.MaxHeadDim:
+		return &ropeError{"rope-dim", fmt.Sprintf("%d is more than hexserve supports (%d)", r.Dim, modelfile.MaxHeadDim)}
 	case !(r.Theta >= MinRopeTheta && r.Theta <= MaxRopeTheta):
 		return &ropeError{"rope-theta", fmt.Sprintf("%g is outside %g…%g", r.Theta, MinRopeTheta, MaxRopeTheta)}
 	}
@@ -516,8 +515,8 @@ func ropeBounds(r Rope) *ropeError {
 	case s.Factor != 0 && !(s.Factor <= MaxRopeFactor && s.LowFreqFactor <= MaxRopeFactor && s.HighFreqFactor <= MaxRopeFactor):
 		return &ropeError{"rope-scaling.factor", fmt.Sprintf("factor %g, low-freq-factor %g, high-freq-factor %g: each must be at most %d",
 			s.Factor, s.LowFreqFactor, s.HighFreqFactor, MaxRopeFactor)}
-	case s.OriginalMaxPositions > bundle.MaxContext:
-		return &ropeError{"rope-scaling.original-max-position-embeddings", fmt.Sprintf("%d is more than hexserve supports (%d)", s.OriginalMaxPositions, bundle.MaxContext)}
+	case s.OriginalMaxPositions > modelfile.MaxContext:
+		return &ropeError{"rope-scaling.original-max-position-embeddings", fmt.Sprintf("%d is more than hexserve supports (%d)", s.OriginalMaxPositions, modelfile.MaxContext)}
 	case slices.ContainsFunc(append(slices.Clone(s.ShortFactor), s.LongFactor...), func(f float64) bool { return f > MaxRopeFactor }):
 		return &ropeError{"rope-scaling.short-factor", fmt.Sprintf("a short- or long-factor is more than %d", MaxRopeFactor)}
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
 	"github.com/hexserve/hexserve/hexagon/plan"
 	"github.com/hexserve/hexserve/hexagon/qnn"
@@ -458,8 +457,8 @@ func (r *Runner) checkOutput(gc *graphCheck, g *arGraph, t qnn.TensorInfo, where
 		return r.errf("%s has dims %v, want [1,%d,n-vocab]", where, t.Dims, g.ar)
 	}
 	switch v := int(t.Dims[2]); {
-	case v < 1 || v > bundle.MaxVocab:
-		return r.errf("%s has %d entries per row (at most %d)", where, v, bundle.MaxVocab)
+	case v < 1 || v > modelfile.MaxVocab:
+		return r.errf("%s has %d entries per row (at most %d)", where, v, modelfile.MaxVocab)
 	case gc.nVocab == 0:
 		gc.nVocab = v
 	case v != gc.nVocab:

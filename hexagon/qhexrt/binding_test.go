@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/graphio"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 )
 

@@ -73,7 +73,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 	{"openai", "pure"}, {"ollama", "pure"}, {"anthropic", "pure"}, {"chat", "pure"}, {"tokenizer", "pure"}, {"inference", "pure"}, {"respstore", "pure"}, {"grammar", "pure"}, {"registry", "pure"},
 	{"upstream", "pure"}, {"apiconv", "pure"}, {"overflow", "pure"},
 	{"server", "app"}, {"config", "app"}, {"bench", "app"}, {"webui", "app"},
-	{"hexagon/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
+	{"hexagon/qhexrt/bundle", "support"}, {"hexagon/pte", "support"}, {"hexagon/qnn", "support"}, {"hexagon/hostsim", "support"},
 	{"hexagon/graphio", "support"}, {"hexagon/writeback", "support"}, {"hexagon/slotpool", "support"}, {"hexagon/plan", "support"},
 	{"internal", "support"},
 	{"hexagon", "runner"},
@@ -85,7 +85,7 @@ var layerPrefixes = []struct{ prefix, layer string }{
 //   - the API, template, tokenizer and scheduling layers never reach the NPU
 //     (no hexagon/ package, no purego) nor the app layer;
 //   - server, config and bench never import a runner, the QNN binding or purego
-//     (config reads the manifest format, hexagon/bundle);
+//     (config reads the manifest format, hexagon/qhexrt/bundle);
 //   - support packages never import a runner or the app;
 //   - runners never import the app (the binary wires them together), nor a
 //     sibling runner (hexagon/qhexrt and hexagon/executorch share only the
@@ -177,7 +177,7 @@ func TestLayerRules(t *testing.T) {
 	for _, c := range []struct{ path, layer string }{
 		{module + "/openai", "pure"}, {module + "/inference/inferencetest", "pure"}, {module + "/server", "app"},
 		{module + "/config", "app"}, {module + "/hexagon", "runner"}, {module + "/hexagon/pte", "support"}, {module + "/hexagon/etrunner", "runner"}, {module + "/hexagon/executorch", "runner"}, {module + "/hexagon/pte/ptesim", "support"},
-		{module + "/hexagon/llama", "runner"}, {module + "/hexagon/bundle", "support"},
+		{module + "/hexagon/llama", "runner"}, {module + "/hexagon/qhexrt/bundle", "support"}, {module + "/hexagon/qhexrt", "runner"},
 		{module + "/hexagon/hostsim/simfile", "support"}, {module + "/hexagonal", ""}, {module + "/newpkg", ""},
 		{module + "/cmd/server", "main"}, {"github.com/ebitengine/purego/internal/fakecgo", "purego"}, {"fmt", "external"},
 	} {
@@ -192,9 +192,9 @@ func TestLayerRules(t *testing.T) {
 	}{
 		{"pure", []string{"fmt", module + "/hexagon/qnn", module + "/internal/half", "github.com/ebitengine/purego"}, module + "/hexagon/qnn github.com/ebitengine/purego"},
 		{"pure", []string{module + "/hexagon/pte"}, module + "/hexagon/pte"}, {"pure", []string{module + "/hexagon/etrunner"}, module + "/hexagon/etrunner"},
-		{"app", []string{module + "/hexagon/bundle", module + "/hexagon"}, module + "/hexagon"},
+		{"app", []string{module + "/hexagon/qhexrt/bundle", module + "/hexagon"}, module + "/hexagon"},
 		{"app", []string{module + "/hexagon/etrunner", module + "/hexagon/qnn", module + "/chat"}, module + "/hexagon/etrunner " + module + "/hexagon/qnn"},
-		{"support", []string{module + "/hexagon/bundle", module + "/server"}, module + "/server"},
+		{"support", []string{module + "/hexagon/qhexrt/bundle", module + "/server"}, module + "/server"},
 		{"runner", []string{module + "/hexagon/qnn", module + "/config"}, module + "/config"},
 		{"main", []string{module + "/hexagon", module + "/server"}, ""},
 	} {
@@ -380,7 +380,7 @@ func TestArchitectureDiagram(t *testing.T) {
 // testModelWriters are the packages that write hostsim test models (context
 // binaries, bundles, .pte files) and the tiny-Llama weights: `hexserve
 // mkmodel`'s, left out of the phone binary by -tags nomkmodel.
-var testModelWriters = []string{"hexagon/hostsim", "hexagon/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "hexagon/genie/geniesim", "internal/tinyllama"}
+var testModelWriters = []string{"hexagon/hostsim", "hexagon/qhexrt/bundle/bundlesim", "hexagon/pte/ptewrite", "hexagon/pte/ptesim", "hexagon/genie/geniesim", "internal/tinyllama"}
 
 // writersIn returns the deps that are test-model writers.
 func writersIn(deps []string) []string {

@@ -6,26 +6,13 @@ import (
 	"github.com/hexserve/hexserve/internal/modelfile"
 )
 
-// Sane limits, checked before anything is allocated from a manifest's
-// numbers: a manifest with n_layers 1e9 or max_ctx 2^31 is refused with an
-// error instead of being allocated until the kernel kills the process.
-// They are far above any model a phone runs (Llama-3.2: 16 or 28 layers,
-// 128K context, 128K vocabulary).
-const (
-	MaxLayers  = 1024
-	MaxContext = 1 << 17 // 131072 positions, Llama-3.2's longest
-	MaxHidden  = 1 << 15
-	MaxHeadDim = 1024
-	MaxVocab   = 1 << 20
-)
-
 // checkLimits refuses params outside the sane limits.
 func checkLimits(p Params) error {
 	for _, f := range []struct {
 		key    string
 		v, max int
-	}{{"params.hidden", p.Hidden, MaxHidden}, {"params.vocab", p.Vocab, MaxVocab}, {"params.n_layers", p.NLayers, MaxLayers},
-		{"params.max_ctx", p.MaxCtx, MaxContext}, {"params.kv_dim", p.KVDim, MaxHidden}, {"params.head_dim", p.HeadDim, MaxHeadDim}} {
+	}{{"params.hidden", p.Hidden, modelfile.MaxHidden}, {"params.vocab", p.Vocab, modelfile.MaxVocab}, {"params.n_layers", p.NLayers, modelfile.MaxLayers},
+		{"params.max_ctx", p.MaxCtx, modelfile.MaxContext}, {"params.kv_dim", p.KVDim, modelfile.MaxHidden}, {"params.head_dim", p.HeadDim, modelfile.MaxHeadDim}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%s must be positive, got %d", f.key, f.v)
 		}

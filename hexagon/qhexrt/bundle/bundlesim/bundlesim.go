@@ -1,4 +1,4 @@
-// Package bundlesim writes QHexRT bundles (hexagon/bundle's layout) whose
+// Package bundlesim writes QHexRT bundles (hexagon/qhexrt/bundle's layout) whose
 // context binaries are hostsim's (hexagon/hostsim/simfile), for the
 // deterministic tiny-Llama models of testdata/tinyllama/SPEC.md: the graphs
 // of either contract, the f16 embedding table, the tokenizer files and the
@@ -17,8 +17,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/rope"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )

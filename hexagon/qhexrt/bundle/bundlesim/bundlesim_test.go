@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hexserve/hexserve/hexagon/bundle"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // TestWriteReads writes the tiny model in both layouts and reads the result
-// back with hexagon/bundle: the settings, the context files and the note
+// back with hexagon/qhexrt/bundle: the settings, the context files and the note
 // are what the options asked for.
 func TestWriteReads(t *testing.T) {
 	cfg, err := tinyllama.Preset("tiny")
