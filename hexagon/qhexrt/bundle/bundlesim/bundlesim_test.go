@@ -33,7 +33,7 @@ func TestWriteReads(t *testing.T) {
 		o := Options{Config: cfg, Source: "preset tiny", Name: "t", Arch: "v79", Contract: c.contract,
 			Mask: bundle.MaskU16, Ctx: 64, PrefillChunk: 16, Weights: simfile.WeightInt8, IO: simfile.F16,
 			KV: simfile.F16, Shared: c.shared, Tensors: tensors, Note: map[string]any{"io": "f16"},
-			Tokenizer: filepath.Join("..", "..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json")}
+			Tokenizer: filepath.Join("..", "..", "..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json")}
 		if err := Write(dir, o); err != nil {
 			t.Fatal(err)
 		}
