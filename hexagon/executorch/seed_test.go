@@ -15,7 +15,8 @@ import (
 // mkmodel's default; uint16; float32) a seeded request repeats exactly:
 // cold (nothing reused), warm (its retained rows taken over, beside three
 // other streams with prompts of their own), after a prompt sharing a
-// prefix, and with its rows restored from the KV store. prefill_forward
+// prefix, and with its rows restored from the KV store; speculative decoding
+// on (prompt lookup: the system prompt repeats). prefill_forward
 // reads its call's own rows at float32 and older rows from the cache, so a
 // row's bits depend on where its chunk starts: the runner states the prefill
 // window as the alignment of prompt runs (inference.BatchLimits.Align).
@@ -26,6 +27,7 @@ func TestSeedRepeats(t *testing.T) {
 		seeds, tokens = 2, 24
 	}
 	rt := openRuntime(t)
+	spec := inference.Speculative{Enabled: true, PromptLookup: true}
 	system := slices.Repeat(batchPrompts[2][1:], 3) // a shared system prompt: two windows and a bit
 	req := func(seed, extra int) inference.Request {
 		s := int64(seed)
@@ -70,7 +72,7 @@ func TestSeedRepeats(t *testing.T) {
 						t.Fatalf("seed %d %s: %d cached tokens (want > 0: %v, a multiple of %d)", seed, what, c, cached, align)
 					}
 				}
-				e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4})
+				e := inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, Speculative: spec})
 				res := inferencetest.Run(t, e, rq)
 				want := res.Choices[0].Tokens
 				check("cold", res, want, false)
@@ -78,15 +80,15 @@ func TestSeedRepeats(t *testing.T) {
 				e.Close()
 
 				// After a prompt sharing the system prompt (cold for rq's own turn).
-				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4})
+				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, Speculative: spec})
 				inferencetest.Run(t, e, req(seed+1, 5))
 				check("after a shared prefix", inferencetest.Run(t, e, rq), want, true)
 				e.Close()
 
-				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
+				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, Speculative: spec, KVStore: store})
 				inferencetest.Run(t, e, rq) // saved to the store
 				e.Close()
-				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, KVStore: store})
+				e = inference.New(r, byteVocab{}, inference.Config{MaxSequences: 4, Speculative: spec, KVStore: store})
 				check("restored under load", underLoad(e, rq), want, true)
 				check("warm", inferencetest.Run(t, e, rq), want, true)
 				e.Close()
