@@ -43,6 +43,16 @@ func (r *Runner) BatchLimits() inference.BatchLimits {
 	return l
 }
 
+// OpenCheap opens a sequence below the tail when reserve fits there (see
+// inference.CheapOpener): the engine evicts retained sequences rather than
+// send every step through kv_forward.
+func (r *Runner) OpenCheap(reserve int) (inference.SeqID, error) {
+	if S := r.cl - r.pre.ar; reserve <= S {
+		return r.OpenBelow(reserve, S)
+	}
+	return r.Open(reserve)
+}
+
 // tail reports whether a row of runs, or a committed row of any sequence,
 // lives in a slot prefill_forward cannot see (CL − AR on): then the step
 // goes through kv_forward, and the caches stay in its layout (re-striding
