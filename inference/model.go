@@ -115,6 +115,17 @@ type Batcher interface {
 	StepCost(rows int) time.Duration
 }
 
+// CheapOpener is optional for a Batcher whose slots do not all cost the
+// same (a .pte's last AR slots, which only kv_forward sees: while a row
+// lives there every Step goes row by row). OpenCheap opens as Open, in the
+// cheap slots when reserve fits in them, and fails with ErrNoSlots when it
+// would fit but they are taken: the engine then releases its retained
+// sequences (prefix-cache leftovers), oldest first, before it opens a
+// sequence in the dear slots.
+type CheapOpener interface {
+	OpenCheap(reserve int) (SeqID, error)
+}
+
 // SeqID names a sequence in a Batcher's pool.
 type SeqID uint32
 

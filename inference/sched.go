@@ -187,8 +187,18 @@ func (e *Engine) takeOver(req *Request, reserve int) (held, bool) {
 }
 
 // open opens a sequence of reserve slots, releasing the retained
-// sequences when the pool has no room for it.
+// sequences when the pool has no room for it, and on a CheapOpener, oldest
+// first, while they keep it out of the cheap slots.
 func (e *Engine) open(reserve int) (SeqID, error) {
+	if c, ok := e.model.(CheapOpener); ok {
+		for len(e.retained) > 0 {
+			if id, err := c.OpenCheap(reserve); !errors.Is(err, ErrNoSlots) {
+				return id, err
+			}
+			e.model.Release(e.retained[0].id)
+			e.retained = slices.Delete(e.retained, 0, 1)
+		}
+	}
 	id, err := e.model.Open(reserve)
 	if errors.Is(err, ErrNoSlots) && len(e.retained) > 0 {
 		e.releaseRetained()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/plan"
+	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/hexagon/slotpool"
 	"github.com/hexserve/hexserve/inference"
 )
@@ -29,9 +30,27 @@ var (
 
 // BatchLimits: slotpool.Limits of AR rows per step and the decode
 // layout's CL − 1 slots (the whole window; slots from CL − AR on are
-// beyond prefill_forward's view: see tail).
+// beyond prefill_forward's view: see tail). On a quantized (uint8 or
+// uint16) cache a row reads its call's earlier rows at float32 and older
+// rows from the cache, so its bits depend on where its chunk starts: the
+// limits state the prefill window (AR, one graph of fixed rows in a real
+// export) as the alignment of prompt runs (inference.BatchLimits.Align).
 func (r *Runner) BatchLimits() inference.BatchLimits {
-	return slotpool.Limits(r.pre.ar, r.maxS)
+	l := slotpool.Limits(r.pre.ar, r.maxS)
+	if r.pre.kT.DataType != qnn.Float32 {
+		l.Align = l.Rows
+	}
+	return l
+}
+
+// OpenCheap opens a sequence below the tail when reserve fits there (see
+// inference.CheapOpener): the engine evicts retained sequences rather than
+// send every step through kv_forward.
+func (r *Runner) OpenCheap(reserve int) (inference.SeqID, error) {
+	if S := r.cl - r.pre.ar; reserve <= S {
+		return r.OpenBelow(reserve, S)
+	}
+	return r.Open(reserve)
 }
 
 // tail reports whether a row of runs, or a committed row of any sequence,
@@ -134,7 +153,7 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 	}
 	m := r.pre
 	switch opts := r.options(rows, runs); {
-	case r.policy.Choose(&r.stats, opts) == 1:
+	case r.whole(runs) || r.policy.Choose(&r.stats, opts) == 1:
 	case rows == 1:
 		m = r.dec // one call: its output buffer holds the row
 	default:
@@ -147,6 +166,23 @@ func (r *Runner) Step(ctx context.Context, runs []inference.Run) ([]inference.Ro
 		return nil, err
 	}
 	return r.Commit(runs, m.logits, m.vocab), nil
+}
+
+// whole reports whether runs must go through prefill_forward: on a
+// quantized cache (BatchLimits.Align > 1) a run of several rows read row by
+// row through kv_forward would read its earlier rows from the cache instead
+// of at float32, so its bits would follow the measured costs (and the load).
+// Rows in the tail go through kv_forward whatever the cache.
+func (r *Runner) whole(runs []inference.Run) bool {
+	if r.pre.kT.DataType == qnn.Float32 || r.tail(runs) {
+		return false
+	}
+	for _, run := range runs {
+		if len(run.Tokens) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRuns validates a Step.

@@ -80,10 +80,15 @@ func (b *Batcher) check() error {
 
 // Open starts a sequence with reserve slots of its own.
 func (b *Batcher) Open(reserve int) (inference.SeqID, error) {
+	return b.OpenBelow(reserve, b.Pool.Slots())
+}
+
+// OpenBelow is Open with the sequence's slots below slot below.
+func (b *Batcher) OpenBelow(reserve, below int) (inference.SeqID, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	id, err := b.Pool.New(reserve)
+	id, err := b.Pool.NewBelow(reserve, below)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", b.life.Prefix, err)
 	}

@@ -76,11 +76,11 @@ func (p *Pool) High() int { return p.high }
 // Seq is the open sequence id, or nil.
 func (p *Pool) Seq(id inference.SeqID) *Seq { return p.seqs[id] }
 
-// alloc finds n free contiguous slots starting at or above above (first
-// fit) and takes them.
-func (p *Pool) alloc(n, above int) (int, bool) {
+// alloc finds n free contiguous slots in [above, below) (first fit) and
+// takes them.
+func (p *Pool) alloc(n, above, below int) (int, bool) {
 	run := 0
-	for i := max(above, 0); i < len(p.ref); i++ {
+	for i := max(above, 0); i < min(below, len(p.ref)); i++ {
 		if p.ref[i] != 0 {
 			run = 0
 			continue
@@ -100,17 +100,22 @@ func (p *Pool) alloc(n, above int) (int, bool) {
 // New starts a sequence with reserve slots of its own (see
 // inference.Batcher.Open); the error wraps inference.ErrNoSlots.
 func (p *Pool) New(reserve int) (inference.SeqID, error) {
-	return p.open(&Seq{}, reserve, 0)
+	return p.open(&Seq{}, reserve, 0, len(p.ref))
 }
 
-func (p *Pool) open(s *Seq, reserve, above int) (inference.SeqID, error) {
+// NewBelow is New with the sequence's slots below slot below.
+func (p *Pool) NewBelow(reserve, below int) (inference.SeqID, error) {
+	return p.open(&Seq{}, reserve, 0, below)
+}
+
+func (p *Pool) open(s *Seq, reserve, above, below int) (inference.SeqID, error) {
 	if reserve < 1 || reserve > len(p.ref) {
 		return 0, fmt.Errorf("a sequence of %d slots in a pool of %d: %w", reserve, len(p.ref), inference.ErrNoSlots)
 	}
 	if len(p.seqs) >= p.max {
 		return 0, fmt.Errorf("%d sequences open: %w", len(p.seqs), inference.ErrNoSlots)
 	}
-	lo, ok := p.alloc(reserve, above)
+	lo, ok := p.alloc(reserve, above, below)
 	if !ok {
 		return 0, fmt.Errorf("no %d free contiguous slots: %w", reserve, inference.ErrNoSlots)
 	}
@@ -133,7 +138,7 @@ func (p *Pool) Fork(parent inference.SeqID, rows, reserve int) (inference.SeqID,
 		return 0, fmt.Errorf("fork of %d rows of a sequence shifted past row %d", rows, ps.Keep)
 	}
 	s := &Seq{Base: ps.Slot(0), Shared: rows, N: rows}
-	id, err := p.open(s, reserve, ps.Slot(rows-1)+1)
+	id, err := p.open(s, reserve, ps.Slot(rows-1)+1, len(p.ref))
 	if err != nil {
 		return 0, err
 	}
@@ -182,7 +187,7 @@ func (p *Pool) Grow(id inference.SeqID, rows int) (*Move, error) {
 	if s.Shared > 0 {
 		above = s.Base + s.Shared
 	}
-	lo, ok := p.alloc(need, above) // the old range is still held: no overlap
+	lo, ok := p.alloc(need, above, len(p.ref)) // the old range is still held: no overlap
 	if !ok {
 		return nil, fmt.Errorf("no %d free contiguous slots to grow into: %w", need, inference.ErrNoSlots)
 	}

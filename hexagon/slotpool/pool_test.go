@@ -82,3 +82,22 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestNewBelow: NewBelow places a sequence first fit below its bound, or
+// fails with ErrNoSlots when the slots there are taken.
+func TestNewBelow(t *testing.T) {
+	p := New(16, 4)
+	a, _ := p.New(6) // [0, 6)
+	if _, err := p.NewBelow(6, 10); !errors.Is(err, inference.ErrNoSlots) {
+		t.Fatalf("6 slots below 10 beside [0, 6): %v", err)
+	}
+	b, err := p.NewBelow(4, 10)
+	if err != nil || p.Seq(b).Lo != 6 || p.Seq(b).Hi != 10 {
+		t.Fatalf("4 slots below 10: %v, seq %+v", err, p.Seq(b))
+	}
+	p.Release(a)
+	c, err := p.NewBelow(6, 10)
+	if err != nil || p.Seq(c).Lo != 0 {
+		t.Fatalf("6 slots below 10 after a release: %v, seq %+v", err, p.Seq(c))
+	}
+}

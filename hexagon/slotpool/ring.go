@@ -109,7 +109,7 @@ func (p *Pool) held(from, to int) bool {
 // relocate moves s's held rows, in position order, to a free range of size
 // slots of its own, releasing its old slots and its hold on shared ones.
 func (p *Pool) relocate(s *Seq, size int) ([]Move, error) {
-	lo, ok := p.alloc(size, 0) // the old slots are still held: no overlap
+	lo, ok := p.alloc(size, 0, len(p.ref)) // the old slots are still held: no overlap
 	if !ok {
 		return nil, fmt.Errorf("no %d free contiguous slots for its own copy: %w", size, inference.ErrNoSlots)
 	}
