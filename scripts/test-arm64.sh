@@ -23,6 +23,10 @@ for pkg in ./internal/scan ./hexagon/qnn ./hexagon/graphio ./hexagon/plan ./hexa
   # same graph calls the goldens make here; those tests run natively (make gotest),
   # as does the Batcher's leak test (its isolation and engine tests run here).
   [ "$pkg" = ./hexagon/qhexrt ] && skip='^(TestSeedColdWarmRunner|TestKVSnapshotRestore|TestPrefixReuse|TestKVStoreThroughEngine|TestPlanFollowsHostsimLatency|TestBatchNoLeak)$'
+  # Likewise the .pte runner's seeded-repeat and slot-placement tests (the engine's
+  # alignment and the pool's placement over the calls TestGolden and TestFamilyGolden
+  # make here; several minutes of the step under qemu).
+  [ "$pkg" = ./hexagon/executorch ] && skip='^(TestSeedRepeats|TestOpenCheap)$'
   (cd "$pkg" && qemu-aarch64 "$out/$name.test" -test.count=1 -test.short ${skip:+-test.skip "$skip"})
   echo "arm64: $pkg took $(($(date +%s) - start)) s"
 done

@@ -23,6 +23,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qhexrt/bundle"
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference/inferencetest"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
@@ -584,6 +585,7 @@ func TestMkmodelCustomConfig(t *testing.T) {
 // (model_type, head_dim, no rope scaling), generation_config.json (Qwen3's two end tokens), a
 // genie_config.json in AI Hub's Qwen form, and the tokenizer's tokenizer_config.json beside it.
 func TestMkmodelFamily(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a test model of each family in two formats")
 	tokDir := t.TempDir()
 	writeFiles(t, tokDir, map[string]string{"tokenizer.json": "{}", "tokenizer_config.json": `{"chat_template":"x"}`, "LICENSE": "l"})
 	for _, format := range []string{"genie", "pte"} {
@@ -617,6 +619,7 @@ func TestMkmodelFamily(t *testing.T) {
 // phi_3_5_mini_instruct form: parts weight_sharing_model_k_of_N.serialized.bin, the eos list and
 // LongRoPE in rope-scaling.
 func TestMkmodelPhi3(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes Phi-3 test models in two formats")
 	tokDir := t.TempDir()
 	writeFiles(t, tokDir, map[string]string{"tokenizer.json": "{}", "LICENSE": "l"})
 	for _, format := range []string{"genie", "pte"} {
@@ -662,6 +665,7 @@ func TestMkmodelPhi3(t *testing.T) {
 // falcon3 writes model_type llama with head_dim 256, 4 KV heads, θ 1000042 and genie_config.json
 // in AI Hub's Falcon3 form (RoPE inside QnnHtp, bos = eos = 11); both in genie and pte.
 func TestMkmodelGraniteFalcon3(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes four test models of two families")
 	tok := filepath.Join("..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json")
 	for _, tc := range []struct {
 		family, format string

@@ -11,12 +11,14 @@ import (
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/hexagon/pte"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
 
 // mkmodel --format pte writes a .pte that hexagon/pte reads, whose delegates are hostsim
 // ExecuTorch contexts; the graphs themselves are checked against the reference in hexagon/qnn.
 func TestMkmodelPTE(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a .pte per case")
 	cases := []struct {
 		name   string
 		args   []string

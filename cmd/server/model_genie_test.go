@@ -16,6 +16,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie"
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/testjson"
 )
 
@@ -23,6 +24,7 @@ import (
 // eos_token_id, else at tokenizer_config.json's eos_token; with none of them the load fails
 // instead of serving a model that never ends a turn.
 func TestGenieEndTokens(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a Genie bundle per end-token case")
 	libs := hostsimLibDir(t)
 	src := tinyGenie(t, "f32", simfile.WeightF16)
 	tok, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tokenizer", "llama3.2", "tokenizer.json"))

@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/testerr"
 )
 
 // TestMemoryBudget: a .pte whose file fits engine.model_memory but whose KV cache and graph I/O do
 // not is refused before the cache is allocated, saying how much it needs; at twice that it opens.
 func TestMemoryBudget(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a .pte and opens it twice")
 	rt := openRuntime(t)
 	path := writePTE(t, pteOpts{ctx: 512, ar: 8, shards: 1, kv: simfile.F32, logits: simfile.F32})
 	st, err := os.Stat(path)

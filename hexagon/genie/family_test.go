@@ -12,6 +12,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
 	"github.com/hexserve/hexserve/hexagon/hostsim/simfile"
 	"github.com/hexserve/hexserve/inference"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/testjson"
 	"github.com/hexserve/hexserve/internal/tinyllama"
 )
@@ -42,6 +43,7 @@ func writeFamily(t testing.TB, family, precision string) (string, tinyllama.Conf
 // runner from config.json or, for Falcon3, genie_config's QnnHtp rope-theta) through a prompt
 // chunk and decode rows, and its greedy continuation equals the reference's.
 func TestFamilies(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes and runs each family's tiny bundle")
 	rt := openRuntime(t)
 	for _, tc := range []struct {
 		family, served string
@@ -107,6 +109,7 @@ func TestFamilies(t *testing.T) {
 // TestFamilyRefused: a config.json of an unsupported family, or one whose sizes disagree with the
 // binaries, is refused at load naming both sides.
 func TestFamilyRefused(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a bundle per refused family")
 	rt := openRuntime(t)
 	for _, tc := range []struct {
 		name string

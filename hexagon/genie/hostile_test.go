@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hexserve/hexserve/hexagon/genie/geniesim"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/testerr"
 )
 
@@ -17,6 +18,7 @@ import (
 // size (context 2^30 and 4M, 1,000 parts, parts or KV over engine.model_memory) and each bad
 // setting of the bundle's own is refused at load within 5 s, naming the field and the file.
 func TestHostileBundles(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a bundle per hostile case")
 	rt := openRuntime(t)
 	part := geniesim.PartFile("tiny", 2, 3)
 	fifo := func(t *testing.T, dir, name string) {

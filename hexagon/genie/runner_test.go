@@ -19,6 +19,7 @@ import (
 	"github.com/hexserve/hexserve/hexagon/qnn"
 	"github.com/hexserve/hexserve/inference"
 	"github.com/hexserve/hexserve/inference/sample"
+	"github.com/hexserve/hexserve/internal/costtest"
 	"github.com/hexserve/hexserve/internal/hostsimtest"
 	"github.com/hexserve/hexserve/internal/testerr"
 	"github.com/hexserve/hexserve/internal/testjson"
@@ -431,6 +432,7 @@ func editConfig(t testing.TB, dir, path string, v any) {
 
 // TestBadBundles: every bad bundle is refused with an error naming the file and the field.
 func TestBadBundles(t *testing.T) {
+	costtest.SkipNumericUnderRace(t, "writes a bundle per bad case")
 	rt := openRuntime(t)
 	bins := func(dir string) []any {
 		var out []any

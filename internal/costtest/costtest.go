@@ -52,3 +52,15 @@ func Within(t testing.TB, what string, c Cost, cpu time.Duration, alloc uint64) 
 		t.Errorf("%s allocated %.1f MB, want ≤ %.1f MB", what, float64(c.Alloc)/1e6, float64(alloc)/1e6)
 	}
 }
+
+// SkipNumericUnderRace skips t when the race detector is on: a test whose
+// time goes into numeric work on one goroutine (writing test models,
+// float64 references) gains nothing from it at 5–10× the cost. make test's
+// full pass runs it without -race, so call it only from packages whose
+// tests call testing.Short() (the Makefile's SHORT_PKGS).
+func SkipNumericUnderRace(t testing.TB, what string) {
+	t.Helper()
+	if Race {
+		t.Skipf("%s: numeric work on one goroutine; the pass without -race runs it", what)
+	}
+}
