@@ -7,9 +7,11 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -30,9 +32,27 @@ import (
 // mkmodelBuilt says whether this build has the mkmodel subcommand.
 const mkmodelBuilt = true
 
+// runMk runs `hexserve mkmodel args` and returns its exit code, stdout and
+// stderr. Under -race it runs `$HEXSERVE_BIN mkmodel` (make test builds it from the
+// same source) when that is set: writing a model is numeric work on one
+// goroutine, 5–10× slower under the race detector for nothing it checks; the
+// pass without -race runs mkmodel in-process.
 func runMk(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
+	if bin := os.Getenv("HEXSERVE_BIN"); costtest.Race && bin != "" {
+		cmd := exec.Command(bin, append([]string{"mkmodel"}, args...)...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			return exit.ExitCode(), out.String(), errb.String()
+		case err != nil:
+			t.Fatalf("%s mkmodel: %v", bin, err)
+		}
+		return 0, out.String(), errb.String()
+	}
 	code := mkmodel(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
@@ -100,9 +120,7 @@ func tinyBundle(t *testing.T) (dir, stdout string) {
 	t.Helper()
 	tiny.once.Do(func() {
 		tiny.dir = filepath.Join(testTmp, "tiny")
-		var out, errb bytes.Buffer
-		tiny.code = mkmodel([]string{"--preset", "tiny", "--out", tiny.dir, "--tokenizer", testTokenizer}, &out, &errb)
-		tiny.out, tiny.errOut = out.String(), errb.String()
+		tiny.code, tiny.out, tiny.errOut = runMk(t, "--preset", "tiny", "--out", tiny.dir, "--tokenizer", testTokenizer)
 	})
 	if tiny.code != 0 {
 		t.Fatalf("mkmodel --preset tiny: exit %d: %s", tiny.code, tiny.errOut)

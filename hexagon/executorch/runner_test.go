@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -45,8 +46,58 @@ type pteOpts struct {
 	cfg             *tinyllama.Config // nil: the public tiny Llama
 }
 
-// writePTE writes the public tiny model (or o.cfg) as a .pte (float16 weights).
+// Written .pte files by their options, shared by the package's tests: each
+// test gets its own copy (writing one is a float64 calibration pass and the
+// whole model's weights). TestMain removes them.
+var (
+	pteMu    sync.Mutex
+	pteFiles = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, p := range pteFiles {
+		os.RemoveAll(filepath.Dir(p))
+	}
+	os.Exit(code)
+}
+
+// writePTE gives the test its own copy of the public tiny model (or o.cfg)
+// as a .pte (float16 weights).
 func writePTE(t testing.TB, o pteOpts) string {
+	t.Helper()
+	cfg := tinyllama.Tiny()
+	if o.cfg != nil {
+		cfg = *o.cfg
+	}
+	key := fmt.Sprintf("%d/%d/%d/%v/%v/%+v", o.ctx, o.ar, o.shards, o.kv, o.logits, cfg)
+	src := func() string {
+		pteMu.Lock()
+		defer pteMu.Unlock()
+		if p, ok := pteFiles[key]; ok {
+			return p
+		}
+		dir, err := os.MkdirTemp("", "pte-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPTE(t, o, dir)
+		pteFiles[key] = p
+		return p
+	}()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newPTE writes the public tiny model (or o.cfg) as a .pte in dir.
+func newPTE(t testing.TB, o pteOpts, dir string) string {
 	t.Helper()
 	c := tinyllama.Tiny()
 	if o.cfg != nil {
@@ -81,7 +132,7 @@ func writePTE(t testing.TB, o pteOpts) string {
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, FFN: c.IntermediateSize, Vocab: c.VocabSize, Ctx: o.ctx,
 		RMSEps: float32(c.RMSNormEps), TiedLMHead: c.TieWordEmbeddings, QKNorm: c.QKNorm(), QKVBias: c.QKVBias(),
 		Scales: scales, Rope: simfile.Rope{Theta: float32(c.RopeTheta), Scaling: c.Rope()}}
-	p := filepath.Join(t.TempDir(), fmt.Sprintf("tiny-%d-%d-%d.pte", o.ctx, o.ar, o.shards))
+	p := filepath.Join(dir, fmt.Sprintf("tiny-%d-%d-%d.pte", o.ctx, o.ar, o.shards))
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
