@@ -49,6 +49,7 @@ ${model}
 engine:
   queue_length: 1
   max_sequences: 1 # one request runs at a time, so the queue-full case below is exact
+chat: {date: 26 Jul 2024} # as configs/dev.yaml: Llama 3.2's template prints the date, and the replies checked below follow it
 log: {level: debug, format: json}
 `);
   const proc = spawn(env("HEXSERVE_BIN"), ["serve", "--config", cfg], {
