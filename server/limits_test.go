@@ -165,9 +165,17 @@ func TestReplyClientStopsReading(t *testing.T) {
 	defer conn.Close()
 	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 	fmt.Fprintf(conn, "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	// Never read. Within the timeout and some, the handler is gone: only
-	// the /metrics request itself is in flight.
+	// Never read. Once the handler is in flight (on a loaded machine the
+	// first look can come before the server has read the request's
+	// headers), within the timeout and some it is gone: only the /metrics
+	// request itself is in flight.
 	start := time.Now()
+	for inFlight() < 2 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the request never went in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	for inFlight() != 1 {
 		if time.Since(start) > 10*time.Second {
 			t.Fatalf("reply not dropped after %v (%v requests in flight)", time.Since(start), inFlight())
